@@ -1,0 +1,171 @@
+//! Process configuration: where to listen, the shared secret, where files live, limits.
+//!
+//! Read once at start from goose's environment variables (so Desktop can launch us as it
+//! launches goosed) and from our own `GOSLING_*` overrides. A plain struct: every field is
+//! set explicitly by `Config::from_env`, there is no `Default`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// `GOOSE_SERVER__SECRET_KEY` was set.
+    Env,
+    /// Generated at start and written to this 0600 file.
+    Generated(PathBuf),
+}
+
+#[derive(Clone)]
+pub struct Config {
+    pub host: IpAddr,
+    /// 0 = any free port.
+    pub port: u16,
+    pub secret: String,
+    pub secret_source: SecretSource,
+    /// config.json and secrets.json (`GOSLING_CONFIG_DIR`, else `$XDG_CONFIG_HOME/gosling`).
+    pub config_dir: PathBuf,
+    /// Sessions, the audit log, memory notes, the generated secret (`GOSLING_STATE_DIR`,
+    /// else `$XDG_STATE_HOME/gosling`).
+    pub state_dir: PathBuf,
+    /// Requests handled at once; beyond it new requests get 503 with Retry-After.
+    pub max_requests: usize,
+    /// Largest request body accepted; beyond it 413.
+    pub max_body: usize,
+    /// How long a connection may sit without sending a byte (slow or idle clients).
+    pub io_timeout: Duration,
+}
+
+impl std::fmt::Debug for SecretRedacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
+}
+struct SecretRedacted<'a>(&'a str);
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("secret", &SecretRedacted(&self.secret))
+            .field("secret_source", &self.secret_source)
+            .field("config_dir", &self.config_dir)
+            .field("state_dir", &self.state_dir)
+            .field("max_requests", &self.max_requests)
+            .field("max_body", &self.max_body)
+            .field("io_timeout", &self.io_timeout)
+            .finish()
+    }
+}
+
+/// Process environment lookups go through this so tests of `from_env` need no real env.
+pub trait Env {
+    fn get(&self, key: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn get(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok().filter(|v| !v.is_empty())
+    }
+}
+
+/// The XDG base directory for `kind` ("CONFIG" or "STATE"), with the spec's fallbacks.
+pub fn xdg_dir(env: &dyn Env, kind: &str) -> PathBuf {
+    if let Some(d) = env.get(&format!("XDG_{kind}_HOME")).filter(|d| d.starts_with('/')) {
+        return PathBuf::from(d);
+    }
+    let home = env.get("HOME").unwrap_or_else(|| "/".to_string());
+    match kind {
+        "CONFIG" => PathBuf::from(home).join(".config"),
+        _ => PathBuf::from(home).join(".local").join("state"),
+    }
+}
+
+pub fn config_dir(env: &dyn Env) -> PathBuf {
+    env.get("GOSLING_CONFIG_DIR").map(PathBuf::from).unwrap_or_else(|| xdg_dir(env, "CONFIG").join("gosling"))
+}
+
+pub fn state_dir(env: &dyn Env) -> PathBuf {
+    env.get("GOSLING_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| xdg_dir(env, "STATE").join("gosling"))
+}
+
+fn parse_num<T: std::str::FromStr>(env: &dyn Env, key: &str, default: T) -> Result<T, String> {
+    match env.get(key) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| format!("config: {key}={v:?} is not a valid number")),
+    }
+}
+
+impl Config {
+    /// Reads the environment. `port_flag`/`host_flag` come from the command line and win.
+    /// The secret is not resolved here (see `resolve_secret`), so this stays pure.
+    pub fn from_env(env: &dyn Env, port_flag: Option<u16>, host_flag: Option<IpAddr>) -> Result<Config, String> {
+        let port = match port_flag {
+            Some(p) => p,
+            None => match env.get("GOOSE_PORT").or_else(|| env.get("GOOSE_SERVER__PORT")) {
+                Some(p) => p.trim().parse().map_err(|_| format!("config: GOOSE_PORT={p:?} is not a port number (0-65535)"))?,
+                None => 3000,
+            },
+        };
+        let host = match host_flag {
+            Some(h) => h,
+            None => match env.get("GOOSE_HOST") {
+                Some(h) => h.trim().parse().map_err(|_| format!("config: GOOSE_HOST={h:?} is not an IP address"))?,
+                None => IpAddr::from([127, 0, 0, 1]),
+            },
+        };
+        let secret = env.get("GOOSE_SERVER__SECRET_KEY").unwrap_or_default();
+        let max_requests = parse_num(env, "GOSLING_MAX_REQUESTS", 64usize)?;
+        if max_requests == 0 {
+            return Err("config: GOSLING_MAX_REQUESTS must be at least 1".into());
+        }
+        Ok(Config {
+            host,
+            port,
+            secret_source: SecretSource::Env,
+            secret,
+            config_dir: config_dir(env),
+            state_dir: state_dir(env),
+            max_requests,
+            max_body: parse_num(env, "GOSLING_MAX_BODY_BYTES", 50usize << 20)?,
+            io_timeout: Duration::from_secs(parse_num(env, "GOSLING_IO_TIMEOUT_SECS", 30u64)?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct MapEnv(HashMap<&'static str, &'static str>);
+    impl Env for MapEnv {
+        fn get(&self, key: &str) -> Option<String> {
+            self.0.get(key).map(|s| s.to_string())
+        }
+    }
+
+    #[test]
+    fn goose_variables() {
+        let env = MapEnv(HashMap::from([("GOOSE_PORT", "4321"), ("GOOSE_SERVER__SECRET_KEY", "s3"), ("HOME", "/h")]));
+        let c = Config::from_env(&env, None, None).unwrap();
+        assert_eq!(c.port, 4321);
+        assert_eq!(c.secret, "s3");
+        assert_eq!(c.host.to_string(), "127.0.0.1");
+        assert_eq!(c.config_dir, PathBuf::from("/h/.config/gosling"));
+        assert_eq!(c.state_dir, PathBuf::from("/h/.local/state/gosling"));
+        assert!(!format!("{c:?}").contains("s3"), "Debug must not print the secret");
+    }
+
+    #[test]
+    fn flags_win_and_bad_values_are_named() {
+        let env = MapEnv(HashMap::from([("GOOSE_PORT", "x")]));
+        assert!(Config::from_env(&env, None, None).unwrap_err().contains("GOOSE_PORT"));
+        assert_eq!(Config::from_env(&env, Some(0), None).unwrap().port, 0);
+        let env = MapEnv(HashMap::from([("GOSLING_MAX_REQUESTS", "0")]));
+        assert!(Config::from_env(&env, Some(0), None).is_err());
+    }
+}

@@ -1,0 +1,441 @@
+//! goose's `ExtensionConfig` and the persisted `ExtensionEntry`, with goose's exact JSON shapes.
+//!
+//! What goose writes we read, and what we write goose reads: the `type` tag with snake_case
+//! values, snake_case fields, `description` null or absent read as `""`, optional fields left
+//! out when unset, and fields we do not know (e.g. `installation_notes`, `socket`) kept as they
+//! came. This module only describes and checks configs; starting them is `extensions::runtime`'s
+//! job.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// goose's `DEFAULT_EXTENSION_TIMEOUT`, seconds: bounds initialize and each request.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+/// Environment variables an extension config may not set (goose's list, compared
+/// case-insensitively): they change how the child's runtime loads code.
+pub const DISALLOWED_ENV_KEYS: [&str; 31] = [
+    "PATH", "PATHEXT", "SystemRoot", "windir", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT",
+    "LD_DEBUG", "LD_BIND_NOW", "LD_ASSUME_KERNEL", "DYLD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES",
+    "DYLD_FRAMEWORK_PATH", "PYTHONPATH", "PYTHONHOME", "NODE_OPTIONS", "RUBYOPT", "GEM_PATH",
+    "GEM_HOME", "CLASSPATH", "GO111MODULE", "GOROOT", "APPINIT_DLLS", "SESSIONNAME", "ComSpec",
+    "TEMP", "TMP", "LOCALAPPDATA", "USERPROFILE", "HOMEDRIVE", "HOMEPATH",
+];
+
+pub fn is_disallowed_env_key(key: &str) -> bool {
+    DISALLOWED_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
+}
+
+fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+fn is_false_or_absent(v: &Option<bool>) -> bool {
+    v.is_none()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExtensionConfig {
+    /// Legacy; kept so old config files load. Never activated.
+    Sse {
+        #[serde(default, deserialize_with = "null_as_empty")]
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    Stdio {
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        cmd: String,
+        args: Vec<String>,
+        #[serde(default)]
+        envs: BTreeMap<String, String>,
+        #[serde(default)]
+        env_keys: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        bundled: Option<bool>,
+        #[serde(default)]
+        available_tools: Vec<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    Builtin {
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        bundled: Option<bool>,
+        #[serde(default)]
+        available_tools: Vec<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    /// goose's in-process platform extensions: out of scope, read and written back untouched.
+    Platform {
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display_name: Option<String>,
+        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        bundled: Option<bool>,
+        #[serde(default)]
+        available_tools: Vec<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    StreamableHttp {
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        uri: String,
+        #[serde(default)]
+        envs: BTreeMap<String, String>,
+        #[serde(default)]
+        env_keys: Vec<String>,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        bundled: Option<bool>,
+        #[serde(default)]
+        available_tools: Vec<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    Frontend {
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        /// MCP `Tool` objects, kept as JSON: `{name, inputSchema, description?, ...}`.
+        tools: Vec<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instructions: Option<String>,
+        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        bundled: Option<bool>,
+        #[serde(default)]
+        available_tools: Vec<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    InlinePython {
+        name: String,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        description: String,
+        code: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dependencies: Option<Vec<String>>,
+        #[serde(default)]
+        available_tools: Vec<String>,
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+}
+
+/// A persisted extension: the config plus whether new sessions start it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtensionEntry {
+    pub enabled: bool,
+    #[serde(flatten)]
+    pub config: ExtensionConfig,
+}
+
+/// A config that cannot be used as given. `field` names the offending field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid extension config: `{}`: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn cfg_err(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError { field: field.to_string(), message: message.into() }
+}
+
+pub const TYPES: [&str; 7] = ["stdio", "streamable_http", "builtin", "frontend", "inline_python", "sse", "platform"];
+
+/// goose's `name_to_key`: drop whitespace, lower-case. The persisted map's key.
+pub fn name_to_key(name: &str) -> String {
+    name.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_lowercase()
+}
+
+/// The key of a running extension and the prefix of its tools: `name_to_key`, then every
+/// character other than ASCII letters, digits, `_` and `-` becomes `_`.
+pub fn runtime_key(name: &str) -> String {
+    name_to_key(name)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect()
+}
+
+impl ExtensionConfig {
+    /// Parses a config from JSON with messages that say what to fix, rather than serde's
+    /// generic ones, for the mistakes people actually make.
+    pub fn from_value(v: Value) -> Result<ExtensionConfig, ConfigError> {
+        let obj = v.as_object().ok_or_else(|| cfg_err("config", "must be a JSON object"))?;
+        let ty = match obj.get("type") {
+            Some(Value::String(t)) => t.as_str(),
+            Some(_) => return Err(cfg_err("type", format!("must be a string, one of: {}", TYPES.join(", ")))),
+            None => return Err(cfg_err("type", format!("is missing; set it to one of: {}", TYPES.join(", ")))),
+        };
+        if !TYPES.contains(&ty) {
+            return Err(cfg_err("type", format!("unknown type {ty:?}; use one of: {}", TYPES.join(", "))));
+        }
+        if ty == "streamable_http" && !obj.contains_key("uri") && obj.contains_key("url") {
+            return Err(cfg_err("url", "streamable_http configs take the endpoint in `uri`, not `url`; use `uri`"));
+        }
+        let required: &[&str] = match ty {
+            "stdio" => &["name", "cmd", "args"],
+            "streamable_http" => &["name", "uri"],
+            "frontend" => &["name", "tools"],
+            "inline_python" => &["name", "code"],
+            "sse" => &[],
+            _ => &["name"],
+        };
+        for f in required {
+            if obj.get(*f).is_none_or(Value::is_null) {
+                let hint = match *f {
+                    "args" => " (send [] for none)",
+                    _ => "",
+                };
+                return Err(cfg_err(f, format!("is required for type {ty}{hint}")));
+            }
+        }
+        serde_json::from_value(v.clone()).map_err(|e| {
+            let msg = e.to_string();
+            let field = msg.split('`').nth(1).unwrap_or("config").to_string();
+            cfg_err(&field, msg)
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            ExtensionConfig::Sse { name, .. }
+            | ExtensionConfig::Stdio { name, .. }
+            | ExtensionConfig::Builtin { name, .. }
+            | ExtensionConfig::Platform { name, .. }
+            | ExtensionConfig::StreamableHttp { name, .. }
+            | ExtensionConfig::Frontend { name, .. }
+            | ExtensionConfig::InlinePython { name, .. } => name,
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ExtensionConfig::Sse { .. } => "sse",
+            ExtensionConfig::Stdio { .. } => "stdio",
+            ExtensionConfig::Builtin { .. } => "builtin",
+            ExtensionConfig::Platform { .. } => "platform",
+            ExtensionConfig::StreamableHttp { .. } => "streamable_http",
+            ExtensionConfig::Frontend { .. } => "frontend",
+            ExtensionConfig::InlinePython { .. } => "inline_python",
+        }
+    }
+
+    /// The persisted map's key (`name_to_key` of the name).
+    pub fn key(&self) -> String {
+        name_to_key(self.name())
+    }
+
+    pub fn description(&self) -> &str {
+        match self {
+            ExtensionConfig::Sse { description, .. }
+            | ExtensionConfig::Stdio { description, .. }
+            | ExtensionConfig::Builtin { description, .. }
+            | ExtensionConfig::Platform { description, .. }
+            | ExtensionConfig::StreamableHttp { description, .. }
+            | ExtensionConfig::Frontend { description, .. }
+            | ExtensionConfig::InlinePython { description, .. } => description,
+        }
+    }
+
+    /// Seconds allowed for initialize and for each request.
+    pub fn timeout_secs(&self) -> u64 {
+        let t = match self {
+            ExtensionConfig::Stdio { timeout, .. }
+            | ExtensionConfig::Builtin { timeout, .. }
+            | ExtensionConfig::StreamableHttp { timeout, .. }
+            | ExtensionConfig::InlinePython { timeout, .. } => *timeout,
+            _ => None,
+        };
+        t.unwrap_or(DEFAULT_TIMEOUT_SECS)
+    }
+
+    pub fn available_tools(&self) -> &[String] {
+        match self {
+            ExtensionConfig::Sse { .. } => &[],
+            ExtensionConfig::Stdio { available_tools, .. }
+            | ExtensionConfig::Builtin { available_tools, .. }
+            | ExtensionConfig::Platform { available_tools, .. }
+            | ExtensionConfig::StreamableHttp { available_tools, .. }
+            | ExtensionConfig::Frontend { available_tools, .. }
+            | ExtensionConfig::InlinePython { available_tools, .. } => available_tools,
+        }
+    }
+
+    /// Checks that go beyond the shape: things that would make activation fail for sure.
+    /// goose stores such configs anyway; we refuse them at the door with the fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name().trim().is_empty() && !matches!(self, ExtensionConfig::Sse { .. }) {
+            return Err(cfg_err("name", "must not be empty"));
+        }
+        match self {
+            ExtensionConfig::Stdio { cmd, envs, env_keys, .. } => {
+                if cmd.trim().is_empty() {
+                    return Err(cfg_err("cmd", "must name the program to run"));
+                }
+                check_env_names(envs.keys(), env_keys)?;
+            }
+            ExtensionConfig::StreamableHttp { uri, envs, env_keys, .. } => {
+                if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+                    return Err(cfg_err("uri", format!("{uri:?} is not an http:// or https:// URL")));
+                }
+                check_env_names(envs.keys(), env_keys)?;
+            }
+            ExtensionConfig::Frontend { tools, .. } => {
+                for (i, t) in tools.iter().enumerate() {
+                    if t.get("name").and_then(Value::as_str).is_none() {
+                        return Err(cfg_err(&format!("tools[{i}].name"), "every frontend tool needs a string `name`"));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn check_env_names<'a>(envs: impl Iterator<Item = &'a String>, env_keys: &'a [String]) -> Result<(), ConfigError> {
+    for k in envs.chain(env_keys.iter()) {
+        if is_disallowed_env_key(k) {
+            return Err(cfg_err("envs", format!("environment variable {k} is not allowed to be overwritten; remove it")));
+        }
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(cfg_err("envs", format!("{k:?} is not a valid environment variable name")));
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for ExtensionConfig {
+    /// The short forms goose logs, e.g. `Stdio(name: cmd args…)`; never includes env values.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExtensionConfig::Sse { name, .. } => write!(f, "SSE({name}: unsupported)"),
+            ExtensionConfig::Stdio { name, cmd, args, .. } => write!(f, "Stdio({name}: {cmd} {})", args.join(" ")),
+            ExtensionConfig::Builtin { name, .. } => write!(f, "Builtin({name})"),
+            ExtensionConfig::Platform { name, .. } => write!(f, "Platform({name})"),
+            ExtensionConfig::StreamableHttp { name, uri, .. } => write!(f, "StreamableHttp({name}: {uri})"),
+            ExtensionConfig::Frontend { name, .. } => write!(f, "Frontend({name})"),
+            ExtensionConfig::InlinePython { name, .. } => write!(f, "InlinePython({name})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The examples of goose-contract.md §4 and §5, each as goose writes it.
+    pub(crate) const GOOSE_EXAMPLES: [&str; 6] = [
+        r#"{"type":"stdio","name":"everything","description":"","cmd":"npx","args":["-y","@modelcontextprotocol/server-everything"],"envs":{"LOG_LEVEL":"info"},"env_keys":["API_TOKEN"],"timeout":300,"available_tools":[]}"#,
+        r#"{"type":"streamable_http","name":"remote","description":"","uri":"https://mcp.example.com/mcp","envs":{},"env_keys":["API_TOKEN"],"headers":{"Authorization":"Bearer ${API_TOKEN}"},"timeout":60,"available_tools":[]}"#,
+        r#"{"type":"builtin","name":"developer","description":"","display_name":"Developer","timeout":300,"bundled":true,"available_tools":[]}"#,
+        r#"{"type":"inline_python","name":"hello","description":"","code":"from mcp.server.fastmcp import FastMCP\n...","timeout":120,"dependencies":["requests"],"available_tools":[]}"#,
+        r#"{"type":"frontend","name":"ui","description":"","tools":[{"name":"pick_file","inputSchema":{"type":"object","properties":{}}}],"instructions":"Use pick_file to ask the user for a file","available_tools":[]}"#,
+        r#"{"type":"sse","name":"old","description":"","uri":"http://localhost:8000/sse"}"#,
+    ];
+
+    #[test]
+    fn goose_examples_round_trip_byte_for_byte() {
+        for ex in GOOSE_EXAMPLES {
+            let c = ExtensionConfig::from_value(serde_json::from_str(ex).unwrap()).unwrap();
+            assert_eq!(serde_json::to_string(&c).unwrap(), ex);
+        }
+    }
+
+    #[test]
+    fn entry_flattens_enabled() {
+        let j = r#"{"enabled":true,"type":"builtin","name":"developer","description":"","display_name":"Developer","timeout":300,"bundled":true,"available_tools":[]}"#;
+        let e: ExtensionEntry = serde_json::from_str(j).unwrap();
+        assert!(e.enabled);
+        assert_eq!(e.config.key(), "developer");
+        assert_eq!(serde_json::to_string(&e).unwrap(), j);
+    }
+
+    #[test]
+    fn minimal_configs_get_goose_defaults() {
+        let c = ExtensionConfig::from_value(json!({"type":"stdio","name":"x","cmd":"echo","args":[],"description":null})).unwrap();
+        assert_eq!(c.description(), "");
+        assert_eq!(c.timeout_secs(), DEFAULT_TIMEOUT_SECS);
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({"type":"stdio","name":"x","description":"","cmd":"echo","args":[],"envs":{},"env_keys":[],"available_tools":[]})
+        );
+        let sse = ExtensionConfig::from_value(json!({"type":"sse"})).unwrap();
+        assert_eq!(sse.name(), "");
+    }
+
+    #[test]
+    fn unknown_fields_are_kept() {
+        let v = json!({"type":"streamable_http","name":"r","description":"","uri":"http://h/mcp","socket":"@s","installation_notes":"n"});
+        let c = ExtensionConfig::from_value(v).unwrap();
+        let back = serde_json::to_value(&c).unwrap();
+        assert_eq!(back["socket"], "@s");
+        assert_eq!(back["installation_notes"], "n");
+    }
+
+    #[test]
+    fn helpful_errors() {
+        let e = ExtensionConfig::from_value(json!({"type":"streamable_http","name":"r","url":"http://h"})).unwrap_err();
+        assert_eq!(e.field, "url");
+        assert!(e.message.contains("use `uri`"), "{e}");
+        let e = ExtensionConfig::from_value(json!({"type":"stdio","name":"r","cmd":"x"})).unwrap_err();
+        assert_eq!(e.field, "args");
+        let e = ExtensionConfig::from_value(json!({"type":"ftp","name":"r"})).unwrap_err();
+        assert_eq!(e.field, "type");
+        let e = ExtensionConfig::from_value(json!({"name":"r"})).unwrap_err();
+        assert_eq!(e.field, "type");
+        let e = ExtensionConfig::from_value(json!({"type":"stdio","name":"r","cmd":"x","args":"a"})).unwrap_err();
+        assert!(e.message.contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn validate_refuses_disallowed_env() {
+        let c = ExtensionConfig::from_value(json!({"type":"stdio","name":"r","cmd":"x","args":[],"envs":{"ld_preload":"/x.so"}})).unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.message.contains("ld_preload"), "{e}");
+    }
+
+    #[test]
+    fn keys() {
+        assert_eq!(name_to_key("My Tool"), "mytool");
+        assert_eq!(name_to_key("GitHub"), "github");
+        assert_eq!(runtime_key("My.Tool x"), "my_toolx");
+    }
+}

@@ -1,0 +1,2 @@
+//! Extension configs (goose's shapes), and later their runtime, deep links and policy.
+pub mod config;

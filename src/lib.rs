@@ -1,0 +1,12 @@
+//! gosling: goose's MCP-scope agent server API, synchronous, in one small binary.
+//!
+//! Modules in reading order: pure formats first, then storage, the MCP client, extensions,
+//! the HTTP front. See ARCHITECTURE.md for the map.
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod sys;
+pub mod wire;
+pub mod store;
+pub mod mcp;
+pub mod extensions;

@@ -1,0 +1,184 @@
+//! Crash-safe file writes and locked read-modify-write of JSON documents.
+//!
+//! Every write is: temp file in the same directory (mode 0600) → write → fsync → rename over
+//! the target → fsync the directory. A crash at any point leaves either the old or the new
+//! file, never a torn one. Updates hold an exclusive `flock` on a sibling `.lock` file, so
+//! concurrent writers in this process or another `gosling` never lose an update.
+
+use serde_json::Value;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug)]
+pub enum Error {
+    /// Reading, writing or locking `path` failed.
+    Io { path: PathBuf, source: io::Error },
+    /// `path` exists but is not the JSON we expect; it is left untouched.
+    Corrupt { path: PathBuf, detail: String },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "store: {}: {source}; check the directory exists and is writable", path.display()),
+            Error::Corrupt { path, detail } => write!(
+                f,
+                "store: {} is not valid: {detail}; fix or move the file away (it was left untouched)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Corrupt { .. } => None,
+        }
+    }
+}
+
+pub fn io_err(path: &Path, source: io::Error) -> Error {
+    Error::Io { path: path.to_path_buf(), source }
+}
+
+/// Creates `dir` (and parents) with mode 0700 if missing.
+pub fn ensure_dir(dir: &Path) -> Result<(), Error> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io_err(dir, e))
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+/// Atomically replaces `path` with `bytes` (mode 0600).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    ensure_dir(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let result = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(|e| io_err(path, e))
+}
+
+/// Reads a JSON document; a missing file is `None`, an unparseable one is `Corrupt`.
+pub fn read_json(path: &Path) -> Result<Option<Value>, Error> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path, e)),
+    }
+}
+
+pub fn write_json(path: &Path, value: &Value) -> Result<(), Error> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("a serde_json::Value always serializes");
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// An exclusive lock on `<path>.lock`, held until dropped.
+pub struct FileLock {
+    _file: File,
+}
+
+pub fn lock(path: &Path) -> Result<FileLock, Error> {
+    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    if let Some(dir) = lock_path.parent() {
+        ensure_dir(dir)?;
+    }
+    let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path).map_err(|e| io_err(&lock_path, e))?;
+    file.lock().map_err(|e| io_err(&lock_path, e))?;
+    Ok(FileLock { _file: file })
+}
+
+/// Locked read-modify-write of a JSON object file. `f` sees the current document (an empty
+/// object when the file does not exist) and returns whether it changed it.
+pub fn update_json<R>(path: &Path, f: impl FnOnce(&mut serde_json::Map<String, Value>) -> R) -> Result<R, Error> {
+    let _guard = lock(path)?;
+    let mut doc = match read_json(path)? {
+        None => serde_json::Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(Error::Corrupt { path: path.to_path_buf(), detail: "expected a JSON object at the top level".into() }),
+    };
+    let before = doc.clone();
+    let r = f(&mut doc);
+    if doc != before {
+        write_json(path, &Value::Object(doc))?;
+    }
+    Ok(r)
+}
+
+/// Reads a JSON object file (empty when missing) under the lock, so it never sees a
+/// half-applied update by another process.
+pub fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>, Error> {
+    let _guard = lock(path)?;
+    match read_json(path)? {
+        None => Ok(serde_json::Map::new()),
+        Some(Value::Object(m)) => Ok(m),
+        Some(_) => Err(Error::Corrupt { path: path.to_path_buf(), detail: "expected a JSON object at the top level".into() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gosling-atomic-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn write_is_0600_and_leaves_no_temp() {
+        let d = tmpdir("w");
+        let p = d.join("x.json");
+        write_json(&p, &serde_json::json!({"a":1})).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read_dir(&d).unwrap().count(), 1);
+        assert_eq!(read_json(&p).unwrap().unwrap()["a"], 1);
+    }
+
+    #[test]
+    fn corrupt_is_reported_and_untouched() {
+        let d = tmpdir("c");
+        ensure_dir(&d).unwrap();
+        let p = d.join("x.json");
+        fs::write(&p, b"{not json").unwrap();
+        let e = update_json(&p, |m| m.insert("k".into(), 1.into())).unwrap_err();
+        assert!(e.to_string().contains("x.json"), "{e}");
+        assert_eq!(fs::read(&p).unwrap(), b"{not json");
+    }
+
+    #[test]
+    fn concurrent_updates_all_land() {
+        let d = tmpdir("u");
+        let p = d.join("x.json");
+        let threads: Vec<_> = (0..16)
+            .map(|i| {
+                let p = p.clone();
+                std::thread::spawn(move || update_json(&p, |m| m.insert(format!("k{i}"), i.into())).unwrap())
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(read_object(&p).unwrap().len(), 16);
+    }
+}

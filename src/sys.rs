@@ -1,0 +1,99 @@
+//! The few OS calls std does not offer: signals and parent-death tracking for children.
+//!
+//! This is the only module allowed `unsafe`; each block is one libc call with its
+//! arguments checked above it. Unix only, like the rest of the process handling.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+
+/// Sends SIGTERM to a child's whole process group (children are started as group leaders,
+/// so `npx`'s grandchildren get it too).
+pub fn terminate_group(pid: u32) -> io::Result<()> {
+    signal_group(pid, libc::SIGTERM)
+}
+
+/// SIGKILL to the process group: the last rung of the shutdown ladder.
+pub fn kill_group(pid: u32) -> io::Result<()> {
+    signal_group(pid, libc::SIGKILL)
+}
+
+fn signal_group(pid: u32, sig: libc::c_int) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    if pid <= 1 {
+        return Err(io::Error::other("refusing to signal pid <= 1"));
+    }
+    // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+    let rc = unsafe { libc::kill(-pid, sig) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    SHUTDOWN.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGTERM/SIGINT handlers that set a flag; the server polls `shutdown_requested`.
+pub fn install_shutdown_handler() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only does an atomic store.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+pub fn shutdown_requested() -> bool {
+    SHUTDOWN.load(Ordering::SeqCst)
+}
+
+type SpawnJob = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Spawns `cmd` as the leader of a new process group that receives SIGKILL if this server
+/// dies, even by SIGKILL. Linux ties PR_SET_PDEATHSIG to the *thread* that forked, so every
+/// spawn happens on one long-lived thread instead of the short-lived request threads.
+pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    cmd.process_group(0);
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl.
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        thread::Builder::new()
+            .name("spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("spawn the spawner thread");
+        Mutex::new(tx)
+    });
+    let (rtx, rrx) = mpsc::channel();
+    tx.lock().unwrap_or_else(|e| e.into_inner()).send((cmd, rtx)).map_err(|_| io::Error::other("spawner thread is gone"))?;
+    rrx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
+}

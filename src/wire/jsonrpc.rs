@@ -1,0 +1,268 @@
+//! JSON-RPC 2.0 messages as MCP uses them: parse one message from bytes, encode one to a line.
+//!
+//! Pure: no I/O, no knowledge of transports or of MCP methods. Batches are not part of
+//! MCP 2025-06-18, so a JSON array is rejected like any other malformed message.
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Standard error codes (JSON-RPC 2.0 §5.1).
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// A request id: MCP allows strings and integers (never null).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Id {
+    Num(i64),
+    Str(String),
+}
+
+impl Id {
+    pub fn to_value(&self) -> Value {
+        match self {
+            Id::Num(n) => Value::from(*n),
+            Id::Str(s) => Value::from(s.clone()),
+        }
+    }
+
+    fn from_value(v: &Value) -> Option<Id> {
+        match v {
+            Value::String(s) => Some(Id::Str(s.clone())),
+            Value::Number(n) => n.as_i64().map(Id::Num),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Num(n) => write!(f, "{n}"),
+            Id::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// The `error` member of a failed response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> ErrorObject {
+        ErrorObject { code, message: message.into(), data: None }
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("code".into(), Value::from(self.code));
+        m.insert("message".into(), Value::from(self.message.clone()));
+        if let Some(d) = &self.data {
+            m.insert("data".into(), d.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// One JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request { id: Id, method: String, params: Option<Value> },
+    Notification { method: String, params: Option<Value> },
+    /// A successful response.
+    Response { id: Id, result: Value },
+    /// A failed response. `id` is `None` only when the peer could not read our id.
+    Error { id: Option<Id>, error: ErrorObject },
+}
+
+/// Why bytes are not a JSON-RPC message. Carries enough to log and to answer with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParseError {
+    /// Not JSON at all (the serde message says where).
+    Json(String),
+    /// JSON, but not a JSON-RPC 2.0 message object; the string says which rule failed.
+    Invalid(&'static str),
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Json(e) => write!(f, "jsonrpc: not JSON: {e}"),
+            ParseError::Invalid(why) => write!(f, "jsonrpc: not a JSON-RPC 2.0 message: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl Message {
+    pub fn request(id: Id, method: impl Into<String>, params: Option<Value>) -> Message {
+        Message::Request { id, method: method.into(), params }
+    }
+
+    pub fn notification(method: impl Into<String>, params: Option<Value>) -> Message {
+        Message::Notification { method: method.into(), params }
+    }
+
+    /// Parses one message. Leading/trailing whitespace (a `\r` before `\n`) is allowed.
+    pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| ParseError::Json(e.to_string()))?;
+        Message::from_value(value)
+    }
+
+    pub fn from_value(value: Value) -> Result<Message, ParseError> {
+        let Value::Object(mut obj) = value else {
+            return Err(ParseError::Invalid("expected a JSON object"));
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(ParseError::Invalid("`jsonrpc` must be \"2.0\""));
+        }
+        let params = obj.remove("params");
+        if let Some(p) = &params {
+            if !p.is_object() && !p.is_array() && !p.is_null() {
+                return Err(ParseError::Invalid("`params` must be an object or array"));
+            }
+        }
+        let params = params.filter(|p| !p.is_null());
+        let id = match obj.get("id") {
+            None => None,
+            Some(Value::Null) => None,
+            Some(v) => Some(Id::from_value(v).ok_or(ParseError::Invalid("`id` must be a string or integer"))?),
+        };
+        if let Some(method) = obj.get("method") {
+            let method = method.as_str().ok_or(ParseError::Invalid("`method` must be a string"))?.to_string();
+            return Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            });
+        }
+        if let Some(err) = obj.remove("error") {
+            let Value::Object(mut e) = err else {
+                return Err(ParseError::Invalid("`error` must be an object"));
+            };
+            let code = e.get("code").and_then(Value::as_i64).ok_or(ParseError::Invalid("`error.code` must be an integer"))?;
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+            let data = e.remove("data");
+            return Ok(Message::Error { id, error: ErrorObject { code, message, data } });
+        }
+        if let Some(result) = obj.remove("result") {
+            let id = id.ok_or(ParseError::Invalid("a response needs an `id`"))?;
+            return Ok(Message::Response { id, result });
+        }
+        Err(ParseError::Invalid("neither `method`, `result` nor `error`"))
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("jsonrpc".into(), Value::from("2.0"));
+        match self {
+            Message::Request { id, method, params } => {
+                m.insert("id".into(), id.to_value());
+                m.insert("method".into(), Value::from(method.clone()));
+                if let Some(p) = params {
+                    m.insert("params".into(), p.clone());
+                }
+            }
+            Message::Notification { method, params } => {
+                m.insert("method".into(), Value::from(method.clone()));
+                if let Some(p) = params {
+                    m.insert("params".into(), p.clone());
+                }
+            }
+            Message::Response { id, result } => {
+                m.insert("id".into(), id.to_value());
+                m.insert("result".into(), result.clone());
+            }
+            Message::Error { id, error } => {
+                m.insert("id".into(), id.as_ref().map_or(Value::Null, Id::to_value));
+                m.insert("error".into(), error.to_value());
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// Compact JSON without a trailing newline. serde_json escapes control characters, so the
+    /// result never contains a raw `\n` and is safe as one line of newline-delimited framing.
+    pub fn encode(&self) -> String {
+        self.to_value().to_string()
+    }
+
+    /// The method name of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_each_kind() {
+        let r = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert_eq!(r, Message::request(Id::Num(1), "ping", None));
+        let n = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#).unwrap();
+        assert_eq!(n, Message::notification("notifications/initialized", Some(json!({}))));
+        let ok = Message::parse(br#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#).unwrap();
+        assert_eq!(ok, Message::Response { id: Id::Str("a".into()), result: json!({"x":1}) });
+        let err = Message::parse(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"nope"}}"#).unwrap();
+        assert_eq!(err, Message::Error { id: Some(Id::Num(2)), error: ErrorObject::new(METHOD_NOT_FOUND, "nope") });
+        let err_null = Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#).unwrap();
+        assert!(matches!(err_null, Message::Error { id: None, .. }));
+    }
+
+    #[test]
+    fn rejects_what_is_not_jsonrpc() {
+        for bad in [
+            &b"not json"[..],
+            b"[]",
+            br#"{"id":1,"method":"x"}"#,
+            br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","method":7}"#,
+            br#"{"jsonrpc":"2.0","result":1}"#,
+            br#"{"jsonrpc":"2.0","id":1}"#,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"message":"no code"}}"#,
+            br#"{"jsonrpc":"2.0","method":"x","params":3}"#,
+        ] {
+            assert!(Message::parse(bad).is_err(), "accepted {:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn encode_round_trips_on_one_line() {
+        let msgs = [
+            Message::request(Id::Str("r\n1".into()), "tools/call", Some(json!({"name":"echo","arguments":{"m":"a\nb"}}))),
+            Message::notification("notifications/cancelled", Some(json!({"requestId":3}))),
+            Message::Response { id: Id::Num(-4), result: json!(null) },
+            Message::Error { id: None, error: ErrorObject { code: -1, message: "m".into(), data: Some(json!([1])) } },
+        ];
+        for m in msgs {
+            let line = m.encode();
+            assert!(!line.contains('\n'));
+            assert_eq!(Message::parse(line.as_bytes()).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn trailing_cr_is_fine() {
+        assert!(Message::parse(b"{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\r").is_ok());
+    }
+}
