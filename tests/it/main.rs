@@ -1,0 +1,6 @@
+//! The one integration test binary: every test runs the real `gosling` binary.
+
+mod support;
+
+// Command line: --help, --version, unknown commands.
+mod cli;

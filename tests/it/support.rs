@@ -1,0 +1,357 @@
+//! Test support: temp dirs, the real `gosling` binary as a server or a CLI, the peers from
+//! `../shared/peers`, and a small HTTP client. Every server is killed when its handle drops.
+
+#![allow(dead_code)] // each test module uses its own subset
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub const SECRET: &str = "test-secret-0123456789";
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gosling"))
+}
+
+pub fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Initialise env_logger once for in-test code (level from RUST_LOG).
+pub fn init_log() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = env_logger::builder().is_test(true).try_init();
+    });
+}
+
+/// A directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!("gosling-it-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The peers installed by `../shared/peers/install.sh target/peers` (variables of peers.env).
+pub struct Peers(HashMap<String, String>);
+
+impl Peers {
+    pub fn get(&self, key: &str) -> &str {
+        self.0.get(key).unwrap_or_else(|| panic!("peers.env has no {key}"))
+    }
+    pub fn node(&self) -> &str {
+        self.get("MCP_PEER_NODE")
+    }
+    pub fn python(&self) -> &str {
+        self.get("MCP_PEER_PYTHON")
+    }
+}
+
+fn load_peers() -> Option<Peers> {
+    let path = std::env::var("GOSLING_PEERS_ENV").map(PathBuf::from).unwrap_or_else(|_| manifest_dir().join("target/peers/peers.env"));
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut m = HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("export ") {
+            if let Some((k, v)) = rest.split_once('=') {
+                m.insert(k.to_string(), v.trim_matches('"').to_string());
+            }
+        }
+    }
+    Some(Peers(m))
+}
+
+/// The installed peers. In CI (`CI` set) a missing install is a failure, never a skip.
+pub fn peers() -> Option<&'static Peers> {
+    static P: OnceLock<Option<Peers>> = OnceLock::new();
+    let p = P.get_or_init(load_peers).as_ref();
+    if p.is_none() && std::env::var_os("CI").is_some() {
+        panic!("peers are not installed: run ../shared/peers/install.sh target/peers");
+    }
+    p
+}
+
+/// `let peers = require_peers!();` — returns from the test with a message when not installed.
+#[macro_export]
+macro_rules! require_peers {
+    () => {
+        match $crate::support::peers() {
+            Some(p) => p,
+            None => {
+                eprintln!("SKIP: peers not installed (../shared/peers/install.sh target/peers)");
+                return;
+            }
+        }
+    };
+}
+
+/// A `gosling` command with isolated config/state dirs and no inherited secrets.
+pub fn gosling(home: &TempDir) -> Command {
+    let mut c = Command::new(bin());
+    c.env("GOSLING_CONFIG_DIR", home.join("config"))
+        .env("GOSLING_STATE_DIR", home.join("state"))
+        .env("HOME", home.path())
+        .env_remove("GOOSE_SERVER__SECRET_KEY")
+        .env_remove("GOOSE_PORT")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GOOSE_PROVIDER")
+        .env_remove("GOOSE_MODEL");
+    c
+}
+
+/// A running `gosling agent` on 127.0.0.1:0.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub home: TempDir,
+    /// Lines the server printed on stdout after the listening line (collected in background).
+    pub stderr_path: PathBuf,
+}
+
+pub struct ServerOpts {
+    pub env: Vec<(String, String)>,
+    pub args: Vec<String>,
+    pub secret: Option<String>,
+}
+
+impl Default for ServerOpts {
+    fn default() -> Self {
+        ServerOpts { env: Vec::new(), args: Vec::new(), secret: Some(SECRET.to_string()) }
+    }
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::start_with(ServerOpts::default())
+    }
+
+    pub fn start_with(opts: ServerOpts) -> Server {
+        Server::start_in(TempDir::new("srv"), opts)
+    }
+
+    /// Starts in an existing home (to restart a server over the same files).
+    pub fn start_in(home: TempDir, opts: ServerOpts) -> Server {
+        Server::try_start_in(home, opts).unwrap_or_else(|(_, e)| panic!("{e}"))
+    }
+
+    /// Like `start_in`, but a server that exits before listening is an `Err` with its stderr.
+    pub fn try_start_in(home: TempDir, opts: ServerOpts) -> Result<Server, (TempDir, String)> {
+        init_log();
+        let stderr_path = home.join("server.stderr");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut cmd = gosling(&home);
+        cmd.arg("agent").arg("--port").arg("0").args(&opts.args);
+        if let Some(s) = &opts.secret {
+            cmd.env("GOOSE_SERVER__SECRET_KEY", s);
+        }
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        cmd.env("RUST_LOG", std::env::var("GOSLING_TEST_LOG").unwrap_or_else(|_| "debug".into()));
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn gosling");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let _ = tx.send(line.trim_end().to_string());
+                    }
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    if let Some(addr) = line.split("listening on http://").nth(1) {
+                        let addr = addr.split_whitespace().next().unwrap().trim_end_matches('/').to_string();
+                        return Ok(Server { child, addr, home, stderr_path });
+                    }
+                }
+                Err(_) => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                        return Err((home, format!("gosling exited with {status} before listening; stderr:\n{err}")));
+                    }
+                    if Instant::now() > deadline {
+                        let _ = child.kill();
+                        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                        panic!("gosling did not print its listening line within 20 s; stderr:\n{err}");
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Stops the server (SIGKILL) and hands back its home for a restart.
+    pub fn kill(mut self) -> TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let home = std::mem::replace(&mut self.home, TempDir(PathBuf::new()));
+        std::mem::forget(self);
+        home
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        http("GET", &self.url(path), Some(SECRET), None)
+    }
+    pub fn post(&self, path: &str, body: Value) -> Resp {
+        http("POST", &self.url(path), Some(SECRET), Some(body.to_string().as_bytes()))
+    }
+    pub fn delete(&self, path: &str) -> Resp {
+        http("DELETE", &self.url(path), Some(SECRET), None)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM first so the server runs its shutdown ladder for children, then make sure.
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response, whatever its status.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): status {} body {:?}", self.status, self.text()))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+pub fn agent() -> &'static ureq::Agent {
+    static A: OnceLock<ureq::Agent> = OnceLock::new();
+    A.get_or_init(|| {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(120)))
+            .max_idle_connections(0)
+            .build()
+            .new_agent()
+    })
+}
+
+/// One request with an optional `X-Secret-Key` and JSON body.
+pub fn http(method: &str, url: &str, secret: Option<&str>, body: Option<&[u8]>) -> Resp {
+    http_with(method, url, &secret.map(|s| vec![("X-Secret-Key", s)]).unwrap_or_default(), body)
+}
+
+pub fn http_with(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Resp {
+    let mut b = ureq::http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    if body.is_some() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+        b = b.header("Content-Type", "application/json");
+    }
+    let resp = match body {
+        Some(bytes) => agent().run(b.body(bytes.to_vec()).unwrap()),
+        None => agent().run(b.body(()).unwrap()),
+    };
+    let mut resp = resp.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status().as_u16();
+    let headers = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    let body = resp.body_mut().with_config().limit(256 << 20).read_to_vec().unwrap_or_default();
+    Resp { status, headers, body }
+}
+
+/// Polls `f` until it returns Some or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// True while a process with this pid exists (and is not a zombie).
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// Direct children of `pid` (from /proc), to check that no extension process is left behind.
+pub fn child_pids(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+                let after = s.rsplit(')').next().unwrap_or("");
+                let fields: Vec<&str> = after.split_whitespace().collect();
+                if fields.len() > 2 && fields[0] != "Z" && fields[1].parse::<u32>().ok() == Some(pid) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
