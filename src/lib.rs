@@ -10,3 +10,7 @@ pub mod wire;
 pub mod store;
 pub mod mcp;
 pub mod extensions;
+pub mod util;
+pub mod http;
+pub mod app;
+pub mod agent_cmd;

@@ -23,9 +23,35 @@ fn main() -> ExitCode {
             println!("gosling {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Some("agent") => exit(agent(&args[1..])),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)
         }
     }
+}
+
+fn exit(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gosling: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn agent(args: &[String]) -> Result<(), String> {
+    let mut port = None;
+    let mut host = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--port" => port = Some(it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a number 0-65535")?),
+            "--host" => host = Some(it.next().and_then(|h| h.parse().ok()).ok_or("--host needs an IP address")?),
+            other => return Err(format!("agent: unknown argument {other:?}; see --help")),
+        }
+    }
+    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
+    gosling::agent_cmd::run(cfg)
 }
