@@ -2,5 +2,14 @@
 
 mod support;
 
+// Validates our bodies against goose's OpenAPI schemas; used by the route tests.
+mod contract;
+
 // Command line: --help, --version, unknown commands.
 mod cli;
+
+// HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
+mod server;
+
+// /config/extensions and the key/value config routes.
+mod config_api;
