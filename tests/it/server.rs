@@ -196,15 +196,17 @@ fn status_body_matches_contract() {
 }
 
 #[test]
-fn slow_loris_headers_time_out_with_408() {
+fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
     let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let t = Instant::now();
     let mut out = String::new();
-    let _ = c.read_to_string(&mut out);
-    assert!(out.starts_with("HTTP/1.1 408"), "got {out:?}");
+    // The connection is closed without an answer (an unsolicited 408 on a keep-alive
+    // connection would be read by clients as the answer to their next request).
+    let n = c.read_to_string(&mut out).expect("closed by the server, not by our read timeout");
+    assert_eq!((n, out.as_str()), (0, ""));
     assert!(t.elapsed() < Duration::from_secs(15));
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
