@@ -2,3 +2,4 @@
 //! Invariant: only store/ writes files, and every write is tmp + fsync + rename.
 pub mod atomic;
 pub mod config_store;
+pub mod sessions;
