@@ -3,3 +3,4 @@
 pub mod atomic;
 pub mod config_store;
 pub mod sessions;
+pub mod audit;
