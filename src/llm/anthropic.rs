@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{clip, parse_arguments, parse_chunk, pump, retry, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
+use super::{clip, parse_arguments, exchange, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
 
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -124,14 +124,13 @@ impl Provider for Anthropic {
         &self.settings.model
     }
 
-    fn complete(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool) -> Result<Completion, Error> {
+    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error> {
         let s = &self.settings;
         let body = serde_json::to_vec(&request_body(&s.model, s.max_tokens, req)).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
         let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
         if let Some(k) = &s.api_key {
             headers.push(("x-api-key", k.clone()));
         }
-        let stream = retry::send(&self.agent, s, &headers, &body)?;
 
         let mut out = Completion::default();
         let mut tools: Vec<Block> = Vec::new();
@@ -223,7 +222,7 @@ impl Provider for Anthropic {
             }
             Ok(Flow::Continue)
         };
-        pump(stream, s, &mut handle, &|| false)?;
+        exchange(&self.agent, s, headers, body, cancelled, &mut handle, &|| false)?;
         out.usage = usage;
         out.tool_calls = tools
             .into_iter()

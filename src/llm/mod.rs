@@ -13,6 +13,8 @@
 
 use std::fmt;
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Env;
@@ -104,7 +106,15 @@ pub trait Provider: Send + Sync {
     /// Streams one completion. `on_delta` returns false to abort (the client went away): the
     /// HTTP stream is dropped and `Error::Cancelled` returned. Text already passed to `on_delta`
     /// stays delivered even when an error follows.
-    fn complete(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool) -> Result<Completion, Error>;
+    fn complete(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool) -> Result<Completion, Error> {
+        self.complete_cancellable(req, on_delta, &|| false)
+    }
+
+    /// As `complete`, and `cancelled` is polled about every 100 ms while the provider is silent
+    /// (waiting for the headers, between chunks, during a retry's wait): when it returns true
+    /// the call returns `Error::Cancelled` at once. Use it to stop within a second of a client
+    /// hanging up even when the model sends nothing for a while.
+    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,44 +402,114 @@ pub(crate) enum Flow {
 /// Largest SSE line accepted (a single chunk of JSON).
 const MAX_LINE: usize = 4 << 20;
 
-/// Reads the body, decodes SSE and hands each event to `handle` until it says `Done`.
+/// How often the caller's `cancelled` is polled while the stream is silent.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What the fetch thread hands to the caller's thread.
+enum Msg {
+    Bytes(Vec<u8>),
+    End,
+    Failed(Error),
+}
+
+/// Sets the flag when the caller's side stops listening, however it returns.
+struct Abandon(Arc<AtomicBool>);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One streamed exchange: POSTs `body` (with retries) and reads the answer on a fetch thread,
+/// while this thread decodes SSE, hands each event to `handle` until it says `Done`, and polls
+/// `cancelled` whenever the stream is silent. On return the fetch thread is told to stop; it
+/// drops the connection at its next read (within the stall timeout at worst).
 /// `complete_without_marker` is asked at EOF: true when what arrived is a whole answer even
 /// without the end marker (some servers omit it).
-pub(crate) fn pump(
-    body: ureq::Body,
+pub(crate) fn exchange(
+    agent: &ureq::Agent,
     s: &Settings,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+    cancelled: &dyn Fn() -> bool,
     handle: &mut dyn FnMut(&sse::Event) -> Result<Flow, Error>,
     complete_without_marker: &dyn Fn() -> bool,
 ) -> Result<(), Error> {
-    let mut reader = body.into_with_config().limit(s.max_response_bytes as u64).reader();
+    let (tx, rx) = crossbeam_channel::bounded::<Msg>(64);
+    let abandoned = Arc::new(AtomicBool::new(false));
+    let _abandon = Abandon(abandoned.clone());
+    {
+        let (agent, s, abandoned) = (agent.clone(), s.clone(), abandoned.clone());
+        std::thread::Builder::new()
+            .name("llm-fetch".into())
+            .spawn(move || fetch(&agent, &s, &headers, &body, &abandoned, &tx))
+            .map_err(|e| Error::Protocol(format!("cannot start the stream reader thread: {e}")))?;
+    }
     let mut dec = sse::Decoder::new(MAX_LINE);
-    let mut buf = vec![0u8; 16 * 1024];
     let mut total = 0usize;
     loop {
-        let n = match reader.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) => return Err(read_error(e, s, total)),
-        };
-        if n == 0 {
-            // A final event without its blank line still counts, unless it was cut mid-JSON.
-            let tail = dec.feed(b"\n\n").map_err(|e| Error::Protocol(e.to_string()))?;
-            for ev in tail.iter().filter(|ev| ev.data.trim() == "[DONE]" || serde_json::from_str::<serde_json::Value>(&ev.data).is_ok()) {
-                if let Flow::Done = handle(ev)? {
-                    return Ok(());
-                }
-            }
-            if complete_without_marker() {
-                return Ok(());
-            }
-            return Err(Error::Protocol(format!("stream ended before completion (after {total} bytes); the server closed the connection early, retry")));
+        if cancelled() {
+            return Err(Error::Cancelled);
         }
-        total += n;
-        log::trace!(target: "llm::wire", "{} bytes", n);
-        let events = dec.feed(&buf[..n]).map_err(|e| Error::Protocol(format!("{e} in the {} stream", s.provider)))?;
+        let bytes = match rx.recv_timeout(POLL) {
+            Ok(Msg::Bytes(b)) => b,
+            Ok(Msg::Failed(e)) => return Err(e),
+            Ok(Msg::End) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(Error::Protocol("the stream reader thread stopped unexpectedly".into())),
+        };
+        total += bytes.len();
+        log::trace!(target: "llm::wire", "{} bytes", bytes.len());
+        let events = dec.feed(&bytes).map_err(|e| Error::Protocol(format!("{e} in the {} stream", s.provider)))?;
         for ev in &events {
             if let Flow::Done = handle(ev)? {
                 return Ok(());
             }
+        }
+    }
+    // A final event without its blank line still counts, unless it was cut mid-JSON.
+    let tail = dec.feed(b"\n\n").map_err(|e| Error::Protocol(e.to_string()))?;
+    for ev in tail.iter().filter(|ev| ev.data.trim() == "[DONE]" || serde_json::from_str::<serde_json::Value>(&ev.data).is_ok()) {
+        if let Flow::Done = handle(ev)? {
+            return Ok(());
+        }
+    }
+    if complete_without_marker() {
+        return Ok(());
+    }
+    Err(Error::Protocol(format!("stream ended before completion (after {total} bytes); the server closed the connection early, retry")))
+}
+
+/// The fetch thread: request, then raw body bytes into `tx` until EOF, an error, or the
+/// caller's side going away (the body is then dropped, which closes the connection).
+fn fetch(agent: &ureq::Agent, s: &Settings, headers: &[(&'static str, String)], body: &[u8], abandoned: &AtomicBool, tx: &crossbeam_channel::Sender<Msg>) {
+    let resp = match retry::send(agent, s, headers, body, abandoned) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(e));
+            return;
+        }
+    };
+    let mut reader = resp.into_with_config().limit(s.max_response_bytes as u64).reader();
+    let mut total = 0usize;
+    loop {
+        if abandoned.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut buf = vec![0u8; 16 * 1024];
+        let msg = match reader.read(&mut buf) {
+            Ok(0) => Msg::End,
+            Ok(n) => {
+                total += n;
+                buf.truncate(n);
+                Msg::Bytes(buf)
+            }
+            Err(e) => Msg::Failed(read_error(e, s, total)),
+        };
+        let last = !matches!(msg, Msg::Bytes(_));
+        if tx.send(msg).is_err() || last {
+            return;
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{parse_arguments, parse_chunk, pump, retry, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
+use super::{parse_arguments, exchange, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
 
 pub struct OpenAi {
     settings: Settings,
@@ -116,14 +116,13 @@ impl Provider for OpenAi {
         &self.settings.model
     }
 
-    fn complete(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool) -> Result<Completion, Error> {
+    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error> {
         let s = &self.settings;
         let body = serde_json::to_vec(&request_body(&s.model, req)).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
         let mut headers = Vec::new();
         if let Some(k) = &s.api_key {
             headers.push(("authorization", format!("Bearer {k}")));
         }
-        let stream = retry::send(&self.agent, s, &headers, &body)?;
 
         let mut out = Completion::default();
         // Indexed by the chunk's `index`, kept in first-seen order.
@@ -193,7 +192,7 @@ impl Provider for OpenAi {
             }
             Ok(Flow::Continue)
         };
-        pump(stream, s, &mut handle, &|| finished.get())?;
+        exchange(&self.agent, s, headers, body, cancelled, &mut handle, &|| finished.get())?;
         out.tool_calls = calls
             .into_iter()
             .map(|(index, c)| ToolCallOut {

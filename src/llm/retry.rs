@@ -5,7 +5,8 @@
 //! text the caller has seen. Header values (the API key) are never logged.
 
 use std::io::Read;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use super::{clip, Error, Settings};
 
@@ -13,7 +14,8 @@ use super::{clip, Error, Settings};
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 
 /// POSTs `body` and returns the body of a 2xx answer, ready to stream.
-pub(crate) fn send(agent: &ureq::Agent, s: &Settings, headers: &[(&str, String)], body: &[u8]) -> Result<ureq::Body, Error> {
+/// `abandoned` (the caller stopped listening) ends a retry's wait early.
+pub(crate) fn send(agent: &ureq::Agent, s: &Settings, headers: &[(&str, String)], body: &[u8], abandoned: &AtomicBool) -> Result<ureq::Body, Error> {
     let url = s.url();
     let mut waited = Duration::ZERO;
     let mut attempt = 0u32;
@@ -44,7 +46,13 @@ pub(crate) fn send(agent: &ureq::Agent, s: &Settings, headers: &[(&str, String)]
             let wait = retry_after.unwrap_or_else(|| backoff(attempt));
             if waited + wait <= s.max_retry_wait {
                 log::warn!("llm: {} answered HTTP {status} ({detail}); retrying in {wait:?} (attempt {attempt} of {})", s.provider, s.max_attempts);
-                std::thread::sleep(wait);
+                let until = Instant::now() + wait;
+                while Instant::now() < until {
+                    if abandoned.load(Ordering::SeqCst) {
+                        return Err(Error::Cancelled);
+                    }
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+                }
                 waited += wait;
                 continue;
             }

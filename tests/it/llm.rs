@@ -507,3 +507,34 @@ fn llmock_rate_limits_are_retried() {
     }
     assert!(ok >= 1, "at least one completion survives the rate limiting");
 }
+
+#[test]
+fn cancelled_is_polled_while_the_model_is_silent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    // Headers, then 8 s of silence before any text; a retry that would wait 5 s; in both the
+    // caller's cancel flag must end the call before anything else arrives.
+    let silent = Reply::sse(&[oa(json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}))])
+        .then(Step::Sleep(Duration::from_secs(8)))
+        .then(Step::Send(oa_text("late").into_bytes()));
+    let busy = Reply::error(503, json!({"error": "busy"})).header("Retry-After", "5");
+    let fake = FakeLlm::start(vec![silent, busy, Reply::sse(&[oa_text("late"), OA_DONE.to_string()])]);
+    let p = openai(&fake);
+    for _ in 0..2 {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        let setter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            f.store(true, Ordering::SeqCst);
+        });
+        let mut deltas = Vec::new();
+        let r = p.complete_cancellable(&ask("x"), &mut |Delta::Text(t)| {
+            deltas.push(t.to_string());
+            true
+        }, &|| flag.load(Ordering::SeqCst));
+        setter.join().unwrap();
+        assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
+        assert!(deltas.is_empty(), "returned before the late text: {deltas:?}");
+    }
+    assert_eq!(fake.requests().len(), 2, "the cancelled retry was not sent");
+}
