@@ -132,6 +132,21 @@ impl Provider for Anthropic {
             headers.push(("x-api-key", k.clone()));
         }
 
+        super::retry_cut_streams(s, cancelled, |delivered| self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered))
+    }
+}
+
+impl Anthropic {
+    /// One request and its stream; `delivered` is set once text reached `on_delta`.
+    fn attempt(
+        &self,
+        body: &[u8],
+        headers: &[(&'static str, String)],
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+        delivered: &std::cell::Cell<bool>,
+    ) -> Result<Completion, Error> {
+        let s = &self.settings;
         let mut out = Completion::default();
         let mut tools: Vec<Block> = Vec::new();
         let mut usage: Option<Usage> = None;
@@ -166,7 +181,8 @@ impl Provider for Anthropic {
                         Some("text") => {
                             if let Some(t) = b.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                                 out.text.push_str(t);
-                                if !on_delta(Delta::Text(t)) {
+                                delivered.set(true);
+                    if !on_delta(Delta::Text(t)) {
                                     return Err(Error::Cancelled);
                                 }
                             }
@@ -181,7 +197,8 @@ impl Provider for Anthropic {
                         Some("text_delta") => {
                             if let Some(t) = d.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                                 out.text.push_str(t);
-                                if !on_delta(Delta::Text(t)) {
+                                delivered.set(true);
+                    if !on_delta(Delta::Text(t)) {
                                     return Err(Error::Cancelled);
                                 }
                             }
@@ -222,7 +239,7 @@ impl Provider for Anthropic {
             }
             Ok(Flow::Continue)
         };
-        exchange(&self.agent, s, headers, body, cancelled, &mut handle, &|| false)?;
+        exchange(&self.agent, s, headers.to_vec(), body.to_vec(), cancelled, &mut handle, &|| false)?;
         out.usage = usage;
         out.tool_calls = tools
             .into_iter()

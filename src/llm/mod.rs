@@ -478,7 +478,28 @@ pub(crate) fn exchange(
     if complete_without_marker() {
         return Ok(());
     }
-    Err(Error::Protocol(format!("stream ended before completion (after {total} bytes); the server closed the connection early, retry")))
+    Err(Error::Protocol(format!("{STREAM_CUT} (after {total} bytes); the server closed the connection early, retry")))
+}
+
+/// How a cut stream's `Error::Protocol` message starts.
+pub(crate) const STREAM_CUT: &str = "stream ended before completion";
+
+/// Runs `attempt` again (up to `max_attempts` in all) when the stream was cut before any text
+/// reached the caller — a tool-call-only answer or a cut before the first token — so nothing
+/// the caller saw is repeated. A cut after text was delivered is returned as it is.
+pub(crate) fn retry_cut_streams(s: &Settings, cancelled: &dyn Fn() -> bool, mut attempt: impl FnMut(&std::cell::Cell<bool>) -> Result<Completion, Error>) -> Result<Completion, Error> {
+    let mut n = 1;
+    loop {
+        let delivered = std::cell::Cell::new(false);
+        match attempt(&delivered) {
+            Err(Error::Protocol(m)) if m.starts_with(STREAM_CUT) && !delivered.get() && n < s.max_attempts && !cancelled() => {
+                log::warn!("llm: the {} stream was cut before any text ({m}); retrying (attempt {n} of {})", s.provider, s.max_attempts);
+                std::thread::sleep(Duration::from_millis(250 * n as u64));
+                n += 1;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// The fetch thread: request, then raw body bytes into `tx` until EOF, an error, or the
@@ -519,13 +540,13 @@ fn read_error(e: std::io::Error, s: &Settings, total: usize) -> Error {
         ureq::Error::Timeout(_) => Error::Stalled { after: s.stall_timeout },
         ureq::Error::BodyExceedsLimit(_) => Error::TooLarge { limit: s.max_response_bytes },
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut || io.kind() == std::io::ErrorKind::WouldBlock => Error::Stalled { after: s.stall_timeout },
-        other => Error::Protocol(format!("stream ended before completion (after {total} bytes): {other}; retry")),
+        other => Error::Protocol(format!("{STREAM_CUT} (after {total} bytes): {other}; retry")),
     }
 }
 
 /// Parses one chunk's JSON, naming the chunk (shortened) when it is malformed.
 pub(crate) fn parse_chunk(provider: &str, data: &str) -> Result<serde_json::Value, Error> {
-    serde_json::from_str(data).map_err(|e| Error::Protocol(format!("malformed JSON in a {provider} stream chunk ({e}): {}", clip(data, 200))))
+    serde_json::from_str(data).map_err(|e| Error::Protocol(format!("malformed JSON in a chunk of the {provider} stream ({e}): {}", clip(data, 200))))
 }
 
 /// At most `max` bytes of `s`, on a char boundary, with `…` when cut.

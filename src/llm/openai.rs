@@ -124,6 +124,21 @@ impl Provider for OpenAi {
             headers.push(("authorization", format!("Bearer {k}")));
         }
 
+        super::retry_cut_streams(s, cancelled, |delivered| self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered))
+    }
+}
+
+impl OpenAi {
+    /// One request and its stream; `delivered` is set once text reached `on_delta`.
+    fn attempt(
+        &self,
+        body: &[u8],
+        headers: &[(&'static str, String)],
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+        delivered: &std::cell::Cell<bool>,
+    ) -> Result<Completion, Error> {
+        let s = &self.settings;
         let mut out = Completion::default();
         // Indexed by the chunk's `index`, kept in first-seen order.
         let mut calls: Vec<(u64, PartialCall)> = Vec::new();
@@ -152,6 +167,7 @@ impl Provider for OpenAi {
             if let Some(delta) = choice.get("delta") {
                 if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                     out.text.push_str(t);
+                    delivered.set(true);
                     if !on_delta(Delta::Text(t)) {
                         return Err(Error::Cancelled);
                     }
@@ -192,7 +208,7 @@ impl Provider for OpenAi {
             }
             Ok(Flow::Continue)
         };
-        exchange(&self.agent, s, headers, body, cancelled, &mut handle, &|| finished.get())?;
+        exchange(&self.agent, s, headers.to_vec(), body.to_vec(), cancelled, &mut handle, &|| finished.get())?;
         out.tool_calls = calls
             .into_iter()
             .map(|(index, c)| ToolCallOut {

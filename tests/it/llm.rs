@@ -538,3 +538,27 @@ fn cancelled_is_polled_while_the_model_is_silent() {
     }
     assert_eq!(fake.requests().len(), 2, "the cancelled retry was not sent");
 }
+
+#[test]
+fn a_stream_cut_before_any_text_is_retried() {
+    let cut = Reply::sse(&[oa_tool(0, Some(("c1", "echo")), "{\"mes")]).then(Step::Cut);
+    let whole = Reply::sse(&[oa_tool(0, Some(("c2", "echo")), "{\"message\":\"x\"}"), oa_finish("tool_calls"), OA_DONE.to_string()]);
+    let fake = FakeLlm::start(vec![cut, whole]);
+    let c = run(&*openai(&fake), &ask("x")).0.unwrap();
+    assert_eq!(c.tool_calls.len(), 1, "the cut attempt's partial call is discarded: {c:?}");
+    assert_eq!((c.tool_calls[0].id.as_str(), c.tool_calls[0].arguments.clone()), ("c2", Ok(json!({"message": "x"}))));
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[test]
+fn llmock_stream_faults_are_errors_not_half_answers() {
+    for (fault, format) in [("truncate", "openai"), ("truncate", "anthropic"), ("malformed", "openai"), ("disconnect", "anthropic")] {
+        let Some(mock) = Llmock::start(&["--stream-fault", &format!("{fault}=1.0"), "--tool-mode", "off"]) else { return };
+        let host = if format == "openai" { mock.openai_host() } else { mock.anthropic_host() };
+        let p = llm::from_settings(&settings(format, &host)).unwrap();
+        let (r, deltas) = run(&*p, &ask("hello"));
+        let e = r.expect_err(&format!("{fault} in {format} must fail"));
+        assert!(matches!(e, Error::Protocol(_)), "{fault}/{format}: {e:?}");
+        eprintln!("{fault}/{format}: {} deltas, then: {e}", deltas.len());
+    }
+}
