@@ -14,3 +14,4 @@ pub mod util;
 pub mod http;
 pub mod app;
 pub mod agent_cmd;
+pub mod llm;

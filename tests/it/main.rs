@@ -13,3 +13,7 @@ mod server;
 
 // /config/extensions and the key/value config routes.
 mod config_api;
+// LLM providers against a scripted fake LLM and llmock.
+mod fake_llm;
+mod llm;
+mod llmock;
