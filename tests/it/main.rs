@@ -4,3 +4,6 @@ mod support;
 
 // Command line: --help, --version, unknown commands.
 mod cli;
+
+// Streamable HTTP transport: real peers and misbehaving servers.
+mod mcp_http;

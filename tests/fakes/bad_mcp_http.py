@@ -1,0 +1,86 @@
+"""Misbehaving Streamable HTTP "MCP servers" for the client's error tests.
+
+    python3 bad_mcp_http.py MODE     # listens on 127.0.0.1:0 and prints "PORT <n>" on stdout
+
+MODE: 401 (with WWW-Authenticate), 403, 404, html, 500, redirect (a loop to itself),
+stall (accepts, never answers), truncated (an SSE answer cut off mid-event),
+version (a protocol version counter-offer no client knows), and ok (a minimal correct
+server answering initialize/tools/list with JSON, for sanity).
+"""
+import json
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE = sys.argv[1]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body=b"", ctype=None, headers=()):
+        self.send_response(status)
+        if ctype:
+            self.send_header("Content-Type", ctype)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self.reply(405)
+
+    def do_DELETE(self):
+        self.reply(405)
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        req = json.loads(self.rfile.read(length) or b"{}")
+        rid = req.get("id")
+        if MODE == "401":
+            self.reply(401, b"unauthorized", "text/plain", [("WWW-Authenticate", 'Bearer realm="fake", error="invalid_token"')])
+        elif MODE == "403":
+            self.reply(403, b"forbidden", "text/plain")
+        elif MODE == "404":
+            self.reply(404, b"<html><body>Not Found</body></html>", "text/html")
+        elif MODE == "html":
+            self.reply(200, b"<!doctype html><html><head><title>Welcome</title></head><body>Login</body></html>", "text/html; charset=utf-8")
+        elif MODE == "500":
+            self.reply(500, b"Internal Server Error: database is down", "text/plain")
+        elif MODE == "redirect":
+            self.reply(307, b"", None, [("Location", self.path)])
+        elif MODE == "stall":
+            time.sleep(120)
+        elif MODE == "truncated":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b'event: message\ndata: {"jsonrpc":"2.0","id":%s,"resu' % json.dumps(rid).encode())
+            self.wfile.flush()
+            self.close_connection = True
+        elif MODE in ("version", "ok"):
+            if rid is None:
+                self.reply(202)
+                return
+            version = "1999-01-01" if MODE == "version" else "2025-06-18"
+            if req.get("method") == "initialize":
+                result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "0"}}
+            elif req.get("method") == "tools/list":
+                result = {"tools": []}
+            else:
+                result = {}
+            body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+            self.reply(200, body, "application/json")
+        else:
+            self.reply(500, b"unknown mode", "text/plain")
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print("PORT", server.server_address[1], flush=True)
+server.serve_forever()
