@@ -4,8 +4,10 @@
 
 MODE: 401 (with WWW-Authenticate), 403, 404, html, 500, redirect (a loop to itself),
 stall (accepts, never answers), truncated (an SSE answer cut off mid-event),
-version (a protocol version counter-offer no client knows), and ok (a minimal correct
-server answering initialize/tools/list with JSON, for sanity).
+version (a protocol version counter-offer no client knows), ok (a minimal correct
+server answering initialize/tools/list with JSON), and resume (like ok, but tools/call answers
+on an SSE stream that drops before the response; the GET resumption with Last-Event-ID
+replays an event already sent, then sends the response twice).
 """
 import json
 import sys
@@ -13,6 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODE = sys.argv[1]
+PENDING = None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -31,8 +34,26 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def sse_head(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
     def do_GET(self):
-        self.reply(405)
+        last = self.headers.get("Last-Event-ID")
+        if MODE != "resume" or last != "s1-1":
+            self.reply(405)
+            return
+        global PENDING
+        self.sse_head()
+        progress = json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}})
+        answer = json.dumps({"jsonrpc": "2.0", "id": PENDING, "result": {"content": [{"type": "text", "text": "resumed"}]}})
+        self.wfile.write(b"id: s1-1\ndata: %s\n\n" % progress.encode())  # a replay of what we already sent
+        self.wfile.write(b"id: s1-2\ndata: %s\n\n" % answer.encode())
+        self.wfile.write(b"id: s1-2\ndata: %s\n\n" % answer.encode())  # and a duplicate
+        self.wfile.flush()
 
     def do_DELETE(self):
         self.reply(405)
@@ -63,7 +84,14 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b'event: message\ndata: {"jsonrpc":"2.0","id":%s,"resu' % json.dumps(rid).encode())
             self.wfile.flush()
             self.close_connection = True
-        elif MODE in ("version", "ok"):
+        elif MODE == "resume" and req.get("method") == "tools/call":
+            global PENDING
+            PENDING = rid
+            self.sse_head()
+            progress = json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}})
+            self.wfile.write(b"retry: 100\nid: s1-1\ndata: %s\n\n" % progress.encode())
+            self.wfile.flush()
+        elif MODE in ("version", "ok", "resume"):
             if rid is None:
                 self.reply(202)
                 return

@@ -229,6 +229,7 @@ fn python_server_expired_session_is_reinitialized_transparently() {
 fn init_error(url: &str, timeout: Duration) -> String {
     let mut d = Driver::new(url, timeout);
     let e = d.initialize().expect_err("initialize must fail");
+    eprintln!("{e}");
     assert!(e.contains("extension `remote`"), "the message names the extension: {e}");
     e
 }
@@ -312,4 +313,16 @@ fn truncated_stream_fails_the_request_not_the_wait() {
     let e = init_error(&fake.url, Duration::from_secs(30));
     assert!(e.contains("ended the answer stream") && e.contains("without answering"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(25), "fails when the stream ends, not at the timeout");
+}
+
+#[test]
+fn dropped_stream_is_resumed_and_replays_are_dropped() {
+    let fake = start_fake("resume");
+    let mut d = Driver::new(&fake.url, Duration::from_secs(30));
+    d.initialize().unwrap();
+    assert_eq!(d.call_text("slow", json!({})), "resumed");
+    assert_eq!(d.notifications.len(), 1, "the replayed progress is dropped: {:?}", d.notifications);
+    // The duplicate response is dropped too: the next answer is the next request's own.
+    let r = d.request("tools/list", json!({})).unwrap();
+    assert_eq!(r, json!({"tools": []}));
 }
