@@ -15,6 +15,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODE = sys.argv[1]
+# "ok-tls": the ok server over HTTPS, with the test CA's certificate from tests/fakes/tls.
+TLS = MODE.endswith("-tls")
+MODE = MODE[: -len("-tls")] if TLS else MODE
 PENDING = None
 
 
@@ -110,5 +113,12 @@ class Handler(BaseHTTPRequestHandler):
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
+if TLS:
+    import os
+    import ssl
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tls")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(here, "server.pem"), os.path.join(here, "server.key"))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
 print("PORT", server.server_address[1], flush=True)
 server.serve_forever()
