@@ -326,3 +326,10 @@ fn dropped_stream_is_resumed_and_replays_are_dropped() {
     let r = d.request("tools/list", json!({})).unwrap();
     assert_eq!(r, json!({"tools": []}));
 }
+
+#[test]
+fn untrusted_certificate_is_explained() {
+    let fake = start_fake("ok-tls");
+    let e = init_error(&fake.url.replace("http://", "https://"), Duration::from_secs(10));
+    assert!(e.contains("TLS failure") && e.contains("UnknownIssuer") && e.contains("SSL_CERT_FILE"), "{e}");
+}
