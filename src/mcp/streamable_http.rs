@@ -295,6 +295,11 @@ impl Inner {
         if content_type.starts_with("application/json") {
             if let Some(msgs) = parse_messages(&body) {
                 for m in msgs {
+                    // An error without id in the answer to our one request is about that request.
+                    let m = match m {
+                        Message::Error { id: None, error } => Message::Error { id: Some(id.clone()), error },
+                        other => other,
+                    };
                     self.deliver(m);
                 }
                 return Ok(Answer::Done);
