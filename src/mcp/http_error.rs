@@ -158,7 +158,9 @@ pub fn describe(f: &mut fmt::Formatter<'_>, url: &str, failure: &HttpFailure) ->
             if !snippet.is_empty() {
                 write!(f, ": {snippet}")?;
             }
-            if *status >= 500 {
+            if *status == 405 {
+                write!(f, "; the server does not take POST here: point the uri at its Streamable HTTP endpoint (an old HTTP+SSE server must be upgraded)")
+            } else if *status >= 500 {
                 write!(f, "; the server failed, check its logs")
             } else {
                 write!(f, "; check the extension's uri and headers")
