@@ -1,5 +1,6 @@
 //! Errors of the MCP client layer. Each message names what failed and what to do about it.
 
+use crate::mcp::http_error::HttpFailure;
 use crate::wire::jsonrpc::ErrorObject;
 use std::fmt;
 use std::time::Duration;
@@ -14,6 +15,12 @@ pub enum Error {
     Closed { detail: String },
     /// Anything else, already phrased for the user.
     Other(String),
+    /// A Streamable HTTP exchange failed (connect, TLS, status, not MCP). Names the extension.
+    Http { extension: String, url: String, failure: HttpFailure },
+    /// A `type: sse` extension: never activated, before any network I/O. Migrate the config.
+    SseUnsupported { extension: String },
+    /// A header value uses `${VAR}`/`$VAR` that neither `envs` nor `env_keys` defines.
+    HeaderVariable { header: String, var: String },
 }
 
 impl fmt::Display for Error {
@@ -25,6 +32,18 @@ impl fmt::Display for Error {
             }
             Error::Closed { detail } => write!(f, "mcp: connection to the server closed: {detail}"),
             Error::Other(s) => write!(f, "mcp: {s}"),
+            Error::Http { extension, url, failure } => {
+                write!(f, "mcp: extension `{extension}`: ")?;
+                crate::mcp::http_error::describe(f, url, failure)
+            }
+            Error::SseUnsupported { extension } => write!(
+                f,
+                "mcp: extension `{extension}` has type `sse`: SSE is unsupported, migrate to streamable_http; change its type to `streamable_http` and put the server's endpoint (usually ending in /mcp) in `uri`"
+            ),
+            Error::HeaderVariable { header, var } => write!(
+                f,
+                "mcp: header `{header}` uses the variable {var}, which is not set; add {var} to the extension's envs or env_keys"
+            ),
         }
     }
 }

@@ -2,3 +2,5 @@
 //! Invariant: mcp/ never imports http/ or agent/.
 pub mod error;
 pub mod transport;
+pub mod http_error;
+pub mod streamable_http;

@@ -45,6 +45,8 @@ pub struct Decoder {
     last_id: Option<String>,
     /// The last valid `retry:` value in milliseconds.
     pub retry_ms: Option<u64>,
+    /// No line has been processed yet: a UTF-8 byte order mark there is dropped.
+    first_line: bool,
 }
 
 impl Decoder {
@@ -58,6 +60,7 @@ impl Decoder {
             has_data: false,
             last_id: None,
             retry_ms: None,
+            first_line: true,
         }
     }
 
@@ -96,9 +99,12 @@ impl Decoder {
         Ok(out)
     }
 
-    /// End of stream: an unterminated final event is dropped, as the spec says.
+    /// End of stream: an unterminated final event is dropped, as the spec says. The decoder
+    /// may then read a reconnected stream (the last event id and `retry` carry over).
     pub fn finish(&mut self) {
         self.line.clear();
+        self.after_cr = false;
+        self.first_line = true;
         self.reset_event();
     }
 
@@ -118,6 +124,7 @@ impl Decoder {
     }
 
     fn process_line(&mut self, line: &[u8]) -> Option<Event> {
+        let line = if std::mem::take(&mut self.first_line) { line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line) } else { line };
         if line.is_empty() {
             if !self.has_data {
                 self.reset_event();
@@ -237,6 +244,17 @@ mod tests {
         assert!(d.feed(b"data: partial").unwrap().is_empty());
         d.finish();
         assert!(d.feed(b"\n\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn leading_byte_order_mark_is_ignored() {
+        let input = b"\xEF\xBB\xBFdata: a\n\ndata: \xEF\xBB\xBFb\n\n";
+        for i in 0..=4 {
+            let mut d = Decoder::new(100);
+            let mut evs = d.feed(&input[..i]).unwrap();
+            evs.extend(d.feed(&input[i..]).unwrap());
+            assert_eq!(evs.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(), ["a", "\u{feff}b"], "split at {i}");
+        }
     }
 
     #[test]

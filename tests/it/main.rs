@@ -17,3 +17,5 @@ mod config_api;
 mod fake_llm;
 mod llm;
 mod llmock;
+// Streamable HTTP transport: real peers and misbehaving servers.
+mod mcp_http;

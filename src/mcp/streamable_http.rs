@@ -1,0 +1,868 @@
+//! The Streamable HTTP transport (MCP 2025-06-18) over blocking ureq: every client message is a
+//! POST; answers come back as one JSON body or as an SSE stream; an optional GET stream carries
+//! the server's own requests and notifications.
+//!
+//! Owns: the session (`Mcp-Session-Id`, `MCP-Protocol-Version`), the transparent re-initialize
+//! after a 404 for an expired session, resumption of a dropped stream with `Last-Event-ID`,
+//! dropping of replayed/duplicate messages, TLS roots and proxy settings, header substitution,
+//! and the fail-fast error for `type: sse`. Does not own ids, methods or timeouts of requests:
+//! that is the client's job (mcp/client.rs); this module only moves whole messages.
+//!
+//! Threads: `send` blocks until the answer's headers (bounded by the extension timeout); an SSE
+//! answer is then read on its own thread, the GET stream on another. Every read is bounded in
+//! time and size. Header values are never logged.
+
+use crate::extensions::config::ExtensionConfig;
+use crate::mcp::error::Error;
+use crate::mcp::http_error::{snippet, HttpFailure};
+use crate::mcp::transport::{Inbound, Transport};
+use crate::wire::jsonrpc::{ErrorObject, Id, Message};
+use crate::wire::sse;
+use crossbeam_channel::Sender;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Where and how to reach one Streamable HTTP server.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    pub uri: String,
+    /// Extra headers, variables already substituted (see `substitute_headers`). Never logged.
+    pub headers: Vec<(String, String)>,
+    /// The extension's timeout: bounds connecting and every answer.
+    pub timeout: Duration,
+    /// The extension's name, for error messages.
+    pub extension: String,
+}
+
+const ACCEPT_POST: &str = "application/json, text/event-stream";
+/// Largest JSON answer, and longest SSE line (one message), we accept.
+const MAX_MESSAGE: usize = 32 << 20;
+/// How much of an error body we read for the message.
+const MAX_ERROR_BODY: u64 = 16 << 10;
+/// Reconnects of a dropped POST stream (resumption) before its request is failed.
+const RESUME_ATTEMPTS: u32 = 5;
+/// Reconnect delay when the server sent no `retry:`.
+const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
+/// Longest accepted `retry:` (a hostile value must not park a request forever).
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// A silent GET stream is dropped and reopened after this long (bounds the reader thread).
+const GET_IDLE: Duration = Duration::from_secs(120);
+/// Reopens of the GET stream in a row that brought nothing, before we stop trying.
+const GET_ATTEMPTS: u32 = 5;
+/// How many SSE event ids we remember to drop replays.
+const SEEN_EVENTS: usize = 4096;
+/// How long `close` waits for the DELETE.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The client side of one Streamable HTTP connection.
+pub struct HttpTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    spec: HttpSpec,
+    agent: ureq::Agent,
+    inbound: Sender<Inbound>,
+    state: Mutex<State>,
+    /// Held while re-initializing, so concurrent 404s initialize once.
+    reinit: Mutex<()>,
+    closed: AtomicBool,
+    /// Bumped when a GET stream loop should stop (re-initialize, close).
+    get_generation: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    session: Option<String>,
+    protocol: Option<String>,
+    /// The client's `initialize` request and `notifications/initialized`, replayed when the
+    /// server forgot the session.
+    init_request: Option<Message>,
+    initialized: Option<Message>,
+    /// Requests we sent whose response has not arrived: a response for anything else is a
+    /// duplicate (replayed on resumption) and is dropped.
+    pending: HashSet<Id>,
+    seen: VecDeque<u64>,
+    seen_set: HashSet<u64>,
+}
+
+impl HttpTransport {
+    /// Builds the HTTP agent (TLS roots, proxy, timeouts). No network I/O happens here: the
+    /// client's `initialize` is the first request.
+    pub fn connect(spec: &HttpSpec, inbound: Sender<Inbound>) -> Result<Arc<HttpTransport>, Error> {
+        let uri: ureq::http::Uri = spec.uri.parse().map_err(|e: ureq::http::uri::InvalidUri| http_err(spec, HttpFailure::BadUri(e.to_string())))?;
+        match uri.scheme_str() {
+            Some("http") | Some("https") if uri.host().is_some() => {}
+            _ => return Err(http_err(spec, HttpFailure::BadUri("expected http://host[:port]/path or https://…".into()))),
+        }
+        let agent = build_agent(spec)?;
+        let inner = Inner {
+            spec: spec.clone(),
+            agent,
+            inbound,
+            state: Mutex::new(State::default()),
+            reinit: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            get_generation: AtomicU64::new(0),
+        };
+        Ok(Arc::new(HttpTransport { inner: Arc::new(inner) }))
+    }
+
+    /// The session id the server issued, if any (for tests and diagnostics).
+    pub fn session_id(&self) -> Option<String> {
+        self.inner.state().session.clone()
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&self, msg: &Message) -> Result<(), Error> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed { detail: format!("extension `{}`: the HTTP transport was closed", inner.spec.extension) });
+        }
+        {
+            let mut st = inner.state();
+            match msg {
+                Message::Request { id, method, .. } => {
+                    if method == "initialize" {
+                        st.init_request = Some(msg.clone());
+                        st.session = None;
+                        st.protocol = None;
+                    }
+                    st.pending.insert(id.clone());
+                }
+                Message::Notification { method, params } => {
+                    if method == "notifications/initialized" {
+                        st.initialized = Some(msg.clone());
+                    } else if method == "notifications/cancelled" {
+                        if let Some(id) = params.as_ref().and_then(|p| p.get("requestId")).and_then(id_of) {
+                            st.pending.remove(&id);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let result = inner.send_with_reinit(msg);
+        if let (Err(_), Message::Request { id, .. }) = (&result, msg) {
+            inner.state().pending.remove(id);
+        }
+        if result.is_ok() && msg.method() == Some("notifications/initialized") {
+            inner.start_get_stream(true);
+        }
+        result
+    }
+
+    fn close(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        inner.get_generation.fetch_add(1, Ordering::SeqCst);
+        let session = inner.state().session.clone();
+        if let Some(session) = session {
+            let mut req = inner.agent.delete(&inner.spec.uri).config().timeout_global(Some(DELETE_TIMEOUT)).build();
+            req = inner.add_headers(req, Some(&session), inner.state().protocol.as_deref());
+            match req.call() {
+                Ok(resp) => log::debug!("mcp: {}: DELETE session -> {}", inner.spec.extension, resp.status().as_u16()),
+                Err(e) => log::debug!("mcp: {}: DELETE session failed: {e}", inner.spec.extension),
+            }
+        }
+        let _ = inner.inbound.send(Inbound::Closed(Error::Closed { detail: format!("extension `{}` was closed", inner.spec.extension) }));
+    }
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        // Stops the GET loop at its next wake-up; the client calls `close` for the DELETE.
+        self.inner.get_generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What a POST's answer turned out to be.
+enum Answer {
+    /// 2xx and handled (messages delivered, or a stream reader started).
+    Done,
+    /// 404 while we sent a session id: the session expired.
+    SessionGone,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fail(&self, failure: HttpFailure) -> Error {
+        http_err(&self.spec, failure)
+    }
+
+    fn add_headers<B>(&self, mut req: ureq::RequestBuilder<B>, session: Option<&str>, protocol: Option<&str>) -> ureq::RequestBuilder<B> {
+        for (k, v) in &self.spec.headers {
+            if k.eq_ignore_ascii_case("mcp-session-id") || k.eq_ignore_ascii_case("mcp-protocol-version") {
+                continue;
+            }
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if let Some(s) = session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        if let Some(p) = protocol {
+            req = req.header("MCP-Protocol-Version", p);
+        }
+        req
+    }
+
+    fn post(&self, body: &str, session: Option<&str>, protocol: Option<&str>) -> Result<ureq::http::Response<ureq::Body>, Error> {
+        let req = self.agent.post(&self.spec.uri).header("Accept", ACCEPT_POST).header("Content-Type", "application/json");
+        let req = self.add_headers(req, session, protocol);
+        req.send(body.as_bytes()).map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))
+    }
+
+    fn send_with_reinit(self: &Arc<Self>, msg: &Message) -> Result<(), Error> {
+        let body = msg.encode();
+        let is_init = msg.method() == Some("initialize");
+        for attempt in 0..2 {
+            let (session, protocol) = {
+                let st = self.state();
+                (st.session.clone(), st.protocol.clone())
+            };
+            log::debug!("mcp: {}: POST {}", self.spec.extension, describe_msg(msg));
+            let resp = self.post(&body, session.as_deref(), if is_init { None } else { protocol.as_deref() })?;
+            match self.handle_answer(msg, resp, session.is_some())? {
+                Answer::Done => return Ok(()),
+                Answer::SessionGone if attempt == 0 && !is_init => {
+                    log::info!("mcp: {}: the server forgot session (404); initializing again", self.spec.extension);
+                    self.reinitialize(session.as_deref())?;
+                }
+                Answer::SessionGone => return Err(self.fail(HttpFailure::NotFound)),
+            }
+        }
+        Err(self.fail(HttpFailure::NotFound))
+    }
+
+    /// Handles the answer to a POST of `msg`.
+    fn handle_answer(self: &Arc<Self>, msg: &Message, resp: ureq::http::Response<ureq::Body>, had_session: bool) -> Result<Answer, Error> {
+        let status = resp.status().as_u16();
+        let content_type = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
+        log::debug!("mcp: {}: -> {status} {content_type}", self.spec.extension);
+        if !(200..300).contains(&status) {
+            if status == 404 && had_session {
+                return Ok(Answer::SessionGone);
+            }
+            let challenge = header(&resp, "www-authenticate");
+            let location = header(&resp, "location");
+            let body = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec().unwrap_or_default();
+            // A JSON-RPC error for our request (e.g. 400 with invalid params) is an answer.
+            if let (Message::Request { id, .. }, Ok(Message::Error { id: Some(eid), error })) = (msg, Message::parse(&body)) {
+                if &eid == id {
+                    self.deliver(Message::Error { id: Some(eid), error });
+                    return Ok(Answer::Done);
+                }
+            }
+            return Err(self.fail(HttpFailure::from_status(status, &content_type, challenge, location, &body)));
+        }
+        let Message::Request { id, method, .. } = msg else {
+            // Notifications and responses: any 2xx is success; a body (one peer sends one) is ignored.
+            let _ = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec();
+            return Ok(Answer::Done);
+        };
+        if method == "initialize" {
+            let session = header(&resp, "mcp-session-id");
+            log::debug!("mcp: {}: session {}", self.spec.extension, if session.is_some() { "issued" } else { "none (stateless)" });
+            self.state().session = session;
+        }
+        if content_type.starts_with("text/event-stream") {
+            let reader = resp.into_body().into_reader();
+            let me = Arc::clone(self);
+            let id = id.clone();
+            std::thread::Builder::new()
+                .name(format!("mcp-http-post-{}", self.spec.extension))
+                .spawn(move || me.read_post_stream(reader, id))
+                .map_err(|e| Error::Other(format!("cannot start a reader thread: {e}")))?;
+            return Ok(Answer::Done);
+        }
+        let body = resp
+            .into_body()
+            .into_with_config()
+            .limit(MAX_MESSAGE as u64)
+            .read_to_vec()
+            .map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))?;
+        if content_type.starts_with("application/json") {
+            if let Some(msgs) = parse_messages(&body) {
+                for m in msgs {
+                    // An error without id in the answer to our one request is about that request.
+                    let m = match m {
+                        Message::Error { id: None, error } => Message::Error { id: Some(id.clone()), error },
+                        other => other,
+                    };
+                    self.deliver(m);
+                }
+                return Ok(Answer::Done);
+            }
+        }
+        if body.is_empty() && method != "initialize" && content_type.is_empty() {
+            // Accepted without an answer: the response may still come on the GET stream.
+            log::debug!("mcp: {}: {method} accepted with an empty answer", self.spec.extension);
+            return Ok(Answer::Done);
+        }
+        Err(self.fail(HttpFailure::NotMcp { status, content_type, snippet: snippet(&body[..body.len().min(4096)]) }))
+    }
+
+    /// Hands one server message to the client, dropping duplicate responses.
+    fn deliver(&self, msg: Message) {
+        let rid = match &msg {
+            Message::Response { id, .. } => Some(id.clone()),
+            Message::Error { id: Some(id), .. } => Some(id.clone()),
+            _ => None,
+        };
+        if let Some(id) = &rid {
+            let mut st = self.state();
+            if !st.pending.remove(id) {
+                log::debug!("mcp: {}: dropping a response for {id}, which is not pending (duplicate or late)", self.spec.extension);
+                return;
+            }
+            if let (Message::Response { result, .. }, Some(Message::Request { id: init_id, .. })) = (&msg, &st.init_request) {
+                if init_id == id {
+                    st.protocol = result.get("protocolVersion").and_then(Value::as_str).map(str::to_string);
+                }
+            }
+        }
+        log::debug!("mcp: {}: <- {}", self.spec.extension, describe_msg(&msg));
+        let _ = self.inbound.send(Inbound::Message(msg));
+    }
+
+    /// True the first time an SSE event (by id and data) is seen; replays give false.
+    fn first_sighting(&self, ev: &sse::Event) -> bool {
+        let Some(id) = &ev.id else { return true };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut h);
+        ev.data.hash(&mut h);
+        let key = h.finish();
+        let mut st = self.state();
+        if !st.seen_set.insert(key) {
+            return false;
+        }
+        st.seen.push_back(key);
+        if st.seen.len() > SEEN_EVENTS {
+            if let Some(old) = st.seen.pop_front() {
+                st.seen_set.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// Delivers one SSE event; returns the id of a response it carried.
+    fn on_event(&self, ev: &sse::Event) -> Option<Id> {
+        if !(ev.event.is_empty() || ev.event == "message") || ev.data.trim().is_empty() {
+            return None; // priming events (`data:` empty) and other event types
+        }
+        if !self.first_sighting(ev) {
+            log::debug!("mcp: {}: dropping a replayed event", self.spec.extension);
+            return None;
+        }
+        match Message::parse(ev.data.as_bytes()) {
+            Ok(m) => {
+                let rid = match &m {
+                    Message::Response { id, .. } | Message::Error { id: Some(id), .. } => Some(id.clone()),
+                    _ => None,
+                };
+                self.deliver(m);
+                rid
+            }
+            Err(e) => {
+                log::warn!("mcp: {}: ignoring an SSE event that is not JSON-RPC: {e}", self.spec.extension);
+                None
+            }
+        }
+    }
+
+    /// Reads one SSE stream until it ends, `until` is answered, or the transport is closed.
+    /// Returns whether `until` was answered on it.
+    fn pump(&self, reader: &mut dyn Read, dec: &mut sse::Decoder, until: Option<&Id>, delivered: &mut bool) -> bool {
+        let mut buf = vec![0u8; 16 << 10];
+        loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return false;
+            }
+            let n = match reader.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => n,
+                Err(e) => {
+                    log::debug!("mcp: {}: stream read ended: {e}", self.spec.extension);
+                    return false;
+                }
+            };
+            let events = match dec.feed(&buf[..n]) {
+                Ok(evs) => evs,
+                Err(e) => {
+                    log::warn!("mcp: {}: {e}; dropping the stream", self.spec.extension);
+                    return false;
+                }
+            };
+            for ev in events {
+                if !ev.data.trim().is_empty() {
+                    *delivered = true;
+                }
+                if let Some(rid) = self.on_event(&ev) {
+                    if Some(&rid) == until {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_pending(&self, id: &Id) -> bool {
+        self.state().pending.contains(id)
+    }
+
+    fn retry_delay(dec: &sse::Decoder) -> Duration {
+        dec.retry_ms.map(Duration::from_millis).unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)
+    }
+
+    /// The answer stream of one POSTed request; resumes with `Last-Event-ID` if it drops early.
+    fn read_post_stream(self: Arc<Self>, mut reader: ureq::BodyReader<'static>, id: Id) {
+        let mut dec = sse::Decoder::new(MAX_MESSAGE);
+        let mut delivered = false;
+        if self.pump(&mut reader, &mut dec, Some(&id), &mut delivered) {
+            return;
+        }
+        drop(reader);
+        let mut attempts = 0;
+        while !self.closed.load(Ordering::SeqCst) && self.is_pending(&id) {
+            let Some(last) = dec.last_event_id().map(str::to_string) else {
+                break; // the server gave no event ids: nothing to resume from
+            };
+            if attempts >= RESUME_ATTEMPTS {
+                break;
+            }
+            attempts += 1;
+            let delay = Self::retry_delay(&dec);
+            log::debug!("mcp: {}: stream for {id} dropped; resuming in {delay:?} (attempt {attempts})", self.spec.extension);
+            std::thread::sleep(delay);
+            let Some(mut r) = self.open_get(Some(&last), Some(self.spec.timeout + Duration::from_secs(10)), None) else {
+                continue;
+            };
+            dec.finish();
+            if self.pump(&mut r, &mut dec, Some(&id), &mut delivered) {
+                return;
+            }
+        }
+        if !self.closed.load(Ordering::SeqCst) && self.is_pending(&id) {
+            let error = ErrorObject::new(
+                -32000,
+                format!("extension `{}`: the server ended the answer stream for request {id} without answering and it could not be resumed", self.spec.extension),
+            );
+            self.deliver(Message::Error { id: Some(id), error });
+        }
+    }
+
+    /// Opens a GET stream. `None` when the server has no stream for us (any non-200) or the
+    /// request failed. `idle` bounds each read, `total` the whole body.
+    fn open_get(&self, last_event_id: Option<&str>, total: Option<Duration>, idle: Option<Duration>) -> Option<ureq::BodyReader<'static>> {
+        let (session, protocol) = {
+            let st = self.state();
+            (st.session.clone(), st.protocol.clone())
+        };
+        let mut req = self
+            .agent
+            .get(&self.spec.uri)
+            .config()
+            .timeout_recv_body(total)
+            .timeout_per_read(idle)
+            .build()
+            .header("Accept", "text/event-stream");
+        req = self.add_headers(req, session.as_deref(), protocol.as_deref());
+        if let Some(l) = last_event_id {
+            req = req.header("Last-Event-ID", l);
+        }
+        match req.call() {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let ct = header(&resp, "content-type").unwrap_or_default();
+                if status == 200 && ct.to_ascii_lowercase().starts_with("text/event-stream") {
+                    Some(resp.into_body().into_reader())
+                } else {
+                    log::debug!("mcp: {}: GET -> {status}: no server stream", self.spec.extension);
+                    None
+                }
+            }
+            Err(e) => {
+                log::debug!("mcp: {}: GET failed: {e}", self.spec.extension);
+                None
+            }
+        }
+    }
+
+    /// Starts the server-to-client GET stream on a thread. With `wait`, returns once the
+    /// first GET has its answer (so the server sees it before our next request).
+    fn start_get_stream(self: &Arc<Self>, wait: bool) {
+        let generation = self.get_generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name(format!("mcp-http-get-{}", self.spec.extension)).spawn(move || me.get_loop(generation, tx));
+        if wait && spawned.is_ok() {
+            let _ = rx.recv_timeout(self.spec.timeout.min(Duration::from_secs(10)));
+        }
+    }
+
+    fn get_loop(self: Arc<Self>, generation: u64, first: Sender<()>) {
+        let mut first = Some(first);
+        let mut dec = sse::Decoder::new(MAX_MESSAGE);
+        let mut idle_rounds = 0;
+        let current = |me: &Inner| !me.closed.load(Ordering::SeqCst) && me.get_generation.load(Ordering::SeqCst) == generation;
+        while current(&self) && idle_rounds < GET_ATTEMPTS {
+            let last = dec.last_event_id().map(str::to_string);
+            let opened = self.open_get(last.as_deref(), None, Some(GET_IDLE));
+            if let Some(tx) = first.take() {
+                let _ = tx.send(());
+            }
+            let Some(mut reader) = opened else { break };
+            let mut delivered = false;
+            let started = Instant::now();
+            self.pump(&mut reader, &mut dec, None, &mut delivered);
+            dec.finish();
+            if delivered || started.elapsed() > GET_IDLE {
+                idle_rounds = 0;
+            } else {
+                idle_rounds += 1;
+            }
+            if current(&self) {
+                std::thread::sleep(Self::retry_delay(&dec));
+            }
+        }
+        log::debug!("mcp: {}: GET stream loop ended", self.spec.extension);
+    }
+
+    /// Replays the client's initialize + initialized after the server forgot our session.
+    fn reinitialize(self: &Arc<Self>, stale: Option<&str>) -> Result<(), Error> {
+        let _guard = self.reinit.lock().unwrap_or_else(|p| p.into_inner());
+        let (init, initialized) = {
+            let mut st = self.state();
+            if st.session.as_deref() != stale {
+                return Ok(()); // another thread already did it
+            }
+            st.session = None;
+            (st.init_request.clone(), st.initialized.clone())
+        };
+        let Some(Message::Request { id: init_id, .. }) = &init else {
+            return Err(self.fail(HttpFailure::NotFound));
+        };
+        let resp = self.post(&init.as_ref().map(Message::encode).unwrap_or_default(), None, None)?;
+        let status = resp.status().as_u16();
+        let ct = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
+        if !(200..300).contains(&status) {
+            let challenge = header(&resp, "www-authenticate");
+            let location = header(&resp, "location");
+            let body = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec().unwrap_or_default();
+            return Err(self.fail(HttpFailure::from_status(status, &ct, challenge, location, &body)));
+        }
+        let session = header(&resp, "mcp-session-id");
+        // Read the answer ourselves and swallow it: the client already has one.
+        let mut answer: Option<Message> = None;
+        if ct.starts_with("text/event-stream") {
+            let mut reader = resp.into_body().into_reader();
+            let mut dec = sse::Decoder::new(MAX_MESSAGE);
+            let mut buf = vec![0u8; 16 << 10];
+            while answer.is_none() {
+                let n = match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                for ev in dec.feed(&buf[..n]).unwrap_or_default() {
+                    if let Ok(m) = Message::parse(ev.data.as_bytes()) {
+                        if matches!(&m, Message::Response { id, .. } | Message::Error { id: Some(id), .. } if id == init_id) {
+                            answer = Some(m);
+                        }
+                    }
+                }
+            }
+        } else {
+            let body = resp.into_body().into_with_config().limit(MAX_MESSAGE as u64).read_to_vec().unwrap_or_default();
+            answer = parse_messages(&body).and_then(|ms| ms.into_iter().find(|m| matches!(m, Message::Response { id, .. } if id == init_id)));
+        }
+        match answer {
+            Some(Message::Response { result, .. }) => {
+                let mut st = self.state();
+                st.session = session;
+                if let Some(v) = result.get("protocolVersion").and_then(Value::as_str) {
+                    st.protocol = Some(v.to_string());
+                }
+            }
+            Some(Message::Error { error, .. }) => return Err(Error::Rpc(error)),
+            _ => return Err(self.fail(HttpFailure::NotMcp { status, content_type: ct, snippet: "no answer to the repeated initialize".into() })),
+        }
+        if let Some(n) = &initialized {
+            let (session, protocol) = {
+                let st = self.state();
+                (st.session.clone(), st.protocol.clone())
+            };
+            let resp = self.post(&n.encode(), session.as_deref(), protocol.as_deref())?;
+            let _ = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec();
+        }
+        self.start_get_stream(false);
+        Ok(())
+    }
+}
+
+fn http_err(spec: &HttpSpec, failure: HttpFailure) -> Error {
+    Error::Http { extension: spec.extension.clone(), url: spec.uri.clone(), failure }
+}
+
+fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
+    resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+fn id_of(v: &Value) -> Option<Id> {
+    match v {
+        Value::String(s) => Some(Id::Str(s.clone())),
+        Value::Number(n) => n.as_i64().map(Id::Num),
+        _ => None,
+    }
+}
+
+/// One message or (tolerated, though not in 2025-06-18) a batch array.
+fn parse_messages(body: &[u8]) -> Option<Vec<Message>> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    match v {
+        Value::Array(items) => items.into_iter().map(|i| Message::from_value(i).ok()).collect(),
+        other => Message::from_value(other).ok().map(|m| vec![m]),
+    }
+}
+
+/// Method and id for the debug log; never params (they may carry secrets).
+fn describe_msg(m: &Message) -> String {
+    match m {
+        Message::Request { id, method, .. } => format!("request {method} id={id}"),
+        Message::Notification { method, .. } => format!("notification {method}"),
+        Message::Response { id, .. } => format!("response id={id}"),
+        Message::Error { id, error } => format!("error id={} code={}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), error.code),
+    }
+}
+
+fn build_agent(spec: &HttpSpec) -> Result<ureq::Agent, Error> {
+    let t = spec.timeout;
+    let short = t.min(Duration::from_secs(30));
+    let tls = ureq::tls::TlsConfig::builder().root_certs(root_certs().map_err(|e| Error::Other(format!("extension `{}`: {e}", spec.extension)))?).build();
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .timeout_resolve(Some(short))
+        .timeout_connect(Some(short))
+        .timeout_send_request(Some(t))
+        .timeout_send_body(Some(t))
+        .timeout_recv_response(Some(t))
+        .timeout_recv_body(Some(t + Duration::from_secs(10)))
+        .max_response_header_size(64 << 10)
+        .proxy(ureq::Proxy::try_from_env())
+        .user_agent(format!("gosling/{}", env!("CARGO_PKG_VERSION")))
+        .tls_config(tls)
+        .build();
+    Ok(config.new_agent())
+}
+
+/// Well-known system CA bundles, read when `SSL_CERT_FILE` adds to (rather than replaces) them.
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+];
+
+/// The platform verifier by default; with `SSL_CERT_FILE`, that bundle plus the system's.
+fn root_certs() -> Result<ureq::tls::RootCerts, String> {
+    let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
+        return Ok(ureq::tls::RootCerts::PlatformVerifier);
+    };
+    let pem = std::fs::read(&path).map_err(|e| format!("cannot read SSL_CERT_FILE {}: {e}; point it at a PEM CA bundle or unset it", std::path::Path::new(&path).display()))?;
+    let mut certs = pem_certs(&pem);
+    if certs.is_empty() {
+        return Err(format!("SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it", std::path::Path::new(&path).display()));
+    }
+    for bundle in SYSTEM_BUNDLES {
+        if let Ok(sys) = std::fs::read(bundle) {
+            certs.extend(pem_certs(&sys));
+            break;
+        }
+    }
+    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
+}
+
+fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
+    ureq::tls::parse_pem(pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The fail-fast error for a `type: sse` extension: call before any network I/O.
+pub fn sse_migration_error(name: &str) -> Error {
+    Error::SseUnsupported { extension: name.to_string() }
+}
+
+/// What an extension config means to this transport: `sse` fails fast with the migration
+/// error (no I/O at all), `streamable_http` becomes an `HttpSpec` with its headers substituted
+/// from `merged_env` (the config's envs + env_keys, merged by the caller). Other types are not
+/// for this transport.
+pub fn spec_from_config(cfg: &ExtensionConfig, merged_env: &BTreeMap<String, String>) -> Result<HttpSpec, Error> {
+    match cfg {
+        ExtensionConfig::Sse { name, .. } => Err(sse_migration_error(name)),
+        ExtensionConfig::StreamableHttp { name, uri, headers, .. } => Ok(HttpSpec {
+            uri: uri.clone(),
+            headers: substitute_headers(headers, merged_env)?,
+            timeout: Duration::from_secs(cfg.timeout_secs().max(1)),
+            extension: name.clone(),
+        }),
+        other => Err(Error::Other(format!("extension `{}` has type `{}`, not streamable_http", other.name(), other.type_name()))),
+    }
+}
+
+/// Substitutes `${VAR}` (spaces allowed inside the braces) and `$VAR` in header values from
+/// `vars` (the merged envs + env_keys). An unknown variable is an error naming it and the
+/// header; names and values must be valid HTTP. Values are never logged.
+pub fn substitute_headers(headers: &BTreeMap<String, String>, vars: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, Error> {
+    let mut out = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(Error::Other(format!("invalid header name {name:?} in the extension's headers")));
+        }
+        let v = substitute(value, vars).map_err(|var| Error::HeaderVariable { header: name.clone(), var })?;
+        if v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(Error::Other(format!("invalid header value for `{name}`: control characters are not allowed")));
+        }
+        out.push((name.clone(), v));
+    }
+    Ok(out)
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn is_ident_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_'
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// One value; `Err(var)` names the first variable that is not defined.
+fn substitute(value: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(braced) = after.strip_prefix('{') {
+            if let Some(end) = braced.find('}') {
+                let name = braced[..end].trim();
+                let valid = name.chars().next().is_some_and(is_ident_start) && name.chars().all(is_ident);
+                if valid {
+                    out.push_str(vars.get(name).ok_or_else(|| name.to_string())?);
+                    rest = &braced[end + 1..];
+                    continue;
+                }
+            }
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        let len = if after.chars().next().is_some_and(is_ident_start) { after.find(|c: char| !is_ident(c)).unwrap_or(after.len()) } else { 0 };
+        if len == 0 {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        let name = &after[..len];
+        out.push_str(vars.get(name).ok_or_else(|| name.to_string())?);
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> BTreeMap<String, String> {
+        [("TOKEN", "abc"), ("A_1", "x")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn substitution_forms() {
+        let v = vars();
+        assert_eq!(substitute("Bearer ${TOKEN}", &v).unwrap(), "Bearer abc");
+        assert_eq!(substitute("Bearer ${ TOKEN }", &v).unwrap(), "Bearer abc");
+        assert_eq!(substitute("$TOKEN-$A_1.", &v).unwrap(), "abc-x.");
+        assert_eq!(substitute("cost $5 and $ and ${", &v).unwrap(), "cost $5 and $ and ${");
+        assert_eq!(substitute("${TOKEN}${A_1}", &v).unwrap(), "abcx");
+        assert_eq!(substitute("${MISSING}", &v), Err("MISSING".to_string()));
+        assert_eq!(substitute("x $NOPE y", &v), Err("NOPE".to_string()));
+    }
+
+    #[test]
+    fn unresolved_variable_names_header_and_variable_but_not_values() {
+        let mut h = BTreeMap::new();
+        h.insert("Authorization".to_string(), "Bearer ${API_TOKEN}".to_string());
+        h.insert("X-Other".to_string(), "secret-value-$TOKEN".to_string());
+        let e = substitute_headers(&h, &vars()).unwrap_err().to_string();
+        assert!(e.contains("Authorization") && e.contains("API_TOKEN") && e.contains("env_keys"), "{e}");
+        assert!(!e.contains("secret-value"), "{e}");
+        h.remove("Authorization");
+        assert_eq!(substitute_headers(&h, &vars()).unwrap(), vec![("X-Other".to_string(), "secret-value-abc".to_string())]);
+    }
+
+    #[test]
+    fn invalid_headers_are_rejected() {
+        let mut h = BTreeMap::new();
+        h.insert("Bad Name".to_string(), "v".to_string());
+        assert!(substitute_headers(&h, &vars()).is_err());
+        let mut h = BTreeMap::new();
+        h.insert("X".to_string(), "a\r\nInjected: 1".to_string());
+        assert!(substitute_headers(&h, &vars()).is_err());
+    }
+
+    #[test]
+    fn sse_error_says_how_to_migrate() {
+        let e = sse_migration_error("old").to_string();
+        assert!(e.contains("`old`") && e.contains("SSE is unsupported, migrate to streamable_http") && e.contains("uri"), "{e}");
+    }
+
+    #[test]
+    fn configs_become_specs_or_fail_fast() {
+        let sse = ExtensionConfig::from_value(serde_json::json!({"type":"sse","name":"legacy","description":"","uri":"http://localhost:1/sse"})).unwrap();
+        let started = Instant::now();
+        let e = spec_from_config(&sse, &BTreeMap::new()).unwrap_err();
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert!(matches!(e, Error::SseUnsupported { .. }), "{e}");
+        let http = ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","description":"","uri":"http://h/mcp","env_keys":["T"],"headers":{"Authorization":"Bearer ${T}"},"timeout":7})).unwrap();
+        let spec = spec_from_config(&http, &vars_with("T", "tok")).unwrap();
+        assert_eq!((spec.uri.as_str(), spec.timeout, spec.extension.as_str()), ("http://h/mcp", Duration::from_secs(7), "r"));
+        assert_eq!(spec.headers, vec![("Authorization".to_string(), "Bearer tok".to_string())]);
+        let e = spec_from_config(&http, &BTreeMap::new()).unwrap_err().to_string();
+        assert!(e.contains("Authorization") && e.contains(" T,"), "{e}");
+    }
+
+    fn vars_with(k: &str, v: &str) -> BTreeMap<String, String> {
+        [(k.to_string(), v.to_string())].into_iter().collect()
+    }
+
+    #[test]
+    fn batches_and_single_messages_parse() {
+        assert_eq!(parse_messages(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap().len(), 1);
+        assert_eq!(parse_messages(br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"x"}]"#).unwrap().len(), 2);
+        assert!(parse_messages(b"<html>").is_none());
+        assert!(parse_messages(br#"{"jsonrpc":"2.0","result":{}}"#).is_none());
+    }
+}

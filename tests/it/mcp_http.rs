@@ -1,0 +1,335 @@
+// The Streamable HTTP transport against real peers (server-everything, the Python SDK server in
+// its three modes) and against misbehaving fakes (tests/fakes/bad_mcp_http.py), each error
+// message asserted.
+
+use crate::require_peers;
+use crate::support::*;
+use crossbeam_channel::Receiver;
+use gosling::mcp::streamable_http::{HttpSpec, HttpTransport};
+use gosling::mcp::transport::{Inbound, Transport};
+use gosling::wire::jsonrpc::{Id, Message};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A peer process, killed when dropped.
+pub struct Peer {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_listening(child: &mut Child, port: u16, what: &str) {
+    let ok = wait_for(Duration::from_secs(60), || {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("{what} exited early with {st}");
+        }
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    assert!(ok.is_some(), "{what} did not listen on {port} within 60 s");
+}
+
+pub fn start_everything(peers: &Peers) -> Peer {
+    let port = free_port();
+    let mut child = Command::new(peers.node())
+        .arg(peers.get("MCP_PEER_EVERYTHING"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start server-everything");
+    wait_listening(&mut child, port, "server-everything");
+    Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
+}
+
+pub fn start_py(peers: &Peers, mode: &str) -> Peer {
+    let port = free_port();
+    let mut cmd = Command::new(peers.python());
+    cmd.arg(peers.get("MCP_PEER_PY_SERVER")).arg("http").arg(port.to_string());
+    if !mode.is_empty() {
+        cmd.arg(mode);
+    }
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start py_server");
+    wait_listening(&mut child, port, "py_server");
+    Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
+}
+
+/// One of the misbehaving servers of tests/fakes/bad_mcp_http.py.
+pub fn start_fake(mode: &str) -> Peer {
+    let script = manifest_dir().join("tests/fakes/bad_mcp_http.py");
+    let mut child = Command::new("python3").arg(script).arg(mode).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("PORT ").unwrap_or_else(|| panic!("fake printed {line:?}")).parse().unwrap();
+    Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
+}
+
+/// A minimal JSON-RPC driver over the transport (the client proper is tested elsewhere):
+/// answers the server's requests, waits for responses by id.
+pub struct Driver {
+    pub t: Arc<HttpTransport>,
+    rx: Receiver<Inbound>,
+    next: i64,
+    pub notifications: Vec<Message>,
+}
+
+impl Driver {
+    pub fn new(url: &str, timeout: Duration) -> Driver {
+        init_log();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let spec = HttpSpec { uri: url.to_string(), headers: vec![("X-Test".into(), "1".into())], timeout, extension: "remote".into() };
+        let t = HttpTransport::connect(&spec, tx).expect("connect");
+        Driver { t, rx, next: 0, notifications: Vec::new() }
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        self.next += 1;
+        let id = Id::Num(self.next);
+        self.t.send(&Message::request(id.clone(), method, Some(params))).map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(Inbound::Message(Message::Response { id: rid, result })) if rid == id => return Ok(result),
+                Ok(Inbound::Message(Message::Error { id: Some(rid), error })) if rid == id => return Err(error.message),
+                Ok(Inbound::Message(Message::Request { id: sid, method, .. })) => {
+                    let result = match method.as_str() {
+                        "roots/list" => json!({"roots": []}),
+                        _ => json!({}),
+                    };
+                    self.t.send(&Message::Response { id: sid, result }).map_err(|e| e.to_string())?;
+                }
+                Ok(Inbound::Message(m @ Message::Notification { .. })) => self.notifications.push(m),
+                Ok(Inbound::Message(other)) => panic!("unexpected message {other:?}"),
+                Ok(Inbound::Closed(e)) => return Err(e.to_string()),
+                Err(_) => return Err(format!("no answer to {method} within 60 s")),
+            }
+        }
+    }
+
+    pub fn initialize(&mut self) -> Result<Value, String> {
+        let r = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {}}, "clientInfo": {"name": "gosling-test", "version": "0"}}),
+        )?;
+        self.t.send(&Message::notification("notifications/initialized", None)).map_err(|e| e.to_string())?;
+        Ok(r)
+    }
+
+    fn tool_names(&mut self) -> Vec<String> {
+        let tools = self.request("tools/list", json!({})).expect("tools/list");
+        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    }
+
+    fn call_text(&mut self, name: &str, args: Value) -> String {
+        let r = self.request("tools/call", json!({"name": name, "arguments": args})).unwrap_or_else(|e| panic!("tools/call {name}: {e}"));
+        r["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {r}")).to_string()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.t.close();
+    }
+}
+
+#[test]
+fn server_everything_over_streamable_http() {
+    let peers = require_peers!();
+    let peer = start_everything(peers);
+    let mut d = Driver::new(&peer.url, Duration::from_secs(30));
+    let init = d.initialize().unwrap();
+    assert!(init["serverInfo"]["name"].is_string(), "{init}");
+    assert!(d.t.session_id().is_some(), "server-everything issues a session id");
+    let names = d.tool_names();
+    assert!(names.iter().any(|n| n == "echo"), "{names:?}");
+    assert_eq!(d.call_text("echo", json!({"message": "hi there"})), "Echo: hi there");
+    // A second request on the same session, after the GET stream is open.
+    let r = d.request("resources/list", json!({})).unwrap();
+    assert!(r["resources"].is_array(), "{r}");
+}
+
+fn python_round_trip(mode: &str) -> (Driver, Peer) {
+    let peers = peers().unwrap();
+    let peer = start_py(peers, mode);
+    let mut d = Driver::new(&peer.url, Duration::from_secs(30));
+    let init = d.initialize().unwrap_or_else(|e| panic!("initialize ({mode}): {e}"));
+    assert_eq!(init["serverInfo"]["name"], "py-peer");
+    let mut names = d.tool_names();
+    names.sort();
+    assert_eq!(names, ["add", "echo"]);
+    assert_eq!(d.call_text("add", json!({"a": 2, "b": 3})), "5");
+    assert_eq!(d.call_text("echo", json!({"message": "héllo"})), "héllo");
+    let r = d.request("resources/read", json!({"uri": "greeting://ada"})).unwrap();
+    assert_eq!(r["contents"][0]["text"], "Hello, ada!");
+    (d, peer)
+}
+
+#[test]
+fn python_server_sse_answers() {
+    let _peers = require_peers!();
+    let (d, _peer) = python_round_trip("");
+    assert!(d.t.session_id().is_some());
+}
+
+#[test]
+fn python_server_json_answers() {
+    let _peers = require_peers!();
+    let (d, _peer) = python_round_trip("json");
+    assert!(d.t.session_id().is_some());
+}
+
+#[test]
+fn python_server_stateless() {
+    let _peers = require_peers!();
+    let (d, _peer) = python_round_trip("stateless");
+    assert_eq!(d.t.session_id(), None, "a stateless server issues no session");
+}
+
+#[test]
+fn python_server_expired_session_is_reinitialized_transparently() {
+    let peers = require_peers!();
+    let peer = start_py(peers, "");
+    let mut d = Driver::new(&peer.url, Duration::from_secs(30));
+    d.initialize().unwrap();
+    assert_eq!(d.call_text("add", json!({"a": 1, "b": 1})), "2");
+    let old = d.t.session_id().expect("session");
+    // End the session behind the transport's back, as a server restart or expiry would.
+    let del = http_with("DELETE", &peer.url, &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")], None);
+    assert!(del.status < 300, "DELETE: {}", del.status);
+    let stale = http_with(
+        "POST",
+        &peer.url,
+        &[("Mcp-Session-Id", old.as_str()), ("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json")],
+        Some(br#"{"jsonrpc":"2.0","id":99,"method":"tools/list"}"#),
+    );
+    assert_eq!(stale.status, 404, "the Python server answers 404 for a gone session");
+    // The next call gets that 404, initializes again and retries, invisibly.
+    assert_eq!(d.call_text("add", json!({"a": 20, "b": 22})), "42");
+    let new = d.t.session_id().expect("new session");
+    assert_ne!(new, old);
+    assert_eq!(d.call_text("echo", json!({"message": "again"})), "again");
+}
+
+fn init_error(url: &str, timeout: Duration) -> String {
+    let mut d = Driver::new(url, timeout);
+    let e = d.initialize().expect_err("initialize must fail");
+    eprintln!("{e}");
+    assert!(e.contains("extension `remote`"), "the message names the extension: {e}");
+    e
+}
+
+#[test]
+fn connection_refused_is_explained() {
+    let port = free_port();
+    let e = init_error(&format!("http://127.0.0.1:{port}/mcp"), Duration::from_secs(10));
+    assert!(e.contains("connection refused") && e.contains("start the server"), "{e}");
+}
+
+#[test]
+fn unknown_host_is_explained() {
+    let e = init_error("http://no-such-host.invalid/mcp", Duration::from_secs(30));
+    assert!(e.contains("cannot resolve the host name") && e.contains("no-such-host.invalid"), "{e}");
+}
+
+#[test]
+fn tls_failure_is_explained() {
+    // A plain-HTTP server reached with https:// fails the handshake.
+    let fake = start_fake("ok");
+    let e = init_error(&fake.url.replace("http://", "https://"), Duration::from_secs(10));
+    assert!(e.contains("TLS failure") && e.contains("SSL_CERT_FILE"), "{e}");
+}
+
+#[test]
+fn timeout_is_explained() {
+    let fake = start_fake("stall");
+    let started = Instant::now();
+    let e = init_error(&fake.url, Duration::from_secs(2));
+    assert!(e.contains("no answer from") && e.contains("raise the extension's timeout"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30), "bounded by the extension timeout");
+}
+
+#[test]
+fn unauthorized_shows_the_challenge() {
+    let fake = start_fake("401");
+    let e = init_error(&fake.url, Duration::from_secs(10));
+    assert!(e.contains("401 Unauthorized") && e.contains(r#"WWW-Authenticate: Bearer realm="fake", error="invalid_token""#) && e.contains("headers"), "{e}");
+}
+
+#[test]
+fn forbidden_is_explained() {
+    let fake = start_fake("403");
+    let e = init_error(&fake.url, Duration::from_secs(10));
+    assert!(e.contains("403 Forbidden") && e.contains("credentials"), "{e}");
+}
+
+#[test]
+fn not_found_suggests_the_path() {
+    let fake = start_fake("404");
+    let e = init_error(&fake.url, Duration::from_secs(10));
+    assert!(e.contains("404 Not Found") && e.contains("path"), "{e}");
+}
+
+#[test]
+fn html_page_is_not_mcp() {
+    let fake = start_fake("html");
+    let e = init_error(&fake.url, Duration::from_secs(10));
+    assert!(e.contains("not an MCP endpoint") && e.contains("HTML page") && e.contains("Welcome"), "{e}");
+}
+
+#[test]
+fn server_error_shows_the_body() {
+    let fake = start_fake("500");
+    let e = init_error(&fake.url, Duration::from_secs(10));
+    assert!(e.contains("HTTP 500") && e.contains("database is down") && e.contains("logs"), "{e}");
+}
+
+#[test]
+fn redirect_is_not_followed_blindly() {
+    let fake = start_fake("redirect");
+    let e = init_error(&fake.url, Duration::from_secs(10));
+    assert!(e.contains("redirects (307) to /mcp") && e.contains("uri"), "{e}");
+}
+
+#[test]
+fn truncated_stream_fails_the_request_not_the_wait() {
+    let fake = start_fake("truncated");
+    let started = Instant::now();
+    let e = init_error(&fake.url, Duration::from_secs(30));
+    assert!(e.contains("ended the answer stream") && e.contains("without answering"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(25), "fails when the stream ends, not at the timeout");
+}
+
+#[test]
+fn dropped_stream_is_resumed_and_replays_are_dropped() {
+    let fake = start_fake("resume");
+    let mut d = Driver::new(&fake.url, Duration::from_secs(30));
+    d.initialize().unwrap();
+    assert_eq!(d.call_text("slow", json!({})), "resumed");
+    assert_eq!(d.notifications.len(), 1, "the replayed progress is dropped: {:?}", d.notifications);
+    // The duplicate response is dropped too: the next answer is the next request's own.
+    let r = d.request("tools/list", json!({})).unwrap();
+    assert_eq!(r, json!({"tools": []}));
+}
+
+#[test]
+fn untrusted_certificate_is_explained() {
+    let fake = start_fake("ok-tls");
+    let e = init_error(&fake.url.replace("http://", "https://"), Duration::from_secs(10));
+    assert!(e.contains("TLS failure") && e.contains("UnknownIssuer") && e.contains("SSL_CERT_FILE"), "{e}");
+}
