@@ -118,7 +118,8 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         pairs.push((key, value));
     }
 
-    let mut single: Vec<(&str, String)> = Vec::new();
+    // (slot, the key as written, value): `type` fills the `transport` slot.
+    let mut single: Vec<(&str, &str, String)> = Vec::new();
     let mut args = Vec::new();
     let mut header_raw = Vec::new();
     let mut env_raw = Vec::new();
@@ -127,7 +128,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         if let Some(known) = SINGLE.iter().find(|k| **k == key) {
             // `type` is goose's alias of `transport`: giving both is a duplicate too.
             let slot = if *known == "type" { "transport" } else { *known };
-            if single.iter().any(|(k, _)| *k == slot) {
+            if single.iter().any(|(k, _, _)| *k == slot) {
                 let rule = if slot == "transport" {
                     "is given more than once (`transport` and its alias `type` count as one); give it once"
                 } else {
@@ -135,7 +136,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
                 };
                 return Err(err(&key, rule));
             }
-            single.push((slot, value));
+            single.push((slot, known, value));
         } else {
             match key.as_str() {
                 "arg" => args.push(value),
@@ -145,7 +146,9 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
             }
         }
     }
-    let take = |k: &str| single.iter().find(|(s, _)| *s == k).map(|(_, v)| v.clone());
+    let take = |k: &str| single.iter().find(|(s, _, _)| *s == k).map(|(_, _, v)| v.clone());
+    // Errors about the transport name the key the link used (`transport` or `type`).
+    let tkey = single.iter().find(|(s, _, _)| *s == "transport").map_or("transport", |(_, k, _)| *k);
 
     let name = take("name").map(|n| n.trim().to_string()).unwrap_or_default();
     if name.is_empty() {
@@ -170,7 +173,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
     let transport = take("transport");
     if let Some(t) = &transport {
         if t.eq_ignore_ascii_case("sse") {
-            return Err(err("transport", "SSE is unsupported, migrate to streamable_http (use transport=streamable_http with the server's Streamable HTTP endpoint)"));
+            return Err(err(tkey, "SSE is unsupported, migrate to streamable_http (use transport=streamable_http with the server's Streamable HTTP endpoint)"));
         }
     }
     let source = match (take("cmd"), take("url")) {
@@ -178,7 +181,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         (None, None) => return Err(err("cmd", "one source is required: cmd (+ arg) for a local command, or url for a Streamable HTTP server")),
         (Some(cmd), None) => {
             if let Some(t) = transport.as_deref().filter(|t| *t != "stdio") {
-                return Err(err("transport", format!("{:?} does not go with cmd; leave it out or use stdio", printable(t))));
+                return Err(err(tkey, format!("{:?} does not go with cmd; leave it out or use stdio", printable(t))));
             }
             if cmd.trim().is_empty() || cmd != cmd.trim() {
                 return Err(err("cmd", "must name the program to run, without surrounding spaces"));
@@ -196,7 +199,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         }
         (None, Some(url)) => {
             if let Some(t) = transport.as_deref().filter(|t| !matches!(*t, "streamable_http" | "streamable-http" | "http")) {
-                return Err(err("transport", format!("{:?} is not supported with url; use streamable_http", printable(t))));
+                return Err(err(tkey, format!("{:?} is not supported with url; use streamable_http", printable(t))));
             }
             check_url(&url)?;
             if !args.is_empty() {

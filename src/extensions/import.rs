@@ -5,10 +5,13 @@
 //! `args`, `env`) becomes a `stdio` config whose `envs` are the given values; one with `url`
 //! becomes `streamable_http` (its `headers` kept as written, `${VAR}` included). `type: "sse"`,
 //! or an `url` ending in `/sse` with no `type`, is kept as a legacy `sse` config that will not
-//! run, with goose's migration warning. Fields we do not use are reported as warnings, never
-//! silently dropped. This module parses only; the policy and the store are the caller's.
+//! run, with goose's migration warning. An env value that only names a variable (`"K": "${K}"`,
+//! Cursor's `"${env:K}"`) becomes `env_keys: [K]` (a secret resolved at start), and variables a
+//! header refers to (`${VAR}`, `${env:VAR}` → `${VAR}`) join `env_keys` so they resolve. Fields
+//! we do not use are reported as warnings, never silently dropped. This module parses only; the policy and the store are the caller's.
 
 use crate::extensions::config::{is_disallowed_env_key, name_to_key, ExtensionConfig, DEFAULT_TIMEOUT_SECS};
+use crate::extensions::deeplink::header_vars;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -159,13 +162,14 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             if obj.get("headers").is_some() {
                 warnings.push(format!("{name}: `headers` apply only to remote servers and were ignored"));
             }
+            let (envs, env_keys) = split_env_refs(name, env, &mut warnings);
             let config = ExtensionConfig::Stdio {
                 name: name.to_string(),
                 description: String::new(),
                 cmd,
                 args,
-                envs: env,
-                env_keys: Vec::new(),
+                envs,
+                env_keys,
                 timeout: Some(DEFAULT_TIMEOUT_SECS),
                 bundled: None,
                 available_tools: Vec::new(),
@@ -188,7 +192,7 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 Some("http" | "streamable_http" | "streamable-http" | "streamablehttp") => false,
                 Some(t) => return Err(ierr(name, "type", format!("{t:?} is not a remote transport; use \"http\" (Streamable HTTP) or \"sse\""))),
             };
-            let headers = string_map(name, "headers", obj.get("headers"))?;
+            let mut headers = string_map(name, "headers", obj.get("headers"))?;
             if sse {
                 warnings.push(format!("'{name}': SSE is unsupported, migrate to streamable_http (imported disabled; point `url` at the server's Streamable HTTP endpoint)"));
                 if !headers.is_empty() || !env.is_empty() {
@@ -197,12 +201,24 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 let config = ExtensionConfig::Sse { name: name.to_string(), description: String::new(), uri: Some(url), extra: Map::new() };
                 return Ok(ImportItem { config, enabled: false, warnings });
             }
+            let (envs, mut env_keys) = split_env_refs(name, env, &mut warnings);
+            for v in headers.values_mut() {
+                *v = v.replace("${env:", "${");
+                for var in header_vars(v) {
+                    if is_disallowed_env_key(&var) {
+                        return Err(ierr(name, "headers", format!("refers to ${var}, an environment variable extensions may not use")));
+                    }
+                    if !envs.contains_key(&var) && !env_keys.contains(&var) {
+                        env_keys.push(var);
+                    }
+                }
+            }
             let config = ExtensionConfig::StreamableHttp {
                 name: name.to_string(),
                 description: String::new(),
                 uri: url,
-                envs: env,
-                env_keys: Vec::new(),
+                envs,
+                env_keys,
                 headers,
                 timeout: Some(DEFAULT_TIMEOUT_SECS),
                 bundled: None,
@@ -212,6 +228,29 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             Ok(ImportItem { config, enabled, warnings })
         }
     }
+}
+
+/// Splits `env` into literal values (`envs`) and references to a variable of the same name
+/// (`"K": "${K}"` or Cursor's `"${env:K}"`), which become `env_keys`: secrets resolved when
+/// the extension starts, as goose does, instead of the literal text `${K}`. A reference to a
+/// different name cannot be expressed in goose's config and is kept literally, with a warning.
+fn split_env_refs(entry: &str, env: BTreeMap<String, String>, warnings: &mut Vec<String>) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut envs = BTreeMap::new();
+    let mut keys = Vec::new();
+    for (k, v) in env {
+        let inner = v.strip_prefix("${").and_then(|r| r.strip_suffix('}')).map(|r| r.strip_prefix("env:").unwrap_or(r).trim());
+        match inner {
+            Some(var) if var == k => keys.push(k),
+            Some(var) => {
+                warnings.push(format!("{entry}: env {k} refers to ${{{var}}}, which goose does not expand; the text is passed literally"));
+                envs.insert(k, v);
+            }
+            None => {
+                envs.insert(k, v);
+            }
+        }
+    }
+    (envs, keys)
 }
 
 #[cfg(test)]
@@ -237,9 +276,24 @@ mod tests {
         assert_eq!(c["type"], "streamable_http");
         assert_eq!(c["uri"], "https://docs.example.com/mcp");
         assert_eq!(c["headers"]["Authorization"], "Bearer ${DOCS_TOKEN}");
+        assert_eq!(c["env_keys"], json!(["DOCS_TOKEN"]));
         assert_eq!(items[2].config.type_name(), "sse");
         assert!(!items[2].enabled);
         assert!(items[2].warnings[0].contains("SSE is unsupported, migrate to streamable_http"));
+    }
+
+    #[test]
+    fn env_references_become_env_keys() {
+        let items = parse_mcp_servers(r#"{"mcpServers":{
+            "gh":{"command":"docker","args":["run","-i","-e","GITHUB_TOKEN","img"],"env":{"GITHUB_TOKEN":"${GITHUB_TOKEN}","MODE":"ro","OTHER":"${X}"}},
+            "r":{"url":"https://h/mcp","headers":{"Authorization":"Bearer ${env:TOKEN}"}}}}"#).unwrap();
+        let c = serde_json::to_value(&items[0].config).unwrap();
+        assert_eq!(c["env_keys"], json!(["GITHUB_TOKEN"]));
+        assert_eq!(c["envs"], json!({"MODE":"ro","OTHER":"${X}"}));
+        assert_eq!(items[0].warnings.len(), 1);
+        let c = serde_json::to_value(&items[1].config).unwrap();
+        assert_eq!(c["headers"]["Authorization"], "Bearer ${TOKEN}");
+        assert_eq!(c["env_keys"], json!(["TOKEN"]));
     }
 
     #[test]
