@@ -4,3 +4,6 @@ mod support;
 
 // Command line: --help, --version, unknown commands.
 mod cli;
+
+// goose:// links: the table of links and outcomes, via the library and `install --check`.
+mod deeplink;
