@@ -7,3 +7,6 @@ mod cli;
 
 // goose:// links: the table of links and outcomes, via the library and `install --check`.
 mod deeplink;
+
+// `gosling install` / `gosling import`: confirmation, persistence, secrets, allowlists.
+mod install_cli;
