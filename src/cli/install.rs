@@ -214,7 +214,7 @@ pub fn import_main(args: &[String]) -> ExitCode {
                 }
                 let missing: Vec<String> = env_keys(&item.config)
                     .iter()
-                    .filter(|k| !store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some()))
+                    .filter(|k| store.as_ref().is_none_or(|s| s.get_secret(k).ok().flatten().is_none()))
                     .cloned()
                     .collect();
                 if !missing.is_empty() {

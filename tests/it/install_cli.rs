@@ -284,3 +284,40 @@ fn import_refuses_entries_by_rule_and_keeps_the_rest() {
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("import: mcpServers.bad.env.LD_PRELOAD: LD_PRELOAD may not be set"), "{}", r.stderr);
 }
+
+/// `cli(home)` with `args`, run on a pseudo-terminal by tests/fakes/pty_run.py answering `script`.
+fn on_terminal(home: &TempDir, script: Value, args: &[&str]) -> Run {
+    let inner = cli(home);
+    let mut c = Command::new("python3");
+    c.arg(crate::support::manifest_dir().join("tests/fakes/pty_run.py")).arg(script.to_string()).arg("--").arg(crate::support::bin()).args(args);
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    run(&mut c)
+}
+
+#[test]
+fn terminal_confirmation_and_hidden_secret_prompt() {
+    let home = TempDir::new("icli");
+    let r = on_terminal(&home, json!([["[y/N]", "y"], ["API_KEY — Your API key", "s3cr3t-typed"]]), &["install", EVERYTHING_KEY]);
+    assert_eq!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stdout.contains("installed Everything (key everything), enabled for new sessions"), "{}", r.stdout);
+    assert!(!r.stdout.contains("s3cr3t-typed"), "the secret was echoed:\n{}", r.stdout);
+    let secrets: Value = serde_json::from_str(&std::fs::read_to_string(home.join("config/secrets.json")).unwrap()).unwrap();
+    assert_eq!(secrets["API_KEY"], "s3cr3t-typed");
+
+    // Skipping the secret saves the extension disabled; answering no writes nothing.
+    let home = TempDir::new("icli");
+    let r = on_terminal(&home, json!([["[y/N]", "yes"], ["API_KEY", ""]]), &["install", EVERYTHING_KEY]);
+    assert_eq!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stdout.contains("left it disabled: missing secret(s) API_KEY"), "{}", r.stdout);
+    assert_eq!(config_json(&home)["extensions"]["everything"]["enabled"], false);
+    let home = TempDir::new("icli");
+    let r = on_terminal(&home, json!([["[y/N]", "n"]]), &["install", FETCH]);
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    assert!(r.stdout.contains("not installed: cancelled"), "{}", r.stdout);
+    assert!(!home.join("config/config.json").exists());
+}
