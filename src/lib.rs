@@ -10,4 +10,8 @@ pub mod wire;
 pub mod store;
 pub mod mcp;
 pub mod extensions;
+pub mod util;
+pub mod http;
+pub mod app;
+pub mod agent_cmd;
 pub mod cli;

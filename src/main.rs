@@ -25,6 +25,7 @@ fn main() -> ExitCode {
             println!("gosling {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Some("agent") => exit(agent(&args[1..])),
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
         Some(other) => {
@@ -32,4 +33,29 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn exit(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gosling: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn agent(args: &[String]) -> Result<(), String> {
+    let mut port = None;
+    let mut host = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--port" => port = Some(it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a number 0-65535")?),
+            "--host" => host = Some(it.next().and_then(|h| h.parse().ok()).ok_or("--host needs an IP address")?),
+            other => return Err(format!("agent: unknown argument {other:?}; see --help")),
+        }
+    }
+    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
+    gosling::agent_cmd::run(cfg)
 }

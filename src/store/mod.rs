@@ -2,3 +2,5 @@
 //! Invariant: only store/ writes files, and every write is tmp + fsync + rename.
 pub mod atomic;
 pub mod config_store;
+pub mod sessions;
+pub mod audit;

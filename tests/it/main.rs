@@ -2,8 +2,17 @@
 
 mod support;
 
+// Validates our bodies against goose's OpenAPI schemas; used by the route tests.
+mod contract;
+
 // Command line: --help, --version, unknown commands.
 mod cli;
+
+// HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
+mod server;
+
+// /config/extensions and the key/value config routes.
+mod config_api;
 
 // goose:// links: the table of links and outcomes, via the library and `install --check`.
 mod deeplink;
