@@ -12,6 +12,7 @@
 //!      `--script-shell`, `--shell` (or their `--opt=value` forms), or any single-dash cluster
 //!      containing `c` (`-yc`), anywhere in the arguments, as goose does for `-c`;
 //!    - `jbang`: `-c`/`--code` (runs the given source);
+//!    - `gosling`/`goosed`: only `mcp NAME` (a builtin), never `agent` or other subcommands;
 //!    - every command: an argument naming a shell or script interpreter (`sh`, `bash`, `python3`,
 //!      `node`, `pwsh`, `cmd`, … also as `--entrypoint=sh` or `/bin/sh`) followed later by an
 //!      inline-code flag (`-c`, `-e`, `-p`, `-r`, `--eval`, `--print`, `--command`, `-Command`,
@@ -410,6 +411,10 @@ fn check_args(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
             }
         }
     }
+    if (cmd == "gosling" || cmd == "goosed") && !(args.len() == 2 && args[0] == "mcp" && !args[1].starts_with('-')) {
+        let shown = args.first().map_or("", String::as_str);
+        return refuse(shown, format!("{cmd} may only be installed as `{cmd} mcp NAME` (a builtin extension), not to start a server or run other subcommands"));
+    }
     if cmd == "jbang" {
         for arg in args {
             let opt = arg.split_once('=').map_or(arg.as_str(), |(o, _)| o);
@@ -627,7 +632,8 @@ mod tests {
     fn allowed_commands_rule_for_links_and_imports_only() {
         let p = Policy::permissive();
         for c in DEFAULT_COMMANDS {
-            assert!(p.check(&stdio(c, &["pkg"]), InstallSource::DeepLink).is_ok(), "{c}");
+            let args: &[&str] = if c == "gosling" || c == "goosed" { &["mcp", "developer"] } else { &["pkg"] };
+            assert!(p.check(&stdio(c, args), InstallSource::DeepLink).is_ok(), "{c}");
         }
         for bad in ["bash", "/usr/bin/npx", "./npx", "NPX", "npx ", "python3", "node"] {
             let e = p.check(&stdio(bad, &[]), InstallSource::DeepLink).unwrap_err();
@@ -668,6 +674,10 @@ mod tests {
             ("uvx", &["a && b"]),
             ("uvx", &["a | b"]),
             ("uvx", &["a\nb"]),
+            ("gosling", &["agent", "--host", "0.0.0.0"]),
+            ("gosling", &["install", "--yes", "goose://extension?cmd=uvx&name=x"]),
+            ("goosed", &["agent"]),
+            ("gosling", &["mcp"]),
         ];
         for (cmd, args) in refused {
             let e = p.check(&stdio(cmd, args), InstallSource::DeepLink).unwrap_err();
@@ -680,6 +690,8 @@ mod tests {
             ("uvx", &["--from", "git+https://github.com/x/y", "y-server", "--config", "c.json"]),
             ("docker", &["run", "-i", "--rm", "-e", "TOKEN", "ghcr.io/github/github-mcp-server"]),
             ("uvx", &["python-dotenv-mcp", "-c", "x"]),
+            ("gosling", &["mcp", "developer"]),
+            ("goosed", &["mcp", "memory"]),
         ];
         for (cmd, args) in fine {
             assert!(p.check(&stdio(cmd, args), InstallSource::DeepLink).is_ok(), "{cmd} {args:?}");

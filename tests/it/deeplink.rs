@@ -160,6 +160,8 @@ fn table() -> Vec<(&'static str, Want)> {
         ("goose://extension?cmd=uvx&arg=pkg%3Bid&name=a", Policy(SHELL)),
         ("goose://extension?cmd=uvx&arg=a%20%60id%60&name=a", Policy(SHELL)),
         ("goose://extension?cmd=uvx&arg=a%7Cb&name=a", Policy(SHELL)),
+        ("goose://extension?cmd=gosling&arg=agent&arg=--host&arg=0.0.0.0&name=a", Policy(INLINE)),
+        ("goose://extension?cmd=gosling&arg=mcp&arg=developer&name=Dev", Config(stdio("Dev", "gosling", &["mcp", "developer"]))),
         ("goose://extension?cmd=bash&arg=-c&arg=id&name=a", Policy(ALLOWED_CMDS)),
         ("goose://extension?cmd=python3&arg=server.py&name=a", Policy(ALLOWED_CMDS)),
         ("goose://extension?cmd=node&arg=server.js&name=a", Policy(ALLOWED_CMDS)),
