@@ -204,8 +204,10 @@ impl Policy {
             }
             p.local = Some(local);
         }
-        if let Some(url) = env.get("GOOSE_ALLOWLIST") {
-            let state = match fetch(&url).and_then(|t| parse_allowlist_yaml(&t)) {
+        if let Some(real_url) = env.get("GOOSE_ALLOWLIST") {
+            // Shown in messages and logs without credentials or query (it may carry a token).
+            let url = redact_url(&real_url);
+            let state = match fetch(&real_url).and_then(|t| parse_allowlist_yaml(&t)) {
                 Ok(list) => {
                     if list.is_empty() {
                         log::warn!("policy: GOOSE_ALLOWLIST={url} lists no commands; as in goose, an empty allowlist allows every command");
@@ -348,6 +350,16 @@ impl Policy {
             }
         }
     }
+}
+
+/// `url` without `user:password@` and without its query and fragment.
+fn redact_url(url: &str) -> String {
+    let (base, rest) = url.split_once(['?', '#']).map_or((url, false), |(b, _)| (b, true));
+    let start = base.find("://").map_or(0, |i| i + 3);
+    let auth_end = base[start..].find('/').map_or(base.len(), |i| start + i);
+    let host = base[start..auth_end].rsplit('@').next().unwrap_or("");
+    let creds = if base[start..auth_end].contains('@') { "…@" } else { "" };
+    format!("{}{creds}{host}{}{}", &base[..start], &base[auth_end..], if rest { "?…" } else { "" })
 }
 
 /// Lower-cases the scheme and authority of a URL (paths stay case-sensitive).
@@ -730,6 +742,16 @@ mod tests {
         }
         // `node` was added to rule 1 by the file, but the allowlist still has the last word.
         assert!(matches!(p.check(&stdio("node", &["x.js"]), InstallSource::DeepLink), Err(PolicyError::NotAllowlisted { .. })));
+    }
+
+    #[test]
+    fn allowlist_url_is_redacted_in_messages() {
+        assert_eq!(redact_url("https://u:p@h.io/a.yaml?token=s3"), "https://…@h.io/a.yaml?…");
+        assert_eq!(redact_url("http://h.io/a.yaml"), "http://h.io/a.yaml");
+        let d = tmpdir("redact");
+        let p = Policy::from_env(&env(&[("GOOSE_ALLOWLIST", "http://127.0.0.1:9/a.yaml?token=s3cret")]), &d).unwrap();
+        let e = p.check(&stdio("uvx", &["x"]), InstallSource::Cli).unwrap_err().to_string();
+        assert!(!e.contains("s3cret") && e.contains("http://127.0.0.1:9/a.yaml?…"), "{e}");
     }
 
     #[test]
