@@ -209,7 +209,7 @@ pub fn import_main(args: &[String]) -> ExitCode {
         }
         match policy.check(&item.config, InstallSource::Import) {
             Ok(ws) => {
-                for w in &ws {
+                for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
                     println!("    warning: {}", printable(w));
                 }
                 let missing: Vec<String> = env_keys(&item.config)

@@ -194,7 +194,7 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             };
             let mut headers = string_map(name, "headers", obj.get("headers"))?;
             if sse {
-                warnings.push(format!("'{name}': SSE is unsupported, migrate to streamable_http (imported disabled; point `url` at the server's Streamable HTTP endpoint)"));
+                warnings.push(format!("'{}': SSE is unsupported, migrate to streamable_http (imported disabled; point `url` at the server's Streamable HTTP endpoint)", name_to_key(name)));
                 if !headers.is_empty() || !env.is_empty() {
                     warnings.push(format!("{name}: `headers` and `env` of an sse entry are not kept"));
                 }

@@ -261,7 +261,7 @@ impl Policy {
                     self.refuse_or_warn(e, &mut warnings)?;
                 }
             }
-            ExtensionConfig::Sse { name, .. } => warnings.push(format!("'{name}': SSE is unsupported, migrate to streamable_http")),
+            ExtensionConfig::Sse { .. } => warnings.push(format!("'{}': SSE is unsupported, migrate to streamable_http", config.key())),
             ExtensionConfig::Builtin { .. } | ExtensionConfig::Platform { .. } | ExtensionConfig::Frontend { .. } => {}
         }
         Ok(warnings)
