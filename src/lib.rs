@@ -15,3 +15,4 @@ pub mod http;
 pub mod app;
 pub mod agent_cmd;
 pub mod llm;
+pub mod cli;

@@ -8,6 +8,8 @@ gosling — goose's MCP-scope agent server in one small binary
 Usage:
   gosling agent [--port N] [--host ADDR]   serve the goose server API (port from GOOSE_PORT)
   gosling mcp NAME                         serve a builtin extension over stdio
+  gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
+  gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling --help | --version
 ";
 
@@ -24,6 +26,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("agent") => exit(agent(&args[1..])),
+        Some("install") => gosling::cli::install::install_main(&args[1..]),
+        Some("import") => gosling::cli::install::import_main(&args[1..]),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)

@@ -13,9 +13,17 @@ mod server;
 
 // /config/extensions and the key/value config routes.
 mod config_api;
+
 // LLM providers against a scripted fake LLM and llmock.
 mod fake_llm;
 mod llm;
 mod llmock;
+
 // Streamable HTTP transport: real peers and misbehaving servers.
 mod mcp_http;
+
+// goose:// links: the table of links and outcomes, via the library and `install --check`.
+mod deeplink;
+
+// `gosling install` / `gosling import`: confirmation, persistence, secrets, allowlists.
+mod install_cli;
