@@ -398,9 +398,10 @@ fn fill_secrets(store: &ConfigStore, missing: &mut Vec<String>, summary: &Value,
         let mut value = if from_env { env.get(&k) } else { None };
         if value.is_none() && terminal {
             let d = describe(&k);
+            // Echo goes off before the prompt appears, so nothing typed after it is shown.
+            let guard = NoEcho::new();
             eprint!("{k}{}: (input hidden, empty to skip) ", if d.is_empty() { String::new() } else { format!(" — {d}") });
             let _ = std::io::stderr().flush();
-            let guard = NoEcho::new();
             let mut line = String::new();
             let _ = std::io::stdin().lock().read_line(&mut line);
             drop(guard);
