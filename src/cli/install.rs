@@ -11,7 +11,7 @@
 
 use crate::config::{config_dir, Env, ProcessEnv};
 use crate::extensions::config::{ExtensionConfig, ExtensionEntry};
-use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
+use crate::extensions::deeplink::{config_secrets, plan_install, printable, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
 use crate::store::config_store::ConfigStore;
@@ -212,7 +212,7 @@ pub fn import_main(args: &[String]) -> ExitCode {
                 for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
                     println!("    warning: {}", printable(w));
                 }
-                let missing: Vec<String> = env_keys(&item.config)
+                let missing: Vec<String> = config_secrets(&item.config)
                     .iter()
                     .filter(|k| store.as_ref().is_none_or(|s| s.get_secret(k).ok().flatten().is_none()))
                     .cloned()
@@ -260,13 +260,6 @@ pub fn import_main(args: &[String]) -> ExitCode {
     }
     println!("imported {total}, refused {refused}");
     status
-}
-
-fn env_keys(c: &ExtensionConfig) -> Vec<String> {
-    match c {
-        ExtensionConfig::Stdio { env_keys, .. } | ExtensionConfig::StreamableHttp { env_keys, .. } => env_keys.clone(),
-        _ => Vec::new(),
-    }
 }
 
 fn shell_words(cmd: &str, args: &[String]) -> String {
@@ -405,9 +398,10 @@ fn fill_secrets(store: &ConfigStore, missing: &mut Vec<String>, summary: &Value,
         let mut value = if from_env { env.get(&k) } else { None };
         if value.is_none() && terminal {
             let d = describe(&k);
+            // Echo goes off before the prompt appears, so nothing typed after it is shown.
+            let guard = NoEcho::new();
             eprint!("{k}{}: (input hidden, empty to skip) ", if d.is_empty() { String::new() } else { format!(" — {d}") });
             let _ = std::io::stderr().flush();
-            let guard = NoEcho::new();
             let mut line = String::new();
             let _ = std::io::stdin().lock().read_line(&mut line);
             drop(guard);

@@ -295,6 +295,27 @@ impl DeepLink {
     }
 }
 
+/// Secrets a stored config needs at activation: its `env_keys` that `envs` does not already
+/// set (goose reads those as secrets), in order. For the "set the secret, then activate" step.
+pub fn config_secrets(config: &ExtensionConfig) -> Vec<String> {
+    match config {
+        ExtensionConfig::Stdio { envs, env_keys, .. } | ExtensionConfig::StreamableHttp { envs, env_keys, .. } => {
+            let mut out: Vec<String> = Vec::new();
+            for k in env_keys {
+                if !envs.contains_key(k) && !out.contains(k) {
+                    out.push(k.clone());
+                }
+            }
+            out
+        }
+        ExtensionConfig::Sse { .. }
+        | ExtensionConfig::Builtin { .. }
+        | ExtensionConfig::Platform { .. }
+        | ExtensionConfig::Frontend { .. }
+        | ExtensionConfig::InlinePython { .. } => Vec::new(),
+    }
+}
+
 /// A link refused by the parser or by the policy.
 #[derive(Debug)]
 pub enum InstallError {
@@ -622,6 +643,7 @@ mod tests {
         assert_eq!(c["env_keys"], json!(["EXTRA", "TOKEN"]));
         assert_eq!(c["uri"], "https://mcp.example.com/mcp");
         assert_eq!(c["timeout"], 300);
+        assert_eq!(config_secrets(&l.to_config()), l.required_secrets());
     }
 
     #[test]

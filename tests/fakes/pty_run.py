@@ -37,7 +37,6 @@ def main():
         if script and script[0][0].encode() in pending:
             expected, reply = script.pop(0)
             pending = pending[pending.index(expected.encode()) + len(expected):]
-            time.sleep(0.2)  # let the program switch echo off before we type
             os.write(fd, reply.encode() + b"\n")
     else:
         os.kill(pid, 9)
