@@ -39,6 +39,8 @@ pub struct Decoder {
     line: Vec<u8>,
     /// The previous chunk ended in `\r`: a leading `\n` in the next chunk belongs to it.
     after_cr: bool,
+    /// Bytes of a leading UTF-8 BOM still to check (the spec skips one at the stream start).
+    bom_left: usize,
     event: String,
     data: String,
     has_data: bool,
@@ -53,6 +55,7 @@ impl Decoder {
             max_line,
             line: Vec::new(),
             after_cr: false,
+            bom_left: 3,
             event: String::new(),
             data: String::new(),
             has_data: false,
@@ -70,6 +73,18 @@ impl Decoder {
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, LineTooLong> {
         let mut out = Vec::new();
         let mut rest = chunk;
+        const BOM: &[u8] = b"\xEF\xBB\xBF";
+        while self.bom_left > 0 && !rest.is_empty() {
+            let i = 3 - self.bom_left;
+            if rest[0] != BOM[i] {
+                // Not a BOM: give back the bytes of it already swallowed.
+                self.bom_left = 0;
+                self.push_bytes(&BOM[..i])?;
+                break;
+            }
+            rest = &rest[1..];
+            self.bom_left -= 1;
+        }
         if self.after_cr && !rest.is_empty() {
             self.after_cr = false;
             if rest.first() == Some(&b'\n') {
@@ -237,6 +252,22 @@ mod tests {
         assert!(d.feed(b"data: partial").unwrap().is_empty());
         d.finish();
         assert!(d.feed(b"\n\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_leading_bom_is_skipped_in_any_split() {
+        let input = "\u{feff}data: a\n\n\u{feff}data: b\n\n".as_bytes();
+        for i in 0..=input.len() {
+            let mut d = Decoder::new(1 << 10);
+            let mut evs = d.feed(&input[..i]).unwrap();
+            evs.extend(d.feed(&input[i..]).unwrap());
+            assert_eq!(evs.len(), 1, "split at {i}: only the stream's first BOM is skipped");
+            assert_eq!(evs[0].data, "a");
+        }
+        let mut d = Decoder::new(1 << 10);
+        let mut evs = d.feed(b"\xEF").unwrap();
+        evs.extend(d.feed(b"\xBBX\ndata: c\n\n").unwrap());
+        assert_eq!(evs[0].data, "c", "a partial BOM is ordinary bytes");
     }
 
     #[test]
