@@ -22,7 +22,7 @@ use crate::wire::sse;
 
 pub mod anthropic;
 pub mod openai;
-pub mod retry;
+mod retry;
 
 // ---------------------------------------------------------------------------------------------
 // Neutral types
@@ -299,7 +299,7 @@ impl Settings {
         })
     }
 
-    /// Settings for tests and programmatic use: short defaults, nothing read from anywhere.
+    /// Settings with the defaults `resolve` uses, nothing read from anywhere (tests, tools).
     pub fn new(provider: &str, model: &str, host: &str) -> Settings {
         let provider = canonical_provider(provider).unwrap_or("openai");
         Settings {
@@ -392,7 +392,7 @@ pub(crate) fn agent_for(s: &Settings) -> ureq::Agent {
         .new_agent()
 }
 
-/// What a wire format's event handler tells the pump.
+/// What a wire format's event handler tells `exchange`.
 pub(crate) enum Flow {
     Continue,
     /// The stream's own end marker was seen (`[DONE]`, `message_stop`).

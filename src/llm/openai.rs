@@ -45,6 +45,10 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
                         _ => None,
                     })
                     .collect();
+                if text.is_empty() && calls.is_empty() {
+                    // OpenAI rejects an assistant message with neither content nor tool calls.
+                    continue;
+                }
                 let mut msg = Map::new();
                 msg.insert("role".into(), "assistant".into());
                 msg.insert("content".into(), if text.is_empty() { Value::Null } else { Value::String(text.concat()) });
