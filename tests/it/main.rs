@@ -4,3 +4,6 @@ mod support;
 
 // Command line: --help, --version, unknown commands.
 mod cli;
+
+// Builtin extensions served over stdio: gosling mcp developer|memory.
+mod builtins;
