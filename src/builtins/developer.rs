@@ -404,6 +404,10 @@ impl CappedOutput {
 
 /// Runs `sh -c command` in `dir` with stdout and stderr on one pipe, bounded by `timeout`
 /// and `cancel`; the command's process group is killed when either fires.
+// One pipe keeps stdout and stderr in the order they were written. `std::io::pipe` is from
+// Rust 1.87; the crate already needs 1.89 (`File::lock` in store/atomic.rs), only the
+// `rust-version` in Cargo.toml lags behind.
+#[allow(clippy::incompatible_msrv)]
 fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> ToolOutcome {
     let (mut reader, writer) = match io::pipe() {
         Ok(p) => p,

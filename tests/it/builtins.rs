@@ -189,6 +189,13 @@ fn protocol_errors_keep_the_server_serving() {
     assert_eq!(e["error"]["code"], -32601, "{e}");
     let r = s.request(9, "ping", json!({}));
     assert_eq!(r["result"], json!({}));
+    // A line over the 8 MiB bound is dropped with -32700; the next line is served.
+    s.send_raw(&"x".repeat((8 << 20) + 16));
+    let e = s.next();
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("longer than"), "{e}");
+    let r = s.request(10, "ping", json!({}));
+    assert_eq!(r["result"], json!({}));
     assert!(s.close().success());
 }
 
@@ -413,4 +420,19 @@ fn unknown_builtin_is_a_clear_error() {
     let out = gosling(&home).arg("mcp").stdin(Stdio::null()).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("developer, memory"));
+}
+
+#[test]
+fn sigterm_exits_and_kills_a_running_command() {
+    let (home, wd) = setup("bi-term");
+    let mut s = Mcp::start(&home, "developer", &wd, &[]);
+    s.initialize();
+    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
+    let pid_file = wd.join("sleep.pid");
+    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok())).expect("the shell wrote its pid");
+    let status = std::process::Command::new("kill").arg("-TERM").arg(s.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let exit = wait_for(WAIT, || s.child.try_wait().unwrap()).expect("server exits on SIGTERM");
+    assert!(exit.success(), "{exit}");
+    assert!(wait_for(WAIT, || (!pid_alive(pid)).then_some(())).is_some(), "sleep {pid} survived SIGTERM of the server");
 }
