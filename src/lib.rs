@@ -16,3 +16,4 @@ pub mod app;
 pub mod agent_cmd;
 pub mod llm;
 pub mod cli;
+pub mod builtins;

@@ -7,9 +7,10 @@ gosling — goose's MCP-scope agent server in one small binary
 
 Usage:
   gosling agent [--port N] [--host ADDR]   serve the goose server API (port from GOOSE_PORT)
-  gosling mcp NAME                         serve a builtin extension over stdio
   gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
+  gosling mcp NAME                         serve a builtin extension (developer, memory) as an
+                                           MCP server on stdin/stdout
   gosling --help | --version
 ";
 
@@ -28,6 +29,19 @@ fn main() -> ExitCode {
         Some("agent") => exit(agent(&args[1..])),
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
+        Some("mcp") => match args.get(1).map(String::as_str) {
+            None | Some("-h") | Some("--help") => {
+                eprintln!("gosling: usage: gosling mcp NAME; known builtins: {}", gosling::builtins::KNOWN.join(", "));
+                ExitCode::from(2)
+            }
+            Some(name) => match gosling::builtins::serve(name) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("gosling: {e}");
+                    ExitCode::from(2)
+                }
+            },
+        },
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)

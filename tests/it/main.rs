@@ -27,3 +27,6 @@ mod deeplink;
 
 // `gosling install` / `gosling import`: confirmation, persistence, secrets, allowlists.
 mod install_cli;
+
+// Builtin extensions served over stdio: gosling mcp developer|memory.
+mod builtins;
