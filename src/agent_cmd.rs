@@ -32,7 +32,9 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     if let SecretSource::Generated(path) = &cfg.secret_source {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
-    let app = Arc::new(App::new(cfg, store));
+    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| e.to_string())?;
+    let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir).map_err(|e| e.to_string())?;
+    let app = Arc::new(App::new(cfg, store, sessions, policy));
     crate::sys::install_shutdown_handler();
     let handler_app = app.clone();
     let mut server = Server::start(listener, limits, Arc::new(move |req| crate::http::routes::handle(&handler_app, req)))

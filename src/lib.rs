@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod extensions;
 pub mod util;
 pub mod http;
+pub mod agent;
 pub mod app;
 pub mod agent_cmd;
 pub mod llm;

@@ -15,7 +15,12 @@ Usage:
 ";
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).target(env_logger::Target::Stderr).init();
+    // ureq logs raw request bytes (Authorization headers included) at trace: never below info.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .filter_module("ureq", log::LevelFilter::Info)
+        .filter_module("ureq_proto", log::LevelFilter::Info)
+        .target(env_logger::Target::Stderr)
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         None | Some("-h") | Some("--help") | Some("help") => {

@@ -122,3 +122,41 @@ mod sha_tests {
         assert_eq!(hex(&sha256(&[b'a'; 1000])), "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
     }
 }
+
+/// Decodes standard or URL-safe base64, padded or not; whitespace is ignored.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => break,
+            b' ' | b'\n' | b'\r' | b'\t' => continue,
+            _ => return None,
+        };
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod b64_tests {
+    #[test]
+    fn decodes() {
+        assert_eq!(super::base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(super::base64_decode("aGVsbG8").unwrap(), b"hello");
+        assert_eq!(super::base64_decode("-_8=").unwrap(), [0xfb, 0xff]);
+        assert!(super::base64_decode("a*b").is_none());
+    }
+}

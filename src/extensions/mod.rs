@@ -3,3 +3,4 @@ pub mod config;
 pub mod deeplink;
 pub mod policy;
 pub mod import;
+pub mod runtime;

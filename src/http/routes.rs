@@ -2,13 +2,16 @@
 //! known paths with another method are 405 with `Allow`.
 
 use crate::app::App;
+use crate::http::agent_routes as agent;
 use crate::http::auth;
 use crate::http::config_routes as config;
 use crate::http::error::ApiError;
+use crate::http::install_routes as install;
 use crate::http::proxy;
+use crate::http::reply_routes as reply;
 use crate::http::server::{Request, Response};
 
-pub fn handle(app: &App, req: &Request) -> Response {
+pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
     if !auth::is_exempt(&req.path) {
         let given = req.header("x-secret-key").unwrap_or("");
         if !auth::secret_matches(given.as_bytes(), app.secret().as_bytes()) {
@@ -19,7 +22,7 @@ pub fn handle(app: &App, req: &Request) -> Response {
     route(app, req).into()
 }
 
-fn route(app: &App, req: &Request) -> Result<Response, ApiError> {
+fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError> {
     let m = req.method.as_str();
     let path = req.path.as_str();
     let allow = |methods: &[&str]| -> Result<(), ApiError> {
@@ -28,6 +31,10 @@ fn route(app: &App, req: &Request) -> Result<Response, ApiError> {
         } else {
             Err(ApiError::new(405, format!("method {m} is not allowed on {path}; use {}", methods.join(" or "))))
         }
+    };
+    let post = |f: fn(&App, &Request) -> Result<Response, ApiError>| -> Result<Response, ApiError> {
+        allow(&["POST"])?;
+        f(app, req)
     };
     match path {
         "/status" => {
@@ -72,6 +79,30 @@ fn route(app: &App, req: &Request) -> Result<Response, ApiError> {
             allow(&["POST"])?;
             config::remove(app, req)
         }
+        "/agent/start" => post(agent::start),
+        "/agent/resume" => post(agent::resume),
+        "/agent/restart" => post(agent::restart),
+        "/agent/stop" => post(agent::stop),
+        "/agent/update_working_dir" => post(agent::update_working_dir),
+        "/agent/add_extension" => post(agent::add_extension),
+        "/agent/remove_extension" => post(agent::remove_extension),
+        "/agent/read_resource" => post(agent::read_resource),
+        "/agent/call_tool" => post(agent::call_tool),
+        "/extensions/install" => post(install::install),
+        "/agent/update_provider" => post(reply::update_provider),
+        "/action-required/tool-confirmation" => post(reply::confirm_tool),
+        "/reply" => {
+            allow(&["POST"])?;
+            reply::reply(app, req)
+        }
+        "/agent/tools" => {
+            allow(&["GET"])?;
+            agent::tools(app, req)
+        }
+        "/sessions" => {
+            allow(&["GET"])?;
+            agent::list_sessions(app)
+        }
         "/debug/panic" if std::env::var_os("GOSLING_TEST_FAULTS").is_some() => {
             panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)")
         }
@@ -81,6 +112,15 @@ fn route(app: &App, req: &Request) -> Result<Response, ApiError> {
             Ok(Response::text(200, "text/plain; charset=utf-8", "slept"))
         }
         _ => {
+            if let Some(id) = path.strip_prefix("/sessions/").filter(|id| !id.contains('/')) {
+                return match m {
+                    "DELETE" => agent::delete_session(app, id),
+                    _ => {
+                        allow(&["GET"])?;
+                        agent::get_session(app, id)
+                    }
+                };
+            }
             if let Some(name) = path.strip_prefix("/config/extensions/") {
                 allow(&["DELETE"])?;
                 return config::delete_extension(app, name);

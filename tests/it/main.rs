@@ -30,3 +30,6 @@ mod install_cli;
 
 // Builtin extensions served over stdio: gosling mcp developer|memory.
 mod builtins;
+
+// Sessions and the extension runtime with real peers.
+mod agent_api;
