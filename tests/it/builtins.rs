@@ -436,3 +436,28 @@ fn sigterm_exits_and_kills_a_running_command() {
     assert!(exit.success(), "{exit}");
     assert!(wait_for(WAIT, || (!pid_alive(pid)).then_some(())).is_some(), "sleep {pid} survived SIGTERM of the server");
 }
+
+/// The official MCP Python SDK client (a real peer) drives `gosling mcp developer`.
+#[test]
+fn python_sdk_client_uses_the_developer_builtin() {
+    let peers = crate::require_peers!();
+    let (home, wd) = setup("bi-sdk");
+    let script = crate::support::manifest_dir().join("tests/fakes/sdk_client.py");
+    let args = json!({"command": "write", "path": "from-sdk/note.txt", "file_text": "written by the SDK\n"});
+    let out = std::process::Command::new(peers.python())
+        .arg(&script)
+        .arg(crate::support::bin())
+        .args(["developer", "text_editor", &args.to_string()])
+        .current_dir(&wd)
+        .env("HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "SDK client failed: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["serverName"], "gosling-developer");
+    assert_eq!(v["tools"], json!(["shell", "text_editor", "list_directory"]));
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    assert_eq!(std::fs::read_to_string(wd.join("from-sdk/note.txt")).unwrap(), "written by the SDK\n");
+}
