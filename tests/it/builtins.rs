@@ -304,7 +304,7 @@ fn text_editor_write_view_replace_and_list() {
     let r = s.call(7, "text_editor", json!({"command": "view", "path": "src/missing.txt"}));
     assert!(is_error(&r), "{r}");
     let r = s.call(8, "text_editor", json!({"command": "frobnicate", "path": "x"}));
-    assert!(is_error(&r) && text(&r).contains("view, write or str_replace"), "{r}");
+    assert!(is_error(&r) && text(&r).contains("view, write, str_replace, insert or undo_edit"), "{r}");
 
     std::fs::write(wd.join("b.bin"), [1u8, 2, 3]).unwrap();
     let r = s.call(9, "list_directory", json!({}));
@@ -316,6 +316,19 @@ fn text_editor_write_view_replace_and_list() {
     assert!(t.contains("b.bin\tfile     3 bytes") && t.contains("src/\tdir"), "{t}");
     let r = s.call(10, "list_directory", json!({"path": "src/deep"}));
     assert!(text(&r).contains("a.txt"), "{r}");
+    let r = s.call(11, "text_editor", json!({"command": "insert", "path": "src/deep/a.txt", "insert_line": 1, "new_str": "INSERTED"}));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nINSERTED\nbeta\nGAMMA\n");
+    let r = s.call(12, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nbeta\nGAMMA\n");
+    let r = s.call(13, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nbeta\ngamma\nbeta\n", "{r}");
+    let r = s.call(14, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert!(!is_error(&r) && !wd.join("src/deep/a.txt").exists(), "undoing the creation removes the file: {r}");
+    let r = s.call(15, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert!(is_error(&r) && text(&r).contains("no edit"), "{r}");
+
     assert!(s.close().success());
 }
 
