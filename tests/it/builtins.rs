@@ -391,7 +391,9 @@ fn memory_round_trip_persists_across_processes() {
     assert!(home.join("state/memory/global.json").exists());
 
     let mut s = Mcp::start(&home, "memory", &wd, &[]);
-    s.initialize();
+    let init = s.initialize();
+    let instructions = init["result"]["instructions"].as_str().unwrap();
+    assert!(instructions.contains("uses tabs") && instructions.contains("build with make"), "saved notes are in the instructions: {instructions}");
     let r = s.call(1, "retrieve_memories", json!({"category": "preferences"}));
     let t = text(&r);
     assert!(t.contains("uses tabs [tags: style]") && t.contains("likes short answers"), "{t}");
