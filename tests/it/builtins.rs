@@ -477,3 +477,19 @@ fn python_sdk_client_uses_the_developer_builtin() {
     assert_eq!(v["result"]["isError"], false, "{v}");
     assert_eq!(std::fs::read_to_string(wd.join("from-sdk/note.txt")).unwrap(), "written by the SDK\n");
 }
+
+#[test]
+fn concurrent_calls_are_each_answered_to_their_id() {
+    let (home, wd) = setup("bi-conc");
+    let mut s = Mcp::start(&home, "developer", &wd, &[]);
+    s.initialize();
+    for i in 1..=8 {
+        s.send(json!({"jsonrpc": "2.0", "id": format!("call-{i}"), "method": "tools/call", "params": {"name": "shell", "arguments": {"command": format!("sleep 0.$((9 - {i})); echo answer-{i}")}}}));
+    }
+    for i in 1..=8 {
+        let r = s.answer(&json!(format!("call-{i}")));
+        let t = text(&r["result"]);
+        assert!(t.contains(&format!("answer-{i}")) && t.matches("answer-").count() == 1, "call-{i} got {t}");
+    }
+    assert!(s.close().success());
+}
