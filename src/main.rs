@@ -35,7 +35,11 @@ fn main() -> ExitCode {
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
         Some("mcp") => match args.get(1).map(String::as_str) {
-            None | Some("-h") | Some("--help") => {
+            Some("-h") | Some("--help") => {
+                println!("usage: gosling mcp NAME\nserves a builtin extension as an MCP server on stdin/stdout; known builtins: {}", gosling::builtins::KNOWN.join(", "));
+                ExitCode::SUCCESS
+            }
+            None => {
                 eprintln!("gosling: usage: gosling mcp NAME; known builtins: {}", gosling::builtins::KNOWN.join(", "));
                 ExitCode::from(2)
             }

@@ -11,7 +11,7 @@
 
 use super::server::{opt_str_arg, opt_u64_arg, str_arg, Builtin, Cancel, ToolOutcome};
 use serde_json::{json, Map, Value};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
@@ -34,10 +34,22 @@ pub const MAX_EDIT_BYTES: u64 = 16 << 20;
 /// Directory entries listed at most.
 pub const MAX_LIST_ENTRIES: usize = 1000;
 
+/// Edits remembered per file for `undo_edit`, and files tracked at most.
+pub const UNDO_DEPTH: usize = 10;
+pub const UNDO_FILES: usize = 100;
+
 pub struct Developer {
     /// Canonical working directory.
     root: PathBuf,
     unrestricted: bool,
+    /// What each edited file held before its last edits (newest last), for `undo_edit`.
+    history: Mutex<HashMap<PathBuf, Vec<Before>>>,
+}
+
+/// A file's state before an edit.
+enum Before {
+    Absent,
+    Text(String),
 }
 
 impl Developer {
@@ -57,7 +69,7 @@ impl Developer {
         if !root.is_dir() {
             return Err(format!("developer: working directory {} is not a directory", root.display()));
         }
-        Ok(Developer { root, unrestricted })
+        Ok(Developer { root, unrestricted, history: Mutex::new(HashMap::new()) })
     }
 
     pub fn root(&self) -> &Path {
@@ -109,7 +121,9 @@ impl Developer {
                     fs::create_dir_all(parent).map_err(|e| format!("cannot create the directories of {shown}: {e}"))?;
                 }
                 let existed = path.exists();
+                let before = if existed { read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text) } else { Some(Before::Absent) };
                 fs::write(&path, text).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.remember(&path, before);
                 Ok(format!("{} {shown} ({} bytes, {} lines)", if existed { "overwrote" } else { "created" }, text.len(), text.lines().count()))
             }
             "str_replace" => {
@@ -119,10 +133,52 @@ impl Developer {
                 let updated = replace_once(&content, old, new).map_err(|e| format!("{shown}: {e}"))?;
                 fs::write(&path, &updated).map_err(|e| format!("cannot write {shown}: {e}"))?;
                 let line = content[..content.find(old).unwrap_or(0)].matches('\n').count() + 1;
+                self.remember(&path, Some(Before::Text(content)));
                 Ok(format!("replaced 1 occurrence in {shown} at line {line}"))
             }
-            other => Err(format!("unknown text_editor command {other:?}; use view, write or str_replace")),
+            "insert" => {
+                let after = opt_u64_arg(args, "insert_line")?.ok_or("missing required argument `insert_line` (0 = before the first line)")?;
+                let new = str_arg(args, "new_str")?;
+                let content = read_text(&path, &shown, MAX_EDIT_BYTES)?;
+                let updated = insert_after_line(&content, after, new).map_err(|e| format!("{shown}: {e}"))?;
+                fs::write(&path, &updated).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.remember(&path, Some(Before::Text(content)));
+                Ok(format!("inserted {} line(s) after line {after} of {shown}", new.lines().count().max(1)))
+            }
+            "undo_edit" => {
+                let before = self.history.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&path).and_then(Vec::pop);
+                match before {
+                    None => Err(format!("no edit of {shown} to undo in this session")),
+                    Some(Before::Absent) => {
+                        fs::remove_file(&path).map_err(|e| format!("cannot remove {shown}: {e}"))?;
+                        Ok(format!("undid the creation of {shown} (removed it)"))
+                    }
+                    Some(Before::Text(t)) => {
+                        fs::write(&path, &t).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                        Ok(format!("restored {shown} to its content before the last edit"))
+                    }
+                }
+            }
+            other => Err(format!("unknown text_editor command {other:?}; use view, write, str_replace, insert or undo_edit")),
         }
+    }
+
+    /// Records the state before an edit; `None` (unknown) forgets the file's history, since
+    /// older states could no longer be restored in order.
+    fn remember(&self, path: &Path, before: Option<Before>) {
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(before) = before else {
+            h.remove(path);
+            return;
+        };
+        if !h.contains_key(path) && h.len() >= UNDO_FILES {
+            h.clear();
+        }
+        let stack = h.entry(path.to_path_buf()).or_default();
+        if stack.len() >= UNDO_DEPTH {
+            stack.remove(0);
+        }
+        stack.push(before);
     }
 
     fn view(&self, path: &Path, shown: &str, range: Option<&Value>) -> Result<String, String> {
@@ -215,10 +271,12 @@ impl Builtin for Developer {
              - shell: run a command with `sh -c` in that directory; returns the exit code and the combined \
              stdout/stderr (capped at {cap} KiB, middle elided). Default timeout {DEFAULT_TIMEOUT_SECS} s, \
              `timeout_secs` up to {MAX_TIMEOUT_SECS}; the command is killed when it runs over. stdin is empty, so \
-             use non-interactive flags.\n\
+             use non-interactive flags. Background processes still holding the output when the command ends are \
+             stopped; redirect their output to a file (`cmd > log 2>&1 &`) to keep them running.\n\
              - text_editor: `view` a file (optionally `view_range` [start, end], lines are numbered), `write` a \
              file (creates parent directories, overwrites), `str_replace` `old_str` with `new_str` (old_str \
-             must occur exactly once).\n\
+             must occur exactly once), `insert` `new_str` after line `insert_line` (0 = at the top), \
+             `undo_edit` the last edit of a file.\n\
              - list_directory: the entries of a directory with their type and size.\n\
              Relative paths are relative to the working directory{confine}.",
             root = self.root.display(),
@@ -246,16 +304,17 @@ impl Builtin for Developer {
             json!({
                 "name": "text_editor",
                 "title": "View or edit a file",
-                "description": "View, create/overwrite, or edit a file in the working directory. command=view (path, optional view_range [start, end] 1-based, end -1 for the end), command=write (path, file_text; creates parent directories), command=str_replace (path, old_str, new_str; old_str must occur exactly once).",
+                "description": "View, create/overwrite, or edit a file in the working directory. command=view (path, optional view_range [start, end] 1-based, end -1 for the end), command=write (path, file_text; creates parent directories), command=str_replace (path, old_str, new_str; old_str must occur exactly once), command=insert (path, insert_line, new_str; 0 inserts at the top), command=undo_edit (path; reverts the last write/str_replace/insert of that file in this session).",
                 "inputSchema": {
                     "type": "object",
                     "properties": {
-                        "command": {"type": "string", "enum": ["view", "write", "str_replace"]},
+                        "command": {"type": "string", "enum": ["view", "write", "str_replace", "insert", "undo_edit"]},
                         "path": {"type": "string", "description": "File path, relative to the working directory"},
                         "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
                         "file_text": {"type": "string", "description": "Full new content for command=write"},
                         "old_str": {"type": "string", "description": "Exact text to replace for command=str_replace"},
-                        "new_str": {"type": "string", "description": "Replacement text for command=str_replace"}
+                        "new_str": {"type": "string", "description": "Replacement text for command=str_replace, inserted text for command=insert"},
+                        "insert_line": {"type": "integer", "minimum": 0, "description": "For command=insert: insert after this line (0 = at the top)"}
                     },
                     "required": ["command", "path"]
                 },
@@ -338,6 +397,31 @@ pub fn replace_once(content: &str, old: &str, new: &str) -> Result<String, Strin
         0 => Err("old_str was not found; view the file and copy the exact text, including whitespace and indentation".into()),
         n => Err(format!("old_str occurs {n} times; include more surrounding lines so it matches exactly once")),
     }
+}
+
+/// Inserts `new` after line `after` (0 = at the top). `new` becomes whole lines.
+pub fn insert_after_line(content: &str, after: u64, new: &str) -> Result<String, String> {
+    let total = content.lines().count() as u64;
+    if after > total {
+        return Err(format!("insert_line {after} is past the end; the file has {total} lines"));
+    }
+    let mut offset = 0;
+    for _ in 0..after {
+        offset += content[offset..].find('\n').map_or(content.len() - offset, |i| i + 1);
+    }
+    let mut piece = String::new();
+    if offset == content.len() && !content.is_empty() && !content.ends_with('\n') {
+        piece.push('\n');
+    }
+    piece.push_str(new);
+    if !new.ends_with('\n') && offset < content.len() {
+        piece.push('\n');
+    }
+    let mut out = String::with_capacity(content.len() + piece.len());
+    out.push_str(&content[..offset]);
+    out.push_str(&piece);
+    out.push_str(&content[offset..]);
+    Ok(out)
 }
 
 fn read_text(path: &Path, shown: &str, limit: u64) -> Result<String, String> {
@@ -541,6 +625,16 @@ mod tests {
         assert!(replace_once("a b c", "z", "X").unwrap_err().contains("not found"));
         assert!(replace_once("b b b", "b", "X").unwrap_err().contains("occurs 3 times"));
         assert!(replace_once("abc", "", "X").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn insert_after_a_line() {
+        assert_eq!(insert_after_line("a\nb\n", 0, "x").unwrap(), "x\na\nb\n");
+        assert_eq!(insert_after_line("a\nb\n", 1, "x\ny").unwrap(), "a\nx\ny\nb\n");
+        assert_eq!(insert_after_line("a\nb\n", 2, "x\n").unwrap(), "a\nb\nx\n");
+        assert_eq!(insert_after_line("a\nb", 2, "x").unwrap(), "a\nb\nx");
+        assert_eq!(insert_after_line("", 0, "x").unwrap(), "x");
+        assert!(insert_after_line("a\n", 2, "x").unwrap_err().contains("has 1 lines"));
     }
 
     #[test]

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 pub const MAX_NOTE_BYTES: usize = 64 << 10;
 /// Notes kept per category; remembering more is refused.
 pub const MAX_NOTES_PER_CATEGORY: usize = 1000;
+/// Bytes of stored notes shown in the initialize instructions.
+pub const MAX_INSTRUCTION_NOTES: usize = 8 << 10;
 /// Longest category name.
 pub const MAX_CATEGORY_CHARS: usize = 64;
 
@@ -268,13 +270,27 @@ impl Builtin for Memory {
     }
 
     fn instructions(&self) -> String {
-        "The memory extension keeps notes across sessions, grouped by category (e.g. \"preferences\", \
+        let mut text = "The memory extension keeps notes across sessions, grouped by category (e.g. \"preferences\", \
          \"project-setup\"). Use remember_memory when the user states a preference or a fact worth \
          keeping; is_global=true shares it with every project, otherwise it belongs to the current working \
          directory. Use retrieve_memories (category, or \"*\" for all) before relying on what you were told \
          earlier. remove_memory_category forgets a whole category; remove_specific_memory forgets one note \
          by its exact text."
-            .to_string()
+            .to_string();
+        // Like goose's memory server, show what is already stored so the model starts with it.
+        let stored = self.retrieve(&Map::from_iter([("category".to_string(), Value::from("*"))])).unwrap_or_default();
+        if stored.starts_with('#') {
+            let mut cut = stored.len().min(MAX_INSTRUCTION_NOTES);
+            while !stored.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.push_str("\n\nNotes saved so far:\n");
+            text.push_str(&stored[..cut]);
+            if cut < stored.len() {
+                text.push_str("\n[... more notes; use retrieve_memories]");
+            }
+        }
+        text
     }
 
     fn tools(&self) -> Vec<Value> {
@@ -388,6 +404,11 @@ mod tests {
         let global = call(&m, "retrieve_memories", json!({"category": "*", "is_global": true})).text;
         assert!(global.contains("tabs") && !global.contains("local note"), "{global}");
         assert!(call(&m, "remember_memory", json!({"category": "*", "data": "x"})).is_error);
+        // A damaged file is reported and left alone, never overwritten.
+        std::fs::write(base.join("state/memory/global.json"), "{broken").unwrap();
+        let r = call(&m, "remember_memory", json!({"category": "prefs", "data": "more", "is_global": true}));
+        assert!(r.is_error && r.text.starts_with("memory: store: ") && r.text.contains("global.json"), "{}", r.text);
+        assert_eq!(std::fs::read_to_string(base.join("state/memory/global.json")).unwrap(), "{broken");
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -10,4 +10,4 @@ pub mod developer;
 pub mod memory;
 pub mod server;
 
-pub use server::{serve, unknown_builtin_error, Builtin, Cancel, ToolOutcome, KNOWN};
+pub use server::{is_known, serve, stdio_command, unknown_builtin_error, Builtin, Cancel, ToolOutcome, KNOWN};

@@ -116,6 +116,21 @@ pub fn unknown_builtin_error(name: &str) -> String {
     format!("unknown builtin extension {name}; known builtins: {}", KNOWN.join(", "))
 }
 
+/// Whether `name` is a builtin this binary serves.
+pub fn is_known(name: &str) -> bool {
+    KNOWN.contains(&name)
+}
+
+/// The argv that starts builtin `name` as a stdio extension: this executable with
+/// `["mcp", NAME]`. Unknown names are the `unknown_builtin_error`.
+pub fn stdio_command(name: &str) -> Result<(std::path::PathBuf, Vec<String>), String> {
+    if !is_known(name) {
+        return Err(unknown_builtin_error(name));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("builtin: cannot find this executable to start builtin {name}: {e}"))?;
+    Ok((exe, vec!["mcp".to_string(), name.to_string()]))
+}
+
 /// Builds the builtin called `name` from the process environment.
 pub fn make(name: &str) -> Result<Arc<dyn Builtin>, String> {
     match name {
@@ -562,5 +577,8 @@ mod tests {
     fn unknown_builtin_lists_the_known_ones() {
         assert_eq!(unknown_builtin_error("x"), "unknown builtin extension x; known builtins: developer, memory");
         assert!(make("x").is_err());
+        assert_eq!(stdio_command("x").unwrap_err(), unknown_builtin_error("x"));
+        let (_, args) = stdio_command("memory").unwrap();
+        assert_eq!(args, ["mcp", "memory"]);
     }
 }

@@ -221,10 +221,11 @@ fn shell_timeout_kills_the_command() {
     let (home, wd) = setup("bi-timeout");
     let mut s = Mcp::start(&home, "developer", &wd, &[]);
     s.initialize();
-    let r = s.call(1, "shell", json!({"command": "echo started; sleep 60 & echo $! > sleep.pid; wait", "timeout_secs": 1}));
+    // 3 s leaves a loaded machine time to get to `wait`.
+    let r = s.call(1, "shell", json!({"command": "echo started; sleep 60 & echo $! > sleep.pid; wait", "timeout_secs": 3}));
     assert!(is_error(&r), "{r}");
     let t = text(&r);
-    assert!(t.contains("timed out after 1 s") && t.contains("started"), "{t}");
+    assert!(t.contains("timed out after 3 s") && t.contains("started"), "{t}");
     let pid: u32 = std::fs::read_to_string(wd.join("sleep.pid")).unwrap().trim().parse().unwrap();
     assert!(wait_for(WAIT, || (!pid_alive(pid)).then_some(())).is_some(), "sleep {pid} survived the timeout");
     assert!(s.close().success());
@@ -304,7 +305,7 @@ fn text_editor_write_view_replace_and_list() {
     let r = s.call(7, "text_editor", json!({"command": "view", "path": "src/missing.txt"}));
     assert!(is_error(&r), "{r}");
     let r = s.call(8, "text_editor", json!({"command": "frobnicate", "path": "x"}));
-    assert!(is_error(&r) && text(&r).contains("view, write or str_replace"), "{r}");
+    assert!(is_error(&r) && text(&r).contains("view, write, str_replace, insert or undo_edit"), "{r}");
 
     std::fs::write(wd.join("b.bin"), [1u8, 2, 3]).unwrap();
     let r = s.call(9, "list_directory", json!({}));
@@ -316,6 +317,19 @@ fn text_editor_write_view_replace_and_list() {
     assert!(t.contains("b.bin\tfile     3 bytes") && t.contains("src/\tdir"), "{t}");
     let r = s.call(10, "list_directory", json!({"path": "src/deep"}));
     assert!(text(&r).contains("a.txt"), "{r}");
+    let r = s.call(11, "text_editor", json!({"command": "insert", "path": "src/deep/a.txt", "insert_line": 1, "new_str": "INSERTED"}));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nINSERTED\nbeta\nGAMMA\n");
+    let r = s.call(12, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nbeta\nGAMMA\n");
+    let r = s.call(13, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nbeta\ngamma\nbeta\n", "{r}");
+    let r = s.call(14, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert!(!is_error(&r) && !wd.join("src/deep/a.txt").exists(), "undoing the creation removes the file: {r}");
+    let r = s.call(15, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
+    assert!(is_error(&r) && text(&r).contains("no edit"), "{r}");
+
     assert!(s.close().success());
 }
 
@@ -378,7 +392,9 @@ fn memory_round_trip_persists_across_processes() {
     assert!(home.join("state/memory/global.json").exists());
 
     let mut s = Mcp::start(&home, "memory", &wd, &[]);
-    s.initialize();
+    let init = s.initialize();
+    let instructions = init["result"]["instructions"].as_str().unwrap();
+    assert!(instructions.contains("uses tabs") && instructions.contains("build with make"), "saved notes are in the instructions: {instructions}");
     let r = s.call(1, "retrieve_memories", json!({"category": "preferences"}));
     let t = text(&r);
     assert!(t.contains("uses tabs [tags: style]") && t.contains("likes short answers"), "{t}");
@@ -435,4 +451,45 @@ fn sigterm_exits_and_kills_a_running_command() {
     let exit = wait_for(WAIT, || s.child.try_wait().unwrap()).expect("server exits on SIGTERM");
     assert!(exit.success(), "{exit}");
     assert!(wait_for(WAIT, || (!pid_alive(pid)).then_some(())).is_some(), "sleep {pid} survived SIGTERM of the server");
+}
+
+/// The official MCP Python SDK client (a real peer) drives `gosling mcp developer`.
+#[test]
+fn python_sdk_client_uses_the_developer_builtin() {
+    let peers = crate::require_peers!();
+    let (home, wd) = setup("bi-sdk");
+    let script = crate::support::manifest_dir().join("tests/fakes/sdk_client.py");
+    let args = json!({"command": "write", "path": "from-sdk/note.txt", "file_text": "written by the SDK\n"});
+    let out = std::process::Command::new(peers.python())
+        .arg(&script)
+        .arg(crate::support::bin())
+        .args(["developer", "text_editor", &args.to_string()])
+        .current_dir(&wd)
+        .env("HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "SDK client failed: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["serverName"], "gosling-developer");
+    assert_eq!(v["tools"], json!(["shell", "text_editor", "list_directory"]));
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    assert_eq!(std::fs::read_to_string(wd.join("from-sdk/note.txt")).unwrap(), "written by the SDK\n");
+}
+
+#[test]
+fn concurrent_calls_are_each_answered_to_their_id() {
+    let (home, wd) = setup("bi-conc");
+    let mut s = Mcp::start(&home, "developer", &wd, &[]);
+    s.initialize();
+    for i in 1..=8 {
+        s.send(json!({"jsonrpc": "2.0", "id": format!("call-{i}"), "method": "tools/call", "params": {"name": "shell", "arguments": {"command": format!("sleep 0.$((9 - {i})); echo answer-{i}")}}}));
+    }
+    for i in 1..=8 {
+        let r = s.answer(&json!(format!("call-{i}")));
+        let t = text(&r["result"]);
+        assert!(t.contains(&format!("answer-{i}")) && t.matches("answer-").count() == 1, "call-{i} got {t}");
+    }
+    assert!(s.close().success());
 }
