@@ -33,3 +33,6 @@ mod builtins;
 
 // Sessions and the extension runtime with real peers.
 mod agent_api;
+
+// /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
+mod reply;
