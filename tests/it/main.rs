@@ -36,3 +36,6 @@ mod agent_api;
 
 // /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
 mod reply;
+
+// Install flows over HTTP: deep links with secrets, allowlist on every path.
+mod install_http;
