@@ -10,3 +10,4 @@ pub mod wire;
 pub mod store;
 pub mod mcp;
 pub mod extensions;
+pub mod cli;

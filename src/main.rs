@@ -8,6 +8,7 @@ gosling — goose's MCP-scope agent server in one small binary
 Usage:
   gosling agent [--port N] [--host ADDR]   serve the goose server API (port from GOOSE_PORT)
   gosling mcp NAME                         serve a builtin extension over stdio
+  gosling probe URL                        connect to a Streamable HTTP MCP server, list its tools
   gosling --help | --version
 ";
 
@@ -22,6 +23,19 @@ fn main() -> ExitCode {
         Some("-V") | Some("--version") => {
             println!("gosling {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
+        }
+        Some("probe") if args.len() == 2 && (args[1].starts_with("http://") || args[1].starts_with("https://")) => {
+            let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").ok();
+            match gosling::cli::probe_http::run(&args[1], scenario.as_deref()) {
+                Ok(out) => {
+                    print!("{out}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("gosling: {e}");
+                    ExitCode::from(1)
+                }
+            }
         }
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");

@@ -7,3 +7,6 @@ mod cli;
 
 // Streamable HTTP transport: real peers and misbehaving servers.
 mod mcp_http;
+
+// The official MCP conformance runner against `gosling probe URL`.
+mod conformance;

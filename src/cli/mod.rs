@@ -1,0 +1,2 @@
+//! Command-line subcommands other than the server itself.
+pub mod probe_http;
