@@ -7,7 +7,7 @@
 //! a schema, the elicitation answer) are unit-tested here.
 
 use crate::mcp::error::Error;
-use crate::mcp::streamable_http::{HttpSpec, HttpTransport};
+use crate::mcp::streamable_http::{check_protocol_version, HttpSpec, HttpTransport};
 use crate::mcp::transport::{Inbound, Transport};
 use crate::wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
 use crossbeam_channel::Receiver;
@@ -45,6 +45,7 @@ impl Session {
                 "clientInfo": {"name": "gosling", "version": env!("CARGO_PKG_VERSION")},
             }),
         )?;
+        check_protocol_version("probe", &init)?;
         self.t.send(&Message::notification("notifications/initialized", None))?;
         let mut out = format!("server: {} {}\nprotocol: {}\n", init["serverInfo"]["name"], init["serverInfo"]["version"], init["protocolVersion"]);
         let tools = if init["capabilities"].get("tools").is_some() { self.request("tools/list", json!({}))? } else { json!({"tools": []}) };

@@ -381,3 +381,13 @@ fn https_proxy_and_no_proxy_are_honoured() {
     let bypassed = probe(Some("127.0.0.1"));
     assert_eq!(bypassed.lines().count(), tunnels, "NO_PROXY bypasses the proxy: {bypassed:?}");
 }
+
+#[test]
+fn unknown_protocol_version_is_explained() {
+    let fake = start_fake("version");
+    let home = TempDir::new("version");
+    let out = gosling(&home).arg("probe").arg(&fake.url).env_remove("MCP_CONFORMANCE_SCENARIO").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("protocol version \"1999-01-01\"") && err.contains("2025-06-18") && err.contains("update the server"), "{err}");
+}
