@@ -13,7 +13,11 @@ Usage:
 ";
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).target(env_logger::Target::Stderr).init();
+    // ureq_proto logs raw request bytes (header values: extension tokens) at trace: never let it.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .filter_module("ureq_proto", log::LevelFilter::Debug)
+        .target(env_logger::Target::Stderr)
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         None | Some("-h") | Some("--help") | Some("help") => {
