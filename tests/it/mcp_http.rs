@@ -167,6 +167,23 @@ fn server_everything_over_streamable_http() {
     // A second request on the same session, after the GET stream is open.
     let r = d.request("resources/list", json!({})).unwrap();
     assert!(r["resources"].is_array(), "{r}");
+    // Progress arrives on the POST's SSE stream, in order, before the response.
+    let r = d
+        .request("tools/call", json!({"name": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 3}, "_meta": {"progressToken": "p1"}}))
+        .unwrap();
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("completed"), "{r}");
+    let progress: Vec<f64> = d
+        .notifications
+        .iter()
+        .filter_map(|m| match m {
+            Message::Notification { method, params: Some(p) } if method == "notifications/progress" && p["progressToken"] == "p1" => p["progress"].as_f64(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0]);
+    // A server request (roots/list) during a call is answered by POST and the call completes.
+    let roots = d.call_text("get-roots-list", json!({}));
+    assert!(!roots.is_empty());
 }
 
 fn python_round_trip(mode: &str) -> (Driver, Peer) {
