@@ -11,6 +11,7 @@ Usage:
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout
+  gosling probe URL                        connect to a Streamable HTTP MCP server, list its tools
   gosling --help | --version
 ";
 
@@ -51,6 +52,19 @@ fn main() -> ExitCode {
                 }
             },
         },
+        Some("probe") if args.len() == 2 && (args[1].starts_with("http://") || args[1].starts_with("https://")) => {
+            let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").ok();
+            match gosling::cli::probe_http::run(&args[1], scenario.as_deref()) {
+                Ok(out) => {
+                    print!("{out}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("gosling: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)

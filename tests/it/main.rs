@@ -39,3 +39,6 @@ mod reply;
 
 // Install flows over HTTP: deep links with secrets, allowlist on every path.
 mod install_http;
+
+// The official MCP conformance runner against `gosling probe URL`.
+mod conformance;

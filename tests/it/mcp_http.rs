@@ -71,8 +71,13 @@ pub fn start_py(peers: &Peers, mode: &str) -> Peer {
 
 /// One of the misbehaving servers of tests/fakes/bad_mcp_http.py.
 pub fn start_fake(mode: &str) -> Peer {
-    let script = manifest_dir().join("tests/fakes/bad_mcp_http.py");
-    let mut child = Command::new("python3").arg(script).arg(mode).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("python3");
+    start_script("bad_mcp_http.py", mode)
+}
+
+/// A python script of tests/fakes that prints "PORT <n>" once it listens.
+fn start_script(name: &str, arg: &str) -> Peer {
+    let script = manifest_dir().join("tests/fakes").join(name);
+    let mut child = Command::new("python3").arg(script).arg(arg).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("python3");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let port: u16 = line.trim().strip_prefix("PORT ").unwrap_or_else(|| panic!("fake printed {line:?}")).parse().unwrap();
@@ -162,6 +167,23 @@ fn server_everything_over_streamable_http() {
     // A second request on the same session, after the GET stream is open.
     let r = d.request("resources/list", json!({})).unwrap();
     assert!(r["resources"].is_array(), "{r}");
+    // Progress arrives on the POST's SSE stream, in order, before the response.
+    let r = d
+        .request("tools/call", json!({"name": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 3}, "_meta": {"progressToken": "p1"}}))
+        .unwrap();
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("completed"), "{r}");
+    let progress: Vec<f64> = d
+        .notifications
+        .iter()
+        .filter_map(|m| match m {
+            Message::Notification { method, params: Some(p) } if method == "notifications/progress" && p["progressToken"] == "p1" => p["progress"].as_f64(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0]);
+    // A server request (roots/list) during a call is answered by POST and the call completes.
+    let roots = d.call_text("get-roots-list", json!({}));
+    assert!(!roots.is_empty());
 }
 
 fn python_round_trip(mode: &str) -> (Driver, Peer) {
@@ -332,4 +354,57 @@ fn untrusted_certificate_is_explained() {
     let fake = start_fake("ok-tls");
     let e = init_error(&fake.url.replace("http://", "https://"), Duration::from_secs(10));
     assert!(e.contains("TLS failure") && e.contains("UnknownIssuer") && e.contains("SSL_CERT_FILE"), "{e}");
+}
+
+#[test]
+fn extra_ca_bundle_from_ssl_cert_file_is_trusted() {
+    let fake = start_fake("ok-tls");
+    let url = fake.url.replace("http://", "https://");
+    let home = TempDir::new("tls");
+    let ca = manifest_dir().join("tests/fakes/tls/ca.pem");
+    let ok = gosling(&home).arg("probe").arg(&url).env("SSL_CERT_FILE", &ca).env_remove("MCP_CONFORMANCE_SCENARIO").output().unwrap();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success(), "probe with SSL_CERT_FILE: {}\n{stdout}", String::from_utf8_lossy(&ok.stderr));
+    assert!(stdout.contains("server: \"fake\""), "{stdout}");
+    let missing = gosling(&home).arg("probe").arg(&url).env("SSL_CERT_FILE", home.join("nope.pem")).output().unwrap();
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && err.contains("cannot read SSL_CERT_FILE"), "{err}");
+}
+
+#[test]
+fn https_proxy_and_no_proxy_are_honoured() {
+    let fake = start_fake("ok");
+    let home = TempDir::new("proxy");
+    let log = home.join("tunnels.log");
+    let proxy = start_script("connect_proxy.py", log.to_str().unwrap());
+    let proxy_url = proxy.url.trim_end_matches("/mcp").to_string();
+    let target = fake.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    let probe = |no_proxy: Option<&str>| {
+        let mut c = gosling(&home);
+        c.arg("probe").arg(&fake.url).env("HTTPS_PROXY", &proxy_url);
+        for k in ["ALL_PROXY", "all_proxy", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "MCP_CONFORMANCE_SCENARIO"] {
+            c.env_remove(k);
+        }
+        if let Some(n) = no_proxy {
+            c.env("NO_PROXY", n);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "probe (NO_PROXY={no_proxy:?}): {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(&log).unwrap_or_default()
+    };
+    let through = probe(None);
+    assert!(through.lines().any(|l| l == target), "the request went through the proxy: {through:?} vs {target}");
+    let tunnels = through.lines().count();
+    let bypassed = probe(Some("127.0.0.1"));
+    assert_eq!(bypassed.lines().count(), tunnels, "NO_PROXY bypasses the proxy: {bypassed:?}");
+}
+
+#[test]
+fn unknown_protocol_version_is_explained() {
+    let fake = start_fake("version");
+    let home = TempDir::new("version");
+    let out = gosling(&home).arg("probe").arg(&fake.url).env_remove("MCP_CONFORMANCE_SCENARIO").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("protocol version \"1999-01-01\"") && err.contains("2025-06-18") && err.contains("update the server"), "{err}");
 }
