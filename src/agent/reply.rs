@@ -182,7 +182,9 @@ impl Turn {
                     }
                     true
                 };
-                self.provider.complete(&request, &mut on_delta)
+                // The cancel check also runs while the model is silent (waiting for the
+                // first byte, between chunks, during a retry wait).
+                self.provider.complete_cancellable(&request, &mut on_delta, &|| is_cancelled(cancel))
             };
             let completion = match completion {
                 Ok(c) => c,

@@ -390,3 +390,24 @@ fn frontend_tools_are_handed_to_the_client() {
     let second: Value = llm.requests()[1].body.clone();
     assert!(second["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool" && m["tool_call_id"] == "fe1"));
 }
+
+#[test]
+fn client_disconnect_drops_the_llm_stream() {
+    let peers = require_peers!();
+    // A slow stream: a token every 200 ms for 20 s.
+    let mut slow = Reply::sse(&[oa_text("thinking")]);
+    for _ in 0..100 {
+        slow = slow.then(Step::Sleep(Duration::from_millis(200))).then(Step::Send(oa_text(".").into_bytes()));
+    }
+    let llm = FakeLlm::start(vec![slow]);
+    let s = server_with_llm(&llm.url(), "openai", &[]);
+    let id = session(&s, peers, &["echo"], vec![]);
+    let mut stream = ReplyStream::open(&s, &id, user_text("think hard"));
+    stream.until(|e| e["type"] == "Message");
+    drop(stream);
+    let t = Instant::now();
+    let gone = wait_for(Duration::from_secs(10), || llm.client_gone().then_some(()));
+    assert!(gone.is_some(), "the LLM connection was dropped after the client left");
+    assert!(t.elapsed() < Duration::from_secs(3), "dropped within about a second: {:?}", t.elapsed());
+    assert_eq!(s.get("/config").status, 200);
+}
