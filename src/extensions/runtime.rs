@@ -20,11 +20,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// Finds a secret by name (the secrets store, then the environment).
+pub type SecretLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// What activation needs from outside the runtime.
 pub struct Deps {
     pub state_dir: PathBuf,
     /// Resolves an `env_keys` secret: the secrets store first, then the environment.
-    pub secret: Box<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub secret: SecretLookup,
     /// How to start a builtin: this binary, with `mcp NAME`.
     pub self_exe: PathBuf,
     pub audit: crate::store::audit::AuditLog,
@@ -58,7 +61,7 @@ pub enum CallError {
     Frontend(String),
     /// The extension's child died and is being restarted.
     Restarting { extension: String, detail: String },
-    Mcp { extension: String, error: crate::mcp::error::Error },
+    Mcp { extension: String, error: Box<crate::mcp::error::Error> },
 }
 
 impl fmt::Display for CallError {
@@ -140,7 +143,7 @@ impl ActiveExtension {
     fn refresh_tools(&self) -> Result<(), CallError> {
         if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             if c.capabilities().get("tools").is_some() {
-                let tools = c.list_tools().map_err(|error| CallError::Mcp { extension: self.key.clone(), error })?;
+                let tools = c.list_tools().map_err(|error| CallError::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
                 *self.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
             }
         }
@@ -424,7 +427,7 @@ impl SessionRuntime {
         }
         let (ext, tool) = best.ok_or_else(|| CallError::UnknownTool(prefixed.to_string()))?;
         let allowed = ext.config.available_tools();
-        if !allowed.is_empty() && !allowed.iter().any(|a| *a == tool) {
+        if !allowed.is_empty() && !allowed.contains(&tool) {
             return Err(CallError::UnknownTool(prefixed.to_string()));
         }
         Ok((ext, tool))
@@ -441,7 +444,7 @@ impl SessionRuntime {
         self.wait_loaded();
         let t = Instant::now();
         let (ext, tool) = self.resolve_tool(prefixed)?;
-        let result = ext.client().and_then(|c| c.call_tool(&tool, arguments.clone(), ctx).map_err(|error| CallError::Mcp { extension: ext.key.clone(), error }));
+        let result = ext.client().and_then(|c| c.call_tool(&tool, arguments.clone(), ctx).map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) }));
         if let Err(CallError::Mcp { .. }) = &result {
             self.notice_failure(&ext);
         }
@@ -467,7 +470,7 @@ impl SessionRuntime {
         let key = runtime_key(extension);
         let ext = self.get(&key).ok_or_else(|| CallError::UnknownExtension(extension.to_string()))?;
         let client = ext.client()?;
-        client.read_resource(uri).map_err(|error| CallError::Mcp { extension: key, error })
+        client.read_resource(uri).map_err(|error| CallError::Mcp { extension: key, error: Box::new(error) })
     }
 
     /// After a failed call: if the child is gone, swap in `Restarting` and restart it with

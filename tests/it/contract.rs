@@ -16,7 +16,7 @@ fn spec() -> &'static Value {
     })
 }
 
-fn resolve<'a>(s: &'a Value) -> &'a Value {
+fn resolve(s: &Value) -> &Value {
     match s.get("$ref").and_then(Value::as_str) {
         Some(r) => {
             let name = r.rsplit('/').next().unwrap();
