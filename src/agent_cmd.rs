@@ -45,6 +45,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         let _ = writeln!(out, "gosling listening on http://{}", server.addr());
         let _ = out.flush();
     }
+    // A person at a terminal gets a one-time link for the web page (never the key itself).
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some() {
+        if let Some(token) = app.login.peek() {
+            eprintln!("gosling: web page: http://{}/#login={token} (works once, for 10 minutes)", server.addr());
+        }
+    }
     while !crate::sys::shutdown_requested() {
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -43,6 +43,7 @@ pub struct App {
     pub agents: Agents,
     pub runtime_deps: Arc<Deps>,
     pub guests: GuestPages,
+    pub login: crate::http::auth::LoginToken,
 }
 
 impl App {
@@ -66,6 +67,7 @@ impl App {
             agents: Agents::default(),
             runtime_deps,
             guests: GuestPages::default(),
+            login: crate::http::auth::LoginToken::new(std::time::Duration::from_secs(600)),
         }
     }
 

@@ -56,6 +56,20 @@ fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError>
                 app.guests.post(req, app.secret())
             }
         },
+        "/auth/login" => {
+            allow(&["POST"])?;
+            #[derive(serde::Deserialize)]
+            struct Login {
+                token: String,
+            }
+            let l: Login = req.json()?;
+            if app.login.redeem(&l.token) {
+                log::info!("the one-time login link was used");
+                Ok(Response::json(200, &serde_json::json!({ "secret_key": app.secret() })))
+            } else {
+                Err(ApiError::new(401, "this login link is wrong, expired or already used; restart gosling for a new one or enter the secret key"))
+            }
+        }
         "/config" => {
             allow(&["GET"])?;
             config::get_all(app)

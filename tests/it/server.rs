@@ -210,3 +210,17 @@ fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
     assert!(t.elapsed() < Duration::from_secs(15));
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
+
+#[test]
+fn the_one_time_login_link_gives_the_key_once() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())], ..Default::default() });
+    let line = wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string)).expect("login link printed");
+    assert!(!line.contains(SECRET), "the link carries a token, not the key");
+    let token = line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let body = json!({"token": token}).to_string();
+    let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["secret_key"], SECRET);
+    let again = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
+    assert_eq!(again.status, 401, "works once");
+}
