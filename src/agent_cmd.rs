@@ -24,6 +24,12 @@ fn resolve_secret(cfg: &mut Config) -> Result<(), String> {
 }
 
 pub fn run(mut cfg: Config) -> Result<(), String> {
+    if !cfg.host.is_loopback() && cfg.secret.is_empty() {
+        return Err(format!(
+            "agent: refusing to listen on {} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY",
+            cfg.host
+        ));
+    }
     resolve_secret(&mut cfg)?;
     let store = ConfigStore::open(&cfg.config_dir).map_err(|e| e.to_string())?;
     let bind = SocketAddr::new(cfg.host, cfg.port);

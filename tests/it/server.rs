@@ -224,3 +224,15 @@ fn the_one_time_login_link_gives_the_key_once() {
     let again = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
     assert_eq!(again.status, 401, "works once");
 }
+
+#[test]
+fn serving_beyond_loopback_needs_an_explicit_secret() {
+    let home = TempDir::new("host");
+    let out = gosling(&home).args(["agent", "--port", "0", "--host", "0.0.0.0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GOOSE_SERVER__SECRET_KEY"));
+    // With a secret it listens (on all interfaces; we only talk to it over loopback).
+    let s = Server::start_with(ServerOpts { args: vec!["--host".into(), "0.0.0.0".into()], ..Default::default() });
+    let port = s.addr.rsplit(':').next().unwrap();
+    assert_eq!(http("GET", &format!("http://127.0.0.1:{port}/status"), None, None).status, 200);
+}
