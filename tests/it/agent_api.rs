@@ -298,3 +298,37 @@ fn unknown_sessions_and_bad_requests() {
     assert_eq!(bad.status, 400);
     assert!(bad.json()["message"].as_str().unwrap().contains("use `uri`"));
 }
+
+const INLINE_SERVER: &str = "from mcp.server import MCPServer\n\nmcp = MCPServer(\"inline\")\n\n@mcp.tool()\ndef shout(text: str) -> str:\n    \"\"\"Upper-case the text.\"\"\"\n    return text.upper()\n\nif __name__ == \"__main__\":\n    mcp.run()\n";
+
+#[test]
+fn inline_python_runs_with_the_configured_python() {
+    let peers = require_peers!();
+    // No uvx on PATH here: the configured Python (the peers' venv, which has `mcp`) runs it.
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_PYTHON".into(), peers.python().into()), ("PATH".into(), "/usr/bin:/bin".into())],
+        ..Default::default()
+    });
+    let work = TempDir::new("work");
+    let cfg = json!({"type":"inline_python","name":"inline","description":"","code":INLINE_SERVER,"timeout":60});
+    let id = start_session(&s, work.path().to_str().unwrap(), vec![cfg]);
+    let r = resume(&s, &id);
+    assert_eq!(r["extension_results"][0]["success"], true, "{r}");
+    let (st, res) = call(&s, &id, "inline__shout", json!({"text": "quiet"}));
+    assert_eq!(st, 200);
+    assert!(text_of(&res).contains("QUIET"), "{res}");
+}
+
+#[test]
+fn inline_python_without_python_or_uvx_is_a_clear_error() {
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_PYTHON".into(), "/nonexistent/python3".into()), ("PATH".into(), "/nonexistent".into())],
+        ..Default::default()
+    });
+    let work = TempDir::new("work");
+    let cfg = json!({"type":"inline_python","name":"inline","description":"","code":INLINE_SERVER});
+    let id = start_session(&s, work.path().to_str().unwrap(), vec![cfg]);
+    let r = resume(&s, &id);
+    let err = r["extension_results"][0]["error"].as_str().unwrap().to_string();
+    assert!(err.contains("uvx") && err.contains("GOSLING_PYTHON"), "{err}");
+}
