@@ -136,17 +136,21 @@ impl Config {
     }
 }
 
+/// A fixed environment for tests of code that reads settings.
+#[cfg(test)]
+pub(crate) struct MapEnv(pub std::collections::HashMap<&'static str, &'static str>);
+
+#[cfg(test)]
+impl Env for MapEnv {
+    fn get(&self, key: &str) -> Option<String> {
+        self.0.get(key).map(|s| s.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
-
-    struct MapEnv(HashMap<&'static str, &'static str>);
-    impl Env for MapEnv {
-        fn get(&self, key: &str) -> Option<String> {
-            self.0.get(key).map(|s| s.to_string())
-        }
-    }
 
     #[test]
     fn goose_variables() {

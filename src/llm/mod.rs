@@ -591,12 +591,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    struct MapEnv(HashMap<&'static str, &'static str>);
-    impl Env for MapEnv {
-        fn get(&self, key: &str) -> Option<String> {
-            self.0.get(key).map(|s| s.to_string())
-        }
-    }
+    use crate::config::MapEnv;
 
     fn none(_: &str) -> Option<String> {
         None
