@@ -12,14 +12,52 @@ use crate::http::reply_routes as reply;
 use crate::http::server::{Request, Response};
 
 pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
-    if !auth::is_exempt(&req.path) {
-        let given = req.header("x-secret-key").unwrap_or("");
-        if !auth::secret_matches(given.as_bytes(), app.secret().as_bytes()) {
-            let why = if given.is_empty() { "missing X-Secret-Key header" } else { "wrong X-Secret-Key header" };
-            return Response::error(&ApiError::new(401, format!("Unauthorized: {why}")));
-        }
+    let origin = req.header("origin").filter(|o| cors_allowed(o)).map(str::to_string);
+    if req.method == "OPTIONS" {
+        return match origin {
+            Some(o) => with_cors(Response::empty(204), &o)
+                .with_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+                .with_header("Access-Control-Allow-Headers", "content-type, x-secret-key")
+                .with_header("Access-Control-Max-Age", "600"),
+            None => Response::error(&ApiError::new(
+                403,
+                "cross-origin requests are not allowed from this origin; add it to GOSLING_CORS_ORIGINS if it is yours",
+            )),
+        };
     }
-    route(app, req).into()
+    let resp = authorized(app, req).and_then(|()| route(app, req)).into();
+    match origin {
+        Some(o) => with_cors(resp, &o),
+        None => resp,
+    }
+}
+
+fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
+    if auth::is_exempt(&req.path) {
+        return Ok(());
+    }
+    let given = req.header("x-secret-key").unwrap_or("");
+    if auth::secret_matches(given.as_bytes(), app.secret().as_bytes()) {
+        Ok(())
+    } else {
+        let why = if given.is_empty() { "missing X-Secret-Key header" } else { "wrong X-Secret-Key header" };
+        Err(ApiError::new(401, format!("Unauthorized: {why}")))
+    }
+}
+
+/// Cross-origin callers we answer with CORS headers: goose Desktop's renderer (a `file://`
+/// page, whose Origin is `null` or `file://`) and the origins listed in GOSLING_CORS_ORIGINS.
+/// Web pages of other sites get no CORS headers, so browsers keep them out (they would also
+/// need the secret key).
+fn cors_allowed(origin: &str) -> bool {
+    if origin == "null" || origin.starts_with("file://") {
+        return true;
+    }
+    std::env::var("GOSLING_CORS_ORIGINS").is_ok_and(|list| list.split(',').map(str::trim).any(|o| !o.is_empty() && o == origin))
+}
+
+fn with_cors(r: Response, origin: &str) -> Response {
+    r.with_header("Access-Control-Allow-Origin", origin).with_header("Vary", "Origin")
 }
 
 fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError> {

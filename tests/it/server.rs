@@ -236,3 +236,23 @@ fn serving_beyond_loopback_needs_an_explicit_secret() {
     let port = s.addr.rsplit(':').next().unwrap();
     assert_eq!(http("GET", &format!("http://127.0.0.1:{port}/status"), None, None).status, 200);
 }
+
+#[test]
+fn cors_only_for_desktop_and_configured_origins() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_CORS_ORIGINS".into(), "http://ui.example:8080".into())], ..Default::default() });
+    for origin in ["null", "file://", "http://ui.example:8080"] {
+        let pre = http_with("OPTIONS", &s.url("/config"), &[("Origin", origin), ("Access-Control-Request-Method", "GET")], None);
+        assert_eq!(pre.status, 204, "{origin}");
+        assert_eq!(pre.header("access-control-allow-origin"), Some(origin));
+        assert!(pre.header("access-control-allow-headers").unwrap().contains("x-secret-key"));
+        let r = http_with("GET", &s.url("/config"), &[("Origin", origin), ("X-Secret-Key", SECRET)], None);
+        assert_eq!((r.status, r.header("access-control-allow-origin")), (200, Some(origin)));
+    }
+    for origin in ["https://evil.example", "http://127.0.0.1:1"] {
+        let pre = http_with("OPTIONS", &s.url("/config"), &[("Origin", origin)], None);
+        assert_eq!(pre.status, 403);
+        assert!(pre.header("access-control-allow-origin").is_none());
+        let r = http_with("GET", &s.url("/config"), &[("Origin", origin), ("X-Secret-Key", SECRET)], None);
+        assert!(r.header("access-control-allow-origin").is_none(), "{origin}");
+    }
+}
