@@ -37,6 +37,19 @@ fn signal_group(pid: u32, sig: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// True once the child `pid` has exited, WITHOUT reaping it: while it is an unreaped zombie
+/// its pid (and so its process-group id) cannot be reused, so signalling the group stays safe.
+pub fn exited_unreaped(pid: u32) -> bool {
+    let pid: libc::id_t = pid;
+    // SAFETY: waitid(2) writes only into `info`, a zeroed siginfo_t we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        // rc == -1: not our child any more (already reaped) — treat as exited.
+        rc == -1 || info.si_pid() != 0
+    }
+}
+
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_sig: libc::c_int) {

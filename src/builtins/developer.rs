@@ -533,24 +533,24 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
             return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
         }
     }
+    // The shell is reaped only at the very end: until then its pid (our process-group id) is
+    // reserved, so signalling the group can never hit an unrelated process that reused it.
     let deadline = Instant::now() + timeout;
-    let mut ended: Option<Result<std::process::ExitStatus, &'static str>> = None;
+    let mut ended: Option<Result<(), &'static str>> = None;
     while ended.is_none() {
-        match child.try_wait() {
-            Ok(Some(status)) => ended = Some(Ok(status)),
-            Ok(None) if cancel.is_cancelled() => ended = Some(Err("cancelled")),
-            Ok(None) if Instant::now() >= deadline => ended = Some(Err("timeout")),
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                log::warn!("developer: waiting for shell pid {pid} failed: {e}");
-                ended = Some(Err("wait failed"));
-            }
+        if crate::sys::exited_unreaped(pid) {
+            ended = Some(Ok(()));
+        } else if cancel.is_cancelled() {
+            ended = Some(Err("cancelled"));
+        } else if Instant::now() >= deadline {
+            ended = Some(Err("timeout"));
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     let ended = ended.unwrap_or(Err("wait failed"));
     if ended.is_err() {
         let _ = crate::sys::kill_group(pid);
-        let _ = child.wait();
     }
     // Background processes of the command may still hold the pipe: give them a moment, then
     // kill the group so the call returns.
@@ -561,6 +561,11 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
             log::warn!("developer: output of shell pid {pid} is still open (a process left its group); returning what was read");
         }
     }
+    let ended = match (ended, child.wait()) {
+        (Ok(()), Ok(status)) => Ok(status),
+        (Ok(()), Err(_)) => Err("wait failed"),
+        (Err(e), _) => Err(e),
+    };
     let text = output.lock().unwrap_or_else(|e| e.into_inner()).render();
     let text = if text.is_empty() { "(no output)".to_string() } else { text };
     match ended {

@@ -145,34 +145,38 @@ impl StdioTransport {
     }
 
     /// The shutdown ladder: stdin EOF → wait → SIGTERM → wait → SIGKILL; always reaped.
+    /// The group is only ever signalled before the child is reaped: once reaped, its pid may
+    /// belong to someone else.
     fn ladder(&self) {
         drop(self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take());
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
-        let wait = |child: &mut Child, d: Duration| -> bool {
+        let pid = self.pid;
+        let exited_within = |d: Duration| -> bool {
             let deadline = Instant::now() + d;
             loop {
-                match child.try_wait() {
-                    Ok(Some(_)) | Err(_) => return true,
-                    Ok(None) if Instant::now() >= deadline => return false,
-                    Ok(None) => thread::sleep(Duration::from_millis(10)),
+                if crate::sys::exited_unreaped(pid) {
+                    return true;
                 }
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                thread::sleep(Duration::from_millis(10));
             }
         };
-        if wait(&mut child, self.ladder_wait) {
+        if exited_within(self.ladder_wait) {
             log::debug!("mcp {}: exited after stdin closed", self.extension);
         } else {
-            let _ = crate::sys::terminate_group(self.pid);
-            if wait(&mut child, self.ladder_wait) {
+            let _ = crate::sys::terminate_group(pid);
+            if exited_within(self.ladder_wait) {
                 log::debug!("mcp {}: exited after SIGTERM", self.extension);
             } else {
                 log::warn!("mcp {}: ignored SIGTERM; sending SIGKILL", self.extension);
-                let _ = crate::sys::kill_group(self.pid);
-                let _ = child.kill();
-                let _ = child.wait();
             }
         }
-        // Grandchildren left in the group (npx → node) go too.
-        let _ = crate::sys::kill_group(self.pid);
+        // The leader is gone or a zombie (its pid still reserved): take down anything left in
+        // its group (npx's node, a shell's children), then reap.
+        let _ = crate::sys::kill_group(pid);
+        let _ = child.wait();
     }
 }
 

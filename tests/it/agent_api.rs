@@ -332,3 +332,19 @@ fn inline_python_without_python_or_uvx_is_a_clear_error() {
     let err = r["extension_results"][0]["error"].as_str().unwrap().to_string();
     assert!(err.contains("uvx") && err.contains("GOSLING_PYTHON"), "{err}");
 }
+
+#[test]
+fn no_child_outlives_the_server() {
+    let peers = require_peers!();
+    for signal in ["-TERM", "-KILL"] {
+        let s = Server::start();
+        let work = TempDir::new("work");
+        let id = start_session(&s, work.path().to_str().unwrap(), vec![everything_stdio_config(peers, "everything"), json!({"type":"builtin","name":"memory"})]);
+        resume(&s, &id);
+        let children = descendants(s.pid());
+        assert!(children.len() >= 2, "{children:?}");
+        let _ = std::process::Command::new("kill").arg(signal).arg(s.pid().to_string()).status();
+        let gone = wait_for(Duration::from_secs(15), || children.iter().all(|p| !pid_alive(*p)).then_some(()));
+        assert!(gone.is_some(), "after {signal}: children left running: {:?}", children.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>());
+    }
+}

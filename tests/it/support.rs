@@ -369,7 +369,10 @@ pub struct PeerProc {
 
 impl Drop for PeerProc {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-KILL").arg(format!("-{}", self.child.id())).status();
+        // The whole process group, while the leader is unreaped (its pid cannot be reused).
+        // Never `kill -KILL -PID` through the kill(1) command: without `--`, some versions
+        // read `-PID` as an option and signal every process (kill(-1)).
+        let _ = gosling::sys::kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
