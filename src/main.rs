@@ -7,15 +7,19 @@ gosling — goose's MCP-scope agent server in one small binary
 
 Usage:
   gosling agent [--port N] [--host ADDR]   serve the goose server API (port from GOOSE_PORT)
-  gosling mcp NAME                         serve a builtin extension over stdio
+  gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
+  gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
+  gosling mcp NAME                         serve a builtin extension (developer, memory) as an
+                                           MCP server on stdin/stdout
   gosling probe URL                        connect to a Streamable HTTP MCP server, list its tools
   gosling --help | --version
 ";
 
 fn main() -> ExitCode {
-    // ureq_proto logs raw request bytes (header values: extension tokens) at trace: never let it.
+    // ureq logs raw request bytes (Authorization headers included) at trace: never below info.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .filter_module("ureq_proto", log::LevelFilter::Debug)
+        .filter_module("ureq", log::LevelFilter::Info)
+        .filter_module("ureq_proto", log::LevelFilter::Info)
         .target(env_logger::Target::Stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,6 +32,26 @@ fn main() -> ExitCode {
             println!("gosling {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Some("agent") => exit(agent(&args[1..])),
+        Some("install") => gosling::cli::install::install_main(&args[1..]),
+        Some("import") => gosling::cli::install::import_main(&args[1..]),
+        Some("mcp") => match args.get(1).map(String::as_str) {
+            Some("-h") | Some("--help") => {
+                println!("usage: gosling mcp NAME\nserves a builtin extension as an MCP server on stdin/stdout; known builtins: {}", gosling::builtins::KNOWN.join(", "));
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("gosling: usage: gosling mcp NAME; known builtins: {}", gosling::builtins::KNOWN.join(", "));
+                ExitCode::from(2)
+            }
+            Some(name) => match gosling::builtins::serve(name) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("gosling: {e}");
+                    ExitCode::from(2)
+                }
+            },
+        },
         Some("probe") if args.len() == 2 && (args[1].starts_with("http://") || args[1].starts_with("https://")) => {
             let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").ok();
             match gosling::cli::probe_http::run(&args[1], scenario.as_deref()) {
@@ -46,4 +70,29 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn exit(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gosling: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn agent(args: &[String]) -> Result<(), String> {
+    let mut port = None;
+    let mut host = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--port" => port = Some(it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a number 0-65535")?),
+            "--host" => host = Some(it.next().and_then(|h| h.parse().ok()).ok_or("--host needs an IP address")?),
+            other => return Err(format!("agent: unknown argument {other:?}; see --help")),
+        }
+    }
+    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
+    gosling::agent_cmd::run(cfg)
 }

@@ -1,2 +1,3 @@
 //! Command-line subcommands other than the server itself.
+pub mod install;
 pub mod probe_http;

@@ -15,6 +15,11 @@ pub enum Error {
     Closed { detail: String },
     /// Anything else, already phrased for the user.
     Other(String),
+    /// The call was cancelled by its caller; `notifications/cancelled` was sent.
+    Cancelled { method: String },
+    /// The server did not declare the capability (`resources`, `prompts`, `tools`); nothing
+    /// was sent to it.
+    Unsupported { extension: String, what: String },
     /// A Streamable HTTP exchange failed (connect, TLS, status, not MCP). Names the extension.
     Http { extension: String, url: String, failure: HttpFailure },
     /// A `type: sse` extension: never activated, before any network I/O. Migrate the config.
@@ -34,6 +39,8 @@ impl fmt::Display for Error {
             }
             Error::Closed { detail } => write!(f, "mcp: connection to the server closed: {detail}"),
             Error::Other(s) => write!(f, "mcp: {s}"),
+            Error::Cancelled { method } => write!(f, "mcp: {method} was cancelled"),
+            Error::Unsupported { extension, what } => write!(f, "mcp: extension `{extension}` does not offer {what} (it did not declare the capability)"),
             Error::Http { extension, url, failure } => {
                 write!(f, "mcp: extension `{extension}`: ")?;
                 crate::mcp::http_error::describe(f, url, failure)

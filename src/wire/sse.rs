@@ -154,7 +154,6 @@ impl Decoder {
                 self.data.push_str(value);
                 self.has_data = true;
             }
-            // An id with NUL is ignored; a retry that is not all digits is ignored.
             "id" if !value.contains('\0') => self.last_id = Some(value.to_string()),
             "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => self.retry_ms = value.parse().ok(),
             _ => {}

@@ -2,11 +2,43 @@
 
 mod support;
 
+// Validates our bodies against goose's OpenAPI schemas; used by the route tests.
+mod contract;
+
 // Command line: --help, --version, unknown commands.
 mod cli;
 
+// HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
+mod server;
+
+// /config/extensions and the key/value config routes.
+mod config_api;
+
+// LLM providers against a scripted fake LLM and llmock.
+mod fake_llm;
+mod llm;
+mod llmock;
+
 // Streamable HTTP transport: real peers and misbehaving servers.
 mod mcp_http;
+
+// goose:// links: the table of links and outcomes, via the library and `install --check`.
+mod deeplink;
+
+// `gosling install` / `gosling import`: confirmation, persistence, secrets, allowlists.
+mod install_cli;
+
+// Builtin extensions served over stdio: gosling mcp developer|memory.
+mod builtins;
+
+// Sessions and the extension runtime with real peers.
+mod agent_api;
+
+// /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
+mod reply;
+
+// Install flows over HTTP: deep links with secrets, allowlist on every path.
+mod install_http;
 
 // The official MCP conformance runner against `gosling probe URL`.
 mod conformance;

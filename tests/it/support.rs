@@ -355,3 +355,69 @@ pub fn child_pids(pid: u32) -> Vec<u32> {
     }
     out
 }
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A background peer process, killed (whole process group) on drop.
+pub struct PeerProc {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Drop for PeerProc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-KILL").arg(format!("-{}", self.child.id())).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a peer that serves HTTP on `port`, waits until it accepts connections.
+pub fn spawn_http_peer(mut cmd: Command, port: u16, path: &str) -> PeerProc {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let child = cmd.spawn().expect("spawn peer");
+    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
+    assert!(ok.is_some(), "peer did not listen on {port} within 30 s");
+    PeerProc { child, url: format!("http://127.0.0.1:{port}{path}") }
+}
+
+/// py_server.py over Streamable HTTP; `mode` is "", "json" or "stateless".
+pub fn py_http(peers: &Peers, mode: &str) -> PeerProc {
+    let port = free_port();
+    let mut cmd = Command::new(peers.python());
+    cmd.arg(peers.get("MCP_PEER_PY_SERVER")).arg("http").arg(port.to_string());
+    if !mode.is_empty() {
+        cmd.arg(mode);
+    }
+    spawn_http_peer(cmd, port, "/mcp")
+}
+
+/// server-everything over Streamable HTTP.
+pub fn everything_http(peers: &Peers) -> PeerProc {
+    let port = free_port();
+    let mut cmd = Command::new(peers.node());
+    cmd.arg(peers.get("MCP_PEER_EVERYTHING")).arg("streamableHttp").env("PORT", port.to_string());
+    spawn_http_peer(cmd, port, "/mcp")
+}
+
+/// The stdio config of server-everything.
+pub fn everything_stdio_config(peers: &Peers, name: &str) -> Value {
+    serde_json::json!({"type":"stdio","name":name,"description":"","cmd":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"timeout":60})
+}
+
+/// All descendants of `pid` (children, grandchildren, ...).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for c in child_pids(p) {
+            out.push(c);
+            frontier.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,67 @@
+//! `gosling agent`: resolve the secret, open the store, listen, serve until SIGTERM/SIGINT.
+
+use crate::app::App;
+use crate::config::{Config, SecretSource};
+use crate::http::server::{Limits, Server};
+use crate::store::{atomic, config_store::ConfigStore};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Without `GOOSE_SERVER__SECRET_KEY`, generate a random secret and leave it in a 0600 file
+/// in the state dir for clients on this machine (never a fixed default).
+fn resolve_secret(cfg: &mut Config) -> Result<(), String> {
+    if !cfg.secret.is_empty() {
+        return Ok(());
+    }
+    let path = cfg.state_dir.join("secret-key");
+    let secret = crate::util::random_hex(32);
+    atomic::write_atomic(&path, secret.as_bytes()).map_err(|e| e.to_string())?;
+    cfg.secret = secret;
+    cfg.secret_source = SecretSource::Generated(path);
+    Ok(())
+}
+
+pub fn run(mut cfg: Config) -> Result<(), String> {
+    if !cfg.host.is_loopback() && cfg.secret.is_empty() {
+        return Err(format!(
+            "agent: refusing to listen on {} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY",
+            cfg.host
+        ));
+    }
+    resolve_secret(&mut cfg)?;
+    let store = ConfigStore::open(&cfg.config_dir).map_err(|e| e.to_string())?;
+    let bind = SocketAddr::new(cfg.host, cfg.port);
+    let listener = TcpListener::bind(bind).map_err(|e| format!("agent: cannot listen on {bind}: {e}; pick another port with GOOSE_PORT or --port"))?;
+    let limits = Limits { max_requests: cfg.max_requests, max_body: cfg.max_body, io_timeout: cfg.io_timeout };
+    if let SecretSource::Generated(path) = &cfg.secret_source {
+        eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
+    }
+    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| e.to_string())?;
+    let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir).map_err(|e| e.to_string())?;
+    let app = Arc::new(App::new(cfg, store, sessions, policy));
+    crate::sys::install_shutdown_handler();
+    let handler_app = app.clone();
+    let mut server = Server::start(listener, limits, Arc::new(move |req| crate::http::routes::handle(&handler_app, req)))
+        .map_err(|e| format!("agent: cannot start the HTTP server: {e}"))?;
+    log::info!("gosling {} serving on {}", env!("CARGO_PKG_VERSION"), server.addr());
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "gosling listening on http://{}", server.addr());
+        let _ = out.flush();
+    }
+    // A person at a terminal gets a one-time link for the web page (never the key itself).
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some() {
+        if let Some(token) = app.login.peek() {
+            eprintln!("gosling: web page: http://{}/#login={token} (works once, for 10 minutes)", server.addr());
+        }
+    }
+    while !crate::sys::shutdown_requested() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    log::info!("shutting down");
+    server.stop();
+    app.shutdown();
+    Ok(())
+}

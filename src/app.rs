@@ -1,0 +1,135 @@
+//! The composition root: process config, the config store and everything request handlers
+//! share. Built once in `run_agent`, borrowed by every handler thread.
+
+use crate::config::Config;
+use crate::extensions::config::ExtensionConfig;
+use crate::http::error::ApiError;
+use crate::http::proxy::GuestPages;
+use crate::store::config_store::ConfigStore;
+use crate::store::sessions::SessionStore;
+use crate::agent::Agents;
+use crate::extensions::runtime::Deps;
+use crate::extensions::policy::{InstallSource, Policy, PolicyError};
+use std::sync::Arc;
+
+/// Policy refusals are the client's to fix (403); a broken policy setup is ours (500).
+pub fn policy_error(e: PolicyError) -> ApiError {
+    match e {
+        PolicyError::CommandNotAllowed { .. }
+        | PolicyError::InlineCode { .. }
+        | PolicyError::ShellMetacharacter { .. }
+        | PolicyError::NotAllowlisted { .. }
+        | PolicyError::AllowlistUnavailable { .. } => ApiError::new(403, e.to_string()),
+        PolicyError::InvalidConfig(_) => ApiError::bad_request(e.to_string()),
+        PolicyError::Setup { .. } => ApiError::internal(e.to_string()),
+    }
+}
+
+/// The ways an extension can be installed or activated; the trust policy sees which one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallPath {
+    ConfigApi,
+    AddExtension,
+    DeepLink,
+}
+
+pub struct App {
+    pub config: Config,
+    /// Built once at start (fetching GOOSE_ALLOWLIST once).
+    pub policy: Policy,
+    pub store: Arc<ConfigStore>,
+    pub sessions: Arc<SessionStore>,
+    pub confirmations: Arc<crate::agent::reply::Confirmations>,
+    pub agents: Agents,
+    pub runtime_deps: Arc<Deps>,
+    pub guests: GuestPages,
+    pub login: crate::http::auth::LoginToken,
+}
+
+impl App {
+    pub fn new(config: Config, store: ConfigStore, sessions: SessionStore, policy: Policy) -> App {
+        let store = Arc::new(store);
+        let secret_store = store.clone();
+        let runtime_deps = Arc::new(Deps {
+            state_dir: config.state_dir.clone(),
+            secret: Box::new(move |key| {
+                secret_store.get_secret(key).ok().flatten().or_else(|| std::env::var(key).ok())
+            }),
+            self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
+            audit: crate::store::audit::AuditLog::new(&config.state_dir),
+        });
+        App {
+            config,
+            policy,
+            store,
+            sessions: Arc::new(sessions),
+            confirmations: Arc::default(),
+            agents: Agents::default(),
+            runtime_deps,
+            guests: GuestPages::default(),
+            login: crate::http::auth::LoginToken::new(std::time::Duration::from_secs(600)),
+        }
+    }
+
+    /// The `permission` goose's ToolInfo shows when the user stored none: `ask_before` in
+    /// approve mode, else null.
+    pub fn tool_permission_default(&self, session_id: &str) -> Option<String> {
+        let mode = self.sessions.get(session_id).ok().flatten().and_then(|s| s.goose_mode);
+        (self.mode_for(mode.as_deref()) == crate::agent::reply::Mode::Approve).then(|| "ask_before".to_string())
+    }
+
+    /// A setting: the environment first, then the config store (plain, then secret).
+    pub fn setting(&self, key: &str) -> Option<String> {
+        if let Ok(v) = std::env::var(key) {
+            if !v.is_empty() {
+                return Some(v);
+            }
+        }
+        match self.store.get(key).ok().flatten() {
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(serde_json::Value::Null) | None => self.store.get_secret(key).ok().flatten(),
+            Some(other) => Some(other.to_string()),
+        }
+    }
+
+    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
+    pub fn mode_for(&self, session_mode: Option<&str>) -> crate::agent::reply::Mode {
+        session_mode
+            .and_then(crate::agent::reply::Mode::parse)
+            .or_else(|| self.setting("GOOSE_MODE").as_deref().and_then(crate::agent::reply::Mode::parse))
+            .unwrap_or_else(crate::http::reply_routes::default_mode)
+    }
+
+    /// Model turns per /reply before giving up (GOSLING_MAX_TURNS, default 25).
+    pub fn max_turns(&self) -> usize {
+        self.setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
+    }
+
+    pub fn secret(&self) -> &str {
+        &self.config.secret
+    }
+
+    /// The trust policy for installs and activations, enforced on every path that can add or
+    /// activate an extension. Warnings (allowlist in warning mode) are logged.
+    pub fn check_policy(&self, config: &ExtensionConfig, path: InstallPath) -> Result<(), ApiError> {
+        let source = match path {
+            InstallPath::ConfigApi => InstallSource::ConfigApi,
+            InstallPath::AddExtension => InstallSource::AddExtension,
+            InstallPath::DeepLink => InstallSource::DeepLink,
+        };
+        match self.policy.check(config, source) {
+            Ok(warnings) => {
+                for w in warnings {
+                    log::warn!("{w}");
+                }
+                Ok(())
+            }
+            Err(e) => Err(policy_error(e)),
+        }
+    }
+
+    /// Stops everything that runs children; called once at shutdown.
+    pub fn shutdown(&self) {
+        self.agents.shutdown_all();
+    }
+}

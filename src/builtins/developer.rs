@@ -1,0 +1,676 @@
+//! The `developer` builtin: run a shell command, view/write/edit a file, list a directory.
+//!
+//! Everything happens in the working directory (`GOOSE_WORKING_DIR`, else the process cwd).
+//! Paths are resolved against it and must stay inside it after following symlinks, unless
+//! `GOSLING_DEVELOPER_UNRESTRICTED=1`. The shell tool is a deliberate escape hatch: it runs
+//! `sh -c COMMAND` (that is its purpose) with the working dir as cwd, but is bounded by a
+//! timeout and an output cap, and its whole process group is killed on timeout or cancel.
+//!
+//! Known limit: confinement checks the path, then opens it; a concurrent symlink swap between
+//! the two (TOCTOU) is not defended against.
+
+use super::server::{opt_str_arg, opt_u64_arg, str_arg, Builtin, Cancel, ToolOutcome};
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, VecDeque};
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shell timeout when the call does not pass `timeout_secs`.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+/// Largest `timeout_secs` accepted.
+pub const MAX_TIMEOUT_SECS: u64 = 600;
+/// Combined stdout+stderr kept from a shell command: the first `OUTPUT_HEAD` bytes and the
+/// last `OUTPUT_TAIL` bytes (the end of a build log is usually what matters).
+pub const OUTPUT_HEAD: usize = 16 << 10;
+pub const OUTPUT_TAIL: usize = 48 << 10;
+/// Largest file `view` shows whole; bigger files need `view_range`.
+pub const MAX_VIEW_BYTES: u64 = 256 << 10;
+/// Largest file `view` reads at all (with a range) and `str_replace` edits.
+pub const MAX_EDIT_BYTES: u64 = 16 << 20;
+/// Directory entries listed at most.
+pub const MAX_LIST_ENTRIES: usize = 1000;
+
+/// Edits remembered per file for `undo_edit`, and files tracked at most.
+pub const UNDO_DEPTH: usize = 10;
+pub const UNDO_FILES: usize = 100;
+
+pub struct Developer {
+    /// Canonical working directory.
+    root: PathBuf,
+    unrestricted: bool,
+    /// What each edited file held before its last edits (newest last), for `undo_edit`.
+    history: Mutex<HashMap<PathBuf, Vec<Before>>>,
+}
+
+/// A file's state before an edit.
+enum Before {
+    Absent,
+    Text(String),
+}
+
+impl Developer {
+    /// Working dir from `GOOSE_WORKING_DIR` or the cwd; `GOSLING_DEVELOPER_UNRESTRICTED=1`
+    /// lifts path confinement.
+    pub fn from_env() -> Result<Developer, String> {
+        let dir = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => PathBuf::from(d),
+            None => std::env::current_dir().map_err(|e| format!("developer: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
+        };
+        let unrestricted = std::env::var("GOSLING_DEVELOPER_UNRESTRICTED").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        Developer::new(&dir, unrestricted)
+    }
+
+    pub fn new(dir: &Path, unrestricted: bool) -> Result<Developer, String> {
+        let root = fs::canonicalize(dir).map_err(|e| format!("developer: working directory {} is not usable: {e}; set GOOSE_WORKING_DIR to an existing directory", dir.display()))?;
+        if !root.is_dir() {
+            return Err(format!("developer: working directory {} is not a directory", root.display()));
+        }
+        Ok(Developer { root, unrestricted, history: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves a tool's path argument (relative to the working dir) and enforces confinement.
+    pub fn resolve(&self, input: &str) -> Result<PathBuf, String> {
+        resolve_in(&self.root, input, self.unrestricted)
+    }
+
+    /// How a path is shown back to the model: relative to the working dir when inside it.
+    fn show(&self, p: &Path) -> String {
+        match p.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => p.display().to_string(),
+        }
+    }
+
+    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
+        let command = match str_arg(args, "command") {
+            Ok(c) if !c.trim().is_empty() => c,
+            Ok(_) => return ToolOutcome::error("developer: `command` is empty; pass the shell command to run"),
+            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
+        };
+        let timeout = match opt_u64_arg(args, "timeout_secs") {
+            Ok(None) => DEFAULT_TIMEOUT_SECS,
+            Ok(Some(t)) if (1..=MAX_TIMEOUT_SECS).contains(&t) => t,
+            Ok(Some(t)) => return ToolOutcome::error(format!("developer: timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}")),
+            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
+        };
+        run_shell(command, &self.root, Duration::from_secs(timeout), cancel)
+    }
+
+    fn text_editor(&self, args: &Map<String, Value>) -> Result<String, String> {
+        let command = str_arg(args, "command")?;
+        let path_arg = str_arg(args, "path")?;
+        let path = self.resolve(path_arg)?;
+        let shown = self.show(&path);
+        match command {
+            "view" => self.view(&path, &shown, args.get("view_range")),
+            "write" => {
+                let text = str_arg(args, "file_text")?;
+                if path.is_dir() {
+                    return Err(format!("{shown} is a directory; give a file path"));
+                }
+                if let Some(parent) = path.parent() {
+                    fs::create_dir_all(parent).map_err(|e| format!("cannot create the directories of {shown}: {e}"))?;
+                }
+                let existed = path.exists();
+                let before = if existed { read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text) } else { Some(Before::Absent) };
+                fs::write(&path, text).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.remember(&path, before);
+                Ok(format!("{} {shown} ({} bytes, {} lines)", if existed { "overwrote" } else { "created" }, text.len(), text.lines().count()))
+            }
+            "str_replace" => {
+                let old = str_arg(args, "old_str")?;
+                let new = str_arg(args, "new_str").map_err(|e| format!("{e}; pass \"\" to delete old_str"))?;
+                let content = read_text(&path, &shown, MAX_EDIT_BYTES)?;
+                let updated = replace_once(&content, old, new).map_err(|e| format!("{shown}: {e}"))?;
+                fs::write(&path, &updated).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                let line = content[..content.find(old).unwrap_or(0)].matches('\n').count() + 1;
+                self.remember(&path, Some(Before::Text(content)));
+                Ok(format!("replaced 1 occurrence in {shown} at line {line}"))
+            }
+            "insert" => {
+                let after = opt_u64_arg(args, "insert_line")?.ok_or("missing required argument `insert_line` (0 = before the first line)")?;
+                let new = str_arg(args, "new_str")?;
+                let content = read_text(&path, &shown, MAX_EDIT_BYTES)?;
+                let updated = insert_after_line(&content, after, new).map_err(|e| format!("{shown}: {e}"))?;
+                fs::write(&path, &updated).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.remember(&path, Some(Before::Text(content)));
+                Ok(format!("inserted {} line(s) after line {after} of {shown}", new.lines().count().max(1)))
+            }
+            "undo_edit" => {
+                let before = self.history.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&path).and_then(Vec::pop);
+                match before {
+                    None => Err(format!("no edit of {shown} to undo in this session")),
+                    Some(Before::Absent) => {
+                        fs::remove_file(&path).map_err(|e| format!("cannot remove {shown}: {e}"))?;
+                        Ok(format!("undid the creation of {shown} (removed it)"))
+                    }
+                    Some(Before::Text(t)) => {
+                        fs::write(&path, &t).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                        Ok(format!("restored {shown} to its content before the last edit"))
+                    }
+                }
+            }
+            other => Err(format!("unknown text_editor command {other:?}; use view, write, str_replace, insert or undo_edit")),
+        }
+    }
+
+    /// Records the state before an edit; `None` (unknown) forgets the file's history, since
+    /// older states could no longer be restored in order.
+    fn remember(&self, path: &Path, before: Option<Before>) {
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(before) = before else {
+            h.remove(path);
+            return;
+        };
+        if !h.contains_key(path) && h.len() >= UNDO_FILES {
+            h.clear();
+        }
+        let stack = h.entry(path.to_path_buf()).or_default();
+        if stack.len() >= UNDO_DEPTH {
+            stack.remove(0);
+        }
+        stack.push(before);
+    }
+
+    fn view(&self, path: &Path, shown: &str, range: Option<&Value>) -> Result<String, String> {
+        if path.is_dir() {
+            return Err(format!("{shown} is a directory; use list_directory to see its entries"));
+        }
+        let range = match range {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) if a.len() == 2 => {
+                let start = a[0].as_i64().filter(|s| *s >= 1).ok_or("view_range[0] must be a line number >= 1")?;
+                let end = a[1].as_i64().filter(|e| *e == -1 || *e >= start).ok_or("view_range[1] must be >= view_range[0], or -1 for the end of the file")?;
+                Some((start as usize, if end == -1 { usize::MAX } else { end as usize }))
+            }
+            Some(_) => return Err("view_range must be [start_line, end_line] (1-based, end -1 = to the end)".into()),
+        };
+        let limit = if range.is_some() { MAX_EDIT_BYTES } else { MAX_VIEW_BYTES };
+        let content = read_text(path, shown, limit).map_err(|e| if range.is_none() { format!("{e}; pass view_range to see part of it") } else { e })?;
+        let total = content.lines().count();
+        if total == 0 {
+            return Ok(format!("{shown} is empty"));
+        }
+        let (start, end) = range.unwrap_or((1, usize::MAX));
+        let end = end.min(total);
+        if start > total {
+            return Err(format!("{shown} has {total} lines; view_range starts after the end"));
+        }
+        let mut out = format!("{shown} (lines {start}-{end} of {total})\n");
+        let mut shown_bytes = 0usize;
+        for (i, line) in content.lines().enumerate() {
+            let n = i + 1;
+            if n < start {
+                continue;
+            }
+            if n > end {
+                break;
+            }
+            if shown_bytes > MAX_VIEW_BYTES as usize {
+                out.push_str(&format!("[... stopped at line {n}: output cap reached; use view_range for the rest]\n"));
+                break;
+            }
+            shown_bytes += line.len();
+            out.push_str(&format!("{n:>6}  {line}\n"));
+        }
+        Ok(out)
+    }
+
+    fn list_directory(&self, args: &Map<String, Value>) -> Result<String, String> {
+        let path_arg = opt_str_arg(args, "path")?.unwrap_or(".");
+        let path = self.resolve(path_arg)?;
+        let shown = self.show(&path);
+        let rd = fs::read_dir(&path).map_err(|e| format!("cannot list {shown}: {e}"))?;
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for e in rd {
+            let e = e.map_err(|e| format!("cannot list {shown}: {e}"))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let desc = match e.metadata() {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
+                    format!("symlink  -> {target}")
+                }
+                Ok(m) if m.is_dir() => "dir".to_string(),
+                Ok(m) if m.is_file() => format!("file     {} bytes", m.len()),
+                Ok(_) => "other".to_string(),
+                Err(err) => format!("unreadable ({err})"),
+            };
+            entries.push((name, desc));
+        }
+        entries.sort();
+        let total = entries.len();
+        let mut out = format!("{shown}: {total} entries\n");
+        for (name, desc) in entries.iter().take(MAX_LIST_ENTRIES) {
+            let slash = if desc == "dir" { "/" } else { "" };
+            out.push_str(&format!("{name}{slash}\t{desc}\n"));
+        }
+        if total > MAX_LIST_ENTRIES {
+            out.push_str(&format!("[... {} more entries not shown; use the shell tool with ls or find to filter]\n", total - MAX_LIST_ENTRIES));
+        }
+        Ok(out)
+    }
+}
+
+impl Builtin for Developer {
+    fn name(&self) -> &'static str {
+        "developer"
+    }
+
+    fn instructions(&self) -> String {
+        format!(
+            "The developer extension works in the directory {root}.\n\
+             - shell: run a command with `sh -c` in that directory; returns the exit code and the combined \
+             stdout/stderr (capped at {cap} KiB, middle elided). Default timeout {DEFAULT_TIMEOUT_SECS} s, \
+             `timeout_secs` up to {MAX_TIMEOUT_SECS}; the command is killed when it runs over. stdin is empty, so \
+             use non-interactive flags. Background processes still holding the output when the command ends are \
+             stopped; redirect their output to a file (`cmd > log 2>&1 &`) to keep them running.\n\
+             - text_editor: `view` a file (optionally `view_range` [start, end], lines are numbered), `write` a \
+             file (creates parent directories, overwrites), `str_replace` `old_str` with `new_str` (old_str \
+             must occur exactly once), `insert` `new_str` after line `insert_line` (0 = at the top), \
+             `undo_edit` the last edit of a file.\n\
+             - list_directory: the entries of a directory with their type and size.\n\
+             Relative paths are relative to the working directory{confine}.",
+            root = self.root.display(),
+            cap = (OUTPUT_HEAD + OUTPUT_TAIL) >> 10,
+            confine = if self.unrestricted { "" } else { "; paths outside it are refused" },
+        )
+    }
+
+    fn tools(&self) -> Vec<Value> {
+        vec![
+            json!({
+                "name": "shell",
+                "title": "Run a shell command",
+                "description": format!("Run a shell command (`sh -c`) in the working directory and return its exit code and combined output. Times out after timeout_secs (default {DEFAULT_TIMEOUT_SECS}, max {MAX_TIMEOUT_SECS}); output is capped at {} KiB.", (OUTPUT_HEAD + OUTPUT_TAIL) >> 10),
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "description": "The command line, run by sh -c"},
+                        "timeout_secs": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Kill the command after this many seconds"}
+                    },
+                    "required": ["command"]
+                },
+                "annotations": {"title": "Run a shell command", "destructiveHint": true, "openWorldHint": true}
+            }),
+            json!({
+                "name": "text_editor",
+                "title": "View or edit a file",
+                "description": "View, create/overwrite, or edit a file in the working directory. command=view (path, optional view_range [start, end] 1-based, end -1 for the end), command=write (path, file_text; creates parent directories), command=str_replace (path, old_str, new_str; old_str must occur exactly once), command=insert (path, insert_line, new_str; 0 inserts at the top), command=undo_edit (path; reverts the last write/str_replace/insert of that file in this session).",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "enum": ["view", "write", "str_replace", "insert", "undo_edit"]},
+                        "path": {"type": "string", "description": "File path, relative to the working directory"},
+                        "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+                        "file_text": {"type": "string", "description": "Full new content for command=write"},
+                        "old_str": {"type": "string", "description": "Exact text to replace for command=str_replace"},
+                        "new_str": {"type": "string", "description": "Replacement text for command=str_replace, inserted text for command=insert"},
+                        "insert_line": {"type": "integer", "minimum": 0, "description": "For command=insert: insert after this line (0 = at the top)"}
+                    },
+                    "required": ["command", "path"]
+                },
+                "annotations": {"title": "View or edit a file", "destructiveHint": true, "openWorldHint": false}
+            }),
+            json!({
+                "name": "list_directory",
+                "title": "List a directory",
+                "description": format!("List the entries of a directory (default: the working directory), sorted by name, with type and size; at most {MAX_LIST_ENTRIES} entries."),
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "Directory path, relative to the working directory (default \".\")"}
+                    }
+                },
+                "annotations": {"title": "List a directory", "readOnlyHint": true, "openWorldHint": false}
+            }),
+        ]
+    }
+
+    fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
+        let r = match tool {
+            "shell" => return self.shell(args, cancel),
+            "text_editor" => self.text_editor(args),
+            "list_directory" => self.list_directory(args),
+            other => Err(format!("no tool {other:?}")),
+        };
+        r.map_err(|e| format!("developer: {e}")).into()
+    }
+}
+
+/// Resolves `input` against `root` (already canonical) following symlinks one component at a
+/// time, so `..` and links are judged by where they really lead. Components that do not exist
+/// yet are appended as written. Unless `unrestricted`, the result must lie inside `root`.
+pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBuf, String> {
+    if input.is_empty() {
+        return Err("`path` is empty; pass a path relative to the working directory".into());
+    }
+    if input.contains('\0') {
+        return Err("`path` contains a NUL byte".into());
+    }
+    let given = Path::new(input);
+    let mut cur = if given.is_absolute() { PathBuf::from("/") } else { root.to_path_buf() };
+    // Once a component is missing, everything after it is missing too and no more links apply.
+    let mut missing = false;
+    for comp in given.components() {
+        match comp {
+            Component::Prefix(_) | Component::RootDir => cur = PathBuf::from("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // `cur` is canonical (or a missing tail under a canonical dir): its parent is real.
+                cur.pop();
+                missing = missing && !cur.exists();
+            }
+            Component::Normal(name) => {
+                let next = cur.join(name);
+                if !missing && fs::symlink_metadata(&next).is_ok() {
+                    cur = fs::canonicalize(&next).map_err(|e| format!("{input}: cannot resolve {} ({e}); a symlink may point to a missing target", next.display()))?;
+                } else {
+                    missing = true;
+                    cur = next;
+                }
+            }
+        }
+    }
+    if !unrestricted && !cur.starts_with(root) {
+        return Err(format!("{input} resolves to {}, which is outside the working directory {}; use a path inside it", cur.display(), root.display()));
+    }
+    Ok(cur)
+}
+
+/// Replaces the single occurrence of `old` in `content`; zero or several occurrences are errors
+/// that say how many there were.
+pub fn replace_once(content: &str, old: &str, new: &str) -> Result<String, String> {
+    if old.is_empty() {
+        return Err("old_str is empty; pass the exact text to replace".into());
+    }
+    match content.matches(old).count() {
+        1 => Ok(content.replacen(old, new, 1)),
+        0 => Err("old_str was not found; view the file and copy the exact text, including whitespace and indentation".into()),
+        n => Err(format!("old_str occurs {n} times; include more surrounding lines so it matches exactly once")),
+    }
+}
+
+/// Inserts `new` after line `after` (0 = at the top). `new` becomes whole lines.
+pub fn insert_after_line(content: &str, after: u64, new: &str) -> Result<String, String> {
+    let total = content.lines().count() as u64;
+    if after > total {
+        return Err(format!("insert_line {after} is past the end; the file has {total} lines"));
+    }
+    let mut offset = 0;
+    for _ in 0..after {
+        offset += content[offset..].find('\n').map_or(content.len() - offset, |i| i + 1);
+    }
+    let mut piece = String::new();
+    if offset == content.len() && !content.is_empty() && !content.ends_with('\n') {
+        piece.push('\n');
+    }
+    piece.push_str(new);
+    if !new.ends_with('\n') && offset < content.len() {
+        piece.push('\n');
+    }
+    let mut out = String::with_capacity(content.len() + piece.len());
+    out.push_str(&content[..offset]);
+    out.push_str(&piece);
+    out.push_str(&content[offset..]);
+    Ok(out)
+}
+
+fn read_text(path: &Path, shown: &str, limit: u64) -> Result<String, String> {
+    let meta = fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("{shown} is a directory"));
+    }
+    if meta.len() > limit {
+        return Err(format!("{shown} is {} bytes, over the {limit}-byte limit", meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    fs::File::open(path).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes)).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("{shown} is over the {limit}-byte limit"));
+    }
+    if bytes[..bytes.len().min(8192)].contains(&0) {
+        return Err(format!("{shown} looks like a binary file; use the shell tool (e.g. xxd or file) to inspect it"));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text; use the shell tool to inspect it"))
+}
+
+/// Keeps the first `OUTPUT_HEAD` and the last `OUTPUT_TAIL` bytes of a stream.
+#[derive(Default)]
+struct CappedOutput {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl CappedOutput {
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = OUTPUT_HEAD.saturating_sub(self.head.len());
+        let take = room.min(bytes.len());
+        self.head.extend_from_slice(&bytes[..take]);
+        bytes = &bytes[take..];
+        if bytes.len() >= OUTPUT_TAIL {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - OUTPUT_TAIL..]);
+        } else {
+            let overflow = (self.tail.len() + bytes.len()).saturating_sub(OUTPUT_TAIL);
+            self.tail.drain(..overflow);
+            self.tail.extend(bytes);
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::from_utf8_lossy(&self.head).into_owned();
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        if self.total > kept {
+            out.push_str(&format!(
+                "\n[... {} bytes of output omitted (total {} bytes); redirect the output to a file and view parts of it ...]\n",
+                self.total - kept,
+                self.total
+            ));
+        }
+        let (a, b) = self.tail.as_slices();
+        let mut tail = a.to_vec();
+        tail.extend_from_slice(b);
+        out.push_str(&String::from_utf8_lossy(&tail));
+        out
+    }
+}
+
+/// Runs `sh -c command` in `dir` with stdout and stderr on one pipe, bounded by `timeout`
+/// and `cancel`; the command's process group is killed when either fires.
+// One pipe keeps stdout and stderr in the order they were written. `std::io::pipe` is from
+// Rust 1.87; the crate already needs 1.89 (`File::lock` in store/atomic.rs), only the
+// `rust-version` in Cargo.toml lags behind.
+#[allow(clippy::incompatible_msrv)]
+fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> ToolOutcome {
+    let (mut reader, writer) = match io::pipe() {
+        Ok(p) => p,
+        Err(e) => return ToolOutcome::error(format!("developer: cannot create a pipe: {e}")),
+    };
+    let writer2 = match writer.try_clone() {
+        Ok(w) => w,
+        Err(e) => return ToolOutcome::error(format!("developer: cannot create a pipe: {e}")),
+    };
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).current_dir(dir).stdin(Stdio::null()).stdout(writer).stderr(writer2);
+    // `cmd` (holding our copies of the write end) is dropped once spawned, so EOF comes when
+    // the command and whatever it started have closed their copies.
+    let mut child = match crate::sys::spawn_tied(cmd) {
+        Ok(c) => c,
+        Err(e) => return ToolOutcome::error(format!("developer: cannot start sh: {e}")),
+    };
+    let pid = child.id();
+    log::debug!("developer: shell pid {pid} started");
+    let output = Arc::new(Mutex::new(CappedOutput::default()));
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+    {
+        let output = output.clone();
+        let spawned = std::thread::Builder::new().name("developer-shell-out".into()).spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => output.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        if let Err(e) = spawned {
+            let _ = crate::sys::kill_group(pid);
+            let _ = child.wait();
+            return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    let mut ended: Option<Result<std::process::ExitStatus, &'static str>> = None;
+    while ended.is_none() {
+        match child.try_wait() {
+            Ok(Some(status)) => ended = Some(Ok(status)),
+            Ok(None) if cancel.is_cancelled() => ended = Some(Err("cancelled")),
+            Ok(None) if Instant::now() >= deadline => ended = Some(Err("timeout")),
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                log::warn!("developer: waiting for shell pid {pid} failed: {e}");
+                ended = Some(Err("wait failed"));
+            }
+        }
+    }
+    let ended = ended.unwrap_or(Err("wait failed"));
+    if ended.is_err() {
+        let _ = crate::sys::kill_group(pid);
+        let _ = child.wait();
+    }
+    // Background processes of the command may still hold the pipe: give them a moment, then
+    // kill the group so the call returns.
+    if done_rx.recv_timeout(Duration::from_millis(500)).is_err() {
+        log::debug!("developer: shell pid {pid} left processes holding its output; killing its group");
+        let _ = crate::sys::kill_group(pid);
+        if done_rx.recv_timeout(Duration::from_secs(2)).is_err() {
+            log::warn!("developer: output of shell pid {pid} is still open (a process left its group); returning what was read");
+        }
+    }
+    let text = output.lock().unwrap_or_else(|e| e.into_inner()).render();
+    let text = if text.is_empty() { "(no output)".to_string() } else { text };
+    match ended {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            let head = match (status.code(), status.signal()) {
+                (Some(code), _) => format!("exit code: {code}"),
+                (None, Some(sig)) => format!("killed by signal {sig}"),
+                (None, None) => "exit status unknown".to_string(),
+            };
+            ToolOutcome::ok(format!("{head}\n{text}"))
+        }
+        Err("timeout") => ToolOutcome::error(format!(
+            "developer: command timed out after {} s and was killed; pass a larger timeout_secs (max {MAX_TIMEOUT_SECS}) or run it in the background with output to a file\noutput so far:\n{text}",
+            timeout.as_secs()
+        )),
+        Err(why) => ToolOutcome::error(format!("developer: command {why}\noutput so far:\n{text}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gosling-dev-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        fs::canonicalize(&d).unwrap()
+    }
+
+    #[test]
+    fn paths_stay_inside_the_root() {
+        let base = tmp("confine");
+        let root = base.join("root");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::write(base.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), root.join("out-link")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub"), root.join("in-link")).unwrap();
+        std::os::unix::fs::symlink(base.join("nowhere"), root.join("dangling")).unwrap();
+
+        assert_eq!(resolve_in(&root, "sub/a.txt", false).unwrap(), root.join("sub/a.txt"));
+        assert_eq!(resolve_in(&root, "./sub/../b", false).unwrap(), root.join("b"));
+        assert_eq!(resolve_in(&root, "new/dir/../f", false).unwrap(), root.join("new/f"));
+        assert_eq!(resolve_in(&root, "in-link/x", false).unwrap(), root.join("sub/x"));
+        assert_eq!(resolve_in(&root, root.join("sub").to_str().unwrap(), false).unwrap(), root.join("sub"));
+        assert_eq!(resolve_in(&root, ".", false).unwrap(), root);
+        for bad in ["../secret", "sub/../../secret", "out-link", "/etc/passwd", "missing/../../x", "dangling", ""] {
+            let e = resolve_in(&root, bad, false).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(resolve_in(&root, "../secret", false).unwrap_err().contains("outside the working directory"));
+        assert_eq!(resolve_in(&root, "../secret", true).unwrap(), base.join("secret"));
+        assert_eq!(resolve_in(&root, "out-link", true).unwrap(), base.join("secret"));
+        let _ = fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn str_replace_needs_exactly_one_match() {
+        assert_eq!(replace_once("a b c", "b", "X").unwrap(), "a X c");
+        assert_eq!(replace_once("a b c", "b ", "").unwrap(), "a c");
+        assert!(replace_once("a b c", "z", "X").unwrap_err().contains("not found"));
+        assert!(replace_once("b b b", "b", "X").unwrap_err().contains("occurs 3 times"));
+        assert!(replace_once("abc", "", "X").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn insert_after_a_line() {
+        assert_eq!(insert_after_line("a\nb\n", 0, "x").unwrap(), "x\na\nb\n");
+        assert_eq!(insert_after_line("a\nb\n", 1, "x\ny").unwrap(), "a\nx\ny\nb\n");
+        assert_eq!(insert_after_line("a\nb\n", 2, "x\n").unwrap(), "a\nb\nx\n");
+        assert_eq!(insert_after_line("a\nb", 2, "x").unwrap(), "a\nb\nx");
+        assert_eq!(insert_after_line("", 0, "x").unwrap(), "x");
+        assert!(insert_after_line("a\n", 2, "x").unwrap_err().contains("has 1 lines"));
+    }
+
+    #[test]
+    fn output_keeps_head_and_tail() {
+        let mut o = CappedOutput::default();
+        o.push(b"start");
+        o.push(&vec![b'x'; OUTPUT_HEAD + OUTPUT_TAIL]);
+        o.push(b"end");
+        let r = o.render();
+        assert!(r.starts_with("start"));
+        assert!(r.ends_with("end"));
+        assert!(r.contains("8 bytes of output omitted"), "{}", &r[OUTPUT_HEAD..OUTPUT_HEAD + 200]);
+        let mut small = CappedOutput::default();
+        small.push(b"hello");
+        assert_eq!(small.render(), "hello");
+    }
+
+    #[test]
+    fn view_write_replace_list_in_a_temp_root() {
+        let root = tmp("editor");
+        let dev = Developer::new(&root, false).unwrap();
+        let call = |args: Value| {
+            let Value::Object(m) = args else { unreachable!() };
+            dev.call(if m.contains_key("command") { "text_editor" } else { "list_directory" }, &m, &Cancel::new())
+        };
+        let w = call(json!({"command": "write", "path": "d/e/f.txt", "file_text": "one\ntwo\nthree\n"}));
+        assert!(!w.is_error, "{}", w.text);
+        let v = call(json!({"command": "view", "path": "d/e/f.txt", "view_range": [2, 2]}));
+        assert!(v.text.contains("     2  two") && !v.text.contains("three"), "{}", v.text);
+        let r = call(json!({"command": "str_replace", "path": "d/e/f.txt", "old_str": "two", "new_str": "2"}));
+        assert!(!r.is_error, "{}", r.text);
+        assert_eq!(fs::read_to_string(root.join("d/e/f.txt")).unwrap(), "one\n2\nthree\n");
+        let l = call(json!({"path": "d"}));
+        assert!(l.text.contains("e/\tdir"), "{}", l.text);
+        let bad = call(json!({"command": "write", "path": "../x", "file_text": ""}));
+        assert!(bad.is_error && bad.text.starts_with("developer: "), "{}", bad.text);
+        let _ = fs::remove_dir_all(&root);
+    }
+}

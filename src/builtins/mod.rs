@@ -1,0 +1,13 @@
+//! Builtin extensions: MCP servers served by this same binary over stdio
+//! (`gosling mcp developer`, `gosling mcp memory`).
+//!
+//! The runtime starts them like any stdio extension (cmd = the current executable, args =
+//! `["mcp", NAME]`), so builtin and external servers share one client code path (seed 001
+//! §10). This module owns the server loop and the tools; it knows nothing about HTTP,
+//! sessions or the extension registry.
+
+pub mod developer;
+pub mod memory;
+pub mod server;
+
+pub use server::{is_known, serve, stdio_command, unknown_builtin_error, Builtin, Cancel, ToolOutcome, KNOWN};

@@ -1,0 +1,418 @@
+//! `gosling install LINK` and `gosling import FILE`: the terminal side of adding extensions.
+//!
+//! Both show what will run (command and arguments or URL, environment names, where it came
+//! from) before writing anything, ask on a terminal unless `--yes`, and refuse to guess when
+//! there is no terminal to ask. Both apply `extensions::policy` exactly as the server does and
+//! persist through `store::config_store`. An extension whose secrets are missing is saved
+//! disabled, with the list of what is missing and how to provide it. Secret values are read
+//! with echo off and never printed.
+//!
+//! Exit codes: 0 done (or `--check`/`--dry-run` passed), 1 refused or failed, 2 usage error.
+
+use crate::config::{config_dir, Env, ProcessEnv};
+use crate::extensions::config::{ExtensionConfig, ExtensionEntry};
+use crate::extensions::deeplink::{config_secrets, plan_install, printable, InstallPlan};
+use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
+use crate::extensions::policy::{InstallSource, Policy};
+use crate::store::config_store::ConfigStore;
+use serde_json::Value;
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+pub const INSTALL_USAGE: &str = "\
+Usage: gosling install [--check] [--yes] [--secrets-from-env] [--wait] 'goose://extension?…'
+  --check             validate the link against the policy and print what it would install; write nothing
+  --yes               do not ask for confirmation (required when stdin is not a terminal)
+  --secrets-from-env  take missing secrets from environment variables of the same name
+  --wait              on a terminal, wait for Enter before exiting (for the goose:// handler's window)
+";
+
+pub const IMPORT_USAGE: &str = "\
+Usage: gosling import [--dry-run] [--yes] FILE
+  FILE is an mcpServers file: Claude Desktop's claude_desktop_config.json, Cursor's mcp.json or .mcp.json
+  --dry-run  print what would be imported and whether the policy allows it; write nothing
+  --yes      do not ask for confirmation (required when stdin is not a terminal)
+";
+
+struct Flags {
+    positional: Vec<String>,
+    check: bool,
+    yes: bool,
+    dry_run: bool,
+    secrets_from_env: bool,
+    wait: bool,
+}
+
+fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, String> {
+    let mut f = Flags { positional: Vec::new(), check: false, yes: false, dry_run: false, secrets_from_env: false, wait: false };
+    for a in args {
+        let known = allowed.contains(&a.as_str());
+        match a.as_str() {
+            "--check" if known => f.check = true,
+            "--yes" | "-y" if allowed.contains(&"--yes") => f.yes = true,
+            "--dry-run" if known => f.dry_run = true,
+            "--secrets-from-env" if known => f.secrets_from_env = true,
+            "--wait" if known => f.wait = true,
+            s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s:?}")),
+            _ => f.positional.push(a.clone()),
+        }
+    }
+    if f.positional.len() != 1 {
+        return Err(format!("expected exactly one argument, got {}", f.positional.len()));
+    }
+    Ok(f)
+}
+
+fn is_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "-h" || a == "--help")
+}
+
+fn fail(cmd: &str, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("gosling {cmd}: {msg}");
+    ExitCode::from(1)
+}
+
+fn load_policy(env: &dyn Env) -> Result<Policy, String> {
+    Policy::from_env(env, &config_dir(env)).map_err(|e| e.to_string())
+}
+
+/// `gosling install …` (arguments after `install`).
+pub fn install_main(args: &[String]) -> ExitCode {
+    if is_help(args) {
+        print!("{INSTALL_USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let flags = match parse_flags(args, &["--check", "--yes", "--secrets-from-env", "--wait"]) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("gosling install: {e}\n\n{INSTALL_USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = install(&flags);
+    if flags.wait && std::io::stdin().is_terminal() {
+        confirm("Press Enter to close. ");
+    }
+    code
+}
+
+fn install(flags: &Flags) -> ExitCode {
+    let env = ProcessEnv;
+    let policy = match load_policy(&env) {
+        Ok(p) => p,
+        Err(e) => return fail("install", e),
+    };
+    let link = &flags.positional[0];
+    let dir = config_dir(&env);
+
+    if flags.check {
+        // Look at stored secrets only if a config exists: --check never creates files.
+        let store = if dir.join("secrets.json").exists() { ConfigStore::open(&dir).ok() } else { None };
+        let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
+        return match plan_install(link, &policy, &present) {
+            Ok(plan) => {
+                print_plan(&plan);
+                println!("ok: the link is valid and the policy allows it");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail("install", e),
+        };
+    }
+
+    let store = match ConfigStore::open(&dir) {
+        Ok(s) => s,
+        Err(e) => return fail("install", e),
+    };
+    let present = |k: &str| store.get_secret(k).ok().flatten().is_some();
+    let mut plan = match plan_install(link, &policy, &present) {
+        Ok(p) => p,
+        Err(e) => return fail("install", e),
+    };
+    print_plan(&plan);
+    let key = plan.config.key();
+    match store.extension(&key) {
+        Ok(Some(_)) => println!("note: this replaces the installed extension with key {key}"),
+        Ok(None) => {}
+        Err(e) => return fail("install", e),
+    }
+    let terminal = std::io::stdin().is_terminal();
+    if !flags.yes {
+        if !terminal {
+            return fail("install", "not installed: stdin is not a terminal to confirm on; re-run with --yes to install without asking");
+        }
+        if !confirm("Install this extension? [y/N] ") {
+            return fail("install", "not installed: cancelled");
+        }
+    }
+    if let Err(e) = fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env) {
+        return fail("install", e);
+    }
+    let entry = plan.entry();
+    match store.upsert_extension(&entry) {
+        Ok(existed) => {
+            log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
+            report_saved(&entry, existed, &plan.missing_secrets);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("install", e),
+    }
+}
+
+/// `gosling import …` (arguments after `import`).
+pub fn import_main(args: &[String]) -> ExitCode {
+    if is_help(args) {
+        print!("{IMPORT_USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let flags = match parse_flags(args, &["--dry-run", "--yes"]) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("gosling import: {e}\n\n{IMPORT_USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let path = std::path::Path::new(&flags.positional[0]);
+    let text = match std::fs::metadata(path) {
+        Ok(m) if m.len() > MAX_IMPORT_BYTES as u64 => return fail("import", format!("{}: larger than {MAX_IMPORT_BYTES} bytes", path.display())),
+        Ok(_) => match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => return fail("import", format!("cannot read {}: {e}", path.display())),
+        },
+        Err(e) => return fail("import", format!("cannot read {}: {e}", path.display())),
+    };
+    let items = match parse_mcp_servers(&text) {
+        Ok(i) => i,
+        Err(e) => return fail("import", e),
+    };
+    let env = ProcessEnv;
+    let policy = match load_policy(&env) {
+        Ok(p) => p,
+        Err(e) => return fail("import", e),
+    };
+    let dir = config_dir(&env);
+    let store = if flags.dry_run && !dir.join("config.json").exists() {
+        None
+    } else {
+        match ConfigStore::open(&dir) {
+            Ok(s) => Some(s),
+            Err(e) => return fail("import", e),
+        }
+    };
+
+    println!("{} server(s) in {}", items.len(), path.display());
+    let mut accepted: Vec<(ExtensionEntry, Vec<String>)> = Vec::new();
+    let mut refused = 0;
+    for item in items {
+        print_config(&item.config);
+        for w in &item.warnings {
+            println!("    warning: {}", printable(w));
+        }
+        match policy.check(&item.config, InstallSource::Import) {
+            Ok(ws) => {
+                for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
+                    println!("    warning: {}", printable(w));
+                }
+                let missing: Vec<String> = config_secrets(&item.config)
+                    .iter()
+                    .filter(|k| store.as_ref().is_none_or(|s| s.get_secret(k).ok().flatten().is_none()))
+                    .cloned()
+                    .collect();
+                if !missing.is_empty() {
+                    println!("    secrets needed: {} (saved disabled until they are set)", missing.join(", "));
+                }
+                let exists = store.as_ref().and_then(|s| s.extension(&item.config.key()).ok().flatten()).is_some();
+                println!("    {}", if exists { "ok: replaces the installed extension" } else { "ok" });
+                accepted.push((ExtensionEntry { enabled: item.enabled && missing.is_empty(), config: item.config }, missing));
+            }
+            Err(e) => {
+                refused += 1;
+                println!("    refused: {e}");
+            }
+        }
+    }
+    let status = if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS };
+    if flags.dry_run {
+        println!("dry run: nothing was written ({} would be imported, {refused} refused)", accepted.len());
+        return status;
+    }
+    if accepted.is_empty() {
+        println!("nothing to import ({refused} refused)");
+        return status;
+    }
+    if !flags.yes {
+        if !std::io::stdin().is_terminal() {
+            return fail("import", "nothing imported: stdin is not a terminal to confirm on; re-run with --yes to import without asking");
+        }
+        if !confirm(&format!("Import {} extension(s)? [y/N] ", accepted.len())) {
+            return fail("import", "nothing imported: cancelled");
+        }
+    }
+    let store = store.expect("opened unless dry run");
+    let total = accepted.len();
+    for (entry, missing) in accepted {
+        match store.upsert_extension(&entry) {
+            Ok(existed) => {
+                log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
+                report_saved(&entry, existed, &missing);
+            }
+            Err(e) => return fail("import", e),
+        }
+    }
+    println!("imported {total}, refused {refused}");
+    status
+}
+
+fn shell_words(cmd: &str, args: &[String]) -> String {
+    std::iter::once(cmd.to_string())
+        .chain(args.iter().map(|a| if a.is_empty() || a.contains(char::is_whitespace) || a.contains(['"', '\'']) { format!("{a:?}") } else { printable(a) }))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One config, as the import listing shows it (names only, never env or header values).
+fn print_config(c: &ExtensionConfig) {
+    println!("  {} ({}, key {})", printable(c.name()), c.type_name(), c.key());
+    match c {
+        ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
+            println!("    runs:    {}", shell_words(cmd, args));
+            let names: Vec<&str> = envs.keys().map(String::as_str).chain(env_keys.iter().map(String::as_str)).collect();
+            if !names.is_empty() {
+                println!("    env:     {}", names.join(", "));
+            }
+        }
+        ExtensionConfig::StreamableHttp { uri, headers, envs, env_keys, .. } => {
+            println!("    server:  {}", printable(uri));
+            if !headers.is_empty() {
+                println!("    headers: {}", headers.keys().cloned().collect::<Vec<_>>().join(", "));
+            }
+            let names: Vec<&str> = envs.keys().map(String::as_str).chain(env_keys.iter().map(String::as_str)).collect();
+            if !names.is_empty() {
+                println!("    env:     {}", names.join(", "));
+            }
+        }
+        ExtensionConfig::Sse { uri, .. } => println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or(""))),
+        _ => {}
+    }
+}
+
+/// What a link will install, from the plan's summary.
+fn print_plan(plan: &InstallPlan) {
+    let s = &plan.summary;
+    let text = |k: &str| s.get(k).and_then(Value::as_str).map(printable).unwrap_or_default();
+    println!("Extension {:?} (key {}) from a goose:// link", text("name"), text("key"));
+    println!("  type:        {}", text("type"));
+    if let ExtensionConfig::Stdio { cmd, args, .. } = &plan.config {
+        println!("  runs:        {}", shell_words(cmd, args));
+    }
+    if let Some(url) = s.get("url").and_then(Value::as_str) {
+        println!("  server:      {}", printable(url));
+    }
+    if let Some(h) = s.get("headers").and_then(Value::as_array).filter(|h| !h.is_empty()) {
+        println!("  headers:     {}", h.iter().filter_map(Value::as_str).map(printable).collect::<Vec<_>>().join(", "));
+    }
+    for e in s.get("env").and_then(Value::as_array).into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or("");
+        let d = e["description"].as_str().unwrap_or("");
+        if d.is_empty() {
+            println!("  env:         {name}");
+        } else {
+            println!("  env:         {name} — {}", printable(d));
+        }
+    }
+    println!("  timeout:     {} s", s["timeout"]);
+    if !text("description").is_empty() {
+        println!("  description: {}", text("description"));
+    }
+    if !text("id").is_empty() {
+        println!("  id:          {}", text("id"));
+    }
+    if !text("installation_notes").is_empty() {
+        println!("  notes:       {}", text("installation_notes"));
+    }
+    let secrets: Vec<String> = s.get("secrets").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(|k| {
+        if plan.missing_secrets.iter().any(|m| m == k) {
+            format!("{k} (not set)")
+        } else {
+            format!("{k} (set)")
+        }
+    }).collect();
+    if !secrets.is_empty() {
+        println!("  secrets:     {}", secrets.join(", "));
+    }
+    for w in &plan.warnings {
+        println!("  warning:     {}", printable(w));
+    }
+}
+
+fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String]) {
+    let verb = if existed { "updated" } else { "installed" };
+    let key = entry.config.key();
+    if missing.is_empty() {
+        println!("{verb} {} (key {key}){}", printable(entry.config.name()), if entry.enabled { ", enabled for new sessions" } else { ", disabled" });
+    } else {
+        println!(
+            "{verb} {} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
+             with POST /config/upsert {{\"key\": \"{}\", \"value\": \"…\", \"is_secret\": true}}, or by re-running the install on a terminal, then enable the extension",
+            printable(entry.config.name()),
+            missing.join(", "),
+            missing[0]
+        );
+    }
+}
+
+fn confirm(question: &str) -> bool {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// Turns terminal echo off for as long as it lives (through `stty`, argv only; best effort).
+struct NoEcho;
+
+impl NoEcho {
+    fn new() -> NoEcho {
+        let _ = std::process::Command::new("stty").arg("-echo").stdin(std::process::Stdio::inherit()).status();
+        NoEcho
+    }
+}
+
+impl Drop for NoEcho {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("stty").arg("echo").stdin(std::process::Stdio::inherit()).status();
+        eprintln!();
+    }
+}
+
+/// Fills `missing` secrets from the environment (`--secrets-from-env`) and, on a terminal, by
+/// asking; what is provided is stored and removed from `missing`.
+fn fill_secrets(store: &ConfigStore, missing: &mut Vec<String>, summary: &Value, terminal: bool, from_env: bool, env: &dyn Env) -> Result<(), String> {
+    let describe = |k: &str| {
+        summary["env"].as_array().and_then(|a| a.iter().find(|e| e["name"] == k)).and_then(|e| e["description"].as_str()).map(printable).unwrap_or_default()
+    };
+    let mut still = Vec::new();
+    for k in missing.drain(..) {
+        let mut value = if from_env { env.get(&k) } else { None };
+        if value.is_none() && terminal {
+            let d = describe(&k);
+            // Echo goes off before the prompt appears, so nothing typed after it is shown.
+            let guard = NoEcho::new();
+            eprint!("{k}{}: (input hidden, empty to skip) ", if d.is_empty() { String::new() } else { format!(" — {d}") });
+            let _ = std::io::stderr().flush();
+            let mut line = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut line);
+            drop(guard);
+            let v = line.trim_end_matches(['\n', '\r']).to_string();
+            value = Some(v).filter(|v| !v.is_empty());
+        }
+        match value {
+            Some(v) => store.set_secret(&k, &v).map_err(|e| e.to_string())?,
+            None => still.push(k),
+        }
+    }
+    *missing = still;
+    Ok(())
+}

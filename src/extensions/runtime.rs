@@ -1,0 +1,606 @@
+//! The extension runtime of one session: activation of each config type, the tool surface
+//! with goose's `<key>__<tool>` naming, dispatch, resources, health and restarts.
+//!
+//! Builtins and external servers are the same thing here (seed §10): an MCP `Client` over a
+//! stdio child or Streamable HTTP. Builtins are this binary run as `gosling mcp NAME`;
+//! `inline_python` is a stdio child running the configured code. `frontend` extensions have
+//! declared tools but no server: their calls are handed back to the client. A stdio child that
+//! dies is restarted with backoff; meanwhile its tools stay listed and calls fail fast.
+//! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
+
+use crate::extensions::config::{is_disallowed_env_key, runtime_key, ExtensionConfig};
+use crate::mcp::client::{CallContext, Client, ClientOptions};
+use crate::mcp::stdio::StdioSpec;
+use crate::mcp::streamable_http::HttpSpec;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Finds a secret by name (the secrets store, then the environment).
+pub type SecretLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// What activation needs from outside the runtime.
+pub struct Deps {
+    pub state_dir: PathBuf,
+    /// Resolves an `env_keys` secret: the secrets store first, then the environment.
+    pub secret: SecretLookup,
+    /// How to start a builtin: this binary, with `mcp NAME`.
+    pub self_exe: PathBuf,
+    pub audit: crate::store::audit::AuditLog,
+}
+
+/// Why an extension could not be activated; Display is goose's ExtensionError text.
+#[derive(Debug, Clone)]
+pub enum ActivateError {
+    /// The config cannot run as given (goose: "invalid config: ...").
+    Config(String),
+    /// Starting or initializing the server failed.
+    Start(crate::mcp::error::Error),
+}
+
+impl fmt::Display for ActivateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActivateError::Config(m) => write!(f, "invalid config: {m}"),
+            ActivateError::Start(e) => write!(f, "failed to initialize MCP client: {e}"),
+        }
+    }
+}
+
+/// Why a tool call or resource read failed before reaching a result.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// No active extension provides this tool (or it is filtered by `available_tools`).
+    UnknownTool(String),
+    UnknownExtension(String),
+    /// A `frontend` tool: the client must execute it.
+    Frontend(String),
+    /// The extension's child died and is being restarted.
+    Restarting { extension: String, detail: String },
+    Mcp { extension: String, error: Box<crate::mcp::error::Error> },
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::UnknownTool(t) => write!(f, "tool {t:?} not found; list the session's tools with GET /agent/tools"),
+            CallError::UnknownExtension(e) => write!(f, "extension {e:?} is not active in this session; add it with /agent/add_extension"),
+            CallError::Frontend(t) => write!(f, "frontend tool execution requires the frontend host: {t} is run by the client, not the server"),
+            CallError::Restarting { extension, detail } => write!(f, "extension {extension} is restarting after its process exited; retry shortly. {detail}"),
+            CallError::Mcp { extension, error } => write!(f, "extension {extension}: {error}"),
+        }
+    }
+}
+
+/// goose's `ExtensionLoadResult`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadResult {
+    pub name: String,
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+enum Backend {
+    Mcp(Arc<Client>),
+    /// Restart in progress after the child died; the message explains why.
+    Restarting(String),
+    Frontend,
+}
+
+/// One extension active in a session.
+pub struct ActiveExtension {
+    pub key: String,
+    pub config: ExtensionConfig,
+    backend: RwLock<Backend>,
+    /// Last good tool list, so tools stay listed while the extension restarts.
+    tools: RwLock<Vec<Value>>,
+    /// Set once the extension is removed: no more restarts.
+    removed: std::sync::atomic::AtomicBool,
+}
+
+impl ActiveExtension {
+    fn client(&self) -> Result<Arc<Client>, CallError> {
+        match &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            Backend::Mcp(c) => Ok(c.clone()),
+            Backend::Restarting(d) => Err(CallError::Restarting { extension: self.key.clone(), detail: d.clone() }),
+            Backend::Frontend => Err(CallError::Frontend(self.key.clone())),
+        }
+    }
+
+    fn close(&self) {
+        self.removed.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            c.close();
+        }
+    }
+
+    fn restartable(&self) -> bool {
+        matches!(self.config, ExtensionConfig::Stdio { .. } | ExtensionConfig::Builtin { .. } | ExtensionConfig::InlinePython { .. })
+    }
+
+    pub fn instructions(&self) -> Option<String> {
+        match &self.config {
+            ExtensionConfig::Frontend { instructions, .. } => instructions.clone(),
+            _ => self.client().ok().and_then(|c| c.instructions().map(str::to_string)),
+        }
+    }
+
+    /// Tools after the `available_tools` filter (unprefixed MCP Tool objects).
+    fn visible_tools(&self) -> Vec<Value> {
+        let allowed = self.config.available_tools();
+        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
+        tools
+            .into_iter()
+            .filter(|t| allowed.is_empty() || t.get("name").and_then(Value::as_str).is_some_and(|n| allowed.iter().any(|a| a == n)))
+            .collect()
+    }
+
+    fn refresh_tools(&self) -> Result<(), CallError> {
+        if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            if c.capabilities().get("tools").is_some() {
+                let tools = c.list_tools().map_err(|error| CallError::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
+                *self.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ActiveExtension {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// A tool as the session exposes it.
+#[derive(Debug, Clone)]
+pub struct SessionTool {
+    /// `<extension key>__<tool name>`.
+    pub name: String,
+    pub extension: String,
+    pub tool: Value,
+}
+
+/// The extensions of one session.
+pub struct SessionRuntime {
+    pub session_id: String,
+    working_dir: RwLock<PathBuf>,
+    extensions: RwLock<BTreeMap<String, Arc<ActiveExtension>>>,
+    deps: Arc<Deps>,
+    /// Background load started by `/agent/start`, collected by the first one who needs it.
+    pending: Mutex<Option<thread::JoinHandle<Vec<LoadResult>>>>,
+    last_results: Mutex<Option<Vec<LoadResult>>>,
+}
+
+const RESTART_BACKOFF: [u64; 5] = [250, 1000, 2000, 5000, 10000];
+
+impl SessionRuntime {
+    pub fn new(session_id: &str, working_dir: PathBuf, deps: Arc<Deps>) -> Arc<SessionRuntime> {
+        Arc::new(SessionRuntime {
+            session_id: session_id.to_string(),
+            working_dir: RwLock::new(working_dir),
+            extensions: RwLock::new(BTreeMap::new()),
+            deps,
+            pending: Mutex::new(None),
+            last_results: Mutex::new(None),
+        })
+    }
+
+    pub fn working_dir(&self) -> PathBuf {
+        self.working_dir.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Starts loading `configs` in the background (goose's `/agent/start`).
+    pub fn load_in_background(self: &Arc<Self>, configs: Vec<ExtensionConfig>) {
+        let me = self.clone();
+        let h = thread::Builder::new().name("ext-load".into()).spawn(move || me.load_all(configs)).expect("spawn a loader thread");
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
+    /// Waits for a background load, if any; returns its results once (then `None`).
+    pub fn wait_loaded(&self) -> Option<Vec<LoadResult>> {
+        let h = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match h {
+            Some(h) => {
+                let r = h.join().unwrap_or_default();
+                *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
+                Some(r)
+            }
+            None => None,
+        }
+    }
+
+    /// Results of the last load (for a resume after `/agent/start`).
+    pub fn take_results(&self) -> Option<Vec<LoadResult>> {
+        self.wait_loaded().or_else(|| self.last_results.lock().unwrap_or_else(|e| e.into_inner()).take())
+    }
+
+    /// Activates all configs in parallel; a failure of one does not affect the others.
+    pub fn load_all(self: &Arc<Self>, configs: Vec<ExtensionConfig>) -> Vec<LoadResult> {
+        let handles: Vec<_> = configs
+            .into_iter()
+            .map(|c| {
+                let me = self.clone();
+                let name = c.name().to_string();
+                (name, thread::Builder::new().name("ext-start".into()).spawn(move || me.add(c)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(name, h)| {
+                let r = match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(ActivateError::Config("activation panicked".into()))),
+                    Err(e) => Err(ActivateError::Config(format!("cannot start a thread: {e}"))),
+                };
+                match r {
+                    Ok(()) => LoadResult { name, success: true, error: None },
+                    Err(e) => {
+                        log::warn!("session {}: extension {name} failed to start: {e}", self.session_id);
+                        LoadResult { name, success: false, error: Some(e.to_string()) }
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Activates one extension; already active (same key) is a silent success.
+    pub fn add(self: &Arc<Self>, config: ExtensionConfig) -> Result<(), ActivateError> {
+        let key = runtime_key(config.name());
+        if self.extensions.read().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let (backend, tools) = match &config {
+            ExtensionConfig::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
+            _ => {
+                let client = Arc::new(self.connect(&config)?);
+                let tools = if client.capabilities().get("tools").is_some() {
+                    client.list_tools().map_err(ActivateError::Start)?
+                } else {
+                    Vec::new()
+                };
+                (Backend::Mcp(client), tools)
+            }
+        };
+        let ext = Arc::new(ActiveExtension {
+            key: key.clone(),
+            config,
+            backend: RwLock::new(backend),
+            tools: RwLock::new(tools),
+            removed: std::sync::atomic::AtomicBool::new(false),
+        });
+        let mut map = self.extensions.write().unwrap_or_else(|e| e.into_inner());
+        if map.contains_key(&key) {
+            // Lost a race with a parallel add of the same key: keep the first.
+            drop(map);
+            ext.close();
+            return Ok(());
+        }
+        map.insert(key.clone(), ext);
+        log::info!("session {}: extension {key} active in {:?}", self.session_id, t.elapsed());
+        Ok(())
+    }
+
+    fn client_options(&self, config: &ExtensionConfig) -> ClientOptions {
+        ClientOptions {
+            extension: config.name().to_string(),
+            timeout: Duration::from_secs(config.timeout_secs()),
+            roots: Some(vec![self.working_dir()]),
+            elicitation: None,
+            sampling: None,
+            client_name: "gosling".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    /// The extension's extra environment: `envs` plus `env_keys` resolved as secrets.
+    fn resolve_env(&self, envs: &BTreeMap<String, String>, env_keys: &[String]) -> Result<BTreeMap<String, String>, ActivateError> {
+        let mut out = BTreeMap::new();
+        for (k, v) in envs {
+            if is_disallowed_env_key(k) {
+                return Err(ActivateError::Config(format!("environment variable {k} not allowed to be overwritten")));
+            }
+            out.insert(k.clone(), v.clone());
+        }
+        for k in env_keys {
+            if is_disallowed_env_key(k) {
+                return Err(ActivateError::Config(format!("environment variable {k} not allowed to be overwritten")));
+            }
+            if out.get(k).is_some_and(|v| !v.is_empty()) {
+                continue;
+            }
+            match (self.deps.secret)(k) {
+                Some(v) => {
+                    out.insert(k.clone(), v);
+                }
+                None => {
+                    return Err(ActivateError::Config(format!(
+                        "secret {k:?} is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}} or set the environment variable {k}"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn connect(&self, config: &ExtensionConfig) -> Result<Client, ActivateError> {
+        let opts = self.client_options(config);
+        let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
+        match config {
+            ExtensionConfig::Sse { .. } => Err(ActivateError::Config("SSE is unsupported, migrate to streamable_http (set `type` to `streamable_http` and the endpoint in `uri`)".into())),
+            ExtensionConfig::Platform { name, .. } => {
+                Err(ActivateError::Config(format!("platform extension {name} is part of goose itself and is not available in gosling")))
+            }
+            ExtensionConfig::Frontend { .. } => {
+                Err(ActivateError::Config("Invalid extension type: Frontend extensions cannot be added as server extensions".into()))
+            }
+            ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
+                let env = self.resolve_env(envs, env_keys)?;
+                let spec = StdioSpec { cmd: cmd.clone(), args: args.clone(), env: env.into_iter().collect(), cwd, container: container_for(config) };
+                crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+            }
+            ExtensionConfig::Builtin { name, .. } => {
+                let builtin = runtime_key(name);
+                if !crate::builtins::KNOWN.contains(&builtin.as_str()) {
+                    return Err(ActivateError::Config(crate::builtins::unknown_builtin_error(name)));
+                }
+                let spec = StdioSpec {
+                    cmd: self.deps.self_exe.display().to_string(),
+                    args: vec!["mcp".into(), builtin],
+                    env: vec![("GOSLING_STATE_DIR".into(), self.deps.state_dir.display().to_string())],
+                    cwd,
+                    container: None,
+                };
+                crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+            }
+            ExtensionConfig::InlinePython { name, code, dependencies, .. } => {
+                let spec = inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?;
+                crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+            }
+            ExtensionConfig::StreamableHttp { uri, envs, env_keys, headers, .. } => {
+                let env = self.resolve_env(envs, env_keys)?;
+                let headers = crate::mcp::streamable_http::substitute_headers(headers, &env).map_err(|e| ActivateError::Config(e.to_string()))?;
+                let spec = HttpSpec { uri: uri.clone(), headers, timeout: opts.timeout, extension: config.name().to_string() };
+                crate::mcp::connect_http(&spec, opts).map_err(ActivateError::Start)
+            }
+        }
+    }
+
+    /// Deactivates by name (normalized); false when it was not active.
+    pub fn remove(&self, name: &str) -> bool {
+        let key = runtime_key(name);
+        let ext = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        match ext {
+            Some(ext) => {
+                ext.close();
+                log::info!("session {}: extension {key} removed", self.session_id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn active(&self) -> Vec<Arc<ActiveExtension>> {
+        self.extensions.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<ActiveExtension>> {
+        self.extensions.read().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+    }
+
+    /// All tools, sorted by prefixed name; `extension` filters by extension key.
+    pub fn tools(self: &Arc<Self>, extension: Option<&str>) -> Vec<SessionTool> {
+        self.wait_loaded();
+        let filter = extension.map(runtime_key);
+        let mut out = Vec::new();
+        for ext in self.active() {
+            if filter.as_deref().is_some_and(|f| f != ext.key) {
+                continue;
+            }
+            if let Err(e) = ext.refresh_tools() {
+                log::warn!("session {}: listing tools of {} failed: {e}", self.session_id, ext.key);
+                self.notice_failure(&ext);
+            }
+            for tool in ext.visible_tools() {
+                let Some(n) = tool.get("name").and_then(Value::as_str) else { continue };
+                out.push(SessionTool { name: format!("{}__{n}", ext.key), extension: ext.key.clone(), tool });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Finds the extension for a prefixed tool name: the active key that prefixes it.
+    fn resolve_tool(&self, prefixed: &str) -> Result<(Arc<ActiveExtension>, String), CallError> {
+        let mut best: Option<(Arc<ActiveExtension>, String)> = None;
+        for ext in self.active() {
+            if let Some(rest) = prefixed.strip_prefix(&format!("{}__", ext.key)) {
+                if best.as_ref().is_none_or(|(b, _)| ext.key.len() > b.key.len()) {
+                    best = Some((ext.clone(), rest.to_string()));
+                }
+            }
+        }
+        let (ext, tool) = best.ok_or_else(|| CallError::UnknownTool(prefixed.to_string()))?;
+        let allowed = ext.config.available_tools();
+        if !allowed.is_empty() && !allowed.contains(&tool) {
+            return Err(CallError::UnknownTool(prefixed.to_string()));
+        }
+        Ok((ext, tool))
+    }
+
+    /// True when `prefixed` names a tool of a `frontend` extension.
+    pub fn is_frontend_tool(&self, prefixed: &str) -> bool {
+        self.resolve_tool(prefixed).is_ok_and(|(e, _)| matches!(e.config, ExtensionConfig::Frontend { .. }))
+    }
+
+    /// Calls a tool by prefixed name and audits the call. An MCP `isError` result is a
+    /// success here (the caller passes it through).
+    pub fn call_tool(self: &Arc<Self>, prefixed: &str, arguments: Option<Value>, ctx: &CallContext) -> Result<Value, CallError> {
+        self.wait_loaded();
+        let t = Instant::now();
+        let (ext, tool) = self.resolve_tool(prefixed)?;
+        let result = ext.client().and_then(|c| c.call_tool(&tool, arguments.clone(), ctx).map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) }));
+        if let Err(CallError::Mcp { .. }) = &result {
+            self.notice_failure(&ext);
+        }
+        let status = match &result {
+            Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "error",
+        };
+        self.deps.audit.record(&crate::store::audit::Entry {
+            session: &self.session_id,
+            extension: &ext.key,
+            tool: &tool,
+            arguments: arguments.as_ref().unwrap_or(&Value::Null),
+            status,
+            duration: t.elapsed(),
+        });
+        result
+    }
+
+    /// `resources/read` on one extension, normalized as goose's ReadResourceResponse.
+    pub fn read_resource(&self, extension: &str, uri: &str) -> Result<Value, CallError> {
+        self.wait_loaded();
+        let key = runtime_key(extension);
+        let ext = self.get(&key).ok_or_else(|| CallError::UnknownExtension(extension.to_string()))?;
+        let client = ext.client()?;
+        client.read_resource(uri).map_err(|error| CallError::Mcp { extension: key, error: Box::new(error) })
+    }
+
+    /// After a failed call: if the child is gone, swap in `Restarting` and restart it with
+    /// backoff in the background.
+    fn notice_failure(self: &Arc<Self>, ext: &Arc<ActiveExtension>) {
+        if !ext.restartable() || ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let detail = {
+            let mut b = ext.backend.write().unwrap_or_else(|e| e.into_inner());
+            let Backend::Mcp(c) = &*b else { return };
+            if !c.is_closed() {
+                return;
+            }
+            let detail = format!("last error: the process exited; stderr: {}", c.diagnostics());
+            c.close();
+            *b = Backend::Restarting(detail.clone());
+            detail
+        };
+        log::warn!("session {}: extension {} died; restarting ({detail})", self.session_id, ext.key);
+        let (me, ext) = (self.clone(), ext.clone());
+        let _ = thread::Builder::new().name("ext-restart".into()).spawn(move || {
+            for (attempt, ms) in RESTART_BACKOFF.iter().cycle().enumerate() {
+                thread::sleep(Duration::from_millis(*ms));
+                if ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                match me.connect(&ext.config) {
+                    Ok(c) => {
+                        let c = Arc::new(c);
+                        if ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
+                            c.close();
+                            return;
+                        }
+                        *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Mcp(c);
+                        let _ = ext.refresh_tools();
+                        log::info!("session {}: extension {} restarted (attempt {})", me.session_id, ext.key, attempt + 1);
+                        return;
+                    }
+                    Err(e) => {
+                        log::warn!("session {}: restarting {} failed (attempt {}): {e}", me.session_id, ext.key, attempt + 1);
+                        *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Restarting(e.to_string());
+                    }
+                }
+            }
+        });
+    }
+
+    /// New working dir: later children start there; running clients get the new root.
+    pub fn set_working_dir(&self, dir: PathBuf) {
+        *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir.clone();
+        for ext in self.active() {
+            if let Ok(c) = ext.client() {
+                c.set_roots(vec![dir.clone()]);
+            }
+        }
+    }
+
+    /// Each active extension's instructions, for the system prompt.
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        self.active().iter().filter_map(|e| e.instructions().map(|i| (e.key.clone(), i))).collect()
+    }
+
+    /// Stops every extension (children go down the shutdown ladder), in parallel.
+    pub fn shutdown(&self) {
+        let _ = self.wait_loaded();
+        let all: Vec<_> = std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
+        let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+        for h in hs {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for SessionRuntime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Container mode (seed §8.1): `GOSLING_CONTAINER` names a running container that stdio
+/// extensions run in, through the container tool's exec.
+fn container_for(_config: &ExtensionConfig) -> Option<String> {
+    std::env::var("GOSLING_CONTAINER").ok().filter(|c| !c.is_empty())
+}
+
+fn find_in_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// The stdio command for an inline_python extension: `uvx --with mcp [--with dep]… python FILE`
+/// when uvx is installed, else the configured Python (`GOSLING_PYTHON`, else `python3`) —
+/// which must already have the `mcp` package and any dependencies.
+fn inline_python_spec(state_dir: &Path, name: &str, code: &str, deps: &[String], cwd: Option<PathBuf>) -> Result<StdioSpec, ActivateError> {
+    let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
+    crate::store::atomic::write_atomic(&file, code.as_bytes()).map_err(|e| ActivateError::Config(e.to_string()))?;
+    let file = file.display().to_string();
+    if find_in_path("uvx").is_some() {
+        let mut args = vec!["--with".to_string(), "mcp".to_string()];
+        for d in deps {
+            args.push("--with".into());
+            args.push(d.clone());
+        }
+        args.push("python".into());
+        args.push(file);
+        return Ok(StdioSpec { cmd: "uvx".into(), args, env: Vec::new(), cwd, container: None });
+    }
+    let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
+    if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none() {
+        return Err(ActivateError::Config(format!(
+            "inline_python extension {name} needs uvx (to install its dependencies) or a Python with the `mcp` package; neither uvx nor {python} was found on PATH (set GOSLING_PYTHON)"
+        )));
+    }
+    if !deps.is_empty() {
+        log::warn!("inline_python {name}: uvx not found; running with {python}, which must already have {deps:?}");
+    }
+    Ok(StdioSpec { cmd: python, args: vec![file], env: Vec::new(), cwd, container: None })
+}
+
+/// goose's ToolInfo for `GET /agent/tools`.
+pub fn tool_info(t: &SessionTool, permission: Option<&str>) -> Value {
+    let schema = t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+    let mut params: Vec<String> = schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    params.sort();
+    json!({
+        "name": t.name,
+        "description": t.tool.get("description").and_then(Value::as_str).unwrap_or(""),
+        "parameters": params,
+        "permission": permission,
+        "input_schema": schema,
+    })
+}

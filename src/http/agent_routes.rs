@@ -1,0 +1,355 @@
+//! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
+
+use crate::app::{App, InstallPath};
+use crate::extensions::config::{runtime_key, ExtensionConfig};
+use crate::extensions::runtime::{tool_info, CallError, LoadResult, SessionRuntime};
+use crate::http::error::ApiError;
+use crate::http::server::{Request, Response};
+use crate::mcp::client::CallContext;
+use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+type R = Result<Response, ApiError>;
+
+fn session_json(s: &Session) -> Value {
+    serde_json::to_value(s).expect("a Session always serializes")
+}
+
+fn load_session(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
+    app.sessions.get(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
+}
+
+/// The running agent of a session; 424 (goose's "Agent not initialized") otherwise.
+fn runtime(app: &App, id: &str) -> Result<Arc<SessionRuntime>, ApiError> {
+    app.agents.get(id).ok_or_else(|| {
+        ApiError::new(424, format!("Agent not initialized: session {id:?} has no running agent; start it with /agent/start or /agent/resume"))
+    })
+}
+
+/// The extension set stored on a session.
+fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
+    s.extension_data
+        .get(ENABLED_EXTENSIONS)
+        .and_then(|d| d.get("extensions"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| ExtensionConfig::from_value(v.clone()).ok()).collect())
+        .unwrap_or_default()
+}
+
+fn set_session_extensions(app: &App, id: &str, f: impl FnOnce(&mut Vec<Value>)) -> Result<(), ApiError> {
+    app.sessions.update(id, |s| {
+        let mut list: Vec<Value> = s
+            .extension_data
+            .get(ENABLED_EXTENSIONS)
+            .and_then(|d| d.get("extensions"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        f(&mut list);
+        s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": list }));
+    })?;
+    Ok(())
+}
+
+fn new_runtime(app: &App, id: &str, working_dir: &str) -> Arc<SessionRuntime> {
+    SessionRuntime::new(id, PathBuf::from(working_dir), app.runtime_deps.clone())
+}
+
+/// Replaces the session's runtime (if any) by `rt`, shutting the old one down.
+fn install_runtime(app: &App, rt: Arc<SessionRuntime>) {
+    if let Some(old) = app.agents.insert(rt) {
+        old.shutdown();
+    }
+}
+
+#[derive(Deserialize)]
+struct StartReq {
+    working_dir: String,
+    recipe: Option<Value>,
+    recipe_id: Option<String>,
+    recipe_deeplink: Option<String>,
+    extension_overrides: Option<Vec<Value>>,
+}
+
+fn parse_configs(values: &[Value], field: &str) -> Result<Vec<ExtensionConfig>, ApiError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let c = ExtensionConfig::from_value(v.clone()).map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
+            c.validate().map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
+            Ok(c)
+        })
+        .collect()
+}
+
+/// A recipe deep link carries the recipe as base64 JSON (optionally behind `config=`).
+fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
+    let payload = link.rsplit("config=").next().unwrap_or(link);
+    let payload = crate::http::server::percent_decode(payload);
+    let bytes = crate::util::base64_decode(payload.trim()).ok_or_else(|| ApiError::bad_request("recipe_deeplink is not valid base64"))?;
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("recipe_deeplink does not hold a JSON recipe: {e}")))
+}
+
+pub fn start(app: &App, req: &Request) -> R {
+    let r: StartReq = req.json()?;
+    let recipe = match (&r.recipe_deeplink, &r.recipe_id, &r.recipe) {
+        (Some(link), _, _) => Some(decode_recipe_deeplink(link)?),
+        (None, Some(id), _) => return Err(ApiError::bad_request(format!("recipe_id {id:?}: gosling keeps no saved recipes; send the recipe itself in `recipe`"))),
+        (None, None, recipe) => recipe.clone(),
+    };
+    let configs = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
+        Some(list) => parse_configs(list, "recipe.extensions")?,
+        None => match &r.extension_overrides {
+            Some(list) => parse_configs(list, "extension_overrides")?,
+            None => app.store.extensions()?.entries.into_iter().filter(|e| e.enabled).map(|e| e.config).collect(),
+        },
+    };
+    for c in &configs {
+        app.check_policy(c, InstallPath::AddExtension)?;
+    }
+    let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
+    let mut session = app.sessions.create(&r.working_dir, values)?;
+    if let Some(rc) = recipe {
+        app.sessions.update(&session.id, |s| s.recipe = Some(rc))?;
+        session = load_session(app, &session.id, "Failed to create session")?;
+    }
+    let rt = new_runtime(app, &session.id, &r.working_dir);
+    rt.load_in_background(configs);
+    install_runtime(app, rt);
+    log::info!("session {} started in {}", session.id, session.working_dir);
+    Ok(Response::json(200, &session_json(&session)))
+}
+
+#[derive(Deserialize)]
+struct ResumeReq {
+    session_id: String,
+    load_model_and_extensions: bool,
+}
+
+pub fn resume(app: &App, req: &Request) -> R {
+    let r: ResumeReq = req.json()?;
+    let session = app.sessions.get(&r.session_id)?.ok_or_else(|| ApiError::not_found(format!("Failed to resume session: session {:?} not found", r.session_id)))?;
+    if !r.load_model_and_extensions {
+        return Ok(Response::json(200, &json!({ "session": session_json(&session) })));
+    }
+    let results = match app.agents.get(&session.id) {
+        Some(rt) => rt.take_results().unwrap_or_default(),
+        None => {
+            let rt = new_runtime(app, &session.id, &session.working_dir);
+            let results = rt.load_all(session_extensions(&session));
+            install_runtime(app, rt);
+            results
+        }
+    };
+    let session = load_session(app, &r.session_id, "Failed to resume session")?;
+    Ok(Response::json(200, &json!({ "session": session_json(&session), "extension_results": results })))
+}
+
+#[derive(Deserialize)]
+struct SessionReq {
+    session_id: String,
+}
+
+fn restart_runtime(app: &App, session: &Session) -> Vec<LoadResult> {
+    if let Some(old) = app.agents.remove(&session.id) {
+        old.shutdown();
+    }
+    let rt = new_runtime(app, &session.id, &session.working_dir);
+    let results = rt.load_all(session_extensions(session));
+    install_runtime(app, rt);
+    results
+}
+
+pub fn restart(app: &App, req: &Request) -> R {
+    let r: SessionReq = req.json()?;
+    let session = load_session(app, &r.session_id, "Failed to get session")?;
+    let results = restart_runtime(app, &session);
+    Ok(Response::json(200, &json!({ "extension_results": results })))
+}
+
+pub fn stop(app: &App, req: &Request) -> R {
+    let r: SessionReq = req.json()?;
+    match app.agents.remove(&r.session_id) {
+        Some(rt) => {
+            rt.shutdown();
+            log::info!("session {} stopped", r.session_id);
+            Ok(Response::empty(200))
+        }
+        None => Err(ApiError::not_found(format!("Failed to stop agent for session {}: no running agent", r.session_id))),
+    }
+}
+
+#[derive(Deserialize)]
+struct WorkingDirReq {
+    session_id: String,
+    working_dir: String,
+}
+
+pub fn update_working_dir(app: &App, req: &Request) -> R {
+    let r: WorkingDirReq = req.json()?;
+    let dir = r.working_dir.trim();
+    if dir.is_empty() {
+        return Err(ApiError::bad_request("Working directory cannot be empty"));
+    }
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(ApiError::bad_request(format!("Invalid directory path: {dir:?} does not exist or is not a directory")));
+    }
+    let updated = app.sessions.update(&r.session_id, |s| s.working_dir = dir.to_string())?;
+    if updated.is_none() {
+        return Err(ApiError::not_found(format!("session {:?} not found", r.session_id)));
+    }
+    let session = load_session(app, &r.session_id, "Failed to get session")?;
+    restart_runtime(app, &session);
+    Ok(Response::empty(200))
+}
+
+pub fn tools(app: &App, req: &Request) -> R {
+    let id = req.query_param("session_id").ok_or_else(|| ApiError::bad_request("missing the `session_id` query parameter"))?;
+    let rt = runtime(app, &id)?;
+    let filter = req.query_param("extension_name").filter(|e| !e.is_empty());
+    let permission = app.tool_permission_default(&id);
+    let list: Vec<Value> = rt.tools(filter.as_deref()).iter().map(|t| tool_info(t, permission.as_deref())).collect();
+    Ok(Response::json(200, &Value::Array(list)))
+}
+
+#[derive(Deserialize)]
+struct AddReq {
+    session_id: String,
+    config: Value,
+}
+
+pub fn add_extension(app: &App, req: &Request) -> R {
+    let r: AddReq = req.json()?;
+    let config = ExtensionConfig::from_value(r.config)?;
+    config.validate()?;
+    app.check_policy(&config, InstallPath::AddExtension)?;
+    let rt = runtime(app, &r.session_id)?;
+    rt.wait_loaded();
+    rt.add(config.clone()).map_err(|e| ApiError::internal(format!("Failed to add extension: {e}")))?;
+    let key = runtime_key(config.name());
+    let value = serde_json::to_value(&config).expect("serializes");
+    set_session_extensions(app, &r.session_id, |list| {
+        list.retain(|v| v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str()));
+        list.push(value);
+    })?;
+    Ok(Response::empty(200))
+}
+
+#[derive(Deserialize)]
+struct RemoveReq {
+    session_id: String,
+    name: String,
+}
+
+pub fn remove_extension(app: &App, req: &Request) -> R {
+    let r: RemoveReq = req.json()?;
+    let rt = runtime(app, &r.session_id)?;
+    rt.wait_loaded();
+    rt.remove(&r.name);
+    let key = runtime_key(&r.name);
+    set_session_extensions(app, &r.session_id, |list| {
+        list.retain(|v| v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str()));
+    })?;
+    Ok(Response::empty(200))
+}
+
+fn call_error(e: CallError) -> ApiError {
+    match e {
+        CallError::UnknownTool(_) | CallError::UnknownExtension(_) => ApiError::not_found(e.to_string()),
+        // goose's 424: the tool belongs to the client.
+        CallError::Frontend(_) => ApiError::new(424, e.to_string()),
+        // The extension is down for now; a retry later may work.
+        CallError::Restarting { .. } => ApiError::new(503, e.to_string()),
+        CallError::Mcp { .. } => ApiError::internal(e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct ReadReq {
+    session_id: String,
+    extension_name: String,
+    uri: String,
+}
+
+pub fn read_resource(app: &App, req: &Request) -> R {
+    let r: ReadReq = req.json()?;
+    let rt = runtime(app, &r.session_id)?;
+    let result = rt.read_resource(&r.extension_name, &r.uri).map_err(call_error)?;
+    let first = result.get("contents").and_then(Value::as_array).and_then(|c| c.first()).cloned();
+    let first = first.ok_or_else(|| ApiError::not_found(format!("resource {} has no contents", r.uri)))?;
+    let text = match (first.get("text").and_then(Value::as_str), first.get("blob").and_then(Value::as_str)) {
+        (Some(t), _) => t.to_string(),
+        (None, Some(b)) => {
+            let bytes = crate::util::base64_decode(b).ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
+            String::from_utf8(bytes).map_err(|_| ApiError::internal("resource blob is not UTF-8 text"))?
+        }
+        (None, None) => return Err(ApiError::internal("resource contents have neither `text` nor `blob`")),
+    };
+    let mut out = json!({ "uri": first.get("uri").and_then(Value::as_str).unwrap_or(&r.uri), "text": text });
+    if let Some(m) = first.get("mimeType").filter(|m| m.is_string()) {
+        out["mimeType"] = m.clone();
+    }
+    if let Some(m) = first.get("_meta").filter(|m| m.is_object()) {
+        out["_meta"] = m.clone();
+    }
+    Ok(Response::json(200, &out))
+}
+
+#[derive(Deserialize)]
+struct CallReq {
+    session_id: String,
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+pub fn call_tool(app: &App, req: &Request) -> R {
+    let r: CallReq = req.json()?;
+    let rt = runtime(app, &r.session_id)?;
+    let args = match r.arguments {
+        Value::Object(_) => Some(r.arguments),
+        _ => None,
+    };
+    let ctx = CallContext { progress: None, cancel: None };
+    let result = rt.call_tool(&r.name, args, &ctx).map_err(call_error)?;
+    Ok(Response::json(200, &call_tool_response(&result)))
+}
+
+/// goose's CallToolResponse from an MCP CallToolResult (`isError` defaults to false).
+pub fn call_tool_response(result: &Value) -> Value {
+    let mut out = json!({
+        "content": result.get("content").cloned().unwrap_or_else(|| json!([])),
+        "isError": result.get("isError").and_then(Value::as_bool).unwrap_or(false),
+    });
+    if let Some(s) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        out["structuredContent"] = s.clone();
+    }
+    if let Some(m) = result.get("_meta").filter(|v| !v.is_null()) {
+        out["_meta"] = m.clone();
+    }
+    out
+}
+
+pub fn list_sessions(app: &App) -> R {
+    Ok(Response::json(200, &json!({ "sessions": app.sessions.list()? })))
+}
+
+pub fn get_session(app: &App, id: &str) -> R {
+    let s = load_session(app, id, "Session not found")?;
+    Ok(Response::json(200, &session_json(&s)))
+}
+
+pub fn delete_session(app: &App, id: &str) -> R {
+    if let Some(rt) = app.agents.remove(id) {
+        rt.shutdown();
+    }
+    if app.sessions.delete(id)? {
+        Ok(Response::empty(200))
+    } else {
+        Err(ApiError::not_found(format!("Session not found: {id:?}")))
+    }
+}

@@ -1,0 +1,11 @@
+//! The HTTP API goose clients speak: server, auth, routes, errors.
+//! Invariant: only http/ turns errors into status codes.
+pub mod agent_routes;
+pub mod auth;
+pub mod config_routes;
+pub mod error;
+pub mod install_routes;
+pub mod proxy;
+pub mod reply_routes;
+pub mod routes;
+pub mod server;

@@ -1,0 +1,363 @@
+//! The HTTP front: tiny_http underneath, one thread per request up to a cap.
+//!
+//! A dispatcher thread takes parsed requests from tiny_http and starts a handler thread for
+//! each while fewer than `max_requests` are in flight; beyond that it answers 503 with
+//! `Retry-After` itself, so long-lived streams can never starve short requests of threads
+//! and a flood can never pile up threads. Each handler runs inside `catch_unwind` (a panic is
+//! a 500 and the server lives on). Bodies are bounded (413) and sockets have read/write
+//! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
+//! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame.
+
+use crate::http::error::ApiError;
+use serde_json::Value;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+/// One request, read in full (body included) before the handler runs.
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// The raw query string, without `?`.
+    pub query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// A percent-decoded query parameter (first occurrence).
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        query_pairs(&self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// The body as JSON of type `T`, with goose's statuses: 415 without a JSON content type,
+    /// 400 for bad JSON, 422 for JSON of the wrong shape. Messages say what to fix.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+        let value = self.json_value()?;
+        serde_json::from_value(value).map_err(|e| ApiError::new(422, format!("request body does not match the expected shape: {e}")))
+    }
+
+    pub fn json_value(&self) -> Result<Value, ApiError> {
+        let ct = self.header("content-type").unwrap_or("");
+        if !ct.to_ascii_lowercase().starts_with("application/json") {
+            return Err(ApiError::new(415, "send the body as JSON with `Content-Type: application/json`"));
+        }
+        serde_json::from_slice(&self.body).map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
+    }
+}
+
+/// Splits and percent-decodes `a=b&c=d` (`+` is a space, as in forms).
+pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(&k.replace('+', " ")), percent_decode(&v.replace('+', " ")))
+        })
+        .collect()
+}
+
+/// Lenient percent-decoding for paths and queries: a malformed escape is kept literally,
+/// invalid UTF-8 is replaced.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Writes a streaming body; returns when the stream is over or the client is gone.
+pub type StreamFn = Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + Send>;
+
+pub enum Body {
+    Empty,
+    Bytes(Vec<u8>),
+    Stream(StreamFn),
+}
+
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+}
+
+impl Response {
+    pub fn json(status: u16, value: &Value) -> Response {
+        Response::bytes(status, "application/json", value.to_string().into_bytes())
+    }
+    pub fn text(status: u16, content_type: &str, text: impl Into<String>) -> Response {
+        Response::bytes(status, content_type, text.into().into_bytes())
+    }
+    pub fn bytes(status: u16, content_type: &str, bytes: Vec<u8>) -> Response {
+        Response { status, headers: vec![("Content-Type".into(), content_type.into())], body: Body::Bytes(bytes) }
+    }
+    pub fn empty(status: u16) -> Response {
+        Response { status, headers: Vec::new(), body: Body::Empty }
+    }
+    pub fn error(e: &ApiError) -> Response {
+        Response::json(e.status, &e.body())
+    }
+    /// An SSE response; `f` writes frames to a writer that flushes each write as a chunk.
+    pub fn sse(f: StreamFn) -> Response {
+        Response {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "text/event-stream".into()),
+                ("Cache-Control".into(), "no-cache".into()),
+            ],
+            body: Body::Stream(f),
+        }
+    }
+    pub fn with_header(mut self, k: &str, v: &str) -> Response {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+}
+
+impl From<Result<Response, ApiError>> for Response {
+    fn from(r: Result<Response, ApiError>) -> Response {
+        r.unwrap_or_else(|e| Response::error(&e))
+    }
+}
+
+pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
+
+pub struct Limits {
+    pub max_requests: usize,
+    pub max_body: usize,
+    pub io_timeout: Duration,
+}
+
+/// A running server; `stop` unblocks the dispatcher and waits for it.
+pub struct Server {
+    http: Arc<tiny_http::Server>,
+    addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    dispatcher: Option<thread::JoinHandle<()>>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Server {
+    pub fn start(listener: TcpListener, limits: Limits, handler: Arc<Handler>) -> io::Result<Server> {
+        let addr = listener.local_addr()?;
+        let timeout = Some(limits.io_timeout);
+        let http = tiny_http::Server::from_listener_with_timeouts(listener, None, timeout, timeout).map_err(io::Error::other)?;
+        let http = Arc::new(http);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let dispatcher = {
+            let (http, stopping, in_flight) = (http.clone(), stopping.clone(), in_flight.clone());
+            thread::Builder::new().name("http-dispatch".into()).spawn(move || dispatch(&http, &stopping, &in_flight, &limits, handler))?
+        };
+        Ok(Server { http, addr, stopping, dispatcher: Some(dispatcher), in_flight })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    pub fn stop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.http.unblock();
+        if let Some(d) = self.dispatcher.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn dispatch(http: &tiny_http::Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsize>, limits: &Limits, handler: Arc<Handler>) {
+    let max_body = limits.max_body;
+    while !stopping.load(Ordering::SeqCst) {
+        let rq = match http.recv() {
+            Ok(rq) => rq,
+            Err(e) => {
+                if !stopping.load(Ordering::SeqCst) {
+                    log::error!("http: accepting requests failed: {e}");
+                }
+                break;
+            }
+        };
+        if in_flight.fetch_add(1, Ordering::SeqCst) >= limits.max_requests {
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            log::warn!("http: {} requests in flight (GOSLING_MAX_REQUESTS); answering 503", limits.max_requests);
+            let e = ApiError::new(503, format!("server busy: {} requests in flight; retry shortly", limits.max_requests));
+            let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
+            continue;
+        }
+        let guard = InFlight(in_flight.clone());
+        let handler = handler.clone();
+        let spawned = thread::Builder::new().name("http-req".into()).spawn(move || {
+            let _guard = guard;
+            handle(rq, max_body, &*handler);
+        });
+        if let Err(e) = spawned {
+            log::error!("http: cannot start a request thread: {e}");
+        }
+    }
+}
+
+fn handle(mut rq: tiny_http::Request, max_body: usize, handler: &Handler) {
+    let method = rq.method().as_str().to_string();
+    let url = rq.url().to_string();
+    let (path, query) = match url.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (url.clone(), String::new()),
+    };
+    let headers: Vec<(String, String)> = rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
+    if rq.body_length().is_some_and(|n| n > max_body) {
+        let e = ApiError::new(413, format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"));
+        let _ = respond(rq, Response::error(&e));
+        return;
+    }
+    let mut body = Vec::new();
+    match rq.as_reader().take(max_body as u64 + 1).read_to_end(&mut body) {
+        Ok(_) if body.len() > max_body => {
+            let e = ApiError::new(413, format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"));
+            let _ = respond(rq, Response::error(&e));
+            return;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            log::debug!("http: reading the body of {method} {path} failed: {e}");
+            let _ = respond(rq, Response::error(&ApiError::new(408, format!("could not read the request body: {e}"))));
+            return;
+        }
+    }
+    let req = Request { method, path, query, headers, body };
+    log::debug!("http: {} {}", req.method, req.path);
+    let resp = match panic::catch_unwind(AssertUnwindSafe(|| handler(&req))) {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+            log::error!("http: handler for {} {} panicked: {what}", req.method, req.path);
+            Response::error(&ApiError::internal("internal error: the request handler failed; see the server log"))
+        }
+    };
+    if let Err(e) = respond(rq, resp) {
+        log::debug!("http: writing the response to {} {} failed: {e}", req.method, req.path);
+    }
+}
+
+fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
+    let Response { status, headers, body } = resp;
+    match body {
+        Body::Stream(f) => {
+            let mut w = rq.into_writer();
+            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+            for (k, v) in &headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+            w.write_all(head.as_bytes())?;
+            w.flush()?;
+            let mut chunked = Chunked(&mut w);
+            let result = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut chunked))) {
+                Ok(r) => r,
+                Err(_) => {
+                    log::error!("http: a streaming response panicked");
+                    Ok(())
+                }
+            };
+            result?;
+            w.write_all(b"0\r\n\r\n")?;
+            w.flush()
+        }
+        Body::Bytes(bytes) => rq.respond(with_headers(tiny_http::Response::from_data(bytes).with_status_code(status), &headers)),
+        Body::Empty => rq.respond(with_headers(tiny_http::Response::empty(status), &headers)),
+    }
+}
+
+fn with_headers<R: Read>(mut r: tiny_http::Response<R>, headers: &[(String, String)]) -> tiny_http::Response<R> {
+    for (k, v) in headers {
+        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+            r.add_header(h);
+        }
+    }
+    r
+}
+
+/// Each `write` becomes one HTTP/1.1 chunk, flushed at once (SSE frames must not wait).
+struct Chunked<'a>(&'a mut Box<dyn Write + Send + 'static>);
+
+impl Write for Chunked<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        write!(self.0, "{:x}\r\n", buf.len())?;
+        self.0.write_all(buf)?;
+        self.0.write_all(b"\r\n")?;
+        self.0.flush()?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoding() {
+        assert_eq!(percent_decode("My%20Tool"), "My Tool");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(query_pairs("secret=a%2Bb&x=1+2&flag"), [("secret".into(), "a+b".into()), ("x".into(), "1 2".into()), ("flag".into(), String::new())]);
+    }
+}

@@ -1,0 +1,227 @@
+//! OpenAI-compatible chat completions, streamed: OpenAI itself, Ollama (`/v1`), llama.cpp's
+//! server, vLLM, LM Studio.
+//!
+//! Request: `model`, `messages` (system first, tool results as `role: tool` messages right
+//! after the assistant message that called them), `tools` as functions, `stream: true` with
+//! `stream_options.include_usage`. Response: `data:` chunks of `chat.completion.chunk` until
+//! `[DONE]`; text in `choices[0].delta.content`, tool calls in `delta.tool_calls[]`
+//! accumulated by `index` (arguments arrive as string fragments split anywhere), usage in a
+//! final chunk with empty `choices`. No `Authorization` header without a key.
+
+use serde_json::{json, Map, Value};
+
+use super::{parse_arguments, exchange, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
+
+pub struct OpenAi {
+    settings: Settings,
+    agent: ureq::Agent,
+}
+
+impl OpenAi {
+    pub fn new(settings: Settings) -> OpenAi {
+        let agent = super::agent_for(&settings);
+        OpenAi { settings, agent }
+    }
+}
+
+/// The request body (public for tests of the conversion).
+pub fn request_body(model: &str, req: &ChatRequest) -> Value {
+    let mut messages = Vec::new();
+    if !req.system.is_empty() {
+        messages.push(json!({"role": "system", "content": req.system}));
+    }
+    for m in &req.messages {
+        match m.role {
+            Role::Assistant => {
+                let text: Vec<&str> = m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect();
+                let calls: Vec<Value> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolCall { id, name, arguments } => Some(json!({
+                            "id": id, "type": "function",
+                            "function": {"name": name, "arguments": arguments.to_string()}
+                        })),
+                        _ => None,
+                    })
+                    .collect();
+                if text.is_empty() && calls.is_empty() {
+                    // OpenAI rejects an assistant message with neither content nor tool calls.
+                    continue;
+                }
+                let mut msg = Map::new();
+                msg.insert("role".into(), "assistant".into());
+                msg.insert("content".into(), if text.is_empty() { Value::Null } else { Value::String(text.concat()) });
+                if !calls.is_empty() {
+                    msg.insert("tool_calls".into(), Value::Array(calls));
+                }
+                messages.push(Value::Object(msg));
+            }
+            Role::User => {
+                // Tool results first: they must follow the assistant's tool_calls directly.
+                let mut images = Vec::new();
+                for p in &m.parts {
+                    if let Part::ToolResult { id, content, is_error } = p {
+                        let mut text = super::content_as_text(content);
+                        if *is_error && !text.starts_with("Error") {
+                            text = format!("Error: {text}");
+                        }
+                        messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+                        for c in content {
+                            if c.get("type").and_then(Value::as_str) == Some("image") {
+                                let mime = c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
+                                let data = c.get("data").and_then(Value::as_str).unwrap_or("");
+                                images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}));
+                            }
+                        }
+                    }
+                }
+                let text: Vec<&str> = m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect();
+                if !images.is_empty() {
+                    // Tool messages take only text; images follow as a user message.
+                    let mut content = vec![json!({"type": "text", "text": if text.is_empty() { "Images from the tool results above.".to_string() } else { text.join("\n") }})];
+                    content.extend(images);
+                    messages.push(json!({"role": "user", "content": content}));
+                } else if !text.is_empty() {
+                    messages.push(json!({"role": "user", "content": text.join("\n")}));
+                }
+            }
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), model.into());
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    body.insert("stream".into(), true.into());
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    Value::Object(body)
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    args: String,
+}
+
+impl Provider for OpenAi {
+    fn name(&self) -> &str {
+        &self.settings.provider
+    }
+
+    fn model(&self) -> &str {
+        &self.settings.model
+    }
+
+    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error> {
+        let s = &self.settings;
+        let body = serde_json::to_vec(&request_body(&s.model, req)).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
+        let mut headers = Vec::new();
+        if let Some(k) = &s.api_key {
+            headers.push(("authorization", format!("Bearer {k}")));
+        }
+
+        super::retry_cut_streams(s, cancelled, |delivered| self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered))
+    }
+}
+
+impl OpenAi {
+    /// One request and its stream; `delivered` is set once text reached `on_delta`.
+    fn attempt(
+        &self,
+        body: &[u8],
+        headers: &[(&'static str, String)],
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+        delivered: &std::cell::Cell<bool>,
+    ) -> Result<Completion, Error> {
+        let s = &self.settings;
+        let mut out = Completion::default();
+        // Indexed by the chunk's `index`, kept in first-seen order.
+        let mut calls: Vec<(u64, PartialCall)> = Vec::new();
+        // A finish_reason makes an end without `[DONE]` acceptable (some servers omit it).
+        let finished = std::cell::Cell::new(false);
+        let mut handle = |ev: &crate::wire::sse::Event| -> Result<Flow, Error> {
+            let data = ev.data.trim();
+            if data == "[DONE]" {
+                return Ok(Flow::Done);
+            }
+            if data.is_empty() {
+                return Ok(Flow::Continue);
+            }
+            let v = parse_chunk(&s.provider, data)?;
+            if let Some(e) = v.get("error") {
+                let msg = e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string());
+                return Err(Error::Remote(super::clip(&msg, 300)));
+            }
+            if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                out.usage = Some(Usage {
+                    input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                    output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+                });
+            }
+            let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else { return Ok(Flow::Continue) };
+            if let Some(delta) = choice.get("delta") {
+                if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    out.text.push_str(t);
+                    delivered.set(true);
+                    if !on_delta(Delta::Text(t)) {
+                        return Err(Error::Cancelled);
+                    }
+                }
+                if let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) {
+                    for (pos, tc) in tcs.iter().enumerate() {
+                        let index = tc.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                        let i = match calls.iter().position(|(ix, _)| *ix == index) {
+                            Some(i) => i,
+                            None => {
+                                calls.push((index, PartialCall::default()));
+                                calls.len() - 1
+                            }
+                        };
+                        let c = &mut calls[i].1;
+                        if let Some(id) = tc.get("id").and_then(Value::as_str).filter(|x| !x.is_empty()) {
+                            c.id = id.to_string();
+                        }
+                        if let Some(f) = tc.get("function") {
+                            if let Some(n) = f.get("name").and_then(Value::as_str).filter(|x| !x.is_empty()) {
+                                if c.name.is_empty() {
+                                    c.name = n.to_string();
+                                }
+                            }
+                            match f.get("arguments") {
+                                Some(Value::String(a)) => c.args.push_str(a),
+                                // Some servers send the arguments as an object.
+                                Some(a @ Value::Object(_)) => c.args.push_str(&a.to_string()),
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+                out.stop_reason = Some(r.to_string());
+                finished.set(true);
+            }
+            Ok(Flow::Continue)
+        };
+        exchange(&self.agent, s, headers.to_vec(), body.to_vec(), cancelled, &mut handle, &|| finished.get())?;
+        out.tool_calls = calls
+            .into_iter()
+            .map(|(index, c)| ToolCallOut {
+                id: if c.id.is_empty() { format!("call_{index}") } else { c.id },
+                name: c.name,
+                arguments: parse_arguments(&c.args),
+            })
+            .collect();
+        log::debug!("llm: {} finished ({:?}, {} tool calls)", s.provider, out.stop_reason, out.tool_calls.len());
+        Ok(out)
+    }
+}

@@ -1,0 +1,271 @@
+//! The stdio transport: an MCP server as a child process speaking newline-delimited JSON-RPC.
+//!
+//! The child is spawned directly (argv, never a shell) in its own process group, tied to our
+//! lifetime (`sys::spawn_tied`), with our environment minus our secrets plus the extension's
+//! own variables. One thread reads stdout (lines bounded; garbage skipped with a warning), one
+//! drains stderr (a full pipe would block the child; the tail is kept for error messages).
+//! `close` runs the shutdown ladder: close stdin, wait, SIGTERM the group, wait, SIGKILL,
+//! and always reaps the child.
+
+use crate::mcp::error::Error;
+use crate::mcp::transport::{Inbound, Transport};
+use crate::wire::jsonrpc::Message;
+use crossbeam_channel::Sender;
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Longest line accepted from a child (a larger one is an error for that server).
+pub const MAX_LINE: usize = 16 << 20;
+/// Bytes of stderr kept for error messages.
+const STDERR_TAIL: usize = 8 << 10;
+
+pub struct StdioSpec {
+    pub cmd: String,
+    pub args: Vec<String>,
+    /// Extra variables (the extension's `envs` and resolved `env_keys`).
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    /// Run inside this container via `docker exec -i` (`GOSLING_CONTAINER_TOOL=podman` for podman).
+    pub container: Option<String>,
+}
+
+/// Variables of ours a child never inherits: the server secret and credentials.
+pub fn is_secret_var(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n == "GOOSE_SERVER__SECRET_KEY"
+        || n.ends_with("_API_KEY")
+        || n.ends_with("_TOKEN")
+        || n.ends_with("_SECRET")
+        || n.ends_with("_SECRET_KEY")
+        || n.ends_with("_PASSWORD")
+}
+
+pub struct StdioTransport {
+    extension: String,
+    stdin: Mutex<Option<ChildStdin>>,
+    child: Mutex<Option<Child>>,
+    pid: u32,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    ladder_wait: Duration,
+}
+
+impl StdioTransport {
+    /// Spawns the child and its reader threads; messages and the end go to `inbound`.
+    pub fn spawn(spec: &StdioSpec, extension: &str, inbound: Sender<Inbound>) -> Result<Arc<StdioTransport>, Error> {
+        for (k, _) in &spec.env {
+            if crate::extensions::config::is_disallowed_env_key(k) {
+                return Err(Error::Other(format!("{extension}: environment variable {k} is not allowed to be overwritten; remove it from the extension's envs")));
+            }
+        }
+        let mut cmd = match &spec.container {
+            Some(container) => {
+                let tool = std::env::var("GOSLING_CONTAINER_TOOL").unwrap_or_else(|_| "docker".into());
+                let mut c = Command::new(tool);
+                c.arg("exec").arg("-i");
+                for (k, v) in &spec.env {
+                    c.arg("-e").arg(format!("{k}={v}"));
+                }
+                c.arg(container).arg(&spec.cmd).args(&spec.args);
+                c
+            }
+            None => {
+                let mut c = Command::new(&spec.cmd);
+                c.args(&spec.args);
+                c
+            }
+        };
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            if !is_secret_var(&k.to_string_lossy()) {
+                cmd.env(k, v);
+            }
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        if let Some(dir) = &spec.cwd {
+            cmd.current_dir(dir).env("GOOSE_WORKING_DIR", dir);
+        }
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = crate::sys::spawn_tied(cmd).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                format!("`{}` was not found; check the extension's cmd and PATH", spec.cmd)
+            } else {
+                format!("cannot start `{}`: {e}", spec.cmd)
+            };
+            Error::Other(format!("{extension}: {hint}"))
+        })?;
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr_pipe = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        log::info!("mcp {extension}: started `{}` (pid {pid})", spec.cmd);
+        let t = Arc::new(StdioTransport {
+            extension: extension.to_string(),
+            stdin: Mutex::new(stdin),
+            child: Mutex::new(Some(child)),
+            pid,
+            stderr: stderr.clone(),
+            ladder_wait: Duration::from_millis(std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500)),
+        });
+        let name = extension.to_string();
+        let stderr_done = {
+            let (name, tail) = (name.clone(), stderr.clone());
+            thread::Builder::new()
+                .name(format!("mcp-stderr-{name}"))
+                .spawn(move || drain_stderr(&name, stderr_pipe, &tail))
+                .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?
+        };
+        let weak = Arc::downgrade(&t);
+        thread::Builder::new()
+            .name(format!("mcp-stdout-{name}"))
+            .spawn(move || {
+                let reason = read_stdout(&name, stdout, &inbound);
+                // Let the stderr drain finish so the tail has the child's last words.
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while !stderr_done.is_finished() && Instant::now() < deadline {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                let tail = weak.upgrade().map(|t| t.diagnostics()).unwrap_or_default();
+                let detail = if tail.is_empty() { format!("{name}: {reason}") } else { format!("{name}: {reason}; stderr: {tail}") };
+                let _ = inbound.send(Inbound::Closed(Error::Closed { detail }));
+            })
+            .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?;
+        Ok(t)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The shutdown ladder: stdin EOF → wait → SIGTERM → wait → SIGKILL; always reaped.
+    fn ladder(&self) {
+        drop(self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let wait = |child: &mut Child, d: Duration| -> bool {
+            let deadline = Instant::now() + d;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => return true,
+                    Ok(None) if Instant::now() >= deadline => return false,
+                    Ok(None) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        };
+        if wait(&mut child, self.ladder_wait) {
+            log::debug!("mcp {}: exited after stdin closed", self.extension);
+        } else {
+            let _ = crate::sys::terminate_group(self.pid);
+            if wait(&mut child, self.ladder_wait) {
+                log::debug!("mcp {}: exited after SIGTERM", self.extension);
+            } else {
+                log::warn!("mcp {}: ignored SIGTERM; sending SIGKILL", self.extension);
+                let _ = crate::sys::kill_group(self.pid);
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        // Grandchildren left in the group (npx → node) go too.
+        let _ = crate::sys::kill_group(self.pid);
+    }
+}
+
+fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
+    let mut r = BufReader::new(pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match r.by_ref().take(64 << 10).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                log::debug!(target: "mcp::stderr", "{name}: {}", String::from_utf8_lossy(&line).trim_end());
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.extend(line.iter());
+                while t.len() > STDERR_TAIL {
+                    t.pop_front();
+                }
+            }
+        }
+    }
+}
+
+/// Reads messages until EOF or a fatal line; returns why the stream ended.
+fn read_stdout(name: &str, pipe: impl Read, inbound: &Sender<Inbound>) -> String {
+    let mut r = BufReader::with_capacity(64 << 10, pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match r.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line) {
+            Ok(0) => return "the process closed its stdout (exited)".into(),
+            Err(e) => return format!("reading its stdout failed: {e}"),
+            Ok(_) => {}
+        }
+        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
+            return format!("it wrote a line longer than {MAX_LINE} bytes; the connection was dropped");
+        }
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        log::trace!("mcp {name}: <- {}", String::from_utf8_lossy(text));
+        match Message::parse(text) {
+            Ok(m) => {
+                if inbound.send(Inbound::Message(m)).is_err() {
+                    return "the client went away".into();
+                }
+            }
+            Err(e) => {
+                let shown: String = String::from_utf8_lossy(&text[..text.len().min(200)]).into_owned();
+                log::warn!("mcp {name}: skipping a line that is not JSON-RPC ({e}): {shown:?}");
+            }
+        }
+    }
+}
+
+impl Transport for StdioTransport {
+    fn send(&self, msg: &Message) -> Result<(), Error> {
+        let mut line = msg.encode();
+        log::trace!("mcp {}: -> {line}", self.extension);
+        line.push('\n');
+        let mut guard = self.stdin.lock().unwrap_or_else(|e| e.into_inner());
+        let stdin = guard.as_mut().ok_or_else(|| Error::Closed { detail: format!("{}: stdin is closed", self.extension) })?;
+        stdin.write_all(line.as_bytes()).and_then(|_| stdin.flush()).map_err(|e| Error::Closed {
+            detail: format!("{}: writing to the process failed ({e}); stderr: {}", self.extension, self.diagnostics()),
+        })
+    }
+
+    fn close(&self) {
+        self.ladder();
+    }
+
+    fn diagnostics(&self) -> String {
+        let t = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes: Vec<u8> = t.iter().copied().collect();
+        String::from_utf8_lossy(&bytes).trim().to_string()
+    }
+}
+
+impl Drop for StdioTransport {
+    fn drop(&mut self) {
+        self.ladder();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secret_vars() {
+        for s in ["GOOSE_SERVER__SECRET_KEY", "OPENAI_API_KEY", "anthropic_api_key", "GITHUB_TOKEN", "X_SECRET"] {
+            assert!(super::is_secret_var(s), "{s}");
+        }
+        for s in ["PATH", "HOME", "LANG", "TOKENIZERS"] {
+            assert!(!super::is_secret_var(s), "{s}");
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! The audit log: one JSON line per tool call, appended to `<state dir>/audit.jsonl`.
+//!
+//! Each line is written with a single `write` on an `O_APPEND` file, so concurrent calls
+//! never interleave within a line. Arguments are recorded only as a SHA-256 hash: the log
+//! shows that a call happened and with what, never the values (they may hold secrets).
+
+use serde_json::{json, Value};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct AuditLog {
+    path: PathBuf,
+}
+
+pub struct Entry<'a> {
+    pub session: &'a str,
+    pub extension: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    /// "ok", "tool_error" (an `isError` result) or "error".
+    pub status: &'a str,
+    pub duration: Duration,
+}
+
+impl AuditLog {
+    pub fn new(state_dir: &Path) -> AuditLog {
+        AuditLog { path: state_dir.join("audit.jsonl") }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one line; a failure is logged, never fatal to the call being audited.
+    pub fn record(&self, e: &Entry) {
+        let line = json!({
+            "time": crate::util::now_rfc3339(),
+            "session": e.session,
+            "extension": e.extension,
+            "tool": e.tool,
+            "args_sha256": crate::util::hex(&crate::util::sha256(e.arguments.to_string().as_bytes())),
+            "status": e.status,
+            "duration_ms": e.duration.as_millis() as u64,
+        });
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
+        let r = OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path).and_then(|mut f| f.write_all(&bytes));
+        if let Err(err) = r {
+            log::error!("store: cannot append to the audit log {}: {err}", self.path.display());
+        }
+    }
+}

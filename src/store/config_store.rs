@@ -1,0 +1,182 @@
+//! The persisted configuration: `config.json` (extensions and plain settings) and
+//! `secrets.json` (values of `is_secret` keys), both 0600 in the config dir.
+//!
+//! `config.json` mirrors goose's `config.yaml`: a top-level object whose `extensions` key maps
+//! the normalized extension key to the flattened entry (`enabled` + config fields). Every
+//! change is a locked read-modify-write of the file (see `atomic`), so concurrent writers in
+//! this process or in another `gosling` (the `install` command) never lose an update, and the
+//! file is re-read each time, so changes made by another process are seen.
+
+use crate::extensions::config::{ExtensionConfig, ExtensionEntry};
+use crate::store::atomic::{self, Error};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+pub struct ConfigStore {
+    config_path: PathBuf,
+    secrets_path: PathBuf,
+}
+
+/// Extensions as read from the file: the usable entries, and one warning per entry that
+/// needs the user's attention (legacy `sse`, or an entry that does not parse — kept in the
+/// file untouched, but skipped).
+pub struct Extensions {
+    pub entries: Vec<ExtensionEntry>,
+    pub warnings: Vec<String>,
+}
+
+const EXTENSIONS: &str = "extensions";
+
+impl ConfigStore {
+    /// Opens the store in `dir`, creating the directory. Both files must load: a corrupt
+    /// file is an error naming it, and the file is left as it is.
+    pub fn open(dir: &Path) -> Result<ConfigStore, Error> {
+        atomic::ensure_dir(dir)?;
+        let store = ConfigStore { config_path: dir.join("config.json"), secrets_path: dir.join("secrets.json") };
+        let config = atomic::read_object(&store.config_path)?;
+        if let Some(ext) = config.get(EXTENSIONS) {
+            if !ext.is_object() {
+                return Err(Error::Corrupt { path: store.config_path.clone(), detail: "`extensions` must be an object".into() });
+            }
+        }
+        atomic::read_object(&store.secrets_path)?;
+        Ok(store)
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    pub fn extensions(&self) -> Result<Extensions, Error> {
+        let doc = atomic::read_object(&self.config_path)?;
+        let mut entries = Vec::new();
+        let mut warnings = Vec::new();
+        if let Some(Value::Object(map)) = doc.get(EXTENSIONS) {
+            for (key, value) in map {
+                match serde_json::from_value::<ExtensionEntry>(value.clone()) {
+                    Ok(entry) => {
+                        if matches!(entry.config, ExtensionConfig::Sse { .. }) {
+                            warnings.push(format!("'{key}': SSE is unsupported, migrate to streamable_http"));
+                        }
+                        entries.push(entry);
+                    }
+                    Err(e) => {
+                        log::warn!("store: skipping extension '{key}' in {}: {e}", self.config_path.display());
+                        warnings.push(format!("'{key}': skipped, the stored entry is not a valid extension: {e}"));
+                    }
+                }
+            }
+        }
+        Ok(Extensions { entries, warnings })
+    }
+
+    pub fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, Error> {
+        Ok(self.extensions()?.entries.into_iter().find(|e| e.config.key() == key))
+    }
+
+    /// Creates or replaces the entry under its config's key; returns whether it existed.
+    pub fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, Error> {
+        let value = serde_json::to_value(entry).expect("an ExtensionEntry always serializes");
+        let key = entry.config.key();
+        atomic::update_json(&self.config_path, |doc| {
+            let map = doc.entry(EXTENSIONS).or_insert_with(|| Value::Object(Map::new()));
+            if !map.is_object() {
+                *map = Value::Object(Map::new());
+            }
+            map.as_object_mut().expect("just made an object").insert(key, value).is_some()
+        })
+    }
+
+    /// Removes the entry with this key; returns whether it existed.
+    pub fn remove_extension(&self, key: &str) -> Result<bool, Error> {
+        atomic::update_json(&self.config_path, |doc| {
+            doc.get_mut(EXTENSIONS).and_then(Value::as_object_mut).is_some_and(|m| m.remove(key).is_some())
+        })
+    }
+
+    /// All plain (non-secret) settings, extensions included, as goose's `GET /config` shows them.
+    pub fn all(&self) -> Result<Map<String, Value>, Error> {
+        atomic::read_object(&self.config_path)
+    }
+
+    pub fn get(&self, key: &str) -> Result<Option<Value>, Error> {
+        Ok(atomic::read_object(&self.config_path)?.remove(key))
+    }
+
+    pub fn set(&self, key: &str, value: Value) -> Result<(), Error> {
+        atomic::update_json(&self.config_path, |doc| {
+            doc.insert(key.to_string(), value);
+        })
+    }
+
+    pub fn remove(&self, key: &str) -> Result<bool, Error> {
+        atomic::update_json(&self.config_path, |doc| doc.remove(key).is_some())
+    }
+
+    pub fn get_secret(&self, key: &str) -> Result<Option<String>, Error> {
+        Ok(atomic::read_object(&self.secrets_path)?.get(key).map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }))
+    }
+
+    pub fn set_secret(&self, key: &str, value: &str) -> Result<(), Error> {
+        atomic::update_json(&self.secrets_path, |doc| {
+            doc.insert(key.to_string(), Value::String(value.to_string()));
+        })
+    }
+
+    pub fn remove_secret(&self, key: &str) -> Result<bool, Error> {
+        atomic::update_json(&self.secrets_path, |doc| doc.remove(key).is_some())
+    }
+
+    /// Names of the stored secrets (never their values).
+    pub fn secret_names(&self) -> Result<Vec<String>, Error> {
+        Ok(atomic::read_object(&self.secrets_path)?.keys().cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store(tag: &str) -> (ConfigStore, PathBuf) {
+        let d = std::env::temp_dir().join(format!("gosling-cs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        (ConfigStore::open(&d).unwrap(), d)
+    }
+
+    #[test]
+    fn extension_crud_and_warnings() {
+        let (s, _d) = store("crud");
+        let e: ExtensionEntry = serde_json::from_value(json!({"enabled":true,"type":"sse","name":"Old One","uri":"http://x/sse"})).unwrap();
+        assert!(!s.upsert_extension(&e).unwrap());
+        assert!(s.upsert_extension(&e).unwrap());
+        let ex = s.extensions().unwrap();
+        assert_eq!(ex.entries.len(), 1);
+        assert_eq!(ex.warnings, ["'oldone': SSE is unsupported, migrate to streamable_http"]);
+        assert!(s.remove_extension("oldone").unwrap());
+        assert!(!s.remove_extension("oldone").unwrap());
+    }
+
+    #[test]
+    fn invalid_stored_entry_is_skipped_but_kept() {
+        let (s, d) = store("bad");
+        std::fs::write(d.join("config.json"), r#"{"extensions":{"bad":{"enabled":true,"type":"stdio","name":"bad"}},"GOOSE_MODEL":"m"}"#).unwrap();
+        let ex = s.extensions().unwrap();
+        assert!(ex.entries.is_empty());
+        assert_eq!(ex.warnings.len(), 1);
+        s.set("X", json!(1)).unwrap();
+        assert!(std::fs::read_to_string(d.join("config.json")).unwrap().contains("\"bad\""));
+    }
+
+    #[test]
+    fn secrets_are_separate() {
+        let (s, d) = store("sec");
+        s.set_secret("API_TOKEN", "hunter2").unwrap();
+        assert_eq!(s.get_secret("API_TOKEN").unwrap().as_deref(), Some("hunter2"));
+        assert!(!std::fs::read_to_string(d.join("config.json")).unwrap_or_default().contains("hunter2"));
+        assert_eq!(s.secret_names().unwrap(), ["API_TOKEN"]);
+    }
+}

@@ -1,0 +1,118 @@
+//! Install flows over HTTP (issue 8): a deep link with a missing secret is saved but not
+//! active, names the secret, and activates once the secret is set; an allowlist is enforced
+//! on every path that can add or activate an extension.
+
+use crate::support::*;
+use serde_json::json;
+
+/// A server that can run `gosling mcp NAME` by bare command name, as a link names it.
+fn server(extra: Vec<(String, String)>) -> Server {
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut env = vec![("PATH".to_string(), path)];
+    env.extend(extra);
+    Server::start_with(ServerOpts { env, ..Default::default() })
+}
+
+const LINK: &str = "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Team%20Notes&description=Notes&env=NOTES_TOKEN%3DThe%20notes%20token&timeout=60";
+
+#[test]
+fn a_link_with_a_missing_secret_is_saved_then_activated() {
+    let s = server(vec![]);
+    let dry = s.post("/extensions/install", json!({"link": LINK, "dry_run": true}));
+    assert_eq!(dry.status, 200, "{}", dry.text());
+    assert_eq!(dry.json()["saved"], false);
+    assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]), "a dry run saves nothing");
+
+    let r = s.post("/extensions/install", json!({"link": LINK}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = r.json();
+    assert_eq!(body["key"], "teamnotes");
+    assert_eq!(body["enabled"], false, "not active while a secret is missing");
+    assert_eq!(body["missing_secrets"], json!(["NOTES_TOKEN"]));
+    assert!(body["how_to_provide"][0].as_str().unwrap().contains("/config/upsert"));
+    let stored = s.get("/config/extensions").json();
+    let entry = &stored["extensions"][0];
+    assert_eq!(entry["enabled"], false);
+    assert_eq!(entry["cmd"], "gosling");
+    assert_eq!(entry["env_keys"], json!(["NOTES_TOKEN"]));
+
+    // A session started now does not run it; adding it by hand fails naming the secret.
+    let work = TempDir::new("work");
+    let start = s.post("/agent/start", json!({"working_dir": work.path()}));
+    let id = start.json()["id"].as_str().unwrap().to_string();
+    let results = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
+    assert_eq!(results["extension_results"], json!([]));
+    let mut cfg = entry.clone();
+    cfg.as_object_mut().unwrap().remove("enabled");
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 500);
+    let msg = add.json()["message"].as_str().unwrap().to_string();
+    assert!(msg.starts_with("Failed to add extension: invalid config") && msg.contains("NOTES_TOKEN"), "{msg}");
+
+    // The settings flow: store the secret, enable, activate, call.
+    assert_eq!(s.post("/config/upsert", json!({"key":"NOTES_TOKEN","value":"tok-123456","is_secret":true})).status, 200);
+    assert_eq!(s.post("/config/extensions", json!({"name":"Team Notes","enabled":true,"config":cfg})).status, 200);
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = s.post("/agent/call_tool", json!({"session_id": id, "name": "teamnotes__remember_memory", "arguments": {"category": "links", "data": "installed from a deep link"}}));
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert_eq!(call.json()["isError"], false, "{}", call.text());
+    // A new session picks it up from the enabled config.
+    let id2 = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    let res = s.post("/agent/resume", json!({"session_id": id2, "load_model_and_extensions": true})).json();
+    assert_eq!(res["extension_results"][0]["success"], true, "{res}");
+    assert!(!s.stderr().contains("tok-123456"), "the secret is never logged");
+}
+
+#[test]
+fn bad_links_are_400_with_the_rule() {
+    let s = server(vec![]);
+    for (link, needle) in [
+        ("http://extension?cmd=npx&name=x", "goose://"),
+        ("goose://extension?cmd=npx&arg=-c&arg=touch%20x&name=x", "-c"),
+        ("goose://extension?cmd=npx", "name"),
+        ("goose://extension?name=x", "cmd"),
+    ] {
+        let r = s.post("/extensions/install", json!({"link": link}));
+        assert!(r.status == 400 || r.status == 403, "{link}: {}", r.status);
+        let m = r.json()["message"].as_str().unwrap().to_string();
+        assert!(m.contains(needle), "{link}: {m}");
+    }
+    let r = s.post("/extensions/install", json!({"link": "goose://extension?cmd=/bin/sh&arg=-c&name=x"}));
+    assert_eq!(r.status, 403);
+    assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]));
+}
+
+#[test]
+fn an_allowlist_is_enforced_on_every_install_path() {
+    let home = TempDir::new("allow");
+    let list = home.join("allowlist.json");
+    std::fs::write(&list, json!({"commands": ["gosling mcp memory"], "urls": []}).to_string()).unwrap();
+    let s = server(vec![("GOSLING_ALLOWLIST_FILE".into(), list.display().to_string())]);
+    // Allowed: exactly the listed command.
+    let ok = s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=mem"}));
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let forbidden = json!({"type":"stdio","name":"dev","description":"","cmd":"gosling","args":["mcp","developer"]});
+    // Deep link.
+    let r = s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=developer&name=dev"}));
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("allowlist"), "{}", r.text());
+    // Config API.
+    let r = s.post("/config/extensions", json!({"name":"dev","enabled":true,"config":forbidden}));
+    assert_eq!(r.status, 403, "{}", r.text());
+    // Session start with overrides.
+    let work = TempDir::new("work");
+    let r = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": [forbidden]}));
+    assert_eq!(r.status, 403, "{}", r.text());
+    // Run-time activation.
+    let id = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": []})).json()["id"].as_str().unwrap().to_string();
+    s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": forbidden}));
+    assert_eq!(r.status, 403, "{}", r.text());
+    // Remote servers: the file lists no URL, so none may be added.
+    let remote = json!({"type":"streamable_http","name":"r","description":"","uri":"http://127.0.0.1:9/mcp"});
+    assert_eq!(s.post("/agent/add_extension", json!({"session_id": id, "config": remote})).status, 403);
+    let names: Vec<String> = s.get("/config/extensions").json()["extensions"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["mem"]);
+}

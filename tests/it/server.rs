@@ -1,0 +1,238 @@
+//! The HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up.
+
+use crate::contract;
+use crate::support::{gosling, http, http_with, wait_for, Server, ServerOpts, TempDir, SECRET};
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Every protected route with a body that is valid for it (or none).
+fn protected_routes() -> Vec<(&'static str, &'static str, Option<serde_json::Value>)> {
+    vec![
+        ("GET", "/config", None),
+        ("GET", "/config/extensions", None),
+        ("POST", "/config/extensions", Some(json!({"name":"a","enabled":false,"config":{"type":"builtin","name":"a"}}))),
+        ("DELETE", "/config/extensions/a", None),
+        ("POST", "/config/upsert", Some(json!({"key":"K","value":"v","is_secret":false}))),
+        ("POST", "/config/read", Some(json!({"key":"K","is_secret":false}))),
+        ("POST", "/config/remove", Some(json!({"key":"K","is_secret":false}))),
+    ]
+}
+
+#[test]
+fn every_protected_route_needs_the_secret() {
+    let s = Server::start();
+    for (method, path, body) in protected_routes() {
+        let bytes = body.as_ref().map(|b| b.to_string().into_bytes());
+        let none = http(method, &s.url(path), None, bytes.as_deref());
+        assert_eq!(none.status, 401, "{method} {path} without key");
+        let wrong = http(method, &s.url(path), Some("wrong-secret-0123456789"), bytes.as_deref());
+        assert_eq!(wrong.status, 401, "{method} {path} with a wrong key");
+        let short = http(method, &s.url(path), Some("t"), bytes.as_deref());
+        assert_eq!(short.status, 401, "{method} {path} with a prefix of the key");
+        let ok = http(method, &s.url(path), Some(SECRET), bytes.as_deref());
+        assert_eq!(ok.status, 200, "{method} {path} with the key: {}", ok.text());
+    }
+    // Unknown paths are behind auth too: 401 without, 404 JSON with.
+    assert_eq!(http("GET", &s.url("/nope"), None, None).status, 401);
+    let nf = s.get("/nope");
+    assert_eq!(nf.status, 404);
+    assert!(nf.json()["message"].as_str().unwrap().contains("/nope"));
+    let wrong_method = http("PUT", &s.url("/config"), Some(SECRET), None);
+    assert_eq!(wrong_method.status, 405);
+    assert!(wrong_method.json()["message"].as_str().unwrap().contains("GET"));
+}
+
+#[test]
+fn status_and_proxies_are_open() {
+    let s = Server::start();
+    let st = http("GET", &s.url("/status"), None, None);
+    assert_eq!((st.status, st.text().as_str()), (200, "ok"));
+    for p in ["/mcp-ui-proxy", "/mcp-app-proxy"] {
+        assert_eq!(http("GET", &s.url(p), None, None).status, 401, "{p} without secret");
+        assert_eq!(http("GET", &s.url(&format!("{p}?secret=nope")), None, None).status, 401, "{p} wrong secret");
+        let ok = http("GET", &s.url(&format!("{p}?secret={SECRET}")), None, None);
+        assert_eq!(ok.status, 200, "{p}");
+        assert!(ok.header("content-type").unwrap().starts_with("text/html"));
+        assert!(ok.text().starts_with("<!DOCTYPE html>"));
+    }
+    let app = http("GET", &s.url(&format!("/mcp-app-proxy?secret={SECRET}&connect_domains=https://api.example.com,%20")), None, None);
+    assert!(app.text().contains("connect-src 'self' https://api.example.com;"), "{}", app.text());
+    assert_eq!(app.header("referrer-policy"), Some("no-referrer"));
+    // Guest pages: handed over once.
+    let body = json!({"secret": SECRET, "html": "<p>hi</p>", "csp": "default-src 'none'"}).to_string();
+    let posted = http("POST", &s.url("/mcp-app-guest"), None, Some(body.as_bytes()));
+    assert_eq!(posted.status, 200);
+    let nonce = posted.json()["nonce"].as_str().unwrap().to_string();
+    let page = http("GET", &s.url(&format!("/mcp-app-guest?secret={SECRET}&nonce={nonce}")), None, None);
+    assert_eq!((page.status, page.text().as_str()), (200, "<p>hi</p>"));
+    assert_eq!(page.header("content-security-policy"), Some("default-src 'none'"));
+    assert_eq!(http("GET", &s.url(&format!("/mcp-app-guest?secret={SECRET}&nonce={nonce}")), None, None).status, 404);
+}
+
+#[test]
+fn generated_secret_is_written_0600_and_works() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Server::start_with(ServerOpts { secret: None, ..Default::default() });
+    let path = s.home.join("state/secret-key");
+    let secret = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(secret.len(), 64);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(s.stderr().contains("secret-key"), "the server says where the key is");
+    assert_eq!(http("GET", &s.url("/config"), Some(&secret), None).status, 200);
+    assert_eq!(http("GET", &s.url("/config"), Some("test"), None).status, 401, "no fixed default");
+}
+
+#[test]
+fn a_panicking_handler_is_a_500_and_the_server_lives() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_TEST_FAULTS".into(), "1".into())], ..Default::default() });
+    let r = s.get("/debug/panic");
+    assert_eq!(r.status, 500);
+    assert!(r.json()["message"].as_str().unwrap().contains("internal error"));
+    assert_eq!(s.get("/config").status, 200);
+    assert!(s.stderr().contains("panicked"));
+}
+
+#[test]
+fn oversized_bodies_are_413() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_MAX_BODY_BYTES".into(), "1000".into())], ..Default::default() });
+    let big = format!("{{\"key\":\"K\",\"value\":\"{}\",\"is_secret\":false}}", "x".repeat(2000));
+    let r = http("POST", &s.url("/config/upsert"), Some(SECRET), Some(big.as_bytes()));
+    assert_eq!(r.status, 413);
+    assert!(r.json()["message"].as_str().unwrap().contains("GOSLING_MAX_BODY_BYTES"));
+    // Without Content-Length (chunked) the limit holds too.
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    write!(c, "POST /config/upsert HTTP/1.1\r\nHost: x\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").unwrap();
+    write!(c, "{:x}\r\n{big}\r\n0\r\n\r\n", big.len()).unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    assert_eq!(s.get("/config").status, 200);
+}
+
+#[test]
+fn bad_bodies_get_clear_errors() {
+    let s = Server::start();
+    let not_json = http_with("POST", &s.url("/config/upsert"), &[("X-Secret-Key", SECRET), ("Content-Type", "application/json")], Some(b"{nope"));
+    assert_eq!(not_json.status, 400);
+    assert!(not_json.json()["message"].as_str().unwrap().contains("not valid JSON"));
+    let form = http_with("POST", &s.url("/config/upsert"), &[("X-Secret-Key", SECRET), ("Content-Type", "text/plain")], Some(b"{}"));
+    assert_eq!(form.status, 415);
+    assert!(form.json()["message"].as_str().unwrap().contains("application/json"));
+    let shape = s.post("/config/upsert", json!({"key": 3}));
+    assert_eq!(shape.status, 422);
+}
+
+fn slow_request(addr: &str) -> TcpStream {
+    // Headers complete, a large body promised but never sent: holds a handler thread reading it
+    // (tiny_http reads bodies up to 1 KiB itself, on its own connection thread).
+    let mut c = TcpStream::connect(addr).unwrap();
+    write!(c, "POST /config/upsert HTTP/1.1\r\nHost: x\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{").unwrap();
+    c
+}
+
+#[test]
+fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
+    let cap = 4;
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_REQUESTS".into(), cap.to_string()), ("GOSLING_IO_TIMEOUT_SECS".into(), "3".into())],
+        ..Default::default()
+    });
+    // Idle connections (no request at all) never take a handler thread.
+    let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
+    // cap - 1 slow bodies hold handler threads.
+    let mut slow: Vec<TcpStream> = (0..cap - 1).map(|_| slow_request(&s.addr)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let st = http("GET", &s.url("/status"), None, None);
+    assert_eq!(st.status, 200);
+    assert!(t.elapsed() < Duration::from_secs(2), "/status took {:?}", t.elapsed());
+    // One more slow request fills the cap: the next request is refused with 503 + Retry-After.
+    slow.push(slow_request(&s.addr));
+    let busy = wait_for(Duration::from_secs(5), || {
+        let r = http("GET", &s.url("/status"), None, None);
+        (r.status == 503).then_some(r)
+    })
+    .expect("a request past the cap gets 503");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    assert!(busy.json()["message"].as_str().unwrap().contains("retry"));
+    // The read timeout frees the slow requests (408), and the server serves again.
+    let mut buf = String::new();
+    slow[0].set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let _ = slow[0].read_to_string(&mut buf);
+    assert!(buf.starts_with("HTTP/1.1 408"), "slow body answered {buf:?}");
+    let back = wait_for(Duration::from_secs(20), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
+    assert!(back.is_some(), "the server serves again after the slow clients timed out");
+    drop(idle);
+}
+
+#[test]
+fn corrupt_config_refuses_to_start_and_is_untouched() {
+    let home = TempDir::new("corrupt");
+    std::fs::create_dir_all(home.join("config")).unwrap();
+    let path = home.join("config/config.json");
+    std::fs::write(&path, b"{\"extensions\": {oops").unwrap();
+    let out = gosling(&home).args(["agent", "--port", "0"]).env("GOOSE_SERVER__SECRET_KEY", SECRET).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config.json") && err.contains("not valid"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"{\"extensions\": {oops");
+}
+
+#[test]
+fn bad_port_is_a_clear_error() {
+    let home = TempDir::new("port");
+    let out = gosling(&home).arg("agent").env("GOOSE_PORT", "http").env("GOOSE_SERVER__SECRET_KEY", SECRET).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GOOSE_PORT"));
+}
+
+#[test]
+fn status_body_matches_contract() {
+    let s = Server::start();
+    let r = s.get("/config");
+    contract::check("GET", "/config", r.status, &r.json());
+}
+
+#[test]
+fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let t = Instant::now();
+    let mut out = String::new();
+    // The connection is closed without an answer (an unsolicited 408 on a keep-alive
+    // connection would be read by clients as the answer to their next request).
+    let n = c.read_to_string(&mut out).expect("closed by the server, not by our read timeout");
+    assert_eq!((n, out.as_str()), (0, ""));
+    assert!(t.elapsed() < Duration::from_secs(15));
+    assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
+}
+
+#[test]
+fn the_one_time_login_link_gives_the_key_once() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())], ..Default::default() });
+    let line = wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string)).expect("login link printed");
+    assert!(!line.contains(SECRET), "the link carries a token, not the key");
+    let token = line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let body = json!({"token": token}).to_string();
+    let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["secret_key"], SECRET);
+    let again = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
+    assert_eq!(again.status, 401, "works once");
+}
+
+#[test]
+fn serving_beyond_loopback_needs_an_explicit_secret() {
+    let home = TempDir::new("host");
+    let out = gosling(&home).args(["agent", "--port", "0", "--host", "0.0.0.0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GOOSE_SERVER__SECRET_KEY"));
+    // With a secret it listens (on all interfaces; we only talk to it over loopback).
+    let s = Server::start_with(ServerOpts { args: vec!["--host".into(), "0.0.0.0".into()], ..Default::default() });
+    let port = s.addr.rsplit(':').next().unwrap();
+    assert_eq!(http("GET", &format!("http://127.0.0.1:{port}/status"), None, None).status, 200);
+}
