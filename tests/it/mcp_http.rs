@@ -408,3 +408,54 @@ fn unknown_protocol_version_is_explained() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("protocol version \"1999-01-01\"") && err.contains("2025-06-18") && err.contains("update the server"), "{err}");
 }
+
+// Through the real server: /agent/add_extension activates streamable_http and sse configs.
+
+fn agent_session(s: &Server) -> String {
+    let work = TempDir::new("http-work");
+    let r = s.post("/agent/start", json!({"working_dir": work.path().to_str().unwrap(), "extension_overrides": []}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn sse_extension_fails_fast_without_network_io() {
+    let s = Server::start();
+    let id = agent_session(&s);
+    // A listener of our own as the sse server: activation must not even connect to it.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let uri = format!("http://{}/sse", listener.local_addr().unwrap());
+    let started = Instant::now();
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": {"type":"sse","name":"legacy","description":"","uri":uri}}));
+    let took = started.elapsed();
+    assert!(r.status >= 400, "{} {}", r.status, r.text());
+    assert!(r.text().contains("SSE is unsupported, migrate to streamable_http") && r.text().contains("uri"), "{}", r.text());
+    assert!(took < Duration::from_millis(900), "took {took:?}");
+    assert!(listener.accept().is_err(), "no connection was made to the sse server");
+}
+
+#[test]
+fn streamable_http_extension_end_to_end_with_headers_and_errors() {
+    let peers = require_peers!();
+    let py = start_py(peers, "");
+    let s = Server::start();
+    let id = agent_session(&s);
+    let cfg = json!({"type":"streamable_http","name":"py","description":"","uri":py.url,"envs":{"TOKEN":"t0k"},"headers":{"X-Token":"${TOKEN}"},"timeout":60});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let r = s.post("/agent/call_tool", json!({"session_id": id, "name": "py__add", "arguments": {"a": 40, "b": 2}}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("42"), "{}", r.text());
+    // An unresolved variable names itself; a secret's value never appears in errors or logs.
+    let cfg = json!({"type":"streamable_http","name":"py2","description":"","uri":py.url,"envs":{"TOKEN":"t0k"},"headers":{"Authorization":"Bearer ${MISSING_TOKEN}"},"timeout":60});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert!(add.status >= 400 && add.text().contains("MISSING_TOKEN"), "{} {}", add.status, add.text());
+    // A 401 with its challenge reaches the API caller intact.
+    let fake = start_fake("401");
+    let cfg = json!({"type":"streamable_http","name":"locked","description":"","uri":fake.url,"timeout":20});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert!(add.status >= 400, "{}", add.text());
+    assert!(add.text().contains("401 Unauthorized") && add.text().contains("WWW-Authenticate: Bearer realm"), "{}", add.text());
+    assert!(!s.stderr().contains("t0k"), "a header value was logged");
+}
