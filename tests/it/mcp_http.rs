@@ -459,3 +459,59 @@ fn streamable_http_extension_end_to_end_with_headers_and_errors() {
     assert!(add.text().contains("401 Unauthorized") && add.text().contains("WWW-Authenticate: Bearer realm"), "{}", add.text());
     assert!(!s.stderr().contains("t0k"), "a header value was logged");
 }
+
+// The shared client over this transport, in-process.
+
+fn client_for(url: &str) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
+    use gosling::mcp::client::{Client, ClientOptions};
+    init_log();
+    let (tx, rx) = crossbeam_channel::bounded(256);
+    let spec = HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: Duration::from_secs(30), extension: "py".into() };
+    let t = HttpTransport::connect(&spec, tx).unwrap();
+    let opts = ClientOptions {
+        extension: "py".into(),
+        timeout: Duration::from_secs(30),
+        roots: None,
+        elicitation: None,
+        sampling: None,
+        client_name: "gosling-test".into(),
+        client_version: "0".into(),
+    };
+    (Client::connect(t.clone(), rx, opts).expect("initialize"), t)
+}
+
+fn add_via(client: &gosling::mcp::client::Client, a: i64, b: i64) -> String {
+    let r = client.call_tool("add", Some(json!({"a": a, "b": b})), &Default::default()).expect("tools/call add");
+    r["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}")).to_string()
+}
+
+#[test]
+fn shared_client_over_python_server_in_every_mode() {
+    let peers = require_peers!();
+    for mode in ["", "json", "stateless"] {
+        let py = start_py(peers, mode);
+        let (client, t) = client_for(&py.url);
+        let mut names: Vec<String> = client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        names.sort();
+        assert_eq!(names, ["add", "echo"], "mode {mode:?}");
+        assert_eq!(add_via(&client, 2, 3), "5", "mode {mode:?}");
+        let r = client.read_resource("greeting://Ada").unwrap();
+        assert_eq!(r["contents"][0]["text"], "Hello, Ada!", "mode {mode:?}");
+        assert_eq!(t.session_id().is_some(), mode != "stateless", "mode {mode:?}");
+        client.close();
+    }
+}
+
+#[test]
+fn shared_client_survives_an_expired_session() {
+    let peers = require_peers!();
+    let py = start_py(peers, "json");
+    let (client, t) = client_for(&py.url);
+    assert_eq!(add_via(&client, 1, 2), "3");
+    let old = t.session_id().unwrap();
+    let del = http_with("DELETE", &py.url, &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")], None);
+    assert!(del.status < 300, "DELETE: {}", del.status);
+    assert_eq!(add_via(&client, 3, 4), "7", "the 404 was absorbed by a transparent re-initialize");
+    assert_ne!(t.session_id().unwrap(), old);
+    client.close();
+}
