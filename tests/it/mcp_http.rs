@@ -136,6 +136,25 @@ impl Driver {
         Ok(r)
     }
 
+    /// Reads messages (answering server requests) until `count` notifications named `method`
+    /// have arrived in total, or `timeout` passes; returns how many arrived.
+    fn wait_notifications(&mut self, method: &str, count: usize, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let seen = |d: &Driver| d.notifications.iter().filter(|m| m.method() == Some(method)).count();
+        while seen(self) < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(Inbound::Message(m @ Message::Notification { .. })) => self.notifications.push(m),
+                Ok(Inbound::Message(Message::Request { id, .. })) => {
+                    let _ = self.t.send(&Message::Response { id, result: json!({}) });
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        seen(self)
+    }
+
     fn tool_names(&mut self) -> Vec<String> {
         let tools = self.request("tools/list", json!({})).expect("tools/list");
         tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
@@ -184,6 +203,12 @@ fn server_everything_over_streamable_http() {
     // A server request (roots/list) during a call is answered by POST and the call completes.
     let roots = d.call_text("get-roots-list", json!({}));
     assert!(!roots.is_empty());
+    // Messages the server sends on its own (every 5 s) come over the GET stream.
+    d.call_text("toggle-simulated-logging", json!({}));
+    let before = d.notifications.iter().filter(|m| m.method() == Some("notifications/message")).count();
+    // The first is sent at once, the next ones 5 s apart, outside any request.
+    let got = d.wait_notifications("notifications/message", before + 2, Duration::from_secs(30));
+    assert!(got >= before + 2, "no periodic log message arrived on the GET stream within 30 s ({got})");
 }
 
 fn python_round_trip(mode: &str) -> (Driver, Peer) {
