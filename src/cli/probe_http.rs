@@ -6,50 +6,33 @@
 //! Exit code 0 on success, 1 with the error on stderr otherwise. Pure helpers (arguments from
 //! a schema, the elicitation answer) are unit-tested here.
 
+use crate::mcp::client::{CallContext, ClientOptions};
 use crate::mcp::error::Error;
-use crate::mcp::streamable_http::{check_protocol_version, HttpSpec, HttpTransport};
-use crate::mcp::transport::{Inbound, Transport};
-use crate::wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
-use crossbeam_channel::Receiver;
+use crate::mcp::streamable_http::HttpSpec;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-const PROTOCOL: &str = "2025-06-18";
 
 /// Runs the probe; the returned text is what to print on stdout.
 pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
-    let (tx, rx) = crossbeam_channel::unbounded();
     let spec = HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into() };
-    let transport = HttpTransport::connect(&spec, tx)?;
-    let mut s = Session { t: transport, rx, next: 0 };
-    let result = s.probe(scenario);
-    s.t.close();
-    result
-}
-
-struct Session {
-    t: Arc<HttpTransport>,
-    rx: Receiver<Inbound>,
-    next: i64,
-}
-
-impl Session {
-    fn probe(&mut self, scenario: Option<&str>) -> Result<String, Error> {
-        let init = self.request(
-            "initialize",
-            json!({
-                "protocolVersion": PROTOCOL,
-                "capabilities": {"roots": {"listChanged": false}, "elicitation": {}},
-                "clientInfo": {"name": "gosling", "version": env!("CARGO_PKG_VERSION")},
-            }),
-        )?;
-        check_protocol_version("probe", &init)?;
-        self.t.send(&Message::notification("notifications/initialized", None))?;
-        let mut out = format!("server: {} {}\nprotocol: {}\n", init["serverInfo"]["name"], init["serverInfo"]["version"], init["protocolVersion"]);
-        let tools = if init["capabilities"].get("tools").is_some() { self.request("tools/list", json!({}))? } else { json!({"tools": []}) };
-        let tools = tools["tools"].as_array().cloned().unwrap_or_default();
+    let opts = ClientOptions {
+        extension: "probe".into(),
+        timeout: TIMEOUT,
+        roots: None,
+        // Only tool calls can trigger an elicitation, and the probe calls tools only for a
+        // conformance scenario: accepting with the schema's defaults is what those expect.
+        elicitation: Some(Arc::new(accept_with_defaults)),
+        sampling: None,
+        client_name: "gosling".into(),
+        client_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let client = crate::mcp::connect_http(&spec, opts)?;
+    let result = (|| {
+        let mut out = format!("server: {} {}\nprotocol: {}\n", client.server_info()["name"], client.server_info()["version"], client.protocol_version());
+        let tools = if client.capabilities().get("tools").is_some() { client.list_tools()? } else { Vec::new() };
         for t in &tools {
             out.push_str(&format!("tool: {}\n", t["name"].as_str().unwrap_or("?")));
         }
@@ -59,38 +42,14 @@ impl Session {
             _ => Vec::new(),
         };
         for t in to_call {
-            let args = sample_arguments(&t["inputSchema"]);
-            let r = self.request("tools/call", json!({"name": t["name"], "arguments": args}))?;
-            out.push_str(&format!("call {}: {}\n", t["name"].as_str().unwrap_or("?"), r["content"]));
+            let name = t["name"].as_str().unwrap_or("");
+            let r = client.call_tool(name, Some(sample_arguments(&t["inputSchema"])), &CallContext::default())?;
+            out.push_str(&format!("call {name}: {}\n", r["content"]));
         }
         Ok(out)
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Result<Value, Error> {
-        self.next += 1;
-        let id = Id::Num(self.next);
-        self.t.send(&Message::request(id.clone(), method, Some(params)))?;
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(Inbound::Message(Message::Response { id: rid, result })) if rid == id => return Ok(result),
-                Ok(Inbound::Message(Message::Error { id: Some(rid), error })) if rid == id => return Err(Error::Rpc(error)),
-                Ok(Inbound::Message(Message::Request { id: sid, method, params })) => {
-                    let answer = match method.as_str() {
-                        "ping" => Message::Response { id: sid, result: json!({}) },
-                        "roots/list" => Message::Response { id: sid, result: json!({"roots": []}) },
-                        "elicitation/create" => Message::Response { id: sid, result: accept_with_defaults(params.as_ref().unwrap_or(&Value::Null)) },
-                        _ => Message::Error { id: Some(sid), error: ErrorObject::new(METHOD_NOT_FOUND, format!("{method} is not supported by gosling probe")) },
-                    };
-                    self.t.send(&answer)?;
-                }
-                Ok(Inbound::Message(_)) => {}
-                Ok(Inbound::Closed(e)) => return Err(e),
-                Err(_) => return Err(Error::Timeout { method: method.to_string(), after: TIMEOUT }),
-            }
-        }
-    }
+    })();
+    client.close();
+    result
 }
 
 /// Arguments for a tool from its input schema: each required property (every property when

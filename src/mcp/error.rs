@@ -26,8 +26,6 @@ pub enum Error {
     SseUnsupported { extension: String },
     /// A header value uses `${VAR}`/`$VAR` that neither `envs` nor `env_keys` defines.
     HeaderVariable { header: String, var: String },
-    /// The server's `initialize` answer offers a protocol version this client does not speak.
-    UnsupportedProtocol { extension: String, offered: String, known: &'static [&'static str] },
 }
 
 impl fmt::Display for Error {
@@ -48,11 +46,6 @@ impl fmt::Display for Error {
             Error::SseUnsupported { extension } => write!(
                 f,
                 "mcp: extension `{extension}` has type `sse`: SSE is unsupported, migrate to streamable_http; change its type to `streamable_http` and put the server's endpoint (usually ending in /mcp) in `uri`"
-            ),
-            Error::UnsupportedProtocol { extension, offered, known } => write!(
-                f,
-                "mcp: extension `{extension}`: the server offers MCP protocol version {offered:?}, which gosling does not speak (it knows {}); update the server or use one that supports one of these",
-                known.join(", ")
             ),
             Error::HeaderVariable { header, var } => write!(
                 f,

@@ -704,19 +704,6 @@ fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
         .collect()
 }
 
-/// MCP protocol versions this client can carry on with, oldest first.
-pub const KNOWN_PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// Checks the version in a server's `initialize` result (a missing one is an error too).
-pub fn check_protocol_version(extension: &str, init_result: &Value) -> Result<(), Error> {
-    let offered = init_result.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
-    if KNOWN_PROTOCOL_VERSIONS.contains(&offered) {
-        Ok(())
-    } else {
-        Err(Error::UnsupportedProtocol { extension: extension.to_string(), offered: offered.to_string(), known: KNOWN_PROTOCOL_VERSIONS })
-    }
-}
-
 /// The fail-fast error for a `type: sse` extension: call before any network I/O.
 pub fn sse_migration_error(name: &str) -> Error {
     Error::SseUnsupported { extension: name.to_string() }

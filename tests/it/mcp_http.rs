@@ -136,6 +136,25 @@ impl Driver {
         Ok(r)
     }
 
+    /// Reads messages (answering server requests) until `count` notifications named `method`
+    /// have arrived in total, or `timeout` passes; returns how many arrived.
+    fn wait_notifications(&mut self, method: &str, count: usize, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let seen = |d: &Driver| d.notifications.iter().filter(|m| m.method() == Some(method)).count();
+        while seen(self) < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(Inbound::Message(m @ Message::Notification { .. })) => self.notifications.push(m),
+                Ok(Inbound::Message(Message::Request { id, .. })) => {
+                    let _ = self.t.send(&Message::Response { id, result: json!({}) });
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        seen(self)
+    }
+
     fn tool_names(&mut self) -> Vec<String> {
         let tools = self.request("tools/list", json!({})).expect("tools/list");
         tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
@@ -184,6 +203,12 @@ fn server_everything_over_streamable_http() {
     // A server request (roots/list) during a call is answered by POST and the call completes.
     let roots = d.call_text("get-roots-list", json!({}));
     assert!(!roots.is_empty());
+    // Messages the server sends on its own (every 5 s) come over the GET stream.
+    d.call_text("toggle-simulated-logging", json!({}));
+    let before = d.notifications.iter().filter(|m| m.method() == Some("notifications/message")).count();
+    // The first is sent at once, the next ones 5 s apart, outside any request.
+    let got = d.wait_notifications("notifications/message", before + 2, Duration::from_secs(30));
+    assert!(got >= before + 2, "no periodic log message arrived on the GET stream within 30 s ({got})");
 }
 
 fn python_round_trip(mode: &str) -> (Driver, Peer) {
@@ -407,4 +432,111 @@ fn unknown_protocol_version_is_explained() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("protocol version \"1999-01-01\"") && err.contains("2025-06-18") && err.contains("update the server"), "{err}");
+}
+
+// Through the real server: /agent/add_extension activates streamable_http and sse configs.
+
+fn agent_session(s: &Server) -> String {
+    let work = TempDir::new("http-work");
+    let r = s.post("/agent/start", json!({"working_dir": work.path().to_str().unwrap(), "extension_overrides": []}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn sse_extension_fails_fast_without_network_io() {
+    let s = Server::start();
+    let id = agent_session(&s);
+    // A listener of our own as the sse server: activation must not even connect to it.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let uri = format!("http://{}/sse", listener.local_addr().unwrap());
+    let started = Instant::now();
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": {"type":"sse","name":"legacy","description":"","uri":uri}}));
+    let took = started.elapsed();
+    assert!(r.status >= 400, "{} {}", r.status, r.text());
+    assert!(r.text().contains("SSE is unsupported, migrate to streamable_http") && r.text().contains("uri"), "{}", r.text());
+    assert!(took < Duration::from_millis(900), "took {took:?}");
+    assert!(listener.accept().is_err(), "no connection was made to the sse server");
+}
+
+#[test]
+fn streamable_http_extension_end_to_end_with_headers_and_errors() {
+    let peers = require_peers!();
+    let py = start_py(peers, "");
+    let s = Server::start();
+    let id = agent_session(&s);
+    let cfg = json!({"type":"streamable_http","name":"py","description":"","uri":py.url,"envs":{"TOKEN":"t0k"},"headers":{"X-Token":"${TOKEN}"},"timeout":60});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let r = s.post("/agent/call_tool", json!({"session_id": id, "name": "py__add", "arguments": {"a": 40, "b": 2}}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("42"), "{}", r.text());
+    // An unresolved variable names itself; a secret's value never appears in errors or logs.
+    let cfg = json!({"type":"streamable_http","name":"py2","description":"","uri":py.url,"envs":{"TOKEN":"t0k"},"headers":{"Authorization":"Bearer ${MISSING_TOKEN}"},"timeout":60});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert!(add.status >= 400 && add.text().contains("MISSING_TOKEN"), "{} {}", add.status, add.text());
+    // A 401 with its challenge reaches the API caller intact.
+    let fake = start_fake("401");
+    let cfg = json!({"type":"streamable_http","name":"locked","description":"","uri":fake.url,"timeout":20});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert!(add.status >= 400, "{}", add.text());
+    assert!(add.text().contains("401 Unauthorized") && add.text().contains("WWW-Authenticate: Bearer realm"), "{}", add.text());
+    assert!(!s.stderr().contains("t0k"), "a header value was logged");
+}
+
+// The shared client over this transport, in-process.
+
+fn client_for(url: &str) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
+    use gosling::mcp::client::{Client, ClientOptions};
+    init_log();
+    let (tx, rx) = crossbeam_channel::bounded(256);
+    let spec = HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: Duration::from_secs(30), extension: "py".into() };
+    let t = HttpTransport::connect(&spec, tx).unwrap();
+    let opts = ClientOptions {
+        extension: "py".into(),
+        timeout: Duration::from_secs(30),
+        roots: None,
+        elicitation: None,
+        sampling: None,
+        client_name: "gosling-test".into(),
+        client_version: "0".into(),
+    };
+    (Client::connect(t.clone(), rx, opts).expect("initialize"), t)
+}
+
+fn add_via(client: &gosling::mcp::client::Client, a: i64, b: i64) -> String {
+    let r = client.call_tool("add", Some(json!({"a": a, "b": b})), &Default::default()).expect("tools/call add");
+    r["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}")).to_string()
+}
+
+#[test]
+fn shared_client_over_python_server_in_every_mode() {
+    let peers = require_peers!();
+    for mode in ["", "json", "stateless"] {
+        let py = start_py(peers, mode);
+        let (client, t) = client_for(&py.url);
+        let mut names: Vec<String> = client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        names.sort();
+        assert_eq!(names, ["add", "echo"], "mode {mode:?}");
+        assert_eq!(add_via(&client, 2, 3), "5", "mode {mode:?}");
+        let r = client.read_resource("greeting://Ada").unwrap();
+        assert_eq!(r["contents"][0]["text"], "Hello, Ada!", "mode {mode:?}");
+        assert_eq!(t.session_id().is_some(), mode != "stateless", "mode {mode:?}");
+        client.close();
+    }
+}
+
+#[test]
+fn shared_client_survives_an_expired_session() {
+    let peers = require_peers!();
+    let py = start_py(peers, "json");
+    let (client, t) = client_for(&py.url);
+    assert_eq!(add_via(&client, 1, 2), "3");
+    let old = t.session_id().unwrap();
+    let del = http_with("DELETE", &py.url, &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")], None);
+    assert!(del.status < 300, "DELETE: {}", del.status);
+    assert_eq!(add_via(&client, 3, 4), "7", "the 404 was absorbed by a transparent re-initialize");
+    assert_ne!(t.session_id().unwrap(), old);
+    client.close();
 }
