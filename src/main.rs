@@ -11,18 +11,22 @@ Usage:
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout
-  gosling probe URL                        connect to a Streamable HTTP MCP server, list its tools
+  gosling probe [--call TOOL --args JSON] (-- CMD ARGS… | URL)
+                                           connect to one MCP server and show what it offers
   gosling --help | --version
 ";
 
 fn main() -> ExitCode {
     // ureq logs raw request bytes (Authorization headers included) at trace: never below info.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // The server logs its life at info; the other commands speak for themselves on stdout and
+    // stderr, so only warnings and errors are logged unless RUST_LOG says otherwise.
+    let default_level = if args.first().map(String::as_str) == Some("agent") { "info" } else { "warn" };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
         .filter_module("ureq", log::LevelFilter::Info)
         .filter_module("ureq_proto", log::LevelFilter::Info)
         .target(env_logger::Target::Stderr)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         None | Some("-h") | Some("--help") | Some("help") => {
             print!("{USAGE}");
@@ -52,19 +56,7 @@ fn main() -> ExitCode {
                 }
             },
         },
-        Some("probe") if args.len() == 2 && (args[1].starts_with("http://") || args[1].starts_with("https://")) => {
-            let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").ok();
-            match gosling::cli::probe_http::run(&args[1], scenario.as_deref()) {
-                Ok(out) => {
-                    print!("{out}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("gosling: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Some("probe") => gosling::cli::probe::main(&args[1..]),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)

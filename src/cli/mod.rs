@@ -1,3 +1,4 @@
 //! Command-line subcommands other than the server itself.
 pub mod install;
+pub mod probe;
 pub mod probe_http;

@@ -42,3 +42,6 @@ mod install_http;
 
 // The official MCP conformance runner against `gosling probe URL`.
 mod conformance;
+
+// The MCP client over stdio: real servers, misbehaving fakes, probe.
+mod mcp_stdio;

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""A deliberately misbehaving MCP server on stdio, one misbehaviour per mode.
+
+    bad_mcp_stdio.py MODE [RECORD_FILE]
+
+Every message received is appended to RECORD_FILE (one JSON line each) when given, so a test
+can check what the client sent (e.g. notifications/cancelled). Modes:
+
+  ok               a plain server: tools `echo` and `slow` (sleeps `seconds`)
+  crash_mid_call   tools/call: write to stderr, then exit 3
+  hang             tools/call is never answered
+  exit_at_start    complain on stderr and exit 1 before reading anything
+  garbage          non-JSON and non-JSON-RPC lines around every answer
+  flood            50,000 junk lines before answering tools/call
+  huge_line        a 20 MiB line before answering tools/call
+  wrong_ids        tools/call: an answer with a wrong id, then the right one twice
+  no_init          never answers initialize
+  ignore_term      ignores SIGTERM and stdin EOF (only SIGKILL ends it)
+  server_requests  tools/call: ask the client `ping` and `sampling/createMessage` first,
+                   answer with what came back
+  bad_version      answers initialize with protocolVersion 1999-01-01
+"""
+import json
+import signal
+import sys
+import time
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+RECORD = sys.argv[2] if len(sys.argv) > 2 else None
+
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def record(msg):
+    if RECORD:
+        with open(RECORD, "a") as f:
+            f.write(json.dumps(msg) + "\n")
+
+
+TOOLS = [
+    {"name": "echo", "description": "Echo", "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}},
+    {"name": "slow", "description": "Sleep", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
+]
+
+
+def result(text):
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+def main():
+    if MODE == "exit_at_start":
+        sys.stderr.write("fatal: FAKE_TOKEN is not set, cannot start\n")
+        sys.stderr.flush()
+        sys.exit(1)
+    if MODE == "ignore_term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pending_client_answers = {}
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        msg = json.loads(line)
+        record(msg)
+        method = msg.get("method")
+        mid = msg.get("id")
+        if method is None:
+            # An answer to one of our own requests.
+            pending_client_answers[mid] = msg
+            continue
+        if method == "initialize":
+            if MODE == "no_init":
+                continue
+            version = "1999-01-01" if MODE == "bad_version" else msg["params"]["protocolVersion"]
+            if MODE == "garbage":
+                sys.stdout.write("this is not json\n{\"jsonrpc\": \"1.0\"}\n[1, 2]\n")
+            send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "bad-" + MODE, "version": "0"}}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            args = msg["params"].get("arguments") or {}
+            name = msg["params"]["name"]
+            if MODE == "crash_mid_call":
+                sys.stderr.write("boom: crashing on purpose in the middle of a call\n")
+                sys.stderr.flush()
+                time.sleep(0.2)
+                sys.exit(3)
+            if MODE == "hang":
+                continue
+            if MODE == "garbage":
+                sys.stdout.write("garbage before the answer\n")
+            if MODE == "flood":
+                for i in range(50000):
+                    sys.stdout.write("junk line %d\n" % i)
+            if MODE == "huge_line":
+                sys.stdout.write("x" * (20 << 20) + "\n")
+            if MODE == "wrong_ids":
+                send({"jsonrpc": "2.0", "id": mid + 1000 if isinstance(mid, int) else "nope", "result": result("wrong id")})
+            if MODE == "server_requests":
+                send({"jsonrpc": "2.0", "id": "s1", "method": "ping"})
+                send({"jsonrpc": "2.0", "id": "s2", "method": "sampling/createMessage", "params": {"messages": []}})
+                while "s1" not in pending_client_answers or "s2" not in pending_client_answers:
+                    answer = json.loads(sys.stdin.readline())
+                    record(answer)
+                    pending_client_answers[answer.get("id")] = answer
+                send({"jsonrpc": "2.0", "id": mid, "result": result(json.dumps(pending_client_answers))})
+                continue
+            if name == "slow":
+                time.sleep(float(args.get("seconds", 1)))
+            text = "echo: " + str(args.get("message", "")) if name == "echo" else "slept"
+            send({"jsonrpc": "2.0", "id": mid, "result": result(text)})
+            if MODE == "wrong_ids":
+                send({"jsonrpc": "2.0", "id": mid, "result": result("duplicate")})
+        elif method == "ping":
+            send({"jsonrpc": "2.0", "id": mid, "result": {}})
+        elif mid is not None:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "method not found"}})
+    if MODE == "ignore_term":
+        while True:
+            time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()
