@@ -261,3 +261,60 @@ mod tests {
         assert_eq!(all(encode_data("a\nb").as_bytes())[0].data, "a\nb");
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn ten_thousand_streams_never_panic_and_any_chunking_agrees() {
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let seed = b"event: message\r\nid: 7\r\ndata: {\"a\":1}\r\n\r\n: keep-alive\n\ndata: x\ndata: y\n\nretry: 1500\n\n\xEF\xBB\xBFdata: z\r\r";
+        for _ in 0..10_000 {
+            let mut b = seed.to_vec();
+            for _ in 0..rng.below(5) {
+                let at = rng.below(b.len());
+                match rng.below(3) {
+                    0 => b[at] = b"\r\n:data \xff"[rng.below(9)],
+                    1 => {
+                        b.remove(at);
+                    }
+                    _ => b.insert(at, rng.next() as u8),
+                }
+            }
+            let mut whole = Decoder::new(256);
+            let want = whole.feed(&b);
+            let mut d = Decoder::new(256);
+            let mut got = Vec::new();
+            let mut rest = &b[..];
+            let mut failed = false;
+            while !rest.is_empty() {
+                let n = 1 + rng.below(rest.len().min(17));
+                match d.feed(&rest[..n]) {
+                    Ok(evs) => got.extend(evs),
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+                rest = &rest[n..];
+            }
+            if let (Ok(w), false) = (want, failed) {
+                assert_eq!(got, w, "chunking changed the events of {:?}", String::from_utf8_lossy(&b));
+            }
+        }
+    }
+}

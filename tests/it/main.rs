@@ -45,3 +45,6 @@ mod conformance;
 
 // The MCP client over stdio: real servers, misbehaving fakes, probe.
 mod mcp_stdio;
+
+// 10,000 mutated request bodies across every route.
+mod fuzz;
