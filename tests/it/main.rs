@@ -48,3 +48,6 @@ mod mcp_stdio;
 
 // 10,000 mutated request bodies across every route.
 mod fuzz;
+
+// No secret in the log, even at trace level.
+mod secrets;

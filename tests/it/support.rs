@@ -171,7 +171,9 @@ impl Server {
         for (k, v) in &opts.env {
             cmd.env(k, v);
         }
-        cmd.env("RUST_LOG", std::env::var("GOSLING_TEST_LOG").unwrap_or_else(|_| "debug".into()));
+        if !opts.env.iter().any(|(k, _)| k == "RUST_LOG") {
+            cmd.env("RUST_LOG", std::env::var("GOSLING_TEST_LOG").unwrap_or_else(|_| "debug".into()));
+        }
         let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn gosling");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
