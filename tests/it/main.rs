@@ -51,3 +51,6 @@ mod fuzz;
 
 // No secret in the log, even at trace level.
 mod secrets;
+
+// The fault matrix index, and kill -9 during session writes.
+mod faults;

@@ -139,8 +139,8 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
         env: vec![("GOSLING_MAX_REQUESTS".into(), cap.to_string()), ("GOSLING_IO_TIMEOUT_SECS".into(), "3".into())],
         ..Default::default()
     });
-    // Idle connections (no request at all) never take a handler thread.
-    let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
+    // 200 idle connections (no request at all, slow-loris style) never take a handler thread.
+    let idle: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
     // cap - 1 slow bodies hold handler threads.
     let mut slow: Vec<TcpStream> = (0..cap - 1).map(|_| slow_request(&s.addr)).collect();
     std::thread::sleep(Duration::from_millis(300));

@@ -1,0 +1,78 @@
+//! The fault matrix: every way a peer, a client or the machine misbehaves, and the
+//! user-visible outcome asserted (clear error, server still serving, nothing persisted lost,
+//! no child left behind). Most cases live next to the feature they break; this file lists them
+//! all and holds the ones that fit nowhere else.
+//!
+//! stdio extensions (mcp_stdio.rs): crashes mid-call · hangs (timeout + notifications/cancelled)
+//!   · exits at start (stderr quoted) · never answers initialize · unknown protocol version ·
+//!   prints garbage · floods stdout · writes a line over the limit · wrong and duplicate ids ·
+//!   unsupported server requests · ignores SIGTERM (ladder → SIGKILL) · command not found ·
+//!   disallowed env key; (agent_api.rs) killed child restarted · children never outlive the
+//!   server (SIGTERM and SIGKILL)
+//! HTTP extensions (mcp_http.rs): connection refused · DNS failure · TLS failure (plain server,
+//!   untrusted certificate) · timeout · 401 with WWW-Authenticate · 403 · 404 · HTML answer ·
+//!   500 · redirect loop · truncated SSE stream (resumed) · expired session (re-initialized) ·
+//!   sse type fails fast
+//! LLM (reply.rs, llm.rs): 429 then success · 500 ×3 · stream cut · stall · malformed chunk ·
+//!   mid-stream error event · client disconnect mid-reply (tool cancelled, LLM stream dropped)
+//! HTTP clients (server.rs): 200 idle connections while /status answers · slow bodies up to the
+//!   cap, then 503 · slow-loris headers cut off · oversized bodies (413, also chunked) ·
+//!   malformed JSON / wrong content type / wrong shape · a panicking handler (500)
+//! Files (config_api.rs, server.rs, here): kill -9 during config writes · kill -9 during
+//!   session writes · a corrupt config file refuses start-up and is left untouched
+//! Input (fuzz.rs + unit fuzzers): 10,000 mutated bodies per run, JSON-RPC lines, SSE streams,
+//!   deep links.
+
+use crate::require_peers;
+use crate::support::*;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn kill_9_during_session_writes_leaves_every_session_loadable() {
+    let peers = require_peers!();
+    let s = Server::start();
+    let work = TempDir::new("work");
+    let url = s.url("");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Writers: new sessions, and run-time add/remove (each rewrites the session file).
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let (url, stop, dir) = (url.clone(), stop.clone(), work.path().to_path_buf());
+            let ext = everything_stdio_config(peers, "everything");
+            std::thread::spawn(move || {
+                let post = |path: &str, body: serde_json::Value| {
+                    std::panic::catch_unwind(|| http("POST", &format!("{url}{path}"), Some(SECRET), Some(body.to_string().as_bytes())))
+                };
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(r) = post("/agent/start", json!({"working_dir": dir, "extension_overrides": []})) else { break };
+                    let Some(id) = r.json().get("id").and_then(|v| v.as_str()).map(str::to_string) else { continue };
+                    let _ = post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+                    if w == 0 {
+                        let _ = post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+                    }
+                    let _ = post("/agent/update_provider", json!({"session_id": id, "provider": "openai", "model": format!("m{w}")}));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let home = s.kill();
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        let _ = w.join();
+    }
+    let s = Server::start_in(home, ServerOpts::default());
+    let list = s.get("/sessions");
+    assert_eq!(list.status, 200);
+    let sessions = list.json()["sessions"].as_array().unwrap().clone();
+    assert!(!sessions.is_empty());
+    for sess in &sessions {
+        let id = sess["id"].as_str().unwrap();
+        let one = s.get(&format!("/sessions/{id}"));
+        assert_eq!(one.status, 200, "session {id} loads after the crash: {}", one.text());
+    }
+    assert!(!s.stderr().contains("not valid"), "no session file was torn");
+}
