@@ -32,8 +32,10 @@ pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-06-18";
 /// Longest accepted input line (a `text_editor` write carries a whole file).
 pub const MAX_LINE: usize = 8 << 20;
 
-/// Tool calls running at once; beyond it a call is refused with a JSON-RPC error.
-pub const MAX_IN_FLIGHT: usize = 16;
+/// Tool calls running at once; beyond it a call is refused with a JSON-RPC error. Set above
+/// the agent's own request cap (GOSLING_MAX_REQUESTS, 64 by default), so calls through
+/// gosling are never refused here; it bounds a client that floods stdin directly.
+pub const MAX_IN_FLIGHT: usize = 256;
 
 /// How long stdin EOF lets running calls finish before cancelling them (so
 /// `printf ... | gosling mcp developer` still gets its answers).

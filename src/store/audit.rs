@@ -13,6 +13,8 @@ use std::time::Duration;
 
 pub struct AuditLog {
     path: PathBuf,
+    /// Opened on first use and kept: one `write` per line, no open/close per call.
+    file: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 pub struct Entry<'a> {
@@ -27,7 +29,7 @@ pub struct Entry<'a> {
 
 impl AuditLog {
     pub fn new(state_dir: &Path) -> AuditLog {
-        AuditLog { path: state_dir.join("audit.jsonl") }
+        AuditLog { path: state_dir.join("audit.jsonl"), file: std::sync::Mutex::new(None) }
     }
 
     pub fn path(&self) -> &Path {
@@ -47,8 +49,19 @@ impl AuditLog {
         });
         let mut bytes = line.to_string().into_bytes();
         bytes.push(b'\n');
-        let r = OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path).and_then(|mut f| f.write_all(&bytes));
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if file.is_none() {
+            match OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path) {
+                Ok(f) => *file = Some(f),
+                Err(err) => {
+                    log::error!("store: cannot open the audit log {}: {err}", self.path.display());
+                    return;
+                }
+            }
+        }
+        let r = file.as_mut().map_or(Ok(()), |f| f.write_all(&bytes));
         if let Err(err) = r {
+            *file = None;
             log::error!("store: cannot append to the audit log {}: {err}", self.path.display());
         }
     }
