@@ -81,11 +81,20 @@ struct Reply {
 /// Sends one request and reads one response (Content-Length or chunked), keeping the
 /// connection open for the next.
 fn exchange(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Option<&str>) -> Result<Reply, String> {
+    exchange_json(tls, method, path, secret, None)
+}
+
+fn exchange_json(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Option<&str>, json: Option<&serde_json::Value>) -> Result<Reply, String> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
     if let Some(s) = secret {
         head.push_str(&format!("X-Secret-Key: {s}\r\n"));
     }
+    let body = json.map(|j| j.to_string()).unwrap_or_default();
+    if json.is_some() {
+        head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+    }
     head.push_str("\r\n");
+    head.push_str(&body);
     let io = |e: std::io::Error| e.to_string();
     tls.get_mut().write_all(head.as_bytes()).map_err(io)?;
     tls.get_mut().flush().map_err(io)?;
@@ -293,4 +302,33 @@ fn plain_http_stays_the_default_and_prints_no_fingerprint() {
         assert!(!server.early_stdout.iter().any(|l| l.contains(PREFIX)), "{env:?}: {:?}", server.early_stdout);
         assert_eq!(server.get("/status").status, 200);
     }
+}
+
+#[test]
+fn a_streamed_reply_over_tls() {
+    use crate::fake_llm::{oa_finish, oa_text, FakeLlm, Reply as LlmReply, OA_DONE};
+    use serde_json::json;
+    let llm = FakeLlm::start(vec![LlmReply::sse(&[oa_text("Hel"), oa_text("lo over "), oa_text("TLS"), oa_finish("stop"), OA_DONE.to_string()])]);
+    let server = tls_server(&["--tls"], &[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "mock-model"), ("OPENAI_HOST", &llm.url())]);
+    let pin = fingerprint_line(&server);
+    let mut conn = BufReader::new(connect(&server.addr, &pin).unwrap());
+    let work = std::env::temp_dir();
+    let started = exchange_json(&mut conn, "POST", "/agent/start", Some(SECRET), Some(&json!({"working_dir": work}))).unwrap();
+    assert_eq!(started.status, 200, "{}", started.body);
+    let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["id"].as_str().unwrap().to_string();
+    let resumed = exchange_json(&mut conn, "POST", "/agent/resume", Some(SECRET), Some(&json!({"session_id": id, "load_model_and_extensions": true}))).unwrap();
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let message = json!({"role": "user", "created": 1735725600, "content": [{"type": "text", "text": "hi"}], "metadata": {"userVisible": true, "agentVisible": true}});
+    let reply = exchange_json(&mut conn, "POST", "/reply", Some(SECRET), Some(&json!({"session_id": id, "user_message": message}))).unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.headers.iter().any(|(k, v)| k == "content-type" && v == "text/event-stream"));
+    let events: Vec<serde_json::Value> = reply.body.split("\n\n").filter_map(|f| f.strip_prefix("data: ")).map(|j| serde_json::from_str(j).unwrap()).collect();
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "Message")
+        .flat_map(|e| e["message"]["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(text, "Hello over TLS");
+    assert_eq!(events.last().unwrap()["type"], "Finish", "{events:?}");
 }
