@@ -272,7 +272,8 @@ fn bad_tls_configuration_is_a_start_up_error_naming_the_variable() {
     let encrypted = write("enc.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n");
     let missing = dir.join("missing.pem").to_str().unwrap().to_string();
 
-    let cases: Vec<(Vec<(&str, &str)>, Vec<&str>)> = vec![
+    type Vars<'a> = Vec<(&'a str, &'a str)>;
+    let cases: Vec<(Vars<'_>, Vec<&str>)> = vec![
         (vec![("GOOSE_TLS_CERT_PATH", &cert)], vec!["GOOSE_TLS_CERT_PATH is set but GOOSE_TLS_KEY_PATH is not"]),
         (vec![("GOOSE_TLS_KEY_PATH", &key)], vec!["GOOSE_TLS_KEY_PATH is set but GOOSE_TLS_CERT_PATH is not"]),
         (vec![("GOOSE_TLS_CERT_PATH", &missing), ("GOOSE_TLS_KEY_PATH", &key)], vec!["cannot read GOOSE_TLS_CERT_PATH", "missing.pem"]),
