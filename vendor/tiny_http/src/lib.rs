@@ -350,7 +350,7 @@ impl Server {
                         };
                         let (read_closable, write_closable) = if let Some(w) = wrapped {
                             RefinedTcpStream::new(w)
-                        } else { match ssl {
+                        } else { match ssl { // (upstream lines below kept as they were)
                             None => RefinedTcpStream::new(sock),
                             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
                             Some(ref ssl) => {
