@@ -326,6 +326,28 @@ mod tests {
     }
 
     #[test]
+    fn pem_key_formats() {
+        let dir = std::env::temp_dir().join(format!("gosling-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let made = self_signed(IpAddr::from([127, 0, 0, 1]), crate::util::unix_secs()).unwrap();
+        let cert = dir.join("cert.pem");
+        std::fs::write(&cert, made.cert_pem()).unwrap();
+        // The SEC1 ECPrivateKey is the OCTET STRING that ends ring's PKCS#8 v1 document
+        // (SEQUENCE { version, algorithm, privateKey OCTET STRING { ECPrivateKey } }).
+        // For P-256 that ECPrivateKey is 0x6d bytes long.
+        let p8 = &made.key_pkcs8;
+        let sec1 = &p8[p8.len() - 0x6d..];
+        assert_eq!(p8[p8.len() - 0x6d - 2..p8.len() - 0x6d], [0x04, 0x6d], "OCTET STRING header of the ECPrivateKey");
+        for (label, der) in [("PRIVATE KEY", p8.as_slice()), ("EC PRIVATE KEY", sec1)] {
+            let key = dir.join("key.pem");
+            std::fs::write(&key, cert::pem(label, der)).unwrap();
+            let tls = ServerTls::from_files(&cert, &key).unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(tls.fingerprint, cert::fingerprint(&made.cert_der));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_key_that_is_not_the_certificates_is_rejected() {
         let a = self_signed(IpAddr::from([127, 0, 0, 1]), crate::util::unix_secs()).unwrap();
         let b = self_signed(IpAddr::from([127, 0, 0, 1]), crate::util::unix_secs()).unwrap();
