@@ -31,6 +31,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         ));
     }
     resolve_secret(&mut cfg)?;
+    let tls = if cfg.tls.enabled { Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(|e| e.to_string())?) } else { None };
     let store = ConfigStore::open(&cfg.config_dir).map_err(|e| e.to_string())?;
     let bind = SocketAddr::new(cfg.host, cfg.port);
     let listener = TcpListener::bind(bind).map_err(|e| format!("agent: cannot listen on {bind}: {e}; pick another port with GOOSE_PORT or --port"))?;
@@ -43,18 +44,22 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let app = Arc::new(App::new(cfg, store, sessions, policy));
     crate::sys::install_shutdown_handler();
     let handler_app = app.clone();
-    let mut server = Server::start(listener, limits, Arc::new(move |req| crate::http::routes::handle(&handler_app, req)))
+    let mut server = Server::start_with_tls(listener, limits, tls.as_ref(), Arc::new(move |req| crate::http::routes::handle(&handler_app, req)))
         .map_err(|e| format!("agent: cannot start the HTTP server: {e}"))?;
-    log::info!("gosling {} serving on {}", env!("CARGO_PKG_VERSION"), server.addr());
+    log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
     {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "gosling listening on http://{}", server.addr());
+        // goosed's line, for clients that pin the certificate; before the listening line.
+        if let Some(tls) = &tls {
+            let _ = writeln!(out, "GOOSED_CERT_FINGERPRINT={}", tls.fingerprint);
+        }
+        let _ = writeln!(out, "gosling listening on {}://{}", server.scheme(), server.addr());
         let _ = out.flush();
     }
     // A person at a terminal gets a one-time link for the web page (never the key itself).
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some() {
         if let Some(token) = app.login.peek() {
-            eprintln!("gosling: web page: http://{}/#login={token} (works once, for 10 minutes)", server.addr());
+            eprintln!("gosling: web page: {}://{}/#login={token} (works once, for 10 minutes)", server.scheme(), server.addr());
         }
     }
     while !crate::sys::shutdown_requested() {

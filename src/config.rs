@@ -16,6 +16,17 @@ pub enum SecretSource {
     Generated(PathBuf),
 }
 
+/// HTTPS (`--tls` / `GOOSE_TLS`), and the PEM files to serve it with. The paths are kept as
+/// given; `tls::ServerTls::from_config` checks them (both or neither) when TLS is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub enabled: bool,
+    /// `GOOSE_TLS_CERT_PATH`: PEM certificate chain, leaf first.
+    pub cert_path: Option<PathBuf>,
+    /// `GOOSE_TLS_KEY_PATH`: PEM private key.
+    pub key_path: Option<PathBuf>,
+}
+
 #[derive(Clone)]
 pub struct Config {
     pub host: IpAddr,
@@ -34,6 +45,8 @@ pub struct Config {
     pub max_body: usize,
     /// How long a connection may sit without sending a byte (slow or idle clients).
     pub io_timeout: Duration,
+    /// Serve HTTPS instead of plain HTTP (off unless asked for).
+    pub tls: TlsConfig,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -55,6 +68,7 @@ impl std::fmt::Debug for Config {
             .field("max_requests", &self.max_requests)
             .field("max_body", &self.max_body)
             .field("io_timeout", &self.io_timeout)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -90,6 +104,18 @@ pub fn config_dir(env: &dyn Env) -> PathBuf {
 
 pub fn state_dir(env: &dyn Env) -> PathBuf {
     env.get("GOSLING_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| xdg_dir(env, "STATE").join("gosling"))
+}
+
+/// `GOOSE_TLS`: true/1/yes or false/0/no (any case); unset is off.
+fn parse_tls_flag(env: &dyn Env) -> Result<bool, String> {
+    match env.get("GOOSE_TLS") {
+        None => Ok(false),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            _ => Err(format!("config: GOOSE_TLS={v:?} is not true or false")),
+        },
+    }
 }
 
 fn parse_num<T: std::str::FromStr>(env: &dyn Env, key: &str, default: T) -> Result<T, String> {
@@ -132,6 +158,11 @@ impl Config {
             max_requests,
             max_body: parse_num(env, "GOSLING_MAX_BODY_BYTES", 50usize << 20)?,
             io_timeout: Duration::from_secs(parse_num(env, "GOSLING_IO_TIMEOUT_SECS", 30u64)?),
+            tls: TlsConfig {
+                enabled: parse_tls_flag(env)?,
+                cert_path: env.get("GOOSE_TLS_CERT_PATH").map(PathBuf::from),
+                key_path: env.get("GOOSE_TLS_KEY_PATH").map(PathBuf::from),
+            },
         })
     }
 }
@@ -171,5 +202,20 @@ mod tests {
         assert_eq!(Config::from_env(&env, Some(0), None).unwrap().port, 0);
         let env = MapEnv(HashMap::from([("GOSLING_MAX_REQUESTS", "0")]));
         assert!(Config::from_env(&env, Some(0), None).is_err());
+    }
+
+    #[test]
+    fn tls_switch_and_files() {
+        let tls = |pairs: &[(&'static str, &'static str)]| Config::from_env(&MapEnv(pairs.iter().copied().collect()), None, None).map(|c| c.tls);
+        assert!(!tls(&[]).unwrap().enabled, "plain HTTP is the default");
+        for on in ["true", "1", "yes", "TRUE"] {
+            assert!(tls(&[("GOOSE_TLS", on)]).unwrap().enabled, "{on}");
+        }
+        for off in ["false", "0", "no"] {
+            assert!(!tls(&[("GOOSE_TLS", off)]).unwrap().enabled, "{off}");
+        }
+        assert!(tls(&[("GOOSE_TLS", "maybe")]).unwrap_err().contains("GOOSE_TLS"));
+        let t = tls(&[("GOOSE_TLS", "1"), ("GOOSE_TLS_CERT_PATH", "/c.pem"), ("GOOSE_TLS_KEY_PATH", "/k.pem")]).unwrap();
+        assert_eq!((t.cert_path.unwrap(), t.key_path.unwrap()), (PathBuf::from("/c.pem"), PathBuf::from("/k.pem")));
     }
 }

@@ -11,6 +11,7 @@ pub mod store;
 pub mod mcp;
 pub mod extensions;
 pub mod util;
+pub mod tls;
 pub mod http;
 pub mod agent;
 pub mod app;

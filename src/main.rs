@@ -6,7 +6,9 @@ const USAGE: &str = "\
 gosling — goose's MCP-scope agent server in one small binary
 
 Usage:
-  gosling agent [--port N] [--host ADDR]   serve the goose server API (port from GOOSE_PORT)
+  gosling agent [--port N] [--host ADDR] [--tls]
+                                           serve the goose server API (port from GOOSE_PORT;
+                                           --tls or GOOSE_TLS=true: HTTPS)
   gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
@@ -77,14 +79,17 @@ fn exit(r: Result<(), String>) -> ExitCode {
 fn agent(args: &[String]) -> Result<(), String> {
     let mut port = None;
     let mut host = None;
+    let mut tls = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--port" => port = Some(it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a number 0-65535")?),
             "--host" => host = Some(it.next().and_then(|h| h.parse().ok()).ok_or("--host needs an IP address")?),
+            "--tls" => tls = true,
             other => return Err(format!("agent: unknown argument {other:?}; see --help")),
         }
     }
-    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
+    let mut cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
+    cfg.tls.enabled |= tls;
     gosling::agent_cmd::run(cfg)
 }

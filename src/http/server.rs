@@ -7,6 +7,7 @@
 //! a 500 and the server lives on). Bodies are bounded (413) and sockets have read/write
 //! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
 //! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame.
+//! With `tls` (see `crate::tls`) every connection is a rustls session; the rest is the same.
 
 use crate::http::error::ApiError;
 use serde_json::Value;
@@ -159,13 +160,23 @@ pub struct Server {
     stopping: Arc<AtomicBool>,
     dispatcher: Option<thread::JoinHandle<()>>,
     in_flight: Arc<AtomicUsize>,
+    tls: bool,
 }
 
 impl Server {
     pub fn start(listener: TcpListener, limits: Limits, handler: Arc<Handler>) -> io::Result<Server> {
+        Server::start_with_tls(listener, limits, None, handler)
+    }
+
+    /// Like `start`; serves HTTPS when `tls` is given.
+    pub fn start_with_tls(listener: TcpListener, limits: Limits, tls: Option<&crate::tls::ServerTls>, handler: Arc<Handler>) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         let timeout = Some(limits.io_timeout);
-        let http = tiny_http::Server::from_listener_with_timeouts(listener, None, timeout, timeout).map_err(io::Error::other)?;
+        let http = match tls {
+            None => tiny_http::Server::from_listener_with_timeouts(listener, None, timeout, timeout),
+            Some(tls) => tiny_http::Server::from_listener_wrapped(listener, tls.stream_wrapper(), timeout, timeout),
+        }
+        .map_err(io::Error::other)?;
         let http = Arc::new(http);
         let stopping = Arc::new(AtomicBool::new(false));
         let in_flight = Arc::new(AtomicUsize::new(0));
@@ -173,11 +184,20 @@ impl Server {
             let (http, stopping, in_flight) = (http.clone(), stopping.clone(), in_flight.clone());
             thread::Builder::new().name("http-dispatch".into()).spawn(move || dispatch(&http, &stopping, &in_flight, &limits, handler))?
         };
-        Ok(Server { http, addr, stopping, dispatcher: Some(dispatcher), in_flight })
+        Ok(Server { http, addr, stopping, dispatcher: Some(dispatcher), in_flight, tls: tls.is_some() })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     pub fn in_flight(&self) -> usize {

@@ -11,6 +11,9 @@ mod cli;
 // HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
 mod server;
 
+// HTTPS (`--tls`): the fingerprint line, a pinning client, certificate files, errors.
+mod tls;
+
 // /config/extensions and the key/value config routes.
 mod config_api;
 

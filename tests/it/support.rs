@@ -116,6 +116,9 @@ pub fn gosling(home: &TempDir) -> Command {
         .env("HOME", home.path())
         .env_remove("GOOSE_SERVER__SECRET_KEY")
         .env_remove("GOOSE_PORT")
+        .env_remove("GOOSE_TLS")
+        .env_remove("GOOSE_TLS_CERT_PATH")
+        .env_remove("GOOSE_TLS_KEY_PATH")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("GOOSE_PROVIDER")
@@ -130,6 +133,10 @@ pub struct Server {
     pub home: TempDir,
     /// Lines the server printed on stdout after the listening line (collected in background).
     pub stderr_path: PathBuf,
+    /// The listening line said `https://` (`--tls`); `url()` follows it.
+    pub tls: bool,
+    /// Stdout lines before the listening line (e.g. `GOOSED_CERT_FINGERPRINT=…`).
+    pub early_stdout: Vec<String>,
 }
 
 pub struct ServerOpts {
@@ -191,13 +198,18 @@ impl Server {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(20);
+        let mut early_stdout = Vec::new();
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(line) => {
-                    if let Some(addr) = line.split("listening on http://").nth(1) {
+                    let found = [("listening on http://", false), ("listening on https://", true)]
+                        .into_iter()
+                        .find_map(|(marker, tls)| line.split(marker).nth(1).map(|addr| (addr.to_string(), tls)));
+                    if let Some((addr, tls)) = found {
                         let addr = addr.split_whitespace().next().unwrap().trim_end_matches('/').to_string();
-                        return Ok(Server { child, addr, home, stderr_path });
+                        return Ok(Server { child, addr, home, stderr_path, tls, early_stdout });
                     }
+                    early_stdout.push(line);
                 }
                 Err(_) => {
                     if let Ok(Some(status)) = child.try_wait() {
@@ -215,7 +227,7 @@ impl Server {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        format!("{}://{}{}", if self.tls { "https" } else { "http" }, self.addr, path)
     }
 
     pub fn stderr(&self) -> String {

@@ -112,6 +112,7 @@ use connection::Connection;
 use util::MessagesQueue;
 
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
+pub use util::refined_tcp_stream::{StreamWrapper, WrappedStream};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
 pub use request::{ReadWrite, Request};
 pub use response::{Response, ResponseBox};
@@ -247,12 +248,37 @@ impl Server {
         Self::from_listener_with_timeouts(listener, ssl_config, None, None)
     }
 
+    /// gosling patch: like `from_listener_with_timeouts`, but every accepted TCP connection
+    /// is first handed to `wrapper` (gosling's TLS), and HTTP is spoken over the stream it
+    /// returns. The wrapper runs on the accept thread, so it must not block (a TLS wrapper
+    /// handshakes lazily, on the connection thread's first read, after the timeouts are set);
+    /// an error from it drops that one connection. Requests on a wrapped connection are
+    /// served one at a time, as on tiny_http's own HTTPS.
+    pub fn from_listener_wrapped<L: Into<Listener>>(
+        listener: L,
+        wrapper: StreamWrapper,
+        read_timeout: Option<std::time::Duration>,
+        write_timeout: Option<std::time::Duration>,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        Self::from_listener_impl(listener, None, Some(wrapper), read_timeout, write_timeout)
+    }
+
     /// gosling patch: like `from_listener`, but every accepted connection gets these socket
     /// read and write timeouts, so an idle or slow client cannot hold a connection thread
     /// forever (a read timeout while waiting for headers answers 408 and closes).
     pub fn from_listener_with_timeouts<L: Into<Listener>>(
         listener: L,
         ssl_config: Option<SslConfig>,
+        read_timeout: Option<std::time::Duration>,
+        write_timeout: Option<std::time::Duration>,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        Self::from_listener_impl(listener, ssl_config, None, read_timeout, write_timeout)
+    }
+
+    fn from_listener_impl<L: Into<Listener>>(
+        listener: L,
+        ssl_config: Option<SslConfig>,
+        wrapper: Option<StreamWrapper>,
         read_timeout: Option<std::time::Duration>,
         write_timeout: Option<std::time::Duration>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
@@ -311,7 +337,20 @@ impl Server {
                             log::debug!("could not set socket timeouts: {}", e);
                         }
                         use util::RefinedTcpStream;
-                        let (read_closable, write_closable) = match ssl {
+                        // gosling patch: a stream wrapper (see from_listener_wrapped).
+                        let wrapped = match wrapper {
+                            None => None,
+                            Some(ref wrap) => match util::refined_tcp_stream::Wrapped::new(&sock, wrap) {
+                                Ok(w) => Some(w),
+                                Err(e) => {
+                                    log::debug!("dropping a connection the stream wrapper refused: {}", e);
+                                    continue;
+                                }
+                            },
+                        };
+                        let (read_closable, write_closable) = if let Some(w) = wrapped {
+                            RefinedTcpStream::new(w)
+                        } else { match ssl { // (upstream lines below kept as they were)
                             None => RefinedTcpStream::new(sock),
                             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
                             Some(ref ssl) => {
@@ -326,7 +365,7 @@ impl Server {
                             }
                             #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
                             Some(ref _ssl) => unreachable!(),
-                        };
+                        } };
 
                         Ok(ClientConnection::new(write_closable, read_closable))
                     }

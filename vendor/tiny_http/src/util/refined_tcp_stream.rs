@@ -1,13 +1,61 @@
 use std::io::Result as IoResult;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
 
 use crate::connection::Connection;
 #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
 use crate::ssl::SslStream;
 
+/// gosling patch: turns an accepted TCP connection into the stream HTTP is spoken over
+/// (see `Server::from_listener_wrapped`). Runs on the accept thread: must not block.
+pub type StreamWrapper =
+    Arc<dyn Fn(TcpStream) -> IoResult<Box<dyn WrappedStream>> + Send + Sync>;
+
+/// gosling patch: a stream made by a [`StreamWrapper`], e.g. a TLS session over the socket.
+pub trait WrappedStream: Read + Write + Send {
+    /// Called once before the socket's write side is shut down (e.g. to send a TLS
+    /// close_notify). Skipped if the stream is busy on another thread at that moment.
+    fn close(&mut self) {}
+}
+
+/// gosling patch: a wrapped stream shared by a connection's read and write halves behind one
+/// lock (so requests on it are served one at a time, see `Stream::secure`), plus the socket
+/// underneath for shutdown and the peer address without taking that lock.
+#[derive(Clone)]
+pub(crate) struct Wrapped(Arc<(Mutex<Box<dyn WrappedStream>>, TcpStream)>);
+
+impl Wrapped {
+    pub(crate) fn new(sock: &Connection, wrap: &StreamWrapper) -> IoResult<Wrapped> {
+        let tcp = match sock {
+            Connection::Tcp(s) => s,
+            #[cfg(unix)]
+            Connection::Unix(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "stream wrappers take TCP connections only",
+                ))
+            }
+        };
+        let stream = wrap(tcp.try_clone()?)?;
+        Ok(Wrapped(Arc::new((Mutex::new(stream), tcp.try_clone()?))))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn WrappedStream>> {
+        self.0 .0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl From<Wrapped> for Stream {
+    fn from(w: Wrapped) -> Self {
+        Stream::Wrapped(w)
+    }
+}
+
 pub(crate) enum Stream {
     Http(Connection),
+    /// gosling patch: see `Wrapped`.
+    Wrapped(Wrapped),
     #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
     Https(SslStream),
 }
@@ -16,6 +64,7 @@ impl Clone for Stream {
     fn clone(&self) -> Self {
         match self {
             Stream::Http(tcp_stream) => Stream::Http(tcp_stream.try_clone().unwrap()),
+            Stream::Wrapped(w) => Stream::Wrapped(w.clone()),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => Stream::Https(ssl_stream.clone()),
         }
@@ -32,6 +81,8 @@ impl Stream {
     fn secure(&self) -> bool {
         match self {
             Stream::Http(_) => false,
+            // Treated as tiny_http's own HTTPS: one lock for both halves, one request at a time.
+            Stream::Wrapped(_) => true,
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(_) => true,
         }
@@ -40,6 +91,7 @@ impl Stream {
     fn peer_addr(&mut self) -> IoResult<Option<SocketAddr>> {
         match self {
             Stream::Http(tcp_stream) => tcp_stream.peer_addr(),
+            Stream::Wrapped(w) => w.0 .1.peer_addr().map(Some),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.peer_addr(),
         }
@@ -48,6 +100,14 @@ impl Stream {
     fn shutdown(&mut self, how: Shutdown) -> IoResult<()> {
         match self {
             Stream::Http(tcp_stream) => tcp_stream.shutdown(how),
+            Stream::Wrapped(w) => {
+                if how != Shutdown::Read {
+                    if let Ok(mut s) = w.0 .0.try_lock() {
+                        s.close();
+                    }
+                }
+                w.0 .1.shutdown(how)
+            }
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.shutdown(how),
         }
@@ -58,6 +118,7 @@ impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         match self {
             Stream::Http(tcp_stream) => tcp_stream.read(buf),
+            Stream::Wrapped(w) => w.lock().read(buf),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.read(buf),
         }
@@ -68,6 +129,7 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> IoResult<usize> {
         match self {
             Stream::Http(tcp_stream) => tcp_stream.write(buf),
+            Stream::Wrapped(w) => w.lock().write(buf),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.write(buf),
         }
@@ -76,6 +138,7 @@ impl Write for Stream {
     fn flush(&mut self) -> IoResult<()> {
         match self {
             Stream::Http(tcp_stream) => tcp_stream.flush(),
+            Stream::Wrapped(w) => w.lock().flush(),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.flush(),
         }
