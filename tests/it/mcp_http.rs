@@ -390,7 +390,8 @@ fn extra_ca_bundle_from_ssl_cert_file_is_trusted() {
     let ok = gosling(&home).arg("probe").arg(&url).env("SSL_CERT_FILE", &ca).env_remove("MCP_CONFORMANCE_SCENARIO").output().unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
     assert!(ok.status.success(), "probe with SSL_CERT_FILE: {}\n{stdout}", String::from_utf8_lossy(&ok.stderr));
-    assert!(stdout.contains("server: \"fake\""), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("probe prints JSON ({e}): {stdout}"));
+    assert_eq!(v["serverInfo"]["name"], "fake", "{stdout}");
     let missing = gosling(&home).arg("probe").arg(&url).env("SSL_CERT_FILE", home.join("nope.pem")).output().unwrap();
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success() && err.contains("cannot read SSL_CERT_FILE"), "{err}");
