@@ -19,3 +19,4 @@ pub mod agent_cmd;
 pub mod llm;
 pub mod cli;
 pub mod builtins;
+pub mod web;

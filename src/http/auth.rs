@@ -5,7 +5,7 @@
 pub const EXEMPT: [&str; 5] = ["/status", "/mcp-ui-proxy", "/mcp-app-proxy", "/mcp-app-guest", "/auth/login"];
 
 pub fn is_exempt(path: &str) -> bool {
-    EXEMPT.contains(&path)
+    EXEMPT.contains(&path) || crate::web::PATHS.contains(&path)
 }
 
 /// Constant-time comparison: length first (the length of the secret is not the secret),

@@ -74,6 +74,10 @@ fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError>
         allow(&["POST"])?;
         f(app, req)
     };
+    if let Some(page) = crate::web::PATHS.contains(&path).then(|| crate::web::serve(path)).flatten() {
+        allow(&["GET"])?;
+        return Ok(page);
+    }
     match path {
         "/status" => {
             allow(&["GET"])?;

@@ -57,3 +57,6 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
+// The built-in web page: headers, no inline script, no CORS.
+mod web;
