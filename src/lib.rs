@@ -13,6 +13,7 @@ pub mod extensions;
 pub mod util;
 pub mod tls;
 pub mod http;
+pub mod web;
 pub mod agent;
 pub mod app;
 pub mod agent_cmd;
