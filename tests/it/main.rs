@@ -30,6 +30,7 @@ mod deeplink;
 
 // `gosling install` / `gosling import`: confirmation, persistence, secrets, allowlists.
 mod install_cli;
+mod web;
 
 // Builtin extensions served over stdio: gosling mcp developer|memory.
 mod builtins;
