@@ -22,12 +22,22 @@ function el(tag, attrs, ...kids) {
 function status(msg) { $("status").textContent = msg; }
 function key() { return sessionStorage.getItem(KEY_STORE) || ""; }
 
-function takeKeyFromFragment() {
-  const m = /(?:^#|&)key=([^&]*)/.exec(location.hash);
-  if (m) {
-    sessionStorage.setItem(KEY_STORE, decodeURIComponent(m[1]));
-    history.replaceState(null, "", location.pathname + location.search);
-  }
+// `#key=K` (the key itself) or `#login=T` (the one-time token `gosling agent` prints, traded
+// once via POST /auth/login). Fragments never reach the server; we drop it from the URL.
+async function takeKeyFromFragment() {
+  const frag = new URLSearchParams(location.hash.replace(/^#/, ""));
+  const k = frag.get("key");
+  const login = frag.get("login");
+  if (k === null && login === null) return;
+  history.replaceState(null, "", location.pathname + location.search);
+  if (k !== null) { sessionStorage.setItem(KEY_STORE, k); return; }
+  try {
+    const r = await fetch("/auth/login", { method: "POST", credentials: "omit", cache: "no-store",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token: login }) });
+    const j = await r.json();
+    if (r.ok && j.secret_key) sessionStorage.setItem(KEY_STORE, j.secret_key);
+    else status(j.message || "The login link did not work; enter the secret key.");
+  } catch (e) { status("The login link did not work: " + e.message); }
 }
 
 async function api(method, path, body, signal) {
@@ -398,9 +408,10 @@ function onSubmit(id, f, errEl) {
   on(id, "submit", (e) => { e.preventDefault(); guard(f, errEl); });
 }
 
-function init() {
-  takeKeyFromFragment();
-  showKeyState();
+async function init() {
+  await takeKeyFromFragment();
+  if (key()) showKeyState();
+  else if (!$("status").textContent) showKeyState();
   onSubmit("key-form", async () => {
     sessionStorage.setItem(KEY_STORE, $("key-input").value);
     $("key-input").value = "";
