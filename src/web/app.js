@@ -252,6 +252,7 @@ async function resume(id) {
   const r = await apiJson("POST", "/agent/resume", { session_id: id, load_model_and_extensions: true });
   setSession(r.session, r.extension_results);
   status("Session " + id + " ready.");
+  loadSessions().then(() => { $("session-select").value = id; }, () => {});
 }
 
 async function loadSessions() {
@@ -325,14 +326,27 @@ function extFormConfig() {
 
 // ---------- install ----------
 function describePlan(plan) {
-  const c = plan.config || {};
-  const box = el("div", { class: "plan" },
-    el("p", {}, el("strong", { text: plan.name }), " (" + c.type + ")"),
-    el("p", { text: plan.summary || "" }));
-  if (c.cmd) box.append(el("p", { text: "Runs: " }, ), el("pre", { text: [c.cmd].concat(c.args || []).join(" ") }));
-  if (c.uri) box.append(el("p", { text: "Connects to: " + c.uri }));
-  if ((plan.warnings || []).length) box.append(el("ul", { class: "warnings" }, ...plan.warnings.map((w) => el("li", { text: w }))));
-  if ((plan.missing_secrets || []).length) box.append(el("p", { text: "Needs secrets: " + plan.missing_secrets.join(", ") }));
+  const sm = plan.summary || {};
+  const dl = el("dl", { class: "plan" });
+  const row = (k, v) => { if (v !== undefined && v !== null && v !== "") dl.append(el("dt", { text: k }), el("dd", {}, v)); };
+  row("Name", plan.name + " (key " + plan.key + ")");
+  row("Type", sm.type);
+  row("Description", sm.description);
+  if (sm.command !== undefined) {
+    row("Runs", el("code", { text: [sm.command].concat(sm.args || []).join(" ") }));
+    row("Exact argv", el("pre", { text: JSON.stringify([sm.command].concat(sm.args || [])) }));
+  }
+  row("Connects to", sm.url);
+  if ((sm.headers || []).length) row("Sends headers", sm.headers.join(", "));
+  if ((sm.env || []).length) {
+    row("Environment", el("ul", {}, ...sm.env.map((e) => el("li", {}, el("code", { text: e.name }), e.description ? " — " + e.description : ""))));
+  }
+  row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
+  row("Installation notes", sm.installation_notes);
+  if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.join(", "));
+  const box = el("div", {}, dl);
+  if ((plan.warnings || []).length) box.append(el("ul", { class: "warnings" }, ...plan.warnings.map((w) => el("li", { text: "Warning: " + w }))));
+  box.append(el("details", {}, el("summary", { text: "Full configuration" }), el("pre", { text: JSON.stringify(plan.config, null, 2) })));
   return box;
 }
 
@@ -359,7 +373,8 @@ function secretsForm(done) {
     const id = "secret-" + name.replace(/[^A-Za-z0-9_]/g, "_");
     const input = el("input", { id, type: "password", autocomplete: "off", required: "" });
     input.dataset.name = name;
-    form.append(el("label", { for: id, text: name }), input);
+    const about = ((done.summary || {}).env || []).find((e) => e.name === name);
+    form.append(el("label", { for: id, text: name + (about && about.description ? " — " + about.description : "") }), input);
     return input;
   });
   form.append(el("button", { type: "submit", text: "Save secrets and enable" }));

@@ -136,7 +136,7 @@ async function main() {
   if (!plan.includes("DEMO_TOKEN")) throw new Error("dry run does not name the missing secret: " + plan);
   await shot(page, "install-dry-run");
   await page.click("#install-plan button:text('Install Linked Demo')");
-  await page.waitForSelector("label:text('DEMO_TOKEN')");
+  await page.waitForSelector("label:has-text('DEMO_TOKEN')");
   await shot(page, "install-needs-secret");
   await page.fill("#secret-DEMO_TOKEN", "demo-secret-value");
   await page.click("#install-plan button:text('Save secrets and enable')");
