@@ -468,10 +468,15 @@ async function init() {
   }, $("ext-error"));
   onSubmit("install-form", () => checkInstall($("install-link").value.trim()), $("install-error"));
   onSubmit("settings-form", async () => {
+    $("settings-msg").textContent = "Saving…";
     const provider = $("set-provider").value;
     const model = $("set-model").value.trim();
     const host = $("set-host").value.trim();
     const apiKey = $("set-apikey").value;
+    const mode = $("set-mode").value;
+    if (mode) await upsert("GOOSE_MODE", mode, false);
+    if (host && !HOST_KEYS[provider]) throw new Error("Choose a provider to set its host.");
+    if (apiKey && !API_KEYS[provider]) throw new Error("Choose openai or anthropic to set an API key.");
     if (provider) await upsert("GOOSE_PROVIDER", provider, false);
     if (model) await upsert("GOOSE_MODEL", model, false);
     if (host) {
@@ -483,7 +488,8 @@ async function init() {
       await upsert(API_KEYS[provider], apiKey, true);
       $("set-apikey").value = "";
     }
-    $("settings-msg").textContent = "Settings saved (new sessions use them).";
+    $("settings-form").reset();
+    $("settings-msg").textContent = "Settings saved.";
   }, $("settings-msg"));
   onSubmit("secret-form", async () => {
     const name = $("secret-name").value.trim();

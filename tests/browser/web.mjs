@@ -178,7 +178,40 @@ async function main() {
   await shot(page, "chat-answered");
   if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
 
-  // 5. Narrow window.
+  // 5. Approval: GOOSE_MODE=approve through the settings form; the tool call waits for "Allow once".
+  await page.selectOption("#set-mode", "approve");
+  await page.click("#settings-form button[type=submit]");
+  await page.waitForSelector("#settings-msg:text('Settings saved.')");
+  const before = await page.locator("#messages details.tool").count();
+  await page.fill("#message-input", "Use a tool again, please.");
+  await page.click("#send-btn");
+  await page.waitForSelector("#messages .confirm button:text('Allow once')");
+  await shot(page, "approval-asked");
+  await page.click("#messages .confirm button:text('Allow once')");
+  await page.waitForSelector("#messages .confirm >> text=Allowed.");
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Done")
+    && !document.getElementById("send-btn").disabled, null, { timeout: 120_000 });
+  if (await page.locator("#messages details.tool").count() <= before) throw new Error("no tool ran after approval");
+  await shot(page, "approval-allowed");
+
+  // 6. Stop: a turn waiting for approval is cancelled by closing the stream; the next turn works.
+  await page.fill("#message-input", "And once more.");
+  await page.click("#send-btn");
+  await page.waitForSelector("#messages .confirm >> nth=1");
+  await page.click("#stop-btn");
+  await page.waitForSelector("#status:text('Stopped.')");
+  await shot(page, "stopped");
+  await page.selectOption("#set-mode", "auto");
+  await page.click("#settings-form button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("settings-msg").textContent === "Settings saved.");
+  await page.fill("#message-input", "Last one.");
+  await page.click("#send-btn");
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Done")
+    && !document.getElementById("send-btn").disabled, null, { timeout: 120_000 });
+  await shot(page, "after-stop");
+  if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
+
+  // 7. Narrow window.
   await page.setViewportSize({ width: 380, height: 800 });
   await shot(page, "narrow");
 
