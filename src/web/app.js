@@ -145,7 +145,7 @@ function renderContent(li, message, c) {
 
 function confirmBox(data) {
   const box = el("div", { class: "confirm", role: "group", "aria-label": "Tool approval" },
-    el("p", { text: "Allow tool " + data.toolName + "?" + (data.prompt ? " " + data.prompt : "") }),
+    el("p", { text: data.prompt || "Allow tool " + data.toolName + " to run with these arguments?" }),
     el("pre", { text: JSON.stringify(data.arguments || {}, null, 2) }));
   const answer = async (action) => {
     for (const b of box.querySelectorAll("button")) b.disabled = true;
@@ -209,6 +209,8 @@ async function readSse(resp) {
       let ev;
       try { ev = JSON.parse(data); } catch (_) { continue; }
       handleEvent(ev);
+      const list = $("messages");
+      list.scrollTop = list.scrollHeight;
     }
   }
 }
@@ -231,6 +233,8 @@ async function send(text) {
   } finally {
     turn = null;
     $("send-btn").disabled = false; $("stop-btn").disabled = true;
+    // A prompt left unanswered belongs to a turn that is over now.
+    for (const b of $("messages").querySelectorAll(".confirm button:not([disabled])")) b.disabled = true;
   }
 }
 
