@@ -7,6 +7,9 @@ const $ = (id) => document.getElementById(id);
 const KEY_STORE = "gosling-secret-key";
 let sessionId = null;
 let turn = null; // AbortController of the running /reply
+let lastTools = null; // the session's tools (GET /agent/tools), null without a session
+const loadResults = new Map(); // extension name -> ExtensionLoadResult of the last resume
+const nameToKey = (n) => n.replace(/\s/g, "").toLowerCase();
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -245,7 +248,9 @@ function setSession(session, results) {
   for (const m of session.conversation || []) renderMessage(m);
   const box = $("extension-results");
   box.replaceChildren();
+  loadResults.clear();
   for (const r of results || []) {
+    loadResults.set(r.name, r);
     box.append(el("p", { class: r.success ? "" : "error",
       text: "Extension " + r.name + ": " + (r.success ? "loaded" : "failed: " + (r.error || "")) }));
   }
@@ -286,28 +291,46 @@ async function refreshExtensions() {
         if (!ext.enabled) await api("POST", "/agent/add_extension", { session_id: sessionId, config });
         else await api("POST", "/agent/remove_extension", { session_id: sessionId, name: ext.name });
       }
-      await refreshExtensions(); await refreshTools();
+      await refreshTools();
     }));
     remove.addEventListener("click", () => guard(async () => {
       if (!confirm("Remove extension " + ext.name + "?")) return;
       await api("DELETE", "/config/extensions/" + encodeURIComponent(ext.name));
       if (sessionId) await api("POST", "/agent/remove_extension", { session_id: sessionId, name: ext.name });
-      await refreshExtensions(); await refreshTools();
+      await refreshTools();
     }));
     body.append(el("tr", {},
       el("td", { text: ext.name }), el("td", { text: ext.type }),
-      el("td", { text: ext.enabled ? "yes" : "no" }), el("td", {}, toggle, " ", remove)));
+      el("td", { text: ext.enabled ? "yes" : "no" }), el("td", {}, sessionCell(ext)), el("td", {}, toggle, " ", remove)));
   }
+}
+
+// Whether the extension runs in the current session, its load error, and its tools.
+function sessionCell(ext) {
+  if (!sessionId || !lastTools) return "no session";
+  const prefix = nameToKey(ext.name) + "__";
+  const tools = lastTools.filter((t) => t.name.startsWith(prefix));
+  const r = loadResults.get(ext.name);
+  if (r && !r.success) return el("span", { class: "error", text: "failed: " + (r.error || "") });
+  if (!tools.length) return "not running";
+  return el("details", {}, el("summary", { text: "running, " + tools.length + " tools" }),
+    el("ul", {}, ...tools.map((t) => el("li", {}, el("code", { text: t.name.slice(prefix.length) }), t.description ? " — " + t.description : ""))));
 }
 
 async function refreshTools() {
   const list = $("tools-list");
-  if (!sessionId) { list.replaceChildren(el("li", { text: "(no session)" })); return; }
-  try {
-    const tools = await apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(sessionId));
-    list.replaceChildren(...tools.map((t) => el("li", {}, el("code", { text: t.name }), " — " + (t.description || ""))));
-    if (!tools.length) list.append(el("li", { text: "(no tools)" }));
-  } catch (e) { list.replaceChildren(el("li", { class: "error", text: e.message })); }
+  lastTools = null;
+  if (!sessionId) {
+    list.replaceChildren(el("li", { text: "(no session)" }));
+  } else {
+    try {
+      const tools = await apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(sessionId));
+      lastTools = tools;
+      list.replaceChildren(...tools.map((t) => el("li", {}, el("code", { text: t.name }), " — " + (t.description || ""))));
+      if (!tools.length) list.append(el("li", { text: "(no tools)" }));
+    } catch (e) { list.replaceChildren(el("li", { class: "error", text: e.message })); }
+  }
+  await refreshExtensions();
 }
 
 function extFormConfig() {
@@ -402,7 +425,7 @@ async function afterInstall(done) {
     try { await api("POST", "/agent/add_extension", { session_id: sessionId, config: done.config }); }
     catch (e) { $("install-error").textContent = "Saved, but activating in this session failed: " + e.message; }
   }
-  await refreshExtensions(); await refreshTools();
+  await refreshTools();
 }
 
 // ---------- settings ----------
@@ -459,7 +482,7 @@ async function init() {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); $("send-form").requestSubmit(); }
   });
   on("stop-btn", "click", () => { if (turn) turn.abort(); });
-  on("ext-refresh", "click", () => guard(refreshExtensions));
+  on("ext-refresh", "click", () => guard(refreshTools));
   on("tools-refresh", "click", () => guard(refreshTools));
   onSubmit("ext-form", async () => {
     $("ext-error").textContent = "";
@@ -468,7 +491,7 @@ async function init() {
     if (sessionId && $("ext-session").checked) await api("POST", "/agent/add_extension", { session_id: sessionId, config });
     $("ext-form").reset();
     status("Added extension " + config.name + ".");
-    await refreshExtensions(); await refreshTools();
+    await refreshTools();
   }, $("ext-error"));
   onSubmit("install-form", () => checkInstall($("install-link").value.trim()), $("install-error"));
   onSubmit("settings-form", async () => {

@@ -94,6 +94,7 @@ async function main() {
     OPENAI_HOST: "http://127.0.0.1:" + llmPort,
     OPENAI_API_KEY: "sk-llmock",
     RUST_LOG: "info",
+    GOSLING_PRINT_LOGIN_LINK: "1",
   });
   const srv = start(BIN, ["agent", "--port", "0"], env, path.join(ART, "gosling.log"));
   const base = await waitListening(srv, 30_000);
@@ -115,7 +116,19 @@ async function main() {
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   page.on("dialog", (d) => d.accept());
 
-  // 1. The page, then the key.
+  // 1. The one-time login link the server printed signs the page in; then forget the key and
+  //    enter it by hand.
+  let loginLine;
+  for (let i = 0; i < 100 && !loginLine; i++) {
+    loginLine = fs.readFileSync(path.join(ART, "gosling.log"), "utf8").split("\n").find((l) => l.includes("#login="));
+    if (!loginLine) await new Promise((r) => setTimeout(r, 100));
+  }
+  if (!loginLine) throw new Error("gosling printed no login link");
+  const loginUrl = /(http:\/\/\S+#login=\w+)/.exec(loginLine)[1];
+  await page.goto(loginUrl);
+  await page.waitForSelector("#status:text('Key set.')");
+  if (page.url().includes("#")) throw new Error("the login token stays in the URL: " + page.url());
+  await page.click("#key-forget");
   await page.goto(base + "/");
   await page.waitForSelector("text=Enter the secret key");
   await shot(page, "page-no-key");
@@ -165,6 +178,7 @@ async function main() {
   await page.waitForSelector("#session-id:not(:text('none'))");
   await page.waitForSelector("#extension-results >> text=everything: loaded");
   await page.waitForSelector("#tools-list code:text('everything__')");
+  await page.waitForSelector("#ext-table tr:has-text('everything') summary:text('running')");
   await shot(page, "session-started");
   await page.fill("#message-input", "Please use a tool to echo hello.");
   await page.click("#send-btn");
