@@ -1,11 +1,13 @@
 //! The shared-secret check: `X-Secret-Key` on every route but the few goose leaves open.
 
 /// Paths reachable without the header (compared exactly, query ignored). The proxy pages
-/// check a `secret` query parameter themselves.
-pub const EXEMPT: [&str; 5] = ["/status", "/mcp-ui-proxy", "/mcp-app-proxy", "/mcp-app-guest", "/auth/login"];
+/// check a `secret` query parameter themselves. `/`, `/app.js` and `/style.css` are the
+/// built-in web page's static assets (src/web), which hold nothing secret.
+pub const EXEMPT: [&str; 8] =
+    ["/status", "/mcp-ui-proxy", "/mcp-app-proxy", "/mcp-app-guest", "/auth/login", "/", "/app.js", "/style.css"];
 
 pub fn is_exempt(path: &str) -> bool {
-    EXEMPT.contains(&path) || crate::web::PATHS.contains(&path)
+    EXEMPT.contains(&path)
 }
 
 /// Constant-time comparison: length first (the length of the secret is not the secret),
@@ -62,6 +64,8 @@ mod tests {
         assert!(is_exempt("/status"));
         assert!(!is_exempt("/status/"));
         assert!(!is_exempt("/config"));
+        assert!(is_exempt("/") && is_exempt("/app.js") && is_exempt("/style.css"));
+        assert!(!is_exempt("") && !is_exempt("//") && !is_exempt("/app.js/") && !is_exempt("/index.html"));
     }
 
     #[test]

@@ -12,6 +12,10 @@ use crate::http::reply_routes as reply;
 use crate::http::server::{Request, Response};
 
 pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
+    // The built-in web page: public static assets, same-origin only (never CORS headers).
+    if let Some(r) = crate::web::serve(&req.method, &req.path) {
+        return r;
+    }
     let origin = req.header("origin").filter(|o| cors_allowed(o)).map(str::to_string);
     if req.method == "OPTIONS" {
         return match origin {
@@ -74,10 +78,6 @@ fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError>
         allow(&["POST"])?;
         f(app, req)
     };
-    if let Some(page) = crate::web::PATHS.contains(&path).then(|| crate::web::serve(path)).flatten() {
-        allow(&["GET"])?;
-        return Ok(page);
-    }
     match path {
         "/status" => {
             allow(&["GET"])?;

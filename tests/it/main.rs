@@ -30,6 +30,7 @@ mod deeplink;
 
 // `gosling install` / `gosling import`: confirmation, persistence, secrets, allowlists.
 mod install_cli;
+mod web;
 
 // Builtin extensions served over stdio: gosling mcp developer|memory.
 mod builtins;
@@ -58,5 +59,3 @@ mod secrets;
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
 
-// The built-in web page: headers, no inline script, no CORS.
-mod web;

@@ -1,32 +1,80 @@
-//! The built-in web page: served without the key, nothing secret in it, strict headers, no
-//! inline script, no CORS for other origins. (The page itself is driven in Chromium by
-//! scripts/browser-test.)
+//! The built-in web page against the real binary: served without the key, strict CSP and
+//! anti-framing headers, no inline script, nothing secret, and never CORS headers.
 
 use crate::support::*;
 
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+fn assert_secure(r: &Resp, what: &str) {
+    assert_eq!(r.header("content-security-policy"), Some(CSP), "{what}: CSP");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"), "{what}");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{what}");
+    assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{what}");
+}
+
 #[test]
-fn the_page_is_served_with_strict_headers() {
-    let s = Server::start();
-    for (path, ctype) in [("/", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css")] {
-        let r = http_with("GET", &s.url(path), &[("Origin", "https://evil.example")], None);
-        assert_eq!(r.status, 200, "{path}");
-        assert!(r.header("content-type").unwrap().starts_with(ctype), "{path}");
-        let csp = r.header("content-security-policy").unwrap();
-        for rule in ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"] {
-            assert!(csp.contains(rule), "{path}: {csp}");
-        }
-        assert_eq!(r.header("x-frame-options"), Some("DENY"));
-        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
-        assert!(r.header("access-control-allow-origin").is_none(), "no CORS for other origins");
-        assert!(!r.text().contains(SECRET), "{path} reveals nothing");
-    }
-    let html = s.get("/").text();
-    // Every script is a file of ours: no inline code (the CSP would block it anyway).
+fn page_and_assets_are_public_with_strict_headers() {
+    let s = Server::start_with(ServerOpts {
+        env: vec![("OPENAI_API_KEY".into(), "sk-test-web-page-should-not-leak".into())],
+        ..Default::default()
+    });
+    let page = http("GET", &s.url("/"), None, None);
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_secure(&page, "/");
+    let html = page.text();
+    assert!(html.contains("<script src=\"/app.js\""), "page loads app.js: {html}");
     for tag in html.split("<script").skip(1) {
-        let open = &tag[..tag.find('>').unwrap()];
-        assert!(open.contains("src=\"/app.js\""), "inline or foreign script: <script{open}>");
-        assert!(tag[tag.find('>').unwrap() + 1..].trim_start().starts_with("</script>"), "script with a body");
+        let head = &tag[..tag.find('>').expect("script tag closes")];
+        assert!(head.contains("src="), "inline <script> without src: {head}");
     }
-    assert!(!html.contains(" on") || !html.contains("onclick="), "no inline event handlers");
-    assert_eq!(http("POST", &s.url("/"), None, Some(b"{}")).status, 405);
+    for (path, ctype) in [("/app.js", "text/javascript; charset=utf-8"), ("/style.css", "text/css; charset=utf-8")] {
+        let r = http("GET", &s.url(path), None, None);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some(ctype), "{path}");
+        assert_secure(&r, path);
+        assert!(!r.body.is_empty());
+    }
+    // Nothing secret in any asset: neither the server key nor configured secrets.
+    for path in ["/", "/app.js", "/style.css"] {
+        let body = http("GET", &s.url(path), None, None).text();
+        assert!(!body.contains(SECRET), "{path} contains the secret key");
+        assert!(!body.contains("sk-test-web-page-should-not-leak"), "{path} contains an API key");
+    }
+    // Only these exact paths are open; the API still needs the key.
+    for path in ["/index.html", "/app.js/", "/style.css.map", "/config/extensions"] {
+        let r = http("GET", &s.url(path), None, None);
+        assert_eq!(r.status, 401, "{path} without the key: {}", r.text());
+    }
+    let r = http("POST", &s.url("/"), None, Some(b"{}"));
+    assert_eq!(r.status, 405, "POST / is not allowed");
+    assert_secure(&r, "POST /");
+}
+
+#[test]
+fn no_cors_headers_for_foreign_origins() {
+    let s = Server::start();
+    let origin = [("Origin", "http://evil.example")];
+    let with_key = [("Origin", "http://evil.example"), ("X-Secret-Key", SECRET)];
+    let reqs: [(&str, &str, &[(&str, &str)]); 7] = [
+        ("GET", "/", &origin),
+        ("GET", "/app.js", &origin),
+        ("GET", "/style.css", &origin),
+        ("OPTIONS", "/", &origin),
+        ("GET", "/config/extensions", &origin),
+        ("GET", "/config/extensions", &with_key),
+        ("OPTIONS", "/config/extensions", &origin),
+    ];
+    for (m, path, headers) in reqs {
+        let r = http_with(m, &s.url(path), headers, None);
+        assert!(r.header("access-control-allow-origin").is_none(), "{m} {path} answered with CORS: {:?}", r.headers);
+        assert!(r.header("access-control-allow-credentials").is_none(), "{m} {path}");
+    }
+    // Even origins the API allows (Desktop's file:// renderer) get no CORS on the page.
+    for path in ["/", "/app.js", "/style.css"] {
+        let r = http_with("GET", &s.url(path), &[("Origin", "null")], None);
+        assert_eq!(r.status, 200);
+        assert!(r.header("access-control-allow-origin").is_none(), "{path}: {:?}", r.headers);
+    }
 }
