@@ -234,7 +234,19 @@ async function main() {
   await shot(page, "after-stop");
   if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
 
-  // 7. Narrow window.
+  // 7. Reload (the key stays for this tab) and resume the session from the list.
+  const sid = (await page.textContent("#session-id")).split(" ")[0];
+  await page.reload();
+  await page.waitForSelector("#status:text('Key set.')");
+  await page.click("#sessions-refresh");
+  await page.waitForSelector("#session-select option[value='" + sid + "']", { state: "attached" });
+  await page.selectOption("#session-select", sid);
+  await page.click("#resume-form button[type=submit]");
+  await page.waitForSelector("#messages li.user:has-text('Please use a tool to echo hello.')");
+  await page.waitForSelector("#messages details.tool");
+  await shot(page, "resumed");
+
+  // 8. Narrow window.
   await page.setViewportSize({ width: 380, height: 800 });
   await shot(page, "narrow");
 
