@@ -160,3 +160,48 @@ mod b64_tests {
         assert!(super::base64_decode("a*b").is_none());
     }
 }
+
+/// xorshift64*: a deterministic PRNG for the fuzz tests (a fixed seed gives the same inputs
+/// on every run and machine). Not for anything secret: use `random_hex` for that.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// `seed` with 1–`max_edits` random edits: delete a byte, insert one from `alphabet`,
+    /// overwrite one with any byte, or cut the tail.
+    pub fn mutate(&mut self, seed: &[u8], alphabet: &[u8], max_edits: usize) -> Vec<u8> {
+        let mut b = seed.to_vec();
+        for _ in 0..=self.below(max_edits) {
+            match self.below(4) {
+                0 if !b.is_empty() => {
+                    let at = self.below(b.len());
+                    b.remove(at);
+                }
+                1 => {
+                    let at = self.below(b.len() + 1);
+                    b.insert(at, alphabet[self.below(alphabet.len())]);
+                }
+                2 if !b.is_empty() => {
+                    let at = self.below(b.len());
+                    b[at] = self.next() as u8;
+                }
+                _ => {
+                    let cut = self.below(b.len() + 1);
+                    b.truncate(cut);
+                }
+            }
+        }
+        b
+    }
+}

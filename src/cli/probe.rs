@@ -1,8 +1,10 @@
 //! `gosling probe`: connect to one MCP server and show what it offers — how people debug an
 //! extension before installing it.
 //!
-//!     gosling probe [--timeout SECS] [--call TOOL [--args JSON]] -- CMD ARGS…   (stdio)
-//!     gosling probe [--timeout SECS] [--call TOOL [--args JSON]] URL            (Streamable HTTP)
+//! ```text
+//! gosling probe [--timeout SECS] [--call TOOL [--args JSON]] -- CMD ARGS…   (stdio)
+//! gosling probe [--timeout SECS] [--call TOOL [--args JSON]] URL            (Streamable HTTP)
+//! ```
 //!
 //! Prints one JSON object: server info, protocol version, capabilities, instructions, and the
 //! tools, resources, resource templates and prompts the server declared — or, with `--call`,

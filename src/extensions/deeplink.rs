@@ -660,20 +660,6 @@ mod tests {
         assert!(!p.summary.to_string().contains("sekrit"));
     }
 
-    /// xorshift64*: deterministic, no crate.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
-
     #[test]
     fn fuzz_mutated_links_never_panic() {
         let seeds = [
@@ -684,7 +670,7 @@ mod tests {
         ];
         let pieces = ["%", "%2", "%zz", "%C3", "%C3%A9", "%00", "%0A", "&", "=", "+", "#", "?", "&name=", "&cmd=", "&url=", "&arg=-c", "&timeout=", "&type=sse", "&header=", "&env=", "é", "\u{202E}", "${", "$", "/", ":", "goose:", "//", "&&", "%FF", "0", "99999999999999999999"];
         let policy = Policy::permissive();
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = crate::util::XorShift(0x9E37_79B9_7F4A_7C15);
         let mut accepted = 0;
         for i in 0..10_000 {
             let mut s: Vec<char> = seeds[i % seeds.len()].chars().collect();

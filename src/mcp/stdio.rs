@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 pub const MAX_LINE: usize = 16 << 20;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL: usize = 8 << 10;
+/// Lines queued for a child's stdin, and how long a send waits for room before it fails.
+const STDIN_QUEUE: usize = 256;
+const STDIN_STALL: Duration = Duration::from_secs(30);
 
 pub struct StdioSpec {
     pub cmd: String,
@@ -47,7 +50,9 @@ pub fn is_secret_var(name: &str) -> bool {
 
 pub struct StdioTransport {
     extension: String,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// Lines for the writer thread, which owns the child's stdin. Dropping the sender closes
+    /// stdin (the ladder's first rung); a full queue means the server stopped reading.
+    stdin: Mutex<Option<Sender<Vec<u8>>>>,
     child: Mutex<Option<Child>>,
     pid: u32,
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -101,7 +106,15 @@ impl StdioTransport {
             Error::Other(format!("{extension}: {hint}"))
         })?;
         let pid = child.id();
-        let stdin = child.stdin.take();
+        let stdin = child.stdin.take().map(|pipe| {
+            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(STDIN_QUEUE);
+            let name = extension.to_string();
+            let spawned = thread::Builder::new().name(format!("mcp-stdin-{name}")).spawn(move || write_stdin(&name, pipe, rx));
+            if let Err(e) = spawned {
+                log::error!("mcp {extension}: cannot start the stdin writer: {e}");
+            }
+            tx
+        });
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr_pipe = child.stderr.take().expect("piped stderr");
         let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
@@ -180,6 +193,17 @@ impl StdioTransport {
     }
 }
 
+/// Writes queued lines to the child; ends (closing stdin) when the queue's sender is dropped
+/// or the child stops reading for good.
+fn write_stdin(name: &str, mut pipe: ChildStdin, lines: crossbeam_channel::Receiver<Vec<u8>>) {
+    for line in lines {
+        if let Err(e) = pipe.write_all(&line).and_then(|_| pipe.flush()) {
+            log::debug!("mcp {name}: writing to stdin failed: {e}");
+            return;
+        }
+    }
+}
+
 fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
     let mut r = BufReader::new(pipe);
     let mut line = Vec::new();
@@ -237,10 +261,17 @@ impl Transport for StdioTransport {
         let mut line = msg.encode();
         log::trace!("mcp {}: -> {line}", self.extension);
         line.push('\n');
-        let mut guard = self.stdin.lock().unwrap_or_else(|e| e.into_inner());
-        let stdin = guard.as_mut().ok_or_else(|| Error::Closed { detail: format!("{}: stdin is closed", self.extension) })?;
-        stdin.write_all(line.as_bytes()).and_then(|_| stdin.flush()).map_err(|e| Error::Closed {
-            detail: format!("{}: writing to the process failed ({e}); stderr: {}", self.extension, self.diagnostics()),
+        let tx = self.stdin.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let tx = tx.ok_or_else(|| Error::Closed { detail: format!("{}: stdin is closed", self.extension) })?;
+        tx.send_timeout(line.into_bytes(), STDIN_STALL).map_err(|e| match e {
+            crossbeam_channel::SendTimeoutError::Timeout(_) => Error::Other(format!(
+                "{}: the server has not read its input for {STDIN_STALL:?}; it is stuck — restart it or check its stderr: {}",
+                self.extension,
+                self.diagnostics()
+            )),
+            crossbeam_channel::SendTimeoutError::Disconnected(_) => {
+                Error::Closed { detail: format!("{}: writing to the process failed (it exited); stderr: {}", self.extension, self.diagnostics()) }
+            }
         })
     }
 

@@ -270,20 +270,7 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
-
-    /// xorshift64*: deterministic, no crate.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::util::XorShift;
 
     const SEEDS: [&str; 5] = [
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"m":"x"}}}"#,
@@ -295,31 +282,11 @@ mod fuzz {
 
     #[test]
     fn ten_thousand_mutations_never_panic_and_round_trip() {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
         let alphabet = b"{}[]\":,0123456789-.eE truefalsnul\\u\n\rabcidmethodjsonrpc2.0";
         let mut parsed = 0;
         for i in 0..10_000 {
-            let mut b = SEEDS[i % SEEDS.len()].as_bytes().to_vec();
-            for _ in 0..=rng.below(6) {
-                match rng.below(4) {
-                    0 if !b.is_empty() => {
-                        let at = rng.below(b.len());
-                        b.remove(at);
-                    }
-                    1 => {
-                        let at = rng.below(b.len() + 1);
-                        b.insert(at, alphabet[rng.below(alphabet.len())]);
-                    }
-                    2 if !b.is_empty() => {
-                        let at = rng.below(b.len());
-                        b[at] = rng.next() as u8;
-                    }
-                    _ => {
-                        let cut = rng.below(b.len() + 1);
-                        b.truncate(cut);
-                    }
-                }
-            }
+            let b = rng.mutate(SEEDS[i % SEEDS.len()].as_bytes(), alphabet, 6);
             if let Ok(m) = Message::parse(&b) {
                 parsed += 1;
                 let line = m.encode();

@@ -265,23 +265,11 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::util::XorShift;
 
     #[test]
     fn ten_thousand_streams_never_panic_and_any_chunking_agrees() {
-        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let mut rng = XorShift(0xD1B5_4A32_D192_ED03);
         let seed = b"event: message\r\nid: 7\r\ndata: {\"a\":1}\r\n\r\n: keep-alive\n\ndata: x\ndata: y\n\nretry: 1500\n\n\xEF\xBB\xBFdata: z\r\r";
         for _ in 0..10_000 {
             let mut b = seed.to_vec();

@@ -5,18 +5,7 @@
 
 use crate::support::*;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use gosling::util::XorShift;
 
 /// Valid bodies; none of them can start a process (unknown sessions, sse configs, dry runs).
 const SEEDS: [(&str, &str); 17] = [
@@ -39,41 +28,14 @@ const SEEDS: [(&str, &str); 17] = [
     ("/reply", r#"{"session_id":"nope","user_message":{"role":"user","created":0,"content":[{"type":"text","text":"hi"}],"metadata":{"userVisible":true,"agentVisible":true}}}"#),
 ];
 
-fn mutate(rng: &mut Rng, seed: &str) -> Vec<u8> {
-    let alphabet = b"{}[]\":,0123456789-.truefalsnul\\ \xc3\xa9xyz";
-    let mut b = seed.as_bytes().to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(5) {
-            0 if !b.is_empty() => {
-                let at = rng.below(b.len());
-                b.remove(at);
-            }
-            1 => {
-                let at = rng.below(b.len() + 1);
-                b.insert(at, alphabet[rng.below(alphabet.len())]);
-            }
-            2 if !b.is_empty() => {
-                let at = rng.below(b.len());
-                b[at] = rng.next() as u8;
-            }
-            3 => {
-                let cut = rng.below(b.len() + 1);
-                b.truncate(cut);
-            }
-            _ => {}
-        }
-    }
-    b
-}
-
 #[test]
 fn ten_thousand_mutated_bodies_get_clean_answers() {
     let s = Server::start();
-    let mut rng = Rng(0xA076_1D64_78BD_642F);
+    let mut rng = XorShift(0xA076_1D64_78BD_642F);
     let mut by_status = std::collections::BTreeMap::new();
     for i in 0..10_000 {
         let (path, seed) = SEEDS[i % SEEDS.len()];
-        let body = mutate(&mut rng, seed);
+        let body = rng.mutate(seed.as_bytes(), b"{}[]\":,0123456789-.truefalsnul\\ \xc3\xa9xyz", 4);
         let r = http("POST", &s.url(path), Some(SECRET), Some(&body));
         *by_status.entry(r.status).or_insert(0) += 1;
         assert!(r.status < 500, "{path} answered {} to {:?}: {}", r.status, String::from_utf8_lossy(&body), r.text());

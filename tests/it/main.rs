@@ -58,3 +58,4 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
