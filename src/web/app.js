@@ -460,7 +460,12 @@ async function init() {
   onSubmit("key-form", async () => {
     sessionStorage.setItem(KEY_STORE, $("key-input").value);
     $("key-input").value = "";
-    await apiJson("GET", "/config/extensions"); // checks the key
+    try {
+      await apiJson("GET", "/config/extensions"); // checks the key
+    } catch (e) {
+      if (e.status === 401) sessionStorage.removeItem(KEY_STORE);
+      throw e;
+    }
     showKeyState();
     await Promise.all([refreshExtensions(), loadSessions()]);
   });

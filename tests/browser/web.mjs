@@ -112,9 +112,14 @@ async function main() {
   page.setDefaultTimeout(TIMEOUT);
   currentPage = page;
   const consoleErrors = [];
-  // Chromium logs every non-2xx fetch; the one 400 is the validation step's on purpose.
+  // Chromium logs every non-2xx fetch: exactly one 401 (the wrong key) and one 400 (the
+  // validation step) are expected; anything else (a CSP violation, a stray 401) fails.
+  const expected = { "401 (Unauthorized)": 1, "400 (Bad Request)": 1 };
   page.on("console", (m) => {
-    if (m.type() === "error" && !/status of 400 \(Bad Request\)/.test(m.text())) consoleErrors.push(m.text());
+    if (m.type() !== "error") return;
+    const st = /status of (\d{3} \([^)]*\))/.exec(m.text());
+    if (st && expected[st[1]] > 0) expected[st[1]] -= 1;
+    else consoleErrors.push(m.text());
   });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   page.on("dialog", (d) => d.accept());
@@ -135,6 +140,9 @@ async function main() {
   await page.goto(base + "/");
   await page.waitForSelector("text=Enter the secret key");
   await shot(page, "page-no-key");
+  await page.fill("#key-input", "not-the-key");
+  await page.press("#key-input", "Enter");
+  await page.waitForSelector("#status:has-text('wrong X-Secret-Key')");
   await page.fill("#key-input", SECRET);
   await page.press("#key-input", "Enter");
   await page.waitForSelector("#status:text('Key set.')");
