@@ -246,6 +246,9 @@ function setSession(session, results) {
   $("session-id").textContent = session.id + " (" + session.working_dir + ")";
   $("messages").replaceChildren(); msgNodes.clear(); toolNodes.clear();
   for (const m of session.conversation || []) renderMessage(m);
+  // Prompts in the history belong to turns that are over.
+  for (const b of $("messages").querySelectorAll(".confirm button")) b.disabled = true;
+  $("messages").scrollTop = $("messages").scrollHeight;
   const box = $("extension-results");
   box.replaceChildren();
   loadResults.clear();
@@ -457,7 +460,12 @@ async function init() {
   onSubmit("key-form", async () => {
     sessionStorage.setItem(KEY_STORE, $("key-input").value);
     $("key-input").value = "";
-    await apiJson("GET", "/config/extensions"); // checks the key
+    try {
+      await apiJson("GET", "/config/extensions"); // checks the key
+    } catch (e) {
+      if (e.status === 401) sessionStorage.removeItem(KEY_STORE);
+      throw e;
+    }
     showKeyState();
     await Promise.all([refreshExtensions(), loadSessions()]);
   });

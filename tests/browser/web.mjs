@@ -112,7 +112,15 @@ async function main() {
   page.setDefaultTimeout(TIMEOUT);
   currentPage = page;
   const consoleErrors = [];
-  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+  // Chromium logs every non-2xx fetch: exactly one 401 (the wrong key) and one 400 (the
+  // validation step) are expected; anything else (a CSP violation, a stray 401) fails.
+  const expected = { "401 (Unauthorized)": 1, "400 (Bad Request)": 1 };
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    const st = /status of (\d{3} \([^)]*\))/.exec(m.text());
+    if (st && expected[st[1]] > 0) expected[st[1]] -= 1;
+    else consoleErrors.push(m.text());
+  });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   page.on("dialog", (d) => d.accept());
 
@@ -132,6 +140,9 @@ async function main() {
   await page.goto(base + "/");
   await page.waitForSelector("text=Enter the secret key");
   await shot(page, "page-no-key");
+  await page.fill("#key-input", "not-the-key");
+  await page.press("#key-input", "Enter");
+  await page.waitForSelector("#status:has-text('wrong X-Secret-Key')");
   await page.fill("#key-input", SECRET);
   await page.press("#key-input", "Enter");
   await page.waitForSelector("#status:text('Key set.')");
@@ -163,7 +174,13 @@ async function main() {
   await page.click("#ext-table tr:has-text('Linked Demo') button:text('Remove')");
   await page.waitForSelector("#ext-table tr:has-text('Linked Demo')", { state: "detached" });
 
-  // 3. Add server-everything through the form.
+  // 3. The server's validation message shows for a bad entry; then add server-everything.
+  await page.fill("#ext-name", "broken");
+  await page.check("input[name=ext-type][value=streamable_http]");
+  await page.click("#ext-form button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("ext-error").textContent.length > 0);
+  await shot(page, "extension-validation-error");
+  if (await page.locator("#ext-table tr:has-text('broken')").count()) throw new Error("an invalid extension was saved");
   await page.fill("#ext-name", "everything");
   await page.check("input[name=ext-type][value=stdio]");
   await page.fill("#ext-cmd", P.MCP_PEER_NODE);
@@ -225,7 +242,19 @@ async function main() {
   await shot(page, "after-stop");
   if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
 
-  // 7. Narrow window.
+  // 7. Reload (the key stays for this tab) and resume the session from the list.
+  const sid = (await page.textContent("#session-id")).split(" ")[0];
+  await page.reload();
+  await page.waitForSelector("#status:text('Key set.')");
+  await page.click("#sessions-refresh");
+  await page.waitForSelector("#session-select option[value='" + sid + "']", { state: "attached" });
+  await page.selectOption("#session-select", sid);
+  await page.click("#resume-form button[type=submit]");
+  await page.waitForSelector("#messages li.user:has-text('Please use a tool to echo hello.')");
+  await page.waitForSelector("#messages details.tool");
+  await shot(page, "resumed");
+
+  // 8. Narrow window.
   await page.setViewportSize({ width: 380, height: 800 });
   await shot(page, "narrow");
 

@@ -57,7 +57,8 @@ fn no_cors_headers_for_foreign_origins() {
     let s = Server::start();
     let origin = [("Origin", "http://evil.example")];
     let with_key = [("Origin", "http://evil.example"), ("X-Secret-Key", SECRET)];
-    let reqs: [(&str, &str, &[(&str, &str)]); 7] = [
+    type Req<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let reqs: [Req; 7] = [
         ("GET", "/", &origin),
         ("GET", "/app.js", &origin),
         ("GET", "/style.css", &origin),
