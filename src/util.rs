@@ -166,7 +166,7 @@ mod b64_tests {
 pub struct XorShift(pub u64);
 
 impl XorShift {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -175,7 +175,7 @@ impl XorShift {
 
     /// A number in `0..n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 
     /// `seed` with 1–`max_edits` random edits: delete a byte, insert one from `alphabet`,
@@ -194,7 +194,7 @@ impl XorShift {
                 }
                 2 if !b.is_empty() => {
                     let at = self.below(b.len());
-                    b[at] = self.next() as u8;
+                    b[at] = self.next_u64() as u8;
                 }
                 _ => {
                     let cut = self.below(b.len() + 1);

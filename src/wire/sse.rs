@@ -280,7 +280,7 @@ mod fuzz {
                     1 => {
                         b.remove(at);
                     }
-                    _ => b.insert(at, rng.next() as u8),
+                    _ => b.insert(at, rng.next_u64() as u8),
                 }
             }
             let mut whole = Decoder::new(256);
