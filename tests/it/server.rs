@@ -132,6 +132,14 @@ fn slow_request(addr: &str) -> TcpStream {
     c
 }
 
+/// Sends one more body byte on each slow request, so the per-read I/O timeout never fires while
+/// the test still needs them to hold their handler threads, however loaded the machine is.
+fn trickle(slow: &mut [TcpStream]) {
+    for c in slow {
+        let _ = c.write_all(b" ");
+    }
+}
+
 #[test]
 fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     let cap = 4;
@@ -144,20 +152,22 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     // cap - 1 slow bodies hold handler threads.
     let mut slow: Vec<TcpStream> = (0..cap - 1).map(|_| slow_request(&s.addr)).collect();
     std::thread::sleep(Duration::from_millis(300));
+    trickle(&mut slow);
     let t = Instant::now();
     let st = http("GET", &s.url("/status"), None, None);
     assert_eq!(st.status, 200);
     assert!(t.elapsed() < Duration::from_secs(2), "/status took {:?}", t.elapsed());
     // One more slow request fills the cap: the next request is refused with 503 + Retry-After.
     slow.push(slow_request(&s.addr));
-    let busy = wait_for(Duration::from_secs(5), || {
+    let busy = wait_for(Duration::from_secs(20), || {
+        trickle(&mut slow);
         let r = http("GET", &s.url("/status"), None, None);
         (r.status == 503).then_some(r)
     })
     .expect("a request past the cap gets 503");
     assert_eq!(busy.header("retry-after"), Some("1"));
     assert!(busy.json()["message"].as_str().unwrap().contains("retry"));
-    // The read timeout frees the slow requests (408), and the server serves again.
+    // Once the slow clients go quiet, the read timeout frees them (408) and the server serves again.
     let mut buf = String::new();
     slow[0].set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let _ = slow[0].read_to_string(&mut buf);
