@@ -114,6 +114,15 @@ impl Connection {
         }
     }
 
+    /// gosling patch: TCP_NODELAY for an accepted TCP connection (nothing to do for Unix sockets).
+    pub(crate) fn set_nodelay(&self, on: bool) -> std::io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_nodelay(on),
+            #[cfg(unix)]
+            Self::Unix(_) => Ok(()),
+        }
+    }
+
     pub(crate) fn try_clone(&self) -> std::io::Result<Self> {
         match self {
             Self::Tcp(s) => s.try_clone().map(Self::from),

@@ -336,6 +336,10 @@ impl Server {
                         if let Err(e) = sock.set_timeouts(read_timeout, write_timeout) {
                             log::debug!("could not set socket timeouts: {}", e);
                         }
+                        // gosling patch: no Nagle delay; responses go out as written (see PATCHES.md).
+                        if let Err(e) = sock.set_nodelay(true) {
+                            log::debug!("could not set TCP_NODELAY: {}", e);
+                        }
                         use util::RefinedTcpStream;
                         // gosling patch: a stream wrapper (see from_listener_wrapped).
                         let wrapped = match wrapper {
