@@ -26,7 +26,7 @@
 use crate::require_peers;
 use crate::support::*;
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,10 +37,11 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
     let work = TempDir::new("work");
     let url = s.url("");
     let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
     // Writers: new sessions, and run-time add/remove (each rewrites the session file).
     let writers: Vec<_> = (0..3)
         .map(|w| {
-            let (url, stop, dir) = (url.clone(), stop.clone(), work.path().to_path_buf());
+            let (url, stop, dir, started) = (url.clone(), stop.clone(), work.path().to_path_buf(), started.clone());
             let ext = everything_stdio_config(peers, "everything");
             std::thread::spawn(move || {
                 let post = |path: &str, body: serde_json::Value| {
@@ -49,6 +50,7 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
                 while !stop.load(Ordering::SeqCst) {
                     let Ok(r) = post("/agent/start", json!({"working_dir": dir, "extension_overrides": []})) else { break };
                     let Some(id) = r.json().get("id").and_then(|v| v.as_str()).map(str::to_string) else { continue };
+                    started.fetch_add(1, Ordering::SeqCst);
                     let _ = post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
                     if w == 0 {
                         let _ = post("/agent/add_extension", json!({"session_id": id, "config": ext}));
@@ -58,7 +60,9 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill mid-storm: after a while and once a few sessions exist, however slow the machine.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(wait_for(Duration::from_secs(30), || (started.load(Ordering::SeqCst) >= 3).then_some(())).is_some(), "no session was started");
     let home = s.kill();
     stop.store(true, Ordering::SeqCst);
     for w in writers {
@@ -68,7 +72,7 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
     let list = s.get("/sessions");
     assert_eq!(list.status, 200);
     let sessions = list.json()["sessions"].as_array().unwrap().clone();
-    assert!(!sessions.is_empty());
+    assert!(sessions.len() >= 3, "every answered /agent/start is on disk: {}", sessions.len());
     for sess in &sessions {
         let id = sess["id"].as_str().unwrap();
         let one = s.get(&format!("/sessions/{id}"));
