@@ -113,7 +113,8 @@ pub fn update_provider(app: &App, req: &Request) -> R {
         s.model_config = Some(model_config);
     })?;
     if done.is_none() {
-        return Err(ApiError::not_found(format!("session {:?} not found", r.session_id)));
+        // goose answers 424 here (its agent cannot be created for an unknown session).
+        return Err(ApiError::new(424, format!("session {:?} not found; start it with /agent/start", r.session_id)));
     }
     Ok(Response::empty(200))
 }

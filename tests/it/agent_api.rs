@@ -102,18 +102,23 @@ fn a_session_with_stdio_http_and_builtin_extensions() {
     // Add and remove at run time.
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": {"type":"builtin","name":"memory","description":""}}));
     assert_eq!(add.status, 200, "{}", add.text());
+    contract::check_resp("POST", "/agent/add_extension", &add);
     assert!(tools(&s, &id, None).iter().any(|t| t["name"].as_str().unwrap().starts_with("memory__")));
     let rm = s.post("/agent/remove_extension", json!({"session_id": id, "name": "memory"}));
     assert_eq!(rm.status, 200);
+    contract::check_resp("POST", "/agent/remove_extension", &rm);
     assert!(!tools(&s, &id, None).iter().any(|t| t["name"].as_str().unwrap().starts_with("memory__")));
 
     let children = descendants(s.pid());
     assert!(!children.is_empty());
     let stop = s.post("/agent/stop", json!({"session_id": id}));
     assert_eq!(stop.status, 200);
+    contract::check_resp("POST", "/agent/stop", &stop);
     let gone = wait_for(Duration::from_secs(15), || children.iter().all(|p| !pid_alive(*p)).then_some(()));
     assert!(gone.is_some(), "children left running: {:?}", children.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>());
-    assert_eq!(s.post("/agent/stop", json!({"session_id": id})).status, 404);
+    let again = s.post("/agent/stop", json!({"session_id": id}));
+    assert_eq!(again.status, 404);
+    contract::check_resp("POST", "/agent/stop", &again);
     assert_eq!(s.get(&format!("/agent/tools?session_id={id}")).status, 424);
 }
 
@@ -165,11 +170,13 @@ fn working_dir_update_reaches_roots() {
     assert!(before.contains(a.path().file_name().unwrap().to_str().unwrap()), "{before}");
     let bad = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": "/nonexistent/dir"}));
     assert_eq!(bad.status, 400);
+    contract::check_resp("POST", "/agent/update_working_dir", &bad);
     assert!(bad.json()["message"].as_str().unwrap().contains("Invalid directory path"));
     let empty = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": "  "}));
     assert_eq!(empty.json()["message"], "Working directory cannot be empty");
     let ok = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": b.path().to_str().unwrap()}));
     assert_eq!(ok.status, 200, "{}", ok.text());
+    contract::check_resp("POST", "/agent/update_working_dir", &ok);
     let after = wait_for(Duration::from_secs(10), || {
         let t = allowed(&s);
         t.contains(b.path().file_name().unwrap().to_str().unwrap()).then_some(t)
@@ -206,6 +213,7 @@ fn sessions_survive_a_server_restart() {
     assert_eq!(s.post("/agent/resume", json!({"session_id":"nope","load_model_and_extensions":false})).status, 404);
     let del = s.delete(&format!("/sessions/{id}"));
     assert_eq!(del.status, 200);
+    contract::check_resp("DELETE", "/sessions/{session_id}", &del);
     assert_eq!(s.get(&format!("/sessions/{id}")).status, 404);
 }
 
@@ -292,6 +300,18 @@ fn unknown_sessions_and_bad_requests() {
     assert_eq!(r.status, 424);
     contract::check("POST", "/agent/call_tool", 424, &r.json());
     assert_eq!(s.post("/agent/restart", json!({"session_id":"nope"})).status, 404);
+    let up = s.post("/agent/update_provider", json!({"session_id":"nope","provider":"openai","model":"m"}));
+    assert_eq!(up.status, 424);
+    contract::check_resp("POST", "/agent/update_provider", &up);
+    let id = start_session(&s, "/tmp", vec![]);
+    let up = s.post("/agent/update_provider", json!({"session_id": id, "provider":"openai","model":"m"}));
+    assert_eq!(up.status, 200, "{}", up.text());
+    contract::check_resp("POST", "/agent/update_provider", &up);
+    assert_eq!(s.get(&format!("/sessions/{id}")).json()["provider_name"], "openai");
+    let bad = s.post("/agent/update_provider", json!({"session_id": id, "provider":"nonsense","model":"m"}));
+    assert_eq!(bad.status, 400);
+    contract::check_resp("POST", "/agent/update_provider", &bad);
+    assert!(bad.json()["message"].as_str().unwrap().contains("use openai, ollama or anthropic"));
     assert_eq!(s.get("/sessions/nope").status, 404);
     assert_eq!(s.get("/sessions/..%2Fetc").status, 404);
     let bad = s.post("/agent/start", json!({"working_dir": "/tmp", "extension_overrides": [{"type":"streamable_http","name":"r","url":"http://x"}]}));

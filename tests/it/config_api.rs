@@ -166,6 +166,7 @@ fn key_values_and_secrets() {
     assert_eq!(r.status, 200);
     let read = s.post("/config/read", json!({"key":"GOOSE_MODEL","is_secret":false}));
     assert_eq!(read.json(), json!("gpt-x"));
+    contract::check_resp("POST", "/config/read", &read);
     let secret = s.post("/config/read", json!({"key":"API_TOKEN","is_secret":true}));
     assert_eq!(secret.status, 200);
     assert!(!secret.text().contains("sekrit"), "a secret is never echoed back");

@@ -122,6 +122,14 @@ pub fn check(method: &str, path: &str, status: u16, body: &Value) {
     assert!(errs.is_empty(), "contract: {method} {path} {status} does not match goose's schema:\n{}\nbody: {body}", errs.join("\n"));
 }
 
+/// `check` for a whole response: the status must be one goose documents for the route, and a
+/// body goose documents (JSON, or text/plain as a string) must match its schema.
+pub fn check_resp(method: &str, path: &str, r: &crate::support::Resp) {
+    let ct = r.header("content-type").unwrap_or("");
+    let body = if ct.starts_with("application/json") { r.json() } else { Value::String(r.text()) };
+    check(method, path, r.status, &body);
+}
+
 #[test]
 fn validator_catches_mistakes() {
     let schema = serde_json::json!({"$ref": "#/components/schemas/ExtensionResponse"});

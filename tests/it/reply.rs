@@ -344,6 +344,7 @@ fn approve_flow(action: &str) -> Option<Vec<Value>> {
     std::thread::sleep(Duration::from_millis(700)); // the turn waits (Pings keep the stream alive)
     let r = s.post("/action-required/tool-confirmation", json!({"id": data["id"], "action": action, "sessionId": id}));
     assert_eq!(r.status, 200, "{}", r.text());
+    contract::check_resp("POST", "/action-required/tool-confirmation", &r);
     let rest = stream.all();
     assert_finished(&rest);
     let again = s.post("/action-required/tool-confirmation", json!({"id": data["id"], "action": action, "sessionId": id}));

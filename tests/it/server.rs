@@ -49,6 +49,7 @@ fn status_and_proxies_are_open() {
     let s = Server::start();
     let st = http("GET", &s.url("/status"), None, None);
     assert_eq!((st.status, st.text().as_str()), (200, "ok"));
+    contract::check_resp("GET", "/status", &st);
     for p in ["/mcp-ui-proxy", "/mcp-app-proxy"] {
         assert_eq!(http("GET", &s.url(p), None, None).status, 401, "{p} without secret");
         assert_eq!(http("GET", &s.url(&format!("{p}?secret=nope")), None, None).status, 401, "{p} wrong secret");
@@ -56,6 +57,9 @@ fn status_and_proxies_are_open() {
         assert_eq!(ok.status, 200, "{p}");
         assert!(ok.header("content-type").unwrap().starts_with("text/html"));
         assert!(ok.text().starts_with("<!DOCTYPE html>"));
+        if p == "/mcp-ui-proxy" {
+            contract::check_resp("GET", p, &ok);
+        }
     }
     let app = http("GET", &s.url(&format!("/mcp-app-proxy?secret={SECRET}&connect_domains=https://api.example.com,%20")), None, None);
     assert!(app.text().contains("connect-src 'self' https://api.example.com;"), "{}", app.text());
