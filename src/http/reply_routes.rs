@@ -134,10 +134,13 @@ pub fn confirm_tool(app: &App, req: &Request) -> R {
     if !ACTIONS.contains(&c.action.as_str()) {
         return Err(ApiError::new(422, format!("unknown action {:?}; use one of {}", c.action, ACTIONS.join(", "))));
     }
+    // goose answers 200 either way (its documented statuses are 200/401/500); the `status`
+    // field tells a UI whether the answer reached a waiting turn or came too late.
     if app.confirmations.answer(&c.id, &c.action) {
-        Ok(Response::json(200, &json!({})))
+        Ok(Response::json(200, &json!({ "status": "delivered" })))
     } else {
-        Err(ApiError::not_found(format!("no tool call {:?} is waiting for confirmation", c.id)))
+        log::info!("tool confirmation for {:?}: nothing is waiting for it (the turn ended or was cancelled)", c.id);
+        Ok(Response::json(200, &json!({ "status": "unknown", "message": format!("no tool call {:?} is waiting for confirmation; the turn ended or was cancelled", c.id) })))
     }
 }
 

@@ -153,8 +153,12 @@ function confirmBox(data) {
   const answer = async (action) => {
     for (const b of box.querySelectorAll("button")) b.disabled = true;
     try {
-      await api("POST", "/action-required/tool-confirmation", { id: data.id, action, sessionId });
-      box.append(el("p", { text: action === "allow_once" ? "Allowed." : "Denied." }));
+      const r = await apiJson("POST", "/action-required/tool-confirmation", { id: data.id, action, sessionId });
+      if (r && r.status === "unknown") {
+        box.append(el("p", { class: "error", text: "Too late: this tool call is no longer waiting (the turn ended or was stopped)." }));
+      } else {
+        box.append(el("p", { text: action === "allow_once" ? "Allowed." : "Denied." }));
+      }
     } catch (e) { box.append(el("p", { class: "error", text: e.message })); }
   };
   const allow = el("button", { type: "button", text: "Allow once" });

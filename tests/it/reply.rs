@@ -347,8 +347,12 @@ fn approve_flow(action: &str) -> Option<Vec<Value>> {
     contract::check_resp("POST", "/action-required/tool-confirmation", &r);
     let rest = stream.all();
     assert_finished(&rest);
+    assert_eq!(r.json()["status"], "delivered");
     let again = s.post("/action-required/tool-confirmation", json!({"id": data["id"], "action": action, "sessionId": id}));
-    assert_eq!(again.status, 404, "nothing waits any more");
+    assert_eq!(again.status, 200, "goose documents only 200 here");
+    contract::check_resp("POST", "/action-required/tool-confirmation", &again);
+    assert_eq!(again.json()["status"], "unknown", "nothing waits any more");
+    assert!(again.json()["message"].as_str().unwrap().contains("no tool call"));
     Some(contents(&rest, "toolResponse"))
 }
 
