@@ -1,5 +1,6 @@
 // Browser test of the built-in web page (issue 10 "Must show"): the real gosling binary, llmock
-// as the OpenAI provider, server-everything over stdio as a real MCP server, and headless
+// as the OpenAI provider, the Python SDK's MCP server over stdio as a real MCP server (its tools
+// need no network, whichever one llmock picks), and headless
 // Chromium driven by playwright-core. Run through scripts/browser-test, which sets
 // GOSLING_BIN, PEERS_ENV, CHROMIUM, NODE_PATH and ARTIFACTS.
 import { spawn } from "node:child_process";
@@ -174,28 +175,28 @@ async function main() {
   await page.click("#ext-table tr:has-text('Linked Demo') button:text('Remove')");
   await page.waitForSelector("#ext-table tr:has-text('Linked Demo')", { state: "detached" });
 
-  // 3. The server's validation message shows for a bad entry; then add server-everything.
+  // 3. The server's validation message shows for a bad entry; then add the Python SDK server.
   await page.fill("#ext-name", "broken");
   await page.check("input[name=ext-type][value=streamable_http]");
   await page.click("#ext-form button[type=submit]");
   await page.waitForFunction(() => document.getElementById("ext-error").textContent.length > 0);
   await shot(page, "extension-validation-error");
   if (await page.locator("#ext-table tr:has-text('broken')").count()) throw new Error("an invalid extension was saved");
-  await page.fill("#ext-name", "everything");
+  await page.fill("#ext-name", "pyserver");
   await page.check("input[name=ext-type][value=stdio]");
-  await page.fill("#ext-cmd", P.MCP_PEER_NODE);
-  await page.fill("#ext-args", P.MCP_PEER_EVERYTHING + "\nstdio");
+  await page.fill("#ext-cmd", P.MCP_PEER_PYTHON);
+  await page.fill("#ext-args", P.MCP_PEER_PY_SERVER);
   await page.click("#ext-form button[type=submit]");
-  await page.waitForSelector("#ext-table tr:has-text('everything'):has-text('yes')");
+  await page.waitForSelector("#ext-table tr:has-text('pyserver'):has-text('yes')");
   await shot(page, "extension-added");
 
   // 4. A session, a message that makes llmock call a tool, and the answer.
   await page.fill("#workdir", workdir);
   await page.click("#start-form button[type=submit]");
   await page.waitForSelector("#session-id:not(:text('none'))");
-  await page.waitForSelector("#extension-results >> text=everything: loaded");
-  await page.waitForSelector("#tools-list code:text('everything__')");
-  await page.waitForSelector("#ext-table tr:has-text('everything') summary:text('running')");
+  await page.waitForSelector("#extension-results >> text=pyserver: loaded");
+  await page.waitForSelector("#tools-list code:text('pyserver__')");
+  await page.waitForSelector("#ext-table tr:has-text('pyserver') summary:text('running')");
   await shot(page, "session-started");
   await page.fill("#message-input", "Please use a tool to echo hello.");
   await page.click("#send-btn");
@@ -207,6 +208,9 @@ async function main() {
   await page.locator("#messages details.tool").first().evaluate((d) => { d.open = true; });
   await page.locator("#messages details.tool details").first().evaluate((d) => { d.open = true; }).catch(() => {});
   await shot(page, "chat-answered");
+  const resultSummary = await page.locator("#messages details.tool details summary").first().textContent();
+  const resultText = await page.locator("#messages details.tool details pre").first().textContent();
+  if (resultSummary.includes("(error)") || !resultText.trim()) throw new Error("the tool did not answer: " + resultSummary + " " + resultText);
   if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
 
   // 5. Approval: GOOSE_MODE=approve through the settings form; the tool call waits for "Allow once".
