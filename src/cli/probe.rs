@@ -135,7 +135,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let connected = match &a.target {
         Target::Stdio(cmd) => {
-            let spec = StdioSpec { cmd: cmd[0].clone(), args: cmd[1..].to_vec(), env: Vec::new(), cwd: None, container: None };
+            let spec = StdioSpec { cmd: cmd[0].clone(), args: cmd[1..].to_vec(), ..Default::default() };
             crate::mcp::connect_stdio(&spec, options(a.timeout))
         }
         Target::Url(url) => {

@@ -341,7 +341,7 @@ impl SessionRuntime {
             }
             ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
                 let env = self.resolve_env(envs, env_keys)?;
-                let spec = StdioSpec { cmd: cmd.clone(), args: args.clone(), env: env.into_iter().collect(), cwd, container: container_for(config) };
+                let spec = StdioSpec { cmd: cmd.clone(), args: args.clone(), env: env.into_iter().collect(), cwd, container: container_for(config), ..Default::default() };
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
             ExtensionConfig::Builtin { name, .. } => {
@@ -354,7 +354,7 @@ impl SessionRuntime {
                     args: vec!["mcp".into(), builtin],
                     env: vec![("GOSLING_STATE_DIR".into(), self.deps.state_dir.display().to_string())],
                     cwd,
-                    container: None,
+                    ..Default::default()
                 };
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
@@ -577,7 +577,7 @@ fn inline_python_spec(state_dir: &Path, name: &str, code: &str, deps: &[String],
         }
         args.push("python".into());
         args.push(file);
-        return Ok(StdioSpec { cmd: "uvx".into(), args, env: Vec::new(), cwd, container: None });
+        return Ok(StdioSpec { cmd: "uvx".into(), args, cwd, ..Default::default() });
     }
     let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
     if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none() {
@@ -588,7 +588,7 @@ fn inline_python_spec(state_dir: &Path, name: &str, code: &str, deps: &[String],
     if !deps.is_empty() {
         log::warn!("inline_python {name}: uvx not found; running with {python}, which must already have {deps:?}");
     }
-    Ok(StdioSpec { cmd: python, args: vec![file], env: Vec::new(), cwd, container: None })
+    Ok(StdioSpec { cmd: python, args: vec![file], cwd, ..Default::default() })
 }
 
 /// goose's ToolInfo for `GET /agent/tools`.

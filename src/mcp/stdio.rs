@@ -27,14 +27,19 @@ const STDERR_TAIL: usize = 8 << 10;
 const STDIN_QUEUE: usize = 256;
 const STDIN_STALL: Duration = Duration::from_secs(30);
 
+#[derive(Debug, Default)]
 pub struct StdioSpec {
     pub cmd: String,
     pub args: Vec<String>,
     /// Extra variables (the extension's `envs` and resolved `env_keys`).
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
-    /// Run inside this container via `docker exec -i` (`GOSLING_CONTAINER_TOOL=podman` for podman).
+    /// Run inside this container via `<tool> exec -i`.
     pub container: Option<String>,
+    /// The container engine; default `GOSLING_CONTAINER_TOOL`, else `docker` (`podman` works too).
+    pub container_tool: Option<String>,
+    /// How long each rung of the shutdown ladder waits; default `GOSLING_LADDER_WAIT_MS`, else 1.5 s.
+    pub ladder_wait: Option<Duration>,
 }
 
 /// Variables of ours a child never inherits: the server secret and credentials.
@@ -69,7 +74,7 @@ impl StdioTransport {
         }
         let mut cmd = match &spec.container {
             Some(container) => {
-                let tool = std::env::var("GOSLING_CONTAINER_TOOL").unwrap_or_else(|_| "docker".into());
+                let tool = spec.container_tool.clone().or_else(|| std::env::var("GOSLING_CONTAINER_TOOL").ok()).unwrap_or_else(|| "docker".into());
                 let mut c = Command::new(tool);
                 c.arg("exec").arg("-i");
                 for (k, v) in &spec.env {
@@ -125,7 +130,7 @@ impl StdioTransport {
             child: Mutex::new(Some(child)),
             pid,
             stderr: stderr.clone(),
-            ladder_wait: Duration::from_millis(std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500)),
+            ladder_wait: spec.ladder_wait.unwrap_or_else(|| Duration::from_millis(std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500))),
         });
         let name = extension.to_string();
         let stderr_done = {

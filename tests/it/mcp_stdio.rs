@@ -26,7 +26,7 @@ fn opts(timeout: Duration, roots: Option<Vec<PathBuf>>) -> ClientOptions {
 }
 
 fn spec(cmd: &str, args: &[&str]) -> StdioSpec {
-    StdioSpec { cmd: cmd.into(), args: args.iter().map(|a| a.to_string()).collect(), env: Vec::new(), cwd: None, container: None }
+    StdioSpec { cmd: cmd.into(), args: args.iter().map(|a| a.to_string()).collect(), ..Default::default() }
 }
 
 fn fake(mode: &str, record: Option<&std::path::Path>) -> StdioSpec {
@@ -286,8 +286,9 @@ fn server_requests_are_answered() {
 
 #[test]
 fn the_ladder_ends_a_child_that_ignores_sigterm() {
-    std::env::set_var("GOSLING_LADDER_WAIT_MS", "300");
-    let (c, pid) = connect(&fake("ignore_term", None), opts(Duration::from_secs(10), None));
+    let mut s = fake("ignore_term", None);
+    s.ladder_wait = Some(Duration::from_millis(300));
+    let (c, pid) = connect(&s, opts(Duration::from_secs(10), None));
     let c = c.unwrap();
     assert!(pid_alive(pid));
     let t = Instant::now();
@@ -309,9 +310,9 @@ fn container_mode_runs_through_the_container_tool() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::env::set_var("GOSLING_CONTAINER_TOOL", &tool);
     let mut s = fake("ok", None);
     s.container = Some("my-box".into());
+    s.container_tool = Some(tool.display().to_string());
     s.env.push(("FAKE_TOKEN".into(), "inside".into()));
     let (c, pid) = connect(&s, opts(Duration::from_secs(20), None));
     let c = c.unwrap();
