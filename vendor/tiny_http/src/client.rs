@@ -259,6 +259,14 @@ impl Iterator for ClientConnection {
                 _ => (),
             };
 
+            // gosling patch: a body that may be left partly unread (chunked, or larger than
+            // EqualReader drains) makes this request the connection's last, so its leftover
+            // bytes are never parsed as a next request.
+            let chunked = rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"));
+            if chunked || rq.body_length().is_some_and(|n| n > crate::util::DRAIN_LIMIT) {
+                self.no_more_requests = true;
+            }
+
             // returning the request
             return Some(rq);
         }

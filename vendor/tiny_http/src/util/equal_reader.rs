@@ -3,6 +3,9 @@ use std::io::Result as IoResult;
 use std::sync::mpsc::channel;
 use std::sync::mpsc::{Receiver, Sender};
 
+/// gosling patch: the most of an unread body `EqualReader` drains when dropped.
+pub const DRAIN_LIMIT: usize = 1 << 20;
+
 /// A `Reader` that reads exactly the number of bytes from a sub-reader.
 ///
 /// If the limit is reached, it returns EOF. If the limit is not reached
@@ -64,12 +67,17 @@ where
     R: Read,
 {
     fn drop(&mut self) {
-        let mut remaining_to_read = self.size;
+        // gosling patch: drain through a small buffer, and at most DRAIN_LIMIT bytes. Upstream
+        // allocated the whole unread remainder at once, so a request declaring a huge
+        // Content-Length that the handler refused unread aborted the process (allocation
+        // failure). Past the limit the rest is left unread and the connection fails on its
+        // next request, as for any malformed input.
+        let mut remaining_to_read = self.size.min(DRAIN_LIMIT);
+        let mut buf = [0u8; 8192];
 
         while remaining_to_read > 0 {
-            let mut buf = vec![0; remaining_to_read];
-
-            match self.reader.read(&mut buf) {
+            let want = remaining_to_read.min(buf.len());
+            match self.reader.read(&mut buf[..want]) {
                 Err(e) => {
                     self.last_read_signal.send(Err(e)).ok();
                     break;
