@@ -39,12 +39,20 @@ pub struct ClientConnection {
 /// Error that can happen when reading a request.
 #[derive(Debug)]
 enum ReadError {
+    /// gosling patch: the request line and headers together exceed `MAX_HEAD_BYTES`.
+    HeadTooLarge,
     WrongRequestLine,
     WrongHeader(HTTPVersion),
     /// the client sent an unrecognized `Expect` header
     ExpectationFailed(HTTPVersion),
     ReadIoError(IoError),
 }
+
+/// gosling patch: the most bytes a request line plus its headers may take. Upstream read them
+/// without any bound, so one connection sending a header line that never ends grew the
+/// server's memory without limit.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+const HEAD_TOO_LARGE: &str = "request head too large";
 
 impl ClientConnection {
     /// Creates a new `ClientConnection` that takes ownership of the `TcpStream`.
@@ -77,11 +85,16 @@ impl ClientConnection {
     ///
     /// Reads until `CRLF` is reached. The next read will start
     ///  at the first byte of the new line.
-    fn read_next_line(&mut self) -> IoResult<AsciiString> {
+    fn read_next_line(&mut self, budget: &mut usize) -> IoResult<AsciiString> {
         let mut buf = Vec::new();
         let mut prev_byte_was_cr = false;
 
         loop {
+            // gosling patch: bounded head (see MAX_HEAD_BYTES).
+            if *budget == 0 {
+                return Err(IoError::new(ErrorKind::InvalidData, HEAD_TOO_LARGE));
+            }
+            *budget -= 1;
             let byte = self.next_header_source.by_ref().bytes().next();
 
             let byte = match byte {
@@ -105,9 +118,14 @@ impl ClientConnection {
     /// Blocks until the header has been read.
     fn read(&mut self) -> Result<Request, ReadError> {
         let (method, path, version, headers) = {
+            let mut budget = MAX_HEAD_BYTES;
+            let head_error = |e: IoError| match e.get_ref().map(|inner| inner.to_string()) {
+                Some(msg) if msg == HEAD_TOO_LARGE => ReadError::HeadTooLarge,
+                _ => ReadError::ReadIoError(e),
+            };
             // reading the request line
             let (method, path, version) = {
-                let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                let line = self.read_next_line(&mut budget).map_err(head_error)?;
 
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
@@ -118,7 +136,7 @@ impl ClientConnection {
             let headers = {
                 let mut headers = Vec::new();
                 loop {
-                    let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                    let line = self.read_next_line(&mut budget).map_err(head_error)?;
 
                     if line.is_empty() {
                         break;
@@ -185,6 +203,15 @@ impl Iterator for ClientConnection {
 
         loop {
             let rq = match self.read() {
+                Err(ReadError::HeadTooLarge) => {
+                    let writer = self.sink.next().unwrap();
+                    let response = Response::new_empty(StatusCode(431));
+                    response
+                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
+                        .ok();
+                    return None; // the rest of the head is unread: close
+                }
+
                 Err(ReadError::WrongRequestLine) => {
                     let writer = self.sink.next().unwrap();
                     let response = Response::new_empty(StatusCode(400));
