@@ -253,6 +253,35 @@ fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
 }
 
 #[test]
+fn a_trickled_request_head_is_cut_off() {
+    // One byte just under the read timeout, again and again: the head as a whole gets twice
+    // the read timeout, then 408 and the connection is closed.
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let t = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 256];
+    while t.elapsed() < Duration::from_secs(20) {
+        if c.write_all(b"a").is_err() {
+            break;
+        }
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.is_empty() || out.starts_with("HTTP/1.1 408"), "{out:?}");
+    assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
+}
+
+#[test]
 fn the_one_time_login_link_gives_the_key_once() {
     let s = Server::start_with(ServerOpts { env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())], ..Default::default() });
     let line = wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string)).expect("login link printed");

@@ -34,6 +34,9 @@ pub struct ClientConnection {
 
     // true if the connection goes through SSL
     secure: bool,
+
+    // gosling patch: how long a request head may take from its first byte (slow-loris bound).
+    head_deadline: Option<std::time::Duration>,
 }
 
 /// Error that can happen when reading a request.
@@ -73,7 +76,16 @@ impl ClientConnection {
             next_header_source: first_header,
             no_more_requests: false,
             secure,
+            head_deadline: None,
         }
+    }
+
+    /// gosling patch: a request whose line and headers take longer than `d` from their first
+    /// byte gets 408 and the connection is closed. The per-read socket timeout alone lets a
+    /// client that sends one byte just under it hold the connection for days.
+    pub fn with_head_deadline(mut self, d: Option<std::time::Duration>) -> ClientConnection {
+        self.head_deadline = d;
+        self
     }
 
     /// true if the connection is HTTPS
@@ -85,7 +97,7 @@ impl ClientConnection {
     ///
     /// Reads until `CRLF` is reached. The next read will start
     ///  at the first byte of the new line.
-    fn read_next_line(&mut self, budget: &mut usize) -> IoResult<AsciiString> {
+    fn read_next_line(&mut self, budget: &mut usize, first_byte: &mut Option<std::time::Instant>) -> IoResult<AsciiString> {
         let mut buf = Vec::new();
         let mut prev_byte_was_cr = false;
 
@@ -101,6 +113,12 @@ impl ClientConnection {
                 Some(b) => b?,
                 None => return Err(IoError::new(ErrorKind::ConnectionAborted, "Unexpected EOF")),
             };
+
+            // gosling patch: bounded head time (see with_head_deadline).
+            let started = *first_byte.get_or_insert_with(std::time::Instant::now);
+            if self.head_deadline.is_some_and(|d| started.elapsed() > d) {
+                return Err(IoError::new(ErrorKind::TimedOut, "request head too slow"));
+            }
 
             if byte == b'\n' && prev_byte_was_cr {
                 buf.pop(); // removing the '\r'
@@ -119,13 +137,14 @@ impl ClientConnection {
     fn read(&mut self) -> Result<Request, ReadError> {
         let (method, path, version, headers) = {
             let mut budget = MAX_HEAD_BYTES;
+            let mut first_byte = None;
             let head_error = |e: IoError| match e.get_ref().map(|inner| inner.to_string()) {
                 Some(msg) if msg == HEAD_TOO_LARGE => ReadError::HeadTooLarge,
                 _ => ReadError::ReadIoError(e),
             };
             // reading the request line
             let (method, path, version) = {
-                let line = self.read_next_line(&mut budget).map_err(head_error)?;
+                let line = self.read_next_line(&mut budget, &mut first_byte).map_err(head_error)?;
 
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
@@ -136,7 +155,7 @@ impl ClientConnection {
             let headers = {
                 let mut headers = Vec::new();
                 loop {
-                    let line = self.read_next_line(&mut budget).map_err(head_error)?;
+                    let line = self.read_next_line(&mut budget, &mut first_byte).map_err(head_error)?;
 
                     if line.is_empty() {
                         break;

@@ -371,7 +371,9 @@ impl Server {
                             Some(ref _ssl) => unreachable!(),
                         } };
 
-                        Ok(ClientConnection::new(write_closable, read_closable))
+                        // gosling patch: a request head may take twice the read timeout.
+                        Ok(ClientConnection::new(write_closable, read_closable)
+                            .with_head_deadline(read_timeout.map(|t| t * 2)))
                     }
                     Err(e) => Err(e),
                 };
