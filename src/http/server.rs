@@ -17,7 +17,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One request, read in full (body included) before the handler runs.
 pub struct Request {
@@ -229,6 +229,7 @@ impl Drop for InFlight {
 
 fn dispatch(http: &tiny_http::Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsize>, limits: &Limits, handler: Arc<Handler>) {
     let max_body = limits.max_body;
+    let grace = limits.io_timeout * 2;
     while !stopping.load(Ordering::SeqCst) {
         let rq = match http.recv() {
             Ok(rq) => rq,
@@ -250,7 +251,7 @@ fn dispatch(http: &tiny_http::Server, stopping: &AtomicBool, in_flight: &Arc<Ato
         let handler = handler.clone();
         let spawned = thread::Builder::new().name("http-req".into()).spawn(move || {
             let _guard = guard;
-            handle(rq, max_body, &*handler);
+            handle(rq, max_body, grace, &*handler);
         });
         if let Err(e) = spawned {
             log::error!("http: cannot start a request thread: {e}");
@@ -258,7 +259,34 @@ fn dispatch(http: &tiny_http::Server, stopping: &AtomicBool, in_flight: &Arc<Ato
     }
 }
 
-fn handle(mut rq: tiny_http::Request, max_body: usize, handler: &Handler) {
+/// The slowest a request body may arrive on average once its grace period is over. Per-read
+/// socket timeouts alone let a client holding a request slot send one byte just under the
+/// timeout, for as long as the body limit allows (days).
+const MIN_BODY_RATE: u64 = 1024;
+
+/// A body reader that fails once the body, after `grace`, arrives slower than `MIN_BODY_RATE`.
+struct MinRate<R> {
+    inner: R,
+    started: Instant,
+    grace: Duration,
+    got: u64,
+}
+
+impl<R: Read> Read for MinRate<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let elapsed = self.started.elapsed();
+        if let Some(over) = elapsed.checked_sub(self.grace) {
+            if (self.got as f64) < MIN_BODY_RATE as f64 * over.as_secs_f64() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the body arrived at under {MIN_BODY_RATE} bytes/s after {:?}", self.grace)));
+            }
+        }
+        let n = self.inner.read(buf)?;
+        self.got += n as u64;
+        Ok(n)
+    }
+}
+
+fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler: &Handler) {
     let method = rq.method().as_str().to_string();
     let url = rq.url().to_string();
     let (path, query) = match url.split_once('?') {
@@ -272,7 +300,8 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, handler: &Handler) {
         return;
     }
     let mut body = Vec::new();
-    match rq.as_reader().take(max_body as u64 + 1).read_to_end(&mut body) {
+    let mut reader = MinRate { inner: rq.as_reader(), started: Instant::now(), grace, got: 0 };
+    match reader.by_ref().take(max_body as u64 + 1).read_to_end(&mut body) {
         Ok(_) if body.len() > max_body => {
             let e = ApiError::new(413, format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"));
             let _ = respond(rq, Response::error(&e));

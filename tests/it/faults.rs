@@ -17,7 +17,7 @@
 //!   mid-stream error event · client disconnect mid-reply (tool cancelled, LLM stream dropped)
 //! HTTP clients (server.rs): 200 idle connections while /status answers · slow bodies up to the
 //!   cap, then 503 · slow-loris headers cut off · oversized bodies (413, also chunked, and a
-//!   declared length far beyond memory) · oversized request heads (431) · a trickled request head (408) ·
+//!   declared length far beyond memory) · oversized request heads (431) · a trickled request head or body (408) ·
 //!   malformed JSON / wrong content type / wrong shape · a panicking handler (500)
 //! Files (config_api.rs, server.rs, here): kill -9 during config writes · kill -9 during
 //!   session writes · a corrupt config file refuses start-up and is left untouched

@@ -156,18 +156,19 @@ fn bad_bodies_get_clear_errors() {
 }
 
 fn slow_request(addr: &str) -> TcpStream {
-    // Headers complete, a large body promised but never sent: holds a handler thread reading it
+    // Headers complete, a large body promised but not sent: holds a handler thread reading it
     // (tiny_http reads bodies up to 1 KiB itself, on its own connection thread).
     let mut c = TcpStream::connect(addr).unwrap();
-    write!(c, "POST /config/upsert HTTP/1.1\r\nHost: x\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{").unwrap();
+    write!(c, "POST /config/upsert HTTP/1.1\r\nHost: x\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{{").unwrap();
     c
 }
 
-/// Sends one more body byte on each slow request, so the per-read I/O timeout never fires while
-/// the test still needs them to hold their handler threads, however loaded the machine is.
+/// Sends more of the body on each slow request — well above the server's minimum body rate —
+/// so neither the per-read timeout nor the rate check frees them while the test still needs
+/// them to hold their handler threads, however loaded the machine is.
 fn trickle(slow: &mut [TcpStream]) {
     for c in slow {
-        let _ = c.write_all(b" ");
+        let _ = c.write_all(&[b' '; 4096]);
     }
 }
 
@@ -278,6 +279,37 @@ fn a_trickled_request_head_is_cut_off() {
     assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
     let out = String::from_utf8_lossy(&out);
     assert!(out.is_empty() || out.starts_with("HTTP/1.1 408"), "{out:?}");
+    assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
+}
+
+#[test]
+fn a_trickled_request_body_is_cut_off() {
+    // A body sent one byte just under the read timeout would hold a request slot for days: after
+    // a grace of twice the read timeout it must average 1 KiB/s, else 408.
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let mut c = slow_request(&s.addr);
+    c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let t = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 256];
+    while t.elapsed() < Duration::from_secs(20) {
+        if c.write_all(b" ").is_err() {
+            break;
+        }
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+        if out.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 408"), "{out:?}");
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
 
