@@ -35,7 +35,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let store = ConfigStore::open(&cfg.config_dir).map_err(|e| e.to_string())?;
     let bind = SocketAddr::new(cfg.host, cfg.port);
     let listener = TcpListener::bind(bind).map_err(|e| format!("agent: cannot listen on {bind}: {e}; pick another port with GOOSE_PORT or --port"))?;
-    let limits = Limits { max_requests: cfg.max_requests, max_body: cfg.max_body, io_timeout: cfg.io_timeout };
+    // Every connection holds two descriptors; keep a quarter of them for files, children and
+    // outgoing connections, so a flood of clients cannot starve the rest of the server.
+    let fds = crate::sys::raise_fd_limit();
+    let max_connections = cfg.max_connections.unwrap_or_else(|| (fds.saturating_sub(fds / 4) / 2).clamp(16, 4096));
+    log::debug!("file descriptor limit {fds}; at most {max_connections} connections");
+    let limits = Limits { max_requests: cfg.max_requests, max_body: cfg.max_body, io_timeout: cfg.io_timeout, max_connections };
     if let SecretSource::Generated(path) = &cfg.secret_source {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }

@@ -43,6 +43,9 @@ pub struct Config {
     pub max_requests: usize,
     /// Largest request body accepted; beyond it 413.
     pub max_body: usize,
+    /// Connections open at once (`GOSLING_MAX_CONNECTIONS`); `None`: derived from the file
+    /// descriptor limit at start. Beyond it a new connection is closed at once.
+    pub max_connections: Option<usize>,
     /// How long a connection may sit without sending a byte (slow or idle clients).
     pub io_timeout: Duration,
     /// Serve HTTPS instead of plain HTTP (off unless asked for).
@@ -67,6 +70,7 @@ impl std::fmt::Debug for Config {
             .field("state_dir", &self.state_dir)
             .field("max_requests", &self.max_requests)
             .field("max_body", &self.max_body)
+            .field("max_connections", &self.max_connections)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -157,6 +161,10 @@ impl Config {
             state_dir: state_dir(env),
             max_requests,
             max_body: parse_num(env, "GOSLING_MAX_BODY_BYTES", 50usize << 20)?,
+            max_connections: match env.get("GOSLING_MAX_CONNECTIONS") {
+                Some(_) => Some(parse_num(env, "GOSLING_MAX_CONNECTIONS", 0usize)?).filter(|n| *n > 0),
+                None => None,
+            },
             io_timeout: Duration::from_secs(parse_num(env, "GOSLING_IO_TIMEOUT_SECS", 30u64)?),
             tls: TlsConfig {
                 enabled: parse_tls_flag(env)?,

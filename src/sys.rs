@@ -1,4 +1,5 @@
-//! The few OS calls std does not offer: signals and parent-death tracking for children.
+//! The few OS calls std does not offer: signals and parent-death tracking for children, and
+//! the file descriptor limit.
 //!
 //! This is the only module allowed `unsafe`; each block is one libc call with its
 //! arguments checked above it. Unix only, like the rest of the process handling.
@@ -81,7 +82,7 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
     cmd.process_group(0);
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only calls
-    // async-signal-safe functions (prctl, getppid, _exit).
+    // async-signal-safe functions (prctl, getppid, _exit, getrlimit, setrlimit).
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -90,6 +91,16 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
             // The parent may have died between fork and prctl.
             if libc::getppid() as u32 != parent {
                 libc::_exit(1);
+            }
+            // Give the child the descriptor limit we started with (an atomic load is
+            // async-signal-safe; setrlimit is a plain system call).
+            let original = ORIGINAL_FD_LIMIT.load(Ordering::SeqCst);
+            if original != 0 {
+                let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                    lim.rlim_cur = original as libc::rlim_t;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
             }
             Ok(())
         });
@@ -109,4 +120,30 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
     let (rtx, rrx) = mpsc::channel();
     tx.lock().unwrap_or_else(|e| e.into_inner()).send((cmd, rtx)).map_err(|_| io::Error::other("spawner thread is gone"))?;
     rrx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
+}
+
+/// The soft descriptor limit before `raise_fd_limit` (0: not raised); children get it back,
+/// as some programs still assume descriptors below 1024 (`select`).
+static ORIGINAL_FD_LIMIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises the soft limit on open file descriptors to the hard limit (at most 2^20), as servers
+/// that hold many connections do; returns the soft limit in force afterwards.
+pub fn raise_fd_limit() -> usize {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    let want = lim.rlim_max.min(1 << 20);
+    if want > lim.rlim_cur {
+        #[allow(clippy::unnecessary_cast)] // rlim_t is u64 on Linux, not on every Unix
+        ORIGINAL_FD_LIMIT.store(lim.rlim_cur as u64, Ordering::SeqCst);
+        let raised = libc::rlimit { rlim_cur: want, rlim_max: lim.rlim_max };
+        // SAFETY: setrlimit reads one rlimit we own; raising the soft limit up to the hard one
+        // needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = want;
+        }
+    }
+    lim.rlim_cur as usize
 }

@@ -151,6 +151,8 @@ pub struct Limits {
     pub max_requests: usize,
     pub max_body: usize,
     pub io_timeout: Duration,
+    /// Open connections at once; a connection beyond it is closed unread.
+    pub max_connections: usize,
 }
 
 /// A running server; `stop` unblocks the dispatcher and waits for it.
@@ -173,8 +175,8 @@ impl Server {
         let addr = listener.local_addr()?;
         let timeout = Some(limits.io_timeout);
         let http = match tls {
-            None => tiny_http::Server::from_listener_with_timeouts(listener, None, timeout, timeout),
-            Some(tls) => tiny_http::Server::from_listener_wrapped(listener, tls.stream_wrapper(), timeout, timeout),
+            None => tiny_http::Server::from_listener_with_timeouts(listener, None, timeout, timeout, Some(limits.max_connections)),
+            Some(tls) => tiny_http::Server::from_listener_wrapped(listener, tls.stream_wrapper(), timeout, timeout, Some(limits.max_connections)),
         }
         .map_err(io::Error::other)?;
         let http = Arc::new(http);

@@ -313,6 +313,71 @@ fn a_trickled_request_body_is_cut_off() {
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
 
+/// Opens `n` idle connections (kept open by the caller).
+fn idle_connections(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect()
+}
+
+/// True when the server closes `c` (or resets it) without answering, within 5 s.
+fn closed_unanswered(mut c: TcpStream) -> bool {
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 64];
+    match c.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed_and_the_server_recovers() {
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_MAX_CONNECTIONS".into(), "20".into())], ..Default::default() });
+    let held = idle_connections(&s.addr, 20);
+    std::thread::sleep(Duration::from_millis(300));
+    let extra = TcpStream::connect(&s.addr).unwrap();
+    assert!(closed_unanswered(extra), "a connection past the limit is closed at once");
+    drop(held);
+    let back = wait_for(Duration::from_secs(10), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
+    assert!(back.is_some(), "serves again once the connections are gone");
+    assert!(s.stderr().contains("connections are open (the limit)"), "{}", s.stderr());
+}
+
+#[test]
+fn running_out_of_file_descriptors_does_not_stop_the_server() {
+    // A hard limit of 128 descriptors and a connection limit above what that allows: accept
+    // fails with EMFILE. tiny_http used to stop accepting for good on the first such error.
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_CONNECTIONS".into(), "1000".into())],
+        fd_limit: Some(128),
+        ..Default::default()
+    });
+    // Some connects may be refused once the listen backlog is full: the point is to run out.
+    let held: Vec<TcpStream> = (0..150).filter_map(|_| TcpStream::connect(&s.addr).ok()).collect();
+    let emfile = wait_for(Duration::from_secs(10), || s.stderr().contains("Too many open files").then_some(()));
+    assert!(emfile.is_some(), "the flood ran the server out of descriptors: {}", s.stderr());
+    drop(held);
+    // Refused connects are expected while the backlog drains: keep asking.
+    let back = wait_for(Duration::from_secs(15), || {
+        let r = std::panic::catch_unwind(|| http("GET", &s.url("/status"), None, None));
+        r.is_ok_and(|r| r.status == 200).then_some(())
+    });
+    assert!(back.is_some(), "serves again once descriptors are free: {}", s.stderr());
+}
+
+#[test]
+fn the_default_connection_limit_follows_the_descriptor_limit() {
+    // With 128 descriptors, the derived limit is (128 - 128/4) / 2 = 48 connections: the 49th is
+    // closed at once instead of exhausting descriptors the server needs for files and children.
+    let s = Server::start_with(ServerOpts { fd_limit: Some(128), ..Default::default() });
+    let held = idle_connections(&s.addr, 48);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(closed_unanswered(TcpStream::connect(&s.addr).unwrap()));
+    drop(held);
+    let back = wait_for(Duration::from_secs(10), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
+    assert!(back.is_some());
+    assert!(!s.stderr().contains("Too many open files"), "{}", s.stderr());
+}
+
 #[test]
 fn the_one_time_login_link_gives_the_key_once() {
     let s = Server::start_with(ServerOpts { env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())], ..Default::default() });

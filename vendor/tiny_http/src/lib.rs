@@ -245,7 +245,7 @@ impl Server {
         listener: L,
         ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_with_timeouts(listener, ssl_config, None, None)
+        Self::from_listener_impl(listener, ssl_config, None, None, None, None)
     }
 
     /// gosling patch: like `from_listener_with_timeouts`, but every accepted TCP connection
@@ -259,20 +259,23 @@ impl Server {
         wrapper: StreamWrapper,
         read_timeout: Option<std::time::Duration>,
         write_timeout: Option<std::time::Duration>,
+        max_connections: Option<usize>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_impl(listener, None, Some(wrapper), read_timeout, write_timeout)
+        Self::from_listener_impl(listener, None, Some(wrapper), read_timeout, write_timeout, max_connections)
     }
 
     /// gosling patch: like `from_listener`, but every accepted connection gets these socket
     /// read and write timeouts, so an idle or slow client cannot hold a connection thread
-    /// forever (a read timeout while waiting for headers answers 408 and closes).
+    /// forever (a read timeout while waiting for headers answers 408 and closes). With
+    /// `max_connections`, a connection accepted while that many are open is closed at once.
     pub fn from_listener_with_timeouts<L: Into<Listener>>(
         listener: L,
         ssl_config: Option<SslConfig>,
         read_timeout: Option<std::time::Duration>,
         write_timeout: Option<std::time::Duration>,
+        max_connections: Option<usize>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_impl(listener, ssl_config, None, read_timeout, write_timeout)
+        Self::from_listener_impl(listener, ssl_config, None, read_timeout, write_timeout, max_connections)
     }
 
     fn from_listener_impl<L: Into<Listener>>(
@@ -281,6 +284,7 @@ impl Server {
         wrapper: Option<StreamWrapper>,
         read_timeout: Option<std::time::Duration>,
         write_timeout: Option<std::time::Duration>,
+        max_connections: Option<usize>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = listener.into();
         // building the "close" variable
@@ -327,10 +331,34 @@ impl Server {
         thread::spawn(move || {
             // a tasks pool is used to dispatch the connections into threads
             let tasks_pool = util::TaskPool::new();
+            // gosling patch: open connections, for `max_connections`.
+            let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let mut refused = 0usize;
+            let mut last_refusal_log: Option<std::time::Instant> = None;
 
             log::debug!("Running accept thread");
             while !inside_close_trigger.load(Relaxed) {
                 let new_client = match server.accept() {
+                    Ok((sock, _)) if max_connections.is_some_and(|m| open.load(Relaxed) >= m) => {
+                        // gosling patch: over the cap, the connection is closed unread (logged at
+                        // most once a second: a flood must not turn into a flood of log lines).
+                        drop(sock);
+                        refused += 1;
+                        if last_refusal_log.map_or(true, |t| t.elapsed() >= std::time::Duration::from_secs(1)) {
+                            log::warn!("{} connections are open (the limit); closed {} new ones", open.load(Relaxed), refused);
+                            last_refusal_log = Some(std::time::Instant::now());
+                            refused = 0;
+                        }
+                        continue;
+                    }
+                    Err(e) if !inside_close_trigger.load(Relaxed) => {
+                        // gosling patch: an accept error (out of file descriptors, a connection
+                        // reset before it was accepted) is transient; upstream stopped accepting
+                        // for good on the first one.
+                        log::warn!("accepting a connection failed: {}; retrying", e);
+                        thread::sleep(std::time::Duration::from_millis(50));
+                        continue;
+                    }
                     Ok((sock, _)) => {
                         // gosling patch: per-connection timeouts (see from_listener_with_timeouts).
                         if let Err(e) = sock.set_timeouts(read_timeout, write_timeout) {
@@ -352,24 +380,30 @@ impl Server {
                                 }
                             },
                         };
-                        let (read_closable, write_closable) = if let Some(w) = wrapped {
-                            RefinedTcpStream::new(w)
-                        } else { match ssl { // (upstream lines below kept as they were)
-                            None => RefinedTcpStream::new(sock),
+                        // gosling patch: `try_new`, so running out of descriptors drops this one
+                        // connection instead of panicking the accept thread.
+                        let split = match (wrapped, &ssl) {
+                            (Some(w), _) => RefinedTcpStream::try_new(w),
+                            (None, None) => RefinedTcpStream::try_new(sock),
                             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-                            Some(ref ssl) => {
+                            (None, Some(ssl)) => {
                                 // trying to apply SSL over the connection
                                 // if an error occurs, we just close the socket and resume listening
-                                let sock = match ssl.accept(sock) {
-                                    Ok(s) => s,
+                                match ssl.accept(sock) {
+                                    Ok(s) => RefinedTcpStream::try_new(s),
                                     Err(_) => continue,
-                                };
-
-                                RefinedTcpStream::new(sock)
+                                }
                             }
                             #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
-                            Some(ref _ssl) => unreachable!(),
-                        } };
+                            (None, Some(_)) => unreachable!(),
+                        };
+                        let (read_closable, write_closable) = match split {
+                            Ok(pair) => pair,
+                            Err(e) => {
+                                log::warn!("dropping a new connection: {}", e);
+                                continue;
+                            }
+                        };
 
                         // gosling patch: a request head may take twice the read timeout.
                         Ok(ClientConnection::new(write_closable, read_closable)
@@ -382,7 +416,17 @@ impl Server {
                     Ok(client) => {
                         let messages = inside_messages.clone();
                         let mut client = Some(client);
+                        // gosling patch: counted open until its task ends.
+                        open.fetch_add(1, Relaxed);
+                        let open = open.clone();
                         tasks_pool.spawn(Box::new(move || {
+                            struct Closed(Arc<std::sync::atomic::AtomicUsize>);
+                            impl Drop for Closed {
+                                fn drop(&mut self) {
+                                    self.0.fetch_sub(1, Relaxed);
+                                }
+                            }
+                            let _closed = Closed(open.clone());
                             if let Some(client) = client.take() {
                                 // Synchronization is needed for HTTPS requests to avoid a deadlock
                                 if client.secure() {

@@ -71,6 +71,17 @@ impl Clone for Stream {
     }
 }
 
+impl Stream {
+    /// gosling patch: `clone` that reports a failure (out of file descriptors) instead of
+    /// panicking; upstream's `clone` unwrapped it on the accept thread, which then died.
+    fn try_clone(&self) -> IoResult<Self> {
+        match self {
+            Stream::Http(tcp_stream) => Ok(Stream::Http(tcp_stream.try_clone()?)),
+            other => Ok(other.clone()),
+        }
+    }
+}
+
 impl From<Connection> for Stream {
     fn from(tcp_stream: Connection) -> Self {
         Stream::Http(tcp_stream)
@@ -173,6 +184,19 @@ impl RefinedTcpStream {
         };
 
         (read, write)
+    }
+
+    /// gosling patch: like `new`, but a failure to duplicate the socket is an error.
+    pub(crate) fn try_new<S>(stream: S) -> IoResult<(RefinedTcpStream, RefinedTcpStream)>
+    where
+        S: Into<Stream>,
+    {
+        let stream: Stream = stream.into();
+        let read = stream.try_clone()?;
+        Ok((
+            RefinedTcpStream { stream: read, close_read: true, close_write: false },
+            RefinedTcpStream { stream, close_read: false, close_write: true },
+        ))
     }
 
     /// Returns true if this struct wraps around a secure connection.
