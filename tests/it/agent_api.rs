@@ -292,6 +292,21 @@ fn children_do_not_inherit_the_secret_key() {
 }
 
 #[test]
+fn children_get_the_original_descriptor_limit() {
+    // The server raises its soft limit (256) to the hard one (4096) for its connections; an
+    // extension and what it runs get 256 back, as if gosling had not touched it.
+    let s = Server::start_with(ServerOpts { fd_limit: Some((256, 4096)), ..Default::default() });
+    let work = TempDir::new("work");
+    let id = start_session(&s, work.path().to_str().unwrap(), vec![json!({"type":"builtin","name":"developer","description":"","timeout":60})]);
+    assert_eq!(resume(&s, &id)["extension_results"][0]["success"], true);
+    let (st, r) = call(&s, &id, "developer__shell", json!({"command": "ulimit -n; ulimit -Hn"}));
+    assert_eq!(st, 200, "{r}");
+    let out = text_of(&r);
+    assert!(out.contains("256") && out.contains("4096"), "{out}");
+    assert!(s.stderr().contains("file descriptor limit 4096"), "the server raised its own: {}", s.stderr());
+}
+
+#[test]
 fn unknown_sessions_and_bad_requests() {
     let s = Server::start();
     assert_eq!(s.get("/agent/tools").status, 400);

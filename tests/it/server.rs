@@ -348,7 +348,7 @@ fn running_out_of_file_descriptors_does_not_stop_the_server() {
     // fails with EMFILE. tiny_http used to stop accepting for good on the first such error.
     let s = Server::start_with(ServerOpts {
         env: vec![("GOSLING_MAX_CONNECTIONS".into(), "1000".into())],
-        fd_limit: Some(128),
+        fd_limit: Some((128, 128)),
         ..Default::default()
     });
     // Some connects may be refused once the listen backlog is full: the point is to run out.
@@ -368,7 +368,7 @@ fn running_out_of_file_descriptors_does_not_stop_the_server() {
 fn the_default_connection_limit_follows_the_descriptor_limit() {
     // With 128 descriptors, the derived limit is (128 - 128/4) / 2 = 48 connections: the 49th is
     // closed at once instead of exhausting descriptors the server needs for files and children.
-    let s = Server::start_with(ServerOpts { fd_limit: Some(128), ..Default::default() });
+    let s = Server::start_with(ServerOpts { fd_limit: Some((128, 128)), ..Default::default() });
     let held = idle_connections(&s.addr, 48);
     std::thread::sleep(Duration::from_millis(300));
     assert!(closed_unanswered(TcpStream::connect(&s.addr).unwrap()));

@@ -143,8 +143,8 @@ pub struct ServerOpts {
     pub env: Vec<(String, String)>,
     pub args: Vec<String>,
     pub secret: Option<String>,
-    /// Soft and hard limit on open file descriptors for the server process.
-    pub fd_limit: Option<u64>,
+    /// Soft and hard limits on open file descriptors for the server process.
+    pub fd_limit: Option<(u64, u64)>,
 }
 
 impl Default for ServerOpts {
@@ -183,12 +183,12 @@ impl Server {
         if !opts.env.iter().any(|(k, _)| k == "RUST_LOG") {
             cmd.env("RUST_LOG", std::env::var("GOSLING_TEST_LOG").unwrap_or_else(|_| "debug".into()));
         }
-        if let Some(n) = opts.fd_limit {
+        if let Some((soft, hard)) = opts.fd_limit {
             use std::os::unix::process::CommandExt;
             // SAFETY: runs in the child between fork and exec; setrlimit is async-signal-safe.
             unsafe {
                 cmd.pre_exec(move || {
-                    let lim = libc::rlimit { rlim_cur: n as libc::rlim_t, rlim_max: n as libc::rlim_t };
+                    let lim = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
