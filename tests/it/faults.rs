@@ -18,7 +18,7 @@
 //! HTTP clients (server.rs): 200 idle connections while /status answers · slow bodies up to the
 //!   cap, then 503 · slow-loris headers cut off · oversized bodies (413, also chunked, and a
 //!   declared length far beyond memory) · oversized request heads (431) · a trickled request head or body (408) ·
-//!   connections past the limit (closed at once) · running out of file descriptors (accepting
+//!   connections past the limit (closed at once) · a client pipelining without reading · running out of file descriptors (accepting
 //!   resumes) · malformed JSON / wrong content type / wrong shape · a panicking handler (500)
 //! Files (config_api.rs, server.rs, here): kill -9 during config writes · kill -9 during
 //!   session writes · a corrupt config file refuses start-up and is left untouched

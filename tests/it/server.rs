@@ -378,6 +378,39 @@ fn the_default_connection_limit_follows_the_descriptor_limit() {
     assert!(!s.stderr().contains("Too many open files"), "{}", s.stderr());
 }
 
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap()
+}
+
+#[test]
+fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
+    // One connection sends requests as fast as it can and never reads an answer. Each
+    // connection has one request in flight at a time, so the rest waits in the kernel's socket
+    // buffers, not in the server's memory (tiny_http used to queue them all: ~100 MB in 3 s).
+    let s = Server::start();
+    let before = rss_kb(s.pid());
+    let c = TcpStream::connect(&s.addr).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let rq = format!("GET /config HTTP/1.1\r\nHost: x\r\nX-Secret-Key: {SECRET}\r\n\r\n").repeat(50);
+    let t = Instant::now();
+    let mut sent = 0usize;
+    while t.elapsed() < Duration::from_secs(2) {
+        match (&c).write(rq.as_bytes()) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(sent > 100_000, "the client got {sent} bytes of requests out");
+    let t = Instant::now();
+    assert_eq!(s.get("/config").status, 200);
+    assert!(t.elapsed() < Duration::from_secs(5), "another client waited {:?}", t.elapsed());
+    let grown = rss_kb(s.pid()).saturating_sub(before);
+    assert!(grown < 20_000, "the server grew by {grown} KB");
+    drop(c);
+}
+
 #[test]
 fn the_one_time_login_link_gives_the_key_once() {
     let s = Server::start_with(ServerOpts { env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())], ..Default::default() });
