@@ -253,19 +253,16 @@ fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
 
-#[test]
-fn a_trickled_request_head_is_cut_off() {
-    // One byte just under the read timeout, again and again: the head as a whole gets twice
-    // the read timeout, then 408 and the connection is closed.
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
-    let mut c = TcpStream::connect(&s.addr).unwrap();
-    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
-    c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+/// Sends `byte` every ~`every` (under the server's 1 s read timeout) for up to 20 s, until the
+/// server answers a whole head or closes the connection; returns how long that took and what
+/// it sent.
+fn trickle_until_cut_off(c: &mut TcpStream, byte: &[u8], every: Duration) -> (Duration, String) {
+    c.set_read_timeout(Some(every)).unwrap();
     let t = Instant::now();
     let mut out = Vec::new();
     let mut buf = [0u8; 256];
-    while t.elapsed() < Duration::from_secs(20) {
-        if c.write_all(b"a").is_err() {
+    while t.elapsed() < Duration::from_secs(20) && !out.windows(4).any(|w| w == b"\r\n\r\n") {
+        if c.write_all(byte).is_err() {
             break;
         }
         match c.read(&mut buf) {
@@ -275,9 +272,18 @@ fn a_trickled_request_head_is_cut_off() {
             Err(_) => break,
         }
     }
-    let took = t.elapsed();
+    (t.elapsed(), String::from_utf8_lossy(&out).into_owned())
+}
+
+#[test]
+fn a_trickled_request_head_is_cut_off() {
+    // One byte just under the read timeout, again and again: the head as a whole gets twice
+    // the read timeout, then 408 and the connection is closed.
+    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+    let (took, out) = trickle_until_cut_off(&mut c, b"a", Duration::from_millis(500));
     assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
-    let out = String::from_utf8_lossy(&out);
     assert!(out.is_empty() || out.starts_with("HTTP/1.1 408"), "{out:?}");
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
@@ -288,27 +294,8 @@ fn a_trickled_request_body_is_cut_off() {
     // a grace of twice the read timeout it must average 1 KiB/s, else 408.
     let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
     let mut c = slow_request(&s.addr);
-    c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-    let t = Instant::now();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 256];
-    while t.elapsed() < Duration::from_secs(20) {
-        if c.write_all(b" ").is_err() {
-            break;
-        }
-        match c.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => break,
-        }
-        if out.windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    let took = t.elapsed();
+    let (took, out) = trickle_until_cut_off(&mut c, b" ", Duration::from_millis(300));
     assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
-    let out = String::from_utf8_lossy(&out);
     assert!(out.starts_with("HTTP/1.1 408"), "{out:?}");
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
