@@ -161,10 +161,8 @@ impl Config {
             state_dir: state_dir(env),
             max_requests,
             max_body: parse_num(env, "GOSLING_MAX_BODY_BYTES", 50usize << 20)?,
-            max_connections: match env.get("GOSLING_MAX_CONNECTIONS") {
-                Some(_) => Some(parse_num(env, "GOSLING_MAX_CONNECTIONS", 0usize)?).filter(|n| *n > 0),
-                None => None,
-            },
+            // Unset or 0: derived from the descriptor limit at start.
+            max_connections: Some(parse_num(env, "GOSLING_MAX_CONNECTIONS", 0usize)?).filter(|n| *n > 0),
             io_timeout: Duration::from_secs(parse_num(env, "GOSLING_IO_TIMEOUT_SECS", 30u64)?),
             tls: TlsConfig {
                 enabled: parse_tls_flag(env)?,
@@ -210,6 +208,11 @@ mod tests {
         assert_eq!(Config::from_env(&env, Some(0), None).unwrap().port, 0);
         let env = MapEnv(HashMap::from([("GOSLING_MAX_REQUESTS", "0")]));
         assert!(Config::from_env(&env, Some(0), None).is_err());
+        let conns = |v: &'static str| Config::from_env(&MapEnv(HashMap::from([("GOSLING_MAX_CONNECTIONS", v)])), Some(0), None).map(|c| c.max_connections);
+        assert_eq!(conns("100"), Ok(Some(100)));
+        assert_eq!(conns("0"), Ok(None), "0 means: derive it from the descriptor limit");
+        assert!(conns("many").unwrap_err().contains("GOSLING_MAX_CONNECTIONS"));
+        assert_eq!(Config::from_env(&MapEnv(HashMap::new()), Some(0), None).unwrap().max_connections, None);
     }
 
     #[test]

@@ -180,7 +180,7 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
         ..Default::default()
     });
     // 200 idle connections (no request at all, slow-loris style) never take a handler thread.
-    let idle: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
+    let idle = idle_connections(&s.addr, 200);
     // cap - 1 slow bodies hold handler threads.
     let mut slow: Vec<TcpStream> = (0..cap - 1).map(|_| slow_request(&s.addr)).collect();
     std::thread::sleep(Duration::from_millis(300));

@@ -55,7 +55,6 @@ enum ReadError {
 /// without any bound, so one connection sending a header line that never ends grew the
 /// server's memory without limit.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
-const HEAD_TOO_LARGE: &str = "request head too large";
 
 impl ClientConnection {
     /// Creates a new `ClientConnection` that takes ownership of the `TcpStream`.
@@ -97,33 +96,33 @@ impl ClientConnection {
     ///
     /// Reads until `CRLF` is reached. The next read will start
     ///  at the first byte of the new line.
-    fn read_next_line(&mut self, budget: &mut usize, first_byte: &mut Option<std::time::Instant>) -> IoResult<AsciiString> {
+    /// gosling patch: `budget` is what is left of `MAX_HEAD_BYTES` for the whole head, and
+    /// `first_byte` when the head began (for `with_head_deadline`).
+    fn read_next_line(&mut self, budget: &mut usize, first_byte: &mut Option<std::time::Instant>) -> Result<AsciiString, ReadError> {
         let mut buf = Vec::new();
         let mut prev_byte_was_cr = false;
 
         loop {
-            // gosling patch: bounded head (see MAX_HEAD_BYTES).
             if *budget == 0 {
-                return Err(IoError::new(ErrorKind::InvalidData, HEAD_TOO_LARGE));
+                return Err(ReadError::HeadTooLarge);
             }
             *budget -= 1;
             let byte = self.next_header_source.by_ref().bytes().next();
 
             let byte = match byte {
-                Some(b) => b?,
-                None => return Err(IoError::new(ErrorKind::ConnectionAborted, "Unexpected EOF")),
+                Some(b) => b.map_err(ReadError::ReadIoError)?,
+                None => return Err(ReadError::ReadIoError(IoError::new(ErrorKind::ConnectionAborted, "Unexpected EOF"))),
             };
 
-            // gosling patch: bounded head time (see with_head_deadline).
             let started = *first_byte.get_or_insert_with(std::time::Instant::now);
             if self.head_deadline.is_some_and(|d| started.elapsed() > d) {
-                return Err(IoError::new(ErrorKind::TimedOut, "request head too slow"));
+                return Err(ReadError::ReadIoError(IoError::new(ErrorKind::TimedOut, "request head too slow")));
             }
 
             if byte == b'\n' && prev_byte_was_cr {
                 buf.pop(); // removing the '\r'
                 return AsciiString::from_ascii(buf)
-                    .map_err(|_| IoError::new(ErrorKind::InvalidInput, "Header is not in ASCII"));
+                    .map_err(|_| ReadError::ReadIoError(IoError::new(ErrorKind::InvalidInput, "Header is not in ASCII")));
             }
 
             prev_byte_was_cr = byte == b'\r';
@@ -138,13 +137,9 @@ impl ClientConnection {
         let (method, path, version, headers) = {
             let mut budget = MAX_HEAD_BYTES;
             let mut first_byte = None;
-            let head_error = |e: IoError| match e.get_ref().map(|inner| inner.to_string()) {
-                Some(msg) if msg == HEAD_TOO_LARGE => ReadError::HeadTooLarge,
-                _ => ReadError::ReadIoError(e),
-            };
             // reading the request line
             let (method, path, version) = {
-                let line = self.read_next_line(&mut budget, &mut first_byte).map_err(head_error)?;
+                let line = self.read_next_line(&mut budget, &mut first_byte)?;
 
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
@@ -155,7 +150,7 @@ impl ClientConnection {
             let headers = {
                 let mut headers = Vec::new();
                 loop {
-                    let line = self.read_next_line(&mut budget, &mut first_byte).map_err(head_error)?;
+                    let line = self.read_next_line(&mut budget, &mut first_byte)?;
 
                     if line.is_empty() {
                         break;

@@ -163,30 +163,8 @@ pub struct RefinedTcpStream {
 }
 
 impl RefinedTcpStream {
-    pub(crate) fn new<S>(stream: S) -> (RefinedTcpStream, RefinedTcpStream)
-    where
-        S: Into<Stream>,
-    {
-        let stream: Stream = stream.into();
-
-        let (read, write) = (stream.clone(), stream);
-
-        let read = RefinedTcpStream {
-            stream: read,
-            close_read: true,
-            close_write: false,
-        };
-
-        let write = RefinedTcpStream {
-            stream: write,
-            close_read: false,
-            close_write: true,
-        };
-
-        (read, write)
-    }
-
-    /// gosling patch: like `new`, but a failure to duplicate the socket is an error.
+    /// Splits a connection into its read and write halves. gosling patch: upstream's `new`
+    /// panicked when the socket could not be duplicated; this reports it.
     pub(crate) fn try_new<S>(stream: S) -> IoResult<(RefinedTcpStream, RefinedTcpStream)>
     where
         S: Into<Stream>,
