@@ -31,26 +31,38 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         ));
     }
     resolve_secret(&mut cfg)?;
-    let tls = if cfg.tls.enabled { Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(|e| e.to_string())?) } else { None };
+    let tls = if cfg.tls.enabled {
+        Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
     let store = ConfigStore::open(&cfg.config_dir).map_err(|e| e.to_string())?;
     let bind = SocketAddr::new(cfg.host, cfg.port);
-    let listener = TcpListener::bind(bind).map_err(|e| format!("agent: cannot listen on {bind}: {e}; pick another port with GOOSE_PORT or --port"))?;
+    let listener = TcpListener::bind(bind)
+        .map_err(|e| format!("agent: cannot listen on {bind}: {e}; pick another port with GOOSE_PORT or --port"))?;
     // Every connection holds two descriptors; keep a quarter of them for files, children and
     // outgoing connections, so a flood of clients cannot starve the rest of the server.
     let fds = crate::sys::raise_fd_limit();
     let max_connections = cfg.max_connections.unwrap_or_else(|| (fds.saturating_sub(fds / 4) / 2).clamp(16, 4096));
     log::debug!("file descriptor limit {fds}; at most {max_connections} connections");
-    let limits = Limits { max_requests: cfg.max_requests, max_body: cfg.max_body, io_timeout: cfg.io_timeout, max_connections };
+    let limits =
+        Limits { max_requests: cfg.max_requests, max_body: cfg.max_body, io_timeout: cfg.io_timeout, max_connections };
     if let SecretSource::Generated(path) = &cfg.secret_source {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
     let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| e.to_string())?;
-    let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir).map_err(|e| e.to_string())?;
+    let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir)
+        .map_err(|e| e.to_string())?;
     let app = Arc::new(App::new(cfg, store, sessions, policy));
     crate::sys::install_shutdown_handler();
     let handler_app = app.clone();
-    let mut server = Server::start_with_tls(listener, limits, tls.as_ref(), Arc::new(move |req| crate::http::routes::handle(&handler_app, req)))
-        .map_err(|e| format!("agent: cannot start the HTTP server: {e}"))?;
+    let mut server = Server::start_with_tls(
+        listener,
+        limits,
+        tls.as_ref(),
+        Arc::new(move |req| crate::http::routes::handle(&handler_app, req)),
+    )
+    .map_err(|e| format!("agent: cannot start the HTTP server: {e}"))?;
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
     {
         let mut out = std::io::stdout().lock();
@@ -64,7 +76,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // A person at a terminal gets a one-time link for the web page (never the key itself).
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some() {
         if let Some(token) = app.login.peek() {
-            eprintln!("gosling: web page: {}://{}/#login={token} (works once, for 10 minutes)", server.scheme(), server.addr());
+            eprintln!(
+                "gosling: web page: {}://{}/#login={token} (works once, for 10 minutes)",
+                server.scheme(),
+                server.addr()
+            );
         }
     }
     while !crate::sys::shutdown_requested() {

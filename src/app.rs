@@ -1,15 +1,15 @@
 //! The composition root: process config, the config store and everything request handlers
 //! share. Built once in `run_agent`, borrowed by every handler thread.
 
+use crate::agent::Agents;
 use crate::config::Config;
 use crate::extensions::config::ExtensionConfig;
+use crate::extensions::policy::{InstallSource, Policy, PolicyError};
+use crate::extensions::runtime::Deps;
 use crate::http::error::ApiError;
 use crate::http::proxy::GuestPages;
 use crate::store::config_store::ConfigStore;
 use crate::store::sessions::SessionStore;
-use crate::agent::Agents;
-use crate::extensions::runtime::Deps;
-use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use std::sync::Arc;
 
 /// Policy refusals are the client's to fix (403); a broken policy setup is ours (500).

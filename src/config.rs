@@ -136,7 +136,9 @@ impl Config {
         let port = match port_flag {
             Some(p) => p,
             None => match env.get("GOOSE_PORT").or_else(|| env.get("GOOSE_SERVER__PORT")) {
-                Some(p) => p.trim().parse().map_err(|_| format!("config: GOOSE_PORT={p:?} is not a port number (0-65535)"))?,
+                Some(p) => {
+                    p.trim().parse().map_err(|_| format!("config: GOOSE_PORT={p:?} is not a port number (0-65535)"))?
+                }
                 None => 3000,
             },
         };
@@ -208,7 +210,10 @@ mod tests {
         assert_eq!(Config::from_env(&env, Some(0), None).unwrap().port, 0);
         let env = MapEnv(HashMap::from([("GOSLING_MAX_REQUESTS", "0")]));
         assert!(Config::from_env(&env, Some(0), None).is_err());
-        let conns = |v: &'static str| Config::from_env(&MapEnv(HashMap::from([("GOSLING_MAX_CONNECTIONS", v)])), Some(0), None).map(|c| c.max_connections);
+        let conns = |v: &'static str| {
+            Config::from_env(&MapEnv(HashMap::from([("GOSLING_MAX_CONNECTIONS", v)])), Some(0), None)
+                .map(|c| c.max_connections)
+        };
         assert_eq!(conns("100"), Ok(Some(100)));
         assert_eq!(conns("0"), Ok(None), "0 means: derive it from the descriptor limit");
         assert!(conns("many").unwrap_err().contains("GOSLING_MAX_CONNECTIONS"));
@@ -217,7 +222,9 @@ mod tests {
 
     #[test]
     fn tls_switch_and_files() {
-        let tls = |pairs: &[(&'static str, &'static str)]| Config::from_env(&MapEnv(pairs.iter().copied().collect()), None, None).map(|c| c.tls);
+        let tls = |pairs: &[(&'static str, &'static str)]| {
+            Config::from_env(&MapEnv(pairs.iter().copied().collect()), None, None).map(|c| c.tls)
+        };
         assert!(!tls(&[]).unwrap().enabled, "plain HTTP is the default");
         for on in ["true", "1", "yes", "TRUE"] {
             assert!(tls(&[("GOOSE_TLS", on)]).unwrap().enabled, "{on}");
@@ -226,7 +233,8 @@ mod tests {
             assert!(!tls(&[("GOOSE_TLS", off)]).unwrap().enabled, "{off}");
         }
         assert!(tls(&[("GOOSE_TLS", "maybe")]).unwrap_err().contains("GOOSE_TLS"));
-        let t = tls(&[("GOOSE_TLS", "1"), ("GOOSE_TLS_CERT_PATH", "/c.pem"), ("GOOSE_TLS_KEY_PATH", "/k.pem")]).unwrap();
+        let t =
+            tls(&[("GOOSE_TLS", "1"), ("GOOSE_TLS_CERT_PATH", "/c.pem"), ("GOOSE_TLS_KEY_PATH", "/k.pem")]).unwrap();
         assert_eq!((t.cert_path.unwrap(), t.key_path.unwrap()), (PathBuf::from("/c.pem"), PathBuf::from("/k.pem")));
     }
 }

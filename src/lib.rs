@@ -4,19 +4,19 @@
 //! the HTTP front. See ARCHITECTURE.md for the map.
 #![deny(unsafe_code)]
 
-pub mod config;
-pub mod sys;
-pub mod wire;
-pub mod store;
-pub mod mcp;
-pub mod extensions;
-pub mod util;
-pub mod tls;
-pub mod http;
-pub mod web;
 pub mod agent;
-pub mod app;
 pub mod agent_cmd;
-pub mod llm;
-pub mod cli;
+pub mod app;
 pub mod builtins;
+pub mod cli;
+pub mod config;
+pub mod extensions;
+pub mod http;
+pub mod llm;
+pub mod mcp;
+pub mod store;
+pub mod sys;
+pub mod tls;
+pub mod util;
+pub mod web;
+pub mod wire;

@@ -28,6 +28,11 @@ fn main() -> ExitCode {
         .filter_module("ureq", log::LevelFilter::Info)
         .filter_module("ureq_proto", log::LevelFilter::Info)
         .target(env_logger::Target::Stderr)
+        .format(|out, record| {
+            use std::io::Write;
+            let time = gosling::util::now_rfc3339();
+            writeln!(out, "[{time} {} {}] {}", record.level(), record.target(), record.args())
+        })
         .init();
     match args.first().map(String::as_str) {
         None | Some("-h") | Some("--help") | Some("help") => {

@@ -118,7 +118,10 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
         Mutex::new(tx)
     });
     let (rtx, rrx) = mpsc::channel();
-    tx.lock().unwrap_or_else(|e| e.into_inner()).send((cmd, rtx)).map_err(|_| io::Error::other("spawner thread is gone"))?;
+    tx.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, rtx))
+        .map_err(|_| io::Error::other("spawner thread is gone"))?;
     rrx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
 }
 

@@ -145,7 +145,11 @@ mod tests {
         let conv = vec![
             message("m0", "user", vec![text("hi")]),
             message("m1", "assistant", vec![text("calling"), tool_request("t1", "x__echo", &Ok(json!({"m":"a"})))]),
-            message("m2", "user", vec![tool_response("t1", Ok(&json!({"content":[{"type":"text","text":"a"}],"isError":false})))]),
+            message(
+                "m2",
+                "user",
+                vec![tool_response("t1", Ok(&json!({"content":[{"type":"text","text":"a"}],"isError":false})))],
+            ),
             json!({"role":"user","created":0,"content":[{"type":"text","text":"hidden"}],"metadata":{"userVisible":true,"agentVisible":false}}),
         ];
         let m = to_llm(&conv);

@@ -154,7 +154,8 @@ impl Turn {
             s.total_tokens = Some(t.input + t.output);
             s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + t.acc_input);
             s.accumulated_output_tokens = Some(s.accumulated_output_tokens.unwrap_or(0) + t.acc_output);
-            s.accumulated_total_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + s.accumulated_output_tokens.unwrap_or(0));
+            s.accumulated_total_tokens =
+                Some(s.accumulated_input_tokens.unwrap_or(0) + s.accumulated_output_tokens.unwrap_or(0));
         });
     }
 
@@ -162,7 +163,8 @@ impl Turn {
         let tools = self.tool_specs();
         let system = self.system_prompt();
         for _ in 0..self.max_turns {
-            let request = ChatRequest { system: system.clone(), messages: msg::to_llm(&self.conversation), tools: tools.clone() };
+            let request =
+                ChatRequest { system: system.clone(), messages: msg::to_llm(&self.conversation), tools: tools.clone() };
             let reply_id = format!("msg_{}", crate::util::random_hex(8));
             let mut client_gone = false;
             let completion = {
@@ -252,7 +254,11 @@ impl Turn {
         }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
         let rx = self.confirmations.wait_for(&call.id);
-        let m = msg::message(&format!("msg_{}", crate::util::random_hex(8)), "assistant", vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
+        let m = msg::message(
+            &format!("msg_{}", crate::util::random_hex(8)),
+            "assistant",
+            vec![msg::tool_confirmation(&call.id, &call.name, &args)],
+        );
         if !out.send(&msg::ev_message(&m, &out.tokens)) {
             self.confirmations.forget(&call.id);
             return Err(());
@@ -291,7 +297,10 @@ impl Turn {
             let args = match &call.arguments {
                 Ok(a) => a.clone(),
                 Err(raw) => {
-                    slots[i] = Some(msg::tool_response(&call.id, Err(&format!("-32602: the arguments are not valid JSON: {raw}"))));
+                    slots[i] = Some(msg::tool_response(
+                        &call.id,
+                        Err(&format!("-32602: the arguments are not valid JSON: {raw}")),
+                    ));
                     continue;
                 }
             };
@@ -320,7 +329,8 @@ impl Turn {
             let mut busy = false;
             for (_, id, h, prx) in &running {
                 while let Ok(p) = prx.try_recv() {
-                    let method = p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
+                    let method =
+                        p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
                     let params = p.get("params").cloned().unwrap_or(p.clone());
                     out.send(&msg::ev_notification(id, &method, &params));
                 }
@@ -336,7 +346,9 @@ impl Turn {
             std::thread::sleep(Duration::from_millis(10));
         }
         for (i, id, h, _) in running {
-            let r = h.join().unwrap_or_else(|_| Err(crate::extensions::runtime::CallError::UnknownTool("tool call panicked".into())));
+            let r = h.join().unwrap_or_else(|_| {
+                Err(crate::extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
+            });
             slots[i] = Some(match r {
                 Ok(v) => msg::tool_response(&id, Ok(&crate::http::agent_routes::call_tool_response(&v))),
                 Err(e) => msg::tool_response(&id, Err(&format!("-32603: {e}"))),

@@ -58,14 +58,21 @@ impl Developer {
     pub fn from_env() -> Result<Developer, String> {
         let dir = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
             Some(d) => PathBuf::from(d),
-            None => std::env::current_dir().map_err(|e| format!("developer: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
+            None => std::env::current_dir()
+                .map_err(|e| format!("developer: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
         };
-        let unrestricted = std::env::var("GOSLING_DEVELOPER_UNRESTRICTED").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        let unrestricted =
+            std::env::var("GOSLING_DEVELOPER_UNRESTRICTED").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
         Developer::new(&dir, unrestricted)
     }
 
     pub fn new(dir: &Path, unrestricted: bool) -> Result<Developer, String> {
-        let root = fs::canonicalize(dir).map_err(|e| format!("developer: working directory {} is not usable: {e}; set GOOSE_WORKING_DIR to an existing directory", dir.display()))?;
+        let root = fs::canonicalize(dir).map_err(|e| {
+            format!(
+                "developer: working directory {} is not usable: {e}; set GOOSE_WORKING_DIR to an existing directory",
+                dir.display()
+            )
+        })?;
         if !root.is_dir() {
             return Err(format!("developer: working directory {} is not a directory", root.display()));
         }
@@ -99,7 +106,11 @@ impl Developer {
         let timeout = match opt_u64_arg(args, "timeout_secs") {
             Ok(None) => DEFAULT_TIMEOUT_SECS,
             Ok(Some(t)) if (1..=MAX_TIMEOUT_SECS).contains(&t) => t,
-            Ok(Some(t)) => return ToolOutcome::error(format!("developer: timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}")),
+            Ok(Some(t)) => {
+                return ToolOutcome::error(format!(
+                    "developer: timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}"
+                ))
+            }
             Err(e) => return ToolOutcome::error(format!("developer: {e}")),
         };
         run_shell(command, &self.root, Duration::from_secs(timeout), cancel)
@@ -121,10 +132,19 @@ impl Developer {
                     fs::create_dir_all(parent).map_err(|e| format!("cannot create the directories of {shown}: {e}"))?;
                 }
                 let existed = path.exists();
-                let before = if existed { read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text) } else { Some(Before::Absent) };
+                let before = if existed {
+                    read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text)
+                } else {
+                    Some(Before::Absent)
+                };
                 fs::write(&path, text).map_err(|e| format!("cannot write {shown}: {e}"))?;
                 self.remember(&path, before);
-                Ok(format!("{} {shown} ({} bytes, {} lines)", if existed { "overwrote" } else { "created" }, text.len(), text.lines().count()))
+                Ok(format!(
+                    "{} {shown} ({} bytes, {} lines)",
+                    if existed { "overwrote" } else { "created" },
+                    text.len(),
+                    text.lines().count()
+                ))
             }
             "str_replace" => {
                 let old = str_arg(args, "old_str")?;
@@ -137,7 +157,8 @@ impl Developer {
                 Ok(format!("replaced 1 occurrence in {shown} at line {line}"))
             }
             "insert" => {
-                let after = opt_u64_arg(args, "insert_line")?.ok_or("missing required argument `insert_line` (0 = before the first line)")?;
+                let after = opt_u64_arg(args, "insert_line")?
+                    .ok_or("missing required argument `insert_line` (0 = before the first line)")?;
                 let new = str_arg(args, "new_str")?;
                 let content = read_text(&path, &shown, MAX_EDIT_BYTES)?;
                 let updated = insert_after_line(&content, after, new).map_err(|e| format!("{shown}: {e}"))?;
@@ -159,7 +180,9 @@ impl Developer {
                     }
                 }
             }
-            other => Err(format!("unknown text_editor command {other:?}; use view, write, str_replace, insert or undo_edit")),
+            other => {
+                Err(format!("unknown text_editor command {other:?}; use view, write, str_replace, insert or undo_edit"))
+            }
         }
     }
 
@@ -189,13 +212,22 @@ impl Developer {
             None | Some(Value::Null) => None,
             Some(Value::Array(a)) if a.len() == 2 => {
                 let start = a[0].as_i64().filter(|s| *s >= 1).ok_or("view_range[0] must be a line number >= 1")?;
-                let end = a[1].as_i64().filter(|e| *e == -1 || *e >= start).ok_or("view_range[1] must be >= view_range[0], or -1 for the end of the file")?;
+                let end = a[1]
+                    .as_i64()
+                    .filter(|e| *e == -1 || *e >= start)
+                    .ok_or("view_range[1] must be >= view_range[0], or -1 for the end of the file")?;
                 Some((start as usize, if end == -1 { usize::MAX } else { end as usize }))
             }
             Some(_) => return Err("view_range must be [start_line, end_line] (1-based, end -1 = to the end)".into()),
         };
         let limit = if range.is_some() { MAX_EDIT_BYTES } else { MAX_VIEW_BYTES };
-        let content = read_text(path, shown, limit).map_err(|e| if range.is_none() { format!("{e}; pass view_range to see part of it") } else { e })?;
+        let content = read_text(path, shown, limit).map_err(|e| {
+            if range.is_none() {
+                format!("{e}; pass view_range to see part of it")
+            } else {
+                e
+            }
+        })?;
         let total = content.lines().count();
         if total == 0 {
             return Ok(format!("{shown} is empty"));
@@ -236,7 +268,8 @@ impl Developer {
             let name = e.file_name().to_string_lossy().into_owned();
             let desc = match e.metadata() {
                 Ok(m) if m.file_type().is_symlink() => {
-                    let target = fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
+                    let target =
+                        fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
                     format!("symlink  -> {target}")
                 }
                 Ok(m) if m.is_dir() => "dir".to_string(),
@@ -254,7 +287,10 @@ impl Developer {
             out.push_str(&format!("{name}{slash}\t{desc}\n"));
         }
         if total > MAX_LIST_ENTRIES {
-            out.push_str(&format!("[... {} more entries not shown; use the shell tool with ls or find to filter]\n", total - MAX_LIST_ENTRIES));
+            out.push_str(&format!(
+                "[... {} more entries not shown; use the shell tool with ls or find to filter]\n",
+                total - MAX_LIST_ENTRIES
+            ));
         }
         Ok(out)
     }
@@ -372,7 +408,12 @@ pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBu
             Component::Normal(name) => {
                 let next = cur.join(name);
                 if !missing && fs::symlink_metadata(&next).is_ok() {
-                    cur = fs::canonicalize(&next).map_err(|e| format!("{input}: cannot resolve {} ({e}); a symlink may point to a missing target", next.display()))?;
+                    cur = fs::canonicalize(&next).map_err(|e| {
+                        format!(
+                            "{input}: cannot resolve {} ({e}); a symlink may point to a missing target",
+                            next.display()
+                        )
+                    })?;
                 } else {
                     missing = true;
                     cur = next;
@@ -381,7 +422,11 @@ pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBu
         }
     }
     if !unrestricted && !cur.starts_with(root) {
-        return Err(format!("{input} resolves to {}, which is outside the working directory {}; use a path inside it", cur.display(), root.display()));
+        return Err(format!(
+            "{input} resolves to {}, which is outside the working directory {}; use a path inside it",
+            cur.display(),
+            root.display()
+        ));
     }
     Ok(cur)
 }
@@ -394,7 +439,10 @@ pub fn replace_once(content: &str, old: &str, new: &str) -> Result<String, Strin
     }
     match content.matches(old).count() {
         1 => Ok(content.replacen(old, new, 1)),
-        0 => Err("old_str was not found; view the file and copy the exact text, including whitespace and indentation".into()),
+        0 => {
+            Err("old_str was not found; view the file and copy the exact text, including whitespace and indentation"
+                .into())
+        }
         n => Err(format!("old_str occurs {n} times; include more surrounding lines so it matches exactly once")),
     }
 }
@@ -433,7 +481,9 @@ fn read_text(path: &Path, shown: &str, limit: u64) -> Result<String, String> {
         return Err(format!("{shown} is {} bytes, over the {limit}-byte limit", meta.len()));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    fs::File::open(path).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes)).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    fs::File::open(path)
+        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
     if bytes.len() as u64 > limit {
         return Err(format!("{shown} is over the {limit}-byte limit"));
     }

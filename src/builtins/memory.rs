@@ -47,7 +47,8 @@ impl Memory {
         let state = crate::config::state_dir(&crate::config::ProcessEnv);
         let wd = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
             Some(d) => PathBuf::from(d),
-            None => std::env::current_dir().map_err(|e| format!("memory: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
+            None => std::env::current_dir()
+                .map_err(|e| format!("memory: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
         };
         Ok(Memory::new(&state, &wd))
     }
@@ -66,7 +67,13 @@ impl Memory {
                 let slug: String = self
                     .working_dir
                     .file_name()
-                    .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(40).collect())
+                    .map(|n| {
+                        n.to_string_lossy()
+                            .chars()
+                            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                            .take(40)
+                            .collect()
+                    })
                     .unwrap_or_else(|| "root".into());
                 self.dir.join("local").join(format!("{slug}-{:016x}.json", fnv1a(text.as_bytes())))
             }
@@ -113,11 +120,15 @@ impl Memory {
             return Err("`data` is empty; pass the text to remember".into());
         }
         if data.len() > MAX_NOTE_BYTES {
-            return Err(format!("`data` is {} bytes; notes are limited to {MAX_NOTE_BYTES} bytes, store a summary", data.len()));
+            return Err(format!(
+                "`data` is {} bytes; notes are limited to {MAX_NOTE_BYTES} bytes, store a summary",
+                data.len()
+            ));
         }
         let tags = tags_arg(args)?;
         let scope = if opt_bool_arg(args, "is_global")?.unwrap_or(false) { Scope::Global } else { Scope::Local };
-        let saved_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let saved_at =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let note = json!({"data": data, "tags": tags, "saved_at": saved_at});
         let result = self.update(scope, |cats| {
             let list = cats.entry(category.clone()).or_insert_with(|| json!([]));
@@ -158,7 +169,8 @@ impl Memory {
                 for n in &notes {
                     count += 1;
                     let data = n["data"].as_str().unwrap_or("").replace('\n', "\n  ");
-                    let tags: Vec<&str> = n["tags"].as_array().map(|t| t.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+                    let tags: Vec<&str> =
+                        n["tags"].as_array().map(|t| t.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
                     if tags.is_empty() {
                         out.push_str(&format!("- {data}\n"));
                     } else {
@@ -168,7 +180,11 @@ impl Memory {
             }
         }
         if count == 0 {
-            return Ok(if category == "*" { "no memories stored yet".into() } else { format!("no memories in category {category:?}") });
+            return Ok(if category == "*" {
+                "no memories stored yet".into()
+            } else {
+                format!("no memories in category {category:?}")
+            });
         }
         Ok(out)
     }
@@ -224,7 +240,11 @@ impl Memory {
 fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, String> {
     let raw = str_arg(args, "category")?.trim();
     if raw == "*" {
-        return if allow_all { Ok("*".into()) } else { Err("category \"*\" is only for retrieving or removing; name one category".into()) };
+        return if allow_all {
+            Ok("*".into())
+        } else {
+            Err("category \"*\" is only for retrieving or removing; name one category".into())
+        };
     }
     validate_category(raw)?;
     Ok(raw.to_lowercase())
@@ -248,7 +268,10 @@ pub fn validate_category(name: &str) -> Result<(), String> {
 fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, String> {
     let tags: Vec<String> = match args.get("tags") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.iter().map(|t| t.as_str().map(|s| s.trim().to_string()).ok_or("`tags` must be a list of strings")).collect::<Result<_, _>>()?,
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|t| t.as_str().map(|s| s.trim().to_string()).ok_or("`tags` must be a list of strings"))
+            .collect::<Result<_, _>>()?,
         Some(Value::String(s)) => s.split(',').map(|t| t.trim().to_string()).collect(),
         Some(_) => return Err("`tags` must be a list of strings".into()),
     };
@@ -396,9 +419,17 @@ mod tests {
         std::fs::create_dir_all(base.join("wd")).unwrap();
         let m = Memory::new(&base.join("state"), &base.join("wd"));
         assert!(!call(&m, "remember_memory", json!({"category": "Prefs", "data": "tabs", "is_global": true})).is_error);
-        assert!(!call(&m, "remember_memory", json!({"category": "prefs", "data": "local note", "tags": ["x"]})).is_error);
+        assert!(
+            !call(&m, "remember_memory", json!({"category": "prefs", "data": "local note", "tags": ["x"]})).is_error
+        );
         assert!(base.join("state/memory/global.json").exists());
-        assert_eq!(std::fs::read_dir(base.join("state/memory/local")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count(), 1);
+        assert_eq!(
+            std::fs::read_dir(base.join("state/memory/local"))
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+                .count(),
+            1
+        );
         let both = call(&m, "retrieve_memories", json!({"category": "prefs"})).text;
         assert!(both.contains("tabs") && both.contains("local note [tags: x]"), "{both}");
         let global = call(&m, "retrieve_memories", json!({"category": "*", "is_global": true})).text;

@@ -129,7 +129,8 @@ pub fn stdio_command(name: &str) -> Result<(std::path::PathBuf, Vec<String>), St
     if !is_known(name) {
         return Err(unknown_builtin_error(name));
     }
-    let exe = std::env::current_exe().map_err(|e| format!("builtin: cannot find this executable to start builtin {name}: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("builtin: cannot find this executable to start builtin {name}: {e}"))?;
     Ok((exe, vec!["mcp".to_string(), name.to_string()]))
 }
 
@@ -217,10 +218,20 @@ impl Shared {
     }
 }
 
-fn run(builtin: Arc<dyn Builtin>, mut input: impl BufRead, output: Box<dyn Write + Send>, watch_signals: bool) -> Result<(), String> {
+fn run(
+    builtin: Arc<dyn Builtin>,
+    mut input: impl BufRead,
+    output: Box<dyn Write + Send>,
+    watch_signals: bool,
+) -> Result<(), String> {
     let tools = builtin.tools();
     let tool_names: Vec<String> = tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
-    let shared = Arc::new(Shared { builtin, out: Mutex::new(output), out_closed: AtomicBool::new(false), in_flight: Mutex::new(HashMap::new()) });
+    let shared = Arc::new(Shared {
+        builtin,
+        out: Mutex::new(output),
+        out_closed: AtomicBool::new(false),
+        in_flight: Mutex::new(HashMap::new()),
+    });
     if watch_signals {
         crate::sys::install_shutdown_handler();
         let s = shared.clone();
@@ -250,7 +261,11 @@ fn run(builtin: Arc<dyn Builtin>, mut input: impl BufRead, output: Box<dyn Write
             Line::Eof => break,
             Line::TooLong => {
                 log::warn!("builtin {}: dropped an input line longer than {MAX_LINE} bytes", shared.builtin.name());
-                shared.reply_error(None, jsonrpc::PARSE_ERROR, format!("line longer than {MAX_LINE} bytes; send smaller messages"));
+                shared.reply_error(
+                    None,
+                    jsonrpc::PARSE_ERROR,
+                    format!("line longer than {MAX_LINE} bytes; send smaller messages"),
+                );
             }
             Line::Data => {
                 if !buf.iter().all(u8::is_ascii_whitespace) {
@@ -307,12 +322,23 @@ fn handle_line(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], byt
             }
             // notifications/initialized and anything else need no action.
         }
-        Message::Response { id, .. } => log::debug!("builtin {}: ignoring a response (id {id}); we send no requests", shared.builtin.name()),
-        Message::Error { error, .. } => log::debug!("builtin {}: ignoring an error response: {error}", shared.builtin.name()),
+        Message::Response { id, .. } => {
+            log::debug!("builtin {}: ignoring a response (id {id}); we send no requests", shared.builtin.name())
+        }
+        Message::Error { error, .. } => {
+            log::debug!("builtin {}: ignoring an error response: {error}", shared.builtin.name())
+        }
     }
 }
 
-fn handle_request(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], id: Id, method: &str, params: Option<Value>) {
+fn handle_request(
+    shared: &Arc<Shared>,
+    tools: &[Value],
+    tool_names: &[String],
+    id: Id,
+    method: &str,
+    params: Option<Value>,
+) {
     let name = shared.builtin.name();
     match method {
         "initialize" => {
@@ -333,7 +359,11 @@ fn handle_request(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], 
         "tools/call" => {
             let params = params.unwrap_or(Value::Null);
             let Some(tool) = params.get("name").and_then(Value::as_str) else {
-                return shared.reply_error(Some(id), jsonrpc::INVALID_PARAMS, "tools/call needs `params.name` (a string)".into());
+                return shared.reply_error(
+                    Some(id),
+                    jsonrpc::INVALID_PARAMS,
+                    "tools/call needs `params.name` (a string)".into(),
+                );
             };
             if !tool_names.iter().any(|t| t == tool) {
                 return shared.reply_error(
@@ -346,7 +376,11 @@ fn handle_request(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], 
                 None | Some(Value::Null) => Map::new(),
                 Some(Value::Object(m)) => m.clone(),
                 Some(_) => {
-                    return shared.reply_error(Some(id), jsonrpc::INVALID_PARAMS, "tools/call `params.arguments` must be an object".into());
+                    return shared.reply_error(
+                        Some(id),
+                        jsonrpc::INVALID_PARAMS,
+                        "tools/call `params.arguments` must be an object".into(),
+                    );
                 }
             };
             let cancel = Cancel::new();
@@ -354,7 +388,11 @@ fn handle_request(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], 
                 let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
                 if in_flight.contains_key(&id) {
                     drop(in_flight);
-                    return shared.reply_error(Some(id.clone()), jsonrpc::INVALID_REQUEST, format!("request id {id} is already in use by a running call"));
+                    return shared.reply_error(
+                        Some(id.clone()),
+                        jsonrpc::INVALID_REQUEST,
+                        format!("request id {id} is already in use by a running call"),
+                    );
                 }
                 if in_flight.len() >= MAX_IN_FLIGHT {
                     drop(in_flight);
@@ -371,8 +409,14 @@ fn handle_request(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], 
             let thread_id = id.clone();
             let spawned = std::thread::Builder::new().name(format!("builtin-call-{id}")).spawn(move || {
                 let id = thread_id;
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.builtin.call(&tool, &args, &cancel)))
-                    .unwrap_or_else(|_| ToolOutcome::error(format!("{}: internal error while running {tool}; see the server's stderr", s.builtin.name())));
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.builtin.call(&tool, &args, &cancel)))
+                        .unwrap_or_else(|_| {
+                            ToolOutcome::error(format!(
+                                "{}: internal error while running {tool}; see the server's stderr",
+                                s.builtin.name()
+                            ))
+                        });
                 if cancel.by_client() {
                     log::debug!("builtin {}: request {id} was cancelled; not answering", s.builtin.name());
                 } else {
@@ -384,10 +428,18 @@ fn handle_request(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], 
             if let Err(e) = spawned {
                 log::error!("builtin {name}: cannot start a worker thread: {e}");
                 shared.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                shared.reply_error(Some(id), jsonrpc::INTERNAL_ERROR, format!("cannot start a worker thread: {e}; retry later"));
+                shared.reply_error(
+                    Some(id),
+                    jsonrpc::INTERNAL_ERROR,
+                    format!("cannot start a worker thread: {e}; retry later"),
+                );
             }
         }
-        _ => shared.reply_error(Some(id), jsonrpc::METHOD_NOT_FOUND, format!("method {method:?} not found; gosling-{name} serves tools only")),
+        _ => shared.reply_error(
+            Some(id),
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("method {method:?} not found; gosling-{name} serves tools only"),
+        ),
     }
 }
 
@@ -466,7 +518,9 @@ pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, 
             .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1e15).map(|f| f as u64))
             .map(Some)
             .ok_or_else(|| format!("argument `{key}` must be a non-negative whole number")),
-        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| format!("argument `{key}` must be a non-negative whole number")),
+        Some(Value::String(s)) => {
+            s.trim().parse().map(Some).map_err(|_| format!("argument `{key}` must be a non-negative whole number"))
+        }
         Some(_) => Err(format!("argument `{key}` must be a non-negative whole number")),
     }
 }

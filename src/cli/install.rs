@@ -44,7 +44,14 @@ struct Flags {
 }
 
 fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, String> {
-    let mut f = Flags { positional: Vec::new(), check: false, yes: false, dry_run: false, secrets_from_env: false, wait: false };
+    let mut f = Flags {
+        positional: Vec::new(),
+        check: false,
+        yes: false,
+        dry_run: false,
+        secrets_from_env: false,
+        wait: false,
+    };
     for a in args {
         let known = allowed.contains(&a.as_str());
         match a.as_str() {
@@ -138,13 +145,18 @@ fn install(flags: &Flags) -> ExitCode {
     let terminal = std::io::stdin().is_terminal();
     if !flags.yes {
         if !terminal {
-            return fail("install", "not installed: stdin is not a terminal to confirm on; re-run with --yes to install without asking");
+            return fail(
+                "install",
+                "not installed: stdin is not a terminal to confirm on; re-run with --yes to install without asking",
+            );
         }
         if !confirm("Install this extension? [y/N] ") {
             return fail("install", "not installed: cancelled");
         }
     }
-    if let Err(e) = fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env) {
+    if let Err(e) =
+        fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)
+    {
         return fail("install", e);
     }
     let entry = plan.entry();
@@ -173,7 +185,9 @@ pub fn import_main(args: &[String]) -> ExitCode {
     };
     let path = std::path::Path::new(&flags.positional[0]);
     let text = match std::fs::metadata(path) {
-        Ok(m) if m.len() > MAX_IMPORT_BYTES as u64 => return fail("import", format!("{}: larger than {MAX_IMPORT_BYTES} bytes", path.display())),
+        Ok(m) if m.len() > MAX_IMPORT_BYTES as u64 => {
+            return fail("import", format!("{}: larger than {MAX_IMPORT_BYTES} bytes", path.display()))
+        }
         Ok(_) => match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) => return fail("import", format!("cannot read {}: {e}", path.display())),
@@ -222,7 +236,10 @@ pub fn import_main(args: &[String]) -> ExitCode {
                 }
                 let exists = store.as_ref().and_then(|s| s.extension(&item.config.key()).ok().flatten()).is_some();
                 println!("    {}", if exists { "ok: replaces the installed extension" } else { "ok" });
-                accepted.push((ExtensionEntry { enabled: item.enabled && missing.is_empty(), config: item.config }, missing));
+                accepted.push((
+                    ExtensionEntry { enabled: item.enabled && missing.is_empty(), config: item.config },
+                    missing,
+                ));
             }
             Err(e) => {
                 refused += 1;
@@ -241,7 +258,10 @@ pub fn import_main(args: &[String]) -> ExitCode {
     }
     if !flags.yes {
         if !std::io::stdin().is_terminal() {
-            return fail("import", "nothing imported: stdin is not a terminal to confirm on; re-run with --yes to import without asking");
+            return fail(
+                "import",
+                "nothing imported: stdin is not a terminal to confirm on; re-run with --yes to import without asking",
+            );
         }
         if !confirm(&format!("Import {} extension(s)? [y/N] ", accepted.len())) {
             return fail("import", "nothing imported: cancelled");
@@ -264,7 +284,13 @@ pub fn import_main(args: &[String]) -> ExitCode {
 
 fn shell_words(cmd: &str, args: &[String]) -> String {
     std::iter::once(cmd.to_string())
-        .chain(args.iter().map(|a| if a.is_empty() || a.contains(char::is_whitespace) || a.contains(['"', '\'']) { format!("{a:?}") } else { printable(a) }))
+        .chain(args.iter().map(|a| {
+            if a.is_empty() || a.contains(char::is_whitespace) || a.contains(['"', '\'']) {
+                format!("{a:?}")
+            } else {
+                printable(a)
+            }
+        }))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -290,7 +316,9 @@ fn print_config(c: &ExtensionConfig) {
                 println!("    env:     {}", names.join(", "));
             }
         }
-        ExtensionConfig::Sse { uri, .. } => println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or(""))),
+        ExtensionConfig::Sse { uri, .. } => {
+            println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or("")))
+        }
         _ => {}
     }
 }
@@ -329,13 +357,20 @@ fn print_plan(plan: &InstallPlan) {
     if !text("installation_notes").is_empty() {
         println!("  notes:       {}", text("installation_notes"));
     }
-    let secrets: Vec<String> = s.get("secrets").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(|k| {
-        if plan.missing_secrets.iter().any(|m| m == k) {
-            format!("{k} (not set)")
-        } else {
-            format!("{k} (set)")
-        }
-    }).collect();
+    let secrets: Vec<String> =
+        s.get("secrets")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|k| {
+                if plan.missing_secrets.iter().any(|m| m == k) {
+                    format!("{k} (not set)")
+                } else {
+                    format!("{k} (set)")
+                }
+            })
+            .collect();
     if !secrets.is_empty() {
         println!("  secrets:     {}", secrets.join(", "));
     }
@@ -348,7 +383,11 @@ fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String]) {
     let verb = if existed { "updated" } else { "installed" };
     let key = entry.config.key();
     if missing.is_empty() {
-        println!("{verb} {} (key {key}){}", printable(entry.config.name()), if entry.enabled { ", enabled for new sessions" } else { ", disabled" });
+        println!(
+            "{verb} {} (key {key}){}",
+            printable(entry.config.name()),
+            if entry.enabled { ", enabled for new sessions" } else { ", disabled" }
+        );
     } else {
         println!(
             "{verb} {} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
@@ -389,9 +428,21 @@ impl Drop for NoEcho {
 
 /// Fills `missing` secrets from the environment (`--secrets-from-env`) and, on a terminal, by
 /// asking; what is provided is stored and removed from `missing`.
-fn fill_secrets(store: &ConfigStore, missing: &mut Vec<String>, summary: &Value, terminal: bool, from_env: bool, env: &dyn Env) -> Result<(), String> {
+fn fill_secrets(
+    store: &ConfigStore,
+    missing: &mut Vec<String>,
+    summary: &Value,
+    terminal: bool,
+    from_env: bool,
+    env: &dyn Env,
+) -> Result<(), String> {
     let describe = |k: &str| {
-        summary["env"].as_array().and_then(|a| a.iter().find(|e| e["name"] == k)).and_then(|e| e["description"].as_str()).map(printable).unwrap_or_default()
+        summary["env"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["name"] == k))
+            .and_then(|e| e["description"].as_str())
+            .map(printable)
+            .unwrap_or_default()
     };
     let mut still = Vec::new();
     for k in missing.drain(..) {
@@ -400,7 +451,10 @@ fn fill_secrets(store: &ConfigStore, missing: &mut Vec<String>, summary: &Value,
             let d = describe(&k);
             // Echo goes off before the prompt appears, so nothing typed after it is shown.
             let guard = NoEcho::new();
-            eprint!("{k}{}: (input hidden, empty to skip) ", if d.is_empty() { String::new() } else { format!(" — {d}") });
+            eprint!(
+                "{k}{}: (input hidden, empty to skip) ",
+                if d.is_empty() { String::new() } else { format!(" — {d}") }
+            );
             let _ = std::io::stderr().flush();
             let mut line = String::new();
             let _ = std::io::stdin().lock().read_line(&mut line);

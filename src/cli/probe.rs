@@ -54,7 +54,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--args" => {
                 let v = value(i)?;
-                call_args = serde_json::from_str(&v).map_err(|e| format!("--args is not valid JSON ({e}); pass an object such as '{{\"message\":\"hi\"}}'"))?;
+                call_args = serde_json::from_str(&v).map_err(|e| {
+                    format!("--args is not valid JSON ({e}); pass an object such as '{{\"message\":\"hi\"}}'")
+                })?;
                 if !call_args.is_object() {
                     return Err("--args must be a JSON object".into());
                 }
@@ -139,7 +141,8 @@ pub fn main(args: &[String]) -> ExitCode {
             crate::mcp::connect_stdio(&spec, options(a.timeout))
         }
         Target::Url(url) => {
-            let spec = HttpSpec { uri: url.clone(), headers: Vec::new(), timeout: a.timeout, extension: "probe".into() };
+            let spec =
+                HttpSpec { uri: url.clone(), headers: Vec::new(), timeout: a.timeout, extension: "probe".into() };
             crate::mcp::connect_http(&spec, options(a.timeout))
         }
     };

@@ -31,7 +31,12 @@ pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
     };
     let client = crate::mcp::connect_http(&spec, opts)?;
     let result = (|| {
-        let mut out = format!("server: {} {}\nprotocol: {}\n", client.server_info()["name"], client.server_info()["version"], client.protocol_version());
+        let mut out = format!(
+            "server: {} {}\nprotocol: {}\n",
+            client.server_info()["name"],
+            client.server_info()["version"],
+            client.protocol_version()
+        );
         let tools = if client.capabilities().get("tools").is_some() { client.list_tools()? } else { Vec::new() };
         for t in &tools {
             out.push_str(&format!("tool: {}\n", t["name"].as_str().unwrap_or("?")));
@@ -57,7 +62,11 @@ pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
 pub fn sample_arguments(schema: &Value) -> Value {
     let mut out = serde_json::Map::new();
     let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Value::Object(out) };
-    let required: Vec<&str> = schema.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let mut n = 0;
     for (name, prop) in props {
         if !required.is_empty() && !required.contains(&name.as_str()) {

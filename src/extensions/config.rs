@@ -17,11 +17,37 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 /// Environment variables an extension config may not set (goose's list, compared
 /// case-insensitively): they change how the child's runtime loads code.
 pub const DISALLOWED_ENV_KEYS: [&str; 31] = [
-    "PATH", "PATHEXT", "SystemRoot", "windir", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT",
-    "LD_DEBUG", "LD_BIND_NOW", "LD_ASSUME_KERNEL", "DYLD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES",
-    "DYLD_FRAMEWORK_PATH", "PYTHONPATH", "PYTHONHOME", "NODE_OPTIONS", "RUBYOPT", "GEM_PATH",
-    "GEM_HOME", "CLASSPATH", "GO111MODULE", "GOROOT", "APPINIT_DLLS", "SESSIONNAME", "ComSpec",
-    "TEMP", "TMP", "LOCALAPPDATA", "USERPROFILE", "HOMEDRIVE", "HOMEPATH",
+    "PATH",
+    "PATHEXT",
+    "SystemRoot",
+    "windir",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "LD_DEBUG",
+    "LD_BIND_NOW",
+    "LD_ASSUME_KERNEL",
+    "DYLD_LIBRARY_PATH",
+    "DYLD_INSERT_LIBRARIES",
+    "DYLD_FRAMEWORK_PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "NODE_OPTIONS",
+    "RUBYOPT",
+    "GEM_PATH",
+    "GEM_HOME",
+    "CLASSPATH",
+    "GO111MODULE",
+    "GOROOT",
+    "APPINIT_DLLS",
+    "SESSIONNAME",
+    "ComSpec",
+    "TEMP",
+    "TMP",
+    "LOCALAPPDATA",
+    "USERPROFILE",
+    "HOMEDRIVE",
+    "HOMEPATH",
 ];
 
 pub fn is_disallowed_env_key(key: &str) -> bool {
@@ -186,10 +212,7 @@ pub fn name_to_key(name: &str) -> String {
 /// The key of a running extension and the prefix of its tools: `name_to_key`, then every
 /// character other than ASCII letters, digits, `_` and `-` becomes `_`.
 pub fn runtime_key(name: &str) -> String {
-    name_to_key(name)
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
-        .collect()
+    name_to_key(name).chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
 impl ExtensionConfig {
@@ -332,7 +355,10 @@ impl ExtensionConfig {
 fn check_env_names<'a>(envs: impl Iterator<Item = &'a String>, env_keys: &'a [String]) -> Result<(), ConfigError> {
     for k in envs.chain(env_keys.iter()) {
         if is_disallowed_env_key(k) {
-            return Err(cfg_err("envs", format!("environment variable {k} is not allowed to be overwritten; remove it")));
+            return Err(cfg_err(
+                "envs",
+                format!("environment variable {k} is not allowed to be overwritten; remove it"),
+            ));
         }
         if k.is_empty() || k.contains('=') || k.contains('\0') {
             return Err(cfg_err("envs", format!("{k:?} is not a valid environment variable name")));
@@ -390,7 +416,9 @@ mod tests {
 
     #[test]
     fn minimal_configs_get_goose_defaults() {
-        let c = ExtensionConfig::from_value(json!({"type":"stdio","name":"x","cmd":"echo","args":[],"description":null})).unwrap();
+        let c =
+            ExtensionConfig::from_value(json!({"type":"stdio","name":"x","cmd":"echo","args":[],"description":null}))
+                .unwrap();
         assert_eq!(c.description(), "");
         assert_eq!(c.timeout_secs(), DEFAULT_TIMEOUT_SECS);
         assert_eq!(
@@ -427,7 +455,10 @@ mod tests {
 
     #[test]
     fn validate_refuses_disallowed_env() {
-        let c = ExtensionConfig::from_value(json!({"type":"stdio","name":"r","cmd":"x","args":[],"envs":{"ld_preload":"/x.so"}})).unwrap();
+        let c = ExtensionConfig::from_value(
+            json!({"type":"stdio","name":"r","cmd":"x","args":[],"envs":{"ld_preload":"/x.so"}}),
+        )
+        .unwrap();
         let e = c.validate().unwrap_err();
         assert!(e.message.contains("ld_preload"), "{e}");
     }

@@ -16,7 +16,9 @@
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
-use crate::extensions::config::{is_disallowed_env_key, name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS};
+use crate::extensions::config::{
+    is_disallowed_env_key, name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS,
+};
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -81,7 +83,8 @@ pub struct DeepLink {
     pub ignored: Vec<String>,
 }
 
-const SINGLE: [&str; 9] = ["name", "cmd", "url", "transport", "type", "id", "description", "timeout", "installation_notes"];
+const SINGLE: [&str; 9] =
+    ["name", "cmd", "url", "transport", "type", "id", "description", "timeout", "installation_notes"];
 
 /// Parses a `goose://extension?…` link. Pure; see the module header for the rules.
 pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
@@ -94,7 +97,10 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         _ => return Err(err("scheme", "the link must start with goose://extension?")),
     };
     if !scheme.eq_ignore_ascii_case("goose") {
-        return Err(err("scheme", format!("must be goose:// (got {}:); only goose://extension? links install extensions", printable(scheme))));
+        return Err(err(
+            "scheme",
+            format!("must be goose:// (got {}:); only goose://extension? links install extensions", printable(scheme)),
+        ));
     }
     let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
     let Some(rest) = rest.strip_prefix("//") else {
@@ -103,7 +109,10 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
     let (target, query) = rest.split_once('?').unwrap_or((rest, ""));
     let host = target.strip_suffix('/').unwrap_or(target);
     if !host.eq_ignore_ascii_case("extension") {
-        return Err(err("host", format!("must be `extension` (got {:?}); only goose://extension? links are supported", printable(host))));
+        return Err(err(
+            "host",
+            format!("must be `extension` (got {:?}); only goose://extension? links are supported", printable(host)),
+        ));
     }
 
     // Decode every pair first, so a bad escape anywhere is reported even if the pair is unknown.
@@ -177,8 +186,15 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         }
     }
     let source = match (take("cmd"), take("url")) {
-        (Some(_), Some(_)) => return Err(err("url", "a link gives either cmd (stdio) or url (streamable_http), not both")),
-        (None, None) => return Err(err("cmd", "one source is required: cmd (+ arg) for a local command, or url for a Streamable HTTP server")),
+        (Some(_), Some(_)) => {
+            return Err(err("url", "a link gives either cmd (stdio) or url (streamable_http), not both"))
+        }
+        (None, None) => {
+            return Err(err(
+                "cmd",
+                "one source is required: cmd (+ arg) for a local command, or url for a Streamable HTTP server",
+            ))
+        }
         (Some(cmd), None) => {
             if let Some(t) = transport.as_deref().filter(|t| *t != "stdio") {
                 return Err(err(tkey, format!("{:?} does not go with cmd; leave it out or use stdio", printable(t))));
@@ -198,7 +214,9 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
             LinkSource::Stdio { cmd, args }
         }
         (None, Some(url)) => {
-            if let Some(t) = transport.as_deref().filter(|t| !matches!(*t, "streamable_http" | "streamable-http" | "http")) {
+            if let Some(t) =
+                transport.as_deref().filter(|t| !matches!(*t, "streamable_http" | "streamable-http" | "http"))
+            {
                 return Err(err(tkey, format!("{:?} is not supported with url; use streamable_http", printable(t))));
             }
             check_url(&url)?;
@@ -231,7 +249,10 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         }
         for var in header_vars(v) {
             if is_disallowed_env_key(&var) {
-                return Err(err("header", format!("{k} refers to ${var}, an environment variable extensions may not use")));
+                return Err(err(
+                    "header",
+                    format!("{k} refers to ${var}, an environment variable extensions may not use"),
+                ));
             }
         }
         headers.push((k.to_string(), v.to_string()));
@@ -364,12 +385,19 @@ impl InstallPlan {
 
 /// Parses `link`, applies `policy` as for a deep link, and says what installing would do.
 /// `secret_present(NAME)` tells whether a secret is already set (store or environment).
-pub fn plan_install(link: &str, policy: &Policy, secret_present: &dyn Fn(&str) -> bool) -> Result<InstallPlan, InstallError> {
+pub fn plan_install(
+    link: &str,
+    policy: &Policy,
+    secret_present: &dyn Fn(&str) -> bool,
+) -> Result<InstallPlan, InstallError> {
     let parsed = parse(link).map_err(InstallError::Link)?;
     let config = parsed.to_config();
     let mut warnings = policy.check(&config, InstallSource::DeepLink).map_err(InstallError::Policy)?;
     if !parsed.ignored.is_empty() {
-        warnings.push(format!("ignored unknown link parameters: {}", parsed.ignored.iter().map(|p| printable(p)).collect::<Vec<_>>().join(", ")));
+        warnings.push(format!(
+            "ignored unknown link parameters: {}",
+            parsed.ignored.iter().map(|p| printable(p)).collect::<Vec<_>>().join(", ")
+        ));
     }
     let missing_secrets: Vec<String> = parsed.required_secrets().into_iter().filter(|s| !secret_present(s)).collect();
     let mut summary = json!({
@@ -388,7 +416,10 @@ pub fn plan_install(link: &str, policy: &Policy, secret_present: &dyn Fn(&str) -
             s.insert("headers".into(), json!(parsed.headers.iter().map(|(k, _)| k).collect::<Vec<_>>()));
         }
     }
-    s.insert("env".into(), Value::Array(parsed.envs.iter().map(|e| json!({"name": e.key, "description": e.description})).collect()));
+    s.insert(
+        "env".into(),
+        Value::Array(parsed.envs.iter().map(|e| json!({"name": e.key, "description": e.description})).collect()),
+    );
     s.insert("secrets".into(), json!(parsed.required_secrets()));
     s.insert("missing_secrets".into(), json!(missing_secrets));
     s.insert("timeout".into(), json!(config.timeout_secs()));
@@ -460,7 +491,9 @@ fn check_text(param: &str, v: &str) -> Result<(), LinkError> {
 }
 
 fn parse_timeout(t: &str) -> Result<u64, LinkError> {
-    let rule = || err("timeout", format!("{:?} is not a whole number of seconds between 1 and {MAX_TIMEOUT_SECS}", printable(t)));
+    let rule = || {
+        err("timeout", format!("{:?} is not a whole number of seconds between 1 and {MAX_TIMEOUT_SECS}", printable(t)))
+    };
     if t.is_empty() || t.len() > 12 || !t.bytes().all(|b| b.is_ascii_digit()) {
         return Err(rule());
     }
@@ -488,7 +521,10 @@ fn check_url(url: &str) -> Result<(), LinkError> {
         return Err(err("url", format!("{:?} has no host", printable(url))));
     }
     if authority.contains('@') {
-        return Err(err("url", "must not carry credentials (user:password@); send them with header=Authorization=… and an env secret"));
+        return Err(err(
+            "url",
+            "must not carry credentials (user:password@); send them with header=Authorization=… and an env secret",
+        ));
     }
     if url.len() > 4096 {
         return Err(err("url", "is longer than 4096 bytes"));
@@ -503,7 +539,13 @@ fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
         && key.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !ok {
-        return Err(err(param, format!("{:?} is not a valid environment variable name (letters, digits, _; not starting with a digit)", printable(key))));
+        return Err(err(
+            param,
+            format!(
+                "{:?} is not a valid environment variable name (letters, digits, _; not starting with a digit)",
+                printable(key)
+            ),
+        ));
     }
     if is_disallowed_env_key(key) {
         return Err(err(param, format!("{key} may not be set by an extension (it changes how programs load code)")));
@@ -512,7 +554,8 @@ fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
 }
 
 /// Headers the HTTP transport manages itself; a link may not override them.
-const MANAGED_HEADERS: [&str; 8] = ["host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "mcp-session-id"];
+const MANAGED_HEADERS: [&str; 8] =
+    ["host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "mcp-session-id"];
 
 fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
     let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
@@ -523,7 +566,10 @@ fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
         return Err(err("header", format!("{name} is set by the HTTP transport and cannot be given in a link")));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') || value.len() > 8192 {
-        return Err(err("header", format!("the value of {name} must be at most 8192 bytes without control characters")));
+        return Err(err(
+            "header",
+            format!("the value of {name} must be at most 8192 bytes without control characters"),
+        ));
     }
     Ok(())
 }
@@ -606,7 +652,13 @@ mod tests {
     fn contract_example() {
         let l = parse(EVERYTHING).unwrap();
         assert_eq!(l.name, "Everything");
-        assert_eq!(l.source, LinkSource::Stdio { cmd: "npx".into(), args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()] });
+        assert_eq!(
+            l.source,
+            LinkSource::Stdio {
+                cmd: "npx".into(),
+                args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()]
+            }
+        );
         assert_eq!(l.envs, vec![EnvParam { key: "API_KEY".into(), description: "Your API key".into() }]);
         assert_eq!(l.timeout, Some(120));
         assert_eq!(
@@ -656,7 +708,12 @@ mod tests {
         let p = plan_install(EVERYTHING, &Policy::permissive(), &|k| k == "API_KEY").unwrap();
         assert!(p.missing_secrets.is_empty());
         assert!(p.entry().enabled);
-        let p = plan_install("goose://extension?name=R&url=http://h/mcp&header=Authorization=Bearer%20sekrit", &Policy::permissive(), &|_| false).unwrap();
+        let p = plan_install(
+            "goose://extension?name=R&url=http://h/mcp&header=Authorization=Bearer%20sekrit",
+            &Policy::permissive(),
+            &|_| false,
+        )
+        .unwrap();
         assert!(!p.summary.to_string().contains("sekrit"));
     }
 
@@ -668,7 +725,40 @@ mod tests {
             "goose://extension?cmd=uvx&arg=mcp-server-fetch&name=Fetch&id=fetch&installation_notes=Needs+uv&transport=stdio",
             "goose://extension/?name=x&cmd=docker&arg=run&arg=-i&arg=img#frag",
         ];
-        let pieces = ["%", "%2", "%zz", "%C3", "%C3%A9", "%00", "%0A", "&", "=", "+", "#", "?", "&name=", "&cmd=", "&url=", "&arg=-c", "&timeout=", "&type=sse", "&header=", "&env=", "é", "\u{202E}", "${", "$", "/", ":", "goose:", "//", "&&", "%FF", "0", "99999999999999999999"];
+        let pieces = [
+            "%",
+            "%2",
+            "%zz",
+            "%C3",
+            "%C3%A9",
+            "%00",
+            "%0A",
+            "&",
+            "=",
+            "+",
+            "#",
+            "?",
+            "&name=",
+            "&cmd=",
+            "&url=",
+            "&arg=-c",
+            "&timeout=",
+            "&type=sse",
+            "&header=",
+            "&env=",
+            "é",
+            "\u{202E}",
+            "${",
+            "$",
+            "/",
+            ":",
+            "goose:",
+            "//",
+            "&&",
+            "%FF",
+            "0",
+            "99999999999999999999",
+        ];
         let policy = Policy::permissive();
         let mut rng = crate::util::XorShift(0x9E37_79B9_7F4A_7C15);
         let mut accepted = 0;

@@ -41,7 +41,13 @@ pub struct ImportError {
 impl fmt::Display for ImportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.entry {
-            Some(e) => write!(f, "import: mcpServers.{}.{}: {}", crate::extensions::deeplink::printable(e), self.field, self.message),
+            Some(e) => write!(
+                f,
+                "import: mcpServers.{}.{}: {}",
+                crate::extensions::deeplink::printable(e),
+                self.field,
+                self.message
+            ),
             None => write!(f, "import: `{}`: {}", self.field, self.message),
         }
     }
@@ -109,7 +115,8 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
     if name.chars().any(char::is_control) {
         return Err(ierr(name, "name", "server names must not contain control characters"));
     }
-    let obj: &Map<String, Value> = v.as_object().ok_or_else(|| ierr(name, "", "must be an object with `command` or `url`"))?;
+    let obj: &Map<String, Value> =
+        v.as_object().ok_or_else(|| ierr(name, "", "must be an object with `command` or `url`"))?;
     let mut warnings = Vec::new();
     for k in obj.keys() {
         if !KNOWN.contains(&k.as_str()) {
@@ -134,18 +141,28 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
     let env = string_map(name, "env", obj.get("env"))?;
     for k in env.keys() {
         if is_disallowed_env_key(k) {
-            return Err(ierr(name, &format!("env.{k}"), format!("{k} may not be set by an extension (it changes how programs load code); remove it")));
+            return Err(ierr(
+                name,
+                &format!("env.{k}"),
+                format!("{k} may not be set by an extension (it changes how programs load code); remove it"),
+            ));
         }
         if k.is_empty() || k.contains('=') || k.contains('\0') {
             return Err(ierr(name, "env", format!("{k:?} is not a valid environment variable name")));
         }
     }
     match (command, url) {
-        (Some(_), Some(_)) => Err(ierr(name, "url", "an entry has either `command` (local) or `url` (remote), not both")),
+        (Some(_), Some(_)) => {
+            Err(ierr(name, "url", "an entry has either `command` (local) or `url` (remote), not both"))
+        }
         (None, None) => Err(ierr(name, "command", "an entry needs `command` (a local server) or `url` (a remote one)")),
         (Some(cmd), None) => {
             if let Some(t) = ty.as_deref().filter(|t| *t != "stdio") {
-                return Err(ierr(name, "type", format!("{t:?} does not go with `command`; use \"stdio\" or leave it out")));
+                return Err(ierr(
+                    name,
+                    "type",
+                    format!("{t:?} does not go with `command`; use \"stdio\" or leave it out"),
+                ));
             }
             if cmd.trim().is_empty() {
                 return Err(ierr(name, "command", "must name the program to run"));
@@ -155,7 +172,11 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 Some(Value::Array(a)) => a
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| x.as_str().map(str::to_string).ok_or_else(|| ierr(name, &format!("args[{i}]"), "must be a string")))
+                    .map(|(i, x)| {
+                        x.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| ierr(name, &format!("args[{i}]"), "must be a string"))
+                    })
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err(ierr(name, "args", "must be a list of strings")),
             };
@@ -190,7 +211,13 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 Some("sse") => true,
                 None => path_is_sse,
                 Some("http" | "streamable_http" | "streamable-http" | "streamablehttp") => false,
-                Some(t) => return Err(ierr(name, "type", format!("{t:?} is not a remote transport; use \"http\" (Streamable HTTP) or \"sse\""))),
+                Some(t) => {
+                    return Err(ierr(
+                        name,
+                        "type",
+                        format!("{t:?} is not a remote transport; use \"http\" (Streamable HTTP) or \"sse\""),
+                    ))
+                }
             };
             let mut headers = string_map(name, "headers", obj.get("headers"))?;
             if sse {
@@ -198,7 +225,12 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 if !headers.is_empty() || !env.is_empty() {
                     warnings.push(format!("{name}: `headers` and `env` of an sse entry are not kept"));
                 }
-                let config = ExtensionConfig::Sse { name: name.to_string(), description: String::new(), uri: Some(url), extra: Map::new() };
+                let config = ExtensionConfig::Sse {
+                    name: name.to_string(),
+                    description: String::new(),
+                    uri: Some(url),
+                    extra: Map::new(),
+                };
                 return Ok(ImportItem { config, enabled: false, warnings });
             }
             let (envs, mut env_keys) = split_env_refs(name, env, &mut warnings);
@@ -206,7 +238,11 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 *v = v.replace("${env:", "${");
                 for var in header_vars(v) {
                     if is_disallowed_env_key(&var) {
-                        return Err(ierr(name, "headers", format!("refers to ${var}, an environment variable extensions may not use")));
+                        return Err(ierr(
+                            name,
+                            "headers",
+                            format!("refers to ${var}, an environment variable extensions may not use"),
+                        ));
                     }
                     if !envs.contains_key(&var) && !env_keys.contains(&var) {
                         env_keys.push(var);
@@ -234,15 +270,22 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
 /// (`"K": "${K}"` or Cursor's `"${env:K}"`), which become `env_keys`: secrets resolved when
 /// the extension starts, as goose does, instead of the literal text `${K}`. A reference to a
 /// different name cannot be expressed in goose's config and is kept literally, with a warning.
-fn split_env_refs(entry: &str, env: BTreeMap<String, String>, warnings: &mut Vec<String>) -> (BTreeMap<String, String>, Vec<String>) {
+fn split_env_refs(
+    entry: &str,
+    env: BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> (BTreeMap<String, String>, Vec<String>) {
     let mut envs = BTreeMap::new();
     let mut keys = Vec::new();
     for (k, v) in env {
-        let inner = v.strip_prefix("${").and_then(|r| r.strip_suffix('}')).map(|r| r.strip_prefix("env:").unwrap_or(r).trim());
+        let inner =
+            v.strip_prefix("${").and_then(|r| r.strip_suffix('}')).map(|r| r.strip_prefix("env:").unwrap_or(r).trim());
         match inner {
             Some(var) if var == k => keys.push(k),
             Some(var) => {
-                warnings.push(format!("{entry}: env {k} refers to ${{{var}}}, which goose does not expand; the text is passed literally"));
+                warnings.push(format!(
+                    "{entry}: env {k} refers to ${{{var}}}, which goose does not expand; the text is passed literally"
+                ));
                 envs.insert(k, v);
             }
             None => {

@@ -1,6 +1,6 @@
 //! Extension configs (goose's shapes), and later their runtime, deep links and policy.
 pub mod config;
 pub mod deeplink;
-pub mod policy;
 pub mod import;
+pub mod policy;
 pub mod runtime;

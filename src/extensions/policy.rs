@@ -49,7 +49,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// goose's allowed stdio commands for links, plus `gosling` (our own builtins).
-pub const DEFAULT_COMMANDS: [&str; 9] = ["cu", "docker", "jbang", "npx", "uvx", "goosed", "npx.cmd", "i-ching-mcp-server", "gosling"];
+pub const DEFAULT_COMMANDS: [&str; 9] =
+    ["cu", "docker", "jbang", "npx", "uvx", "goosed", "npx.cmd", "i-ching-mcp-server", "gosling"];
 
 /// Largest allowlist (remote YAML or local JSON) read, in bytes.
 pub const MAX_ALLOWLIST_BYTES: u64 = 1 << 20;
@@ -177,7 +178,12 @@ pub struct Policy {
 impl Policy {
     /// No allowlist, the default commands, refusals are refusals.
     pub fn permissive() -> Policy {
-        Policy { allowed_commands: DEFAULT_COMMANDS.iter().map(|s| s.to_string()).collect(), remote: None, local: None, warn_only: false }
+        Policy {
+            allowed_commands: DEFAULT_COMMANDS.iter().map(|s| s.to_string()).collect(),
+            remote: None,
+            local: None,
+            warn_only: false,
+        }
     }
 
     /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
@@ -188,7 +194,10 @@ impl Policy {
         if let Some(list) = env.get("GOSLING_ALLOWED_COMMANDS") {
             for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                 if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
-                    return Err(PolicyError::Setup { origin: "GOSLING_ALLOWED_COMMANDS".into(), detail: format!("{c:?} is not a command name (comma-separated names, no spaces)") });
+                    return Err(PolicyError::Setup {
+                        origin: "GOSLING_ALLOWED_COMMANDS".into(),
+                        detail: format!("{c:?} is not a command name (comma-separated names, no spaces)"),
+                    });
                 }
                 p.allow_command(c);
             }
@@ -221,7 +230,9 @@ impl Policy {
             };
             p.remote = Some((url, state));
         }
-        p.warn_only = env.get("GOOSE_ALLOWLIST_WARNING").is_some_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1");
+        p.warn_only = env
+            .get("GOOSE_ALLOWLIST_WARNING")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1");
         Ok(p)
     }
 
@@ -257,11 +268,16 @@ impl Policy {
             ExtensionConfig::StreamableHttp { uri, .. } => self.check_url_allowlist(uri, &mut warnings)?,
             ExtensionConfig::InlinePython { name, .. } => {
                 if self.has_command_list() {
-                    let e = PolicyError::NotAllowlisted { what: format!("inline_python extension {name}"), lists: format!("{} (inline Python runs arbitrary code)", self.lists()) };
+                    let e = PolicyError::NotAllowlisted {
+                        what: format!("inline_python extension {name}"),
+                        lists: format!("{} (inline Python runs arbitrary code)", self.lists()),
+                    };
                     self.refuse_or_warn(e, &mut warnings)?;
                 }
             }
-            ExtensionConfig::Sse { .. } => warnings.push(format!("'{}': SSE is unsupported, migrate to streamable_http", config.key())),
+            ExtensionConfig::Sse { .. } => {
+                warnings.push(format!("'{}': SSE is unsupported, migrate to streamable_http", config.key()))
+            }
             ExtensionConfig::Builtin { .. } | ExtensionConfig::Platform { .. } | ExtensionConfig::Frontend { .. } => {}
         }
         Ok(warnings)
@@ -294,7 +310,10 @@ impl Policy {
 
     fn check_command(&self, cmd: &str, args: &[String]) -> Result<(), PolicyError> {
         if !self.allowed_commands.iter().any(|a| a == cmd) {
-            return Err(PolicyError::CommandNotAllowed { cmd: cmd.to_string(), allowed: self.allowed_commands.clone() });
+            return Err(PolicyError::CommandNotAllowed {
+                cmd: cmd.to_string(),
+                allowed: self.allowed_commands.clone(),
+            });
         }
         check_args(cmd, args)
     }
@@ -326,7 +345,8 @@ impl Policy {
         if !configured {
             return Ok(());
         }
-        let e = unavailable.unwrap_or_else(|| PolicyError::NotAllowlisted { what: line.to_string(), lists: self.lists() });
+        let e =
+            unavailable.unwrap_or_else(|| PolicyError::NotAllowlisted { what: line.to_string(), lists: self.lists() });
         self.refuse_or_warn(e, warnings)
     }
 
@@ -336,7 +356,13 @@ impl Policy {
                 if list.iter().any(|p| url_has_prefix(uri, p)) {
                     Ok(())
                 } else {
-                    self.refuse_or_warn(PolicyError::NotAllowlisted { what: uri.to_string(), lists: format!("the urls of {}", path.display()) }, warnings)
+                    self.refuse_or_warn(
+                        PolicyError::NotAllowlisted {
+                            what: uri.to_string(),
+                            lists: format!("the urls of {}", path.display()),
+                        },
+                        warnings,
+                    )
                 }
             }
             _ => {
@@ -379,8 +405,33 @@ fn url_has_prefix(uri: &str, prefix: &str) -> bool {
 }
 
 const INTERPRETERS: [&str; 27] = [
-    "sh", "bash", "zsh", "dash", "ksh", "mksh", "csh", "tcsh", "fish", "ash", "busybox", "pwsh", "powershell", "cmd", "node", "nodejs", "deno", "bun",
-    "perl", "ruby", "php", "python", "python2", "python3", "pypy", "pypy3", "osascript",
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "mksh",
+    "csh",
+    "tcsh",
+    "fish",
+    "ash",
+    "busybox",
+    "pwsh",
+    "powershell",
+    "cmd",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "perl",
+    "ruby",
+    "php",
+    "python",
+    "python2",
+    "python3",
+    "pypy",
+    "pypy3",
+    "osascript",
 ];
 
 /// `sh`, `/bin/bash`, `python3.12`, `pwsh.exe`, `--entrypoint=sh` → the interpreter's name.
@@ -389,26 +440,52 @@ fn interpreter(arg: &str) -> Option<&'static str> {
     let base = v.rsplit(['/', '\\']).next().unwrap_or(v);
     let base = base.strip_suffix(".exe").unwrap_or(base).to_ascii_lowercase();
     let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    INTERPRETERS.iter().copied().find(|i| *i == base || (trimmed.starts_with("python") || trimmed.starts_with("pypy")) && *i == trimmed)
+    INTERPRETERS
+        .iter()
+        .copied()
+        .find(|i| *i == base || (trimmed.starts_with("python") || trimmed.starts_with("pypy")) && *i == trimmed)
 }
 
 /// Flags that make an interpreter run the next argument as code.
 fn is_eval_flag(arg: &str) -> bool {
-    const EXACT: [&str; 14] = ["-c", "-e", "-p", "-r", "--eval", "--print", "--command", "-command", "-encodedcommand", "-enc", "/c", "/k", "eval", "--exec"];
+    const EXACT: [&str; 14] = [
+        "-c",
+        "-e",
+        "-p",
+        "-r",
+        "--eval",
+        "--print",
+        "--command",
+        "-command",
+        "-encodedcommand",
+        "-enc",
+        "/c",
+        "/k",
+        "eval",
+        "--exec",
+    ];
     let lower = arg.to_ascii_lowercase();
-    if EXACT.contains(&lower.as_str()) || lower.starts_with("--eval=") || lower.starts_with("--print=") || lower.starts_with("--command=") {
+    if EXACT.contains(&lower.as_str())
+        || lower.starts_with("--eval=")
+        || lower.starts_with("--print=")
+        || lower.starts_with("--command=")
+    {
         return true;
     }
     // Short clusters: `-lc`, `-ec`, `-pe`, `-Bc`.
     let body = arg.strip_prefix('-').unwrap_or("");
-    !arg.starts_with("--") && (2..=6).contains(&body.len()) && body.bytes().all(|b| b.is_ascii_alphabetic()) && (body.contains('c') || body.contains('e'))
+    !arg.starts_with("--")
+        && (2..=6).contains(&body.len())
+        && body.bytes().all(|b| b.is_ascii_alphabetic())
+        && (body.contains('c') || body.contains('e'))
 }
 
 const METACHARS: [&str; 8] = ["$(", "`", ";", "&&", "||", "|", "\n", "\r"];
 
 /// Rule 2 for one command line; see the module header for the exact list.
 fn check_args(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
-    let refuse = |arg: &str, why: String| Err(PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why });
+    let refuse =
+        |arg: &str, why: String| Err(PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why });
     for arg in args {
         if let Some(m) = METACHARS.iter().find(|m| arg.contains(**m)) {
             return Err(PolicyError::ShellMetacharacter { arg: arg.clone(), pattern: m });
@@ -418,8 +495,13 @@ fn check_args(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
         for arg in args {
             let opt = arg.split_once('=').map_or(arg.as_str(), |(o, _)| o);
             let cluster_c = arg.starts_with('-') && !arg.starts_with("--") && arg.len() > 1 && arg[1..].contains('c');
-            if matches!(opt, "-c" | "--call" | "-e" | "--eval" | "--node-options" | "--script-shell" | "--shell") || cluster_c {
-                return refuse(arg, format!("npx with `{opt}` can run an arbitrary shell command or code (code injection)"));
+            if matches!(opt, "-c" | "--call" | "-e" | "--eval" | "--node-options" | "--script-shell" | "--shell")
+                || cluster_c
+            {
+                return refuse(
+                    arg,
+                    format!("npx with `{opt}` can run an arbitrary shell command or code (code injection)"),
+                );
             }
         }
     }
@@ -449,19 +531,28 @@ fn check_args(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
 fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), PolicyError> {
     let origin = || path.display().to_string();
     let setup = |detail: String| PolicyError::Setup { origin: origin(), detail };
-    let meta = std::fs::metadata(path).map_err(|e| setup(format!("cannot read the allowlist file: {e}; create it or unset GOSLING_ALLOWLIST_FILE")))?;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        setup(format!("cannot read the allowlist file: {e}; create it or unset GOSLING_ALLOWLIST_FILE"))
+    })?;
     if meta.len() > MAX_ALLOWLIST_BYTES {
         return Err(setup(format!("is larger than {MAX_ALLOWLIST_BYTES} bytes")));
     }
     let text = std::fs::read_to_string(path).map_err(|e| setup(format!("cannot read the allowlist file: {e}")))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| setup(format!("is not valid JSON: {e}")))?;
-    let obj = v.as_object().ok_or_else(|| setup(r#"must be a JSON object like {"commands": [...], "urls": [...]}"#.into()))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| setup(r#"must be a JSON object like {"commands": [...], "urls": [...]}"#.into()))?;
     let list = |key: &str| -> Result<Option<Vec<String>>, PolicyError> {
         match obj.get(key) {
             None => Ok(None),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|s| s.as_str().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).ok_or_else(|| setup(format!("`{key}` must be a list of non-empty strings"))))
+                .map(|s| {
+                    s.as_str()
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .ok_or_else(|| setup(format!("`{key}` must be a list of non-empty strings")))
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
             Some(_) => Err(setup(format!("`{key}` must be a list of strings"))),
@@ -488,7 +579,12 @@ fn fetch(url: &str) -> Result<String, String> {
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
         return Err("it must be an http:// or https:// URL".into());
     }
-    let agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(FETCH_TIMEOUT)).max_redirects(5).build().new_agent();
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(FETCH_TIMEOUT))
+        .max_redirects(5)
+        .build()
+        .new_agent();
     let mut resp = agent.get(url).call().map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
@@ -519,7 +615,12 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
                 match rest {
                     "" => in_list = true,
                     "[]" => {}
-                    _ => return Err(format!("line {}: only the block list form `extensions:` / `  - command: …` is supported", n + 1)),
+                    _ => {
+                        return Err(format!(
+                            "line {}: only the block list form `extensions:` / `  - command: …` is supported",
+                            n + 1
+                        ))
+                    }
                 }
             }
             continue;
@@ -539,7 +640,10 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
             }
         }
         if entry.starts_with('{') {
-            return Err(format!("line {}: flow mappings ({{…}}) are not supported; write `- id: …` / `  command: …`", n + 1));
+            return Err(format!(
+                "line {}: flow mappings ({{…}}) are not supported; write `- id: …` / `  command: …`",
+                n + 1
+            ));
         }
         if let Some(value) = entry.strip_prefix("command:") {
             let cmd = yaml_scalar(value).map_err(|e| format!("line {}: {e}", n + 1))?;
@@ -556,7 +660,10 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
     items
         .into_iter()
         .enumerate()
-        .map(|(i, c)| c.filter(|c| !c.trim().is_empty()).ok_or_else(|| format!("extensions item {} has no non-empty `command`", i + 1)))
+        .map(|(i, c)| {
+            c.filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| format!("extensions item {} has no non-empty `command`", i + 1))
+        })
         .collect()
 }
 
@@ -656,7 +763,11 @@ mod tests {
                 assert!(p.check(&stdio(bad, &[]), s).is_ok(), "{bad} via {s:?}");
             }
         }
-        assert!(p.check(&stdio("/usr/bin/npx", &[]), InstallSource::DeepLink).unwrap_err().to_string().contains("paths are not allowed"));
+        assert!(p
+            .check(&stdio("/usr/bin/npx", &[]), InstallSource::DeepLink)
+            .unwrap_err()
+            .to_string()
+            .contains("paths are not allowed"));
     }
 
     #[test]
@@ -693,7 +804,10 @@ mod tests {
         ];
         for (cmd, args) in refused {
             let e = p.check(&stdio(cmd, args), InstallSource::DeepLink).unwrap_err();
-            assert!(matches!(e, PolicyError::InlineCode { .. } | PolicyError::ShellMetacharacter { .. }), "{cmd} {args:?}: {e}");
+            assert!(
+                matches!(e, PolicyError::InlineCode { .. } | PolicyError::ShellMetacharacter { .. }),
+                "{cmd} {args:?}: {e}"
+            );
         }
         let fine: &[(&str, &[&str])] = &[
             ("npx", &["-y", "@modelcontextprotocol/server-everything"]),
@@ -715,7 +829,10 @@ mod tests {
     #[test]
     fn yaml_allowlist() {
         let y = "# comment\nextensions:\n  - id: fetch\n    command: uvx mcp-server-fetch\n  - id: \"e\"\n    command: \"npx -y @modelcontextprotocol/server-everything\" # trailing\n  - command: 'it''s'\nother: 1\n";
-        assert_eq!(parse_allowlist_yaml(y).unwrap(), ["uvx mcp-server-fetch", "npx -y @modelcontextprotocol/server-everything", "it's"]);
+        assert_eq!(
+            parse_allowlist_yaml(y).unwrap(),
+            ["uvx mcp-server-fetch", "npx -y @modelcontextprotocol/server-everything", "it's"]
+        );
         assert_eq!(parse_allowlist_yaml("extensions: []\n").unwrap(), Vec::<String>::new());
         assert!(parse_allowlist_yaml("foo: 1\n").is_err());
         assert!(parse_allowlist_yaml("extensions:\n  - id: x\n").is_err());
@@ -726,22 +843,38 @@ mod tests {
     #[test]
     fn local_allowlist_file_applies_to_every_source() {
         let d = tmpdir("local");
-        std::fs::write(d.join("allowlist.json"), r#"{"commands":["uvx mcp-server-fetch"],"urls":["https://mcp.example.com/"],"allowed_commands":["node"]}"#).unwrap();
+        std::fs::write(
+            d.join("allowlist.json"),
+            r#"{"commands":["uvx mcp-server-fetch"],"urls":["https://mcp.example.com/"],"allowed_commands":["node"]}"#,
+        )
+        .unwrap();
         let p = Policy::from_env(&env(&[]), &d).unwrap();
         assert!(p.has_allowlist());
         assert!(p.allowed_commands().iter().any(|c| c == "node"));
-        for s in [InstallSource::DeepLink, InstallSource::ConfigApi, InstallSource::AddExtension, InstallSource::Import, InstallSource::Cli] {
+        for s in [
+            InstallSource::DeepLink,
+            InstallSource::ConfigApi,
+            InstallSource::AddExtension,
+            InstallSource::Import,
+            InstallSource::Cli,
+        ] {
             assert!(p.check(&stdio("uvx", &["mcp-server-fetch"]), s).unwrap().is_empty());
             let e = p.check(&stdio("uvx", &["other"]), s).unwrap_err();
             assert!(e.to_string().contains("allowlist rule") && e.to_string().contains("allowlist.json"), "{e}");
             assert!(p.check(&remote("https://mcp.example.com/mcp"), s).is_ok());
             assert!(p.check(&remote("https://MCP.example.com/mcp"), s).is_ok());
             assert!(p.check(&remote("https://evil.example.com/mcp"), s).is_err());
-            let ip = ExtensionConfig::from_value(json!({"type":"inline_python","name":"py","description":"","code":"print(1)"})).unwrap();
+            let ip = ExtensionConfig::from_value(
+                json!({"type":"inline_python","name":"py","description":"","code":"print(1)"}),
+            )
+            .unwrap();
             assert!(p.check(&ip, s).is_err());
         }
         // `node` was added to rule 1 by the file, but the allowlist still has the last word.
-        assert!(matches!(p.check(&stdio("node", &["x.js"]), InstallSource::DeepLink), Err(PolicyError::NotAllowlisted { .. })));
+        assert!(matches!(
+            p.check(&stdio("node", &["x.js"]), InstallSource::DeepLink),
+            Err(PolicyError::NotAllowlisted { .. })
+        ));
     }
 
     #[test]
@@ -770,7 +903,8 @@ mod tests {
         let f = d.join("list.json");
         std::fs::write(&f, r#"{"commands":["uvx mcp-server-fetch"]}"#).unwrap();
         let fs = f.to_str().unwrap();
-        let p = Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs), ("GOOSE_ALLOWLIST_WARNING", "true")]), &d).unwrap();
+        let p =
+            Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs), ("GOOSE_ALLOWLIST_WARNING", "true")]), &d).unwrap();
         let w = p.check(&stdio("uvx", &["other"]), InstallSource::ConfigApi).unwrap();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("GOOSE_ALLOWLIST_WARNING=true"), "{w:?}");
@@ -781,7 +915,10 @@ mod tests {
         assert_eq!(p.check(&remote("https://any.example/mcp"), InstallSource::DeepLink).unwrap().len(), 1);
 
         std::fs::write(&f, r#"{"command":["typo"]}"#).unwrap();
-        assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d).unwrap_err().to_string().contains("unknown key `command`"));
+        assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown key `command`"));
         std::fs::write(&f, "not json").unwrap();
         assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d).is_err());
         assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", "/nonexistent/x.json")]), &d).is_err());

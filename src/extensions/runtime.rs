@@ -60,17 +60,32 @@ pub enum CallError {
     /// A `frontend` tool: the client must execute it.
     Frontend(String),
     /// The extension's child died and is being restarted.
-    Restarting { extension: String, detail: String },
-    Mcp { extension: String, error: Box<crate::mcp::error::Error> },
+    Restarting {
+        extension: String,
+        detail: String,
+    },
+    Mcp {
+        extension: String,
+        error: Box<crate::mcp::error::Error>,
+    },
 }
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CallError::UnknownTool(t) => write!(f, "tool {t:?} not found; list the session's tools with GET /agent/tools"),
-            CallError::UnknownExtension(e) => write!(f, "extension {e:?} is not active in this session; add it with /agent/add_extension"),
-            CallError::Frontend(t) => write!(f, "frontend tool execution requires the frontend host: {t} is run by the client, not the server"),
-            CallError::Restarting { extension, detail } => write!(f, "extension {extension} is restarting after its process exited; retry shortly. {detail}"),
+            CallError::UnknownTool(t) => {
+                write!(f, "tool {t:?} not found; list the session's tools with GET /agent/tools")
+            }
+            CallError::UnknownExtension(e) => {
+                write!(f, "extension {e:?} is not active in this session; add it with /agent/add_extension")
+            }
+            CallError::Frontend(t) => write!(
+                f,
+                "frontend tool execution requires the frontend host: {t} is run by the client, not the server"
+            ),
+            CallError::Restarting { extension, detail } => {
+                write!(f, "extension {extension} is restarting after its process exited; retry shortly. {detail}")
+            }
             CallError::Mcp { extension, error } => write!(f, "extension {extension}: {error}"),
         }
     }
@@ -120,7 +135,10 @@ impl ActiveExtension {
     }
 
     fn restartable(&self) -> bool {
-        matches!(self.config, ExtensionConfig::Stdio { .. } | ExtensionConfig::Builtin { .. } | ExtensionConfig::InlinePython { .. })
+        matches!(
+            self.config,
+            ExtensionConfig::Stdio { .. } | ExtensionConfig::Builtin { .. } | ExtensionConfig::InlinePython { .. }
+        )
     }
 
     pub fn instructions(&self) -> Option<String> {
@@ -136,14 +154,19 @@ impl ActiveExtension {
         let tools = self.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
         tools
             .into_iter()
-            .filter(|t| allowed.is_empty() || t.get("name").and_then(Value::as_str).is_some_and(|n| allowed.iter().any(|a| a == n)))
+            .filter(|t| {
+                allowed.is_empty()
+                    || t.get("name").and_then(Value::as_str).is_some_and(|n| allowed.iter().any(|a| a == n))
+            })
             .collect()
     }
 
     fn refresh_tools(&self) -> Result<(), CallError> {
         if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             if c.capabilities().get("tools").is_some() {
-                let tools = c.list_tools().map_err(|error| CallError::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
+                let tools = c
+                    .list_tools()
+                    .map_err(|error| CallError::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
                 *self.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
             }
         }
@@ -198,7 +221,10 @@ impl SessionRuntime {
     /// Starts loading `configs` in the background (goose's `/agent/start`).
     pub fn load_in_background(self: &Arc<Self>, configs: Vec<ExtensionConfig>) {
         let me = self.clone();
-        let h = thread::Builder::new().name("ext-load".into()).spawn(move || me.load_all(configs)).expect("spawn a loader thread");
+        let h = thread::Builder::new()
+            .name("ext-load".into())
+            .spawn(move || me.load_all(configs))
+            .expect("spawn a loader thread");
         *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
     }
 
@@ -299,7 +325,11 @@ impl SessionRuntime {
     }
 
     /// The extension's extra environment: `envs` plus `env_keys` resolved as secrets.
-    fn resolve_env(&self, envs: &BTreeMap<String, String>, env_keys: &[String]) -> Result<BTreeMap<String, String>, ActivateError> {
+    fn resolve_env(
+        &self,
+        envs: &BTreeMap<String, String>,
+        env_keys: &[String],
+    ) -> Result<BTreeMap<String, String>, ActivateError> {
         let mut out = BTreeMap::new();
         for (k, v) in envs {
             if is_disallowed_env_key(k) {
@@ -440,11 +470,19 @@ impl SessionRuntime {
 
     /// Calls a tool by prefixed name and audits the call. An MCP `isError` result is a
     /// success here (the caller passes it through).
-    pub fn call_tool(self: &Arc<Self>, prefixed: &str, arguments: Option<Value>, ctx: &CallContext) -> Result<Value, CallError> {
+    pub fn call_tool(
+        self: &Arc<Self>,
+        prefixed: &str,
+        arguments: Option<Value>,
+        ctx: &CallContext,
+    ) -> Result<Value, CallError> {
         self.wait_loaded();
         let t = Instant::now();
         let (ext, tool) = self.resolve_tool(prefixed)?;
-        let result = ext.client().and_then(|c| c.call_tool(&tool, arguments.clone(), ctx).map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) }));
+        let result = ext.client().and_then(|c| {
+            c.call_tool(&tool, arguments.clone(), ctx)
+                .map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) })
+        });
         if let Err(CallError::Mcp { .. }) = &result {
             self.notice_failure(&ext);
         }
@@ -507,11 +545,21 @@ impl SessionRuntime {
                         }
                         *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Mcp(c);
                         let _ = ext.refresh_tools();
-                        log::info!("session {}: extension {} restarted (attempt {})", me.session_id, ext.key, attempt + 1);
+                        log::info!(
+                            "session {}: extension {} restarted (attempt {})",
+                            me.session_id,
+                            ext.key,
+                            attempt + 1
+                        );
                         return;
                     }
                     Err(e) => {
-                        log::warn!("session {}: restarting {} failed (attempt {}): {e}", me.session_id, ext.key, attempt + 1);
+                        log::warn!(
+                            "session {}: restarting {} failed (attempt {}): {e}",
+                            me.session_id,
+                            ext.key,
+                            attempt + 1
+                        );
                         *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Restarting(e.to_string());
                     }
                 }
@@ -537,7 +585,8 @@ impl SessionRuntime {
     /// Stops every extension (children go down the shutdown ladder), in parallel.
     pub fn shutdown(&self) {
         let _ = self.wait_loaded();
-        let all: Vec<_> = std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
+        let all: Vec<_> =
+            std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
         let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
         for h in hs {
             let _ = h.join();
@@ -565,7 +614,13 @@ fn find_in_path(program: &str) -> Option<PathBuf> {
 /// The stdio command for an inline_python extension: `uvx --with mcp [--with dep]… python FILE`
 /// when uvx is installed, else the configured Python (`GOSLING_PYTHON`, else `python3`) —
 /// which must already have the `mcp` package and any dependencies.
-fn inline_python_spec(state_dir: &Path, name: &str, code: &str, deps: &[String], cwd: Option<PathBuf>) -> Result<StdioSpec, ActivateError> {
+fn inline_python_spec(
+    state_dir: &Path,
+    name: &str,
+    code: &str,
+    deps: &[String],
+    cwd: Option<PathBuf>,
+) -> Result<StdioSpec, ActivateError> {
     let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
     crate::store::atomic::write_atomic(&file, code.as_bytes()).map_err(|e| ActivateError::Config(e.to_string()))?;
     let file = file.display().to_string();
@@ -580,7 +635,8 @@ fn inline_python_spec(state_dir: &Path, name: &str, code: &str, deps: &[String],
         return Ok(StdioSpec { cmd: "uvx".into(), args, cwd, ..Default::default() });
     }
     let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
-    if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none() {
+    if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none()
+    {
         return Err(ActivateError::Config(format!(
             "inline_python extension {name} needs uvx (to install its dependencies) or a Python with the `mcp` package; neither uvx nor {python} was found on PATH (set GOSLING_PYTHON)"
         )));
@@ -594,7 +650,8 @@ fn inline_python_spec(state_dir: &Path, name: &str, code: &str, deps: &[String],
 /// goose's ToolInfo for `GET /agent/tools`.
 pub fn tool_info(t: &SessionTool, permission: Option<&str>) -> Value {
     let schema = t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
-    let mut params: Vec<String> = schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    let mut params: Vec<String> =
+        schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
     params.sort();
     json!({
         "name": t.name,

@@ -79,7 +79,8 @@ fn parse_configs(values: &[Value], field: &str) -> Result<Vec<ExtensionConfig>, 
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            let c = ExtensionConfig::from_value(v.clone()).map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
+            let c = ExtensionConfig::from_value(v.clone())
+                .map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
             c.validate().map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
             Ok(c)
         })
@@ -90,15 +91,21 @@ fn parse_configs(values: &[Value], field: &str) -> Result<Vec<ExtensionConfig>, 
 fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
     let payload = link.rsplit("config=").next().unwrap_or(link);
     let payload = crate::http::server::percent_decode(payload);
-    let bytes = crate::util::base64_decode(payload.trim()).ok_or_else(|| ApiError::bad_request("recipe_deeplink is not valid base64"))?;
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("recipe_deeplink does not hold a JSON recipe: {e}")))
+    let bytes = crate::util::base64_decode(payload.trim())
+        .ok_or_else(|| ApiError::bad_request("recipe_deeplink is not valid base64"))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("recipe_deeplink does not hold a JSON recipe: {e}")))
 }
 
 pub fn start(app: &App, req: &Request) -> R {
     let r: StartReq = req.json()?;
     let recipe = match (&r.recipe_deeplink, &r.recipe_id, &r.recipe) {
         (Some(link), _, _) => Some(decode_recipe_deeplink(link)?),
-        (None, Some(id), _) => return Err(ApiError::bad_request(format!("recipe_id {id:?}: gosling keeps no saved recipes; send the recipe itself in `recipe`"))),
+        (None, Some(id), _) => {
+            return Err(ApiError::bad_request(format!(
+                "recipe_id {id:?}: gosling keeps no saved recipes; send the recipe itself in `recipe`"
+            )))
+        }
         (None, None, recipe) => recipe.clone(),
     };
     let configs = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
@@ -132,7 +139,9 @@ struct ResumeReq {
 
 pub fn resume(app: &App, req: &Request) -> R {
     let r: ResumeReq = req.json()?;
-    let session = app.sessions.get(&r.session_id)?.ok_or_else(|| ApiError::not_found(format!("Failed to resume session: session {:?} not found", r.session_id)))?;
+    let session = app.sessions.get(&r.session_id)?.ok_or_else(|| {
+        ApiError::not_found(format!("Failed to resume session: session {:?} not found", r.session_id))
+    })?;
     if !r.load_model_and_extensions {
         return Ok(Response::json(200, &json!({ "session": session_json(&session) })));
     }
@@ -179,7 +188,9 @@ pub fn stop(app: &App, req: &Request) -> R {
             log::info!("session {} stopped", r.session_id);
             Ok(Response::empty(200))
         }
-        None => Err(ApiError::not_found(format!("Failed to stop agent for session {}: no running agent", r.session_id))),
+        None => {
+            Err(ApiError::not_found(format!("Failed to stop agent for session {}: no running agent", r.session_id)))
+        }
     }
 }
 
@@ -196,7 +207,9 @@ pub fn update_working_dir(app: &App, req: &Request) -> R {
         return Err(ApiError::bad_request("Working directory cannot be empty"));
     }
     if !std::path::Path::new(dir).is_dir() {
-        return Err(ApiError::bad_request(format!("Invalid directory path: {dir:?} does not exist or is not a directory")));
+        return Err(ApiError::bad_request(format!(
+            "Invalid directory path: {dir:?} does not exist or is not a directory"
+        )));
     }
     let updated = app.sessions.update(&r.session_id, |s| s.working_dir = dir.to_string())?;
     if updated.is_none() {
@@ -208,7 +221,9 @@ pub fn update_working_dir(app: &App, req: &Request) -> R {
 }
 
 pub fn tools(app: &App, req: &Request) -> R {
-    let id = req.query_param("session_id").ok_or_else(|| ApiError::bad_request("missing the `session_id` query parameter"))?;
+    let id = req
+        .query_param("session_id")
+        .ok_or_else(|| ApiError::bad_request("missing the `session_id` query parameter"))?;
     let rt = runtime(app, &id)?;
     let filter = req.query_param("extension_name").filter(|e| !e.is_empty());
     let permission = app.tool_permission_default(&id);
@@ -284,7 +299,8 @@ pub fn read_resource(app: &App, req: &Request) -> R {
     let text = match (first.get("text").and_then(Value::as_str), first.get("blob").and_then(Value::as_str)) {
         (Some(t), _) => t.to_string(),
         (None, Some(b)) => {
-            let bytes = crate::util::base64_decode(b).ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
+            let bytes =
+                crate::util::base64_decode(b).ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
             String::from_utf8(bytes).map_err(|_| ApiError::internal("resource blob is not UTF-8 text"))?
         }
         (None, None) => return Err(ApiError::internal("resource contents have neither `text` nor `blob`")),

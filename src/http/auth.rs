@@ -33,7 +33,10 @@ pub struct LoginToken {
 
 impl LoginToken {
     pub fn new(lifetime: std::time::Duration) -> LoginToken {
-        LoginToken { token: std::sync::Mutex::new(Some((crate::util::random_hex(24), std::time::Instant::now()))), lifetime }
+        LoginToken {
+            token: std::sync::Mutex::new(Some((crate::util::random_hex(24), std::time::Instant::now()))),
+            lifetime,
+        }
     }
 
     pub fn peek(&self) -> Option<String> {

@@ -15,9 +15,19 @@ pub fn get_extensions(app: &App) -> R {
 
 pub fn post_extension(app: &App, req: &Request) -> R {
     let body = req.json_value()?;
-    let name = body.get("name").and_then(Value::as_str).ok_or_else(|| ApiError::bad_request("`name` (string) is required"))?.to_string();
-    let enabled = body.get("enabled").and_then(Value::as_bool).ok_or_else(|| ApiError::bad_request("`enabled` (true or false) is required"))?;
-    let config = body.get("config").cloned().ok_or_else(|| ApiError::bad_request("`config` (an ExtensionConfig object) is required"))?;
+    let name = body
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("`name` (string) is required"))?
+        .to_string();
+    let enabled = body
+        .get("enabled")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| ApiError::bad_request("`enabled` (true or false) is required"))?;
+    let config = body
+        .get("config")
+        .cloned()
+        .ok_or_else(|| ApiError::bad_request("`config` (an ExtensionConfig object) is required"))?;
     let config = ExtensionConfig::from_value(config)?;
     config.validate()?;
     app.check_policy(&config, crate::app::InstallPath::ConfigApi)?;

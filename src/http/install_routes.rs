@@ -36,7 +36,11 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
         .collect::<Vec<_>>();
     if !r.dry_run {
         let existed = app.store.upsert_extension(&entry)?;
-        log::info!("install: extension {key} {} (enabled: {})", if existed { "updated" } else { "saved" }, entry.enabled);
+        log::info!(
+            "install: extension {key} {} (enabled: {})",
+            if existed { "updated" } else { "saved" },
+            entry.enabled
+        );
     }
     Ok(Response::json(
         200,

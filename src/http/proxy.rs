@@ -87,7 +87,8 @@ impl GuestPages {
         let nonce = req.query_param("nonce").unwrap_or_default();
         let page = self.pages.lock().unwrap_or_else(|e| e.into_inner()).remove(&nonce);
         let (html, csp) = page.ok_or_else(|| ApiError::not_found("Guest content not found or already consumed"))?;
-        let mut r = Response::text(200, "text/html; charset=utf-8", html).with_header("Referrer-Policy", "strict-origin");
+        let mut r =
+            Response::text(200, "text/html; charset=utf-8", html).with_header("Referrer-Policy", "strict-origin");
         if let Some(csp) = csp {
             r = r.with_header("Content-Security-Policy", &csp);
         }

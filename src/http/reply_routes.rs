@@ -58,7 +58,12 @@ pub fn reply(app: &Arc<App>, req: &Request) -> R {
     })))
 }
 
-fn prepare_turn(app: &App, session_id: &str, user_message: Value, override_conversation: Option<Vec<Value>>) -> Result<Turn, String> {
+fn prepare_turn(
+    app: &App,
+    session_id: &str,
+    user_message: Value,
+    override_conversation: Option<Vec<Value>>,
+) -> Result<Turn, String> {
     let session = match app.sessions.get(session_id) {
         Ok(Some(s)) => s,
         Ok(None) => return Err(format!("Failed to read session: session {session_id:?} not found")),
@@ -67,9 +72,14 @@ fn prepare_turn(app: &App, session_id: &str, user_message: Value, override_conve
     let runtime = app.agents.get(session_id).ok_or_else(|| {
         format!("Failed to get session agent: session {session_id:?} has no running agent; call /agent/resume with load_model_and_extensions: true")
     })?;
-    let model = session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
-    let settings = crate::llm::Settings::resolve(&crate::config::ProcessEnv, &|k| app.setting(k), (session.provider_name.as_deref(), model.as_deref()))
-        .map_err(|e| e.to_string())?;
+    let model =
+        session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
+    let settings = crate::llm::Settings::resolve(
+        &crate::config::ProcessEnv,
+        &|k| app.setting(k),
+        (session.provider_name.as_deref(), model.as_deref()),
+    )
+    .map_err(|e| e.to_string())?;
     let provider = crate::llm::from_settings(&settings).map_err(|e| e.to_string())?;
     let mut conversation = override_conversation.unwrap_or_else(|| session.conversation.clone().unwrap_or_default());
     conversation.push(user_message.clone());
@@ -101,9 +111,17 @@ struct UpdateProvider {
 
 pub fn update_provider(app: &App, req: &Request) -> R {
     let r: UpdateProvider = req.json()?;
-    let provider = crate::llm::canonical_provider(&r.provider)
-        .ok_or_else(|| ApiError::bad_request(format!("Failed to create {} provider: unknown provider; use openai, ollama or anthropic", r.provider)))?;
-    let model = r.model.filter(|m| !m.trim().is_empty()).or_else(|| app.setting("GOOSE_MODEL")).ok_or_else(|| ApiError::bad_request("No model specified"))?;
+    let provider = crate::llm::canonical_provider(&r.provider).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "Failed to create {} provider: unknown provider; use openai, ollama or anthropic",
+            r.provider
+        ))
+    })?;
+    let model = r
+        .model
+        .filter(|m| !m.trim().is_empty())
+        .or_else(|| app.setting("GOOSE_MODEL"))
+        .ok_or_else(|| ApiError::bad_request("No model specified"))?;
     let mut model_config = json!({ "model_name": model, "toolshim": false });
     if let Some(c) = r.context_limit {
         model_config["context_limit"] = json!(c);
@@ -140,7 +158,10 @@ pub fn confirm_tool(app: &App, req: &Request) -> R {
         Ok(Response::json(200, &json!({ "status": "delivered" })))
     } else {
         log::info!("tool confirmation for {:?}: nothing is waiting for it (the turn ended or was cancelled)", c.id);
-        Ok(Response::json(200, &json!({ "status": "unknown", "message": format!("no tool call {:?} is waiting for confirmation; the turn ended or was cancelled", c.id) })))
+        Ok(Response::json(
+            200,
+            &json!({ "status": "unknown", "message": format!("no tool call {:?} is waiting for confirmation; the turn ended or was cancelled", c.id) }),
+        ))
     }
 }
 

@@ -57,7 +57,8 @@ fn cors_allowed(origin: &str) -> bool {
     if origin == "null" || origin.starts_with("file://") {
         return true;
     }
-    std::env::var("GOSLING_CORS_ORIGINS").is_ok_and(|list| list.split(',').map(str::trim).any(|o| !o.is_empty() && o == origin))
+    std::env::var("GOSLING_CORS_ORIGINS")
+        .is_ok_and(|list| list.split(',').map(str::trim).any(|o| !o.is_empty() && o == origin))
 }
 
 fn with_cors(r: Response, origin: &str) -> Response {

@@ -43,7 +43,8 @@ impl Request {
     /// 400 for bad JSON, 422 for JSON of the wrong shape. Messages say what to fix.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
         let value = self.json_value()?;
-        serde_json::from_value(value).map_err(|e| ApiError::new(422, format!("request body does not match the expected shape: {e}")))
+        serde_json::from_value(value)
+            .map_err(|e| ApiError::new(422, format!("request body does not match the expected shape: {e}")))
     }
 
     pub fn json_value(&self) -> Result<Value, ApiError> {
@@ -51,7 +52,8 @@ impl Request {
         if !ct.to_ascii_lowercase().starts_with("application/json") {
             return Err(ApiError::new(415, "send the body as JSON with `Content-Type: application/json`"));
         }
-        serde_json::from_slice(&self.body).map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
     }
 }
 
@@ -171,12 +173,29 @@ impl Server {
     }
 
     /// Like `start`; serves HTTPS when `tls` is given.
-    pub fn start_with_tls(listener: TcpListener, limits: Limits, tls: Option<&crate::tls::ServerTls>, handler: Arc<Handler>) -> io::Result<Server> {
+    pub fn start_with_tls(
+        listener: TcpListener,
+        limits: Limits,
+        tls: Option<&crate::tls::ServerTls>,
+        handler: Arc<Handler>,
+    ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         let timeout = Some(limits.io_timeout);
         let http = match tls {
-            None => tiny_http::Server::from_listener_with_timeouts(listener, None, timeout, timeout, Some(limits.max_connections)),
-            Some(tls) => tiny_http::Server::from_listener_wrapped(listener, tls.stream_wrapper(), timeout, timeout, Some(limits.max_connections)),
+            None => tiny_http::Server::from_listener_with_timeouts(
+                listener,
+                None,
+                timeout,
+                timeout,
+                Some(limits.max_connections),
+            ),
+            Some(tls) => tiny_http::Server::from_listener_wrapped(
+                listener,
+                tls.stream_wrapper(),
+                timeout,
+                timeout,
+                Some(limits.max_connections),
+            ),
         }
         .map_err(io::Error::other)?;
         let http = Arc::new(http);
@@ -184,7 +203,9 @@ impl Server {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let dispatcher = {
             let (http, stopping, in_flight) = (http.clone(), stopping.clone(), in_flight.clone());
-            thread::Builder::new().name("http-dispatch".into()).spawn(move || dispatch(&http, &stopping, &in_flight, &limits, handler))?
+            thread::Builder::new()
+                .name("http-dispatch".into())
+                .spawn(move || dispatch(&http, &stopping, &in_flight, &limits, handler))?
         };
         Ok(Server { http, addr, stopping, dispatcher: Some(dispatcher), in_flight, tls: tls.is_some() })
     }
@@ -229,7 +250,13 @@ impl Drop for InFlight {
     }
 }
 
-fn dispatch(http: &tiny_http::Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsize>, limits: &Limits, handler: Arc<Handler>) {
+fn dispatch(
+    http: &tiny_http::Server,
+    stopping: &AtomicBool,
+    in_flight: &Arc<AtomicUsize>,
+    limits: &Limits,
+    handler: Arc<Handler>,
+) {
     let max_body = limits.max_body;
     let grace = limits.io_timeout * 2;
     while !stopping.load(Ordering::SeqCst) {
@@ -245,7 +272,8 @@ fn dispatch(http: &tiny_http::Server, stopping: &AtomicBool, in_flight: &Arc<Ato
         if in_flight.fetch_add(1, Ordering::SeqCst) >= limits.max_requests {
             in_flight.fetch_sub(1, Ordering::SeqCst);
             log::warn!("http: {} requests in flight (GOSLING_MAX_REQUESTS); answering 503", limits.max_requests);
-            let e = ApiError::new(503, format!("server busy: {} requests in flight; retry shortly", limits.max_requests));
+            let e =
+                ApiError::new(503, format!("server busy: {} requests in flight; retry shortly", limits.max_requests));
             let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
             continue;
         }
@@ -279,7 +307,10 @@ impl<R: Read> Read for MinRate<R> {
         let elapsed = self.started.elapsed();
         if let Some(over) = elapsed.checked_sub(self.grace) {
             if (self.got as f64) < MIN_BODY_RATE as f64 * over.as_secs_f64() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the body arrived at under {MIN_BODY_RATE} bytes/s after {:?}", self.grace)));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the body arrived at under {MIN_BODY_RATE} bytes/s after {:?}", self.grace),
+                ));
             }
         }
         let n = self.inner.read(buf)?;
@@ -295,9 +326,13 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (url.clone(), String::new()),
     };
-    let headers: Vec<(String, String)> = rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
+    let headers: Vec<(String, String)> =
+        rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
     if rq.body_length().is_some_and(|n| n > max_body) {
-        let e = ApiError::new(413, format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"));
+        let e = ApiError::new(
+            413,
+            format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"),
+        );
         let _ = respond(rq, Response::error(&e));
         return;
     }
@@ -305,7 +340,10 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
     let mut reader = MinRate { inner: rq.as_reader(), started: Instant::now(), grace, got: 0 };
     match reader.by_ref().take(max_body as u64 + 1).read_to_end(&mut body) {
         Ok(_) if body.len() > max_body => {
-            let e = ApiError::new(413, format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"));
+            let e = ApiError::new(
+                413,
+                format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"),
+            );
             let _ = respond(rq, Response::error(&e));
             return;
         }
@@ -321,7 +359,11 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
     let resp = match panic::catch_unwind(AssertUnwindSafe(|| handler(&req))) {
         Ok(r) => r,
         Err(p) => {
-            let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
             log::error!("http: handler for {} {} panicked: {what}", req.method, req.path);
             Response::error(&ApiError::internal("internal error: the request handler failed; see the server log"))
         }
@@ -355,7 +397,9 @@ fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
             w.write_all(b"0\r\n\r\n")?;
             w.flush()
         }
-        Body::Bytes(bytes) => rq.respond(with_headers(tiny_http::Response::from_data(bytes).with_status_code(status), &headers)),
+        Body::Bytes(bytes) => {
+            rq.respond(with_headers(tiny_http::Response::from_data(bytes).with_status_code(status), &headers))
+        }
         Body::Empty => rq.respond(with_headers(tiny_http::Response::empty(status), &headers)),
     }
 }
@@ -409,6 +453,9 @@ mod tests {
         assert_eq!(percent_decode("My%20Tool"), "My Tool");
         assert_eq!(percent_decode("100%"), "100%");
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
-        assert_eq!(query_pairs("secret=a%2Bb&x=1+2&flag"), [("secret".into(), "a+b".into()), ("x".into(), "1 2".into()), ("flag".into(), String::new())]);
+        assert_eq!(
+            query_pairs("secret=a%2Bb&x=1+2&flag"),
+            [("secret".into(), "a+b".into()), ("x".into(), "1 2".into()), ("flag".into(), String::new())]
+        );
     }
 }

@@ -10,7 +10,10 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{clip, parse_arguments, exchange, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
+use super::{
+    clip, exchange, parse_arguments, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role,
+    Settings, ToolCallOut, Usage,
+};
 
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -69,7 +72,8 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
             Role::User => {
                 for p in &m.parts {
                     if let Part::ToolResult { id, content, is_error } = p {
-                        let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": result_blocks(content)});
+                        let mut b =
+                            json!({"type": "tool_result", "tool_use_id": id, "content": result_blocks(content)});
                         if *is_error {
                             b["is_error"] = true.into();
                         }
@@ -99,7 +103,11 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
     }
     body.insert("messages".into(), Value::Array(messages));
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})).collect();
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
     body.insert("stream".into(), true.into());
@@ -124,15 +132,23 @@ impl Provider for Anthropic {
         &self.settings.model
     }
 
-    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error> {
+    fn complete_cancellable(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Completion, Error> {
         let s = &self.settings;
-        let body = serde_json::to_vec(&request_body(&s.model, s.max_tokens, req)).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
+        let body = serde_json::to_vec(&request_body(&s.model, s.max_tokens, req))
+            .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
         let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
         if let Some(k) = &s.api_key {
             headers.push(("x-api-key", k.clone()));
         }
 
-        super::retry_cut_streams(s, cancelled, |delivered| self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered))
+        super::retry_cut_streams(s, cancelled, |delivered| {
+            self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered)
+        })
     }
 }
 
@@ -156,13 +172,19 @@ impl Anthropic {
                 return Ok(Flow::Continue);
             }
             let v = parse_chunk(&s.provider, data)?;
-            let kind = if ev.event.is_empty() { v.get("type").and_then(Value::as_str).unwrap_or("").to_string() } else { ev.event.clone() };
+            let kind = if ev.event.is_empty() {
+                v.get("type").and_then(Value::as_str).unwrap_or("").to_string()
+            } else {
+                ev.event.clone()
+            };
             match kind.as_str() {
                 "message_start" => {
                     if let Some(u) = v.pointer("/message/usage") {
                         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
                         usage = Some(Usage {
-                            input_tokens: n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
+                            input_tokens: n("input_tokens")
+                                + n("cache_creation_input_tokens")
+                                + n("cache_read_input_tokens"),
                             output_tokens: n("output_tokens"),
                         });
                     }
@@ -182,7 +204,7 @@ impl Anthropic {
                             if let Some(t) = b.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                                 out.text.push_str(t);
                                 delivered.set(true);
-                    if !on_delta(Delta::Text(t)) {
+                                if !on_delta(Delta::Text(t)) {
                                     return Err(Error::Cancelled);
                                 }
                             }
@@ -198,7 +220,7 @@ impl Anthropic {
                             if let Some(t) = d.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                                 out.text.push_str(t);
                                 delivered.set(true);
-                    if !on_delta(Delta::Text(t)) {
+                                if !on_delta(Delta::Text(t)) {
                                     return Err(Error::Cancelled);
                                 }
                             }
@@ -207,7 +229,12 @@ impl Anthropic {
                             let frag = d.get("partial_json").and_then(Value::as_str).unwrap_or("");
                             match tools.iter_mut().rev().find(|b| b.index == index) {
                                 Some(b) => b.json.push_str(frag),
-                                None => return Err(Error::Protocol(format!("input_json_delta for content block {index}, which is not a tool_use block: {}", clip(data, 200)))),
+                                None => {
+                                    return Err(Error::Protocol(format!(
+                                        "input_json_delta for content block {index}, which is not a tool_use block: {}",
+                                        clip(data, 200)
+                                    )))
+                                }
                             }
                         }
                         // thinking_delta, signature_delta, citations: not used.

@@ -37,10 +37,18 @@ pub enum Role {
 pub enum Part {
     Text(String),
     /// A tool call the assistant made earlier in the conversation.
-    ToolCall { id: String, name: String, arguments: serde_json::Value },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
     /// The result of a tool call, sent back in a user message. `content` holds MCP content
     /// blocks (`{"type":"text","text":…}`, `{"type":"image","data":…,"mimeType":…}`, …).
-    ToolResult { id: String, content: Vec<serde_json::Value>, is_error: bool },
+    ToolResult {
+        id: String,
+        content: Vec<serde_json::Value>,
+        is_error: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +122,12 @@ pub trait Provider: Send + Sync {
     /// (waiting for the headers, between chunks, during a retry's wait): when it returns true
     /// the call returns `Error::Cancelled` at once. Use it to stop within a second of a client
     /// hanging up even when the model sends nothing for a while.
-    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error>;
+    fn complete_cancellable(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Completion, Error>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -158,13 +171,18 @@ impl fmt::Display for Error {
             Error::Unreachable { host, detail } => {
                 write!(f, "llm: cannot reach {host}: {detail}; check that the server runs and the host setting (OPENAI_HOST, OLLAMA_HOST or ANTHROPIC_HOST) is right")
             }
-            Error::Timeout { host, after } => write!(f, "llm: {host} sent no response within {after:?}; check the server or raise GOSLING_LLM_STALL_SECS"),
+            Error::Timeout { host, after } => write!(
+                f,
+                "llm: {host} sent no response within {after:?}; check the server or raise GOSLING_LLM_STALL_SECS"
+            ),
             Error::Stalled { after } => {
                 write!(f, "llm: the model's stream stalled (no data for {after:?}); retry, or raise GOSLING_LLM_STALL_SECS for slow local models")
             }
             Error::Protocol(m) => write!(f, "llm: {m}"),
             Error::Remote(m) => write!(f, "llm: the provider reported an error mid-stream: {m}"),
-            Error::TooLarge { limit } => write!(f, "llm: the response exceeded {limit} bytes; raise GOSLING_LLM_MAX_RESPONSE_BYTES"),
+            Error::TooLarge { limit } => {
+                write!(f, "llm: the response exceeded {limit} bytes; raise GOSLING_LLM_MAX_RESPONSE_BYTES")
+            }
             Error::Cancelled => write!(f, "llm: cancelled: the client went away"),
         }
     }
@@ -230,7 +248,8 @@ const HOW_TO_CONFIGURE: &str = "set GOOSE_PROVIDER (openai, ollama or anthropic)
 /// The provider names we accept, mapped to the canonical one.
 pub fn canonical_provider(name: &str) -> Option<&'static str> {
     match name.trim().to_ascii_lowercase().as_str() {
-        "openai" | "openai_compatible" | "openai-compatible" | "llamacpp" | "llama.cpp" | "vllm" | "lmstudio" | "lm_studio" => Some("openai"),
+        "openai" | "openai_compatible" | "openai-compatible" | "llamacpp" | "llama.cpp" | "vllm" | "lmstudio"
+        | "lm_studio" => Some("openai"),
         "ollama" => Some("ollama"),
         "anthropic" | "claude" => Some("anthropic"),
         _ => None,
@@ -241,19 +260,29 @@ impl Settings {
     /// Settings from the environment first, then the config store (`stored` looks a key up in
     /// the plain config, then the secrets). `overrides` (provider, model) win over both; they
     /// come from a session's `update_provider`.
-    pub fn resolve(env: &dyn Env, stored: &dyn Fn(&str) -> Option<String>, overrides: (Option<&str>, Option<&str>)) -> Result<Settings, Error> {
+    pub fn resolve(
+        env: &dyn Env,
+        stored: &dyn Fn(&str) -> Option<String>,
+        overrides: (Option<&str>, Option<&str>),
+    ) -> Result<Settings, Error> {
         let get = |k: &str| env.get(k).or_else(|| stored(k)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let provider_raw = match overrides.0.map(str::to_string).filter(|s| !s.trim().is_empty()).or_else(|| get("GOOSE_PROVIDER")) {
-            Some(p) => p,
-            None => return Err(Error::NotConfigured(format!("no LLM provider is configured; {HOW_TO_CONFIGURE}"))),
-        };
+        let provider_raw =
+            match overrides.0.map(str::to_string).filter(|s| !s.trim().is_empty()).or_else(|| get("GOOSE_PROVIDER")) {
+                Some(p) => p,
+                None => return Err(Error::NotConfigured(format!("no LLM provider is configured; {HOW_TO_CONFIGURE}"))),
+            };
         let provider = canonical_provider(&provider_raw).ok_or_else(|| {
             Error::NotConfigured(format!("GOOSE_PROVIDER={provider_raw:?} is not supported; use openai (any OpenAI-compatible server), ollama or anthropic"))
         })?;
-        let model = match overrides.1.map(str::to_string).filter(|s| !s.trim().is_empty()).or_else(|| get("GOOSE_MODEL")) {
-            Some(m) => m,
-            None => return Err(Error::NotConfigured(format!("GOOSE_PROVIDER is {provider} but no model is set; set GOOSE_MODEL"))),
-        };
+        let model =
+            match overrides.1.map(str::to_string).filter(|s| !s.trim().is_empty()).or_else(|| get("GOOSE_MODEL")) {
+                Some(m) => m,
+                None => {
+                    return Err(Error::NotConfigured(format!(
+                        "GOOSE_PROVIDER is {provider} but no model is set; set GOOSE_MODEL"
+                    )))
+                }
+            };
         let num = |k: &str, default: u64| -> Result<u64, Error> {
             match get(k) {
                 None => Ok(default),
@@ -276,13 +305,17 @@ impl Settings {
                 let host = get("ANTHROPIC_HOST").unwrap_or_else(|| ANTHROPIC_DEFAULT_HOST.to_string());
                 let key = get("ANTHROPIC_API_KEY");
                 if key.is_none() && host.trim_end_matches('/') == ANTHROPIC_DEFAULT_HOST {
-                    return Err(Error::NotConfigured("GOOSE_PROVIDER is anthropic but ANTHROPIC_API_KEY is not set; set ANTHROPIC_API_KEY".into()));
+                    return Err(Error::NotConfigured(
+                        "GOOSE_PROVIDER is anthropic but ANTHROPIC_API_KEY is not set; set ANTHROPIC_API_KEY".into(),
+                    ));
                 }
                 (host, ANTHROPIC_PATH.to_string(), key)
             }
         };
         if !(host.starts_with("http://") || host.starts_with("https://")) {
-            return Err(Error::NotConfigured(format!("the {provider} host {host:?} must start with http:// or https://")));
+            return Err(Error::NotConfigured(format!(
+                "the {provider} host {host:?} must start with http:// or https://"
+            )));
         }
         Ok(Settings {
             provider: provider.to_string(),
@@ -371,7 +404,10 @@ pub fn from_settings(s: &Settings) -> Result<Box<dyn Provider>, Error> {
     match canonical_provider(&s.provider) {
         Some("anthropic") => Ok(Box::new(anthropic::Anthropic::new(s.clone()))),
         Some(_) => Ok(Box::new(openai::OpenAi::new(s.clone()))),
-        None => Err(Error::NotConfigured(format!("provider {:?} is not supported; use openai, ollama or anthropic", s.provider))),
+        None => Err(Error::NotConfigured(format!(
+            "provider {:?} is not supported; use openai, ollama or anthropic",
+            s.provider
+        ))),
     }
 }
 
@@ -457,7 +493,9 @@ pub(crate) fn exchange(
             Ok(Msg::Failed(e)) => return Err(e),
             Ok(Msg::End) => break,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(Error::Protocol("the stream reader thread stopped unexpectedly".into())),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Protocol("the stream reader thread stopped unexpectedly".into()))
+            }
         };
         total += bytes.len();
         log::trace!(target: "llm::wire", "{} bytes", bytes.len());
@@ -470,7 +508,10 @@ pub(crate) fn exchange(
     }
     // A final event without its blank line still counts, unless it was cut mid-JSON.
     let tail = dec.feed(b"\n\n").map_err(|e| Error::Protocol(e.to_string()))?;
-    for ev in tail.iter().filter(|ev| ev.data.trim() == "[DONE]" || serde_json::from_str::<serde_json::Value>(&ev.data).is_ok()) {
+    for ev in tail
+        .iter()
+        .filter(|ev| ev.data.trim() == "[DONE]" || serde_json::from_str::<serde_json::Value>(&ev.data).is_ok())
+    {
         if let Flow::Done = handle(ev)? {
             return Ok(());
         }
@@ -487,13 +528,23 @@ pub(crate) const STREAM_CUT: &str = "stream ended before completion";
 /// Runs `attempt` again (up to `max_attempts` in all) when the stream was cut before any text
 /// reached the caller — a tool-call-only answer or a cut before the first token — so nothing
 /// the caller saw is repeated. A cut after text was delivered is returned as it is.
-pub(crate) fn retry_cut_streams(s: &Settings, cancelled: &dyn Fn() -> bool, mut attempt: impl FnMut(&std::cell::Cell<bool>) -> Result<Completion, Error>) -> Result<Completion, Error> {
+pub(crate) fn retry_cut_streams(
+    s: &Settings,
+    cancelled: &dyn Fn() -> bool,
+    mut attempt: impl FnMut(&std::cell::Cell<bool>) -> Result<Completion, Error>,
+) -> Result<Completion, Error> {
     let mut n = 1;
     loop {
         let delivered = std::cell::Cell::new(false);
         match attempt(&delivered) {
-            Err(Error::Protocol(m)) if m.starts_with(STREAM_CUT) && !delivered.get() && n < s.max_attempts && !cancelled() => {
-                log::warn!("llm: the {} stream was cut before any text ({m}); retrying (attempt {n} of {})", s.provider, s.max_attempts);
+            Err(Error::Protocol(m))
+                if m.starts_with(STREAM_CUT) && !delivered.get() && n < s.max_attempts && !cancelled() =>
+            {
+                log::warn!(
+                    "llm: the {} stream was cut before any text ({m}); retrying (attempt {n} of {})",
+                    s.provider,
+                    s.max_attempts
+                );
                 std::thread::sleep(Duration::from_millis(250 * n as u64));
                 n += 1;
             }
@@ -504,7 +555,14 @@ pub(crate) fn retry_cut_streams(s: &Settings, cancelled: &dyn Fn() -> bool, mut 
 
 /// The fetch thread: request, then raw body bytes into `tx` until EOF, an error, or the
 /// caller's side going away (the body is then dropped, which closes the connection).
-fn fetch(agent: &ureq::Agent, s: &Settings, headers: &[(&'static str, String)], body: &[u8], abandoned: &AtomicBool, tx: &crossbeam_channel::Sender<Msg>) {
+fn fetch(
+    agent: &ureq::Agent,
+    s: &Settings,
+    headers: &[(&'static str, String)],
+    body: &[u8],
+    abandoned: &AtomicBool,
+    tx: &crossbeam_channel::Sender<Msg>,
+) {
     let resp = match retry::send(agent, s, headers, body, abandoned) {
         Ok(b) => b,
         Err(e) => {
@@ -539,14 +597,20 @@ fn read_error(e: std::io::Error, s: &Settings, total: usize) -> Error {
     match ureq::Error::from(e) {
         ureq::Error::Timeout(_) => Error::Stalled { after: s.stall_timeout },
         ureq::Error::BodyExceedsLimit(_) => Error::TooLarge { limit: s.max_response_bytes },
-        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut || io.kind() == std::io::ErrorKind::WouldBlock => Error::Stalled { after: s.stall_timeout },
+        ureq::Error::Io(io)
+            if io.kind() == std::io::ErrorKind::TimedOut || io.kind() == std::io::ErrorKind::WouldBlock =>
+        {
+            Error::Stalled { after: s.stall_timeout }
+        }
         other => Error::Protocol(format!("{STREAM_CUT} (after {total} bytes): {other}; retry")),
     }
 }
 
 /// Parses one chunk's JSON, naming the chunk (shortened) when it is malformed.
 pub(crate) fn parse_chunk(provider: &str, data: &str) -> Result<serde_json::Value, Error> {
-    serde_json::from_str(data).map_err(|e| Error::Protocol(format!("malformed JSON in a chunk of the {provider} stream ({e}): {}", clip(data, 200))))
+    serde_json::from_str(data).map_err(|e| {
+        Error::Protocol(format!("malformed JSON in a chunk of the {provider} stream ({e}): {}", clip(data, 200)))
+    })
 }
 
 /// At most `max` bytes of `s`, on a char boundary, with `…` when cut.
@@ -602,7 +666,8 @@ mod tests {
         let e = Settings::resolve(&MapEnv(HashMap::new()), &none, (None, None)).unwrap_err();
         let m = e.to_string();
         assert!(matches!(e, Error::NotConfigured(_)));
-        for k in ["GOOSE_PROVIDER", "GOOSE_MODEL", "OPENAI_HOST", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"] {
+        for k in ["GOOSE_PROVIDER", "GOOSE_MODEL", "OPENAI_HOST", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"]
+        {
             assert!(m.contains(k), "{m} should name {k}");
         }
         assert!(m.starts_with("llm: "));
@@ -623,7 +688,10 @@ mod tests {
         assert_eq!(s.api_key.as_deref(), Some("sk-secret-value"));
         assert!(!format!("{s:?}").contains("sk-secret"), "Debug must not print the key");
         let s = Settings::resolve(&env, &store, (Some("ollama"), Some("llama3.2"))).unwrap();
-        assert_eq!((s.provider.as_str(), s.model.as_str(), s.url().as_str()), ("ollama", "llama3.2", "http://localhost:11434/v1/chat/completions"));
+        assert_eq!(
+            (s.provider.as_str(), s.model.as_str(), s.url().as_str()),
+            ("ollama", "llama3.2", "http://localhost:11434/v1/chat/completions")
+        );
     }
 
     #[test]
@@ -632,8 +700,15 @@ mod tests {
         assert!(Settings::resolve(&env, &none, (None, None)).unwrap_err().to_string().contains("OPENAI_API_KEY"));
         let env = MapEnv(HashMap::from([("GOOSE_PROVIDER", "anthropic"), ("GOOSE_MODEL", "c")]));
         assert!(Settings::resolve(&env, &none, (None, None)).unwrap_err().to_string().contains("ANTHROPIC_API_KEY"));
-        let env = MapEnv(HashMap::from([("GOOSE_PROVIDER", "anthropic"), ("GOOSE_MODEL", "c"), ("ANTHROPIC_HOST", "http://127.0.0.1:1/anthropic")]));
-        assert_eq!(Settings::resolve(&env, &none, (None, None)).unwrap().url(), "http://127.0.0.1:1/anthropic/v1/messages");
+        let env = MapEnv(HashMap::from([
+            ("GOOSE_PROVIDER", "anthropic"),
+            ("GOOSE_MODEL", "c"),
+            ("ANTHROPIC_HOST", "http://127.0.0.1:1/anthropic"),
+        ]));
+        assert_eq!(
+            Settings::resolve(&env, &none, (None, None)).unwrap().url(),
+            "http://127.0.0.1:1/anthropic/v1/messages"
+        );
         let env = MapEnv(HashMap::from([("GOOSE_PROVIDER", "nope"), ("GOOSE_MODEL", "c")]));
         assert!(Settings::resolve(&env, &none, (None, None)).unwrap_err().to_string().contains("nope"));
         let env = MapEnv(HashMap::from([("GOOSE_PROVIDER", "ollama")]));
@@ -655,7 +730,10 @@ mod tests {
         assert_eq!(parse_arguments(""), Ok(serde_json::json!({})));
         assert_eq!(parse_arguments("{\"a\":1}"), Ok(serde_json::json!({"a":1})));
         assert_eq!(parse_arguments("{\"a\":"), Err("{\"a\":".to_string()));
-        let c = vec![serde_json::json!({"type":"text","text":"a"}), serde_json::json!({"type":"resource","resource":{"uri":"u","text":"b"}})];
+        let c = vec![
+            serde_json::json!({"type":"text","text":"a"}),
+            serde_json::json!({"type":"resource","resource":{"uri":"u","text":"b"}}),
+        ];
         assert_eq!(content_as_text(&c), "a\nb");
         assert_eq!(clip("héllo", 2), "h…");
     }

@@ -10,7 +10,10 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{parse_arguments, exchange, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role, Settings, ToolCallOut, Usage};
+use super::{
+    exchange, parse_arguments, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role,
+    Settings, ToolCallOut, Usage,
+};
 
 pub struct OpenAi {
     settings: Settings,
@@ -33,7 +36,11 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
     for m in &req.messages {
         match m.role {
             Role::Assistant => {
-                let text: Vec<&str> = m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect();
+                let text: Vec<&str> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None })
+                    .collect();
                 let calls: Vec<Value> = m
                     .parts
                     .iter()
@@ -76,10 +83,16 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
                         }
                     }
                 }
-                let text: Vec<&str> = m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect();
+                let text: Vec<&str> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None })
+                    .collect();
                 if !images.is_empty() {
                     // Tool messages take only text; images follow as a user message.
-                    let mut content = vec![json!({"type": "text", "text": if text.is_empty() { "Images from the tool results above.".to_string() } else { text.join("\n") }})];
+                    let mut content = vec![
+                        json!({"type": "text", "text": if text.is_empty() { "Images from the tool results above.".to_string() } else { text.join("\n") }}),
+                    ];
                     content.extend(images);
                     messages.push(json!({"role": "user", "content": content}));
                 } else if !text.is_empty() {
@@ -120,15 +133,23 @@ impl Provider for OpenAi {
         &self.settings.model
     }
 
-    fn complete_cancellable(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool, cancelled: &dyn Fn() -> bool) -> Result<Completion, Error> {
+    fn complete_cancellable(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Completion, Error> {
         let s = &self.settings;
-        let body = serde_json::to_vec(&request_body(&s.model, req)).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
+        let body = serde_json::to_vec(&request_body(&s.model, req))
+            .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
         let mut headers = Vec::new();
         if let Some(k) = &s.api_key {
             headers.push(("authorization", format!("Bearer {k}")));
         }
 
-        super::retry_cut_streams(s, cancelled, |delivered| self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered))
+        super::retry_cut_streams(s, cancelled, |delivered| {
+            self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered)
+        })
     }
 }
 
@@ -167,7 +188,9 @@ impl OpenAi {
                     output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
                 });
             }
-            let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else { return Ok(Flow::Continue) };
+            let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+                return Ok(Flow::Continue);
+            };
             if let Some(delta) = choice.get("delta") {
                 if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                     out.text.push_str(t);

@@ -15,7 +15,13 @@ const MAX_ERROR_BODY: u64 = 64 * 1024;
 
 /// POSTs `body` and returns the body of a 2xx answer, ready to stream.
 /// `abandoned` (the caller stopped listening) ends a retry's wait early.
-pub(crate) fn send(agent: &ureq::Agent, s: &Settings, headers: &[(&str, String)], body: &[u8], abandoned: &AtomicBool) -> Result<ureq::Body, Error> {
+pub(crate) fn send(
+    agent: &ureq::Agent,
+    s: &Settings,
+    headers: &[(&str, String)],
+    body: &[u8],
+    abandoned: &AtomicBool,
+) -> Result<ureq::Body, Error> {
     let url = s.url();
     let mut waited = Duration::ZERO;
     let mut attempt = 0u32;
@@ -29,7 +35,8 @@ pub(crate) fn send(agent: &ureq::Agent, s: &Settings, headers: &[(&str, String)]
         let resp = req.send(body).map_err(|e| request_error(e, s))?;
         let status = resp.status().as_u16();
         if (200..300).contains(&status) {
-            let ctype = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+            let ctype =
+                resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
             if ctype.starts_with("application/json") {
                 let text = read_bounded(resp.into_body());
                 return Err(Error::Protocol(format!(
@@ -45,7 +52,11 @@ pub(crate) fn send(agent: &ureq::Agent, s: &Settings, headers: &[(&str, String)]
         if retryable && attempt < s.max_attempts {
             let wait = retry_after.unwrap_or_else(|| backoff(attempt));
             if waited + wait <= s.max_retry_wait {
-                log::warn!("llm: {} answered HTTP {status} ({detail}); retrying in {wait:?} (attempt {attempt} of {})", s.provider, s.max_attempts);
+                log::warn!(
+                    "llm: {} answered HTTP {status} ({detail}); retrying in {wait:?} (attempt {attempt} of {})",
+                    s.provider,
+                    s.max_attempts
+                );
                 let until = Instant::now() + wait;
                 while Instant::now() < until {
                     if abandoned.load(Ordering::SeqCst) {
@@ -96,7 +107,9 @@ pub(crate) fn error_detail(body: &str, s: &Settings) -> String {
     let text = match serde_json::from_str::<serde_json::Value>(body) {
         Ok(v) => {
             let e = v.get("error");
-            e.and_then(|e| e.get("message")).and_then(|m| m.as_str()).map(str::to_string)
+            e.and_then(|e| e.get("message"))
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
                 .or_else(|| e.and_then(|e| e.as_str()).map(str::to_string))
                 .or_else(|| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
                 .or_else(|| v.get("detail").map(|d| d.as_str().map(str::to_string).unwrap_or_else(|| d.to_string())))
@@ -110,9 +123,18 @@ pub(crate) fn error_detail(body: &str, s: &Settings) -> String {
 
 pub(crate) fn is_context_length(detail: &str) -> bool {
     let d = detail.to_ascii_lowercase();
-    ["context length", "context_length", "context window", "maximum context", "prompt is too long", "too many tokens", "context size", "exceeds the context"]
-        .iter()
-        .any(|p| d.contains(p))
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "maximum context",
+        "prompt is too long",
+        "too many tokens",
+        "context size",
+        "exceeds the context",
+    ]
+    .iter()
+    .any(|p| d.contains(p))
 }
 
 fn http_error(status: u16, detail: &str, s: &Settings, attempts: u32) -> Error {
@@ -151,7 +173,9 @@ fn request_error(e: ureq::Error, s: &Settings) -> Error {
             Error::Unreachable { host, detail }
         }
         ureq::Error::Timeout(t) => match t {
-            ureq::Timeout::Resolve | ureq::Timeout::Connect => Error::Unreachable { host, detail: format!("connecting timed out after {:?}", s.connect_timeout) },
+            ureq::Timeout::Resolve | ureq::Timeout::Connect => {
+                Error::Unreachable { host, detail: format!("connecting timed out after {:?}", s.connect_timeout) }
+            }
             _ => Error::Timeout { host, after: s.stall_timeout },
         },
         ureq::Error::BadUri(u) => Error::NotConfigured(format!("the URL {u:?} is invalid; check {}", s.host_var())),

@@ -130,7 +130,8 @@ impl Shared {
                 let roots = self.roots.read().unwrap_or_else(|e| e.into_inner()).clone();
                 match roots {
                     Some(dirs) => self.respond(id, Ok(root_list(&dirs))),
-                    None => self.respond(id, Err(ErrorObject::new(METHOD_NOT_FOUND, "roots are not supported by this client"))),
+                    None => self
+                        .respond(id, Err(ErrorObject::new(METHOD_NOT_FOUND, "roots are not supported by this client"))),
                 }
             }
             "elicitation/create" if self.elicitation.is_some() => {
@@ -214,7 +215,13 @@ impl Shared {
     }
 
     /// One request/response with a deadline and an optional cancel signal.
-    fn request(&self, method: &str, params: Value, timeout: Duration, cancel: Option<&Receiver<()>>) -> Result<Value, Error> {
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: Option<&Receiver<()>>,
+    ) -> Result<Value, Error> {
         if self.closed.load(Ordering::SeqCst) {
             let reason = self.close_reason.lock().unwrap_or_else(|e| e.into_inner()).clone();
             return Err(reason.unwrap_or_else(|| Error::Closed { detail: format!("{} is closed", self.extension) }));
@@ -258,7 +265,11 @@ impl Shared {
 impl Client {
     /// Runs the lifecycle: `initialize` (within the timeout), version check,
     /// `notifications/initialized`.
-    pub fn connect(transport: Arc<dyn Transport>, inbound: Receiver<Inbound>, opts: ClientOptions) -> Result<Client, Error> {
+    pub fn connect(
+        transport: Arc<dyn Transport>,
+        inbound: Receiver<Inbound>,
+        opts: ClientOptions,
+    ) -> Result<Client, Error> {
         let shared = Arc::new(Shared {
             extension: opts.extension.clone(),
             transport: transport.clone(),

@@ -49,9 +49,13 @@ impl HttpFailure {
             ureq::Error::TlsRequired => HttpFailure::Tls("the server requires TLS".into()),
             ureq::Error::BadUri(s) => HttpFailure::BadUri(s.clone()),
             ureq::Error::Http(h) => HttpFailure::BadUri(h.to_string()),
-            ureq::Error::InvalidProxyUrl => HttpFailure::Proxy("the proxy URL in HTTPS_PROXY/HTTP_PROXY is invalid".into()),
+            ureq::Error::InvalidProxyUrl => {
+                HttpFailure::Proxy("the proxy URL in HTTPS_PROXY/HTTP_PROXY is invalid".into())
+            }
             ureq::Error::ConnectProxyFailed(s) => HttpFailure::Proxy(s.clone()),
-            ureq::Error::TooManyRedirects | ureq::Error::RedirectFailed => HttpFailure::Redirect { status: 0, location: None },
+            ureq::Error::TooManyRedirects | ureq::Error::RedirectFailed => {
+                HttpFailure::Redirect { status: 0, location: None }
+            }
             ureq::Error::BodyExceedsLimit(n) => HttpFailure::Io(format!("the answer exceeded {n} bytes")),
             ureq::Error::StatusCode(s) => HttpFailure::Status { status: *s, snippet: String::new() },
             other => HttpFailure::Io(other.to_string()),
@@ -59,7 +63,13 @@ impl HttpFailure {
     }
 
     /// Classifies a non-2xx answer. `body` is the (bounded) start of the body.
-    pub fn from_status(status: u16, content_type: &str, challenge: Option<String>, location: Option<String>, body: &[u8]) -> HttpFailure {
+    pub fn from_status(
+        status: u16,
+        content_type: &str,
+        challenge: Option<String>,
+        location: Option<String>,
+        body: &[u8],
+    ) -> HttpFailure {
         match status {
             401 | 403 => HttpFailure::Unauthorized { status, challenge },
             404 => HttpFailure::NotFound,
@@ -81,7 +91,12 @@ fn classify_io(io: &std::io::Error, timeout: Duration) -> HttpFailure {
             let text = io.to_string();
             // std's resolver reports getaddrinfo failures as plain `Other`/`Uncategorized` errors.
             let lower = text.to_ascii_lowercase();
-            if lower.contains("lookup address") || lower.contains("name or service not known") || lower.contains("nodename nor servname") || lower.contains("no address associated") || lower.contains("temporary failure in name resolution") {
+            if lower.contains("lookup address")
+                || lower.contains("name or service not known")
+                || lower.contains("nodename nor servname")
+                || lower.contains("no address associated")
+                || lower.contains("temporary failure in name resolution")
+            {
                 HttpFailure::Dns
             } else if let Some(inner) = io.get_ref() {
                 // rustls errors come wrapped in io::Error by the TLS stream.
@@ -185,10 +200,17 @@ mod tests {
 
     #[test]
     fn statuses_are_classified() {
-        assert_eq!(HttpFailure::from_status(401, "", Some("Bearer realm=\"x\"".into()), None, b""), HttpFailure::Unauthorized { status: 401, challenge: Some("Bearer realm=\"x\"".into()) });
+        assert_eq!(
+            HttpFailure::from_status(401, "", Some("Bearer realm=\"x\"".into()), None, b""),
+            HttpFailure::Unauthorized { status: 401, challenge: Some("Bearer realm=\"x\"".into()) }
+        );
         assert_eq!(HttpFailure::from_status(404, "", None, None, b""), HttpFailure::NotFound);
-        assert_eq!(HttpFailure::from_status(500, "text/plain", None, None, b"  boom\n  now "), HttpFailure::Status { status: 500, snippet: "boom now".into() });
-        let msg = Show("http://h/mcp", &HttpFailure::from_status(401, "", Some("Bearer".into()), None, b"")).to_string();
+        assert_eq!(
+            HttpFailure::from_status(500, "text/plain", None, None, b"  boom\n  now "),
+            HttpFailure::Status { status: 500, snippet: "boom now".into() }
+        );
+        let msg =
+            Show("http://h/mcp", &HttpFailure::from_status(401, "", Some("Bearer".into()), None, b"")).to_string();
         assert!(msg.contains("WWW-Authenticate: Bearer") && msg.contains("headers"), "{msg}");
     }
 

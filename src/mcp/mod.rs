@@ -2,10 +2,10 @@
 //! Invariant: mcp/ never imports http/ or agent/.
 pub mod client;
 pub mod error;
-pub mod stdio;
-pub mod transport;
 pub mod http_error;
+pub mod stdio;
 pub mod streamable_http;
+pub mod transport;
 
 use client::{Client, ClientOptions};
 

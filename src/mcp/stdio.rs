@@ -74,7 +74,11 @@ impl StdioTransport {
         }
         let mut cmd = match &spec.container {
             Some(container) => {
-                let tool = spec.container_tool.clone().or_else(|| std::env::var("GOSLING_CONTAINER_TOOL").ok()).unwrap_or_else(|| "docker".into());
+                let tool = spec
+                    .container_tool
+                    .clone()
+                    .or_else(|| std::env::var("GOSLING_CONTAINER_TOOL").ok())
+                    .unwrap_or_else(|| "docker".into());
                 let mut c = Command::new(tool);
                 c.arg("exec").arg("-i");
                 for (k, v) in &spec.env {
@@ -114,7 +118,8 @@ impl StdioTransport {
         let stdin = child.stdin.take().map(|pipe| {
             let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(STDIN_QUEUE);
             let name = extension.to_string();
-            let spawned = thread::Builder::new().name(format!("mcp-stdin-{name}")).spawn(move || write_stdin(&name, pipe, rx));
+            let spawned =
+                thread::Builder::new().name(format!("mcp-stdin-{name}")).spawn(move || write_stdin(&name, pipe, rx));
             if let Err(e) = spawned {
                 log::error!("mcp {extension}: cannot start the stdin writer: {e}");
             }
@@ -130,7 +135,11 @@ impl StdioTransport {
             child: Mutex::new(Some(child)),
             pid,
             stderr: stderr.clone(),
-            ladder_wait: spec.ladder_wait.unwrap_or_else(|| Duration::from_millis(std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500))),
+            ladder_wait: spec.ladder_wait.unwrap_or_else(|| {
+                Duration::from_millis(
+                    std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500),
+                )
+            }),
         });
         let name = extension.to_string();
         let stderr_done = {
@@ -151,7 +160,11 @@ impl StdioTransport {
                     thread::sleep(Duration::from_millis(10));
                 }
                 let tail = weak.upgrade().map(|t| t.diagnostics()).unwrap_or_default();
-                let detail = if tail.is_empty() { format!("{name}: {reason}") } else { format!("{name}: {reason}; stderr: {tail}") };
+                let detail = if tail.is_empty() {
+                    format!("{name}: {reason}")
+                } else {
+                    format!("{name}: {reason}; stderr: {tail}")
+                };
                 let _ = inbound.send(Inbound::Closed(Error::Closed { detail }));
             })
             .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?;

@@ -95,10 +95,15 @@ impl HttpTransport {
     /// Builds the HTTP agent (TLS roots, proxy, timeouts). No network I/O happens here: the
     /// client's `initialize` is the first request.
     pub fn connect(spec: &HttpSpec, inbound: Sender<Inbound>) -> Result<Arc<HttpTransport>, Error> {
-        let uri: ureq::http::Uri = spec.uri.parse().map_err(|e: ureq::http::uri::InvalidUri| http_err(spec, HttpFailure::BadUri(e.to_string())))?;
+        let uri: ureq::http::Uri = spec
+            .uri
+            .parse()
+            .map_err(|e: ureq::http::uri::InvalidUri| http_err(spec, HttpFailure::BadUri(e.to_string())))?;
         match uri.scheme_str() {
             Some("http") | Some("https") if uri.host().is_some() => {}
-            _ => return Err(http_err(spec, HttpFailure::BadUri("expected http://host[:port]/path or https://…".into()))),
+            _ => {
+                return Err(http_err(spec, HttpFailure::BadUri("expected http://host[:port]/path or https://…".into())))
+            }
         }
         let agent = build_agent(spec)?;
         let inner = Inner {
@@ -123,7 +128,9 @@ impl Transport for HttpTransport {
     fn send(&self, msg: &Message) -> Result<(), Error> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::SeqCst) {
-            return Err(Error::Closed { detail: format!("extension `{}`: the HTTP transport was closed", inner.spec.extension) });
+            return Err(Error::Closed {
+                detail: format!("extension `{}`: the HTTP transport was closed", inner.spec.extension),
+            });
         }
         {
             let mut st = inner.state();
@@ -173,7 +180,9 @@ impl Transport for HttpTransport {
                 Err(e) => log::debug!("mcp: {}: DELETE session failed: {e}", inner.spec.extension),
             }
         }
-        let _ = inner.inbound.send(Inbound::Closed(Error::Closed { detail: format!("extension `{}` was closed", inner.spec.extension) }));
+        let _ = inner.inbound.send(Inbound::Closed(Error::Closed {
+            detail: format!("extension `{}` was closed", inner.spec.extension),
+        }));
     }
 }
 
@@ -201,7 +210,12 @@ impl Inner {
         http_err(&self.spec, failure)
     }
 
-    fn add_headers<B>(&self, mut req: ureq::RequestBuilder<B>, session: Option<&str>, protocol: Option<&str>) -> ureq::RequestBuilder<B> {
+    fn add_headers<B>(
+        &self,
+        mut req: ureq::RequestBuilder<B>,
+        session: Option<&str>,
+        protocol: Option<&str>,
+    ) -> ureq::RequestBuilder<B> {
         for (k, v) in &self.spec.headers {
             if k.eq_ignore_ascii_case("mcp-session-id") || k.eq_ignore_ascii_case("mcp-protocol-version") {
                 continue;
@@ -217,8 +231,14 @@ impl Inner {
         req
     }
 
-    fn post(&self, body: &str, session: Option<&str>, protocol: Option<&str>) -> Result<ureq::http::Response<ureq::Body>, Error> {
-        let req = self.agent.post(&self.spec.uri).header("Accept", ACCEPT_POST).header("Content-Type", "application/json");
+    fn post(
+        &self,
+        body: &str,
+        session: Option<&str>,
+        protocol: Option<&str>,
+    ) -> Result<ureq::http::Response<ureq::Body>, Error> {
+        let req =
+            self.agent.post(&self.spec.uri).header("Accept", ACCEPT_POST).header("Content-Type", "application/json");
         let req = self.add_headers(req, session, protocol);
         req.send(body.as_bytes()).map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))
     }
@@ -246,7 +266,12 @@ impl Inner {
     }
 
     /// Handles the answer to a POST of `msg`.
-    fn handle_answer(self: &Arc<Self>, msg: &Message, resp: ureq::http::Response<ureq::Body>, had_session: bool) -> Result<Answer, Error> {
+    fn handle_answer(
+        self: &Arc<Self>,
+        msg: &Message,
+        resp: ureq::http::Response<ureq::Body>,
+        had_session: bool,
+    ) -> Result<Answer, Error> {
         let status = resp.status().as_u16();
         let content_type = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
         log::debug!("mcp: {}: -> {status} {content_type}", self.spec.extension);
@@ -258,7 +283,9 @@ impl Inner {
             let location = header(&resp, "location");
             let body = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec().unwrap_or_default();
             // A JSON-RPC error for our request (e.g. 400 with invalid params) is an answer.
-            if let (Message::Request { id, .. }, Ok(Message::Error { id: Some(eid), error })) = (msg, Message::parse(&body)) {
+            if let (Message::Request { id, .. }, Ok(Message::Error { id: Some(eid), error })) =
+                (msg, Message::parse(&body))
+            {
                 if &eid == id {
                     self.deliver(Message::Error { id: Some(eid), error });
                     return Ok(Answer::Done);
@@ -273,7 +300,11 @@ impl Inner {
         };
         if method == "initialize" {
             let session = header(&resp, "mcp-session-id");
-            log::debug!("mcp: {}: session {}", self.spec.extension, if session.is_some() { "issued" } else { "none (stateless)" });
+            log::debug!(
+                "mcp: {}: session {}",
+                self.spec.extension,
+                if session.is_some() { "issued" } else { "none (stateless)" }
+            );
             self.state().session = session;
         }
         if content_type.starts_with("text/event-stream") {
@@ -323,10 +354,15 @@ impl Inner {
         if let Some(id) = &rid {
             let mut st = self.state();
             if !st.pending.remove(id) {
-                log::debug!("mcp: {}: dropping a response for {id}, which is not pending (duplicate or late)", self.spec.extension);
+                log::debug!(
+                    "mcp: {}: dropping a response for {id}, which is not pending (duplicate or late)",
+                    self.spec.extension
+                );
                 return;
             }
-            if let (Message::Response { result, .. }, Some(Message::Request { id: init_id, .. })) = (&msg, &st.init_request) {
+            if let (Message::Response { result, .. }, Some(Message::Request { id: init_id, .. })) =
+                (&msg, &st.init_request)
+            {
                 if init_id == id {
                     st.protocol = result.get("protocolVersion").and_then(Value::as_str).map(str::to_string);
                 }
@@ -443,9 +479,13 @@ impl Inner {
             }
             attempts += 1;
             let delay = Self::retry_delay(&dec);
-            log::debug!("mcp: {}: stream for {id} dropped; resuming in {delay:?} (attempt {attempts})", self.spec.extension);
+            log::debug!(
+                "mcp: {}: stream for {id} dropped; resuming in {delay:?} (attempt {attempts})",
+                self.spec.extension
+            );
             std::thread::sleep(delay);
-            let Some(mut r) = self.open_get(Some(&last), Some(self.spec.timeout + Duration::from_secs(10)), None) else {
+            let Some(mut r) = self.open_get(Some(&last), Some(self.spec.timeout + Duration::from_secs(10)), None)
+            else {
                 continue;
             };
             dec.finish();
@@ -464,7 +504,12 @@ impl Inner {
 
     /// Opens a GET stream. `None` when the server has no stream for us (any non-200) or the
     /// request failed. `idle` bounds each read, `total` the whole body.
-    fn open_get(&self, last_event_id: Option<&str>, total: Option<Duration>, idle: Option<Duration>) -> Option<ureq::BodyReader<'static>> {
+    fn open_get(
+        &self,
+        last_event_id: Option<&str>,
+        total: Option<Duration>,
+        idle: Option<Duration>,
+    ) -> Option<ureq::BodyReader<'static>> {
         let (session, protocol) = {
             let st = self.state();
             (st.session.clone(), st.protocol.clone())
@@ -505,7 +550,9 @@ impl Inner {
         let generation = self.get_generation.fetch_add(1, Ordering::SeqCst) + 1;
         let (tx, rx) = crossbeam_channel::bounded::<()>(1);
         let me = Arc::clone(self);
-        let spawned = std::thread::Builder::new().name(format!("mcp-http-get-{}", self.spec.extension)).spawn(move || me.get_loop(generation, tx));
+        let spawned = std::thread::Builder::new()
+            .name(format!("mcp-http-get-{}", self.spec.extension))
+            .spawn(move || me.get_loop(generation, tx));
         if wait && spawned.is_ok() {
             let _ = rx.recv_timeout(self.spec.timeout.min(Duration::from_secs(10)));
         }
@@ -515,7 +562,8 @@ impl Inner {
         let mut first = Some(first);
         let mut dec = sse::Decoder::new(MAX_MESSAGE);
         let mut idle_rounds = 0;
-        let current = |me: &Inner| !me.closed.load(Ordering::SeqCst) && me.get_generation.load(Ordering::SeqCst) == generation;
+        let current =
+            |me: &Inner| !me.closed.load(Ordering::SeqCst) && me.get_generation.load(Ordering::SeqCst) == generation;
         while current(&self) && idle_rounds < GET_ATTEMPTS {
             let last = dec.last_event_id().map(str::to_string);
             let opened = self.open_get(last.as_deref(), None, Some(GET_IDLE));
@@ -576,7 +624,8 @@ impl Inner {
                 };
                 for ev in dec.feed(&buf[..n]).unwrap_or_default() {
                     if let Ok(m) = Message::parse(ev.data.as_bytes()) {
-                        if matches!(&m, Message::Response { id, .. } | Message::Error { id: Some(id), .. } if id == init_id) {
+                        if matches!(&m, Message::Response { id, .. } | Message::Error { id: Some(id), .. } if id == init_id)
+                        {
                             answer = Some(m);
                         }
                     }
@@ -584,7 +633,8 @@ impl Inner {
             }
         } else {
             let body = resp.into_body().into_with_config().limit(MAX_MESSAGE as u64).read_to_vec().unwrap_or_default();
-            answer = parse_messages(&body).and_then(|ms| ms.into_iter().find(|m| matches!(m, Message::Response { id, .. } if id == init_id)));
+            answer = parse_messages(&body)
+                .and_then(|ms| ms.into_iter().find(|m| matches!(m, Message::Response { id, .. } if id == init_id)));
         }
         match answer {
             Some(Message::Response { result, .. }) => {
@@ -595,7 +645,13 @@ impl Inner {
                 }
             }
             Some(Message::Error { error, .. }) => return Err(Error::Rpc(error)),
-            _ => return Err(self.fail(HttpFailure::NotMcp { status, content_type: ct, snippet: "no answer to the repeated initialize".into() })),
+            _ => {
+                return Err(self.fail(HttpFailure::NotMcp {
+                    status,
+                    content_type: ct,
+                    snippet: "no answer to the repeated initialize".into(),
+                }))
+            }
         }
         if let Some(n) = &initialized {
             let (session, protocol) = {
@@ -641,14 +697,18 @@ fn describe_msg(m: &Message) -> String {
         Message::Request { id, method, .. } => format!("request {method} id={id}"),
         Message::Notification { method, .. } => format!("notification {method}"),
         Message::Response { id, .. } => format!("response id={id}"),
-        Message::Error { id, error } => format!("error id={} code={}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), error.code),
+        Message::Error { id, error } => {
+            format!("error id={} code={}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), error.code)
+        }
     }
 }
 
 fn build_agent(spec: &HttpSpec) -> Result<ureq::Agent, Error> {
     let t = spec.timeout;
     let short = t.min(Duration::from_secs(30));
-    let tls = ureq::tls::TlsConfig::builder().root_certs(root_certs().map_err(|e| Error::Other(format!("extension `{}`: {e}", spec.extension)))?).build();
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(root_certs().map_err(|e| Error::Other(format!("extension `{}`: {e}", spec.extension)))?)
+        .build();
     let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -681,10 +741,18 @@ fn root_certs() -> Result<ureq::tls::RootCerts, String> {
     let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
         return Ok(ureq::tls::RootCerts::PlatformVerifier);
     };
-    let pem = std::fs::read(&path).map_err(|e| format!("cannot read SSL_CERT_FILE {}: {e}; point it at a PEM CA bundle or unset it", std::path::Path::new(&path).display()))?;
+    let pem = std::fs::read(&path).map_err(|e| {
+        format!(
+            "cannot read SSL_CERT_FILE {}: {e}; point it at a PEM CA bundle or unset it",
+            std::path::Path::new(&path).display()
+        )
+    })?;
     let mut certs = pem_certs(&pem);
     if certs.is_empty() {
-        return Err(format!("SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it", std::path::Path::new(&path).display()));
+        return Err(format!(
+            "SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it",
+            std::path::Path::new(&path).display()
+        ));
     }
     for bundle in SYSTEM_BUNDLES {
         if let Ok(sys) = std::fs::read(bundle) {
@@ -722,14 +790,21 @@ pub fn spec_from_config(cfg: &ExtensionConfig, merged_env: &BTreeMap<String, Str
             timeout: Duration::from_secs(cfg.timeout_secs().max(1)),
             extension: name.clone(),
         }),
-        other => Err(Error::Other(format!("extension `{}` has type `{}`, not streamable_http", other.name(), other.type_name()))),
+        other => Err(Error::Other(format!(
+            "extension `{}` has type `{}`, not streamable_http",
+            other.name(),
+            other.type_name()
+        ))),
     }
 }
 
 /// Substitutes `${VAR}` (spaces allowed inside the braces) and `$VAR` in header values from
 /// `vars` (the merged envs + env_keys). An unknown variable is an error naming it and the
 /// header; names and values must be valid HTTP. Values are never logged.
-pub fn substitute_headers(headers: &BTreeMap<String, String>, vars: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, Error> {
+pub fn substitute_headers(
+    headers: &BTreeMap<String, String>,
+    vars: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, Error> {
     let mut out = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         if name.is_empty() || !name.bytes().all(is_token_byte) {
@@ -777,7 +852,11 @@ fn substitute(value: &str, vars: &BTreeMap<String, String>) -> Result<String, St
             rest = after;
             continue;
         }
-        let len = if after.chars().next().is_some_and(is_ident_start) { after.find(|c: char| !is_ident(c)).unwrap_or(after.len()) } else { 0 };
+        let len = if after.chars().next().is_some_and(is_ident_start) {
+            after.find(|c: char| !is_ident(c)).unwrap_or(after.len())
+        } else {
+            0
+        };
         if len == 0 {
             out.push('$');
             rest = after;
@@ -820,7 +899,10 @@ mod tests {
         assert!(e.contains("Authorization") && e.contains("API_TOKEN") && e.contains("env_keys"), "{e}");
         assert!(!e.contains("secret-value"), "{e}");
         h.remove("Authorization");
-        assert_eq!(substitute_headers(&h, &vars()).unwrap(), vec![("X-Other".to_string(), "secret-value-abc".to_string())]);
+        assert_eq!(
+            substitute_headers(&h, &vars()).unwrap(),
+            vec![("X-Other".to_string(), "secret-value-abc".to_string())]
+        );
     }
 
     #[test]
@@ -836,19 +918,28 @@ mod tests {
     #[test]
     fn sse_error_says_how_to_migrate() {
         let e = sse_migration_error("old").to_string();
-        assert!(e.contains("`old`") && e.contains("SSE is unsupported, migrate to streamable_http") && e.contains("uri"), "{e}");
+        assert!(
+            e.contains("`old`") && e.contains("SSE is unsupported, migrate to streamable_http") && e.contains("uri"),
+            "{e}"
+        );
     }
 
     #[test]
     fn configs_become_specs_or_fail_fast() {
-        let sse = ExtensionConfig::from_value(serde_json::json!({"type":"sse","name":"legacy","description":"","uri":"http://localhost:1/sse"})).unwrap();
+        let sse = ExtensionConfig::from_value(
+            serde_json::json!({"type":"sse","name":"legacy","description":"","uri":"http://localhost:1/sse"}),
+        )
+        .unwrap();
         let started = Instant::now();
         let e = spec_from_config(&sse, &BTreeMap::new()).unwrap_err();
         assert!(started.elapsed() < Duration::from_millis(100));
         assert!(matches!(e, Error::SseUnsupported { .. }), "{e}");
         let http = ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","description":"","uri":"http://h/mcp","env_keys":["T"],"headers":{"Authorization":"Bearer ${T}"},"timeout":7})).unwrap();
         let spec = spec_from_config(&http, &vars_with("T", "tok")).unwrap();
-        assert_eq!((spec.uri.as_str(), spec.timeout, spec.extension.as_str()), ("http://h/mcp", Duration::from_secs(7), "r"));
+        assert_eq!(
+            (spec.uri.as_str(), spec.timeout, spec.extension.as_str()),
+            ("http://h/mcp", Duration::from_secs(7), "r")
+        );
         assert_eq!(spec.headers, vec![("Authorization".to_string(), "Bearer tok".to_string())]);
         let e = spec_from_config(&http, &BTreeMap::new()).unwrap_err().to_string();
         assert!(e.contains("Authorization") && e.contains(" T,"), "{e}");
@@ -861,7 +952,10 @@ mod tests {
     #[test]
     fn batches_and_single_messages_parse() {
         assert_eq!(parse_messages(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap().len(), 1);
-        assert_eq!(parse_messages(br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"x"}]"#).unwrap().len(), 2);
+        assert_eq!(
+            parse_messages(br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"x"}]"#).unwrap().len(),
+            2
+        );
         assert!(parse_messages(b"<html>").is_none());
         assert!(parse_messages(br#"{"jsonrpc":"2.0","result":{}}"#).is_none());
     }

@@ -24,7 +24,9 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { path, source } => write!(f, "store: {}: {source}; check the directory exists and is writable", path.display()),
+            Error::Io { path, source } => {
+                write!(f, "store: {}: {source}; check the directory exists and is writable", path.display())
+            }
             Error::Corrupt { path, detail } => write!(
                 f,
                 "store: {} is not valid: {detail}; fix or move the file away (it was left untouched)",
@@ -101,7 +103,13 @@ pub fn lock(path: &Path) -> Result<FileLock, Error> {
     if let Some(dir) = lock_path.parent() {
         ensure_dir(dir)?;
     }
-    let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path).map_err(|e| io_err(&lock_path, e))?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(|e| io_err(&lock_path, e))?;
     file.lock().map_err(|e| io_err(&lock_path, e))?;
     Ok(FileLock { _file: file })
 }
@@ -113,7 +121,12 @@ pub fn update_json<R>(path: &Path, f: impl FnOnce(&mut serde_json::Map<String, V
     let mut doc = match read_json(path)? {
         None => serde_json::Map::new(),
         Some(Value::Object(m)) => m,
-        Some(_) => return Err(Error::Corrupt { path: path.to_path_buf(), detail: "expected a JSON object at the top level".into() }),
+        Some(_) => {
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                detail: "expected a JSON object at the top level".into(),
+            })
+        }
     };
     let before = doc.clone();
     let r = f(&mut doc);
@@ -130,7 +143,9 @@ pub fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>, Error>
     match read_json(path)? {
         None => Ok(serde_json::Map::new()),
         Some(Value::Object(m)) => Ok(m),
-        Some(_) => Err(Error::Corrupt { path: path.to_path_buf(), detail: "expected a JSON object at the top level".into() }),
+        Some(_) => {
+            Err(Error::Corrupt { path: path.to_path_buf(), detail: "expected a JSON object at the top level".into() })
+        }
     }
 }
 

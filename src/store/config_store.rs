@@ -36,7 +36,10 @@ impl ConfigStore {
         let config = atomic::read_object(&store.config_path)?;
         if let Some(ext) = config.get(EXTENSIONS) {
             if !ext.is_object() {
-                return Err(Error::Corrupt { path: store.config_path.clone(), detail: "`extensions` must be an object".into() });
+                return Err(Error::Corrupt {
+                    path: store.config_path.clone(),
+                    detail: "`extensions` must be an object".into(),
+                });
             }
         }
         atomic::read_object(&store.secrets_path)?;
@@ -150,7 +153,8 @@ mod tests {
     #[test]
     fn extension_crud_and_warnings() {
         let (s, _d) = store("crud");
-        let e: ExtensionEntry = serde_json::from_value(json!({"enabled":true,"type":"sse","name":"Old One","uri":"http://x/sse"})).unwrap();
+        let e: ExtensionEntry =
+            serde_json::from_value(json!({"enabled":true,"type":"sse","name":"Old One","uri":"http://x/sse"})).unwrap();
         assert!(!s.upsert_extension(&e).unwrap());
         assert!(s.upsert_extension(&e).unwrap());
         let ex = s.extensions().unwrap();
@@ -163,7 +167,11 @@ mod tests {
     #[test]
     fn invalid_stored_entry_is_skipped_but_kept() {
         let (s, d) = store("bad");
-        std::fs::write(d.join("config.json"), r#"{"extensions":{"bad":{"enabled":true,"type":"stdio","name":"bad"}},"GOOSE_MODEL":"m"}"#).unwrap();
+        std::fs::write(
+            d.join("config.json"),
+            r#"{"extensions":{"bad":{"enabled":true,"type":"stdio","name":"bad"}},"GOOSE_MODEL":"m"}"#,
+        )
+        .unwrap();
         let ex = s.extensions().unwrap();
         assert!(ex.entries.is_empty());
         assert_eq!(ex.warnings.len(), 1);

@@ -1,6 +1,6 @@
 //! Everything that touches files: atomic JSON writes, the config store, sessions.
 //! Invariant: only store/ writes files, and every write is tmp + fsync + rename.
 pub mod atomic;
+pub mod audit;
 pub mod config_store;
 pub mod sessions;
-pub mod audit;

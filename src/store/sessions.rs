@@ -136,7 +136,8 @@ impl SessionStore {
         let path = self.path(id);
         let _guard = atomic::lock(&path)?;
         let Some(v) = atomic::read_json(&path)? else { return Ok(None) };
-        let mut s: Session = serde_json::from_value(v).map_err(|e| Error::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        let mut s: Session =
+            serde_json::from_value(v).map_err(|e| Error::Corrupt { path: path.clone(), detail: e.to_string() })?;
         let r = f(&mut s);
         s.updated_at = crate::util::now_rfc3339();
         s.message_count = s.conversation.as_ref().map_or(0, |c| c.len() as u64);
@@ -196,7 +197,9 @@ mod tests {
         let a = st.create("/w", vec![]).unwrap();
         let b = st.create("/w", vec![]).unwrap();
         assert_ne!(a.id, b.id);
-        st.update(&a.id, |s| s.conversation.as_mut().unwrap().push(serde_json::json!({"role":"user"}))).unwrap().unwrap();
+        st.update(&a.id, |s| s.conversation.as_mut().unwrap().push(serde_json::json!({"role":"user"})))
+            .unwrap()
+            .unwrap();
         assert_eq!(st.get(&a.id).unwrap().unwrap().message_count, 1);
         assert_eq!(st.list().unwrap().len(), 2);
         assert!(st.list().unwrap().iter().all(|s| s.conversation.is_none()));

@@ -257,7 +257,9 @@ pub fn parse_pem(text: &str) -> Result<Vec<PemBlock>, String> {
             }
             if line.contains(':') {
                 // RFC 1421 headers (`Proc-Type: 4,ENCRYPTED`): an encrypted legacy key.
-                return Err(format!("the {label} block has headers ({line}); encrypted keys are not supported, decrypt it first"));
+                return Err(format!(
+                    "the {label} block has headers ({line}); encrypted keys are not supported, decrypt it first"
+                ));
             }
             body.push_str(line);
         }
@@ -311,8 +313,8 @@ mod tests {
         CertParams {
             serial: &[0x81, 2, 3],
             common_name: "gosling",
-            not_before: 1_735_689_600,  // 2025-01-01T00:00:00Z
-            not_after: 2_556_144_000,   // 2051-01-01T00:00:00Z
+            not_before: 1_735_689_600, // 2025-01-01T00:00:00Z
+            not_after: 2_556_144_000,  // 2051-01-01T00:00:00Z
             dns_names: dns,
             ips,
             public_key: key,
@@ -353,7 +355,10 @@ mod tests {
 
         let f = children(top[0].1);
         let tags: Vec<u8> = f.iter().map(|c| c.0).collect();
-        assert_eq!(tags, [0xa0, tag::INTEGER, tag::SEQUENCE, tag::SEQUENCE, tag::SEQUENCE, tag::SEQUENCE, tag::SEQUENCE, 0xa3]);
+        assert_eq!(
+            tags,
+            [0xa0, tag::INTEGER, tag::SEQUENCE, tag::SEQUENCE, tag::SEQUENCE, tag::SEQUENCE, tag::SEQUENCE, 0xa3]
+        );
         assert_eq!(f[0].1, [2, 1, 2], "version v3");
         assert_eq!(f[1].1, [0, 0x81, 2, 3], "serial kept positive");
         assert_eq!(f[2].1, top[1].1, "inner and outer algorithms agree");
@@ -361,9 +366,18 @@ mod tests {
         let cn = children(children(children(f[3].1)[0].1)[0].1);
         assert_eq!(cn[1], (tag::UTF8_STRING, &b"gosling"[..]));
         let validity = children(f[4].1);
-        assert_eq!(validity, [(tag::UTC_TIME, &b"250101000000Z"[..]), (tag::GENERALIZED_TIME, &b"20510101000000Z"[..])]);
+        assert_eq!(
+            validity,
+            [(tag::UTC_TIME, &b"250101000000Z"[..]), (tag::GENERALIZED_TIME, &b"20510101000000Z"[..])]
+        );
         let spki = children(f[6].1);
-        assert_eq!(children(spki[0].1), [(tag::OID, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 2, 1][..]), (tag::OID, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 3, 1, 7][..])]);
+        assert_eq!(
+            children(spki[0].1),
+            [
+                (tag::OID, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 2, 1][..]),
+                (tag::OID, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 3, 1, 7][..])
+            ]
+        );
         assert_eq!(spki[1].1.len(), 66);
 
         let exts = children(children(f[7].1)[0].1);
@@ -395,15 +409,24 @@ mod tests {
             let der: Vec<u8> = (0..n).map(|i| (i * 37 % 256) as u8).collect();
             let text = pem("CERTIFICATE", &der);
             assert!(text.lines().all(|l| l.len() <= 64));
-            assert_eq!(parse_pem(&format!("junk\n{text}{}", pem("PRIVATE KEY", &[1, 2]))).unwrap(), [
-                PemBlock { label: "CERTIFICATE".into(), der },
-                PemBlock { label: "PRIVATE KEY".into(), der: vec![1, 2] },
-            ]);
+            assert_eq!(
+                parse_pem(&format!("junk\n{text}{}", pem("PRIVATE KEY", &[1, 2]))).unwrap(),
+                [
+                    PemBlock { label: "CERTIFICATE".into(), der },
+                    PemBlock { label: "PRIVATE KEY".into(), der: vec![1, 2] },
+                ]
+            );
         }
         assert_eq!(pem("X", b"hello"), "-----BEGIN X-----\naGVsbG8=\n-----END X-----\n");
-        assert!(parse_pem("-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap_err().contains("no `-----END CERTIFICATE-----`"));
-        assert!(parse_pem("-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n").unwrap_err().contains("base64"));
-        assert!(parse_pem("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n-----END RSA PRIVATE KEY-----").unwrap_err().contains("encrypted"));
+        assert!(parse_pem("-----BEGIN CERTIFICATE-----\nAAAA\n")
+            .unwrap_err()
+            .contains("no `-----END CERTIFICATE-----`"));
+        assert!(parse_pem("-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n")
+            .unwrap_err()
+            .contains("base64"));
+        assert!(parse_pem("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n-----END RSA PRIVATE KEY-----")
+            .unwrap_err()
+            .contains("encrypted"));
         assert_eq!(parse_pem("no pem here").unwrap(), []);
     }
 }

@@ -59,7 +59,10 @@ impl std::error::Error for TlsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             TlsError::Read { source, .. } => Some(source),
-            TlsError::HalfConfigured { .. } | TlsError::BadPem { .. } | TlsError::Rejected { .. } | TlsError::Generate(_) => None,
+            TlsError::HalfConfigured { .. }
+            | TlsError::BadPem { .. }
+            | TlsError::Rejected { .. }
+            | TlsError::Generate(_) => None,
         }
     }
 }
@@ -107,8 +110,10 @@ pub fn self_signed(host: IpAddr, now_unix: i64) -> Result<SelfSigned, TlsError> 
     use ring::rand::SecureRandom;
     use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING as ALG};
     let rng = ring::rand::SystemRandom::new();
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ALG, &rng).map_err(|_| TlsError::Generate("no randomness for the key".into()))?;
-    let pair = EcdsaKeyPair::from_pkcs8(&ALG, pkcs8.as_ref(), &rng).map_err(|e| TlsError::Generate(format!("the new key does not load: {e}")))?;
+    let pkcs8 =
+        EcdsaKeyPair::generate_pkcs8(&ALG, &rng).map_err(|_| TlsError::Generate("no randomness for the key".into()))?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ALG, pkcs8.as_ref(), &rng)
+        .map_err(|e| TlsError::Generate(format!("the new key does not load: {e}")))?;
     let mut serial = [0u8; 16];
     rng.fill(&mut serial).map_err(|_| TlsError::Generate("no randomness for the serial".into()))?;
     serial[0] = (serial[0] & 0x7f) | 0x40; // positive, and 16 bytes long
@@ -130,7 +135,10 @@ pub fn self_signed(host: IpAddr, now_unix: i64) -> Result<SelfSigned, TlsError> 
     Ok(SelfSigned { cert_der: cert::certificate(&tbs, signature.as_ref()), key_pkcs8: pkcs8.as_ref().to_vec() })
 }
 
-fn server_config(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<rustls::ServerConfig, rustls::Error> {
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<rustls::ServerConfig, rustls::Error> {
     rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -152,7 +160,8 @@ impl ServerTls {
         let made = self_signed(host, now_unix)?;
         let fingerprint = cert::fingerprint(&made.cert_der);
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pkcs8));
-        let config = server_config(vec![CertificateDer::from(made.cert_der)], key).map_err(|e| TlsError::Generate(format!("rustls refused it: {e}")))?;
+        let config = server_config(vec![CertificateDer::from(made.cert_der)], key)
+            .map_err(|e| TlsError::Generate(format!("rustls refused it: {e}")))?;
         Ok(ServerTls { config: Arc::new(config), fingerprint })
     }
 
@@ -165,11 +174,19 @@ impl ServerTls {
             .map(|b| CertificateDer::from(b.der))
             .collect();
         if chain.is_empty() {
-            return Err(TlsError::BadPem { var: CERT_VAR, path: cert_path.into(), problem: "no `-----BEGIN CERTIFICATE-----` block; give the PEM certificate chain, leaf first".into() });
+            return Err(TlsError::BadPem {
+                var: CERT_VAR,
+                path: cert_path.into(),
+                problem: "no `-----BEGIN CERTIFICATE-----` block; give the PEM certificate chain, leaf first".into(),
+            });
         }
         let key = read_key(key_path)?;
         let fingerprint = cert::fingerprint(&chain[0]);
-        let config = server_config(chain, key).map_err(|e| TlsError::Rejected { cert: cert_path.into(), key: key_path.into(), reason: e.to_string() })?;
+        let config = server_config(chain, key).map_err(|e| TlsError::Rejected {
+            cert: cert_path.into(),
+            key: key_path.into(),
+            reason: e.to_string(),
+        })?;
         Ok(ServerTls { config: Arc::new(config), fingerprint })
     }
 
@@ -186,7 +203,11 @@ impl ServerTls {
 
 fn read_pem(var: &'static str, path: &Path) -> Result<Vec<cert::PemBlock>, TlsError> {
     let bytes = std::fs::read(path).map_err(|source| TlsError::Read { var, path: path.into(), source })?;
-    let text = String::from_utf8(bytes).map_err(|_| TlsError::BadPem { var, path: path.into(), problem: "not PEM text (binary DER is not supported; convert it with `openssl x509 -inform der`)".into() })?;
+    let text = String::from_utf8(bytes).map_err(|_| TlsError::BadPem {
+        var,
+        path: path.into(),
+        problem: "not PEM text (binary DER is not supported; convert it with `openssl x509 -inform der`)".into(),
+    })?;
     cert::parse_pem(&text).map_err(|problem| TlsError::BadPem { var, path: path.into(), problem })
 }
 
@@ -256,7 +277,10 @@ mod tests {
     use super::*;
 
     /// Drives a client and a server session against each other in memory until both are idle.
-    fn handshake(client: &mut rustls::ClientConnection, server: &mut rustls::ServerConnection) -> Result<(), rustls::Error> {
+    fn handshake(
+        client: &mut rustls::ClientConnection,
+        server: &mut rustls::ServerConnection,
+    ) -> Result<(), rustls::Error> {
         for _ in 0..20 {
             let mut buf = Vec::new();
             while client.wants_write() {
@@ -284,7 +308,13 @@ mod tests {
     fn client_trusting(cert_der: &[u8]) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(CertificateDer::from(cert_der.to_vec())).unwrap();
-        Arc::new(rustls::ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth())
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
     }
 
     #[test]

@@ -33,8 +33,12 @@ pub fn serve(method: &str, path: &str) -> Option<Response> {
     let resp = if method == "GET" || method == "HEAD" {
         Response::text(200, ctype, body)
     } else {
-        Response::text(405, "text/plain; charset=utf-8", format!("web: method {method} is not allowed on {path}; use GET"))
-            .with_header("Allow", "GET")
+        Response::text(
+            405,
+            "text/plain; charset=utf-8",
+            format!("web: method {method} is not allowed on {path}; use GET"),
+        )
+        .with_header("Allow", "GET")
     };
     Some(secure(resp))
 }

@@ -79,12 +79,25 @@ impl fmt::Display for ErrorObject {
 /// One JSON-RPC message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    Request { id: Id, method: String, params: Option<Value> },
-    Notification { method: String, params: Option<Value> },
+    Request {
+        id: Id,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
     /// A successful response.
-    Response { id: Id, result: Value },
+    Response {
+        id: Id,
+        result: Value,
+    },
     /// A failed response. `id` is `None` only when the peer could not read our id.
-    Error { id: Option<Id>, error: ErrorObject },
+    Error {
+        id: Option<Id>,
+        error: ErrorObject,
+    },
 }
 
 /// Why bytes are not a JSON-RPC message. Carries enough to log and to answer with.
@@ -152,7 +165,8 @@ impl Message {
             let Value::Object(mut e) = err else {
                 return Err(ParseError::Invalid("`error` must be an object"));
             };
-            let code = e.get("code").and_then(Value::as_i64).ok_or(ParseError::Invalid("`error.code` must be an integer"))?;
+            let code =
+                e.get("code").and_then(Value::as_i64).ok_or(ParseError::Invalid("`error.code` must be an integer"))?;
             let message = e.get("message").and_then(Value::as_str).unwrap_or("").to_string();
             let data = e.remove("data");
             return Ok(Message::Error { id, error: ErrorObject { code, message, data } });
@@ -223,7 +237,8 @@ mod tests {
         assert_eq!(ok, Message::Response { id: Id::Str("a".into()), result: json!({"x":1}) });
         let err = Message::parse(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"nope"}}"#).unwrap();
         assert_eq!(err, Message::Error { id: Some(Id::Num(2)), error: ErrorObject::new(METHOD_NOT_FOUND, "nope") });
-        let err_null = Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#).unwrap();
+        let err_null =
+            Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#).unwrap();
         assert!(matches!(err_null, Message::Error { id: None, .. }));
     }
 
@@ -249,7 +264,11 @@ mod tests {
     #[test]
     fn encode_round_trips_on_one_line() {
         let msgs = [
-            Message::request(Id::Str("r\n1".into()), "tools/call", Some(json!({"name":"echo","arguments":{"m":"a\nb"}}))),
+            Message::request(
+                Id::Str("r\n1".into()),
+                "tools/call",
+                Some(json!({"name":"echo","arguments":{"m":"a\nb"}})),
+            ),
             Message::notification("notifications/cancelled", Some(json!({"requestId":3}))),
             Message::Response { id: Id::Num(-4), result: json!(null) },
             Message::Error { id: None, error: ErrorObject { code: -1, message: "m".into(), data: Some(json!([1])) } },

@@ -124,13 +124,21 @@ impl Decoder {
     }
 
     fn process_line(&mut self, line: &[u8]) -> Option<Event> {
-        let line = if std::mem::take(&mut self.first_line) { line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line) } else { line };
+        let line = if std::mem::take(&mut self.first_line) {
+            line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+        } else {
+            line
+        };
         if line.is_empty() {
             if !self.has_data {
                 self.reset_event();
                 return None;
             }
-            let ev = Event { event: std::mem::take(&mut self.event), data: std::mem::take(&mut self.data), id: self.last_id.clone() };
+            let ev = Event {
+                event: std::mem::take(&mut self.event),
+                data: std::mem::take(&mut self.data),
+                id: self.last_id.clone(),
+            };
             self.has_data = false;
             return Some(ev);
         }
@@ -155,7 +163,9 @@ impl Decoder {
                 self.has_data = true;
             }
             "id" if !value.contains('\0') => self.last_id = Some(value.to_string()),
-            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => self.retry_ms = value.parse().ok(),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.retry_ms = value.parse().ok()
+            }
             _ => {}
         }
         None
@@ -195,7 +205,10 @@ mod tests {
 
     #[test]
     fn crlf_and_cr_endings() {
-        assert_eq!(all(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n").iter().map(|e| e.data.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(
+            all(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n").iter().map(|e| e.data.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
     }
 
     #[test]

@@ -100,7 +100,10 @@ fn a_session_with_stdio_http_and_builtin_extensions() {
     assert_eq!(rr.json()["text"], "Hello, Ada!");
 
     // Add and remove at run time.
-    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": {"type":"builtin","name":"memory","description":""}}));
+    let add = s.post(
+        "/agent/add_extension",
+        json!({"session_id": id, "config": {"type":"builtin","name":"memory","description":""}}),
+    );
     assert_eq!(add.status, 200, "{}", add.text());
     contract::check_resp("POST", "/agent/add_extension", &add);
     assert!(tools(&s, &id, None).iter().any(|t| t["name"].as_str().unwrap().starts_with("memory__")));
@@ -115,7 +118,11 @@ fn a_session_with_stdio_http_and_builtin_extensions() {
     assert_eq!(stop.status, 200);
     contract::check_resp("POST", "/agent/stop", &stop);
     let gone = wait_for(Duration::from_secs(15), || children.iter().all(|p| !pid_alive(*p)).then_some(()));
-    assert!(gone.is_some(), "children left running: {:?}", children.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>());
+    assert!(
+        gone.is_some(),
+        "children left running: {:?}",
+        children.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>()
+    );
     let again = s.post("/agent/stop", json!({"session_id": id}));
     assert_eq!(again.status, 404);
     contract::check_resp("POST", "/agent/stop", &again);
@@ -155,7 +162,8 @@ fn working_dir_update_reaches_roots() {
     let a = TempDir::new("wd-a");
     let b = TempDir::new("wd-b");
     // server-filesystem started without directories takes its allowed dirs from roots/list.
-    let fs = json!({"type":"stdio","name":"fs","cmd":peers.node(),"args":[peers.get("MCP_PEER_FILESYSTEM")],"timeout":60});
+    let fs =
+        json!({"type":"stdio","name":"fs","cmd":peers.node(),"args":[peers.get("MCP_PEER_FILESYSTEM")],"timeout":60});
     let id = start_session(&s, a.path().to_str().unwrap(), vec![fs]);
     resume(&s, &id);
     // The server asks for roots on its own after initialize, so its list may still be empty
@@ -221,7 +229,9 @@ fn sixteen_sessions_used_concurrently() {
     let peers = require_peers!();
     let s = std::sync::Arc::new(Server::start());
     let work = TempDir::new("work");
-    let ids: Vec<String> = (0..16).map(|_| start_session(&s, work.path().to_str().unwrap(), vec![everything_stdio_config(peers, "everything")])).collect();
+    let ids: Vec<String> = (0..16)
+        .map(|_| start_session(&s, work.path().to_str().unwrap(), vec![everything_stdio_config(peers, "everything")]))
+        .collect();
     let threads: Vec<_> = ids
         .into_iter()
         .enumerate()
@@ -279,7 +289,10 @@ fn a_killed_child_is_restarted_and_calls_are_audited() {
 #[test]
 fn children_do_not_inherit_the_secret_key() {
     let peers = require_peers!();
-    let s = Server::start_with(ServerOpts { env: vec![("OPENAI_API_KEY".into(), "sk-test-provider-key".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("OPENAI_API_KEY".into(), "sk-test-provider-key".into())],
+        ..Default::default()
+    });
     let work = TempDir::new("work");
     let id = start_session(&s, work.path().to_str().unwrap(), vec![everything_stdio_config(peers, "everything")]);
     resume(&s, &id);
@@ -296,7 +309,11 @@ fn children_get_the_original_descriptor_limit() {
     // extension and what it runs get 256 back, as if gosling had not touched it.
     let s = Server::start_with(ServerOpts { fd_limit: Some((256, 4096)), ..Default::default() });
     let work = TempDir::new("work");
-    let id = start_session(&s, work.path().to_str().unwrap(), vec![json!({"type":"builtin","name":"developer","description":"","timeout":60})]);
+    let id = start_session(
+        &s,
+        work.path().to_str().unwrap(),
+        vec![json!({"type":"builtin","name":"developer","description":"","timeout":60})],
+    );
     assert_eq!(resume(&s, &id)["extension_results"][0]["success"], true);
     let (st, r) = call(&s, &id, "developer__shell", json!({"command": "ulimit -n; ulimit -Hn"}));
     assert_eq!(st, 200, "{r}");
@@ -328,7 +345,10 @@ fn unknown_sessions_and_bad_requests() {
     assert!(bad.json()["message"].as_str().unwrap().contains("use openai, ollama or anthropic"));
     assert_eq!(s.get("/sessions/nope").status, 404);
     assert_eq!(s.get("/sessions/..%2Fetc").status, 404);
-    let bad = s.post("/agent/start", json!({"working_dir": "/tmp", "extension_overrides": [{"type":"streamable_http","name":"r","url":"http://x"}]}));
+    let bad = s.post(
+        "/agent/start",
+        json!({"working_dir": "/tmp", "extension_overrides": [{"type":"streamable_http","name":"r","url":"http://x"}]}),
+    );
     assert_eq!(bad.status, 400);
     assert!(bad.json()["message"].as_str().unwrap().contains("use `uri`"));
 }
@@ -373,12 +393,20 @@ fn no_child_outlives_the_server() {
     for signal in ["-TERM", "-KILL"] {
         let s = Server::start();
         let work = TempDir::new("work");
-        let id = start_session(&s, work.path().to_str().unwrap(), vec![everything_stdio_config(peers, "everything"), json!({"type":"builtin","name":"memory"})]);
+        let id = start_session(
+            &s,
+            work.path().to_str().unwrap(),
+            vec![everything_stdio_config(peers, "everything"), json!({"type":"builtin","name":"memory"})],
+        );
         resume(&s, &id);
         let children = descendants(s.pid());
         assert!(children.len() >= 2, "{children:?}");
         let _ = std::process::Command::new("kill").arg(signal).arg(s.pid().to_string()).status();
         let gone = wait_for(Duration::from_secs(15), || children.iter().all(|p| !pid_alive(*p)).then_some(()));
-        assert!(gone.is_some(), "after {signal}: children left running: {:?}", children.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>());
+        assert!(
+            gone.is_some(),
+            "after {signal}: children left running: {:?}",
+            children.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>()
+        );
     }
 }

@@ -34,7 +34,8 @@ impl Mcp {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn gosling mcp");
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn gosling mcp");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -73,7 +74,10 @@ impl Mcp {
         if !self.stash.is_empty() {
             return self.stash.remove(0);
         }
-        let line = self.lines.recv_timeout(WAIT).unwrap_or_else(|e| panic!("no line from the server ({e}); stderr:\n{}", self.stderr()));
+        let line = self
+            .lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("no line from the server ({e}); stderr:\n{}", self.stderr()));
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"))
     }
 
@@ -85,8 +89,12 @@ impl Mcp {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|e| panic!("no answer to {id} ({e}); stderr:\n{}", self.stderr()));
-            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no answer to {id} ({e}); stderr:\n{}", self.stderr()));
+            let msg: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
             if &msg["id"] == id {
                 return msg;
             }
@@ -100,7 +108,11 @@ impl Mcp {
     }
 
     fn initialize(&mut self) -> Value {
-        let r = self.request(0, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}));
+        let r = self.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}),
+        );
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         r
     }
@@ -115,7 +127,8 @@ impl Mcp {
     /// Closes stdin and waits for a clean exit.
     fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
-        let status = wait_for(WAIT, || self.child.try_wait().unwrap()).unwrap_or_else(|| panic!("server did not exit after stdin EOF; stderr:\n{}", self.stderr()));
+        let status = wait_for(WAIT, || self.child.try_wait().unwrap())
+            .unwrap_or_else(|| panic!("server did not exit after stdin EOF; stderr:\n{}", self.stderr()));
         status
     }
 }
@@ -167,7 +180,11 @@ fn developer_initialize_and_list_tools() {
     assert_eq!(tools[2]["annotations"]["readOnlyHint"], true);
     assert_eq!(tools[0]["annotations"]["destructiveHint"], true);
     // A revision we do not know gets ours.
-    let r = s.request(4, "initialize", json!({"protocolVersion": "2099-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}));
+    let r = s.request(
+        4,
+        "initialize",
+        json!({"protocolVersion": "2099-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}),
+    );
     assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
     assert!(s.close().success());
 }
@@ -222,7 +239,8 @@ fn shell_timeout_kills_the_command() {
     let mut s = Mcp::start(&home, "developer", &wd, &[]);
     s.initialize();
     // 3 s leaves a loaded machine time to get to `wait`.
-    let r = s.call(1, "shell", json!({"command": "echo started; sleep 60 & echo $! > sleep.pid; wait", "timeout_secs": 3}));
+    let r =
+        s.call(1, "shell", json!({"command": "echo started; sleep 60 & echo $! > sleep.pid; wait", "timeout_secs": 3}));
     assert!(is_error(&r), "{r}");
     let t = text(&r);
     assert!(t.contains("timed out after 3 s") && t.contains("started"), "{t}");
@@ -252,7 +270,8 @@ fn ping_is_answered_during_a_shell_call_and_cancel_kills_it() {
     s.initialize();
     s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
     let pid_file = wd.join("sleep.pid");
-    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok())).expect("the shell wrote its pid");
+    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()))
+        .expect("the shell wrote its pid");
     // The call is running; ping is still answered.
     let r = s.request(2, "ping", json!({}));
     assert_eq!(r["result"], json!({}));
@@ -272,7 +291,8 @@ fn stdin_eof_exits_and_kills_a_running_command() {
     s.initialize();
     s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
     let pid_file = wd.join("sleep.pid");
-    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok())).expect("the shell wrote its pid");
+    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()))
+        .expect("the shell wrote its pid");
     let status = s.close();
     assert!(status.success(), "{status}");
     assert!(wait_for(WAIT, || (!pid_alive(pid)).then_some(())).is_some(), "sleep {pid} survived the server");
@@ -283,22 +303,42 @@ fn text_editor_write_view_replace_and_list() {
     let (home, wd) = setup("bi-edit");
     let mut s = Mcp::start(&home, "developer", &wd, &[]);
     s.initialize();
-    let r = s.call(1, "text_editor", json!({"command": "write", "path": "src/deep/a.txt", "file_text": "alpha\nbeta\ngamma\nbeta\n"}));
+    let r = s.call(
+        1,
+        "text_editor",
+        json!({"command": "write", "path": "src/deep/a.txt", "file_text": "alpha\nbeta\ngamma\nbeta\n"}),
+    );
     assert!(!is_error(&r), "{r}");
     assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nbeta\ngamma\nbeta\n");
 
     let r = s.call(2, "text_editor", json!({"command": "view", "path": "src/deep/a.txt"}));
     let t = text(&r);
     assert!(!is_error(&r) && t.contains("1  alpha") && t.contains("4  beta"), "{t}");
-    let r = s.call(3, "text_editor", json!({"command": "view", "path": wd.join("src/deep/a.txt").to_str().unwrap(), "view_range": [2, 3]}));
+    let r = s.call(
+        3,
+        "text_editor",
+        json!({"command": "view", "path": wd.join("src/deep/a.txt").to_str().unwrap(), "view_range": [2, 3]}),
+    );
     let t = text(&r);
     assert!(t.contains("2  beta") && t.contains("3  gamma") && !t.contains("alpha"), "{t}");
 
-    let r = s.call(4, "text_editor", json!({"command": "str_replace", "path": "src/deep/a.txt", "old_str": "beta", "new_str": "BETA"}));
+    let r = s.call(
+        4,
+        "text_editor",
+        json!({"command": "str_replace", "path": "src/deep/a.txt", "old_str": "beta", "new_str": "BETA"}),
+    );
     assert!(is_error(&r) && text(&r).contains("occurs 2 times"), "{r}");
-    let r = s.call(5, "text_editor", json!({"command": "str_replace", "path": "src/deep/a.txt", "old_str": "delta", "new_str": "x"}));
+    let r = s.call(
+        5,
+        "text_editor",
+        json!({"command": "str_replace", "path": "src/deep/a.txt", "old_str": "delta", "new_str": "x"}),
+    );
     assert!(is_error(&r) && text(&r).contains("not found"), "{r}");
-    let r = s.call(6, "text_editor", json!({"command": "str_replace", "path": "src/deep/a.txt", "old_str": "gamma\nbeta", "new_str": "GAMMA"}));
+    let r = s.call(
+        6,
+        "text_editor",
+        json!({"command": "str_replace", "path": "src/deep/a.txt", "old_str": "gamma\nbeta", "new_str": "GAMMA"}),
+    );
     assert!(!is_error(&r), "{r}");
     assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nbeta\nGAMMA\n");
 
@@ -317,7 +357,11 @@ fn text_editor_write_view_replace_and_list() {
     assert!(t.contains("b.bin\tfile     3 bytes") && t.contains("src/\tdir"), "{t}");
     let r = s.call(10, "list_directory", json!({"path": "src/deep"}));
     assert!(text(&r).contains("a.txt"), "{r}");
-    let r = s.call(11, "text_editor", json!({"command": "insert", "path": "src/deep/a.txt", "insert_line": 1, "new_str": "INSERTED"}));
+    let r = s.call(
+        11,
+        "text_editor",
+        json!({"command": "insert", "path": "src/deep/a.txt", "insert_line": 1, "new_str": "INSERTED"}),
+    );
     assert!(!is_error(&r), "{r}");
     assert_eq!(std::fs::read_to_string(wd.join("src/deep/a.txt")).unwrap(), "alpha\nINSERTED\nbeta\nGAMMA\n");
     let r = s.call(12, "text_editor", json!({"command": "undo_edit", "path": "src/deep/a.txt"}));
@@ -378,9 +422,14 @@ fn memory_round_trip_persists_across_processes() {
     let init = s.initialize();
     assert_eq!(init["result"]["serverInfo"]["name"], "gosling-memory");
     let r = s.request(1, "tools/list", json!({}));
-    let names: Vec<&str> = r["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        r["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["remember_memory", "retrieve_memories", "remove_memory_category", "remove_specific_memory"]);
-    let r = s.call(2, "remember_memory", json!({"category": "preferences", "data": "uses tabs", "tags": ["style"], "is_global": true}));
+    let r = s.call(
+        2,
+        "remember_memory",
+        json!({"category": "preferences", "data": "uses tabs", "tags": ["style"], "is_global": true}),
+    );
     assert!(!is_error(&r), "{r}");
     let r = s.call(3, "remember_memory", json!({"category": "preferences", "data": "likes short answers"}));
     assert!(!is_error(&r), "{r}");
@@ -394,7 +443,10 @@ fn memory_round_trip_persists_across_processes() {
     let mut s = Mcp::start(&home, "memory", &wd, &[]);
     let init = s.initialize();
     let instructions = init["result"]["instructions"].as_str().unwrap();
-    assert!(instructions.contains("uses tabs") && instructions.contains("build with make"), "saved notes are in the instructions: {instructions}");
+    assert!(
+        instructions.contains("uses tabs") && instructions.contains("build with make"),
+        "saved notes are in the instructions: {instructions}"
+    );
     let r = s.call(1, "retrieve_memories", json!({"category": "preferences"}));
     let t = text(&r);
     assert!(t.contains("uses tabs [tags: style]") && t.contains("likes short answers"), "{t}");
@@ -445,7 +497,8 @@ fn sigterm_exits_and_kills_a_running_command() {
     s.initialize();
     s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
     let pid_file = wd.join("sleep.pid");
-    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok())).expect("the shell wrote its pid");
+    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()))
+        .expect("the shell wrote its pid");
     let status = std::process::Command::new("kill").arg("-TERM").arg(s.child.id().to_string()).status().unwrap();
     assert!(status.success());
     let exit = wait_for(WAIT, || s.child.try_wait().unwrap()).expect("server exits on SIGTERM");
@@ -471,7 +524,8 @@ fn python_sdk_client_uses_the_developer_builtin() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "SDK client failed: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let v: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(v["serverName"], "gosling-developer");
     assert_eq!(v["tools"], json!(["shell", "text_editor", "list_directory"]));
     assert_eq!(v["result"]["isError"], false, "{v}");

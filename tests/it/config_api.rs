@@ -64,7 +64,10 @@ fn crud_round_trip_for_each_type() {
     }
     assert_eq!(body["warnings"], json!(["'old': SSE is unsupported, migrate to streamable_http"]));
     // Delete by normalized key: "My Tool", "mytool" and "MyTool" are the same entry.
-    let r = s.post("/config/extensions", json!({"name":"My Tool","enabled":true,"config":{"type":"builtin","name":"My Tool"}}));
+    let r = s.post(
+        "/config/extensions",
+        json!({"name":"My Tool","enabled":true,"config":{"type":"builtin","name":"My Tool"}}),
+    );
     assert_eq!(r.status, 200);
     let d = s.delete("/config/extensions/MyTool");
     assert_eq!((d.status, d.json()), (200, json!("Removed extension MyTool")));
@@ -142,7 +145,9 @@ fn kill_9_during_a_write_storm_leaves_a_loadable_config() {
         })
         .collect();
     // Kill mid-storm: once some writes have landed (however slow the machine), with more in flight.
-    let landed = crate::support::wait_for(std::time::Duration::from_secs(30), || (saved.load(Ordering::SeqCst) >= 8).then_some(()));
+    let landed = crate::support::wait_for(std::time::Duration::from_secs(30), || {
+        (saved.load(Ordering::SeqCst) >= 8).then_some(())
+    });
     assert!(landed.is_some(), "the writers got no answers");
     let home = s.kill();
     stop.store(true, Ordering::SeqCst);

@@ -1,4 +1,4 @@
-// The official MCP conformance runner (../shared/peers) plays the server; `gosling probe URL`
+// The official MCP conformance runner (scripts/peers) plays the server; `gosling probe URL`
 // is the client under test. Judged by the runner's exit code and by checks.json, which must
 // list the expected checks as SUCCESS (a client that never connects "passes" with no checks).
 
@@ -63,12 +63,19 @@ fn run_scenario(peers: &Peers, scenario: &str, expected: &[&str]) {
         )
     };
     assert!(status.success(), "scenario {scenario}: runner exited with {status}\n{}", report());
-    let checks_path = find_checks(&out).unwrap_or_else(|| panic!("no checks.json under {}\n{}", out.display(), report()));
+    let checks_path =
+        find_checks(&out).unwrap_or_else(|| panic!("no checks.json under {}\n{}", out.display(), report()));
     let checks: Value = serde_json::from_str(&std::fs::read_to_string(&checks_path).unwrap()).unwrap();
     let checks = checks.as_array().expect("checks.json is an array");
     for c in checks {
         let st = c["status"].as_str().unwrap_or("");
-        assert!(st != "FAILURE" && st != "WARNING", "scenario {scenario}: check {} is {st}: {}\n{}", c["id"], c, report());
+        assert!(
+            st != "FAILURE" && st != "WARNING",
+            "scenario {scenario}: check {} is {st}: {}\n{}",
+            c["id"],
+            c,
+            report()
+        );
     }
     for id in expected {
         assert!(
@@ -95,7 +102,11 @@ fn conformance_tools_call() {
 #[test]
 fn conformance_sse_retry() {
     let peers = require_peers!();
-    run_scenario(peers, "sse-retry", &["client-sse-graceful-reconnect", "client-sse-retry-timing", "client-sse-last-event-id"]);
+    run_scenario(
+        peers,
+        "sse-retry",
+        &["client-sse-graceful-reconnect", "client-sse-retry-timing", "client-sse-last-event-id"],
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Validates our JSON bodies against the schemas of goose-openapi-in-scope.json (goose-server
-//! 1.34.0). A small validator for the subset of JSON Schema that file uses: $ref, type,
+//! Validates our JSON bodies against the schemas of tests/contract/goose-openapi-in-scope.json
+//! (goose-server 1.34.0; see tests/contract/README.md). A small validator for the subset of JSON Schema that file uses: $ref, type,
 //! nullable, enum, properties, required, items, additionalProperties, oneOf, anyOf, allOf.
 //! Every route test calls `check` on the bodies it receives, so new routes are covered as
 //! their tests are written.
@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 fn spec() -> &'static Value {
     static S: OnceLock<Value> = OnceLock::new();
     S.get_or_init(|| {
-        let p = crate::support::manifest_dir().join("../shared/reference/goose-openapi-in-scope.json");
+        let p = crate::support::manifest_dir().join("tests/contract/goose-openapi-in-scope.json");
         let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
         serde_json::from_str(&text).unwrap()
     })
@@ -119,7 +119,11 @@ pub fn check(method: &str, path: &str, status: u16, body: &Value) {
         return; // no body documented (e.g. bare 404/500): any body is a superset
     };
     let errs = validate(&Value::Object(schema.clone()), body, "$");
-    assert!(errs.is_empty(), "contract: {method} {path} {status} does not match goose's schema:\n{}\nbody: {body}", errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "contract: {method} {path} {status} does not match goose's schema:\n{}\nbody: {body}",
+        errs.join("\n")
+    );
 }
 
 /// `check` for a whole response: the status must be one goose documents for the route, and a
@@ -135,7 +139,8 @@ fn validator_catches_mistakes() {
     let schema = serde_json::json!({"$ref": "#/components/schemas/ExtensionResponse"});
     let good = serde_json::json!({"extensions":[{"enabled":true,"type":"stdio","name":"x","description":"","cmd":"c","args":[]}],"warnings":[]});
     assert!(validate(&schema, &good, "$").is_empty());
-    let bad = serde_json::json!({"extensions":[{"enabled":"yes","type":"stdio","name":"x","description":"","cmd":"c"}]});
+    let bad =
+        serde_json::json!({"extensions":[{"enabled":"yes","type":"stdio","name":"x","description":"","cmd":"c"}]});
     let errs = validate(&schema, &bad, "$");
     assert!(!errs.is_empty());
 }

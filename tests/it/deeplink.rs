@@ -181,7 +181,15 @@ fn check_library(link: &str, want: &Want) {
             assert!(e.to_string().starts_with(&format!("deeplink: `{param}`: ")), "{e}");
         }
         (Policy(rule), Err(InstallError::Policy(e))) => {
-            assert!(matches!(e, PolicyError::CommandNotAllowed { .. } | PolicyError::InlineCode { .. } | PolicyError::ShellMetacharacter { .. }), "{e}");
+            assert!(
+                matches!(
+                    e,
+                    PolicyError::CommandNotAllowed { .. }
+                        | PolicyError::InlineCode { .. }
+                        | PolicyError::ShellMetacharacter { .. }
+                ),
+                "{e}"
+            );
             assert!(e.to_string().contains(rule), "link {link:?}: {e}");
         }
         (_, Ok(plan)) => panic!("link {link:?} was accepted: {}", serde_json::to_string(&plan.config).unwrap()),
@@ -202,22 +210,36 @@ fn link_table_library() {
 fn link_table_binary_check() {
     let home = TempDir::new("deeplink");
     for (link, want) in table() {
-        let out = gosling(&home).args(["install", "--check", link]).env_remove("GOOSE_ALLOWLIST").env_remove("GOSLING_ALLOWED_COMMANDS").output().unwrap();
+        let out = gosling(&home)
+            .args(["install", "--check", link])
+            .env_remove("GOOSE_ALLOWLIST")
+            .env_remove("GOSLING_ALLOWED_COMMANDS")
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         match want {
             Config(v) => {
                 assert_eq!(out.status.code(), Some(0), "link {link:?}: {stderr}");
                 assert!(stdout.contains("ok: the link is valid and the policy allows it"), "{stdout}");
-                assert!(stdout.contains(&format!("(key {})", v["name"].as_str().unwrap().to_lowercase().replace(' ', ""))), "{stdout}");
+                assert!(
+                    stdout.contains(&format!("(key {})", v["name"].as_str().unwrap().to_lowercase().replace(' ', ""))),
+                    "{stdout}"
+                );
             }
             Link(param, rule) => {
                 assert_eq!(out.status.code(), Some(1), "link {link:?}: {stdout}");
-                assert!(stderr.contains(&format!("gosling install: deeplink: `{param}`: ")) && stderr.contains(rule), "link {link:?}: {stderr}");
+                assert!(
+                    stderr.contains(&format!("gosling install: deeplink: `{param}`: ")) && stderr.contains(rule),
+                    "link {link:?}: {stderr}"
+                );
             }
             Policy(rule) => {
                 assert_eq!(out.status.code(), Some(1), "link {link:?}: {stdout}");
-                assert!(stderr.contains("gosling install: policy: ") && stderr.contains(rule), "link {link:?}: {stderr}");
+                assert!(
+                    stderr.contains("gosling install: policy: ") && stderr.contains(rule),
+                    "link {link:?}: {stderr}"
+                );
             }
         }
     }

@@ -43,7 +43,11 @@ impl Reply {
 
     /// A JSON error body with this status.
     pub fn error(status: u16, body: Value) -> Reply {
-        Reply { status, headers: vec![("Content-Type".into(), "application/json".into())], steps: vec![Step::Send(body.to_string().into_bytes())] }
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            steps: vec![Step::Send(body.to_string().into_bytes())],
+        }
     }
 
     pub fn header(mut self, k: &str, v: &str) -> Reply {
@@ -209,7 +213,9 @@ pub fn oa(v: Value) -> String {
 }
 
 pub fn oa_text(t: &str) -> String {
-    oa(json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": null}]}))
+    oa(
+        json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": null}]}),
+    )
 }
 
 /// A tool-call delta; `id`/`name` only in the first fragment, as OpenAI does.
@@ -220,7 +226,9 @@ pub fn oa_tool(index: u64, id_name: Option<(&str, &str)>, args: &str) -> String 
         tc["type"] = "function".into();
         tc["function"]["name"] = name.into();
     }
-    oa(json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": null}]}))
+    oa(
+        json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": null}]}),
+    )
 }
 
 pub fn oa_finish(reason: &str) -> String {
@@ -228,7 +236,9 @@ pub fn oa_finish(reason: &str) -> String {
 }
 
 pub fn oa_usage(prompt: u64, completion: u64) -> String {
-    oa(json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}))
+    oa(
+        json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}),
+    )
 }
 
 pub const OA_DONE: &str = "data: [DONE]\n\n";
@@ -241,23 +251,38 @@ pub fn an(event: &str, v: Value) -> String {
 }
 
 pub fn an_start(input_tokens: u64) -> String {
-    an("message_start", json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}))
+    an(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
+    )
 }
 
 pub fn an_text_block(index: u64) -> String {
-    an("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}))
+    an(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )
 }
 
 pub fn an_text(index: u64, t: &str) -> String {
-    an("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}))
+    an(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
+    )
 }
 
 pub fn an_tool_block(index: u64, id: &str, name: &str) -> String {
-    an("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}))
+    an(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+    )
 }
 
 pub fn an_json(index: u64, partial: &str) -> String {
-    an("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}))
+    an(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}),
+    )
 }
 
 pub fn an_block_stop(index: u64) -> String {
@@ -265,7 +290,10 @@ pub fn an_block_stop(index: u64) -> String {
 }
 
 pub fn an_delta(stop_reason: &str, output_tokens: u64) -> String {
-    an("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output_tokens}}))
+    an(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output_tokens}}),
+    )
 }
 
 pub fn an_stop() -> String {

@@ -47,24 +47,34 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
             let ext = everything_stdio_config(peers, "everything");
             std::thread::spawn(move || {
                 let post = |path: &str, body: serde_json::Value| {
-                    std::panic::catch_unwind(|| http("POST", &format!("{url}{path}"), Some(SECRET), Some(body.to_string().as_bytes())))
+                    std::panic::catch_unwind(|| {
+                        http("POST", &format!("{url}{path}"), Some(SECRET), Some(body.to_string().as_bytes()))
+                    })
                 };
                 while !stop.load(Ordering::SeqCst) {
-                    let Ok(r) = post("/agent/start", json!({"working_dir": dir, "extension_overrides": []})) else { break };
+                    let Ok(r) = post("/agent/start", json!({"working_dir": dir, "extension_overrides": []})) else {
+                        break;
+                    };
                     let Some(id) = r.json().get("id").and_then(|v| v.as_str()).map(str::to_string) else { continue };
                     started.fetch_add(1, Ordering::SeqCst);
                     let _ = post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
                     if w == 0 {
                         let _ = post("/agent/add_extension", json!({"session_id": id, "config": ext}));
                     }
-                    let _ = post("/agent/update_provider", json!({"session_id": id, "provider": "openai", "model": format!("m{w}")}));
+                    let _ = post(
+                        "/agent/update_provider",
+                        json!({"session_id": id, "provider": "openai", "model": format!("m{w}")}),
+                    );
                 }
             })
         })
         .collect();
     // Kill mid-storm: after a while and once a few sessions exist, however slow the machine.
     std::thread::sleep(Duration::from_millis(1000));
-    assert!(wait_for(Duration::from_secs(30), || (started.load(Ordering::SeqCst) >= 3).then_some(())).is_some(), "no session was started");
+    assert!(
+        wait_for(Duration::from_secs(30), || (started.load(Ordering::SeqCst) >= 3).then_some(())).is_some(),
+        "no session was started"
+    );
     let home = s.kill();
     stop.store(true, Ordering::SeqCst);
     for w in writers {

@@ -9,8 +9,14 @@ use gosling::util::XorShift;
 
 /// Valid bodies; none of them can start a process (unknown sessions, sse configs, dry runs).
 const SEEDS: [(&str, &str); 17] = [
-    ("/config/extensions", r#"{"name":"f","enabled":false,"config":{"type":"sse","name":"f","uri":"http://127.0.0.1:9/sse"}}"#),
-    ("/config/extensions", r#"{"name":"g","enabled":false,"config":{"type":"stdio","name":"g","cmd":"true","args":[],"envs":{"A":"b"},"timeout":5}}"#),
+    (
+        "/config/extensions",
+        r#"{"name":"f","enabled":false,"config":{"type":"sse","name":"f","uri":"http://127.0.0.1:9/sse"}}"#,
+    ),
+    (
+        "/config/extensions",
+        r#"{"name":"g","enabled":false,"config":{"type":"stdio","name":"g","cmd":"true","args":[],"envs":{"A":"b"},"timeout":5}}"#,
+    ),
     ("/config/upsert", r#"{"key":"FUZZ","value":{"a":[1,2]},"is_secret":false}"#),
     ("/config/read", r#"{"key":"FUZZ","is_secret":false}"#),
     ("/config/remove", r#"{"key":"FUZZ","is_secret":true}"#),
@@ -25,7 +31,10 @@ const SEEDS: [(&str, &str); 17] = [
     ("/agent/update_provider", r#"{"session_id":"nope","provider":"openai","model":"m"}"#),
     ("/extensions/install", r#"{"link":"goose://extension?cmd=npx&arg=-y&arg=pkg&name=x&env=K%3Dv","dry_run":true}"#),
     ("/action-required/tool-confirmation", r#"{"id":"t","action":"deny_once","sessionId":"s"}"#),
-    ("/reply", r#"{"session_id":"nope","user_message":{"role":"user","created":0,"content":[{"type":"text","text":"hi"}],"metadata":{"userVisible":true,"agentVisible":true}}}"#),
+    (
+        "/reply",
+        r#"{"session_id":"nope","user_message":{"role":"user","created":0,"content":[{"type":"text","text":"hi"}],"metadata":{"userVisible":true,"agentVisible":true}}}"#,
+    ),
 ];
 
 #[test]

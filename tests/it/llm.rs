@@ -1,7 +1,9 @@
 //! LLM providers (src/llm) against the scripted fake LLM (fake_llm.rs) in both wire formats,
 //! and against llmock as an independent partner.
 
-use gosling::llm::{self, ChatMessage, ChatRequest, Completion, Delta, Error, Part, Provider, Role, Settings, ToolSpec};
+use gosling::llm::{
+    self, ChatMessage, ChatRequest, Completion, Delta, Error, Part, Provider, Role, Settings, ToolSpec,
+};
 use serde_json::json;
 use std::time::Duration;
 
@@ -33,7 +35,11 @@ fn echo_tool() -> ToolSpec {
 }
 
 fn ask(text: &str) -> ChatRequest {
-    ChatRequest { system: "You are terse.".into(), messages: vec![ChatMessage { role: Role::User, parts: vec![Part::Text(text.into())] }], tools: vec![echo_tool()] }
+    ChatRequest {
+        system: "You are terse.".into(),
+        messages: vec![ChatMessage { role: Role::User, parts: vec![Part::Text(text.into())] }],
+        tools: vec![echo_tool()],
+    }
 }
 
 /// Runs a completion, collecting the streamed deltas.
@@ -117,7 +123,11 @@ fn openai_two_parallel_tool_calls_with_arguments_split_mid_token() {
 
 #[test]
 fn openai_invalid_tool_arguments_come_back_raw() {
-    let fake = FakeLlm::start(vec![Reply::sse(&[oa_tool(0, Some(("c1", "echo")), "{\"message\": oops"), oa_finish("tool_calls"), OA_DONE.to_string()])]);
+    let fake = FakeLlm::start(vec![Reply::sse(&[
+        oa_tool(0, Some(("c1", "echo")), "{\"message\": oops"),
+        oa_finish("tool_calls"),
+        OA_DONE.to_string(),
+    ])]);
     let c = run(&*openai(&fake), &ask("x")).0.unwrap();
     assert_eq!(c.tool_calls[0].arguments, Err("{\"message\": oops".to_string()));
 }
@@ -171,7 +181,9 @@ fn openai_retry_after_beyond_the_budget_stops_retrying() {
 
 #[test]
 fn openai_stream_cut_in_the_middle() {
-    let reply = Reply::sse(&[oa_text("par"), oa_text("tial")]).then(Step::Send(b"data: {\"choices\":[{\"delta\":{\"cont".to_vec())).then(Step::Cut);
+    let reply = Reply::sse(&[oa_text("par"), oa_text("tial")])
+        .then(Step::Send(b"data: {\"choices\":[{\"delta\":{\"cont".to_vec()))
+        .then(Step::Cut);
     let fake = FakeLlm::start(vec![reply]);
     let (r, deltas) = run(&*openai(&fake), &ask("x"));
     assert_eq!(deltas, ["par", "tial"], "deltas already streamed stay streamed");
@@ -189,7 +201,12 @@ fn openai_clean_close_without_done_or_finish_is_a_cut() {
 
 #[test]
 fn openai_malformed_json_in_a_chunk() {
-    let fake = FakeLlm::start(vec![Reply::sse(&[oa_text("a"), "data: {\"choices\": [nope\n\n".to_string(), oa_text("b"), OA_DONE.to_string()])]);
+    let fake = FakeLlm::start(vec![Reply::sse(&[
+        oa_text("a"),
+        "data: {\"choices\": [nope\n\n".to_string(),
+        oa_text("b"),
+        OA_DONE.to_string(),
+    ])]);
     let (r, deltas) = run(&*openai(&fake), &ask("x"));
     assert_eq!(deltas, ["a"]);
     let e = r.unwrap_err();
@@ -200,7 +217,9 @@ fn openai_malformed_json_in_a_chunk() {
 
 #[test]
 fn openai_stall_is_an_error() {
-    let reply = Reply::sse(&[oa_text("slow")]).then(Step::Sleep(Duration::from_secs(8))).then(Step::Send(OA_DONE.as_bytes().to_vec()));
+    let reply = Reply::sse(&[oa_text("slow")])
+        .then(Step::Sleep(Duration::from_secs(8)))
+        .then(Step::Send(OA_DONE.as_bytes().to_vec()));
     let fake = FakeLlm::start(vec![reply]);
     let mut s = settings("openai", &fake.url());
     s.stall_timeout = Duration::from_secs(1);
@@ -219,7 +238,11 @@ fn openai_abort_from_on_delta_drops_the_stream() {
         steps.push(Step::Sleep(Duration::from_millis(100)));
         steps.push(Step::Send(oa_text("more").into_bytes()));
     }
-    let fake = FakeLlm::start(vec![Reply { status: 200, headers: vec![("Content-Type".into(), "text/event-stream".into())], steps }]);
+    let fake = FakeLlm::start(vec![Reply {
+        status: 200,
+        headers: vec![("Content-Type".into(), "text/event-stream".into())],
+        steps,
+    }]);
     let p = openai(&fake);
     let mut seen = 0;
     let r = p.complete(&ask("x"), &mut |_| {
@@ -228,7 +251,10 @@ fn openai_abort_from_on_delta_drops_the_stream() {
     });
     assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
     assert_eq!(seen, 1);
-    assert!(wait_for(Duration::from_secs(10), || fake.client_gone().then_some(())).is_some(), "the fake sees the connection closed");
+    assert!(
+        wait_for(Duration::from_secs(10), || fake.client_gone().then_some(())).is_some(),
+        "the fake sees the connection closed"
+    );
 }
 
 #[test]
@@ -236,14 +262,20 @@ fn openai_key_and_http_errors_are_actionable() {
     let fake = FakeLlm::start(vec![
         Reply::error(401, json!({"error": {"message": "Incorrect API key provided: sk-test-secret-key"}})),
         Reply::error(404, json!({"error": {"message": "The model `test-model` does not exist"}})),
-        Reply::error(400, json!({"error": {"message": "This model's maximum context length is 8192 tokens", "code": "context_length_exceeded"}})),
+        Reply::error(
+            400,
+            json!({"error": {"message": "This model's maximum context length is 8192 tokens", "code": "context_length_exceeded"}}),
+        ),
     ]);
     let mut s = settings("openai", &fake.url());
     s.api_key = Some("sk-test-secret-key".into());
     let p = llm::from_settings(&s).unwrap();
     let e = run(&*p, &ask("x")).0.unwrap_err();
     let m = e.to_string();
-    assert!(matches!(e, Error::Http { status: 401, .. }) && m.contains("OPENAI_API_KEY") && !m.contains("secret-key"), "{m}");
+    assert!(
+        matches!(e, Error::Http { status: 401, .. }) && m.contains("OPENAI_API_KEY") && !m.contains("secret-key"),
+        "{m}"
+    );
     assert_eq!(fake.requests()[0].header("authorization"), Some("Bearer sk-test-secret-key"));
     let m = run(&*p, &ask("x")).0.unwrap_err().to_string();
     assert!(m.contains("GOOSE_MODEL") && m.contains("OPENAI_HOST"), "{m}");
@@ -271,11 +303,19 @@ fn openai_conversation_with_tool_results() {
             ChatMessage { role: Role::User, parts: vec![Part::Text("echo hi".into())] },
             ChatMessage {
                 role: Role::Assistant,
-                parts: vec![Part::ToolCall { id: "c1".into(), name: "echo".into(), arguments: json!({"message": "hi"}) }],
+                parts: vec![Part::ToolCall {
+                    id: "c1".into(),
+                    name: "echo".into(),
+                    arguments: json!({"message": "hi"}),
+                }],
             },
             ChatMessage {
                 role: Role::User,
-                parts: vec![Part::ToolResult { id: "c1".into(), content: vec![json!({"type": "text", "text": "Echo: hi"})], is_error: false }],
+                parts: vec![Part::ToolResult {
+                    id: "c1".into(),
+                    content: vec![json!({"type": "text", "text": "Echo: hi"})],
+                    is_error: false,
+                }],
             },
         ],
         tools: vec![],
@@ -286,7 +326,10 @@ fn openai_conversation_with_tool_results() {
     assert_eq!(msgs.len(), 3, "no system message when it is empty: {msgs:?}");
     assert_eq!(msgs[1]["role"], "assistant");
     assert_eq!(msgs[1]["content"], json!(null));
-    assert_eq!(msgs[1]["tool_calls"][0], json!({"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{\"message\":\"hi\"}"}}));
+    assert_eq!(
+        msgs[1]["tool_calls"][0],
+        json!({"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{\"message\":\"hi\"}"}})
+    );
     assert_eq!(msgs[2], json!({"role": "tool", "tool_call_id": "c1", "content": "Echo: hi"}));
     assert!(body.get("tools").is_none(), "no tools key when none are offered");
 }
@@ -342,7 +385,10 @@ fn anthropic_text_and_two_tool_calls_split_mid_token_with_usage() {
 
 #[test]
 fn anthropic_data_without_space_and_crlf_endings() {
-    let script: Vec<String> = an_tool_script().into_iter().map(|c| c.replace("data: ", "data:").replace("event: ", "event:").replace('\n', "\r\n")).collect();
+    let script: Vec<String> = an_tool_script()
+        .into_iter()
+        .map(|c| c.replace("data: ", "data:").replace("event: ", "event:").replace('\n', "\r\n"))
+        .collect();
     let fake = FakeLlm::start(vec![Reply::sse(&script)]);
     let c = run(&*anthropic(&fake), &ask("hi")).0.unwrap();
     assert_eq!(c.text, "Let me check.");
@@ -352,7 +398,8 @@ fn anthropic_data_without_space_and_crlf_endings() {
 #[test]
 fn anthropic_429_then_success_and_500_bounded() {
     let fake = FakeLlm::start(vec![
-        Reply::error(429, json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}})).header("Retry-After", "1"),
+        Reply::error(429, json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}))
+            .header("Retry-After", "1"),
         Reply::sse(&[an_start(1), an_text_block(0), an_text(0, "ok"), an_delta("end_turn", 1), an_stop()]),
         Reply::error(529, json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
         Reply::error(500, json!({"type": "error", "error": {"type": "api_error", "message": "boom"}})),
@@ -368,9 +415,17 @@ fn anthropic_429_then_success_and_500_bounded() {
 #[test]
 fn anthropic_cut_malformed_stall_and_error_event() {
     let cut = Reply::sse(&[an_start(1), an_text_block(0), an_text(0, "par")]).then(Step::Cut);
-    let malformed = Reply::sse(&[an_start(1), "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\n\n".to_string()]);
-    let stall = Reply::sse(&[an_start(1), an_text_block(0), an_text(0, "zz")]).then(Step::Sleep(Duration::from_secs(8)));
-    let overloaded = Reply::sse(&[an_start(1), an("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))]);
+    let malformed = Reply::sse(&[
+        an_start(1),
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\n\n"
+            .to_string(),
+    ]);
+    let stall =
+        Reply::sse(&[an_start(1), an_text_block(0), an_text(0, "zz")]).then(Step::Sleep(Duration::from_secs(8)));
+    let overloaded = Reply::sse(&[
+        an_start(1),
+        an("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+    ]);
     let fake = FakeLlm::start(vec![cut, malformed, stall, overloaded]);
     let mut s = settings("anthropic", &fake.url());
     s.stall_timeout = Duration::from_secs(1);
@@ -394,14 +449,21 @@ fn anthropic_cut_malformed_stall_and_error_event() {
 
 #[test]
 fn anthropic_abort_and_key_header() {
-    let mut steps = vec![Step::Send(an_start(1).into_bytes()), Step::Send(an_text_block(0).into_bytes()), Step::Send(an_text(0, "a").into_bytes())];
+    let mut steps = vec![
+        Step::Send(an_start(1).into_bytes()),
+        Step::Send(an_text_block(0).into_bytes()),
+        Step::Send(an_text(0, "a").into_bytes()),
+    ];
     for _ in 0..100 {
         steps.push(Step::Sleep(Duration::from_millis(100)));
         steps.push(Step::Send(an_text(0, "b").into_bytes()));
     }
     let fake = FakeLlm::start(vec![
         Reply { status: 200, headers: vec![("Content-Type".into(), "text/event-stream".into())], steps },
-        Reply::error(401, json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})),
+        Reply::error(
+            401,
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+        ),
     ]);
     let mut s = settings("anthropic", &fake.url());
     s.api_key = Some("ak-secret".into());
@@ -416,18 +478,31 @@ fn anthropic_abort_and_key_header() {
 
 #[test]
 fn anthropic_conversation_with_tool_results() {
-    let fake = FakeLlm::start(vec![Reply::sse(&[an_start(1), an_text_block(0), an_text(0, "done"), an_delta("end_turn", 1), an_stop()])]);
+    let fake = FakeLlm::start(vec![Reply::sse(&[
+        an_start(1),
+        an_text_block(0),
+        an_text(0, "done"),
+        an_delta("end_turn", 1),
+        an_stop(),
+    ])]);
     let req = ChatRequest {
         system: String::new(),
         messages: vec![
             ChatMessage { role: Role::User, parts: vec![Part::Text("echo hi".into())] },
             ChatMessage {
                 role: Role::Assistant,
-                parts: vec![Part::Text("Sure.".into()), Part::ToolCall { id: "t1".into(), name: "echo".into(), arguments: json!({"message": "hi"}) }],
+                parts: vec![
+                    Part::Text("Sure.".into()),
+                    Part::ToolCall { id: "t1".into(), name: "echo".into(), arguments: json!({"message": "hi"}) },
+                ],
             },
             ChatMessage {
                 role: Role::User,
-                parts: vec![Part::ToolResult { id: "t1".into(), content: vec![json!({"type": "text", "text": "no such thing"})], is_error: true }],
+                parts: vec![Part::ToolResult {
+                    id: "t1".into(),
+                    content: vec![json!({"type": "text", "text": "no such thing"})],
+                    is_error: true,
+                }],
             },
         ],
         tools: vec![echo_tool()],
@@ -435,7 +510,10 @@ fn anthropic_conversation_with_tool_results() {
     assert_eq!(run(&*anthropic(&fake), &req).0.unwrap().text, "done");
     let body = &fake.requests()[0].body;
     assert!(body.get("system").is_none());
-    assert_eq!(body["messages"][1]["content"][1], json!({"type": "tool_use", "id": "t1", "name": "echo", "input": {"message": "hi"}}));
+    assert_eq!(
+        body["messages"][1]["content"][1],
+        json!({"type": "tool_use", "id": "t1", "name": "echo", "input": {"message": "hi"}})
+    );
     assert_eq!(
         body["messages"][2],
         json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "no such thing"}], "is_error": true}]})
@@ -463,7 +541,11 @@ fn llmock_turn(p: &dyn Provider) {
     });
     follow.messages.push(ChatMessage {
         role: Role::User,
-        parts: vec![Part::ToolResult { id: call.id.clone(), content: vec![json!({"type": "text", "text": format!("Echo: {}", args["message"].as_str().unwrap())})], is_error: false }],
+        parts: vec![Part::ToolResult {
+            id: call.id.clone(),
+            content: vec![json!({"type": "text", "text": format!("Echo: {}", args["message"].as_str().unwrap())})],
+            is_error: false,
+        }],
     });
     let (r, deltas) = run(p, &follow);
     let c = r.unwrap_or_else(|e| panic!("{}: {e}", p.name()));
@@ -528,10 +610,14 @@ fn cancelled_is_polled_while_the_model_is_silent() {
             f.store(true, Ordering::SeqCst);
         });
         let mut deltas = Vec::new();
-        let r = p.complete_cancellable(&ask("x"), &mut |Delta::Text(t)| {
-            deltas.push(t.to_string());
-            true
-        }, &|| flag.load(Ordering::SeqCst));
+        let r = p.complete_cancellable(
+            &ask("x"),
+            &mut |Delta::Text(t)| {
+                deltas.push(t.to_string());
+                true
+            },
+            &|| flag.load(Ordering::SeqCst),
+        );
         setter.join().unwrap();
         assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
         assert!(deltas.is_empty(), "returned before the late text: {deltas:?}");
@@ -542,7 +628,11 @@ fn cancelled_is_polled_while_the_model_is_silent() {
 #[test]
 fn a_stream_cut_before_any_text_is_retried() {
     let cut = Reply::sse(&[oa_tool(0, Some(("c1", "echo")), "{\"mes")]).then(Step::Cut);
-    let whole = Reply::sse(&[oa_tool(0, Some(("c2", "echo")), "{\"message\":\"x\"}"), oa_finish("tool_calls"), OA_DONE.to_string()]);
+    let whole = Reply::sse(&[
+        oa_tool(0, Some(("c2", "echo")), "{\"message\":\"x\"}"),
+        oa_finish("tool_calls"),
+        OA_DONE.to_string(),
+    ]);
     let fake = FakeLlm::start(vec![cut, whole]);
     let c = run(&*openai(&fake), &ask("x")).0.unwrap();
     assert_eq!(c.tool_calls.len(), 1, "the cut attempt's partial call is discarded: {c:?}");
@@ -552,8 +642,12 @@ fn a_stream_cut_before_any_text_is_retried() {
 
 #[test]
 fn llmock_stream_faults_are_errors_not_half_answers() {
-    for (fault, format) in [("truncate", "openai"), ("truncate", "anthropic"), ("malformed", "openai"), ("disconnect", "anthropic")] {
-        let Some(mock) = Llmock::start(&["--stream-fault", &format!("{fault}=1.0"), "--tool-mode", "off"]) else { return };
+    for (fault, format) in
+        [("truncate", "openai"), ("truncate", "anthropic"), ("malformed", "openai"), ("disconnect", "anthropic")]
+    {
+        let Some(mock) = Llmock::start(&["--stream-fault", &format!("{fault}=1.0"), "--tool-mode", "off"]) else {
+            return;
+        };
         let host = if format == "openai" { mock.openai_host() } else { mock.anthropic_host() };
         let p = llm::from_settings(&settings(format, &host)).unwrap();
         let (r, deltas) = run(&*p, &ask("hello"));

@@ -1,4 +1,4 @@
-//! `llmock` (../shared/peers): a third-party fake LLM serving OpenAI at `/v1/chat/completions`
+//! `llmock` (scripts/peers): a third-party fake LLM serving OpenAI at `/v1/chat/completions`
 //! and Anthropic at `/anthropic/v1/messages`. With its default `--tool-mode auto` it calls an
 //! offered tool, then answers in text once a tool result comes back.
 //!
@@ -19,13 +19,17 @@ pub struct Llmock {
 }
 
 impl Llmock {
-    /// None when the peers are not installed (tests then skip, except in CI where `peers()`
-    /// fails). Panics when llmock does not come up.
+    /// None only under `GOSLING_SKIP_PEERS=1` (the caller skips); a missing install fails in
+    /// `peers()`. Panics when llmock does not come up.
     pub fn start(args: &[&str]) -> Option<Llmock> {
-        let bin = peers()?.get("LLMOCK").to_string();
+        let Some(peers) = peers() else {
+            crate::support::say_skipped("needs llmock from the test peers");
+            return None;
+        };
+        let bin = peers.get("LLMOCK").to_string();
         // A free port: bind :0, read it, release it. Races are unlikely on loopback and show
         // as a clear start failure below.
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port").port();
         let mut cmd = Command::new(&bin);
         cmd.args(["serve", "--host", "127.0.0.1", "-p", &port.to_string(), "--log-level", "warning"])
             .args(args)

@@ -58,4 +58,3 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
-

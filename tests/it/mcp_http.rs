@@ -64,7 +64,8 @@ pub fn start_py(peers: &Peers, mode: &str) -> Peer {
     if !mode.is_empty() {
         cmd.arg(mode);
     }
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start py_server");
+    let mut child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start py_server");
     wait_listening(&mut child, port, "py_server");
     Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
 }
@@ -77,10 +78,18 @@ pub fn start_fake(mode: &str) -> Peer {
 /// A python script of tests/fakes that prints "PORT <n>" once it listens.
 fn start_script(name: &str, arg: &str) -> Peer {
     let script = manifest_dir().join("tests/fakes").join(name);
-    let mut child = Command::new("python3").arg(script).arg(arg).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("python3");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg(arg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port: u16 = line.trim().strip_prefix("PORT ").unwrap_or_else(|| panic!("fake printed {line:?}")).parse().unwrap();
+    let port: u16 =
+        line.trim().strip_prefix("PORT ").unwrap_or_else(|| panic!("fake printed {line:?}")).parse().unwrap();
     Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
 }
 
@@ -97,7 +106,12 @@ impl Driver {
     pub fn new(url: &str, timeout: Duration) -> Driver {
         init_log();
         let (tx, rx) = crossbeam_channel::unbounded();
-        let spec = HttpSpec { uri: url.to_string(), headers: vec![("X-Test".into(), "1".into())], timeout, extension: "remote".into() };
+        let spec = HttpSpec {
+            uri: url.to_string(),
+            headers: vec![("X-Test".into(), "1".into())],
+            timeout,
+            extension: "remote".into(),
+        };
         let t = HttpTransport::connect(&spec, tx).expect("connect");
         Driver { t, rx, next: 0, notifications: Vec::new() }
     }
@@ -161,7 +175,9 @@ impl Driver {
     }
 
     fn call_text(&mut self, name: &str, args: Value) -> String {
-        let r = self.request("tools/call", json!({"name": name, "arguments": args})).unwrap_or_else(|e| panic!("tools/call {name}: {e}"));
+        let r = self
+            .request("tools/call", json!({"name": name, "arguments": args}))
+            .unwrap_or_else(|e| panic!("tools/call {name}: {e}"));
         r["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {r}")).to_string()
     }
 }
@@ -195,7 +211,11 @@ fn server_everything_over_streamable_http() {
         .notifications
         .iter()
         .filter_map(|m| match m {
-            Message::Notification { method, params: Some(p) } if method == "notifications/progress" && p["progressToken"] == "p1" => p["progress"].as_f64(),
+            Message::Notification { method, params: Some(p) }
+                if method == "notifications/progress" && p["progressToken"] == "p1" =>
+            {
+                p["progress"].as_f64()
+            }
             _ => None,
         })
         .collect();
@@ -257,12 +277,21 @@ fn python_server_expired_session_is_reinitialized_transparently() {
     assert_eq!(d.call_text("add", json!({"a": 1, "b": 1})), "2");
     let old = d.t.session_id().expect("session");
     // End the session behind the transport's back, as a server restart or expiry would.
-    let del = http_with("DELETE", &peer.url, &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")], None);
+    let del = http_with(
+        "DELETE",
+        &peer.url,
+        &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")],
+        None,
+    );
     assert!(del.status < 300, "DELETE: {}", del.status);
     let stale = http_with(
         "POST",
         &peer.url,
-        &[("Mcp-Session-Id", old.as_str()), ("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json")],
+        &[
+            ("Mcp-Session-Id", old.as_str()),
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+        ],
         Some(br#"{"jsonrpc":"2.0","id":99,"method":"tools/list"}"#),
     );
     assert_eq!(stale.status, 404, "the Python server answers 404 for a gone session");
@@ -315,7 +344,12 @@ fn timeout_is_explained() {
 fn unauthorized_shows_the_challenge() {
     let fake = start_fake("401");
     let e = init_error(&fake.url, Duration::from_secs(10));
-    assert!(e.contains("401 Unauthorized") && e.contains(r#"WWW-Authenticate: Bearer realm="fake", error="invalid_token""#) && e.contains("headers"), "{e}");
+    assert!(
+        e.contains("401 Unauthorized")
+            && e.contains(r#"WWW-Authenticate: Bearer realm="fake", error="invalid_token""#)
+            && e.contains("headers"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -387,10 +421,17 @@ fn extra_ca_bundle_from_ssl_cert_file_is_trusted() {
     let url = fake.url.replace("http://", "https://");
     let home = TempDir::new("tls");
     let ca = manifest_dir().join("tests/fakes/tls/ca.pem");
-    let ok = gosling(&home).arg("probe").arg(&url).env("SSL_CERT_FILE", &ca).env_remove("MCP_CONFORMANCE_SCENARIO").output().unwrap();
+    let ok = gosling(&home)
+        .arg("probe")
+        .arg(&url)
+        .env("SSL_CERT_FILE", &ca)
+        .env_remove("MCP_CONFORMANCE_SCENARIO")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
     assert!(ok.status.success(), "probe with SSL_CERT_FILE: {}\n{stdout}", String::from_utf8_lossy(&ok.stderr));
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("probe prints JSON ({e}): {stdout}"));
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("probe prints JSON ({e}): {stdout}"));
     assert_eq!(v["serverInfo"]["name"], "fake", "{stdout}");
     let missing = gosling(&home).arg("probe").arg(&url).env("SSL_CERT_FILE", home.join("nope.pem")).output().unwrap();
     let err = String::from_utf8_lossy(&missing.stderr);
@@ -408,7 +449,16 @@ fn https_proxy_and_no_proxy_are_honoured() {
     let probe = |no_proxy: Option<&str>| {
         let mut c = gosling(&home);
         c.arg("probe").arg(&fake.url).env("HTTPS_PROXY", &proxy_url);
-        for k in ["ALL_PROXY", "all_proxy", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "MCP_CONFORMANCE_SCENARIO"] {
+        for k in [
+            "ALL_PROXY",
+            "all_proxy",
+            "https_proxy",
+            "HTTP_PROXY",
+            "http_proxy",
+            "NO_PROXY",
+            "no_proxy",
+            "MCP_CONFORMANCE_SCENARIO",
+        ] {
             c.env_remove(k);
         }
         if let Some(n) = no_proxy {
@@ -432,7 +482,12 @@ fn unknown_protocol_version_is_explained() {
     let out = gosling(&home).arg("probe").arg(&fake.url).env_remove("MCP_CONFORMANCE_SCENARIO").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("protocol version \"1999-01-01\"") && err.contains("2025-06-18") && err.contains("update the server"), "{err}");
+    assert!(
+        err.contains("protocol version \"1999-01-01\"")
+            && err.contains("2025-06-18")
+            && err.contains("update the server"),
+        "{err}"
+    );
 }
 
 // Through the real server: /agent/add_extension activates streamable_http and sse configs.
@@ -453,10 +508,17 @@ fn sse_extension_fails_fast_without_network_io() {
     listener.set_nonblocking(true).unwrap();
     let uri = format!("http://{}/sse", listener.local_addr().unwrap());
     let started = Instant::now();
-    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": {"type":"sse","name":"legacy","description":"","uri":uri}}));
+    let r = s.post(
+        "/agent/add_extension",
+        json!({"session_id": id, "config": {"type":"sse","name":"legacy","description":"","uri":uri}}),
+    );
     let took = started.elapsed();
     assert!(r.status >= 400, "{} {}", r.status, r.text());
-    assert!(r.text().contains("SSE is unsupported, migrate to streamable_http") && r.text().contains("uri"), "{}", r.text());
+    assert!(
+        r.text().contains("SSE is unsupported, migrate to streamable_http") && r.text().contains("uri"),
+        "{}",
+        r.text()
+    );
     assert!(took < Duration::from_millis(900), "took {took:?}");
     assert!(listener.accept().is_err(), "no connection was made to the sse server");
 }
@@ -482,7 +544,11 @@ fn streamable_http_extension_end_to_end_with_headers_and_errors() {
     let cfg = json!({"type":"streamable_http","name":"locked","description":"","uri":fake.url,"timeout":20});
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
     assert!(add.status >= 400, "{}", add.text());
-    assert!(add.text().contains("401 Unauthorized") && add.text().contains("WWW-Authenticate: Bearer realm"), "{}", add.text());
+    assert!(
+        add.text().contains("401 Unauthorized") && add.text().contains("WWW-Authenticate: Bearer realm"),
+        "{}",
+        add.text()
+    );
     assert!(!s.stderr().contains("t0k"), "a header value was logged");
 }
 
@@ -492,7 +558,12 @@ fn client_for(url: &str) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
     use gosling::mcp::client::{Client, ClientOptions};
     init_log();
     let (tx, rx) = crossbeam_channel::bounded(256);
-    let spec = HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: Duration::from_secs(30), extension: "py".into() };
+    let spec = HttpSpec {
+        uri: url.to_string(),
+        headers: Vec::new(),
+        timeout: Duration::from_secs(30),
+        extension: "py".into(),
+    };
     let t = HttpTransport::connect(&spec, tx).unwrap();
     let opts = ClientOptions {
         extension: "py".into(),
@@ -517,7 +588,8 @@ fn shared_client_over_python_server_in_every_mode() {
     for mode in ["", "json", "stateless"] {
         let py = start_py(peers, mode);
         let (client, t) = client_for(&py.url);
-        let mut names: Vec<String> = client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        let mut names: Vec<String> =
+            client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
         names.sort();
         assert_eq!(names, ["add", "echo"], "mode {mode:?}");
         assert_eq!(add_via(&client, 2, 3), "5", "mode {mode:?}");
@@ -535,7 +607,8 @@ fn shared_client_survives_an_expired_session() {
     let (client, t) = client_for(&py.url);
     assert_eq!(add_via(&client, 1, 2), "3");
     let old = t.session_id().unwrap();
-    let del = http_with("DELETE", &py.url, &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")], None);
+    let del =
+        http_with("DELETE", &py.url, &[("Mcp-Session-Id", old.as_str()), ("MCP-Protocol-Version", "2025-06-18")], None);
     assert!(del.status < 300, "DELETE: {}", del.status);
     assert_eq!(add_via(&client, 3, 4), "7", "the 404 was absorbed by a transparent re-initialize");
     assert_ne!(t.session_id().unwrap(), old);

@@ -1,5 +1,5 @@
 //! The MCP client over stdio (issue 4), through the library API and `gosling probe`: real
-//! servers from ../shared/peers, and `tests/fakes/bad_mcp_stdio.py` for each misbehaviour.
+//! servers from scripts/peers, and `tests/fakes/bad_mcp_stdio.py` for each misbehaviour.
 //! Every test checks that the child process is gone afterwards.
 
 use crate::require_peers;
@@ -58,7 +58,10 @@ fn text(result: &Value) -> String {
 #[test]
 fn server_everything_primitives_progress_and_cancel() {
     let peers = require_peers!();
-    let (c, pid) = connect(&spec(peers.node(), &[peers.get("MCP_PEER_EVERYTHING"), "stdio"]), opts(Duration::from_secs(30), Some(vec![std::env::temp_dir()])));
+    let (c, pid) = connect(
+        &spec(peers.node(), &[peers.get("MCP_PEER_EVERYTHING"), "stdio"]),
+        opts(Duration::from_secs(30), Some(vec![std::env::temp_dir()])),
+    );
     let c = c.unwrap();
     assert_eq!(c.protocol_version(), "2025-06-18");
     let tools = c.list_tools().unwrap();
@@ -70,7 +73,10 @@ fn server_everything_primitives_progress_and_cancel() {
     assert!(!read["contents"].as_array().unwrap().is_empty());
     assert!(!c.list_resource_templates().unwrap().is_empty());
     let prompts = c.list_prompts().unwrap();
-    let simple = prompts.iter().find(|p| p["arguments"].as_array().is_none_or(|a| a.iter().all(|x| x["required"] != true))).expect("a prompt without required arguments");
+    let simple = prompts
+        .iter()
+        .find(|p| p["arguments"].as_array().is_none_or(|a| a.iter().all(|x| x["required"] != true)))
+        .expect("a prompt without required arguments");
     let got = c.get_prompt(simple["name"].as_str().unwrap(), None).unwrap();
     assert!(!got["messages"].as_array().unwrap().is_empty());
     c.ping().unwrap();
@@ -87,14 +93,21 @@ fn server_everything_primitives_progress_and_cancel() {
     let c = Arc::new(c);
     let c2 = c.clone();
     let t = Instant::now();
-    let h = std::thread::spawn(move || c2.call_tool("trigger-long-running-operation", Some(json!({"duration": 30, "steps": 30})), &CallContext { progress: None, cancel: Some(ctx_rx) }));
+    let h = std::thread::spawn(move || {
+        c2.call_tool(
+            "trigger-long-running-operation",
+            Some(json!({"duration": 30, "steps": 30})),
+            &CallContext { progress: None, cancel: Some(ctx_rx) },
+        )
+    });
     std::thread::sleep(Duration::from_millis(300));
     drop(ctx_tx);
     let r = h.join().unwrap();
     assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(3));
     // The client still works after a cancel.
-    assert!(text(&c.call_tool("echo", Some(json!({"message": "after"})), &CallContext::default()).unwrap()).contains("after"));
+    assert!(text(&c.call_tool("echo", Some(json!({"message": "after"})), &CallContext::default()).unwrap())
+        .contains("after"));
     c.close();
     assert_gone(pid);
 }
@@ -105,7 +118,10 @@ fn other_real_servers_initialize_list_and_call() {
     let dir = TempDir::new("fsroot");
     std::fs::write(dir.join("note.txt"), "from the root").unwrap();
     // server-filesystem without directories asks us for roots.
-    let (c, pid) = connect(&spec(peers.node(), &[peers.get("MCP_PEER_FILESYSTEM")]), opts(Duration::from_secs(30), Some(vec![dir.path().to_path_buf()])));
+    let (c, pid) = connect(
+        &spec(peers.node(), &[peers.get("MCP_PEER_FILESYSTEM")]),
+        opts(Duration::from_secs(30), Some(vec![dir.path().to_path_buf()])),
+    );
     let c = c.unwrap();
     let allowed = wait_for(Duration::from_secs(10), || {
         let t = text(&c.call_tool("list_allowed_directories", None, &CallContext::default()).unwrap());
@@ -124,19 +140,26 @@ fn other_real_servers_initialize_list_and_call() {
     let (c, pid) = connect(&s, opts(Duration::from_secs(30), None));
     let c = c.unwrap();
     assert!(c.list_tools().unwrap().iter().any(|t| t["name"] == "create_entities"));
-    c.call_tool("create_entities", Some(json!({"entities": [{"name": "gosling", "entityType": "program", "observations": ["small"]}]})), &CallContext::default()).unwrap();
+    c.call_tool(
+        "create_entities",
+        Some(json!({"entities": [{"name": "gosling", "entityType": "program", "observations": ["small"]}]})),
+        &CallContext::default(),
+    )
+    .unwrap();
     assert!(text(&c.call_tool("read_graph", Some(json!({})), &CallContext::default()).unwrap()).contains("gosling"));
     c.close();
     assert_gone(pid);
 
-    let (c, pid) = connect(&spec(peers.python(), &[peers.get("MCP_PEER_PY_SERVER")]), opts(Duration::from_secs(30), None));
+    let (c, pid) =
+        connect(&spec(peers.python(), &[peers.get("MCP_PEER_PY_SERVER")]), opts(Duration::from_secs(30), None));
     let c = c.unwrap();
     assert!(text(&c.call_tool("add", Some(json!({"a": 20, "b": 22})), &CallContext::default()).unwrap()).contains("42"));
     assert!(c.get_prompt("review", Some(json!({"code": "x = 1"}))).unwrap()["messages"][0].is_object());
     c.close();
     assert_gone(pid);
 
-    let (c, pid) = connect(&spec(peers.get("MCP_PEER_TIME"), &["--local-timezone", "UTC"]), opts(Duration::from_secs(30), None));
+    let (c, pid) =
+        connect(&spec(peers.get("MCP_PEER_TIME"), &["--local-timezone", "UTC"]), opts(Duration::from_secs(30), None));
     let c = c.unwrap();
     let r = c.call_tool("get_current_time", Some(json!({"timezone": "UTC"})), &CallContext::default()).unwrap();
     assert!(text(&r).contains("UTC"), "{r}");
@@ -147,7 +170,8 @@ fn other_real_servers_initialize_list_and_call() {
 #[test]
 fn thirty_two_threads_share_one_extension() {
     let peers = require_peers!();
-    let (c, pid) = connect(&spec(peers.node(), &[peers.get("MCP_PEER_EVERYTHING"), "stdio"]), opts(Duration::from_secs(60), None));
+    let (c, pid) =
+        connect(&spec(peers.node(), &[peers.get("MCP_PEER_EVERYTHING"), "stdio"]), opts(Duration::from_secs(60), None));
     let c = Arc::new(c.unwrap());
     let hs: Vec<_> = (0..32)
         .map(|i| {
@@ -173,10 +197,12 @@ fn a_child_that_crashes_mid_call_fails_every_pending_call_at_once() {
     let (c, pid) = connect(&fake("crash_mid_call", None), opts(Duration::from_secs(60), None));
     let c = Arc::new(c.unwrap());
     let t = Instant::now();
-    let hs: Vec<_> = (0..3).map(|_| {
-        let c = c.clone();
-        std::thread::spawn(move || c.call_tool("slow", Some(json!({"seconds": 30})), &CallContext::default()))
-    }).collect();
+    let hs: Vec<_> = (0..3)
+        .map(|_| {
+            let c = c.clone();
+            std::thread::spawn(move || c.call_tool("slow", Some(json!({"seconds": 30})), &CallContext::default()))
+        })
+        .collect();
     for h in hs {
         let e = h.join().unwrap().unwrap_err().to_string();
         assert!(e.contains("crashing on purpose"), "the stderr tail is quoted: {e}");
@@ -198,7 +224,9 @@ fn a_hanging_call_times_out_and_is_cancelled() {
     assert!(e.to_string().contains("raise the extension's timeout"), "{e}");
     let cancelled = wait_for(Duration::from_secs(5), || {
         let log = std::fs::read_to_string(&rec).unwrap_or_default();
-        log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|m| m["method"] == "notifications/cancelled")
+        log.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|m| m["method"] == "notifications/cancelled")
     })
     .expect("notifications/cancelled was sent");
     assert_eq!(cancelled["params"]["reason"], "timed out");
@@ -316,7 +344,10 @@ fn container_mode_runs_through_the_container_tool() {
     s.env.push(("FAKE_TOKEN".into(), "inside".into()));
     let (c, pid) = connect(&s, opts(Duration::from_secs(20), None));
     let c = c.unwrap();
-    assert_eq!(text(&c.call_tool("echo", Some(json!({"message": "boxed"})), &CallContext::default()).unwrap()), "echo: boxed");
+    assert_eq!(
+        text(&c.call_tool("echo", Some(json!({"message": "boxed"})), &CallContext::default()).unwrap()),
+        "echo: boxed"
+    );
     c.close();
     assert_gone(pid);
 }
@@ -331,10 +362,24 @@ fn probe_shows_a_server_and_calls_a_tool() {
     assert_eq!(v["serverInfo"]["name"], "bad-ok");
     assert_eq!(v["tools"].as_array().unwrap().len(), 2);
     assert!(v.get("prompts").is_none(), "only declared primitives are listed");
-    let out = gosling(&home).args(["probe", "--call", "echo", "--args", "{\"message\":\"hey\"}", "--", "python3", script.to_str().unwrap(), "ok"]).output().unwrap();
+    let out = gosling(&home)
+        .args([
+            "probe",
+            "--call",
+            "echo",
+            "--args",
+            "{\"message\":\"hey\"}",
+            "--",
+            "python3",
+            script.to_str().unwrap(),
+            "ok",
+        ])
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["content"][0]["text"], "echo: hey");
-    let out = gosling(&home).args(["probe", "--", "python3", script.to_str().unwrap(), "exit_at_start"]).output().unwrap();
+    let out =
+        gosling(&home).args(["probe", "--", "python3", script.to_str().unwrap(), "exit_at_start"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FAKE_TOKEN is not set"));
     let out = gosling(&home).args(["probe"]).output().unwrap();

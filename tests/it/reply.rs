@@ -50,7 +50,11 @@ impl ReplyStream {
             let mut chunk = [0u8; 8192];
             match self.reader.read(&mut chunk) {
                 Ok(0) | Err(_) => {
-                    assert!(self.buf.is_empty(), "stream ended inside a frame: {:?}", String::from_utf8_lossy(&self.buf));
+                    assert!(
+                        self.buf.is_empty(),
+                        "stream ended inside a frame: {:?}",
+                        String::from_utf8_lossy(&self.buf)
+                    );
                     return None;
                 }
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
@@ -170,7 +174,14 @@ fn llmock_anthropic_full_turn_calls_a_real_mcp_tool() {
 #[test]
 fn streamed_text_and_usage() {
     let peers = require_peers!();
-    let llm = FakeLlm::start(vec![Reply::sse(&[oa_text("Hel"), oa_text("lo, "), oa_text("world"), oa_finish("stop"), oa_usage(12, 3), OA_DONE.to_string()])]);
+    let llm = FakeLlm::start(vec![Reply::sse(&[
+        oa_text("Hel"),
+        oa_text("lo, "),
+        oa_text("world"),
+        oa_finish("stop"),
+        oa_usage(12, 3),
+        OA_DONE.to_string(),
+    ])]);
     let s = server_with_llm(&llm.url(), "openai", &[]);
     let id = session(&s, peers, &["echo"], vec![]);
     let events = ReplyStream::open(&s, &id, user_text("hi")).all();
@@ -207,14 +218,20 @@ fn split_tool_arguments_and_parallel_calls_run_the_real_tool() {
     let events = ReplyStream::open(&s, &id, user_text("echo twice")).all();
     let responses = contents(&events, "toolResponse");
     assert_eq!(responses.len(), 2, "{events:?}");
-    let by_id = |i: &str| responses.iter().find(|r| r["id"] == i).unwrap()["toolResult"]["value"]["content"][0]["text"].as_str().unwrap().to_string();
+    let by_id = |i: &str| {
+        responses.iter().find(|r| r["id"] == i).unwrap()["toolResult"]["value"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     assert!(by_id("call_a").contains("first"));
     assert!(by_id("call_b").contains("second"));
     assert_eq!(texts(&events), "both done");
     assert_finished(&events);
     // The tool results went back to the model.
     let second: Value = llm.requests()[1].body.clone();
-    let tool_msgs: Vec<&Value> = second["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    let tool_msgs: Vec<&Value> =
+        second["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(tool_msgs.len(), 2);
 }
 
@@ -272,7 +289,8 @@ fn broken_streams_end_in_an_error_event() {
         Reply::sse(&[oa_text("x"), "data: {\"choices\": [oops\n\n".to_string()]),
         Reply::sse(&[oa_text("slow")]).then(Step::Sleep(Duration::from_secs(10))),
     ]);
-    let s = server_with_llm(&llm.url(), "openai", &[("GOSLING_LLM_STALL_SECS", "1"), ("GOSLING_LLM_MAX_ATTEMPTS", "1")]);
+    let s =
+        server_with_llm(&llm.url(), "openai", &[("GOSLING_LLM_STALL_SECS", "1"), ("GOSLING_LLM_MAX_ATTEMPTS", "1")]);
     let id = session(&s, peers, &["echo"], vec![]);
     for (prompt, needle) in [("cut", "ended"), ("malformed", "malformed"), ("stall", "")] {
         let t = Instant::now();
@@ -316,7 +334,8 @@ fn client_disconnect_cancels_the_tool_call() {
     assert!(progress["message"]["params"]["progress"].is_number(), "{progress}");
     let t = Instant::now();
     drop(stream);
-    let cancelled = wait_for(Duration::from_secs(5), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
+    let cancelled =
+        wait_for(Duration::from_secs(5), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
     assert!(cancelled.is_some(), "the tool call was cancelled after the client left");
     assert!(t.elapsed() < Duration::from_secs(3), "cancelled within about a second: {:?}", t.elapsed());
     assert_eq!(s.get("/config").status, 200, "still serving");
@@ -325,11 +344,15 @@ fn client_disconnect_cancels_the_tool_call() {
 
 fn approve_flow(action: &str) -> Option<Vec<Value>> {
     let Some(peers) = peers() else {
-        eprintln!("SKIP: peers not installed");
+        crate::support::say_skipped("needs the test peers");
         return None;
     };
     let llm = FakeLlm::start(vec![
-        Reply::sse(&[oa_tool(0, Some(("ask1", "everything__echo")), "{\"message\":\"approved?\"}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
+        Reply::sse(&[
+            oa_tool(0, Some(("ask1", "everything__echo")), "{\"message\":\"approved?\"}"),
+            oa_finish("tool_calls"),
+            OA_DONE.to_string(),
+        ]),
         Reply::sse(&[oa_text("ok"), oa_finish("stop"), OA_DONE.to_string()]),
     ]);
     let s = server_with_llm(&llm.url(), "openai", &[("GOOSE_MODE", "approve")]);
@@ -348,7 +371,8 @@ fn approve_flow(action: &str) -> Option<Vec<Value>> {
     let rest = stream.all();
     assert_finished(&rest);
     assert_eq!(r.json()["status"], "delivered");
-    let again = s.post("/action-required/tool-confirmation", json!({"id": data["id"], "action": action, "sessionId": id}));
+    let again =
+        s.post("/action-required/tool-confirmation", json!({"id": data["id"], "action": action, "sessionId": id}));
     assert_eq!(again.status, 200, "goose documents only 200 here");
     contract::check_resp("POST", "/action-required/tool-confirmation", &again);
     assert_eq!(again.json()["status"], "unknown", "nothing waits any more");

@@ -13,7 +13,11 @@ const STORED_SECRET: &str = "stored-secret-hygiene-7890";
 #[test]
 fn no_secret_reaches_the_log_at_trace_level() {
     let llm = FakeLlm::start(vec![
-        Reply::sse(&[oa_tool(0, Some(("c1", "fake__echo")), "{\"message\":\"via the model\"}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
+        Reply::sse(&[
+            oa_tool(0, Some(("c1", "fake__echo")), "{\"message\":\"via the model\"}"),
+            oa_finish("tool_calls"),
+            OA_DONE.to_string(),
+        ]),
         Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
     ]);
     let s = Server::start_with(ServerOpts {
@@ -26,7 +30,10 @@ fn no_secret_reaches_the_log_at_trace_level() {
         ],
         ..Default::default()
     });
-    assert_eq!(s.post("/config/upsert", json!({"key": "FAKE_TOKEN", "value": STORED_SECRET, "is_secret": true})).status, 200);
+    assert_eq!(
+        s.post("/config/upsert", json!({"key": "FAKE_TOKEN", "value": STORED_SECRET, "is_secret": true})).status,
+        200
+    );
     let script = manifest_dir().join("tests/fakes/bad_mcp_stdio.py");
     let ext = json!({"type":"stdio","name":"fake","description":"","cmd":"python3","args":[script, "ok"],"envs":{"FAKE_ENV":ENV_VALUE},"env_keys":["FAKE_TOKEN"],"timeout":30});
     assert_eq!(s.post("/config/extensions", json!({"name":"fake","enabled":true,"config":ext})).status, 200);
@@ -34,7 +41,8 @@ fn no_secret_reaches_the_log_at_trace_level() {
     let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
     let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
     assert_eq!(res["extension_results"][0]["success"], true, "{res}");
-    let call = s.post("/agent/call_tool", json!({"session_id": id, "name": "fake__echo", "arguments": {"message": "x"}}));
+    let call =
+        s.post("/agent/call_tool", json!({"session_id": id, "name": "fake__echo", "arguments": {"message": "x"}}));
     assert_eq!(call.status, 200);
     let events = crate::reply::ReplyStream::open(&s, &id, crate::reply::user_text("use the tool")).all();
     assert_eq!(events.last().unwrap()["type"], "Finish", "{events:?}");
@@ -43,7 +51,12 @@ fn no_secret_reaches_the_log_at_trace_level() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let log = s.stderr();
     assert!(log.contains("TRACE"), "the log really is at trace level");
-    for (what, secret) in [("secret key", SECRET), ("provider key", PROVIDER_KEY), ("extension env value", ENV_VALUE), ("stored secret", STORED_SECRET)] {
+    for (what, secret) in [
+        ("secret key", SECRET),
+        ("provider key", PROVIDER_KEY),
+        ("extension env value", ENV_VALUE),
+        ("stored secret", STORED_SECRET),
+    ] {
         assert!(!log.contains(secret), "the {what} appears in the log");
     }
 }

@@ -12,7 +12,11 @@ fn protected_routes() -> Vec<(&'static str, &'static str, Option<serde_json::Val
     vec![
         ("GET", "/config", None),
         ("GET", "/config/extensions", None),
-        ("POST", "/config/extensions", Some(json!({"name":"a","enabled":false,"config":{"type":"builtin","name":"a"}}))),
+        (
+            "POST",
+            "/config/extensions",
+            Some(json!({"name":"a","enabled":false,"config":{"type":"builtin","name":"a"}})),
+        ),
         ("DELETE", "/config/extensions/a", None),
         ("POST", "/config/upsert", Some(json!({"key":"K","value":"v","is_secret":false}))),
         ("POST", "/config/read", Some(json!({"key":"K","is_secret":false}))),
@@ -61,7 +65,12 @@ fn status_and_proxies_are_open() {
             contract::check_resp("GET", p, &ok);
         }
     }
-    let app = http("GET", &s.url(&format!("/mcp-app-proxy?secret={SECRET}&connect_domains=https://api.example.com,%20")), None, None);
+    let app = http(
+        "GET",
+        &s.url(&format!("/mcp-app-proxy?secret={SECRET}&connect_domains=https://api.example.com,%20")),
+        None,
+        None,
+    );
     assert!(app.text().contains("connect-src 'self' https://api.example.com;"), "{}", app.text());
     assert_eq!(app.header("referrer-policy"), Some("no-referrer"));
     // Guest pages: handed over once.
@@ -90,7 +99,8 @@ fn generated_secret_is_written_0600_and_works() {
 
 #[test]
 fn a_panicking_handler_is_a_500_and_the_server_lives() {
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_TEST_FAULTS".into(), "1".into())], ..Default::default() });
+    let s =
+        Server::start_with(ServerOpts { env: vec![("GOSLING_TEST_FAULTS".into(), "1".into())], ..Default::default() });
     let r = s.get("/debug/panic");
     assert_eq!(r.status, 500);
     assert!(r.json()["message"].as_str().unwrap().contains("internal error"));
@@ -100,7 +110,10 @@ fn a_panicking_handler_is_a_500_and_the_server_lives() {
 
 #[test]
 fn oversized_bodies_are_413() {
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_MAX_BODY_BYTES".into(), "1000".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_BODY_BYTES".into(), "1000".into())],
+        ..Default::default()
+    });
     let big = format!("{{\"key\":\"K\",\"value\":\"{}\",\"is_secret\":false}}", "x".repeat(2000));
     let r = http("POST", &s.url("/config/upsert"), Some(SECRET), Some(big.as_bytes()));
     assert_eq!(r.status, 413);
@@ -145,10 +158,20 @@ fn oversized_request_heads_are_431() {
 #[test]
 fn bad_bodies_get_clear_errors() {
     let s = Server::start();
-    let not_json = http_with("POST", &s.url("/config/upsert"), &[("X-Secret-Key", SECRET), ("Content-Type", "application/json")], Some(b"{nope"));
+    let not_json = http_with(
+        "POST",
+        &s.url("/config/upsert"),
+        &[("X-Secret-Key", SECRET), ("Content-Type", "application/json")],
+        Some(b"{nope"),
+    );
     assert_eq!(not_json.status, 400);
     assert!(not_json.json()["message"].as_str().unwrap().contains("not valid JSON"));
-    let form = http_with("POST", &s.url("/config/upsert"), &[("X-Secret-Key", SECRET), ("Content-Type", "text/plain")], Some(b"{}"));
+    let form = http_with(
+        "POST",
+        &s.url("/config/upsert"),
+        &[("X-Secret-Key", SECRET), ("Content-Type", "text/plain")],
+        Some(b"{}"),
+    );
     assert_eq!(form.status, 415);
     assert!(form.json()["message"].as_str().unwrap().contains("application/json"));
     let shape = s.post("/config/upsert", json!({"key": 3}));
@@ -204,7 +227,8 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     slow[0].set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let _ = slow[0].read_to_string(&mut buf);
     assert!(buf.starts_with("HTTP/1.1 408"), "slow body answered {buf:?}");
-    let back = wait_for(Duration::from_secs(20), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
+    let back =
+        wait_for(Duration::from_secs(20), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
     assert!(back.is_some(), "the server serves again after the slow clients timed out");
     drop(idle);
 }
@@ -225,7 +249,8 @@ fn corrupt_config_refuses_to_start_and_is_untouched() {
 #[test]
 fn bad_port_is_a_clear_error() {
     let home = TempDir::new("port");
-    let out = gosling(&home).arg("agent").env("GOOSE_PORT", "http").env("GOOSE_SERVER__SECRET_KEY", SECRET).output().unwrap();
+    let out =
+        gosling(&home).arg("agent").env("GOOSE_PORT", "http").env("GOOSE_SERVER__SECRET_KEY", SECRET).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("GOOSE_PORT"));
 }
@@ -239,7 +264,10 @@ fn status_body_matches_contract() {
 
 #[test]
 fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())],
+        ..Default::default()
+    });
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -279,7 +307,10 @@ fn trickle_until_cut_off(c: &mut TcpStream, byte: &[u8], every: Duration) -> (Du
 fn a_trickled_request_head_is_cut_off() {
     // One byte just under the read timeout, again and again: the head as a whole gets twice
     // the read timeout, then 408 and the connection is closed.
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())],
+        ..Default::default()
+    });
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
     let (took, out) = trickle_until_cut_off(&mut c, b"a", Duration::from_millis(500));
@@ -292,7 +323,10 @@ fn a_trickled_request_head_is_cut_off() {
 fn a_trickled_request_body_is_cut_off() {
     // A body sent one byte just under the read timeout would hold a request slot for days: after
     // a grace of twice the read timeout it must average 1 KiB/s, else 408.
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "1".into())],
+        ..Default::default()
+    });
     let mut c = slow_request(&s.addr);
     let (took, out) = trickle_until_cut_off(&mut c, b" ", Duration::from_millis(300));
     assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
@@ -318,13 +352,17 @@ fn closed_unanswered(mut c: TcpStream) -> bool {
 
 #[test]
 fn connections_beyond_the_limit_are_closed_and_the_server_recovers() {
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_MAX_CONNECTIONS".into(), "20".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_CONNECTIONS".into(), "20".into())],
+        ..Default::default()
+    });
     let held = idle_connections(&s.addr, 20);
     std::thread::sleep(Duration::from_millis(300));
     let extra = TcpStream::connect(&s.addr).unwrap();
     assert!(closed_unanswered(extra), "a connection past the limit is closed at once");
     drop(held);
-    let back = wait_for(Duration::from_secs(10), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
+    let back =
+        wait_for(Duration::from_secs(10), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
     assert!(back.is_some(), "serves again once the connections are gone");
     assert!(s.stderr().contains("connections are open (the limit)"), "{}", s.stderr());
 }
@@ -360,14 +398,20 @@ fn the_default_connection_limit_follows_the_descriptor_limit() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(closed_unanswered(TcpStream::connect(&s.addr).unwrap()));
     drop(held);
-    let back = wait_for(Duration::from_secs(10), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
+    let back =
+        wait_for(Duration::from_secs(10), || (http("GET", &s.url("/status"), None, None).status == 200).then_some(()));
     assert!(back.is_some());
     assert!(!s.stderr().contains("Too many open files"), "{}", s.stderr());
 }
 
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap()
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
 }
 
 #[test]
@@ -400,8 +444,13 @@ fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
 
 #[test]
 fn the_one_time_login_link_gives_the_key_once() {
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())], ..Default::default() });
-    let line = wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string)).expect("login link printed");
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())],
+        ..Default::default()
+    });
+    let line =
+        wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string))
+            .expect("login link printed");
     assert!(!line.contains(SECRET), "the link carries a token, not the key");
     let token = line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
     let body = json!({"token": token}).to_string();
@@ -426,9 +475,17 @@ fn serving_beyond_loopback_needs_an_explicit_secret() {
 
 #[test]
 fn cors_only_for_desktop_and_configured_origins() {
-    let s = Server::start_with(ServerOpts { env: vec![("GOSLING_CORS_ORIGINS".into(), "http://ui.example:8080".into())], ..Default::default() });
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_CORS_ORIGINS".into(), "http://ui.example:8080".into())],
+        ..Default::default()
+    });
     for origin in ["null", "file://", "http://ui.example:8080"] {
-        let pre = http_with("OPTIONS", &s.url("/config"), &[("Origin", origin), ("Access-Control-Request-Method", "GET")], None);
+        let pre = http_with(
+            "OPTIONS",
+            &s.url("/config"),
+            &[("Origin", origin), ("Access-Control-Request-Method", "GET")],
+            None,
+        );
         assert_eq!(pre.status, 204, "{origin}");
         assert_eq!(pre.header("access-control-allow-origin"), Some(origin));
         assert!(pre.header("access-control-allow-headers").unwrap().contains("x-secret-key"));

@@ -1,5 +1,5 @@
 //! Test support: temp dirs, the real `gosling` binary as a server or a CLI, the peers from
-//! `../shared/peers`, and a small HTTP client. Every server is killed when its handle drops.
+//! `scripts/peers`, and a small HTTP client. Every server is killed when its handle drops.
 
 #![allow(dead_code)] // each test module uses its own subset
 
@@ -36,7 +36,11 @@ pub struct TempDir(PathBuf);
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!("gosling-it-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let p = std::env::temp_dir().join(format!(
+            "gosling-it-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
@@ -55,7 +59,7 @@ impl Drop for TempDir {
     }
 }
 
-/// The peers installed by `../shared/peers/install.sh target/peers` (variables of peers.env).
+/// The peers installed by `scripts/peers/install target/peers` (variables of peers.env).
 pub struct Peers(HashMap<String, String>);
 
 impl Peers {
@@ -71,7 +75,9 @@ impl Peers {
 }
 
 fn load_peers() -> Option<Peers> {
-    let path = std::env::var("GOSLING_PEERS_ENV").map(PathBuf::from).unwrap_or_else(|_| manifest_dir().join("target/peers/peers.env"));
+    let path = std::env::var("GOSLING_PEERS_ENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| manifest_dir().join("target/peers/peers.env"));
     let text = std::fs::read_to_string(path).ok()?;
     let mut m = HashMap::new();
     for line in text.lines() {
@@ -84,24 +90,42 @@ fn load_peers() -> Option<Peers> {
     Some(Peers(m))
 }
 
-/// The installed peers. In CI (`CI` set) a missing install is a failure, never a skip.
+/// The installed peers. A missing install fails the test with the command that installs it;
+/// only `GOSLING_SKIP_PEERS=1` turns that into `None` (the caller skips and says so).
 pub fn peers() -> Option<&'static Peers> {
     static P: OnceLock<Option<Peers>> = OnceLock::new();
-    let p = P.get_or_init(load_peers).as_ref();
-    if p.is_none() && std::env::var_os("CI").is_some() {
-        panic!("peers are not installed: run ../shared/peers/install.sh target/peers");
+    if skip_peers() {
+        return None;
     }
-    p
+    match P.get_or_init(load_peers).as_ref() {
+        Some(p) => Some(p),
+        None => panic!(
+            "the test peers are not installed: run `scripts/peers/install target/peers` (or `scripts/test`), \
+             or set GOSLING_SKIP_PEERS=1 to skip the tests that need them"
+        ),
+    }
 }
 
-/// `let peers = require_peers!();` — returns from the test with a message when not installed.
+/// `GOSLING_SKIP_PEERS=1`: the caller explicitly opted out of peer-based tests.
+pub fn skip_peers() -> bool {
+    std::env::var("GOSLING_SKIP_PEERS").is_ok_and(|v| v == "1")
+}
+
+/// Prints the line a skipped test leaves: which test, and why.
+pub fn say_skipped(what: &str) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("SKIP {test}: {what} (GOSLING_SKIP_PEERS=1)");
+}
+
+/// `let peers = require_peers!();` — the peers, or (only under `GOSLING_SKIP_PEERS=1`) a
+/// return from the test that prints what was skipped.
 #[macro_export]
 macro_rules! require_peers {
     () => {
         match $crate::support::peers() {
             Some(p) => p,
             None => {
-                eprintln!("SKIP: peers not installed (../shared/peers/install.sh target/peers)");
+                $crate::support::say_skipped("needs the test peers");
                 return;
             }
         }
@@ -302,7 +326,8 @@ impl Resp {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): status {} body {:?}", self.status, self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): status {} body {:?}", self.status, self.text()))
     }
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())

@@ -30,17 +30,34 @@ struct Pinned {
 }
 
 impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(&self, end_entity: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
         if sha256_colon_hex(end_entity) == self.pin {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
         }
     }
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -84,7 +101,13 @@ fn exchange(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Option<&
     exchange_json(tls, method, path, secret, None)
 }
 
-fn exchange_json(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Option<&str>, json: Option<&serde_json::Value>) -> Result<Reply, String> {
+fn exchange_json(
+    tls: &mut BufReader<Tls>,
+    method: &str,
+    path: &str,
+    secret: Option<&str>,
+    json: Option<&serde_json::Value>,
+) -> Result<Reply, String> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
     if let Some(s) = secret {
         head.push_str(&format!("X-Secret-Key: {s}\r\n"));
@@ -100,7 +123,8 @@ fn exchange_json(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Opt
     tls.get_mut().flush().map_err(io)?;
     let mut line = String::new();
     tls.read_line(&mut line).map_err(io)?;
-    let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(format!("bad status line {line:?}"))?;
+    let status =
+        line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(format!("bad status line {line:?}"))?;
     let mut headers = Vec::new();
     loop {
         line.clear();
@@ -144,7 +168,10 @@ fn fingerprint_line(server: &Server) -> String {
     let fp = lines[0][PREFIX.len()..].to_string();
     let pairs: Vec<&str> = fp.split(':').collect();
     assert_eq!(pairs.len(), 32, "{fp}");
-    assert!(pairs.iter().all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_digit() || ('A'..='F').contains(&c))), "upper-case hex pairs: {fp}");
+    assert!(
+        pairs.iter().all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_digit() || ('A'..='F').contains(&c))),
+        "upper-case hex pairs: {fp}"
+    );
     fp
 }
 
@@ -233,7 +260,14 @@ fn certificate_and_key_files_are_served_and_pinned() {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, made.cert_pem()).unwrap();
     std::fs::write(&key, made.key_pem()).unwrap();
-    let server = tls_server(&[], &[("GOOSE_TLS", "true"), ("GOOSE_TLS_CERT_PATH", cert.to_str().unwrap()), ("GOOSE_TLS_KEY_PATH", key.to_str().unwrap())]);
+    let server = tls_server(
+        &[],
+        &[
+            ("GOOSE_TLS", "true"),
+            ("GOOSE_TLS_CERT_PATH", cert.to_str().unwrap()),
+            ("GOOSE_TLS_KEY_PATH", key.to_str().unwrap()),
+        ],
+    );
     let pin = fingerprint_line(&server);
     assert_eq!(pin, sha256_colon_hex(&made.cert_der), "the fingerprint is the file's certificate");
     assert_eq!(https(&server.addr, &pin, "GET", "/config", Some(SECRET)).unwrap().status, 200);
@@ -269,20 +303,42 @@ fn bad_tls_configuration_is_a_start_up_error_naming_the_variable() {
     let other_key = write("other-key.pem", &other.key_pem());
     let garbage = write("garbage.pem", "this is not a certificate\n");
     let bad_b64 = write("bad.pem", "-----BEGIN CERTIFICATE-----\n@@@@\n-----END CERTIFICATE-----\n");
-    let encrypted = write("enc.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n");
+    let encrypted =
+        write("enc.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n");
     let missing = dir.join("missing.pem").to_str().unwrap().to_string();
 
     type Vars<'a> = Vec<(&'a str, &'a str)>;
     let cases: Vec<(Vars<'_>, Vec<&str>)> = vec![
         (vec![("GOOSE_TLS_CERT_PATH", &cert)], vec!["GOOSE_TLS_CERT_PATH is set but GOOSE_TLS_KEY_PATH is not"]),
         (vec![("GOOSE_TLS_KEY_PATH", &key)], vec!["GOOSE_TLS_KEY_PATH is set but GOOSE_TLS_CERT_PATH is not"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &missing), ("GOOSE_TLS_KEY_PATH", &key)], vec!["cannot read GOOSE_TLS_CERT_PATH", "missing.pem"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &missing)], vec!["cannot read GOOSE_TLS_KEY_PATH", "missing.pem"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &garbage), ("GOOSE_TLS_KEY_PATH", &key)], vec!["GOOSE_TLS_CERT_PATH", "no `-----BEGIN CERTIFICATE-----` block"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &bad_b64), ("GOOSE_TLS_KEY_PATH", &key)], vec!["GOOSE_TLS_CERT_PATH", "not valid base64"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &cert)], vec!["GOOSE_TLS_KEY_PATH", "no private key block"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &encrypted)], vec!["GOOSE_TLS_KEY_PATH", "encrypted"]),
-        (vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &other_key)], vec!["cannot be used", "GOOSE_TLS_KEY_PATH"]),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &missing), ("GOOSE_TLS_KEY_PATH", &key)],
+            vec!["cannot read GOOSE_TLS_CERT_PATH", "missing.pem"],
+        ),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &missing)],
+            vec!["cannot read GOOSE_TLS_KEY_PATH", "missing.pem"],
+        ),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &garbage), ("GOOSE_TLS_KEY_PATH", &key)],
+            vec!["GOOSE_TLS_CERT_PATH", "no `-----BEGIN CERTIFICATE-----` block"],
+        ),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &bad_b64), ("GOOSE_TLS_KEY_PATH", &key)],
+            vec!["GOOSE_TLS_CERT_PATH", "not valid base64"],
+        ),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &cert)],
+            vec!["GOOSE_TLS_KEY_PATH", "no private key block"],
+        ),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &encrypted)],
+            vec!["GOOSE_TLS_KEY_PATH", "encrypted"],
+        ),
+        (
+            vec![("GOOSE_TLS_CERT_PATH", &cert), ("GOOSE_TLS_KEY_PATH", &other_key)],
+            vec!["cannot be used", "GOOSE_TLS_KEY_PATH"],
+        ),
     ];
     for (vars, wanted) in cases {
         let mut env = vec![("GOOSE_TLS", "true")];
@@ -309,21 +365,50 @@ fn plain_http_stays_the_default_and_prints_no_fingerprint() {
 fn a_streamed_reply_over_tls() {
     use crate::fake_llm::{oa_finish, oa_text, FakeLlm, Reply as LlmReply, OA_DONE};
     use serde_json::json;
-    let llm = FakeLlm::start(vec![LlmReply::sse(&[oa_text("Hel"), oa_text("lo over "), oa_text("TLS"), oa_finish("stop"), OA_DONE.to_string()])]);
-    let server = tls_server(&["--tls"], &[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "mock-model"), ("OPENAI_HOST", &llm.url())]);
+    let llm = FakeLlm::start(vec![LlmReply::sse(&[
+        oa_text("Hel"),
+        oa_text("lo over "),
+        oa_text("TLS"),
+        oa_finish("stop"),
+        OA_DONE.to_string(),
+    ])]);
+    let server = tls_server(
+        &["--tls"],
+        &[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "mock-model"), ("OPENAI_HOST", &llm.url())],
+    );
     let pin = fingerprint_line(&server);
     let mut conn = BufReader::new(connect(&server.addr, &pin).unwrap());
     let work = std::env::temp_dir();
-    let started = exchange_json(&mut conn, "POST", "/agent/start", Some(SECRET), Some(&json!({"working_dir": work}))).unwrap();
+    let started =
+        exchange_json(&mut conn, "POST", "/agent/start", Some(SECRET), Some(&json!({"working_dir": work}))).unwrap();
     assert_eq!(started.status, 200, "{}", started.body);
     let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["id"].as_str().unwrap().to_string();
-    let resumed = exchange_json(&mut conn, "POST", "/agent/resume", Some(SECRET), Some(&json!({"session_id": id, "load_model_and_extensions": true}))).unwrap();
+    let resumed = exchange_json(
+        &mut conn,
+        "POST",
+        "/agent/resume",
+        Some(SECRET),
+        Some(&json!({"session_id": id, "load_model_and_extensions": true})),
+    )
+    .unwrap();
     assert_eq!(resumed.status, 200, "{}", resumed.body);
     let message = json!({"role": "user", "created": 1735725600, "content": [{"type": "text", "text": "hi"}], "metadata": {"userVisible": true, "agentVisible": true}});
-    let reply = exchange_json(&mut conn, "POST", "/reply", Some(SECRET), Some(&json!({"session_id": id, "user_message": message}))).unwrap();
+    let reply = exchange_json(
+        &mut conn,
+        "POST",
+        "/reply",
+        Some(SECRET),
+        Some(&json!({"session_id": id, "user_message": message})),
+    )
+    .unwrap();
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.headers.iter().any(|(k, v)| k == "content-type" && v == "text/event-stream"));
-    let events: Vec<serde_json::Value> = reply.body.split("\n\n").filter_map(|f| f.strip_prefix("data: ")).map(|j| serde_json::from_str(j).unwrap()).collect();
+    let events: Vec<serde_json::Value> = reply
+        .body
+        .split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .collect();
     let text: String = events
         .iter()
         .filter(|e| e["type"] == "Message")
