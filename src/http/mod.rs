@@ -9,3 +9,4 @@ pub mod proxy;
 pub mod reply_routes;
 pub mod routes;
 pub mod server;
+pub mod web_routes;

@@ -13,7 +13,7 @@ use crate::http::server::{Request, Response};
 
 pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
     // The built-in web page: public static assets, same-origin only (never CORS headers).
-    if let Some(r) = crate::web::serve(&req.method, &req.path) {
+    if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
         return r;
     }
     let origin = req.header("origin").filter(|o| cors_allowed(o)).map(str::to_string);
