@@ -375,14 +375,12 @@ impl SessionRuntime {
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
             ExtensionConfig::Builtin { name, .. } => {
-                let builtin = runtime_key(name);
-                if !crate::builtins::KNOWN.contains(&builtin.as_str()) {
-                    return Err(ActivateError::Config(crate::builtins::unknown_builtin_error(name)));
-                }
+                let launch = crate::builtins::launch(&runtime_key(name), &self.deps.self_exe, &self.deps.state_dir)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
                 let spec = StdioSpec {
-                    cmd: self.deps.self_exe.display().to_string(),
-                    args: vec!["mcp".into(), builtin],
-                    env: vec![("GOSLING_STATE_DIR".into(), self.deps.state_dir.display().to_string())],
+                    cmd: launch.program.display().to_string(),
+                    args: launch.args,
+                    env: launch.env,
                     cwd,
                     ..Default::default()
                 };
