@@ -14,6 +14,7 @@
 
 use super::error::{Error, ToolError};
 use crate::wire::jsonrpc::{self, ErrorObject, Id, Message};
+use crate::wire::mcp_version;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -24,12 +25,6 @@ use std::time::{Duration, Instant};
 
 /// The builtin extensions this binary can serve, in the order error messages list them.
 pub const KNOWN: &[&str] = &["developer", "memory"];
-
-/// MCP revisions we can speak; a client asking for one of these gets it back.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// What we answer when the client asks for a revision we do not know.
-pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Longest accepted input line (a `text_editor` write carries a whole file).
 pub const MAX_LINE: usize = 8 << 20;
@@ -351,7 +346,7 @@ fn handle_request(
     match method {
         "initialize" => {
             let asked = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            let version = asked.filter(|v| PROTOCOL_VERSIONS.contains(v)).unwrap_or(DEFAULT_PROTOCOL_VERSION);
+            let version = asked.filter(|v| mcp_version::is_known(v)).unwrap_or(mcp_version::PREFERRED);
             shared.reply(
                 id,
                 json!({
@@ -604,7 +599,7 @@ mod tests {
         assert_eq!(out[1]["id"], Value::Null);
         assert_eq!(out[2]["result"], json!({}));
         assert_eq!(out[3]["error"]["code"], -32601);
-        assert_eq!(out[4]["result"]["protocolVersion"], DEFAULT_PROTOCOL_VERSION);
+        assert_eq!(out[4]["result"]["protocolVersion"], mcp_version::PREFERRED);
     }
 
     #[test]
