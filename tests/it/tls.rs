@@ -89,10 +89,10 @@ pub(crate) fn connect(addr: &str, pin: &str) -> Result<Tls, String> {
     Ok(tls)
 }
 
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(crate) struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
 }
 
 /// Sends one request and reads one response (Content-Length or chunked), keeping the
@@ -101,7 +101,7 @@ fn exchange(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Option<&
     exchange_json(tls, method, path, secret, None)
 }
 
-fn exchange_json(
+pub(crate) fn exchange_json(
     tls: &mut BufReader<Tls>,
     method: &str,
     path: &str,
