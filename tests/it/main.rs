@@ -41,6 +41,10 @@ mod agent_api;
 // /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
 mod reply;
 
+// Goose Desktop 1.34's flows over pinned HTTPS: start, open, send (with confirmation), cancel,
+// extensions, deep links; the session event stream's replay and followers; elicitation.
+mod desktop;
+
 // Install flows over HTTP: deep links with secrets, allowlist on every path.
 mod install_http;
 
