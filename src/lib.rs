@@ -4,6 +4,7 @@
 //! the HTTP front. See ARCHITECTURE.md for the map.
 #![deny(unsafe_code)]
 
+pub mod acp;
 pub mod agent;
 pub mod agent_cmd;
 pub mod app;

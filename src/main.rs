@@ -10,6 +10,8 @@ Usage:
                                            serve the goose server API (port from GOOSE_PORT)
                                            over HTTPS with a self-signed certificate, as goosed;
                                            --no-tls or GOOSE_TLS=false: plain HTTP
+  gosling acp                              serve the Agent Client Protocol on stdin/stdout (for
+                                           editors: Zed, JetBrains, Neovim, Emacs, acpx)
   gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
@@ -45,6 +47,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("agent") => exit(agent(&args[1..])),
+        Some("acp") => match gosling::acp::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gosling: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
         Some("mcp") => match args.get(1).map(String::as_str) {

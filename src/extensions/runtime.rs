@@ -39,6 +39,12 @@ pub struct Deps {
 /// See `Deps::elicit`.
 pub type Elicitor = Arc<dyn Fn(&str, &str, &Value) -> Value + Send + Sync>;
 
+/// Answers some tool calls of a session in-process instead of the extension: `gosling acp`
+/// routes the developer builtin's file edits through the editor. Given the extension's config,
+/// the unprefixed tool name and the arguments, it returns an MCP CallToolResult, or `None` to
+/// let the extension answer as usual.
+pub type ToolDelegate = Arc<dyn Fn(&ExtensionConfig, &str, Option<&Value>) -> Option<Value> + Send + Sync>;
+
 /// Why an extension could not be activated; Display is goose's ExtensionError text.
 #[derive(Debug, Clone)]
 pub enum ActivateError {
@@ -204,6 +210,7 @@ pub struct SessionRuntime {
     /// Background load started by `/agent/start`, collected by the first one who needs it.
     pending: Mutex<Option<thread::JoinHandle<Vec<LoadResult>>>>,
     last_results: Mutex<Option<Vec<LoadResult>>>,
+    delegate: RwLock<Option<ToolDelegate>>,
 }
 
 /// goose's own builtins that Goose Desktop registers (its bundled-extension sync) but gosling
@@ -221,7 +228,13 @@ impl SessionRuntime {
             deps,
             pending: Mutex::new(None),
             last_results: Mutex::new(None),
+            delegate: RwLock::new(None),
         })
+    }
+
+    /// Installs the session's tool delegate (see `ToolDelegate`).
+    pub fn set_delegate(&self, delegate: Option<ToolDelegate>) {
+        *self.delegate.write().unwrap_or_else(|e| e.into_inner()) = delegate;
     }
 
     pub fn working_dir(&self) -> PathBuf {
@@ -498,10 +511,14 @@ impl SessionRuntime {
         self.wait_loaded();
         let t = Instant::now();
         let (ext, tool) = self.resolve_tool(prefixed)?;
-        let result = ext.client().and_then(|c| {
-            c.call_tool(&tool, arguments.clone(), ctx)
-                .map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) })
-        });
+        let delegate = self.delegate.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let result = match delegate.and_then(|d| d(&ext.config, &tool, arguments.as_ref())) {
+            Some(v) => Ok(v),
+            None => ext.client().and_then(|c| {
+                c.call_tool(&tool, arguments.clone(), ctx)
+                    .map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) })
+            }),
+        };
         if let Err(CallError::Mcp { .. }) = &result {
             self.notice_failure(&ext);
         }

@@ -1,0 +1,580 @@
+//! The ACP methods: `initialize`, `authenticate`, `session/new`, `session/load`,
+//! `session/set_mode`, `session/prompt` (with `session/request_permission` to the client in
+//! approve modes) and the `session/cancel` notification.
+
+use crate::acp::conn::{CallError, Conn};
+use crate::acp::fs::{EditorFs, FsCaps};
+use crate::acp::updates::{self, Live};
+use crate::acp::{empty, invalid_params, rpc_error, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
+use crate::agent::events::{ChannelSink, Event, Sink};
+use crate::agent::messages as msg;
+use crate::agent::reply::{Mode, Outcome, Turn};
+use crate::app::App;
+use crate::extensions::config::{runtime_key, ExtensionConfig};
+use crate::extensions::policy::InstallSource;
+use crate::extensions::runtime::SessionRuntime;
+use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use crate::wire::jsonrpc::{ErrorObject, Id, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Reply = Result<Value, ErrorObject>;
+
+/// The id of the one auth method: configure a model provider.
+pub const AUTH_METHOD: &str = "gosling-provider";
+/// How long a permission question may stay open (the turn loop's own limit is the same).
+const PERMISSION_WAIT: Duration = Duration::from_secs(30 * 60);
+/// Turn events queued before the writer; a slow editor applies backpressure.
+const EVENT_QUEUE: usize = 256;
+
+const METHODS: &str =
+    "initialize, authenticate, session/new, session/load, session/set_mode, session/prompt and the session/cancel notification";
+
+/// A prompt in flight: dropping `cancel` stops the turn.
+struct Running {
+    cancel: Option<Sender<()>>,
+    cancelled: Arc<AtomicBool>,
+}
+
+/// A session opened on this connection (`session/new` or `session/load`).
+struct Open {
+    cwd: String,
+    running: Mutex<Option<Running>>,
+    /// Tools the person allowed "always" in this session.
+    always: Mutex<HashSet<String>>,
+}
+
+pub struct Agent {
+    app: Arc<App>,
+    conn: Arc<Conn>,
+    fs: Mutex<FsCaps>,
+    open: Mutex<HashMap<String, Arc<Open>>>,
+}
+
+fn mode_id(m: Mode) -> &'static str {
+    match m {
+        Mode::Auto => "auto",
+        Mode::Approve => "approve",
+        Mode::SmartApprove => "smart_approve",
+        Mode::Chat => "chat",
+    }
+}
+
+fn store_error(e: impl std::fmt::Display) -> ErrorObject {
+    rpc_error(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
+}
+
+fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObject> {
+    p.get(k).and_then(Value::as_str).ok_or_else(|| invalid_params(format!("missing the string parameter `{k}`")))
+}
+
+fn session_not_found(id: &str) -> ErrorObject {
+    rpc_error(
+        RESOURCE_NOT_FOUND,
+        format!("Session {id} not found; create one with session/new or open it with session/load"),
+    )
+}
+
+/// An ACP McpServer as a goose extension config: stdio (no `type`, or `stdio`) and `http`
+/// (Streamable HTTP). SSE is refused: MCP replaced it with Streamable HTTP.
+pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
+    let field = format!("mcpServers[{i}]");
+    let name = s
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| invalid_params(format!("{field}: missing `name`")))?;
+    let pairs = |k: &str| -> serde_json::Map<String, Value> {
+        s.get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((p.get("name")?.as_str()?.to_string(), p.get("value")?.clone())))
+            .collect()
+    };
+    let v = match s.get("type").and_then(Value::as_str) {
+        None | Some("stdio") => {
+            let cmd = s.get("command").and_then(Value::as_str).ok_or_else(|| invalid_params(format!("{field} ({name}): missing `command`")))?;
+            json!({ "type": "stdio", "name": name, "description": "", "cmd": cmd,
+                    "args": s.get("args").cloned().unwrap_or_else(|| json!([])), "envs": pairs("env") })
+        }
+        Some("http") => {
+            let url = s.get("url").and_then(Value::as_str).ok_or_else(|| invalid_params(format!("{field} ({name}): missing `url`")))?;
+            json!({ "type": "streamable_http", "name": name, "description": "", "uri": url, "headers": pairs("headers") })
+        }
+        Some("sse") => {
+            return Err(invalid_params(format!(
+                "{field} ({name}): the SSE transport is deprecated in MCP and gosling does not connect to it (mcpCapabilities.sse is false); migrate the server to Streamable HTTP and pass it as type \"http\""
+            )))
+        }
+        Some(other) => return Err(invalid_params(format!("{field} ({name}): unknown transport type {other:?}; use stdio or http"))),
+    };
+    let c = ExtensionConfig::from_value(v).map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
+    c.validate().map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
+    Ok(c)
+}
+
+fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
+    s.extension_data
+        .get(ENABLED_EXTENSIONS)
+        .and_then(|d| d.get("extensions"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| ExtensionConfig::from_value(v.clone()).ok()).collect())
+        .unwrap_or_default()
+}
+
+fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
+    configs.iter().filter_map(|c| serde_json::to_value(c).ok()).collect()
+}
+
+impl Agent {
+    pub fn new(app: Arc<App>, conn: Arc<Conn>) -> Agent {
+        Agent { app, conn, fs: Mutex::default(), open: Mutex::default() }
+    }
+
+    /// Dispatches one request; slow methods answer from their own thread.
+    pub fn request(self: &Arc<Self>, id: Id, method: &str, params: Value) {
+        log::debug!("acp: request {id} {method}");
+        let answer = match method {
+            "initialize" => self.initialize(&params),
+            "authenticate" => self.authenticate(&params),
+            "session/set_mode" => self.set_mode(&params),
+            "session/new" | "session/load" => {
+                let (me, method) = (self.clone(), method.to_string());
+                self.spawn(
+                    id,
+                    move || if method == "session/new" { me.new_session(&params) } else { me.load(&params) },
+                );
+                return;
+            }
+            "session/prompt" => match self.begin_prompt(&params) {
+                Ok((open, sid, cancel_rx, cancelled)) => {
+                    let me = self.clone();
+                    self.spawn(id, move || {
+                        let r = me.prompt(&sid, &open, &params, cancel_rx, &cancelled);
+                        *open.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                        r
+                    });
+                    return;
+                }
+                Err(e) => Err(e),
+            },
+            other => {
+                Err(rpc_error(METHOD_NOT_FOUND, format!("unknown method {other:?}; gosling acp serves {METHODS}")))
+            }
+        };
+        self.conn.respond(id, answer);
+    }
+
+    fn spawn(&self, id: Id, f: impl FnOnce() -> Reply + Send + 'static) {
+        let conn = self.conn.clone();
+        let rid = id.clone();
+        let r = std::thread::Builder::new().name("acp-request".into()).spawn(move || conn.respond(rid, f()));
+        if let Err(e) = r {
+            self.conn.respond(id, Err(rpc_error(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}"))));
+        }
+    }
+
+    pub fn notification(&self, method: &str, params: Value) {
+        match method {
+            "session/cancel" => {
+                let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("");
+                let open = self.open.lock().unwrap_or_else(|e| e.into_inner()).get(sid).cloned();
+                match open.and_then(|o| {
+                    o.running.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(|r| {
+                        r.cancelled.store(true, Ordering::SeqCst);
+                        r.cancel.take()
+                    })
+                }) {
+                    Some(_) => log::info!("acp: session {sid}: prompt cancelled"),
+                    None => log::debug!("acp: session/cancel for {sid:?}: no prompt is running"),
+                }
+            }
+            other => log::debug!("acp: ignoring the notification {other}"),
+        }
+    }
+
+    /// What keeps the model from running, if anything (then `initialize` offers the auth method).
+    fn provider_problem(&self) -> Option<String> {
+        crate::llm::Settings::resolve(&crate::config::ProcessEnv, &|k| self.app.setting(k), (None, None))
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    fn initialize(&self, p: &Value) -> Reply {
+        let asked = p
+            .get("protocolVersion")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| invalid_params("`protocolVersion` must be a whole number (gosling speaks ACP 1)"))?;
+        if asked != PROTOCOL_VERSION {
+            log::info!("acp: the client asked for protocol {asked}; answering {PROTOCOL_VERSION}");
+        }
+        let fs = p.pointer("/clientCapabilities/fs");
+        let caps = FsCaps {
+            read: fs.and_then(|f| f.get("readTextFile")).and_then(Value::as_bool).unwrap_or(false),
+            write: fs.and_then(|f| f.get("writeTextFile")).and_then(Value::as_bool).unwrap_or(false),
+        };
+        *self.fs.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        let auth_methods = match self.provider_problem() {
+            None => json!([]),
+            Some(why) => json!([{
+                "id": AUTH_METHOD,
+                "name": "Configure a model provider",
+                "description": format!("{why}. Set them in the agent's environment in your editor's agent settings (or in gosling's config with the web page), then restart the agent"),
+            }]),
+        };
+        Ok(json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
+                "mcpCapabilities": { "http": true, "sse": false },
+            },
+            "agentInfo": { "name": "gosling", "title": "gosling", "version": env!("CARGO_PKG_VERSION") },
+            "authMethods": auth_methods,
+        }))
+    }
+
+    fn authenticate(&self, p: &Value) -> Reply {
+        let m = str_param(p, "methodId")?;
+        if m != AUTH_METHOD {
+            return Err(invalid_params(format!("unknown auth method {m:?}; gosling offers {AUTH_METHOD:?}")));
+        }
+        match self.provider_problem() {
+            None => Ok(empty()),
+            Some(why) => Err(rpc_error(
+                AUTH_REQUIRED,
+                format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
+            )),
+        }
+    }
+
+    fn modes(&self, session_mode: Option<&str>) -> Value {
+        let current = mode_id(self.app.mode_for(session_mode));
+        json!({
+            "currentModeId": current,
+            "availableModes": [
+                { "id": "auto", "name": "Auto", "description": "Run tools without asking" },
+                { "id": "approve", "name": "Approve", "description": "Ask before every tool call" },
+                { "id": "smart_approve", "name": "Smart approve", "description": "Ask before tools that are not marked read-only" },
+                { "id": "chat", "name": "Chat", "description": "No tools: answer only" },
+            ],
+        })
+    }
+
+    fn set_mode(&self, p: &Value) -> Reply {
+        let sid = str_param(p, "sessionId")?;
+        let mode = str_param(p, "modeId")?;
+        if Mode::parse(mode).is_none() {
+            return Err(invalid_params(format!("unknown mode {mode:?}; use auto, approve, smart_approve or chat")));
+        }
+        let done = self.app.sessions.update(sid, |s| s.goose_mode = Some(mode.to_string())).map_err(store_error)?;
+        done.ok_or_else(|| session_not_found(sid))?;
+        log::info!("acp: session {sid}: mode {mode}");
+        Ok(empty())
+    }
+
+    /// Checks the cwd and the editor's MCP servers against the trust policy.
+    fn client_servers(&self, p: &Value) -> Result<Vec<ExtensionConfig>, ErrorObject> {
+        let list = match p.get("mcpServers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a.iter().enumerate().map(|(i, s)| mcp_server(i, s)).collect::<Result<_, _>>()?,
+            Some(_) => return Err(invalid_params("`mcpServers` must be an array")),
+        };
+        for c in &list {
+            self.check_policy(c)?;
+        }
+        Ok(list)
+    }
+
+    fn check_policy(&self, c: &ExtensionConfig) -> Result<(), ErrorObject> {
+        match self.app.policy.check(c, InstallSource::AddExtension) {
+            Ok(warnings) => {
+                warnings.iter().for_each(|w| log::warn!("{w}"));
+                Ok(())
+            }
+            Err(e) => Err(invalid_params(format!("extension {}: {e}", c.name()))),
+        }
+    }
+
+    fn cwd(p: &Value) -> Result<String, ErrorObject> {
+        let cwd = str_param(p, "cwd")?;
+        if !Path::new(cwd).is_absolute() || !Path::new(cwd).is_dir() {
+            return Err(invalid_params(format!("cwd {cwd:?} must be an absolute path to an existing directory")));
+        }
+        Ok(cwd.to_string())
+    }
+
+    /// Starts the session's extensions (replacing a runtime it already had), with the
+    /// editor's file system for the developer builtin when the client offers it.
+    fn start_runtime(&self, sid: &str, cwd: &str, configs: Vec<ExtensionConfig>) {
+        let rt = SessionRuntime::new(sid, PathBuf::from(cwd), self.app.runtime_deps.clone());
+        let caps = *self.fs.lock().unwrap_or_else(|e| e.into_inner());
+        if caps.read {
+            match EditorFs::new(self.conn.clone(), sid, Path::new(cwd), caps) {
+                Ok(efs) => rt.set_delegate(Some(Arc::new(move |c: &ExtensionConfig, t: &str, a: Option<&Value>| {
+                    efs.call(c, t, a)
+                }))),
+                Err(e) => log::warn!("acp: session {sid}: the editor's file system is not used: {e}"),
+            }
+        }
+        for r in rt.load_all(configs) {
+            if let Some(e) = r.error {
+                log::warn!("acp: session {sid}: extension {} did not start: {e}", r.name);
+            }
+        }
+        if let Some(old) = self.app.agents.insert(rt) {
+            old.shutdown();
+        }
+        let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None), always: Mutex::default() });
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).insert(sid.to_string(), open);
+    }
+
+    fn new_session(&self, p: &Value) -> Reply {
+        let cwd = Self::cwd(p)?;
+        let client = self.client_servers(p)?;
+        let keys: HashSet<String> = client.iter().map(|c| runtime_key(c.name())).collect();
+        let mut configs: Vec<ExtensionConfig> = self
+            .app
+            .store
+            .extensions()
+            .map_err(store_error)?
+            .entries
+            .into_iter()
+            .filter(|e| e.enabled && !keys.contains(&runtime_key(e.config.name())))
+            .map(|e| e.config)
+            .collect();
+        for c in &configs {
+            self.check_policy(c)?;
+        }
+        configs.extend(client);
+        let session = self.app.sessions.create(&cwd, to_values(&configs)).map_err(store_error)?;
+        self.start_runtime(&session.id, &cwd, configs);
+        log::info!("acp: session {} started in {cwd}", session.id);
+        Ok(json!({ "sessionId": session.id, "modes": self.modes(None) }))
+    }
+
+    fn load(&self, p: &Value) -> Reply {
+        let sid = str_param(p, "sessionId")?;
+        let cwd = Self::cwd(p)?;
+        let client = self.client_servers(p)?;
+        let mut session = self.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+        let mut configs = session_extensions(&session);
+        let known: HashSet<String> = configs.iter().map(|c| runtime_key(c.name())).collect();
+        let added: Vec<ExtensionConfig> =
+            client.into_iter().filter(|c| !known.contains(&runtime_key(c.name()))).collect();
+        if !added.is_empty() || session.working_dir != cwd {
+            configs.extend(added);
+            let values = to_values(&configs);
+            session = self
+                .app
+                .sessions
+                .update(sid, |s| {
+                    s.working_dir = cwd.clone();
+                    s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": values }));
+                    s.clone()
+                })
+                .map_err(store_error)?
+                .ok_or_else(|| session_not_found(sid))?;
+        }
+        self.start_runtime(sid, &cwd, configs);
+        for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
+            self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
+        }
+        log::info!("acp: session {sid} loaded in {cwd}");
+        Ok(json!({ "modes": self.modes(session.goose_mode.as_deref()) }))
+    }
+
+    /// Claims the session for one prompt: a second prompt while one runs is refused.
+    #[allow(clippy::type_complexity)] // the four parts the prompt thread takes over
+    fn begin_prompt(&self, p: &Value) -> Result<(Arc<Open>, String, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
+        let sid = str_param(p, "sessionId")?;
+        let open = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sid)
+            .cloned()
+            .ok_or_else(|| session_not_found(sid))?;
+        let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.is_some() {
+            return Err(rpc_error(
+                INVALID_REQUEST,
+                format!("a prompt is already running in session {sid}; wait for its stopReason or send session/cancel"),
+            ));
+        }
+        let (tx, rx) = bounded(1);
+        let cancelled = Arc::new(AtomicBool::new(false));
+        *running = Some(Running { cancel: Some(tx), cancelled: cancelled.clone() });
+        drop(running);
+        Ok((open, sid.to_string(), rx, cancelled))
+    }
+
+    /// The turn for a new user message, as `/reply` builds it: the stored conversation plus
+    /// the message (saved before the turn starts), the session's running extensions, the model.
+    fn prepare_turn(&self, sid: &str, user_message: Value) -> Result<Turn, ErrorObject> {
+        let app = &self.app;
+        let session = app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+        let runtime = app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
+        let model =
+            session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
+        let settings = crate::llm::Settings::resolve(
+            &crate::config::ProcessEnv,
+            &|k| app.setting(k),
+            (session.provider_name.as_deref(), model.as_deref()),
+        )
+        .and_then(|s| crate::llm::from_settings(&s).map(|p| (s, p)));
+        let provider = match settings {
+            Ok((_, p)) => p,
+            Err(e) => return Err(rpc_error(AUTH_REQUIRED, e.to_string())),
+        };
+        let mut conversation = session.conversation.clone().unwrap_or_default();
+        conversation.push(user_message);
+        app.sessions.update(sid, |s| s.conversation = Some(conversation.clone())).map_err(store_error)?;
+        Ok(Turn {
+            session_id: sid.to_string(),
+            runtime,
+            provider,
+            sessions: app.sessions.clone(),
+            confirmations: app.confirmations.clone(),
+            mode: app.mode_for(session.goose_mode.as_deref()),
+            max_turns: app.max_turns(),
+            conversation,
+        })
+    }
+
+    /// Runs one turn and streams it as `session/update`s; answers the stop reason.
+    fn prompt(&self, sid: &str, open: &Open, p: &Value, cancel: Receiver<()>, cancelled: &AtomicBool) -> Reply {
+        let blocks = p
+            .get("prompt")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
+        let content = updates::prompt_content(blocks).map_err(invalid_params)?;
+        let user = msg::message(&format!("msg_{}", crate::util::random_hex(8)), "user", content);
+        let turn = self.prepare_turn(sid, user)?;
+        let first_status = match turn.mode {
+            Mode::Auto | Mode::Chat => "in_progress",
+            Mode::Approve | Mode::SmartApprove => "pending",
+        };
+        let (tx, rx) = bounded::<Event>(EVENT_QUEUE);
+        let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
+        let elicitations = self.app.elicitations.clone();
+        let turn_cancel = cancel.clone();
+        let handle = std::thread::Builder::new()
+            .name("acp-turn".into())
+            .spawn(move || turn.run(sink, turn_cancel, &elicitations))
+            .map_err(|e| rpc_error(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
+        let mut error = None;
+        for ev in rx.iter() {
+            match ev {
+                Event::Message { message, .. } => {
+                    for l in updates::live(&message, first_status, &open.cwd) {
+                        match l {
+                            Live::Update(u) => {
+                                self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
+                            }
+                            Live::Permission { id, tool, arguments } => {
+                                self.ask(sid, open, &id, &tool, &arguments, &cancel);
+                            }
+                        }
+                    }
+                }
+                Event::Notification { request_id, method, .. } => {
+                    log::debug!("acp: session {sid}: {method} for tool call {request_id}");
+                }
+                Event::Error(e) => error = Some(e),
+                Event::Finish(_) => {}
+            }
+        }
+        let outcome = handle.join().unwrap_or(Outcome::Failed);
+        if cancelled.load(Ordering::SeqCst) {
+            return Ok(json!({ "stopReason": "cancelled" }));
+        }
+        match (outcome, error) {
+            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn" })),
+            (Outcome::Failed, Some(e)) if e.contains("GOSLING_MAX_TURNS") => {
+                Ok(json!({ "stopReason": "max_turn_requests" }))
+            }
+            (Outcome::Failed, e) => Err(rpc_error(
+                INTERNAL_ERROR,
+                e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
+            )),
+        }
+    }
+
+    /// Asks the client whether a tool may run (approve modes) and hands the answer to the
+    /// waiting turn. "Always" is remembered for the session on this connection.
+    fn ask(&self, sid: &str, open: &Open, id: &str, tool: &str, args: &Value, cancel: &Receiver<()>) {
+        let allow = |action: &str| {
+            if !self.app.confirmations.answer(id, action) {
+                log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
+            }
+        };
+        if open.always.lock().unwrap_or_else(|e| e.into_inner()).contains(tool) {
+            self.conn.notify(
+                "session/update",
+                json!({ "sessionId": sid, "update": updates::tool_status(id, "in_progress") }),
+            );
+            return allow("always_allow");
+        }
+        let mut call = updates::tool_call(id, tool, args, "pending", &open.cwd);
+        call.as_object_mut().map(|o| o.remove("sessionUpdate"));
+        let params = json!({
+            "sessionId": sid,
+            "toolCall": call,
+            "options": [
+                { "optionId": "allow_once", "name": "Allow once", "kind": "allow_once" },
+                { "optionId": "allow_always", "name": "Always allow", "kind": "allow_always" },
+                { "optionId": "reject_once", "name": "Reject", "kind": "reject_once" },
+            ],
+        });
+        let action = match self.conn.request("session/request_permission", params, PERMISSION_WAIT, Some(cancel)) {
+            Ok(v) => match (
+                v.pointer("/outcome/outcome").and_then(Value::as_str),
+                v.pointer("/outcome/optionId").and_then(Value::as_str),
+            ) {
+                (Some("selected"), Some("allow_once")) => "allow_once",
+                (Some("selected"), Some("allow_always")) => {
+                    open.always.lock().unwrap_or_else(|e| e.into_inner()).insert(tool.to_string());
+                    "always_allow"
+                }
+                (Some("selected"), Some("reject_once")) => "deny_once",
+                (Some("cancelled"), _) => "cancel",
+                other => {
+                    log::warn!(
+                        "acp: session {sid}: unexpected permission outcome {other:?}; the tool call is declined"
+                    );
+                    "deny_once"
+                }
+            },
+            Err(CallError::Cancelled) => return,
+            Err(e) => {
+                log::warn!("acp: session {sid}: {e}; the tool call is declined");
+                "deny_once"
+            }
+        };
+        if matches!(action, "allow_once" | "always_allow") {
+            self.conn.notify(
+                "session/update",
+                json!({ "sessionId": sid, "update": updates::tool_status(id, "in_progress") }),
+            );
+        }
+        allow(action)
+    }
+
+    /// Cancels running prompts and stops every session's extensions (stdin ended).
+    pub fn shutdown(&self) {
+        for o in self.open.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            if let Some(r) = o.running.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                r.cancelled.store(true, Ordering::SeqCst);
+                r.cancel.take();
+            }
+        }
+        self.app.shutdown();
+    }
+}

@@ -1,0 +1,300 @@
+//! goose messages ⇄ ACP: the `session/update` payloads a turn's messages become (live and on
+//! `session/load`), and the goose user message an ACP prompt becomes. Pure: no I/O.
+
+use crate::agent::messages as msg;
+use serde_json::{json, Value};
+
+/// What one goose message of a running turn asks the ACP side to do.
+#[derive(Debug, PartialEq)]
+pub enum Live {
+    /// Send this `update` object in a `session/update` notification.
+    Update(Value),
+    /// Ask the client with `session/request_permission` (approve modes).
+    Permission { id: String, tool: String, arguments: Value },
+}
+
+/// ACP's ToolKind for a prefixed tool name: lets editors pick an icon and group reads.
+pub fn tool_kind(name: &str, args: &Value) -> &'static str {
+    let tool = name.rsplit("__").next().unwrap_or(name);
+    match tool {
+        "shell" | "run" | "execute" | "bash" => "execute",
+        "text_editor" => match args.get("command").and_then(Value::as_str) {
+            Some("view") => "read",
+            _ => "edit",
+        },
+        "list_directory" | "read_file" | "read_text_file" | "read" | "view" => "read",
+        "write_file" | "edit_file" | "edit" => "edit",
+        "search" | "search_files" | "grep" | "find" => "search",
+        "fetch" => "fetch",
+        "delete" | "delete_file" | "remove" => "delete",
+        "move" | "move_file" | "rename" => "move",
+        _ => "other",
+    }
+}
+
+/// A short human title: the tool and the argument that says most about the call.
+pub fn tool_title(name: &str, args: &Value) -> String {
+    let detail = ["command", "path", "query", "url"]
+        .iter()
+        .filter_map(|k| args.get(*k).and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut detail: String = detail.chars().take(80).collect();
+    if detail.is_empty() {
+        return name.to_string();
+    }
+    if detail.len() < args.to_string().len() && detail.chars().count() == 80 {
+        detail.push('…');
+    }
+    format!("{name}: {detail}")
+}
+
+/// File locations a call touches (for editors that follow the agent).
+fn locations(args: &Value, cwd: &str) -> Vec<Value> {
+    match args.get("path").and_then(Value::as_str) {
+        Some(p) if p.starts_with('/') => vec![json!({ "path": p })],
+        Some(p) => vec![json!({ "path": format!("{}/{p}", cwd.trim_end_matches('/')) })],
+        None => Vec::new(),
+    }
+}
+
+/// The `tool_call` update announcing a call.
+pub fn tool_call(id: &str, name: &str, args: &Value, status: &str, cwd: &str) -> Value {
+    json!({
+        "sessionUpdate": "tool_call", "toolCallId": id, "title": tool_title(name, args),
+        "kind": tool_kind(name, args), "status": status, "rawInput": args, "locations": locations(args, cwd),
+    })
+}
+
+pub fn tool_status(id: &str, status: &str) -> Value {
+    json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status })
+}
+
+/// The `tool_call_update` closing a call, from goose's toolResponse content.
+pub fn tool_result(c: &Value) -> Value {
+    let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+    let r = c.get("toolResult").cloned().unwrap_or(Value::Null);
+    let (status, blocks, raw) = match r.get("status").and_then(Value::as_str) {
+        Some("success") => {
+            let v = r.get("value").cloned().unwrap_or(Value::Null);
+            let (content, is_error) = match &v {
+                Value::Array(a) => (a.clone(), false),
+                _ => (
+                    v.get("content").and_then(Value::as_array).cloned().unwrap_or_default(),
+                    v.get("isError").and_then(Value::as_bool).unwrap_or(false),
+                ),
+            };
+            (if is_error { "failed" } else { "completed" }, content, v)
+        }
+        _ => {
+            let e = r.get("error").and_then(Value::as_str).unwrap_or("tool call failed").to_string();
+            ("failed", vec![msg::text(&e)], json!({ "error": e }))
+        }
+    };
+    let content: Vec<Value> =
+        blocks.into_iter().filter_map(content_block).map(|b| json!({"type": "content", "content": b})).collect();
+    json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status, "content": content, "rawOutput": raw })
+}
+
+/// An MCP content item as an ACP ContentBlock (the shapes are the same for text, image,
+/// audio, resource_link and resource; anything else is dropped).
+fn content_block(c: Value) -> Option<Value> {
+    match c.get("type").and_then(Value::as_str) {
+        Some("text") | Some("image") | Some("audio") | Some("resource_link") | Some("resource") => Some(c),
+        _ => None,
+    }
+}
+
+fn chunk(kind: &str, text: &str) -> Value {
+    json!({ "sessionUpdate": kind, "content": { "type": "text", "text": text } })
+}
+
+/// What a goose message streamed by a running turn becomes. `first_status` is the status of
+/// a new tool call: `in_progress` when it runs at once, `pending` when it may wait for the
+/// person.
+pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
+    let role = message.get("role").and_then(Value::as_str).unwrap_or("assistant");
+    let mut out = Vec::new();
+    for c in message.get("content").and_then(Value::as_array).into_iter().flatten() {
+        match c.get("type").and_then(Value::as_str) {
+            Some("text") if role == "assistant" => {
+                let t = c.get("text").and_then(Value::as_str).unwrap_or("");
+                if !t.is_empty() {
+                    out.push(Live::Update(chunk("agent_message_chunk", t)));
+                }
+            }
+            Some("toolRequest") => out.extend(request(c, first_status, cwd).map(Live::Update)),
+            Some("toolResponse") => out.push(Live::Update(tool_result(c))),
+            Some("actionRequired")
+                if c.pointer("/data/actionType").and_then(Value::as_str) == Some("toolConfirmation") =>
+            {
+                let d = &c["data"];
+                out.push(Live::Permission {
+                    id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                    tool: d.get("toolName").and_then(Value::as_str).unwrap_or("").to_string(),
+                    arguments: d.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn request(c: &Value, status: &str, cwd: &str) -> Option<Value> {
+    let id = c.get("id").and_then(Value::as_str)?;
+    match c.get("toolCall") {
+        Some(call) if call.get("status").and_then(Value::as_str) == Some("success") => {
+            let v = &call["value"];
+            let name = v.get("name").and_then(Value::as_str).unwrap_or("tool");
+            Some(tool_call(id, name, v.get("arguments").unwrap_or(&json!({})), status, cwd))
+        }
+        Some(call) => {
+            let e = call.get("error").and_then(Value::as_str).unwrap_or("invalid tool call");
+            let mut u = tool_call(id, "invalid tool call", &json!({}), "failed", cwd);
+            u["content"] = json!([{ "type": "content", "content": msg::text(e) }]);
+            Some(u)
+        }
+        None => None,
+    }
+}
+
+/// A stored conversation replayed for `session/load`: user and agent text as chunks, each
+/// tool call announced, then closed with its result.
+pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for m in conversation {
+        if m.pointer("/metadata/userVisible").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+        for c in m.get("content").and_then(Value::as_array).into_iter().flatten() {
+            match c.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let t = c.get("text").and_then(Value::as_str).unwrap_or("");
+                    let kind = if role == "assistant" { "agent_message_chunk" } else { "user_message_chunk" };
+                    out.push(chunk(kind, t));
+                }
+                Some("toolRequest") | Some("frontendToolRequest") => out.extend(request(c, "pending", cwd)),
+                Some("toolResponse") => out.push(tool_result(c)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The goose MessageContent of an ACP prompt. Text and resource links are the baseline;
+/// embedded resources (`embeddedContext`) come in as text naming their URI. Images and audio
+/// are refused: gosling advertises neither.
+pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for (i, b) in prompt.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => out.push(msg::text(b.get("text").and_then(Value::as_str).unwrap_or(""))),
+            Some("resource_link") => {
+                let uri = b.get("uri").and_then(Value::as_str).unwrap_or("");
+                let name = b.get("name").and_then(Value::as_str).unwrap_or(uri);
+                out.push(msg::text(&format!("[{name}]({uri})")));
+            }
+            Some("resource") => {
+                let r = b.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = r.get("uri").and_then(Value::as_str).unwrap_or("");
+                match r.get("text").and_then(Value::as_str) {
+                    Some(t) => out.push(msg::text(&format!("Content of {uri}:\n```\n{t}\n```"))),
+                    None => {
+                        return Err(format!(
+                            "prompt[{i}]: the embedded resource {uri:?} has no text; gosling takes text resources only"
+                        ))
+                    }
+                }
+            }
+            Some(kind @ ("image" | "audio")) => {
+                return Err(format!(
+                    "prompt[{i}]: {kind} content is not supported (promptCapabilities.{kind} is false); send text"
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "prompt[{i}]: unknown content block type {other:?}; use text, resource_link or resource"
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("prompt is empty; send at least one text block".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_titles() {
+        assert_eq!(tool_kind("developer__shell", &json!({"command": "ls"})), "execute");
+        assert_eq!(tool_kind("developer__text_editor", &json!({"command": "view"})), "read");
+        assert_eq!(tool_kind("developer__text_editor", &json!({"command": "write"})), "edit");
+        assert_eq!(tool_kind("everything__echo", &json!({})), "other");
+        assert_eq!(tool_title("developer__shell", &json!({"command": "ls -l"})), "developer__shell: ls -l");
+        assert_eq!(tool_title("x__y", &json!({"n": 1})), "x__y");
+    }
+
+    #[test]
+    fn live_messages_become_updates() {
+        let m = msg::message(
+            "m1",
+            "assistant",
+            vec![msg::text("hi"), msg::tool_request("t1", "developer__shell", &Ok(json!({"command": "ls"})))],
+        );
+        let l = live(&m, "in_progress", "/p");
+        assert_eq!(l.len(), 2);
+        let Live::Update(u) = &l[1] else { panic!("{l:?}") };
+        assert_eq!(
+            (u["sessionUpdate"].as_str(), u["status"].as_str(), u["kind"].as_str()),
+            (Some("tool_call"), Some("in_progress"), Some("execute"))
+        );
+        let r = msg::message(
+            "m2",
+            "user",
+            vec![msg::tool_response("t1", Ok(&json!({"content": [{"type": "text", "text": "a"}], "isError": true})))],
+        );
+        let Live::Update(u) = &live(&r, "pending", "/p")[0] else { panic!() };
+        assert_eq!(u["status"], "failed");
+        assert_eq!(u["content"][0]["content"]["text"], "a");
+        let c = msg::message("m3", "assistant", vec![msg::tool_confirmation("t2", "x__y", &json!({"a": 1}))]);
+        assert_eq!(
+            live(&c, "pending", "/p"),
+            vec![Live::Permission { id: "t2".into(), tool: "x__y".into(), arguments: json!({"a": 1}) }]
+        );
+    }
+
+    #[test]
+    fn replay_and_prompts() {
+        let conv = vec![
+            msg::message("a", "user", vec![msg::text("q")]),
+            msg::message(
+                "b",
+                "assistant",
+                vec![msg::text("r"), msg::tool_request("t", "x__y", &Ok(json!({"path": "f"})))],
+            ),
+            msg::message("c", "user", vec![msg::tool_response("t", Err("boom"))]),
+        ];
+        let u = replay(&conv, "/w");
+        let kinds: Vec<_> = u.iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("")).collect();
+        assert_eq!(kinds, ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update"]);
+        assert_eq!(u[2]["locations"][0]["path"], "/w/f");
+        assert_eq!(u[3]["status"], "failed");
+        let p = prompt_content(&[
+            json!({"type": "text", "text": "a"}),
+            json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
+        ])
+        .unwrap();
+        assert!(p[1]["text"].as_str().unwrap().contains("body"));
+        assert!(prompt_content(&[json!({"type": "image", "data": "", "mimeType": "image/png"})])
+            .unwrap_err()
+            .contains("promptCapabilities.image"));
+        assert!(prompt_content(&[]).unwrap_err().contains("empty"));
+    }
+}
