@@ -62,3 +62,6 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
+// `gosling acp` driven by the ACP TypeScript SDK's client and acpx, with llmock as the model.
+mod acp;

@@ -1,0 +1,519 @@
+//! `gosling acp` driven by real ACP clients: the official TypeScript SDK's client side
+//! (`tests/acp/driver.mjs`) and the headless `acpx` CLI, both pinned in scripts/peers, with
+//! llmock as the model and server-everything as the editor's MCP server. Bad input is sent
+//! as raw lines.
+
+use crate::llmock::Llmock;
+use crate::require_peers;
+use crate::support::{bin, everything_stdio_config, manifest_dir, Peers, Server, ServerOpts, TempDir};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The environment `gosling acp` runs in: isolated dirs, llmock as the model (if any).
+fn acp_env(cmd: &mut Command, home: &TempDir, mock: Option<&Llmock>, extra: &[(&str, &str)]) {
+    cmd.env("GOSLING_CONFIG_DIR", home.join("config"))
+        .env("GOSLING_STATE_DIR", home.join("state"))
+        .env("HOME", home.path())
+        .env("GOSLING", bin())
+        .env("RUST_LOG", "warn");
+    for k in [
+        "GOOSE_SERVER__SECRET_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GOOSE_PROVIDER",
+        "GOOSE_MODEL",
+        "GOOSE_MODE",
+    ] {
+        cmd.env_remove(k);
+    }
+    if let Some(m) = mock {
+        cmd.env("GOOSE_PROVIDER", "openai").env("GOOSE_MODEL", "mock-model").env("OPENAI_HOST", m.openai_host());
+    }
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+}
+
+/// Runs the SDK driver with `script`; returns its transcript and the final buffers.
+fn drive(
+    peers: &Peers,
+    home: &TempDir,
+    mock: Option<&Llmock>,
+    extra: &[(&str, &str)],
+    script: Value,
+) -> (Vec<Value>, Value) {
+    let mut cmd = Command::new(peers.node());
+    cmd.arg(manifest_dir().join("tests/acp/driver.mjs"))
+        .arg(script.to_string())
+        .env("ACP_SDK_DIR", peers.get("ACP_SDK_DIR"));
+    acp_env(&mut cmd, home, mock, extra);
+    let out = cmd.stderr(Stdio::inherit()).output().expect("run the ACP driver");
+    assert!(out.status.success(), "driver failed: {}", String::from_utf8_lossy(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("driver output ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (v["transcript"].as_array().unwrap().clone(), v["buffers"].clone())
+}
+
+fn responses<'a>(t: &'a [Value], method: &str) -> Vec<&'a Value> {
+    t.iter().filter(|e| e["kind"] == "response" && e["method"] == method).collect()
+}
+
+fn updates<'a>(t: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    t.iter().filter(|e| e["kind"] == "update" && e["update"]["sessionUpdate"] == kind).map(|e| &e["update"]).collect()
+}
+
+fn agent_text(t: &[Value]) -> String {
+    updates(t, "agent_message_chunk").iter().map(|u| u["content"]["text"].as_str().unwrap_or("")).collect()
+}
+
+/// Queues llmock behaviours (`POST /_llmock/scenario`).
+fn script_model(mock: &Llmock, behaviors: Value) {
+    let url = format!("{}/_llmock/scenario", mock.openai_host());
+    let r = crate::support::http("POST", &url, None, Some(json!({ "behaviors": behaviors }).to_string().as_bytes()));
+    assert_eq!(r.status, 201, "llmock takes the scenario: {}", r.text());
+}
+
+fn echo_then(text: &str) -> Value {
+    json!([
+        {"type": "reply", "tool_calls": [{"name": "everything__echo", "arguments": {"message": "hello"}}]},
+        {"type": "reply", "text": text},
+    ])
+}
+
+/// server-everything as the editor passes it (ACP McpServer, stdio).
+fn everything(peers: &Peers) -> Value {
+    let c = everything_stdio_config(peers, "everything");
+    json!({ "name": "everything", "command": c["cmd"], "args": c["args"], "env": [] })
+}
+
+fn work_dir(home: &TempDir) -> String {
+    let w = home.join("work");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::canonicalize(w).unwrap().display().to_string()
+}
+
+#[test]
+fn sdk_initialize_without_a_provider_offers_an_auth_method_with_what_to_set() {
+    let peers = require_peers!();
+    let home = TempDir::new("acp-auth");
+    let cwd = work_dir(&home);
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "raw", "method": "authenticate", "params": {"methodId": "gosling-provider"}},
+        {"do": "raw", "method": "authenticate", "params": {"methodId": "oauth"}},
+        {"do": "new", "cwd": cwd},
+        {"do": "prompt", "text": "hi"},
+    ]});
+    let (t, _) = drive(peers, &home, None, &[], script);
+    let init = &responses(&t, "initialize")[0]["result"];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"], json!({"http": true, "sse": false}));
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["embeddedContext"], true);
+    let method = &init["authMethods"][0];
+    assert_eq!(method["id"], "gosling-provider");
+    assert!(method["description"].as_str().unwrap().contains("GOOSE_PROVIDER"), "{method}");
+    let auth = responses(&t, "authenticate");
+    assert_eq!(auth[0]["error"]["code"], -32000, "{}", auth[0]);
+    assert!(auth[0]["error"]["message"].as_str().unwrap().contains("set these in the agent's environment"));
+    assert!(auth[1]["error"]["message"].as_str().unwrap().contains("unknown auth method \"oauth\""), "{}", auth[1]);
+    let prompt = &responses(&t, "session/prompt")[0];
+    assert_eq!(prompt["error"]["code"], -32000, "a prompt without a model asks for auth: {prompt}");
+    assert!(prompt["error"]["message"].as_str().unwrap().contains("GOOSE_PROVIDER"));
+}
+
+#[test]
+fn sdk_prompt_calls_the_editors_mcp_server_and_streams_text() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-prompt");
+    let cwd = work_dir(&home);
+    script_model(&mock, echo_then("the tool said hello"));
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "prompt", "text": "Please echo hello"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    assert_eq!(responses(&t, "initialize")[0]["result"]["authMethods"], json!([]), "a model is configured");
+    let new = &responses(&t, "session/new")[0]["result"];
+    assert_eq!(new["modes"]["currentModeId"], "auto");
+    let call = updates(&t, "tool_call");
+    assert_eq!(call.len(), 1, "{t:?}");
+    assert_eq!(call[0]["title"], "everything__echo");
+    assert_eq!(call[0]["rawInput"], json!({"message": "hello"}));
+    assert_eq!(call[0]["status"], "in_progress", "auto mode runs at once");
+    let done = updates(&t, "tool_call_update");
+    assert_eq!(done.last().unwrap()["status"], "completed", "{done:?}");
+    assert_eq!(done.last().unwrap()["toolCallId"], call[0]["toolCallId"]);
+    assert!(done.last().unwrap()["content"][0]["content"]["text"].as_str().unwrap().contains("Echo: hello"));
+    assert_eq!(agent_text(&t), "the tool said hello");
+    assert!(updates(&t, "agent_message_chunk").len() > 1, "the text streams in chunks");
+    assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "end_turn"}));
+    // The session is the HTTP API's: the editor's server is stored with it.
+    let id = new["sessionId"].as_str().unwrap();
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(&format!("state/sessions/{id}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(stored["working_dir"], cwd);
+    assert_eq!(stored["extension_data"]["enabled_extensions.v0"]["extensions"][0]["name"], "everything", "{stored}");
+}
+
+#[test]
+fn sdk_approve_mode_asks_the_editor_allow_always_and_reject() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-perm");
+    let cwd = work_dir(&home);
+    let mut behaviors = echo_then("first").as_array().unwrap().clone();
+    behaviors.extend(echo_then("second").as_array().unwrap().clone());
+    behaviors.extend(echo_then("third").as_array().unwrap().clone());
+    script_model(&mock, Value::Array(behaviors));
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "set_mode", "modeId": "approve"},
+        {"do": "raw", "method": "session/set_mode", "params": {"sessionId": "x", "modeId": "yolo"}},
+        {"do": "prompt", "text": "one", "permission": "reject_once"},
+        {"do": "prompt", "text": "two", "permission": "allow_always"},
+        {"do": "prompt", "text": "three", "permission": "reject_once"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    let bad_mode = &responses(&t, "session/set_mode")[1];
+    assert!(bad_mode["error"]["message"].as_str().unwrap().contains("unknown mode \"yolo\""), "{bad_mode}");
+    let asks: Vec<_> = t.iter().filter(|e| e["kind"] == "permission").collect();
+    assert_eq!(asks.len(), 2, "asked for prompts one and two; three is allowed always: {asks:?}");
+    let kinds: Vec<_> =
+        asks[0]["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(asks[0]["params"]["toolCall"]["title"], "everything__echo");
+    let closed: Vec<_> = updates(&t, "tool_call_update").into_iter().filter(|u| u.get("content").is_some()).collect();
+    let statuses: Vec<_> = closed.iter().map(|u| u["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["failed", "completed", "completed"], "{closed:?}");
+    assert!(closed[0]["content"][0]["content"]["text"].as_str().unwrap().contains("declined"));
+    assert_eq!(updates(&t, "tool_call")[0]["status"], "pending", "approve mode: pending until allowed");
+    let stops: Vec<_> = responses(&t, "session/prompt").iter().map(|r| r["result"]["stopReason"].clone()).collect();
+    assert_eq!(stops, [json!("end_turn"), json!("end_turn"), json!("end_turn")]);
+}
+
+#[test]
+fn sdk_cancel_stops_the_model_stream_a_permission_wait_and_a_running_tool() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-cancel");
+    let cwd = work_dir(&home);
+    // The first answer takes a minute to start; the cancel must not wait for it. The second
+    // asks for a tool (declined by the cancel), the third starts a minute-long tool call.
+    let long = json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-long-running-operation", "arguments": {"duration": 60, "steps": 60}}]});
+    script_model(&mock, json!([{"type": "slow_first_token", "seconds": 60}, long, long]));
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "prompt", "text": "slow", "cancelWhen": {"llmockRequests": mock.openai_host(), "above": 0}},
+        {"do": "set_mode", "modeId": "approve"},
+        {"do": "prompt", "text": "ask me", "cancelWhen": "permission"},
+        {"do": "set_mode", "modeId": "auto"},
+        {"do": "prompt", "text": "run long", "cancelWhen": "tool_call"},
+        {"do": "prompt", "text": "and now answer"},
+    ]});
+    let t0 = Instant::now();
+    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    let prompts = responses(&t, "session/prompt");
+    assert_eq!(prompts[0]["result"], json!({"stopReason": "cancelled"}), "{t:?}");
+    assert!(
+        prompts[0]["ms"].as_u64().unwrap() < 20_000,
+        "cancelled long before the model's first token: {}",
+        prompts[0]
+    );
+    assert_eq!(prompts[1]["result"], json!({"stopReason": "cancelled"}), "cancel while the editor is asked");
+    assert_eq!(prompts[2]["result"], json!({"stopReason": "cancelled"}), "cancel while a tool runs");
+    assert!(prompts[2]["ms"].as_u64().unwrap() < 20_000, "the running tool call was stopped: {}", prompts[2]);
+    assert_eq!(prompts[3]["result"]["stopReason"], "end_turn", "the session serves after cancels");
+    assert!(t0.elapsed() < Duration::from_secs(50));
+}
+
+#[test]
+fn sdk_load_after_restart_replays_and_the_web_api_sees_the_session() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-load");
+    let cwd = work_dir(&home);
+    script_model(&mock, echo_then("remembered"));
+    let first = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "prompt", "text": "Please echo hello"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], first);
+    let id = responses(&t, "session/new")[0]["result"]["sessionId"].as_str().unwrap().to_string();
+    // A new `gosling acp` process: load replays the conversation, then the session goes on.
+    script_model(&mock, json!([{"type": "reply", "text": "still here"}]));
+    let second = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "load", "sessionId": id, "cwd": cwd},
+        {"do": "prompt", "text": "again"},
+        {"do": "load", "sessionId": "20000101_9", "cwd": cwd},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], second);
+    let load = &responses(&t, "session/load")[0];
+    assert!(load.get("error").is_none(), "{load}");
+    let before_load = t.iter().position(|e| e["kind"] == "response" && e["method"] == "session/load").unwrap();
+    let replayed: Vec<_> = t[..before_load]
+        .iter()
+        .filter(|e| e["kind"] == "update")
+        .map(|e| e["update"]["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(replayed.first(), Some(&"user_message_chunk"), "{replayed:?}");
+    assert!(replayed.contains(&"tool_call") && replayed.contains(&"tool_call_update"), "{replayed:?}");
+    assert_eq!(updates(&t[..before_load], "user_message_chunk")[0]["content"]["text"], "Please echo hello");
+    assert!(agent_text(&t[..before_load]).contains("remembered"));
+    assert_eq!(responses(&t, "session/prompt")[0]["result"]["stopReason"], "end_turn");
+    let missing = &responses(&t, "session/load")[1];
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    // The web page's API reads the same store: resume there, and the conversation is whole.
+    let s = Server::start_in(home, ServerOpts::default());
+    let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": false}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let conv = r.json()["session"]["conversation"].as_array().unwrap().clone();
+    let texts: Vec<_> = conv
+        .iter()
+        .flat_map(|m| m["content"].as_array().unwrap().clone())
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(texts.contains(&"again".to_string()) && texts.contains(&"still here".to_string()), "{texts:?}");
+}
+
+fn enable_developer(home: &TempDir) {
+    let dir = home.join("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = json!({"extensions": {"developer": {"enabled": true, "type": "builtin", "name": "developer", "description": "", "timeout": 300, "bundled": true, "available_tools": []}}});
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("config.json"), std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn sdk_developer_file_tools_go_through_the_editor_when_it_offers_fs() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-fs");
+    enable_developer(&home);
+    let cwd = work_dir(&home);
+    let file = format!("{cwd}/notes.txt");
+    std::fs::write(&file, "on disk\n").unwrap();
+    let edits = |text: &str| {
+        json!([
+            {"type": "reply", "tool_calls": [{"name": "developer__text_editor", "arguments": {"command": "view", "path": "notes.txt"}}]},
+            {"type": "reply", "tool_calls": [{"name": "developer__text_editor", "arguments": {"command": "str_replace", "path": "notes.txt", "old_str": "editor", "new_str": "EDITOR"}}]},
+            {"type": "reply", "text": text},
+        ])
+    };
+    script_model(&mock, edits("edited"));
+    let script = json!({"fs": true, "buffers": {file.clone(): "unsaved editor buffer\n"}, "steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd},
+        {"do": "prompt", "text": "edit notes"},
+    ]});
+    let (t, buffers) = drive(peers, &home, Some(&mock), &[], script);
+    let results: Vec<_> = updates(&t, "tool_call_update").into_iter().filter(|u| u.get("content").is_some()).collect();
+    assert_eq!(results.len(), 2, "{t:?}");
+    assert!(
+        results[0]["content"][0]["content"]["text"].as_str().unwrap().contains("unsaved editor buffer"),
+        "view read the buffer: {}",
+        results[0]
+    );
+    assert_eq!(results[1]["status"], "completed", "{}", results[1]);
+    assert!(t.iter().any(|e| e["kind"] == "fs_read" && e["path"] == file));
+    let writes: Vec<_> = t.iter().filter(|e| e["kind"] == "fs_write").collect();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0]["content"], "unsaved EDITOR buffer\n");
+    assert_eq!(buffers[&file], "unsaved EDITOR buffer\n");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "on disk\n", "the disk is the editor's business");
+    assert_eq!(updates(&t, "tool_call")[0]["kind"], "read");
+    assert_eq!(updates(&t, "tool_call")[1]["kind"], "edit");
+    assert_eq!(updates(&t, "tool_call")[0]["locations"][0]["path"], file);
+    // Without fs in the client capabilities, the builtin uses the disk as always.
+    script_model(&mock, edits("edited on disk"));
+    let script = json!({"fs": false, "steps": [{"do": "initialize"}, {"do": "new", "cwd": cwd}, {"do": "prompt", "text": "edit notes"}]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    assert!(!t.iter().any(|e| e["kind"] == "fs_read" || e["kind"] == "fs_write"));
+    let results: Vec<_> = updates(&t, "tool_call_update").into_iter().filter(|u| u.get("content").is_some()).collect();
+    assert!(results[0]["content"][0]["content"]["text"].as_str().unwrap().contains("on disk"), "{}", results[0]);
+    assert!(
+        results[1]["content"][0]["content"]["text"].as_str().unwrap().contains("old_str was not found"),
+        "{}",
+        results[1]
+    );
+}
+
+/// A raw line-level session with `gosling acp`.
+struct Raw {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Raw {
+    fn start(home: &TempDir, mock: Option<&Llmock>) -> Raw {
+        let mut cmd = Command::new(bin());
+        cmd.arg("acp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        acp_env(&mut cmd, home, mock, &[]);
+        let mut child = cmd.spawn().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Raw { child, out }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+
+    /// The next message with this id (notifications and agent requests are skipped).
+    fn answer(&mut self, id: Value) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "gosling acp closed stdout");
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"));
+            if v.get("method").is_none() && v["id"] == id {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
+    let _peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    script_model(&mock, json!([{"type": "slow_first_token", "seconds": 60}]));
+    let home = TempDir::new("acp-bad");
+    let cwd = work_dir(&home);
+    let mut a = Raw::start(&home, Some(&mock));
+    a.send("{not json");
+    let e = a.answer(Value::Null);
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    a.send(r#"{"jsonrpc":"2.0","id":1,"method":"session/fork","params":{}}"#);
+    let e = a.answer(json!(1));
+    assert_eq!(e["error"]["code"], -32601);
+    assert!(e["error"]["message"].as_str().unwrap().contains("gosling acp serves initialize"), "{e}");
+    a.send(r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"1"}}"#);
+    assert!(a.answer(json!(2))["error"]["message"].as_str().unwrap().contains("protocolVersion"));
+    a.send(r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":7}}"#);
+    assert_eq!(a.answer(json!(3))["result"]["protocolVersion"], 1, "an unknown version is answered with ours");
+    a.send(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}"#);
+    let e = a.answer(json!(4));
+    assert_eq!(e["error"]["code"], -32002);
+    assert!(e["error"]["message"].as_str().unwrap().contains("Session nope not found"), "{e}");
+    let sse = json!({"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd": cwd, "mcpServers":[{"type":"sse","name":"old","url":"http://127.0.0.1:1/sse","headers":[]}]}});
+    a.send(&sse.to_string());
+    let e = a.answer(json!(5));
+    assert_eq!(e["error"]["code"], -32602);
+    assert!(e["error"]["message"].as_str().unwrap().contains("migrate the server to Streamable HTTP"), "{e}");
+    a.send(r#"{"jsonrpc":"2.0","id":6,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}"#);
+    assert!(a.answer(json!(6))["error"]["message"].as_str().unwrap().contains("absolute path"));
+    a.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd": cwd, "mcpServers":[]}}).to_string());
+    let sid = a.answer(json!(7))["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = |id: u64, p: Value| {
+        json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{"sessionId": sid, "prompt": p}}).to_string()
+    };
+    a.send(&prompt(8, json!([{"type":"image","data":"","mimeType":"image/png"}])));
+    assert!(a.answer(json!(8))["error"]["message"].as_str().unwrap().contains("promptCapabilities.image"));
+    a.send(&prompt(9, json!([{"type":"text","text":"slow one"}])));
+    // Wait until the model was asked, then a second prompt is refused while the first runs.
+    let asked = crate::support::wait_for(Duration::from_secs(30), || {
+        let r = crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).json();
+        (r["count"].as_u64()? > 0).then_some(())
+    });
+    assert!(asked.is_some(), "the first prompt reached the model");
+    a.send(&prompt(10, json!([{"type":"text","text":"too soon"}])));
+    let e = a.answer(json!(10));
+    assert!(e["error"]["message"].as_str().unwrap().contains("already running"), "{e}");
+    a.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId": sid}}).to_string());
+    assert_eq!(a.answer(json!(9))["result"]["stopReason"], "cancelled");
+    a.send(r#"{"jsonrpc":"2.0","id":11,"method":"initialize","params":{"protocolVersion":1}}"#);
+    assert_eq!(a.answer(json!(11))["result"]["protocolVersion"], 1, "still serving");
+}
+
+/// acpx (headless ACP CLI) runs `gosling acp` as a custom agent.
+fn acpx(peers: &Peers, home: &TempDir, mock: &Llmock, args: &[&str], extra: &[(&str, &str)], exit: i32) -> String {
+    let cwd = work_dir(home);
+    let agent_cmd = format!("{} acp", bin().display());
+    let mut cmd = Command::new(peers.node());
+    cmd.arg(peers.get("ACPX"))
+        .args(["--agent", &agent_cmd, "--format", "json", "--timeout", "60"])
+        .args(args)
+        .current_dir(Path::new(&cwd));
+    acp_env(&mut cmd, home, Some(mock), extra);
+    let out = cmd.output().expect("run acpx");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(exit), "acpx: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+fn acpx_messages(out: &str) -> Vec<Value> {
+    out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[test]
+fn acpx_exec_runs_a_prompt_and_answers_permissions() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-acpx");
+    enable_developer(&home);
+    script_model(
+        &mock,
+        json!([
+            {"type": "reply", "tool_calls": [{"name": "developer__list_directory", "arguments": {"path": "."}}]},
+            {"type": "reply", "text": "listed it"},
+        ]),
+    );
+    let m = acpx_messages(&acpx(
+        peers,
+        &home,
+        &mock,
+        &["--approve-all", "exec", "list the files"],
+        &[("GOOSE_MODE", "approve")],
+        0,
+    ));
+    let result = m.iter().find(|v| v["result"]["stopReason"].is_string()).expect("a prompt result");
+    assert_eq!(result["result"]["stopReason"], "end_turn");
+    assert!(m.iter().any(|v| v["method"] == "session/request_permission"), "approve mode asked acpx");
+    let done = m.iter().rfind(|v| v["params"]["update"]["sessionUpdate"] == "tool_call_update").unwrap();
+    assert_eq!(done["params"]["update"]["status"], "completed", "{done}");
+    let text: String = m
+        .iter()
+        .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|v| v["params"]["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "listed it");
+    // --deny-all: the same call is declined and the turn still ends normally.
+    script_model(
+        &mock,
+        json!([
+            {"type": "reply", "tool_calls": [{"name": "developer__list_directory", "arguments": {"path": "."}}]},
+            {"type": "reply", "text": "could not"},
+        ]),
+    );
+    // acpx exits 5 (its PERMISSION_DENIED) when every permission request was denied.
+    let m = acpx_messages(&acpx(
+        peers,
+        &home,
+        &mock,
+        &["--deny-all", "exec", "list the files"],
+        &[("GOOSE_MODE", "approve")],
+        5,
+    ));
+    let done = m.iter().rfind(|v| v["params"]["update"]["sessionUpdate"] == "tool_call_update").unwrap();
+    assert_eq!(done["params"]["update"]["status"], "failed", "{done}");
+    assert!(m.iter().any(|v| v["result"]["stopReason"] == "end_turn"));
+}
