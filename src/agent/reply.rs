@@ -144,9 +144,23 @@ impl Turn {
             .collect()
     }
 
-    /// Runs the loop; every failure ends as an Error event. Elicitations of the session's
-    /// extensions go to the same sink while it runs.
-    pub fn run(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+    /// Runs the loop; every failure ends as an Error event, a panic in the loop too (it is
+    /// caught here, so a watcher always learns that the turn is over). Elicitations of the
+    /// session's extensions go to the same sink while it runs.
+    pub fn run(self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+        let session_id = self.session_id.clone();
+        let s = sink.clone();
+        let run = std::panic::AssertUnwindSafe(move || self.run_unguarded(s, cancel, elicitations));
+        std::panic::catch_unwind(run).unwrap_or_else(|p| {
+            let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            log::error!("reply: the turn of session {session_id} panicked: {}", what.unwrap_or_default());
+            elicitations.unwatch(&session_id, &sink);
+            sink.emit(Event::Error("internal error: the turn failed; see the server log".into()));
+            Outcome::Failed
+        })
+    }
+
+    fn run_unguarded(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
         elicitations.watch(&self.session_id, sink.clone());
         let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
         let outcome = match self.run_inner(&mut out, &cancel) {

@@ -443,6 +443,12 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
     let d = Desktop::start(&llm_env(&mock.openai_host()));
     let mut everything = everything_stdio_config(peers, "everything");
     everything["available_tools"] = json!(["echo"]);
+    // Settings given in the environment read as goose reads them; credentials never do.
+    let read = |key: &str| d.post("/config/read", json!({"key": key, "is_secret": false})).json();
+    assert_eq!(read("GOOSE_PROVIDER"), "openai", "Desktop skips its provider picker");
+    assert_eq!(read("GOOSE_MODEL"), "mock-model");
+    assert_eq!(read("GOOSE_SERVER__SECRET_KEY"), Value::Null, "the secret key is never read back");
+    assert_eq!(read("OPENAI_HOST"), Value::Null, "only GOOSE_* settings come from the environment");
     let id = start_and_open(&d, vec![everything]);
     d.post_ok("/agent/update_session", json!({"session_id": id, "goose_mode": "approve"}));
     // Two clients follow the session; a third will leave mid-turn and come back.
