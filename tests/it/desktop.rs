@@ -604,6 +604,15 @@ fn d_extensions_page_and_e_a_deep_link() {
     let peers = require_peers!();
     let d = Desktop::start(&[]);
     let id = start_and_open(&d, vec![]);
+    // No model configured: the request is accepted, its Error says what to set, Finish follows.
+    let mut events = d.events(&id, None);
+    let rid = d.send(&id, "hello?");
+    let failed = events.until(Duration::from_secs(10), is_finish);
+    assert_desktop_fields(&failed, &rid);
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert_eq!(failed[0].1["type"], "Error");
+    assert!(failed[0].1["error"].as_str().unwrap().contains("GOOSE_PROVIDER"), "{failed:?}");
+    drop(events);
     // (d) Add: the env var as a secret, then the extension, then the two GETs.
     let r = d.post_ok("/config/upsert", json!({"key": "EVERYTHING_TOKEN", "value": "t0k3n", "is_secret": true}));
     assert!(r.is_string());
