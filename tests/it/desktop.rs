@@ -752,6 +752,15 @@ fn elicitation_reaches_the_person_and_their_answer_the_extension() {
     }
     assert!(seen.contains("User declined to provide the requested information"), "{seen}");
     drop(reply);
+    // An elicitation answer on /reply starts no turn; a late one reaches nobody.
+    let late = json!({"role": "user", "created": 1735725602, "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": elicit_id, "user_data": {"name": "late"}}}]});
+    let r = d.post("/reply", json!({"session_id": id, "user_message": late}));
+    assert_eq!(r.status, 200);
+    let frames: Vec<&str> = r.body.split("\n\n").filter(|f| f.starts_with("data: ")).collect();
+    assert_eq!(frames.len(), 1, "{}", r.body);
+    assert!(frames[0].contains("\"Finish\""), "{}", r.body);
+    assert!(d.server.stderr().contains("nothing is waiting for it"), "the late answer is logged");
+    assert_eq!(llm.requests().len(), 4, "no model call for an answer");
 
     // 3. Nobody answers: cancelled at the deadline, and the turn goes on.
     let rid = d.send(&id, "ask me once more");
