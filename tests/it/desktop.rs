@@ -509,12 +509,14 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
     assert_eq!(everything_again, all_first);
     // The stream stays open after Finish: pings keep coming, numbered.
     let mut pings = Vec::new();
-    while pings.len() < 2 {
+    while pings.len() < 3 {
         if let Some(Frame::Ping(n)) = replay.next() {
-            pings.push(n);
+            pings.push((n, Instant::now()));
         }
     }
-    assert_eq!(pings[1], pings[0] + 1);
+    assert_eq!((pings[1].0, pings[2].0), (pings[0].0 + 1, pings[0].0 + 2));
+    let gap = pings[2].1 - pings[1].1;
+    assert!(gap > Duration::from_millis(300) && gap < Duration::from_millis(1500), "every 500 ms: {gap:?}");
     let saved = d.get_ok(&format!("/sessions/{id}"), "/sessions/{session_id}");
     assert!(saved["message_count"].as_u64().unwrap() >= 4, "{saved}");
 }
