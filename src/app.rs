@@ -109,15 +109,7 @@ impl App {
 
     /// goose's GOOSE_MODE: the session's, else the setting, else auto.
     pub fn mode_for(&self, session_mode: Option<&str>) -> crate::agent::reply::Mode {
-        session_mode
-            .and_then(crate::agent::reply::Mode::parse)
-            .or_else(|| self.setting("GOOSE_MODE").as_deref().and_then(crate::agent::reply::Mode::parse))
-            .unwrap_or_default()
-    }
-
-    /// Model turns per /reply before giving up (GOSLING_MAX_TURNS, default 25).
-    pub fn max_turns(&self) -> usize {
-        self.setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
+        crate::agent::reply::Mode::resolve(session_mode, &|k| self.setting(k))
     }
 
     pub fn secret(&self) -> &str {

@@ -8,7 +8,7 @@ use crate::acp::updates::{self, Live};
 use crate::acp::{empty, invalid_params, rpc_error, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::messages as msg;
-use crate::agent::reply::{Mode, Outcome, Turn};
+use crate::agent::reply::{Mode, Outcome, Turn, TurnEnv};
 use crate::app::App;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
@@ -415,36 +415,23 @@ impl Agent {
         Ok((open, sid.to_string(), rx, cancelled))
     }
 
-    /// The turn for a new user message, as `/reply` builds it: the stored conversation plus
-    /// the message (saved before the turn starts), the session's running extensions, the model.
+    /// The turn for a new user message, prepared exactly as `/reply` prepares it (the message
+    /// is saved before the turn starts).
     fn prepare_turn(&self, sid: &str, user_message: Value) -> Result<Turn, ErrorObject> {
+        use crate::agent::Error;
         let app = &self.app;
-        let session = app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-        let runtime = app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
-        let model =
-            session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
-        let settings = crate::llm::Settings::resolve(
-            &crate::config::ProcessEnv,
-            &|k| app.setting(k),
-            (session.provider_name.as_deref(), model.as_deref()),
-        )
-        .and_then(|s| crate::llm::from_settings(&s).map(|p| (s, p)));
-        let provider = match settings {
-            Ok((_, p)) => p,
-            Err(e) => return Err(rpc_error(AUTH_REQUIRED, e.to_string())),
+        let setting = |k: &str| app.setting(k);
+        let env = TurnEnv {
+            sessions: &app.sessions,
+            agents: &app.agents,
+            confirmations: &app.confirmations,
+            setting: &setting,
         };
-        let mut conversation = session.conversation.clone().unwrap_or_default();
-        conversation.push(user_message);
-        app.sessions.update(sid, |s| s.conversation = Some(conversation.clone())).map_err(store_error)?;
-        Ok(Turn {
-            session_id: sid.to_string(),
-            runtime,
-            provider,
-            sessions: app.sessions.clone(),
-            confirmations: app.confirmations.clone(),
-            mode: app.mode_for(session.goose_mode.as_deref()),
-            max_turns: app.max_turns(),
-            conversation,
+        Turn::prepare(&env, sid, user_message, None).map_err(|e| match e {
+            Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
+            // The editor shows auth errors as "log in": here, set the provider variables.
+            Error::Model(e) => rpc_error(AUTH_REQUIRED, e.to_string()),
+            Error::Store(e) => store_error(e),
         })
     }
 

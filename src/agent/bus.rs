@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 /// Events kept for replay (goose's broadcast capacity).
 pub const REPLAY: usize = 512;
 
+/// Bytes of event JSON kept for replay at most (big tool results): older events are dropped
+/// first, the newest one is always kept.
+pub const REPLAY_BYTES: usize = 32 << 20;
+
 /// goose's answer to a second request while one runs.
 pub const BUSY: &str = "Session already has an active request. Cancel it first.";
 
@@ -37,6 +41,8 @@ struct State {
     /// The seq of the last published event (0: none yet).
     last_seq: u64,
     buffer: VecDeque<(u64, Arc<str>)>,
+    /// Sum of the buffered events' lengths.
+    bytes: usize,
     active: Option<ActiveRequest>,
 }
 
@@ -74,9 +80,12 @@ impl Bus {
         let mut s = self.lock();
         s.last_seq += 1;
         let seq = s.last_seq;
+        s.bytes += text.len();
         s.buffer.push_back((seq, text));
-        while s.buffer.len() > REPLAY {
-            s.buffer.pop_front();
+        while s.buffer.len() > REPLAY || (s.bytes > REPLAY_BYTES && s.buffer.len() > 1) {
+            if let Some((_, old)) = s.buffer.pop_front() {
+                s.bytes -= old.len();
+            }
         }
         drop(s);
         self.changed.notify_all();
@@ -232,6 +241,19 @@ mod tests {
         let Next::Event(_, text) = bus.next_after(522, soon()) else { panic!() };
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!((v["request_id"].as_str(), v["chat_request_id"].as_str()), (Some("tool1"), Some("r1")));
+    }
+
+    #[test]
+    fn the_buffer_is_bounded_in_bytes_too() {
+        let bus = Bus::default();
+        let big = "x".repeat(REPLAY_BYTES / 3);
+        for _ in 0..5 {
+            bus.publish(&Event::Error(big.clone()), "r");
+        }
+        let s = bus.lock();
+        assert_eq!(s.buffer.len(), 2, "only what fits in REPLAY_BYTES");
+        assert!(s.bytes <= REPLAY_BYTES);
+        assert_eq!(s.buffer.front().unwrap().0, 4);
     }
 
     #[test]

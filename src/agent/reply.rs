@@ -35,6 +35,14 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
+    pub fn resolve(session_mode: Option<&str>, setting: &dyn Fn(&str) -> Option<String>) -> Mode {
+        session_mode
+            .and_then(Mode::parse)
+            .or_else(|| setting("GOOSE_MODE").as_deref().and_then(Mode::parse))
+            .unwrap_or_default()
+    }
+
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "auto" => Some(Mode::Auto),
@@ -110,10 +118,64 @@ pub enum Outcome {
     Failed,
 }
 
+/// Model turns per request before giving up (GOSLING_MAX_TURNS, default 25).
+pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
+    setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
+}
+
+/// What preparing a turn needs from the composition root.
+pub struct TurnEnv<'a> {
+    pub sessions: &'a Arc<SessionStore>,
+    pub agents: &'a crate::agent::Agents,
+    pub confirmations: &'a Arc<Confirmations>,
+    /// A setting: the environment, then the config store.
+    pub setting: &'a dyn Fn(&str) -> Option<String>,
+}
+
 const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
 You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
 
 impl Turn {
+    /// The turn for a new user message: the session, its running agent, the model settings;
+    /// the message is saved before the turn starts.
+    pub fn prepare(
+        env: &TurnEnv,
+        session_id: &str,
+        user_message: Value,
+        override_conversation: Option<Vec<Value>>,
+    ) -> Result<Turn, crate::agent::Error> {
+        use crate::agent::Error;
+        let session = env
+            .sessions
+            .get(session_id)
+            .map_err(Error::Store)?
+            .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
+        let runtime = env.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
+        let model =
+            session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
+        let settings = llm::Settings::resolve(
+            &crate::config::ProcessEnv,
+            env.setting,
+            (session.provider_name.as_deref(), model.as_deref()),
+        )
+        .map_err(Error::Model)?;
+        let provider = llm::from_settings(&settings).map_err(Error::Model)?;
+        let mut conversation =
+            override_conversation.unwrap_or_else(|| session.conversation.clone().unwrap_or_default());
+        conversation.push(user_message);
+        env.sessions.update(session_id, |s| s.conversation = Some(conversation.clone())).map_err(Error::Store)?;
+        Ok(Turn {
+            session_id: session_id.to_string(),
+            runtime,
+            provider,
+            sessions: env.sessions.clone(),
+            confirmations: env.confirmations.clone(),
+            mode: Mode::resolve(session.goose_mode.as_deref(), env.setting),
+            max_turns: max_turns(env.setting),
+            conversation,
+        })
+    }
+
     fn save(&self, m: &Value) {
         let r = self.sessions.update(&self.session_id, |s| s.conversation.get_or_insert_with(Vec::new).push(m.clone()));
         if let Err(e) = r {
@@ -144,9 +206,23 @@ impl Turn {
             .collect()
     }
 
-    /// Runs the loop; every failure ends as an Error event. Elicitations of the session's
-    /// extensions go to the same sink while it runs.
-    pub fn run(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+    /// Runs the loop; every failure ends as an Error event, a panic in the loop too (it is
+    /// caught here, so a watcher always learns that the turn is over). Elicitations of the
+    /// session's extensions go to the same sink while it runs.
+    pub fn run(self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+        let session_id = self.session_id.clone();
+        let s = sink.clone();
+        let run = std::panic::AssertUnwindSafe(move || self.run_unguarded(s, cancel, elicitations));
+        std::panic::catch_unwind(run).unwrap_or_else(|p| {
+            let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            log::error!("reply: the turn of session {session_id} panicked: {}", what.unwrap_or_default());
+            elicitations.unwatch(&session_id, &sink);
+            sink.emit(Event::Error("internal error: the turn failed; see the server log".into()));
+            Outcome::Failed
+        })
+    }
+
+    fn run_unguarded(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
         elicitations.watch(&self.session_id, sink.clone());
         let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
         let outcome = match self.run_inner(&mut out, &cancel) {

@@ -287,6 +287,8 @@ pub fn list_apps(app: &App, req: &Request) -> R {
                     "name": r.get("name").and_then(Value::as_str).unwrap_or(""),
                     "mimeType": r.get("mimeType").and_then(Value::as_str).unwrap_or("text/html;profile=mcp-app"),
                     "mcpServers": [ext],
+                    // A window size (goose's schema requires one; gosling's apps name none).
+                    "width": 800, "height": 600, "resizable": true,
                 });
                 if let Some(d) = r.get("description").filter(|d| d.is_string()) {
                     a["description"] = d.clone();

@@ -3,7 +3,7 @@
 use crate::agent::elicit;
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::messages as msg;
-use crate::agent::reply::Turn;
+use crate::agent::reply::{Turn, TurnEnv};
 use crate::app::App;
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
@@ -107,43 +107,17 @@ fn pump(events: Receiver<Event>, cancel: Sender<()>, w: &mut dyn Write) -> io::R
     }
 }
 
-/// The turn for a new user message: the session, its running agent, the model settings; the
-/// message is saved before the turn starts.
+/// `Turn::prepare` with the app's stores and settings.
 pub fn prepare_turn(
     app: &App,
     session_id: &str,
     user_message: Value,
     override_conversation: Option<Vec<Value>>,
 ) -> Result<Turn, crate::agent::Error> {
-    use crate::agent::Error;
-    let session = app
-        .sessions
-        .get(session_id)
-        .map_err(Error::Store)?
-        .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
-    let runtime = app.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
-    let model =
-        session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
-    let settings = crate::llm::Settings::resolve(
-        &crate::config::ProcessEnv,
-        &|k| app.setting(k),
-        (session.provider_name.as_deref(), model.as_deref()),
-    )
-    .map_err(Error::Model)?;
-    let provider = crate::llm::from_settings(&settings).map_err(Error::Model)?;
-    let mut conversation = override_conversation.unwrap_or_else(|| session.conversation.clone().unwrap_or_default());
-    conversation.push(user_message.clone());
-    app.sessions.update(session_id, |s| s.conversation = Some(conversation.clone())).map_err(Error::Store)?;
-    Ok(Turn {
-        session_id: session_id.to_string(),
-        runtime,
-        provider,
-        sessions: app.sessions.clone(),
-        confirmations: app.confirmations.clone(),
-        mode: app.mode_for(session.goose_mode.as_deref()),
-        max_turns: app.max_turns(),
-        conversation,
-    })
+    let setting = |k: &str| app.setting(k);
+    let env =
+        TurnEnv { sessions: &app.sessions, agents: &app.agents, confirmations: &app.confirmations, setting: &setting };
+    Turn::prepare(&env, session_id, user_message, override_conversation)
 }
 
 #[derive(Deserialize)]

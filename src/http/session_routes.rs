@@ -93,7 +93,7 @@ pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
             if Instant::now() >= next_ping {
                 w.write_all(format!(": ping {pings}\n\n").as_bytes())?;
                 pings += 1;
-                next_ping += PING_INTERVAL;
+                next_ping = Instant::now() + PING_INTERVAL;
             }
             match bus.next_after(cursor, next_ping) {
                 Next::Event(seq, text) => {

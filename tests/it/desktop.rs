@@ -68,15 +68,23 @@ impl Desktop {
         v
     }
 
-    /// POST, 200, checked against goose's schema for the route; the body (Null when empty).
+    /// POST, 200, checked against goose's schema for the route (an empty body: the status is
+    /// one goose documents, without content); the body (Null when empty).
     fn post_ok(&self, path: &str, body: Value) -> Value {
         let a = self.post(path, body);
         assert_eq!(a.status, 200, "POST {path}: {}", a.body);
         let v = if a.body.is_empty() { Value::Null } else { a.json() };
-        if !a.body.is_empty() {
+        // goose documents no responses at all for /config/set_provider.
+        if path != "/config/set_provider" {
             contract::check("POST", path, 200, &v);
         }
         v
+    }
+
+    /// A response goose documents for `template` by its status alone (no content).
+    fn check_status(method: &str, template: &str, a: &Answer) {
+        assert!(a.body.is_empty() || a.status >= 400, "{method} {template}: {}", a.body);
+        contract::check(method, template, a.status, &Value::Null);
     }
 
     fn events(&self, session: &str, last_event_id: Option<u64>) -> Events {
@@ -334,12 +342,16 @@ fn a_start_and_f_open_a_session() {
     assert_eq!(dictation, json!({}), "no dictation provider is configured");
     let t = d.post("/telemetry/event", json!({"event_name": "app_started", "properties": {"x": 1}}));
     assert_eq!((t.status, t.body.as_str()), (202, ""));
+    Desktop::check_status("POST", "/telemetry/event", &t);
     d.post_ok("/config/set_provider", json!({"provider": "ollama", "model": "qwen3"}));
     let r = d.post("/config/read", json!({"key": "GOOSE_PROVIDER", "is_secret": false}));
     assert_eq!(r.json(), "ollama");
     let bad = d.post("/config/set_provider", json!({"provider": "bedrock", "model": "x"}));
     assert_eq!(bad.status, 400);
     assert!(bad.json()["message"].as_str().unwrap().contains("not supported by gosling"), "{}", bad.body);
+    let bad = d.post("/config/set_provider", json!({"provider": "openai", "model": " "}));
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["message"], "`model` must name a model");
     // The first message: /agent/start with the enabled extensions (a real MCP server too).
     let enabled: Vec<Value> = exts["extensions"]
         .as_array()
@@ -373,6 +385,7 @@ fn a_start_and_f_open_a_session() {
     assert!(resumed["session"]["conversation"].is_array());
     let r = d.post("/agent/update_from_session", json!({"session_id": id}));
     assert_eq!(r.status, 200, "{}", r.body);
+    Desktop::check_status("POST", "/agent/update_from_session", &r);
     let apps = d.get_ok(&format!("/agent/list_apps?session_id={id}"), "/agent/list_apps");
     assert!(apps["apps"].is_array());
     let tools = d.get(&format!("/agent/tools?session_id={id}"));
@@ -386,24 +399,40 @@ fn a_start_and_f_open_a_session() {
     // The mode menu and search.
     let r = d.post("/agent/update_session", json!({"session_id": id, "goose_mode": "approve"}));
     assert_eq!(r.status, 200, "{}", r.body);
+    Desktop::check_status("POST", "/agent/update_session", &r);
     assert_eq!(d.get(&format!("/sessions/{id}")).json()["goose_mode"], "approve");
     let r = d.post("/agent/update_session", json!({"session_id": id, "goose_mode": "yolo"}));
     assert_eq!(r.status, 400);
     assert!(r.json()["message"].as_str().unwrap().contains("is not a mode"), "{}", r.body);
+    Desktop::check_status("POST", "/agent/update_session", &r);
+    let r = d.post("/agent/update_session", json!({"session_id": "20000101_1", "goose_mode": "auto"}));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["message"], "Session 20000101_1 not found");
     let found = d.get_ok("/sessions/search?query=new%20chat", "/sessions/search");
     assert!(found.as_array().unwrap().iter().any(|s| s["id"] == id.as_str()), "{found}");
     let none = d.get_ok("/sessions/search?query=zebra-unicorn", "/sessions/search");
     assert_eq!(none, json!([]));
     let q = d.get("/sessions/search");
     assert_eq!(q.status, 400);
-    assert!(q.json()["message"].as_str().unwrap().contains("query"), "{}", q.body);
+    assert!(q.json()["message"].as_str().unwrap().contains("missing the `query` query parameter"), "{}", q.body);
+    Desktop::check_status("GET", "/sessions/search", &q);
+    let q = d.get("/sessions/search?query=x&limit=many");
+    assert_eq!(q.status, 400);
+    assert_eq!(q.json()["message"], "limit=\"many\" is not a number");
     let slash = d.get_ok("/config/slash_commands", "/config/slash_commands");
     assert!(slash["commands"].is_array());
     // Unknown sessions: 404 for the stream (empty body) and the extensions.
     let r = d.get("/sessions/20000101_1/events");
     assert_eq!((r.status, r.body.as_str()), (404, ""));
-    assert_eq!(d.get("/sessions/20000101_1/extensions").status, 404);
-    assert_eq!(d.post("/agent/update_from_session", json!({"session_id": "20000101_1"})).status, 424);
+    Desktop::check_status("GET", "/sessions/{id}/events", &r);
+    let r = d.get("/sessions/20000101_1/extensions");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["message"], "Session 20000101_1 not found");
+    Desktop::check_status("GET", "/sessions/{session_id}/extensions", &r);
+    let r = d.post("/agent/update_from_session", json!({"session_id": "20000101_1"}));
+    assert_eq!(r.status, 424);
+    assert!(r.json()["message"].as_str().unwrap().contains("Agent not initialized"), "{}", r.body);
+    Desktop::check_status("POST", "/agent/update_from_session", &r);
     drop(events);
 }
 
@@ -414,6 +443,12 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
     let d = Desktop::start(&llm_env(&mock.openai_host()));
     let mut everything = everything_stdio_config(peers, "everything");
     everything["available_tools"] = json!(["echo"]);
+    // Settings given in the environment read as goose reads them; credentials never do.
+    let read = |key: &str| d.post("/config/read", json!({"key": key, "is_secret": false})).json();
+    assert_eq!(read("GOOSE_PROVIDER"), "openai", "Desktop skips its provider picker");
+    assert_eq!(read("GOOSE_MODEL"), "mock-model");
+    assert_eq!(read("GOOSE_SERVER__SECRET_KEY"), Value::Null, "the secret key is never read back");
+    assert_eq!(read("OPENAI_HOST"), Value::Null, "only GOOSE_* settings come from the environment");
     let id = start_and_open(&d, vec![everything]);
     d.post_ok("/agent/update_session", json!({"session_id": id, "goose_mode": "approve"}));
     // Two clients follow the session; a third will leave mid-turn and come back.
@@ -436,6 +471,7 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
         d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": user_text("x")}));
     assert_eq!(busy.status, 400);
     assert_eq!(busy.json()["message"], "Session already has an active request. Cancel it first.");
+    Desktop::check_status("POST", "/sessions/{id}/reply", &busy);
     // A new follower now learns which request is in flight.
     let mut late = d.events(&id, Some(last_id));
     match late.next() {
@@ -473,12 +509,14 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
     assert_eq!(everything_again, all_first);
     // The stream stays open after Finish: pings keep coming, numbered.
     let mut pings = Vec::new();
-    while pings.len() < 2 {
+    while pings.len() < 3 {
         if let Some(Frame::Ping(n)) = replay.next() {
-            pings.push(n);
+            pings.push((n, Instant::now()));
         }
     }
-    assert_eq!(pings[1], pings[0] + 1);
+    assert_eq!((pings[1].0, pings[2].0), (pings[0].0 + 1, pings[0].0 + 2));
+    let gap = pings[2].1 - pings[1].1;
+    assert!(gap > Duration::from_millis(300) && gap < Duration::from_millis(1500), "every 500 ms: {gap:?}");
     let saved = d.get_ok(&format!("/sessions/{id}"), "/sessions/{session_id}");
     assert!(saved["message_count"].as_u64().unwrap() >= 4, "{saved}");
 }
@@ -516,6 +554,7 @@ fn c_cancel_mid_turn_then_a_new_message() {
     let t = Instant::now();
     let r = d.post(&format!("/sessions/{id}/cancel"), json!({"request_id": rid}));
     assert_eq!((r.status, r.body.as_str()), (200, ""));
+    Desktop::check_status("POST", "/sessions/{id}/cancel", &r);
     let finish = events.until(Duration::from_secs(10), is_finish);
     assert_eq!(finish.last().unwrap().1["chat_request_id"], rid.as_str());
     assert!(wait_for(Duration::from_secs(5), || llm.client_gone().then_some(())).is_some(), "LLM stream dropped");
@@ -544,13 +583,22 @@ fn c_cancel_mid_turn_then_a_new_message() {
     let r = d.post(&format!("/sessions/{id}/reply"), json!({"request_id": "42", "user_message": user_text("x")}));
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["message"], "request_id must be a valid UUID");
+    Desktop::check_status("POST", "/sessions/{id}/reply", &r);
     let r = d.post("/sessions/20000101_1/reply", json!({"request_id": request_id(), "user_message": user_text("x")}));
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["message"], "Session 20000101_1 not found");
+    Desktop::check_status("POST", "/sessions/{id}/reply", &r);
     let other = start_and_open(&d, vec![]);
     let r = d.post(&format!("/sessions/{other}/cancel"), json!({"request_id": request_id()}));
     assert_eq!(r.status, 404, "no event stream yet");
     assert!(r.json()["message"].as_str().unwrap().contains("no event stream"), "{}", r.body);
+    // A session whose agent was stopped: goose's 424.
+    assert_eq!(d.post("/agent/stop", json!({"session_id": other})).status, 200);
+    let r = d
+        .post(&format!("/sessions/{other}/reply"), json!({"request_id": request_id(), "user_message": user_text("x")}));
+    assert_eq!(r.status, 424);
+    assert!(r.json()["message"].as_str().unwrap().starts_with("Agent not initialized"), "{}", r.body);
+    Desktop::check_status("POST", "/sessions/{id}/reply", &r);
 }
 
 #[test]
@@ -558,6 +606,15 @@ fn d_extensions_page_and_e_a_deep_link() {
     let peers = require_peers!();
     let d = Desktop::start(&[]);
     let id = start_and_open(&d, vec![]);
+    // No model configured: the request is accepted, its Error says what to set, Finish follows.
+    let mut events = d.events(&id, None);
+    let rid = d.send(&id, "hello?");
+    let failed = events.until(Duration::from_secs(10), is_finish);
+    assert_desktop_fields(&failed, &rid);
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert_eq!(failed[0].1["type"], "Error");
+    assert!(failed[0].1["error"].as_str().unwrap().contains("GOOSE_PROVIDER"), "{failed:?}");
+    drop(events);
     // (d) Add: the env var as a secret, then the extension, then the two GETs.
     let r = d.post_ok("/config/upsert", json!({"key": "EVERYTHING_TOKEN", "value": "t0k3n", "is_secret": true}));
     assert!(r.is_string());
@@ -697,6 +754,15 @@ fn elicitation_reaches_the_person_and_their_answer_the_extension() {
     }
     assert!(seen.contains("User declined to provide the requested information"), "{seen}");
     drop(reply);
+    // An elicitation answer on /reply starts no turn; a late one reaches nobody.
+    let late = json!({"role": "user", "created": 1735725602, "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": elicit_id, "user_data": {"name": "late"}}}]});
+    let r = d.post("/reply", json!({"session_id": id, "user_message": late}));
+    assert_eq!(r.status, 200);
+    let frames: Vec<&str> = r.body.split("\n\n").filter(|f| f.starts_with("data: ")).collect();
+    assert_eq!(frames.len(), 1, "{}", r.body);
+    assert!(frames[0].contains("\"Finish\""), "{}", r.body);
+    assert!(d.server.stderr().contains("nothing is waiting for it"), "the late answer is logged");
+    assert_eq!(llm.requests().len(), 4, "no model call for an answer");
 
     // 3. Nobody answers: cancelled at the deadline, and the turn goes on.
     let rid = d.send(&id, "ask me once more");
@@ -705,6 +771,25 @@ fn elicitation_reaches_the_person_and_their_answer_the_extension() {
     assert_desktop_fields(&done, &rid);
     assert!(tool_text(&done).contains("User cancelled the elicitation dialog"), "{done:?}");
     assert!(d.server.stderr().contains("no answer within"), "the timeout is logged");
+}
+
+#[test]
+fn mcp_apps_are_the_ui_resources_of_the_session_extensions() {
+    let d = Desktop::start(&[]);
+    let script = manifest_dir().join("tests/fakes/ui_app_mcp.py");
+    let ext = json!({"type": "stdio", "name": "Clock App", "description": "", "cmd": "python3", "args": [script], "timeout": 30});
+    let id = start_and_open(&d, vec![ext]);
+    let apps = d.get_ok(&format!("/agent/list_apps?session_id={id}"), "/agent/list_apps");
+    assert_eq!(
+        apps,
+        json!({"apps": [{"uri": "ui://clock/app", "name": "clock", "description": "A clock",
+                         "mimeType": "text/html;profile=mcp-app", "mcpServers": ["clockapp"],
+                         "width": 800, "height": 600, "resizable": true}]}),
+        "only ui:// resources are apps"
+    );
+    // Without a session (or for one with no agent): none.
+    assert_eq!(d.get_ok("/agent/list_apps", "/agent/list_apps"), json!({"apps": []}));
+    assert_eq!(d.get_ok("/agent/list_apps?session_id=20000101_1", "/agent/list_apps"), json!({"apps": []}));
 }
 
 #[test]

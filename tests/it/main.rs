@@ -11,7 +11,8 @@ mod cli;
 // HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
 mod server;
 
-// HTTPS (`--tls`): the fingerprint line, a pinning client, certificate files, errors.
+// HTTPS (the default; `--no-tls` / GOOSE_TLS=false opt out): the fingerprint line, a pinning
+// client, certificate files, errors.
 mod tls;
 
 // /config/extensions and the key/value config routes.
