@@ -126,40 +126,55 @@ fn sdk_initialize_without_a_provider_offers_an_auth_method_with_what_to_set() {
 }
 
 #[test]
-fn sdk_prompt_calls_the_editors_mcp_server_and_streams_text() {
+fn sdk_prompt_calls_the_editors_mcp_servers_and_streams_text() {
     let peers = require_peers!();
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-prompt");
     let cwd = work_dir(&home);
-    script_model(&mock, echo_then("the tool said hello"));
+    // The editor passes server-everything twice: over stdio and over Streamable HTTP.
+    let remote = crate::support::everything_http(peers);
+    let both = json!([{"name": "everything__echo", "arguments": {"message": "hello"}}, {"name": "remote__echo", "arguments": {"message": "far"}}]);
+    script_model(
+        &mock,
+        json!([{"type": "reply", "tool_calls": both}, {"type": "reply", "text": "the tools said hello"}]),
+    );
+    let http =
+        json!({"type": "http", "name": "remote", "url": remote.url, "headers": [{"name": "X-Test", "value": "1"}]});
     let script = json!({"steps": [
         {"do": "initialize"},
-        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers), http]},
         {"do": "prompt", "text": "Please echo hello"},
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
     assert_eq!(responses(&t, "initialize")[0]["result"]["authMethods"], json!([]), "a model is configured");
     let new = &responses(&t, "session/new")[0]["result"];
     assert_eq!(new["modes"]["currentModeId"], "auto");
-    let call = updates(&t, "tool_call");
-    assert_eq!(call.len(), 1, "{t:?}");
-    assert_eq!(call[0]["title"], "everything__echo");
-    assert_eq!(call[0]["rawInput"], json!({"message": "hello"}));
-    assert_eq!(call[0]["status"], "in_progress", "auto mode runs at once");
-    let done = updates(&t, "tool_call_update");
-    assert_eq!(done.last().unwrap()["status"], "completed", "{done:?}");
-    assert_eq!(done.last().unwrap()["toolCallId"], call[0]["toolCallId"]);
-    assert!(done.last().unwrap()["content"][0]["content"]["text"].as_str().unwrap().contains("Echo: hello"));
-    assert_eq!(agent_text(&t), "the tool said hello");
+    let calls = updates(&t, "tool_call");
+    let titles: Vec<_> = calls.iter().map(|c| c["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["everything__echo", "remote__echo"], "{t:?}");
+    assert_eq!(calls[0]["rawInput"], json!({"message": "hello"}));
+    assert_eq!(calls[0]["status"], "in_progress", "auto mode runs at once");
+    for (call, said) in calls.iter().zip(["Echo: hello", "Echo: far"]) {
+        let done = updates(&t, "tool_call_update").into_iter().find(|u| u["toolCallId"] == call["toolCallId"]).unwrap();
+        assert_eq!(done["status"], "completed", "{done}");
+        assert!(done["content"][0]["content"]["text"].as_str().unwrap().contains(said), "{done}");
+    }
+    assert_eq!(agent_text(&t), "the tools said hello");
     assert!(updates(&t, "agent_message_chunk").len() > 1, "the text streams in chunks");
     assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "end_turn"}));
-    // The session is the HTTP API's: the editor's server is stored with it.
+    // The session is the HTTP API's: the editor's servers are stored with it.
     let id = new["sessionId"].as_str().unwrap();
     let stored: Value =
         serde_json::from_str(&std::fs::read_to_string(home.join(&format!("state/sessions/{id}.json"))).unwrap())
             .unwrap();
     assert_eq!(stored["working_dir"], cwd);
-    assert_eq!(stored["extension_data"]["enabled_extensions.v0"]["extensions"][0]["name"], "everything", "{stored}");
+    let exts = &stored["extension_data"]["enabled_extensions.v0"]["extensions"];
+    assert_eq!(
+        (exts[0]["type"].as_str(), exts[1]["type"].as_str()),
+        (Some("stdio"), Some("streamable_http")),
+        "{stored}"
+    );
+    assert_eq!(exts[1]["headers"]["X-Test"], "1");
 }
 
 #[test]
@@ -236,7 +251,7 @@ fn sdk_cancel_stops_the_model_stream_a_permission_wait_and_a_running_tool() {
 }
 
 #[test]
-fn sdk_load_after_restart_replays_and_the_web_api_sees_the_session() {
+fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
     let peers = require_peers!();
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-load");
@@ -284,6 +299,20 @@ fn sdk_load_after_restart_replays_and_the_web_api_sees_the_session() {
         .filter_map(|c| c["text"].as_str().map(str::to_string))
         .collect();
     assert!(texts.contains(&"again".to_string()) && texts.contains(&"still here".to_string()), "{texts:?}");
+    // And back: a session started from the web API opens in the editor.
+    let r = s.post("/agent/start", json!({"working_dir": cwd}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let web_id = r.json()["id"].as_str().unwrap().to_string();
+    let home = s.kill();
+    script_model(&mock, json!([{"type": "reply", "text": "hello from the editor"}]));
+    let third = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "load", "sessionId": web_id, "cwd": cwd},
+        {"do": "prompt", "text": "hi"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], third);
+    assert!(responses(&t, "session/load")[0].get("error").is_none(), "{t:?}");
+    assert_eq!(agent_text(&t), "hello from the editor");
 }
 
 fn enable_developer(home: &TempDir) {
