@@ -457,12 +457,28 @@ impl Agent {
             .spawn(move || turn.run(sink, turn_cancel, &elicitations))
             .map_err(|e| rpc_error(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
         let mut error = None;
+        // The model's text so far, for a plan written as a task list; each new plan is sent.
+        let (mut text, mut last_plan) = (String::new(), None);
+        let mut send_plan = |text: &str| {
+            let p = updates::plan(text);
+            if p.is_some() && p != last_plan {
+                self.conn.notify("session/update", json!({ "sessionId": sid, "update": p }));
+                last_plan = p;
+            }
+        };
         for ev in rx.iter() {
             match ev {
                 Event::Message { message, .. } => {
                     for l in updates::live(&message, first_status, &open.cwd) {
                         match l {
                             Live::Update(u) => {
+                                match u["sessionUpdate"].as_str() {
+                                    Some("agent_message_chunk") => {
+                                        text.push_str(u["content"]["text"].as_str().unwrap_or(""))
+                                    }
+                                    Some("tool_call") => send_plan(&std::mem::take(&mut text)),
+                                    _ => {}
+                                }
                                 self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
                             }
                             Live::Permission { id, tool, arguments } => {
@@ -478,6 +494,7 @@ impl Agent {
                 Event::Finish(_) => {}
             }
         }
+        send_plan(&text);
         let outcome = handle.join().unwrap_or(Outcome::Failed);
         if cancelled.load(Ordering::SeqCst) {
             return Ok(json!({ "stopReason": "cancelled" }));

@@ -159,6 +159,29 @@ fn request(c: &Value, status: &str, cwd: &str) -> Option<Value> {
     }
 }
 
+/// A `plan` update when the model wrote its plan as a Markdown task list (`- [ ] step`,
+/// `- [x] done`, `- [~] doing`): ACP's agent plan, which editors show as a checklist. `None`
+/// when the text has no task list.
+pub fn plan(text: &str) -> Option<Value> {
+    let entries: Vec<Value> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("- [").or_else(|| l.strip_prefix("* ["))?;
+            let (mark, content) = rest.split_at_checked(1)?;
+            let content = content.strip_prefix("] ")?.trim();
+            let status = match mark {
+                " " => "pending",
+                "x" | "X" => "completed",
+                "~" | "-" => "in_progress",
+                _ => return None,
+            };
+            (!content.is_empty()).then(|| json!({ "content": content, "priority": "medium", "status": status }))
+        })
+        .collect();
+    (!entries.is_empty()).then(|| json!({ "sessionUpdate": "plan", "entries": entries }))
+}
+
 /// A stored conversation replayed for `session/load`: user and agent text as chunks, each
 /// tool call announced, then closed with its result.
 pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
@@ -268,6 +291,19 @@ mod tests {
             live(&c, "pending", "/p"),
             vec![Live::Permission { id: "t2".into(), tool: "x__y".into(), arguments: json!({"a": 1}) }]
         );
+    }
+
+    #[test]
+    fn task_lists_are_plans() {
+        let p = plan("Plan:\n- [x] read the code\n  - [~] fix it\n- [ ] test\n- [?] no\n- [ ]\n").unwrap();
+        let got: Vec<_> = p["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["content"].as_str().unwrap(), e["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(got, [("read the code", "completed"), ("fix it", "in_progress"), ("test", "pending")]);
+        assert_eq!(plan("no list here\n- plain item"), None);
     }
 
     #[test]

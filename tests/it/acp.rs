@@ -126,7 +126,7 @@ fn sdk_initialize_without_a_provider_offers_an_auth_method_with_what_to_set() {
 }
 
 #[test]
-fn sdk_prompt_calls_the_editors_mcp_servers_and_streams_text() {
+fn sdk_prompt_calls_the_editors_mcp_servers_streams_text_and_a_plan() {
     let peers = require_peers!();
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-prompt");
@@ -134,9 +134,10 @@ fn sdk_prompt_calls_the_editors_mcp_servers_and_streams_text() {
     // The editor passes server-everything twice: over stdio and over Streamable HTTP.
     let remote = crate::support::everything_http(peers);
     let both = json!([{"name": "everything__echo", "arguments": {"message": "hello"}}, {"name": "remote__echo", "arguments": {"message": "far"}}]);
+    let plan = "Plan:\n- [x] read the request\n- [ ] echo it twice\n";
     script_model(
         &mock,
-        json!([{"type": "reply", "tool_calls": both}, {"type": "reply", "text": "the tools said hello"}]),
+        json!([{"type": "reply", "text": plan, "tool_calls": both}, {"type": "reply", "text": "the tools said hello"}]),
     );
     let http =
         json!({"type": "http", "name": "remote", "url": remote.url, "headers": [{"name": "X-Test", "value": "1"}]});
@@ -159,8 +160,14 @@ fn sdk_prompt_calls_the_editors_mcp_servers_and_streams_text() {
         assert_eq!(done["status"], "completed", "{done}");
         assert!(done["content"][0]["content"]["text"].as_str().unwrap().contains(said), "{done}");
     }
-    assert_eq!(agent_text(&t), "the tools said hello");
+    assert_eq!(agent_text(&t), format!("{plan}the tools said hello"));
     assert!(updates(&t, "agent_message_chunk").len() > 1, "the text streams in chunks");
+    // The task list in the model's text is also sent as ACP's plan, before the tool calls.
+    let plans = updates(&t, "plan");
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    assert_eq!(plans[0]["entries"][1], json!({"content": "echo it twice", "priority": "medium", "status": "pending"}));
+    let plan_at = t.iter().position(|e| e["update"]["sessionUpdate"] == "plan").unwrap();
+    assert!(plan_at < t.iter().position(|e| e["update"]["sessionUpdate"] == "tool_call").unwrap());
     assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "end_turn"}));
     // The session is the HTTP API's: the editor's servers are stored with it.
     let id = new["sessionId"].as_str().unwrap();
