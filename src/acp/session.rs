@@ -484,6 +484,13 @@ impl Agent {
                             Live::Permission { id, tool, arguments } => {
                                 self.ask(sid, open, &id, &tool, &arguments, &cancel);
                             }
+                            Live::Elicitation { id, message } => {
+                                // FIXME: relay as ACP elicitation when the client declares it;
+                                // until then the extension hears "cancel" at once instead of
+                                // waiting out the elicitation timeout.
+                                log::info!("acp: session {sid}: an extension asked {message:?}; gosling acp does not relay elicitations yet, so it is cancelled");
+                                self.app.elicitations.answer(&id, crate::agent::elicit::Answer::Cancel);
+                            }
                         }
                     }
                 }

@@ -11,6 +11,8 @@ pub enum Live {
     Update(Value),
     /// Ask the client with `session/request_permission` (approve modes).
     Permission { id: String, tool: String, arguments: Value },
+    /// An extension's MCP elicitation (a form for the person): not relayed to the editor yet.
+    Elicitation { id: String, message: String },
 }
 
 /// ACP's ToolKind for a prefixed tool name: lets editors pick an icon and group reads.
@@ -133,6 +135,13 @@ pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
                     id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
                     tool: d.get("toolName").and_then(Value::as_str).unwrap_or("").to_string(),
                     arguments: d.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                });
+            }
+            Some("actionRequired") if c.pointer("/data/actionType").and_then(Value::as_str) == Some("elicitation") => {
+                let d = &c["data"];
+                out.push(Live::Elicitation {
+                    id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                    message: d.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
                 });
             }
             _ => {}

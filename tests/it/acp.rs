@@ -553,3 +553,25 @@ fn acpx_exec_runs_a_prompt_and_answers_permissions() {
     assert_eq!(done["params"]["update"]["status"], "failed", "{done}");
     assert!(m.iter().any(|v| v["result"]["stopReason"] == "end_turn"));
 }
+
+#[test]
+fn sdk_an_extensions_elicitation_is_cancelled_at_once_not_left_waiting() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-elicit");
+    let cwd = work_dir(&home);
+    let ask =
+        json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]});
+    script_model(&mock, json!([ask, {"type": "reply", "text": "asked"}]));
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "prompt", "text": "ask me something"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_ELICITATION_TIMEOUT_SECS", "120")], script);
+    let prompt = &responses(&t, "session/prompt")[0];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{t:?}");
+    assert!(prompt["ms"].as_u64().unwrap() < 30_000, "not the 120 s elicitation timeout: {prompt}");
+    let done = updates(&t, "tool_call_update").into_iter().find(|u| u.get("content").is_some()).unwrap().clone();
+    assert!(done.to_string().contains("cancel"), "the extension heard cancel: {done}");
+}
