@@ -18,6 +18,10 @@ pub fn policy_error(e: PolicyError) -> ApiError {
         PolicyError::CommandNotAllowed { .. }
         | PolicyError::InlineCode { .. }
         | PolicyError::ShellMetacharacter { .. }
+        | PolicyError::NotAPackage { .. }
+        | PolicyError::ContainerReach { .. }
+        | PolicyError::EnvRefused { .. }
+        | PolicyError::ReservedSecret { .. }
         | PolicyError::NotAllowlisted { .. }
         | PolicyError::AllowlistUnavailable { .. } => ApiError::new(403, e.to_string()),
         PolicyError::InvalidConfig(_) => ApiError::bad_request(e.to_string()),
@@ -52,9 +56,8 @@ impl App {
         let secret_store = store.clone();
         let runtime_deps = Arc::new(Deps {
             state_dir: config.state_dir.clone(),
-            secret: Box::new(move |key| {
-                secret_store.get_secret(key).ok().flatten().or_else(|| std::env::var(key).ok())
-            }),
+            // The secrets store only: never gosling's own environment (see runtime::resolve_env).
+            secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
             audit: crate::store::audit::AuditLog::new(&config.state_dir),
         });
@@ -126,6 +129,14 @@ impl App {
             }
             Err(e) => Err(policy_error(e)),
         }
+    }
+
+    /// The secrets `config` reads that are not in the secrets store, in order.
+    pub fn missing_secrets(&self, config: &ExtensionConfig) -> Vec<String> {
+        crate::extensions::config::secret_names(config)
+            .into_iter()
+            .filter(|k| (self.runtime_deps.secret)(k).is_none())
+            .collect()
     }
 
     /// Stops everything that runs children; called once at shutdown.

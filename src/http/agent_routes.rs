@@ -242,6 +242,15 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     let config = ExtensionConfig::from_value(r.config)?;
     config.validate()?;
     app.check_policy(&config, InstallPath::AddExtension)?;
+    let missing = app.missing_secrets(&config);
+    if !missing.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Failed to add extension: secret(s) {} not stored; extensions read variables only from the secrets store: \
+             store each with POST /config/upsert {{\"key\":\"{}\",\"value\":\"...\",\"is_secret\":true}}",
+            missing.join(", "),
+            missing[0]
+        )));
+    }
     let rt = runtime(app, &r.session_id)?;
     rt.wait_loaded();
     rt.add(config.clone()).map_err(|e| ApiError::internal(format!("Failed to add extension: {e}")))?;

@@ -1,3 +1,6 @@
-//! Pure wire formats: JSON-RPC 2.0 messages and Server-Sent Events. No I/O here.
+//! Pure wire formats: JSON-RPC 2.0 messages, Server-Sent Events, percent-decoding and the
+//! `${VAR}` grammar. No I/O here.
 pub mod jsonrpc;
+pub mod percent;
 pub mod sse;
+pub mod template;
