@@ -295,26 +295,67 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// One config, as the import listing shows it (names only, never env or header values).
+/// Whether a variable or header name marks its value as a secret: one of its words (split on
+/// `_` and `-`) is KEY, TOKEN, SECRET, PASSWORD, … or it is `Authorization`/`Cookie`.
+fn names_a_secret(name: &str) -> bool {
+    const WORDS: [&str; 16] = [
+        "KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "PWD",
+        "PAT",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "AUTHORIZATION",
+        "COOKIE",
+        "PRIVATE",
+        "SIGNATURE",
+    ];
+    name.to_ascii_uppercase().split(['_', '-']).any(|w| WORDS.contains(&w))
+}
+
+/// A value as the import listing shows it: as written, or masked when its name marks it as a
+/// secret (unless it is only a `${VAR}` reference, which is not a secret itself).
+fn shown_value(name: &str, value: &str) -> String {
+    let only_refs = crate::wire::template::pieces(value)
+        .iter()
+        .all(|p| matches!(p, crate::wire::template::Piece::Var(_)) || matches!(p, crate::wire::template::Piece::Text(t) if !t.chars().any(|c| c.is_alphanumeric()) || t.trim() == "Bearer"));
+    if names_a_secret(name) && !only_refs {
+        format!("(hidden: {} characters)", value.chars().count())
+    } else {
+        format!("{:?}", printable(value))
+    }
+}
+
+/// One config, as the import listing shows it: what runs, and every environment variable and
+/// header with its value (masked only where the name marks it as a secret), so nothing the file
+/// sets reaches an extension unseen.
 fn print_config(c: &ExtensionConfig) {
     println!("  {} ({}, key {})", printable(c.name()), c.type_name(), c.key());
+    let print_env = |envs: &std::collections::BTreeMap<String, String>, env_keys: &[String]| {
+        for (k, v) in envs {
+            println!("    env:     {}={}", printable(k), shown_value(k, v));
+        }
+        for k in env_keys {
+            println!("    env:     {} (read from the secrets store)", printable(k));
+        }
+    };
     match c {
         ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
             println!("    runs:    {}", shell_words(cmd, args));
-            let names: Vec<&str> = envs.keys().map(String::as_str).chain(env_keys.iter().map(String::as_str)).collect();
-            if !names.is_empty() {
-                println!("    env:     {}", names.join(", "));
-            }
+            print_env(envs, env_keys);
         }
         ExtensionConfig::StreamableHttp { uri, headers, envs, env_keys, .. } => {
             println!("    server:  {}", printable(uri));
-            if !headers.is_empty() {
-                println!("    headers: {}", headers.keys().cloned().collect::<Vec<_>>().join(", "));
+            for (h, v) in headers {
+                println!("    header:  {}: {}", printable(h), shown_value(h, v));
             }
-            let names: Vec<&str> = envs.keys().map(String::as_str).chain(env_keys.iter().map(String::as_str)).collect();
-            if !names.is_empty() {
-                println!("    env:     {}", names.join(", "));
-            }
+            print_env(envs, env_keys);
         }
         ExtensionConfig::Sse { uri, .. } => {
             println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or("")))
@@ -346,6 +387,14 @@ fn print_plan(plan: &InstallPlan) {
         } else {
             println!("  env:         {name} — {}", printable(d));
         }
+    }
+    for r in s.get("reads").and_then(Value::as_array).into_iter().flatten() {
+        println!(
+            "  reads:       {} ← stored secret {} ({})",
+            r["where"].as_str().map(printable).unwrap_or_default(),
+            r["secret"].as_str().map(printable).unwrap_or_default(),
+            if r["stored"] == true { "stored" } else { "not stored yet" }
+        );
     }
     println!("  timeout:     {} s", s["timeout"]);
     if !text("description").is_empty() {

@@ -209,11 +209,12 @@ const GOOSE_LIST: EnvRule = rule(
 /// `DISALLOWED_ENV_KEYS` and the families of `ENV_RULES`, compared case-insensitively. The one
 /// place that decides; every install path and the runtime ask here.
 pub fn disallowed_env_rule(key: &str) -> Option<EnvRule> {
-    if DISALLOWED_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
-        return Some(GOOSE_LIST);
-    }
     let upper = key.to_ascii_uppercase();
-    ENV_RULES.iter().copied().find(|r| r.matches(&upper))
+    ENV_RULES
+        .iter()
+        .copied()
+        .find(|r| r.matches(&upper))
+        .or_else(|| DISALLOWED_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)).then_some(GOOSE_LIST))
 }
 
 pub fn is_disallowed_env_key(key: &str) -> bool {
