@@ -245,7 +245,7 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     let missing = app.missing_secrets(&config);
     if !missing.is_empty() {
         return Err(ApiError::bad_request(format!(
-            "Failed to add extension: secret(s) {} not stored; extensions read variables only from the secrets store: \
+            "Failed to add extension: secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
              store each with POST /config/upsert {{\"key\":\"{}\",\"value\":\"...\",\"is_secret\":true}}",
             missing.join(", "),
             missing[0]

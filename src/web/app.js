@@ -375,6 +375,9 @@ function describePlan(plan) {
   if ((sm.env || []).length) {
     row("Environment", el("ul", {}, ...sm.env.map((e) => el("li", {}, el("code", { text: e.name }), e.description ? " — " + e.description : ""))));
   }
+  if ((sm.reads || []).length) {
+    row("Reads stored secrets", el("ul", {}, ...sm.reads.map((r) => el("li", {}, r.where + " \u2190 ", el("code", { text: r.secret }), r.stored ? " (stored)" : " (not stored yet)"))));
+  }
   row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
   row("Installation notes", sm.installation_notes);
   if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.join(", "));
