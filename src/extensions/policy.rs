@@ -1049,13 +1049,16 @@ fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
                 ),
             ));
         }
-        let v = match glued {
-            Some(v) => v,
+        let (v, shown) = match glued {
+            Some(v) => (v, a.to_string()),
             None => {
                 i += 1;
-                rest.get(i).cloned().ok_or_else(|| reach(a, format!("`{opt}` needs a value")))?
+                let v = rest.get(i).cloned().ok_or_else(|| reach(a, format!("`{opt}` needs a value")))?;
+                let shown = format!("{a} {v}");
+                (v, shown)
             }
         };
+        let a = shown.as_str();
         match opt.as_str() {
             "--network" | "--net" | "--pid" | "--ipc" | "--uts" | "--userns" | "--cgroupns"
                 if v.eq_ignore_ascii_case("host") || v.starts_with("container:") =>
