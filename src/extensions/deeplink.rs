@@ -10,8 +10,9 @@
 //!   value is not percent-decoded a second time.
 //! - `env` names become `env_keys` (values are secrets supplied later, never `envs: {K: ""}`),
 //!   as goose's settings form does when the user saves; `${VAR}`/`$VAR` used in header values
-//!   are added to `env_keys` too, so they resolve at activation.
-//! - Disallowed environment names (`config::DISALLOWED_ENV_KEYS`) are refused, not dropped.
+//!   are added to `env_keys` too, so they resolve at activation — from the secrets store only.
+//! - Code-loading environment names and gosling's own secret names are refused (by the policy,
+//!   with the family and the reason), not dropped.
 //!
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.

@@ -1,45 +1,41 @@
-//! Trust policy for installing extensions: which commands a link or an import may run, which
-//! arguments are refused, and the administrator's allowlists.
+//! Trust policy for installing extensions: what a link, an import or an API call may run,
+//! which variables it may name, and the administrator's allowlists. docs/install.md states the
+//! rules and the grammar for users; this is the one place that decides them.
 //!
-//! Three rules, each named in the refusal it produces:
+//! Rules, each named in the refusal it produces (with the argument or variable at fault):
 //! 1. **allowed commands** (deep links and imports only, as goose checks links): a stdio `cmd`
 //!    must be exactly one of `DEFAULT_COMMANDS` — a bare name, never a path — or one the site
-//!    added with `GOSLING_ALLOWED_COMMANDS=a,b` or `"allowed_commands": [...]` in the allowlist
-//!    file (those entries are matched exactly too, so a site may allow a full path).
-//! 2. **no inline code** (deep links and imports): goose refuses `npx -c`; we also refuse the
-//!    other ways of making an allowed launcher run a string as code:
-//!    - `npx`/`npx.cmd`: an argument `-c`, `--call`, `-e`, `--eval`, `--node-options`,
-//!      `--script-shell`, `--shell` (or their `--opt=value` forms), or any single-dash cluster
-//!      containing `c` (`-yc`), anywhere in the arguments, as goose does for `-c`;
-//!    - `jbang`: `-c`/`--code` (runs the given source);
-//!    - `gosling`/`goosed`: only `mcp NAME` (a builtin), never `agent` or other subcommands;
-//!    - every command: an argument naming a shell or script interpreter (`sh`, `bash`, `python3`,
-//!      `node`, `pwsh`, `cmd`, … also as `--entrypoint=sh` or `/bin/sh`) followed later by an
-//!      inline-code flag (`-c`, `-e`, `-p`, `-r`, `--eval`, `--print`, `--command`, `-Command`,
-//!      `/c`, `/k`, `eval`, or a short cluster like `-lc`): catches `uvx python -c …`,
-//!      `docker run img sh -c …`, `docker run --entrypoint sh img -c …`;
-//!    - every command: an argument with shell metacharacters `$(`, `` ` ``, `;`, `&&`, `||`, `|`
-//!      or a line break (`npx.cmd` runs through cmd.exe on Windows, and a launcher that reaches
-//!      a shell would run them). A lone `&` is allowed: URLs need it.
-//! 3. **allowlist** (every install path, once configured): goose's `GOOSE_ALLOWLIST` (a URL
-//!    serving YAML `extensions: [- id: …, command: …]`; the stdio command line `cmd args…` must
-//!    start with one of the `command`s) and our local file (`GOSLING_ALLOWLIST_FILE`, else
-//!    `<config dir>/allowlist.json` when it exists): `{"commands": [prefixes], "urls": [URL
-//!    prefixes], "allowed_commands": [names for rule 1]}`. A command passes if any configured
-//!    list allows it. Remote (`streamable_http`) extensions are checked against `urls` when the
-//!    file has that key (`"urls": []` refuses all), otherwise they pass with a warning, as goose
-//!    lets remote links through marked untrusted. `inline_python` runs arbitrary code, so it is
+//!    added with `GOSLING_ALLOWED_COMMANDS=a,b` or `"allowed_commands"` in the allowlist file.
+//! 2. **package spec** (every path): `npx`/`uvx`/`jbang` run a registry package, checked
+//!    against a grammar; their own options are a closed list (`launcher_options`).
+//! 3. **no inline code** (every path): the program that ends up running — the `cmd`, a
+//!    launcher's package, a container's command or entrypoint — is not one that runs its
+//!    arguments as a program (`RUNS_ARGUMENTS`), and an interpreter gets no inline-code argument
+//!    before its script (`eval_arg`, glued and clustered forms included); no shell syntax.
+//! 4. **container isolation** (every path): `docker`/`podman run` with a closed list of options,
+//!    none that reaches the host (privileges, devices, host namespaces, mounts of `/` or homes).
+//! 5. **environment** and 6. **own secrets** (every path, and again at activation):
+//!    `check_env` with `config::disallowed_env_rule` and `config::is_reserved_secret`.
+//! 7. **allowlist** (every path, once configured): goose's `GOOSE_ALLOWLIST` (a URL serving YAML
+//!    `extensions: [- id: …, command: …]`) and our local file (`GOSLING_ALLOWLIST_FILE`, else
+//!    `<config dir>/allowlist.json` when it exists): `{"commands": [...], "urls": [URL
+//!    prefixes], "allowed_commands": [names for rule 1]}`. A command entry approves a whole
+//!    argv (`argv_matches`: equal word for word, or a trailing `*` word for any further
+//!    arguments), never a string prefix; it is a gate on top of rules 1–6, never a way around
+//!    them. Remote (`streamable_http`) extensions are checked against `urls` when the file has
+//!    that key (`"urls": []` refuses all), otherwise they pass with a warning, as goose lets
+//!    remote links through marked untrusted. `inline_python` runs arbitrary code, so it is
 //!    refused whenever a command allowlist is configured. `GOOSE_ALLOWLIST_WARNING=true` turns
 //!    allowlist refusals (only those) into warnings.
 //!
 //! Differences from goose, on purpose: an allowlist URL that cannot be fetched or parsed refuses
 //! installs (goose allows everything); an empty remote list still allows everything, as in goose,
-//! but a local file's lists mean exactly what they say. Prefix matching is goose's plain string
-//! prefix for commands (`uvx mcp-server-fetch` also admits `uvx mcp-server-fetch-x`: end an entry
-//! with a space to pin it); URL prefixes must end at a `/`, `?`, `#` or the end, so
+//! but a local file's lists mean exactly what they say; entries match the whole command line (goose
+//! matches a string prefix); URL prefixes must end at a `/`, `?`, `#` or the end, so
 //! `https://mcp.example.com` does not admit `https://mcp.example.com.evil.io`.
 //!
-//! `Policy::from_env` does the one network fetch (bounded: 15 s, 1 MiB); `check` is pure.
+//! `Policy::from_env` does the one network fetch (bounded: 15 s, 1 MiB); `check` is pure except
+//! that rule 4 reads `HOME` to recognise the user's home directory in a mount.
 
 use crate::config::Env;
 use crate::extensions::config::{ConfigError, ExtensionConfig};
@@ -56,8 +52,8 @@ pub const DEFAULT_COMMANDS: [&str; 9] =
 pub const MAX_ALLOWLIST_BYTES: u64 = 1 << 20;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How an extension is being added. Rules 1 and 2 (commands, inline code) apply to `DeepLink`
-/// and `Import`; the allowlist applies to all.
+/// How an extension is being added. Rule 1 (allowed commands) applies to `DeepLink` and
+/// `Import`; every other rule applies to all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstallSource {
     /// A `goose://extension?…` link (`gosling install`, the install route).
