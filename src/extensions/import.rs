@@ -264,8 +264,13 @@ fn split_env_refs(
     let mut envs = BTreeMap::new();
     let mut keys = Vec::new();
     for (k, v) in env {
-        let inner =
-            v.strip_prefix("${").and_then(|r| r.strip_suffix('}')).map(|r| r.strip_prefix("env:").unwrap_or(r).trim());
+        // Cursor writes `${env:K}`; otherwise the one `${VAR}` grammar (`wire::template`).
+        let normalized = v.replace("${env:", "${");
+        let pieces = crate::wire::template::pieces(&normalized);
+        let inner = match pieces.as_slice() {
+            [crate::wire::template::Piece::Var(n)] if normalized.starts_with("${") => Some(*n),
+            _ => None,
+        };
         match inner {
             Some(var) if var == k => keys.push(k),
             Some(var) => {
