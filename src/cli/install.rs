@@ -319,13 +319,20 @@ fn names_a_secret(name: &str) -> bool {
     name.to_ascii_uppercase().split(['_', '-']).any(|w| WORDS.contains(&w))
 }
 
+/// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):
+/// a reference is not a secret itself.
+fn only_references(value: &str) -> bool {
+    use crate::wire::template::{pieces, Piece};
+    pieces(value).iter().all(|p| match p {
+        Piece::Var(_) => true,
+        Piece::Text(t) => t.trim().is_empty() || t.trim() == "Bearer" || !t.chars().any(char::is_alphanumeric),
+    })
+}
+
 /// A value as the import listing shows it: as written, or masked when its name marks it as a
-/// secret (unless it is only a `${VAR}` reference, which is not a secret itself).
+/// secret and it is not just a reference.
 fn shown_value(name: &str, value: &str) -> String {
-    let only_refs = crate::wire::template::pieces(value)
-        .iter()
-        .all(|p| matches!(p, crate::wire::template::Piece::Var(_)) || matches!(p, crate::wire::template::Piece::Text(t) if !t.chars().any(|c| c.is_alphanumeric()) || t.trim() == "Bearer"));
-    if names_a_secret(name) && !only_refs {
+    if names_a_secret(name) && !only_references(value) {
         format!("(hidden: {} characters)", value.chars().count())
     } else {
         format!("{:?}", printable(value))
