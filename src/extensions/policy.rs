@@ -1009,7 +1009,8 @@ fn check_jbang(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
 /// Host paths a container may not mount: the root, home directories, system and engine state.
 fn sensitive_mount(src: &str, home: Option<&str>) -> bool {
     let s = src.trim_end_matches('/');
-    if s.is_empty() || s.starts_with(['~', '$', '.']) || s.ends_with(".sock") {
+    let drive = s.len() == 1 && s.bytes().all(|b| b.is_ascii_alphabetic());
+    if s.is_empty() || drive || s.starts_with(['~', '$', '.']) || s.ends_with(".sock") {
         return true;
     }
     if !s.starts_with('/') {
@@ -1531,6 +1532,7 @@ mod tests {
         ("docker", &["run", "-v/:/host", "img"], "container-isolation"),
         ("docker", &["run", "--volume=/home:/h", "img"], "container-isolation"),
         ("docker", &["run", "-v", "~/.ssh:/s", "img"], "container-isolation"),
+        ("docker", &["run", "-v", "C:\\:/host", "img"], "container-isolation"),
         ("docker", &["run", "-v", "/var/run/docker.sock:/d.sock", "img"], "container-isolation"),
         ("docker", &["run", "--mount", "type=bind,source=/,target=/h", "img"], "container-isolation"),
         ("docker", &["run", "--pid=host", "img"], "--pid"),
