@@ -131,12 +131,9 @@ impl App {
         }
     }
 
-    /// The secrets `config` reads that are not in the secrets store, in order.
-    pub fn missing_secrets(&self, config: &ExtensionConfig) -> Vec<String> {
-        crate::extensions::config::secret_names(config)
-            .into_iter()
-            .filter(|k| (self.runtime_deps.secret)(k).is_none())
-            .collect()
+    /// The names `config` reads that are not in the secrets store, and those it may never read.
+    pub fn unresolved_secrets(&self, config: &ExtensionConfig) -> crate::extensions::config::Unresolved {
+        crate::extensions::config::unresolved(config, &|k| (self.runtime_deps.secret)(k).is_some())
     }
 
     /// Stops everything that runs children; called once at shutdown.

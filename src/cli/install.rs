@@ -10,8 +10,8 @@
 //! Exit codes: 0 done (or `--check`/`--dry-run` passed), 1 refused or failed, 2 usage error.
 
 use crate::config::{config_dir, Env, ProcessEnv};
-use crate::extensions::config::{ExtensionConfig, ExtensionEntry};
-use crate::extensions::deeplink::{config_secrets, plan_install, printable, InstallPlan};
+use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Unresolved};
+use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
 use crate::store::config_store::ConfigStore;
@@ -163,7 +163,7 @@ fn install(flags: &Flags) -> ExitCode {
     match store.upsert_extension(&entry) {
         Ok(existed) => {
             log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
-            report_saved(&entry, existed, &plan.missing_secrets);
+            report_saved(&entry, existed, &plan.missing_secrets, &plan.refused_secrets);
             ExitCode::SUCCESS
         }
         Err(e) => fail("install", e),
@@ -214,7 +214,7 @@ pub fn import_main(args: &[String]) -> ExitCode {
     };
 
     println!("{} server(s) in {}", items.len(), path.display());
-    let mut accepted: Vec<(ExtensionEntry, Vec<String>)> = Vec::new();
+    let mut accepted: Vec<(ExtensionEntry, Unresolved)> = Vec::new();
     let mut refused = 0;
     for item in items {
         print_config(&item.config);
@@ -226,20 +226,18 @@ pub fn import_main(args: &[String]) -> ExitCode {
                 for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
                     println!("    warning: {}", printable(w));
                 }
-                let missing: Vec<String> = config_secrets(&item.config)
-                    .iter()
-                    .filter(|k| store.as_ref().is_none_or(|s| s.get_secret(k).ok().flatten().is_none()))
-                    .cloned()
-                    .collect();
-                if !missing.is_empty() {
-                    println!("    secrets needed: {} (saved disabled until they are set)", missing.join(", "));
+                let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
+                let u = unresolved(&item.config, &present);
+                if !u.missing.is_empty() {
+                    println!("    secrets needed: {} (saved disabled until they are set)", u.missing.join(", "));
+                }
+                if !u.refused.is_empty() {
+                    let only = Unresolved { missing: Vec::new(), refused: u.refused.clone() };
+                    println!("    refused secrets: {} (saved disabled)", only.explain());
                 }
                 let exists = store.as_ref().and_then(|s| s.extension(&item.config.key()).ok().flatten()).is_some();
                 println!("    {}", if exists { "ok: replaces the installed extension" } else { "ok" });
-                accepted.push((
-                    ExtensionEntry { enabled: item.enabled && missing.is_empty(), config: item.config },
-                    missing,
-                ));
+                accepted.push((ExtensionEntry { enabled: item.enabled && u.is_empty(), config: item.config }, u));
             }
             Err(e) => {
                 refused += 1;
@@ -269,11 +267,11 @@ pub fn import_main(args: &[String]) -> ExitCode {
     }
     let store = store.expect("opened unless dry run");
     let total = accepted.len();
-    for (entry, missing) in accepted {
+    for (entry, u) in accepted {
         match store.upsert_extension(&entry) {
             Ok(existed) => {
                 log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
-                report_saved(&entry, existed, &missing);
+                report_saved(&entry, existed, &u.missing, &u.refused);
             }
             Err(e) => return fail("import", e),
         }
@@ -349,7 +347,11 @@ fn print_config(c: &ExtensionConfig) {
             println!("    env:     {}={}", printable(k), shown_value(k, v));
         }
         for k in env_keys {
-            println!("    env:     {} (read from the secrets store)", printable(k));
+            if crate::extensions::config::is_reserved_secret(k) {
+                println!("    env:     {} (one of gosling's own secrets: never read)", printable(k));
+            } else {
+                println!("    env:     {} (read from the secrets store)", printable(k));
+            }
         }
     };
     match c {
@@ -400,7 +402,13 @@ fn print_plan(plan: &InstallPlan) {
             "  reads:       {} ← stored secret {} ({})",
             r["where"].as_str().map(printable).unwrap_or_default(),
             r["secret"].as_str().map(printable).unwrap_or_default(),
-            if r["stored"] == true { "stored" } else { "not stored yet" }
+            if r["refused"] == true {
+                "refused: one of gosling's own secrets"
+            } else if r["stored"] == true {
+                "stored"
+            } else {
+                "not stored yet"
+            }
         );
     }
     println!("  timeout:     {} s", s["timeout"]);
@@ -413,20 +421,22 @@ fn print_plan(plan: &InstallPlan) {
     if !text("installation_notes").is_empty() {
         println!("  notes:       {}", text("installation_notes"));
     }
-    let secrets: Vec<String> =
-        s.get("secrets")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(|k| {
-                if plan.missing_secrets.iter().any(|m| m == k) {
-                    format!("{k} (not set)")
-                } else {
-                    format!("{k} (set)")
-                }
-            })
-            .collect();
+    let secrets: Vec<String> = s
+        .get("secrets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|k| {
+            if plan.refused_secrets.iter().any(|m| m == k) {
+                format!("{k} (refused: one of gosling's own secrets)")
+            } else if plan.missing_secrets.iter().any(|m| m == k) {
+                format!("{k} (not set)")
+            } else {
+                format!("{k} (set)")
+            }
+        })
+        .collect();
     if !secrets.is_empty() {
         println!("  secrets:     {}", secrets.join(", "));
     }
@@ -435,20 +445,22 @@ fn print_plan(plan: &InstallPlan) {
     }
 }
 
-fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String]) {
+fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String], refused: &[String]) {
     let verb = if existed { "updated" } else { "installed" };
     let key = entry.config.key();
-    if missing.is_empty() {
+    let name = printable(entry.config.name());
+    if !refused.is_empty() {
+        let u = Unresolved { missing: Vec::new(), refused: refused.to_vec() };
+        println!("{verb} {name} (key {key}) but left it disabled: {}", u.explain());
+    } else if missing.is_empty() {
         println!(
-            "{verb} {} (key {key}){}",
-            printable(entry.config.name()),
+            "{verb} {name} (key {key}){}",
             if entry.enabled { ", enabled for new sessions" } else { ", disabled" }
         );
     } else {
         println!(
-            "{verb} {} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
+            "{verb} {name} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
              with POST /config/upsert {{\"key\": \"{}\", \"value\": \"…\", \"is_secret\": true}}, or by re-running the install on a terminal, then enable the extension",
-            printable(entry.config.name()),
             missing.join(", "),
             missing[0]
         );

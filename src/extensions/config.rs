@@ -268,6 +268,56 @@ pub fn reserved_secret_message(name: &str, field: &str) -> String {
     )
 }
 
+/// The store lookups a config needs, split: `missing` are not stored yet (the user can store
+/// them), `refused` are gosling's own secret names (never resolved, whatever is stored). An
+/// extension with either is saved disabled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unresolved {
+    pub missing: Vec<String>,
+    pub refused: Vec<String>,
+}
+
+impl Unresolved {
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.refused.is_empty()
+    }
+
+    /// One line for answers and logs: what is missing and how to store it, what is refused and why.
+    pub fn explain(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(first) = self.missing.first() {
+            parts.push(format!(
+                "secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
+                 store each with POST /config/upsert {{\"key\":\"{first}\",\"value\":\"...\",\"is_secret\":true}}",
+                self.missing.join(", ")
+            ));
+        }
+        if !self.refused.is_empty() {
+            parts.push(format!(
+                "{} {} gosling's own secret(s) or settings (server key, TLS, model provider), which an extension may never read, \
+                 even if a value is stored under that name; it cannot be enabled until it reads its own secret under another name",
+                self.refused.join(", "),
+                if self.refused.len() == 1 { "is one of" } else { "are" }
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// `secret_names(config)` split by `present(NAME)` (is it in the secrets store?) and by the
+/// own-secrets rule.
+pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Unresolved {
+    let mut u = Unresolved::default();
+    for k in secret_names(config) {
+        if is_reserved_secret(&k) {
+            u.refused.push(k);
+        } else if !present(&k) {
+            u.missing.push(k);
+        }
+    }
+    u
+}
+
 /// The variables an extension reads from the secrets store: its `env_keys`, then the variables
 /// its header values name that `envs` does not set, each once, in order. These are looked up in
 /// the secrets store only (never gosling's process environment).

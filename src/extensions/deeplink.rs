@@ -313,14 +313,17 @@ pub fn config_secrets(config: &ExtensionConfig) -> Vec<String> {
 }
 
 /// For the install summary: where each stored secret is read, `{"where": "header
-/// Authorization" | "env API_KEY", "secret": NAME, "stored": bool}`, in config order. Values are
-/// never included.
+/// Authorization" | "env API_KEY", "secret": NAME, "stored": bool, "refused": bool}` (refused:
+/// one of gosling's own secrets, never read), in config order. Values are never included.
 pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Vec<Value> {
     let names = config_secrets(config);
     let mut out = Vec::new();
     let mut push = |place: String, secret: &str| {
         if names.iter().any(|n| n == secret) {
-            out.push(json!({"where": place, "secret": secret, "stored": present(secret)}));
+            let refused = crate::extensions::config::is_reserved_secret(secret);
+            out.push(
+                json!({"where": place, "secret": secret, "stored": !refused && present(secret), "refused": refused}),
+            );
         }
     };
     match config {
@@ -377,6 +380,8 @@ pub struct InstallPlan {
     pub config: ExtensionConfig,
     /// Secrets the extension needs that `secret_present` said are not set, in link order.
     pub missing_secrets: Vec<String>,
+    /// Names it reads that are gosling's own secrets: never resolved; it stays disabled.
+    pub refused_secrets: Vec<String>,
     /// Policy warnings (e.g. allowlist in warning mode, remote server not covered by a list).
     pub warnings: Vec<String>,
     /// What will run, without secret values: name, key, type, command+args or url, env names
@@ -388,7 +393,10 @@ impl InstallPlan {
     /// The entry to persist: enabled only when no secret is missing, so a session never tries
     /// to start an extension that cannot run yet (goose's "settings flow before activation").
     pub fn entry(&self) -> ExtensionEntry {
-        ExtensionEntry { enabled: self.missing_secrets.is_empty(), config: self.config.clone() }
+        ExtensionEntry {
+            enabled: self.missing_secrets.is_empty() && self.refused_secrets.is_empty(),
+            config: self.config.clone(),
+        }
     }
 }
 
@@ -408,7 +416,12 @@ pub fn plan_install(
             parsed.ignored.iter().map(|p| printable(p)).collect::<Vec<_>>().join(", ")
         ));
     }
-    let missing_secrets: Vec<String> = config_secrets(&config).into_iter().filter(|s| !secret_present(s)).collect();
+    let unresolved = crate::extensions::config::unresolved(&config, secret_present);
+    if !unresolved.refused.is_empty() {
+        let only = crate::extensions::config::Unresolved { missing: Vec::new(), refused: unresolved.refused.clone() };
+        warnings.push(format!("policy: own-secrets rule: {}; it is saved disabled", only.explain()));
+    }
+    let (missing_secrets, refused_secrets) = (unresolved.missing, unresolved.refused);
     let mut summary = json!({
         "name": parsed.name,
         "key": name_to_key(&parsed.name),
@@ -432,6 +445,7 @@ pub fn plan_install(
     s.insert("secrets".into(), json!(config_secrets(&config)));
     s.insert("reads".into(), Value::Array(secret_uses(&config, secret_present)));
     s.insert("missing_secrets".into(), json!(missing_secrets));
+    s.insert("refused_secrets".into(), json!(refused_secrets));
     s.insert("timeout".into(), json!(config.timeout_secs()));
     s.insert("description".into(), json!(parsed.description));
     if let Some(id) = &parsed.id {
@@ -441,7 +455,7 @@ pub fn plan_install(
         s.insert("installation_notes".into(), json!(n));
     }
     s.insert("warnings".into(), json!(warnings));
-    Ok(InstallPlan { config, missing_secrets, warnings, summary })
+    Ok(InstallPlan { config, missing_secrets, refused_secrets, warnings, summary })
 }
 
 fn form_decode(raw: &str) -> Result<String, String> {

@@ -14,8 +14,11 @@
 //!    before its script (`eval_arg`, glued and clustered forms included); no shell syntax.
 //! 4. **container isolation** (every path): `docker`/`podman run` with a closed list of options,
 //!    none that reaches the host (privileges, devices, host namespaces, mounts of `/` or homes).
-//! 5. **environment** and 6. **own secrets** (every path, and again at activation):
-//!    `check_env` with `config::disallowed_env_rule` and `config::is_reserved_secret`.
+//! 5. **environment** (every path, and again at activation): `check_env` with
+//!    `config::disallowed_env_rule`.
+//! 6. **own secrets**: an install naming one of gosling's own secrets is saved disabled with the
+//!    reason (`config::unresolved`); activating it is refused (`check_own_secrets`, here for
+//!    `InstallSource::AddExtension` and again in the runtime).
 //! 7. **allowlist** (every path, once configured): goose's `GOOSE_ALLOWLIST` (a URL serving YAML
 //!    `extensions: [- id: …, command: …]`) and our local file (`GOSLING_ALLOWLIST_FILE`, else
 //!    `<config dir>/allowlist.json` when it exists): `{"commands": [...], "urls": [URL
@@ -285,6 +288,11 @@ impl Policy {
     /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
     pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
         check_env(config)?;
+        // Rule 6: installing saves such an extension disabled (`config::unresolved`), with the
+        // reason; activating it is refused here.
+        if source == InstallSource::AddExtension {
+            check_own_secrets(config)?;
+        }
         config.validate().map_err(PolicyError::InvalidConfig)?;
         let mut warnings = Vec::new();
         match config {
@@ -420,10 +428,10 @@ pub fn argv_matches(argv: &[&str], entry: &str) -> bool {
     }
 }
 
-/// Rules 3 and 4 for every variable a config names: the `envs` and `env_keys` names and the
+/// Rule 5 for every variable a config names: the `envs` and `env_keys` names and the
 /// variables its headers refer to.
 pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
-    use crate::extensions::config::{disallowed_env_message, is_reserved_secret};
+    use crate::extensions::config::disallowed_env_message;
     let (envs, env_keys, headers) = match config {
         ExtensionConfig::Stdio { envs, env_keys, .. } => (envs, env_keys, None),
         ExtensionConfig::StreamableHttp { envs, env_keys, headers, .. } => (envs, env_keys, Some(headers)),
@@ -444,13 +452,31 @@ pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
         if let Some(message) = disallowed_env_message(&name) {
             return Err(PolicyError::EnvRefused { field: field.into(), name, message });
         }
-        // A literal value in `envs` is the user's own text; only names read from the store
-        // (env_keys, header variables) could reach gosling's secrets.
-        if field != "envs" && is_reserved_secret(&name) {
-            return Err(PolicyError::ReservedSecret { field: field.into(), name });
-        }
     }
     Ok(())
+}
+
+/// Rule 6 for activation: no name the config reads from the secrets store (`env_keys`, header
+/// variables) is one of gosling's own. A literal value in `envs` is the user's own text and is
+/// not read from the store.
+pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), PolicyError> {
+    let (env_keys, headers) = match config {
+        ExtensionConfig::Stdio { env_keys, .. } => (env_keys, None),
+        ExtensionConfig::StreamableHttp { env_keys, headers, .. } => (env_keys, Some(headers)),
+        ExtensionConfig::Sse { .. }
+        | ExtensionConfig::Builtin { .. }
+        | ExtensionConfig::Platform { .. }
+        | ExtensionConfig::Frontend { .. }
+        | ExtensionConfig::InlinePython { .. } => return Ok(()),
+    };
+    let mut named: Vec<(String, &str)> = env_keys.iter().map(|k| (k.clone(), "env_keys")).collect();
+    for v in headers.into_iter().flat_map(|h| h.values()) {
+        named.extend(crate::wire::template::vars(v).into_iter().map(|var| (var, "headers")));
+    }
+    match named.into_iter().find(|(n, _)| crate::extensions::config::is_reserved_secret(n)) {
+        Some((name, field)) => Err(PolicyError::ReservedSecret { field: field.into(), name }),
+        None => Ok(()),
+    }
 }
 
 /// `url` without `user:password@` and without its query and fragment.
@@ -1645,11 +1671,20 @@ mod tests {
                 assert!(e.contains("environment rule") && e.contains(k), "{e}");
                 assert!(p.check(&with_key(k), s).is_err());
             }
+            // Own secrets: activation is refused; installing saves it disabled (`config::unresolved`).
             for k in ["GOOSE_SERVER__SECRET_KEY", "OPENAI_API_KEY", "anthropic_api_key", "GOOSE_TLS_KEY_PATH"] {
-                let e = p.check(&with_key(k), s).unwrap_err().to_string();
-                assert!(e.contains("own-secrets rule") && e.contains(k), "{e}");
-                let e = p.check(&with_header(&format!("Bearer ${{{k}}}")), s).unwrap_err().to_string();
-                assert!(e.contains("own-secrets rule"), "{e}");
+                let header = with_header(&format!("Bearer ${{{k}}}"));
+                if s == InstallSource::AddExtension {
+                    let e = p.check(&with_key(k), s).unwrap_err().to_string();
+                    assert!(e.contains("own-secrets rule") && e.contains(k), "{e}");
+                    let e = p.check(&header, s).unwrap_err().to_string();
+                    assert!(e.contains("own-secrets rule"), "{e}");
+                } else {
+                    assert!(p.check(&with_key(k), s).is_ok());
+                    let u = crate::extensions::config::unresolved(&header, &|_| true);
+                    assert_eq!(u.refused, [k]);
+                    assert!(u.explain().contains("may never read"), "{}", u.explain());
+                }
             }
             assert!(p.check(&with_env("API_KEY"), s).is_ok());
             assert!(p.check(&with_key("GITHUB_TOKEN"), s).is_ok());

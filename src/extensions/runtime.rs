@@ -330,6 +330,7 @@ impl SessionRuntime {
     /// stops activation with the reason; gosling's process environment is never consulted.
     fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, ActivateError> {
         crate::extensions::policy::check_env(config).map_err(|e| ActivateError::Config(e.to_string()))?;
+        crate::extensions::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
         let mut out = match config {
             ExtensionConfig::Stdio { envs, .. } | ExtensionConfig::StreamableHttp { envs, .. } => envs.clone(),
             _ => BTreeMap::new(),

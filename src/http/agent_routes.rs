@@ -242,14 +242,10 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     let config = ExtensionConfig::from_value(r.config)?;
     config.validate()?;
     app.check_policy(&config, InstallPath::AddExtension)?;
-    let missing = app.missing_secrets(&config);
-    if !missing.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Failed to add extension: secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
-             store each with POST /config/upsert {{\"key\":\"{}\",\"value\":\"...\",\"is_secret\":true}}",
-            missing.join(", "),
-            missing[0]
-        )));
+    let unresolved = app.unresolved_secrets(&config);
+    if !unresolved.missing.is_empty() {
+        let only = crate::extensions::config::Unresolved { missing: unresolved.missing, refused: Vec::new() };
+        return Err(ApiError::bad_request(format!("Failed to add extension: {}", only.explain())));
     }
     let rt = runtime(app, &r.session_id)?;
     rt.wait_loaded();

@@ -33,18 +33,14 @@ pub fn post_extension(app: &App, req: &Request) -> R {
     app.check_policy(&config, crate::app::InstallPath::ConfigApi)?;
     // An extension whose secrets are not stored yet is saved disabled (on every install path),
     // so no session tries to start it; the answer says which secrets and how to store them.
-    let missing = app.missing_secrets(&config);
-    let enabled = enabled && missing.is_empty();
+    let unresolved = app.unresolved_secrets(&config);
+    let enabled = enabled && unresolved.is_empty();
     let existed = app.store.upsert_extension(&ExtensionEntry { enabled, config })?;
     log::info!("extension {name} {} (enabled: {enabled})", if existed { "updated" } else { "added" });
     let verb = if existed { "Updated" } else { "Added" };
     let mut text = format!("{verb} extension {name}");
-    if !missing.is_empty() {
-        text.push_str(&format!(
-            " (saved disabled: secret(s) {} not stored; store each with POST /config/upsert {{\"key\":\"{}\",\"value\":\"...\",\"is_secret\":true}}, then enable it)",
-            missing.join(", "),
-            missing[0]
-        ));
+    if !unresolved.is_empty() {
+        text.push_str(&format!(" (saved disabled: {})", unresolved.explain()));
     }
     Ok(Response::json(200, &Value::String(text)))
 }

@@ -37,7 +37,6 @@ const SHELL: &str = "no-shell-syntax rule";
 const PACKAGE: &str = "package-spec rule";
 const CONTAINER: &str = "container-isolation rule";
 const ENV: &str = "environment rule";
-const OWN: &str = "own-secrets rule";
 
 fn table() -> Vec<(&'static str, Want)> {
     vec![
@@ -145,9 +144,6 @@ fn table() -> Vec<(&'static str, Want)> {
         ("goose://extension?cmd=uvx&arg=p&name=a&env=BASH_ENV", Policy(ENV)),
         ("goose://extension?cmd=uvx&arg=p&name=a&env=DYLD_FALLBACK_LIBRARY_PATH", Policy(ENV)),
         ("goose://extension?cmd=uvx&arg=p&name=a&env=HTTPS_PROXY", Policy(ENV)),
-        ("goose://extension?cmd=uvx&arg=p&name=a&env=OPENAI_API_KEY", Policy(OWN)),
-        ("goose://extension?url=http://a/mcp&name=a&header=X%3D%24%7BGOOSE_SERVER__SECRET_KEY%7D", Policy(OWN)),
-        ("goose://extension?url=http://a/mcp&name=a&header=Authorization%3DBearer%20%24ANTHROPIC_API_KEY", Policy(OWN)),
         ("goose://extension?cmd=uvx&name=a&env=1ABC", Link("env", "not a valid environment variable name")),
         ("goose://extension?cmd=uvx&name=a&env=%3Ddescription", Link("env", "not a valid environment variable name")),
         ("goose://extension?url=http://a/mcp&name=a&header=NoEquals", Link("header", "Name=Value")),
