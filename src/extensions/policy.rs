@@ -712,14 +712,24 @@ fn eval_arg(interp: Interp, arg: &str) -> Option<String> {
 
 /// Where an interpreter's own options end: its script or module. Arguments after it belong to
 /// the script (`python -m server -c config.yaml` is the server's `-c`).
-fn ends_options(interp: Interp, arg: &str, prev: Option<&str>) -> bool {
-    if interp == Interp::Python && prev.is_some_and(|p| p == "-m") {
-        return true;
-    }
+fn ends_options(arg: &str) -> bool {
     let lower = arg.to_ascii_lowercase();
     const SCRIPTS: [&str; 12] =
         [".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".rb", ".pl", ".php", ".lua", ".jl", ".jar"];
     !arg.starts_with('-') && SCRIPTS.iter().any(|s| lower.ends_with(s))
+}
+
+/// The module python runs, when `arg` names it: after `-m` or a cluster ending in `m` (`-Im`),
+/// or glued (`-mtimeit`, `-Imtimeit`).
+fn python_module<'a>(arg: &'a str, prev: Option<&str>) -> Option<&'a str> {
+    let cluster = |a: &str| a.strip_prefix('-').filter(|b| !b.starts_with('-') && !b.is_empty()).map(str::to_string);
+    if prev.and_then(cluster).is_some_and(|b| b.ends_with('m') && b.chars().all(|c| c.is_ascii_alphabetic())) {
+        return Some(arg);
+    }
+    let b = arg.strip_prefix('-').filter(|b| !b.starts_with('-'))?;
+    let i = b.find('m')?;
+    let rest = &b[i + 1..];
+    (!rest.is_empty() && b[..i].chars().all(|c| c.is_ascii_alphabetic() && c != 'c')).then_some(rest)
 }
 
 /// A program (the stdio `cmd` itself, what a launcher runs, or a container's command) and its
@@ -735,13 +745,18 @@ fn check_program(cmd: &str, prog: &str, args: &[String]) -> Result<(), PolicyErr
     if let Some(interp) = interp_of(&name) {
         let mut prev: Option<&str> = None;
         for a in args {
-            if interp == Interp::Python && prev == Some("-m") {
-                let module = a.to_ascii_lowercase();
-                if PYTHON_EXEC_MODULES.contains(&module.as_str()) {
-                    return refuse(a, format!("`python -m {a}` runs its arguments as code or installs what they name"));
+            if interp == Interp::Python {
+                if let Some(module) = python_module(a, prev) {
+                    if PYTHON_EXEC_MODULES.contains(&module.to_ascii_lowercase().as_str()) {
+                        return refuse(
+                            a,
+                            format!("`python -m {module}` runs its arguments as code or installs what they name"),
+                        );
+                    }
+                    break; // the module's own arguments follow
                 }
             }
-            if a == "--" || ends_options(interp, a, prev) {
+            if a == "--" || ends_options(a) {
                 break;
             }
             if let Some(why) = eval_arg(interp, a) {
@@ -1538,6 +1553,9 @@ mod tests {
         ("uvx", &["fish", "--command", "id"], "--command"),
         ("uvx", &["zsh", "-c", "id"], "-c"),
         ("uvx", &["--from", "x", "python", "-m", "timeit", "__import__('os')"], "timeit"),
+        ("uvx", &["--from", "x", "python", "-Im", "timeit", "1"], "timeit"),
+        ("uvx", &["--from", "x", "python", "-mtimeit", "1"], "timeit"),
+        ("uvx", &["--from", "x", "python", "-X", "importtime", "-c", "1"], "-c"),
         ("uvx", &["uv", "run", "python", "-c", "1"], "`uv`"),
         ("npx", &["npx", "-c", "id"], "-c"),
         ("npx", &["-y", "cross-env", "A=1", "sh"], "cross-env"),
@@ -1590,6 +1608,8 @@ mod tests {
         ("uvx", &["mcp-server-git==0.6.2", "--repository", "r"]),
         ("uvx", &["--from", "mcp-foo[cli]>=1.0", "mcp-foo"]),
         ("uvx", &["--from", "mcp-foo", "python", "-m", "mcp_foo", "-c", "config.yaml"]),
+        ("uvx", &["--from", "mcp-foo", "python", "-Im", "mcp_foo", "-c", "x"]),
+        ("uvx", &["--from", "mcp-foo", "python", "-mmcp_foo", "-c", "x"]),
         ("uvx", &["--python", "3.12", "python-dotenv-mcp", "-c", "x"]),
         ("jbang", &["io.quarkiverse.mcp:mcp-server-jdbc:1.0.0", "jdbc:h2:mem:x"]),
         ("jbang", &["jdbc@quarkiverse"]),
