@@ -120,6 +120,12 @@ fn install(flags: &Flags) -> ExitCode {
             Ok(plan) => {
                 print_plan(&plan);
                 println!("ok: the link is valid and the policy allows it");
+                if !plan.refused_secrets.is_empty() {
+                    println!(
+                        "it would be saved disabled: it reads gosling's own secret(s) {}",
+                        plan.refused_secrets.join(", ")
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => fail("install", e),
