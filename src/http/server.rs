@@ -69,28 +69,9 @@ pub fn query_pairs(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Lenient percent-decoding for paths and queries: a malformed escape is kept literally,
-/// invalid UTF-8 is replaced.
+/// Lenient percent-decoding for paths and queries (`wire::percent` is the one home).
 pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
+    crate::wire::percent::decode_lenient(s)
 }
 
 /// Writes a streaming body; returns when the stream is over or the client is gone.

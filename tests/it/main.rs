@@ -49,6 +49,11 @@ mod desktop;
 // Install flows over HTTP: deep links with secrets, allowlist on every path.
 mod install_http;
 
+// The trust boundary: secrets resolve only from the store and never to gosling's own
+// (a recording remote server proves it); launcher, container and environment rules.
+mod trust_policy;
+mod trust_secrets;
+
 // The official MCP conformance runner against `gosling probe URL`.
 mod conformance;
 
