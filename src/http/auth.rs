@@ -43,15 +43,88 @@ impl LoginToken {
         self.token.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(t, _)| t.clone())
     }
 
-    /// True once for the right token within its lifetime; the token is gone afterwards
-    /// (a wrong guess burns it too, so it cannot be brute-forced).
+    /// True once for the right token within its lifetime; the token is gone afterwards. A
+    /// wrong guess leaves it in place (guessing is limited by `Throttle`, per peer), so an
+    /// attacker cannot spoil the link the user is about to open.
     pub fn redeem(&self, given: &str) -> bool {
-        let taken = self.token.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match taken {
+        let mut token = self.token.lock().unwrap_or_else(|e| e.into_inner());
+        let right = match token.as_ref() {
             Some((t, born)) => born.elapsed() < self.lifetime && secret_matches(given.as_bytes(), t.as_bytes()),
             None => false,
+        };
+        if right {
+            token.take();
+        }
+        right
+    }
+}
+
+/// Failed guesses at the secret key or the login token, limited per peer address: a token
+/// bucket of `BURST` attempts, refilled at `PER_SEC`. Each attempt takes a token before the
+/// guess is checked and a right guess gives it back, so parallel guesses cannot overdraw it;
+/// an empty bucket refuses every attempt (right or wrong) until it refills, so refusals say
+/// nothing about the guess.
+pub struct Throttle {
+    peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
+}
+
+impl Throttle {
+    /// Wrong guesses a peer may make in a row before it has to wait.
+    pub const BURST: f64 = 30.0;
+    /// Guesses per second after that.
+    pub const PER_SEC: f64 = 1.0;
+    /// Peers remembered at most; past it, peers with a full bucket are forgotten.
+    const MAX_PEERS: usize = 4096;
+
+    pub fn new() -> Throttle {
+        Throttle { peers: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    /// Takes one attempt for `peer`, or says how long until it may try again.
+    pub fn attempt(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
+        let now = std::time::Instant::now();
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
+            peers.retain(|_, (tokens, at)| refill(*tokens, *at, now) < Self::BURST);
+            if peers.len() >= Self::MAX_PEERS {
+                // Still full of peers guessing right now: forget the fullest buckets first.
+                let mut all: Vec<(std::net::IpAddr, f64)> =
+                    peers.iter().map(|(ip, (t, at))| (*ip, refill(*t, *at, now))).collect();
+                all.sort_by(|a, b| b.1.total_cmp(&a.1));
+                for (ip, _) in all.into_iter().take(Self::MAX_PEERS / 4) {
+                    peers.remove(&ip);
+                }
+            }
+        }
+        let (tokens, at) = peers.entry(peer).or_insert((Self::BURST, now));
+        let have = refill(*tokens, *at, now);
+        if have < 1.0 {
+            *tokens = have;
+            *at = now;
+            return Err(std::time::Duration::from_secs_f64((1.0 - have) / Self::PER_SEC));
+        }
+        *tokens = have - 1.0;
+        *at = now;
+        Ok(())
+    }
+
+    /// Gives back the attempt taken for a right guess.
+    pub fn succeeded(&self, peer: std::net::IpAddr) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((tokens, _)) = peers.get_mut(&peer) {
+            *tokens = (*tokens + 1.0).min(Self::BURST);
         }
     }
+}
+
+impl Default for Throttle {
+    fn default() -> Throttle {
+        Throttle::new()
+    }
+}
+
+fn refill(tokens: f64, at: std::time::Instant, now: std::time::Instant) -> f64 {
+    (tokens + now.saturating_duration_since(at).as_secs_f64() * Throttle::PER_SEC).min(Throttle::BURST)
 }
 
 #[cfg(test)]
@@ -80,6 +153,27 @@ mod tests {
         let t = LoginToken::new(std::time::Duration::from_secs(60));
         let tok = t.peek().unwrap();
         assert!(!t.redeem("wrong"));
-        assert!(!t.redeem(&tok), "a wrong guess burns the token");
+        assert!(!t.redeem(""));
+        assert!(t.redeem(&tok), "a wrong guess does not burn the token");
+        let t = LoginToken::new(std::time::Duration::ZERO);
+        let tok = t.peek().unwrap();
+        assert!(!t.redeem(&tok), "an expired token does not work");
+    }
+
+    #[test]
+    fn throttle_limits_each_peer_and_refunds_right_guesses() {
+        let t = Throttle::new();
+        let a: std::net::IpAddr = [127, 0, 0, 1].into();
+        let b: std::net::IpAddr = [10, 0, 0, 2].into();
+        for _ in 0..Throttle::BURST as usize {
+            assert!(t.attempt(a).is_ok());
+        }
+        let wait = t.attempt(a).unwrap_err();
+        assert!(wait > std::time::Duration::ZERO && wait <= std::time::Duration::from_secs(1), "{wait:?}");
+        assert!(t.attempt(b).is_ok(), "another peer is not affected");
+        for _ in 0..100 {
+            assert!(t.attempt(b).is_ok());
+            t.succeeded(b);
+        }
     }
 }
