@@ -60,10 +60,11 @@ impl LoginToken {
 }
 
 /// Failed guesses at the secret key or the login token, limited per peer address: a token
-/// bucket of `BURST` attempts, refilled at `PER_SEC`. Each attempt takes a token before the
-/// guess is checked and a right guess gives it back, so parallel guesses cannot overdraw it;
-/// an empty bucket refuses every attempt (right or wrong) until it refills, so refusals say
-/// nothing about the guess.
+/// bucket of `BURST` wrong guesses, refilled at `PER_SEC`. Right guesses never touch it, so
+/// any number of clients with the key work in parallel. An empty bucket refuses every attempt
+/// (right or wrong) until it refills, so a refusal says nothing about the guess; wrong guesses
+/// already in flight when it empties are still counted (the bucket goes into debt), so
+/// parallel guessing cannot overdraw it.
 pub struct Throttle {
     peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
 }
@@ -71,49 +72,47 @@ pub struct Throttle {
 impl Throttle {
     /// Wrong guesses a peer may make in a row before it has to wait.
     pub const BURST: f64 = 30.0;
-    /// Guesses per second after that.
+    /// Wrong guesses per second after that.
     pub const PER_SEC: f64 = 1.0;
-    /// Peers remembered at most; past it, peers with a full bucket are forgotten.
+    /// Peers remembered at most; past it, those with the fullest buckets are forgotten.
     const MAX_PEERS: usize = 4096;
 
     pub fn new() -> Throttle {
         Throttle { peers: std::sync::Mutex::new(std::collections::HashMap::new()) }
     }
 
-    /// Takes one attempt for `peer`, or says how long until it may try again.
-    pub fn attempt(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
+    /// Whether `peer` may make an attempt now, or how long until it may.
+    pub fn check(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
+        let now = std::time::Instant::now();
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        match peers.get(&peer) {
+            Some((tokens, at)) => {
+                let have = refill(*tokens, *at, now);
+                if have < 1.0 {
+                    Err(std::time::Duration::from_secs_f64((1.0 - have) / Self::PER_SEC))
+                } else {
+                    Ok(())
+                }
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wrong guess from `peer`.
+    pub fn failed(&self, peer: std::net::IpAddr) {
         let now = std::time::Instant::now();
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
-            peers.retain(|_, (tokens, at)| refill(*tokens, *at, now) < Self::BURST);
-            if peers.len() >= Self::MAX_PEERS {
-                // Still full of peers guessing right now: forget the fullest buckets first.
-                let mut all: Vec<(std::net::IpAddr, f64)> =
-                    peers.iter().map(|(ip, (t, at))| (*ip, refill(*t, *at, now))).collect();
-                all.sort_by(|a, b| b.1.total_cmp(&a.1));
-                for (ip, _) in all.into_iter().take(Self::MAX_PEERS / 4) {
-                    peers.remove(&ip);
-                }
+            let mut all: Vec<(std::net::IpAddr, f64)> =
+                peers.iter().map(|(ip, (t, at))| (*ip, refill(*t, *at, now))).collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1));
+            for (ip, _) in all.into_iter().take(Self::MAX_PEERS / 4) {
+                peers.remove(&ip);
             }
         }
         let (tokens, at) = peers.entry(peer).or_insert((Self::BURST, now));
-        let have = refill(*tokens, *at, now);
-        if have < 1.0 {
-            *tokens = have;
-            *at = now;
-            return Err(std::time::Duration::from_secs_f64((1.0 - have) / Self::PER_SEC));
-        }
-        *tokens = have - 1.0;
+        *tokens = (refill(*tokens, *at, now) - 1.0).max(-Self::BURST);
         *at = now;
-        Ok(())
-    }
-
-    /// Gives back the attempt taken for a right guess.
-    pub fn succeeded(&self, peer: std::net::IpAddr) {
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((tokens, _)) = peers.get_mut(&peer) {
-            *tokens = (*tokens + 1.0).min(Self::BURST);
-        }
     }
 }
 
@@ -161,19 +160,19 @@ mod tests {
     }
 
     #[test]
-    fn throttle_limits_each_peer_and_refunds_right_guesses() {
+    fn throttle_limits_each_peer_on_wrong_guesses_only() {
         let t = Throttle::new();
         let a: std::net::IpAddr = [127, 0, 0, 1].into();
         let b: std::net::IpAddr = [10, 0, 0, 2].into();
         for _ in 0..Throttle::BURST as usize {
-            assert!(t.attempt(a).is_ok());
+            assert!(t.check(a).is_ok());
+            t.failed(a);
         }
-        let wait = t.attempt(a).unwrap_err();
+        let wait = t.check(a).unwrap_err();
         assert!(wait > std::time::Duration::ZERO && wait <= std::time::Duration::from_secs(1), "{wait:?}");
-        assert!(t.attempt(b).is_ok(), "another peer is not affected");
-        for _ in 0..100 {
-            assert!(t.attempt(b).is_ok());
-            t.succeeded(b);
-        }
+        // Guesses already in flight still count: the wait grows.
+        t.failed(a);
+        assert!(t.check(a).unwrap_err() > std::time::Duration::from_secs(1));
+        assert!(t.check(b).is_ok(), "another peer is not affected");
     }
 }

@@ -37,12 +37,12 @@ pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
             )),
         };
     }
-    // A guess at the key or the login token takes one of the peer's attempts first.
+    // Guesses at the key or the login token are limited per peer (wrong ones count).
     let peer = req.peer.map(|p| p.ip()).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
     let login = req.path == "/auth/login" && req.method == "POST";
     let guessing = login || (!auth::is_exempt(&req.path) && req.header("x-secret-key").is_some_and(|k| !k.is_empty()));
     if guessing {
-        if let Err(wait) = app.throttle.attempt(peer) {
+        if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
             log::warn!("http: too many failed key or login-token attempts from {peer}; refusing for {secs} s");
             let e = ApiError::new(
@@ -57,10 +57,10 @@ pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
         }
     }
     let key = authorized(app, req);
-    let right = key.is_ok() && !login;
+    let wrong_key = guessing && !login && key.is_err();
     let resp: Response = key.and_then(|()| route(app, req)).into();
-    if guessing && (right || (login && resp.status == 200)) {
-        app.throttle.succeeded(peer);
+    if wrong_key || (login && resp.status == 401) {
+        app.throttle.failed(peer);
     }
     match origin {
         Some(o) => with_cors(resp, &o),
