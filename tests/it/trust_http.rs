@@ -169,7 +169,9 @@ fn many_parallel_clients_with_the_key_are_never_limited() {
     let url = s.url("/config");
     std::thread::scope(|scope| {
         let clients: Vec<_> = (0..48)
-            .map(|_| scope.spawn(|| (0..10).map(|_| http("GET", &url, Some(SECRET), None).status).collect::<Vec<u16>>()))
+            .map(|_| {
+                scope.spawn(|| (0..10).map(|_| http("GET", &url, Some(SECRET), None).status).collect::<Vec<u16>>())
+            })
             .collect();
         for c in clients {
             assert!(c.join().unwrap().iter().all(|s| *s == 200));
