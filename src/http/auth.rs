@@ -98,8 +98,8 @@ impl Throttle {
         }
     }
 
-    /// Counts a wrong guess from `peer`.
-    pub fn failed(&self, peer: std::net::IpAddr) {
+    /// Counts a wrong guess from `peer`; true when this one used up its attempts.
+    pub fn failed(&self, peer: std::net::IpAddr) -> bool {
         let now = std::time::Instant::now();
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
@@ -111,8 +111,10 @@ impl Throttle {
             }
         }
         let (tokens, at) = peers.entry(peer).or_insert((Self::BURST, now));
-        *tokens = (refill(*tokens, *at, now) - 1.0).max(-Self::BURST);
+        let before = refill(*tokens, *at, now);
+        *tokens = (before - 1.0).max(-Self::BURST);
         *at = now;
+        before >= 1.0 && *tokens < 1.0
     }
 }
 
@@ -164,14 +166,14 @@ mod tests {
         let t = Throttle::new();
         let a: std::net::IpAddr = [127, 0, 0, 1].into();
         let b: std::net::IpAddr = [10, 0, 0, 2].into();
-        for _ in 0..Throttle::BURST as usize {
+        for i in 0..Throttle::BURST as usize {
             assert!(t.check(a).is_ok());
-            t.failed(a);
+            assert_eq!(t.failed(a), i + 1 == Throttle::BURST as usize, "reports the attempt that used them up");
         }
         let wait = t.check(a).unwrap_err();
         assert!(wait > std::time::Duration::ZERO && wait <= std::time::Duration::from_secs(1), "{wait:?}");
         // Guesses already in flight still count: the wait grows.
-        t.failed(a);
+        assert!(!t.failed(a));
         assert!(t.check(a).unwrap_err() > std::time::Duration::from_secs(1));
         assert!(t.check(b).is_ok(), "another peer is not affected");
     }

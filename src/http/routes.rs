@@ -44,7 +44,7 @@ pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
     if guessing {
         if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            log::warn!("http: too many failed key or login-token attempts from {peer}; refusing for {secs} s");
+            log::debug!("http: refusing an attempt from {peer} for {secs} s (too many failed ones)");
             let e = ApiError::new(
                 429,
                 format!("too many failed attempts at the secret key or login token from {peer}; wait {secs} s and try again"),
@@ -59,8 +59,8 @@ pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
     let key = authorized(app, req);
     let wrong_key = guessing && !login && key.is_err();
     let resp: Response = key.and_then(|()| route(app, req)).into();
-    if wrong_key || (login && resp.status == 401) {
-        app.throttle.failed(peer);
+    if (wrong_key || (login && resp.status == 401)) && app.throttle.failed(peer) {
+        log::warn!("http: too many wrong keys or login tokens from {peer}; refusing its attempts for a while (429)");
     }
     match origin {
         Some(o) => with_cors(resp, &o),

@@ -151,6 +151,9 @@ fn guessing_the_key_is_rate_limited_per_peer() {
     assert!((1..=5).contains(&wait), "{wait}");
     let m = r.json()["message"].as_str().unwrap().to_string();
     assert!(m.contains("too many failed attempts") && m.contains("127.0.0.1") && m.contains("wait"), "{m}");
+    let logged = wait_for(Duration::from_secs(5), || s.stderr().contains("too many wrong keys").then_some(()));
+    assert!(logged.is_some(), "the server log says so once: {}", s.stderr());
+    assert_eq!(s.stderr().matches("too many wrong keys").count(), 1);
     // While limited, even the right key is refused (so a refusal says nothing about a guess),
     // and open routes still answer.
     assert_eq!(s.get("/config").status, 429);
