@@ -51,6 +51,8 @@ pub struct App {
     pub runtime_deps: Arc<Deps>,
     pub guests: GuestPages,
     pub login: crate::http::auth::LoginToken,
+    /// Failed key and login-token guesses per peer.
+    pub throttle: crate::http::auth::Throttle,
 }
 
 impl App {
@@ -86,6 +88,7 @@ impl App {
             runtime_deps,
             guests: GuestPages::default(),
             login: crate::http::auth::LoginToken::new(std::time::Duration::from_secs(600)),
+            throttle: crate::http::auth::Throttle::new(),
         }
     }
 

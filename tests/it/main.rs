@@ -11,6 +11,9 @@ mod cli;
 // HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
 mod server;
 
+// The HTTP trust boundary: Host check, origins, guessing secrets, request framing.
+mod trust_http;
+
 // HTTPS (the default; `--no-tls` / GOOSE_TLS=false opt out): the fingerprint line, a pinning
 // client, certificate files, errors.
 mod tls;
