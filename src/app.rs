@@ -57,6 +57,7 @@ impl App {
             }),
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
             audit: crate::store::audit::AuditLog::new(&config.state_dir),
+            tokens: Some(Arc::new(crate::extensions::runtime::SecretsTokens(store.clone()))),
         });
         App {
             config,

@@ -13,6 +13,7 @@
 //! scenario instead (`probe_http`).
 
 use crate::mcp::client::{CallContext, Client, ClientOptions};
+use crate::mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
 use crate::mcp::streamable_http::HttpSpec;
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--args JSON]] (-- CMD ARGS… | URL)";
+const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--args JSON]] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] (-- CMD ARGS… | URL)";
 
 enum Target {
     Stdio(Vec<String>),
@@ -31,12 +32,26 @@ struct Args {
     timeout: Duration,
     call: Option<(String, Value)>,
     target: Target,
+    oauth: OAuthArgs,
+}
+
+/// Sign-in options for a URL that needs OAuth.
+#[derive(Default)]
+struct OAuthArgs {
+    client_id: Option<String>,
+    /// The environment variable holding the client secret (never the secret on argv).
+    client_secret_env: Option<String>,
+    scopes: Vec<String>,
+    client_metadata_url: Option<String>,
+    /// Follow the authorization URL ourselves instead of asking a person.
+    follow: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut timeout = Duration::from_secs(30);
     let mut call: Option<String> = None;
     let mut call_args = json!({});
+    let mut oauth = OAuthArgs::default();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -50,6 +65,30 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--call" => {
                 call = Some(value(i)?);
+                i += 2;
+            }
+            "--client-id" => {
+                oauth.client_id = Some(value(i)?);
+                i += 2;
+            }
+            "--client-secret-env" => {
+                oauth.client_secret_env = Some(value(i)?);
+                i += 2;
+            }
+            "--scope" => {
+                oauth.scopes.push(value(i)?);
+                i += 2;
+            }
+            "--client-metadata-url" => {
+                oauth.client_metadata_url = Some(value(i)?);
+                i += 2;
+            }
+            "--sign-in" => {
+                oauth.follow = match value(i)?.as_str() {
+                    "browser" => false,
+                    "follow" => true,
+                    other => return Err(format!("--sign-in {other:?}: expected browser or follow")),
+                };
                 i += 2;
             }
             "--args" => {
@@ -67,13 +106,18 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 if cmd.is_empty() {
                     return Err(format!("nothing to run after --; {USAGE}"));
                 }
-                return Ok(Args { timeout, call: call.map(|c| (c, call_args)), target: Target::Stdio(cmd) });
+                return Ok(Args { timeout, call: call.map(|c| (c, call_args)), target: Target::Stdio(cmd), oauth });
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
                 if i + 1 != args.len() {
                     return Err(format!("the URL must come last; {USAGE}"));
                 }
-                return Ok(Args { timeout, call: call.map(|c| (c, call_args)), target: Target::Url(url.to_string()) });
+                return Ok(Args {
+                    timeout,
+                    call: call.map(|c| (c, call_args)),
+                    target: Target::Url(url.to_string()),
+                    oauth,
+                });
             }
             other => return Err(format!("unexpected argument {other:?}; {USAGE}")),
         }
@@ -92,6 +136,37 @@ fn options(timeout: Duration) -> ClientOptions {
         client_version: env!("CARGO_PKG_VERSION").into(),
     }
 }
+
+/// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
+/// later probe or the server reuses them; without a usable store, to memory.
+fn oauth_settings(o: &OAuthArgs) -> Result<Settings, String> {
+    let client_secret = match &o.client_secret_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            format!("--client-secret-env {var}: the environment variable {var} is not set; export it with the client secret")
+        })?),
+        None => None,
+    };
+    let dir = crate::config::config_dir(&crate::config::ProcessEnv);
+    let store: Arc<dyn TokenStore> = match crate::store::config_store::ConfigStore::open(&dir) {
+        Ok(s) => Arc::new(crate::extensions::runtime::SecretsTokens(Arc::new(s))),
+        Err(e) => {
+            log::warn!("{e}; sign-in tokens are kept in memory only");
+            Arc::new(MemoryStore::default())
+        }
+    };
+    Ok(Settings {
+        client_id: o.client_id.clone(),
+        client_secret,
+        scopes: o.scopes.clone(),
+        client_metadata_url: o.client_metadata_url.clone(),
+        client_name: "gosling".into(),
+        sign_in: if o.follow { SignIn::Follow } else { SignIn::Browser { wait: BROWSER_WAIT } },
+        store,
+    })
+}
+
+/// How long `probe` and `auth` wait for the person to finish signing in.
+pub const BROWSER_WAIT: Duration = Duration::from_secs(300);
 
 /// What the server offers, as one JSON object (only the primitives it declared).
 pub fn describe(client: &Client) -> Result<Value, crate::mcp::error::Error> {
@@ -124,7 +199,16 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     if let (Target::Url(url), Ok(scenario)) = (&a.target, std::env::var("MCP_CONFORMANCE_SCENARIO")) {
-        return match super::probe_http::run(url, Some(&scenario)) {
+        let settings = match oauth_settings(&a.oauth) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("gosling probe: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+        let auth = super::probe_http::conformance_auth(url, context.as_deref(), settings);
+        return match super::probe_http::run(url, Some(&scenario), Some(auth)) {
             Ok(out) => {
                 print!("{out}");
                 ExitCode::SUCCESS
@@ -141,8 +225,20 @@ pub fn main(args: &[String]) -> ExitCode {
             crate::mcp::connect_stdio(&spec, options(a.timeout))
         }
         Target::Url(url) => {
-            let spec =
-                HttpSpec { uri: url.clone(), headers: Vec::new(), timeout: a.timeout, extension: "probe".into() };
+            let auth = match oauth_settings(&a.oauth) {
+                Ok(s) => Arc::new(Authorizer::new(url, "probe", a.timeout, s)),
+                Err(e) => {
+                    eprintln!("gosling probe: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let spec = HttpSpec {
+                uri: url.clone(),
+                headers: Vec::new(),
+                timeout: a.timeout,
+                extension: "probe".into(),
+                auth: Some(auth),
+            };
             crate::mcp::connect_http(&spec, options(a.timeout))
         }
     };

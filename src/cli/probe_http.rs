@@ -8,6 +8,7 @@
 
 use crate::mcp::client::{CallContext, ClientOptions};
 use crate::mcp::error::Error;
+use crate::mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn};
 use crate::mcp::streamable_http::HttpSpec;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -15,9 +16,11 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Runs the probe; the returned text is what to print on stdout.
-pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
-    let spec = HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into() };
+/// Runs the probe; the returned text is what to print on stdout. `auth` signs in when the
+/// server asks (conformance: following the authorization URL itself).
+pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> Result<String, Error> {
+    let spec =
+        HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into(), auth };
     let opts = ClientOptions {
         extension: "probe".into(),
         timeout: TIMEOUT,
@@ -43,7 +46,9 @@ pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
         }
         let to_call: Vec<&Value> = match scenario {
             Some("tools_call") => tools.iter().filter(|t| t["name"] == "add_numbers").collect(),
-            Some(s) if s.starts_with("elicitation") || s == "sse-retry" => tools.iter().collect(),
+            Some(s) if s.starts_with("elicitation") || s == "sse-retry" || s.starts_with("auth/") => {
+                tools.iter().collect()
+            }
             _ => Vec::new(),
         };
         for t in to_call {
@@ -55,6 +60,20 @@ pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
     })();
     client.close();
     result
+}
+
+/// The authorizer of a conformance run: pre-registered credentials from the runner's
+/// `MCP_CONFORMANCE_CONTEXT` (`client_id`, `client_secret`) over `base`'s, tokens in memory,
+/// and the authorization URL followed by the probe itself (the runner's server approves).
+pub fn conformance_auth(url: &str, context: Option<&str>, mut base: Settings) -> Arc<Authorizer> {
+    let ctx: Value = context.and_then(|c| serde_json::from_str(c).ok()).unwrap_or(Value::Null);
+    if let Some(id) = ctx.get("client_id").and_then(Value::as_str) {
+        base.client_id = Some(id.to_string());
+        base.client_secret = ctx.get("client_secret").and_then(Value::as_str).map(str::to_string);
+    }
+    base.sign_in = SignIn::Follow;
+    base.store = Arc::new(MemoryStore::default());
+    Arc::new(Authorizer::new(url, "probe", TIMEOUT, base))
 }
 
 /// Arguments for a tool from its input schema: each required property (every property when

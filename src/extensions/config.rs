@@ -296,6 +296,20 @@ impl ExtensionConfig {
         }
     }
 
+    /// gosling's optional `oauth` object of a `streamable_http` entry (goose has no such
+    /// fields; kept in the entry's extra keys, so goose ignores it). `Err` says what is wrong.
+    pub fn oauth(&self) -> Result<OAuthConfig, String> {
+        match self {
+            ExtensionConfig::StreamableHttp { extra, .. } => match extra.get("oauth") {
+                None | Some(Value::Null) => Ok(OAuthConfig::default()),
+                Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+                    format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\"}}, all optional")
+                }),
+            },
+            _ => Ok(OAuthConfig::default()),
+        }
+    }
+
     /// Seconds allowed for initialize and for each request.
     pub fn timeout_secs(&self) -> u64 {
         let t = match self {
@@ -468,5 +482,50 @@ mod tests {
         assert_eq!(name_to_key("My Tool"), "mytool");
         assert_eq!(name_to_key("GitHub"), "github");
         assert_eq!(runtime_key("My.Tool x"), "my_toolx");
+    }
+}
+
+/// Sign-in settings of a `streamable_http` extension, all optional: without them gosling
+/// registers itself dynamically (or uses `client_metadata_url` where supported).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The name of the secret (secrets store, then environment) holding the client secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_key: Option<String>,
+    /// Scopes to ask for besides those the server's challenge names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// An https URL of a Client ID Metadata Document describing gosling, for servers that
+    /// accept those instead of registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+}
+
+#[cfg(test)]
+mod oauth_tests {
+    use super::*;
+
+    #[test]
+    fn oauth_settings_are_optional_and_checked() {
+        let c =
+            ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp"}))
+                .unwrap();
+        assert_eq!(c.oauth().unwrap(), OAuthConfig::default());
+        let c = ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","oauth":{"client_id":"abc","client_secret_key":"R_SECRET","scopes":["a"]}})).unwrap();
+        let o = c.oauth().unwrap();
+        assert_eq!(
+            (o.client_id.as_deref(), o.client_secret_key.as_deref(), o.scopes.len()),
+            (Some("abc"), Some("R_SECRET"), 1)
+        );
+        let c = ExtensionConfig::from_value(
+            serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","oauth":{"client_secret":"x"}}),
+        )
+        .unwrap();
+        let e = c.oauth().unwrap_err();
+        assert!(e.contains("client_secret_key") && !e.contains("\"x\""), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 pub mod client;
 pub mod error;
 pub mod http_error;
+pub mod oauth;
 pub mod stdio;
 pub mod streamable_http;
 pub mod transport;
