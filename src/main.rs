@@ -15,6 +15,8 @@ Usage:
                                            MCP server on stdin/stdout
   gosling probe [--call TOOL --args JSON] (-- CMD ARGS… | URL)
                                            connect to one MCP server and show what it offers
+  gosling auth NAME                        sign in (OAuth) to a configured streamable_http
+                                           extension; prints the URL to open
   gosling --help | --version
 ";
 
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
             },
         },
         Some("probe") => gosling::cli::probe::main(&args[1..]),
+        Some("auth") => gosling::cli::auth::main(&args[1..]),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)

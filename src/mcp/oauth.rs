@@ -564,8 +564,9 @@ impl Authorizer {
     }
 
     /// Signs in without waiting for the server's 401 (`gosling auth`): fetches the server's
-    /// challenge with an unauthenticated initialize first.
-    pub fn sign_in_now(self: &Arc<Self>) -> Result<(), HttpFailure> {
+    /// challenge with an unauthenticated initialize first. `Ok(false)`: the server did not ask
+    /// for a sign-in (it answered without one).
+    pub fn sign_in_now(self: &Arc<Self>) -> Result<bool, HttpFailure> {
         let _flow = self.flow.lock().unwrap_or_else(|p| p.into_inner());
         let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gosling","version":"0"}}}"#;
         let resp = self
@@ -575,9 +576,14 @@ impl Authorizer {
             .header("Content-Type", "application/json")
             .send(body.as_bytes())
             .map_err(|e| HttpFailure::from_ureq(&e, self.timeout))?;
+        let status = resp.status().as_u16();
         let challenge = resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let _ = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec();
+        if status != 401 {
+            return Ok(false);
+        }
         let ch = challenge.as_deref().map(parse_challenge).unwrap_or_default();
-        self.sign_in(&ch, None)
+        self.sign_in(&ch, None).map(|()| true)
     }
 
     fn get_json(&self, url: &str) -> Option<Value> {
@@ -806,7 +812,11 @@ impl Authorizer {
                 return Err(HttpFailure::SignInRequired { url });
             }
             SignIn::Browser { .. } => {
-                eprintln!("Sign in to `{}`: open this URL in a browser on this machine:\n\n  {url}\n", self.extension);
+                let port = flow_port(&url);
+                eprintln!(
+                    "Sign in to `{}`: open this URL in a browser on this machine:\n\n  {url}\n\nThe browser comes back to 127.0.0.1:{port}; over SSH, forward it first: ssh -L {port}:127.0.0.1:{port} HOST\n",
+                    self.extension
+                );
                 open_in_browser(&url);
             }
             SignIn::Follow => self.follow(&url)?,
@@ -1013,6 +1023,15 @@ struct Flow {
     redirect_uri: String,
     verifier: String,
     state: String,
+}
+
+/// The loopback port in an authorization URL's `redirect_uri`.
+fn flow_port(url: &str) -> String {
+    query_params(url)
+        .into_iter()
+        .find(|(k, _)| k == "redirect_uri")
+        .and_then(|(_, v)| v.strip_prefix("http://127.0.0.1:").and_then(|r| r.split('/').next()).map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// The origin of a URL, for log lines that must not carry query strings.

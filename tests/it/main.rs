@@ -58,3 +58,6 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
+// Sign-in (OAuth) to a protected Streamable HTTP server: over the API, `gosling auth`, probe.
+mod oauth;
