@@ -426,6 +426,9 @@ struct Discovery {
     resource_scopes: Option<Vec<String>>,
     issuer: String,
     meta: Value,
+    /// Nothing was discovered: the 2025-03-26 default endpoints are a guess, and a server
+    /// that does not do OAuth at all looks exactly like this.
+    guessed: bool,
 }
 
 impl Authorizer {
@@ -541,8 +544,8 @@ impl Authorizer {
         }
         let _flow = self.flow.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current();
-        if let (Some(cur), Some(sent)) = (&current, sent) {
-            if cur.access_token != sent && !step_up {
+        if let Some(cur) = &current {
+            if sent != Some(cur.access_token.as_str()) && !step_up {
                 return Ok(()); // another request already refreshed or signed in
             }
         }
@@ -560,7 +563,13 @@ impl Authorizer {
             }
         }
         let previous = if step_up { current.as_ref().map(|t| t.scope.clone()) } else { None };
-        self.sign_in(&ch, previous.as_deref())
+        self.sign_in(&ch, previous.as_deref()).map_err(|f| {
+            if f == not_oauth() {
+                HttpFailure::Unauthorized { status, challenge: challenge.map(str::to_string) }
+            } else {
+                f
+            }
+        })
     }
 
     /// Signs in without waiting for the server's 401 (`gosling auth`): fetches the server's
@@ -583,7 +592,13 @@ impl Authorizer {
             return Ok(false);
         }
         let ch = challenge.as_deref().map(parse_challenge).unwrap_or_default();
-        self.sign_in(&ch, None).map(|()| true)
+        self.sign_in(&ch, None).map(|()| true).map_err(|f| {
+            if f == not_oauth() {
+                HttpFailure::Unauthorized { status, challenge }
+            } else {
+                f
+            }
+        })
     }
 
     fn get_json(&self, url: &str) -> Option<Value> {
@@ -634,6 +649,7 @@ impl Authorizer {
             }
         };
         let meta = as_metadata_candidates(&issuer).iter().find_map(|u| self.get_json(u));
+        let guessed = prm.is_none() && meta.is_none();
         let meta = match meta {
             Some(m) => m,
             None if prm.is_none() => {
@@ -666,7 +682,7 @@ impl Authorizer {
                 )));
             }
         }
-        Ok(Discovery { resource, resource_scopes, issuer, meta })
+        Ok(Discovery { resource, resource_scopes, issuer, meta, guessed })
     }
 
     /// The client identity: (client_id, client_secret, token endpoint auth method).
@@ -725,6 +741,11 @@ impl Authorizer {
         let status = resp.status().as_u16();
         let body = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
         let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if d.guessed && !(200..300).contains(&status) {
+            // No metadata anywhere and no registration at the default path: this server
+            // wants other credentials, not OAuth. The caller reports its own 401.
+            return Err(not_oauth());
+        }
         if !(200..300).contains(&status) {
             return Err(HttpFailure::OAuth(format!(
                 "dynamic client registration at {reg} answered {status}{}; register a client by hand and set the extension's oauth.client_id",
@@ -906,7 +927,7 @@ impl Authorizer {
         client_id: &str,
         client_secret: Option<&str>,
         method: &str,
-    ) -> Result<Value, HttpFailure> {
+    ) -> Result<Value, TokenError> {
         let mut req = self.agent.post(endpoint).header("Accept", "application/json");
         match (method, client_secret) {
             ("client_secret_basic", Some(secret)) => {
@@ -923,15 +944,20 @@ impl Authorizer {
         let resp = req
             .header("Content-Type", "application/x-www-form-urlencoded")
             .send(form(&pairs).as_bytes())
-            .map_err(|e| HttpFailure::OAuth(format!("the token request to {endpoint} failed: {}", oauth_io(&e))))?;
+            .map_err(|e| {
+                TokenError::Unreachable(HttpFailure::OAuth(format!(
+                    "the token request to {endpoint} failed: {}",
+                    oauth_io(&e)
+                )))
+            })?;
         let status = resp.status().as_u16();
         let body = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
         let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
-            return Err(HttpFailure::OAuth(format!(
+            return Err(TokenError::Refused(HttpFailure::OAuth(format!(
                 "the token endpoint {endpoint} answered {status}{}",
                 oauth_error_text(&v)
-            )));
+            ))));
         }
         Ok(v)
     }
@@ -944,13 +970,15 @@ impl Authorizer {
             ("code_verifier", flow.verifier.clone()),
             ("resource", flow.resource.clone()),
         ];
-        let v = self.token_request(
-            &flow.token_endpoint,
-            &mut params,
-            &flow.client_id,
-            flow.client_secret.as_deref(),
-            &flow.auth_method,
-        )?;
+        let v = self
+            .token_request(
+                &flow.token_endpoint,
+                &mut params,
+                &flow.client_id,
+                flow.client_secret.as_deref(),
+                &flow.auth_method,
+            )
+            .map_err(TokenError::into_failure)?;
         let now = crate::util::unix_secs();
         let token = Token {
             access_token: v["access_token"].as_str().unwrap_or_default().to_string(),
@@ -987,11 +1015,13 @@ impl Authorizer {
             &t.auth_method,
         ) {
             Ok(v) => v,
-            Err(e) => {
+            Err(TokenError::Refused(e)) => {
                 // The refresh token is spent or revoked: forget it so the next 401 signs in.
                 self.forget(t);
                 return Err(e);
             }
+            // Unreachable for now: keep the token and its refresh token for the next try.
+            Err(TokenError::Unreachable(e)) => return Err(e),
         };
         let now = crate::util::unix_secs();
         let new = Token {
@@ -1010,6 +1040,26 @@ impl Authorizer {
         log::info!("mcp: {}: refreshed the access token", self.extension);
         self.save(new.clone());
         Ok(new)
+    }
+}
+
+/// The marker `client_identity` returns for a server that shows no sign of OAuth; callers
+/// replace it with the server's real 401 (which tells the user to configure headers).
+fn not_oauth() -> HttpFailure {
+    HttpFailure::Unauthorized { status: 401, challenge: Some("(no OAuth metadata)".into()) }
+}
+
+/// A failed token request: no answer (keep what we have), or an answer refusing it.
+enum TokenError {
+    Unreachable(HttpFailure),
+    Refused(HttpFailure),
+}
+
+impl TokenError {
+    fn into_failure(self) -> HttpFailure {
+        match self {
+            TokenError::Unreachable(f) | TokenError::Refused(f) => f,
+        }
     }
 }
 
