@@ -27,7 +27,7 @@ pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> 
         roots: None,
         // Only tool calls can trigger an elicitation, and the probe calls tools only for a
         // conformance scenario: accepting with the schema's defaults is what those expect.
-        elicitation: Some(Arc::new(accept_with_defaults)),
+        elicitation: Some(Arc::new(answer_with_defaults)),
         sampling: None,
         client_name: "gosling".into(),
         client_version: env!("CARGO_PKG_VERSION").into(),
@@ -110,17 +110,49 @@ pub fn sample_arguments(schema: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The answer to `elicitation/create`: accept, with every default of the requested schema.
-pub fn accept_with_defaults(params: &Value) -> Value {
+/// The answer to `elicitation/create` when nobody is there to ask: accept with the schema's
+/// defaults when they satisfy it (every required field has a default, and every default fits
+/// its property's type and enum), else decline.
+pub fn answer_with_defaults(params: &Value) -> Value {
+    let schema = params.get("requestedSchema").cloned().unwrap_or(Value::Null);
+    let props = schema.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let mut content = serde_json::Map::new();
-    if let Some(props) = params.pointer("/requestedSchema/properties").and_then(Value::as_object) {
+    if let Some(props) = props {
         for (name, prop) in props {
             if let Some(d) = prop.get("default") {
+                if !fits(prop, d) {
+                    return json!({"action": "decline"});
+                }
                 content.insert(name.clone(), d.clone());
             }
         }
     }
+    if required.iter().any(|r| !content.contains_key(*r)) {
+        return json!({"action": "decline"});
+    }
     json!({"action": "accept", "content": content})
+}
+
+/// Whether a default value is of its property's type and, with an enum, one of its values.
+fn fits(prop: &Value, v: &Value) -> bool {
+    let typed = match prop.get("type").and_then(Value::as_str) {
+        Some("string") => v.is_string(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("number") => v.is_number(),
+        Some("boolean") => v.is_boolean(),
+        Some("array") => v.is_array(),
+        _ => true,
+    };
+    let listed = match prop.get("enum").and_then(Value::as_array) {
+        Some(values) => values.contains(v),
+        None => true,
+    };
+    typed && listed
 }
 
 #[cfg(test)]
@@ -137,8 +169,16 @@ mod tests {
     }
 
     #[test]
-    fn elicitation_is_accepted_with_defaults() {
-        let p = json!({"message":"m","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"nick":{"type":"string"}}}});
-        assert_eq!(accept_with_defaults(&p), json!({"action":"accept","content":{"name":"John Doe","age":30}}));
+    fn elicitation_is_accepted_with_defaults_only_when_they_satisfy_the_schema() {
+        let p = json!({"message":"m","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"nick":{"type":"string"}},"required":["name"]}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"accept","content":{"name":"John Doe","age":30}}));
+        // A required field without a default: nobody can fill it in.
+        let p = json!({"requestedSchema":{"properties":{"nick":{"type":"string"}},"required":["nick"]}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
+        // A default that does not fit its own schema.
+        let p = json!({"requestedSchema":{"properties":{"age":{"type":"integer","default":"old"}}}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
+        let p = json!({"requestedSchema":{"properties":{"c":{"type":"string","enum":["r","g"],"default":"b"}}}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
     }
 }

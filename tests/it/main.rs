@@ -61,3 +61,6 @@ mod faults;
 
 // Sign-in (OAuth) to a protected Streamable HTTP server: over the API, `gosling auth`, probe.
 mod oauth;
+
+// `gosling probe`: lists a server lacks, environment for stdio servers, --read, --prompt.
+mod probe;
