@@ -433,7 +433,12 @@ struct Discovery {
 
 impl Authorizer {
     pub fn new(server_url: &str, extension: &str, timeout: Duration, settings: Settings) -> Authorizer {
+        let roots = crate::mcp::streamable_http::root_certs().unwrap_or_else(|e| {
+            log::warn!("mcp: {extension}: {e}; using the platform's certificates for sign-in");
+            ureq::tls::RootCerts::PlatformVerifier
+        });
         let config = ureq::Agent::config_builder()
+            .tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build())
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(timeout.clamp(Duration::from_secs(5), Duration::from_secs(60))))
@@ -507,14 +512,18 @@ impl Authorizer {
             return Some(t.access_token);
         }
         if t.refresh_token.is_some() {
+            // A refused refresh forgets the tokens (refresh does that); one that got no
+            // answer keeps them for the next try.
             match self.refresh(&t) {
                 Ok(new) => return Some(new.access_token),
                 Err(e) => log::warn!("mcp: {}: refreshing the access token failed: {}", self.extension, Show(&e)),
             }
         }
         if t.expires_at.is_some_and(|e| now >= e) {
-            log::info!("mcp: {}: the access token expired; signing in again when the server asks", self.extension);
-            self.forget(&t);
+            if t.refresh_token.is_none() {
+                log::info!("mcp: {}: the access token expired; signing in again when the server asks", self.extension);
+                self.forget(&t);
+            }
             return None;
         }
         Some(t.access_token)

@@ -771,7 +771,7 @@ const SYSTEM_BUNDLES: &[&str] = &[
 ];
 
 /// The platform verifier by default; with `SSL_CERT_FILE`, that bundle plus the system's.
-fn root_certs() -> Result<ureq::tls::RootCerts, String> {
+pub(crate) fn root_certs() -> Result<ureq::tls::RootCerts, String> {
     let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
         return Ok(ureq::tls::RootCerts::PlatformVerifier);
     };
