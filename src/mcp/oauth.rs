@@ -777,6 +777,19 @@ impl Authorizer {
 
     /// The whole authorization code flow; on success the token is stored.
     fn sign_in(self: &Arc<Self>, ch: &Challenge, previous_scope: Option<&str>) -> Result<(), HttpFailure> {
+        // A background sign-in already waiting for this server's browser: hand out its URL
+        // again rather than start another listener (each /agent/resume would).
+        let background = matches!(self.settings.sign_in, SignIn::Background { .. });
+        if background && previous_scope.is_none() {
+            if let Some(url) = pending()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&self.resource_id())
+                .and_then(|(url, until)| (Instant::now() < *until).then(|| url.clone()))
+            {
+                return Err(HttpFailure::SignInRequired { url });
+            }
+        }
         let d = self.discover(ch)?;
         let listener = TcpListener::bind("127.0.0.1:0")
             .map_err(|e| HttpFailure::OAuth(format!("cannot listen on 127.0.0.1 for the sign-in redirect: {e}")))?;
@@ -825,10 +838,25 @@ impl Authorizer {
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         let me = Arc::clone(self);
+        let key = self.resource_id();
+        let my_url = url.clone();
+        if background {
+            pending()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key.clone(), (url.clone(), Instant::now() + wait));
+        }
         std::thread::Builder::new()
             .name(format!("oauth-callback-{}", self.extension))
             .spawn(move || {
                 let r = me.await_callback(listener, &flow, Instant::now() + wait);
+                if background {
+                    let mut p = pending().lock().unwrap_or_else(|p| p.into_inner());
+                    // Done (signed in, refused or timed out): forget it, unless a newer one replaced it.
+                    if p.get(&key).is_some_and(|(u, _)| *u == my_url) {
+                        p.remove(&key);
+                    }
+                }
                 let _ = tx.send(r);
             })
             .map_err(|e| HttpFailure::OAuth(format!("cannot start the sign-in listener thread: {e}")))?;
@@ -1050,6 +1078,12 @@ impl Authorizer {
         self.save(new.clone());
         Ok(new)
     }
+}
+
+/// Background sign-ins waiting for a browser, by server: the URL and until when.
+fn pending() -> &'static Mutex<HashMap<String, (String, Instant)>> {
+    static PENDING: std::sync::OnceLock<Mutex<HashMap<String, (String, Instant)>>> = std::sync::OnceLock::new();
+    PENDING.get_or_init(Mutex::default)
 }
 
 /// The marker `client_identity` returns for a server that shows no sign of OAuth; callers

@@ -93,6 +93,9 @@ fn sign_in_over_http_then_refresh_and_restart_without_a_second_sign_in() {
     let url = sign_in_url(msg);
     assert!(url.starts_with(&format!("{}/authorize?", base(&fake))), "{url}");
     assert!(url.contains("code_challenge_method=S256") && url.contains("resource="), "{url}");
+    // Another session meanwhile gets the same sign-in, not a second one.
+    let (_, again) = start_session(&s);
+    assert_eq!(sign_in_url(again["extension_results"][0]["error"].as_str().unwrap()), url);
 
     // The browser signs in; the loopback page answers once the tokens are stored.
     let (status, page) = browse(&url);
