@@ -547,7 +547,7 @@ impl Authorizer {
         }
         if round >= MAX_ROUNDS {
             return Err(HttpFailure::OAuth(format!(
-                "the server still refuses the request after {MAX_ROUNDS} sign-ins ({}); check the scopes the account may use (the extension's oauth.scopes)",
+                "the server still refuses the request ({}) after {MAX_ROUNDS} rounds of signing in or refreshing; check which scopes the account may use (the extension's oauth.scopes) and the server's log",
                 if step_up { "insufficient_scope" } else { "401" }
             )));
         }

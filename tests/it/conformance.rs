@@ -28,6 +28,8 @@ struct Run {
     status: std::process::ExitStatus,
     checks: Vec<Value>,
     report: String,
+    /// What the client (gosling probe) wrote on stderr.
+    client_stderr: String,
 }
 
 fn run_runner(peers: &Peers, scenario: &str, probe_args: &str) -> Run {
@@ -70,7 +72,11 @@ fn run_runner(peers: &Peers, scenario: &str, probe_args: &str) -> Run {
     let checks_path = find_checks(&out).unwrap_or_else(|| panic!("no checks.json under {}\n{report}", out.display()));
     let checks: Value = serde_json::from_str(&std::fs::read_to_string(&checks_path).unwrap()).unwrap();
     let checks = checks.as_array().expect("checks.json is an array").clone();
-    Run { status, checks, report }
+    let client_stderr = checks_path
+        .parent()
+        .map(|d| std::fs::read_to_string(d.join("stderr.txt")).unwrap_or_default())
+        .unwrap_or_default();
+    Run { status, checks, report, client_stderr }
 }
 
 fn run_scenario(peers: &Peers, scenario: &str, expected: &[&str]) {
@@ -78,7 +84,7 @@ fn run_scenario(peers: &Peers, scenario: &str, expected: &[&str]) {
 }
 
 fn run_scenario_with(peers: &Peers, scenario: &str, probe_args: &str, expected: &[&str]) {
-    let Run { status, checks, report } = run_runner(peers, scenario, probe_args);
+    let Run { status, checks, report, .. } = run_runner(peers, scenario, probe_args);
     assert!(status.success(), "scenario {scenario}: runner exited with {status}\n{report}");
     for c in &checks {
         let st = c["status"].as_str().unwrap_or("");
@@ -251,6 +257,13 @@ fn conformance_auth_scope_retry_limit() {
     let expected: Vec<&str> =
         FLOW.iter().copied().filter(|c| *c != "valid-bearer-token").chain(["scope-retry-limit"]).collect();
     run_scenario_with(peers, "auth/scope-retry-limit", CIMD, &expected);
+    // And the probe says why it gave up.
+    let run = run_runner(peers, "auth/scope-retry-limit", CIMD);
+    assert!(
+        run.client_stderr.contains("insufficient_scope") && run.client_stderr.contains("oauth.scopes"),
+        "{}",
+        run.client_stderr
+    );
 }
 
 const RESOURCE: &[&str] = &[
