@@ -64,3 +64,6 @@ mod oauth;
 
 // `gosling probe`: lists a server lacks, environment for stdio servers, --read, --prompt.
 mod probe;
+
+// Client features servers rely on: logging/setLevel, task-only tools, outputSchema checks.
+mod client_features;
