@@ -75,6 +75,7 @@ impl App {
             secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
             audit: crate::store::audit::AuditLog::new(&config.state_dir),
+            tokens: Some(Arc::new(crate::extensions::runtime::SecretsTokens(store.clone()))),
         });
         App {
             config,

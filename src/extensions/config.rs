@@ -233,7 +233,9 @@ pub fn disallowed_env_message(key: &str) -> Option<String> {
 /// Names gosling keeps for itself: its server key, TLS files, provider keys and settings. An
 /// extension may never read these from the secrets store, even when the user stored a value
 /// under that name (Desktop stores provider keys there too), so a link cannot ask for them.
-pub const RESERVED_SECRET_PREFIXES: [&str; 5] = ["GOOSE_", "GOSLING_", "OPENAI_", "ANTHROPIC_", "OLLAMA_"];
+/// `OAUTH:` is where gosling keeps the sign-in tokens of remote servers (one server's token must
+/// never reach another extension).
+pub const RESERVED_SECRET_PREFIXES: [&str; 6] = ["GOOSE_", "GOSLING_", "OPENAI_", "ANTHROPIC_", "OLLAMA_", "OAUTH:"];
 
 /// Provider keys goose Desktop may store beside gosling's own (other providers goose supports).
 pub const RESERVED_SECRET_NAMES: [&str; 14] = [
@@ -596,6 +598,20 @@ impl ExtensionConfig {
         }
     }
 
+    /// gosling's optional `oauth` object of a `streamable_http` entry (goose has no such
+    /// fields; kept in the entry's extra keys, so goose ignores it). `Err` says what is wrong.
+    pub fn oauth(&self) -> Result<OAuthConfig, String> {
+        match self {
+            ExtensionConfig::StreamableHttp { extra, .. } => match extra.get("oauth") {
+                None | Some(Value::Null) => Ok(OAuthConfig::default()),
+                Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+                    format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\"}}, all optional")
+                }),
+            },
+            _ => Ok(OAuthConfig::default()),
+        }
+    }
+
     /// Seconds allowed for initialize and for each request.
     pub fn timeout_secs(&self) -> u64 {
         let t = match self {
@@ -794,6 +810,7 @@ mod tests {
             "GOOSE_TLS_KEY_PATH",
             "GOSLING_X",
             "GOOGLE_API_KEY",
+            "oauth:https://mcp.example/mcp https://as.example",
         ] {
             assert!(is_reserved_secret(k), "{k}");
         }
@@ -815,5 +832,50 @@ mod tests {
         assert_eq!(name_to_key("My Tool"), "mytool");
         assert_eq!(name_to_key("GitHub"), "github");
         assert_eq!(runtime_key("My.Tool x"), "my_toolx");
+    }
+}
+
+/// Sign-in settings of a `streamable_http` extension, all optional: without them gosling
+/// registers itself dynamically (or uses `client_metadata_url` where supported).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The name of the secret (secrets store, then environment) holding the client secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_key: Option<String>,
+    /// Scopes to ask for besides those the server's challenge names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// An https URL of a Client ID Metadata Document describing gosling, for servers that
+    /// accept those instead of registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+}
+
+#[cfg(test)]
+mod oauth_tests {
+    use super::*;
+
+    #[test]
+    fn oauth_settings_are_optional_and_checked() {
+        let c =
+            ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp"}))
+                .unwrap();
+        assert_eq!(c.oauth().unwrap(), OAuthConfig::default());
+        let c = ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","oauth":{"client_id":"abc","client_secret_key":"R_SECRET","scopes":["a"]}})).unwrap();
+        let o = c.oauth().unwrap();
+        assert_eq!(
+            (o.client_id.as_deref(), o.client_secret_key.as_deref(), o.scopes.len()),
+            (Some("abc"), Some("R_SECRET"), 1)
+        );
+        let c = ExtensionConfig::from_value(
+            serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","oauth":{"client_secret":"x"}}),
+        )
+        .unwrap();
+        let e = c.oauth().unwrap_err();
+        assert!(e.contains("client_secret_key") && !e.contains("\"x\""), "{e}");
     }
 }

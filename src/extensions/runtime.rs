@@ -10,6 +10,7 @@
 
 use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig};
 use crate::mcp::client::{CallContext, Client, ClientOptions};
+use crate::mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
 use crate::mcp::streamable_http::HttpSpec;
 use serde_json::{json, Value};
@@ -19,6 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// How long a sign-in started over the API waits for the browser's redirect.
+const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
 
 /// Finds a secret by name in the secrets store. Never gosling's own environment.
 pub type SecretLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -34,6 +38,57 @@ pub struct Deps {
     /// Asks the person for what an extension's `elicitation/create` wants: `(session,
     /// extension, params)` → MCP ElicitResult. With it, the client declares elicitation.
     pub elicit: Option<Elicitor>,
+    /// Where OAuth tokens of Streamable HTTP extensions live (the secrets store); `None`:
+    /// a server that asks for sign-in fails with its 401.
+    pub tokens: Option<Arc<dyn TokenStore>>,
+}
+
+/// The secrets store (`secrets.json`, 0600) as the MCP client's OAuth token store.
+pub struct SecretsTokens(pub Arc<crate::store::config_store::ConfigStore>);
+
+impl TokenStore for SecretsTokens {
+    fn get(&self, key: &str) -> Option<String> {
+        self.0.get_token(key).unwrap_or_else(|e| {
+            log::warn!("{e}");
+            None
+        })
+    }
+    fn put(&self, key: &str, value: Option<&str>) {
+        if let Err(e) = self.0.put_token(key, value) {
+            log::error!("cannot store an OAuth token: {e}");
+        }
+    }
+    fn keys(&self, prefix: &str) -> Vec<String> {
+        self.0.token_keys(prefix).unwrap_or_default()
+    }
+}
+
+/// Sign-in settings for a Streamable HTTP extension from its `oauth` object; the client
+/// secret is looked up by name with `secret`.
+pub fn oauth_settings(
+    config: &ExtensionConfig,
+    secret: &dyn Fn(&str) -> Option<String>,
+    store: Arc<dyn TokenStore>,
+    sign_in: SignIn,
+) -> Result<OAuthSettings, ActivateError> {
+    let o = config.oauth().map_err(ActivateError::Config)?;
+    let client_secret = match &o.client_secret_key {
+        Some(k) => Some(secret(k).ok_or_else(|| {
+            ActivateError::Config(format!(
+                "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
+            ))
+        })?),
+        None => None,
+    };
+    Ok(OAuthSettings {
+        client_id: o.client_id,
+        client_secret,
+        scopes: o.scopes,
+        client_metadata_url: o.client_metadata_url,
+        client_name: "gosling".into(),
+        sign_in,
+        store,
+    })
 }
 
 /// See `Deps::elicit`.
@@ -411,7 +466,16 @@ impl SessionRuntime {
             ExtensionConfig::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
                 let headers = crate::mcp::streamable_http::substitute_headers(headers, &env).map_err(|e| ActivateError::Config(e.to_string()))?;
-                let spec = HttpSpec { uri: uri.clone(), headers, timeout: opts.timeout, extension: config.name().to_string() };
+                // Sign-in over the API: the URL goes into the error, the loopback listener
+                // waits in the background for the browser.
+                let auth = match &self.deps.tokens {
+                    Some(store) => {
+                        let settings = oauth_settings(config, &*self.deps.secret, store.clone(), SignIn::Background { wait: SIGN_IN_WAIT })?;
+                        Some(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
+                    }
+                    None => None,
+                };
+                let spec = HttpSpec { uri: uri.clone(), headers, timeout: opts.timeout, extension: config.name().to_string(), auth };
                 crate::mcp::connect_http(&spec, opts).map_err(ActivateError::Start)
             }
         }

@@ -71,3 +71,12 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
+// Sign-in (OAuth) to a protected Streamable HTTP server: over the API, `gosling auth`, probe.
+mod oauth;
+
+// `gosling probe`: lists a server lacks, environment for stdio servers, --read, --prompt.
+mod probe;
+
+// Client features servers rely on: logging/setLevel, task-only tools, outputSchema checks.
+mod client_features;
