@@ -16,8 +16,11 @@ Usage:
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout
-  gosling probe [--call TOOL --args JSON] (-- CMD ARGS… | URL)
+  gosling probe [--call TOOL | --prompt NAME [--args JSON] | --read URI] [--env N=V]…
+                [--env-file FILE] (-- CMD ARGS… | URL)
                                            connect to one MCP server and show what it offers
+  gosling auth NAME                        sign in (OAuth) to a configured streamable_http
+                                           extension; prints the URL to open
   gosling --help | --version
 ";
 
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
             },
         },
         Some("probe") => gosling::cli::probe::main(&args[1..]),
+        Some("auth") => gosling::cli::auth::main(&args[1..]),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)

@@ -1,4 +1,5 @@
 //! Command-line subcommands other than the server itself.
+pub mod auth;
 pub mod install;
 pub mod probe;
 pub mod probe_http;

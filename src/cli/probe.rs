@@ -2,17 +2,23 @@
 //! extension before installing it.
 //!
 //! ```text
-//! gosling probe [--timeout SECS] [--call TOOL [--args JSON]] -- CMD ARGS…   (stdio)
-//! gosling probe [--timeout SECS] [--call TOOL [--args JSON]] URL            (Streamable HTTP)
+//! gosling probe [OPTIONS] [--env NAME=VALUE]… [--env-file FILE] -- CMD ARGS…   (stdio)
+//! gosling probe [OPTIONS] [SIGN-IN OPTIONS] URL                              (Streamable HTTP)
+//!   OPTIONS: --timeout SECS, and one of --call TOOL | --prompt NAME (with --args JSON) | --read URI
+//!   SIGN-IN: --client-id ID, --client-secret-env VAR, --scope S…, --client-metadata-url URL,
+//!            --sign-in browser|follow
 //! ```
 //!
 //! Prints one JSON object: server info, protocol version, capabilities, instructions, and the
-//! tools, resources, resource templates and prompts the server declared — or, with `--call`,
-//! the tool's result. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage.
-//! Run by the MCP conformance runner (`MCP_CONFORMANCE_SCENARIO` set, URL last), it plays the
+//! tools, resources, resource templates and prompts the server declared (a declared list the
+//! server does not implement becomes a line in `notes`) — or the tool's result, the prompt, the
+//! resource. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
+//! that needs sign-in gets the OAuth flow (mcp/oauth.rs); tokens go to the secrets store. Run
+//! by the MCP conformance runner (`MCP_CONFORMANCE_SCENARIO` set, URL last), it plays the
 //! scenario instead (`probe_http`).
 
 use crate::mcp::client::{CallContext, Client, ClientOptions};
+use crate::mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
 use crate::mcp::streamable_http::HttpSpec;
 use serde_json::{json, Value};
@@ -20,7 +26,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--args JSON]] (-- CMD ARGS… | URL)";
+const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] (-- CMD ARGS… | URL)";
 
 enum Target {
     Stdio(Vec<String>),
@@ -29,14 +35,42 @@ enum Target {
 
 struct Args {
     timeout: Duration,
-    call: Option<(String, Value)>,
+    action: Action,
     target: Target,
+    oauth: OAuthArgs,
+    /// Variables for a stdio server (`--env`, `--env-file`); values are never printed.
+    env: Vec<(String, String)>,
+}
+
+/// What to do once connected.
+#[derive(Debug, PartialEq)]
+enum Action {
+    Describe,
+    Call(String, Value),
+    Prompt(String, Value),
+    Read(String),
+}
+
+/// Sign-in options for a URL that needs OAuth.
+#[derive(Default)]
+struct OAuthArgs {
+    client_id: Option<String>,
+    /// The environment variable holding the client secret (never the secret on argv).
+    client_secret_env: Option<String>,
+    scopes: Vec<String>,
+    client_metadata_url: Option<String>,
+    /// Follow the authorization URL ourselves instead of asking a person.
+    follow: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut timeout = Duration::from_secs(30);
     let mut call: Option<String> = None;
+    let mut prompt: Option<String> = None;
+    let mut read: Option<String> = None;
     let mut call_args = json!({});
+    let mut oauth = OAuthArgs::default();
+    let mut env: Vec<(String, String)> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -50,6 +84,49 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--call" => {
                 call = Some(value(i)?);
+                i += 2;
+            }
+            "--prompt" => {
+                prompt = Some(value(i)?);
+                i += 2;
+            }
+            "--read" => {
+                read = Some(value(i)?);
+                i += 2;
+            }
+            "--env" => {
+                let v = value(i)?;
+                env.push(parse_env_pair(&v).map_err(|e| format!("--env: {e}"))?);
+                i += 2;
+            }
+            "--env-file" => {
+                let path = value(i)?;
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("--env-file {path}: {e}"))?;
+                env.extend(parse_env_file(&text).map_err(|e| format!("--env-file {path}: {e}"))?);
+                i += 2;
+            }
+            "--client-id" => {
+                oauth.client_id = Some(value(i)?);
+                i += 2;
+            }
+            "--client-secret-env" => {
+                oauth.client_secret_env = Some(value(i)?);
+                i += 2;
+            }
+            "--scope" => {
+                oauth.scopes.push(value(i)?);
+                i += 2;
+            }
+            "--client-metadata-url" => {
+                oauth.client_metadata_url = Some(value(i)?);
+                i += 2;
+            }
+            "--sign-in" => {
+                oauth.follow = match value(i)?.as_str() {
+                    "browser" => false,
+                    "follow" => true,
+                    other => return Err(format!("--sign-in {other:?}: expected browser or follow")),
+                };
                 i += 2;
             }
             "--args" => {
@@ -67,13 +144,18 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 if cmd.is_empty() {
                     return Err(format!("nothing to run after --; {USAGE}"));
                 }
-                return Ok(Args { timeout, call: call.map(|c| (c, call_args)), target: Target::Stdio(cmd) });
+                let action = action(call, prompt, read, call_args)?;
+                return Ok(Args { timeout, action, target: Target::Stdio(cmd), oauth, env });
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
                 if i + 1 != args.len() {
                     return Err(format!("the URL must come last; {USAGE}"));
                 }
-                return Ok(Args { timeout, call: call.map(|c| (c, call_args)), target: Target::Url(url.to_string()) });
+                if !env.is_empty() {
+                    return Err("--env and --env-file set a stdio server's environment; a URL has none (use the extension's headers)".into());
+                }
+                let action = action(call, prompt, read, call_args)?;
+                return Ok(Args { timeout, action, target: Target::Url(url.to_string()), oauth, env });
             }
             other => return Err(format!("unexpected argument {other:?}; {USAGE}")),
         }
@@ -81,17 +163,91 @@ fn parse(args: &[String]) -> Result<Args, String> {
     Err(format!("say what to probe; {USAGE}"))
 }
 
+fn action(call: Option<String>, prompt: Option<String>, read: Option<String>, args: Value) -> Result<Action, String> {
+    match (call, prompt, read) {
+        (None, None, None) => Ok(Action::Describe),
+        (Some(t), None, None) => Ok(Action::Call(t, args)),
+        (None, Some(p), None) => Ok(Action::Prompt(p, args)),
+        (None, None, Some(u)) => Ok(Action::Read(u)),
+        _ => Err(format!("--call, --prompt and --read exclude each other; {USAGE}")),
+    }
+}
+
+/// `NAME=VALUE`; the error never repeats the value.
+fn parse_env_pair(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s.split_once('=').ok_or("expected NAME=VALUE")?;
+    let name = name.trim();
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!("{name:?} is not a valid variable name"));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// A `.env` file: `NAME=VALUE` lines, `export ` allowed, `#` comments and blank lines
+/// skipped, one pair of surrounding quotes removed.
+fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let (name, value) = parse_env_pair(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        let v = value.trim();
+        let v = match (v.chars().next(), v.chars().last()) {
+            (Some(q @ ('"' | '\'')), Some(e)) if v.len() >= 2 && q == e => &v[1..v.len() - 1],
+            _ => v,
+        };
+        out.push((name, v.to_string()));
+    }
+    Ok(out)
+}
+
 fn options(timeout: Duration) -> ClientOptions {
     ClientOptions {
         extension: "probe".into(),
         timeout,
         roots: Some(vec![std::env::current_dir().unwrap_or_else(|_| "/".into())]),
-        elicitation: Some(Arc::new(super::probe_http::accept_with_defaults)),
+        elicitation: Some(Arc::new(super::probe_http::answer_with_defaults)),
         sampling: None,
         client_name: "gosling-probe".into(),
         client_version: env!("CARGO_PKG_VERSION").into(),
     }
 }
+
+/// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
+/// later probe or the server reuses them; without a usable store, to memory.
+fn oauth_settings(o: &OAuthArgs) -> Result<Settings, String> {
+    let client_secret = match &o.client_secret_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            format!("--client-secret-env {var}: the environment variable {var} is not set; export it with the client secret")
+        })?),
+        None => None,
+    };
+    let dir = crate::config::config_dir(&crate::config::ProcessEnv);
+    let store: Arc<dyn TokenStore> = match crate::store::config_store::ConfigStore::open(&dir) {
+        Ok(s) => Arc::new(crate::extensions::runtime::SecretsTokens(Arc::new(s))),
+        Err(e) => {
+            log::warn!("{e}; sign-in tokens are kept in memory only");
+            Arc::new(MemoryStore::default())
+        }
+    };
+    Ok(Settings {
+        client_id: o.client_id.clone(),
+        client_secret,
+        scopes: o.scopes.clone(),
+        client_metadata_url: o.client_metadata_url.clone(),
+        client_name: "gosling".into(),
+        sign_in: if o.follow { SignIn::Follow } else { SignIn::Browser { wait: BROWSER_WAIT } },
+        store,
+    })
+}
+
+/// How long `probe` and `auth` wait for the person to finish signing in.
+pub const BROWSER_WAIT: Duration = Duration::from_secs(300);
 
 /// What the server offers, as one JSON object (only the primitives it declared).
 pub fn describe(client: &Client) -> Result<Value, crate::mcp::error::Error> {
@@ -102,15 +258,31 @@ pub fn describe(client: &Client) -> Result<Value, crate::mcp::error::Error> {
         "capabilities": caps,
         "instructions": client.instructions(),
     });
+    let mut notes: Vec<String> = Vec::new();
+    let mut list = |key: &str, method: &str, r: Result<Vec<Value>, crate::mcp::error::Error>| match r {
+        Ok(items) => {
+            out[key] = Value::Array(items);
+            Ok(())
+        }
+        // A declared capability with a list the server does not implement: say so, go on.
+        Err(crate::mcp::error::Error::Rpc(e)) if e.code == crate::wire::jsonrpc::METHOD_NOT_FOUND => {
+            notes.push(format!("the server does not implement {method} ({}: {})", e.code, e.message));
+            Ok(())
+        }
+        Err(e) => Err(e),
+    };
     if caps.get("tools").is_some() {
-        out["tools"] = Value::Array(client.list_tools()?);
+        list("tools", "tools/list", client.list_tools())?;
     }
     if caps.get("resources").is_some() {
-        out["resources"] = Value::Array(client.list_resources()?);
-        out["resourceTemplates"] = Value::Array(client.list_resource_templates()?);
+        list("resources", "resources/list", client.list_resources())?;
+        list("resourceTemplates", "resources/templates/list", client.list_resource_templates())?;
     }
     if caps.get("prompts").is_some() {
-        out["prompts"] = Value::Array(client.list_prompts()?);
+        list("prompts", "prompts/list", client.list_prompts())?;
+    }
+    if !notes.is_empty() {
+        out["notes"] = json!(notes);
     }
     Ok(out)
 }
@@ -124,7 +296,16 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     if let (Target::Url(url), Ok(scenario)) = (&a.target, std::env::var("MCP_CONFORMANCE_SCENARIO")) {
-        return match super::probe_http::run(url, Some(&scenario)) {
+        let settings = match oauth_settings(&a.oauth) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("gosling probe: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+        let auth = super::probe_http::conformance_auth(url, context.as_deref(), settings);
+        return match super::probe_http::run(url, Some(&scenario), Some(auth)) {
             Ok(out) => {
                 print!("{out}");
                 ExitCode::SUCCESS
@@ -137,12 +318,25 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let connected = match &a.target {
         Target::Stdio(cmd) => {
-            let spec = StdioSpec { cmd: cmd[0].clone(), args: cmd[1..].to_vec(), ..Default::default() };
+            let spec =
+                StdioSpec { cmd: cmd[0].clone(), args: cmd[1..].to_vec(), env: a.env.clone(), ..Default::default() };
             crate::mcp::connect_stdio(&spec, options(a.timeout))
         }
         Target::Url(url) => {
-            let spec =
-                HttpSpec { uri: url.clone(), headers: Vec::new(), timeout: a.timeout, extension: "probe".into() };
+            let auth = match oauth_settings(&a.oauth) {
+                Ok(s) => Arc::new(Authorizer::new(url, "probe", a.timeout, s)),
+                Err(e) => {
+                    eprintln!("gosling probe: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let spec = HttpSpec {
+                uri: url.clone(),
+                headers: Vec::new(),
+                timeout: a.timeout,
+                extension: "probe".into(),
+                auth: Some(auth),
+            };
             crate::mcp::connect_http(&spec, options(a.timeout))
         }
     };
@@ -153,9 +347,11 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match &a.call {
-        Some((tool, args)) => client.call_tool(tool, Some(args.clone()), &CallContext::default()),
-        None => describe(&client),
+    let result = match &a.action {
+        Action::Describe => describe(&client),
+        Action::Call(tool, args) => client.call_tool(tool, Some(args.clone()), &CallContext::default()),
+        Action::Prompt(name, args) => client.get_prompt(name, Some(args.clone())),
+        Action::Read(uri) => client.read_resource(uri),
     };
     client.close();
     match result {
@@ -183,11 +379,35 @@ mod tests {
         let a = parse(&s(&["--timeout", "5", "--call", "echo", "--args", "{\"m\":1}", "--", "node", "x.js"])).unwrap();
         assert_eq!(a.timeout, Duration::from_secs(5));
         assert!(matches!(a.target, Target::Stdio(ref c) if c == &s(&["node", "x.js"])));
-        assert_eq!(a.call.unwrap().1, json!({"m":1}));
+        assert_eq!(a.action, Action::Call("echo".into(), json!({"m":1})));
         assert!(matches!(parse(&s(&["http://h/mcp"])).unwrap().target, Target::Url(_)));
         assert!(parse(&s(&[])).is_err());
         assert!(parse(&s(&["--"])).is_err());
         assert!(parse(&s(&["--args", "[1]", "--", "x"])).is_err());
         assert!(parse(&s(&["http://h/mcp", "extra"])).is_err());
+        let a = parse(&s(&["--prompt", "p", "--args", "{\"a\":\"b\"}", "--env", "T=x=y", "--", "srv"])).unwrap();
+        assert_eq!((a.action, a.env), (Action::Prompt("p".into(), json!({"a":"b"})), vec![("T".into(), "x=y".into())]));
+        assert_eq!(
+            parse(&s(&["--read", "memo://one", "--", "srv"])).unwrap().action,
+            Action::Read("memo://one".into())
+        );
+        assert!(parse(&s(&["--read", "u", "--call", "t", "--", "srv"])).err().unwrap().contains("exclude"));
+        let e = parse(&s(&["--env", "T=secret-value", "http://h/mcp"])).err().unwrap();
+        assert!(e.contains("stdio") && !e.contains("secret-value"), "{e}");
+        let e = parse(&s(&["--env", "1X=secret-value", "--", "srv"])).err().unwrap();
+        assert!(e.contains("not a valid variable name") && !e.contains("secret-value"), "{e}");
+    }
+
+    #[test]
+    fn env_files_parse() {
+        let text = "# comment\n\nexport A=1\nB=\"two words\"\nC='x'\nD=\n";
+        let got = parse_env_file(text).unwrap();
+        let want: Vec<(String, String)> = [("A", "1"), ("B", "two words"), ("C", "x"), ("D", "")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(got, want);
+        let e = parse_env_file("A=1\nnot a pair secret\n").unwrap_err();
+        assert!(e.contains("line 2") && !e.contains("secret"), "{e}");
     }
 }

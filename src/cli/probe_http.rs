@@ -8,6 +8,7 @@
 
 use crate::mcp::client::{CallContext, ClientOptions};
 use crate::mcp::error::Error;
+use crate::mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn};
 use crate::mcp::streamable_http::HttpSpec;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -15,16 +16,18 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Runs the probe; the returned text is what to print on stdout.
-pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
-    let spec = HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into() };
+/// Runs the probe; the returned text is what to print on stdout. `auth` signs in when the
+/// server asks (conformance: following the authorization URL itself).
+pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> Result<String, Error> {
+    let spec =
+        HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into(), auth };
     let opts = ClientOptions {
         extension: "probe".into(),
         timeout: TIMEOUT,
         roots: None,
         // Only tool calls can trigger an elicitation, and the probe calls tools only for a
         // conformance scenario: accepting with the schema's defaults is what those expect.
-        elicitation: Some(Arc::new(accept_with_defaults)),
+        elicitation: Some(Arc::new(answer_with_defaults)),
         sampling: None,
         client_name: "gosling".into(),
         client_version: env!("CARGO_PKG_VERSION").into(),
@@ -43,7 +46,9 @@ pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
         }
         let to_call: Vec<&Value> = match scenario {
             Some("tools_call") => tools.iter().filter(|t| t["name"] == "add_numbers").collect(),
-            Some(s) if s.starts_with("elicitation") || s == "sse-retry" => tools.iter().collect(),
+            Some(s) if s.starts_with("elicitation") || s == "sse-retry" || s.starts_with("auth/") => {
+                tools.iter().collect()
+            }
             _ => Vec::new(),
         };
         for t in to_call {
@@ -55,6 +60,20 @@ pub fn run(url: &str, scenario: Option<&str>) -> Result<String, Error> {
     })();
     client.close();
     result
+}
+
+/// The authorizer of a conformance run: pre-registered credentials from the runner's
+/// `MCP_CONFORMANCE_CONTEXT` (`client_id`, `client_secret`) over `base`'s, tokens in memory,
+/// and the authorization URL followed by the probe itself (the runner's server approves).
+pub fn conformance_auth(url: &str, context: Option<&str>, mut base: Settings) -> Arc<Authorizer> {
+    let ctx: Value = context.and_then(|c| serde_json::from_str(c).ok()).unwrap_or(Value::Null);
+    if let Some(id) = ctx.get("client_id").and_then(Value::as_str) {
+        base.client_id = Some(id.to_string());
+        base.client_secret = ctx.get("client_secret").and_then(Value::as_str).map(str::to_string);
+    }
+    base.sign_in = SignIn::Follow;
+    base.store = Arc::new(MemoryStore::default());
+    Arc::new(Authorizer::new(url, "probe", TIMEOUT, base))
 }
 
 /// Arguments for a tool from its input schema: each required property (every property when
@@ -91,17 +110,49 @@ pub fn sample_arguments(schema: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The answer to `elicitation/create`: accept, with every default of the requested schema.
-pub fn accept_with_defaults(params: &Value) -> Value {
+/// The answer to `elicitation/create` when nobody is there to ask: accept with the schema's
+/// defaults when they satisfy it (every required field has a default, and every default fits
+/// its property's type and enum), else decline.
+pub fn answer_with_defaults(params: &Value) -> Value {
+    let schema = params.get("requestedSchema").cloned().unwrap_or(Value::Null);
+    let props = schema.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let mut content = serde_json::Map::new();
-    if let Some(props) = params.pointer("/requestedSchema/properties").and_then(Value::as_object) {
+    if let Some(props) = props {
         for (name, prop) in props {
             if let Some(d) = prop.get("default") {
+                if !fits(prop, d) {
+                    return json!({"action": "decline"});
+                }
                 content.insert(name.clone(), d.clone());
             }
         }
     }
+    if required.iter().any(|r| !content.contains_key(*r)) {
+        return json!({"action": "decline"});
+    }
     json!({"action": "accept", "content": content})
+}
+
+/// Whether a default value is of its property's type and, with an enum, one of its values.
+fn fits(prop: &Value, v: &Value) -> bool {
+    let typed = match prop.get("type").and_then(Value::as_str) {
+        Some("string") => v.is_string(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("number") => v.is_number(),
+        Some("boolean") => v.is_boolean(),
+        Some("array") => v.is_array(),
+        _ => true,
+    };
+    let listed = match prop.get("enum").and_then(Value::as_array) {
+        Some(values) => values.contains(v),
+        None => true,
+    };
+    typed && listed
 }
 
 #[cfg(test)]
@@ -118,8 +169,16 @@ mod tests {
     }
 
     #[test]
-    fn elicitation_is_accepted_with_defaults() {
-        let p = json!({"message":"m","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"nick":{"type":"string"}}}});
-        assert_eq!(accept_with_defaults(&p), json!({"action":"accept","content":{"name":"John Doe","age":30}}));
+    fn elicitation_is_accepted_with_defaults_only_when_they_satisfy_the_schema() {
+        let p = json!({"message":"m","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"nick":{"type":"string"}},"required":["name"]}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"accept","content":{"name":"John Doe","age":30}}));
+        // A required field without a default: nobody can fill it in.
+        let p = json!({"requestedSchema":{"properties":{"nick":{"type":"string"}},"required":["nick"]}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
+        // A default that does not fit its own schema.
+        let p = json!({"requestedSchema":{"properties":{"age":{"type":"integer","default":"old"}}}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
+        let p = json!({"requestedSchema":{"properties":{"c":{"type":"string","enum":["r","g"],"default":"b"}}}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
     }
 }

@@ -85,6 +85,17 @@ pub struct Client {
     instructions: Option<String>,
 }
 
+/// The MCP (syslog) level name for our log filter.
+fn log_level_name(l: log::LevelFilter) -> &'static str {
+    match l {
+        log::LevelFilter::Trace | log::LevelFilter::Debug => "debug",
+        log::LevelFilter::Info => "info",
+        log::LevelFilter::Warn => "warning",
+        log::LevelFilter::Error => "error",
+        log::LevelFilter::Off => "emergency",
+    }
+}
+
 fn root_list(dirs: &[PathBuf]) -> Value {
     let roots: Vec<Value> = dirs
         .iter()
@@ -333,6 +344,13 @@ impl Client {
         }
         shared.notify("notifications/initialized", json!({}))?;
         log::debug!("mcp {}: initialized (protocol {version})", opts.extension);
+        if result.pointer("/capabilities/logging").is_some() {
+            // The server logs at the level we log at (its messages land in our log).
+            let level = log_level_name(log::max_level());
+            if let Err(e) = shared.request("logging/setLevel", json!({ "level": level }), opts.timeout, None) {
+                log::warn!("mcp {}: logging/setLevel {level} failed: {e}", opts.extension);
+            }
+        }
         Ok(Client {
             shared,
             timeout: opts.timeout,
@@ -388,12 +406,25 @@ impl Client {
     }
 
     /// The server's tools (all pages), cached until `notifications/tools/list_changed`.
+    /// Tools that must run as tasks (`execution.taskSupport: "required"`) are left out: this
+    /// client does not run tasks, and a plain call of one would only fail.
     pub fn list_tools(&self) -> Result<Vec<Value>, Error> {
         self.require("tools", "tools")?;
         if let Some(t) = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(t);
         }
-        let tools = self.list_all("tools/list", "tools")?;
+        let mut tools = self.list_all("tools/list", "tools")?;
+        tools.retain(|t| {
+            let task_only = t.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required");
+            if task_only {
+                log::info!(
+                    "mcp {}: not listing tool {} (it requires task augmentation, which gosling does not run)",
+                    self.shared.extension,
+                    t["name"]
+                );
+            }
+            !task_only
+        });
         *self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()) = Some(tools.clone());
         Ok(tools)
     }
@@ -415,7 +446,40 @@ impl Client {
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_no);
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
-        r
+        r.map(|result| self.check_output(name, result))
+    }
+
+    /// A result whose `structuredContent` does not match the tool's `outputSchema` becomes an
+    /// error result the model sees (the spec: clients SHOULD validate structured results).
+    fn check_output(&self, name: &str, result: Value) -> Value {
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            return result;
+        }
+        let schema = self
+            .shared
+            .tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == name).and_then(|t| t.get("outputSchema").cloned()));
+        let Some(schema) = schema else { return result };
+        let problem = match result.get("structuredContent") {
+            None => Some("the result has no structuredContent although the tool declares an outputSchema".to_string()),
+            Some(sc) => crate::mcp::schema::mismatch(&schema, sc),
+        };
+        match problem {
+            None => result,
+            Some(p) => {
+                log::warn!(
+                    "mcp {}: tool {name} returned output that does not match its outputSchema: {p}",
+                    self.shared.extension
+                );
+                json!({
+                    "content": [{"type": "text", "text": format!("Tool {name} returned output that does not match its declared outputSchema: {p}")}],
+                    "isError": true,
+                })
+            }
+        }
     }
 
     pub fn list_resources(&self) -> Result<Vec<Value>, Error> {

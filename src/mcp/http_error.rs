@@ -34,6 +34,12 @@ pub enum HttpFailure {
     Proxy(String),
     /// Anything else on the socket (reset, body too large, …).
     Io(String),
+    /// The server wants a signed-in user and nobody has signed in yet: open `url` in a browser
+    /// on the machine gosling runs on (the loopback redirect lands there), then try again.
+    SignInRequired { url: String },
+    /// Signing in (OAuth discovery, registration, token exchange) failed; the text says what
+    /// to configure. Never carries a token or secret.
+    OAuth(String),
 }
 
 impl HttpFailure {
@@ -184,6 +190,11 @@ pub fn describe(f: &mut fmt::Formatter<'_>, url: &str, failure: &HttpFailure) ->
         HttpFailure::BadUri(detail) => write!(f, "the extension's uri {url:?} is not a usable http:// or https:// URL: {detail}"),
         HttpFailure::Proxy(detail) => write!(f, "the proxy failed connecting to {url}: {detail}; check HTTPS_PROXY/HTTP_PROXY and NO_PROXY"),
         HttpFailure::Io(detail) => write!(f, "talking to {url} failed: {detail}"),
+        HttpFailure::SignInRequired { url: open } => write!(
+            f,
+            "{url} needs sign-in: open {open} in a browser on the machine gosling runs on (or run `gosling auth NAME` there), then add the extension again"
+        ),
+        HttpFailure::OAuth(detail) => write!(f, "signing in to {url} failed: {detail}"),
     }
 }
 

@@ -3,6 +3,8 @@
 pub mod client;
 pub mod error;
 pub mod http_error;
+pub mod oauth;
+pub mod schema;
 pub mod stdio;
 pub mod streamable_http;
 pub mod transport;

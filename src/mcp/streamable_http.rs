@@ -37,6 +37,9 @@ pub struct HttpSpec {
     pub timeout: Duration,
     /// The extension's name, for error messages.
     pub extension: String,
+    /// OAuth for a server that needs sign-in (mcp/oauth.rs): its token goes in the
+    /// `Authorization` header (unless `headers` set one), and a 401/403 goes to it.
+    pub auth: Option<Arc<crate::mcp::oauth::Authorizer>>,
 }
 
 const ACCEPT_POST: &str = "application/json, text/event-stream";
@@ -228,7 +231,19 @@ impl Inner {
         if let Some(p) = protocol {
             req = req.header("MCP-Protocol-Version", p);
         }
+        if let Some(token) = self.oauth_token() {
+            req = req.header("Authorization", format!("Bearer {token}"));
+        }
         req
+    }
+
+    /// The OAuth access token to send, unless the config sets `Authorization` itself.
+    fn oauth_token(&self) -> Option<String> {
+        let auth = self.spec.auth.as_ref()?;
+        if self.spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
+            return None;
+        }
+        auth.access_token()
     }
 
     fn post(
@@ -246,23 +261,42 @@ impl Inner {
     fn send_with_reinit(self: &Arc<Self>, msg: &Message) -> Result<(), Error> {
         let body = msg.encode();
         let is_init = msg.method() == Some("initialize");
-        for attempt in 0..2 {
+        let mut attempt = 0;
+        let mut auth_round = 0;
+        loop {
             let (session, protocol) = {
                 let st = self.state();
                 (st.session.clone(), st.protocol.clone())
             };
             log::debug!("mcp: {}: POST {}", self.spec.extension, describe_msg(msg));
+            let sent_token = self.oauth_token();
             let resp = self.post(&body, session.as_deref(), if is_init { None } else { protocol.as_deref() })?;
-            match self.handle_answer(msg, resp, session.is_some())? {
-                Answer::Done => return Ok(()),
-                Answer::SessionGone if attempt == 0 && !is_init => {
+            match self.handle_answer(msg, resp, session.is_some()) {
+                Ok(Answer::Done) => return Ok(()),
+                Ok(Answer::SessionGone) if attempt == 0 && !is_init => {
+                    attempt += 1;
                     log::info!("mcp: {}: the server forgot session (404); initializing again", self.spec.extension);
                     self.reinitialize(session.as_deref())?;
                 }
-                Answer::SessionGone => return Err(self.fail(HttpFailure::NotFound)),
+                Ok(Answer::SessionGone) => return Err(self.fail(HttpFailure::NotFound)),
+                // OAuth: sign in, refresh or step up, then send the message again (bounded).
+                Err(Error::Http { failure: HttpFailure::Unauthorized { status, challenge }, .. })
+                    if self.oauth_applies() =>
+                {
+                    let Some(auth) = self.spec.auth.as_ref() else {
+                        return Err(self.fail(HttpFailure::Unauthorized { status, challenge }));
+                    };
+                    auth.on_challenge(status, challenge.as_deref(), sent_token.as_deref(), auth_round)
+                        .map_err(|f| self.fail(f))?;
+                    auth_round += 1;
+                }
+                Err(e) => return Err(e),
             }
         }
-        Err(self.fail(HttpFailure::NotFound))
+    }
+
+    fn oauth_applies(&self) -> bool {
+        self.spec.auth.is_some() && !self.spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
     }
 
     /// Handles the answer to a POST of `msg`.
@@ -737,7 +771,7 @@ const SYSTEM_BUNDLES: &[&str] = &[
 ];
 
 /// The platform verifier by default; with `SSL_CERT_FILE`, that bundle plus the system's.
-fn root_certs() -> Result<ureq::tls::RootCerts, String> {
+pub(crate) fn root_certs() -> Result<ureq::tls::RootCerts, String> {
     let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
         return Ok(ureq::tls::RootCerts::PlatformVerifier);
     };
@@ -789,6 +823,7 @@ pub fn spec_from_config(cfg: &ExtensionConfig, merged_env: &BTreeMap<String, Str
             headers: substitute_headers(headers, merged_env)?,
             timeout: Duration::from_secs(cfg.timeout_secs().max(1)),
             extension: name.clone(),
+            auth: None,
         }),
         other => Err(Error::Other(format!(
             "extension `{}` has type `{}`, not streamable_http",
@@ -810,7 +845,8 @@ pub fn substitute_headers(
         if name.is_empty() || !name.bytes().all(is_token_byte) {
             return Err(Error::Other(format!("invalid header name {name:?} in the extension's headers")));
         }
-        let v = substitute(value, vars).map_err(|var| Error::HeaderVariable { header: name.clone(), var })?;
+        let v = crate::wire::template::substitute(value, &|n| vars.get(n).cloned())
+            .map_err(|var| Error::HeaderVariable { header: name.clone(), var })?;
         if v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
             return Err(Error::Other(format!("invalid header value for `{name}`: control characters are not allowed")));
         }
@@ -823,59 +859,16 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn is_ident_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_'
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// One value; `Err(var)` names the first variable that is not defined.
-fn substitute(value: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        if let Some(braced) = after.strip_prefix('{') {
-            if let Some(end) = braced.find('}') {
-                let name = braced[..end].trim();
-                let valid = name.chars().next().is_some_and(is_ident_start) && name.chars().all(is_ident);
-                if valid {
-                    out.push_str(vars.get(name).ok_or_else(|| name.to_string())?);
-                    rest = &braced[end + 1..];
-                    continue;
-                }
-            }
-            out.push('$');
-            rest = after;
-            continue;
-        }
-        let len = if after.chars().next().is_some_and(is_ident_start) {
-            after.find(|c: char| !is_ident(c)).unwrap_or(after.len())
-        } else {
-            0
-        };
-        if len == 0 {
-            out.push('$');
-            rest = after;
-            continue;
-        }
-        let name = &after[..len];
-        out.push_str(vars.get(name).ok_or_else(|| name.to_string())?);
-        rest = &after[len..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn vars() -> BTreeMap<String, String> {
         [("TOKEN", "abc"), ("A_1", "x")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn substitute(value: &str, v: &BTreeMap<String, String>) -> Result<String, String> {
+        crate::wire::template::substitute(value, &|n| v.get(n).cloned())
     }
 
     #[test]

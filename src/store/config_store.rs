@@ -137,6 +137,25 @@ impl ConfigStore {
     pub fn secret_names(&self) -> Result<Vec<String>, Error> {
         Ok(atomic::read_object(&self.secrets_path)?.keys().cloned().collect())
     }
+
+    /// An OAuth token record (JSON) of the MCP client, kept in `secrets.json` under `key`
+    /// (`oauth:<resource> <issuer>`). Tokens are secrets: never logged, never in config.json.
+    pub fn get_token(&self, key: &str) -> Result<Option<String>, Error> {
+        self.get_secret(key)
+    }
+
+    /// Stores (`Some`) or forgets (`None`) a token record.
+    pub fn put_token(&self, key: &str, value: Option<&str>) -> Result<(), Error> {
+        match value {
+            Some(v) => self.set_secret(key, v),
+            None => self.remove_secret(key).map(|_| ()),
+        }
+    }
+
+    /// Keys of the stored token records that start with `prefix`.
+    pub fn token_keys(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        Ok(self.secret_names()?.into_iter().filter(|k| k.starts_with(prefix)).collect())
+    }
 }
 
 #[cfg(test)]

@@ -111,6 +111,7 @@ impl Driver {
             headers: vec![("X-Test".into(), "1".into())],
             timeout,
             extension: "remote".into(),
+            auth: None,
         };
         let t = HttpTransport::connect(&spec, tx).expect("connect");
         Driver { t, rx, next: 0, notifications: Vec::new() }
@@ -563,6 +564,7 @@ fn client_for(url: &str) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
         headers: Vec::new(),
         timeout: Duration::from_secs(30),
         extension: "py".into(),
+        auth: None,
     };
     let t = HttpTransport::connect(&spec, tx).unwrap();
     let opts = ClientOptions {

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""A Streamable HTTP MCP server behind OAuth, with its own authorization server (stdlib only).
+
+    oauth_mcp.py PORT [FIRST_EXPIRES_IN [nodcr]]
+
+Serves on 127.0.0.1:PORT:
+  /.well-known/oauth-protected-resource/mcp   protected-resource metadata
+  /.well-known/oauth-authorization-server     authorization-server metadata
+  POST /register                              dynamic client registration (public clients)
+  GET  /authorize                             approves at once: redirects with a code
+  POST /token                                 authorization_code (PKCE S256 and resource
+                                              checked) and refresh_token grants
+  POST /mcp                                   MCP (JSON answers) for a valid bearer token,
+                                              else 401 with a resource_metadata challenge
+  GET  /admin/stats                           counts, and every token issued (for the test
+                                              to look for in logs)
+  POST /admin/expire                          every access token issued so far expires
+
+The first access token lives FIRST_EXPIRES_IN seconds (default 3600); later ones an hour.
+With `nodcr` the authorization server offers no registration endpoint.
+"""
+
+import base64
+import hashlib
+import json
+import secrets
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT = int(sys.argv[1])
+FIRST_EXPIRES_IN = int(sys.argv[2]) if len(sys.argv) > 2 else 3600
+NO_DCR = len(sys.argv) > 3 and sys.argv[3] == "nodcr"
+BASE = f"http://127.0.0.1:{PORT}"
+RESOURCE = f"{BASE}/mcp"
+
+lock = threading.Lock()
+clients = {}
+codes = {}  # code -> (client_id, challenge, redirect_uri, resource)
+access = {}  # token -> expires_at
+refresh = {}  # refresh token -> client_id
+stats = {"registrations": 0, "authorizations": 0, "authorization_code": 0, "refresh_token": 0,
+         "mcp_unauthorized": 0, "tokens": []}
+
+
+def s256(verifier):
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send_json(self, status, body, headers=None):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        if url.path == "/.well-known/oauth-protected-resource/mcp":
+            return self.send_json(200, {"resource": RESOURCE, "authorization_servers": [BASE],
+                                        "scopes_supported": ["mcp:tools"]})
+        if url.path == "/.well-known/oauth-authorization-server":
+            meta = {
+                "issuer": BASE,
+                "authorization_endpoint": f"{BASE}/authorize",
+                "token_endpoint": f"{BASE}/token",
+                "registration_endpoint": f"{BASE}/register",
+                "response_types_supported": ["code"],
+                "grant_types_supported": ["authorization_code", "refresh_token"],
+                "code_challenge_methods_supported": ["S256"],
+                "token_endpoint_auth_methods_supported": ["none"],
+                "scopes_supported": ["mcp:tools"],
+            }
+            if NO_DCR:
+                del meta["registration_endpoint"]
+            return self.send_json(200, meta)
+        if url.path == "/authorize":
+            q = dict(urllib.parse.parse_qsl(url.query))
+            ok = (q.get("response_type") == "code" and q.get("client_id") in clients
+                  and q.get("code_challenge_method") == "S256" and q.get("resource") == RESOURCE
+                  and q.get("redirect_uri", "").startswith("http://127.0.0.1:"))
+            if not ok:
+                return self.send_json(400, {"error": "invalid_request", "got": q})
+            code = secrets.token_urlsafe(16)
+            with lock:
+                stats["authorizations"] += 1
+                codes[code] = (q["client_id"], q["code_challenge"], q["redirect_uri"], q["resource"])
+            target = q["redirect_uri"] + "?" + urllib.parse.urlencode({"code": code, "state": q.get("state", "")})
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if url.path == "/admin/stats":
+            with lock:
+                return self.send_json(200, stats)
+        if url.path == "/mcp":
+            return self.send_json(405, {"error": "no GET stream"})
+        self.send_json(404, {"error": "not found"})
+
+    def do_POST(self):
+        url = urllib.parse.urlparse(self.path)
+        raw = self.body()
+        if url.path == "/register":
+            meta = json.loads(raw or b"{}")
+            cid = "client-" + secrets.token_hex(4)
+            with lock:
+                clients[cid] = meta
+                stats["registrations"] += 1
+            return self.send_json(201, {"client_id": cid, "token_endpoint_auth_method": "none",
+                                        "redirect_uris": meta.get("redirect_uris", [])})
+        if url.path == "/token":
+            f = dict(urllib.parse.parse_qsl(raw.decode()))
+            grant = f.get("grant_type")
+            with lock:
+                if grant == "authorization_code":
+                    entry = codes.pop(f.get("code", ""), None)
+                    if (entry is None or entry[0] != f.get("client_id") or s256(f.get("code_verifier", "")) != entry[1]
+                            or entry[2] != f.get("redirect_uri") or f.get("resource") != RESOURCE):
+                        return self.send_json(400, {"error": "invalid_grant"})
+                    expires_in = FIRST_EXPIRES_IN if stats["authorization_code"] == 0 else 3600
+                elif grant == "refresh_token":
+                    if f.get("refresh_token") not in refresh or f.get("resource") != RESOURCE:
+                        return self.send_json(400, {"error": "invalid_grant"})
+                    del refresh[f["refresh_token"]]
+                    expires_in = 3600
+                else:
+                    return self.send_json(400, {"error": "unsupported_grant_type"})
+                stats[grant] += 1
+                tok = "at-" + secrets.token_urlsafe(24)
+                rt = "rt-" + secrets.token_urlsafe(24)
+                access[tok] = time.time() + expires_in
+                refresh[rt] = f.get("client_id")
+                stats["tokens"] += [tok, rt]
+            return self.send_json(200, {"access_token": tok, "token_type": "Bearer", "expires_in": expires_in,
+                                        "refresh_token": rt, "scope": "mcp:tools"})
+        if url.path == "/admin/expire":
+            with lock:
+                for k in access:
+                    access[k] = 0
+            return self.send_json(200, {})
+        if url.path == "/mcp":
+            auth = self.headers.get("Authorization", "")
+            tok = auth[7:] if auth.startswith("Bearer ") else ""
+            with lock:
+                valid = access.get(tok, 0) > time.time()
+                if not valid:
+                    stats["mcp_unauthorized"] += 1
+            if not valid:
+                return self.send_json(401, {"error": "invalid_token"}, {
+                    "WWW-Authenticate": f'Bearer error="invalid_token", resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp"'})
+            msg = json.loads(raw)
+            if "id" not in msg:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            method = msg.get("method")
+            if method == "initialize":
+                result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                          "serverInfo": {"name": "oauth-fake", "version": "1"}}
+            elif method == "tools/list":
+                result = {"tools": [{"name": "whoami", "description": "Says who is signed in",
+                                     "inputSchema": {"type": "object", "properties": {}}}]}
+            elif method == "tools/call":
+                result = {"content": [{"type": "text", "text": "signed in"}]}
+            elif method == "ping":
+                result = {}
+            else:
+                return self.send_json(200, {"jsonrpc": "2.0", "id": msg["id"],
+                                            "error": {"code": -32601, "message": "method not found"}})
+            return self.send_json(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        self.send_json(404, {"error": "not found"})
+
+
+ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()

@@ -1,0 +1,259 @@
+// Sign-in (OAuth) end to end: a Streamable HTTP MCP server behind its own authorization server
+// (tests/fakes/oauth_mcp.py, which approves at once), reached through the HTTP API, `gosling
+// auth` and `gosling probe`. The test plays the browser: it opens the URL gosling hands out
+// and follows the redirects to gosling's loopback listener.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fake(args: &[&str]) -> PeerProc {
+    let port = free_port();
+    let mut cmd = Command::new("python3");
+    cmd.arg(manifest_dir().join("tests/fakes/oauth_mcp.py")).arg(port.to_string()).args(args);
+    spawn_http_peer(cmd, port, "/mcp")
+}
+
+fn base(fake: &PeerProc) -> String {
+    fake.url.trim_end_matches("/mcp").to_string()
+}
+
+fn stats(fake: &PeerProc) -> Value {
+    http("GET", &format!("{}/admin/stats", base(fake)), None, None).json()
+}
+
+/// The authorization URL in a sign-in message: the word after "open ".
+fn sign_in_url(msg: &str) -> String {
+    msg.split("open ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no URL to open in {msg:?}"))
+        .to_string()
+}
+
+/// Plays the browser: GET the URL and each redirect; the last answer's status and body.
+fn browse(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut next = url.to_string();
+    for _ in 0..5 {
+        let resp = agent.get(&next).call().expect("GET");
+        let status = resp.status().as_u16();
+        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let body = resp.into_body().read_to_string().unwrap_or_default();
+        match location {
+            Some(l) if (300..400).contains(&status) => next = l,
+            _ => return (status, body),
+        }
+    }
+    panic!("too many redirects from {url}")
+}
+
+fn ext(fake: &PeerProc) -> Value {
+    json!({"type": "streamable_http", "name": "remote", "description": "", "uri": fake.url, "timeout": 30})
+}
+
+fn start_session(s: &Server) -> (String, Value) {
+    let work = TempDir::new("work");
+    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
+    std::mem::forget(work);
+    (id, res)
+}
+
+fn whoami(s: &Server, id: &str) -> Resp {
+    s.post("/agent/call_tool", json!({"session_id": id, "name": "remote__whoami", "arguments": {}}))
+}
+
+fn trace_server(home: TempDir) -> Server {
+    Server::start_in(home, ServerOpts { env: vec![("RUST_LOG".into(), "trace".into())], ..Default::default() })
+}
+
+#[test]
+fn sign_in_over_http_then_refresh_and_restart_without_a_second_sign_in() {
+    let fake = fake(&[]);
+    let s = trace_server(TempDir::new("oauth"));
+    assert_eq!(
+        s.post("/config/extensions", json!({"name": "remote", "enabled": true, "config": ext(&fake)})).status,
+        200
+    );
+
+    // Not signed in: the extension result says so and carries the URL to open.
+    let (id, res) = start_session(&s);
+    let r = &res["extension_results"][0];
+    assert_eq!(r["success"], false, "{res}");
+    let msg = r["error"].as_str().unwrap();
+    assert!(msg.contains("needs sign-in") && msg.contains("gosling auth"), "{msg}");
+    let url = sign_in_url(msg);
+    assert!(url.starts_with(&format!("{}/authorize?", base(&fake))), "{url}");
+    assert!(url.contains("code_challenge_method=S256") && url.contains("resource="), "{url}");
+    // Another session meanwhile gets the same sign-in, not a second one.
+    let (_, again) = start_session(&s);
+    assert_eq!(sign_in_url(again["extension_results"][0]["error"].as_str().unwrap()), url);
+
+    // The browser signs in; the loopback page answers once the tokens are stored.
+    let (status, page) = browse(&url);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Signed in"), "{page}");
+    let st = stats(&fake);
+    assert_eq!((st["registrations"].as_i64(), st["authorizations"].as_i64()), (Some(1), Some(1)), "{st}");
+
+    // Now the extension comes up, and its tools work.
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext(&fake)}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = whoami(&s, &id);
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert!(call.text().contains("signed in"), "{}", call.text());
+
+    // The server expires every token: the next call gets a 401, refreshes once and goes on.
+    http("POST", &format!("{}/admin/expire", base(&fake)), None, Some(b"{}"));
+    let call = whoami(&s, &id);
+    assert_eq!(call.status, 200, "{}", call.text());
+    let st = stats(&fake);
+    assert_eq!((st["refresh_token"].as_i64(), st["authorizations"].as_i64()), (Some(1), Some(1)), "{st}");
+
+    // The tokens live in secrets.json (0600), nowhere else in the config.
+    let config_dir = s.home.join("config");
+    let secrets = std::fs::read_to_string(config_dir.join("secrets.json")).unwrap();
+    assert!(secrets.contains("oauth:"), "{secrets}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(config_dir.join("secrets.json")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // Restarted, gosling uses the stored (refreshed) token: no second sign-in.
+    let log1 = s.stderr();
+    let home = s.kill();
+    let s = trace_server(home);
+    let (id, res) = start_session(&s);
+    assert_eq!(res["extension_results"][0]["success"], true, "{res}");
+    let call = whoami(&s, &id);
+    assert_eq!(call.status, 200, "{}", call.text());
+    let st = stats(&fake);
+    assert_eq!((st["authorizations"].as_i64(), st["registrations"].as_i64()), (Some(1), Some(1)), "{st}");
+
+    // No token or refresh token in any log (trace level), session file or config.json.
+    let log2 = s.stderr();
+    // (The Streamable HTTP transport writes no trace lines of its own; the flow is logged.)
+    assert!(log1.contains("signed in with") && log1.contains("refreshed the access token"), "{log1}");
+    let home = s.kill();
+    let mut files = vec![
+        ("first log", log1),
+        ("second log", log2),
+        ("config.json", std::fs::read_to_string(home.join("config/config.json")).unwrap_or_default()),
+    ];
+    for e in std::fs::read_dir(home.join("state/sessions")).unwrap().flatten() {
+        files.push(("a session file", std::fs::read_to_string(e.path()).unwrap_or_default()));
+    }
+    let tokens: Vec<String> =
+        st["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    assert!(tokens.len() >= 4, "{st}");
+    for (what, text) in &files {
+        for t in &tokens {
+            assert!(!text.contains(t.as_str()), "a token appears in {what}");
+        }
+    }
+}
+
+#[test]
+fn a_token_is_refreshed_before_it_expires() {
+    // The first token lives 1 s: the next request after that refreshes it first, without
+    // waiting for the server's 401.
+    let fake = fake(&["1"]);
+    let s = Server::start();
+    assert_eq!(
+        s.post("/config/extensions", json!({"name": "remote", "enabled": true, "config": ext(&fake)})).status,
+        200
+    );
+    let (id, res) = start_session(&s);
+    let url = sign_in_url(res["extension_results"][0]["error"].as_str().unwrap());
+    assert_eq!(browse(&url).0, 200);
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext(&fake)}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let unauthorized_before = stats(&fake)["mcp_unauthorized"].as_i64().unwrap();
+    let refreshed = wait_for(Duration::from_secs(15), || {
+        assert_eq!(whoami(&s, &id).status, 200);
+        (stats(&fake)["refresh_token"].as_i64() == Some(1)).then_some(())
+    });
+    assert!(refreshed.is_some(), "no refresh within 15 s: {}", stats(&fake));
+    assert_eq!(stats(&fake)["mcp_unauthorized"].as_i64().unwrap(), unauthorized_before, "refreshed before a 401");
+}
+
+#[test]
+fn gosling_auth_signs_in_from_a_terminal_and_probe_reuses_the_token() {
+    let fake = fake(&[]);
+    let home = TempDir::new("auth-cli");
+    std::fs::create_dir_all(home.join("config")).unwrap();
+    let mut entry = ext(&fake);
+    entry["enabled"] = json!(true);
+    std::fs::write(home.join("config/config.json"), json!({"extensions": {"remote": entry}}).to_string()).unwrap();
+    let mut child = gosling(&home)
+        .args(["auth", "remote"])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The URL is printed (no desktop here to open it); the test opens it.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut printed = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let url = loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "gosling auth ended without a URL: {printed}");
+        printed.push_str(&line);
+        if let Some(u) = line.split_whitespace().find(|w| w.contains("/authorize?")) {
+            break u.to_string();
+        }
+        assert!(Instant::now() < deadline, "no URL within 30 s: {printed}");
+    };
+    assert_eq!(browse(&url).0, 200);
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    assert!(out.status.success(), "{}{rest}", String::from_utf8_lossy(&out.stdout));
+    assert!(rest.contains("ssh -L"), "the SSH hint: {rest}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("signed in to remote"));
+
+    // probe finds the token in the same secrets store: no second authorization.
+    let probe = gosling(&home).args(["probe", "--sign-in", "follow", &fake.url]).output().unwrap();
+    assert!(probe.status.success(), "{}", String::from_utf8_lossy(&probe.stderr));
+    assert!(String::from_utf8_lossy(&probe.stdout).contains("whoami"));
+    assert_eq!(stats(&fake)["authorizations"].as_i64(), Some(1));
+}
+
+#[test]
+fn refusals_say_what_to_configure() {
+    // An authorization server without dynamic registration, and no client configured.
+    let fake = fake(&["3600", "nodcr"]);
+    let home = TempDir::new("auth-nodcr");
+    let probe = gosling(&home).args(["probe", "--sign-in", "follow", &fake.url]).output().unwrap();
+    assert!(!probe.status.success());
+    let err = String::from_utf8_lossy(&probe.stderr);
+    assert!(err.contains("dynamic client registration") && err.contains("oauth.client_id"), "{err}");
+
+    // A client secret named in the config but not stored.
+    let s = Server::start();
+    let (id, _) = start_session(&s);
+    let mut cfg = ext(&fake);
+    cfg["oauth"] = json!({"client_id": "mine", "client_secret_key": "REMOTE_CLIENT_SECRET"});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 500);
+    assert!(
+        add.text().contains("oauth.client_secret_key") && add.text().contains("REMOTE_CLIENT_SECRET"),
+        "{}",
+        add.text()
+    );
+
+    // gosling auth for something that cannot sign in.
+    let out = gosling(&home).args(["auth", "nothing"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no extension \"nothing\""));
+}

@@ -1,0 +1,98 @@
+// `gosling probe` helps, never hides: a list the server does not implement is a note, not a
+// failure; a stdio server gets its environment from --env/--env-file; --read and --prompt.
+// Against servers on the real Python SDK.
+
+use crate::require_peers;
+use crate::support::*;
+use serde_json::Value;
+
+fn sdk_server() -> String {
+    manifest_dir().join("tests/fakes/sdk_probe_server.py").display().to_string()
+}
+
+fn probe(home: &TempDir, args: &[&str]) -> (bool, Value, String) {
+    let out = gosling(home).arg("probe").args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.success(), serde_json::from_str(&stdout).unwrap_or(Value::Null), stderr)
+}
+
+#[test]
+fn a_missing_templates_list_is_reported_not_fatal() {
+    let peers = require_peers!();
+    let home = TempDir::new("probe");
+    let (ok, v, err) = probe(&home, &["--", peers.python(), &sdk_server(), "no_templates"]);
+    assert!(ok, "{err}");
+    assert_eq!(v["resources"][0]["uri"], "memo://one", "{v}");
+    assert!(v.get("resourceTemplates").is_none(), "{v}");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("resources/templates/list") && notes.contains("-32601"), "{v}");
+    let (ok, v, err) = probe(&home, &["--read", "memo://one", "--", peers.python(), &sdk_server()]);
+    assert!(ok, "{err}");
+    assert_eq!(v["contents"][0]["text"], "memo one", "{v}");
+}
+
+#[test]
+fn a_server_that_needs_a_token_gets_it_from_env_or_env_file() {
+    let peers = require_peers!();
+    let home = TempDir::new("probe-env");
+    // Without it, the server's own complaint comes through.
+    let (ok, _, err) = probe(&home, &["--", peers.python(), &sdk_server(), "needs_token"]);
+    assert!(!ok && err.contains("PROBE_DEMO_TOKEN is not set"), "{err}");
+    let token = "probe-demo-token-value-1234";
+    let (ok, v, err) = probe(
+        &home,
+        &[
+            "--call",
+            "token_length",
+            "--env",
+            &format!("PROBE_DEMO_TOKEN={token}"),
+            "--",
+            peers.python(),
+            &sdk_server(),
+            "needs_token",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(v["content"][0]["text"], format!("token length {}", token.len()), "{v}");
+    let file = home.join("server.env");
+    std::fs::write(&file, format!("# the server's token\nexport PROBE_DEMO_TOKEN=\"{token}\"\n")).unwrap();
+    let (ok, v, err) = probe(
+        &home,
+        &[
+            "--call",
+            "token_length",
+            "--env-file",
+            file.to_str().unwrap(),
+            "--",
+            peers.python(),
+            &sdk_server(),
+            "needs_token",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(v["content"][0]["text"], format!("token length {}", token.len()), "{v}");
+    // A URL has no environment: refused, without repeating the value.
+    let (ok, _, err) = probe(&home, &["--env", &format!("PROBE_DEMO_TOKEN={token}"), "http://127.0.0.1:1/mcp"]);
+    assert!(!ok && err.contains("stdio") && !err.contains(token), "{err}");
+}
+
+#[test]
+fn prompts_are_fetched() {
+    let peers = require_peers!();
+    let home = TempDir::new("probe-prompt");
+    let (ok, v, err) = probe(
+        &home,
+        &[
+            "--prompt",
+            "review",
+            "--args",
+            r#"{"code":"fn main() {}"}"#,
+            "--",
+            peers.python(),
+            peers.get("MCP_PEER_PY_SERVER"),
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(v["messages"][0]["content"]["text"].as_str().unwrap_or("").contains("fn main() {}"), "{v}");
+}
