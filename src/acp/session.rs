@@ -394,13 +394,16 @@ impl Agent {
     #[allow(clippy::type_complexity)] // the four parts the prompt thread takes over
     fn begin_prompt(&self, p: &Value) -> Result<(Arc<Open>, String, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
         let sid = str_param(p, "sessionId")?;
-        let open = self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(sid)
-            .cloned()
-            .ok_or_else(|| session_not_found(sid))?;
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner()).get(sid).cloned();
+        let Some(open) = open else {
+            return Err(match self.app.sessions.get(sid) {
+                Ok(Some(_)) => rpc_error(
+                    RESOURCE_NOT_FOUND,
+                    format!("session {sid} is not open in this connection; open it with session/load first"),
+                ),
+                _ => session_not_found(sid),
+            });
+        };
         let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());
         if running.is_some() {
             return Err(rpc_error(

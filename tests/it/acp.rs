@@ -271,6 +271,12 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[], first);
     let id = responses(&t, "session/new")[0]["result"]["sessionId"].as_str().unwrap().to_string();
+    // A second session in the store, never opened by the next process.
+    let other = {
+        let s = json!({"steps": [{"do": "initialize"}, {"do": "new", "cwd": cwd}]});
+        let (t, _) = drive(peers, &home, Some(&mock), &[], s);
+        responses(&t, "session/new")[0]["result"]["sessionId"].as_str().unwrap().to_string()
+    };
     // A new `gosling acp` process: load replays the conversation, then the session goes on.
     script_model(&mock, json!([{"type": "reply", "text": "still here"}]));
     let second = json!({"steps": [
@@ -278,6 +284,7 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
         {"do": "load", "sessionId": id, "cwd": cwd},
         {"do": "prompt", "text": "again"},
         {"do": "load", "sessionId": "20000101_9", "cwd": cwd},
+        {"do": "raw", "method": "session/prompt", "params": {"sessionId": other, "prompt": [{"type": "text", "text": "x"}]}},
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[], second);
     let load = &responses(&t, "session/load")[0];
@@ -295,6 +302,8 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
     assert_eq!(responses(&t, "session/prompt")[0]["result"]["stopReason"], "end_turn");
     let missing = &responses(&t, "session/load")[1];
     assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    let not_open = &responses(&t, "session/prompt")[1];
+    assert!(not_open["error"]["message"].as_str().unwrap().contains("open it with session/load first"), "{not_open}");
     // The web page's API reads the same store: resume there, and the conversation is whole.
     let s = Server::start_in(home, ServerOpts::default());
     let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": false}));
