@@ -584,3 +584,20 @@ fn sdk_an_extensions_elicitation_is_cancelled_at_once_not_left_waiting() {
     let done = updates(&t, "tool_call_update").into_iter().find(|u| u.get("content").is_some()).unwrap().clone();
     assert!(done.to_string().contains("cancel"), "the extension heard cancel: {done}");
 }
+
+#[test]
+fn sdk_a_turn_over_gosling_max_turns_stops_with_max_turn_requests() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-maxturns");
+    let cwd = work_dir(&home);
+    script_model(&mock, echo_then("never said"));
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "prompt", "text": "Please echo hello"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_MAX_TURNS", "1")], script);
+    assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "max_turn_requests"}), "{t:?}");
+    assert_eq!(updates(&t, "tool_call_update").last().unwrap()["status"], "completed", "the one turn's tool ran");
+}
