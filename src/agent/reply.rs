@@ -103,7 +103,7 @@ You can use the tools of the extensions listed below. Call tools when they help;
 
 impl Turn {
     fn save(&self, m: &Value) {
-        let r = self.sessions.update(&self.session_id, |s| s.conversation.get_or_insert_with(Vec::new).push(m.clone()));
+        let r = self.sessions.append_message(&self.session_id, m);
         if let Err(e) = r {
             log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
         }
@@ -148,7 +148,7 @@ impl Turn {
     }
 
     fn record_tokens(&self, t: &Tokens) {
-        let _ = self.sessions.update(&self.session_id, |s| {
+        let _ = self.sessions.update_meta(&self.session_id, |s| {
             s.input_tokens = Some(t.input);
             s.output_tokens = Some(t.output);
             s.total_tokens = Some(t.input + t.output);

@@ -81,12 +81,20 @@ fn prepare_turn(
     )
     .map_err(|e| e.to_string())?;
     let provider = crate::llm::from_settings(&settings).map_err(|e| e.to_string())?;
-    let mut conversation = override_conversation.unwrap_or_else(|| session.conversation.clone().unwrap_or_default());
-    conversation.push(user_message.clone());
-    let saved = app.sessions.update(session_id, |s| s.conversation = Some(conversation.clone()));
-    if let Err(e) = saved {
-        return Err(format!("Failed to save the message: {e}"));
-    }
+    let saved = match override_conversation {
+        Some(mut conversation) => {
+            conversation.push(user_message);
+            app.sessions.replace_conversation(session_id, &conversation).map(|_| conversation)
+        }
+        None => {
+            let mut conversation = session.conversation.clone().unwrap_or_default();
+            app.sessions.append_message(session_id, &user_message).map(|_| {
+                conversation.push(user_message);
+                conversation
+            })
+        }
+    };
+    let conversation = saved.map_err(|e| format!("Failed to save the message: {e}"))?;
     Ok(Turn {
         session_id: session_id.to_string(),
         runtime,
@@ -126,7 +134,7 @@ pub fn update_provider(app: &App, req: &Request) -> R {
     if let Some(c) = r.context_limit {
         model_config["context_limit"] = json!(c);
     }
-    let done = app.sessions.update(&r.session_id, |s| {
+    let done = app.sessions.update_meta(&r.session_id, |s| {
         s.provider_name = Some(provider.to_string());
         s.model_config = Some(model_config);
     })?;
