@@ -109,13 +109,15 @@ struct Meta {
     file: FilePos,
     /// Appends since the metadata file was last written.
     unsaved: u32,
+    /// Still in the one-file layout (`<id>.json`), read in place until its first change.
+    legacy: bool,
 }
 
 impl Meta {
     fn new(mut session: Session, file: FilePos, unsaved: u32) -> Meta {
         session.conversation = None;
         let json = serde_json::to_string(&session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
-        Meta { session, json, file, unsaved }
+        Meta { session, json, file, unsaved, legacy: false }
     }
 }
 
@@ -133,6 +135,14 @@ pub struct SessionStore {
     create_lock: Mutex<()>,
     /// The exclusive owner lock on `sessions/.lock`, held while the store is open.
     _owner: File,
+}
+
+/// Whether an operation changes the session's files (a session of the one-file layout is
+/// migrated first).
+#[derive(Clone, Copy, PartialEq)]
+enum Change {
+    Read,
+    Write,
 }
 
 /// Session ids name files, so only `[A-Za-z0-9_-]` is accepted (no path tricks).
@@ -207,6 +217,15 @@ fn count_lines(path: &Path, bytes: &[u8], first_line: u64) -> Result<(u64, usize
     Ok((count, bytes.len() - start))
 }
 
+/// A session file of the one-file layout, conversation inside.
+fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
+    let session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?;
+    if session.id != id {
+        return Err(corrupt(path, format!("it holds session {:?}, not {id:?}", session.id)));
+    }
+    Ok(session)
+}
+
 impl SessionStore {
     /// Opens (creating) `<state dir>/sessions`, takes the owner lock, migrates sessions of the
     /// earlier layout and loads the index. A session whose files cannot be read is left out
@@ -251,7 +270,9 @@ impl SessionStore {
 
     fn load_all(&self) -> Result<(), Error> {
         let rd = std::fs::read_dir(&self.dir).map_err(|e| atomic::io_err(&self.dir, e))?;
-        let mut ids = std::collections::BTreeSet::new();
+        let started = std::time::Instant::now();
+        // id → whether a file of the one-file layout holds it.
+        let mut ids = std::collections::BTreeMap::new();
         let mut messages_files = Vec::new();
         for entry in rd {
             let entry = entry.map_err(|e| atomic::io_err(&self.dir, e))?;
@@ -261,16 +282,18 @@ impl SessionStore {
                 let _ = std::fs::remove_file(entry.path());
                 continue;
             }
-            let id = name.strip_suffix(".meta.json").or_else(|| name.strip_suffix(".json"));
-            if let Some(id) = id.filter(|id| valid_id(id)) {
-                ids.insert(id.to_string());
+            if let Some(id) = name.strip_suffix(".meta.json").filter(|id| valid_id(id)) {
+                ids.entry(id.to_string()).or_insert(false);
+            } else if let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) {
+                ids.insert(id.to_string(), true);
             } else if let Some(id) = name.strip_suffix(".jsonl").filter(|id| valid_id(id)) {
                 messages_files.push(id.to_string());
             }
         }
         let mut loaded = HashMap::with_capacity(ids.len());
-        for id in ids {
-            match self.load_one(&id) {
+        for (id, legacy) in ids {
+            let meta = if legacy { self.load_legacy(&id) } else { self.load_current(&id) };
+            match meta {
                 Ok(Some(meta)) => {
                     loaded.insert(id, Slot { meta: Arc::new(meta), write: Arc::default() });
                 }
@@ -286,38 +309,42 @@ impl SessionStore {
                 );
             }
         }
-        log::debug!("store: {} sessions indexed", loaded.len());
+        log::info!("store: {} sessions indexed in {:?}", loaded.len(), started.elapsed());
         *lock(&self.index) = loaded;
         Ok(())
     }
 
-    /// Reads one session's metadata from disk, migrating or recounting as needed.
+    /// Reads one session's metadata from disk, recounting its conversation after a crash.
+    /// A file of the one-file layout is the session as long as it exists (it is removed only
+    /// once the two new files are durable), so a migration a crash interrupted is redone.
     fn load_one(&self, id: &str) -> Result<Option<Meta>, Error> {
-        let meta_path = self.meta_path(id);
-        let legacy = self.legacy_path(id);
-        let Some(bytes) = read_file(&meta_path)? else {
-            return match read_file(&legacy)? {
-                Some(bytes) => self.migrate(id, &legacy, &bytes).map(Some),
-                None => Ok(None),
-            };
-        };
-        if remove_if_present(&legacy)? {
-            // The metadata file exists only once a migration wrote everything.
-            log::info!("store: removed {}, already migrated", legacy.display());
-            let _ = remove_if_present(&PathBuf::from(format!("{}.lock", legacy.display())));
+        match self.load_legacy(id)? {
+            Some(meta) => Ok(Some(meta)),
+            None => self.load_current(id),
         }
-        let mut doc: Map<String, Value> = match serde_json::from_slice(&bytes) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => return Err(corrupt(&meta_path, "expected a JSON object at the top level")),
-            Err(e) => return Err(corrupt(&meta_path, e.to_string())),
-        };
-        let recorded: Option<FilePos> = match doc.remove(FILE_KEY) {
+    }
+
+    fn load_legacy(&self, id: &str) -> Result<Option<Meta>, Error> {
+        let legacy = self.legacy_path(id);
+        let Some(bytes) = read_file(&legacy)? else { return Ok(None) };
+        let mut session = parse_legacy(&legacy, id, &bytes)?;
+        let n = session.conversation.take().map_or(0, |c| c.len() as u64);
+        session.message_count = n;
+        let mut meta = Meta::new(session, FilePos::default(), 0);
+        meta.legacy = true;
+        Ok(Some(meta))
+    }
+
+    fn load_current(&self, id: &str) -> Result<Option<Meta>, Error> {
+        let meta_path = self.meta_path(id);
+        let Some(bytes) = read_file(&meta_path)? else { return Ok(None) };
+        // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
+        let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
+        let recorded: Option<FilePos> = match session.extra.remove(FILE_KEY) {
             Some(v) => Some(serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}")))?),
             None => None,
         };
-        doc.remove("conversation");
-        let session: Session =
-            serde_json::from_value(Value::Object(doc)).map_err(|e| corrupt(&meta_path, e.to_string()))?;
+        session.conversation = None;
         if session.id != id {
             return Err(corrupt(&meta_path, format!("it holds session {:?}, not {id:?}", session.id)));
         }
@@ -366,7 +393,10 @@ impl SessionStore {
             );
             session.message_count = lines;
         } else {
-            log::info!("store: {} had {lines} messages past its metadata (after a crash)", path.display());
+            log::info!(
+                "store: {}: {lines} message(s) appended after its metadata was last written; counted",
+                path.display()
+            );
             session.message_count += lines;
         }
         let good = now.bytes - torn as u64;
@@ -391,33 +421,32 @@ impl SessionStore {
         Ok(meta)
     }
 
-    /// Moves a session of the earlier layout to its two files, then removes the old file. A
-    /// crash midway leaves the old file, and the next start migrates it again.
-    fn migrate(&self, id: &str, legacy: &Path, bytes: &[u8]) -> Result<Meta, Error> {
-        let mut session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(legacy, e.to_string()))?;
-        if session.id != id {
-            return Err(corrupt(legacy, format!("it holds session {:?}, not {id:?}", session.id)));
+    /// Moves a session of the one-file layout to its two files, then removes the old file
+    /// and makes that durable, before anything is added to the new files.
+    fn migrate(&self, id: &str) -> Result<Meta, Error> {
+        let legacy = self.legacy_path(id);
+        if let Some(bytes) = read_file(&legacy)? {
+            let mut session = parse_legacy(&legacy, id, &bytes)?;
+            let conversation = session.conversation.take().unwrap_or_default();
+            session.message_count = conversation.len() as u64;
+            let path = self.messages_path(id);
+            let file = if conversation.is_empty() {
+                remove_if_present(&path)?;
+                FilePos::default()
+            } else {
+                self.write_messages(&path, &conversation)?
+            };
+            self.write_meta(&Meta::new(session, file, 0))?;
+            remove_if_present(&legacy)?;
+            let _ = remove_if_present(&PathBuf::from(format!("{}.lock", legacy.display())));
+            log::info!(
+                "store: migrated {} ({} messages) to {id}.meta.json + {id}.jsonl",
+                legacy.display(),
+                conversation.len()
+            );
         }
-        let conversation = session.conversation.take().unwrap_or_default();
-        session.message_count = conversation.len() as u64;
-        let path = self.messages_path(id);
-        let file = if conversation.is_empty() {
-            remove_if_present(&path)?;
-            FilePos::default()
-        } else {
-            self.write_messages(&path, &conversation)?
-        };
-        let meta = Meta::new(session, file, 0);
-        self.write_meta(&meta)?;
-        remove_if_present(legacy)?;
-        let _ = remove_if_present(&PathBuf::from(format!("{}.lock", legacy.display())));
         sync_dir(&self.dir)?;
-        log::info!(
-            "store: migrated {} ({} messages) to {id}.meta.json + {id}.jsonl",
-            legacy.display(),
-            conversation.len()
-        );
-        Ok(meta)
+        self.load_one(id)?.ok_or_else(|| corrupt(&self.meta_path(id), "missing after the migration"))
     }
 
     /// Replaces a conversation file atomically; where it ends.
@@ -519,14 +548,21 @@ impl SessionStore {
     fn with_session<R>(
         &self,
         id: &str,
+        change: Change,
         f: impl FnOnce(&Meta) -> Result<(Option<Meta>, R), Error>,
     ) -> Result<Option<R>, Error> {
         let Some(Slot { write, .. }) = self.slot(id)? else { return Ok(None) };
         let _w = lock(&write);
-        let current = match lock(&self.index).get(id) {
+        let mut current = match lock(&self.index).get(id) {
             Some(s) if Arc::ptr_eq(&s.write, &write) => s.meta.clone(),
             _ => return Ok(None),
         };
+        if current.legacy && change == Change::Write {
+            current = Arc::new(self.migrate(id)?);
+            if let Some(s) = lock(&self.index).get_mut(id) {
+                s.meta = current.clone();
+            }
+        }
         let (new, r) = f(&current)?;
         if let Some(new) = new {
             if let Some(s) = lock(&self.index).get_mut(id) {
@@ -538,6 +574,11 @@ impl SessionStore {
 
     /// The conversation as its file holds it, up to where the metadata says it ends.
     fn read_conversation(&self, meta: &Meta) -> Result<Vec<Value>, Error> {
+        if meta.legacy {
+            let path = self.legacy_path(&meta.session.id);
+            let bytes = read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was open"))?;
+            return Ok(parse_legacy(&path, &meta.session.id, &bytes)?.conversation.unwrap_or_default());
+        }
         if meta.file.bytes == 0 {
             return Ok(Vec::new());
         }
@@ -564,7 +605,7 @@ impl SessionStore {
 
     /// The session with its conversation (read from its file).
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
-        self.with_session(id, |meta| {
+        self.with_session(id, Change::Read, |meta| {
             let mut s = meta.session.clone();
             s.conversation = Some(self.read_conversation(meta)?);
             Ok((None, s))
@@ -580,7 +621,7 @@ impl SessionStore {
     /// Appends one message to the conversation: one write and one fsync of its file,
     /// whatever the conversation's length. `false` when the session does not exist.
     pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
-        let done = self.with_session(id, |meta| {
+        let done = self.with_session(id, Change::Write, |meta| {
             let path = self.messages_path(id);
             let mut line = serde_json::to_vec(message).map_err(|e| corrupt(&path, e.to_string()))?;
             line.push(b'\n');
@@ -628,7 +669,7 @@ impl SessionStore {
     /// Replaces the whole conversation (goose's `override_conversation`): the file is
     /// rewritten atomically. `false` when the session does not exist.
     pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
-        let done = self.with_session(id, |meta| {
+        let done = self.with_session(id, Change::Write, |meta| {
             let file = self.write_messages(&self.messages_path(id), conversation)?;
             let mut s = meta.session.clone();
             s.message_count = conversation.len() as u64;
@@ -644,7 +685,7 @@ impl SessionStore {
     /// so: use `append_message` or `replace_conversation` for messages). Costs one small
     /// atomic write, whatever the conversation's length. `None` when it does not exist.
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
-        self.with_session(id, |meta| {
+        self.with_session(id, Change::Write, |meta| {
             let mut s = meta.session.clone();
             let r = f(&mut s);
             if s.conversation.is_some() {
@@ -663,7 +704,7 @@ impl SessionStore {
     /// exist. Reads the whole conversation: prefer `update_meta` and `append_message`. Messages
     /// added at the end are appended; any other change to the conversation rewrites it.
     pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
-        self.with_session(id, |meta| {
+        self.with_session(id, Change::Write, |meta| {
             let before = self.read_conversation(meta)?;
             let mut s = meta.session.clone();
             s.conversation = Some(before.clone());
@@ -739,7 +780,7 @@ impl SessionStore {
 
     /// Deletes a session's files; `false` when it does not exist.
     pub fn delete(&self, id: &str) -> Result<bool, Error> {
-        let done = self.with_session(id, |_| {
+        let done = self.with_session(id, Change::Read, |_| {
             // The metadata first: once it is gone the session is, whatever a crash leaves.
             remove_if_present(&self.meta_path(id))?;
             remove_if_present(&self.messages_path(id))?;
@@ -873,25 +914,53 @@ mod tests {
         assert!(std::fs::read_to_string(&path).unwrap().contains("{not json"));
     }
 
-    #[test]
-    fn the_earlier_layout_is_migrated() {
-        let d = tmpdir("legacy");
-        let dir = d.join("sessions");
-        std::fs::create_dir_all(&dir).unwrap();
+    fn write_legacy(dir: &Path) -> Value {
         let legacy = json!({
             "id": "20250101_1", "name": "Old", "working_dir": "/w", "created_at": "2025-01-01T10:00:00Z",
             "updated_at": "2025-01-01T10:05:00Z", "extension_data": {}, "message_count": 2, "session_type": "user",
             "user_set_name": true, "conversation": [message(0), message(1)], "provider_name": "openai", "archived_at": null
         });
+        std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("20250101_1.json"), serde_json::to_vec_pretty(&legacy).unwrap()).unwrap();
         std::fs::write(dir.join("20250101_1.json.lock"), b"").unwrap();
+        legacy
+    }
+
+    #[test]
+    fn the_one_file_layout_is_read_in_place_then_migrated_on_its_first_change() {
+        let d = tmpdir("legacy");
+        let dir = d.join("sessions");
+        let legacy = write_legacy(&dir);
         let st = SessionStore::open(&d).unwrap();
-        let s = st.get("20250101_1").unwrap().unwrap();
-        assert_eq!(serde_json::to_value(&s).unwrap(), legacy);
-        assert!(!dir.join("20250101_1.json").exists() && !dir.join("20250101_1.json.lock").exists());
-        assert!(dir.join("20250101_1.meta.json").exists() && dir.join("20250101_1.jsonl").exists());
+        assert_eq!(serde_json::to_value(st.get("20250101_1").unwrap().unwrap()).unwrap(), legacy);
+        assert_eq!(st.list().unwrap()[0].message_count, 2);
+        assert!(dir.join("20250101_1.json").exists(), "reading does not migrate");
         // An id is never reused while its files exist.
         assert_ne!(st.create("/w", vec![]).unwrap().id, "20250101_1");
+        st.append_message("20250101_1", &message(2)).unwrap();
+        assert!(!dir.join("20250101_1.json").exists() && !dir.join("20250101_1.json.lock").exists());
+        assert!(dir.join("20250101_1.meta.json").exists() && dir.join("20250101_1.jsonl").exists());
+        drop(st);
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get("20250101_1").unwrap().unwrap();
+        assert_eq!(s.conversation.unwrap(), vec![message(0), message(1), message(2)]);
+        assert_eq!((s.name.as_str(), s.message_count, s.extra.get("archived_at")), ("Old", 3, Some(&Value::Null)));
+    }
+
+    #[test]
+    fn an_interrupted_migration_is_redone_from_the_old_file() {
+        let d = tmpdir("legacy-crash");
+        let dir = d.join("sessions");
+        write_legacy(&dir);
+        // What a crash midway may leave beside the old file.
+        std::fs::write(dir.join("20250101_1.jsonl"), b"{\"half\":").unwrap();
+        std::fs::write(dir.join("20250101_1.meta.json"), b"").unwrap();
+        let st = SessionStore::open(&d).unwrap();
+        st.update_meta("20250101_1", |s| s.name = "Renamed".into()).unwrap().unwrap();
+        drop(st);
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get("20250101_1").unwrap().unwrap();
+        assert_eq!((s.name.as_str(), s.conversation.unwrap()), ("Renamed", vec![message(0), message(1)]));
     }
 
     #[test]

@@ -58,3 +58,6 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
+// The session store: the one-file layout read and migrated, torn and corrupt lines, one owner.
+mod sessions_store;
