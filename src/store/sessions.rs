@@ -778,17 +778,29 @@ impl SessionStore {
         out
     }
 
-    /// Deletes a session's files; `false` when it does not exist.
+    /// Deletes a session's files; `false` when it does not exist. A session whose files
+    /// cannot be read is deleted too (that is how a user gets rid of one).
     pub fn delete(&self, id: &str) -> Result<bool, Error> {
-        let done = self.with_session(id, Change::Read, |_| {
+        let remove_all = || -> Result<bool, Error> {
             // The metadata first: once it is gone the session is, whatever a crash leaves.
-            remove_if_present(&self.meta_path(id))?;
-            remove_if_present(&self.messages_path(id))?;
-            remove_if_present(&self.legacy_path(id))?;
+            let mut any = remove_if_present(&self.meta_path(id))?;
+            any |= remove_if_present(&self.messages_path(id))?;
+            any |= remove_if_present(&self.legacy_path(id))?;
             sync_dir(&self.dir)?;
+            Ok(any)
+        };
+        let done = match self.with_session(id, Change::Read, |_| {
+            remove_all()?;
             lock(&self.index).remove(id);
             Ok((None, ()))
-        })?;
+        }) {
+            Err(Error::Corrupt { path, detail }) => {
+                log::warn!("store: deleting session {id}, unreadable ({}: {detail})", path.display());
+                let _g = lock(&self.create_lock);
+                remove_all()?.then_some(())
+            }
+            other => other?,
+        };
         Ok(done.is_some())
     }
 }
@@ -831,6 +843,21 @@ mod tests {
         assert!(st.update(&a.id, |_| ()).unwrap().is_none());
         assert!(!st.append_message(&a.id, &message(1)).unwrap());
         assert!(!d.join("sessions").join(format!("{}.jsonl", a.id)).exists());
+    }
+
+    #[test]
+    fn an_unreadable_session_can_still_be_deleted() {
+        let d = tmpdir("delete-corrupt");
+        let st = SessionStore::open(&d).unwrap();
+        let id = st.create("/w", vec![]).unwrap().id;
+        drop(st);
+        std::fs::write(d.join("sessions").join(format!("{id}.meta.json")), b"{not json").unwrap();
+        let st = SessionStore::open(&d).unwrap();
+        assert!(st.list().unwrap().is_empty());
+        let e = st.get(&id).unwrap_err().to_string();
+        assert!(e.contains(&format!("{id}.meta.json")) && e.contains("left untouched"), "{e}");
+        assert!(st.delete(&id).unwrap());
+        assert!(st.get(&id).unwrap().is_none());
     }
 
     #[test]
