@@ -55,6 +55,13 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let app = Arc::new(App::new(cfg, store, sessions, policy));
     crate::sys::install_shutdown_handler();
+    // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
+    // its first request); printed before the server accepts connections.
+    if let Some(tls) = &tls {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "GOOSED_CERT_FINGERPRINT={}", tls.fingerprint);
+        let _ = out.flush();
+    }
     let handler_app = app.clone();
     let mut server = Server::start_with_tls(
         listener,
@@ -66,10 +73,6 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
     {
         let mut out = std::io::stdout().lock();
-        // goosed's line, for clients that pin the certificate; before the listening line.
-        if let Some(tls) = &tls {
-            let _ = writeln!(out, "GOOSED_CERT_FINGERPRINT={}", tls.fingerprint);
-        }
         let _ = writeln!(out, "gosling listening on {}://{}", server.scheme(), server.addr());
         let _ = out.flush();
     }

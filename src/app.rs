@@ -40,6 +40,9 @@ pub struct App {
     pub store: Arc<ConfigStore>,
     pub sessions: Arc<SessionStore>,
     pub confirmations: Arc<crate::agent::reply::Confirmations>,
+    pub elicitations: Arc<crate::agent::elicit::Elicitations>,
+    /// The event bus of each session that has a follower or a request.
+    pub buses: crate::agent::bus::Buses,
     pub agents: Agents,
     pub runtime_deps: Arc<Deps>,
     pub guests: GuestPages,
@@ -50,7 +53,17 @@ impl App {
     pub fn new(config: Config, store: ConfigStore, sessions: SessionStore, policy: Policy) -> App {
         let store = Arc::new(store);
         let secret_store = store.clone();
+        let elicitations = Arc::new(crate::agent::elicit::Elicitations::new(
+            std::env::var("GOSLING_ELICITATION_TIMEOUT_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(crate::agent::elicit::DEFAULT_TIMEOUT, std::time::Duration::from_secs),
+        ));
+        let asker = elicitations.clone();
         let runtime_deps = Arc::new(Deps {
+            elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
+                asker.ask(session, extension, params)
+            })),
             state_dir: config.state_dir.clone(),
             secret: Box::new(move |key| {
                 secret_store.get_secret(key).ok().flatten().or_else(|| std::env::var(key).ok())
@@ -64,6 +77,8 @@ impl App {
             store,
             sessions: Arc::new(sessions),
             confirmations: Arc::default(),
+            elicitations,
+            buses: Default::default(),
             agents: Agents::default(),
             runtime_deps,
             guests: GuestPages::default(),
@@ -94,15 +109,7 @@ impl App {
 
     /// goose's GOOSE_MODE: the session's, else the setting, else auto.
     pub fn mode_for(&self, session_mode: Option<&str>) -> crate::agent::reply::Mode {
-        session_mode
-            .and_then(crate::agent::reply::Mode::parse)
-            .or_else(|| self.setting("GOOSE_MODE").as_deref().and_then(crate::agent::reply::Mode::parse))
-            .unwrap_or_else(crate::http::reply_routes::default_mode)
-    }
-
-    /// Model turns per /reply before giving up (GOSLING_MAX_TURNS, default 25).
-    pub fn max_turns(&self) -> usize {
-        self.setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
+        crate::agent::reply::Mode::resolve(session_mode, &|k| self.setting(k))
     }
 
     pub fn secret(&self) -> &str {

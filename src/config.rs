@@ -48,7 +48,7 @@ pub struct Config {
     pub max_connections: Option<usize>,
     /// How long a connection may sit without sending a byte (slow or idle clients).
     pub io_timeout: Duration,
-    /// Serve HTTPS instead of plain HTTP (off unless asked for).
+    /// Serve HTTPS (the default, as goosed 1.34) instead of plain HTTP (`GOOSE_TLS=false`).
     pub tls: TlsConfig,
 }
 
@@ -110,10 +110,11 @@ pub fn state_dir(env: &dyn Env) -> PathBuf {
     env.get("GOSLING_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| xdg_dir(env, "STATE").join("gosling"))
 }
 
-/// `GOOSE_TLS`: true/1/yes or false/0/no (any case); unset is off.
+/// `GOOSE_TLS`: true/1/yes or false/0/no (any case); unset is on, as in goosed 1.34, whose
+/// clients (Goose Desktop) speak only HTTPS to the backend they start.
 fn parse_tls_flag(env: &dyn Env) -> Result<bool, String> {
     match env.get("GOOSE_TLS") {
-        None => Ok(false),
+        None => Ok(true),
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" => Ok(false),
@@ -225,7 +226,7 @@ mod tests {
         let tls = |pairs: &[(&'static str, &'static str)]| {
             Config::from_env(&MapEnv(pairs.iter().copied().collect()), None, None).map(|c| c.tls)
         };
-        assert!(!tls(&[]).unwrap().enabled, "plain HTTP is the default");
+        assert!(tls(&[]).unwrap().enabled, "HTTPS is the default, as in goosed 1.34");
         for on in ["true", "1", "yes", "TRUE"] {
             assert!(tls(&[("GOOSE_TLS", on)]).unwrap().enabled, "{on}");
         }

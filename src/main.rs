@@ -6,9 +6,10 @@ const USAGE: &str = "\
 gosling — goose's MCP-scope agent server in one small binary
 
 Usage:
-  gosling agent [--port N] [--host ADDR] [--tls]
-                                           serve the goose server API (port from GOOSE_PORT;
-                                           --tls or GOOSE_TLS=true: HTTPS)
+  gosling agent [--port N] [--host ADDR] [--no-tls]
+                                           serve the goose server API (port from GOOSE_PORT)
+                                           over HTTPS with a self-signed certificate, as goosed;
+                                           --no-tls or GOOSE_TLS=false: plain HTTP
   gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
@@ -84,17 +85,20 @@ fn exit(r: Result<(), String>) -> ExitCode {
 fn agent(args: &[String]) -> Result<(), String> {
     let mut port = None;
     let mut host = None;
-    let mut tls = false;
+    let mut tls = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--port" => port = Some(it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a number 0-65535")?),
             "--host" => host = Some(it.next().and_then(|h| h.parse().ok()).ok_or("--host needs an IP address")?),
-            "--tls" => tls = true,
+            "--tls" => tls = Some(true),
+            "--no-tls" => tls = Some(false),
             other => return Err(format!("agent: unknown argument {other:?}; see --help")),
         }
     }
     let mut cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
-    cfg.tls.enabled |= tls;
+    if let Some(on) = tls {
+        cfg.tls.enabled = on;
+    }
     gosling::agent_cmd::run(cfg)
 }

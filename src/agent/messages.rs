@@ -64,20 +64,19 @@ impl Tokens {
     }
 }
 
-pub fn ev_message(msg: &Value, t: &Tokens) -> Value {
-    json!({ "type": "Message", "message": msg, "token_state": t.state() })
-}
-
-pub fn ev_error(e: &str) -> Value {
-    json!({ "type": "Error", "error": e })
-}
-
-pub fn ev_finish(t: &Tokens) -> Value {
-    json!({ "type": "Finish", "reason": "stop", "token_state": t.state() })
-}
-
-pub fn ev_notification(request_id: &str, method: &str, params: &Value) -> Value {
-    json!({ "type": "Notification", "request_id": request_id, "message": { "method": method, "params": params } })
+/// goose's CallToolResponse from an MCP CallToolResult (`isError` defaults to false).
+pub fn call_tool_response(result: &Value) -> Value {
+    let mut out = json!({
+        "content": result.get("content").cloned().unwrap_or_else(|| json!([])),
+        "isError": result.get("isError").and_then(Value::as_bool).unwrap_or(false),
+    });
+    if let Some(s) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        out["structuredContent"] = s.clone();
+    }
+    if let Some(m) = result.get("_meta").filter(|v| !v.is_null()) {
+        out["_meta"] = m.clone();
+    }
+    out
 }
 
 /// A tool result as goose stores it: a CallToolResult, or (older sessions) a bare array.

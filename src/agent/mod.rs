@@ -1,11 +1,78 @@
-//! Session agents: the live runtime of each session, keyed by session id, and the turn loop.
+//! Session agents: the live runtime of each session, keyed by session id, the turn loop, its
+//! events and the session event bus, and elicitations.
 
+pub mod bus;
+pub mod elicit;
+pub mod events;
 pub mod messages;
 pub mod reply;
 
 use crate::extensions::runtime::SessionRuntime;
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
+
+/// Why a turn could not start.
+#[derive(Debug)]
+pub enum Error {
+    /// No such session.
+    SessionNotFound(String),
+    /// The session has no running agent (no `/agent/start` or `/agent/resume` yet).
+    NoAgent(String),
+    /// The model settings are incomplete or wrong (`llm` says what to set).
+    Model(crate::llm::Error),
+    /// Reading or saving the session failed.
+    Store(crate::store::atomic::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::SessionNotFound(id) => write!(f, "Session {id} not found"),
+            Error::NoAgent(id) => write!(
+                f,
+                "Agent not initialized: session {id:?} has no running agent; call /agent/resume with load_model_and_extensions: true"
+            ),
+            Error::Model(e) => write!(f, "{e}"),
+            Error::Store(e) => write!(f, "Failed to save the message: {e}"),
+        }
+    }
+}
+
+/// Runs a turn in the background as request `request_id` of the session's bus: its events are
+/// published there, a failure to start is an Error event, and Finish always comes last
+/// (after completion, cancel and error). `Err(bus::BUSY)` when a request is already active.
+pub fn start_request(
+    bus: &Arc<bus::Bus>,
+    request_id: &str,
+    turn: Result<reply::Turn, Error>,
+    elicitations: Arc<elicit::Elicitations>,
+) -> Result<(), &'static str> {
+    let (cancel, done) = bus.begin(request_id)?;
+    let sink: Arc<dyn events::Sink> = Arc::new(bus::BusSink { bus: bus.clone(), request_id: request_id.to_string() });
+    let (b, rid) = (bus.clone(), request_id.to_string());
+    let spawned = std::thread::Builder::new().name("session-turn".into()).spawn(move || {
+        let outcome = match turn {
+            Ok(turn) => turn.run(sink.clone(), cancel, &elicitations),
+            Err(e) => {
+                sink.emit(events::Event::Error(e.to_string()));
+                reply::Outcome::Failed
+            }
+        };
+        if outcome == reply::Outcome::Failed {
+            sink.emit(events::Event::Finish(messages::Tokens::default()));
+        }
+        b.end(&rid);
+        drop(done);
+    });
+    if let Err(e) = spawned {
+        log::error!("session turn: cannot start a thread: {e}");
+        bus.end(request_id);
+        bus.publish(&events::Event::Error(format!("cannot start the turn: {e}")), request_id);
+        bus.publish(&events::Event::Finish(messages::Tokens::default()), request_id);
+    }
+    Ok(())
+}
 
 #[derive(Default)]
 pub struct Agents {

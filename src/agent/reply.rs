@@ -1,12 +1,15 @@
-//! The agent turn loop behind `POST /reply`: model → tool calls → MCP → model, streamed.
+//! The agent turn loop: model → tool calls → MCP → model, streamed as typed `Event`s.
 //!
-//! The loop runs on its own thread and sends finished SSE frames into a bounded channel;
-//! the HTTP side writes them (and a Ping when nothing else was sent for 500 ms). A failed
-//! write means the client is gone: the HTTP side drops the receiver and fires the turn's
-//! cancel channel, the provider stream is dropped at its next chunk, and in-flight tool calls
-//! are cancelled with `notifications/cancelled`. Every message is saved to the session as it
-//! is produced, so a crash loses at most the message being streamed.
+//! One loop, two ways to watch it: `POST /reply` reads one turn's events from a bounded
+//! channel, the session event stream reads them from the session's bus (`bus.rs`). The loop
+//! runs on its own thread and emits into a `Sink`. Its cancel signal is a channel: a message
+//! or a disconnect (the `/reply` client gone, `POST /sessions/{id}/cancel`) stops it — the
+//! provider stream is dropped at its next chunk or silence poll, and in-flight tool calls are
+//! cancelled with `notifications/cancelled`. Every message is saved to the session as it is
+//! produced, so a crash loses at most the message being streamed.
 
+use crate::agent::elicit::Elicitations;
+use crate::agent::events::{Event, Sink};
 use crate::agent::messages::{self as msg, Tokens};
 use crate::extensions::runtime::SessionRuntime;
 use crate::llm::{self, ChatRequest, Delta, Provider, ToolSpec};
@@ -15,16 +18,16 @@ use crate::store::sessions::SessionStore;
 use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// goose's heartbeat interval.
-pub const PING_INTERVAL: Duration = Duration::from_millis(500);
+/// How long a tool call waits for the person's confirmation before it is declined.
+const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
 
-/// goose's permission modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// goose's permission modes; `auto` when neither the session nor the settings name one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
+    #[default]
     Auto,
     Approve,
     SmartApprove,
@@ -32,6 +35,14 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
+    pub fn resolve(session_mode: Option<&str>, setting: &dyn Fn(&str) -> Option<String>) -> Mode {
+        session_mode
+            .and_then(Mode::parse)
+            .or_else(|| setting("GOOSE_MODE").as_deref().and_then(Mode::parse))
+            .unwrap_or_default()
+    }
+
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "auto" => Some(Mode::Auto),
@@ -86,22 +97,95 @@ fn is_cancelled(cancel: &Receiver<()>) -> bool {
     !matches!(cancel.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
 }
 
-/// Sends frames to the HTTP side; false once the client is gone.
+/// Emits the turn's events; false once nobody watches.
 struct Out {
-    tx: Sender<String>,
+    sink: Arc<dyn Sink>,
     tokens: Tokens,
 }
 
 impl Out {
-    fn send(&self, ev: &Value) -> bool {
-        self.tx.send(crate::wire::sse::encode_data(&ev.to_string())).is_ok()
+    fn message(&self, m: Value) -> bool {
+        self.sink.emit(Event::Message { message: m, tokens: self.tokens })
     }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Finished (also after a cancel); `Finish` was emitted.
+    Finished,
+    /// Failed; `Error` was emitted (no `Finish`).
+    Failed,
+}
+
+/// Model turns per request before giving up (GOSLING_MAX_TURNS, default 25).
+pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
+    setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
+}
+
+/// What preparing a turn needs from the composition root.
+pub struct TurnEnv<'a> {
+    pub sessions: &'a Arc<SessionStore>,
+    pub agents: &'a crate::agent::Agents,
+    pub confirmations: &'a Arc<Confirmations>,
+    /// A setting: the environment, then the config store.
+    pub setting: &'a dyn Fn(&str) -> Option<String>,
 }
 
 const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
 You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
 
 impl Turn {
+    /// The turn for a new user message: the session, its running agent, the model settings;
+    /// the message is saved before the turn starts.
+    pub fn prepare(
+        env: &TurnEnv,
+        session_id: &str,
+        user_message: Value,
+        override_conversation: Option<Vec<Value>>,
+    ) -> Result<Turn, crate::agent::Error> {
+        use crate::agent::Error;
+        let session = env
+            .sessions
+            .get(session_id)
+            .map_err(Error::Store)?
+            .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
+        let runtime = env.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
+        let model =
+            session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
+        let settings = llm::Settings::resolve(
+            &crate::config::ProcessEnv,
+            env.setting,
+            (session.provider_name.as_deref(), model.as_deref()),
+        )
+        .map_err(Error::Model)?;
+        let provider = llm::from_settings(&settings).map_err(Error::Model)?;
+        // A new message is appended; an override rewrites the stored conversation.
+        let conversation = match override_conversation {
+            Some(mut conversation) => {
+                conversation.push(user_message);
+                env.sessions.replace_conversation(session_id, &conversation).map_err(Error::Store)?;
+                conversation
+            }
+            None => {
+                env.sessions.append_message(session_id, &user_message).map_err(Error::Store)?;
+                let mut conversation = session.conversation.unwrap_or_default();
+                conversation.push(user_message);
+                conversation
+            }
+        };
+        Ok(Turn {
+            session_id: session_id.to_string(),
+            runtime,
+            provider,
+            sessions: env.sessions.clone(),
+            confirmations: env.confirmations.clone(),
+            mode: Mode::resolve(session.goose_mode.as_deref(), env.setting),
+            max_turns: max_turns(env.setting),
+            conversation,
+        })
+    }
+
     fn save(&self, m: &Value) {
         let r = self.sessions.append_message(&self.session_id, m);
         if let Err(e) = r {
@@ -132,19 +216,39 @@ impl Turn {
             .collect()
     }
 
-    /// Runs the loop; every failure ends as an Error event.
-    pub fn run(mut self, tx: Sender<String>, cancel: Receiver<()>) {
-        let mut out = Out { tx, tokens: Tokens::default() };
-        match self.run_inner(&mut out, &cancel) {
+    /// Runs the loop; every failure ends as an Error event, a panic in the loop too (it is
+    /// caught here, so a watcher always learns that the turn is over). Elicitations of the
+    /// session's extensions go to the same sink while it runs.
+    pub fn run(self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+        let session_id = self.session_id.clone();
+        let s = sink.clone();
+        let run = std::panic::AssertUnwindSafe(move || self.run_unguarded(s, cancel, elicitations));
+        std::panic::catch_unwind(run).unwrap_or_else(|p| {
+            let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            log::error!("reply: the turn of session {session_id} panicked: {}", what.unwrap_or_default());
+            elicitations.unwatch(&session_id, &sink);
+            sink.emit(Event::Error("internal error: the turn failed; see the server log".into()));
+            Outcome::Failed
+        })
+    }
+
+    fn run_unguarded(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+        elicitations.watch(&self.session_id, sink.clone());
+        let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
+        let outcome = match self.run_inner(&mut out, &cancel) {
             Ok(()) => {
-                out.send(&msg::ev_finish(&out.tokens));
+                out.sink.emit(Event::Finish(out.tokens));
+                Outcome::Finished
             }
             Err(e) => {
                 log::warn!("reply: session {}: {e}", self.session_id);
-                out.send(&msg::ev_error(&e));
+                out.sink.emit(Event::Error(e));
+                Outcome::Failed
             }
-        }
+        };
+        elicitations.unwatch(&self.session_id, &sink);
         self.record_tokens(&out.tokens);
+        outcome
     }
 
     fn record_tokens(&self, t: &Tokens) {
@@ -175,8 +279,7 @@ impl Turn {
                     }
                     match d {
                         Delta::Text(t) => {
-                            let m = msg::message(&reply_id, "assistant", vec![msg::text(t)]);
-                            if !out.send(&msg::ev_message(&m, &out.tokens)) {
+                            if !out.message(msg::message(&reply_id, "assistant", vec![msg::text(t)])) {
                                 client_gone = true;
                                 return false;
                             }
@@ -215,8 +318,7 @@ impl Turn {
                     _ => msg::tool_request(&call.id, &call.name, &call.arguments),
                 };
                 // Stream each request (the text was streamed already).
-                let m = msg::message(&reply_id, "assistant", vec![c.clone()]);
-                if !out.send(&msg::ev_message(&m, &out.tokens)) {
+                if !out.message(msg::message(&reply_id, "assistant", vec![c.clone()])) {
                     return Ok(());
                 }
                 content.push(c);
@@ -234,7 +336,7 @@ impl Turn {
             }
             let m = msg::message(&format!("msg_{}", crate::util::random_hex(8)), "user", responses);
             self.save(&m);
-            if !out.send(&msg::ev_message(&m, &out.tokens)) {
+            if !out.message(m.clone()) {
                 return Ok(());
             }
             self.conversation.push(m);
@@ -259,20 +361,17 @@ impl Turn {
             "assistant",
             vec![msg::tool_confirmation(&call.id, &call.name, &args)],
         );
-        if !out.send(&msg::ev_message(&m, &out.tokens)) {
+        if !out.message(m) {
             self.confirmations.forget(&call.id);
             return Err(());
         }
-        let decision = loop {
-            select! {
-                recv(rx) -> a => break a.unwrap_or_default(),
-                recv(cancel) -> _ => { self.confirmations.forget(&call.id); return Err(()); },
-                default(PING_INTERVAL) => {
-                    if !out.send(&json!({"type": "Ping"})) {
-                        self.confirmations.forget(&call.id);
-                        return Err(());
-                    }
-                }
+        let decision = select! {
+            recv(rx) -> a => a.unwrap_or_default(),
+            recv(cancel) -> _ => { self.confirmations.forget(&call.id); return Err(()); },
+            default(CONFIRM_WAIT) => {
+                self.confirmations.forget(&call.id);
+                log::info!("reply: no confirmation for {} within {CONFIRM_WAIT:?}; declined", call.name);
+                "deny_once".to_string()
             }
         };
         Ok(matches!(decision.as_str(), "allow_once" | "always_allow"))
@@ -332,7 +431,7 @@ impl Turn {
                     let method =
                         p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
                     let params = p.get("params").cloned().unwrap_or(p.clone());
-                    out.send(&msg::ev_notification(id, &method, &params));
+                    out.sink.emit(Event::Notification { request_id: id.clone(), method, params });
                 }
                 busy |= !h.is_finished();
             }
@@ -350,28 +449,10 @@ impl Turn {
                 Err(crate::extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
             });
             slots[i] = Some(match r {
-                Ok(v) => msg::tool_response(&id, Ok(&crate::http::agent_routes::call_tool_response(&v))),
+                Ok(v) => msg::tool_response(&id, Ok(&msg::call_tool_response(&v))),
                 Err(e) => msg::tool_response(&id, Err(&format!("-32603: {e}"))),
             });
         }
         slots.into_iter().flatten().collect()
-    }
-}
-
-/// Writes the turn's frames to the client, with a Ping after each quiet interval. Returns
-/// when the turn is over or the client is gone (then `cancel` fires).
-pub fn pump(frames: Receiver<String>, cancel: Sender<()>, w: &mut dyn Write) -> io::Result<()> {
-    let ping = crate::wire::sse::encode_data(&json!({"type": "Ping"}).to_string());
-    loop {
-        let frame = match frames.recv_timeout(PING_INTERVAL) {
-            Ok(f) => f,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => ping.clone(),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Ok(()),
-        };
-        if let Err(e) = w.write_all(frame.as_bytes()) {
-            log::info!("reply: client hung up ({e}); cancelling the turn");
-            drop(cancel);
-            return Err(e);
-        }
     }
 }

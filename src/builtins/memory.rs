@@ -8,6 +8,7 @@
 //!
 //! Document shape: `{"working_dir"?: str, "categories": {CATEGORY: [{"data", "tags", "saved_at"}]}}`.
 
+use super::error::{Error, ToolError};
 use super::server::{opt_bool_arg, str_arg, Builtin, Cancel, ToolOutcome};
 use crate::store::atomic;
 use serde_json::{json, Map, Value};
@@ -43,12 +44,14 @@ impl Scope {
 }
 
 impl Memory {
-    pub fn from_env() -> Result<Memory, String> {
+    pub fn from_env() -> Result<Memory, Error> {
         let state = crate::config::state_dir(&crate::config::ProcessEnv);
         let wd = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
             Some(d) => PathBuf::from(d),
-            None => std::env::current_dir()
-                .map_err(|e| format!("memory: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
+            None => std::env::current_dir().map_err(|e| Error::Setup {
+                builtin: "memory",
+                reason: format!("cannot read the current directory: {e}; set GOOSE_WORKING_DIR"),
+            })?,
         };
         Ok(Memory::new(&state, &wd))
     }
@@ -81,7 +84,7 @@ impl Memory {
     }
 
     /// The scopes a read or removal looks at: the one asked for, or both.
-    fn scopes(args: &Map<String, Value>) -> Result<Vec<Scope>, String> {
+    fn scopes(args: &Map<String, Value>) -> Result<Vec<Scope>, ToolError> {
         Ok(match opt_bool_arg(args, "is_global")? {
             Some(true) => vec![Scope::Global],
             Some(false) => vec![Scope::Local],
@@ -89,7 +92,7 @@ impl Memory {
         })
     }
 
-    fn update<R>(&self, scope: Scope, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, String> {
+    fn update<R>(&self, scope: Scope, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, ToolError> {
         let path = self.file(scope);
         let wd = self.working_dir.display().to_string();
         atomic::update_json(&path, |doc| {
@@ -102,28 +105,28 @@ impl Memory {
             let Some(Value::Object(cats)) = doc.get_mut("categories") else { unreachable!("inserted above") };
             f(cats)
         })
-        .map_err(|e| format!("memory: {e}"))
+        .map_err(ToolError::Store)
     }
 
-    fn read(&self, scope: Scope) -> Result<Map<String, Value>, String> {
-        let doc = atomic::read_object(&self.file(scope)).map_err(|e| format!("memory: {e}"))?;
+    fn read(&self, scope: Scope) -> Result<Map<String, Value>, ToolError> {
+        let doc = atomic::read_object(&self.file(scope))?;
         Ok(match doc.get("categories") {
             Some(Value::Object(m)) => m.clone(),
             _ => Map::new(),
         })
     }
 
-    fn remember(&self, args: &Map<String, Value>) -> Result<String, String> {
+    fn remember(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, false)?;
         let data = str_arg(args, "data")?.trim();
         if data.is_empty() {
-            return Err("`data` is empty; pass the text to remember".into());
+            return Err(ToolError::Refused("`data` is empty; pass the text to remember".into()));
         }
         if data.len() > MAX_NOTE_BYTES {
-            return Err(format!(
+            return Err(ToolError::Refused(format!(
                 "`data` is {} bytes; notes are limited to {MAX_NOTE_BYTES} bytes, store a summary",
                 data.len()
-            ));
+            )));
         }
         let tags = tags_arg(args)?;
         let scope = if opt_bool_arg(args, "is_global")?.unwrap_or(false) { Scope::Global } else { Scope::Local };
@@ -140,7 +143,9 @@ impl Memory {
                 return Ok(false);
             }
             if notes.len() >= MAX_NOTES_PER_CATEGORY {
-                return Err(format!("category {category:?} already holds {MAX_NOTES_PER_CATEGORY} notes; remove some or use another category"));
+                return Err(ToolError::Refused(format!(
+                    "category {category:?} already holds {MAX_NOTES_PER_CATEGORY} notes; remove some or use another category"
+                )));
             }
             notes.push(note);
             Ok(true)
@@ -152,7 +157,7 @@ impl Memory {
         })
     }
 
-    fn retrieve(&self, args: &Map<String, Value>) -> Result<String, String> {
+    fn retrieve(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, true)?;
         let mut out = String::new();
         let mut count = 0;
@@ -189,7 +194,7 @@ impl Memory {
         Ok(out)
     }
 
-    fn remove_category(&self, args: &Map<String, Value>) -> Result<String, String> {
+    fn remove_category(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, true)?;
         let mut removed = 0usize;
         for scope in Memory::scopes(args)? {
@@ -210,11 +215,13 @@ impl Memory {
         })
     }
 
-    fn remove_specific(&self, args: &Map<String, Value>) -> Result<String, String> {
+    fn remove_specific(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, false)?;
         let content = str_arg(args, "memory_content")?.trim().to_string();
         if content.is_empty() {
-            return Err("`memory_content` is empty; pass the exact text of the note to remove".into());
+            return Err(ToolError::Refused(
+                "`memory_content` is empty; pass the exact text of the note to remove".into(),
+            ));
         }
         let mut removed = 0usize;
         for scope in Memory::scopes(args)? {
@@ -230,20 +237,22 @@ impl Memory {
             })?;
         }
         if removed == 0 {
-            return Err(format!("no note with exactly that text in category {category:?}; retrieve_memories shows the stored text to copy"));
+            return Err(ToolError::Refused(format!(
+                "no note with exactly that text in category {category:?}; retrieve_memories shows the stored text to copy"
+            )));
         }
         Ok(format!("removed {removed} note(s) from {category:?}"))
     }
 }
 
 /// The `category` argument, trimmed and lower-cased; `*` only where `allow_all`.
-fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, String> {
+fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, ToolError> {
     let raw = str_arg(args, "category")?.trim();
     if raw == "*" {
         return if allow_all {
             Ok("*".into())
         } else {
-            Err("category \"*\" is only for retrieving or removing; name one category".into())
+            Err(ToolError::Refused("category \"*\" is only for retrieving or removing; name one category".into()))
         };
     }
     validate_category(raw)?;
@@ -252,32 +261,33 @@ fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, St
 
 /// Category names: 1..=64 characters of letters, digits, space, `_`, `-`, `.`; no path
 /// separators and not starting with a dot.
-pub fn validate_category(name: &str) -> Result<(), String> {
+pub fn validate_category(name: &str) -> Result<(), ToolError> {
+    let refuse = |why: String| Err(ToolError::Refused(why));
     if name.is_empty() {
-        return Err("`category` is empty; pass a short name like \"preferences\"".into());
+        return refuse("`category` is empty; pass a short name like \"preferences\"".into());
     }
     if name.chars().count() > MAX_CATEGORY_CHARS {
-        return Err(format!("category is longer than {MAX_CATEGORY_CHARS} characters; use a short name"));
+        return refuse(format!("category is longer than {MAX_CATEGORY_CHARS} characters; use a short name"));
     }
     if name.starts_with('.') || !name.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.')) {
-        return Err(format!("category {name:?} is not allowed; use letters, digits, spaces, '_', '-' or '.' (no '/' and not starting with '.')"));
+        return refuse(format!("category {name:?} is not allowed; use letters, digits, spaces, '_', '-' or '.' (no '/' and not starting with '.')"));
     }
     Ok(())
 }
 
-fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, String> {
+fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
+    let wrong = || ToolError::WrongType { key: "tags".into(), kind: "a list of strings" };
     let tags: Vec<String> = match args.get("tags") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|t| t.as_str().map(|s| s.trim().to_string()).ok_or("`tags` must be a list of strings"))
-            .collect::<Result<_, _>>()?,
+        Some(Value::Array(a)) => {
+            a.iter().map(|t| t.as_str().map(|s| s.trim().to_string()).ok_or_else(wrong)).collect::<Result<_, _>>()?
+        }
         Some(Value::String(s)) => s.split(',').map(|t| t.trim().to_string()).collect(),
-        Some(_) => return Err("`tags` must be a list of strings".into()),
+        Some(_) => return Err(wrong()),
     };
     let tags: Vec<String> = tags.into_iter().filter(|t| !t.is_empty()).collect();
     if tags.len() > 32 || tags.iter().any(|t| t.len() > 64) {
-        return Err("too many or too long tags; use at most 32 tags of up to 64 bytes".into());
+        return Err(ToolError::Refused("too many or too long tags; use at most 32 tags of up to 64 bytes".into()));
     }
     Ok(tags)
 }
@@ -387,9 +397,9 @@ impl Builtin for Memory {
             "retrieve_memories" => self.retrieve(args),
             "remove_memory_category" => self.remove_category(args),
             "remove_specific_memory" => self.remove_specific(args),
-            other => Err(format!("no tool {other:?}")),
+            other => Err(ToolError::UnknownTool(other.to_string())),
         };
-        r.map_err(|e| if e.starts_with("memory: ") { e } else { format!("memory: {e}") }).into()
+        r.map_err(|e| format!("memory: {e}")).into()
     }
 }
 

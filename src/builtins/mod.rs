@@ -7,7 +7,9 @@
 //! sessions or the extension registry.
 
 pub mod developer;
+pub mod error;
 pub mod memory;
 pub mod server;
 
-pub use server::{is_known, serve, stdio_command, unknown_builtin_error, Builtin, Cancel, ToolOutcome, KNOWN};
+pub use error::{Error, ToolError};
+pub use server::{is_known, launch, serve, Builtin, Cancel, Launch, ToolOutcome, KNOWN};

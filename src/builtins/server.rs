@@ -12,22 +12,19 @@
 //! It does not implement resources, prompts, logging or any server→client request: the
 //! builtins only have tools.
 
+use super::error::{Error, ToolError};
 use crate::wire::jsonrpc::{self, ErrorObject, Id, Message};
+use crate::wire::mcp_version;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The builtin extensions this binary can serve, in the order error messages list them.
 pub const KNOWN: &[&str] = &["developer", "memory"];
-
-/// MCP revisions we can speak; a client asking for one of these gets it back.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// What we answer when the client asks for a revision we do not know.
-pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Longest accepted input line (a `text_editor` write carries a whole file).
 pub const MAX_LINE: usize = 8 << 20;
@@ -92,8 +89,8 @@ impl ToolOutcome {
     }
 }
 
-impl From<Result<String, String>> for ToolOutcome {
-    fn from(r: Result<String, String>) -> ToolOutcome {
+impl<E: Into<String>> From<Result<String, E>> for ToolOutcome {
+    fn from(r: Result<String, E>) -> ToolOutcome {
         match r {
             Ok(t) => ToolOutcome::ok(t),
             Err(e) => ToolOutcome::error(e),
@@ -113,39 +110,45 @@ pub trait Builtin: Send + Sync + 'static {
     fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome;
 }
 
-/// The message for a builtin name we do not have.
-pub fn unknown_builtin_error(name: &str) -> String {
-    format!("unknown builtin extension {name}; known builtins: {}", KNOWN.join(", "))
-}
-
 /// Whether `name` is a builtin this binary serves.
 pub fn is_known(name: &str) -> bool {
     KNOWN.contains(&name)
 }
 
-/// The argv that starts builtin `name` as a stdio extension: this executable with
-/// `["mcp", NAME]`. Unknown names are the `unknown_builtin_error`.
-pub fn stdio_command(name: &str) -> Result<(std::path::PathBuf, Vec<String>), String> {
+/// How the runtime starts builtin `name` as a stdio extension: `exe` (this binary) with
+/// `["mcp", NAME]`, its notes under `state_dir`. The one place that knows this argv.
+pub fn launch(name: &str, exe: &Path, state_dir: &Path) -> Result<Launch, Error> {
     if !is_known(name) {
-        return Err(unknown_builtin_error(name));
+        return Err(Error::Unknown { name: name.to_string() });
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("builtin: cannot find this executable to start builtin {name}: {e}"))?;
-    Ok((exe, vec!["mcp".to_string(), name.to_string()]))
+    Ok(Launch {
+        program: exe.to_path_buf(),
+        args: vec!["mcp".to_string(), name.to_string()],
+        env: vec![("GOSLING_STATE_DIR".to_string(), state_dir.display().to_string())],
+    })
+}
+
+/// A builtin's command line, for the runtime's stdio spawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
 }
 
 /// Builds the builtin called `name` from the process environment.
-pub fn make(name: &str) -> Result<Arc<dyn Builtin>, String> {
+pub fn make(name: &str) -> Result<Arc<dyn Builtin>, Error> {
+    let setup = |builtin, reason: String| Error::Setup { builtin, reason };
     match name {
-        "developer" => Ok(Arc::new(super::developer::Developer::from_env()?)),
+        "developer" => Ok(Arc::new(super::developer::Developer::from_env().map_err(|r| setup("developer", r))?)),
         "memory" => Ok(Arc::new(super::memory::Memory::from_env()?)),
-        _ => Err(unknown_builtin_error(name)),
+        _ => Err(Error::Unknown { name: name.to_string() }),
     }
 }
 
 /// Serves the builtin `name` on this process's stdin/stdout until stdin reaches EOF.
 /// SIGTERM/SIGINT cancel running calls (killing their shell commands) and exit.
-pub fn serve(name: &str) -> Result<(), String> {
+pub fn serve(name: &str) -> Result<(), Error> {
     let builtin = make(name)?;
     log::debug!("builtin {name}: serving MCP on stdio");
     let stdin = io::stdin();
@@ -153,7 +156,7 @@ pub fn serve(name: &str) -> Result<(), String> {
 }
 
 /// Serves `builtin` over any line stream (tests and in-process use).
-pub fn serve_io(builtin: Arc<dyn Builtin>, input: impl BufRead, output: Box<dyn Write + Send>) -> Result<(), String> {
+pub fn serve_io(builtin: Arc<dyn Builtin>, input: impl BufRead, output: Box<dyn Write + Send>) -> Result<(), Error> {
     run(builtin, input, output, false)
 }
 
@@ -223,7 +226,7 @@ fn run(
     mut input: impl BufRead,
     output: Box<dyn Write + Send>,
     watch_signals: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let tools = builtin.tools();
     let tool_names: Vec<String> = tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
     let shared = Arc::new(Shared {
@@ -246,7 +249,7 @@ fn run(
                     std::process::exit(0);
                 }
             })
-            .map_err(|e| format!("builtin: cannot start the signal thread: {e}"))?;
+            .map_err(Error::SignalThread)?;
     }
     let mut buf = Vec::with_capacity(4096);
     loop {
@@ -343,7 +346,7 @@ fn handle_request(
     match method {
         "initialize" => {
             let asked = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            let version = asked.filter(|v| PROTOCOL_VERSIONS.contains(v)).unwrap_or(DEFAULT_PROTOCOL_VERSION);
+            let version = asked.filter(|v| mcp_version::is_known(v)).unwrap_or(mcp_version::PREFERRED);
             shared.reply(
                 id,
                 json!({
@@ -492,47 +495,46 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
 // the model can fix its call.
 
 /// A required string argument.
-pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
-        None | Some(Value::Null) => Err(format!("missing required argument `{key}` (a string)")),
-        Some(_) => Err(format!("argument `{key}` must be a string")),
+        None | Some(Value::Null) => Err(ToolError::Missing { key: key.into(), kind: "a string" }),
+        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "a string" }),
     }
 }
 
 /// An optional string argument.
-pub fn opt_str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+pub fn opt_str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("argument `{key}` must be a string")),
+        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "a string" }),
     }
 }
 
 /// An optional non-negative integer argument (a whole-number float or numeric string is accepted).
-pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, String> {
+pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, ToolError> {
+    let wrong = || ToolError::WrongType { key: key.into(), kind: "a non-negative whole number" };
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
             .as_u64()
             .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1e15).map(|f| f as u64))
             .map(Some)
-            .ok_or_else(|| format!("argument `{key}` must be a non-negative whole number")),
-        Some(Value::String(s)) => {
-            s.trim().parse().map(Some).map_err(|_| format!("argument `{key}` must be a non-negative whole number"))
-        }
-        Some(_) => Err(format!("argument `{key}` must be a non-negative whole number")),
+            .ok_or_else(wrong),
+        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| wrong()),
+        Some(_) => Err(wrong()),
     }
 }
 
 /// An optional boolean argument (`"true"`/`"false"` strings are accepted).
-pub fn opt_bool_arg(args: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
+pub fn opt_bool_arg(args: &Map<String, Value>, key: &str) -> Result<Option<bool>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(Value::String(s)) if s == "true" => Ok(Some(true)),
         Some(Value::String(s)) if s == "false" => Ok(Some(false)),
-        Some(_) => Err(format!("argument `{key}` must be true or false")),
+        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "true or false" }),
     }
 }
 
@@ -597,7 +599,7 @@ mod tests {
         assert_eq!(out[1]["id"], Value::Null);
         assert_eq!(out[2]["result"], json!({}));
         assert_eq!(out[3]["error"]["code"], -32601);
-        assert_eq!(out[4]["result"]["protocolVersion"], DEFAULT_PROTOCOL_VERSION);
+        assert_eq!(out[4]["result"]["protocolVersion"], mcp_version::PREFERRED);
     }
 
     #[test]
@@ -631,10 +633,13 @@ mod tests {
 
     #[test]
     fn unknown_builtin_lists_the_known_ones() {
-        assert_eq!(unknown_builtin_error("x"), "unknown builtin extension x; known builtins: developer, memory");
-        assert!(make("x").is_err());
-        assert_eq!(stdio_command("x").unwrap_err(), unknown_builtin_error("x"));
-        let (_, args) = stdio_command("memory").unwrap();
-        assert_eq!(args, ["mcp", "memory"]);
+        let exe = Path::new("/bin/gosling");
+        let state = Path::new("/state");
+        let err = launch("x", exe, state).unwrap_err().to_string();
+        assert_eq!(err, "unknown builtin extension x; known builtins: developer, memory");
+        assert_eq!(make("x").err().map(|e| e.to_string()), Some(err));
+        let l = launch("memory", exe, state).unwrap();
+        assert_eq!((l.program.as_path(), l.args.as_slice()), (exe, ["mcp", "memory"].map(String::from).as_slice()));
+        assert_eq!(l.env, [("GOSLING_STATE_DIR".to_string(), "/state".to_string())]);
     }
 }

@@ -31,7 +31,13 @@ pub struct Deps {
     /// How to start a builtin: this binary, with `mcp NAME`.
     pub self_exe: PathBuf,
     pub audit: crate::store::audit::AuditLog,
+    /// Asks the person for what an extension's `elicitation/create` wants: `(session,
+    /// extension, params)` → MCP ElicitResult. With it, the client declares elicitation.
+    pub elicit: Option<Elicitor>,
 }
+
+/// See `Deps::elicit`.
+pub type Elicitor = Arc<dyn Fn(&str, &str, &Value) -> Value + Send + Sync>;
 
 /// Why an extension could not be activated; Display is goose's ExtensionError text.
 #[derive(Debug, Clone)]
@@ -200,6 +206,10 @@ pub struct SessionRuntime {
     last_results: Mutex<Option<Vec<LoadResult>>>,
 }
 
+/// goose's own builtins that Goose Desktop registers (its bundled-extension sync) but gosling
+/// does not have: stored like any extension, reported as unavailable when activated.
+const GOOSE_ONLY_BUILTINS: [&str; 3] = ["computercontroller", "autovisualiser", "tutorial"];
+
 const RESTART_BACKOFF: [u64; 5] = [250, 1000, 2000, 5000, 10000];
 
 impl SessionRuntime {
@@ -317,7 +327,11 @@ impl SessionRuntime {
             extension: config.name().to_string(),
             timeout: Duration::from_secs(config.timeout_secs()),
             roots: Some(vec![self.working_dir()]),
-            elicitation: None,
+            elicitation: self.deps.elicit.clone().map(|ask| {
+                let (session, extension) = (self.session_id.clone(), config.name().to_string());
+                Arc::new(move |params: &Value| ask(&session, &extension, params))
+                    as crate::mcp::client::ElicitationHandler
+            }),
             sampling: None,
             client_name: "gosling".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
@@ -376,13 +390,18 @@ impl SessionRuntime {
             }
             ExtensionConfig::Builtin { name, .. } => {
                 let builtin = runtime_key(name);
-                if !crate::builtins::KNOWN.contains(&builtin.as_str()) {
-                    return Err(ActivateError::Config(crate::builtins::unknown_builtin_error(name)));
+                if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {
+                    return Err(ActivateError::Config(format!(
+                        "builtin extension {name} is part of goose and not available in gosling (its builtins are {}); disable it, or add an MCP server that does the same",
+                        crate::builtins::KNOWN.join(", ")
+                    )));
                 }
+                let launch = crate::builtins::launch(&builtin, &self.deps.self_exe, &self.deps.state_dir)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
                 let spec = StdioSpec {
-                    cmd: self.deps.self_exe.display().to_string(),
-                    args: vec!["mcp".into(), builtin],
-                    env: vec![("GOSLING_STATE_DIR".into(), self.deps.state_dir.display().to_string())],
+                    cmd: launch.program.display().to_string(),
+                    args: launch.args,
+                    env: launch.env,
                     cwd,
                     ..Default::default()
                 };
@@ -500,6 +519,28 @@ impl SessionRuntime {
             duration: t.elapsed(),
         });
         result
+    }
+
+    /// The `ui://` resources (MCP Apps) of every active extension that offers resources, as
+    /// `(extension key, MCP Resource)`. An extension whose listing fails is left out (logged).
+    pub fn ui_resources(&self) -> Vec<(String, Value)> {
+        self.wait_loaded();
+        let mut out = Vec::new();
+        for ext in self.active() {
+            let Ok(client) = ext.client() else { continue };
+            if client.capabilities().get("resources").is_none() {
+                continue;
+            }
+            match client.list_resources() {
+                Ok(list) => out.extend(
+                    list.into_iter()
+                        .filter(|r| r.get("uri").and_then(Value::as_str).is_some_and(|u| u.starts_with("ui://")))
+                        .map(|r| (ext.key.clone(), r)),
+                ),
+                Err(e) => log::warn!("session {}: listing resources of {} failed: {e}", self.session_id, ext.key),
+            }
+        }
+        out
     }
 
     /// `resources/read` on one extension, normalized as goose's ReadResourceResponse.

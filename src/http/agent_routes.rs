@@ -337,22 +337,7 @@ pub fn call_tool(app: &App, req: &Request) -> R {
     };
     let ctx = CallContext { progress: None, cancel: None };
     let result = rt.call_tool(&r.name, args, &ctx).map_err(call_error)?;
-    Ok(Response::json(200, &call_tool_response(&result)))
-}
-
-/// goose's CallToolResponse from an MCP CallToolResult (`isError` defaults to false).
-pub fn call_tool_response(result: &Value) -> Value {
-    let mut out = json!({
-        "content": result.get("content").cloned().unwrap_or_else(|| json!([])),
-        "isError": result.get("isError").and_then(Value::as_bool).unwrap_or(false),
-    });
-    if let Some(s) = result.get("structuredContent").filter(|v| !v.is_null()) {
-        out["structuredContent"] = s.clone();
-    }
-    if let Some(m) = result.get("_meta").filter(|v| !v.is_null()) {
-        out["_meta"] = m.clone();
-    }
-    out
+    Ok(Response::json(200, &crate::agent::messages::call_tool_response(&result)))
 }
 
 pub fn list_sessions(app: &App) -> R {
@@ -373,6 +358,10 @@ pub fn get_session(app: &App, id: &str) -> R {
 pub fn delete_session(app: &App, id: &str) -> R {
     if let Some(rt) = app.agents.remove(id) {
         rt.shutdown();
+    }
+    if let Some(bus) = app.buses.get(id) {
+        bus.cancel("");
+        app.buses.remove(id);
     }
     if app.sessions.delete(id)? {
         Ok(Response::empty(200))

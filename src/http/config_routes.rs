@@ -102,12 +102,26 @@ pub fn read(app: &App, req: &Request) -> R {
     let value = if q.is_secret {
         app.store.get_secret(&q.key)?.map(|_| Value::String(SECRET_MASK.into()))
     } else {
-        app.store.get(&q.key)?
+        match readable_env(&q.key) {
+            Some(v) => Some(v),
+            None => app.store.get(&q.key)?,
+        }
     };
-    match value {
-        Some(v) => Ok(Response::json(200, &v)),
-        None => Err(ApiError::not_found(format!("Config key not found: {}", q.key))),
+    // goosed answers 200 `null` for a key that is not set: Goose Desktop reads GOOSE_PROVIDER
+    // this way on a fresh install (and shows its provider picker for null).
+    Ok(Response::json(200, &value.unwrap_or(Value::Null)))
+}
+
+/// A goose setting given in the environment, which wins over the store (as in goose's config
+/// and in the settings a turn uses). Only `GOOSE_*` keys
+/// that cannot hold a credential: `/config/read` never shows a key or a secret.
+fn readable_env(key: &str) -> Option<Value> {
+    let upper = key.to_ascii_uppercase();
+    let credential = ["SECRET", "KEY", "TOKEN", "PASSWORD"].iter().any(|w| upper.contains(w));
+    if !key.starts_with("GOOSE_") || credential {
+        return None;
     }
+    std::env::var(key).ok().filter(|v| !v.is_empty()).map(Value::String)
 }
 
 pub fn remove(app: &App, req: &Request) -> R {

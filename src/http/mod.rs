@@ -3,9 +3,12 @@
 pub mod agent_routes;
 pub mod auth;
 pub mod config_routes;
+pub mod desktop_routes;
 pub mod error;
 pub mod install_routes;
 pub mod proxy;
 pub mod reply_routes;
 pub mod routes;
 pub mod server;
+pub mod session_routes;
+pub mod web_routes;

@@ -1,16 +1,23 @@
 //! `POST /reply` (the SSE turn stream), `/agent/update_provider` and tool confirmations.
 
+use crate::agent::elicit;
+use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::messages as msg;
-use crate::agent::reply::{pump, Mode, Turn};
+use crate::agent::reply::{Turn, TurnEnv};
 use crate::app::App;
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
-use crossbeam_channel::bounded;
+use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::io::{self, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 type R = Result<Response, ApiError>;
+
+/// goose's heartbeat interval, on both streams.
+pub const PING_INTERVAL: Duration = Duration::from_millis(500);
 
 #[derive(Deserialize)]
 struct ChatReq {
@@ -20,11 +27,11 @@ struct ChatReq {
     override_conversation: Option<Vec<Value>>,
 }
 
-/// Frames queued between the turn and the socket; a slow client applies backpressure.
-const FRAME_QUEUE: usize = 256;
+/// Events queued between the turn and the socket; a slow client applies backpressure.
+const EVENT_QUEUE: usize = 256;
 
 /// Completes a client's user message with what goose's Message requires.
-fn normalize_user_message(mut m: Value) -> Result<Value, ApiError> {
+pub fn normalize_user_message(mut m: Value) -> Result<Value, ApiError> {
     let o = m.as_object_mut().ok_or_else(|| ApiError::new(422, "`user_message` must be a Message object"))?;
     if !o.get("content").is_some_and(Value::is_array) {
         return Err(ApiError::new(422, "`user_message.content` must be an array of MessageContent"));
@@ -38,19 +45,43 @@ fn normalize_user_message(mut m: Value) -> Result<Value, ApiError> {
     Ok(m)
 }
 
+/// Delivers the elicitation answer a user message carries; None when it carries none.
+pub fn answer_elicitation(app: &App, user_message: &Value) -> Option<bool> {
+    let (id, answer) = elicit::response_in(user_message)?;
+    let delivered = app.elicitations.answer(&id, answer);
+    if !delivered {
+        log::info!("elicitation answer for {id:?}: nothing is waiting for it (answered, timed out or the turn ended)");
+    }
+    Some(delivered)
+}
+
 pub fn reply(app: &Arc<App>, req: &Request) -> R {
     let r: ChatReq = req.json()?;
     let user_message = normalize_user_message(r.user_message)?;
     let app = app.clone();
     Ok(Response::sse(Box::new(move |w| {
-        let (tx, rx) = bounded::<String>(FRAME_QUEUE);
+        let (tx, rx) = bounded::<Event>(EVENT_QUEUE);
         let (cancel_tx, cancel_rx) = bounded::<()>(1);
+        if answer_elicitation(&app, &user_message).is_some() {
+            // An answer to a pending elicitation, not a new turn: the running turn goes on.
+            let _ = tx.send(Event::Finish(msg::Tokens::default()));
+            drop(tx);
+            return pump(rx, cancel_tx, w);
+        }
         match prepare_turn(&app, &r.session_id, user_message, r.override_conversation) {
             Ok(turn) => {
-                std::thread::Builder::new().name("reply-turn".into()).spawn(move || turn.run(tx, cancel_rx))?;
+                let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
+                let elicitations = app.elicitations.clone();
+                std::thread::Builder::new()
+                    .name("reply-turn".into())
+                    .spawn(move || turn.run(sink, cancel_rx, &elicitations))?;
             }
             Err(e) => {
-                let _ = tx.send(crate::wire::sse::encode_data(&msg::ev_error(&e).to_string()));
+                let text = match e {
+                    crate::agent::Error::SessionNotFound(_) => format!("Failed to read session: {e}"),
+                    _ => e.to_string(),
+                };
+                let _ = tx.send(Event::Error(text));
                 drop(tx);
             }
         }
@@ -58,53 +89,35 @@ pub fn reply(app: &Arc<App>, req: &Request) -> R {
     })))
 }
 
-fn prepare_turn(
+/// Writes one turn's events to the client as `data:` frames, with a Ping after each quiet
+/// interval. Returns when the turn is over or the client is gone (then `cancel` fires).
+fn pump(events: Receiver<Event>, cancel: Sender<()>, w: &mut dyn Write) -> io::Result<()> {
+    let ping = crate::wire::sse::encode_data(&json!({"type": "Ping"}).to_string());
+    loop {
+        let frame = match events.recv_timeout(PING_INTERVAL) {
+            Ok(ev) => crate::wire::sse::encode_data(&ev.to_json().to_string()),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => ping.clone(),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        if let Err(e) = w.write_all(frame.as_bytes()) {
+            log::info!("reply: client hung up ({e}); cancelling the turn");
+            drop(cancel);
+            return Err(e);
+        }
+    }
+}
+
+/// `Turn::prepare` with the app's stores and settings.
+pub fn prepare_turn(
     app: &App,
     session_id: &str,
     user_message: Value,
     override_conversation: Option<Vec<Value>>,
-) -> Result<Turn, String> {
-    let session = match app.sessions.get(session_id) {
-        Ok(Some(s)) => s,
-        Ok(None) => return Err(format!("Failed to read session: session {session_id:?} not found")),
-        Err(e) => return Err(format!("Failed to read session: {e}")),
-    };
-    let runtime = app.agents.get(session_id).ok_or_else(|| {
-        format!("Failed to get session agent: session {session_id:?} has no running agent; call /agent/resume with load_model_and_extensions: true")
-    })?;
-    let model =
-        session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
-    let settings = crate::llm::Settings::resolve(
-        &crate::config::ProcessEnv,
-        &|k| app.setting(k),
-        (session.provider_name.as_deref(), model.as_deref()),
-    )
-    .map_err(|e| e.to_string())?;
-    let provider = crate::llm::from_settings(&settings).map_err(|e| e.to_string())?;
-    let saved = match override_conversation {
-        Some(mut conversation) => {
-            conversation.push(user_message);
-            app.sessions.replace_conversation(session_id, &conversation).map(|_| conversation)
-        }
-        None => {
-            let mut conversation = session.conversation.clone().unwrap_or_default();
-            app.sessions.append_message(session_id, &user_message).map(|_| {
-                conversation.push(user_message);
-                conversation
-            })
-        }
-    };
-    let conversation = saved.map_err(|e| format!("Failed to save the message: {e}"))?;
-    Ok(Turn {
-        session_id: session_id.to_string(),
-        runtime,
-        provider,
-        sessions: app.sessions.clone(),
-        confirmations: app.confirmations.clone(),
-        mode: app.mode_for(session.goose_mode.as_deref()),
-        max_turns: app.max_turns(),
-        conversation,
-    })
+) -> Result<Turn, crate::agent::Error> {
+    let setting = |k: &str| app.setting(k);
+    let env =
+        TurnEnv { sessions: &app.sessions, agents: &app.agents, confirmations: &app.confirmations, setting: &setting };
+    Turn::prepare(&env, session_id, user_message, override_conversation)
 }
 
 #[derive(Deserialize)]
@@ -162,7 +175,10 @@ pub fn confirm_tool(app: &App, req: &Request) -> R {
     }
     // goose answers 200 either way (its documented statuses are 200/401/500); the `status`
     // field tells a UI whether the answer reached a waiting turn or came too late.
-    if app.confirmations.answer(&c.id, &c.action) {
+    // The same route answers an elicitation (as goose does): allow → accept, deny → decline.
+    if app.confirmations.answer(&c.id, &c.action)
+        || app.elicitations.answer(&c.id, elicit::Answer::from_permission(&c.action))
+    {
         Ok(Response::json(200, &json!({ "status": "delivered" })))
     } else {
         log::info!("tool confirmation for {:?}: nothing is waiting for it (the turn ended or was cancelled)", c.id);
@@ -171,9 +187,4 @@ pub fn confirm_tool(app: &App, req: &Request) -> R {
             &json!({ "status": "unknown", "message": format!("no tool call {:?} is waiting for confirmation; the turn ended or was cancelled", c.id) }),
         ))
     }
-}
-
-/// The default mode when neither the session nor the settings name one.
-pub fn default_mode() -> Mode {
-    Mode::Auto
 }

@@ -5,15 +5,17 @@ use crate::app::App;
 use crate::http::agent_routes as agent;
 use crate::http::auth;
 use crate::http::config_routes as config;
+use crate::http::desktop_routes as desktop;
 use crate::http::error::ApiError;
 use crate::http::install_routes as install;
 use crate::http::proxy;
 use crate::http::reply_routes as reply;
 use crate::http::server::{Request, Response};
+use crate::http::session_routes as session;
 
 pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
     // The built-in web page: public static assets, same-origin only (never CORS headers).
-    if let Some(r) = crate::web::serve(&req.method, &req.path) {
+    if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
         return r;
     }
     let origin = req.header("origin").filter(|o| cors_allowed(o)).map(str::to_string);
@@ -156,6 +158,45 @@ fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError>
             allow(&["GET"])?;
             agent::tools(app, req)
         }
+        "/agent/update_from_session" => post(desktop::update_from_session),
+        "/agent/update_session" => post(desktop::update_session),
+        "/agent/list_apps" => {
+            allow(&["GET"])?;
+            desktop::list_apps(app, req)
+        }
+        "/config/providers" => {
+            allow(&["GET"])?;
+            desktop::providers(app)
+        }
+        "/config/set_provider" => post(desktop::set_provider),
+        "/config/canonical-model-info" => {
+            allow(&["POST"])?;
+            desktop::canonical_model_info(req)
+        }
+        "/config/slash_commands" => {
+            allow(&["GET"])?;
+            desktop::slash_commands()
+        }
+        "/features" => {
+            allow(&["GET"])?;
+            desktop::features()
+        }
+        "/dictation/config" => {
+            allow(&["GET"])?;
+            desktop::dictation_config()
+        }
+        "/telemetry/event" => {
+            allow(&["POST"])?;
+            desktop::telemetry(req)
+        }
+        "/sessions/insights" => {
+            allow(&["GET"])?;
+            desktop::insights(app)
+        }
+        "/sessions/search" => {
+            allow(&["GET"])?;
+            desktop::search(app, req)
+        }
         "/sessions" => {
             allow(&["GET"])?;
             agent::list_sessions(app)
@@ -169,6 +210,27 @@ fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError>
             Ok(Response::text(200, "text/plain; charset=utf-8", "slept"))
         }
         _ => {
+            if let Some((id, what)) = path.strip_prefix("/sessions/").and_then(|rest| rest.split_once('/')) {
+                return match what {
+                    "reply" => {
+                        allow(&["POST"])?;
+                        session::reply(app, id, req)
+                    }
+                    "events" => {
+                        allow(&["GET"])?;
+                        session::events(app, id, req)
+                    }
+                    "cancel" => {
+                        allow(&["POST"])?;
+                        session::cancel(app, id, req)
+                    }
+                    "extensions" => {
+                        allow(&["GET"])?;
+                        desktop::session_extensions(app, id)
+                    }
+                    _ => Err(ApiError::not_found(format!("no route for {path}"))),
+                };
+            }
             if let Some(id) = path.strip_prefix("/sessions/").filter(|id| !id.contains('/')) {
                 return match m {
                     "DELETE" => agent::delete_session(app, id),

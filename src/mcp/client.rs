@@ -12,6 +12,7 @@
 use crate::mcp::error::Error;
 use crate::mcp::transport::{Inbound, Transport};
 use crate::wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
+use crate::wire::mcp_version::{self, PREFERRED as PROTOCOL_VERSION};
 use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -20,10 +21,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// The version we ask for, and the ones we accept when a server offers another.
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
-pub const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// Pages followed at most by a listing (a server that keeps returning cursors is cut off).
 const MAX_PAGES: usize = 100;
@@ -326,12 +323,12 @@ impl Client {
             }
         };
         let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        if !KNOWN_VERSIONS.contains(&version.as_str()) {
+        if !mcp_version::is_known(&version) {
             transport.close();
             return Err(Error::Other(format!(
                 "{}: the server wants protocol version {version:?}, we asked for {PROTOCOL_VERSION} and know {}; update the server or gosling",
                 opts.extension,
-                KNOWN_VERSIONS.join(", ")
+                mcp_version::KNOWN.join(", ")
             )));
         }
         shared.notify("notifications/initialized", json!({}))?;

@@ -3,9 +3,7 @@
 //! Owns only static assets embedded at build time. They hold nothing secret: the page asks the
 //! user for the secret key (or reads it from the URL fragment, which never reaches the server)
 //! and sends it as `X-Secret-Key` like any other client. Every response carries a strict CSP and
-//! anti-framing headers, and never CORS headers.
-
-use crate::http::server::Response;
+//! anti-framing headers, and never CORS headers (`http::web_routes` serves them).
 
 const INDEX_HTML: &str = include_str!("index.html");
 const APP_JS: &str = include_str!("app.js");
@@ -25,30 +23,6 @@ pub fn asset(path: &str) -> Option<(&'static str, &'static str)> {
         "/style.css" => Some(("text/css; charset=utf-8", STYLE_CSS)),
         _ => None,
     }
-}
-
-/// Serves `path` (GET or HEAD only); `None` when the path is not a web asset.
-pub fn serve(method: &str, path: &str) -> Option<Response> {
-    let (ctype, body) = asset(path)?;
-    let resp = if method == "GET" || method == "HEAD" {
-        Response::text(200, ctype, body)
-    } else {
-        Response::text(
-            405,
-            "text/plain; charset=utf-8",
-            format!("web: method {method} is not allowed on {path}; use GET"),
-        )
-        .with_header("Allow", "GET")
-    };
-    Some(secure(resp))
-}
-
-fn secure(r: Response) -> Response {
-    r.with_header("Content-Security-Policy", CSP)
-        .with_header("X-Frame-Options", "DENY")
-        .with_header("X-Content-Type-Options", "nosniff")
-        .with_header("Referrer-Policy", "no-referrer")
-        .with_header("Cache-Control", "no-store")
 }
 
 #[cfg(test)]

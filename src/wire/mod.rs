@@ -1,3 +1,4 @@
-//! Pure wire formats: JSON-RPC 2.0 messages and Server-Sent Events. No I/O here.
+//! Pure wire formats: JSON-RPC 2.0 messages, Server-Sent Events, MCP protocol revisions. No I/O here.
 pub mod jsonrpc;
+pub mod mcp_version;
 pub mod sse;

@@ -96,6 +96,8 @@ async function main() {
     OPENAI_API_KEY: "sk-llmock",
     RUST_LOG: "info",
     GOSLING_PRINT_LOGIN_LINK: "1",
+    // Plain HTTP: headless Chromium would refuse the self-signed certificate of the default.
+    GOOSE_TLS: "false",
   });
   const srv = start(BIN, ["agent", "--port", "0"], env, path.join(ART, "gosling.log"));
   const base = await waitListening(srv, 30_000);

@@ -184,9 +184,12 @@ fn key_values_and_secrets() {
     assert_eq!(std::fs::metadata(&sp).unwrap().permissions().mode() & 0o777, 0o600);
     assert_eq!(std::fs::metadata(s.home.join("config/config.json")).unwrap().permissions().mode() & 0o777, 0o600);
     assert!(!s.stderr().contains("sekrit"), "secrets are never logged");
-    let missing = s.post("/config/read", json!({"key":"NOPE","is_secret":false}));
-    assert_eq!(missing.status, 404);
-    assert!(missing.json()["message"].as_str().unwrap().contains("Config key not found: NOPE"));
+    // As goosed: a key that is not set reads as 200 null (Desktop's fresh-install check).
+    for is_secret in [false, true] {
+        let missing = s.post("/config/read", json!({"key":"NOPE","is_secret":is_secret}));
+        assert_eq!((missing.status, missing.json()), (200, Value::Null), "is_secret {is_secret}");
+        contract::check_resp("POST", "/config/read", &missing);
+    }
     let rm = s.post("/config/remove", json!({"key":"API_TOKEN","is_secret":true}));
     assert_eq!(rm.status, 200);
     contract::check("POST", "/config/remove", 200, &rm.json());

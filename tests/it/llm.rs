@@ -593,7 +593,6 @@ fn llmock_rate_limits_are_retried() {
 #[test]
 fn cancelled_is_polled_while_the_model_is_silent() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     // Headers, then 8 s of silence before any text; a retry that would wait 5 s; in both the
     // caller's cancel flag must end the call before anything else arrives.
     let silent = Reply::sse(&[oa(json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}))])
@@ -602,23 +601,29 @@ fn cancelled_is_polled_while_the_model_is_silent() {
     let busy = Reply::error(503, json!({"error": "busy"})).header("Retry-After", "5");
     let fake = FakeLlm::start(vec![silent, busy, Reply::sse(&[oa_text("late"), OA_DONE.to_string()])]);
     let p = openai(&fake);
-    for _ in 0..2 {
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = flag.clone();
-        let setter = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            f.store(true, Ordering::SeqCst);
+    for round in 1..=2 {
+        // Cancel once the fake has this round's request: the model is then silent (round 1) or
+        // the client is waiting out Retry-After (round 2).
+        let flag = AtomicBool::new(false);
+        let (r, deltas) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let sent = crate::support::wait_for(Duration::from_secs(10), || {
+                    (fake.requests().len() >= round).then_some(())
+                });
+                flag.store(true, Ordering::SeqCst);
+                assert!(sent.is_some(), "round {round}: the request reached the fake");
+            });
+            let mut deltas = Vec::new();
+            let r = p.complete_cancellable(
+                &ask("x"),
+                &mut |Delta::Text(t)| {
+                    deltas.push(t.to_string());
+                    true
+                },
+                &|| flag.load(Ordering::SeqCst),
+            );
+            (r, deltas)
         });
-        let mut deltas = Vec::new();
-        let r = p.complete_cancellable(
-            &ask("x"),
-            &mut |Delta::Text(t)| {
-                deltas.push(t.to_string());
-                true
-            },
-            &|| flag.load(Ordering::SeqCst),
-        );
-        setter.join().unwrap();
         assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
         assert!(deltas.is_empty(), "returned before the late text: {deltas:?}");
     }

@@ -11,7 +11,8 @@ mod cli;
 // HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
 mod server;
 
-// HTTPS (`--tls`): the fingerprint line, a pinning client, certificate files, errors.
+// HTTPS (the default; `--no-tls` / GOOSE_TLS=false opt out): the fingerprint line, a pinning
+// client, certificate files, errors.
 mod tls;
 
 // /config/extensions and the key/value config routes.
@@ -40,6 +41,10 @@ mod agent_api;
 
 // /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
 mod reply;
+
+// Goose Desktop 1.34's flows over pinned HTTPS: start, open, send (with confirmation), cancel,
+// extensions, deep links; the session event stream's replay and followers; elicitation.
+mod desktop;
 
 // Install flows over HTTP: deep links with secrets, allowlist on every path.
 mod install_http;

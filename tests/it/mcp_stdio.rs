@@ -55,14 +55,18 @@ fn text(result: &Value) -> String {
     result["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
 }
 
-#[test]
-fn server_everything_primitives_progress_and_cancel() {
-    let peers = require_peers!();
+fn everything(peers: &Peers) -> (Client, u32) {
     let (c, pid) = connect(
         &spec(peers.node(), &[peers.get("MCP_PEER_EVERYTHING"), "stdio"]),
         opts(Duration::from_secs(30), Some(vec![std::env::temp_dir()])),
     );
-    let c = c.unwrap();
+    (c.unwrap(), pid)
+}
+
+#[test]
+fn server_everything_tools_resources_prompts_and_ping() {
+    let peers = require_peers!();
+    let (c, pid) = everything(peers);
     assert_eq!(c.protocol_version(), "2025-06-18");
     let tools = c.list_tools().unwrap();
     assert!(tools.len() >= 10 && tools.iter().any(|t| t["name"] == "echo"), "{tools:?}");
@@ -80,27 +84,41 @@ fn server_everything_primitives_progress_and_cancel() {
     let got = c.get_prompt(simple["name"].as_str().unwrap(), None).unwrap();
     assert!(!got["messages"].as_array().unwrap().is_empty());
     c.ping().unwrap();
+    c.close();
+    assert_gone(pid);
+}
 
-    // Progress notifications reach the caller during a long operation.
+#[test]
+fn server_everything_progress_reaches_the_caller() {
+    let peers = require_peers!();
+    let (c, pid) = everything(peers);
     let (ptx, prx) = bounded(64);
     let ctx = CallContext { progress: Some(ptx), cancel: None };
     c.call_tool("trigger-long-running-operation", Some(json!({"duration": 1, "steps": 4})), &ctx).unwrap();
     let progress: Vec<Value> = prx.try_iter().filter(|p| p["method"] == "notifications/progress").collect();
     assert!(progress.len() >= 3, "progress delivered: {progress:?}");
+    c.close();
+    assert_gone(pid);
+}
 
-    // A cancelled long operation returns at once.
+#[test]
+fn server_everything_call_cancelled_returns_at_once_and_the_client_goes_on() {
+    let peers = require_peers!();
+    let (c, pid) = everything(peers);
+    // A cancelled long operation returns at once: cancel once its first progress shows it runs.
     let (ctx_tx, ctx_rx) = bounded::<()>(1);
+    let (ptx, prx) = bounded(64);
     let c = Arc::new(c);
     let c2 = c.clone();
-    let t = Instant::now();
     let h = std::thread::spawn(move || {
         c2.call_tool(
             "trigger-long-running-operation",
             Some(json!({"duration": 30, "steps": 30})),
-            &CallContext { progress: None, cancel: Some(ctx_rx) },
+            &CallContext { progress: Some(ptx), cancel: Some(ctx_rx) },
         )
     });
-    std::thread::sleep(Duration::from_millis(300));
+    prx.recv_timeout(Duration::from_secs(20)).expect("the long operation reports progress");
+    let t = Instant::now();
     drop(ctx_tx);
     let r = h.join().unwrap();
     assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
@@ -113,7 +131,7 @@ fn server_everything_primitives_progress_and_cancel() {
 }
 
 #[test]
-fn other_real_servers_initialize_list_and_call() {
+fn server_filesystem_asks_for_roots_and_reads_in_them() {
     let peers = require_peers!();
     let dir = TempDir::new("fsroot");
     std::fs::write(dir.join("note.txt"), "from the root").unwrap();
@@ -133,7 +151,11 @@ fn other_real_servers_initialize_list_and_call() {
     assert!(text(&r).contains("from the root"), "{r}");
     c.close();
     assert_gone(pid);
+}
 
+#[test]
+fn server_memory_creates_and_reads_entities() {
+    let peers = require_peers!();
     let mem = TempDir::new("mem");
     let mut s = spec(peers.node(), &[peers.get("MCP_PEER_MEMORY")]);
     s.env.push(("MEMORY_FILE_PATH".into(), mem.join("memory.jsonl").display().to_string()));
@@ -149,7 +171,11 @@ fn other_real_servers_initialize_list_and_call() {
     assert!(text(&c.call_tool("read_graph", Some(json!({})), &CallContext::default()).unwrap()).contains("gosling"));
     c.close();
     assert_gone(pid);
+}
 
+#[test]
+fn python_sdk_server_calls_a_tool_and_gets_a_prompt() {
+    let peers = require_peers!();
     let (c, pid) =
         connect(&spec(peers.python(), &[peers.get("MCP_PEER_PY_SERVER")]), opts(Duration::from_secs(30), None));
     let c = c.unwrap();
@@ -157,7 +183,11 @@ fn other_real_servers_initialize_list_and_call() {
     assert!(c.get_prompt("review", Some(json!({"code": "x = 1"}))).unwrap()["messages"][0].is_object());
     c.close();
     assert_gone(pid);
+}
 
+#[test]
+fn mcp_server_time_answers_in_utc() {
+    let peers = require_peers!();
     let (c, pid) =
         connect(&spec(peers.get("MCP_PEER_TIME"), &["--local-timezone", "UTC"]), opts(Duration::from_secs(30), None));
     let c = c.unwrap();

@@ -169,11 +169,21 @@ pub struct ServerOpts {
     pub secret: Option<String>,
     /// Soft and hard limits on open file descriptors for the server process.
     pub fd_limit: Option<(u64, u64)>,
+    /// Leave GOOSE_TLS to the server's own default (HTTPS). Otherwise the launcher passes
+    /// `GOOSE_TLS=false` unless `env` sets GOOSE_TLS or `args` has `--tls`/`--no-tls`, so most
+    /// tests talk plain HTTP with ureq; the TLS and Desktop tests opt in.
+    pub default_tls: bool,
 }
 
 impl Default for ServerOpts {
     fn default() -> Self {
-        ServerOpts { env: Vec::new(), args: Vec::new(), secret: Some(SECRET.to_string()), fd_limit: None }
+        ServerOpts {
+            env: Vec::new(),
+            args: Vec::new(),
+            secret: Some(SECRET.to_string()),
+            fd_limit: None,
+            default_tls: false,
+        }
     }
 }
 
@@ -200,6 +210,11 @@ impl Server {
         cmd.arg("agent").arg("--port").arg("0").args(&opts.args);
         if let Some(s) = &opts.secret {
             cmd.env("GOOSE_SERVER__SECRET_KEY", s);
+        }
+        let tls_chosen =
+            opts.env.iter().any(|(k, _)| k == "GOOSE_TLS") || opts.args.iter().any(|a| a == "--tls" || a == "--no-tls");
+        if !opts.default_tls && !tls_chosen {
+            cmd.env("GOOSE_TLS", "false");
         }
         for (k, v) in &opts.env {
             cmd.env(k, v);

@@ -14,10 +14,10 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-const PREFIX: &str = "GOOSED_CERT_FINGERPRINT=";
+pub(crate) const PREFIX: &str = "GOOSED_CERT_FINGERPRINT=";
 
 /// SHA-256 of the DER, `AA:BB:…` (computed here, not with the server's formatter).
-fn sha256_colon_hex(der: &[u8]) -> String {
+pub(crate) fn sha256_colon_hex(der: &[u8]) -> String {
     gosling::util::sha256(der).iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
 }
 
@@ -65,11 +65,11 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
-type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+pub(crate) type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// A TLS connection to `addr` that trusts only `pin`. The handshake runs here, so a wrong pin
 /// is an `Err` before any HTTP is sent.
-fn connect(addr: &str, pin: &str) -> Result<Tls, String> {
+pub(crate) fn connect(addr: &str, pin: &str) -> Result<Tls, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -89,10 +89,10 @@ fn connect(addr: &str, pin: &str) -> Result<Tls, String> {
     Ok(tls)
 }
 
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(crate) struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
 }
 
 /// Sends one request and reads one response (Content-Length or chunked), keeping the
@@ -101,7 +101,7 @@ fn exchange(tls: &mut BufReader<Tls>, method: &str, path: &str, secret: Option<&
     exchange_json(tls, method, path, secret, None)
 }
 
-fn exchange_json(
+pub(crate) fn exchange_json(
     tls: &mut BufReader<Tls>,
     method: &str,
     path: &str,
@@ -162,7 +162,7 @@ fn https(addr: &str, pin: &str, method: &str, path: &str, secret: Option<&str>) 
     exchange(&mut BufReader::new(connect(addr, pin)?), method, path, secret)
 }
 
-fn fingerprint_line(server: &Server) -> String {
+pub(crate) fn fingerprint_line(server: &Server) -> String {
     let lines: Vec<&String> = server.early_stdout.iter().filter(|l| l.starts_with(PREFIX)).collect();
     assert_eq!(lines.len(), 1, "one fingerprint line before the listening line; stdout: {:?}", server.early_stdout);
     let fp = lines[0][PREFIX.len()..].to_string();
@@ -352,10 +352,15 @@ fn bad_tls_configuration_is_a_start_up_error_naming_the_variable() {
 }
 
 #[test]
-fn plain_http_stays_the_default_and_prints_no_fingerprint() {
-    for env in [vec![], vec![("GOOSE_TLS", "false")]] {
-        let server = tls_server(&[], &env);
-        assert!(!server.tls, "{env:?}");
+fn https_is_the_default_and_goose_tls_false_or_no_tls_opt_out() {
+    // As goosed 1.34: nothing set → HTTPS with the fingerprint line (Desktop sets no GOOSE_TLS).
+    let server = Server::start_with(ServerOpts { default_tls: true, ..ServerOpts::default() });
+    assert!(server.tls, "the listening line says https://");
+    let pin = fingerprint_line(&server);
+    assert_eq!(https(&server.addr, &pin, "GET", "/status", None).unwrap().status, 200);
+    for (args, env) in [(vec![], vec![("GOOSE_TLS", "false")]), (vec!["--no-tls"], vec![])] {
+        let server = tls_server(&args, &env);
+        assert!(!server.tls, "{args:?} {env:?}");
         assert!(!server.early_stdout.iter().any(|l| l.contains(PREFIX)), "{env:?}: {:?}", server.early_stdout);
         assert_eq!(server.get("/status").status, 200);
     }
