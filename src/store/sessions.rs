@@ -100,11 +100,14 @@ struct FilePos {
     ino: u64,
 }
 
-/// One session's indexed metadata. Replaced whole (behind an `Arc`) on every change.
+/// One session's indexed metadata. Replaced whole (behind an `Arc`) on every change. The
+/// session itself is kept only as its listing JSON (a tenth of the memory of a parsed
+/// `Session`), parsed again when a caller wants the struct.
 struct Meta {
-    /// Without its conversation.
-    session: Session,
-    /// `session` as listed on the wire (compact JSON), so listing only copies bytes.
+    id: Box<str>,
+    updated_at: Box<str>,
+    /// The session without its conversation as listed on the wire (compact JSON), so listing
+    /// only copies bytes.
     json: Box<str>,
     file: FilePos,
     /// Appends since the metadata file was last written.
@@ -117,7 +120,14 @@ impl Meta {
     fn new(mut session: Session, file: FilePos, unsaved: u32) -> Meta {
         session.conversation = None;
         let json = serde_json::to_string(&session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
-        Meta { session, json, file, unsaved, legacy: false }
+        Meta { id: session.id.into(), updated_at: session.updated_at.into(), json, file, unsaved, legacy: false }
+    }
+
+    /// The session, without its conversation.
+    fn session(&self) -> Result<Session, Error> {
+        // The JSON is our own serialization of a Session; failing to read it back is a bug.
+        serde_json::from_str(&self.json)
+            .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
     }
 }
 
@@ -416,9 +426,9 @@ impl SessionStore {
         if mtime > session.updated_at {
             session.updated_at = mtime;
         }
-        let meta = Meta::new(session, FilePos { bytes: good, ino: now.ino }, 0);
-        self.write_meta(&meta)?;
-        Ok(meta)
+        let file = FilePos { bytes: good, ino: now.ino };
+        self.write_meta(&session, file)?;
+        Ok(Meta::new(session, file, 0))
     }
 
     /// Moves a session of the one-file layout to its two files, then removes the old file
@@ -436,7 +446,7 @@ impl SessionStore {
             } else {
                 self.write_messages(&path, &conversation)?
             };
-            self.write_meta(&Meta::new(session, file, 0))?;
+            self.write_meta(&session, file)?;
             remove_if_present(&legacy)?;
             let _ = remove_if_present(&PathBuf::from(format!("{}.lock", legacy.display())));
             log::info!(
@@ -461,13 +471,14 @@ impl SessionStore {
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
     }
 
-    fn write_meta(&self, meta: &Meta) -> Result<(), Error> {
-        let path = self.meta_path(&meta.session.id);
-        let mut doc = match serde_json::to_value(&meta.session) {
+    fn write_meta(&self, session: &Session, file: FilePos) -> Result<(), Error> {
+        let path = self.meta_path(&session.id);
+        let mut doc = match serde_json::to_value(session) {
             Ok(Value::Object(m)) => m,
             _ => return Err(corrupt(&path, "the session did not serialize to an object")),
         };
-        doc.insert(FILE_KEY.into(), serde_json::json!(meta.file));
+        doc.remove("conversation");
+        doc.insert(FILE_KEY.into(), serde_json::json!(file));
         let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| corrupt(&path, e.to_string()))?;
         bytes.push(b'\n');
         atomic::write_atomic(&path, &bytes)
@@ -515,12 +526,10 @@ impl SessionStore {
             recipe: None,
             extra: Map::new(),
         };
-        let meta = Meta::new(s, FilePos::default(), 0);
-        self.write_meta(&meta)?;
-        let mut s = meta.session.clone();
+        self.write_meta(&s, FilePos::default())?;
+        let meta = Meta::new(s.clone(), FilePos::default(), 0);
         lock(&self.index).insert(s.id.clone(), Slot { meta: Arc::new(meta), write: Arc::default() });
-        s.conversation = Some(Vec::new());
-        Ok(s)
+        Ok(Session { conversation: Some(Vec::new()), ..s })
     }
 
     /// The session's indexed metadata and its write lock, loading it from disk when it is not
@@ -575,14 +584,14 @@ impl SessionStore {
     /// The conversation as its file holds it, up to where the metadata says it ends.
     fn read_conversation(&self, meta: &Meta) -> Result<Vec<Value>, Error> {
         if meta.legacy {
-            let path = self.legacy_path(&meta.session.id);
+            let path = self.legacy_path(&meta.id);
             let bytes = read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was open"))?;
-            return Ok(parse_legacy(&path, &meta.session.id, &bytes)?.conversation.unwrap_or_default());
+            return Ok(parse_legacy(&path, &meta.id, &bytes)?.conversation.unwrap_or_default());
         }
         if meta.file.bytes == 0 {
             return Ok(Vec::new());
         }
-        let path = self.messages_path(&meta.session.id);
+        let path = self.messages_path(&meta.id);
         let mut bytes = Vec::with_capacity(meta.file.bytes as usize);
         let f = open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         f.take(meta.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
@@ -606,7 +615,7 @@ impl SessionStore {
     /// The session with its conversation (read from its file).
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
         self.with_session(id, Change::Read, |meta| {
-            let mut s = meta.session.clone();
+            let mut s = meta.session()?;
             s.conversation = Some(self.read_conversation(meta)?);
             Ok((None, s))
         })
@@ -615,7 +624,7 @@ impl SessionStore {
     /// The session without its conversation (`conversation` is `None`), from the index: no
     /// file is read.
     pub fn get_meta(&self, id: &str) -> Result<Option<Session>, Error> {
-        Ok(self.slot(id)?.map(|s| s.meta.session.clone()))
+        self.slot(id)?.map(|s| s.meta.session()).transpose()
     }
 
     /// Appends one message to the conversation: one write and one fsync of its file,
@@ -652,16 +661,16 @@ impl SessionStore {
             if created {
                 sync_dir(&self.dir)?;
             }
-            let mut s = meta.session.clone();
+            let mut s = meta.session()?;
             s.message_count += 1;
             s.updated_at = crate::util::now_rfc3339();
             let file = FilePos { bytes: meta.file.bytes + line.len() as u64, ino: stat.ino() };
-            let mut new = Meta::new(s, file, meta.unsaved + 1);
-            if created || new.unsaved >= APPENDS_PER_META_WRITE {
-                self.write_meta(&new)?;
-                new.unsaved = 0;
+            let mut unsaved = meta.unsaved + 1;
+            if created || unsaved >= APPENDS_PER_META_WRITE {
+                self.write_meta(&s, file)?;
+                unsaved = 0;
             }
-            Ok((Some(new), ()))
+            Ok((Some(Meta::new(s, file, unsaved)), ()))
         })?;
         Ok(done.is_some())
     }
@@ -671,12 +680,11 @@ impl SessionStore {
     pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
         let done = self.with_session(id, Change::Write, |meta| {
             let file = self.write_messages(&self.messages_path(id), conversation)?;
-            let mut s = meta.session.clone();
+            let mut s = meta.session()?;
             s.message_count = conversation.len() as u64;
             s.updated_at = crate::util::now_rfc3339();
-            let new = Meta::new(s, file, 0);
-            self.write_meta(&new)?;
-            Ok((Some(new), ()))
+            self.write_meta(&s, file)?;
+            Ok((Some(Meta::new(s, file, 0)), ()))
         })?;
         Ok(done.is_some())
     }
@@ -686,17 +694,18 @@ impl SessionStore {
     /// atomic write, whatever the conversation's length. `None` when it does not exist.
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         self.with_session(id, Change::Write, |meta| {
-            let mut s = meta.session.clone();
+            let before = meta.session()?;
+            let mut s = before.clone();
             let r = f(&mut s);
             if s.conversation.is_some() {
                 log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
             }
-            s.id = meta.session.id.clone();
-            s.message_count = meta.session.message_count;
+            s.id = before.id;
+            s.message_count = before.message_count;
             s.updated_at = crate::util::now_rfc3339();
-            let new = Meta::new(s, meta.file, 0);
-            self.write_meta(&new)?;
-            Ok((Some(new), r))
+            s.conversation = None;
+            self.write_meta(&s, meta.file)?;
+            Ok((Some(Meta::new(s, meta.file, 0)), r))
         })
     }
 
@@ -706,7 +715,7 @@ impl SessionStore {
     pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         self.with_session(id, Change::Write, |meta| {
             let before = self.read_conversation(meta)?;
-            let mut s = meta.session.clone();
+            let mut s = meta.session()?;
             s.conversation = Some(before.clone());
             let r = f(&mut s);
             let after = s.conversation.take().unwrap_or_default();
@@ -737,29 +746,26 @@ impl SessionStore {
             } else {
                 self.write_messages(&path, &after)?
             };
-            s.id = meta.session.id.clone();
+            s.id = meta.id.to_string();
             s.message_count = after.len() as u64;
             s.updated_at = crate::util::now_rfc3339();
-            let new = Meta::new(s, file, 0);
-            self.write_meta(&new)?;
-            Ok((Some(new), r))
+            self.write_meta(&s, file)?;
+            Ok((Some(Meta::new(s, file, 0)), r))
         })
     }
 
     /// Every indexed session, newest first (by `updated_at`, then id).
     fn sorted(&self) -> Vec<Arc<Meta>> {
         let mut all: Vec<Arc<Meta>> = lock(&self.index).values().map(|s| s.meta.clone()).collect();
-        all.sort_by(|a, b| {
-            b.session.updated_at.cmp(&a.session.updated_at).then_with(|| b.session.id.cmp(&a.session.id))
-        });
+        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id)));
         all
     }
 
-    /// All sessions, newest first, without their conversations; from the index, no file is
-    /// read. Sessions whose files could not be read at start are not listed (a warning named
-    /// each file then).
+    /// All sessions, newest first, without their conversations: parsed from the index (a few
+    /// µs each), no file is read. Sessions whose files could not be read at start are not
+    /// listed (a warning named each file then).
     pub fn list(&self) -> Result<Vec<Session>, Error> {
-        Ok(self.sorted().iter().map(|m| m.session.clone()).collect())
+        self.sorted().iter().map(|m| m.session()).collect()
     }
 
     /// `list()` as a JSON array (goose's Session objects), built from each session's cached
