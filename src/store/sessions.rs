@@ -337,9 +337,20 @@ impl SessionStore {
     fn load_legacy(&self, id: &str) -> Result<Option<Meta>, Error> {
         let legacy = self.legacy_path(id);
         let Some(bytes) = read_file(&legacy)? else { return Ok(None) };
-        let mut session = parse_legacy(&legacy, id, &bytes)?;
-        let n = session.conversation.take().map_or(0, |c| c.len() as u64);
-        session.message_count = n;
+        /// The file with its messages counted but not kept (skipped without allocating).
+        #[derive(Deserialize)]
+        struct Counted {
+            #[serde(default)]
+            conversation: Option<Vec<serde::de::IgnoredAny>>,
+            #[serde(flatten)]
+            session: Session,
+        }
+        let c: Counted = serde_json::from_slice(&bytes).map_err(|e| corrupt(&legacy, e.to_string()))?;
+        if c.session.id != id {
+            return Err(corrupt(&legacy, format!("it holds session {:?}, not {id:?}", c.session.id)));
+        }
+        let mut session = c.session;
+        session.message_count = c.conversation.map_or(0, |c| c.len() as u64);
         let mut meta = Meta::new(session, FilePos::default(), 0);
         meta.legacy = true;
         Ok(Some(meta))
