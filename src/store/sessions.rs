@@ -9,16 +9,16 @@
 //!   is; a rewrite (goose's `override_conversation`) replaces the file atomically. The file
 //!   appears with the first message.
 //!
-//! An in-memory index of every session's metadata (and its listing JSON) is loaded once when
-//! the store opens, so listing never opens a file. Appends do not rewrite the metadata file
-//! every time: after a crash, opening the store finds the conversation longer than its
-//! metadata records and counts only the lines past the recorded end (a torn last line, never
-//! acknowledged, is cut off with a warning). Only one server may own a state directory: the
-//! store holds an exclusive lock on `sessions/.lock` while open.
+//! An in-memory index of every session's metadata (as its listing JSON) is loaded once when
+//! the store opens, so listing never opens a file. Appends rewrite the metadata file only every
+//! `APPENDS_PER_META_WRITE` messages: after a crash, opening the store finds the conversation
+//! longer than its metadata records and counts only the lines past the recorded end (a torn
+//! last line, never acknowledged, is cut off with a warning). Only one server may own a state
+//! directory: the store holds an exclusive lock on `sessions/.lock` while open.
 //!
-//! Sessions written by earlier versions (`<id>.json`, the conversation inside) are migrated
-//! when the store opens. A file that cannot be read is reported with its name and left
-//! untouched, never replaced or silently dropped.
+//! Sessions written by earlier versions (`<id>.json`, the conversation inside) are read in
+//! place and migrated on their first change. A file that cannot be read is reported with its
+//! name and left untouched, never replaced or silently dropped.
 //!
 //! Not here: what a message means (agent/messages.rs); locking across processes beyond the
 //! owner lock.
@@ -237,8 +237,8 @@ fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
 }
 
 impl SessionStore {
-    /// Opens (creating) `<state dir>/sessions`, takes the owner lock, migrates sessions of the
-    /// earlier layout and loads the index. A session whose files cannot be read is left out
+    /// Opens (creating) `<state dir>/sessions`, takes the owner lock and loads the index,
+    /// recounting conversations a crash left ahead of their metadata. A session whose files cannot be read is left out
     /// of the index with a warning naming the file (asking for it by id reports the error).
     pub fn open(state_dir: &Path) -> Result<SessionStore, Error> {
         let dir = state_dir.join("sessions");
