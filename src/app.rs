@@ -18,6 +18,10 @@ pub fn policy_error(e: PolicyError) -> ApiError {
         PolicyError::CommandNotAllowed { .. }
         | PolicyError::InlineCode { .. }
         | PolicyError::ShellMetacharacter { .. }
+        | PolicyError::NotAPackage { .. }
+        | PolicyError::ContainerReach { .. }
+        | PolicyError::EnvRefused { .. }
+        | PolicyError::ReservedSecret { .. }
         | PolicyError::NotAllowlisted { .. }
         | PolicyError::AllowlistUnavailable { .. } => ApiError::new(403, e.to_string()),
         PolicyError::InvalidConfig(_) => ApiError::bad_request(e.to_string()),
@@ -47,6 +51,8 @@ pub struct App {
     pub runtime_deps: Arc<Deps>,
     pub guests: GuestPages,
     pub login: crate::http::auth::LoginToken,
+    /// Failed key and login-token guesses per peer.
+    pub throttle: crate::http::auth::Throttle,
 }
 
 impl App {
@@ -65,9 +71,8 @@ impl App {
                 asker.ask(session, extension, params)
             })),
             state_dir: config.state_dir.clone(),
-            secret: Box::new(move |key| {
-                secret_store.get_secret(key).ok().flatten().or_else(|| std::env::var(key).ok())
-            }),
+            // The secrets store only: never gosling's own environment (see runtime::resolve_env).
+            secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
             audit: crate::store::audit::AuditLog::new(&config.state_dir),
         });
@@ -83,6 +88,7 @@ impl App {
             runtime_deps,
             guests: GuestPages::default(),
             login: crate::http::auth::LoginToken::new(std::time::Duration::from_secs(600)),
+            throttle: crate::http::auth::Throttle::new(),
         }
     }
 
@@ -133,6 +139,11 @@ impl App {
             }
             Err(e) => Err(policy_error(e)),
         }
+    }
+
+    /// The names `config` reads that are not in the secrets store, and those it may never read.
+    pub fn unresolved_secrets(&self, config: &ExtensionConfig) -> crate::extensions::config::Unresolved {
+        crate::extensions::config::unresolved(config, &|k| (self.runtime_deps.secret)(k).is_some())
     }
 
     /// Stops everything that runs children; called once at shutdown.

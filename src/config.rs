@@ -50,6 +50,11 @@ pub struct Config {
     pub io_timeout: Duration,
     /// Serve HTTPS (the default, as goosed 1.34) instead of plain HTTP (`GOOSE_TLS=false`).
     pub tls: TlsConfig,
+    /// `Host` names answered besides the loopback ones and `host` (`GOSLING_ALLOWED_HOSTS`,
+    /// comma-separated, lower-case, without ports).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins given CORS headers (`GOSLING_CORS_ORIGINS`, comma-separated, exact).
+    pub cors_origins: Vec<String>,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -71,6 +76,8 @@ impl std::fmt::Debug for Config {
             .field("max_requests", &self.max_requests)
             .field("max_body", &self.max_body)
             .field("max_connections", &self.max_connections)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("cors_origins", &self.cors_origins)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -130,6 +137,12 @@ fn parse_num<T: std::str::FromStr>(env: &dyn Env, key: &str, default: T) -> Resu
     }
 }
 
+/// The non-empty, trimmed items of a comma-separated variable.
+fn list(env: &dyn Env, key: &str) -> impl Iterator<Item = String> {
+    let value = env.get(key).unwrap_or_default();
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>().into_iter()
+}
+
 impl Config {
     /// Reads the environment. `port_flag`/`host_flag` come from the command line and win.
     /// The secret is not resolved here (see `resolve_secret`), so this stays pure.
@@ -172,6 +185,8 @@ impl Config {
                 cert_path: env.get("GOOSE_TLS_CERT_PATH").map(PathBuf::from),
                 key_path: env.get("GOOSE_TLS_KEY_PATH").map(PathBuf::from),
             },
+            allowed_hosts: list(env, "GOSLING_ALLOWED_HOSTS").map(|h| h.to_ascii_lowercase()).collect(),
+            cors_origins: list(env, "GOSLING_CORS_ORIGINS").collect(),
         })
     }
 }

@@ -10,8 +10,8 @@
 //! Exit codes: 0 done (or `--check`/`--dry-run` passed), 1 refused or failed, 2 usage error.
 
 use crate::config::{config_dir, Env, ProcessEnv};
-use crate::extensions::config::{ExtensionConfig, ExtensionEntry};
-use crate::extensions::deeplink::{config_secrets, plan_install, printable, InstallPlan};
+use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Unresolved};
+use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
 use crate::store::config_store::ConfigStore;
@@ -120,6 +120,12 @@ fn install(flags: &Flags) -> ExitCode {
             Ok(plan) => {
                 print_plan(&plan);
                 println!("ok: the link is valid and the policy allows it");
+                if !plan.refused_secrets.is_empty() {
+                    println!(
+                        "it would be saved disabled: it reads gosling's own secret(s) {}",
+                        plan.refused_secrets.join(", ")
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => fail("install", e),
@@ -163,7 +169,7 @@ fn install(flags: &Flags) -> ExitCode {
     match store.upsert_extension(&entry) {
         Ok(existed) => {
             log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
-            report_saved(&entry, existed, &plan.missing_secrets);
+            report_saved(&entry, existed, &plan.missing_secrets, &plan.refused_secrets);
             ExitCode::SUCCESS
         }
         Err(e) => fail("install", e),
@@ -214,7 +220,7 @@ pub fn import_main(args: &[String]) -> ExitCode {
     };
 
     println!("{} server(s) in {}", items.len(), path.display());
-    let mut accepted: Vec<(ExtensionEntry, Vec<String>)> = Vec::new();
+    let mut accepted: Vec<(ExtensionEntry, Unresolved)> = Vec::new();
     let mut refused = 0;
     for item in items {
         print_config(&item.config);
@@ -226,20 +232,18 @@ pub fn import_main(args: &[String]) -> ExitCode {
                 for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
                     println!("    warning: {}", printable(w));
                 }
-                let missing: Vec<String> = config_secrets(&item.config)
-                    .iter()
-                    .filter(|k| store.as_ref().is_none_or(|s| s.get_secret(k).ok().flatten().is_none()))
-                    .cloned()
-                    .collect();
-                if !missing.is_empty() {
-                    println!("    secrets needed: {} (saved disabled until they are set)", missing.join(", "));
+                let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
+                let u = unresolved(&item.config, &present);
+                if !u.missing.is_empty() {
+                    println!("    secrets needed: {} (saved disabled until they are set)", u.missing.join(", "));
+                }
+                if !u.refused.is_empty() {
+                    let only = Unresolved { missing: Vec::new(), refused: u.refused.clone() };
+                    println!("    refused secrets: {} (saved disabled)", only.explain());
                 }
                 let exists = store.as_ref().and_then(|s| s.extension(&item.config.key()).ok().flatten()).is_some();
                 println!("    {}", if exists { "ok: replaces the installed extension" } else { "ok" });
-                accepted.push((
-                    ExtensionEntry { enabled: item.enabled && missing.is_empty(), config: item.config },
-                    missing,
-                ));
+                accepted.push((ExtensionEntry { enabled: item.enabled && u.is_empty(), config: item.config }, u));
             }
             Err(e) => {
                 refused += 1;
@@ -269,11 +273,11 @@ pub fn import_main(args: &[String]) -> ExitCode {
     }
     let store = store.expect("opened unless dry run");
     let total = accepted.len();
-    for (entry, missing) in accepted {
+    for (entry, u) in accepted {
         match store.upsert_extension(&entry) {
             Ok(existed) => {
                 log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
-                report_saved(&entry, existed, &missing);
+                report_saved(&entry, existed, &u.missing, &u.refused);
             }
             Err(e) => return fail("import", e),
         }
@@ -295,26 +299,78 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// One config, as the import listing shows it (names only, never env or header values).
+/// Whether a variable or header name marks its value as a secret: one of its words (split on
+/// `_` and `-`) is KEY, TOKEN, SECRET, PASSWORD, … or it is `Authorization`/`Cookie`.
+fn names_a_secret(name: &str) -> bool {
+    const WORDS: [&str; 16] = [
+        "KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "PWD",
+        "PAT",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "AUTHORIZATION",
+        "COOKIE",
+        "PRIVATE",
+        "SIGNATURE",
+    ];
+    name.to_ascii_uppercase().split(['_', '-']).any(|w| WORDS.contains(&w))
+}
+
+/// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):
+/// a reference is not a secret itself.
+fn only_references(value: &str) -> bool {
+    use crate::wire::template::{pieces, Piece};
+    pieces(value).iter().all(|p| match p {
+        Piece::Var(_) => true,
+        Piece::Text(t) => t.trim().is_empty() || t.trim() == "Bearer" || !t.chars().any(char::is_alphanumeric),
+    })
+}
+
+/// A value as the import listing shows it: as written, or masked when its name marks it as a
+/// secret and it is not just a reference.
+fn shown_value(name: &str, value: &str) -> String {
+    if names_a_secret(name) && !only_references(value) {
+        format!("(hidden: {} characters)", value.chars().count())
+    } else {
+        format!("{:?}", printable(value))
+    }
+}
+
+/// One config, as the import listing shows it: what runs, and every environment variable and
+/// header with its value (masked only where the name marks it as a secret), so nothing the file
+/// sets reaches an extension unseen.
 fn print_config(c: &ExtensionConfig) {
     println!("  {} ({}, key {})", printable(c.name()), c.type_name(), c.key());
+    let print_env = |envs: &std::collections::BTreeMap<String, String>, env_keys: &[String]| {
+        for (k, v) in envs {
+            println!("    env:     {}={}", printable(k), shown_value(k, v));
+        }
+        for k in env_keys {
+            if crate::extensions::config::is_reserved_secret(k) {
+                println!("    env:     {} (one of gosling's own secrets: never read)", printable(k));
+            } else {
+                println!("    env:     {} (read from the secrets store)", printable(k));
+            }
+        }
+    };
     match c {
         ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
             println!("    runs:    {}", shell_words(cmd, args));
-            let names: Vec<&str> = envs.keys().map(String::as_str).chain(env_keys.iter().map(String::as_str)).collect();
-            if !names.is_empty() {
-                println!("    env:     {}", names.join(", "));
-            }
+            print_env(envs, env_keys);
         }
         ExtensionConfig::StreamableHttp { uri, headers, envs, env_keys, .. } => {
             println!("    server:  {}", printable(uri));
-            if !headers.is_empty() {
-                println!("    headers: {}", headers.keys().cloned().collect::<Vec<_>>().join(", "));
+            for (h, v) in headers {
+                println!("    header:  {}: {}", printable(h), shown_value(h, v));
             }
-            let names: Vec<&str> = envs.keys().map(String::as_str).chain(env_keys.iter().map(String::as_str)).collect();
-            if !names.is_empty() {
-                println!("    env:     {}", names.join(", "));
-            }
+            print_env(envs, env_keys);
         }
         ExtensionConfig::Sse { uri, .. } => {
             println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or("")))
@@ -347,6 +403,20 @@ fn print_plan(plan: &InstallPlan) {
             println!("  env:         {name} — {}", printable(d));
         }
     }
+    for r in s.get("reads").and_then(Value::as_array).into_iter().flatten() {
+        println!(
+            "  reads:       {} ← stored secret {} ({})",
+            r["where"].as_str().map(printable).unwrap_or_default(),
+            r["secret"].as_str().map(printable).unwrap_or_default(),
+            if r["refused"] == true {
+                "refused: one of gosling's own secrets"
+            } else if r["stored"] == true {
+                "stored"
+            } else {
+                "not stored yet"
+            }
+        );
+    }
     println!("  timeout:     {} s", s["timeout"]);
     if !text("description").is_empty() {
         println!("  description: {}", text("description"));
@@ -357,20 +427,22 @@ fn print_plan(plan: &InstallPlan) {
     if !text("installation_notes").is_empty() {
         println!("  notes:       {}", text("installation_notes"));
     }
-    let secrets: Vec<String> =
-        s.get("secrets")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(|k| {
-                if plan.missing_secrets.iter().any(|m| m == k) {
-                    format!("{k} (not set)")
-                } else {
-                    format!("{k} (set)")
-                }
-            })
-            .collect();
+    let secrets: Vec<String> = s
+        .get("secrets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|k| {
+            if plan.refused_secrets.iter().any(|m| m == k) {
+                format!("{k} (refused: one of gosling's own secrets)")
+            } else if plan.missing_secrets.iter().any(|m| m == k) {
+                format!("{k} (not set)")
+            } else {
+                format!("{k} (set)")
+            }
+        })
+        .collect();
     if !secrets.is_empty() {
         println!("  secrets:     {}", secrets.join(", "));
     }
@@ -379,20 +451,22 @@ fn print_plan(plan: &InstallPlan) {
     }
 }
 
-fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String]) {
+fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String], refused: &[String]) {
     let verb = if existed { "updated" } else { "installed" };
     let key = entry.config.key();
-    if missing.is_empty() {
+    let name = printable(entry.config.name());
+    if !refused.is_empty() {
+        let u = Unresolved { missing: Vec::new(), refused: refused.to_vec() };
+        println!("{verb} {name} (key {key}) but left it disabled: {}", u.explain());
+    } else if missing.is_empty() {
         println!(
-            "{verb} {} (key {key}){}",
-            printable(entry.config.name()),
+            "{verb} {name} (key {key}){}",
             if entry.enabled { ", enabled for new sessions" } else { ", disabled" }
         );
     } else {
         println!(
-            "{verb} {} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
+            "{verb} {name} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
              with POST /config/upsert {{\"key\": \"{}\", \"value\": \"…\", \"is_secret\": true}}, or by re-running the install on a terminal, then enable the extension",
-            printable(entry.config.name()),
             missing.join(", "),
             missing[0]
         );

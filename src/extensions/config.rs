@@ -15,7 +15,7 @@ use std::fmt;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
 /// Environment variables an extension config may not set (goose's list, compared
-/// case-insensitively): they change how the child's runtime loads code.
+/// case-insensitively): they change how the child's runtime loads code. `ENV_RULES` extends it.
 pub const DISALLOWED_ENV_KEYS: [&str; 31] = [
     "PATH",
     "PATHEXT",
@@ -50,8 +50,308 @@ pub const DISALLOWED_ENV_KEYS: [&str; 31] = [
     "HOMEPATH",
 ];
 
+/// How an `EnvRule` matches a variable name (always case-insensitively).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvMatch {
+    Exact(&'static str),
+    Prefix(&'static str),
+    Suffix(&'static str),
+}
+
+/// A family of environment variables extensions may not set, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvRule {
+    pub pattern: EnvMatch,
+    pub why: &'static str,
+}
+
+impl EnvRule {
+    fn matches(&self, upper: &str) -> bool {
+        match self.pattern {
+            EnvMatch::Exact(p) => upper == p,
+            EnvMatch::Prefix(p) => upper.starts_with(p),
+            EnvMatch::Suffix(p) => upper.ends_with(p),
+        }
+    }
+
+    /// `LD_*`, `*_PROXY`, `BASH_ENV`: the family as docs/install.md lists it.
+    pub fn shown(&self) -> String {
+        match self.pattern {
+            EnvMatch::Exact(p) => p.to_string(),
+            EnvMatch::Prefix(p) => format!("{p}*"),
+            EnvMatch::Suffix(p) => format!("*{p}"),
+        }
+    }
+}
+
+const fn rule(pattern: EnvMatch, why: &'static str) -> EnvRule {
+    EnvRule { pattern, why }
+}
+
+const LOADER: &str = "it makes the dynamic loader or C library load other code";
+const SHELL: &str = "it makes a shell run code from it or from a file it names";
+const PY: &str = "it makes Python or its package tools load code or fetch packages from elsewhere";
+const NODE: &str = "it makes Node.js or its package managers load code or fetch packages from elsewhere";
+const JVM: &str = "it makes the JVM or jbang load agents, classes or dependencies from elsewhere";
+const OTHER_LANG: &str = "it makes an interpreter load code it names";
+const CONTAINER: &str = "it points the container engine at another daemon or configuration";
+const FETCH: &str = "it redirects where programs fetch from or whom they trust (proxy, registry, certificates)";
+const PROGRAM: &str = "it names a program that tools start, or where they read their configuration";
+
+/// Every family refused, beyond `DISALLOWED_ENV_KEYS` (all upper case; names are compared
+/// upper-cased). Thought out as an attacker would: anything that makes an interpreter, loader,
+/// package manager or container engine load code or fetch from elsewhere. docs/install.md lists
+/// the same table; keep them together.
+pub const ENV_RULES: &[EnvRule] = &[
+    rule(EnvMatch::Prefix("LD_"), LOADER),
+    rule(EnvMatch::Prefix("DYLD_"), LOADER),
+    rule(EnvMatch::Exact("GCONV_PATH"), LOADER),
+    rule(EnvMatch::Exact("GLIBC_TUNABLES"), LOADER),
+    rule(EnvMatch::Exact("HOSTALIASES"), LOADER),
+    rule(EnvMatch::Exact("LOCPATH"), LOADER),
+    rule(EnvMatch::Exact("NLSPATH"), LOADER),
+    rule(EnvMatch::Prefix("RES_"), LOADER),
+    rule(EnvMatch::Exact("LOCALDOMAIN"), LOADER),
+    rule(EnvMatch::Suffix("LIBRARY_PATH"), LOADER),
+    rule(EnvMatch::Suffix("_PLUGIN_PATH"), LOADER),
+    rule(EnvMatch::Suffix("_MODULE_PATH"), LOADER),
+    rule(EnvMatch::Prefix("GTK_"), LOADER),
+    rule(EnvMatch::Prefix("GIO_"), LOADER),
+    rule(EnvMatch::Prefix("OPENSSL_"), LOADER),
+    rule(EnvMatch::Exact("BASH_ENV"), SHELL),
+    rule(EnvMatch::Exact("ENV"), SHELL),
+    rule(EnvMatch::Prefix("BASH_FUNC_"), SHELL),
+    rule(EnvMatch::Exact("SHELLOPTS"), SHELL),
+    rule(EnvMatch::Exact("BASHOPTS"), SHELL),
+    rule(EnvMatch::Exact("PS4"), SHELL),
+    rule(EnvMatch::Exact("PROMPT_COMMAND"), SHELL),
+    rule(EnvMatch::Exact("IFS"), SHELL),
+    rule(EnvMatch::Exact("CDPATH"), SHELL),
+    rule(EnvMatch::Exact("ZDOTDIR"), SHELL),
+    rule(EnvMatch::Prefix("PYTHON"), PY),
+    rule(EnvMatch::Prefix("PIP_"), PY),
+    rule(EnvMatch::Prefix("PIPX_"), PY),
+    rule(EnvMatch::Prefix("UV_"), PY),
+    rule(EnvMatch::Exact("VIRTUAL_ENV"), PY),
+    rule(EnvMatch::Prefix("CONDA"), PY),
+    rule(EnvMatch::Prefix("POETRY_"), PY),
+    rule(EnvMatch::Prefix("NODE_"), NODE),
+    rule(EnvMatch::Prefix("NPM_"), NODE),
+    rule(EnvMatch::Prefix("YARN_"), NODE),
+    rule(EnvMatch::Prefix("PNPM_"), NODE),
+    rule(EnvMatch::Prefix("COREPACK_"), NODE),
+    rule(EnvMatch::Prefix("BUN_"), NODE),
+    rule(EnvMatch::Prefix("DENO_"), NODE),
+    rule(EnvMatch::Prefix("ELECTRON_"), NODE),
+    rule(EnvMatch::Prefix("JAVA_"), JVM),
+    rule(EnvMatch::Exact("_JAVA_OPTIONS"), JVM),
+    rule(EnvMatch::Exact("JDK_JAVA_OPTIONS"), JVM),
+    rule(EnvMatch::Prefix("JBANG_"), JVM),
+    rule(EnvMatch::Prefix("MAVEN_"), JVM),
+    rule(EnvMatch::Exact("M2_HOME"), JVM),
+    rule(EnvMatch::Prefix("GRADLE_"), JVM),
+    rule(EnvMatch::Suffix("_OPTS"), JVM),
+    rule(EnvMatch::Suffix("_OPTIONS"), JVM),
+    rule(EnvMatch::Prefix("PERL"), OTHER_LANG),
+    rule(EnvMatch::Prefix("RUBY"), OTHER_LANG),
+    rule(EnvMatch::Prefix("GEM_"), OTHER_LANG),
+    rule(EnvMatch::Prefix("BUNDLE"), OTHER_LANG),
+    rule(EnvMatch::Prefix("LUA_"), OTHER_LANG),
+    rule(EnvMatch::Prefix("PHP"), OTHER_LANG),
+    rule(EnvMatch::Prefix("TCL"), OTHER_LANG),
+    rule(EnvMatch::Exact("TK_LIBRARY"), OTHER_LANG),
+    rule(EnvMatch::Prefix("R_PROFILE"), OTHER_LANG),
+    rule(EnvMatch::Prefix("R_ENVIRON"), OTHER_LANG),
+    rule(EnvMatch::Prefix("R_LIBS"), OTHER_LANG),
+    rule(EnvMatch::Prefix("DOTNET_"), OTHER_LANG),
+    rule(EnvMatch::Prefix("COMPLUS_"), OTHER_LANG),
+    rule(EnvMatch::Prefix("CORECLR_"), OTHER_LANG),
+    rule(EnvMatch::Exact("GOFLAGS"), OTHER_LANG),
+    rule(EnvMatch::Exact("GOPROXY"), FETCH),
+    rule(EnvMatch::Exact("GOPATH"), OTHER_LANG),
+    rule(EnvMatch::Exact("GOTOOLCHAIN"), OTHER_LANG),
+    rule(EnvMatch::Exact("GOENV"), OTHER_LANG),
+    rule(EnvMatch::Exact("GOSUMDB"), FETCH),
+    rule(EnvMatch::Exact("GONOSUMDB"), FETCH),
+    rule(EnvMatch::Exact("GOINSECURE"), FETCH),
+    rule(EnvMatch::Exact("GOPRIVATE"), FETCH),
+    rule(EnvMatch::Exact("GONOPROXY"), FETCH),
+    rule(EnvMatch::Exact("RUSTC_WRAPPER"), OTHER_LANG),
+    rule(EnvMatch::Prefix("DOCKER_"), CONTAINER),
+    rule(EnvMatch::Prefix("CONTAINER"), CONTAINER),
+    rule(EnvMatch::Prefix("PODMAN_"), CONTAINER),
+    rule(EnvMatch::Prefix("BUILDKIT_"), CONTAINER),
+    rule(EnvMatch::Suffix("_PROXY"), FETCH),
+    rule(EnvMatch::Suffix("_REGISTRY"), FETCH),
+    rule(EnvMatch::Suffix("_INDEX_URL"), FETCH),
+    rule(EnvMatch::Suffix("_CA_BUNDLE"), FETCH),
+    rule(EnvMatch::Suffix("_CA_CERTS"), FETCH),
+    rule(EnvMatch::Prefix("SSL_"), FETCH),
+    rule(EnvMatch::Prefix("GIT_"), FETCH),
+    rule(EnvMatch::Exact("NETRC"), FETCH),
+    rule(EnvMatch::Exact("WGETRC"), FETCH),
+    rule(EnvMatch::Exact("CURL_HOME"), FETCH),
+    rule(EnvMatch::Exact("HOME"), PROGRAM),
+    rule(EnvMatch::Prefix("XDG_"), PROGRAM),
+    rule(EnvMatch::Exact("SHELL"), PROGRAM),
+    rule(EnvMatch::Exact("EDITOR"), PROGRAM),
+    rule(EnvMatch::Exact("VISUAL"), PROGRAM),
+    rule(EnvMatch::Exact("PAGER"), PROGRAM),
+    rule(EnvMatch::Exact("BROWSER"), PROGRAM),
+];
+
+const GOOSE_LIST: EnvRule = rule(
+    EnvMatch::Exact("(goose's list)"),
+    "goose refuses it too: it changes how the child's runtime finds or loads code",
+);
+
+/// The rule that refuses `key` as an extension's environment variable, if any: goose's
+/// `DISALLOWED_ENV_KEYS` and the families of `ENV_RULES`, compared case-insensitively. The one
+/// place that decides; every install path and the runtime ask here.
+pub fn disallowed_env_rule(key: &str) -> Option<EnvRule> {
+    let upper = key.to_ascii_uppercase();
+    ENV_RULES
+        .iter()
+        .copied()
+        .find(|r| r.matches(&upper))
+        .or_else(|| DISALLOWED_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)).then_some(GOOSE_LIST))
+}
+
 pub fn is_disallowed_env_key(key: &str) -> bool {
-    DISALLOWED_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
+    disallowed_env_rule(key).is_some()
+}
+
+/// The message for a refused variable: its name, the family and why.
+pub fn disallowed_env_message(key: &str) -> Option<String> {
+    disallowed_env_rule(key).map(|r| {
+        let family =
+            if r == GOOSE_LIST { "goose's disallowed list".to_string() } else { format!("the {} family", r.shown()) };
+        format!("environment variable {key} is refused ({family}): {}; remove it", r.why)
+    })
+}
+
+/// Names gosling keeps for itself: its server key, TLS files, provider keys and settings. An
+/// extension may never read these from the secrets store, even when the user stored a value
+/// under that name (Desktop stores provider keys there too), so a link cannot ask for them.
+pub const RESERVED_SECRET_PREFIXES: [&str; 5] = ["GOOSE_", "GOSLING_", "OPENAI_", "ANTHROPIC_", "OLLAMA_"];
+
+/// Provider keys goose Desktop may store beside gosling's own (other providers goose supports).
+pub const RESERVED_SECRET_NAMES: [&str; 14] = [
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "XAI_API_KEY",
+    "MISTRAL_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "DATABRICKS_TOKEN",
+    "LITELLM_API_KEY",
+    "TOGETHER_API_KEY",
+    "VENICE_API_KEY",
+    "SNOWFLAKE_TOKEN",
+    "TETRATE_API_KEY",
+];
+
+/// Whether `name` is one of gosling's own secrets or settings (case-insensitively).
+pub fn is_reserved_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    RESERVED_SECRET_PREFIXES.iter().any(|p| upper.starts_with(p)) || RESERVED_SECRET_NAMES.contains(&upper.as_str())
+}
+
+/// The message for a reserved name used as an extension variable (`field`: env_keys, headers).
+pub fn reserved_secret_message(name: &str, field: &str) -> String {
+    format!(
+        "{field}: {name} is one of gosling's own secrets or settings (server key, TLS, model provider); \
+         an extension may never read it, even if a value is stored under that name; give the extension \
+         its own secret under another name"
+    )
+}
+
+/// The store lookups a config needs, split: `missing` are not stored yet (the user can store
+/// them), `refused` are gosling's own secret names (never resolved, whatever is stored). An
+/// extension with either is saved disabled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unresolved {
+    pub missing: Vec<String>,
+    pub refused: Vec<String>,
+}
+
+impl Unresolved {
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.refused.is_empty()
+    }
+
+    /// One line for answers and logs: what is missing and how to store it, what is refused and why.
+    pub fn explain(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(first) = self.missing.first() {
+            parts.push(format!(
+                "secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
+                 store each with POST /config/upsert {{\"key\":\"{first}\",\"value\":\"...\",\"is_secret\":true}}",
+                self.missing.join(", ")
+            ));
+        }
+        if !self.refused.is_empty() {
+            parts.push(format!(
+                "{} {} gosling's own secret(s) or settings (server key, TLS, model provider), which an extension may never read, \
+                 even if a value is stored under that name; it cannot be enabled until it reads its own secret under another name",
+                self.refused.join(", "),
+                if self.refused.len() == 1 { "is one of" } else { "are" }
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// `secret_names(config)` split by `present(NAME)` (is it in the secrets store?) and by the
+/// own-secrets rule.
+pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Unresolved {
+    let mut u = Unresolved::default();
+    for k in secret_names(config) {
+        if is_reserved_secret(&k) {
+            u.refused.push(k);
+        } else if !present(&k) {
+            u.missing.push(k);
+        }
+    }
+    u
+}
+
+/// The variables an extension reads from the secrets store: its `env_keys`, then the variables
+/// its header values name that `envs` does not set, each once, in order. These are looked up in
+/// the secrets store only (never gosling's process environment).
+pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    match config {
+        ExtensionConfig::Stdio { envs, env_keys, .. } => {
+            for k in env_keys {
+                if envs.get(k).is_none_or(|v| v.is_empty()) && !out.contains(k) {
+                    out.push(k.clone());
+                }
+            }
+        }
+        ExtensionConfig::StreamableHttp { envs, env_keys, headers, .. } => {
+            for k in env_keys {
+                if envs.get(k).is_none_or(|v| v.is_empty()) && !out.contains(k) {
+                    out.push(k.clone());
+                }
+            }
+            for v in headers.values() {
+                for var in crate::wire::template::vars(v) {
+                    if !envs.contains_key(&var) && !out.contains(&var) {
+                        out.push(var);
+                    }
+                }
+            }
+        }
+        ExtensionConfig::Sse { .. }
+        | ExtensionConfig::Builtin { .. }
+        | ExtensionConfig::Platform { .. }
+        | ExtensionConfig::Frontend { .. }
+        | ExtensionConfig::InlinePython { .. } => {}
+    }
+    out
 }
 
 fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -354,12 +654,6 @@ impl ExtensionConfig {
 
 fn check_env_names<'a>(envs: impl Iterator<Item = &'a String>, env_keys: &'a [String]) -> Result<(), ConfigError> {
     for k in envs.chain(env_keys.iter()) {
-        if is_disallowed_env_key(k) {
-            return Err(cfg_err(
-                "envs",
-                format!("environment variable {k} is not allowed to be overwritten; remove it"),
-            ));
-        }
         if k.is_empty() || k.contains('=') || k.contains('\0') {
             return Err(cfg_err("envs", format!("{k:?} is not a valid environment variable name")));
         }
@@ -454,13 +748,66 @@ mod tests {
     }
 
     #[test]
-    fn validate_refuses_disallowed_env() {
-        let c = ExtensionConfig::from_value(
-            json!({"type":"stdio","name":"r","cmd":"x","args":[],"envs":{"ld_preload":"/x.so"}}),
-        )
+    fn env_rules_match_families_case_insensitively() {
+        for k in [
+            "ld_preload",
+            "LD_ANYTHING",
+            "DYLD_FALLBACK_LIBRARY_PATH",
+            "npm_config_node_options",
+            "NPM_CONFIG_REGISTRY",
+            "npm_config_script_shell",
+            "BASH_ENV",
+            "env",
+            "PERL5OPT",
+            "JAVA_TOOL_OPTIONS",
+            "GCONV_PATH",
+            "NODE_PATH",
+            "PIP_INDEX_URL",
+            "UV_INDEX_URL",
+            "DOCKER_HOST",
+            "https_proxy",
+            "ALL_PROXY",
+            "PYTHONSTARTUP",
+            "PATH",
+            "BASH_FUNC_x%%",
+            "GIT_SSH_COMMAND",
+            "SSL_CERT_FILE",
+            "HOME",
+            "XDG_CONFIG_HOME",
+            "CONTAINER_HOST",
+        ] {
+            assert!(is_disallowed_env_key(k), "{k}");
+            assert!(disallowed_env_message(k).unwrap().contains(k), "{k}");
+        }
+        for k in ["API_KEY", "GITHUB_TOKEN", "LOG_LEVEL", "MODE", "DATABASE_URL", "ENVIRONMENT"] {
+            assert!(!is_disallowed_env_key(k), "{k}");
+        }
+        assert!(disallowed_env_message("npm_config_registry").unwrap().contains("the NPM_* family"));
+    }
+
+    #[test]
+    fn reserved_secrets() {
+        for k in [
+            "GOOSE_SERVER__SECRET_KEY",
+            "openai_api_key",
+            "ANTHROPIC_API_KEY",
+            "GOOSE_TLS_KEY_PATH",
+            "GOSLING_X",
+            "GOOGLE_API_KEY",
+        ] {
+            assert!(is_reserved_secret(k), "{k}");
+        }
+        for k in ["API_TOKEN", "GITHUB_TOKEN", "MY_OPENAI_API_KEY"] {
+            assert!(!is_reserved_secret(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn secret_names_are_env_keys_then_header_variables() {
+        let c = ExtensionConfig::from_value(json!({"type":"streamable_http","name":"r","uri":"http://h/mcp",
+            "envs":{"LIT":"x"},"env_keys":["A","LIT"],"headers":{"X":"${LIT} ${B} $A"}}))
         .unwrap();
-        let e = c.validate().unwrap_err();
-        assert!(e.message.contains("ld_preload"), "{e}");
+        assert_eq!(secret_names(&c), ["A", "B"]);
     }
 
     #[test]

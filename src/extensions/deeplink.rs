@@ -10,15 +10,14 @@
 //!   value is not percent-decoded a second time.
 //! - `env` names become `env_keys` (values are secrets supplied later, never `envs: {K: ""}`),
 //!   as goose's settings form does when the user saves; `${VAR}`/`$VAR` used in header values
-//!   are added to `env_keys` too, so they resolve at activation.
-//! - Disallowed environment names (`config::DISALLOWED_ENV_KEYS`) are refused, not dropped.
+//!   are added to `env_keys` too, so they resolve at activation — from the secrets store only.
+//! - Code-loading environment names and gosling's own secret names are refused (by the policy,
+//!   with the family and the reason), not dropped.
 //!
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
-use crate::extensions::config::{
-    is_disallowed_env_key, name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS,
-};
+use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS};
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -247,14 +246,6 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         if headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k)) {
             return Err(err("header", format!("{k} is given more than once")));
         }
-        for var in header_vars(v) {
-            if is_disallowed_env_key(&var) {
-                return Err(err(
-                    "header",
-                    format!("{k} refers to ${var}, an environment variable extensions may not use"),
-                ));
-            }
-        }
         headers.push((k.to_string(), v.to_string()));
     }
 
@@ -316,25 +307,46 @@ impl DeepLink {
     }
 }
 
-/// Secrets a stored config needs at activation: its `env_keys` that `envs` does not already
-/// set (goose reads those as secrets), in order. For the "set the secret, then activate" step.
+/// Secrets a stored config reads from the secrets store (`config::secret_names`).
 pub fn config_secrets(config: &ExtensionConfig) -> Vec<String> {
+    crate::extensions::config::secret_names(config)
+}
+
+/// For the install summary: where each stored secret is read, `{"where": "header
+/// Authorization" | "env API_KEY", "secret": NAME, "stored": bool, "refused": bool}` (refused:
+/// one of gosling's own secrets, never read), in config order. Values are never included.
+pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Vec<Value> {
+    let names = config_secrets(config);
+    let mut out = Vec::new();
+    let mut push = |place: String, secret: &str| {
+        if names.iter().any(|n| n == secret) {
+            let refused = crate::extensions::config::is_reserved_secret(secret);
+            out.push(
+                json!({"where": place, "secret": secret, "stored": !refused && present(secret), "refused": refused}),
+            );
+        }
+    };
     match config {
-        ExtensionConfig::Stdio { envs, env_keys, .. } | ExtensionConfig::StreamableHttp { envs, env_keys, .. } => {
-            let mut out: Vec<String> = Vec::new();
-            for k in env_keys {
-                if !envs.contains_key(k) && !out.contains(k) {
-                    out.push(k.clone());
+        ExtensionConfig::Stdio { env_keys, .. } => env_keys.iter().for_each(|k| push(format!("env {k}"), k)),
+        ExtensionConfig::StreamableHttp { env_keys, headers, .. } => {
+            for (h, v) in headers {
+                for var in header_vars(v) {
+                    push(format!("header {h}"), &var);
                 }
             }
-            out
+            for k in env_keys {
+                if !headers.values().any(|v| header_vars(v).contains(k)) {
+                    push(format!("env {k}"), k);
+                }
+            }
         }
         ExtensionConfig::Sse { .. }
         | ExtensionConfig::Builtin { .. }
         | ExtensionConfig::Platform { .. }
         | ExtensionConfig::Frontend { .. }
-        | ExtensionConfig::InlinePython { .. } => Vec::new(),
+        | ExtensionConfig::InlinePython { .. } => {}
     }
+    out
 }
 
 /// A link refused by the parser or by the policy.
@@ -368,6 +380,8 @@ pub struct InstallPlan {
     pub config: ExtensionConfig,
     /// Secrets the extension needs that `secret_present` said are not set, in link order.
     pub missing_secrets: Vec<String>,
+    /// Names it reads that are gosling's own secrets: never resolved; it stays disabled.
+    pub refused_secrets: Vec<String>,
     /// Policy warnings (e.g. allowlist in warning mode, remote server not covered by a list).
     pub warnings: Vec<String>,
     /// What will run, without secret values: name, key, type, command+args or url, env names
@@ -379,12 +393,15 @@ impl InstallPlan {
     /// The entry to persist: enabled only when no secret is missing, so a session never tries
     /// to start an extension that cannot run yet (goose's "settings flow before activation").
     pub fn entry(&self) -> ExtensionEntry {
-        ExtensionEntry { enabled: self.missing_secrets.is_empty(), config: self.config.clone() }
+        ExtensionEntry {
+            enabled: self.missing_secrets.is_empty() && self.refused_secrets.is_empty(),
+            config: self.config.clone(),
+        }
     }
 }
 
 /// Parses `link`, applies `policy` as for a deep link, and says what installing would do.
-/// `secret_present(NAME)` tells whether a secret is already set (store or environment).
+/// `secret_present(NAME)` tells whether a secret is stored (the secrets store only).
 pub fn plan_install(
     link: &str,
     policy: &Policy,
@@ -399,7 +416,12 @@ pub fn plan_install(
             parsed.ignored.iter().map(|p| printable(p)).collect::<Vec<_>>().join(", ")
         ));
     }
-    let missing_secrets: Vec<String> = parsed.required_secrets().into_iter().filter(|s| !secret_present(s)).collect();
+    let unresolved = crate::extensions::config::unresolved(&config, secret_present);
+    if !unresolved.refused.is_empty() {
+        let only = crate::extensions::config::Unresolved { missing: Vec::new(), refused: unresolved.refused.clone() };
+        warnings.push(format!("policy: own-secrets rule: {}; it is saved disabled", only.explain()));
+    }
+    let (missing_secrets, refused_secrets) = (unresolved.missing, unresolved.refused);
     let mut summary = json!({
         "name": parsed.name,
         "key": name_to_key(&parsed.name),
@@ -420,8 +442,10 @@ pub fn plan_install(
         "env".into(),
         Value::Array(parsed.envs.iter().map(|e| json!({"name": e.key, "description": e.description})).collect()),
     );
-    s.insert("secrets".into(), json!(parsed.required_secrets()));
+    s.insert("secrets".into(), json!(config_secrets(&config)));
+    s.insert("reads".into(), Value::Array(secret_uses(&config, secret_present)));
     s.insert("missing_secrets".into(), json!(missing_secrets));
+    s.insert("refused_secrets".into(), json!(refused_secrets));
     s.insert("timeout".into(), json!(config.timeout_secs()));
     s.insert("description".into(), json!(parsed.description));
     if let Some(id) = &parsed.id {
@@ -431,41 +455,11 @@ pub fn plan_install(
         s.insert("installation_notes".into(), json!(n));
     }
     s.insert("warnings".into(), json!(warnings));
-    Ok(InstallPlan { config, missing_secrets, warnings, summary })
+    Ok(InstallPlan { config, missing_secrets, refused_secrets, warnings, summary })
 }
 
-/// `application/x-www-form-urlencoded` decoding, strict: `+` → space, `%XX` → byte; a `%` not
-/// followed by two hex digits, or bytes that are not UTF-8, are errors.
 fn form_decode(raw: &str) -> Result<String, String> {
-    let b = raw.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b'%' => {
-                let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-                match (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-                    (Some(h), Some(l)) => {
-                        out.push(h << 4 | l);
-                        i += 3;
-                    }
-                    _ => {
-                        let bad: String = raw[i..].chars().take(3).collect();
-                        return Err(format!("has an invalid percent escape {bad:?}; write % as %25"));
-                    }
-                }
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|_| "decodes to bytes that are not UTF-8; percent-encode text as UTF-8".to_string())
+    crate::wire::percent::form_decode(raw).map_err(|e| e.to_string())
 }
 
 /// A one-line field: no control characters, bounded length.
@@ -532,7 +526,7 @@ fn check_url(url: &str) -> Result<(), LinkError> {
     Ok(())
 }
 
-/// `[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes, and not one of the disallowed names.
+/// `[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes. Which names are refused is the policy's call.
 fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
     let ok = !key.is_empty()
         && key.len() <= 128
@@ -546,9 +540,6 @@ fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
                 printable(key)
             ),
         ));
-    }
-    if is_disallowed_env_key(key) {
-        return Err(err(param, format!("{key} may not be set by an extension (it changes how programs load code)")));
     }
     Ok(())
 }
@@ -574,59 +565,9 @@ fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
     Ok(())
 }
 
-/// Variable names a header value refers to, in order: `${ VAR }` (spaces allowed inside the
-/// braces) and `$VAR`, as goose substitutes them.
+/// Variable names a header value refers to (`wire::template` is the grammar's one home).
 pub fn header_vars(v: &str) -> Vec<String> {
-    let b = v.as_bytes();
-    let mut out: Vec<String> = Vec::new();
-    let is_start = |c: u8| c.is_ascii_alphabetic() || c == b'_';
-    let is_cont = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'$' {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        if b.get(j) == Some(&b'{') {
-            j += 1;
-            while b.get(j) == Some(&b' ') {
-                j += 1;
-            }
-            let s = j;
-            if b.get(j).is_some_and(|c| is_start(*c)) {
-                while b.get(j).is_some_and(|c| is_cont(*c)) {
-                    j += 1;
-                }
-                let e = j;
-                while b.get(j) == Some(&b' ') {
-                    j += 1;
-                }
-                if b.get(j) == Some(&b'}') {
-                    let var = v[s..e].to_string();
-                    if !out.contains(&var) {
-                        out.push(var);
-                    }
-                    i = j + 1;
-                    continue;
-                }
-            }
-            i += 1;
-        } else if b.get(j).is_some_and(|c| is_start(*c)) {
-            let s = j;
-            while b.get(j).is_some_and(|c| is_cont(*c)) {
-                j += 1;
-            }
-            let var = v[s..j].to_string();
-            if !out.contains(&var) {
-                out.push(var);
-            }
-            i = j;
-        } else {
-            i += 1;
-        }
-    }
-    out
+    crate::wire::template::vars(v)
 }
 
 /// `s` with control and bidi-override characters escaped, safe to print on a terminal.

@@ -10,7 +10,7 @@
 //! header refers to (`${VAR}`, `${env:VAR}` → `${VAR}`) join `env_keys` so they resolve. Fields
 //! we do not use are reported as warnings, never silently dropped. This module parses only; the policy and the store are the caller's.
 
-use crate::extensions::config::{is_disallowed_env_key, name_to_key, ExtensionConfig, DEFAULT_TIMEOUT_SECS};
+use crate::extensions::config::{name_to_key, ExtensionConfig, DEFAULT_TIMEOUT_SECS};
 use crate::extensions::deeplink::header_vars;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -140,13 +140,6 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
     let url = str_field("url")?;
     let env = string_map(name, "env", obj.get("env"))?;
     for k in env.keys() {
-        if is_disallowed_env_key(k) {
-            return Err(ierr(
-                name,
-                &format!("env.{k}"),
-                format!("{k} may not be set by an extension (it changes how programs load code); remove it"),
-            ));
-        }
         if k.is_empty() || k.contains('=') || k.contains('\0') {
             return Err(ierr(name, "env", format!("{k:?} is not a valid environment variable name")));
         }
@@ -237,13 +230,6 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             for v in headers.values_mut() {
                 *v = v.replace("${env:", "${");
                 for var in header_vars(v) {
-                    if is_disallowed_env_key(&var) {
-                        return Err(ierr(
-                            name,
-                            "headers",
-                            format!("refers to ${var}, an environment variable extensions may not use"),
-                        ));
-                    }
                     if !envs.contains_key(&var) && !env_keys.contains(&var) {
                         env_keys.push(var);
                     }
@@ -278,8 +264,13 @@ fn split_env_refs(
     let mut envs = BTreeMap::new();
     let mut keys = Vec::new();
     for (k, v) in env {
-        let inner =
-            v.strip_prefix("${").and_then(|r| r.strip_suffix('}')).map(|r| r.strip_prefix("env:").unwrap_or(r).trim());
+        // Cursor writes `${env:K}`; otherwise the one `${VAR}` grammar (`wire::template`).
+        let normalized = v.replace("${env:", "${");
+        let pieces = crate::wire::template::pieces(&normalized);
+        let inner = match pieces.as_slice() {
+            [crate::wire::template::Piece::Var(n)] if normalized.starts_with("${") => Some(*n),
+            _ => None,
+        };
         match inner {
             Some(var) if var == k => keys.push(k),
             Some(var) => {
@@ -359,7 +350,6 @@ mod tests {
             (r#"{"mcpServers":{"x":{"command":"a","url":"http://h"}}}"#, "mcpServers.x.url"),
             (r#"{"mcpServers":{"x":{"command":"a","args":"b"}}}"#, "mcpServers.x.args"),
             (r#"{"mcpServers":{"x":{"command":"a","args":[1]}}}"#, "mcpServers.x.args[0]"),
-            (r#"{"mcpServers":{"x":{"command":"a","env":{"LD_PRELOAD":"/x.so"}}}}"#, "mcpServers.x.env.LD_PRELOAD"),
             (r#"{"mcpServers":{"x":{"command":"a","env":{"K":{}}}}}"#, "mcpServers.x.env.K"),
             (r#"{"mcpServers":{"x":{"url":"ftp://h"}}}"#, "mcpServers.x.url"),
             (r#"{"mcpServers":{"x":{"url":"http://h","type":"stdio"}}}"#, "mcpServers.x.type"),

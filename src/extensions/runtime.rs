@@ -8,7 +8,7 @@
 //! dies is restarted with backoff; meanwhile its tools stay listed and calls fail fast.
 //! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
 
-use crate::extensions::config::{is_disallowed_env_key, runtime_key, ExtensionConfig};
+use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig};
 use crate::mcp::client::{CallContext, Client, ClientOptions};
 use crate::mcp::stdio::StdioSpec;
 use crate::mcp::streamable_http::HttpSpec;
@@ -20,13 +20,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Finds a secret by name (the secrets store, then the environment).
+/// Finds a secret by name in the secrets store. Never gosling's own environment.
 pub type SecretLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// What activation needs from outside the runtime.
 pub struct Deps {
     pub state_dir: PathBuf,
-    /// Resolves an `env_keys` secret: the secrets store first, then the environment.
+    /// Resolves an `env_keys` secret or header variable: the secrets store only.
     pub secret: SecretLookup,
     /// How to start a builtin: this binary, with `mcp NAME`.
     pub self_exe: PathBuf,
@@ -338,36 +338,33 @@ impl SessionRuntime {
         }
     }
 
-    /// The extension's extra environment: `envs` plus `env_keys` resolved as secrets.
-    fn resolve_env(
-        &self,
-        envs: &BTreeMap<String, String>,
-        env_keys: &[String],
-    ) -> Result<BTreeMap<String, String>, ActivateError> {
-        let mut out = BTreeMap::new();
-        for (k, v) in envs {
-            if is_disallowed_env_key(k) {
-                return Err(ActivateError::Config(format!("environment variable {k} not allowed to be overwritten")));
-            }
-            out.insert(k.clone(), v.clone());
-        }
-        for k in env_keys {
-            if is_disallowed_env_key(k) {
-                return Err(ActivateError::Config(format!("environment variable {k} not allowed to be overwritten")));
-            }
-            if out.get(k).is_some_and(|v| !v.is_empty()) {
-                continue;
-            }
-            match (self.deps.secret)(k) {
+    /// The extension's variables: `envs` as written, plus every name it reads from the secrets
+    /// store (`config::secret_names`: `env_keys`, header variables) resolved there and only
+    /// there. A refused name (code-loading families, gosling's own secrets) or a missing secret
+    /// stops activation with the reason; gosling's process environment is never consulted.
+    fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, ActivateError> {
+        crate::extensions::policy::check_env(config).map_err(|e| ActivateError::Config(e.to_string()))?;
+        crate::extensions::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
+        let mut out = match config {
+            ExtensionConfig::Stdio { envs, .. } | ExtensionConfig::StreamableHttp { envs, .. } => envs.clone(),
+            _ => BTreeMap::new(),
+        };
+        let mut missing = Vec::new();
+        for k in secret_names(config) {
+            match (self.deps.secret)(&k) {
                 Some(v) => {
-                    out.insert(k.clone(), v);
+                    out.insert(k, v);
                 }
-                None => {
-                    return Err(ActivateError::Config(format!(
-                        "secret {k:?} is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}} or set the environment variable {k}"
-                    )))
-                }
+                None => missing.push(k),
             }
+        }
+        if !missing.is_empty() {
+            return Err(ActivateError::Config(format!(
+                "secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
+                 store each with POST /config/upsert {{\"key\":\"{}\",\"value\":\"...\",\"is_secret\":true}}",
+                missing.join(", "),
+                missing[0]
+            )));
         }
         Ok(out)
     }
@@ -383,8 +380,8 @@ impl SessionRuntime {
             ExtensionConfig::Frontend { .. } => {
                 Err(ActivateError::Config("Invalid extension type: Frontend extensions cannot be added as server extensions".into()))
             }
-            ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
-                let env = self.resolve_env(envs, env_keys)?;
+            ExtensionConfig::Stdio { cmd, args, .. } => {
+                let env = self.resolve_env(config)?;
                 let spec = StdioSpec { cmd: cmd.clone(), args: args.clone(), env: env.into_iter().collect(), cwd, container: container_for(config), ..Default::default() };
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
@@ -411,8 +408,8 @@ impl SessionRuntime {
                 let spec = inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?;
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
-            ExtensionConfig::StreamableHttp { uri, envs, env_keys, headers, .. } => {
-                let env = self.resolve_env(envs, env_keys)?;
+            ExtensionConfig::StreamableHttp { uri, headers, .. } => {
+                let env = self.resolve_env(config)?;
                 let headers = crate::mcp::streamable_http::substitute_headers(headers, &env).map_err(|e| ActivateError::Config(e.to_string()))?;
                 let spec = HttpSpec { uri: uri.clone(), headers, timeout: opts.timeout, extension: config.name().to_string() };
                 crate::mcp::connect_http(&spec, opts).map_err(ActivateError::Start)

@@ -247,6 +247,11 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     let config = ExtensionConfig::from_value(r.config)?;
     config.validate()?;
     app.check_policy(&config, InstallPath::AddExtension)?;
+    let unresolved = app.unresolved_secrets(&config);
+    if !unresolved.missing.is_empty() {
+        let only = crate::extensions::config::Unresolved { missing: unresolved.missing, refused: Vec::new() };
+        return Err(ApiError::bad_request(format!("Failed to add extension: {}", only.explain())));
+    }
     let rt = runtime(app, &r.session_id)?;
     rt.wait_loaded();
     rt.add(config.clone()).map_err(|e| ApiError::internal(format!("Failed to add extension: {e}")))?;

@@ -43,15 +43,89 @@ impl LoginToken {
         self.token.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(t, _)| t.clone())
     }
 
-    /// True once for the right token within its lifetime; the token is gone afterwards
-    /// (a wrong guess burns it too, so it cannot be brute-forced).
+    /// True once for the right token within its lifetime; the token is gone afterwards. A
+    /// wrong guess leaves it in place (guessing is limited by `Throttle`, per peer), so an
+    /// attacker cannot spoil the link the user is about to open.
     pub fn redeem(&self, given: &str) -> bool {
-        let taken = self.token.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match taken {
+        let mut token = self.token.lock().unwrap_or_else(|e| e.into_inner());
+        let right = match token.as_ref() {
             Some((t, born)) => born.elapsed() < self.lifetime && secret_matches(given.as_bytes(), t.as_bytes()),
             None => false,
+        };
+        if right {
+            token.take();
+        }
+        right
+    }
+}
+
+/// Failed guesses at the secret key or the login token, limited per peer address: a token
+/// bucket of `BURST` wrong guesses, refilled at `PER_SEC`. Right guesses never touch it, so
+/// any number of clients with the key work in parallel. An empty bucket refuses every attempt
+/// (right or wrong) until it refills, so a refusal says nothing about the guess; wrong guesses
+/// already in flight when it empties are still counted (the bucket goes into debt), so
+/// parallel guessing cannot overdraw it.
+pub struct Throttle {
+    peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
+}
+
+impl Throttle {
+    /// Wrong guesses a peer may make in a row before it has to wait.
+    pub const BURST: f64 = 30.0;
+    /// Wrong guesses per second after that.
+    pub const PER_SEC: f64 = 1.0;
+    /// Peers remembered at most; past it, those with the fullest buckets are forgotten.
+    const MAX_PEERS: usize = 4096;
+
+    pub fn new() -> Throttle {
+        Throttle { peers: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    /// Whether `peer` may make an attempt now, or how long until it may.
+    pub fn check(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
+        let now = std::time::Instant::now();
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        match peers.get(&peer) {
+            Some((tokens, at)) => {
+                let have = refill(*tokens, *at, now);
+                if have < 1.0 {
+                    Err(std::time::Duration::from_secs_f64((1.0 - have) / Self::PER_SEC))
+                } else {
+                    Ok(())
+                }
+            }
+            None => Ok(()),
         }
     }
+
+    /// Counts a wrong guess from `peer`; true when this one used up its attempts.
+    pub fn failed(&self, peer: std::net::IpAddr) -> bool {
+        let now = std::time::Instant::now();
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
+            let mut all: Vec<(std::net::IpAddr, f64)> =
+                peers.iter().map(|(ip, (t, at))| (*ip, refill(*t, *at, now))).collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1));
+            for (ip, _) in all.into_iter().take(Self::MAX_PEERS / 4) {
+                peers.remove(&ip);
+            }
+        }
+        let (tokens, at) = peers.entry(peer).or_insert((Self::BURST, now));
+        let before = refill(*tokens, *at, now);
+        *tokens = (before - 1.0).max(-Self::BURST);
+        *at = now;
+        before >= 1.0 && *tokens < 1.0
+    }
+}
+
+impl Default for Throttle {
+    fn default() -> Throttle {
+        Throttle::new()
+    }
+}
+
+fn refill(tokens: f64, at: std::time::Instant, now: std::time::Instant) -> f64 {
+    (tokens + now.saturating_duration_since(at).as_secs_f64() * Throttle::PER_SEC).min(Throttle::BURST)
 }
 
 #[cfg(test)]
@@ -80,6 +154,27 @@ mod tests {
         let t = LoginToken::new(std::time::Duration::from_secs(60));
         let tok = t.peek().unwrap();
         assert!(!t.redeem("wrong"));
-        assert!(!t.redeem(&tok), "a wrong guess burns the token");
+        assert!(!t.redeem(""));
+        assert!(t.redeem(&tok), "a wrong guess does not burn the token");
+        let t = LoginToken::new(std::time::Duration::ZERO);
+        let tok = t.peek().unwrap();
+        assert!(!t.redeem(&tok), "an expired token does not work");
+    }
+
+    #[test]
+    fn throttle_limits_each_peer_on_wrong_guesses_only() {
+        let t = Throttle::new();
+        let a: std::net::IpAddr = [127, 0, 0, 1].into();
+        let b: std::net::IpAddr = [10, 0, 0, 2].into();
+        for i in 0..Throttle::BURST as usize {
+            assert!(t.check(a).is_ok());
+            assert_eq!(t.failed(a), i + 1 == Throttle::BURST as usize, "reports the attempt that used them up");
+        }
+        let wait = t.check(a).unwrap_err();
+        assert!(wait > std::time::Duration::ZERO && wait <= std::time::Duration::from_secs(1), "{wait:?}");
+        // Guesses already in flight still count: the wait grows.
+        assert!(!t.failed(a));
+        assert!(t.check(a).unwrap_err() > std::time::Duration::from_secs(1));
+        assert!(t.check(b).is_ok(), "another peer is not affected");
     }
 }

@@ -31,10 +31,18 @@ pub fn post_extension(app: &App, req: &Request) -> R {
     let config = ExtensionConfig::from_value(config)?;
     config.validate()?;
     app.check_policy(&config, crate::app::InstallPath::ConfigApi)?;
+    // An extension whose secrets are not stored yet is saved disabled (on every install path),
+    // so no session tries to start it; the answer says which secrets and how to store them.
+    let unresolved = app.unresolved_secrets(&config);
+    let enabled = enabled && unresolved.is_empty();
     let existed = app.store.upsert_extension(&ExtensionEntry { enabled, config })?;
     log::info!("extension {name} {} (enabled: {enabled})", if existed { "updated" } else { "added" });
     let verb = if existed { "Updated" } else { "Added" };
-    Ok(Response::json(200, &Value::String(format!("{verb} extension {name}"))))
+    let mut text = format!("{verb} extension {name}");
+    if !unresolved.is_empty() {
+        text.push_str(&format!(" (saved disabled: {})", unresolved.explain()));
+    }
+    Ok(Response::json(200, &Value::String(text)))
 }
 
 pub fn delete_extension(app: &App, raw_name: &str) -> R {

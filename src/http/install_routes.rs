@@ -34,6 +34,13 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
         .iter()
         .map(|k| format!("POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"))
         .collect::<Vec<_>>();
+    let next = if entry.enabled {
+        "start a session, or add it to one with /agent/add_extension"
+    } else if !plan.refused_secrets.is_empty() {
+        "it reads gosling's own secrets and cannot be enabled; install a link that gives the extension its own secret under another name"
+    } else {
+        "set the missing secrets, then enable it with POST /config/extensions and activate it with /agent/add_extension"
+    };
     if !r.dry_run {
         let existed = app.store.upsert_extension(&entry)?;
         log::info!(
@@ -52,7 +59,8 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
             "config": entry.config,
             "missing_secrets": plan.missing_secrets,
             "how_to_provide": how,
-            "next": if entry.enabled { "start a session, or add it to one with /agent/add_extension" } else { "set the missing secrets, then enable it with POST /config/extensions and activate it with /agent/add_extension" },
+            "refused_secrets": plan.refused_secrets,
+            "next": next,
             "warnings": plan.warnings,
             "summary": plan.summary,
         }),

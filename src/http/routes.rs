@@ -14,11 +14,19 @@ use crate::http::server::{Request, Response};
 use crate::http::session_routes as session;
 
 pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
+    // DNS rebinding: a page of another site, its name re-pointed at 127.0.0.1, would reach
+    // every route (and the web page) under its own origin; only our own names are answered.
+    if let Err(e) = host_allowed(&app.config, req) {
+        return Response::error(&e);
+    }
     // The built-in web page: public static assets, same-origin only (never CORS headers).
     if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
         return r;
     }
-    let origin = req.header("origin").filter(|o| cors_allowed(o)).map(str::to_string);
+    let origin = match origin_allowed(&app.config, req) {
+        Ok(o) => o,
+        Err(e) => return Response::error(&e),
+    };
     if req.method == "OPTIONS" {
         return match origin {
             Some(o) => with_cors(Response::empty(204), &o)
@@ -31,11 +39,116 @@ pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
             )),
         };
     }
-    let resp = authorized(app, req).and_then(|()| route(app, req)).into();
+    // Guesses at the key or the login token are limited per peer (wrong ones count).
+    let peer = req.peer.map(|p| p.ip()).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+    let login = req.path == "/auth/login" && req.method == "POST";
+    let guessing = login || (!auth::is_exempt(&req.path) && req.header("x-secret-key").is_some_and(|k| !k.is_empty()));
+    if guessing {
+        if let Err(wait) = app.throttle.check(peer) {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            log::debug!("http: refusing an attempt from {peer} for {secs} s (too many failed ones)");
+            let e = ApiError::new(
+                429,
+                format!("too many failed attempts at the secret key or login token from {peer}; wait {secs} s and try again"),
+            );
+            let resp = Response::error(&e).with_header("Retry-After", &secs.to_string());
+            return match origin {
+                Some(o) => with_cors(resp, &o),
+                None => resp,
+            };
+        }
+    }
+    let key = authorized(app, req);
+    let wrong_key = guessing && !login && key.is_err();
+    let resp: Response = key.and_then(|()| route(app, req)).into();
+    if (wrong_key || (login && resp.status == 401)) && app.throttle.failed(peer) {
+        log::warn!("http: too many wrong keys or login tokens from {peer}; refusing its attempts for a while (429)");
+    }
     match origin {
         Some(o) => with_cors(resp, &o),
         None => resp,
     }
+}
+
+/// The `Host` names we answer: `localhost`, `127.0.0.1`, `[::1]`, the address given with
+/// `--host`/`GOOSE_HOST`, and `GOSLING_ALLOWED_HOSTS`, each with any port.
+fn host_allowed(config: &crate::config::Config, req: &Request) -> Result<(), ApiError> {
+    let refuse = |why: String| {
+        Err(ApiError::new(
+            403,
+            format!(
+                "{why}; gosling answers only requests addressed to localhost, 127.0.0.1, [::1] or the address it was \
+                 started with (--host), so that a web page cannot reach it through DNS rebinding; list other names \
+                 in GOSLING_ALLOWED_HOSTS"
+            ),
+        ))
+    };
+    let Some(host) = req.header("host") else {
+        return refuse("the request has no Host header".into());
+    };
+    let name = host_name(host).map(str::to_ascii_lowercase);
+    let Some(name) = name else {
+        return refuse(format!("Host `{host}` is not a valid host[:port]"));
+    };
+    let own = match config.host {
+        std::net::IpAddr::V4(a) if !a.is_unspecified() => Some(a.to_string()),
+        std::net::IpAddr::V6(a) if !a.is_unspecified() => Some(format!("[{a}]")),
+        _ => None,
+    };
+    let ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+        || own.as_deref() == Some(name.as_str())
+        || config.allowed_hosts.contains(&name);
+    if ok {
+        Ok(())
+    } else {
+        refuse(format!("Host `{host}` is not this server's name"))
+    }
+}
+
+/// The name part of a `Host` value (`name`, `name:port`, `[v6]`, `[v6]:port`), or `None`
+/// when it is malformed.
+fn host_name(host: &str) -> Option<&str> {
+    let (name, rest) = match host.strip_prefix('[') {
+        Some(v6) => {
+            let end = v6.find(']')? + 2;
+            (&host[..end], &host[end..])
+        }
+        None => host.split_at(host.find(':').unwrap_or(host.len())),
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        Some(port) => !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()),
+        None => rest.is_empty(),
+    };
+    (!name.is_empty() && port_ok).then_some(name)
+}
+
+/// The origin Goose Desktop 1.34's renderer sends: its packaged page is loaded from a
+/// `file://` URL, and Electron sends that origin (1.34 has no custom app scheme yet).
+pub const DESKTOP_ORIGIN: &str = "file://";
+
+/// Which browser origin, if any, gets CORS headers. No `Origin` (the CLI, scripts) and our own
+/// origin (the built-in web page) need none; Desktop's `file://` renderer and an origin listed
+/// in `GOSLING_CORS_ORIGINS` (`null`, for a UI in a sandboxed frame, only when listed) get them;
+/// any other origin is refused outright (403), as the MCP specification asks of local servers,
+/// since a simple cross-origin request would otherwise still run.
+fn origin_allowed(config: &crate::config::Config, req: &Request) -> Result<Option<String>, ApiError> {
+    let Some(origin) = req.header("origin") else {
+        return Ok(None);
+    };
+    if origin == DESKTOP_ORIGIN || config.cors_origins.iter().any(|o| o == origin) {
+        return Ok(Some(origin.to_string()));
+    }
+    let host = req.header("host").unwrap_or("");
+    let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|o| o == host);
+    if same {
+        return Ok(None);
+    }
+    Err(ApiError::new(
+        403,
+        format!(
+            "cross-origin requests from `{origin}` are refused; if that page is yours, add the origin to GOSLING_CORS_ORIGINS"
+        ),
+    ))
 }
 
 fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
@@ -51,18 +164,8 @@ fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
     }
 }
 
-/// Cross-origin callers we answer with CORS headers: goose Desktop's renderer (a `file://`
-/// page, whose Origin is `null` or `file://`) and the origins listed in GOSLING_CORS_ORIGINS.
-/// Web pages of other sites get no CORS headers, so browsers keep them out (they would also
-/// need the secret key).
-fn cors_allowed(origin: &str) -> bool {
-    if origin == "null" || origin.starts_with("file://") {
-        return true;
-    }
-    std::env::var("GOSLING_CORS_ORIGINS")
-        .is_ok_and(|list| list.split(',').map(str::trim).any(|o| !o.is_empty() && o == origin))
-}
-
+/// Cross-origin callers we answer with CORS headers: those in GOSLING_CORS_ORIGINS (see
+/// `origin_allowed`). Web pages of other sites get no CORS headers and are refused.
 fn with_cors(r: Response, origin: &str) -> Response {
     r.with_header("Access-Control-Allow-Origin", origin).with_header("Vary", "Origin")
 }

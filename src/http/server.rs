@@ -1,10 +1,11 @@
-//! The HTTP front: tiny_http underneath, one thread per request up to a cap.
+//! The HTTP front: tiny_http underneath, thread-per-connection.
 //!
-//! A dispatcher thread takes parsed requests from tiny_http and starts a handler thread for
-//! each while fewer than `max_requests` are in flight; beyond that it answers 503 with
-//! `Retry-After` itself, so long-lived streams can never starve short requests of threads
-//! and a flood can never pile up threads. Each handler runs inside `catch_unwind` (a panic is
-//! a 500 and the server lives on). Bodies are bounded (413) and sockets have read/write
+//! Each request is handled on the thread of the connection it arrived on (the vendored
+//! tiny_http's `Server::serve`), with no queue and no other thread in between. At most
+//! `max_requests` are handled at once: past that a request waits up to `SLOT_WAIT` for a slot,
+//! then gets 503 with `Retry-After`; a connection between requests holds no slot, and
+//! `GET /status` needs none. Each handler runs inside `catch_unwind` (a panic is a 500 and the
+//! server lives on). Bodies are bounded (413) and sockets have read/write
 //! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
 //! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame.
 //! With `tls` (see `crate::tls`) every connection is a rustls session; the rest is the same.
@@ -14,9 +15,8 @@ use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// One request, read in full (body included) before the handler runs.
@@ -27,6 +27,8 @@ pub struct Request {
     pub query: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The client's address (for per-peer limits); `None` when unknown.
+    pub peer: Option<SocketAddr>,
 }
 
 impl Request {
@@ -69,28 +71,9 @@ pub fn query_pairs(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Lenient percent-decoding for paths and queries: a malformed escape is kept literally,
-/// invalid UTF-8 is replaced.
+/// Lenient percent-decoding for paths and queries (`wire::percent` is the one home).
 pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
+    crate::wire::percent::decode_lenient(s)
 }
 
 /// Writes a streaming body; returns when the stream is over or the client is gone.
@@ -153,26 +136,20 @@ pub struct Limits {
     pub max_requests: usize,
     pub max_body: usize,
     pub io_timeout: Duration,
-    /// Open connections at once; a connection beyond it is closed unread.
+    /// Open connections at once; past it the connection idle the longest is closed.
     pub max_connections: usize,
 }
 
-/// A running server; `stop` unblocks the dispatcher and waits for it.
+/// A running server; `stop` closes the listener (connections already open finish their
+/// current request).
 pub struct Server {
-    http: Arc<tiny_http::Server>,
+    http: Option<tiny_http::Server>,
     addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
-    dispatcher: Option<thread::JoinHandle<()>>,
-    in_flight: Arc<AtomicUsize>,
     tls: bool,
 }
 
 impl Server {
-    pub fn start(listener: TcpListener, limits: Limits, handler: Arc<Handler>) -> io::Result<Server> {
-        Server::start_with_tls(listener, limits, None, handler)
-    }
-
-    /// Like `start`; serves HTTPS when `tls` is given.
+    /// Serves HTTP, or HTTPS when `tls` is given.
     pub fn start_with_tls(
         listener: TcpListener,
         limits: Limits,
@@ -180,34 +157,22 @@ impl Server {
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
-        let timeout = Some(limits.io_timeout);
-        let http = match tls {
-            None => tiny_http::Server::from_listener_with_timeouts(
-                listener,
-                None,
-                timeout,
-                timeout,
-                Some(limits.max_connections),
-            ),
-            Some(tls) => tiny_http::Server::from_listener_wrapped(
-                listener,
-                tls.stream_wrapper(),
-                timeout,
-                timeout,
-                Some(limits.max_connections),
-            ),
-        }
-        .map_err(io::Error::other)?;
-        let http = Arc::new(http);
-        let stopping = Arc::new(AtomicBool::new(false));
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let dispatcher = {
-            let (http, stopping, in_flight) = (http.clone(), stopping.clone(), in_flight.clone());
-            thread::Builder::new()
-                .name("http-dispatch".into())
-                .spawn(move || dispatch(&http, &stopping, &in_flight, &limits, handler))?
+        let options = tiny_http::ServeOptions {
+            wrapper: tls.map(|t| t.stream_wrapper()),
+            read_timeout: Some(limits.io_timeout),
+            write_timeout: Some(limits.io_timeout),
+            max_connections: Some(limits.max_connections),
         };
-        Ok(Server { http, addr, stopping, dispatcher: Some(dispatcher), in_flight, tls: tls.is_some() })
+        let slots = Slots::new(limits.max_requests);
+        let serve: tiny_http::RequestHandler = Arc::new(move |rq| {
+            // A panic outside the handler's own guard (writing the response) must not take
+            // the connection's thread down with it unlogged.
+            if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, &slots, &*handler))).is_err() {
+                log::error!("http: serving a request panicked outside its handler");
+            }
+        });
+        let http = tiny_http::Server::serve(listener, options, serve).map_err(io::Error::other)?;
+        Ok(Server { http: Some(http), addr, tls: tls.is_some() })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -223,16 +188,8 @@ impl Server {
         }
     }
 
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
-    }
-
     pub fn stop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.http.unblock();
-        if let Some(d) = self.dispatcher.take() {
-            let _ = d.join();
-        }
+        self.http.take();
     }
 }
 
@@ -242,51 +199,100 @@ impl Drop for Server {
     }
 }
 
-struct InFlight(Arc<AtomicUsize>);
+/// How long a request waits for a free slot before it is answered 503: long enough to ride
+/// out a burst of keep-alive clients (each holds a slot only while its request runs), short
+/// enough that a client facing a server full of long streams hears so quickly.
+const SLOT_WAIT: Duration = Duration::from_secs(1);
 
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+/// The request cap: at most `max` requests are handled at once. A request takes a slot once
+/// its head has arrived and gives it back once its response is written, on the same thread
+/// and before the connection's next request is read, so a connection between requests holds
+/// none.
+struct Slots {
+    max: usize,
+    used: AtomicUsize,
+    waiting: AtomicUsize,
+    lock: Mutex<()>,
+    freed: Condvar,
+}
+
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    fn new(max: usize) -> Slots {
+        Slots {
+            max,
+            used: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn try_take(&self) -> bool {
+        self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).is_ok()
+    }
+
+    /// A slot, waiting up to `wait` for one; `None` when the cap stays full that long.
+    fn take(&self, wait: Duration) -> Option<Slot<'_>> {
+        if self.try_take() {
+            return Some(Slot(self));
+        }
+        let deadline = Instant::now() + wait;
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let got = loop {
+            if self.try_take() {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            guard = self.freed.wait_timeout(guard, left).unwrap_or_else(|e| e.into_inner()).0;
+        };
+        drop(guard);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        got.then(|| Slot(self))
     }
 }
 
-fn dispatch(
-    http: &tiny_http::Server,
-    stopping: &AtomicBool,
-    in_flight: &Arc<AtomicUsize>,
-    limits: &Limits,
-    handler: Arc<Handler>,
-) {
-    let max_body = limits.max_body;
-    let grace = limits.io_timeout * 2;
-    while !stopping.load(Ordering::SeqCst) {
-        let rq = match http.recv() {
-            Ok(rq) => rq,
-            Err(e) => {
-                if !stopping.load(Ordering::SeqCst) {
-                    log::error!("http: accepting requests failed: {e}");
-                }
-                break;
-            }
-        };
-        if in_flight.fetch_add(1, Ordering::SeqCst) >= limits.max_requests {
-            in_flight.fetch_sub(1, Ordering::SeqCst);
-            log::warn!("http: {} requests in flight (GOSLING_MAX_REQUESTS); answering 503", limits.max_requests);
-            let e =
-                ApiError::new(503, format!("server busy: {} requests in flight; retry shortly", limits.max_requests));
-            let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
-            continue;
-        }
-        let guard = InFlight(in_flight.clone());
-        let handler = handler.clone();
-        let spawned = thread::Builder::new().name("http-req".into()).spawn(move || {
-            let _guard = guard;
-            handle(rq, max_body, grace, &*handler);
-        });
-        if let Err(e) = spawned {
-            log::error!("http: cannot start a request thread: {e}");
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let slots = self.0;
+        slots.used.fetch_sub(1, Ordering::SeqCst);
+        if slots.waiting.load(Ordering::SeqCst) > 0 {
+            let _guard = slots.lock.lock().unwrap_or_else(|e| e.into_inner());
+            slots.freed.notify_one();
         }
     }
+}
+
+/// `GET /status` without a body needs no slot, so health checks answer even when the cap is
+/// full of long streams or slow uploads.
+fn needs_no_slot(rq: &tiny_http::Request) -> bool {
+    *rq.method() == tiny_http::Method::Get
+        && rq.url().split('?').next() == Some("/status")
+        && rq.body_length().unwrap_or(0) == 0
+        && !rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"))
+}
+
+fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, handler: &Handler) {
+    let _slot = if needs_no_slot(&rq) {
+        None
+    } else {
+        match slots.take(SLOT_WAIT) {
+            Some(slot) => Some(slot),
+            None => {
+                let max = limits.max_requests;
+                log::warn!("http: {max} requests in flight (GOSLING_MAX_REQUESTS); answering 503");
+                let e = ApiError::new(503, format!("server busy: {max} requests in flight; retry shortly"));
+                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
+                return;
+            }
+        }
+    };
+    handle(rq, limits.max_body, limits.io_timeout * 2, handler);
 }
 
 /// The slowest a request body may arrive on average once its grace period is over. Per-read
@@ -321,6 +327,7 @@ impl<R: Read> Read for MinRate<R> {
 
 fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler: &Handler) {
     let method = rq.method().as_str().to_string();
+    let peer = rq.remote_addr().copied();
     let url = rq.url().to_string();
     let (path, query) = match url.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
@@ -354,7 +361,7 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
             return;
         }
     }
-    let req = Request { method, path, query, headers, body };
+    let req = Request { method, path, query, headers, body, peer };
     log::debug!("http: {} {}", req.method, req.path);
     let resp = match panic::catch_unwind(AssertUnwindSafe(|| handler(&req))) {
         Ok(r) => r,
@@ -447,6 +454,28 @@ fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_cap_wait_and_are_given_back() {
+        let slots = Slots::new(2);
+        let a = slots.take(Duration::ZERO).unwrap();
+        let b = slots.take(Duration::ZERO).unwrap();
+        assert!(slots.take(Duration::from_millis(20)).is_none(), "full");
+        assert_eq!(slots.used.load(Ordering::SeqCst), 2, "a refused take holds nothing");
+        drop(a);
+        let c = slots.take(Duration::ZERO).unwrap();
+        // A waiter gets the slot as soon as one is given back.
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| slots.take(Duration::from_secs(10)).is_some());
+            while slots.waiting.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            drop(b);
+            assert!(waiter.join().unwrap());
+        });
+        drop(c);
+        assert_eq!(slots.used.load(Ordering::SeqCst), 0);
+    }
 
     #[test]
     fn decoding() {

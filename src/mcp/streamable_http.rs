@@ -810,7 +810,8 @@ pub fn substitute_headers(
         if name.is_empty() || !name.bytes().all(is_token_byte) {
             return Err(Error::Other(format!("invalid header name {name:?} in the extension's headers")));
         }
-        let v = substitute(value, vars).map_err(|var| Error::HeaderVariable { header: name.clone(), var })?;
+        let v = crate::wire::template::substitute(value, &|n| vars.get(n).cloned())
+            .map_err(|var| Error::HeaderVariable { header: name.clone(), var })?;
         if v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
             return Err(Error::Other(format!("invalid header value for `{name}`: control characters are not allowed")));
         }
@@ -823,59 +824,16 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn is_ident_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_'
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// One value; `Err(var)` names the first variable that is not defined.
-fn substitute(value: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        if let Some(braced) = after.strip_prefix('{') {
-            if let Some(end) = braced.find('}') {
-                let name = braced[..end].trim();
-                let valid = name.chars().next().is_some_and(is_ident_start) && name.chars().all(is_ident);
-                if valid {
-                    out.push_str(vars.get(name).ok_or_else(|| name.to_string())?);
-                    rest = &braced[end + 1..];
-                    continue;
-                }
-            }
-            out.push('$');
-            rest = after;
-            continue;
-        }
-        let len = if after.chars().next().is_some_and(is_ident_start) {
-            after.find(|c: char| !is_ident(c)).unwrap_or(after.len())
-        } else {
-            0
-        };
-        if len == 0 {
-            out.push('$');
-            rest = after;
-            continue;
-        }
-        let name = &after[..len];
-        out.push_str(vars.get(name).ok_or_else(|| name.to_string())?);
-        rest = &after[len..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn vars() -> BTreeMap<String, String> {
         [("TOKEN", "abc"), ("A_1", "x")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn substitute(value: &str, v: &BTreeMap<String, String>) -> Result<String, String> {
+        crate::wire::template::substitute(value, &|n| v.get(n).cloned())
     }
 
     #[test]

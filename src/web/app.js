@@ -375,9 +375,13 @@ function describePlan(plan) {
   if ((sm.env || []).length) {
     row("Environment", el("ul", {}, ...sm.env.map((e) => el("li", {}, el("code", { text: e.name }), e.description ? " — " + e.description : ""))));
   }
+  if ((sm.reads || []).length) {
+    row("Reads stored secrets", el("ul", {}, ...sm.reads.map((r) => el("li", {}, r.where + " \u2190 ", el("code", { text: r.secret }), r.refused ? " (refused: one of gosling's own secrets)" : r.stored ? " (stored)" : " (not stored yet)"))));
+  }
   row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
   row("Installation notes", sm.installation_notes);
   if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.join(", "));
+  if ((plan.refused_secrets || []).length) row("Refused (gosling's own secrets, never sent)", plan.refused_secrets.join(", "));
   const box = el("div", {}, dl);
   if ((plan.warnings || []).length) box.append(el("ul", { class: "warnings" }, ...plan.warnings.map((w) => el("li", { text: "Warning: " + w }))));
   box.append(el("details", {}, el("summary", { text: "Full configuration" }), el("pre", { text: JSON.stringify(plan.config, null, 2) })));
@@ -396,7 +400,8 @@ async function checkInstall(link) {
     go.disabled = true;
     const done = await apiJson("POST", "/extensions/install", { link, dry_run: false });
     out.replaceChildren(el("p", { text: "Saved " + done.name + (done.enabled ? " (enabled)." : " (disabled until its secrets are set).") }));
-    if ((done.missing_secrets || []).length) out.append(secretsForm(done));
+    if ((done.refused_secrets || []).length) out.append(el("p", { text: "It stays disabled: " + done.next }));
+    else if ((done.missing_secrets || []).length) out.append(secretsForm(done));
     else await afterInstall(done);
   }, $("install-error")));
 }

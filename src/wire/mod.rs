@@ -1,4 +1,7 @@
-//! Pure wire formats: JSON-RPC 2.0 messages, Server-Sent Events, MCP protocol revisions. No I/O here.
+//! Pure wire formats: JSON-RPC 2.0 messages, Server-Sent Events, MCP protocol revisions,
+//! percent-decoding and the `${VAR}` grammar. No I/O here.
 pub mod jsonrpc;
 pub mod mcp_version;
+pub mod percent;
 pub mod sse;
+pub mod template;

@@ -161,6 +161,7 @@ async function main() {
   const plan = await page.textContent("#install-plan");
   if (!plan.includes("npx -y @modelcontextprotocol/server-everything")) throw new Error("dry run does not show the command: " + plan);
   if (!plan.includes("DEMO_TOKEN")) throw new Error("dry run does not name the missing secret: " + plan);
+  if (!plan.includes("Reads stored secrets") || !plan.includes("env DEMO_TOKEN")) throw new Error("dry run does not say which stored secret is read: " + plan);
   await shot(page, "install-dry-run");
   await page.click("#install-plan button:text('Install Linked Demo')");
   await page.waitForSelector("label:has-text('DEMO_TOKEN')");

@@ -36,6 +36,9 @@ fn with_goose_defaults(mut c: Value) -> Value {
 #[test]
 fn crud_round_trip_for_each_type() {
     let s = Server::start();
+    // The examples read API_TOKEN from the secrets store; without it they would be saved disabled.
+    let r = s.post("/config/upsert", json!({"key":"API_TOKEN","value":"t","is_secret":true}));
+    assert_eq!(r.status, 200);
     for config in goose_examples() {
         let name = config["name"].as_str().unwrap().to_string();
         let r = s.post("/config/extensions", json!({"name": name, "enabled": true, "config": config}));
@@ -86,7 +89,6 @@ fn invalid_configs_are_400_with_the_fix() {
         (json!({"type":"streamable_http","name":"r","url":"https://x/mcp"}), "use `uri`"),
         (json!({"type":"stdio","name":"r","cmd":"x"}), "`args`"),
         (json!({"type":"carrier_pigeon","name":"r"}), "unknown type"),
-        (json!({"type":"stdio","name":"r","cmd":"x","args":[],"envs":{"LD_PRELOAD":"/evil.so"}}), "LD_PRELOAD"),
         (json!({"type":"streamable_http","name":"r","uri":"ftp://x"}), "not an http"),
         (json!({"type":"stdio","name":" ","cmd":"x","args":[]}), "`name`"),
     ];
@@ -96,6 +98,14 @@ fn invalid_configs_are_400_with_the_fix() {
         let msg = r.json()["message"].as_str().unwrap().to_string();
         assert!(msg.contains(needle), "{config}: {msg}");
     }
+    // Code-loading variables are the policy's refusal (403), with the family and the reason.
+    let r = s.post(
+        "/config/extensions",
+        json!({"name":"r","enabled":true,"config":{"type":"stdio","name":"r","cmd":"x","args":[],"envs":{"LD_PRELOAD":"/evil.so"}}}),
+    );
+    assert_eq!(r.status, 403);
+    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("LD_PRELOAD") && msg.contains("environment rule") && msg.contains("LD_*"), "{msg}");
     let r = s.post("/config/extensions", json!({"enabled":true,"config":{"type":"builtin","name":"x"}}));
     assert_eq!(r.status, 400);
     assert!(r.json()["message"].as_str().unwrap().contains("`name`"));

@@ -219,11 +219,12 @@ fn local_allowlist_file_and_extra_commands() {
     let home = TempDir::new("icli");
     std::fs::create_dir_all(home.join("config")).unwrap();
     // The default location: <config dir>/allowlist.json.
-    std::fs::write(home.join("config/allowlist.json"), r#"{"commands":["uvx mcp-server-fetch","node /opt/mcp/"],"urls":["https://mcp.example.com/"],"allowed_commands":["node"]}"#).unwrap();
+    std::fs::write(home.join("config/allowlist.json"), r#"{"commands":["uvx mcp-server-fetch","node /opt/mcp/server.js *"],"urls":["https://mcp.example.com/"],"allowed_commands":["node"]}"#).unwrap();
     let ok = [
         FETCH,
         "goose://extension?url=https://mcp.example.com/mcp&name=R",
         "goose://extension?cmd=node&arg=/opt/mcp/server.js&name=N",
+        "goose://extension?cmd=node&arg=/opt/mcp/server.js&arg=--port&arg=1&name=N",
     ];
     for link in ok {
         let r = run(cli(&home).args(["install", "--check", link]));
@@ -235,6 +236,19 @@ fn local_allowlist_file_and_extra_commands() {
             "`https://mcp.example.com.evil.io/mcp` refused by the allowlist rule",
         ),
         ("goose://extension?cmd=node&arg=/tmp/x.js&name=N", "`node /tmp/x.js` refused by the allowlist rule"),
+        // Entries approve the whole argv, never a string prefix of it.
+        (
+            "goose://extension?cmd=uvx&arg=mcp-server-fetch-evil&name=F",
+            "`uvx mcp-server-fetch-evil` refused by the allowlist rule",
+        ),
+        (
+            "goose://extension?cmd=uvx&arg=mcp-server-fetch&arg=--x&name=F",
+            "`uvx mcp-server-fetch --x` refused by the allowlist rule",
+        ),
+        // An allowlisted command with a refused variable is still refused.
+        ("goose://extension?cmd=uvx&arg=mcp-server-fetch&name=F&env=NODE_OPTIONS", "environment rule"),
+        // Inline code is refused before any allowlist is consulted.
+        ("goose://extension?cmd=node&arg=-e&arg=1&arg=/opt/mcp/server.js&name=N", "no-inline-code rule"),
         ("goose://extension?cmd=python3&arg=x.py&name=P", "refused by the allowed-commands rule"),
     ];
     for (link, want) in refused {
@@ -277,15 +291,15 @@ fn import_claude_desktop_file_with_three_servers() {
     assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
     let want = [
         "3 server(s) in ",
-        "  fetch (stdio, key fetch)\n    runs:    uvx mcp-server-fetch\n    env:     FETCH_UA\n    ok\n",
-        "  Docs Remote (streamable_http, key docsremote)\n    server:  https://docs.example.com/mcp\n    headers: Authorization\n    env:     DOCS_TOKEN\n    secrets needed: DOCS_TOKEN (saved disabled until they are set)\n    ok\n",
+        "  fetch (stdio, key fetch)\n    runs:    uvx mcp-server-fetch\n    env:     FETCH_UA=\"gosling-test\"\n    ok\n",
+        "  Docs Remote (streamable_http, key docsremote)\n    server:  https://docs.example.com/mcp\n    header:  Authorization: \"Bearer ${DOCS_TOKEN}\"\n    env:     DOCS_TOKEN (read from the secrets store)\n    secrets needed: DOCS_TOKEN (saved disabled until they are set)\n    ok\n",
         "  legacy (sse, key legacy)\n    server:  http://localhost:8000/sse (legacy SSE, will not run)\n    warning: 'legacy': SSE is unsupported, migrate to streamable_http",
         "dry run: nothing was written (3 would be imported, 0 refused)",
     ];
     for w in want {
         assert!(r.stdout.contains(w), "missing {w:?} in\n{}", r.stdout);
     }
-    assert!(!r.stdout.contains("gosling-test"), "env values are not printed");
+    // Values are shown before anything is asked (issue 13 §3); FETCH_UA is not a secret name.
     assert!(!home.join("config/config.json").exists(), "dry run writes nothing");
 
     let r = run(cli(&home).args(["import", f]));
@@ -335,11 +349,17 @@ fn import_refuses_entries_by_rule_and_keeps_the_rest() {
     let ext = config_json(&home)["extensions"].as_object().unwrap().clone();
     assert_eq!(ext.keys().collect::<Vec<_>>(), ["time"]);
 
-    // A malformed file names the entry and field; nothing is written.
-    std::fs::write(&file, r#"{"mcpServers":{"bad":{"command":"uvx","env":{"LD_PRELOAD":"/x.so"}}}}"#).unwrap();
+    // A code-loading variable refuses that entry, with its family and why; nothing is written.
+    std::fs::write(&file, r#"{"mcpServers":{"bad":{"command":"uvx","args":["p"],"env":{"LD_PRELOAD":"/x.so"}}}}"#)
+        .unwrap();
     let r = run(cli(&home).args(["import", "--yes", file.to_str().unwrap()]));
     assert_eq!(r.code, Some(1));
-    assert!(r.stderr.contains("import: mcpServers.bad.env.LD_PRELOAD: LD_PRELOAD may not be set"), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("refused: policy: refused by the environment rule: envs: environment variable LD_PRELOAD is refused (the LD_* family)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("nothing to import (1 refused)"), "{}", r.stdout);
 }
 
 /// `cli(home)` with `args`, run on a pseudo-terminal by tests/fakes/pty_run.py answering `script`.

@@ -11,6 +11,9 @@ mod cli;
 // HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up errors.
 mod server;
 
+// The HTTP trust boundary: Host check, origins, guessing secrets, request framing.
+mod trust_http;
+
 // HTTPS (the default; `--no-tls` / GOOSE_TLS=false opt out): the fingerprint line, a pinning
 // client, certificate files, errors.
 mod tls;
@@ -48,6 +51,11 @@ mod desktop;
 
 // Install flows over HTTP: deep links with secrets, allowlist on every path.
 mod install_http;
+
+// The trust boundary: secrets resolve only from the store and never to gosling's own
+// (a recording remote server proves it); launcher, container and environment rules.
+mod trust_policy;
+mod trust_secrets;
 
 // The official MCP conformance runner against `gosling probe URL`.
 mod conformance;

@@ -72,7 +72,7 @@ fn no_cors_headers_for_foreign_origins() {
         assert!(r.header("access-control-allow-origin").is_none(), "{m} {path} answered with CORS: {:?}", r.headers);
         assert!(r.header("access-control-allow-credentials").is_none(), "{m} {path}");
     }
-    // Even origins the API allows (Desktop's file:// renderer) get no CORS on the page.
+    // The page's assets never carry CORS headers, whatever the Origin.
     for path in ["/", "/app.js", "/style.css"] {
         let r = http_with("GET", &s.url(path), &[("Origin", "null")], None);
         assert_eq!(r.status, 200);

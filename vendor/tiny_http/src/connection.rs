@@ -60,6 +60,34 @@ impl std::io::Read for Connection {
         }
     }
 }
+/// gosling patch: reads and writes through a shared reference, as std's sockets allow, so one
+/// socket serves both halves of a connection (see `Stream::Http`).
+impl std::io::Read for &Connection {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match *self {
+            Connection::Tcp(s) => (&*s).read(buf),
+            #[cfg(unix)]
+            Connection::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+impl std::io::Write for &Connection {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match *self {
+            Connection::Tcp(s) => (&*s).write(buf),
+            #[cfg(unix)]
+            Connection::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match *self {
+            Connection::Tcp(s) => (&*s).flush(),
+            #[cfg(unix)]
+            Connection::Unix(s) => (&*s).flush(),
+        }
+    }
+}
 impl std::io::Write for Connection {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
@@ -79,7 +107,7 @@ impl std::io::Write for Connection {
 }
 impl Connection {
     /// Gets the peer's address. Some for TCP, None for Unix sockets.
-    pub(crate) fn peer_addr(&mut self) -> std::io::Result<Option<SocketAddr>> {
+    pub(crate) fn peer_addr(&self) -> std::io::Result<Option<SocketAddr>> {
         match self {
             Self::Tcp(s) => s.peer_addr().map(Some),
             #[cfg(unix)]

@@ -171,6 +171,24 @@ pub struct IncomingRequests<'a> {
     server: &'a Server,
 }
 
+/// gosling patch: handles one request on the thread of the connection it arrived on (see
+/// `Server::serve`). The request must be answered (or dropped) before it returns: the
+/// connection's next request is read after that.
+pub type RequestHandler = Arc<dyn Fn(Request) + Send + Sync>;
+
+/// gosling patch: how `Server::serve` treats its connections.
+#[derive(Clone, Default)]
+pub struct ServeOptions {
+    /// Wraps each accepted TCP connection (gosling's TLS); see `from_listener_wrapped`.
+    pub wrapper: Option<StreamWrapper>,
+    /// Socket read and write timeouts of every connection.
+    pub read_timeout: Option<Duration>,
+    pub write_timeout: Option<Duration>,
+    /// Open connections at most: past it, the connection idle the longest is closed to admit
+    /// the new one, or the new one is closed when none is idle.
+    pub max_connections: Option<usize>,
+}
+
 /// Represents the parameters required to create a server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -245,7 +263,21 @@ impl Server {
         listener: L,
         ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_impl(listener, ssl_config, None, None, None, None)
+        Self::from_listener_impl(listener, ssl_config, None, None, None, None, None)
+    }
+
+    /// gosling patch: thread-per-connection serving. Each connection's thread reads a request,
+    /// calls `handler` with it, and reads the next once the handler returns; nothing goes
+    /// through a queue or to another thread, and `recv` never returns anything. A connection
+    /// waiting for its next request is idle: at `max_connections`, the one idle the longest is
+    /// closed to admit a new connection.
+    pub fn serve<L: Into<Listener>>(
+        listener: L,
+        options: ServeOptions,
+        handler: RequestHandler,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        let ServeOptions { wrapper, read_timeout, write_timeout, max_connections } = options;
+        Self::from_listener_impl(listener, None, wrapper, read_timeout, write_timeout, max_connections, Some(handler))
     }
 
     /// gosling patch: like `from_listener_with_timeouts`, but every accepted TCP connection
@@ -261,7 +293,7 @@ impl Server {
         write_timeout: Option<std::time::Duration>,
         max_connections: Option<usize>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_impl(listener, None, Some(wrapper), read_timeout, write_timeout, max_connections)
+        Self::from_listener_impl(listener, None, Some(wrapper), read_timeout, write_timeout, max_connections, None)
     }
 
     /// gosling patch: like `from_listener`, but every accepted connection gets these socket
@@ -275,7 +307,7 @@ impl Server {
         write_timeout: Option<std::time::Duration>,
         max_connections: Option<usize>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_impl(listener, ssl_config, None, read_timeout, write_timeout, max_connections)
+        Self::from_listener_impl(listener, ssl_config, None, read_timeout, write_timeout, max_connections, None)
     }
 
     fn from_listener_impl<L: Into<Listener>>(
@@ -285,6 +317,7 @@ impl Server {
         read_timeout: Option<std::time::Duration>,
         write_timeout: Option<std::time::Duration>,
         max_connections: Option<usize>,
+        handler: Option<RequestHandler>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = listener.into();
         // building the "close" variable
@@ -335,17 +368,34 @@ impl Server {
             let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let mut refused = 0usize;
             let mut last_refusal_log: Option<std::time::Instant> = None;
+            // gosling patch: with a handler, the open connections and whether each is idle.
+            let registry = handler.as_ref().map(|_| util::registry::Registry::new());
+            let mut closed_idle = 0usize;
+            let mut last_idle_log: Option<std::time::Instant> = None;
 
             log::debug!("Running accept thread");
             while !inside_close_trigger.load(Relaxed) {
-                let new_client = match server.accept() {
-                    Ok((sock, _)) if max_connections.is_some_and(|m| open.load(Relaxed) >= m) => {
-                        // gosling patch: over the cap, the connection is closed unread (logged at
-                        // most once a second: a flood must not turn into a flood of log lines).
+                let accepted = server.accept();
+                // gosling patch: at the cap, the connection idle the longest makes room.
+                let full = accepted.is_ok() && max_connections.is_some_and(|m| open.load(Relaxed) >= m);
+                let admit = !full || registry.as_ref().is_some_and(|r| r.close_oldest_idle());
+                if full && admit {
+                    closed_idle += 1;
+                    if last_idle_log.map_or(true, |t| t.elapsed() >= std::time::Duration::from_secs(1)) {
+                        log::info!("{} connections are open (the limit); closed the {} idle the longest to admit new ones", open.load(Relaxed), closed_idle);
+                        last_idle_log = Some(std::time::Instant::now());
+                        closed_idle = 0;
+                    }
+                }
+                let new_client = match accepted {
+                    Ok((sock, _)) if !admit => {
+                        // gosling patch: over the cap with none idle, the connection is closed
+                        // unread (logged at most once a second: a flood must not turn into a
+                        // flood of log lines).
                         drop(sock);
                         refused += 1;
                         if last_refusal_log.map_or(true, |t| t.elapsed() >= std::time::Duration::from_secs(1)) {
-                            log::warn!("{} connections are open (the limit); closed {} new ones", open.load(Relaxed), refused);
+                            log::warn!("{} connections are open (the limit), none idle; closed {} new ones", open.load(Relaxed), refused);
                             last_refusal_log = Some(std::time::Instant::now());
                             refused = 0;
                         }
@@ -405,17 +455,23 @@ impl Server {
                             }
                         };
 
+                        let registered = registry.as_ref().map(|r| r.register(read_closable.handle()));
                         // gosling patch: a request head may take twice the read timeout.
-                        Ok(ClientConnection::new(write_closable, read_closable)
-                            .with_head_deadline(read_timeout.map(|t| t * 2)))
+                        Ok((
+                            ClientConnection::new(write_closable, read_closable)
+                                .with_head_deadline(read_timeout.map(|t| t * 2)),
+                            registered,
+                        ))
                     }
                     Err(e) => Err(e),
                 };
 
                 match new_client {
-                    Ok(client) => {
+                    Ok((client, registered)) => {
                         let messages = inside_messages.clone();
                         let mut client = Some(client);
+                        let mut registered = registered;
+                        let handler = handler.clone();
                         // gosling patch: counted open until its task ends.
                         open.fetch_add(1, Relaxed);
                         let open = open.clone();
@@ -427,7 +483,22 @@ impl Server {
                                 }
                             }
                             let _closed = Closed(open.clone());
-                            if let Some(client) = client.take() {
+                            // gosling patch: thread-per-connection (see `Server::serve`).
+                            if let (Some(handler), Some(registered)) = (handler.as_ref(), registered.take()) {
+                                let Some(mut client) = client.take() else { return };
+                                // Idle from its registration (at accept) until a request arrives.
+                                loop {
+                                    let rq = match client.next() {
+                                        Some(rq) => rq,
+                                        None => break,
+                                    };
+                                    if !registered.busy() {
+                                        break; // closed as idle while its head arrived
+                                    }
+                                    handler(rq);
+                                    registered.idle();
+                                }
+                            } else if let Some(client) = client.take() {
                                 // gosling patch: every connection (not only HTTPS) has one
                                 // request in flight at a time: the next is read once the
                                 // previous one is answered. Upstream read pipelined requests as

@@ -9,7 +9,7 @@ use std::sync::mpsc::Sender;
 
 use crate::util::{EqualReader, FusedReader};
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
-use chunked_transfer::Decoder;
+use crate::util::ChunkedDecoder as Decoder;
 
 /// Represents an HTTP request made by a client.
 ///
@@ -108,6 +108,42 @@ pub enum RequestCreationError {
 
     /// Error while reading data from the socket during the creation of the `Request`.
     CreationIoError(IoError),
+
+    /// gosling patch: the body's length is ambiguous (see `framing`); answered 400 and closed.
+    BadFraming(String),
+}
+
+/// gosling patch: the request's `Transfer-Encoding` (only `chunked` is accepted) and
+/// `Content-Length` (digits only, fitting in usize; repeated only with the same value; never
+/// together with `Transfer-Encoding`), or why they are refused.
+fn framing(headers: &[Header]) -> Result<(Option<()>, Option<usize>), RequestCreationError> {
+    let bad = |m: String| Err(RequestCreationError::BadFraming(m));
+    let te: Vec<&str> = headers.iter().filter(|h| h.field.equiv("Transfer-Encoding")).map(|h| h.value.as_str()).collect();
+    let cl: Vec<&str> = headers.iter().filter(|h| h.field.equiv("Content-Length")).map(|h| h.value.as_str()).collect();
+    if !te.is_empty() && !cl.is_empty() {
+        return bad("a request must not carry both Content-Length and Transfer-Encoding".into());
+    }
+    if !te.is_empty() {
+        let joined = te.join(", ");
+        if !joined.trim().eq_ignore_ascii_case("chunked") {
+            return bad(format!("unsupported Transfer-Encoding `{}`; only `chunked` is accepted", joined));
+        }
+        return Ok((Some(()), None));
+    }
+    let mut length: Option<usize> = None;
+    for value in cl.iter().flat_map(|v| v.split(',')) {
+        let v = value.trim();
+        let n = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) { v.parse::<usize>().ok() } else { None };
+        let n = match n {
+            Some(n) => n,
+            None => return bad(format!("invalid Content-Length `{}`: it must be a non-negative decimal number that fits in {} bits", v, usize::BITS)),
+        };
+        match length {
+            Some(prev) if prev != n => return bad(format!("conflicting Content-Length values {} and {}", prev, n)),
+            _ => length = Some(n),
+        }
+    }
+    Ok((None, length))
 }
 
 impl From<IoError> for RequestCreationError {
@@ -140,23 +176,12 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    // finding the transfer-encoding header
-    let transfer_encoding = headers
-        .iter()
-        .find(|h: &&Header| h.field.equiv("Transfer-Encoding"))
-        .map(|h| h.value.clone());
-
-    // finding the content-length header
-    let content_length = if transfer_encoding.is_some() {
-        // if transfer-encoding is specified, the Content-Length
-        // header must be ignored (RFC2616 #4.4)
-        None
-    } else {
-        headers
-            .iter()
-            .find(|h: &&Header| h.field.equiv("Content-Length"))
-            .and_then(|h| FromStr::from_str(h.value.as_str()).ok())
-    };
+    // gosling patch: strict framing (RFC 9112 §6.3). A request whose body length is unclear
+    // is refused (400, and the connection is closed) rather than guessed at: a wrong guess
+    // would parse part of its body as a next request (request smuggling). Upstream took the
+    // first Content-Length that parsed, ignored the others, accepted `+5`, and took any
+    // Transfer-Encoding as chunked even next to a Content-Length.
+    let (transfer_encoding, content_length) = framing(&headers)?;
 
     // true if the client sent a `Expect: 100-continue` header
     let expects_continue = {

@@ -1,5 +1,4 @@
 use crate::common::{HTTPVersion, Header, StatusCode};
-use httpdate::HttpDate;
 use std::cmp::Ordering;
 use std::sync::mpsc::Receiver;
 
@@ -72,8 +71,9 @@ impl FromStr for TransferEncoding {
 
 /// Builds a Date: header with the current date.
 fn build_date_header() -> Header {
-    let d = HttpDate::from(SystemTime::now());
-    Header::from_bytes(&b"Date"[..], &d.to_string().into_bytes()[..]).unwrap()
+    // gosling patch: formatted here (src/util/date.rs) instead of by the httpdate crate.
+    let d = crate::util::date::imf_fixdate(SystemTime::now());
+    Header::from_bytes(&b"Date"[..], d.as_bytes()).unwrap()
 }
 
 fn write_message_header<W>(
@@ -431,10 +431,11 @@ where
         if !do_not_send_body {
             match transfer_encoding {
                 Some(TransferEncoding::Chunked) => {
-                    use chunked_transfer::Encoder;
-
-                    let mut writer = Encoder::new(writer);
+                    // gosling patch: our encoder (src/util/chunked.rs), finished explicitly
+                    // so a failed last chunk is reported.
+                    let mut writer = crate::util::ChunkedEncoder::new(writer);
                     io::copy(&mut reader, &mut writer)?;
+                    writer.finish()?;
                 }
 
                 Some(TransferEncoding::Identity) => {

@@ -1,3 +1,4 @@
+pub use self::chunked::{Decoder as ChunkedDecoder, Encoder as ChunkedEncoder};
 pub use self::custom_stream::CustomStream;
 pub use self::equal_reader::{EqualReader, DRAIN_LIMIT};
 pub use self::fused_reader::FusedReader;
@@ -9,11 +10,14 @@ pub use self::task_pool::TaskPool;
 
 use std::str::FromStr;
 
+mod chunked;
 mod custom_stream;
+pub(crate) mod date;
 mod equal_reader;
 mod fused_reader;
 mod messages_queue;
 pub(crate) mod refined_tcp_stream;
+pub(crate) mod registry;
 mod sequential;
 mod task_pool;
 

@@ -53,7 +53,9 @@ impl From<Wrapped> for Stream {
 }
 
 pub(crate) enum Stream {
-    Http(Connection),
+    /// gosling patch: shared, not duplicated, between a connection's read and write halves
+    /// (and the idle-connection registry): one descriptor per connection instead of two.
+    Http(Arc<Connection>),
     /// gosling patch: see `Wrapped`.
     Wrapped(Wrapped),
     #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
@@ -63,7 +65,7 @@ pub(crate) enum Stream {
 impl Clone for Stream {
     fn clone(&self) -> Self {
         match self {
-            Stream::Http(tcp_stream) => Stream::Http(tcp_stream.try_clone().unwrap()),
+            Stream::Http(tcp_stream) => Stream::Http(tcp_stream.clone()),
             Stream::Wrapped(w) => Stream::Wrapped(w.clone()),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => Stream::Https(ssl_stream.clone()),
@@ -72,19 +74,28 @@ impl Clone for Stream {
 }
 
 impl Stream {
-    /// gosling patch: `clone` that reports a failure (out of file descriptors) instead of
-    /// panicking; upstream's `clone` unwrapped it on the accept thread, which then died.
+    /// gosling patch: upstream duplicated the socket here, and its `clone` unwrapped a failure
+    /// (out of file descriptors) on the accept thread, which then died. Both halves now share
+    /// one socket, so this cannot fail.
     fn try_clone(&self) -> IoResult<Self> {
-        match self {
-            Stream::Http(tcp_stream) => Ok(Stream::Http(tcp_stream.try_clone()?)),
-            other => Ok(other.clone()),
-        }
+        Ok(self.clone())
+    }
+
+    /// gosling patch: closes both directions without taking the wrapped stream's lock, waking
+    /// a thread blocked reading it (used to close an idle connection).
+    pub(crate) fn shutdown_both(&self) {
+        let _ = match self {
+            Stream::Http(c) => c.shutdown(Shutdown::Both),
+            Stream::Wrapped(w) => w.0 .1.shutdown(Shutdown::Both),
+            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
+            Stream::Https(_) => Ok(()),
+        };
     }
 }
 
 impl From<Connection> for Stream {
     fn from(tcp_stream: Connection) -> Self {
-        Stream::Http(tcp_stream)
+        Stream::Http(Arc::new(tcp_stream))
     }
 }
 
@@ -128,7 +139,7 @@ impl Stream {
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.read(buf),
+            Stream::Http(tcp_stream) => (&**tcp_stream).read(buf),
             Stream::Wrapped(w) => w.lock().read(buf),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.read(buf),
@@ -139,7 +150,7 @@ impl Read for Stream {
 impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> IoResult<usize> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.write(buf),
+            Stream::Http(tcp_stream) => (&**tcp_stream).write(buf),
             Stream::Wrapped(w) => w.lock().write(buf),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.write(buf),
@@ -148,7 +159,7 @@ impl Write for Stream {
 
     fn flush(&mut self) -> IoResult<()> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.flush(),
+            Stream::Http(tcp_stream) => (&**tcp_stream).flush(),
             Stream::Wrapped(w) => w.lock().flush(),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.flush(),
@@ -185,6 +196,11 @@ impl RefinedTcpStream {
 
     pub(crate) fn peer_addr(&mut self) -> IoResult<Option<SocketAddr>> {
         self.stream.peer_addr()
+    }
+
+    /// gosling patch: another handle on the same connection, for `Stream::shutdown_both`.
+    pub(crate) fn handle(&self) -> Stream {
+        self.stream.clone()
     }
 }
 
