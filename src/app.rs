@@ -96,7 +96,7 @@ impl App {
     /// The `permission` goose's ToolInfo shows when the user stored none: `ask_before` in
     /// approve mode, else null.
     pub fn tool_permission_default(&self, session_id: &str) -> Option<String> {
-        let mode = self.sessions.get(session_id).ok().flatten().and_then(|s| s.goose_mode);
+        let mode = self.sessions.get_meta(session_id).ok().flatten().and_then(|s| s.goose_mode);
         (self.mode_for(mode.as_deref()) == crate::agent::reply::Mode::Approve).then(|| "ask_before".to_string())
     }
 

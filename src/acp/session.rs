@@ -273,7 +273,8 @@ impl Agent {
         if Mode::parse(mode).is_none() {
             return Err(invalid_params(format!("unknown mode {mode:?}; use auto, approve, smart_approve or chat")));
         }
-        let done = self.app.sessions.update(sid, |s| s.goose_mode = Some(mode.to_string())).map_err(store_error)?;
+        let done =
+            self.app.sessions.update_meta(sid, |s| s.goose_mode = Some(mode.to_string())).map_err(store_error)?;
         done.ok_or_else(|| session_not_found(sid))?;
         log::info!("acp: session {sid}: mode {mode}");
         Ok(empty())
@@ -371,16 +372,17 @@ impl Agent {
         if !added.is_empty() || session.working_dir != cwd {
             configs.extend(added);
             let values = to_values(&configs);
-            session = self
-                .app
+            let data = json!({ "extensions": values });
+            self.app
                 .sessions
-                .update(sid, |s| {
+                .update_meta(sid, |s| {
                     s.working_dir = cwd.clone();
-                    s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": values }));
-                    s.clone()
+                    s.extension_data.insert(ENABLED_EXTENSIONS.into(), data.clone());
                 })
                 .map_err(store_error)?
                 .ok_or_else(|| session_not_found(sid))?;
+            session.working_dir = cwd.clone();
+            session.extension_data.insert(ENABLED_EXTENSIONS.into(), data);
         }
         self.start_runtime(sid, &cwd, configs);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
@@ -396,7 +398,7 @@ impl Agent {
         let sid = str_param(p, "sessionId")?;
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner()).get(sid).cloned();
         let Some(open) = open else {
-            return Err(match self.app.sessions.get(sid) {
+            return Err(match self.app.sessions.get_meta(sid) {
                 Ok(Some(_)) => rpc_error(
                     RESOURCE_NOT_FOUND,
                     format!("session {sid} is not open in this connection; open it with session/load first"),

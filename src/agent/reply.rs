@@ -160,10 +160,20 @@ impl Turn {
         )
         .map_err(Error::Model)?;
         let provider = llm::from_settings(&settings).map_err(Error::Model)?;
-        let mut conversation =
-            override_conversation.unwrap_or_else(|| session.conversation.clone().unwrap_or_default());
-        conversation.push(user_message);
-        env.sessions.update(session_id, |s| s.conversation = Some(conversation.clone())).map_err(Error::Store)?;
+        // A new message is appended; an override rewrites the stored conversation.
+        let conversation = match override_conversation {
+            Some(mut conversation) => {
+                conversation.push(user_message);
+                env.sessions.replace_conversation(session_id, &conversation).map_err(Error::Store)?;
+                conversation
+            }
+            None => {
+                env.sessions.append_message(session_id, &user_message).map_err(Error::Store)?;
+                let mut conversation = session.conversation.unwrap_or_default();
+                conversation.push(user_message);
+                conversation
+            }
+        };
         Ok(Turn {
             session_id: session_id.to_string(),
             runtime,
@@ -177,7 +187,7 @@ impl Turn {
     }
 
     fn save(&self, m: &Value) {
-        let r = self.sessions.update(&self.session_id, |s| s.conversation.get_or_insert_with(Vec::new).push(m.clone()));
+        let r = self.sessions.append_message(&self.session_id, m);
         if let Err(e) = r {
             log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
         }
@@ -242,7 +252,7 @@ impl Turn {
     }
 
     fn record_tokens(&self, t: &Tokens) {
-        let _ = self.sessions.update(&self.session_id, |s| {
+        let _ = self.sessions.update_meta(&self.session_id, |s| {
             s.input_tokens = Some(t.input);
             s.output_tokens = Some(t.output);
             s.total_tokens = Some(t.input + t.output);

@@ -18,8 +18,14 @@ fn session_json(s: &Session) -> Value {
     serde_json::to_value(s).expect("a Session always serializes")
 }
 
+/// The session with its conversation.
 fn load_session(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
     app.sessions.get(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
+}
+
+/// The session without its conversation (no file read).
+fn load_meta(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
+    app.sessions.get_meta(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
 }
 
 /// The running agent of a session; 424 (goose's "Agent not initialized") otherwise.
@@ -40,7 +46,7 @@ fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
 }
 
 fn set_session_extensions(app: &App, id: &str, f: impl FnOnce(&mut Vec<Value>)) -> Result<(), ApiError> {
-    app.sessions.update(id, |s| {
+    app.sessions.update_meta(id, |s| {
         let mut list: Vec<Value> = s
             .extension_data
             .get(ENABLED_EXTENSIONS)
@@ -121,7 +127,7 @@ pub fn start(app: &App, req: &Request) -> R {
     let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
     let mut session = app.sessions.create(&r.working_dir, values)?;
     if let Some(rc) = recipe {
-        app.sessions.update(&session.id, |s| s.recipe = Some(rc))?;
+        app.sessions.update_meta(&session.id, |s| s.recipe = Some(rc))?;
         session = load_session(app, &session.id, "Failed to create session")?;
     }
     let rt = new_runtime(app, &session.id, &r.working_dir);
@@ -139,10 +145,9 @@ struct ResumeReq {
 
 pub fn resume(app: &App, req: &Request) -> R {
     let r: ResumeReq = req.json()?;
-    let session = app.sessions.get(&r.session_id)?.ok_or_else(|| {
-        ApiError::not_found(format!("Failed to resume session: session {:?} not found", r.session_id))
-    })?;
+    let session = load_meta(app, &r.session_id, "Failed to resume session")?;
     if !r.load_model_and_extensions {
+        let session = load_session(app, &r.session_id, "Failed to resume session")?;
         return Ok(Response::json(200, &json!({ "session": session_json(&session) })));
     }
     let results = match app.agents.get(&session.id) {
@@ -175,7 +180,7 @@ fn restart_runtime(app: &App, session: &Session) -> Vec<LoadResult> {
 
 pub fn restart(app: &App, req: &Request) -> R {
     let r: SessionReq = req.json()?;
-    let session = load_session(app, &r.session_id, "Failed to get session")?;
+    let session = load_meta(app, &r.session_id, "Failed to get session")?;
     let results = restart_runtime(app, &session);
     Ok(Response::json(200, &json!({ "extension_results": results })))
 }
@@ -211,11 +216,11 @@ pub fn update_working_dir(app: &App, req: &Request) -> R {
             "Invalid directory path: {dir:?} does not exist or is not a directory"
         )));
     }
-    let updated = app.sessions.update(&r.session_id, |s| s.working_dir = dir.to_string())?;
+    let updated = app.sessions.update_meta(&r.session_id, |s| s.working_dir = dir.to_string())?;
     if updated.is_none() {
         return Err(ApiError::not_found(format!("session {:?} not found", r.session_id)));
     }
-    let session = load_session(app, &r.session_id, "Failed to get session")?;
+    let session = load_meta(app, &r.session_id, "Failed to get session")?;
     restart_runtime(app, &session);
     Ok(Response::empty(200))
 }
@@ -341,7 +346,13 @@ pub fn call_tool(app: &App, req: &Request) -> R {
 }
 
 pub fn list_sessions(app: &App) -> R {
-    Ok(Response::json(200, &json!({ "sessions": app.sessions.list()? })))
+    // The index keeps each session's listing JSON: the body is built without serializing.
+    let list = app.sessions.list_json();
+    let mut body = Vec::with_capacity(list.len() + 16);
+    body.extend_from_slice(b"{\"sessions\":");
+    body.extend_from_slice(&list);
+    body.push(b'}');
+    Ok(Response::bytes(200, "application/json", body))
 }
 
 pub fn get_session(app: &App, id: &str) -> R {

@@ -219,7 +219,7 @@ pub fn search(app: &App, req: &Request) -> R {
 }
 
 pub fn session_extensions(app: &App, id: &str) -> R {
-    let s = app.sessions.get(id)?.ok_or_else(|| ApiError::not_found(format!("Session {id} not found")))?;
+    let s = app.sessions.get_meta(id)?.ok_or_else(|| ApiError::not_found(format!("Session {id} not found")))?;
     let list: Vec<Value> = s
         .extension_data
         .get(ENABLED_EXTENSIONS)
@@ -264,7 +264,7 @@ pub fn update_session(app: &App, req: &Request) -> R {
             )));
         }
     }
-    let done = app.sessions.update(&r.session_id, |s| {
+    let done = app.sessions.update_meta(&r.session_id, |s| {
         if let Some(m) = &r.goose_mode {
             s.goose_mode = Some(m.clone());
         }

@@ -147,7 +147,7 @@ pub fn update_provider(app: &App, req: &Request) -> R {
     if let Some(c) = r.context_limit {
         model_config["context_limit"] = json!(c);
     }
-    let done = app.sessions.update(&r.session_id, |s| {
+    let done = app.sessions.update_meta(&r.session_id, |s| {
         s.provider_name = Some(provider.to_string());
         s.model_config = Some(model_config);
     })?;

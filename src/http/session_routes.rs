@@ -28,7 +28,7 @@ fn is_uuid(s: &str) -> bool {
 }
 
 fn session_exists(app: &App, id: &str) -> Result<bool, ApiError> {
-    Ok(app.sessions.get(id)?.is_some())
+    Ok(app.sessions.get_meta(id)?.is_some())
 }
 
 #[derive(Deserialize)]

@@ -171,9 +171,10 @@ fn sdk_prompt_calls_the_editors_mcp_servers_streams_text_and_a_plan() {
     assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "end_turn"}));
     // The session is the HTTP API's: the editor's servers are stored with it.
     let id = new["sessionId"].as_str().unwrap();
-    let stored: Value =
-        serde_json::from_str(&std::fs::read_to_string(home.join(&format!("state/sessions/{id}.json"))).unwrap())
-            .unwrap();
+    let web = Server::start_in(home, ServerOpts::default());
+    let r = web.get(&format!("/sessions/{id}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let stored = r.json();
     assert_eq!(stored["working_dir"], cwd);
     let exts = &stored["extension_data"]["enabled_extensions.v0"]["extensions"];
     assert_eq!(

@@ -20,14 +20,16 @@
 //!   declared length far beyond memory) · oversized request heads (431) · a trickled request head or body (408) ·
 //!   connections past the limit (closed at once) · a client pipelining without reading · running out of file descriptors (accepting
 //!   resumes) · malformed JSON / wrong content type / wrong shape · a panicking handler (500)
-//! Files (config_api.rs, server.rs, here): kill -9 during config writes · kill -9 during
-//!   session writes · a corrupt config file refuses start-up and is left untouched
+//! Files (config_api.rs, server.rs, here; sessions_store.rs): kill -9 during config writes ·
+//!   kill -9 during session writes · kill -9 mid-append (no acknowledged message lost) · a torn
+//!   or corrupt conversation line · a corrupt config file refuses start-up and is left untouched
 //! Input (fuzz.rs + unit fuzzers): 10,000 mutated bodies per run, JSON-RPC lines, SSE streams,
 //!   deep links.
 
+use crate::fake_llm::*;
 use crate::require_peers;
 use crate::support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,4 +93,109 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
         assert_eq!(one.status, 200, "session {id} loads after the crash: {}", one.text());
     }
     assert!(!s.stderr().contains("not valid"), "no session file was torn");
+}
+
+/// The environment of a server whose model is `llm`.
+pub fn llm_env(llm: &FakeLlm) -> ServerOpts {
+    let env = [("GOOSE_PROVIDER", "openai".to_string()), ("GOOSE_MODEL", "m".to_string()), ("OPENAI_HOST", llm.url())];
+    ServerOpts { env: env.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), ..Default::default() }
+}
+
+/// The user messages of a conversation with their texts, and whether the next message is the
+/// assistant's answer.
+fn turns(conversation: &[Value]) -> Vec<(String, bool)> {
+    conversation
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m["role"] == "user")
+        .map(|(i, m)| {
+            let text = m["content"][0]["text"].as_str().unwrap_or("").split('|').next().unwrap_or("").to_string();
+            (text, conversation.get(i + 1).is_some_and(|n| n["role"] == "assistant"))
+        })
+        .collect()
+}
+
+#[test]
+fn kill_9_mid_append_loses_no_acknowledged_message() {
+    // Every turn appends a 256 KiB user message and the model's answer; three sessions take
+    // turns back to back while the server is killed, three times over.
+    let answer = || Reply::sse(&[oa_text("ok"), oa_finish("stop"), OA_DONE.to_string()]);
+    let llm = FakeLlm::start((0..3000).map(|_| answer()).collect());
+    let mut s = Server::start_with(llm_env(&llm));
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            let r = s.post("/agent/start", json!({"working_dir": s.home.path(), "extension_overrides": []}));
+            r.json()["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    // The user texts of turns whose Finish event arrived, per session: acknowledged, so on disk.
+    let acked: Arc<std::sync::Mutex<Vec<Vec<String>>>> = Arc::new(std::sync::Mutex::new(vec![Vec::new(); 3]));
+    let total = |a: &std::sync::Mutex<Vec<Vec<String>>>| a.lock().unwrap().iter().map(Vec::len).sum::<usize>();
+    let pad = "x".repeat(256 << 10);
+    for round in 0..3 {
+        for id in &ids {
+            let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = ids
+            .iter()
+            .enumerate()
+            .map(|(w, id)| {
+                let (url, stop, acked, id, pad) =
+                    (s.url("/reply"), stop.clone(), acked.clone(), id.clone(), pad.clone());
+                std::thread::spawn(move || {
+                    for k in 0.. {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let turn = format!("s{w}-r{round}-t{k}");
+                        let text = format!("{turn}|{pad}");
+                        let body = json!({"session_id": id, "user_message": crate::reply::user_text(&text)});
+                        let Ok(r) = std::panic::catch_unwind(|| {
+                            http("POST", &url, Some(SECRET), Some(body.to_string().as_bytes()))
+                        }) else {
+                            break;
+                        };
+                        if r.text().contains(r#""type":"Finish""#) {
+                            acked.lock().unwrap()[w].push(turn);
+                        } else {
+                            break;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let target = total(&acked) + 6;
+        assert!(
+            wait_for(Duration::from_secs(60), || (total(&acked) >= target).then_some(())).is_some(),
+            "the turns did not go on: {}",
+            s.stderr()
+        );
+        // Somewhere inside a later turn, not at a turn's edge.
+        std::thread::sleep(Duration::from_millis(3 + 7 * round));
+        let home = s.kill();
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            let _ = w.join();
+        }
+        s = Server::start_in(home, llm_env(&llm));
+        let listed = s.get("/sessions").json();
+        for (w, id) in ids.iter().enumerate() {
+            let one = s.get(&format!("/sessions/{id}"));
+            assert_eq!(one.status, 200, "session {id} loads after kill -9: {}", one.text());
+            let conversation = one.json()["conversation"].as_array().unwrap().clone();
+            let turns = turns(&conversation);
+            for want in &acked.lock().unwrap()[w] {
+                let i = turns.iter().position(|(t, _)| t == want);
+                assert!(
+                    i.is_some_and(|i| turns[i].1),
+                    "round {round}: acknowledged turn {want} is whole on disk: {turns:?}"
+                );
+            }
+            let entry = listed["sessions"].as_array().unwrap().iter().find(|x| x["id"] == id.as_str()).unwrap();
+            assert_eq!(entry["message_count"], conversation.len(), "the list counts what is stored");
+        }
+        assert!(!s.stderr().contains("not valid"), "no file was unreadable: {}", s.stderr());
+    }
 }

@@ -81,5 +81,8 @@ mod probe;
 // Client features servers rely on: logging/setLevel, task-only tools, outputSchema checks.
 mod client_features;
 
+// The session store: the one-file layout read and migrated, torn and corrupt lines, one owner.
+mod sessions_store;
+
 // `gosling acp` driven by the ACP TypeScript SDK's client and acpx, with llmock as the model.
 mod acp;
