@@ -1,8 +1,9 @@
 //! `gosling agent`: resolve the secret, open the store, listen, serve until SIGTERM/SIGINT.
 
-use crate::app::App;
+use crate::agent::host::Host;
 use crate::config::{Config, SecretSource};
 use crate::http::server::{Limits, Server};
+use crate::http::state::App;
 use crate::store::{atomic, config_store::ConfigStore};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -53,7 +54,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| e.to_string())?;
     let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir)
         .map_err(|e| e.to_string())?;
-    let app = Arc::new(App::new(cfg, store, sessions, policy));
+    let app = Arc::new(App::new(Arc::new(Host::new(cfg, store, sessions, policy))));
     crate::sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
     // its first request); printed before the server accepts connections.

@@ -7,7 +7,6 @@
 pub mod acp;
 pub mod agent;
 pub mod agent_cmd;
-pub mod app;
 pub mod builtins;
 pub mod cli;
 pub mod config;

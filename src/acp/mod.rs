@@ -1,7 +1,7 @@
 //! `gosling acp`: the agent for editors that speak the Agent Client Protocol v1 —
 //! newline-delimited JSON-RPC on stdin/stdout, logs on stderr only.
 //!
-//! A sibling of http/: it uses the composition root (`App`), the session store, the
+//! A sibling of http/: it uses the agent layer's `Host`, the session store, the
 //! extension runtimes and the one turn loop (`agent::reply::Turn`) exactly as the HTTP API
 //! does, so a session started in an editor can be resumed from the web page and back. Nothing
 //! below imports it.
@@ -16,7 +16,7 @@ pub mod fs;
 pub mod session;
 pub mod updates;
 
-use crate::app::App;
+use crate::agent::host::Host;
 use crate::wire::jsonrpc::{self, ErrorObject, Id, Message, ParseError};
 use conn::Conn;
 use serde_json::{json, Value};
@@ -63,7 +63,7 @@ pub fn run() -> Result<(), Error> {
         crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| Error::Setup(e.to_string()))?;
     let policy =
         crate::extensions::policy::Policy::from_env(&env, &cfg.config_dir).map_err(|e| Error::Setup(e.to_string()))?;
-    let app = Arc::new(App::new(cfg, store, sessions, policy));
+    let app = Arc::new(Host::new(cfg, store, sessions, policy));
     let conn = Arc::new(Conn::new(Box::new(io::stdout())));
     let agent = Arc::new(session::Agent::new(app.clone(), conn.clone()));
     log::info!("gosling {} serving ACP v{PROTOCOL_VERSION} on stdio", env!("CARGO_PKG_VERSION"));

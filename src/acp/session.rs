@@ -7,9 +7,9 @@ use crate::acp::fs::{EditorFs, FsCaps};
 use crate::acp::updates::{self, Live};
 use crate::acp::{empty, invalid_params, rpc_error, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crate::agent::events::{ChannelSink, Event, Sink};
+use crate::agent::host::Host;
 use crate::agent::messages as msg;
 use crate::agent::reply::{Mode, Outcome, Turn, TurnEnv};
-use crate::app::App;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::SessionRuntime;
@@ -50,7 +50,7 @@ struct Open {
 }
 
 pub struct Agent {
-    app: Arc<App>,
+    app: Arc<Host>,
     conn: Arc<Conn>,
     fs: Mutex<FsCaps>,
     open: Mutex<HashMap<String, Arc<Open>>>,
@@ -133,7 +133,7 @@ fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
 }
 
 impl Agent {
-    pub fn new(app: Arc<App>, conn: Arc<Conn>) -> Agent {
+    pub fn new(app: Arc<Host>, conn: Arc<Conn>) -> Agent {
         Agent { app, conn, fs: Mutex::default(), open: Mutex::default() }
     }
 

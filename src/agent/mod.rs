@@ -4,6 +4,7 @@
 pub mod bus;
 pub mod elicit;
 pub mod events;
+pub mod host;
 pub mod messages;
 pub mod reply;
 

@@ -1,10 +1,11 @@
 //! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
 
-use crate::app::{App, InstallPath};
 use crate::extensions::config::{runtime_key, ExtensionConfig};
+use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::{tool_info, CallError, LoadResult, SessionRuntime};
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
+use crate::http::state::App;
 use crate::mcp::client::CallContext;
 use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
 use serde::Deserialize;
@@ -122,7 +123,7 @@ pub fn start(app: &App, req: &Request) -> R {
         },
     };
     for c in &configs {
-        app.check_policy(c, InstallPath::AddExtension)?;
+        app.check_policy(c, InstallSource::AddExtension)?;
     }
     let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
     let mut session = app.sessions.create(&r.working_dir, values)?;
@@ -246,7 +247,7 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     let r: AddReq = req.json()?;
     let config = ExtensionConfig::from_value(r.config)?;
     config.validate()?;
-    app.check_policy(&config, InstallPath::AddExtension)?;
+    app.check_policy(&config, InstallSource::AddExtension)?;
     let unresolved = app.unresolved_secrets(&config);
     if !unresolved.missing.is_empty() {
         let only = crate::extensions::config::Unresolved { missing: unresolved.missing, refused: Vec::new() };

@@ -1,9 +1,9 @@
 //! `/config/*`: persisted extensions and the key/value settings Desktop stores secrets with.
 
-use crate::app::App;
 use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use crate::http::error::ApiError;
 use crate::http::server::{percent_decode, Request, Response};
+use crate::http::state::App;
 use serde_json::{json, Value};
 
 type R = Result<Response, ApiError>;
@@ -30,7 +30,7 @@ pub fn post_extension(app: &App, req: &Request) -> R {
         .ok_or_else(|| ApiError::bad_request("`config` (an ExtensionConfig object) is required"))?;
     let config = ExtensionConfig::from_value(config)?;
     config.validate()?;
-    app.check_policy(&config, crate::app::InstallPath::ConfigApi)?;
+    app.check_policy(&config, crate::extensions::policy::InstallSource::ConfigApi)?;
     // An extension whose secrets are not stored yet is saved disabled (on every install path),
     // so no session tries to start it; the answer says which secrets and how to store them.
     let unresolved = app.unresolved_secrets(&config);

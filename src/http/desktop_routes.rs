@@ -3,10 +3,10 @@
 //! MCP apps, slash commands, dictation (not configured) and telemetry (accepted and dropped:
 //! gosling never sends anything anywhere).
 
-use crate::app::App;
 use crate::extensions::config::ExtensionConfig;
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
+use crate::http::state::App;
 use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
 use serde::Deserialize;
 use serde_json::{json, Value};

@@ -2,10 +2,10 @@
 //! does this in Desktop). Parse and check the link against the policy, persist the config,
 //! and say which secrets are missing and how to provide them before it can be activated.
 
-use crate::app::{policy_error, App};
 use crate::extensions::deeplink::{self, InstallError};
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
+use crate::http::state::{policy_error, App};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -11,4 +11,5 @@ pub mod reply_routes;
 pub mod routes;
 pub mod server;
 pub mod session_routes;
+pub mod state;
 pub mod web_routes;

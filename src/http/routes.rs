@@ -1,7 +1,6 @@
 //! The route table: auth first, then `(path, method)` to a handler. Unknown paths are 404,
 //! known paths with another method are 405 with `Allow`.
 
-use crate::app::App;
 use crate::http::agent_routes as agent;
 use crate::http::auth;
 use crate::http::config_routes as config;
@@ -12,6 +11,7 @@ use crate::http::proxy;
 use crate::http::reply_routes as reply;
 use crate::http::server::{Request, Response};
 use crate::http::session_routes as session;
+use crate::http::state::App;
 
 pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
     // DNS rebinding: a page of another site, its name re-pointed at 127.0.0.1, would reach

@@ -5,10 +5,10 @@
 //! runs; here its events go through the session's bus (`agent::bus`).
 
 use crate::agent::bus::{Next, BUSY};
-use crate::app::App;
 use crate::http::error::ApiError;
 use crate::http::reply_routes::{answer_elicitation, normalize_user_message, prepare_turn, PING_INTERVAL};
 use crate::http::server::{Request, Response};
+use crate::http::state::App;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::io::Write;

@@ -1,0 +1,111 @@
+//! What every front end (http, acp) shares: process config, the trust policy, the stores, the
+//! live session runtimes and the plumbing of running turns. Built once at start.
+
+use crate::agent::bus::Buses;
+use crate::agent::elicit::Elicitations;
+use crate::agent::reply::{Confirmations, Mode};
+use crate::agent::Agents;
+use crate::config::Config;
+use crate::extensions::config::{ExtensionConfig, Unresolved};
+use crate::extensions::policy::{InstallSource, Policy, PolicyError};
+use crate::extensions::runtime::{Deps, SecretsTokens};
+use crate::store::audit::AuditLog;
+use crate::store::config_store::ConfigStore;
+use crate::store::sessions::SessionStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Host {
+    pub config: Config,
+    /// Built once at start (fetching GOOSE_ALLOWLIST once).
+    pub policy: Policy,
+    pub store: Arc<ConfigStore>,
+    pub sessions: Arc<SessionStore>,
+    pub confirmations: Arc<Confirmations>,
+    pub elicitations: Arc<Elicitations>,
+    /// The event bus of each session that has a follower or a request.
+    pub buses: Buses,
+    pub agents: Agents,
+    pub runtime_deps: Arc<Deps>,
+}
+
+impl Host {
+    pub fn new(config: Config, store: ConfigStore, sessions: SessionStore, policy: Policy) -> Host {
+        let store = Arc::new(store);
+        let secret_store = store.clone();
+        let elicitations = Arc::new(Elicitations::new(
+            std::env::var("GOSLING_ELICITATION_TIMEOUT_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(crate::agent::elicit::DEFAULT_TIMEOUT, Duration::from_secs),
+        ));
+        let asker = elicitations.clone();
+        let runtime_deps = Arc::new(Deps {
+            elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
+                asker.ask(session, extension, params)
+            })),
+            state_dir: config.state_dir.clone(),
+            // The secrets store only: never gosling's own environment (see runtime::resolve_env).
+            secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
+            self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
+            audit: AuditLog::new(&config.state_dir),
+            tokens: Some(Arc::new(SecretsTokens(store.clone()))),
+        });
+        Host {
+            config,
+            policy,
+            store,
+            sessions: Arc::new(sessions),
+            confirmations: Arc::default(),
+            elicitations,
+            buses: Default::default(),
+            agents: Agents::default(),
+            runtime_deps,
+        }
+    }
+
+    /// The `permission` goose's ToolInfo shows when the user stored none: `ask_before` in
+    /// approve mode, else null.
+    pub fn tool_permission_default(&self, session_id: &str) -> Option<String> {
+        let mode = self.sessions.get_meta(session_id).ok().flatten().and_then(|s| s.goose_mode);
+        (self.mode_for(mode.as_deref()) == Mode::Approve).then(|| "ask_before".to_string())
+    }
+
+    /// A setting: the environment first, then the config store (plain, then secret).
+    pub fn setting(&self, key: &str) -> Option<String> {
+        if let Ok(v) = std::env::var(key) {
+            if !v.is_empty() {
+                return Some(v);
+            }
+        }
+        match self.store.get(key).ok().flatten() {
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(serde_json::Value::Null) | None => self.store.get_secret(key).ok().flatten(),
+            Some(other) => Some(other.to_string()),
+        }
+    }
+
+    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
+    pub fn mode_for(&self, session_mode: Option<&str>) -> Mode {
+        Mode::resolve(session_mode, &|k| self.setting(k))
+    }
+
+    /// The trust policy for installs and activations, enforced on every path that can add or
+    /// activate an extension. Warnings (allowlist in warning mode) are logged.
+    pub fn policy_check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<(), PolicyError> {
+        for w in self.policy.check(config, source)? {
+            log::warn!("{w}");
+        }
+        Ok(())
+    }
+
+    /// The names `config` reads that are not in the secrets store, and those it may never read.
+    pub fn unresolved_secrets(&self, config: &ExtensionConfig) -> Unresolved {
+        crate::extensions::config::unresolved(config, &|k| (self.runtime_deps.secret)(k).is_some())
+    }
+
+    /// Stops everything that runs children; called once at shutdown.
+    pub fn shutdown(&self) {
+        self.agents.shutdown_all();
+    }
+}
