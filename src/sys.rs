@@ -1,5 +1,6 @@
-//! The few OS calls std does not offer: signals and parent-death tracking for children, and
-//! the file descriptor limit.
+//! The few OS calls std does not offer: signals and parent-death tracking for children, the
+//! file descriptor limit, non-dumpability, the child subreaper and its orphans, and
+//! `openat2`-style path resolution that never leaves a directory.
 //!
 //! This is the only module allowed `unsafe`; each block is one libc call with its
 //! arguments checked above it. Unix only, like the rest of the process handling.
@@ -111,7 +112,16 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
             .name("spawner".into())
             .spawn(move || {
                 for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
+                    // Registered under the same lock the orphan reaper scans with, so a child
+                    // that exits at once is never taken for an orphan and reaped behind
+                    // `Child::wait`'s back.
+                    let mut live = live_children();
+                    let spawned = cmd.spawn();
+                    if let Ok(child) = &spawned {
+                        live.insert(child.id());
+                    }
+                    drop(live);
+                    let _ = reply.send(spawned);
                 }
             })
             .expect("spawn the spawner thread");
@@ -149,4 +159,143 @@ pub fn raise_fd_limit() -> usize {
         }
     }
     lim.rlim_cur as usize
+}
+
+/// Makes this process non-dumpable: other processes of the same user can no longer read its
+/// `/proc/<pid>/environ`, `mem` or `maps`, nor ptrace it, and it leaves no core dump. Children
+/// are unaffected (exec restores dumpability), so a child cannot read the server's secrets.
+pub fn make_non_dumpable() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Children spawned by `spawn_tied` and not yet reaped by their owner.
+fn live_children() -> std::sync::MutexGuard<'static, std::collections::HashSet<u32>> {
+    static LIVE: OnceLock<Mutex<std::collections::HashSet<u32>>> = OnceLock::new();
+    LIVE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called after a `spawn_tied` child was reaped (`Child::wait`): its pid is free again.
+pub fn forget_child(pid: u32) {
+    live_children().remove(&pid);
+}
+
+/// Makes this process a child subreaper: a descendant whose parent dies (a daemon that forked
+/// and called `setsid`, out of the extension's process group) becomes our child instead of
+/// init's, so `end_orphans` can still find and end it. Starts a thread that reaps orphans
+/// that exit on their own, so none stays a zombie.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    thread::Builder::new().name("reaper".into()).spawn(|| loop {
+        thread::sleep(std::time::Duration::from_secs(2));
+        for o in orphans() {
+            if o.zombie {
+                reap(o.pid);
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// A child of ours that `spawn_tied` did not start: an extension's descendant reparented to us.
+#[derive(Debug, Clone, Copy)]
+pub struct Orphan {
+    pub pid: u32,
+    pub zombie: bool,
+}
+
+/// Our children that are not live `spawn_tied` children. Their pids cannot be reused until we
+/// reap them, so signalling them is safe.
+pub fn orphans() -> Vec<Orphan> {
+    let me = std::process::id();
+    let live = live_children();
+    let mut out = Vec::new();
+    for (pid, ppid, state) in processes() {
+        if ppid == me && !live.contains(&pid) {
+            out.push(Orphan { pid, zombie: state == 'Z' });
+        }
+    }
+    out
+}
+
+/// Every process as (pid, parent pid, state), from /proc.
+pub fn processes() -> Vec<(u32, u32, char)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // The command name may hold spaces and parentheses: the fields start after the last ')'.
+        let mut fields = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("").split_whitespace();
+        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        if let Some(ppid) = fields.next().and_then(|p| p.parse().ok()) {
+            out.push((pid, ppid, state));
+        }
+    }
+    out
+}
+
+/// The descendants of `pid` now (children, their children, ...).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let all = processes();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(c, ppid, _) in &all {
+            if ppid == p && !out.contains(&c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// True when `pid`'s environment holds exactly `marker` (`NAME=value`). Unreadable (gone, or
+/// made non-dumpable) is false.
+pub fn environ_has(pid: u32, marker: &str) -> bool {
+    match std::fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) => env.split(|b| *b == 0).any(|v| v == marker.as_bytes()),
+        Err(_) => false,
+    }
+}
+
+/// SIGKILLs the orphans `select` picks, then reaps them (waiting up to a second each).
+/// Returns how many were ended.
+pub fn end_orphans(mut select: impl FnMut(u32) -> bool) -> usize {
+    let chosen: Vec<u32> = orphans().into_iter().filter(|o| select(o.pid)).map(|o| o.pid).collect();
+    for &pid in &chosen {
+        // SAFETY: kill(2) on a child of ours that we have not reaped (its pid is not reusable).
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    for &pid in &chosen {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while !reap(pid) && std::time::Instant::now() < deadline {
+            thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    chosen.len()
+}
+
+/// Reaps `pid` if it has exited; true when it is gone.
+fn reap(pid: u32) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid on one pid with WNOHANG writes only `status`, which we own.
+    let rc = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+    rc == pid as libc::pid_t || rc == -1
+}
+
+/// Our effective user id (to check who owns the state and config dirs).
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
 }

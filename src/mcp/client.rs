@@ -27,6 +27,31 @@ pub const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18",
 
 /// Pages followed at most by a listing (a server that keeps returning cursors is cut off).
 const MAX_PAGES: usize = 100;
+/// The most one listing (all its pages together) may hold, as JSON bytes and as items. A
+/// server past either is refused for that listing (`Error::TooLarge`), so what gosling keeps
+/// for one extension stays bounded however many pages it sends.
+pub const MAX_LIST_BYTES: usize = 8 << 20;
+pub const MAX_LIST_ITEMS: usize = 10_000;
+/// The largest tool result or resource read kept (JSON bytes); one message is also bounded by
+/// the transport (a stdio line, an HTTP body or SSE event).
+pub const MAX_RESULT_BYTES: usize = 8 << 20;
+
+/// The size of `v` as compact JSON, without building the text.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
 
 pub type ElicitationHandler = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
 pub type SamplingHandler = Arc<dyn Fn(&Value) -> Result<Value, ErrorObject> + Send + Sync>;
@@ -373,14 +398,31 @@ impl Client {
     /// Follows `nextCursor` through every page of a list method.
     fn list_all(&self, method: &str, field: &str) -> Result<Vec<Value>, Error> {
         let mut out = Vec::new();
+        let mut bytes = 0usize;
         let mut cursor: Option<String> = None;
+        let too_large = |limit: String| Error::TooLarge {
+            extension: self.shared.extension.clone(),
+            what: format!("{method} (all pages together)"),
+            limit,
+        };
         for _ in 0..MAX_PAGES {
             let params = match &cursor {
                 Some(c) => json!({ "cursor": c }),
                 None => json!({}),
             };
-            let page = self.shared.request(method, params, self.timeout, None)?;
-            out.extend(page.get(field).and_then(Value::as_array).cloned().unwrap_or_default());
+            let mut page = self.shared.request(method, params, self.timeout, None)?;
+            if let Some(Value::Array(items)) = page.get_mut(field).map(Value::take) {
+                for item in items {
+                    bytes += json_len(&item);
+                    if bytes > MAX_LIST_BYTES {
+                        return Err(too_large(format!("{} MiB", MAX_LIST_BYTES >> 20)));
+                    }
+                    if out.len() >= MAX_LIST_ITEMS {
+                        return Err(too_large(format!("{MAX_LIST_ITEMS} items")));
+                    }
+                    out.push(item);
+                }
+            }
             match page.get("nextCursor").and_then(Value::as_str) {
                 Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
                 _ => return Ok(out),
@@ -418,7 +460,19 @@ impl Client {
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_no);
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
-        r
+        self.bounded(r?, &format!("the result of tool {name}"))
+    }
+
+    /// Refuses a result past `MAX_RESULT_BYTES`.
+    fn bounded(&self, v: Value, what: &str) -> Result<Value, Error> {
+        if json_len(&v) > MAX_RESULT_BYTES {
+            return Err(Error::TooLarge {
+                extension: self.shared.extension.clone(),
+                what: what.to_string(),
+                limit: format!("{} MiB", MAX_RESULT_BYTES >> 20),
+            });
+        }
+        Ok(v)
     }
 
     pub fn list_resources(&self) -> Result<Vec<Value>, Error> {
@@ -433,7 +487,8 @@ impl Client {
 
     pub fn read_resource(&self, uri: &str) -> Result<Value, Error> {
         self.require("resources", "resources")?;
-        self.shared.request("resources/read", json!({ "uri": uri }), self.timeout, None)
+        let r = self.shared.request("resources/read", json!({ "uri": uri }), self.timeout, None)?;
+        self.bounded(r, &format!("resource {uri}"))
     }
 
     pub fn list_prompts(&self) -> Result<Vec<Value>, Error> {

@@ -41,7 +41,7 @@ pub struct HttpSpec {
 
 const ACCEPT_POST: &str = "application/json, text/event-stream";
 /// Largest JSON answer, and longest SSE line (one message), we accept.
-const MAX_MESSAGE: usize = 32 << 20;
+const MAX_MESSAGE: usize = 16 << 20;
 /// How much of an error body we read for the message.
 const MAX_ERROR_BODY: u64 = 16 << 10;
 /// Reconnects of a dropped POST stream (resumption) before its request is failed.

@@ -71,7 +71,7 @@ pub fn valid_id(id: &str) -> bool {
 impl SessionStore {
     pub fn open(state_dir: &Path) -> Result<SessionStore, Error> {
         let dir = state_dir.join("sessions");
-        atomic::ensure_dir(&dir)?;
+        atomic::ensure_subdir(&dir)?;
         Ok(SessionStore { dir, create_lock: std::sync::Mutex::new(()) })
     }
 

@@ -58,3 +58,6 @@ mod secrets;
 
 // The fault matrix index, and kill -9 during session writes.
 mod faults;
+
+// Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
+mod trust_children;

@@ -169,11 +169,14 @@ pub struct ServerOpts {
     pub secret: Option<String>,
     /// Soft and hard limits on open file descriptors for the server process.
     pub fd_limit: Option<(u64, u64)>,
+    /// Run the server as this uid and gid (the tests run as root: to show what another process
+    /// of the same, unprivileged user can and cannot do). The home must be theirs.
+    pub run_as: Option<u32>,
 }
 
 impl Default for ServerOpts {
     fn default() -> Self {
-        ServerOpts { env: Vec::new(), args: Vec::new(), secret: Some(SECRET.to_string()), fd_limit: None }
+        ServerOpts { env: Vec::new(), args: Vec::new(), secret: Some(SECRET.to_string()), fd_limit: None, run_as: None }
     }
 }
 
@@ -219,6 +222,10 @@ impl Server {
                     Ok(())
                 });
             }
+        }
+        if let Some(id) = opts.run_as {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(id).gid(id);
         }
         let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn gosling");
         let stdout = child.stdout.take().unwrap();
