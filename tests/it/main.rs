@@ -61,3 +61,9 @@ mod faults;
 
 // Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
 mod trust_children;
+
+// Issue 13: bounded totals per extension, and no process left behind (setsid grandchildren).
+mod trust_limits;
+
+// Issue 13: private state/config dirs, no links followed, the developer builtin stays inside.
+mod trust_files;
