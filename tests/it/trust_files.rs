@@ -111,3 +111,70 @@ fn links_planted_while_running_are_not_followed() {
     assert!(s.stderr().contains("audit.jsonl is a symbolic link"), "the refusal is logged");
     assert_eq!(s.get("/status").status, 200);
 }
+
+#[test]
+fn the_developer_write_cannot_escape_through_a_swapped_symlink() {
+    let s = Server::start();
+    let work = TempDir::new("tf-race");
+    let outside = TempDir::new("tf-race-out");
+    let (real, link, d) = (work.join("dir_real"), work.join("dir_link"), work.join("d"));
+    std::fs::create_dir(&real).unwrap();
+    symlink(outside.path(), &link).unwrap();
+    let id = s
+        .post(
+            "/agent/start",
+            json!({"working_dir": work.path(), "extension_overrides": [
+        {"type":"builtin","name":"developer","description":"","timeout":30}]}),
+        )
+        .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+    // `d` flips between the real directory and a link to the outside, as fast as it can.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::rename(&real, &d);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&d, &real);
+                let _ = std::fs::rename(&link, &d);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&d, &link);
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let (mut written, mut refused) = (0, 0);
+    for i in 0..300 {
+        let r = s.post(
+            "/agent/call_tool",
+            json!({"session_id": id, "name": "developer__text_editor",
+            "arguments": {"command": "write", "path": format!("d/f{i}.txt"), "file_text": "x"}}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        if r.json()["isError"] == true {
+            refused += 1;
+        } else {
+            written += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(swapper.join().unwrap() > 0);
+    let escaped: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(escaped.is_empty(), "writes escaped the working dir ({written} written, {refused} refused): {escaped:?}");
+    assert!(written + refused == 300);
+    // And without a race: a link planted inside is judged where it leads, each time.
+    symlink(outside.path(), work.join("planted")).unwrap();
+    let r = s.post(
+        "/agent/call_tool",
+        json!({"session_id": id, "name": "developer__text_editor",
+        "arguments": {"command": "write", "path": "planted/x.txt", "file_text": "x"}}),
+    );
+    assert!(r.text().contains("outside the working directory"), "{}", r.text());
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
