@@ -16,7 +16,7 @@ use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -99,6 +99,8 @@ struct Shared {
     elicitation: Option<ElicitationHandler>,
     sampling: Option<SamplingHandler>,
     tools: Mutex<Option<Vec<Value>>>,
+    /// Bumped by every `tools/list_changed`: a listing that raced one is not cached.
+    tools_generation: AtomicU64,
     closed: AtomicBool,
     close_reason: Mutex<Option<Error>>,
     next_id: AtomicI64,
@@ -201,7 +203,9 @@ impl Shared {
                 }
             }
             "notifications/tools/list_changed" => {
-                *self.tools.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let mut tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
+                self.tools_generation.fetch_add(1, Ordering::SeqCst);
+                *tools = None;
             }
             other => log::debug!("mcp {}: notification {other}", self.extension),
         }
@@ -305,6 +309,7 @@ impl Client {
             elicitation: opts.elicitation.clone(),
             sampling: opts.sampling.clone(),
             tools: Mutex::new(None),
+            tools_generation: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
@@ -438,8 +443,12 @@ impl Client {
         if let Some(t) = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(t);
         }
+        let generation = self.shared.tools_generation.load(Ordering::SeqCst);
         let tools = self.list_all("tools/list", "tools")?;
-        *self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()) = Some(tools.clone());
+        let mut cache = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared.tools_generation.load(Ordering::SeqCst) == generation {
+            *cache = Some(tools.clone());
+        }
         Ok(tools)
     }
 

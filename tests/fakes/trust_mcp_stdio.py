@@ -9,6 +9,8 @@ Modes:
   setsid       at start, forks a grandchild that calls setsid() (leaving the process group)
                and sleeps; its pid is written to the file ARG
   pages        tools/list answers 100 pages of ARG MiB each (default 15), each with a cursor
+  pages_later  the first tools/list is small (activation succeeds); after every tools/list it
+               sends notifications/tools/list_changed, and every later one is `pages`
   huge_result  tools/call answers a 12 MiB text result; resources/read a 12 MiB resource
   stderr       writes 50 MiB to stderr, then serves like `env`
 """
@@ -30,8 +32,13 @@ def text(t):
     return {"content": [{"type": "text", "text": t}], "isError": False}
 
 
+LISTED = [0]
+
+
 def tools_page(cursor):
-    if MODE != "pages":
+    if MODE == "pages_later" and cursor is None:
+        LISTED[0] += 1
+    if MODE not in ("pages", "pages_later") or (MODE == "pages_later" and LISTED[0] == 1):
         return {"tools": [{"name": n, "description": n, "inputSchema": {"type": "object"}} for n in ("env", "read", "big")]}
     page = int(cursor or "0")
     size = int(float(ARG or "15") * (1 << 20))
@@ -72,7 +79,10 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
                   "capabilities": {"tools": {}, "resources": {}}, "serverInfo": {"name": "trust", "version": "1"}}})
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": mid, "result": tools_page(params.get("cursor"))})
+            page = tools_page(params.get("cursor"))
+            send({"jsonrpc": "2.0", "id": mid, "result": page})
+            if MODE == "pages_later" and "nextCursor" not in page:
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "tools/call":
             name = params.get("name")
             args = params.get("arguments") or {}
