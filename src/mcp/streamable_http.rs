@@ -437,6 +437,20 @@ impl Inner {
                 Ok(evs) => evs,
                 Err(e) => {
                     log::warn!("mcp: {}: {e}; dropping the stream", self.spec.extension);
+                    // The request this stream answers fails now, saying why, rather than
+                    // being resumed into the same oversized event.
+                    if let Some(id) = until.filter(|id| self.is_pending(id)) {
+                        let error = ErrorObject::new(
+                            -32000,
+                            format!(
+                                "extension `{}` sent an event over {} MiB, the most gosling holds for one message; it was refused",
+                                self.spec.extension,
+                                MAX_MESSAGE >> 20
+                            ),
+                        );
+                        self.deliver(Message::Error { id: Some(id.clone()), error });
+                        return true;
+                    }
                     return false;
                 }
             };

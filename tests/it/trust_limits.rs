@@ -128,3 +128,58 @@ fn a_setsid_grandchild_ends_with_its_extension_and_with_the_server() {
     drop(s);
     assert_gone(gc, "after the server exited");
 }
+
+/// tests/fakes/trust_mcp_http.py in `mode`; killed on drop.
+struct HttpFake(std::process::Child, String);
+
+impl Drop for HttpFake {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_fake(mode: &str) -> HttpFake {
+    use std::io::BufRead;
+    let script = manifest_dir().join("tests/fakes/trust_mcp_http.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .arg(mode)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
+    HttpFake(child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[test]
+fn streamable_http_listings_bodies_and_sse_events_are_bounded() {
+    let s = Server::start();
+    let work = TempDir::new("tl-http");
+    let id = session(&s, &work);
+    let pages = http_fake("pages");
+    let (st, body) =
+        add(&s, &id, json!({"type":"streamable_http","name":"h_pages","description":"","uri":pages.1,"timeout":60}));
+    assert_ne!(st, 200, "{body}");
+    assert!(body.contains("h_pages") && body.contains("8 MiB") && body.contains("tools/list"), "{body}");
+
+    let ok = http_fake("ok");
+    let (st, body) =
+        add(&s, &id, json!({"type":"streamable_http","name":"h","description":"","uri":ok.1,"timeout":60}));
+    assert_eq!(st, 200, "{body}");
+    let call = |tool: &str| {
+        s.post("/agent/call_tool", json!({"session_id": id, "name": format!("h__{tool}"), "arguments": {}})).text()
+    };
+    let big = call("big_json");
+    assert!(big.contains("`h`") && big.contains("exceeded 16777216 bytes"), "{big}");
+    let flood = call("sse_flood");
+    assert!(flood.contains("extension `h` sent an event over 16 MiB"), "{flood}");
+    assert!(call("env").contains("fine"), "the extension still answers");
+    still_serving(&s, &id);
+    assert!(rss_kib(s.pid()) < 128 << 10);
+    assert!(s.stderr().contains("a line or event exceeded 16777216 bytes"), "the SSE refusal is logged");
+}
