@@ -178,3 +178,25 @@ fn the_developer_write_cannot_escape_through_a_swapped_symlink() {
     assert!(r.text().contains("outside the working directory"), "{}", r.text());
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn the_install_command_refuses_a_shared_config_dir_and_a_linked_config_file() {
+    let link = "goose://extension?cmd=uvx&arg=mcp-server-fetch&name=Fetch&description=Fetch+pages";
+    let home = TempDir::new("tf-cli");
+    mkdir(&home.join("config"), 0o777);
+    let out = gosling(&home).args(["install", "--yes", link]).env_remove("GOOSE_ALLOWLIST").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("config is writable by its group or others (mode 777)") && err.contains("chmod 700"), "{err}");
+    assert!(!home.join("config/config.json").exists());
+
+    let home = TempDir::new("tf-cli2");
+    mkdir(&home.join("config"), 0o700);
+    std::fs::write(home.join("elsewhere.json"), "{}").unwrap();
+    symlink(home.join("elsewhere.json"), home.join("config/config.json")).unwrap();
+    let out = gosling(&home).args(["install", "--yes", link]).env_remove("GOOSE_ALLOWLIST").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("config/config.json is a symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(home.join("elsewhere.json")).unwrap(), "{}");
+}
