@@ -31,6 +31,16 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             cfg.host
         ));
     }
+    // Other processes of this user (an extension, the developer builtin's shell) must not read
+    // our environment or memory: the server key and provider keys live there.
+    if let Err(e) = crate::sys::make_non_dumpable() {
+        log::warn!("cannot make the server non-dumpable ({e}); same-user processes can read its environment");
+    }
+    // Descendants of extensions that escape their process group become ours, to be ended.
+    if let Err(e) = crate::sys::become_subreaper() {
+        log::warn!("cannot become a child subreaper ({e}); an extension's daemons may outlive it");
+    }
+    check_dirs(&cfg)?;
     resolve_secret(&mut cfg)?;
     let tls = if cfg.tls.enabled {
         Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(|e| e.to_string())?)
@@ -93,5 +103,24 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     log::info!("shutting down");
     server.stop();
     app.shutdown();
+    // Whatever extensions left behind outside their process groups (now our children).
+    let ended = crate::sys::end_orphans(|_| true);
+    if ended > 0 {
+        log::info!("ended {ended} leftover extension process(es)");
+    }
     Ok(())
+}
+
+/// The state and config dirs must be ours alone, and the files gosling keeps there must not be
+/// symbolic links (the opens refuse links too; this names the problem at start).
+fn check_dirs(cfg: &Config) -> Result<(), String> {
+    use crate::store::atomic::{check_private_dir, refuse_symlinks};
+    check_private_dir(&cfg.state_dir).map_err(|e| e.to_string())?;
+    check_private_dir(&cfg.config_dir).map_err(|e| e.to_string())?;
+    refuse_symlinks(&cfg.state_dir, &["audit.jsonl", "secret-key", "sessions"]).map_err(|e| e.to_string())?;
+    refuse_symlinks(
+        &cfg.config_dir,
+        &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock", "allowlist.json"],
+    )
+    .map_err(|e| e.to_string())
 }

@@ -6,8 +6,10 @@
 //! `sh -c COMMAND` (that is its purpose) with the working dir as cwd, but is bounded by a
 //! timeout and an output cap, and its whole process group is killed on timeout or cancel.
 //!
-//! Known limit: confinement checks the path, then opens it; a concurrent symlink swap between
-//! the two (TOCTOU) is not defended against.
+//! Confinement holds at use time too: every open, create, list and remove is relative to a
+//! descriptor of the working dir and resolved by the kernel beneath it (`sys::open_beneath`:
+//! `openat2` with `RESOLVE_BENEATH`, else a per-component `O_NOFOLLOW` walk), so swapping a
+//! directory for a symlink after the path was checked cannot lead a write outside.
 
 use super::server::{opt_str_arg, opt_u64_arg, str_arg, Builtin, Cancel, ToolOutcome};
 use serde_json::{json, Map, Value};
@@ -41,6 +43,8 @@ pub const UNDO_FILES: usize = 100;
 pub struct Developer {
     /// Canonical working directory.
     root: PathBuf,
+    /// The working dir, opened once: what every file operation is resolved beneath.
+    root_dir: fs::File,
     unrestricted: bool,
     /// What each edited file held before its last edits (newest last), for `undo_edit`.
     history: Mutex<HashMap<PathBuf, Vec<Before>>>,
@@ -76,7 +80,9 @@ impl Developer {
         if !root.is_dir() {
             return Err(format!("developer: working directory {} is not a directory", root.display()));
         }
-        Ok(Developer { root, unrestricted, history: Mutex::new(HashMap::new()) })
+        let root_dir = fs::File::open(&root)
+            .map_err(|e| format!("developer: cannot open the working directory {}: {e}", root.display()))?;
+        Ok(Developer { root, root_dir, unrestricted, history: Mutex::new(HashMap::new()) })
     }
 
     pub fn root(&self) -> &Path {
@@ -86,6 +92,55 @@ impl Developer {
     /// Resolves a tool's path argument (relative to the working dir) and enforces confinement.
     pub fn resolve(&self, input: &str) -> Result<PathBuf, String> {
         resolve_in(&self.root, input, self.unrestricted)
+    }
+
+    /// Opens a resolved path: beneath the working dir's descriptor unless unrestricted.
+    fn open(&self, path: &Path, access: Access) -> io::Result<fs::File> {
+        if self.unrestricted {
+            return match access {
+                Access::Read | Access::Dir => fs::File::open(path),
+                Access::Write => fs::OpenOptions::new().write(true).create(true).truncate(true).open(path),
+            };
+        }
+        let flags = match access {
+            Access::Read => libc::O_RDONLY,
+            Access::Dir => libc::O_RDONLY | libc::O_DIRECTORY,
+            Access::Write => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+        };
+        crate::sys::open_beneath(&self.root_dir, self.rel(path)?, flags, 0o644)
+    }
+
+    fn rel<'a>(&self, path: &'a Path) -> io::Result<&'a Path> {
+        path.strip_prefix(&self.root).map_err(|_| io::Error::from_raw_os_error(libc::EXDEV))
+    }
+
+    fn write_file(&self, path: &Path, shown: &str, bytes: &[u8]) -> Result<(), String> {
+        let mut f = self.open(path, Access::Write).map_err(|e| fs_err(e, "write", shown))?;
+        io::Write::write_all(&mut f, bytes).map_err(|e| format!("cannot write {shown}: {e}"))
+    }
+
+    fn create_parents(&self, path: &Path, shown: &str) -> Result<(), String> {
+        let Some(parent) = path.parent() else { return Ok(()) };
+        let r = if self.unrestricted {
+            fs::create_dir_all(parent)
+        } else {
+            self.rel(parent).and_then(|rel| crate::sys::mkdirs_beneath(&self.root_dir, rel))
+        };
+        r.map_err(|e| fs_err(e, "create the directories of", shown))
+    }
+
+    fn remove(&self, path: &Path, shown: &str) -> Result<(), String> {
+        let r = if self.unrestricted {
+            fs::remove_file(path)
+        } else {
+            self.rel(path).and_then(|rel| crate::sys::unlink_beneath(&self.root_dir, rel))
+        };
+        r.map_err(|e| fs_err(e, "remove", shown))
+    }
+
+    fn read_text(&self, path: &Path, shown: &str, limit: u64) -> Result<String, String> {
+        let f = self.open(path, Access::Read).map_err(|e| fs_err(e, "read", shown))?;
+        read_text(f, shown, limit)
     }
 
     /// How a path is shown back to the model: relative to the working dir when inside it.
@@ -128,16 +183,14 @@ impl Developer {
                 if path.is_dir() {
                     return Err(format!("{shown} is a directory; give a file path"));
                 }
-                if let Some(parent) = path.parent() {
-                    fs::create_dir_all(parent).map_err(|e| format!("cannot create the directories of {shown}: {e}"))?;
-                }
+                self.create_parents(&path, &shown)?;
                 let existed = path.exists();
                 let before = if existed {
-                    read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text)
+                    self.read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text)
                 } else {
                     Some(Before::Absent)
                 };
-                fs::write(&path, text).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.write_file(&path, &shown, text.as_bytes())?;
                 self.remember(&path, before);
                 Ok(format!(
                     "{} {shown} ({} bytes, {} lines)",
@@ -149,9 +202,9 @@ impl Developer {
             "str_replace" => {
                 let old = str_arg(args, "old_str")?;
                 let new = str_arg(args, "new_str").map_err(|e| format!("{e}; pass \"\" to delete old_str"))?;
-                let content = read_text(&path, &shown, MAX_EDIT_BYTES)?;
+                let content = self.read_text(&path, &shown, MAX_EDIT_BYTES)?;
                 let updated = replace_once(&content, old, new).map_err(|e| format!("{shown}: {e}"))?;
-                fs::write(&path, &updated).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.write_file(&path, &shown, updated.as_bytes())?;
                 let line = content[..content.find(old).unwrap_or(0)].matches('\n').count() + 1;
                 self.remember(&path, Some(Before::Text(content)));
                 Ok(format!("replaced 1 occurrence in {shown} at line {line}"))
@@ -160,9 +213,9 @@ impl Developer {
                 let after = opt_u64_arg(args, "insert_line")?
                     .ok_or("missing required argument `insert_line` (0 = before the first line)")?;
                 let new = str_arg(args, "new_str")?;
-                let content = read_text(&path, &shown, MAX_EDIT_BYTES)?;
+                let content = self.read_text(&path, &shown, MAX_EDIT_BYTES)?;
                 let updated = insert_after_line(&content, after, new).map_err(|e| format!("{shown}: {e}"))?;
-                fs::write(&path, &updated).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                self.write_file(&path, &shown, updated.as_bytes())?;
                 self.remember(&path, Some(Before::Text(content)));
                 Ok(format!("inserted {} line(s) after line {after} of {shown}", new.lines().count().max(1)))
             }
@@ -171,11 +224,11 @@ impl Developer {
                 match before {
                     None => Err(format!("no edit of {shown} to undo in this session")),
                     Some(Before::Absent) => {
-                        fs::remove_file(&path).map_err(|e| format!("cannot remove {shown}: {e}"))?;
+                        self.remove(&path, &shown)?;
                         Ok(format!("undid the creation of {shown} (removed it)"))
                     }
                     Some(Before::Text(t)) => {
-                        fs::write(&path, &t).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                        self.write_file(&path, &shown, t.as_bytes())?;
                         Ok(format!("restored {shown} to its content before the last edit"))
                     }
                 }
@@ -221,7 +274,7 @@ impl Developer {
             Some(_) => return Err("view_range must be [start_line, end_line] (1-based, end -1 = to the end)".into()),
         };
         let limit = if range.is_some() { MAX_EDIT_BYTES } else { MAX_VIEW_BYTES };
-        let content = read_text(path, shown, limit).map_err(|e| {
+        let content = self.read_text(path, shown, limit).map_err(|e| {
             if range.is_none() {
                 format!("{e}; pass view_range to see part of it")
             } else {
@@ -261,7 +314,11 @@ impl Developer {
         let path_arg = opt_str_arg(args, "path")?.unwrap_or(".");
         let path = self.resolve(path_arg)?;
         let shown = self.show(&path);
-        let rd = fs::read_dir(&path).map_err(|e| format!("cannot list {shown}: {e}"))?;
+        // Listed through the descriptor (its /proc/self/fd entry names exactly that directory).
+        let dir = self.open(&path, Access::Dir).map_err(|e| fs_err(e, "list", &shown))?;
+        let via = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir)));
+        let rd = fs::read_dir(if self.unrestricted { &path } else { &via })
+            .map_err(|e| format!("cannot list {shown}: {e}"))?;
         let mut entries: Vec<(String, String)> = Vec::new();
         for e in rd {
             let e = e.map_err(|e| format!("cannot list {shown}: {e}"))?;
@@ -472,8 +529,29 @@ pub fn insert_after_line(content: &str, after: u64, new: &str) -> Result<String,
     Ok(out)
 }
 
-fn read_text(path: &Path, shown: &str, limit: u64) -> Result<String, String> {
-    let meta = fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+/// How a file is opened (`Developer::open`).
+#[derive(Clone, Copy)]
+enum Access {
+    Read,
+    Write,
+    Dir,
+}
+
+/// An error of a confined file operation, saying when the path led outside the working dir.
+fn fs_err(e: io::Error, verb: &str, shown: &str) -> String {
+    match e.raw_os_error() {
+        Some(libc::EXDEV) => format!(
+            "cannot {verb} {shown}: it leads outside the working directory (through a symbolic link or `..`) at the moment of use; use a path inside it"
+        ),
+        Some(libc::ELOOP) => {
+            format!("cannot {verb} {shown}: a symbolic link on the way cannot be followed safely; use the real path")
+        }
+        _ => format!("cannot {verb} {shown}: {e}"),
+    }
+}
+
+fn read_text(file: fs::File, shown: &str, limit: u64) -> Result<String, String> {
+    let meta = file.metadata().map_err(|e| format!("cannot read {shown}: {e}"))?;
     if meta.is_dir() {
         return Err(format!("{shown} is a directory"));
     }
@@ -481,9 +559,7 @@ fn read_text(path: &Path, shown: &str, limit: u64) -> Result<String, String> {
         return Err(format!("{shown} is {} bytes, over the {limit}-byte limit", meta.len()));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    fs::File::open(path)
-        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read {shown}: {e}"))?;
     if bytes.len() as u64 > limit {
         return Err(format!("{shown} is over the {limit}-byte limit"));
     }
@@ -670,6 +746,29 @@ mod tests {
         assert!(resolve_in(&root, "../secret", false).unwrap_err().contains("outside the working directory"));
         assert_eq!(resolve_in(&root, "../secret", true).unwrap(), base.join("secret"));
         assert_eq!(resolve_in(&root, "out-link", true).unwrap(), base.join("secret"));
+        let _ = fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn opens_stay_beneath_the_root_at_use_time() {
+        let base = tmp("beneath");
+        let root = base.join("root");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&base, root.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("in")).unwrap();
+        let dir = fs::File::open(&root).unwrap();
+        let create = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+        for escape in ["out/x", "../x", "sub/../../x", "/etc/passwd"] {
+            let e = crate::sys::open_beneath(&dir, Path::new(escape), create, 0o644).unwrap_err();
+            assert!(matches!(e.raw_os_error(), Some(libc::EXDEV) | Some(libc::ELOOP)), "{escape}: {e}");
+        }
+        assert!(!base.join("x").exists());
+        crate::sys::open_beneath(&dir, Path::new("in/y"), create, 0o644).unwrap();
+        assert!(root.join("sub/y").exists());
+        crate::sys::mkdirs_beneath(&dir, Path::new("a/b/c")).unwrap();
+        assert!(crate::sys::mkdirs_beneath(&dir, Path::new("out/z")).is_err());
+        assert!(!base.join("z").exists());
+        crate::sys::unlink_beneath(&dir, Path::new("in/y")).unwrap();
         let _ = fs::remove_dir_all(&base);
     }
 

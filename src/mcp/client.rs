@@ -17,13 +17,38 @@ use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 /// Pages followed at most by a listing (a server that keeps returning cursors is cut off).
 const MAX_PAGES: usize = 100;
+/// The most one listing (all its pages together) may hold, as JSON bytes and as items. A
+/// server past either is refused for that listing (`Error::TooLarge`), so what gosling keeps
+/// for one extension stays bounded however many pages it sends.
+pub const MAX_LIST_BYTES: usize = 8 << 20;
+pub const MAX_LIST_ITEMS: usize = 10_000;
+/// The largest tool result or resource read kept (JSON bytes); one message is also bounded by
+/// the transport (a stdio line, an HTTP body or SSE event).
+pub const MAX_RESULT_BYTES: usize = 8 << 20;
+
+/// The size of `v` as compact JSON, without building the text.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
 
 pub type ElicitationHandler = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
 pub type SamplingHandler = Arc<dyn Fn(&Value) -> Result<Value, ErrorObject> + Send + Sync>;
@@ -71,6 +96,8 @@ struct Shared {
     elicitation: Option<ElicitationHandler>,
     sampling: Option<SamplingHandler>,
     tools: Mutex<Option<Vec<Value>>>,
+    /// Bumped by every `tools/list_changed`: a listing that raced one is not cached.
+    tools_generation: AtomicU64,
     closed: AtomicBool,
     close_reason: Mutex<Option<Error>>,
     next_id: AtomicI64,
@@ -184,7 +211,9 @@ impl Shared {
                 }
             }
             "notifications/tools/list_changed" => {
-                *self.tools.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let mut tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
+                self.tools_generation.fetch_add(1, Ordering::SeqCst);
+                *tools = None;
             }
             other => log::debug!("mcp {}: notification {other}", self.extension),
         }
@@ -288,6 +317,7 @@ impl Client {
             elicitation: opts.elicitation.clone(),
             sampling: opts.sampling.clone(),
             tools: Mutex::new(None),
+            tools_generation: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
@@ -388,14 +418,31 @@ impl Client {
     /// Follows `nextCursor` through every page of a list method.
     fn list_all(&self, method: &str, field: &str) -> Result<Vec<Value>, Error> {
         let mut out = Vec::new();
+        let mut bytes = 0usize;
         let mut cursor: Option<String> = None;
+        let too_large = |limit: String| Error::TooLarge {
+            extension: self.shared.extension.clone(),
+            what: format!("{method} (all pages together)"),
+            limit,
+        };
         for _ in 0..MAX_PAGES {
             let params = match &cursor {
                 Some(c) => json!({ "cursor": c }),
                 None => json!({}),
             };
-            let page = self.shared.request(method, params, self.timeout, None)?;
-            out.extend(page.get(field).and_then(Value::as_array).cloned().unwrap_or_default());
+            let mut page = self.shared.request(method, params, self.timeout, None)?;
+            if let Some(Value::Array(items)) = page.get_mut(field).map(Value::take) {
+                for item in items {
+                    bytes += json_len(&item);
+                    if bytes > MAX_LIST_BYTES {
+                        return Err(too_large(format!("{} MiB", MAX_LIST_BYTES >> 20)));
+                    }
+                    if out.len() >= MAX_LIST_ITEMS {
+                        return Err(too_large(format!("{MAX_LIST_ITEMS} items")));
+                    }
+                    out.push(item);
+                }
+            }
             match page.get("nextCursor").and_then(Value::as_str) {
                 Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
                 _ => return Ok(out),
@@ -413,6 +460,7 @@ impl Client {
         if let Some(t) = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(t);
         }
+        let generation = self.shared.tools_generation.load(Ordering::SeqCst);
         let mut tools = self.list_all("tools/list", "tools")?;
         tools.retain(|t| {
             let task_only = t.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required");
@@ -425,7 +473,10 @@ impl Client {
             }
             !task_only
         });
-        *self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()) = Some(tools.clone());
+        let mut cache = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared.tools_generation.load(Ordering::SeqCst) == generation {
+            *cache = Some(tools.clone());
+        }
         Ok(tools)
     }
 
@@ -446,7 +497,8 @@ impl Client {
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_no);
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
-        r.map(|result| self.check_output(name, result))
+        let result = self.bounded(r?, &format!("the result of tool {name}"))?;
+        Ok(self.check_output(name, result))
     }
 
     /// A result whose `structuredContent` does not match the tool's `outputSchema` becomes an
@@ -482,6 +534,18 @@ impl Client {
         }
     }
 
+    /// Refuses a result past `MAX_RESULT_BYTES`.
+    fn bounded(&self, v: Value, what: &str) -> Result<Value, Error> {
+        if json_len(&v) > MAX_RESULT_BYTES {
+            return Err(Error::TooLarge {
+                extension: self.shared.extension.clone(),
+                what: what.to_string(),
+                limit: format!("{} MiB", MAX_RESULT_BYTES >> 20),
+            });
+        }
+        Ok(v)
+    }
+
     pub fn list_resources(&self) -> Result<Vec<Value>, Error> {
         self.require("resources", "resources")?;
         self.list_all("resources/list", "resources")
@@ -494,7 +558,8 @@ impl Client {
 
     pub fn read_resource(&self, uri: &str) -> Result<Value, Error> {
         self.require("resources", "resources")?;
-        self.shared.request("resources/read", json!({ "uri": uri }), self.timeout, None)
+        let r = self.shared.request("resources/read", json!({ "uri": uri }), self.timeout, None)?;
+        self.bounded(r, &format!("resource {uri}"))
     }
 
     pub fn list_prompts(&self) -> Result<Vec<Value>, Error> {

@@ -24,6 +24,9 @@ pub enum Error {
     Http { extension: String, url: String, failure: HttpFailure },
     /// A `type: sse` extension: never activated, before any network I/O. Migrate the config.
     SseUnsupported { extension: String },
+    /// The extension sent more than gosling holds for one extension (`limit`): a listing over
+    /// all its pages, one message, a resource or a tool result. Nothing of it was kept.
+    TooLarge { extension: String, what: String, limit: String },
     /// A header value uses `${VAR}`/`$VAR` that neither `envs` nor `env_keys` defines.
     HeaderVariable { header: String, var: String },
 }
@@ -46,6 +49,10 @@ impl fmt::Display for Error {
             Error::SseUnsupported { extension } => write!(
                 f,
                 "mcp: extension `{extension}` has type `sse`: SSE is unsupported, migrate to streamable_http; change its type to `streamable_http` and put the server's endpoint (usually ending in /mcp) in `uri`"
+            ),
+            Error::TooLarge { extension, what, limit } => write!(
+                f,
+                "mcp: extension `{extension}` sent more than {limit} in {what}, the most gosling holds for one extension; it was refused — fix or remove that extension"
             ),
             Error::HeaderVariable { header, var } => write!(
                 f,

@@ -1,11 +1,12 @@
 //! The stdio transport: an MCP server as a child process speaking newline-delimited JSON-RPC.
 //!
 //! The child is spawned directly (argv, never a shell) in its own process group, tied to our
-//! lifetime (`sys::spawn_tied`), with our environment minus our secrets plus the extension's
-//! own variables. One thread reads stdout (lines bounded; garbage skipped with a warning), one
+//! lifetime (`sys::spawn_tied`), from a small allowlisted environment (`BASE_ENV`) plus the
+//! extension's own variables: nothing else of ours (secrets, credentials) reaches it. One thread reads stdout (lines bounded; garbage skipped with a warning), one
 //! drains stderr (a full pipe would block the child; the tail is kept for error messages).
 //! `close` runs the shutdown ladder: close stdin, wait, SIGTERM the group, wait, SIGKILL,
-//! and always reaps the child.
+//! and always reaps the child, then ends the descendants that escaped its process group
+//! (gosling is a child subreaper, so they became our children; see `end_escaped`).
 
 use crate::mcp::error::Error;
 use crate::mcp::transport::{Inbound, Transport};
@@ -42,15 +43,64 @@ pub struct StdioSpec {
     pub ladder_wait: Option<Duration>,
 }
 
-/// Variables of ours a child never inherits: the server secret and credentials.
-pub fn is_secret_var(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n == "GOOSE_SERVER__SECRET_KEY"
-        || n.ends_with("_API_KEY")
-        || n.ends_with("_TOKEN")
-        || n.ends_with("_SECRET")
-        || n.ends_with("_SECRET_KEY")
-        || n.ends_with("_PASSWORD")
+/// The variables of ours a child starts with (everything else is left out; the extension's
+/// `envs`/`env_keys` come on top). Names ending in `*` are prefixes.
+pub const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TERM",
+    "TMPDIR",
+    "SHELL",
+    "XDG_*",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "GOSLING_DEVELOPER_UNRESTRICTED",
+];
+
+/// Also passed to the container engine itself (not into the container) in container mode, so
+/// `docker`/`podman` still find their daemon and configuration.
+const CONTAINER_TOOL_ENV: &[&str] = &[
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "CONTAINER_HOST",
+    "CONTAINERS_CONF",
+    "XDG_RUNTIME_DIR",
+];
+
+/// The variable that marks an extension's processes (inherited by its descendants), so the
+/// ones that leave its process group can still be told apart; the value is a run number.
+const RUN_MARKER: &str = "GOSLING_EXTENSION_RUN";
+
+fn allowed(name: &str, list: &[&str]) -> bool {
+    list.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == *p,
+    })
+}
+
+/// True when a variable of ours is passed to children (see `BASE_ENV`).
+pub fn is_base_var(name: &str) -> bool {
+    allowed(name, BASE_ENV)
 }
 
 pub struct StdioTransport {
@@ -62,6 +112,8 @@ pub struct StdioTransport {
     pid: u32,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     ladder_wait: Duration,
+    /// `GOSLING_EXTENSION_RUN=N`, as set in this child's environment.
+    marker: String,
 }
 
 impl StdioTransport {
@@ -81,8 +133,10 @@ impl StdioTransport {
                     .unwrap_or_else(|| "docker".into());
                 let mut c = Command::new(tool);
                 c.arg("exec").arg("-i");
-                for (k, v) in &spec.env {
-                    c.arg("-e").arg(format!("{k}={v}"));
+                // `-e NAME` without `=value`: the engine forwards the value from its own
+                // environment (set below), so no value is on a command line `ps` shows.
+                for (k, _) in &spec.env {
+                    c.arg("-e").arg(k);
                 }
                 c.arg(container).arg(&spec.cmd).args(&spec.args);
                 c
@@ -95,11 +149,17 @@ impl StdioTransport {
         };
         cmd.env_clear();
         for (k, v) in std::env::vars_os() {
-            if !is_secret_var(&k.to_string_lossy()) {
+            let name = k.to_string_lossy();
+            if is_base_var(&name) || (spec.container.is_some() && allowed(&name, CONTAINER_TOOL_ENV)) {
                 cmd.env(k, v);
             }
         }
         for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let marker = format!("{RUN_MARKER}={}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        if let Some((k, v)) = marker.split_once('=') {
             cmd.env(k, v);
         }
         if let Some(dir) = &spec.cwd {
@@ -135,6 +195,7 @@ impl StdioTransport {
             child: Mutex::new(Some(child)),
             pid,
             stderr: stderr.clone(),
+            marker,
             ladder_wait: spec.ladder_wait.unwrap_or_else(|| {
                 Duration::from_millis(
                     std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500),
@@ -182,6 +243,7 @@ impl StdioTransport {
         drop(self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take());
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
         let pid = self.pid;
+        let family = crate::sys::descendants(pid);
         let exited_within = |d: Duration| -> bool {
             let deadline = Instant::now() + d;
             loop {
@@ -208,6 +270,31 @@ impl StdioTransport {
         // its group (npx's node, a shell's children), then reap.
         let _ = crate::sys::kill_group(pid);
         let _ = child.wait();
+        crate::sys::forget_child(pid);
+        self.end_escaped(&family);
+    }
+
+    /// Ends the descendants that left the process group (`setsid`): as we are a child
+    /// subreaper (`sys::become_subreaper`), once their parents died they are our children, which
+    /// we did not spawn. Ours to end: those seen among the child's descendants before the
+    /// ladder, and those carrying this run's marker in their environment (forked later). Waits
+    /// up to a second for the ones seen before to be reparented to us.
+    fn end_escaped(&self, family: &[u32]) {
+        let me = std::process::id();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let ended = crate::sys::end_orphans(|p| family.contains(&p) || crate::sys::environ_has(p, &self.marker));
+            if ended > 0 {
+                log::info!("mcp {}: ended {ended} process(es) that had left its process group", self.extension);
+            }
+            let waiting = crate::sys::processes()
+                .into_iter()
+                .any(|(p, ppid, state)| family.contains(&p) && ppid != me && state != 'Z');
+            if !waiting || Instant::now() >= deadline {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
@@ -246,6 +333,10 @@ fn read_stdout(name: &str, pipe: impl Read, inbound: &Sender<Inbound>) -> String
     let mut r = BufReader::with_capacity(64 << 10, pipe);
     let mut line = Vec::new();
     loop {
+        // A huge line's buffer is not kept for the next, small one.
+        if line.capacity() > 1 << 20 {
+            line = Vec::new();
+        }
         line.clear();
         match r.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line) {
             Ok(0) => return "the process closed its stdout (exited)".into(),
@@ -313,12 +404,21 @@ impl Drop for StdioTransport {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn secret_vars() {
-        for s in ["GOOSE_SERVER__SECRET_KEY", "OPENAI_API_KEY", "anthropic_api_key", "GITHUB_TOKEN", "X_SECRET"] {
-            assert!(super::is_secret_var(s), "{s}");
+    fn base_vars() {
+        for s in [
+            "GOOSE_SERVER__SECRET_KEY",
+            "OPENAI_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_PAT",
+            "DATABASE_URL",
+            "LD_PRELOAD",
+            "PATHX",
+            "DOCKER_HOST",
+        ] {
+            assert!(!super::is_base_var(s), "{s}");
         }
-        for s in ["PATH", "HOME", "LANG", "TOKENIZERS"] {
-            assert!(!super::is_secret_var(s), "{s}");
+        for s in ["PATH", "HOME", "LANG", "LC_ALL", "XDG_CONFIG_HOME", "SSL_CERT_FILE", "https_proxy", "TMPDIR"] {
+            assert!(super::is_base_var(s), "{s}");
         }
     }
 }

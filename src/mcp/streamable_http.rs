@@ -44,7 +44,7 @@ pub struct HttpSpec {
 
 const ACCEPT_POST: &str = "application/json, text/event-stream";
 /// Largest JSON answer, and longest SSE line (one message), we accept.
-const MAX_MESSAGE: usize = 32 << 20;
+const MAX_MESSAGE: usize = 16 << 20;
 /// How much of an error body we read for the message.
 const MAX_ERROR_BODY: u64 = 16 << 10;
 /// Reconnects of a dropped POST stream (resumption) before its request is failed.
@@ -471,6 +471,20 @@ impl Inner {
                 Ok(evs) => evs,
                 Err(e) => {
                     log::warn!("mcp: {}: {e}; dropping the stream", self.spec.extension);
+                    // The request this stream answers fails now, saying why, rather than
+                    // being resumed into the same oversized event.
+                    if let Some(id) = until.filter(|id| self.is_pending(id)) {
+                        let error = ErrorObject::new(
+                            -32000,
+                            format!(
+                                "extension `{}` sent an event over {} MiB, the most gosling holds for one message; it was refused",
+                                self.spec.extension,
+                                MAX_MESSAGE >> 20
+                            ),
+                        );
+                        self.deliver(Message::Error { id: Some(id.clone()), error });
+                        return true;
+                    }
                     return false;
                 }
             };

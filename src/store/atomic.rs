@@ -4,6 +4,10 @@
 //! the target → fsync the directory. A crash at any point leaves either the old or the new
 //! file, never a torn one. Updates hold an exclusive `flock` on a sibling `.lock` file, so
 //! concurrent writers in this process or another `gosling` never lose an update.
+//!
+//! Nothing here follows a symbolic link at the last component (`O_NOFOLLOW`; a link is a
+//! `Symlink` error), and `check_private_dir` refuses a state or config dir that someone else
+//! could write into.
 
 use serde_json::Value;
 use std::fmt;
@@ -19,6 +23,12 @@ pub enum Error {
     Io { path: PathBuf, source: io::Error },
     /// `path` exists but is not the JSON we expect; it is left untouched.
     Corrupt { path: PathBuf, detail: String },
+    /// `path` is a symbolic link where gosling keeps its own file or directory; nothing is
+    /// followed. Replace the link with the real file or remove it.
+    Symlink { path: PathBuf },
+    /// A state or config dir that is not ours alone (another owner, or group/world-writable):
+    /// someone else could plant links or files in it.
+    UnsafeDir { path: PathBuf, detail: String },
 }
 
 impl fmt::Display for Error {
@@ -32,6 +42,14 @@ impl fmt::Display for Error {
                 "store: {} is not valid: {detail}; fix or move the file away (it was left untouched)",
                 path.display()
             ),
+            Error::Symlink { path } => write!(
+                f,
+                "store: {} is a symbolic link; gosling does not follow links in its state and config dirs — replace it with the real file or directory, or remove it",
+                path.display()
+            ),
+            Error::UnsafeDir { path, detail } => {
+                write!(f, "store: {} {detail}; run `chmod 700 {}` (and make it yours)", path.display(), path.display())
+            }
         }
     }
 }
@@ -40,13 +58,73 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
-            Error::Corrupt { .. } => None,
+            Error::Corrupt { .. } | Error::Symlink { .. } | Error::UnsafeDir { .. } => None,
         }
     }
 }
 
+/// An I/O error on `path`; ELOOP from an `O_NOFOLLOW` open is the `Symlink` error.
 pub fn io_err(path: &Path, source: io::Error) -> Error {
+    if source.raw_os_error() == Some(libc::ELOOP) {
+        return Error::Symlink { path: path.to_path_buf() };
+    }
     Error::Io { path: path.to_path_buf(), source }
+}
+
+/// Opens a file for reading without following a link at the last component.
+pub fn open_read(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
+}
+
+/// Opens (creating 0600) a file to append to, without following a link.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)
+}
+
+/// A state or config dir: created 0700 if missing; an existing one must be owned by us and
+/// not writable by group or others, else `UnsafeDir` naming the fix.
+pub fn check_private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    ensure_dir(dir)?;
+    let meta = fs::metadata(dir).map_err(|e| io_err(dir, e))?;
+    if meta.uid() != crate::sys::euid() {
+        return Err(Error::UnsafeDir {
+            path: dir.to_path_buf(),
+            detail: format!("is owned by uid {}, not by this user (uid {})", meta.uid(), crate::sys::euid()),
+        });
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(Error::UnsafeDir {
+            path: dir.to_path_buf(),
+            detail: format!("is writable by its group or others (mode {:o})", meta.mode() & 0o777),
+        });
+    }
+    Ok(())
+}
+
+/// A directory gosling keeps inside its own dirs (`sessions/`): created 0700 if missing, and
+/// refused if it is a link or not a directory.
+pub fn ensure_subdir(dir: &Path) -> Result<(), Error> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => return Err(Error::Symlink { path: dir.to_path_buf() }),
+        Ok(m) if !m.is_dir() => {
+            return Err(io_err(dir, io::Error::other("exists and is not a directory")));
+        }
+        _ => {}
+    }
+    ensure_dir(dir)
+}
+
+/// Refuses any of `names` in `dir` that is a symbolic link (checked at start; the opens
+/// themselves refuse links too, so a link planted later is refused when it is used).
+pub fn refuse_symlinks(dir: &Path, names: &[&str]) -> Result<(), Error> {
+    for name in names {
+        let p = dir.join(name);
+        if fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::Symlink { path: p });
+        }
+    }
+    Ok(())
 }
 
 /// Creates `dir` (and parents) with mode 0700 if missing.
@@ -64,7 +142,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut f =
+            OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -78,7 +157,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 
 /// Reads a JSON document; a missing file is `None`, an unparseable one is `Corrupt`.
 pub fn read_json(path: &Path) -> Result<Option<Value>, Error> {
-    match fs::read(path) {
+    let read = open_read(path).and_then(|mut f| {
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
+    });
+    match read {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| Error::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
@@ -108,6 +191,7 @@ pub fn lock(path: &Path) -> Result<FileLock, Error> {
         .truncate(false)
         .write(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&lock_path)
         .map_err(|e| io_err(&lock_path, e))?;
     file.lock().map_err(|e| io_err(&lock_path, e))?;

@@ -5,9 +5,7 @@
 //! shows that a call happened and with what, never the values (they may hold secrets).
 
 use serde_json::{json, Value};
-use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -51,10 +49,10 @@ impl AuditLog {
         bytes.push(b'\n');
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if file.is_none() {
-            match OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path) {
+            match crate::store::atomic::open_append(&self.path) {
                 Ok(f) => *file = Some(f),
                 Err(err) => {
-                    log::error!("store: cannot open the audit log {}: {err}", self.path.display());
+                    log::error!("{}", crate::store::atomic::io_err(&self.path, err));
                     return;
                 }
             }

@@ -28,10 +28,13 @@ pub struct Extensions {
 const EXTENSIONS: &str = "extensions";
 
 impl ConfigStore {
-    /// Opens the store in `dir`, creating the directory. Both files must load: a corrupt
+    /// Opens the store in `dir`, creating the directory (0700); an existing one must be ours
+    /// and not group/world-writable, and its files not links. Both files must load: a corrupt
     /// file is an error naming it, and the file is left as it is.
     pub fn open(dir: &Path) -> Result<ConfigStore, Error> {
-        atomic::ensure_dir(dir)?;
+        // Ours alone (every command that opens the store: the server, install, import).
+        atomic::check_private_dir(dir)?;
+        atomic::refuse_symlinks(dir, &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock"])?;
         let store = ConfigStore { config_path: dir.join("config.json"), secrets_path: dir.join("secrets.json") };
         let config = atomic::read_object(&store.config_path)?;
         if let Some(ext) = config.get(EXTENSIONS) {

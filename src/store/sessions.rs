@@ -242,7 +242,7 @@ impl SessionStore {
     /// of the index with a warning naming the file (asking for it by id reports the error).
     pub fn open(state_dir: &Path) -> Result<SessionStore, Error> {
         let dir = state_dir.join("sessions");
-        atomic::ensure_dir(&dir)?;
+        atomic::ensure_subdir(&dir)?;
         let owner_path = dir.join(".lock");
         let owner = OpenOptions::new()
             .create(true)

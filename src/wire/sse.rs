@@ -19,7 +19,8 @@ pub struct Event {
     pub id: Option<String>,
 }
 
-/// The decoder's only failure: a peer that never ends its line.
+/// The decoder's only failure: a peer that never ends its line, or an event whose `data:`
+/// lines together exceed the limit (each line short, the event without end).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineTooLong {
     pub limit: usize,
@@ -27,7 +28,7 @@ pub struct LineTooLong {
 
 impl fmt::Display for LineTooLong {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sse: a line exceeded {} bytes", self.limit)
+        write!(f, "sse: a line or event exceeded {} bytes", self.limit)
     }
 }
 
@@ -109,8 +110,9 @@ impl Decoder {
     }
 
     fn push_bytes(&mut self, b: &[u8]) -> Result<(), LineTooLong> {
-        if self.line.len() + b.len() > self.max_line {
+        if self.line.len() + self.data.len() + b.len() > self.max_line {
             self.line.clear();
+            self.reset_event();
             return Err(LineTooLong { limit: self.max_line });
         }
         self.line.extend_from_slice(b);
@@ -201,6 +203,24 @@ mod tests {
         assert_eq!(evs[0], Event { event: "message".into(), data: "{\"a\":1}".into(), id: Some("7".into()) });
         assert_eq!(evs[1].data, "x\ny");
         assert_eq!(evs[1].id.as_deref(), Some("7"), "last event id persists");
+    }
+
+    #[test]
+    fn an_event_of_many_short_data_lines_is_bounded_in_total() {
+        let mut d = Decoder::new(1000);
+        let line = format!("data: {}\n", "x".repeat(90));
+        let mut err = None;
+        for _ in 0..20 {
+            if let Err(e) = d.feed(line.as_bytes()) {
+                err = Some(e);
+                break;
+            }
+        }
+        assert_eq!(err, Some(LineTooLong { limit: 1000 }), "ten lines of 96 bytes fit, twenty do not");
+        assert!(d.data.is_empty(), "nothing of the refused event is kept");
+        // Events under the limit still pass, one after another.
+        let ok = format!("data: {}\n\n", "y".repeat(900));
+        assert_eq!(d.feed(ok.repeat(3).as_bytes()).unwrap().len(), 3);
     }
 
     #[test]

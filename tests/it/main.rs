@@ -86,3 +86,12 @@ mod sessions_store;
 
 // `gosling acp` driven by the ACP TypeScript SDK's client and acpx, with llmock as the model.
 mod acp;
+
+// Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
+mod trust_children;
+
+// Issue 13: bounded totals per extension, and no process left behind (setsid grandchildren).
+mod trust_limits;
+
+// Issue 13: private state/config dirs, no links followed, the developer builtin stays inside.
+mod trust_files;

@@ -173,6 +173,9 @@ pub struct ServerOpts {
     /// `GOOSE_TLS=false` unless `env` sets GOOSE_TLS or `args` has `--tls`/`--no-tls`, so most
     /// tests talk plain HTTP with ureq; the TLS and Desktop tests opt in.
     pub default_tls: bool,
+    /// Run the server as this uid and gid (the tests run as root: to show what another process
+    /// of the same, unprivileged user can and cannot do). The home must be theirs.
+    pub run_as: Option<u32>,
 }
 
 impl Default for ServerOpts {
@@ -183,6 +186,7 @@ impl Default for ServerOpts {
             secret: Some(SECRET.to_string()),
             fd_limit: None,
             default_tls: false,
+            run_as: None,
         }
     }
 }
@@ -234,6 +238,10 @@ impl Server {
                     Ok(())
                 });
             }
+        }
+        if let Some(id) = opts.run_as {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(id).gid(id);
         }
         let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn gosling");
         let stdout = child.stdout.take().unwrap();

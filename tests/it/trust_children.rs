@@ -1,0 +1,145 @@
+//! Issue 13 §4: children never see the server's secrets. The server is non-dumpable (a child
+//! cannot read /proc/<gosling>/environ), children start from an allowlisted environment plus
+//! their own `envs`, and container mode keeps values off the engine's command line.
+
+use crate::support::*;
+use serde_json::{json, Value};
+
+/// Secrets in the server's own environment, by name and a value no child may see.
+const LEAKS: &[(&str, &str)] = &[
+    ("AWS_SECRET_ACCESS_KEY", "aws-leak-6a1f"),
+    ("GITHUB_PAT", "ghp-leak-77c2"),
+    ("DATABASE_URL", "postgres://u:db-leak-93d0@h/db"),
+    ("OPENAI_API_KEY", "sk-leak-5b8e"),
+];
+
+fn fake() -> String {
+    manifest_dir().join("tests/fakes/trust_mcp_stdio.py").display().to_string()
+}
+
+fn leaky_server(extra: &[(&str, &str)]) -> Server {
+    let mut env: Vec<(String, String)> = LEAKS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Server::start_with(ServerOpts { env, ..Default::default() })
+}
+
+/// Root reads every process's memory whatever its dumpability, so when the tests run as root
+/// the server runs as `nobody` (65534) and the home and working dir are made theirs.
+fn unprivileged_leaky_server(work: &TempDir) -> Server {
+    let home = TempDir::new("tc-home");
+    let run_as = (gosling::sys::euid() == 0).then_some(65534u32);
+    if let Some(id) = run_as {
+        for d in [home.path(), work.path()] {
+            std::os::unix::fs::chown(d, Some(id), Some(id)).unwrap();
+        }
+    }
+    let env = LEAKS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Server::start_in(home, ServerOpts { env, run_as, ..Default::default() })
+}
+
+fn start(s: &Server, work: &TempDir, exts: Vec<Value>) -> String {
+    let r = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": exts}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
+    for r in res["extension_results"].as_array().unwrap() {
+        assert_eq!(r["success"], true, "{res}");
+    }
+    id
+}
+
+fn call_text(s: &Server, id: &str, tool: &str, args: Value) -> String {
+    let r = s.post("/agent/call_tool", json!({"session_id": id, "name": tool, "arguments": args}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+fn assert_no_secret(out: &str, what: &str) {
+    for (name, value) in LEAKS.iter().chain([("GOOSE_SERVER__SECRET_KEY", SECRET)].iter()) {
+        assert!(!out.contains(value), "{what} shows {name}'s value:\n{out}");
+    }
+}
+
+#[test]
+fn the_developer_shell_cannot_read_the_server_environment() {
+    let work = TempDir::new("tc-work");
+    let s = unprivileged_leaky_server(&work);
+    let id = start(&s, &work, vec![json!({"type":"builtin","name":"developer","description":"","timeout":30})]);
+    let pid = s.pid();
+    // The shell tries the server's environ and memory map, and prints its own environment.
+    let out = call_text(
+        &s,
+        &id,
+        "developer__shell",
+        json!({"command": format!("cat /proc/{pid}/environ; echo; head -c 200 /proc/{pid}/maps; echo; env; echo HOME=$HOME")}),
+    );
+    assert_no_secret(&out, "the developer shell");
+    assert!(out.contains(&format!("/proc/{pid}/environ")) && out.contains("Permission denied"), "{out}");
+    assert!(out.contains("PATH=") && out.contains("HOME="), "allowlisted variables still arrive:\n{out}");
+    // The memory builtin (a child too) still works with the small environment.
+    let add = s.post(
+        "/agent/add_extension",
+        json!({"session_id": id, "config": {"type":"builtin","name":"memory","description":""}}),
+    );
+    assert_eq!(add.status, 200, "{}", add.text());
+    let tools = s.get(&format!("/agent/tools?session_id={id}")).json();
+    assert!(tools.as_array().unwrap().iter().any(|t| t["name"].as_str().unwrap().starts_with("memory__")), "{tools}");
+}
+
+#[test]
+fn a_stdio_extension_gets_its_own_envs_and_no_server_secret() {
+    let s = leaky_server(&[("LANG", "C.UTF-8")]);
+    let work = TempDir::new("tc-work2");
+    let id = start(
+        &s,
+        &work,
+        vec![
+            json!({"type":"builtin","name":"developer","description":"","timeout":30}),
+            json!({"type":"stdio","name":"fake","description":"","cmd":"python3","args":[fake(), "env"],"envs":{"MY_OWN_SETTING":"arrives-1234"},"timeout":30}),
+        ],
+    );
+    let pid = s.pid();
+    let out = call_text(&s, &id, "developer__shell", json!({"command": "env"}));
+    assert_no_secret(&out, "the developer shell's environment");
+    assert!(out.contains("PATH=") && out.contains("LANG=C.UTF-8"), "allowlisted variables still arrive:\n{out}");
+
+    // A stdio extension: its own envs arrive, the server's secrets do not.
+    let out = call_text(&s, &id, "fake__env", json!({}));
+    assert_no_secret(&out, "the stdio extension's environment");
+    assert!(out.contains("MY_OWN_SETTING=arrives-1234"), "{out}");
+    assert!(out.contains("PATH="), "{out}");
+    // Reading the server's environ is refused too (as root everything is readable; the
+    // unprivileged case is the test above).
+    if gosling::sys::euid() != 0 {
+        let out = call_text(&s, &id, "fake__read", json!({"path": format!("/proc/{pid}/environ")}));
+        assert_no_secret(&out, "the stdio extension reading the server's environ");
+        assert!(out.contains("error:"), "{out}");
+    }
+}
+
+#[test]
+fn container_mode_keeps_secret_values_off_the_command_line() {
+    let home = TempDir::new("tc-ctr");
+    let log = home.join("container-argv.jsonl");
+    let tool = manifest_dir().join("tests/fakes/fake_container_tool.py");
+    let s = leaky_server(&[("GOSLING_CONTAINER", "box"), ("GOSLING_CONTAINER_TOOL", tool.to_str().unwrap())]);
+    let work = TempDir::new("tc-ctr-work");
+    let id = start(
+        &s,
+        &work,
+        vec![json!({"type":"stdio","name":"boxed","description":"","cmd":"python3","args":[fake(), "env"],
+            "envs":{"FAKE_CONTAINER_LOG": log.display().to_string(), "SERVICE_TOKEN":"tok-in-box-41", "PLAIN":"plain-value"},"timeout":30})],
+    );
+    let out = call_text(&s, &id, "boxed__env", json!({}));
+    assert!(out.contains("SERVICE_TOKEN=tok-in-box-41") && out.contains("PLAIN=plain-value"), "{out}");
+    assert_no_secret(&out, "the containerised extension");
+    let argv = std::fs::read_to_string(&log).unwrap();
+    for value in ["tok-in-box-41", "plain-value"] {
+        assert!(!argv.contains(value), "a value is on the engine's command line: {argv}");
+    }
+    let first: Vec<String> = serde_json::from_str(argv.lines().next().unwrap()).unwrap();
+    for name in ["SERVICE_TOKEN", "PLAIN"] {
+        assert!(first.windows(2).any(|w| w[0] == "-e" && w[1] == name), "-e {name} in {first:?}");
+    }
+    assert_no_secret(&argv, "the engine's command line");
+}
