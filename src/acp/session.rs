@@ -10,6 +10,7 @@ use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::host::Host;
 use crate::agent::messages as msg;
 use crate::agent::reply::{Mode, Outcome, Turn, TurnEnv};
+use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::SessionRuntime;

@@ -7,6 +7,7 @@
 //! Exit 0 when signed in (or when the server needs no sign-in), 1 with the error, 2 for usage.
 
 use crate::config::{config_dir, ProcessEnv};
+use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{name_to_key, ExtensionConfig};
 use crate::extensions::runtime::{oauth_settings, SecretsTokens};
 use crate::mcp::oauth::{Authorizer, SignIn};

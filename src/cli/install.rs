@@ -10,6 +10,7 @@
 //! Exit codes: 0 done (or `--check`/`--dry-run` passed), 1 refused or failed, 2 usage error.
 
 use crate::config::{config_dir, Env, ProcessEnv};
+use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Unresolved};
 use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};

@@ -6,6 +6,8 @@
 //! came. This module only describes and checks configs; starting them is `extensions::runtime`'s
 //! job.
 
+use crate::store::atomic::Error as StoreError;
+use crate::store::config_store::ConfigStore;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -692,6 +694,56 @@ impl fmt::Display for ExtensionConfig {
     }
 }
 
+/// Extensions as read from the config store: the usable entries, and one warning per entry that
+/// needs the user's attention (legacy `sse`, or an entry that does not parse — kept in the file
+/// untouched, but skipped).
+pub struct Extensions {
+    pub entries: Vec<ExtensionEntry>,
+    pub warnings: Vec<String>,
+}
+
+/// The config store's extension entries in goose's shape.
+pub trait ExtensionStore {
+    fn extensions(&self) -> Result<Extensions, StoreError>;
+    fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, StoreError>;
+    /// Creates or replaces the entry under its config's key; returns whether it existed.
+    fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, StoreError>;
+}
+
+impl ExtensionStore for ConfigStore {
+    fn extensions(&self) -> Result<Extensions, StoreError> {
+        let mut entries = Vec::new();
+        let mut warnings = Vec::new();
+        for (key, value) in self.extension_values()? {
+            match serde_json::from_value::<ExtensionEntry>(value) {
+                Ok(entry) => {
+                    if matches!(entry.config, ExtensionConfig::Sse { .. }) {
+                        warnings.push(format!("'{key}': SSE is unsupported, migrate to streamable_http"));
+                    }
+                    entries.push(entry);
+                }
+                Err(e) => {
+                    log::warn!("store: skipping extension '{key}' in {}: {e}", self.config_path().display());
+                    warnings.push(format!("'{key}': skipped, the stored entry is not a valid extension: {e}"));
+                }
+            }
+        }
+        Ok(Extensions { entries, warnings })
+    }
+
+    fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, StoreError> {
+        Ok(self.extensions()?.entries.into_iter().find(|e| e.config.key() == key))
+    }
+
+    fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, StoreError> {
+        let value = serde_json::to_value(entry).map_err(|e| StoreError::Corrupt {
+            path: self.config_path().to_path_buf(),
+            detail: format!("extension {} cannot be written as JSON: {e}", entry.config.key()),
+        })?;
+        self.upsert_extension_value(&entry.config.key(), value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -877,5 +929,46 @@ mod oauth_tests {
         .unwrap();
         let e = c.oauth().unwrap_err();
         assert!(e.contains("client_secret_key") && !e.contains("\"x\""), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod store_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store(tag: &str) -> (ConfigStore, std::path::PathBuf) {
+        let d = std::env::temp_dir().join(format!("gosling-ext-store-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        (ConfigStore::open(&d).unwrap(), d)
+    }
+
+    #[test]
+    fn extension_crud_and_warnings() {
+        let (s, _d) = store("crud");
+        let e: ExtensionEntry =
+            serde_json::from_value(json!({"enabled":true,"type":"sse","name":"Old One","uri":"http://x/sse"})).unwrap();
+        assert!(!s.upsert_extension(&e).unwrap());
+        assert!(s.upsert_extension(&e).unwrap());
+        let ex = s.extensions().unwrap();
+        assert_eq!(ex.entries.len(), 1);
+        assert_eq!(ex.warnings, ["'oldone': SSE is unsupported, migrate to streamable_http"]);
+        assert!(s.remove_extension("oldone").unwrap());
+        assert!(!s.remove_extension("oldone").unwrap());
+    }
+
+    #[test]
+    fn invalid_stored_entry_is_skipped_but_kept() {
+        let (s, d) = store("bad");
+        std::fs::write(
+            d.join("config.json"),
+            r#"{"extensions":{"bad":{"enabled":true,"type":"stdio","name":"bad"}},"GOOSE_MODEL":"m"}"#,
+        )
+        .unwrap();
+        let ex = s.extensions().unwrap();
+        assert!(ex.entries.is_empty());
+        assert_eq!(ex.warnings.len(), 1);
+        s.set("X", json!(1)).unwrap();
+        assert!(std::fs::read_to_string(d.join("config.json")).unwrap().contains("\"bad\""));
     }
 }

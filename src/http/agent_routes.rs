@@ -1,5 +1,6 @@
 //! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
 
+use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::{tool_info, CallError, LoadResult, SessionRuntime};

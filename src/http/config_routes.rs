@@ -1,5 +1,6 @@
 //! `/config/*`: persisted extensions and the key/value settings Desktop stores secrets with.
 
+use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use crate::http::error::ApiError;
 use crate::http::server::{percent_decode, Request, Response};

@@ -2,6 +2,7 @@
 //! does this in Desktop). Parse and check the link against the policy, persist the config,
 //! and say which secrets are missing and how to provide them before it can be activated.
 
+use crate::extensions::config::ExtensionStore;
 use crate::extensions::deeplink::{self, InstallError};
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};

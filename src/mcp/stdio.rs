@@ -119,11 +119,6 @@ pub struct StdioTransport {
 impl StdioTransport {
     /// Spawns the child and its reader threads; messages and the end go to `inbound`.
     pub fn spawn(spec: &StdioSpec, extension: &str, inbound: Sender<Inbound>) -> Result<Arc<StdioTransport>, Error> {
-        for (k, _) in &spec.env {
-            if crate::extensions::config::is_disallowed_env_key(k) {
-                return Err(Error::Other(format!("{extension}: environment variable {k} is not allowed to be overwritten; remove it from the extension's envs")));
-            }
-        }
         let mut cmd = match &spec.container {
             Some(container) => {
                 let tool = spec

@@ -12,7 +12,6 @@
 //! answer is then read on its own thread, the GET stream on another. Every read is bounded in
 //! time and size. Header values are never logged.
 
-use crate::extensions::config::ExtensionConfig;
 use crate::mcp::error::Error;
 use crate::mcp::http_error::{snippet, HttpFailure};
 use crate::mcp::transport::{Inbound, Transport};
@@ -820,33 +819,6 @@ fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
         .collect()
 }
 
-/// The fail-fast error for a `type: sse` extension: call before any network I/O.
-pub fn sse_migration_error(name: &str) -> Error {
-    Error::SseUnsupported { extension: name.to_string() }
-}
-
-/// What an extension config means to this transport: `sse` fails fast with the migration
-/// error (no I/O at all), `streamable_http` becomes an `HttpSpec` with its headers substituted
-/// from `merged_env` (the config's envs + env_keys, merged by the caller). Other types are not
-/// for this transport.
-pub fn spec_from_config(cfg: &ExtensionConfig, merged_env: &BTreeMap<String, String>) -> Result<HttpSpec, Error> {
-    match cfg {
-        ExtensionConfig::Sse { name, .. } => Err(sse_migration_error(name)),
-        ExtensionConfig::StreamableHttp { name, uri, headers, .. } => Ok(HttpSpec {
-            uri: uri.clone(),
-            headers: substitute_headers(headers, merged_env)?,
-            timeout: Duration::from_secs(cfg.timeout_secs().max(1)),
-            extension: name.clone(),
-            auth: None,
-        }),
-        other => Err(Error::Other(format!(
-            "extension `{}` has type `{}`, not streamable_http",
-            other.name(),
-            other.type_name()
-        ))),
-    }
-}
-
 /// Substitutes `${VAR}` (spaces allowed inside the braces) and `$VAR` in header values from
 /// `vars` (the merged envs + env_keys). An unknown variable is an error naming it and the
 /// header; names and values must be valid HTTP. Values are never logged.
@@ -924,36 +896,11 @@ mod tests {
 
     #[test]
     fn sse_error_says_how_to_migrate() {
-        let e = sse_migration_error("old").to_string();
+        let e = Error::SseUnsupported { extension: "old".into() }.to_string();
         assert!(
             e.contains("`old`") && e.contains("SSE is unsupported, migrate to streamable_http") && e.contains("uri"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn configs_become_specs_or_fail_fast() {
-        let sse = ExtensionConfig::from_value(
-            serde_json::json!({"type":"sse","name":"legacy","description":"","uri":"http://localhost:1/sse"}),
-        )
-        .unwrap();
-        let started = Instant::now();
-        let e = spec_from_config(&sse, &BTreeMap::new()).unwrap_err();
-        assert!(started.elapsed() < Duration::from_millis(100));
-        assert!(matches!(e, Error::SseUnsupported { .. }), "{e}");
-        let http = ExtensionConfig::from_value(serde_json::json!({"type":"streamable_http","name":"r","description":"","uri":"http://h/mcp","env_keys":["T"],"headers":{"Authorization":"Bearer ${T}"},"timeout":7})).unwrap();
-        let spec = spec_from_config(&http, &vars_with("T", "tok")).unwrap();
-        assert_eq!(
-            (spec.uri.as_str(), spec.timeout, spec.extension.as_str()),
-            ("http://h/mcp", Duration::from_secs(7), "r")
-        );
-        assert_eq!(spec.headers, vec![("Authorization".to_string(), "Bearer tok".to_string())]);
-        let e = spec_from_config(&http, &BTreeMap::new()).unwrap_err().to_string();
-        assert!(e.contains("Authorization") && e.contains(" T,"), "{e}");
-    }
-
-    fn vars_with(k: &str, v: &str) -> BTreeMap<String, String> {
-        [(k.to_string(), v.to_string())].into_iter().collect()
     }
 
     #[test]

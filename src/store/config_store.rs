@@ -7,7 +7,6 @@
 //! this process or in another `gosling` (the `install` command) never lose an update, and the
 //! file is re-read each time, so changes made by another process are seen.
 
-use crate::extensions::config::{ExtensionConfig, ExtensionEntry};
 use crate::store::atomic::{self, Error};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -15,14 +14,6 @@ use std::path::{Path, PathBuf};
 pub struct ConfigStore {
     config_path: PathBuf,
     secrets_path: PathBuf,
-}
-
-/// Extensions as read from the file: the usable entries, and one warning per entry that
-/// needs the user's attention (legacy `sse`, or an entry that does not parse — kept in the
-/// file untouched, but skipped).
-pub struct Extensions {
-    pub entries: Vec<ExtensionEntry>,
-    pub warnings: Vec<String>,
 }
 
 const EXTENSIONS: &str = "extensions";
@@ -53,43 +44,23 @@ impl ConfigStore {
         &self.config_path
     }
 
-    pub fn extensions(&self) -> Result<Extensions, Error> {
-        let doc = atomic::read_object(&self.config_path)?;
-        let mut entries = Vec::new();
-        let mut warnings = Vec::new();
-        if let Some(Value::Object(map)) = doc.get(EXTENSIONS) {
-            for (key, value) in map {
-                match serde_json::from_value::<ExtensionEntry>(value.clone()) {
-                    Ok(entry) => {
-                        if matches!(entry.config, ExtensionConfig::Sse { .. }) {
-                            warnings.push(format!("'{key}': SSE is unsupported, migrate to streamable_http"));
-                        }
-                        entries.push(entry);
-                    }
-                    Err(e) => {
-                        log::warn!("store: skipping extension '{key}' in {}: {e}", self.config_path.display());
-                        warnings.push(format!("'{key}': skipped, the stored entry is not a valid extension: {e}"));
-                    }
-                }
-            }
-        }
-        Ok(Extensions { entries, warnings })
+    /// The stored extension entries as they are in the file, by key, in file order (the
+    /// extensions layer gives them their shape: `extensions::config::ExtensionStore`).
+    pub fn extension_values(&self) -> Result<Vec<(String, Value)>, Error> {
+        Ok(match atomic::read_object(&self.config_path)?.remove(EXTENSIONS) {
+            Some(Value::Object(map)) => map.into_iter().collect(),
+            _ => Vec::new(),
+        })
     }
 
-    pub fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, Error> {
-        Ok(self.extensions()?.entries.into_iter().find(|e| e.config.key() == key))
-    }
-
-    /// Creates or replaces the entry under its config's key; returns whether it existed.
-    pub fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, Error> {
-        let value = serde_json::to_value(entry).expect("an ExtensionEntry always serializes");
-        let key = entry.config.key();
+    /// Creates or replaces the entry under `key`; returns whether it existed.
+    pub fn upsert_extension_value(&self, key: &str, value: Value) -> Result<bool, Error> {
         atomic::update_json(&self.config_path, |doc| {
             let map = doc.entry(EXTENSIONS).or_insert_with(|| Value::Object(Map::new()));
             if !map.is_object() {
                 *map = Value::Object(Map::new());
             }
-            map.as_object_mut().expect("just made an object").insert(key, value).is_some()
+            map.as_object_mut().is_some_and(|m| m.insert(key.to_string(), value).is_some())
         })
     }
 
@@ -164,41 +135,11 @@ impl ConfigStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn store(tag: &str) -> (ConfigStore, PathBuf) {
         let d = std::env::temp_dir().join(format!("gosling-cs-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         (ConfigStore::open(&d).unwrap(), d)
-    }
-
-    #[test]
-    fn extension_crud_and_warnings() {
-        let (s, _d) = store("crud");
-        let e: ExtensionEntry =
-            serde_json::from_value(json!({"enabled":true,"type":"sse","name":"Old One","uri":"http://x/sse"})).unwrap();
-        assert!(!s.upsert_extension(&e).unwrap());
-        assert!(s.upsert_extension(&e).unwrap());
-        let ex = s.extensions().unwrap();
-        assert_eq!(ex.entries.len(), 1);
-        assert_eq!(ex.warnings, ["'oldone': SSE is unsupported, migrate to streamable_http"]);
-        assert!(s.remove_extension("oldone").unwrap());
-        assert!(!s.remove_extension("oldone").unwrap());
-    }
-
-    #[test]
-    fn invalid_stored_entry_is_skipped_but_kept() {
-        let (s, d) = store("bad");
-        std::fs::write(
-            d.join("config.json"),
-            r#"{"extensions":{"bad":{"enabled":true,"type":"stdio","name":"bad"}},"GOOSE_MODEL":"m"}"#,
-        )
-        .unwrap();
-        let ex = s.extensions().unwrap();
-        assert!(ex.entries.is_empty());
-        assert_eq!(ex.warnings.len(), 1);
-        s.set("X", json!(1)).unwrap();
-        assert!(std::fs::read_to_string(d.join("config.json")).unwrap().contains("\"bad\""));
     }
 
     #[test]

@@ -95,3 +95,6 @@ mod trust_limits;
 
 // Issue 13: private state/config dirs, no links followed, the developer builtin stays inside.
 mod trust_files;
+
+// ARCHITECTURE.md invariants read off the source: import direction, who writes files.
+mod layers;
