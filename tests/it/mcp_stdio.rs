@@ -286,12 +286,8 @@ fn start_failures_are_actionable() {
     let (tx, _rx) = bounded(1);
     let e = StdioTransport::spawn(&spec("/nonexistent/mcp-server", &[]), "x", tx).err().unwrap().to_string();
     assert!(e.contains("was not found") && e.contains("PATH"), "{e}");
-    // A disallowed environment variable.
-    let mut s = fake("ok", None);
-    s.env.push(("LD_PRELOAD".into(), "/tmp/evil.so".into()));
-    let (tx, _rx) = bounded(1);
-    let e = StdioTransport::spawn(&s, "x", tx).err().unwrap().to_string();
-    assert!(e.contains("LD_PRELOAD") && e.contains("not allowed"), "{e}");
+    // Disallowed environment variables are refused above the transport, before any spawn
+    // (extensions::runtime and the policy: tests/it/trust_policy.rs).
 }
 
 #[test]
