@@ -266,6 +266,8 @@ impl Turn {
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), String> {
         let tools = self.tool_specs();
         let system = self.system_prompt();
+        // Tool results kept by this reply so far (see `bound_results`).
+        let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
             let request =
                 ChatRequest { system: system.clone(), messages: msg::to_llm(&self.conversation), tools: tools.clone() };
@@ -330,7 +332,7 @@ impl Turn {
                 // Done, or the client must run a frontend tool and send its result in the next /reply.
                 return Ok(());
             }
-            let responses = self.run_tools(&completion.tool_calls, out, cancel);
+            let responses = bound_results(self.run_tools(&completion.tool_calls, out, cancel), &mut results_bytes);
             if is_cancelled(cancel) {
                 return Ok(());
             }
@@ -454,5 +456,55 @@ impl Turn {
             });
         }
         slots.into_iter().flatten().collect()
+    }
+}
+/// The most tool-result JSON one reply keeps (every turn's together). Each result is already
+/// bounded by the MCP client (8 MiB); this bounds their sum, so whatever extensions send, a reply
+/// holds at most this much of it (and the model request built from it a copy).
+pub const MAX_REPLY_RESULT_BYTES: usize = 16 << 20;
+
+/// Keeps tool responses while their total stays within `MAX_REPLY_RESULT_BYTES`; a response
+/// past it is replaced by an error the model reads (so it can ask for less).
+fn bound_results(responses: Vec<Value>, used: &mut usize) -> Vec<Value> {
+    responses
+        .into_iter()
+        .map(|r| {
+            let len = serde_json::to_vec(&r).map_or(usize::MAX, |b| b.len());
+            if used.saturating_add(len) <= MAX_REPLY_RESULT_BYTES {
+                *used += len;
+                return r;
+            }
+            let id = r["id"].as_str().unwrap_or_default().to_string();
+            msg::tool_response(
+                &id,
+                Err(&format!(
+                    "the tool's result ({len} bytes) was dropped: this reply's tool results would exceed {} MiB, \
+                     the most gosling keeps for one reply; ask for less (a narrower query, a range, a summary)",
+                    MAX_REPLY_RESULT_BYTES >> 20
+                )),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_results_of_one_reply_are_bounded_in_total() {
+        let big =
+            |id: &str| msg::tool_response(id, Ok(&json!({"content": [{"type": "text", "text": "x".repeat(6 << 20)}]})));
+        let mut used = 0;
+        let kept = bound_results(vec![big("a"), big("b"), big("c")], &mut used);
+        assert_eq!(kept[0]["toolResult"]["status"], "success");
+        assert_eq!(kept[1]["toolResult"]["status"], "success");
+        assert_eq!(kept[2]["toolResult"]["status"], "error");
+        assert!(kept[2]["toolResult"]["error"].as_str().unwrap().contains("16 MiB"));
+        assert_eq!(kept[2]["id"], "c");
+        assert!(used <= MAX_REPLY_RESULT_BYTES);
+        // The budget spans the reply's turns.
+        assert_eq!(bound_results(vec![big("d")], &mut used)[0]["toolResult"]["status"], "error");
     }
 }
