@@ -132,6 +132,8 @@ const asks = new Map(); // action id -> { box, rid }
 let active = new Set(); // request ids running in this session
 let lastSeq = 0;
 let follower = null; // AbortController of the event stream
+let replaying = false; // true from a fresh connect until its second ping (the replay burst)
+let stick = true; // keep the log scrolled to the end while the user has not scrolled up
 
 function resetLog() {
   $("log").replaceChildren();
@@ -140,7 +142,7 @@ function resetLog() {
 }
 function scrollDown() {
   const log = $("log");
-  if (log.scrollHeight - log.scrollTop - log.clientHeight < 160) log.scrollTop = log.scrollHeight;
+  if (stick) log.scrollTop = log.scrollHeight;
 }
 
 function msgEntry(message) {
@@ -170,7 +172,12 @@ function appendText(message, text) {
   seg.text += text;
   if (user) { drawSeg(seg, true); return; }
   // Re-render at most once per frame while text streams in.
-  if (!seg.queued) { seg.queued = true; requestAnimationFrame(() => { seg.queued = false; drawSeg(seg); scrollDown(); }); }
+  // (A hidden tab gets no animation frames: a timer there.)
+  if (!seg.queued) {
+    seg.queued = true;
+    const draw = () => { if (!seg.queued) return; seg.queued = false; drawSeg(seg); scrollDown(); };
+    if (document.hidden) setTimeout(draw, 50); else { requestAnimationFrame(draw); setTimeout(draw, 250); }
+  }
 }
 
 function toolResultParts(result) {
@@ -237,7 +244,7 @@ function confirmBox(data, rid) {
     if (r && r.status === "unknown") box.append(el("p", { class: "error", text: "Too late: " + (r.message || "this tool call is no longer waiting.") }));
     else {
       box.append(el("p", { class: "note", text: action === "allow_once" ? "Allowed." : "Denied." }));
-      if (card) setCardState(card, action === "allow_once" ? "running" : "failed");
+      if (card && card.dataset.state === "waiting") setCardState(card, action === "allow_once" ? "running" : "failed");
     }
   }, null);
   const acts = el("div", { class: "actions" },
@@ -255,16 +262,30 @@ function elicitForm(data, rid) {
   const fields = [];
   for (const [name, p] of Object.entries(props)) {
     const id = "el-" + data.id + "-" + name;
-    const label = el("label", { for: id, text: (p.title || name) + (required.has(name) ? " *" : "") });
+    let label = el("label", { for: id, text: (p.title || name) + (required.has(name) ? " *" : "") });
     let input;
-    if (Array.isArray(p.enum)) {
-      input = el("select", { id }, ...p.enum.map((v, k) => el("option", { value: String(v), text: (p.enumNames && p.enumNames[k]) || String(v) })));
+    const choices = Array.isArray(p.enum) ? p.enum.map((v, k) => [String(v), (p.enumNames && p.enumNames[k]) || String(v)])
+      : Array.isArray(p.oneOf) ? p.oneOf.filter((o) => o && o.const !== undefined).map((o) => [String(o.const), o.title || String(o.const)]) : null;
+    const items = p.type === "array" && p.items ? (p.items.enum ? p.items.enum.map((v) => [String(v), String(v)])
+      : (p.items.anyOf || p.items.oneOf || []).filter((o) => o && o.const !== undefined).map((o) => [String(o.const), o.title || String(o.const)])) : null;
+    if (items) {
+      input = el("fieldset", { id, class: "multi" }, el("legend", { class: "sr-only", text: p.title || name }),
+        ...items.map(([v, t]) => {
+          const box = el("input", { type: "checkbox", value: v });
+          box.checked = Array.isArray(p.default) && p.default.map(String).includes(v);
+          return el("label", { class: "inline" }, box, t);
+        }));
+      label = el("p", { class: "label", text: (p.title || name) + (required.has(name) ? " *" : "") });
+    } else if (choices) {
+      input = el("select", { id }, ...choices.map(([v, t]) => el("option", { value: v, text: t })));
+      if (p.default !== undefined) input.value = String(p.default);
     } else if (p.type === "boolean") {
       input = el("input", { id, type: "checkbox" });
       if (p.default === true) input.checked = true;
     } else {
       const t = p.type === "number" || p.type === "integer" ? "number" : p.format === "email" ? "email" : p.format === "uri" ? "url" : p.format === "date" ? "date" : "text";
-      input = el("input", { id, type: t, required: required.has(name) });
+      input = el("input", { id, type: t, required: required.has(name), min: p.minimum, max: p.maximum,
+        step: p.type === "number" ? "any" : undefined, minlength: p.minLength, maxlength: p.maxLength });
       if (p.default !== undefined) input.value = String(p.default);
     }
     form.append(label, input);
@@ -283,7 +304,8 @@ function elicitForm(data, rid) {
     e.preventDefault();
     const out = {};
     for (const f of fields) {
-      if (f.p.type === "boolean") out[f.name] = f.input.checked;
+      if (f.input.tagName === "FIELDSET") out[f.name] = [...f.input.querySelectorAll("input:checked")].map((b) => b.value);
+      else if (f.p.type === "boolean") out[f.name] = f.input.checked;
       else if (f.input.value === "") continue;
       else if (f.p.type === "number" || f.p.type === "integer") out[f.name] = Number(f.input.value);
       else out[f.name] = f.input.value;
@@ -341,6 +363,7 @@ function showConversation(conv) {
   resetLog();
   for (const m of conv || []) { if (m.id) stored.add(m.id); renderMessage(m, null, false); }
   for (const card of cards.values()) if (card.dataset.state === "running") setCardState(card, "interrupted");
+  stick = true;
   $("log").scrollTop = $("log").scrollHeight;
   if (!(conv || []).length) $("log").append(el("div", { class: "empty", text: "Say hello: the conversation starts here." }));
 }
@@ -354,8 +377,34 @@ function setBusy() {
 }
 
 // ---------- event stream ----------
+// Events of a request we do not know to be running: while the replay burst of a fresh connect
+// lasts (until its second ping), they wait. A Finish among them marks a request that is over:
+// dropped when the saved conversation has its messages, shown otherwise. What is still waiting
+// when the burst ends belongs to a request that started since (another tab) and is shown.
+const pending = new Map(); // request id -> [event]
+function endReplay() {
+  replaying = false;
+  for (const [rid, evs] of pending) { active.add(rid); setBusy(); for (const ev of evs) handleEvent(ev); }
+  pending.clear();
+}
 function handleEvent(ev) {
   const rid = ev.chat_request_id || ev.request_id;
+  if (rid && ev.type !== "ActiveRequests" && !active.has(rid)) {
+    if (replaying) {
+      if (ev.type === "Finish") {
+        // Ended already: old, unless it said things the saved conversation lacks (it ran
+        // between our loading the conversation and connecting).
+        const evs = pending.get(rid) || [];
+        pending.delete(rid);
+        const fresh = (e) => e.type === "Message" && e.message && e.message.id && !stored.has(e.message.id)
+          && (e.message.content || []).some((c) => c.type === "text" || c.type === "toolRequest");
+        if (evs.some(fresh)) { active.add(rid); for (const e of evs) handleEvent(e); handleEvent(ev); }
+      } else { if (!pending.has(rid)) pending.set(rid, []); pending.get(rid).push(ev); }
+      return;
+    }
+    if (ev.type !== "Message" && ev.type !== "UpdateConversation") return; // the tail of a request we never saw
+    active.add(rid); setBusy();
+  }
   switch (ev.type) {
     case "ActiveRequests":
       active = new Set(ev.request_ids || []);
@@ -375,7 +424,6 @@ function handleEvent(ev) {
       }
       if (m.role === "user" && m.id && msgs.has(m.id) && streamed.has(m.id)) break; // our own message, echoed
       if (m.id) streamed.add(m.id);
-      if (!active.has(rid)) { active.add(rid); setBusy(); }
       $("empty") && $("empty").remove();
       for (const x of $("log").querySelectorAll(".empty")) x.remove();
       renderMessage(m, rid, true);
@@ -419,7 +467,7 @@ function handleEvent(ev) {
 }
 
 // A fetch()-based SSE reader: EventSource cannot send X-Secret-Key.
-async function readSse(resp, onFrame, onAlive) {
+async function readSse(resp, onFrame, onAlive, onComment) {
   const reader = resp.body.getReader();
   const dec = new TextDecoder();
   let buf = "";
@@ -435,7 +483,8 @@ async function readSse(resp, onFrame, onAlive) {
       let id = null;
       const data = [];
       for (const line of frame.split("\n")) {
-        if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        if (line.startsWith(":")) onComment(line.slice(1).trim());
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
         else if (line.startsWith("id:")) id = line.slice(3).trim();
       }
       if (data.length) onFrame(id, data.join("\n"));
@@ -458,6 +507,8 @@ async function follow(sid) {
       const resp = await api("GET", "/sessions/" + sid + "/events", undefined, inner.signal,
         lastSeq > 0 ? { "Last-Event-ID": String(lastSeq) } : undefined);
       $("conn").textContent = "";
+      replaying = lastSeq === 0;
+      pending.clear();
       backoff = 500;
       alive();
       await readSse(resp, (id, data) => {
@@ -466,7 +517,7 @@ async function follow(sid) {
         let ev;
         try { ev = JSON.parse(data); } catch (_) { return; }
         handleEvent(ev);
-      }, alive);
+      }, alive, (c) => { if (replaying && /^ping [1-9]/.test(c)) endReplay(); });
     } catch (e) {
       if (ctl.signal.aborted) return;
       if (e.status === 404 || e.status === 401) return;
@@ -524,7 +575,7 @@ async function send() {
   for (const x of $("log").querySelectorAll(".empty")) x.remove();
   renderMessage(user, rid, true);
   streamed.add(user.id);
-  $("log").scrollTop = $("log").scrollHeight;
+  stick = true; scrollDown();
   input.value = ""; autosize();
   active.add(rid); setBusy();
   status("Thinking…");
@@ -799,6 +850,7 @@ async function init() {
     else if (e.key === "Escape" && active.size) { e.preventDefault(); guard(stop); }
   });
   on("message-input", "input", autosize);
+  on("log", "scroll", () => { const l = $("log"); stick = l.scrollHeight - l.scrollTop - l.clientHeight < 80; });
   on("stop-btn", "click", () => guard(stop));
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && active.size && !document.querySelector("dialog[open]")) guard(stop);

@@ -99,6 +99,7 @@ async function sendMessage(page, text) {
 const MD_ANSWER = "## Plan BEGIN-MD\n\nHere is **bold**, *emphasis*, `inline code` and a [link](https://example.com/docs).\n\n" +
   "- first item\n- second item\n\n| Tool | State |\n|---|:-:|\n| echo | done |\n\n```python\nprint(\"hello\")\n```\n\n" +
   "[bad](javascript:alert(1)) <script>alert(2)</script> END-MD";
+const ECHO = { name: "pyserver__echo", arguments: { message: "hello" } };
 const LONG_ANSWER = "BEGIN-RELOAD " + Array.from({ length: 40 }, (_, i) => "word" + i).join(" ") + " END-RELOAD";
 
 async function main() {
@@ -289,16 +290,22 @@ async function main() {
 
   // 6. An extension added from a pasted mcpServers snippet, running in this session.
   await page.click("#tab-json");
-  await page.fill("#json-input", JSON.stringify({ mcpServers: { pyserver: { command: P.MCP_PEER_PYTHON, args: [P.MCP_PEER_PY_SERVER] } } }, null, 2));
+  await page.fill("#json-input", JSON.stringify({ mcpServers: {
+    pyserver: { command: P.MCP_PEER_PYTHON, args: [P.MCP_PEER_PY_SERVER] },
+    everything: { command: P.MCP_PEER_NODE, args: [P.MCP_PEER_EVERYTHING, "stdio"] },
+  } }, null, 2));
   await page.click("#json-form button[type=submit]");
-  await page.click("#json-plan button:text('Add 1 extension')");
+  await page.click("#json-plan button:text('Add 2 extensions')");
   await page.waitForSelector("#json-plan li:text('pyserver: added')");
+  await page.waitForSelector("#json-plan li:text('everything: added')");
   await page.waitForSelector("#ext-list li[data-name=pyserver] .badge:text('running')");
+  await page.waitForSelector("#ext-list li[data-name=everything] .badge:text('running')");
   await page.click("#ext-list li[data-name=pyserver] summary");
   await shot(page, "extensions");
   await page.click("#ext-dialog button.close");
 
   // 7. A tool call card: running, then done with its result.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
   await sendMessage(page, "Please use a tool to echo hello.");
   await page.waitForSelector(".tool .tname");
   await idle(page);
@@ -316,6 +323,7 @@ async function main() {
   await shot(page, "settings");
   await page.click("#settings-dialog button.close");
   const cardsBefore = await page.locator(".tool").count();
+  await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
   await sendMessage(page, "Use a tool again, please.");
   await page.waitForSelector(".ask button:text('Allow once'):not([disabled])");
   await shot(page, "approval-asked");
@@ -325,6 +333,7 @@ async function main() {
   if (await page.locator(".tool[data-state=done]").count() <= cardsBefore) throw new Error("no tool ran after the approval");
 
   // 9. Stop: a turn waiting for approval is cancelled with Esc; the composer is free again.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
   await sendMessage(page, "And once more.");
   await page.waitForSelector(".ask button:text('Allow once'):not([disabled])");
   await page.press("#message-input", "Escape");
@@ -336,7 +345,21 @@ async function main() {
   await page.waitForSelector("#settings-msg:text('Settings saved.')");
   await page.click("#settings-dialog button.close");
 
-  // 10. A reload mid-turn: llmock stalls the stream; the page reloads and the answer goes on
+  // 10. An MCP elicitation asked inline as a form; the answer reaches the server's tool.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "everything__trigger-elicitation-request", arguments: {} }] }]);
+  await sendMessage(page, "Ask me for my details.");
+  await page.waitForSelector("form.ask input[type=email]");
+  await page.fill("form.ask label:text('String *') + input", "Ada Lovelace");
+  await page.locator("form.ask").last().evaluate((f) => f.scrollIntoView());
+  await shot(page, "elicitation");
+  await page.click("form.ask button[type=submit]");
+  await page.waitForSelector("form.ask >> text=Sent.");
+  await idle(page);
+  await page.locator(".tool").last().evaluate((d) => { d.open = true; });
+  const elicited = await page.locator(".tool").last().textContent();
+  if (!elicited.includes("Name: Ada Lovelace")) throw new Error("the elicitation answer did not reach the tool: " + elicited);
+
+  // 11. A reload mid-turn: llmock stalls the stream; the page reloads and the answer goes on
   //     from Last-Event-ID/replay, whole and once.
   await llmock(llmPort, [{ type: "reply", text: LONG_ANSWER }, { type: "stream_fault", kind: "stall", after_chunks: 4, stall_seconds: 4 }]);
   await sendMessage(page, "Tell me a long story.");
@@ -350,23 +373,27 @@ async function main() {
   if (whole.length !== 1 || whole[0].trim() !== LONG_ANSWER) throw new Error("the reloaded answer is not whole and once: " + JSON.stringify(whole));
   await shot(page, "after-reload");
 
-  // 11. A second tab follows the same session (key by #key=, the last session from localStorage).
+  // 12. A second tab follows the same session (key by #key=, the last session from localStorage).
   const page2 = await ctx.newPage();
   watch(page2);
   await page2.goto(base + "/#key=" + encodeURIComponent(SECRET));
   await page2.waitForSelector(".msg.assistant .md >> text=END-RELOAD");
   await llmock(llmPort, [{ type: "reply", text: "SECOND-TAB-ANSWER" }]);
   await sendMessage(page, "One for both tabs.");
-  await page2.waitForSelector(".msg.assistant .md >> text=SECOND-TAB-ANSWER");
+  await page2.waitForSelector(".msg.assistant .md >> text=SECOND-TAB-ANSWER").catch(async (e) => {
+    await page2.screenshot({ path: path.join(ART, "second-tab-FAILED.png") });
+    console.error("second tab: " + await page2.textContent("#log") + " | status " + await page2.textContent("#status") + " | conn " + await page2.textContent("#conn"));
+    throw e;
+  });
   await idle(page);
   await page2.close();
 
-  // 12. Search by name filters the list.
+  // 13. Search by name filters the list.
   await page.fill("#session-search", "no-such-session-name");
   await page.waitForSelector("#session-list >> text=No session matches.");
   await page.fill("#session-search", "");
 
-  // 13. Phone size and dark mode.
+  // 14. Phone size and dark mode.
   await page.setViewportSize({ width: 390, height: 844 });
   await shot(page, "chat");
   await page.click("#side-open");
@@ -381,10 +408,10 @@ async function main() {
   await page.click("#open-extensions");
   await shot(page, "extensions-dark");
   await page.click("#ext-dialog button.close");
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+  if (overflow) throw new Error("the page scrolls sideways at 390 px");
   await page.setViewportSize({ width: 1280, height: 800 });
   await shot(page, "chat-dark");
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
-  if (overflow) throw new Error("the page scrolls sideways");
 
   if (consoleErrors.length) throw new Error("console errors (CSP violations?): " + consoleErrors.join("\n"));
   await ctx.close();
