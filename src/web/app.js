@@ -282,13 +282,15 @@ function elicitForm(data, rid) {
     } else if (p.type === "boolean") {
       input = el("input", { id, type: "checkbox" });
       if (p.default === true) input.checked = true;
+      label = el("label", { class: "inline" }, input, (p.title || name) + (required.has(name) ? " *" : ""));
     } else {
       const t = p.type === "number" || p.type === "integer" ? "number" : p.format === "email" ? "email" : p.format === "uri" ? "url" : p.format === "date" ? "date" : "text";
       input = el("input", { id, type: t, required: required.has(name), min: p.minimum, max: p.maximum,
         step: p.type === "number" ? "any" : undefined, minlength: p.minLength, maxlength: p.maxLength });
       if (p.default !== undefined) input.value = String(p.default);
     }
-    form.append(label, input);
+    form.append(label);
+    if (!label.contains(input)) form.append(input);
     if (p.description) form.append(el("div", { class: "note", text: p.description }));
     fields.push({ name, p, input });
   }

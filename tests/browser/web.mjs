@@ -161,6 +161,7 @@ async function main() {
     await page.goto("about:blank");
     await page.goto(base + "/");
     await page.waitForSelector("#key-dialog[open]");
+    await page.waitForFunction(() => performance.getEntriesByType("paint").length > 0);
     paints.push(await page.evaluate(() => {
       const e = performance.getEntriesByType("paint").find((x) => x.name === "first-contentful-paint")
         || performance.getEntriesByType("paint").find((x) => x.name === "first-paint");
@@ -350,7 +351,7 @@ async function main() {
   await sendMessage(page, "Ask me for my details.");
   await page.waitForSelector("form.ask input[type=email]");
   await page.fill("form.ask label:text('String *') + input", "Ada Lovelace");
-  await page.locator("form.ask").last().evaluate((f) => f.scrollIntoView());
+  await page.locator("form.ask").last().evaluate((f) => f.scrollIntoView({ block: "start" }));
   await shot(page, "elicitation");
   await page.click("form.ask button[type=submit]");
   await page.waitForSelector("form.ask >> text=Sent.");
