@@ -830,7 +830,16 @@ async function init() {
     $("key-error").textContent = "";
     signedIn();
   }, $("key-error"));
-  on("key-forget", "click", () => { sessionStorage.removeItem(KEY_STORE); if (follower) follower.abort(); cur = null; askKey(""); });
+  on("key-forget", "click", () => {
+    sessionStorage.removeItem(KEY_STORE);
+    if (follower) follower.abort();
+    cur = null; sessions = []; active = new Set();
+    resetLog(); renderSessions(); setBusy();
+    $("session-title").textContent = "No session"; $("session-dir").textContent = "";
+    askKey("");
+  });
+  // Without a key there is nothing to go back to: Esc does not close the sign-in dialog.
+  on("key-dialog", "cancel", (e) => { if (!key()) e.preventDefault(); });
   on("new-session", "click", openNewDialog);
   onSubmit("start-form", async () => {
     const dir = $("workdir").value.trim();
@@ -852,6 +861,7 @@ async function init() {
     else if (e.key === "Escape" && active.size) { e.preventDefault(); guard(stop); }
   });
   on("message-input", "input", autosize);
+  window.addEventListener("resize", scrollDown);
   on("log", "scroll", () => { const l = $("log"); stick = l.scrollHeight - l.scrollTop - l.clientHeight < 80; });
   on("stop-btn", "click", () => guard(stop));
   document.addEventListener("keydown", (e) => {
