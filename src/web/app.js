@@ -737,7 +737,9 @@ function secretsForm(done) {
   return form;
 }
 
-// mcpServers JSON (Claude Desktop, Cursor, .mcp.json) -> goose extension configs.
+// mcpServers JSON (Claude Desktop, Cursor, .mcp.json): each server becomes the goose:// link it
+// would be, checked and installed by POST /extensions/install, so a pasted snippet meets the
+// same trust policy, summary and secret prompts as a link or `gosling import`.
 function parseMcpServers(text) {
   let j;
   try { j = JSON.parse(text); } catch (e) { throw new Error("Not JSON: " + e.message); }
@@ -747,42 +749,62 @@ function parseMcpServers(text) {
   for (const [name, s] of Object.entries(servers)) {
     if (!s || typeof s !== "object") throw new Error("Server " + name + " is not an object.");
     const env = s.env && typeof s.env === "object" ? s.env : {};
-    const secrets = Object.entries(env).map(([k, v]) => ({ k, v: String(v) }));
-    let config;
+    const q = new URLSearchParams();
     if (s.command) {
-      config = { type: "stdio", name, description: "", cmd: String(s.command), args: (s.args || []).map(String),
-        envs: {}, env_keys: secrets.map((x) => x.k), timeout: 300 };
+      q.append("cmd", String(s.command));
+      for (const a of Array.isArray(s.args) ? s.args : []) q.append("arg", String(a));
     } else if (s.url) {
-      config = { type: "streamable_http", name, description: "", uri: String(s.url), headers: s.headers || {},
-        envs: {}, env_keys: secrets.map((x) => x.k), timeout: 300 };
+      q.append("url", String(s.url));
+      for (const [k, v] of Object.entries(s.headers || {})) q.append("header", k + "=" + v);
     } else throw new Error("Server " + name + " has neither command nor url.");
-    out.push({ config, secrets });
+    q.append("name", name);
+    for (const k of Object.keys(env)) q.append("env", k + "=from the pasted mcpServers snippet");
+    out.push({ name, link: "goose://extension?" + q.toString(), values: env });
   }
   if (!out.length) throw new Error("The snippet names no servers.");
   return out;
 }
-function checkJson() {
+async function checkJson() {
   const out = $("json-plan");
+  out.replaceChildren();
   const items = parseMcpServers($("json-input").value);
-  const ul = el("ul", {}, ...items.map(({ config, secrets }) => el("li", {}, el("strong", { text: config.name }), " — ",
-    el("code", { text: config.type === "stdio" ? [config.cmd].concat(config.args).join(" ") : config.uri }),
-    secrets.length ? " (secrets: " + secrets.map((x) => x.k).join(", ") + ")" : "")));
-  const go = button("Add " + items.length + (items.length === 1 ? " extension" : " extensions"), () => guard(async () => {
+  const ok = [];
+  for (const it of items) {
+    try {
+      const plan = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: true });
+      out.append(el("h3", { text: it.name }), describePlan(plan));
+      ok.push(it);
+    } catch (e) {
+      out.append(el("h3", { text: it.name }), el("p", { class: "error", role: "alert", text: e.message }));
+    }
+  }
+  if (!ok.length) return;
+  const res = el("ul", { "aria-label": "Results" });
+  const go = button("Add " + ok.length + (ok.length === 1 ? " extension" : " extensions"), () => guard(async () => {
     go.disabled = true;
-    const res = el("ul", {});
-    out.append(res);
-    for (const { config, secrets } of items) {
+    for (const it of ok) {
       try {
-        for (const s of secrets) if (s.v) await apiJson("POST", "/config/upsert", { key: s.k, value: s.v, is_secret: true });
-        await apiJson("POST", "/config/extensions", { name: config.name, config, enabled: true });
-        await addToSession(config);
-        res.append(el("li", { text: config.name + ": added" }));
-      } catch (e) { res.append(el("li", { class: "error", text: config.name + ": " + e.message })); }
+        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false });
+        const still = [];
+        for (const m of done.missing_secrets || []) {
+          const k = typeof m === "string" ? m : m.name || m.key;
+          const v = it.values[k];
+          if (v !== undefined && String(v) !== "") await apiJson("POST", "/config/upsert", { key: k, value: String(v), is_secret: true });
+          else still.push(m);
+        }
+        if (still.length) {
+          res.append(el("li", {}, it.name + ": saved, disabled until its secrets are set", secretsForm(Object.assign({}, done, { missing_secrets: still }))));
+          continue;
+        }
+        if (!done.enabled) await apiJson("POST", "/config/extensions", { name: done.config.name, config: done.config, enabled: true });
+        await addToSession(done.config);
+        res.append(el("li", { text: it.name + ": added" }));
+      } catch (e) { res.append(el("li", { class: "error", text: it.name + ": " + e.message })); }
     }
     await refreshExtensions();
   }, $("ext-error")), { class: "primary" });
-  out.replaceChildren(el("div", { class: "plan-box" }, el("p", { text: "This snippet will add:" }), ul,
-    el("p", { class: "note", text: "Environment values are saved as secrets (write-only)." }), el("div", { class: "actions" }, go)));
+  out.append(el("p", { class: "note", text: "Environment values in the snippet are saved as secrets (write-only)." }),
+    el("div", { class: "actions" }, go), res);
 }
 
 // ---------- settings ----------

@@ -122,6 +122,8 @@ async function main() {
     GOSLING_PRINT_LOGIN_LINK: "1",
     // Plain HTTP: headless Chromium would refuse the self-signed certificate of the default.
     GOOSE_TLS: "false",
+    // The pasted mcpServers snippet meets the links' policy: let it run the peers' interpreters.
+    GOSLING_ALLOWED_COMMANDS: P.MCP_PEER_PYTHON + "," + P.MCP_PEER_NODE,
   });
   const srv = start(BIN, ["agent", "--port", "0"], env, path.join(ART, "gosling.log"));
   const base = await waitListening(srv, 30_000);
@@ -296,6 +298,7 @@ async function main() {
     everything: { command: P.MCP_PEER_NODE, args: [P.MCP_PEER_EVERYTHING, "stdio"] },
   } }, null, 2));
   await page.click("#json-form button[type=submit]");
+  await page.waitForSelector("#json-plan .plan-box:has-text(" + JSON.stringify(P.MCP_PEER_PY_SERVER) + ")");
   await page.click("#json-plan button:text('Add 2 extensions')");
   await page.waitForSelector("#json-plan li:text('pyserver: added')");
   await page.waitForSelector("#json-plan li:text('everything: added')");
