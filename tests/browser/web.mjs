@@ -252,7 +252,14 @@ async function main() {
   await page.press("#key-input", "Enter");
   await page.waitForSelector("#key-dialog", { state: "hidden" });
 
-  // 3. A new session through the directory picker; the directory is remembered.
+  // 3. A new session through the directory picker (reached by keyboard); the directory is
+  //    remembered.
+  await page.focus("#session-search");
+  await page.keyboard.press("Shift+Tab");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#new-dialog[open]");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("#new-dialog", { state: "hidden" });
   await page.click("#new-session");
   await page.fill("#workdir", workdir);
   await shot(page, "new-session");
@@ -317,6 +324,20 @@ async function main() {
   await page.locator(".tool").first().evaluate((d) => { d.open = true; });
   const result = await page.locator(".tool .result pre").first().textContent();
   if (!result.trim()) throw new Error("the tool card shows no result");
+  //    An image result is shown; a call that fails is marked failed.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "everything__get-tiny-image", arguments: {} }] }]);
+  await sendMessage(page, "Show me a tiny image.");
+  await idle(page);
+  const imageCard = page.locator(".tool:has(.tname:text-is('get-tiny-image'))").first();
+  await imageCard.evaluate((d) => { d.open = true; });
+  await page.waitForSelector(".tool[data-state=done] img[src^='data:image/png;base64,']");
+  if (!await page.locator(".tool img").first().evaluate((i) => i.complete && i.naturalWidth > 0)) throw new Error("the image did not load");
+  await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "pyserver__no_such_tool", arguments: {} }] }]);
+  await sendMessage(page, "Call a tool that does not exist.");
+  await idle(page);
+  await page.waitForSelector(".tool[data-state=failed] .tname:text('no_such_tool')");
+  await page.locator(".tool[data-state=failed]:has(.tname:text-is('no_such_tool'))").evaluate((d) => { d.open = true; });
+  await imageCard.evaluate((d) => d.scrollIntoView({ block: "start" }));
   await shot(page, "tool-call");
 
   // 8. An approval asked inline (GOOSE_MODE=approve through the settings dialog), allowed.
@@ -326,7 +347,7 @@ async function main() {
   await page.waitForSelector("#settings-msg:text('Settings saved.')");
   await shot(page, "settings");
   await page.click("#settings-dialog button.close");
-  const cardsBefore = await page.locator(".tool").count();
+  const cardsBefore = await page.locator(".tool[data-state=done]").count();
   await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
   await sendMessage(page, "Use a tool again, please.");
   await page.waitForSelector(".ask button:text('Allow once'):not([disabled])");
@@ -359,8 +380,9 @@ async function main() {
   await page.click("form.ask button[type=submit]");
   await page.waitForSelector("form.ask >> text=Sent.");
   await idle(page);
-  await page.locator(".tool").last().evaluate((d) => { d.open = true; });
-  const elicited = await page.locator(".tool").last().textContent();
+  const elicitCard = page.locator(".tool:has(.tname:text-is('trigger-elicitation-request'))").first();
+  await elicitCard.evaluate((d) => { d.open = true; });
+  const elicited = await elicitCard.textContent();
   if (!elicited.includes("Name: Ada Lovelace")) throw new Error("the elicitation answer did not reach the tool: " + elicited);
 
   // 11. A reload mid-turn: llmock stalls the stream; the page reloads and the answer goes on
