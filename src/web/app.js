@@ -35,7 +35,6 @@ function uuid() {
   const x = [...b].map((v) => v.toString(16).padStart(2, "0")).join("");
   return x.slice(0, 8) + "-" + x.slice(8, 12) + "-" + x.slice(12, 16) + "-" + x.slice(16, 20) + "-" + x.slice(20);
 }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ---------- HTTP ----------
 async function api(method, path, body, signal, extraHeaders) {
@@ -134,6 +133,8 @@ let lastSeq = 0;
 let follower = null; // AbortController of the event stream
 let replaying = false; // true from a fresh connect until its second ping (the replay burst)
 let stick = true; // keep the log scrolled to the end while the user has not scrolled up
+let streamCtl = null; // AbortController of the current events request
+let wake = null; // ends the reconnect wait early (back online)
 
 function resetLog() {
   $("log").replaceChildren();
@@ -503,6 +504,7 @@ async function follow(sid) {
     let watchdog = null;
     const alive = () => { clearTimeout(watchdog); watchdog = setTimeout(() => inner.abort(), 5000); };
     const inner = new AbortController();
+    streamCtl = inner;
     ctl.signal.addEventListener("abort", () => inner.abort(), { once: true });
     let reload = false;
     try {
@@ -533,7 +535,8 @@ async function follow(sid) {
       continue;
     }
     $("conn").textContent = "Reconnecting…";
-    await sleep(backoff);
+    await new Promise((r) => { wake = r; setTimeout(r, backoff); });
+    wake = null;
     backoff = Math.min(backoff * 2, 10000);
   }
 }
@@ -884,6 +887,9 @@ async function init() {
   });
   on("message-input", "input", autosize);
   window.addEventListener("resize", scrollDown);
+  // The network went away: drop the stream now (not at the watchdog) and come back when it returns.
+  window.addEventListener("offline", () => { if (streamCtl) streamCtl.abort(); });
+  window.addEventListener("online", () => { if (wake) wake(); });
   on("log", "scroll", () => { const l = $("log"); stick = l.scrollHeight - l.scrollTop - l.clientHeight < 80; });
   on("stop-btn", "click", () => guard(stop));
   document.addEventListener("keydown", (e) => {

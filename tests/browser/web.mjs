@@ -399,6 +399,22 @@ async function main() {
   if (whole.length !== 1 || whole[0].trim() !== LONG_ANSWER) throw new Error("the reloaded answer is not whole and once: " + JSON.stringify(whole));
   await shot(page, "after-reload");
 
+  // 11b. A dropped connection: the page reconnects with Last-Event-ID and the answer goes on.
+  const resumes = [];
+  page.on("request", (r) => { if (r.url().endsWith("/events") && r.headers()["last-event-id"]) resumes.push(r.headers()["last-event-id"]); });
+  await llmock(llmPort, [{ type: "reply", text: LONG_ANSWER.replace(/RELOAD/g, "DROP") }, { type: "stream_fault", kind: "stall", after_chunks: 4, stall_seconds: 4 }]);
+  await sendMessage(page, "Another long story.");
+  await page.waitForSelector(".msg.assistant .md >> text=BEGIN-DROP");
+  await ctx.setOffline(true);
+  await page.waitForSelector("#conn:text('Reconnecting…')");
+  await ctx.setOffline(false);
+  await page.waitForSelector(".msg.assistant .md >> text=END-DROP", { timeout: 60_000 });
+  await idle(page);
+  const dropped = await page.locator(".msg.assistant .md:has-text('BEGIN-DROP')").allTextContents();
+  if (dropped.length !== 1 || dropped[0].trim() !== LONG_ANSWER.replace(/RELOAD/g, "DROP")) throw new Error("the answer after a dropped connection is not whole and once: " + JSON.stringify(dropped));
+  if (!resumes.length) throw new Error("the page did not reconnect with Last-Event-ID");
+  console.log("reconnected with Last-Event-ID " + resumes.join(", "));
+
   // 12. A second tab follows the same session (key by #key=, the last session from localStorage).
   const page2 = await ctx.newPage();
   watch(page2);
