@@ -1,32 +1,72 @@
-// gosling's built-in page: a plain client of the same HTTP API Goose Desktop uses.
-// No build step, no inline script (the CSP forbids it). Untrusted text is only ever set via
-// textContent, never as HTML. The secret key lives in sessionStorage (this tab only).
+// gosling's built-in page: a plain client of the session API Goose Desktop uses
+// (POST /sessions/{id}/reply, GET /sessions/{id}/events, POST /sessions/{id}/cancel).
+// No build step, no inline script (the CSP forbids it). Text from a model, a tool or the server
+// only ever becomes text nodes (textContent, or markdown.js, which builds DOM nodes). The secret
+// key lives in sessionStorage (this tab only); recent working directories in localStorage.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORE = "gosling-secret-key";
-let sessionId = null;
-let turn = null; // AbortController of the running /reply
-let lastTools = null; // the session's tools (GET /agent/tools), null without a session
-const loadResults = new Map(); // extension name -> ExtensionLoadResult of the last resume
-const nameToKey = (n) => n.replace(/\s/g, "").toLowerCase();
+const DIRS_STORE = "gosling-recent-dirs";
+const LONG_RESULT = 1200;
+const md = () => window.goslingMarkdown;
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
     if (k === "text") e.textContent = v;
     else if (k === "class") e.className = v;
-    else e.setAttribute(k, v);
+    else e.setAttribute(k, v === true ? "" : v);
   }
   for (const k of kids) if (k != null) e.append(k);
   return e;
 }
-
-function status(msg) { $("status").textContent = msg; }
+function button(text, f, attrs) {
+  const b = el("button", Object.assign({ type: "button", text }, attrs || {}));
+  b.addEventListener("click", f);
+  return b;
+}
+function status(msg) { $("status").textContent = msg || ""; }
 function key() { return sessionStorage.getItem(KEY_STORE) || ""; }
+function uuid() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40; b[8] = (b[8] & 0x3f) | 0x80;
+  const x = [...b].map((v) => v.toString(16).padStart(2, "0")).join("");
+  return x.slice(0, 8) + "-" + x.slice(8, 12) + "-" + x.slice(12, 16) + "-" + x.slice(16, 20) + "-" + x.slice(20);
+}
 
-// `#key=K` (the key itself) or `#login=T` (the one-time token `gosling agent` prints, traded
-// once via POST /auth/login). Fragments never reach the server; we drop it from the URL.
+// ---------- HTTP ----------
+async function api(method, path, body, signal, extraHeaders) {
+  const headers = Object.assign({ "X-Secret-Key": key() }, extraHeaders || {});
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, { method, headers, signal, credentials: "omit", cache: "no-store",
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!resp.ok) {
+    let msg = resp.status + " " + resp.statusText;
+    try {
+      const t = await resp.text();
+      try { const j = JSON.parse(t); msg = j.message || j.error || t; } catch (_) { if (t) msg = t; }
+    } catch (_) { /* body unreadable */ }
+    const err = new Error(msg);
+    err.status = resp.status;
+    if (resp.status === 401) askKey(msg);
+    throw err;
+  }
+  return resp;
+}
+async function apiJson(method, path, body) {
+  const t = await (await api(method, path, body)).text();
+  return t ? JSON.parse(t) : null;
+}
+async function guard(f, errEl) {
+  if (errEl) errEl.textContent = "";
+  try { await f(); } catch (e) { (errEl || $("status")).textContent = e.message; }
+}
+
+// ---------- sign in ----------
+// `#key=K` or `#login=T` (the one-time token gosling prints, traded via POST /auth/login).
+// Fragments never reach the server; we drop it from the URL at once.
 async function takeKeyFromFragment() {
   const frag = new URLSearchParams(location.hash.replace(/^#/, ""));
   const k = frag.get("key");
@@ -39,502 +79,841 @@ async function takeKeyFromFragment() {
       headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token: login }) });
     const j = await r.json();
     if (r.ok && j.secret_key) sessionStorage.setItem(KEY_STORE, j.secret_key);
-    else status(j.message || "The login link did not work; enter the secret key.");
-  } catch (e) { status("The login link did not work: " + e.message); }
+    else $("key-error").textContent = j.message || "The login link did not work; enter the secret key.";
+  } catch (e) { $("key-error").textContent = "The login link did not work: " + e.message; }
+}
+function askKey(msg) {
+  sessionStorage.removeItem(KEY_STORE);
+  if (msg) $("key-error").textContent = msg;
+  if (!$("key-dialog").open) $("key-dialog").showModal();
 }
 
-async function api(method, path, body, signal) {
-  const headers = { "X-Secret-Key": key() };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const resp = await fetch(path, {
-    method, headers, signal, credentials: "omit", cache: "no-store",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (!resp.ok) {
-    let msg = resp.status + " " + resp.statusText;
-    try {
-      const t = await resp.text();
-      try { const j = JSON.parse(t); msg = j.message || j.error || t; } catch (_) { if (t) msg = t; }
-    } catch (_) { /* body unreadable */ }
-    const err = new Error(msg);
-    err.status = resp.status;
-    throw err;
+// ---------- sessions ----------
+let sessions = [];
+let cur = null; // { id, working_dir, name }
+function renderSessions() {
+  const q = $("session-search").value.trim().toLowerCase();
+  const list = $("session-list");
+  list.replaceChildren();
+  const shown = sessions.filter((s) => !q || (s.name || "").toLowerCase().includes(q) || s.id.includes(q));
+  for (const s of shown) {
+    const when = s.updated_at ? new Date(s.updated_at) : null;
+    const b = button("", () => guard(() => openSession(s.id)), { "aria-current": cur && cur.id === s.id ? "true" : "false" });
+    b.append(el("span", { class: "name", text: s.name || s.id }),
+      el("span", { class: "meta", text: (when && !isNaN(when) ? when.toLocaleString() + " · " : "") + (s.message_count || 0) + " messages · " + (s.working_dir || "") }));
+    list.append(el("li", {}, b));
   }
-  return resp;
+  if (!shown.length) list.append(el("li", { class: "muted note", text: q ? "No session matches." : "No sessions yet." }));
 }
-async function apiJson(method, path, body) {
-  const r = await api(method, path, body);
-  const t = await r.text();
-  return t ? JSON.parse(t) : null;
-}
-
-function showKeyState() {
-  $("key-section").className = key() ? "done" : "";
-  status(key() ? "Key set." : "Enter the secret key to begin.");
+async function loadSessions() {
+  const r = await apiJson("GET", "/sessions");
+  sessions = (r.sessions || []).slice().sort((a, b) => String(b.updated_at || "").localeCompare(String(a.updated_at || "")));
+  renderSessions();
 }
 
-// ---------- chat ----------
-const msgNodes = new Map(); // message id -> <li>
-const toolNodes = new Map(); // tool request id -> <details>
-
-function messageItem(message) {
-  const id = message.id;
-  if (id && msgNodes.has(id)) return msgNodes.get(id);
-  const li = el("li", { class: "msg " + (message.role || "") },
-    el("strong", { text: message.role === "assistant" ? "Assistant" : "You" }), ": ");
-  if (id) msgNodes.set(id, li);
-  $("messages").append(li);
-  return li;
+function recentDirs() { try { return JSON.parse(localStorage.getItem(DIRS_STORE)) || []; } catch (_) { return []; } }
+function rememberDir(d) { localStorage.setItem(DIRS_STORE, JSON.stringify([d].concat(recentDirs().filter((x) => x !== d)).slice(0, 8))); }
+function openNewDialog() {
+  const dirs = recentDirs();
+  $("recent-dirs").replaceChildren(...dirs.map((d) => el("option", { value: d })));
+  $("recent-list").replaceChildren(...dirs.map((d) => el("li", {}, button(d, () => { $("workdir").value = d; $("workdir").focus(); }))));
+  if (!$("workdir").value && dirs.length) $("workdir").value = dirs[0];
+  $("start-error").textContent = "";
+  $("new-dialog").showModal();
 }
 
-function toolText(result) {
-  if (!result) return "";
-  if (result.status === "error") return "Error: " + result.error;
+// ---------- conversation state ----------
+let stored = new Set(); // message ids loaded from the saved conversation
+let streamed = new Set(); // message ids rebuilt from the event stream in this page
+const msgs = new Map(); // message id -> { node, segs: [{text, el}] }
+const cards = new Map(); // tool request id -> card
+const asks = new Map(); // action id -> { box, rid }
+let active = new Set(); // request ids running in this session
+let lastSeq = 0;
+let follower = null; // AbortController of the event stream
+let replaying = false; // true from a fresh connect until its second ping (the replay burst)
+let stick = true; // keep the log scrolled to the end while the user has not scrolled up
+let streamCtl = null; // AbortController of the current events request
+let wake = null; // ends the reconnect wait early (back online)
+
+function resetLog() {
+  $("log").replaceChildren();
+  stored = new Set(); streamed = new Set();
+  msgs.clear(); cards.clear(); asks.clear();
+}
+function scrollDown() {
+  const log = $("log");
+  if (stick) log.scrollTop = log.scrollHeight;
+}
+
+function msgEntry(message) {
+  const id = message.id || uuid();
+  let m = msgs.get(id);
+  if (!m) {
+    m = { node: el("article", { class: "msg " + (message.role === "user" ? "user" : "assistant"),
+      "aria-label": message.role === "user" ? "You" : "gosling" }), segs: [], pending: false };
+    msgs.set(id, m);
+    $("log").append(m.node);
+  }
+  return m;
+}
+function drawSeg(seg, plain) {
+  if (plain) { seg.el.textContent = seg.text; return; }
+  seg.el.replaceChildren(md().render(seg.text));
+}
+function appendText(message, text) {
+  const m = msgEntry(message);
+  const user = message.role === "user";
+  let seg = m.segs[m.segs.length - 1];
+  if (!seg || seg.el !== m.node.lastChild) {
+    seg = { text: "", el: el("div", { class: user ? "" : "md" }) };
+    m.segs.push(seg);
+    m.node.append(seg.el);
+  }
+  seg.text += text;
+  if (user) { drawSeg(seg, true); return; }
+  // Re-render at most once per frame while text streams in.
+  // (A hidden tab gets no animation frames: a timer there.)
+  if (!seg.queued) {
+    seg.queued = true;
+    const draw = () => { if (!seg.queued) return; seg.queued = false; drawSeg(seg); scrollDown(); };
+    if (document.hidden) setTimeout(draw, 50); else { requestAnimationFrame(draw); setTimeout(draw, 250); }
+  }
+}
+
+function toolResultParts(result) {
+  if (!result) return { text: "", images: [], failed: false };
+  if (result.status === "error") return { text: String(result.error || "error"), images: [], failed: true };
   const v = result.value;
   const content = Array.isArray(v) ? v : (v && v.content) || [];
-  return content.map((c) => c.type === "text" ? c.text : "[" + c.type + "]").join("\n");
-}
-
-function renderContent(li, message, c) {
-  switch (c.type) {
-    case "text": {
-      let last = li.lastChild;
-      if (!(last && last.nodeType === 1 && last.classList.contains("text"))) {
-        last = el("span", { class: "text" });
-        li.append(last);
-      }
-      last.textContent += c.text;
-      break;
-    }
-    case "toolRequest": {
-      const call = c.toolCall || {};
-      const name = call.status === "success" ? call.value.name : "(invalid tool call)";
-      const args = call.status === "success" ? JSON.stringify(call.value.arguments || {}, null, 2) : call.error;
-      const d = el("details", { class: "tool" },
-        el("summary", { text: "Tool call: " + name }),
-        el("pre", { text: args }));
-      toolNodes.set(c.id, d);
-      li.append(d);
-      break;
-    }
-    case "toolResponse": {
-      const d = el("details", { class: "tool" },
-        el("summary", { text: "Tool result" + (c.toolResult && c.toolResult.status === "error" ? " (error)" : "") }),
-        el("pre", { text: toolText(c.toolResult) }));
-      const req = toolNodes.get(c.id);
-      if (req) { req.append(d); li.remove(); msgNodes.delete(message.id); } else li.append(d);
-      break;
-    }
-    case "actionRequired":
-    case "toolConfirmationRequest": {
-      const data = c.type === "actionRequired" ? c.data : Object.assign({ actionType: "toolConfirmation" }, c);
-      if (data.actionType !== "toolConfirmation") {
-        li.append(el("p", { text: "Action required (" + data.actionType + "): not supported in this page." }));
-        break;
-      }
-      li.append(confirmBox(data));
-      break;
-    }
-    case "thinking":
-      li.append(el("details", {}, el("summary", { text: "Thinking" }), el("pre", { text: c.thinking })));
-      break;
-    case "systemNotification":
-      li.append(el("p", { class: "note", text: c.msg || "" }));
-      break;
-    default:
-      li.append(el("p", { class: "note", text: "[" + c.type + "]" }));
+  const images = [];
+  const texts = [];
+  for (const c of content) {
+    if (c.type === "text") texts.push(c.text);
+    else if (c.type === "image" && /^image\/(png|jpeg|gif|webp)$/.test(c.mimeType || "") && typeof c.data === "string") images.push(c);
+    else if (c.type === "resource" && c.resource) texts.push(c.resource.text || "[resource " + (c.resource.uri || "") + "]");
+    else texts.push("[" + c.type + "]");
   }
+  return { text: texts.join("\n"), images, failed: !!(v && v.isError) };
 }
 
-function confirmBox(data) {
-  const box = el("div", { class: "confirm", role: "group", "aria-label": "Tool approval" },
-    el("p", { text: data.prompt || "Allow tool " + data.toolName + " to run with these arguments?" }),
+function toolCard(id, call, parent) {
+  let card = cards.get(id);
+  if (card) return card;
+  const ok = call && call.status === "success";
+  const name = ok ? call.value.name : "(invalid tool call)";
+  const [ext, tool] = name.includes("__") ? [name.split("__")[0], name.split("__").slice(1).join("__")] : ["", name];
+  const state = el("span", { class: "state", text: "running" });
+  const body = el("div", { class: "body" },
+    el("div", { class: "note", text: "Arguments" }),
+    el("pre", { class: "args", text: ok ? JSON.stringify(call.value.arguments || {}, null, 2) : String(call && call.error) }));
+  card = el("details", { class: "tool", "data-state": ok ? "running" : "failed", "data-id": id },
+    el("summary", {}, el("span", { class: "tname", text: tool }), ext ? el("span", { class: "muted", text: ext }) : null, state), body);
+  if (!ok) state.textContent = "failed";
+  card.stateEl = state; card.body = body;
+  cards.set(id, card);
+  parent.append(card);
+  return card;
+}
+function setCardState(card, s) { card.dataset.state = s; card.stateEl.textContent = s; }
+function toolResult(id, result) {
+  const card = cards.get(id);
+  if (!card) return false;
+  const r = toolResultParts(result);
+  setCardState(card, r.failed ? "failed" : "done");
+  const old = card.body.querySelector(".result");
+  if (old) old.remove();
+  const box = el("div", { class: "result" });
+  const pre = el("pre", { text: r.text || "(no text)" });
+  if (r.text.length > LONG_RESULT || r.text.split("\n").length > 16) {
+    box.append(el("details", {}, el("summary", { text: "Result (" + r.text.length + " characters)" }), pre));
+  } else box.append(el("div", { class: "note", text: r.failed ? "Error" : "Result" }), pre);
+  for (const img of r.images) box.append(el("img", { src: "data:" + img.mimeType + ";base64," + img.data, alt: "Image from " + card.querySelector(".tname").textContent }));
+  card.body.append(box);
+  return true;
+}
+
+function confirmBox(data, rid) {
+  const box = el("div", { class: "ask", role: "group", "aria-label": "Tool approval" },
+    el("p", { text: data.prompt || "Allow " + data.toolName + " to run with these arguments?" }),
     el("pre", { text: JSON.stringify(data.arguments || {}, null, 2) }));
-  const answer = async (action) => {
+  const card = cards.get(data.id);
+  if (card) setCardState(card, "waiting");
+  const answer = (action) => guard(async () => {
     for (const b of box.querySelectorAll("button")) b.disabled = true;
-    try {
-      const r = await apiJson("POST", "/action-required/tool-confirmation", { id: data.id, action, sessionId });
-      if (r && r.status === "unknown") {
-        box.append(el("p", { class: "error", text: "Too late: this tool call is no longer waiting (the turn ended or was stopped)." }));
-      } else {
-        box.append(el("p", { text: action === "allow_once" ? "Allowed." : "Denied." }));
-      }
-    } catch (e) { box.append(el("p", { class: "error", text: e.message })); }
-  };
-  const allow = el("button", { type: "button", text: "Allow once" });
-  const deny = el("button", { type: "button", text: "Deny" });
-  allow.addEventListener("click", () => answer("allow_once"));
-  deny.addEventListener("click", () => answer("deny_once"));
-  box.append(allow, " ", deny);
+    const r = await apiJson("POST", "/action-required/tool-confirmation", { id: data.id, action, sessionId: cur.id, principalType: "Tool" });
+    if (r && r.status === "unknown") box.append(el("p", { class: "error", text: "Too late: " + (r.message || "this tool call is no longer waiting.") }));
+    else {
+      box.append(el("p", { class: "note", text: action === "allow_once" ? "Allowed." : "Denied." }));
+      if (card && card.dataset.state === "waiting") setCardState(card, action === "allow_once" ? "running" : "failed");
+    }
+  }, null);
+  const acts = el("div", { class: "actions" },
+    button("Allow once", () => answer("allow_once"), { class: "primary" }), button("Deny", () => answer("deny_once")));
+  box.append(acts);
+  asks.set(data.id, { box, rid });
   return box;
 }
 
-function renderMessage(message) {
-  const li = messageItem(message);
-  for (const c of message.content || []) renderContent(li, message, c);
+function elicitForm(data, rid) {
+  const schema = data.requested_schema || {};
+  const props = schema.properties || {};
+  const required = new Set(schema.required || []);
+  const form = el("form", { class: "ask", "aria-label": "Request for information" }, el("p", { text: data.message || "An extension asks for information." }));
+  const fields = [];
+  for (const [name, p] of Object.entries(props)) {
+    const id = "el-" + data.id + "-" + name;
+    let label = el("label", { for: id, text: (p.title || name) + (required.has(name) ? " *" : "") });
+    let input;
+    const choices = Array.isArray(p.enum) ? p.enum.map((v, k) => [String(v), (p.enumNames && p.enumNames[k]) || String(v)])
+      : Array.isArray(p.oneOf) ? p.oneOf.filter((o) => o && o.const !== undefined).map((o) => [String(o.const), o.title || String(o.const)]) : null;
+    const items = p.type === "array" && p.items ? (p.items.enum ? p.items.enum.map((v) => [String(v), String(v)])
+      : (p.items.anyOf || p.items.oneOf || []).filter((o) => o && o.const !== undefined).map((o) => [String(o.const), o.title || String(o.const)])) : null;
+    if (items) {
+      input = el("fieldset", { id, class: "multi" }, el("legend", { class: "sr-only", text: p.title || name }),
+        ...items.map(([v, t]) => {
+          const box = el("input", { type: "checkbox", value: v });
+          box.checked = Array.isArray(p.default) && p.default.map(String).includes(v);
+          return el("label", { class: "inline" }, box, t);
+        }));
+      label = el("p", { class: "label", text: (p.title || name) + (required.has(name) ? " *" : "") });
+    } else if (choices) {
+      input = el("select", { id }, ...choices.map(([v, t]) => el("option", { value: v, text: t })));
+      if (p.default !== undefined) input.value = String(p.default);
+    } else if (p.type === "boolean") {
+      input = el("input", { id, type: "checkbox" });
+      if (p.default === true) input.checked = true;
+      label = el("label", { class: "inline" }, input, (p.title || name) + (required.has(name) ? " *" : ""));
+    } else {
+      const t = p.type === "number" || p.type === "integer" ? "number" : p.format === "email" ? "email" : p.format === "uri" ? "url" : p.format === "date" ? "date" : "text";
+      input = el("input", { id, type: t, required: required.has(name), min: p.minimum, max: p.maximum,
+        step: p.type === "number" ? "any" : undefined, minlength: p.minLength, maxlength: p.maxLength });
+      if (p.default !== undefined) input.value = String(p.default);
+    }
+    form.append(label);
+    if (!label.contains(input)) form.append(input);
+    if (p.description) form.append(el("div", { class: "note", text: p.description }));
+    fields.push({ name, p, input });
+  }
+  const send = (userData) => guard(async () => {
+    for (const b of form.querySelectorAll("button, input, select")) b.disabled = true;
+    await apiJson("POST", "/sessions/" + cur.id + "/reply", { request_id: uuid(), user_message: {
+      role: "user", created: Math.floor(Date.now() / 1000), id: uuid(),
+      content: [{ type: "actionRequired", data: { actionType: "elicitationResponse", id: data.id, user_data: userData } }],
+      metadata: { userVisible: false, agentVisible: false } } });
+    form.append(el("p", { class: "note", text: userData ? "Sent." : "Declined." }));
+  }, null);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const out = {};
+    for (const f of fields) {
+      if (f.input.tagName === "FIELDSET") out[f.name] = [...f.input.querySelectorAll("input:checked")].map((b) => b.value);
+      else if (f.p.type === "boolean") out[f.name] = f.input.checked;
+      else if (f.input.value === "") continue;
+      else if (f.p.type === "number" || f.p.type === "integer") out[f.name] = Number(f.input.value);
+      else out[f.name] = f.input.value;
+    }
+    send(out);
+  });
+  form.append(el("div", { class: "actions" }, el("button", { type: "submit", class: "primary", text: "Send" }), button("Decline", () => send(null))));
+  asks.set(data.id, { box: form, rid });
+  return form;
 }
 
-function handleEvent(ev) {
-  switch (ev.type) {
-    case "Message": renderMessage(ev.message); break;
-    case "Notification": {
-      const m = ev.message || {};
-      const p = m.params || {};
-      let text = m.method || "notification";
-      if (p.progress !== undefined) text = "progress " + p.progress + (p.total ? "/" + p.total : "") + (p.message ? " " + p.message : "");
-      else if (p.data !== undefined) text = (p.level ? p.level + ": " : "") + (typeof p.data === "string" ? p.data : JSON.stringify(p.data));
-      const target = toolNodes.get(ev.request_id);
-      const n = el("p", { class: "note", text });
-      if (target) target.append(n); else $("messages").append(el("li", { class: "note" }, n));
+function renderContent(message, c, rid, live) {
+  switch (c.type) {
+    case "text": if (c.text) appendText(message, c.text); break;
+    case "toolRequest": toolCard(c.id, c.toolCall, msgEntry(message).node); break;
+    case "toolResponse":
+      if (!toolResult(c.id, c.toolResult)) {
+        const card = toolCard(c.id, { status: "success", value: { name: "tool", arguments: {} } }, msgEntry(message).node);
+        toolResult(c.id, c.toolResult);
+        card.dataset.orphan = "1";
+      }
+      break;
+    case "actionRequired":
+    case "toolConfirmationRequest": {
+      const data = c.type === "actionRequired" ? c.data || {} : Object.assign({ actionType: "toolConfirmation" }, c);
+      if (data.actionType === "elicitationResponse") {
+        const a = asks.get(data.id);
+        if (a) for (const b of a.box.querySelectorAll("button, input, select")) b.disabled = true;
+        break;
+      }
+      if (asks.has(data.id)) break;
+      const node = msgEntry(message).node;
+      const box = data.actionType === "elicitation" ? elicitForm(data, rid) : data.actionType === "toolConfirmation" ? confirmBox(data, rid) : null;
+      if (!box) { node.append(el("p", { class: "note", text: "Action required: " + data.actionType })); break; }
+      node.append(box);
+      if (!live) for (const b of box.querySelectorAll("button, input, select")) b.disabled = true;
       break;
     }
-    case "Error": $("messages").append(el("li", { class: "msg error", role: "alert", text: "Error: " + ev.error })); break;
-    case "Finish": status("Done (" + ev.reason + ")."); break;
-    case "UpdateConversation":
-      $("messages").replaceChildren(); msgNodes.clear(); toolNodes.clear();
-      for (const m of ev.conversation || []) renderMessage(m);
+    case "thinking": case "reasoning":
+      msgEntry(message).node.append(el("details", { class: "note" }, el("summary", { text: "Thinking" }), el("pre", { text: c.thinking || c.text || "" })));
       break;
-    default: break; // Ping and unknown types
+    case "image":
+      if (/^image\/(png|jpeg|gif|webp)$/.test(c.mimeType || "")) msgEntry(message).node.append(el("img", { src: "data:" + c.mimeType + ";base64," + c.data, alt: "image" }));
+      break;
+    case "systemNotification": msgEntry(message).node.append(el("p", { class: "note", text: c.msg || "" })); break;
+    default: break;
+  }
+}
+function renderMessage(message, rid, live) {
+  if (message.metadata && message.metadata.userVisible === false) return;
+  for (const c of message.content || []) renderContent(message, c, rid, live);
+}
+
+function showConversation(conv) {
+  resetLog();
+  for (const m of conv || []) { if (m.id) stored.add(m.id); renderMessage(m, null, false); }
+  for (const card of cards.values()) if (card.dataset.state === "running") setCardState(card, "interrupted");
+  stick = true;
+  $("log").scrollTop = $("log").scrollHeight;
+  if (!(conv || []).length) $("log").append(el("div", { class: "empty", text: "Say hello: the conversation starts here." }));
+}
+
+function setBusy() {
+  const busy = active.size > 0;
+  $("stop-btn").hidden = !busy;
+  $("send-btn").hidden = busy;
+  $("send-btn").disabled = busy || !cur;
+  $("message-input").disabled = !cur;
+}
+
+// ---------- event stream ----------
+// Events of a request we do not know to be running: while the replay burst of a fresh connect
+// lasts (until its second ping), they wait. A Finish among them marks a request that is over:
+// dropped when the saved conversation has its messages, shown otherwise. What is still waiting
+// when the burst ends belongs to a request that started since (another tab) and is shown.
+const pending = new Map(); // request id -> [event]
+function endReplay() {
+  replaying = false;
+  for (const [rid, evs] of pending) { active.add(rid); setBusy(); for (const ev of evs) handleEvent(ev); }
+  pending.clear();
+}
+function handleEvent(ev) {
+  const rid = ev.chat_request_id || ev.request_id;
+  if (rid && ev.type !== "ActiveRequests" && !active.has(rid)) {
+    if (replaying) {
+      if (ev.type === "Finish") {
+        // Ended already: old, unless it said things the saved conversation lacks (it ran
+        // between our loading the conversation and connecting).
+        const evs = pending.get(rid) || [];
+        pending.delete(rid);
+        const fresh = (e) => e.type === "Message" && e.message && e.message.id && !stored.has(e.message.id)
+          && (e.message.content || []).some((c) => c.type === "text" || c.type === "toolRequest");
+        if (evs.some(fresh)) { active.add(rid); for (const e of evs) handleEvent(e); handleEvent(ev); }
+      } else { if (!pending.has(rid)) pending.set(rid, []); pending.get(rid).push(ev); }
+      return;
+    }
+    if (ev.type !== "Message" && ev.type !== "UpdateConversation") return; // the tail of a request we never saw
+    active.add(rid); setBusy();
+  }
+  switch (ev.type) {
+    case "ActiveRequests":
+      active = new Set(ev.request_ids || []);
+      setBusy();
+      if (active.size) status("A reply is running…");
+      break;
+    case "Message": {
+      const m = ev.message || {};
+      if (m.id && stored.has(m.id) && !streamed.has(m.id)) {
+        if (!active.has(rid)) break; // an old request's message, already shown from the saved conversation
+        const e = msgs.get(m.id);
+        if (e) {
+          for (const [k, c] of cards) if (e.node.contains(c)) cards.delete(k);
+          for (const [k, a] of asks) if (e.node.contains(a.box)) asks.delete(k);
+          e.node.replaceChildren(); e.segs = [];
+        }
+      }
+      if (m.role === "user" && m.id && msgs.has(m.id) && streamed.has(m.id)) break; // our own message, echoed
+      if (m.id) streamed.add(m.id);
+      $("empty") && $("empty").remove();
+      for (const x of $("log").querySelectorAll(".empty")) x.remove();
+      renderMessage(m, rid, true);
+      scrollDown();
+      break;
+    }
+    case "Notification": {
+      if (!active.has(ev.chat_request_id)) break;
+      const card = cards.get(ev.request_id);
+      const p = (ev.message || {}).params || {};
+      let text = (ev.message || {}).method || "notification";
+      if (p.progress !== undefined) text = "Progress " + p.progress + (p.total ? " / " + p.total : "") + (p.message ? ": " + p.message : "");
+      else if (p.data !== undefined) text = (p.level ? p.level + ": " : "") + (typeof p.data === "string" ? p.data : JSON.stringify(p.data));
+      if (card) {
+        let n = card.body.querySelector(".progress");
+        if (!n) { n = el("p", { class: "note progress" }); card.body.prepend(n); }
+        n.textContent = text;
+      }
+      break;
+    }
+    case "Error":
+      if (!active.has(rid)) break;
+      $("log").append(el("div", { class: "msg error", role: "alert", text: "Error: " + ev.error }));
+      scrollDown();
+      break;
+    case "Finish":
+      if (!active.has(rid)) break;
+      active.delete(rid);
+      for (const [, a] of asks) if (a.rid === rid) for (const b of a.box.querySelectorAll("button:not([disabled]), input, select")) b.disabled = true;
+      for (const card of cards.values()) if (card.dataset.state === "running" || card.dataset.state === "waiting") setCardState(card, "interrupted");
+      setBusy();
+      status("Done.");
+      loadSessions().catch(() => {});
+      break;
+    case "UpdateConversation":
+      showConversation(ev.conversation);
+      for (const m of ev.conversation || []) if (m.id) streamed.add(m.id);
+      break;
+    default: break;
   }
 }
 
-async function readSse(resp) {
+// A fetch()-based SSE reader: EventSource cannot send X-Secret-Key.
+async function readSse(resp, onFrame, onAlive, onComment) {
   const reader = resp.body.getReader();
   const dec = new TextDecoder();
   let buf = "";
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
+    if (done) return;
+    onAlive();
+    buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
     let cut;
-    while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
+    while ((cut = buf.indexOf("\n\n")) >= 0) {
       const frame = buf.slice(0, cut);
-      buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
-      const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:"))
-        .map((l) => l.slice(5).replace(/^ /, "")).join("\n");
-      if (!data) continue;
-      let ev;
-      try { ev = JSON.parse(data); } catch (_) { continue; }
-      handleEvent(ev);
-      const list = $("messages");
-      list.scrollTop = list.scrollHeight;
+      buf = buf.slice(cut + 2);
+      let id = null;
+      const data = [];
+      for (const line of frame.split("\n")) {
+        if (line.startsWith(":")) onComment(line.slice(1).trim());
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
+      }
+      if (data.length) onFrame(id, data.join("\n"));
     }
   }
 }
 
-async function send(text) {
-  if (!sessionId) { status("Start or resume a session first."); return; }
-  const user = { role: "user", created: Math.floor(Date.now() / 1000),
-    content: [{ type: "text", text }], metadata: { userVisible: true, agentVisible: true } };
-  renderMessage(user);
-  turn = new AbortController();
-  $("send-btn").disabled = true; $("stop-btn").disabled = false;
-  status("Waiting for the reply…");
-  try {
-    const resp = await api("POST", "/reply", { session_id: sessionId, user_message: user }, turn.signal);
-    await readSse(resp);
-    if (!$("status").textContent.startsWith("Done")) status("Reply ended.");
-  } catch (e) {
-    if (e.name === "AbortError") status("Stopped.");
-    else $("messages").append(el("li", { class: "msg error", role: "alert", text: "Error: " + e.message }));
-  } finally {
-    turn = null;
-    $("send-btn").disabled = false; $("stop-btn").disabled = true;
-    // A prompt left unanswered belongs to a turn that is over now.
-    for (const b of $("messages").querySelectorAll(".confirm button:not([disabled])")) b.disabled = true;
+async function follow(sid) {
+  if (follower) follower.abort();
+  const ctl = new AbortController();
+  follower = ctl;
+  let backoff = 500;
+  while (!ctl.signal.aborted && cur && cur.id === sid) {
+    let watchdog = null;
+    const alive = () => { clearTimeout(watchdog); watchdog = setTimeout(() => inner.abort(), 5000); };
+    const inner = new AbortController();
+    streamCtl = inner;
+    ctl.signal.addEventListener("abort", () => inner.abort(), { once: true });
+    let reload = false;
+    try {
+      const resp = await api("GET", "/sessions/" + sid + "/events", undefined, inner.signal,
+        lastSeq > 0 ? { "Last-Event-ID": String(lastSeq) } : undefined);
+      $("conn").textContent = "";
+      replaying = lastSeq === 0;
+      pending.clear();
+      backoff = 500;
+      alive();
+      await readSse(resp, (id, data) => {
+        if (id === "0") { reload = true; return; }
+        if (id !== null) lastSeq = Math.max(lastSeq, parseInt(id, 10) || 0);
+        let ev;
+        try { ev = JSON.parse(data); } catch (_) { return; }
+        handleEvent(ev);
+      }, alive, (c) => { if (replaying && /^ping [1-9]/.test(c)) endReplay(); });
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+      if (e.status === 404 || e.status === 401) return;
+    } finally { clearTimeout(watchdog); }
+    if (ctl.signal.aborted) return;
+    if (reload) {
+      // Too far behind: the saved conversation, then the stream from its start.
+      const s = await apiJson("GET", "/sessions/" + sid).catch(() => null);
+      if (s) showConversation(s.conversation);
+      lastSeq = 0;
+      continue;
+    }
+    $("conn").textContent = "Reconnecting…";
+    await new Promise((r) => { wake = r; setTimeout(r, backoff); });
+    wake = null;
+    backoff = Math.min(backoff * 2, 10000);
   }
 }
 
-function setSession(session, results) {
-  sessionId = session.id;
-  $("session-id").textContent = session.id + " (" + session.working_dir + ")";
-  $("messages").replaceChildren(); msgNodes.clear(); toolNodes.clear();
-  for (const m of session.conversation || []) renderMessage(m);
-  // Prompts in the history belong to turns that are over.
-  for (const b of $("messages").querySelectorAll(".confirm button")) b.disabled = true;
-  $("messages").scrollTop = $("messages").scrollHeight;
-  const box = $("extension-results");
+async function openSession(id, results) {
+  status("Opening session…");
+  if (follower) follower.abort();
+  active = new Set(); lastSeq = 0;
+  let s = null;
+  if (!results) {
+    const r = await apiJson("POST", "/agent/resume", { session_id: id, load_model_and_extensions: true });
+    s = r.session; results = r.extension_results;
+  } else s = await apiJson("GET", "/sessions/" + id);
+  cur = { id, working_dir: s.working_dir, name: s.name };
+  localStorage.setItem("gosling-last-session", id);
+  $("session-title").textContent = s.name || "Session " + id;
+  $("session-dir").textContent = s.working_dir || "";
+  showConversation(s.conversation);
+  const box = $("ext-results");
   box.replaceChildren();
-  loadResults.clear();
+  loadResults = new Map();
   for (const r of results || []) {
     loadResults.set(r.name, r);
-    box.append(el("p", { class: r.success ? "" : "error",
-      text: "Extension " + r.name + ": " + (r.success ? "loaded" : "failed: " + (r.error || "")) }));
+    if (!r.success) box.append(el("p", { class: "error", text: "Extension " + r.name + " failed to start: " + (r.error || "") }));
   }
-  refreshTools();
+  setBusy();
+  renderSessions();
+  follow(id);
+  status("");
+  $("sidebar").classList.remove("open");
+  $("message-input").focus();
 }
 
-async function resume(id) {
-  const r = await apiJson("POST", "/agent/resume", { session_id: id, load_model_and_extensions: true });
-  setSession(r.session, r.extension_results);
-  status("Session " + id + " ready.");
-  loadSessions().then(() => { $("session-select").value = id; }, () => {});
-}
-
-async function loadSessions() {
-  const r = await apiJson("GET", "/sessions");
-  const sel = $("session-select");
-  sel.replaceChildren();
-  for (const s of r.sessions || []) {
-    sel.append(el("option", { value: s.id, text: s.id + " — " + s.name + " (" + s.message_count + " messages)" }));
+async function send() {
+  const input = $("message-input");
+  const text = input.value;
+  if (!text.trim() || !cur || active.size) return;
+  const rid = uuid();
+  const user = { id: uuid(), role: "user", created: Math.floor(Date.now() / 1000),
+    content: [{ type: "text", text }], metadata: { userVisible: true, agentVisible: true } };
+  for (const x of $("log").querySelectorAll(".empty")) x.remove();
+  renderMessage(user, rid, true);
+  streamed.add(user.id);
+  stick = true; scrollDown();
+  input.value = ""; autosize();
+  active.add(rid); setBusy();
+  status("Thinking…");
+  try {
+    await apiJson("POST", "/sessions/" + cur.id + "/reply", { request_id: rid, user_message: user });
+  } catch (e) {
+    active.delete(rid); setBusy();
+    $("log").append(el("div", { class: "msg error", role: "alert", text: "Not sent: " + e.message }));
+    status("");
   }
-  if (!sel.options.length) sel.append(el("option", { value: "", text: "(no sessions)" }));
+}
+async function stop() {
+  if (!cur) return;
+  for (const rid of [...active]) await api("POST", "/sessions/" + cur.id + "/cancel", { request_id: rid }).catch(() => {});
+  status("Stopping…");
+}
+function autosize() {
+  const t = $("message-input");
+  t.style.height = "auto";
+  t.style.height = Math.min(t.scrollHeight + 2, 192) + "px";
 }
 
 // ---------- extensions ----------
+let loadResults = new Map();
+const nameToKey = (n) => n.replace(/\s/g, "").toLowerCase();
 async function refreshExtensions() {
-  const r = await apiJson("GET", "/config/extensions");
-  const w = $("ext-warnings");
-  w.replaceChildren(...(r.warnings || []).map((t) => el("li", { text: t })));
-  const body = $("ext-table").tBodies[0];
-  body.replaceChildren();
+  const [r, tools] = await Promise.all([apiJson("GET", "/config/extensions"),
+    cur ? apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(cur.id)).catch(() => null) : null]);
+  const inSession = cur ? ((await apiJson("GET", "/sessions/" + cur.id + "/extensions").catch(() => ({}))).extensions || []).map((e) => e.name) : [];
+  $("ext-warnings").replaceChildren(...(r.warnings || []).map((t) => el("li", { text: t })));
+  const list = $("ext-list");
+  list.replaceChildren();
   for (const ext of r.extensions || []) {
-    const toggle = el("button", { type: "button", text: ext.enabled ? "Disable" : "Enable" });
-    const remove = el("button", { type: "button", text: "Remove" });
-    toggle.addEventListener("click", () => guard(async () => {
+    const prefix = nameToKey(ext.name) + "__";
+    const mine = (tools || []).filter((t) => t.name.startsWith(prefix));
+    const lr = loadResults.get(ext.name);
+    let state = "not in this session", cls = "idle";
+    if (!ext.enabled) { state = "disabled"; cls = "off"; }
+    else if (!cur) { state = "enabled"; cls = "idle"; }
+    else if (lr && !lr.success) { state = "failed"; cls = "failed"; }
+    else if (mine.length || inSession.includes(ext.name)) { state = "running"; cls = "running"; }
+    const toggle = el("input", { type: "checkbox", role: "switch", "aria-label": "Enable " + ext.name });
+    toggle.checked = !!ext.enabled;
+    toggle.addEventListener("change", () => guard(async () => {
       const config = Object.assign({}, ext); delete config.enabled;
-      await apiJson("POST", "/config/extensions", { name: ext.name, config, enabled: !ext.enabled });
-      if (sessionId) {
-        if (!ext.enabled) await api("POST", "/agent/add_extension", { session_id: sessionId, config });
-        else await api("POST", "/agent/remove_extension", { session_id: sessionId, name: ext.name });
+      await apiJson("POST", "/config/extensions", { name: ext.name, config, enabled: toggle.checked });
+      if (cur) {
+        if (toggle.checked) await addToSession(config);
+        else await api("POST", "/agent/remove_extension", { session_id: cur.id, name: ext.name });
       }
-      await refreshTools();
-    }));
-    remove.addEventListener("click", () => guard(async () => {
-      if (!confirm("Remove extension " + ext.name + "?")) return;
-      await api("DELETE", "/config/extensions/" + encodeURIComponent(ext.name));
-      if (sessionId) await api("POST", "/agent/remove_extension", { session_id: sessionId, name: ext.name });
-      await refreshTools();
-    }));
-    body.append(el("tr", {},
-      el("td", { text: ext.name }), el("td", { text: ext.type }),
-      el("td", { text: ext.enabled ? "yes" : "no" }), el("td", {}, sessionCell(ext)), el("td", {}, toggle, " ", remove)));
+      await refreshExtensions();
+    }, $("ext-error")));
+    const item = el("li", { "data-name": ext.name },
+      el("div", { class: "ext-row" }, el("span", { class: "ename", text: ext.name }), el("span", { class: "muted", text: ext.type }),
+        el("span", { class: "badge " + cls, text: state }),
+        el("label", { class: "switch" }, toggle, "on"),
+        button("Remove", () => guard(async () => {
+          if (!confirm("Remove extension " + ext.name + "?")) return;
+          await api("DELETE", "/config/extensions/" + encodeURIComponent(ext.name));
+          if (cur) await api("POST", "/agent/remove_extension", { session_id: cur.id, name: ext.name }).catch(() => {});
+          await refreshExtensions();
+        }, $("ext-error")), { "aria-label": "Remove " + ext.name })));
+    if (lr && !lr.success) item.append(el("pre", { class: "error", text: lr.error || "" }));
+    if (mine.length) {
+      item.append(el("details", {}, el("summary", { text: mine.length + " tools" }),
+        el("ul", {}, ...mine.map((t) => el("li", {}, el("code", { text: t.name.slice(prefix.length) }), t.description ? " — " + t.description : "")))));
+    }
+    list.append(item);
+  }
+  if (!list.children.length) list.append(el("li", { class: "muted", text: "No extensions configured." }));
+}
+async function addToSession(config) {
+  if (!cur) return;
+  try { await api("POST", "/agent/add_extension", { session_id: cur.id, config }); loadResults.delete(config.name); }
+  catch (e) { loadResults.set(config.name, { name: config.name, success: false, error: e.message }); }
+}
+function selectTab(name) {
+  for (const t of ["form", "link", "json"]) {
+    const on = t === name;
+    $("tab-" + t).setAttribute("aria-selected", String(on));
+    $("tab-" + t).tabIndex = on ? 0 : -1;
+    $("pane-" + t).hidden = !on;
   }
 }
-
-// Whether the extension runs in the current session, its load error, and its tools.
-function sessionCell(ext) {
-  if (!sessionId || !lastTools) return "no session";
-  const prefix = nameToKey(ext.name) + "__";
-  const tools = lastTools.filter((t) => t.name.startsWith(prefix));
-  const r = loadResults.get(ext.name);
-  if (r && !r.success) return el("span", { class: "error", text: "failed: " + (r.error || "") });
-  if (!tools.length) return "not running";
-  return el("details", {}, el("summary", { text: "running, " + tools.length + " tools" }),
-    el("ul", {}, ...tools.map((t) => el("li", {}, el("code", { text: t.name.slice(prefix.length) }), t.description ? " — " + t.description : ""))));
-}
-
-async function refreshTools() {
-  const list = $("tools-list");
-  lastTools = null;
-  if (!sessionId) {
-    list.replaceChildren(el("li", { text: "(no session)" }));
-  } else {
-    try {
-      const tools = await apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(sessionId));
-      lastTools = tools;
-      list.replaceChildren(...tools.map((t) => el("li", {}, el("code", { text: t.name }), " — " + (t.description || ""))));
-      if (!tools.length) list.append(el("li", { text: "(no tools)" }));
-    } catch (e) { list.replaceChildren(el("li", { class: "error", text: e.message })); }
-  }
-  await refreshExtensions();
-}
-
 function extFormConfig() {
   const name = $("ext-name").value.trim();
   const type = document.querySelector("input[name=ext-type]:checked").value;
-  const envKeys = $("ext-envkeys").value.split(",").map((s) => s.trim()).filter(Boolean);
-  const timeout = parseInt($("ext-timeout").value, 10) || 300;
-  const config = { type, name, description: "", env_keys: envKeys, timeout };
+  const config = { type, name, description: "", timeout: parseInt($("ext-timeout").value, 10) || 300,
+    env_keys: $("ext-envkeys").value.split(",").map((s) => s.trim()).filter(Boolean), envs: {} };
   if (type === "stdio") {
     config.cmd = $("ext-cmd").value.trim();
     config.args = $("ext-args").value.split("\n").map((s) => s.trim()).filter(Boolean);
-    config.envs = {};
-  } else {
-    config.uri = $("ext-uri").value.trim();
-    config.headers = {};
-    config.envs = {};
-  }
+  } else { config.uri = $("ext-uri").value.trim(); config.headers = {}; }
   return config;
 }
 
-// ---------- install ----------
 function describePlan(plan) {
   const sm = plan.summary || {};
   const dl = el("dl", { class: "plan" });
   const row = (k, v) => { if (v !== undefined && v !== null && v !== "") dl.append(el("dt", { text: k }), el("dd", {}, v)); };
-  row("Name", plan.name + " (key " + plan.key + ")");
+  row("Name", plan.name + (plan.key ? " (key " + plan.key + ")" : ""));
   row("Type", sm.type);
   row("Description", sm.description);
-  if (sm.command !== undefined) {
-    row("Runs", el("code", { text: [sm.command].concat(sm.args || []).join(" ") }));
-    row("Exact argv", el("pre", { text: JSON.stringify([sm.command].concat(sm.args || [])) }));
-  }
+  if (sm.command !== undefined) row("Runs", el("code", { text: [sm.command].concat(sm.args || []).join(" ") }));
   row("Connects to", sm.url);
-  if ((sm.headers || []).length) row("Sends headers", sm.headers.join(", "));
-  if ((sm.env || []).length) {
-    row("Environment", el("ul", {}, ...sm.env.map((e) => el("li", {}, el("code", { text: e.name }), e.description ? " — " + e.description : ""))));
-  }
+  if ((sm.headers || []).length) row("Sends headers", sm.headers.map((x) => typeof x === "string" ? x : JSON.stringify(x)).join(", "));
+  if ((sm.env || []).length) row("Environment", el("ul", {}, ...sm.env.map((e) => el("li", {}, el("code", { text: e.name || String(e) }), e.description ? " — " + e.description : ""))));
   if ((sm.reads || []).length) {
-    row("Reads stored secrets", el("ul", {}, ...sm.reads.map((r) => el("li", {}, r.where + " \u2190 ", el("code", { text: r.secret }), r.refused ? " (refused: one of gosling's own secrets)" : r.stored ? " (stored)" : " (not stored yet)"))));
+    row("Reads stored secrets", el("ul", {}, ...sm.reads.map((r) => el("li", {}, r.where + " \u2190 ", el("code", { text: r.secret }),
+      r.refused ? " (refused: one of gosling's own secrets)" : r.stored ? " (stored)" : " (not stored yet)"))));
   }
   row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
   row("Installation notes", sm.installation_notes);
-  if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.join(", "));
+  if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.map((s) => typeof s === "string" ? s : JSON.stringify(s)).join(", "));
   if ((plan.refused_secrets || []).length) row("Refused (gosling's own secrets, never sent)", plan.refused_secrets.join(", "));
-  const box = el("div", {}, dl);
+  if ((plan.how_to_provide || []).length) row("How to provide", el("ul", {}, ...plan.how_to_provide.map((x) => el("li", { text: typeof x === "string" ? x : JSON.stringify(x) }))));
+  const box = el("div", { class: "plan-box" }, dl);
   if ((plan.warnings || []).length) box.append(el("ul", { class: "warnings" }, ...plan.warnings.map((w) => el("li", { text: "Warning: " + w }))));
   box.append(el("details", {}, el("summary", { text: "Full configuration" }), el("pre", { text: JSON.stringify(plan.config, null, 2) })));
   return box;
 }
-
 async function checkInstall(link) {
   const out = $("install-plan");
-  $("install-error").textContent = "";
+  out.replaceChildren();
   const plan = await apiJson("POST", "/extensions/install", { link, dry_run: true });
-  const go = el("button", { type: "button", text: "Install " + plan.name });
-  const cancel = el("button", { type: "button", text: "Cancel" });
-  out.replaceChildren(el("h3", { text: "This link will install:" }), describePlan(plan), go, " ", cancel);
-  cancel.addEventListener("click", () => out.replaceChildren());
-  go.addEventListener("click", () => guard(async () => {
+  const go = button("Install " + plan.name, () => guard(async () => {
     go.disabled = true;
     const done = await apiJson("POST", "/extensions/install", { link, dry_run: false });
     out.replaceChildren(el("p", { text: "Saved " + done.name + (done.enabled ? " (enabled)." : " (disabled until its secrets are set).") }));
     if ((done.refused_secrets || []).length) out.append(el("p", { text: "It stays disabled: " + done.next }));
     else if ((done.missing_secrets || []).length) out.append(secretsForm(done));
-    else await afterInstall(done);
-  }, $("install-error")));
+    else { if (done.enabled) await addToSession(done.config); await refreshExtensions(); }
+  }, $("ext-error")), { class: "primary" });
+  out.replaceChildren(el("h3", { text: "This link will install:" }), describePlan(plan),
+    el("div", { class: "actions" }, button("Cancel", () => out.replaceChildren()), go));
 }
-
 function secretsForm(done) {
-  const form = el("form", { class: "secrets" }, el("p", { text: "Provide the missing secrets (write-only):" }));
-  const inputs = done.missing_secrets.map((name) => {
+  const form = el("form", { class: "plan-box" }, el("p", { text: "Provide the missing secrets (write-only):" }));
+  const inputs = done.missing_secrets.map((s) => {
+    const name = typeof s === "string" ? s : s.name || s.key;
     const id = "secret-" + name.replace(/[^A-Za-z0-9_]/g, "_");
-    const input = el("input", { id, type: "password", autocomplete: "off", required: "" });
+    const input = el("input", { id, type: "password", autocomplete: "off", required: true });
     input.dataset.name = name;
     const about = ((done.summary || {}).env || []).find((e) => e.name === name);
     form.append(el("label", { for: id, text: name + (about && about.description ? " — " + about.description : "") }), input);
     return input;
   });
-  form.append(el("button", { type: "submit", text: "Save secrets and enable" }));
+  form.append(el("div", { class: "actions" }, el("button", { type: "submit", class: "primary", text: "Save secrets and enable" })));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     guard(async () => {
-      for (const i of inputs) {
-        await apiJson("POST", "/config/upsert", { key: i.dataset.name, value: i.value, is_secret: true });
-        i.value = "";
-      }
+      for (const i of inputs) { await apiJson("POST", "/config/upsert", { key: i.dataset.name, value: i.value, is_secret: true }); i.value = ""; }
       await apiJson("POST", "/config/extensions", { name: done.config.name, config: done.config, enabled: true });
       form.replaceChildren(el("p", { text: "Secrets saved; " + done.name + " enabled." }));
-      await afterInstall(done);
-    }, $("install-error"));
+      await addToSession(done.config);
+      await refreshExtensions();
+    }, $("ext-error"));
   });
   return form;
 }
 
-async function afterInstall(done) {
-  if (sessionId) {
-    try { await api("POST", "/agent/add_extension", { session_id: sessionId, config: done.config }); }
-    catch (e) { $("install-error").textContent = "Saved, but activating in this session failed: " + e.message; }
+// mcpServers JSON (Claude Desktop, Cursor, .mcp.json): each server becomes the goose:// link it
+// would be, checked and installed by POST /extensions/install, so a pasted snippet meets the
+// same trust policy, summary and secret prompts as a link or `gosling import`.
+function parseMcpServers(text) {
+  let j;
+  try { j = JSON.parse(text); } catch (e) { throw new Error("Not JSON: " + e.message); }
+  const servers = j && typeof j === "object" ? (j.mcpServers || j.servers || j) : null;
+  if (!servers || typeof servers !== "object" || Array.isArray(servers)) throw new Error("Expected {\"mcpServers\": {\"name\": {\"command\": …}}}.");
+  const out = [];
+  for (const [name, s] of Object.entries(servers)) {
+    if (!s || typeof s !== "object") throw new Error("Server " + name + " is not an object.");
+    const env = s.env && typeof s.env === "object" ? s.env : {};
+    const q = new URLSearchParams();
+    if (s.command) {
+      q.append("cmd", String(s.command));
+      for (const a of Array.isArray(s.args) ? s.args : []) q.append("arg", String(a));
+    } else if (s.url) {
+      q.append("url", String(s.url));
+      for (const [k, v] of Object.entries(s.headers || {})) q.append("header", k + "=" + v);
+    } else throw new Error("Server " + name + " has neither command nor url.");
+    q.append("name", name);
+    for (const k of Object.keys(env)) q.append("env", k + "=from the pasted mcpServers snippet");
+    out.push({ name, link: "goose://extension?" + q.toString(), values: env });
   }
-  await refreshTools();
+  if (!out.length) throw new Error("The snippet names no servers.");
+  return out;
+}
+async function checkJson() {
+  const out = $("json-plan");
+  out.replaceChildren();
+  const items = parseMcpServers($("json-input").value);
+  const ok = [];
+  for (const it of items) {
+    try {
+      const plan = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: true });
+      out.append(el("h3", { text: it.name }), describePlan(plan));
+      ok.push(it);
+    } catch (e) {
+      out.append(el("h3", { text: it.name }), el("p", { class: "error", role: "alert", text: e.message }));
+    }
+  }
+  if (!ok.length) return;
+  const res = el("ul", { "aria-label": "Results" });
+  const go = button("Add " + ok.length + (ok.length === 1 ? " extension" : " extensions"), () => guard(async () => {
+    go.disabled = true;
+    for (const it of ok) {
+      try {
+        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false });
+        const still = [];
+        for (const m of done.missing_secrets || []) {
+          const k = typeof m === "string" ? m : m.name || m.key;
+          const v = it.values[k];
+          if (v !== undefined && String(v) !== "") await apiJson("POST", "/config/upsert", { key: k, value: String(v), is_secret: true });
+          else still.push(m);
+        }
+        if (still.length) {
+          res.append(el("li", {}, it.name + ": saved, disabled until its secrets are set", secretsForm(Object.assign({}, done, { missing_secrets: still }))));
+          continue;
+        }
+        if (!done.enabled) await apiJson("POST", "/config/extensions", { name: done.config.name, config: done.config, enabled: true });
+        await addToSession(done.config);
+        res.append(el("li", { text: it.name + ": added" }));
+      } catch (e) { res.append(el("li", { class: "error", text: it.name + ": " + e.message })); }
+    }
+    await refreshExtensions();
+  }, $("ext-error")), { class: "primary" });
+  out.append(el("p", { class: "note", text: "Environment values in the snippet are saved as secrets (write-only)." }),
+    el("div", { class: "actions" }, go), res);
 }
 
 // ---------- settings ----------
 const HOST_KEYS = { openai: "OPENAI_HOST", anthropic: "ANTHROPIC_HOST", ollama: "OLLAMA_HOST" };
 const API_KEYS = { openai: "OPENAI_API_KEY", anthropic: "ANTHROPIC_API_KEY" };
-
-async function upsert(k, value, isSecret) {
-  await apiJson("POST", "/config/upsert", { key: k, value, is_secret: isSecret });
+const upsert = (k, value, isSecret) => apiJson("POST", "/config/upsert", { key: k, value, is_secret: isSecret });
+async function saveSettings() {
+  $("settings-msg").textContent = "Saving…";
+  const provider = $("set-provider").value;
+  const model = $("set-model").value.trim();
+  const host = $("set-host").value.trim();
+  const apiKey = $("set-apikey").value;
+  const mode = $("set-mode").value;
+  if (host && !HOST_KEYS[provider]) throw new Error("Choose a provider to set its host.");
+  if (apiKey && !API_KEYS[provider]) throw new Error("Choose openai or anthropic to set an API key.");
+  if (mode) await upsert("GOOSE_MODE", mode, false);
+  if (provider) await upsert("GOOSE_PROVIDER", provider, false);
+  if (model) await upsert("GOOSE_MODEL", model, false);
+  if (host) await upsert(HOST_KEYS[provider], host, false);
+  if (apiKey) await upsert(API_KEYS[provider], apiKey, true);
+  $("settings-form").reset();
+  $("settings-msg").textContent = "Settings saved.";
 }
 
 // ---------- wiring ----------
-async function guard(f, errEl) {
-  try { await f(); }
-  catch (e) {
-    if (e.status === 401) { status("The secret key was refused; enter it again."); $("key-section").className = ""; }
-    (errEl || $("status")).textContent = e.message;
-  }
-}
-
 function on(id, ev, f) { $(id).addEventListener(ev, f); }
-function onSubmit(id, f, errEl) {
-  on(id, "submit", (e) => { e.preventDefault(); guard(f, errEl); });
+function onSubmit(id, f, errEl) { on(id, "submit", (e) => { e.preventDefault(); guard(f, errEl); }); }
+function signedIn() {
+  $("key-dialog").close();
+  guard(async () => {
+    await loadSessions();
+    const last = localStorage.getItem("gosling-last-session");
+    if (!cur && last && sessions.some((s) => s.id === last)) await openSession(last);
+  });
 }
 
 async function init() {
-  await takeKeyFromFragment();
-  if (key()) showKeyState();
-  else if (!$("status").textContent) showKeyState();
+  for (const d of document.querySelectorAll("dialog")) {
+    for (const b of d.querySelectorAll("button.close")) b.addEventListener("click", () => d.close());
+  }
   onSubmit("key-form", async () => {
     sessionStorage.setItem(KEY_STORE, $("key-input").value);
     $("key-input").value = "";
-    try {
-      await apiJson("GET", "/config/extensions"); // checks the key
-    } catch (e) {
-      if (e.status === 401) sessionStorage.removeItem(KEY_STORE);
-      throw e;
-    }
-    showKeyState();
-    await Promise.all([refreshExtensions(), loadSessions()]);
+    try { await apiJson("GET", "/sessions"); } catch (e) { $("key-error").textContent = e.message; throw e; }
+    $("key-error").textContent = "";
+    signedIn();
+  }, $("key-error"));
+  on("key-forget", "click", () => {
+    sessionStorage.removeItem(KEY_STORE);
+    if (follower) follower.abort();
+    cur = null; sessions = []; active = new Set();
+    resetLog(); renderSessions(); setBusy();
+    $("session-title").textContent = "No session"; $("session-dir").textContent = "";
+    askKey("");
   });
-  on("key-forget", "click", () => { sessionStorage.removeItem(KEY_STORE); showKeyState(); });
+  // Without a key there is nothing to go back to: Esc does not close the sign-in dialog.
+  on("key-dialog", "cancel", (e) => { if (!key()) e.preventDefault(); });
+  on("new-session", "click", openNewDialog);
   onSubmit("start-form", async () => {
-    const s = await apiJson("POST", "/agent/start", { working_dir: $("workdir").value.trim() });
-    status("Loading extensions…");
-    await resume(s.id);
-  });
-  onSubmit("resume-form", async () => {
-    const id = $("session-select").value;
-    if (id) await resume(id);
-  });
-  on("sessions-refresh", "click", () => guard(loadSessions));
-  onSubmit("send-form", async () => {
-    const t = $("message-input").value;
-    if (!t.trim() || turn) return;
-    $("message-input").value = "";
-    await send(t);
-  });
+    const dir = $("workdir").value.trim();
+    const s = await apiJson("POST", "/agent/start", { working_dir: dir });
+    rememberDir(dir);
+    $("new-dialog").close();
+    status("Starting extensions…");
+    await openSession(s.id);
+    await loadSessions();
+  }, $("start-error"));
+  on("session-search", "input", renderSessions);
+  on("side-open", "click", () => { $("sidebar").classList.add("open"); $("session-search").focus(); });
+  on("side-close", "click", () => { $("sidebar").classList.remove("open"); $("side-open").focus(); });
+  on("open-extensions", "click", () => { $("ext-error").textContent = ""; $("ext-dialog").showModal(); guard(refreshExtensions, $("ext-error")); });
+  on("open-settings", "click", () => $("settings-dialog").showModal());
+  onSubmit("composer", send);
   on("message-input", "keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); $("send-form").requestSubmit(); }
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); guard(send); }
+    else if (e.key === "Escape" && active.size) { e.preventDefault(); guard(stop); }
   });
-  on("stop-btn", "click", () => { if (turn) turn.abort(); });
-  on("ext-refresh", "click", () => guard(refreshTools));
-  on("tools-refresh", "click", () => guard(refreshTools));
+  on("message-input", "input", autosize);
+  window.addEventListener("resize", scrollDown);
+  // The network went away: drop the stream now (not at the watchdog) and come back when it returns.
+  window.addEventListener("offline", () => { if (streamCtl) streamCtl.abort(); });
+  window.addEventListener("online", () => { if (wake) wake(); });
+  on("log", "scroll", () => { const l = $("log"); stick = l.scrollHeight - l.scrollTop - l.clientHeight < 80; });
+  on("stop-btn", "click", () => guard(stop));
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && active.size && !document.querySelector("dialog[open]")) guard(stop);
+  });
+  for (const t of ["form", "link", "json"]) on("tab-" + t, "click", () => selectTab(t));
+  $("tab-form").parentElement.addEventListener("keydown", (e) => {
+    const order = ["form", "link", "json"];
+    const i = order.findIndex((t) => $("tab-" + t).getAttribute("aria-selected") === "true");
+    const d = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
+    if (d) { const t = order[(i + d + 3) % 3]; selectTab(t); $("tab-" + t).focus(); }
+  });
   onSubmit("ext-form", async () => {
-    $("ext-error").textContent = "";
     const config = extFormConfig();
     await apiJson("POST", "/config/extensions", { name: config.name, config, enabled: true });
-    if (sessionId && $("ext-session").checked) await api("POST", "/agent/add_extension", { session_id: sessionId, config });
+    if ($("ext-session").checked) await addToSession(config);
     $("ext-form").reset();
-    status("Added extension " + config.name + ".");
-    await refreshTools();
+    await refreshExtensions();
   }, $("ext-error"));
-  onSubmit("install-form", () => checkInstall($("install-link").value.trim()), $("install-error"));
-  onSubmit("settings-form", async () => {
-    $("settings-msg").textContent = "Saving…";
-    const provider = $("set-provider").value;
-    const model = $("set-model").value.trim();
-    const host = $("set-host").value.trim();
-    const apiKey = $("set-apikey").value;
-    const mode = $("set-mode").value;
-    if (mode) await upsert("GOOSE_MODE", mode, false);
-    if (host && !HOST_KEYS[provider]) throw new Error("Choose a provider to set its host.");
-    if (apiKey && !API_KEYS[provider]) throw new Error("Choose openai or anthropic to set an API key.");
-    if (provider) await upsert("GOOSE_PROVIDER", provider, false);
-    if (model) await upsert("GOOSE_MODEL", model, false);
-    if (host) {
-      if (!HOST_KEYS[provider]) throw new Error("Choose a provider to set its host.");
-      await upsert(HOST_KEYS[provider], host, false);
-    }
-    if (apiKey) {
-      if (!API_KEYS[provider]) throw new Error("Choose openai or anthropic to set an API key.");
-      await upsert(API_KEYS[provider], apiKey, true);
-      $("set-apikey").value = "";
-    }
-    $("settings-form").reset();
-    $("settings-msg").textContent = "Settings saved.";
-  }, $("settings-msg"));
+  onSubmit("install-form", () => checkInstall($("install-link").value.trim()), $("ext-error"));
+  onSubmit("json-form", async () => checkJson(), $("ext-error"));
+  onSubmit("settings-form", saveSettings, $("settings-msg"));
   onSubmit("secret-form", async () => {
     const name = $("secret-name").value.trim();
     if (!name) throw new Error("Give the secret a name.");
@@ -542,7 +921,10 @@ async function init() {
     $("secret-value").value = "";
     $("settings-msg").textContent = "Secret " + name + " saved.";
   }, $("settings-msg"));
-  if (key()) guard(async () => { await refreshExtensions(); await loadSessions(); });
+  setBusy();
+  window.addEventListener("hashchange", async () => { await takeKeyFromFragment(); if (key()) signedIn(); });
+  await takeKeyFromFragment();
+  if (key()) signedIn(); else askKey();
 }
 
 document.addEventListener("DOMContentLoaded", init);

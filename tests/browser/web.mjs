@@ -1,7 +1,8 @@
-// Browser test of the built-in web page (issue 10 "Must show"): the real gosling binary, llmock
-// as the OpenAI provider, the Python SDK's MCP server over stdio as a real MCP server (its tools
-// need no network, whichever one llmock picks), and headless
-// Chromium driven by playwright-core. Run through scripts/browser-test, which sets
+// Browser test of the built-in web page (issue 19 "Must show"): the real gosling binary, llmock
+// as the OpenAI provider (scripted through its /_llmock control API where the test needs a given
+// answer or a stall mid-stream), the Python SDK's MCP server over stdio as a real MCP server
+// (its tools need no network, whichever one llmock picks), and headless Chromium driven by
+// playwright-core. Run through scripts/browser-test, which sets
 // GOSLING_BIN, PEERS_ENV, CHROMIUM, NODE_PATH and ARTIFACTS.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -73,10 +74,33 @@ let step = 0;
 let currentPage = null;
 async function shot(page, name) {
   step += 1;
-  const file = path.join(ART, String(step).padStart(2, "0") + "-" + name + ".png");
-  await page.screenshot({ path: file, fullPage: true });
+  const vp = page.viewportSize();
+  const file = path.join(ART, String(step).padStart(2, "0") + "-" + name + "-" + vp.width + "x" + vp.height + ".png");
+  await page.screenshot({ path: file });
   console.log("screenshot " + file);
 }
+
+async function llmock(port, behaviors) {
+  const r = await fetch("http://127.0.0.1:" + port + "/_llmock/scenario", { method: "POST",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ behaviors }) });
+  if (!r.ok) throw new Error("llmock scenario refused: " + r.status + " " + await r.text());
+}
+
+// Waits until no reply runs (the Stop button is hidden again).
+async function idle(page) {
+  await page.waitForSelector("#stop-btn", { state: "hidden", timeout: 120_000 });
+}
+
+async function sendMessage(page, text) {
+  await page.fill("#message-input", text);
+  await page.press("#message-input", "Enter");
+}
+
+const MD_ANSWER = "## Plan BEGIN-MD\n\nHere is **bold**, *emphasis*, `inline code` and a [link](https://example.com/docs).\n\n" +
+  "- first item\n- second item\n\n| Tool | State |\n|---|:-:|\n| echo | done |\n\n```python\nprint(\"hello\")\n```\n\n" +
+  "[bad](javascript:alert(1)) <script>alert(2)</script> END-MD";
+const ECHO = { name: "pyserver__echo", arguments: { message: "hello" } };
+const LONG_ANSWER = "BEGIN-RELOAD " + Array.from({ length: 40 }, (_, i) => "word" + i).join(" ") + " END-RELOAD";
 
 async function main() {
   const P = peers();
@@ -98,6 +122,8 @@ async function main() {
     GOSLING_PRINT_LOGIN_LINK: "1",
     // Plain HTTP: headless Chromium would refuse the self-signed certificate of the default.
     GOOSE_TLS: "false",
+    // The pasted mcpServers snippet meets the links' policy: let it run the peers' interpreters.
+    GOSLING_ALLOWED_COMMANDS: P.MCP_PEER_PYTHON + "," + P.MCP_PEER_NODE,
   });
   const srv = start(BIN, ["agent", "--port", "0"], env, path.join(ART, "gosling.log"));
   const base = await waitListening(srv, 30_000);
@@ -109,26 +135,101 @@ async function main() {
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
       "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1000, height: 900 },
+    viewport: { width: 1280, height: 800 },
+    colorScheme: "light",
   });
   const page = ctx.pages()[0] || await ctx.newPage();
   page.setDefaultTimeout(TIMEOUT);
   currentPage = page;
   const consoleErrors = [];
-  // Chromium logs every non-2xx fetch: exactly one 401 (the wrong key) and one 400 (the
-  // validation step) are expected; anything else (a CSP violation, a stray 401) fails.
-  const expected = { "401 (Unauthorized)": 1, "400 (Bad Request)": 1 };
-  page.on("console", (m) => {
-    if (m.type() !== "error") return;
-    const st = /status of (\d{3} \([^)]*\))/.exec(m.text());
-    if (st && expected[st[1]] > 0) expected[st[1]] -= 1;
-    else consoleErrors.push(m.text());
-  });
-  page.on("pageerror", (e) => consoleErrors.push(String(e)));
-  page.on("dialog", (d) => d.accept());
+  // Chromium logs every non-2xx fetch: exactly one 401 (the wrong key) and one 403 (the refused
+  // link) are expected; anything else (a CSP violation, a stray 401) fails.
+  const expected = { "401 (Unauthorized)": 1, "403 (Forbidden)": 1 };
+  const watch = (p) => {
+    p.on("console", (m) => {
+      if (m.type() !== "error") return;
+      const st = /status of (\d{3} \([^)]*\))/.exec(m.text());
+      if (st && expected[st[1]] > 0) expected[st[1]] -= 1;
+      else consoleErrors.push(m.text());
+    });
+    p.on("pageerror", (e) => consoleErrors.push(String(e)));
+    p.on("dialog", (d) => d.accept());
+  };
+  watch(page);
 
-  // 1. The one-time login link the server printed signs the page in; then forget the key and
-  //    enter it by hand.
+  // 0. First paint on loopback: the best of five fresh loads.
+  const paints = [];
+  for (let i = 0; i < 5; i++) {
+    await page.goto("about:blank");
+    await page.goto(base + "/");
+    await page.waitForSelector("#key-dialog[open]");
+    await page.waitForFunction(() => performance.getEntriesByType("paint").length > 0);
+    paints.push(await page.evaluate(() => {
+      const e = performance.getEntriesByType("paint").find((x) => x.name === "first-contentful-paint")
+        || performance.getEntriesByType("paint").find((x) => x.name === "first-paint");
+      return e ? e.startTime : NaN;
+    }));
+  }
+  const firstPaint = Math.min(...paints);
+  console.log("first contentful paint on loopback: " + firstPaint.toFixed(1) + " ms (loads: " + paints.map((p) => p.toFixed(1)).join(", ") + ")");
+  if (!(firstPaint < 100)) throw new Error("first paint took " + firstPaint + " ms; the budget is 100 ms");
+  const size = await page.evaluate(async () => {
+    let n = 0;
+    for (const p of ["/", "/app.js", "/markdown.js", "/style.css"]) n += (await (await fetch(p)).text()).length;
+    return n;
+  });
+  console.log("page size (HTML+CSS+JS): " + size + " bytes");
+  if (size >= 100 * 1024) throw new Error("the page is " + size + " bytes; the budget is 100 KB");
+
+  // 1. The Markdown renderer with hostile input: text only, safe links, bounded time.
+  const hostile = await page.evaluate(() => {
+    const R = window.goslingMarkdown;
+    const out = {};
+    const host = document.createElement("div");
+    const t0 = performance.now();
+    host.append(R.render("<script>alert(1)</script> <img src=x onerror=alert(2)> <iframe src=//evil></iframe>\n\n" +
+      "[click](javascript:alert(3)) [data](data:text/html,hi) [vb](  JavaScript:alert(4)) [ok](https://example.com/a)\n\n" +
+      "<a href=\"javascript:alert(5)\">x</a>\n\n```js\nunterminated <b>fence</b>\n\n# still code"));
+    out.small = performance.now() - t0;
+    out.elements = [...host.querySelectorAll("script, img, iframe, object, embed, style, b")].map((e) => e.tagName);
+    out.hrefs = [...host.querySelectorAll("a")].map((a) => a.getAttribute("href") + " " + a.rel);
+    out.text = host.textContent;
+    out.codeTail = host.querySelector("pre code").textContent;
+    out.handlers = [...host.querySelectorAll("*")].filter((e) => [...e.attributes].some((a) => /^on/i.test(a.name))).length;
+    const big = [];
+    const cases = {
+      text: "word **bold** `code` [l](https://x.y) <b>tag</b> ".repeat(20000),
+      fence: "```\n" + "x<y>&z\n".repeat(150000),
+      backticks: "`".repeat(1 << 20),
+      brackets: "[".repeat(1 << 19) + "](".repeat(1 << 18),
+      stars: "*a _b ~~c ".repeat(100000),
+      quotes: ">".repeat(1 << 20),
+      list: "- ".repeat(1 << 19),
+      table: "|a|b|\n|-|-|\n" + "|1|2|\n".repeat(100000),
+    };
+    for (const [name, src] of Object.entries(cases)) {
+      const t = performance.now();
+      const f = R.render(src);
+      const d = document.createElement("div");
+      d.append(f);
+      big.push({ name, chars: src.length, ms: performance.now() - t, unsafe: d.querySelectorAll("script, img, iframe").length });
+    }
+    out.big = big;
+    return out;
+  });
+  console.log("markdown hostile input: " + hostile.big.map((b) => b.name + " " + b.chars + " chars " + b.ms.toFixed(0) + " ms").join("; "));
+  if (hostile.elements.length) throw new Error("the renderer made elements from input: " + hostile.elements);
+  if (hostile.handlers) throw new Error("the renderer made event-handler attributes");
+  if (hostile.hrefs.length !== 1 || hostile.hrefs[0] !== "https://example.com/a noopener noreferrer") throw new Error("unsafe or missing links: " + hostile.hrefs);
+  if (!hostile.text.includes("<script>alert(1)</script>") || !hostile.text.includes("[click](javascript:alert(3))")) throw new Error("hostile text was not shown as text: " + hostile.text.slice(0, 300));
+  if (!hostile.codeTail.includes("<b>fence</b>") || !hostile.codeTail.includes("# still code")) throw new Error("an unterminated fence did not run to the end: " + hostile.codeTail);
+  for (const b of hostile.big) {
+    if (b.unsafe) throw new Error("unsafe elements from " + b.name);
+    if (b.ms > 3000) throw new Error("rendering " + b.name + " (" + b.chars + " chars) took " + b.ms + " ms");
+  }
+
+  // 2. The one-time login link the server printed signs the page in; sign out; a wrong key is
+  //    refused with the server's message; the right one signs in.
   let loginLine;
   for (let i = 0; i < 100 && !loginLine; i++) {
     loginLine = fs.readFileSync(path.join(ART, "gosling.log"), "utf8").split("\n").find((l) => l.includes("#login="));
@@ -136,134 +237,234 @@ async function main() {
   }
   if (!loginLine) throw new Error("gosling printed no login link");
   const loginUrl = /(http:\/\/\S+#login=\w+)/.exec(loginLine)[1];
+  await page.goto("about:blank");
   await page.goto(loginUrl);
-  await page.waitForSelector("#status:text('Key set.')");
+  await page.waitForSelector("#key-dialog", { state: "hidden" });
+  await page.waitForSelector("#session-list >> text=No sessions yet.");
   if (page.url().includes("#")) throw new Error("the login token stays in the URL: " + page.url());
   await page.click("#key-forget");
-  await page.goto(base + "/");
-  await page.waitForSelector("text=Enter the secret key");
-  await shot(page, "page-no-key");
+  await page.waitForSelector("#key-dialog[open]");
+  await shot(page, "sign-in");
   await page.fill("#key-input", "not-the-key");
   await page.press("#key-input", "Enter");
-  await page.waitForSelector("#status:has-text('wrong X-Secret-Key')");
+  await page.waitForSelector("#key-error:has-text('X-Secret-Key')");
   await page.fill("#key-input", SECRET);
   await page.press("#key-input", "Enter");
-  await page.waitForSelector("#status:text('Key set.')");
-  await shot(page, "key-entered");
+  await page.waitForSelector("#key-dialog", { state: "hidden" });
 
-  // 2. Install a deep link that needs a secret; provide it; then remove the extension again
-  //    (its npx command must not run in the chat session below).
-  const link = "goose://extension?cmd=npx&arg=-y&arg=%40modelcontextprotocol%2Fserver-everything" +
+  // 3. A new session through the directory picker (reached by keyboard); the directory is
+  //    remembered.
+  await page.focus("#session-search");
+  await page.keyboard.press("Shift+Tab");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#new-dialog[open]");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("#new-dialog", { state: "hidden" });
+  await page.click("#new-session");
+  await page.fill("#workdir", workdir);
+  await shot(page, "new-session");
+  await page.click("#start-form button[type=submit]");
+  await page.waitForSelector("#session-dir:text('" + workdir + "')");
+  await page.waitForSelector("#session-list button[aria-current=true]");
+  const dirs = await page.evaluate(() => localStorage.getItem("gosling-recent-dirs"));
+  if (!dirs.includes(workdir)) throw new Error("the working directory was not remembered: " + dirs);
+
+  // 4. A streamed answer with Markdown and a code block (llmock scripted; no tools yet).
+  await llmock(llmPort, [{ type: "reply", text: MD_ANSWER }]);
+  await sendMessage(page, "Show me some Markdown, please.");
+  await page.waitForSelector(".msg.assistant .md >> text=END-MD");
+  await idle(page);
+  await page.waitForSelector(".msg.assistant .md .code pre code:text('print(\"hello\")')");
+  await page.waitForSelector(".msg.assistant .md table td:text('echo')");
+  await page.waitForSelector(".msg.assistant .md strong:text('bold')");
+  const links = await page.$$eval(".msg.assistant .md a", (as) => as.map((a) => a.href + " " + a.rel));
+  if (links.length !== 1 || links[0] !== "https://example.com/docs noopener noreferrer") throw new Error("links: " + links);
+  if (await page.locator(".msg.assistant script").count()) throw new Error("a script element came from the model");
+  await page.click(".msg.assistant .code button.copy");
+  await page.waitForSelector(".msg.assistant .code button.copy:text-matches('Copied|Copy failed')");
+  await shot(page, "markdown-answer");
+
+  // 5. A refused goose:// link shows the policy's message as the server wrote it.
+  await page.click("#open-extensions");
+  await page.click("#tab-link");
+  const refusedLink = "goose://extension?cmd=%2Fbin%2Fsh&arg=-c&arg=id&name=Shell";
+  await page.fill("#install-link", refusedLink);
+  await page.click("#install-form button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("ext-error").textContent.length > 0);
+  const policy = await (await fetch(base + "/extensions/install", { method: "POST",
+    headers: { "X-Secret-Key": SECRET, "Content-Type": "application/json" },
+    body: JSON.stringify({ link: refusedLink, dry_run: true }) })).json();
+  const shown = await page.textContent("#ext-error");
+  if (shown !== policy.message) throw new Error("the refusal is not shown verbatim: " + shown + " vs " + policy.message);
+  await shot(page, "link-refused");
+  //    A link whose env reads a secret: the plan says which stored secret each variable reads.
+  const secretLink = "goose://extension?cmd=npx&arg=-y&arg=%40modelcontextprotocol%2Fserver-everything" +
     "&name=Linked%20Demo&description=Demo&env=DEMO_TOKEN%3DA%20demo%20token";
-  await page.fill("#install-link", link);
+  await page.fill("#install-link", secretLink);
   await page.click("#install-form button[type=submit]");
   await page.waitForSelector("#install-plan >> text=This link will install");
   const plan = await page.textContent("#install-plan");
   if (!plan.includes("npx -y @modelcontextprotocol/server-everything")) throw new Error("dry run does not show the command: " + plan);
-  if (!plan.includes("DEMO_TOKEN")) throw new Error("dry run does not name the missing secret: " + plan);
   if (!plan.includes("Reads stored secrets") || !plan.includes("env DEMO_TOKEN")) throw new Error("dry run does not say which stored secret is read: " + plan);
   await shot(page, "install-dry-run");
-  await page.click("#install-plan button:text('Install Linked Demo')");
-  await page.waitForSelector("label:has-text('DEMO_TOKEN')");
-  await shot(page, "install-needs-secret");
-  await page.fill("#secret-DEMO_TOKEN", "demo-secret-value");
-  await page.click("#install-plan button:text('Save secrets and enable')");
-  await page.waitForSelector("#install-plan >> text=Secrets saved");
-  await page.waitForSelector("#ext-table tr:has-text('Linked Demo'):has-text('yes')");
-  await shot(page, "install-done");
-  const secretRead = await fetch(base + "/config/read", { method: "POST",
-    headers: { "X-Secret-Key": SECRET, "Content-Type": "application/json" },
-    body: JSON.stringify({ key: "DEMO_TOKEN", is_secret: true }) });
-  if (!secretRead.ok) throw new Error("the secret was not stored: " + secretRead.status + " " + await secretRead.text());
-  await page.click("#ext-table tr:has-text('Linked Demo') button:text('Remove')");
-  await page.waitForSelector("#ext-table tr:has-text('Linked Demo')", { state: "detached" });
+  await page.click("#install-plan button:text('Cancel')");
 
-  // 3. The server's validation message shows for a bad entry; then add the Python SDK server.
-  await page.fill("#ext-name", "broken");
-  await page.check("input[name=ext-type][value=streamable_http]");
-  await page.click("#ext-form button[type=submit]");
-  await page.waitForFunction(() => document.getElementById("ext-error").textContent.length > 0);
-  await shot(page, "extension-validation-error");
-  if (await page.locator("#ext-table tr:has-text('broken')").count()) throw new Error("an invalid extension was saved");
-  await page.fill("#ext-name", "pyserver");
-  await page.check("input[name=ext-type][value=stdio]");
-  await page.fill("#ext-cmd", P.MCP_PEER_PYTHON);
-  await page.fill("#ext-args", P.MCP_PEER_PY_SERVER);
-  await page.click("#ext-form button[type=submit]");
-  await page.waitForSelector("#ext-table tr:has-text('pyserver'):has-text('yes')");
-  await shot(page, "extension-added");
+  // 6. An extension added from a pasted mcpServers snippet, running in this session.
+  await page.click("#tab-json");
+  await page.fill("#json-input", JSON.stringify({ mcpServers: {
+    pyserver: { command: P.MCP_PEER_PYTHON, args: [P.MCP_PEER_PY_SERVER] },
+    everything: { command: P.MCP_PEER_NODE, args: [P.MCP_PEER_EVERYTHING, "stdio"] },
+  } }, null, 2));
+  await page.click("#json-form button[type=submit]");
+  await page.waitForSelector("#json-plan .plan-box:has-text(" + JSON.stringify(P.MCP_PEER_PY_SERVER) + ")");
+  await page.click("#json-plan button:text('Add 2 extensions')");
+  await page.waitForSelector("#json-plan li:text('pyserver: added')");
+  await page.waitForSelector("#json-plan li:text('everything: added')");
+  await page.waitForSelector("#ext-list li[data-name=pyserver] .badge:text('running')");
+  await page.waitForSelector("#ext-list li[data-name=everything] .badge:text('running')");
+  await page.click("#ext-list li[data-name=pyserver] summary");
+  await shot(page, "extensions");
+  await page.click("#ext-dialog button.close");
 
-  // 4. A session, a message that makes llmock call a tool, and the answer.
-  await page.fill("#workdir", workdir);
-  await page.click("#start-form button[type=submit]");
-  await page.waitForSelector("#session-id:not(:text('none'))");
-  await page.waitForSelector("#extension-results >> text=pyserver: loaded");
-  await page.waitForSelector("#tools-list code:text('pyserver__')");
-  await page.waitForSelector("#ext-table tr:has-text('pyserver') summary:text('running')");
-  await shot(page, "session-started");
-  await page.fill("#message-input", "Please use a tool to echo hello.");
-  await page.click("#send-btn");
-  await page.waitForSelector("#messages details.tool summary:text('Tool call')");
-  await page.waitForSelector("#status:text('Done')", { timeout: 120_000 });
-  await page.waitForSelector("#messages li.assistant .text");
-  const lastText = await page.locator("#messages li.assistant .text").last().textContent();
-  if (!lastText.trim()) throw new Error("empty assistant answer");
-  await page.locator("#messages details.tool").first().evaluate((d) => { d.open = true; });
-  await page.locator("#messages details.tool details").first().evaluate((d) => { d.open = true; }).catch(() => {});
-  await shot(page, "chat-answered");
-  const resultSummary = await page.locator("#messages details.tool details summary").first().textContent();
-  const resultText = await page.locator("#messages details.tool details pre").first().textContent();
-  if (resultSummary.includes("(error)") || !resultText.trim()) throw new Error("the tool did not answer: " + resultSummary + " " + resultText);
-  if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
+  // 7. A tool call card: running, then done with its result.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
+  await sendMessage(page, "Please use a tool to echo hello.");
+  await page.waitForSelector(".tool .tname");
+  await idle(page);
+  await page.waitForSelector(".tool[data-state=done]");
+  await page.locator(".tool").first().evaluate((d) => { d.open = true; });
+  const result = await page.locator(".tool .result pre").first().textContent();
+  if (!result.trim()) throw new Error("the tool card shows no result");
+  //    An image result is shown; a call that fails is marked failed.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "everything__get-tiny-image", arguments: {} }] }]);
+  await sendMessage(page, "Show me a tiny image.");
+  await idle(page);
+  const imageCard = page.locator(".tool:has(.tname:text-is('get-tiny-image'))").first();
+  await imageCard.evaluate((d) => { d.open = true; });
+  await page.waitForSelector(".tool[data-state=done] img[src^='data:image/png;base64,']");
+  if (!await page.locator(".tool img").first().evaluate((i) => i.complete && i.naturalWidth > 0)) throw new Error("the image did not load");
+  await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "pyserver__no_such_tool", arguments: {} }] }]);
+  await sendMessage(page, "Call a tool that does not exist.");
+  await idle(page);
+  await page.waitForSelector(".tool[data-state=failed] .tname:text('no_such_tool')");
+  await page.locator(".tool[data-state=failed]:has(.tname:text-is('no_such_tool'))").evaluate((d) => { d.open = true; });
+  await imageCard.evaluate((d) => d.scrollIntoView({ block: "start" }));
+  await shot(page, "tool-call");
 
-  // 5. Approval: GOOSE_MODE=approve through the settings form; the tool call waits for "Allow once".
+  // 8. An approval asked inline (GOOSE_MODE=approve through the settings dialog), allowed.
+  await page.click("#open-settings");
   await page.selectOption("#set-mode", "approve");
   await page.click("#settings-form button[type=submit]");
   await page.waitForSelector("#settings-msg:text('Settings saved.')");
-  const before = await page.locator("#messages details.tool").count();
-  await page.fill("#message-input", "Use a tool again, please.");
-  await page.click("#send-btn");
-  await page.waitForSelector("#messages .confirm button:text('Allow once')");
+  await shot(page, "settings");
+  await page.click("#settings-dialog button.close");
+  const cardsBefore = await page.locator(".tool[data-state=done]").count();
+  await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
+  await sendMessage(page, "Use a tool again, please.");
+  await page.waitForSelector(".ask button:text('Allow once'):not([disabled])");
   await shot(page, "approval-asked");
-  await page.click("#messages .confirm button:text('Allow once')");
-  await page.waitForSelector("#messages .confirm >> text=Allowed.");
-  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Done")
-    && !document.getElementById("send-btn").disabled, null, { timeout: 120_000 });
-  if (await page.locator("#messages details.tool").count() <= before) throw new Error("no tool ran after approval");
-  await shot(page, "approval-allowed");
+  await page.click(".ask button:text('Allow once'):not([disabled])");
+  await page.waitForSelector(".ask >> text=Allowed.");
+  await idle(page);
+  if (await page.locator(".tool[data-state=done]").count() <= cardsBefore) throw new Error("no tool ran after the approval");
 
-  // 6. Stop: a turn waiting for approval is cancelled by closing the stream; the next turn works.
-  await page.fill("#message-input", "And once more.");
-  await page.click("#send-btn");
-  await page.waitForSelector("#messages .confirm >> nth=1");
-  await page.click("#stop-btn");
-  await page.waitForSelector("#status:text('Stopped.')");
-  await shot(page, "stopped");
+  // 9. Stop: a turn waiting for approval is cancelled with Esc; the composer is free again.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
+  await sendMessage(page, "And once more.");
+  await page.waitForSelector(".ask button:text('Allow once'):not([disabled])");
+  await page.press("#message-input", "Escape");
+  await idle(page);
+  if (await page.locator(".ask button:text('Allow once'):not([disabled])").count()) throw new Error("a prompt of a stopped turn is still answerable");
+  await page.click("#open-settings");
   await page.selectOption("#set-mode", "auto");
   await page.click("#settings-form button[type=submit]");
-  await page.waitForFunction(() => document.getElementById("settings-msg").textContent === "Settings saved.");
-  await page.fill("#message-input", "Last one.");
-  await page.click("#send-btn");
-  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Done")
-    && !document.getElementById("send-btn").disabled, null, { timeout: 120_000 });
-  await shot(page, "after-stop");
-  if (await page.locator("#messages li.error").count()) throw new Error("the chat shows an error: " + await page.textContent("#messages"));
+  await page.waitForSelector("#settings-msg:text('Settings saved.')");
+  await page.click("#settings-dialog button.close");
 
-  // 7. Reload (the key stays for this tab) and resume the session from the list.
-  const sid = (await page.textContent("#session-id")).split(" ")[0];
+  // 10. An MCP elicitation asked inline as a form; the answer reaches the server's tool.
+  await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "everything__trigger-elicitation-request", arguments: {} }] }]);
+  await sendMessage(page, "Ask me for my details.");
+  await page.waitForSelector("form.ask input[type=email]");
+  await page.fill("form.ask label:text('String *') + input", "Ada Lovelace");
+  await page.locator("form.ask").last().evaluate((f) => f.scrollIntoView({ block: "start" }));
+  await shot(page, "elicitation");
+  await page.click("form.ask button[type=submit]");
+  await page.waitForSelector("form.ask >> text=Sent.");
+  await idle(page);
+  const elicitCard = page.locator(".tool:has(.tname:text-is('trigger-elicitation-request'))").first();
+  await elicitCard.evaluate((d) => { d.open = true; });
+  const elicited = await elicitCard.textContent();
+  if (!elicited.includes("Name: Ada Lovelace")) throw new Error("the elicitation answer did not reach the tool: " + elicited);
+
+  // 11. A reload mid-turn: llmock stalls the stream; the page reloads and the answer goes on
+  //     from Last-Event-ID/replay, whole and once.
+  await llmock(llmPort, [{ type: "reply", text: LONG_ANSWER }, { type: "stream_fault", kind: "stall", after_chunks: 4, stall_seconds: 4 }]);
+  await sendMessage(page, "Tell me a long story.");
+  await page.waitForSelector(".msg.assistant .md >> text=BEGIN-RELOAD");
+  const partial = await page.locator(".msg.assistant .md").last().textContent();
+  if (partial.includes("END-RELOAD")) throw new Error("the answer was not mid-stream at reload: " + partial);
   await page.reload();
-  await page.waitForSelector("#status:text('Key set.')");
-  await page.click("#sessions-refresh");
-  await page.waitForSelector("#session-select option[value='" + sid + "']", { state: "attached" });
-  await page.selectOption("#session-select", sid);
-  await page.click("#resume-form button[type=submit]");
-  await page.waitForSelector("#messages li.user:has-text('Please use a tool to echo hello.')");
-  await page.waitForSelector("#messages details.tool");
-  await shot(page, "resumed");
+  await page.waitForSelector(".msg.assistant .md >> text=END-RELOAD", { timeout: 60_000 });
+  await idle(page);
+  const whole = await page.locator(".msg.assistant .md:has-text('BEGIN-RELOAD')").allTextContents();
+  if (whole.length !== 1 || whole[0].trim() !== LONG_ANSWER) throw new Error("the reloaded answer is not whole and once: " + JSON.stringify(whole));
+  await shot(page, "after-reload");
 
-  // 8. Narrow window.
-  await page.setViewportSize({ width: 380, height: 800 });
-  await shot(page, "narrow");
+  // 11b. A dropped connection: the page reconnects with Last-Event-ID and the answer goes on.
+  const resumes = [];
+  page.on("request", (r) => { if (r.url().endsWith("/events") && r.headers()["last-event-id"]) resumes.push(r.headers()["last-event-id"]); });
+  await llmock(llmPort, [{ type: "reply", text: LONG_ANSWER.replace(/RELOAD/g, "DROP") }, { type: "stream_fault", kind: "stall", after_chunks: 4, stall_seconds: 4 }]);
+  await sendMessage(page, "Another long story.");
+  await page.waitForSelector(".msg.assistant .md >> text=BEGIN-DROP");
+  await ctx.setOffline(true);
+  await page.waitForSelector("#conn:text('Reconnecting…')");
+  await ctx.setOffline(false);
+  await page.waitForSelector(".msg.assistant .md >> text=END-DROP", { timeout: 60_000 });
+  await idle(page);
+  const dropped = await page.locator(".msg.assistant .md:has-text('BEGIN-DROP')").allTextContents();
+  if (dropped.length !== 1 || dropped[0].trim() !== LONG_ANSWER.replace(/RELOAD/g, "DROP")) throw new Error("the answer after a dropped connection is not whole and once: " + JSON.stringify(dropped));
+  if (!resumes.length) throw new Error("the page did not reconnect with Last-Event-ID");
+  console.log("reconnected with Last-Event-ID " + resumes.join(", "));
+
+  // 12. A second tab follows the same session (key by #key=, the last session from localStorage).
+  const page2 = await ctx.newPage();
+  watch(page2);
+  await page2.goto(base + "/#key=" + encodeURIComponent(SECRET));
+  await page2.waitForSelector(".msg.assistant .md >> text=END-RELOAD");
+  await llmock(llmPort, [{ type: "reply", text: "SECOND-TAB-ANSWER" }]);
+  await sendMessage(page, "One for both tabs.");
+  await page2.waitForSelector(".msg.assistant .md >> text=SECOND-TAB-ANSWER").catch(async (e) => {
+    await page2.screenshot({ path: path.join(ART, "second-tab-FAILED.png") });
+    console.error("second tab: " + await page2.textContent("#log") + " | status " + await page2.textContent("#status") + " | conn " + await page2.textContent("#conn"));
+    throw e;
+  });
+  await idle(page);
+  await page2.close();
+
+  // 13. Search by name filters the list.
+  await page.fill("#session-search", "no-such-session-name");
+  await page.waitForSelector("#session-list >> text=No session matches.");
+  await page.fill("#session-search", "");
+
+  // 14. Phone size and dark mode.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shot(page, "chat");
+  await page.click("#side-open");
+  await page.waitForSelector("#sidebar.open");
+  await shot(page, "sidebar");
+  await page.click("#side-close");
+  await page.emulateMedia({ colorScheme: "dark" });
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  if (bg !== "rgb(21, 24, 29)") throw new Error("dark mode did not apply: " + bg);
+  await shot(page, "chat-dark");
+  await page.click("#side-open");
+  await page.click("#open-extensions");
+  await shot(page, "extensions-dark");
+  await page.click("#ext-dialog button.close");
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+  if (overflow) throw new Error("the page scrolls sideways at 390 px");
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await shot(page, "chat-dark");
 
   if (consoleErrors.length) throw new Error("console errors (CSP violations?): " + consoleErrors.join("\n"));
   await ctx.close();

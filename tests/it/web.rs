@@ -29,7 +29,11 @@ fn page_and_assets_are_public_with_strict_headers() {
         let head = &tag[..tag.find('>').expect("script tag closes")];
         assert!(head.contains("src="), "inline <script> without src: {head}");
     }
-    for (path, ctype) in [("/app.js", "text/javascript; charset=utf-8"), ("/style.css", "text/css; charset=utf-8")] {
+    for (path, ctype) in [
+        ("/app.js", "text/javascript; charset=utf-8"),
+        ("/markdown.js", "text/javascript; charset=utf-8"),
+        ("/style.css", "text/css; charset=utf-8"),
+    ] {
         let r = http("GET", &s.url(path), None, None);
         assert_eq!(r.status, 200, "{path}: {}", r.text());
         assert_eq!(r.header("content-type"), Some(ctype), "{path}");
@@ -37,7 +41,7 @@ fn page_and_assets_are_public_with_strict_headers() {
         assert!(!r.body.is_empty());
     }
     // Nothing secret in any asset: neither the server key nor configured secrets.
-    for path in ["/", "/app.js", "/style.css"] {
+    for path in ["/", "/app.js", "/markdown.js", "/style.css"] {
         let body = http("GET", &s.url(path), None, None).text();
         assert!(!body.contains(SECRET), "{path} contains the secret key");
         assert!(!body.contains("sk-test-web-page-should-not-leak"), "{path} contains an API key");
@@ -58,10 +62,11 @@ fn no_cors_headers_for_foreign_origins() {
     let origin = [("Origin", "http://evil.example")];
     let with_key = [("Origin", "http://evil.example"), ("X-Secret-Key", SECRET)];
     type Req<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let reqs: [Req; 7] = [
+    let reqs: [Req; 8] = [
         ("GET", "/", &origin),
         ("GET", "/app.js", &origin),
         ("GET", "/style.css", &origin),
+        ("GET", "/markdown.js", &origin),
         ("OPTIONS", "/", &origin),
         ("GET", "/config/extensions", &origin),
         ("GET", "/config/extensions", &with_key),
@@ -73,7 +78,7 @@ fn no_cors_headers_for_foreign_origins() {
         assert!(r.header("access-control-allow-credentials").is_none(), "{m} {path}");
     }
     // The page's assets never carry CORS headers, whatever the Origin.
-    for path in ["/", "/app.js", "/style.css"] {
+    for path in ["/", "/app.js", "/markdown.js", "/style.css"] {
         let r = http_with("GET", &s.url(path), &[("Origin", "null")], None);
         assert_eq!(r.status, 200);
         assert!(r.header("access-control-allow-origin").is_none(), "{path}: {:?}", r.headers);
