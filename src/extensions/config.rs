@@ -14,6 +14,10 @@ use std::fmt;
 /// goose's `DEFAULT_EXTENSION_TIMEOUT`, seconds: bounds initialize and each request.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
+/// The one wording for an `sse` extension, wherever it is met (activation, import, deeplink,
+/// policy warnings); callers add what to change in their own input.
+pub const SSE_UNSUPPORTED: &str = "SSE is unsupported, migrate to streamable_http";
+
 /// Environment variables an extension config may not set (goose's list, compared
 /// case-insensitively): they change how the child's runtime loads code. `ENV_RULES` extends it.
 pub const DISALLOWED_ENV_KEYS: [&str; 31] = [

@@ -8,7 +8,7 @@
 //! dies is restarted with backoff; meanwhile its tools stay listed and calls fail fast.
 //! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
 
-use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig};
+use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig, SSE_UNSUPPORTED};
 use crate::mcp::client::{CallContext, Client, ClientOptions};
 use crate::mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
@@ -441,16 +441,25 @@ impl SessionRuntime {
         let opts = self.client_options(config);
         let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
         match config {
-            ExtensionConfig::Sse { .. } => Err(ActivateError::Config("SSE is unsupported, migrate to streamable_http (set `type` to `streamable_http` and the endpoint in `uri`)".into())),
-            ExtensionConfig::Platform { name, .. } => {
-                Err(ActivateError::Config(format!("platform extension {name} is part of goose itself and is not available in gosling")))
-            }
-            ExtensionConfig::Frontend { .. } => {
-                Err(ActivateError::Config("Invalid extension type: Frontend extensions cannot be added as server extensions".into()))
-            }
+            ExtensionConfig::Sse { .. } => Err(ActivateError::Config(format!(
+                "{SSE_UNSUPPORTED} (set `type` to `streamable_http` and the endpoint in `uri`)"
+            ))),
+            ExtensionConfig::Platform { name, .. } => Err(ActivateError::Config(format!(
+                "platform extension {name} is part of goose itself and is not available in gosling"
+            ))),
+            ExtensionConfig::Frontend { .. } => Err(ActivateError::Config(
+                "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
+            )),
             ExtensionConfig::Stdio { cmd, args, .. } => {
                 let env = self.resolve_env(config)?;
-                let spec = StdioSpec { cmd: cmd.clone(), args: args.clone(), env: env.into_iter().collect(), cwd, container: container_for(config), ..Default::default() };
+                let spec = StdioSpec {
+                    cmd: cmd.clone(),
+                    args: args.clone(),
+                    env: env.into_iter().collect(),
+                    cwd,
+                    container: container_for(config),
+                    ..Default::default()
+                };
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
             ExtensionConfig::Builtin { name, .. } => {
@@ -473,22 +482,35 @@ impl SessionRuntime {
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
             ExtensionConfig::InlinePython { name, code, dependencies, .. } => {
-                let spec = inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?;
+                let spec =
+                    inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?;
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
             ExtensionConfig::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
-                let headers = crate::mcp::streamable_http::substitute_headers(headers, &env).map_err(|e| ActivateError::Config(e.to_string()))?;
+                let headers = crate::mcp::streamable_http::substitute_headers(headers, &env)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
                 // Sign-in over the API: the URL goes into the error, the loopback listener
                 // waits in the background for the browser.
                 let auth = match &self.deps.tokens {
                     Some(store) => {
-                        let settings = oauth_settings(config, &*self.deps.secret, store.clone(), SignIn::Background { wait: SIGN_IN_WAIT })?;
+                        let settings = oauth_settings(
+                            config,
+                            &*self.deps.secret,
+                            store.clone(),
+                            SignIn::Background { wait: SIGN_IN_WAIT },
+                        )?;
                         Some(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
                     }
                     None => None,
                 };
-                let spec = HttpSpec { uri: uri.clone(), headers, timeout: opts.timeout, extension: config.name().to_string(), auth };
+                let spec = HttpSpec {
+                    uri: uri.clone(),
+                    headers,
+                    timeout: opts.timeout,
+                    extension: config.name().to_string(),
+                    auth,
+                };
                 crate::mcp::connect_http(&spec, opts).map_err(ActivateError::Start)
             }
         }
