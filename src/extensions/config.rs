@@ -16,6 +16,10 @@ use std::fmt;
 /// goose's `DEFAULT_EXTENSION_TIMEOUT`, seconds: bounds initialize and each request.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
+/// The one wording for an `sse` extension, wherever it is met (activation, import, deeplink,
+/// policy warnings); callers add what to change in their own input.
+pub use crate::mcp::error::SSE_UNSUPPORTED;
+
 /// Environment variables an extension config may not set (goose's list, compared
 /// case-insensitively): they change how the child's runtime loads code. `ENV_RULES` extends it.
 pub const DISALLOWED_ENV_KEYS: [&str; 31] = [
@@ -718,7 +722,7 @@ impl ExtensionStore for ConfigStore {
             match serde_json::from_value::<ExtensionEntry>(value) {
                 Ok(entry) => {
                     if matches!(entry.config, ExtensionConfig::Sse { .. }) {
-                        warnings.push(format!("'{key}': SSE is unsupported, migrate to streamable_http"));
+                        warnings.push(format!("'{key}': {SSE_UNSUPPORTED}"));
                     }
                     entries.push(entry);
                 }

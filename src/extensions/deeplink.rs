@@ -17,7 +17,7 @@
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
-use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS};
+use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -181,7 +181,10 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
     let transport = take("transport");
     if let Some(t) = &transport {
         if t.eq_ignore_ascii_case("sse") {
-            return Err(err(tkey, "SSE is unsupported, migrate to streamable_http (use transport=streamable_http with the server's Streamable HTTP endpoint)"));
+            return Err(err(
+                tkey,
+                format!("{SSE_UNSUPPORTED} (use transport=streamable_http with the server's Streamable HTTP endpoint)"),
+            ));
         }
     }
     let source = match (take("cmd"), take("url")) {

@@ -10,7 +10,7 @@
 //! header refers to (`${VAR}`, `${env:VAR}` → `${VAR}`) join `env_keys` so they resolve. Fields
 //! we do not use are reported as warnings, never silently dropped. This module parses only; the policy and the store are the caller's.
 
-use crate::extensions::config::{name_to_key, ExtensionConfig, DEFAULT_TIMEOUT_SECS};
+use crate::extensions::config::{name_to_key, ExtensionConfig, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
 use crate::extensions::deeplink::header_vars;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -214,7 +214,10 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             };
             let mut headers = string_map(name, "headers", obj.get("headers"))?;
             if sse {
-                warnings.push(format!("'{}': SSE is unsupported, migrate to streamable_http (imported disabled; point `url` at the server's Streamable HTTP endpoint)", name_to_key(name)));
+                warnings.push(format!(
+                    "'{}': {SSE_UNSUPPORTED} (imported disabled; point `url` at the server's Streamable HTTP endpoint)",
+                    name_to_key(name)
+                ));
                 if !headers.is_empty() || !env.is_empty() {
                     warnings.push(format!("{name}: `headers` and `env` of an sse entry are not kept"));
                 }

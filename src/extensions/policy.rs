@@ -41,7 +41,7 @@
 //! that rule 4 reads `HOME` to recognise the user's home directory in a mount.
 
 use crate::config::Env;
-use crate::extensions::config::{ConfigError, ExtensionConfig};
+use crate::extensions::config::{ConfigError, ExtensionConfig, SSE_UNSUPPORTED};
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -316,9 +316,7 @@ impl Policy {
                     self.refuse_or_warn(e, &mut warnings)?;
                 }
             }
-            ExtensionConfig::Sse { .. } => {
-                warnings.push(format!("'{}': SSE is unsupported, migrate to streamable_http", config.key()))
-            }
+            ExtensionConfig::Sse { .. } => warnings.push(format!("'{}': {SSE_UNSUPPORTED}", config.key())),
             ExtensionConfig::Builtin { .. } | ExtensionConfig::Platform { .. } | ExtensionConfig::Frontend { .. } => {}
         }
         Ok(warnings)

@@ -5,6 +5,10 @@ use crate::wire::jsonrpc::ErrorObject;
 use std::fmt;
 use std::time::Duration;
 
+/// The migration message for legacy `sse` extensions: the one wording every path uses (runtime
+/// activation, config warnings, deep links, import).
+pub const SSE_UNSUPPORTED: &str = "SSE is unsupported, migrate to streamable_http";
+
 #[derive(Debug, Clone)]
 pub enum Error {
     /// The server answered a request with a JSON-RPC error.
@@ -48,7 +52,7 @@ impl fmt::Display for Error {
             }
             Error::SseUnsupported { extension } => write!(
                 f,
-                "mcp: extension `{extension}` has type `sse`: SSE is unsupported, migrate to streamable_http; change its type to `streamable_http` and put the server's endpoint (usually ending in /mcp) in `uri`"
+                "mcp: extension `{extension}` has type `sse`: {SSE_UNSUPPORTED}; change its type to `streamable_http` and put the server's endpoint (usually ending in /mcp) in `uri`"
             ),
             Error::TooLarge { extension, what, limit } => write!(
                 f,

@@ -231,50 +231,6 @@ pub fn pem(label: &str, der: &[u8]) -> String {
     out
 }
 
-/// One PEM block: its label and decoded DER.
-#[derive(Debug, PartialEq, Eq)]
-pub struct PemBlock {
-    pub label: String,
-    pub der: Vec<u8>,
-}
-
-/// All PEM blocks in `text`, in order; text outside blocks (comments, `openssl x509 -text`
-/// output) is skipped. An error says what is wrong, for a message naming the file.
-pub fn parse_pem(text: &str) -> Result<Vec<PemBlock>, String> {
-    let mut blocks = Vec::new();
-    let mut lines = text.lines().map(str::trim);
-    while let Some(line) = lines.next() {
-        let Some(label) = line.strip_prefix("-----BEGIN ").and_then(|l| l.strip_suffix("-----")) else {
-            continue;
-        };
-        let end = format!("-----END {label}-----");
-        let mut body = String::new();
-        let mut closed = false;
-        for line in lines.by_ref() {
-            if line == end {
-                closed = true;
-                break;
-            }
-            if line.contains(':') {
-                // RFC 1421 headers (`Proc-Type: 4,ENCRYPTED`): an encrypted legacy key.
-                return Err(format!(
-                    "the {label} block has headers ({line}); encrypted keys are not supported, decrypt it first"
-                ));
-            }
-            body.push_str(line);
-        }
-        if !closed {
-            return Err(format!("the {label} block has no `{end}` line"));
-        }
-        let der = crate::util::base64_decode(&body).ok_or_else(|| format!("the {label} block is not valid base64"))?;
-        if der.is_empty() {
-            return Err(format!("the {label} block is empty"));
-        }
-        blocks.push(PemBlock { label: label.to_string(), der });
-    }
-    Ok(blocks)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,29 +360,16 @@ mod tests {
     }
 
     #[test]
-    fn pem_round_trip_and_errors() {
+    fn pem_armour_reads_back_with_rustls() {
+        use rustls::pki_types::pem::{PemObject, SectionKind};
         for n in [1usize, 2, 3, 47, 48, 49, 200] {
             let der: Vec<u8> = (0..n).map(|i| (i * 37 % 256) as u8).collect();
             let text = pem("CERTIFICATE", &der);
             assert!(text.lines().all(|l| l.len() <= 64));
-            assert_eq!(
-                parse_pem(&format!("junk\n{text}{}", pem("PRIVATE KEY", &[1, 2]))).unwrap(),
-                [
-                    PemBlock { label: "CERTIFICATE".into(), der },
-                    PemBlock { label: "PRIVATE KEY".into(), der: vec![1, 2] },
-                ]
-            );
+            let got: Vec<(SectionKind, Vec<u8>)> =
+                PemObject::pem_slice_iter(text.as_bytes()).collect::<Result<_, _>>().unwrap();
+            assert_eq!(got, [(SectionKind::Certificate, der)]);
         }
         assert_eq!(pem("X", b"hello"), "-----BEGIN X-----\naGVsbG8=\n-----END X-----\n");
-        assert!(parse_pem("-----BEGIN CERTIFICATE-----\nAAAA\n")
-            .unwrap_err()
-            .contains("no `-----END CERTIFICATE-----`"));
-        assert!(parse_pem("-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n")
-            .unwrap_err()
-            .contains("base64"));
-        assert!(parse_pem("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n-----END RSA PRIVATE KEY-----")
-            .unwrap_err()
-            .contains("encrypted"));
-        assert_eq!(parse_pem("no pem here").unwrap(), []);
     }
 }

@@ -10,7 +10,8 @@
 pub mod cert;
 
 use crate::config::TlsConfig;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream};
@@ -26,7 +27,7 @@ pub enum TlsError {
     /// The file a variable names cannot be read.
     Read { var: &'static str, path: PathBuf, source: io::Error },
     /// The file was read but holds no usable PEM of the expected kind.
-    BadPem { var: &'static str, path: PathBuf, problem: String },
+    BadPem { var: &'static str, path: PathBuf, problem: PemProblem },
     /// rustls refused the pair (unsupported key type, unparsable certificate, or a key that
     /// does not belong to the certificate).
     Rejected { cert: PathBuf, key: PathBuf, reason: String },
@@ -63,6 +64,42 @@ impl std::error::Error for TlsError {
             | TlsError::BadPem { .. }
             | TlsError::Rejected { .. }
             | TlsError::Generate(_) => None,
+        }
+    }
+}
+
+/// What is wrong with a PEM file's content (the file is named by `TlsError::BadPem`).
+#[derive(Debug)]
+pub enum PemProblem {
+    /// Not UTF-8: most likely binary DER.
+    NotText,
+    /// rustls's PEM reader refused it (a block without its END line, bad base64, …).
+    Syntax(pem::Error),
+    NoCertificate,
+    NoKey,
+    EncryptedKey,
+    ManyKeys,
+}
+
+impl fmt::Display for PemProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PemProblem::NotText => {
+                f.write_str("not PEM text (binary DER is not supported; convert it with `openssl x509 -inform der`)")
+            }
+            PemProblem::Syntax(pem::Error::Base64Decode(e)) => write!(f, "a PEM block is not valid base64 ({e})"),
+            PemProblem::Syntax(pem::Error::MissingSectionEnd { end_marker }) => {
+                write!(f, "a PEM block has no `{}` line", String::from_utf8_lossy(end_marker))
+            }
+            PemProblem::Syntax(e) => write!(f, "not valid PEM: {e}"),
+            PemProblem::NoCertificate => {
+                f.write_str("no `-----BEGIN CERTIFICATE-----` block; give the PEM certificate chain, leaf first")
+            }
+            PemProblem::NoKey => f.write_str(
+                "no private key block (`-----BEGIN PRIVATE KEY-----`, PKCS#8; convert others with `openssl pkcs8 -topk8 -nocrypt`)",
+            ),
+            PemProblem::EncryptedKey => f.write_str("the key is encrypted; decrypt it first (`openssl pkcs8 -topk8 -nocrypt`)"),
+            PemProblem::ManyKeys => f.write_str("more than one private key; keep only the certificate's"),
         }
     }
 }
@@ -168,17 +205,12 @@ impl ServerTls {
     /// A PEM certificate chain (leaf first) and a PEM private key: PKCS#8 (`PRIVATE KEY`),
     /// SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE KEY`), unencrypted.
     pub fn from_files(cert_path: &Path, key_path: &Path) -> Result<ServerTls, TlsError> {
-        let chain: Vec<CertificateDer<'static>> = read_pem(CERT_VAR, cert_path)?
-            .into_iter()
-            .filter(|b| b.label == "CERTIFICATE")
-            .map(|b| CertificateDer::from(b.der))
-            .collect();
+        let bad = |problem| TlsError::BadPem { var: CERT_VAR, path: cert_path.into(), problem };
+        let chain = CertificateDer::pem_slice_iter(&read_pem(CERT_VAR, cert_path)?)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(PemProblem::Syntax(e)))?;
         if chain.is_empty() {
-            return Err(TlsError::BadPem {
-                var: CERT_VAR,
-                path: cert_path.into(),
-                problem: "no `-----BEGIN CERTIFICATE-----` block; give the PEM certificate chain, leaf first".into(),
-            });
+            return Err(bad(PemProblem::NoCertificate));
         }
         let key = read_key(key_path)?;
         let fingerprint = cert::fingerprint(&chain[0]);
@@ -201,30 +233,29 @@ impl ServerTls {
     }
 }
 
-fn read_pem(var: &'static str, path: &Path) -> Result<Vec<cert::PemBlock>, TlsError> {
+/// The file's bytes, refused early when they are not text (so DER gets its own message).
+fn read_pem(var: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     let bytes = std::fs::read(path).map_err(|source| TlsError::Read { var, path: path.into(), source })?;
-    let text = String::from_utf8(bytes).map_err(|_| TlsError::BadPem {
-        var,
-        path: path.into(),
-        problem: "not PEM text (binary DER is not supported; convert it with `openssl x509 -inform der`)".into(),
-    })?;
-    cert::parse_pem(&text).map_err(|problem| TlsError::BadPem { var, path: path.into(), problem })
+    if std::str::from_utf8(&bytes).is_err() {
+        return Err(TlsError::BadPem { var, path: path.into(), problem: PemProblem::NotText });
+    }
+    Ok(bytes)
 }
 
+/// The one unencrypted private key (PKCS#8, SEC1 or PKCS#1) in the key file.
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bad = |problem: &str| TlsError::BadPem { var: KEY_VAR, path: path.into(), problem: problem.into() };
-    let blocks = read_pem(KEY_VAR, path)?;
-    let mut keys = blocks.into_iter().filter_map(|b| match b.label.as_str() {
-        "PRIVATE KEY" => Some(Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(b.der)))),
-        "EC PRIVATE KEY" => Some(Ok(PrivateKeyDer::Sec1(PrivateSec1KeyDer::from(b.der)))),
-        "RSA PRIVATE KEY" => Some(Ok(PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(b.der)))),
-        "ENCRYPTED PRIVATE KEY" => Some(Err(())),
-        _ => None,
-    });
+    let bad = |problem| TlsError::BadPem { var: KEY_VAR, path: path.into(), problem };
+    let bytes = read_pem(KEY_VAR, path)?;
+    // rustls's reader skips `ENCRYPTED PRIVATE KEY` blocks and cannot read RFC 1421 headers
+    // (`Proc-Type: 4,ENCRYPTED`): name the real problem before it says "no key".
+    if bytes.windows(b"ENCRYPTED".len()).any(|w| w == b"ENCRYPTED") {
+        return Err(bad(PemProblem::EncryptedKey));
+    }
+    let mut keys = PrivateKeyDer::pem_slice_iter(&bytes);
     match (keys.next(), keys.next()) {
-        (None, _) => Err(bad("no private key block (`-----BEGIN PRIVATE KEY-----`, PKCS#8; convert others with `openssl pkcs8 -topk8 -nocrypt`)")),
-        (Some(Err(())), _) => Err(bad("the key is encrypted; decrypt it first (`openssl pkcs8 -topk8 -nocrypt`)")),
-        (Some(Ok(_)), Some(_)) => Err(bad("more than one private key; keep only the certificate's")),
+        (None, _) => Err(bad(PemProblem::NoKey)),
+        (Some(Err(e)), _) | (Some(Ok(_)), Some(Err(e))) => Err(bad(PemProblem::Syntax(e))),
+        (Some(Ok(_)), Some(Ok(_))) => Err(bad(PemProblem::ManyKeys)),
         (Some(Ok(key)), None) => Ok(key),
     }
 }
