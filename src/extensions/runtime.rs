@@ -299,11 +299,23 @@ impl SessionRuntime {
     /// Starts loading `configs` in the background (goose's `/agent/start`).
     pub fn load_in_background(self: &Arc<Self>, configs: Vec<ExtensionConfig>) {
         let me = self.clone();
-        let h = thread::Builder::new()
-            .name("ext-load".into())
-            .spawn(move || me.load_all(configs))
-            .expect("spawn a loader thread");
-        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let spawned = thread::Builder::new().name("ext-load".into()).spawn(move || {
+            let configs = rx.recv().unwrap_or_default();
+            me.load_all(configs)
+        });
+        match spawned {
+            Ok(h) => {
+                let _ = tx.send(configs);
+                *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+            }
+            // No thread to spare (a resource shortage): load here, before answering.
+            Err(e) => {
+                log::warn!("cannot start a loader thread ({e}); loading the extensions before answering");
+                let results = self.load_all(configs);
+                *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(results);
+            }
+        }
     }
 
     /// Waits for a background load, if any; returns its results once (then `None`).

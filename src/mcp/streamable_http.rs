@@ -832,7 +832,7 @@ pub fn substitute_headers(
             return Err(Error::Other(format!("invalid header name {name:?} in the extension's headers")));
         }
         let v = crate::wire::template::substitute(value, &|n| vars.get(n).cloned())
-            .map_err(|var| Error::HeaderVariable { header: name.clone(), var })?;
+            .map_err(|var| Error::HeaderVariable { header: name.clone(), var: var.0 })?;
         if v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
             return Err(Error::Other(format!("invalid header value for `{name}`: control characters are not allowed")));
         }
@@ -854,7 +854,7 @@ mod tests {
     }
 
     fn substitute(value: &str, v: &BTreeMap<String, String>) -> Result<String, String> {
-        crate::wire::template::substitute(value, &|n| v.get(n).cloned())
+        crate::wire::template::substitute(value, &|n| v.get(n).cloned()).map_err(|u| u.0)
     }
 
     #[test]

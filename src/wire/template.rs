@@ -90,14 +90,18 @@ pub fn vars(v: &str) -> Vec<String> {
     out
 }
 
-/// `v` with every reference replaced by `lookup(NAME)`; `Err(NAME)` names the first variable
-/// `lookup` does not know.
-pub fn substitute(v: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// A variable `substitute`'s lookup does not know: its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownVar(pub String);
+
+/// `v` with every reference replaced by `lookup(NAME)`; `Err` names the first variable `lookup`
+/// does not know.
+pub fn substitute(v: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, UnknownVar> {
     let mut out = String::with_capacity(v.len());
     for p in pieces(v) {
         match p {
             Piece::Text(t) => out.push_str(t),
-            Piece::Var(n) => out.push_str(&lookup(n).ok_or_else(|| n.to_string())?),
+            Piece::Var(n) => out.push_str(&lookup(n).ok_or_else(|| UnknownVar(n.to_string()))?),
         }
     }
     Ok(out)
@@ -121,7 +125,7 @@ mod tests {
         assert_eq!(substitute("Bearer ${ TOKEN }", &look).unwrap(), "Bearer abc");
         assert_eq!(substitute("cost $5 and $ and ${", &look).unwrap(), "cost $5 and $ and ${");
         assert_eq!(substitute("${TOKEN}${A_1}$TOKEN.x", &look).unwrap(), "abcxabc.x");
-        assert_eq!(substitute("a ${NOPE} b", &look).unwrap_err(), "NOPE");
+        assert_eq!(substitute("a ${NOPE} b", &look).unwrap_err(), UnknownVar("NOPE".into()));
         // A value is substituted once: `$` in a value is not expanded again.
         let dollar = |_: &str| Some("$TOKEN".to_string());
         assert_eq!(substitute("${X}", &dollar).unwrap(), "$TOKEN");
