@@ -7,6 +7,7 @@ use crate::extensions::config::ExtensionConfig;
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
+use crate::llm;
 use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -40,8 +41,8 @@ const PROVIDERS: [Provider; 3] = [
         doc_link: "https://platform.openai.com/docs/models",
         keys: &[
             ("OPENAI_API_KEY", false, true, None),
-            ("OPENAI_HOST", false, false, Some("https://api.openai.com")),
-            ("OPENAI_BASE_PATH", false, false, Some("v1/chat/completions")),
+            ("OPENAI_HOST", false, false, Some(llm::OPENAI_DEFAULT_HOST)),
+            ("OPENAI_BASE_PATH", false, false, Some(llm::OPENAI_DEFAULT_PATH)),
         ],
         models: &[
             Model { name: "gpt-4o", context_limit: 128_000 },
@@ -58,7 +59,7 @@ const PROVIDERS: [Provider; 3] = [
         description: "Claude models through Anthropic's Messages API",
         default_model: "claude-sonnet-4-5",
         doc_link: "https://docs.anthropic.com/en/docs/about-claude/models",
-        keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some("https://api.anthropic.com"))],
+        keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some(llm::ANTHROPIC_DEFAULT_HOST))],
         models: &[
             Model { name: "claude-sonnet-4-5", context_limit: 200_000 },
             Model { name: "claude-opus-4-1", context_limit: 200_000 },
@@ -72,7 +73,7 @@ const PROVIDERS: [Provider; 3] = [
         description: "Local models served by Ollama",
         default_model: "qwen3",
         doc_link: "https://ollama.com/library",
-        keys: &[("OLLAMA_HOST", true, false, Some("http://localhost:11434"))],
+        keys: &[("OLLAMA_HOST", true, false, Some(llm::OLLAMA_DEFAULT_HOST))],
         models: &[
             Model { name: "qwen3", context_limit: 40_960 },
             Model { name: "llama3.2", context_limit: 131_072 },

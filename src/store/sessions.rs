@@ -168,14 +168,9 @@ fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     Error::Corrupt { path: path.to_path_buf(), detail: detail.into() }
 }
 
-/// Opens for reading without following a symlink in the last component.
-fn open_read(path: &Path) -> io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
-}
-
 /// A file's bytes; `None` when it does not exist.
 fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    let mut f = match open_read(path) {
+    let mut f = match atomic::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(atomic::io_err(path, e)),
@@ -403,7 +398,7 @@ impl SessionStore {
             Some(r) if r.ino == now.ino && r.bytes < now.bytes => (r.bytes, session.message_count + 1),
             _ => (0, 1),
         };
-        let mut f = open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let mut tail = Vec::new();
         f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(|e| atomic::io_err(&path, e))?;
         let (lines, torn) = count_lines(&path, &tail, first_line)?;
@@ -604,7 +599,7 @@ impl SessionStore {
         }
         let path = self.messages_path(&meta.id);
         let mut bytes = Vec::with_capacity(meta.file.bytes as usize);
-        let f = open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         f.take(meta.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
         if (bytes.len() as u64) < meta.file.bytes {
             return Err(corrupt(
@@ -645,13 +640,7 @@ impl SessionStore {
             let path = self.messages_path(id);
             let mut line = serde_json::to_vec(message).map_err(|e| corrupt(&path, e.to_string()))?;
             line.push(b'\n');
-            let mut f = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&path)
-                .map_err(|e| atomic::io_err(&path, e))?;
+            let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
             let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
             let created = meta.file.ino == 0;
             if stat.len() != meta.file.bytes || (!created && stat.ino() != meta.file.ino) {
@@ -740,13 +729,7 @@ impl SessionStore {
                         serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(&path, e.to_string()))?;
                         bytes.push(b'\n');
                     }
-                    let mut f = OpenOptions::new()
-                        .append(true)
-                        .create(true)
-                        .mode(0o600)
-                        .custom_flags(libc::O_NOFOLLOW)
-                        .open(&path)
-                        .map_err(|e| atomic::io_err(&path, e))?;
+                    let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
                     if let Err(e) = f.write_all(&bytes).and_then(|_| f.sync_data()) {
                         let _ = f.set_len(meta.file.bytes);
                         return Err(atomic::io_err(&path, e));
