@@ -501,3 +501,16 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     }
     out
 }
+
+/// Percent-encodes every byte but RFC 3986's unreserved ones (for goose:// link parameters).
+pub fn pct(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

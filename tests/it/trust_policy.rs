@@ -7,18 +7,6 @@
 use crate::support::*;
 use serde_json::{json, Value};
 
-fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 fn link(cmd: &str, args: &[&str], env: &[&str]) -> String {
     let mut l = format!("goose://extension?name=T&cmd={}", pct(cmd));
     for a in args {

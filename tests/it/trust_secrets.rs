@@ -79,18 +79,6 @@ impl Drop for Recorder {
     }
 }
 
-fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 /// A link to `url` sending `header=value` pairs.
 fn link(name: &str, url: &str, headers: &[(&str, &str)]) -> String {
     let mut l = format!("goose://extension?name={}&url={}", pct(name), pct(url));
