@@ -10,10 +10,15 @@
 //! descriptor of the working dir and resolved by the kernel beneath it (`sys::open_beneath`:
 //! `openat2` with `RESOLVE_BENEATH`, else a per-component `O_NOFOLLOW` walk), so swapping a
 //! directory for a symlink after the path was checked cannot lead a write outside.
+//!
+//! `text_editor` itself is `text_editor::TextEditor` over `WorkDir` (the disk); acp/ runs the
+//! same editor over the editor's buffers, confined by a `WorkDir` of the session's cwd.
 
+use super::error::{Error, ToolError};
 use super::server::{opt_str_arg, opt_u64_arg, str_arg, Builtin, Cancel, ToolOutcome};
+use super::text_editor::{checked_text, TextEditor, TextFiles};
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
@@ -29,73 +34,51 @@ pub const MAX_TIMEOUT_SECS: u64 = 600;
 /// last `OUTPUT_TAIL` bytes (the end of a build log is usually what matters).
 pub const OUTPUT_HEAD: usize = 16 << 10;
 pub const OUTPUT_TAIL: usize = 48 << 10;
-/// Largest file `view` shows whole; bigger files need `view_range`.
-pub const MAX_VIEW_BYTES: u64 = 256 << 10;
-/// Largest file `view` reads at all (with a range) and `str_replace` edits.
-pub const MAX_EDIT_BYTES: u64 = 16 << 20;
 /// Directory entries listed at most.
 pub const MAX_LIST_ENTRIES: usize = 1000;
 
-/// Edits remembered per file for `undo_edit`, and files tracked at most.
-pub const UNDO_DEPTH: usize = 10;
-pub const UNDO_FILES: usize = 100;
+/// Whether `GOSLING_DEVELOPER_UNRESTRICTED` lifts path confinement.
+pub fn unrestricted_from_env() -> bool {
+    std::env::var("GOSLING_DEVELOPER_UNRESTRICTED").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
 
-pub struct Developer {
+/// The working directory: where paths are resolved and, unless unrestricted, confined; on
+/// disk, the `TextFiles` every file operation goes through, beneath its descriptor.
+pub struct WorkDir {
     /// Canonical working directory.
     root: PathBuf,
     /// The working dir, opened once: what every file operation is resolved beneath.
     root_dir: fs::File,
     unrestricted: bool,
-    /// What each edited file held before its last edits (newest last), for `undo_edit`.
-    history: Mutex<HashMap<PathBuf, Vec<Before>>>,
 }
 
-/// A file's state before an edit.
-enum Before {
-    Absent,
-    Text(String),
-}
-
-impl Developer {
-    /// Working dir from `GOOSE_WORKING_DIR` or the cwd; `GOSLING_DEVELOPER_UNRESTRICTED=1`
-    /// lifts path confinement.
-    pub fn from_env() -> Result<Developer, String> {
-        let dir = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d),
-            None => std::env::current_dir()
-                .map_err(|e| format!("developer: cannot read the current directory: {e}; set GOOSE_WORKING_DIR"))?,
-        };
-        let unrestricted =
-            std::env::var("GOSLING_DEVELOPER_UNRESTRICTED").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-        Developer::new(&dir, unrestricted)
-    }
-
-    pub fn new(dir: &Path, unrestricted: bool) -> Result<Developer, String> {
-        let root = fs::canonicalize(dir).map_err(|e| {
-            format!(
-                "developer: working directory {} is not usable: {e}; set GOOSE_WORKING_DIR to an existing directory",
-                dir.display()
-            )
-        })?;
+impl WorkDir {
+    pub fn open(dir: &Path, unrestricted: bool) -> Result<WorkDir, Error> {
+        let work_dir = |source| Error::WorkDir { dir: dir.to_path_buf(), source };
+        let root = fs::canonicalize(dir).map_err(work_dir)?;
         if !root.is_dir() {
-            return Err(format!("developer: working directory {} is not a directory", root.display()));
+            return Err(work_dir(io::Error::from_raw_os_error(libc::ENOTDIR)));
         }
-        let root_dir = fs::File::open(&root)
-            .map_err(|e| format!("developer: cannot open the working directory {}: {e}", root.display()))?;
-        Ok(Developer { root, root_dir, unrestricted, history: Mutex::new(HashMap::new()) })
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
+        let root_dir = fs::File::open(&root).map_err(work_dir)?;
+        Ok(WorkDir { root, root_dir, unrestricted })
     }
 
     /// Resolves a tool's path argument (relative to the working dir) and enforces confinement.
-    pub fn resolve(&self, input: &str) -> Result<PathBuf, String> {
+    pub fn resolve(&self, input: &str) -> Result<PathBuf, ToolError> {
         resolve_in(&self.root, input, self.unrestricted)
     }
 
+    /// How a path is shown back to the model: relative to the working dir when inside it.
+    pub fn show(&self, p: &Path) -> String {
+        match p.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => p.display().to_string(),
+        }
+    }
+
     /// Opens a resolved path: beneath the working dir's descriptor unless unrestricted.
-    fn open(&self, path: &Path, access: Access) -> io::Result<fs::File> {
+    fn open_at(&self, path: &Path, access: Access) -> io::Result<fs::File> {
         if self.unrestricted {
             return match access {
                 Access::Read | Access::Dir => fs::File::open(path),
@@ -114,214 +97,24 @@ impl Developer {
         path.strip_prefix(&self.root).map_err(|_| io::Error::from_raw_os_error(libc::EXDEV))
     }
 
-    fn write_file(&self, path: &Path, shown: &str, bytes: &[u8]) -> Result<(), String> {
-        let mut f = self.open(path, Access::Write).map_err(|e| fs_err(e, "write", shown))?;
-        io::Write::write_all(&mut f, bytes).map_err(|e| format!("cannot write {shown}: {e}"))
-    }
-
-    fn create_parents(&self, path: &Path, shown: &str) -> Result<(), String> {
+    fn create_parents(&self, path: &Path, shown: &str) -> Result<(), ToolError> {
         let Some(parent) = path.parent() else { return Ok(()) };
         let r = if self.unrestricted {
             fs::create_dir_all(parent)
         } else {
             self.rel(parent).and_then(|rel| crate::sys::mkdirs_beneath(&self.root_dir, rel))
         };
-        r.map_err(|e| fs_err(e, "create the directories of", shown))
+        r.map_err(|e| file_err(e, "create the directories of", shown))
     }
 
-    fn remove(&self, path: &Path, shown: &str) -> Result<(), String> {
-        let r = if self.unrestricted {
-            fs::remove_file(path)
-        } else {
-            self.rel(path).and_then(|rel| crate::sys::unlink_beneath(&self.root_dir, rel))
-        };
-        r.map_err(|e| fs_err(e, "remove", shown))
-    }
-
-    fn read_text(&self, path: &Path, shown: &str, limit: u64) -> Result<String, String> {
-        let f = self.open(path, Access::Read).map_err(|e| fs_err(e, "read", shown))?;
-        read_text(f, shown, limit)
-    }
-
-    /// How a path is shown back to the model: relative to the working dir when inside it.
-    fn show(&self, p: &Path) -> String {
-        match p.strip_prefix(&self.root) {
-            Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
-            Ok(rel) => rel.display().to_string(),
-            Err(_) => p.display().to_string(),
-        }
-    }
-
-    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
-        let command = match str_arg(args, "command") {
-            Ok(c) if !c.trim().is_empty() => c,
-            Ok(_) => return ToolOutcome::error("developer: `command` is empty; pass the shell command to run"),
-            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
-        };
-        let timeout = match opt_u64_arg(args, "timeout_secs") {
-            Ok(None) => DEFAULT_TIMEOUT_SECS,
-            Ok(Some(t)) if (1..=MAX_TIMEOUT_SECS).contains(&t) => t,
-            Ok(Some(t)) => {
-                return ToolOutcome::error(format!(
-                    "developer: timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}"
-                ))
-            }
-            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
-        };
-        run_shell(command, &self.root, Duration::from_secs(timeout), cancel)
-    }
-
-    fn text_editor(&self, args: &Map<String, Value>) -> Result<String, String> {
-        let command = str_arg(args, "command")?;
-        let path_arg = str_arg(args, "path")?;
-        let path = self.resolve(path_arg)?;
-        let shown = self.show(&path);
-        match command {
-            "view" => self.view(&path, &shown, args.get("view_range")),
-            "write" => {
-                let text = str_arg(args, "file_text")?;
-                if path.is_dir() {
-                    return Err(format!("{shown} is a directory; give a file path"));
-                }
-                self.create_parents(&path, &shown)?;
-                let existed = path.exists();
-                let before = if existed {
-                    self.read_text(&path, &shown, MAX_EDIT_BYTES).ok().map(Before::Text)
-                } else {
-                    Some(Before::Absent)
-                };
-                self.write_file(&path, &shown, text.as_bytes())?;
-                self.remember(&path, before);
-                Ok(format!(
-                    "{} {shown} ({} bytes, {} lines)",
-                    if existed { "overwrote" } else { "created" },
-                    text.len(),
-                    text.lines().count()
-                ))
-            }
-            "str_replace" => {
-                let old = str_arg(args, "old_str")?;
-                let new = str_arg(args, "new_str").map_err(|e| format!("{e}; pass \"\" to delete old_str"))?;
-                let content = self.read_text(&path, &shown, MAX_EDIT_BYTES)?;
-                let updated = replace_once(&content, old, new).map_err(|e| format!("{shown}: {e}"))?;
-                self.write_file(&path, &shown, updated.as_bytes())?;
-                let line = content[..content.find(old).unwrap_or(0)].matches('\n').count() + 1;
-                self.remember(&path, Some(Before::Text(content)));
-                Ok(format!("replaced 1 occurrence in {shown} at line {line}"))
-            }
-            "insert" => {
-                let after = opt_u64_arg(args, "insert_line")?
-                    .ok_or("missing required argument `insert_line` (0 = before the first line)")?;
-                let new = str_arg(args, "new_str")?;
-                let content = self.read_text(&path, &shown, MAX_EDIT_BYTES)?;
-                let updated = insert_after_line(&content, after, new).map_err(|e| format!("{shown}: {e}"))?;
-                self.write_file(&path, &shown, updated.as_bytes())?;
-                self.remember(&path, Some(Before::Text(content)));
-                Ok(format!("inserted {} line(s) after line {after} of {shown}", new.lines().count().max(1)))
-            }
-            "undo_edit" => {
-                let before = self.history.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&path).and_then(Vec::pop);
-                match before {
-                    None => Err(format!("no edit of {shown} to undo in this session")),
-                    Some(Before::Absent) => {
-                        self.remove(&path, &shown)?;
-                        Ok(format!("undid the creation of {shown} (removed it)"))
-                    }
-                    Some(Before::Text(t)) => {
-                        self.write_file(&path, &shown, t.as_bytes())?;
-                        Ok(format!("restored {shown} to its content before the last edit"))
-                    }
-                }
-            }
-            other => {
-                Err(format!("unknown text_editor command {other:?}; use view, write, str_replace, insert or undo_edit"))
-            }
-        }
-    }
-
-    /// Records the state before an edit; `None` (unknown) forgets the file's history, since
-    /// older states could no longer be restored in order.
-    fn remember(&self, path: &Path, before: Option<Before>) {
-        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(before) = before else {
-            h.remove(path);
-            return;
-        };
-        if !h.contains_key(path) && h.len() >= UNDO_FILES {
-            h.clear();
-        }
-        let stack = h.entry(path.to_path_buf()).or_default();
-        if stack.len() >= UNDO_DEPTH {
-            stack.remove(0);
-        }
-        stack.push(before);
-    }
-
-    fn view(&self, path: &Path, shown: &str, range: Option<&Value>) -> Result<String, String> {
-        if path.is_dir() {
-            return Err(format!("{shown} is a directory; use list_directory to see its entries"));
-        }
-        let range = match range {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(a)) if a.len() == 2 => {
-                let start = a[0].as_i64().filter(|s| *s >= 1).ok_or("view_range[0] must be a line number >= 1")?;
-                let end = a[1]
-                    .as_i64()
-                    .filter(|e| *e == -1 || *e >= start)
-                    .ok_or("view_range[1] must be >= view_range[0], or -1 for the end of the file")?;
-                Some((start as usize, if end == -1 { usize::MAX } else { end as usize }))
-            }
-            Some(_) => return Err("view_range must be [start_line, end_line] (1-based, end -1 = to the end)".into()),
-        };
-        let limit = if range.is_some() { MAX_EDIT_BYTES } else { MAX_VIEW_BYTES };
-        let content = self.read_text(path, shown, limit).map_err(|e| {
-            if range.is_none() {
-                format!("{e}; pass view_range to see part of it")
-            } else {
-                e
-            }
-        })?;
-        let total = content.lines().count();
-        if total == 0 {
-            return Ok(format!("{shown} is empty"));
-        }
-        let (start, end) = range.unwrap_or((1, usize::MAX));
-        let end = end.min(total);
-        if start > total {
-            return Err(format!("{shown} has {total} lines; view_range starts after the end"));
-        }
-        let mut out = format!("{shown} (lines {start}-{end} of {total})\n");
-        let mut shown_bytes = 0usize;
-        for (i, line) in content.lines().enumerate() {
-            let n = i + 1;
-            if n < start {
-                continue;
-            }
-            if n > end {
-                break;
-            }
-            if shown_bytes > MAX_VIEW_BYTES as usize {
-                out.push_str(&format!("[... stopped at line {n}: output cap reached; use view_range for the rest]\n"));
-                break;
-            }
-            shown_bytes += line.len();
-            out.push_str(&format!("{n:>6}  {line}\n"));
-        }
-        Ok(out)
-    }
-
-    fn list_directory(&self, args: &Map<String, Value>) -> Result<String, String> {
-        let path_arg = opt_str_arg(args, "path")?.unwrap_or(".");
-        let path = self.resolve(path_arg)?;
-        let shown = self.show(&path);
+    fn list(&self, path: &Path, shown: &str) -> Result<String, ToolError> {
         // Listed through the descriptor (its /proc/self/fd entry names exactly that directory).
-        let dir = self.open(&path, Access::Dir).map_err(|e| fs_err(e, "list", &shown))?;
+        let dir = self.open_at(path, Access::Dir).map_err(|e| file_err(e, "list", shown))?;
         let via = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir)));
-        let rd = fs::read_dir(if self.unrestricted { &path } else { &via })
-            .map_err(|e| format!("cannot list {shown}: {e}"))?;
+        let rd = fs::read_dir(if self.unrestricted { path } else { &via }).map_err(|e| file_err(e, "list", shown))?;
         let mut entries: Vec<(String, String)> = Vec::new();
         for e in rd {
-            let e = e.map_err(|e| format!("cannot list {shown}: {e}"))?;
+            let e = e.map_err(|e| file_err(e, "list", shown))?;
             let name = e.file_name().to_string_lossy().into_owned();
             let desc = match e.metadata() {
                 Ok(m) if m.file_type().is_symlink() => {
@@ -353,6 +146,89 @@ impl Developer {
     }
 }
 
+impl TextFiles for WorkDir {
+    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, ToolError> {
+        let file = self.open_at(path, Access::Read).map_err(|e| file_err(e, "read", shown))?;
+        let meta = file.metadata().map_err(|e| file_err(e, "read", shown))?;
+        if meta.is_dir() {
+            return Err(ToolError::Refused(format!("{shown} is a directory")));
+        }
+        if meta.len() > limit {
+            return Err(ToolError::TooBig { shown: shown.to_string(), size: Some(meta.len()), limit });
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| file_err(e, "read", shown))?;
+        checked_text(bytes, shown, limit)
+    }
+
+    fn write(&self, path: &Path, shown: &str, text: &str) -> Result<(), ToolError> {
+        self.create_parents(path, shown)?;
+        let mut f = self.open_at(path, Access::Write).map_err(|e| file_err(e, "write", shown))?;
+        io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| file_err(e, "write", shown))
+    }
+
+    fn remove(&self, path: &Path, shown: &str) -> Result<(), ToolError> {
+        let r = if self.unrestricted {
+            fs::remove_file(path)
+        } else {
+            self.rel(path).and_then(|rel| crate::sys::unlink_beneath(&self.root_dir, rel))
+        };
+        r.map_err(|e| file_err(e, "remove", shown))
+    }
+}
+
+pub struct Developer {
+    dir: WorkDir,
+    editor: TextEditor,
+}
+
+impl Developer {
+    /// Working dir from `GOOSE_WORKING_DIR` or the cwd; `GOSLING_DEVELOPER_UNRESTRICTED=1`
+    /// lifts path confinement.
+    pub fn from_env() -> Result<Developer, Error> {
+        let dir = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => PathBuf::from(d),
+            None => std::env::current_dir().map_err(|source| Error::WorkDir { dir: PathBuf::from("."), source })?,
+        };
+        Developer::new(&dir, unrestricted_from_env())
+    }
+
+    pub fn new(dir: &Path, unrestricted: bool) -> Result<Developer, Error> {
+        Ok(Developer { dir: WorkDir::open(dir, unrestricted)?, editor: TextEditor::default() })
+    }
+
+    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
+        let command = match str_arg(args, "command") {
+            Ok(c) if !c.trim().is_empty() => c,
+            Ok(_) => return ToolOutcome::error("developer: `command` is empty; pass the shell command to run"),
+            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
+        };
+        let timeout = match opt_u64_arg(args, "timeout_secs") {
+            Ok(None) => DEFAULT_TIMEOUT_SECS,
+            Ok(Some(t)) if (1..=MAX_TIMEOUT_SECS).contains(&t) => t,
+            Ok(Some(t)) => {
+                return ToolOutcome::error(format!(
+                    "developer: timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}"
+                ))
+            }
+            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
+        };
+        run_shell(command, &self.dir.root, Duration::from_secs(timeout), cancel)
+    }
+
+    fn text_editor(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+        str_arg(args, "command")?;
+        let path = self.dir.resolve(str_arg(args, "path")?)?;
+        let shown = self.dir.show(&path);
+        self.editor.run(&self.dir, &path, &shown, args)
+    }
+
+    fn list_directory(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+        let path = self.dir.resolve(opt_str_arg(args, "path")?.unwrap_or("."))?;
+        self.dir.list(&path, &self.dir.show(&path))
+    }
+}
+
 impl Builtin for Developer {
     fn name(&self) -> &'static str {
         "developer"
@@ -372,9 +248,9 @@ impl Builtin for Developer {
              `undo_edit` the last edit of a file.\n\
              - list_directory: the entries of a directory with their type and size.\n\
              Relative paths are relative to the working directory{confine}.",
-            root = self.root.display(),
+            root = self.dir.root.display(),
             cap = (OUTPUT_HEAD + OUTPUT_TAIL) >> 10,
-            confine = if self.unrestricted { "" } else { "; paths outside it are refused" },
+            confine = if self.dir.unrestricted { "" } else { "; paths outside it are refused" },
         )
     }
 
@@ -433,7 +309,7 @@ impl Builtin for Developer {
             "shell" => return self.shell(args, cancel),
             "text_editor" => self.text_editor(args),
             "list_directory" => self.list_directory(args),
-            other => Err(format!("no tool {other:?}")),
+            other => Err(ToolError::UnknownTool(other.to_string())),
         };
         r.map_err(|e| format!("developer: {e}")).into()
     }
@@ -442,12 +318,12 @@ impl Builtin for Developer {
 /// Resolves `input` against `root` (already canonical) following symlinks one component at a
 /// time, so `..` and links are judged by where they really lead. Components that do not exist
 /// yet are appended as written. Unless `unrestricted`, the result must lie inside `root`.
-pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBuf, String> {
+pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBuf, ToolError> {
     if input.is_empty() {
-        return Err("`path` is empty; pass a path relative to the working directory".into());
+        return Err(ToolError::Refused("`path` is empty; pass a path relative to the working directory".into()));
     }
     if input.contains('\0') {
-        return Err("`path` contains a NUL byte".into());
+        return Err(ToolError::Refused("`path` contains a NUL byte".into()));
     }
     let given = Path::new(input);
     let mut cur = if given.is_absolute() { PathBuf::from("/") } else { root.to_path_buf() };
@@ -465,11 +341,10 @@ pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBu
             Component::Normal(name) => {
                 let next = cur.join(name);
                 if !missing && fs::symlink_metadata(&next).is_ok() {
-                    cur = fs::canonicalize(&next).map_err(|e| {
-                        format!(
-                            "{input}: cannot resolve {} ({e}); a symlink may point to a missing target",
-                            next.display()
-                        )
+                    cur = fs::canonicalize(&next).map_err(|source| ToolError::Unresolvable {
+                        input: input.to_string(),
+                        at: next.clone(),
+                        source,
                     })?;
                 } else {
                     missing = true;
@@ -479,57 +354,12 @@ pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBu
         }
     }
     if !unrestricted && !cur.starts_with(root) {
-        return Err(format!(
-            "{input} resolves to {}, which is outside the working directory {}; use a path inside it",
-            cur.display(),
-            root.display()
-        ));
+        return Err(ToolError::Outside { input: input.to_string(), resolved: cur, root: root.to_path_buf() });
     }
     Ok(cur)
 }
 
-/// Replaces the single occurrence of `old` in `content`; zero or several occurrences are errors
-/// that say how many there were.
-pub fn replace_once(content: &str, old: &str, new: &str) -> Result<String, String> {
-    if old.is_empty() {
-        return Err("old_str is empty; pass the exact text to replace".into());
-    }
-    match content.matches(old).count() {
-        1 => Ok(content.replacen(old, new, 1)),
-        0 => {
-            Err("old_str was not found; view the file and copy the exact text, including whitespace and indentation"
-                .into())
-        }
-        n => Err(format!("old_str occurs {n} times; include more surrounding lines so it matches exactly once")),
-    }
-}
-
-/// Inserts `new` after line `after` (0 = at the top). `new` becomes whole lines.
-pub fn insert_after_line(content: &str, after: u64, new: &str) -> Result<String, String> {
-    let total = content.lines().count() as u64;
-    if after > total {
-        return Err(format!("insert_line {after} is past the end; the file has {total} lines"));
-    }
-    let mut offset = 0;
-    for _ in 0..after {
-        offset += content[offset..].find('\n').map_or(content.len() - offset, |i| i + 1);
-    }
-    let mut piece = String::new();
-    if offset == content.len() && !content.is_empty() && !content.ends_with('\n') {
-        piece.push('\n');
-    }
-    piece.push_str(new);
-    if !new.ends_with('\n') && offset < content.len() {
-        piece.push('\n');
-    }
-    let mut out = String::with_capacity(content.len() + piece.len());
-    out.push_str(&content[..offset]);
-    out.push_str(&piece);
-    out.push_str(&content[offset..]);
-    Ok(out)
-}
-
-/// How a file is opened (`Developer::open`).
+/// How a file is opened (`WorkDir::open_at`).
 #[derive(Clone, Copy)]
 enum Access {
     Read,
@@ -537,36 +367,8 @@ enum Access {
     Dir,
 }
 
-/// An error of a confined file operation, saying when the path led outside the working dir.
-fn fs_err(e: io::Error, verb: &str, shown: &str) -> String {
-    match e.raw_os_error() {
-        Some(libc::EXDEV) => format!(
-            "cannot {verb} {shown}: it leads outside the working directory (through a symbolic link or `..`) at the moment of use; use a path inside it"
-        ),
-        Some(libc::ELOOP) => {
-            format!("cannot {verb} {shown}: a symbolic link on the way cannot be followed safely; use the real path")
-        }
-        _ => format!("cannot {verb} {shown}: {e}"),
-    }
-}
-
-fn read_text(file: fs::File, shown: &str, limit: u64) -> Result<String, String> {
-    let meta = file.metadata().map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if meta.is_dir() {
-        return Err(format!("{shown} is a directory"));
-    }
-    if meta.len() > limit {
-        return Err(format!("{shown} is {} bytes, over the {limit}-byte limit", meta.len()));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!("{shown} is over the {limit}-byte limit"));
-    }
-    if bytes[..bytes.len().min(8192)].contains(&0) {
-        return Err(format!("{shown} looks like a binary file; use the shell tool (e.g. xxd or file) to inspect it"));
-    }
-    String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text; use the shell tool to inspect it"))
+fn file_err(source: io::Error, verb: &'static str, shown: &str) -> ToolError {
+    ToolError::File { verb, shown: shown.to_string(), source }
 }
 
 /// Keeps the first `OUTPUT_HEAD` and the last `OUTPUT_TAIL` bytes of a stream.
@@ -740,10 +542,13 @@ mod tests {
         assert_eq!(resolve_in(&root, root.join("sub").to_str().unwrap(), false).unwrap(), root.join("sub"));
         assert_eq!(resolve_in(&root, ".", false).unwrap(), root);
         for bad in ["../secret", "sub/../../secret", "out-link", "/etc/passwd", "missing/../../x", "dangling", ""] {
-            let e = resolve_in(&root, bad, false).unwrap_err();
+            let e = resolve_in(&root, bad, false).unwrap_err().to_string();
             assert!(!e.is_empty(), "{bad}");
         }
-        assert!(resolve_in(&root, "../secret", false).unwrap_err().contains("outside the working directory"));
+        assert!(resolve_in(&root, "../secret", false)
+            .unwrap_err()
+            .to_string()
+            .contains("outside the working directory"));
         assert_eq!(resolve_in(&root, "../secret", true).unwrap(), base.join("secret"));
         assert_eq!(resolve_in(&root, "out-link", true).unwrap(), base.join("secret"));
         let _ = fs::remove_dir_all(&base);
@@ -770,25 +575,6 @@ mod tests {
         assert!(!base.join("z").exists());
         crate::sys::unlink_beneath(&dir, Path::new("in/y")).unwrap();
         let _ = fs::remove_dir_all(&base);
-    }
-
-    #[test]
-    fn str_replace_needs_exactly_one_match() {
-        assert_eq!(replace_once("a b c", "b", "X").unwrap(), "a X c");
-        assert_eq!(replace_once("a b c", "b ", "").unwrap(), "a c");
-        assert!(replace_once("a b c", "z", "X").unwrap_err().contains("not found"));
-        assert!(replace_once("b b b", "b", "X").unwrap_err().contains("occurs 3 times"));
-        assert!(replace_once("abc", "", "X").unwrap_err().contains("empty"));
-    }
-
-    #[test]
-    fn insert_after_a_line() {
-        assert_eq!(insert_after_line("a\nb\n", 0, "x").unwrap(), "x\na\nb\n");
-        assert_eq!(insert_after_line("a\nb\n", 1, "x\ny").unwrap(), "a\nx\ny\nb\n");
-        assert_eq!(insert_after_line("a\nb\n", 2, "x\n").unwrap(), "a\nb\nx\n");
-        assert_eq!(insert_after_line("a\nb", 2, "x").unwrap(), "a\nb\nx");
-        assert_eq!(insert_after_line("", 0, "x").unwrap(), "x");
-        assert!(insert_after_line("a\n", 2, "x").unwrap_err().contains("has 1 lines"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod developer;
 pub mod error;
 pub mod memory;
 pub mod server;
+pub mod text_editor;
 
 pub use error::{Error, ToolError};
 pub use server::{is_known, launch, serve, Builtin, Cancel, Launch, ToolOutcome, KNOWN};

@@ -84,7 +84,8 @@ impl ToolOutcome {
     pub fn error(text: impl Into<String>) -> ToolOutcome {
         ToolOutcome { text: text.into(), is_error: true }
     }
-    fn to_result(&self) -> Value {
+    /// The MCP `CallToolResult` JSON.
+    pub fn to_result(&self) -> Value {
         json!({"content": [{"type": "text", "text": self.text}], "isError": self.is_error})
     }
 }
@@ -138,9 +139,8 @@ pub struct Launch {
 
 /// Builds the builtin called `name` from the process environment.
 pub fn make(name: &str) -> Result<Arc<dyn Builtin>, Error> {
-    let setup = |builtin, reason: String| Error::Setup { builtin, reason };
     match name {
-        "developer" => Ok(Arc::new(super::developer::Developer::from_env().map_err(|r| setup("developer", r))?)),
+        "developer" => Ok(Arc::new(super::developer::Developer::from_env()?)),
         "memory" => Ok(Arc::new(super::memory::Memory::from_env()?)),
         _ => Err(Error::Unknown { name: name.to_string() }),
     }
