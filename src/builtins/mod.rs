@@ -13,4 +13,4 @@ pub mod server;
 pub mod text_editor;
 
 pub use error::{Error, ToolError};
-pub use server::{is_known, launch, serve, Builtin, Cancel, Launch, ToolOutcome, KNOWN};
+pub use server::{launch, serve, ToolOutcome, KNOWN};

@@ -128,10 +128,6 @@ impl Provider for Anthropic {
         &self.settings.provider
     }
 
-    fn model(&self) -> &str {
-        &self.settings.model
-    }
-
     fn complete_cancellable(
         &self,
         req: &ChatRequest,

@@ -110,7 +110,6 @@ pub enum Delta<'a> {
 pub trait Provider: Send + Sync {
     /// "openai", "ollama" or "anthropic" (the canonical name, after aliases).
     fn name(&self) -> &str;
-    fn model(&self) -> &str;
     /// Streams one completion. `on_delta` returns false to abort (the client went away): the
     /// HTTP stream is dropped and `Error::Cancelled` returned. Text already passed to `on_delta`
     /// stays delivered even when an error follows.

@@ -129,10 +129,6 @@ impl Provider for OpenAi {
         &self.settings.provider
     }
 
-    fn model(&self) -> &str {
-        &self.settings.model
-    }
-
     fn complete_cancellable(
         &self,
         req: &ChatRequest,

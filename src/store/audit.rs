@@ -30,10 +30,6 @@ impl AuditLog {
         AuditLog { path: state_dir.join("audit.jsonl"), file: std::sync::Mutex::new(None) }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends one line; a failure is logged, never fatal to the call being audited.
     pub fn record(&self, e: &Entry) {
         let line = json!({
