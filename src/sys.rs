@@ -111,6 +111,7 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
         thread::Builder::new()
             .name("spawner".into())
             .spawn(move || {
+                // wait: the spawner's queue, for the life of the process
                 for (mut cmd, reply) in rx {
                     // Registered under the same lock the orphan reaper scans with, so a child
                     // that exits at once is never taken for an orphan and reaped behind
@@ -132,6 +133,7 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
         .unwrap_or_else(|e| e.into_inner())
         .send((cmd, rtx))
         .map_err(|_| io::Error::other("spawner thread is gone"))?;
+    // wait: the spawner answers right after fork/exec, or drops the reply if it dies
     rrx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
 }
 

@@ -78,7 +78,7 @@ fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, mut input: impl BufRead)
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = (&mut input).take(MAX_LINE).read_until(b'\n', &mut line).map_err(Error::Io)?;
+        let n = (&mut input).take(MAX_LINE).read_until(b'\n', &mut line).map_err(Error::Io)?; // wait: the editor's stdin
         if n == 0 {
             log::info!("acp: the editor closed stdin; stopping");
             return Ok(());
@@ -86,6 +86,7 @@ fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, mut input: impl BufRead)
         if line.last() != Some(&b'\n') && n as u64 == MAX_LINE {
             // Skip the rest of the oversized line.
             let mut rest = Vec::new();
+            // wait: the editor's stdin; EOF when it closes the pipe
             while input.read_until(b'\n', &mut rest).map_err(Error::Io)? > 0 && rest.last() != Some(&b'\n') {
                 rest.clear();
             }

@@ -472,6 +472,7 @@ impl Agent {
                 last_plan = p;
             }
         };
+        // wait: ends when the turn returns; every wait inside it has a deadline or the cancel
         for ev in rx.iter() {
             match ev {
                 Event::Message { message, .. } => {
@@ -508,7 +509,7 @@ impl Agent {
             }
         }
         send_plan(&text);
-        let outcome = handle.join().unwrap_or(Outcome::Failed);
+        let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         if cancelled.load(Ordering::SeqCst) {
             return Ok(json!({ "stopReason": "cancelled" }));
         }

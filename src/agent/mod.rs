@@ -99,7 +99,7 @@ impl Agents {
         let all: Vec<_> = self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, rt)| rt).collect();
         let hs: Vec<_> = all.into_iter().map(|rt| std::thread::spawn(move || rt.shutdown())).collect();
         for h in hs {
-            let _ = h.join();
+            let _ = h.join(); // wait: shutdown is bounded by each extension's shutdown ladder
         }
     }
 }

@@ -447,6 +447,7 @@ impl Turn {
             std::thread::sleep(Duration::from_millis(10));
         }
         for (i, id, h, _) in running {
+            // wait: the loop above ran until no call thread was left running
             let r = h.join().unwrap_or_else(|_| {
                 Err(crate::extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
             });

@@ -457,7 +457,7 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
         });
         if let Err(e) = spawned {
             let _ = crate::sys::kill_group(pid);
-            let _ = child.wait();
+            let _ = child.wait(); // wait: SIGKILLed just above
             return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
         }
     }
@@ -489,6 +489,7 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
             log::warn!("developer: output of shell pid {pid} is still open (a process left its group); returning what was read");
         }
     }
+    // wait: the shell has exited or was SIGKILLed above
     let ended = match (ended, child.wait()) {
         (Ok(()), Ok(status)) => Ok(status),
         (Ok(()), Err(_)) => Err("wait failed"),

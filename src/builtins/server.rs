@@ -253,6 +253,7 @@ fn run(
     }
     let mut buf = Vec::with_capacity(4096);
     loop {
+        // wait: the runtime's pipe; EOF when it closes
         let line = match read_line(&mut input, &mut buf, MAX_LINE) {
             Ok(l) => l,
             Err(e) => {

@@ -478,6 +478,7 @@ fn confirm(question: &str) -> bool {
     eprint!("{question}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
+    // wait: a person at the terminal answers
     if std::io::stdin().lock().read_line(&mut line).is_err() {
         return false;
     }
@@ -532,7 +533,7 @@ fn fill_secrets(
             );
             let _ = std::io::stderr().flush();
             let mut line = String::new();
-            let _ = std::io::stdin().lock().read_line(&mut line);
+            let _ = std::io::stdin().lock().read_line(&mut line); // wait: a person at the terminal answers
             drop(guard);
             let v = line.trim_end_matches(['\n', '\r']).to_string();
             value = Some(v).filter(|v| !v.is_empty());

@@ -1,5 +1,6 @@
 //! ARCHITECTURE.md's invariants that a test can read off the source: the layers point one way,
 //! and only store/ (and the developer builtin, whose job is editing the user's files) writes files.
+//! Its source readers (`src`, `rust_files`, `code_lines`) also serve `waits.rs`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,11 +31,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 const ROOT: &[&str] = &["main", "lib", "agent_cmd"];
 
-fn src() -> PathBuf {
+pub(crate) fn src() -> PathBuf {
     crate::support::manifest_dir().join("src")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -52,20 +53,41 @@ fn module_of(path: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// The code of a file without comments and without its `#[cfg(test)]` tail (tests may reach
-/// anywhere).
-fn code(text: &str) -> String {
+/// The lines of a file up to its `#[cfg(test)]` tail (tests may reach anywhere), each split
+/// into its code and its `//` comment.
+pub(crate) fn code_lines(text: &str) -> Vec<(String, String)> {
     let text = match text.find("#[cfg(test)]") {
         Some(i) => &text[..i],
         None => text,
     };
     text.lines()
-        .map(|l| match l.find("//") {
-            Some(i) if !l[..i].contains('"') => &l[..i],
-            _ => l,
+        .map(|l| match comment_start(l) {
+            Some(i) => (l[..i].to_string(), l[i..].to_string()),
+            None => (l.to_string(), String::new()),
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect()
+}
+
+/// Where a line's `//` comment starts, outside string literals (and the `'"'` char literal).
+fn comment_start(l: &str) -> Option<usize> {
+    let b = l.as_bytes();
+    let (mut i, mut in_str) = (0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' if in_str => i += 1,
+            b'"' => in_str = !in_str,
+            b'\'' if !in_str && b.get(i + 1) == Some(&b'"') && b.get(i + 2) == Some(&b'\'') => i += 2,
+            b'/' if !in_str && b.get(i + 1) == Some(&b'/') => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The code of a file without comments and without its `#[cfg(test)]` tail.
+fn code(text: &str) -> String {
+    code_lines(text).into_iter().map(|(code, _)| code).collect::<Vec<_>>().join("\n")
 }
 
 /// The top-level modules a piece of code names as `crate::X`, in `use` lines or inline paths,
@@ -135,6 +157,9 @@ fn the_checker_sees_every_import_form() {
         imports("use crate::mcp::client::Client;\nuse crate::{store, wire::sse};\nlet x = crate::util::hex(&[]);");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), ["mcp", "store", "util", "wire"]);
     assert!(imports(&code("// crate::http in a comment\n#[cfg(test)]\nuse crate::http;")).is_empty());
+    let lines = code_lines("let u = \"http://x\"; // crate::http\nlet q = '\"'; // crate::mcp");
+    assert_eq!(lines[0], ("let u = \"http://x\"; ".to_string(), "// crate::http".to_string()));
+    assert_eq!(lines[1].1, "// crate::mcp");
 }
 
 /// Only store/ writes files; the exceptions say why.

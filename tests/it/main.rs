@@ -96,5 +96,7 @@ mod trust_limits;
 // Issue 13: private state/config dirs, no links followed, the developer builtin stays inside.
 mod trust_files;
 
-// ARCHITECTURE.md invariants read off the source: import direction, who writes files.
+// ARCHITECTURE.md invariants read off the source: import direction, who writes files, and
+// that every wait has a deadline.
 mod layers;
+mod waits;
