@@ -5,31 +5,76 @@ use crate::config::{Config, SecretSource};
 use crate::http::server::{Limits, Server};
 use crate::http::state::App;
 use crate::store::{atomic, config_store::ConfigStore};
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::fmt;
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Why `gosling agent` could not start; each says what to change.
+#[derive(Debug)]
+pub enum Error {
+    /// A command-line argument gosling does not know.
+    UnknownArgument(String),
+    /// A flag without the value it needs (`--port`, `--host`), and what that value is.
+    MissingValue {
+        flag: &'static str,
+        expected: &'static str,
+    },
+    Config(crate::config::Error),
+    /// Listening beyond this machine needs a secret key the person chose.
+    NoSecret(IpAddr),
+    /// The state or config dir, or a file in it (the store's error names it).
+    Store(atomic::Error),
+    Tls(crate::tls::TlsError),
+    Policy(crate::extensions::policy::PolicyError),
+    Listen {
+        addr: SocketAddr,
+        source: io::Error,
+    },
+    Serve(io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownArgument(a) => write!(f, "agent: unknown argument {a:?}; see --help"),
+            Error::MissingValue { flag, expected } => write!(f, "{flag} needs {expected}"),
+            Error::Config(e) => write!(f, "{e}"),
+            Error::NoSecret(host) => write!(
+                f,
+                "agent: refusing to listen on {host} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY"
+            ),
+            Error::Store(e) => write!(f, "{e}"),
+            Error::Tls(e) => write!(f, "{e}"),
+            Error::Policy(e) => write!(f, "{e}"),
+            Error::Listen { addr, source } => {
+                write!(f, "agent: cannot listen on {addr}: {source}; pick another port with GOOSE_PORT or --port")
+            }
+            Error::Serve(e) => write!(f, "agent: cannot start the HTTP server: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// Without `GOOSE_SERVER__SECRET_KEY`, generate a random secret and leave it in a 0600 file
 /// in the state dir for clients on this machine (never a fixed default).
-fn resolve_secret(cfg: &mut Config) -> Result<(), String> {
+fn resolve_secret(cfg: &mut Config) -> Result<(), Error> {
     if !cfg.secret.is_empty() {
         return Ok(());
     }
     let path = cfg.state_dir.join("secret-key");
     let secret = crate::util::random_hex(32);
-    atomic::write_atomic(&path, secret.as_bytes()).map_err(|e| e.to_string())?;
+    atomic::write_atomic(&path, secret.as_bytes()).map_err(Error::Store)?;
     cfg.secret = secret;
     cfg.secret_source = SecretSource::Generated(path);
     Ok(())
 }
 
-pub fn run(mut cfg: Config) -> Result<(), String> {
+pub fn run(mut cfg: Config) -> Result<(), Error> {
     if !cfg.host.is_loopback() && cfg.secret.is_empty() {
-        return Err(format!(
-            "agent: refusing to listen on {} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY",
-            cfg.host
-        ));
+        return Err(Error::NoSecret(cfg.host));
     }
     // Other processes of this user (an extension, the developer builtin's shell) must not read
     // our environment or memory: the server key and provider keys live there.
@@ -43,14 +88,13 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     check_dirs(&cfg)?;
     resolve_secret(&mut cfg)?;
     let tls = if cfg.tls.enabled {
-        Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(|e| e.to_string())?)
+        Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(Error::Tls)?)
     } else {
         None
     };
-    let store = ConfigStore::open(&cfg.config_dir).map_err(|e| e.to_string())?;
+    let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
     let bind = SocketAddr::new(cfg.host, cfg.port);
-    let listener = TcpListener::bind(bind)
-        .map_err(|e| format!("agent: cannot listen on {bind}: {e}; pick another port with GOOSE_PORT or --port"))?;
+    let listener = TcpListener::bind(bind).map_err(|source| Error::Listen { addr: bind, source })?;
     // Every connection holds two descriptors; keep a quarter of them for files, children and
     // outgoing connections, so a flood of clients cannot starve the rest of the server.
     let fds = crate::sys::raise_fd_limit();
@@ -61,9 +105,9 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     if let SecretSource::Generated(path) = &cfg.secret_source {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
-    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| e.to_string())?;
+    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
     let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir)
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::Policy)?;
     let app = Arc::new(App::new(Arc::new(Host::new(cfg, store, sessions, policy))));
     crate::sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
@@ -80,7 +124,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         tls.as_ref(),
         Arc::new(move |req| crate::http::routes::handle(&handler_app, req)),
     )
-    .map_err(|e| format!("agent: cannot start the HTTP server: {e}"))?;
+    .map_err(Error::Serve)?;
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
     {
         let mut out = std::io::stdout().lock();
@@ -113,14 +157,14 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 
 /// The state and config dirs must be ours alone, and the files gosling keeps there must not be
 /// symbolic links (the opens refuse links too; this names the problem at start).
-fn check_dirs(cfg: &Config) -> Result<(), String> {
+fn check_dirs(cfg: &Config) -> Result<(), Error> {
     use crate::store::atomic::{check_private_dir, refuse_symlinks};
-    check_private_dir(&cfg.state_dir).map_err(|e| e.to_string())?;
-    check_private_dir(&cfg.config_dir).map_err(|e| e.to_string())?;
-    refuse_symlinks(&cfg.state_dir, &["audit.jsonl", "secret-key", "sessions"]).map_err(|e| e.to_string())?;
+    check_private_dir(&cfg.state_dir).map_err(Error::Store)?;
+    check_private_dir(&cfg.config_dir).map_err(Error::Store)?;
+    refuse_symlinks(&cfg.state_dir, &["audit.jsonl", "secret-key", "sessions"]).map_err(Error::Store)?;
     refuse_symlinks(
         &cfg.config_dir,
         &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock", "allowlist.json"],
     )
-    .map_err(|e| e.to_string())
+    .map_err(Error::Store)
 }

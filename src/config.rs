@@ -119,23 +119,41 @@ pub fn state_dir(env: &dyn Env) -> PathBuf {
 
 /// `GOOSE_TLS`: true/1/yes or false/0/no (any case); unset is on, as in goosed 1.34, whose
 /// clients (Goose Desktop) speak only HTTPS to the backend they start.
-fn parse_tls_flag(env: &dyn Env) -> Result<bool, String> {
+fn parse_tls_flag(env: &dyn Env) -> Result<bool, Error> {
     match env.get("GOOSE_TLS") {
         None => Ok(true),
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" => Ok(false),
-            _ => Err(format!("config: GOOSE_TLS={v:?} is not true or false")),
+            _ => Err(Error::BadValue { key: "GOOSE_TLS", value: v, expected: "true or false" }),
         },
     }
 }
 
-fn parse_num<T: std::str::FromStr>(env: &dyn Env, key: &str, default: T) -> Result<T, String> {
+fn parse_num<T: std::str::FromStr>(env: &dyn Env, key: &'static str, default: T) -> Result<T, Error> {
     match env.get(key) {
         None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|_| format!("config: {key}={v:?} is not a valid number")),
+        Some(v) => v.trim().parse().map_err(|_| Error::BadValue { key, value: v, expected: "a valid number" }),
     }
 }
+
+/// A setting in the environment that cannot be used, with what it should be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    BadValue { key: &'static str, value: String, expected: &'static str },
+    TooSmall { key: &'static str, min: u64 },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::BadValue { key, value, expected } => write!(f, "config: {key}={value:?} is not {expected}"),
+            Error::TooSmall { key, min } => write!(f, "config: {key} must be at least {min}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// The non-empty, trimmed items of a comma-separated variable.
 fn list(env: &dyn Env, key: &str) -> impl Iterator<Item = String> {
@@ -146,27 +164,37 @@ fn list(env: &dyn Env, key: &str) -> impl Iterator<Item = String> {
 impl Config {
     /// Reads the environment. `port_flag`/`host_flag` come from the command line and win.
     /// The secret is not resolved here (see `resolve_secret`), so this stays pure.
-    pub fn from_env(env: &dyn Env, port_flag: Option<u16>, host_flag: Option<IpAddr>) -> Result<Config, String> {
+    pub fn from_env(env: &dyn Env, port_flag: Option<u16>, host_flag: Option<IpAddr>) -> Result<Config, Error> {
         let port = match port_flag {
             Some(p) => p,
-            None => match env.get("GOOSE_PORT").or_else(|| env.get("GOOSE_SERVER__PORT")) {
-                Some(p) => {
-                    p.trim().parse().map_err(|_| format!("config: GOOSE_PORT={p:?} is not a port number (0-65535)"))?
-                }
+            None => match env
+                .get("GOOSE_PORT")
+                .map(|p| ("GOOSE_PORT", p))
+                .or_else(|| env.get("GOOSE_SERVER__PORT").map(|p| ("GOOSE_SERVER__PORT", p)))
+            {
+                Some((key, p)) => p.trim().parse().map_err(|_| Error::BadValue {
+                    key,
+                    value: p,
+                    expected: "a port number (0-65535)",
+                })?,
                 None => 3000,
             },
         };
         let host = match host_flag {
             Some(h) => h,
             None => match env.get("GOOSE_HOST") {
-                Some(h) => h.trim().parse().map_err(|_| format!("config: GOOSE_HOST={h:?} is not an IP address"))?,
+                Some(h) => h.trim().parse().map_err(|_| Error::BadValue {
+                    key: "GOOSE_HOST",
+                    value: h,
+                    expected: "an IP address",
+                })?,
                 None => IpAddr::from([127, 0, 0, 1]),
             },
         };
         let secret = env.get("GOOSE_SERVER__SECRET_KEY").unwrap_or_default();
         let max_requests = parse_num(env, "GOSLING_MAX_REQUESTS", 64usize)?;
         if max_requests == 0 {
-            return Err("config: GOSLING_MAX_REQUESTS must be at least 1".into());
+            return Err(Error::TooSmall { key: "GOSLING_MAX_REQUESTS", min: 1 });
         }
         Ok(Config {
             host,
@@ -222,7 +250,7 @@ mod tests {
     #[test]
     fn flags_win_and_bad_values_are_named() {
         let env = MapEnv(HashMap::from([("GOOSE_PORT", "x")]));
-        assert!(Config::from_env(&env, None, None).unwrap_err().contains("GOOSE_PORT"));
+        assert!(Config::from_env(&env, None, None).unwrap_err().to_string().contains("GOOSE_PORT"));
         assert_eq!(Config::from_env(&env, Some(0), None).unwrap().port, 0);
         let env = MapEnv(HashMap::from([("GOSLING_MAX_REQUESTS", "0")]));
         assert!(Config::from_env(&env, Some(0), None).is_err());
@@ -232,7 +260,7 @@ mod tests {
         };
         assert_eq!(conns("100"), Ok(Some(100)));
         assert_eq!(conns("0"), Ok(None), "0 means: derive it from the descriptor limit");
-        assert!(conns("many").unwrap_err().contains("GOSLING_MAX_CONNECTIONS"));
+        assert!(conns("many").unwrap_err().to_string().contains("GOSLING_MAX_CONNECTIONS"));
         assert_eq!(Config::from_env(&MapEnv(HashMap::new()), Some(0), None).unwrap().max_connections, None);
     }
 
@@ -248,7 +276,7 @@ mod tests {
         for off in ["false", "0", "no"] {
             assert!(!tls(&[("GOOSE_TLS", off)]).unwrap().enabled, "{off}");
         }
-        assert!(tls(&[("GOOSE_TLS", "maybe")]).unwrap_err().contains("GOOSE_TLS"));
+        assert!(tls(&[("GOOSE_TLS", "maybe")]).unwrap_err().to_string().contains("GOOSE_TLS"));
         let t =
             tls(&[("GOOSE_TLS", "1"), ("GOOSE_TLS_CERT_PATH", "/c.pem"), ("GOOSE_TLS_KEY_PATH", "/k.pem")]).unwrap();
         assert_eq!((t.cert_path.unwrap(), t.key_path.unwrap()), (PathBuf::from("/c.pem"), PathBuf::from("/k.pem")));

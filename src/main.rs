@@ -1,5 +1,6 @@
 //! `gosling`: parse the command line, set up logging, run a subcommand, map errors to exit codes.
 
+use gosling::agent_cmd::Error as AgentError;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -85,7 +86,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn exit(r: Result<(), String>) -> ExitCode {
+fn exit(r: Result<(), AgentError>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -95,21 +96,28 @@ fn exit(r: Result<(), String>) -> ExitCode {
     }
 }
 
-fn agent(args: &[String]) -> Result<(), String> {
+fn agent(args: &[String]) -> Result<(), AgentError> {
     let mut port = None;
     let mut host = None;
     let mut tls = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--port" => port = Some(it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a number 0-65535")?),
-            "--host" => host = Some(it.next().and_then(|h| h.parse().ok()).ok_or("--host needs an IP address")?),
+            "--port" => {
+                let missing = AgentError::MissingValue { flag: "--port", expected: "a number 0-65535" };
+                port = Some(it.next().and_then(|p| p.parse().ok()).ok_or(missing)?)
+            }
+            "--host" => {
+                let missing = AgentError::MissingValue { flag: "--host", expected: "an IP address" };
+                host = Some(it.next().and_then(|h| h.parse().ok()).ok_or(missing)?)
+            }
             "--tls" => tls = Some(true),
             "--no-tls" => tls = Some(false),
-            other => return Err(format!("agent: unknown argument {other:?}; see --help")),
+            other => return Err(AgentError::UnknownArgument(other.to_string())),
         }
     }
-    let mut cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host)?;
+    let mut cfg =
+        gosling::config::Config::from_env(&gosling::config::ProcessEnv, port, host).map_err(AgentError::Config)?;
     if let Some(on) = tls {
         cfg.tls.enabled = on;
     }

@@ -36,8 +36,12 @@ const MAX_LINE: u64 = 64 << 20;
 /// Why `gosling acp` could not start or stopped.
 #[derive(Debug)]
 pub enum Error {
+    /// A setting in the environment is wrong (it says which and what it should be).
+    Config(crate::config::Error),
     /// The config or state directory cannot be opened (the store says which file and why).
-    Setup(String),
+    Store(crate::store::atomic::Error),
+    /// The extension policy (allowlist) cannot be read.
+    Policy(crate::extensions::policy::PolicyError),
     /// Reading stdin failed.
     Io(io::Error),
 }
@@ -45,7 +49,9 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Setup(e) => write!(f, "acp: cannot start: {e}"),
+            Error::Config(e) => write!(f, "acp: cannot start: {e}"),
+            Error::Store(e) => write!(f, "acp: cannot start: {e}"),
+            Error::Policy(e) => write!(f, "acp: cannot start: {e}"),
             Error::Io(e) => write!(f, "acp: reading from the editor failed: {e}"),
         }
     }
@@ -56,13 +62,10 @@ impl std::error::Error for Error {}
 /// Builds the app from the environment and serves ACP on stdin/stdout until stdin ends.
 pub fn run() -> Result<(), Error> {
     let env = crate::config::ProcessEnv;
-    let cfg = crate::config::Config::from_env(&env, Some(0), None).map_err(Error::Setup)?;
-    let store =
-        crate::store::config_store::ConfigStore::open(&cfg.config_dir).map_err(|e| Error::Setup(e.to_string()))?;
-    let sessions =
-        crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(|e| Error::Setup(e.to_string()))?;
-    let policy =
-        crate::extensions::policy::Policy::from_env(&env, &cfg.config_dir).map_err(|e| Error::Setup(e.to_string()))?;
+    let cfg = crate::config::Config::from_env(&env, Some(0), None).map_err(Error::Config)?;
+    let store = crate::store::config_store::ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
+    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
+    let policy = crate::extensions::policy::Policy::from_env(&env, &cfg.config_dir).map_err(Error::Policy)?;
     let app = Arc::new(Host::new(cfg, store, sessions, policy));
     let conn = Arc::new(Conn::new(Box::new(io::stdout())));
     let agent = Arc::new(session::Agent::new(app.clone(), conn.clone()));

@@ -438,6 +438,7 @@ impl Agent {
             // The editor shows auth errors as "log in": here, set the provider variables.
             Error::Model(e) => rpc_error(AUTH_REQUIRED, e.to_string()),
             Error::Store(e) => store_error(e),
+            e @ Error::OutOfTurns(_) => rpc_error(INTERNAL_ERROR, e.to_string()),
         })
     }
 
@@ -515,9 +516,7 @@ impl Agent {
         }
         match (outcome, error) {
             (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn" })),
-            (Outcome::Failed, Some(e)) if e.contains("GOSLING_MAX_TURNS") => {
-                Ok(json!({ "stopReason": "max_turn_requests" }))
-            }
+            (Outcome::OutOfTurns, _) => Ok(json!({ "stopReason": "max_turn_requests" })),
             (Outcome::Failed, e) => Err(rpc_error(
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),

@@ -16,10 +16,12 @@ pub fn text(t: &str) -> Value {
     json!({ "type": "text", "text": t })
 }
 
-pub fn tool_request(id: &str, name: &str, arguments: &Result<Value, String>) -> Value {
+pub fn tool_request(id: &str, name: &str, arguments: &Result<Value, crate::llm::BadArguments>) -> Value {
     let call = match arguments {
         Ok(args) => json!({ "status": "success", "value": { "name": name, "arguments": args } }),
-        Err(raw) => json!({ "status": "error", "error": format!("-32602: invalid JSON arguments for {name}: {raw}") }),
+        Err(bad) => {
+            json!({ "status": "error", "error": format!("-32602: invalid JSON arguments for {name}: {}", bad.raw) })
+        }
     };
     json!({ "type": "toolRequest", "id": id, "toolCall": call })
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-/// Why a turn could not start.
+/// Why a turn could not start, or stopped short of a final answer.
 #[derive(Debug)]
 pub enum Error {
     /// No such session.
@@ -24,6 +24,8 @@ pub enum Error {
     Model(crate::llm::Error),
     /// Reading or saving the session failed.
     Store(crate::store::atomic::Error),
+    /// The turn used its `GOSLING_MAX_TURNS` model turns without reaching a final answer.
+    OutOfTurns(usize),
 }
 
 impl fmt::Display for Error {
@@ -36,9 +38,14 @@ impl fmt::Display for Error {
             ),
             Error::Model(e) => write!(f, "{e}"),
             Error::Store(e) => write!(f, "Failed to save the message: {e}"),
+            Error::OutOfTurns(n) => {
+                write!(f, "stopped after {n} model turns without a final answer (raise GOSLING_MAX_TURNS to allow more)")
+            }
         }
     }
 }
+
+impl std::error::Error for Error {}
 
 /// Runs a turn in the background as request `request_id` of the session's bus: its events are
 /// published there, a failure to start is an Error event, and Finish always comes last
@@ -60,7 +67,7 @@ pub fn start_request(
                 reply::Outcome::Failed
             }
         };
-        if outcome == reply::Outcome::Failed {
+        if outcome.failed() {
             sink.emit(events::Event::Finish(messages::Tokens::default()));
         }
         b.end(&rid);

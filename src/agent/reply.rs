@@ -116,6 +116,16 @@ pub enum Outcome {
     Finished,
     /// Failed; `Error` was emitted (no `Finish`).
     Failed,
+    /// Stopped after `GOSLING_MAX_TURNS` model turns without a final answer; `Error` was
+    /// emitted (no `Finish`).
+    OutOfTurns,
+}
+
+impl Outcome {
+    /// Whether the turn ended without `Finish` (the caller emits one).
+    pub fn failed(self) -> bool {
+        self != Outcome::Finished
+    }
 }
 
 /// Model turns per request before giving up (GOSLING_MAX_TURNS, default 25).
@@ -242,8 +252,11 @@ impl Turn {
             }
             Err(e) => {
                 log::warn!("reply: session {}: {e}", self.session_id);
-                out.sink.emit(Event::Error(e));
-                Outcome::Failed
+                out.sink.emit(Event::Error(e.to_string()));
+                match e {
+                    super::Error::OutOfTurns(_) => Outcome::OutOfTurns,
+                    _ => Outcome::Failed,
+                }
             }
         };
         elicitations.unwatch(&self.session_id, &sink);
@@ -263,7 +276,7 @@ impl Turn {
         });
     }
 
-    fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), String> {
+    fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {
         let tools = self.tool_specs();
         let system = self.system_prompt();
         // Tool results kept by this reply so far (see `bound_results`).
@@ -296,7 +309,7 @@ impl Turn {
             let completion = match completion {
                 Ok(c) => c,
                 Err(llm::Error::Cancelled) => return Ok(()),
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(super::Error::Model(e)),
             };
             if let Some(u) = &completion.usage {
                 out.tokens.input = u.input_tokens as i64;
@@ -343,7 +356,7 @@ impl Turn {
             }
             self.conversation.push(m);
         }
-        Err(format!("stopped after {} model turns without a final answer (GOSLING_MAX_TURNS)", self.max_turns))
+        Err(super::Error::OutOfTurns(self.max_turns))
     }
 
     /// Asks the user in approve modes; true when the call may run.
@@ -397,11 +410,8 @@ impl Turn {
         for (i, call) in calls.iter().enumerate() {
             let args = match &call.arguments {
                 Ok(a) => a.clone(),
-                Err(raw) => {
-                    slots[i] = Some(msg::tool_response(
-                        &call.id,
-                        Err(&format!("-32602: the arguments are not valid JSON: {raw}")),
-                    ));
+                Err(bad) => {
+                    slots[i] = Some(msg::tool_response(&call.id, Err(&format!("-32602: {bad}"))));
                     continue;
                 }
             };

@@ -62,36 +62,65 @@ fn usage(e: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn run(name: &str, sign_in: SignIn) -> Result<String, String> {
+/// Why `gosling auth NAME` did not sign in; each says what to do.
+#[derive(Debug)]
+enum Error {
+    Store(crate::store::atomic::Error),
+    NoSuchExtension { name: String, config: std::path::PathBuf },
+    NotHttp { name: String, kind: &'static str },
+    OwnAuthorization(String),
+    Settings(crate::extensions::runtime::ActivateError),
+    SignIn(crate::mcp::error::Error),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Store(e) => write!(f, "{e}"),
+            Error::NoSuchExtension { name, config } => write!(
+                f,
+                "no extension {name:?} in {}; add it first (gosling install, or POST /config/extensions)",
+                config.display()
+            ),
+            Error::NotHttp { name, kind } => {
+                write!(f, "extension {name:?} has type `{kind}`; only streamable_http extensions sign in with OAuth")
+            }
+            Error::OwnAuthorization(name) => write!(
+                f,
+                "extension {name:?} sets its own Authorization header; remove it from the extension's headers to sign in with OAuth"
+            ),
+            Error::Settings(e) => write!(f, "{e}"),
+            Error::SignIn(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn run(name: &str, sign_in: SignIn) -> Result<String, Error> {
     let dir = config_dir(&ProcessEnv);
-    let store = Arc::new(ConfigStore::open(&dir).map_err(|e| e.to_string())?);
+    let store = Arc::new(ConfigStore::open(&dir).map_err(Error::Store)?);
     let key = name_to_key(name);
-    let entry = store.extension(&key).map_err(|e| e.to_string())?.ok_or_else(|| {
-        format!(
-            "no extension {name:?} in {}; add it first (gosling install, or POST /config/extensions)",
-            store.config_path().display()
-        )
-    })?;
+    let entry = store
+        .extension(&key)
+        .map_err(Error::Store)?
+        .ok_or_else(|| Error::NoSuchExtension { name: name.to_string(), config: store.config_path().to_path_buf() })?;
     let ExtensionConfig::StreamableHttp { uri, headers, .. } = &entry.config else {
-        return Err(format!(
-            "extension {name:?} has type `{}`; only streamable_http extensions sign in with OAuth",
-            entry.config.type_name()
-        ));
+        return Err(Error::NotHttp { name: name.to_string(), kind: entry.config.type_name() });
     };
     if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
-        return Err(format!(
-            "extension {name:?} sets its own Authorization header; remove it from the extension's headers to sign in with OAuth"
-        ));
+        return Err(Error::OwnAuthorization(name.to_string()));
     }
     let lookup_store = store.clone();
     let secret = move |k: &str| lookup_store.get_secret(k).ok().flatten().or_else(|| std::env::var(k).ok());
     let settings = oauth_settings(&entry.config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in)
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::Settings)?;
     let timeout = Duration::from_secs(entry.config.timeout_secs().max(1));
     let auth = Arc::new(Authorizer::new(uri, entry.config.name(), timeout, settings));
-    let signed_in = auth.sign_in_now().map_err(|f| {
-        crate::mcp::error::Error::Http { extension: entry.config.name().to_string(), url: uri.clone(), failure: f }
-            .to_string()
+    let signed_in = auth.sign_in_now().map_err(|failure| {
+        Error::SignIn(crate::mcp::error::Error::Http {
+            extension: entry.config.name().to_string(),
+            url: uri.clone(),
+            failure,
+        })
     })?;
     Ok(if signed_in {
         format!("signed in to {name}; the tokens are stored in {}", dir.join("secrets.json").display())

@@ -44,7 +44,24 @@ struct Flags {
     wait: bool,
 }
 
-fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, String> {
+/// A command line `install`/`import` cannot use.
+#[derive(Debug, PartialEq, Eq)]
+enum FlagError {
+    UnknownOption(String),
+    /// Not exactly one link or file; how many there were.
+    Positional(usize),
+}
+
+impl std::fmt::Display for FlagError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlagError::UnknownOption(o) => write!(f, "unknown option {o:?}"),
+            FlagError::Positional(n) => write!(f, "expected exactly one argument, got {n}"),
+        }
+    }
+}
+
+fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, FlagError> {
     let mut f = Flags {
         positional: Vec::new(),
         check: false,
@@ -61,12 +78,12 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, String> {
             "--dry-run" if known => f.dry_run = true,
             "--secrets-from-env" if known => f.secrets_from_env = true,
             "--wait" if known => f.wait = true,
-            s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s:?}")),
+            s if s.starts_with('-') && s.len() > 1 => return Err(FlagError::UnknownOption(s.to_string())),
             _ => f.positional.push(a.clone()),
         }
     }
     if f.positional.len() != 1 {
-        return Err(format!("expected exactly one argument, got {}", f.positional.len()));
+        return Err(FlagError::Positional(f.positional.len()));
     }
     Ok(f)
 }
@@ -80,8 +97,8 @@ fn fail(cmd: &str, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
-fn load_policy(env: &dyn Env) -> Result<Policy, String> {
-    Policy::from_env(env, &config_dir(env)).map_err(|e| e.to_string())
+fn load_policy(env: &dyn Env) -> Result<Policy, crate::extensions::policy::PolicyError> {
+    Policy::from_env(env, &config_dir(env))
 }
 
 /// `gosling install …` (arguments after `install`).
@@ -511,7 +528,7 @@ fn fill_secrets(
     terminal: bool,
     from_env: bool,
     env: &dyn Env,
-) -> Result<(), String> {
+) -> Result<(), crate::store::atomic::Error> {
     let describe = |k: &str| {
         summary["env"]
             .as_array()
@@ -539,7 +556,7 @@ fn fill_secrets(
             value = Some(v).filter(|v| !v.is_empty());
         }
         match value {
-            Some(v) => store.set_secret(&k, &v).map_err(|e| e.to_string())?,
+            Some(v) => store.set_secret(&k, &v)?,
             None => still.push(k),
         }
     }

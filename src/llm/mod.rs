@@ -79,8 +79,22 @@ pub struct ToolCallOut {
     pub name: String,
     /// `Err` holds the raw text the model produced when it was not valid JSON, so the loop can
     /// send it back to the model as a tool error. Empty arguments become `Ok({})`.
-    pub arguments: Result<serde_json::Value, String>,
+    pub arguments: Result<serde_json::Value, BadArguments>,
 }
+
+/// Tool-call arguments the model wrote that are not JSON: the raw text, to show the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadArguments {
+    pub raw: String,
+}
+
+impl std::fmt::Display for BadArguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the arguments are not valid JSON: {}", self.raw)
+    }
+}
+
+impl std::error::Error for BadArguments {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
@@ -625,11 +639,11 @@ pub(crate) fn clip(s: &str, max: usize) -> String {
 }
 
 /// Tool-call arguments as the model wrote them: empty → `{}`, invalid JSON → `Err(raw)`.
-pub(crate) fn parse_arguments(raw: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn parse_arguments(raw: &str) -> Result<serde_json::Value, BadArguments> {
     if raw.trim().is_empty() {
         return Ok(serde_json::Value::Object(Default::default()));
     }
-    serde_json::from_str(raw).map_err(|_| raw.to_string())
+    serde_json::from_str(raw).map_err(|_| BadArguments { raw: raw.to_string() })
 }
 
 /// The text of MCP content blocks for wire formats that take only text: text blocks as they
@@ -728,7 +742,7 @@ mod tests {
     fn arguments_and_content() {
         assert_eq!(parse_arguments(""), Ok(serde_json::json!({})));
         assert_eq!(parse_arguments("{\"a\":1}"), Ok(serde_json::json!({"a":1})));
-        assert_eq!(parse_arguments("{\"a\":"), Err("{\"a\":".to_string()));
+        assert_eq!(parse_arguments("{\"a\":"), Err(BadArguments { raw: "{\"a\":".to_string() }));
         let c = vec![
             serde_json::json!({"type":"text","text":"a"}),
             serde_json::json!({"type":"resource","resource":{"uri":"u","text":"b"}}),

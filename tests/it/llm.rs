@@ -129,7 +129,7 @@ fn openai_invalid_tool_arguments_come_back_raw() {
         OA_DONE.to_string(),
     ])]);
     let c = run(&*openai(&fake), &ask("x")).0.unwrap();
-    assert_eq!(c.tool_calls[0].arguments, Err("{\"message\": oops".to_string()));
+    assert_eq!(c.tool_calls[0].arguments, Err(gosling::llm::BadArguments { raw: "{\"message\": oops".to_string() }));
 }
 
 #[test]
