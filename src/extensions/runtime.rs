@@ -107,6 +107,8 @@ pub enum ActivateError {
     Config(String),
     /// Starting or initializing the server failed.
     Start(crate::mcp::error::Error),
+    /// gosling itself failed (no thread, the disk), not the config or the server.
+    Internal(String),
 }
 
 impl fmt::Display for ActivateError {
@@ -114,6 +116,7 @@ impl fmt::Display for ActivateError {
         match self {
             ActivateError::Config(m) => write!(f, "invalid config: {m}"),
             ActivateError::Start(e) => write!(f, "failed to initialize MCP client: {e}"),
+            ActivateError::Internal(m) => write!(f, "internal error: {m}"),
         }
     }
 }
@@ -350,8 +353,8 @@ impl SessionRuntime {
             .into_iter()
             .map(|(name, h)| {
                 let r = match h {
-                    Ok(h) => h.join().unwrap_or_else(|_| Err(ActivateError::Config("activation panicked".into()))),
-                    Err(e) => Err(ActivateError::Config(format!("cannot start a thread: {e}"))),
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(ActivateError::Internal("activation panicked".into()))),
+                    Err(e) => Err(ActivateError::Internal(format!("cannot start a thread: {e}"))),
                 };
                 match r {
                     Ok(()) => LoadResult { name, success: true, error: None },
@@ -775,7 +778,7 @@ fn inline_python_spec(
     cwd: Option<PathBuf>,
 ) -> Result<StdioSpec, ActivateError> {
     let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
-    crate::store::atomic::write_atomic(&file, code.as_bytes()).map_err(|e| ActivateError::Config(e.to_string()))?;
+    crate::store::atomic::write_atomic(&file, code.as_bytes()).map_err(|e| ActivateError::Internal(e.to_string()))?;
     let file = file.display().to_string();
     if find_in_path("uvx").is_some() {
         let mut args = vec!["--with".to_string(), "mcp".to_string()];

@@ -3,7 +3,7 @@
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
-use crate::extensions::runtime::{tool_info, CallError, LoadResult, SessionRuntime};
+use crate::extensions::runtime::{tool_info, ActivateError, CallError, LoadResult, SessionRuntime};
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
@@ -256,7 +256,15 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     }
     let rt = runtime(app, &r.session_id)?;
     rt.wait_loaded();
-    rt.add(config.clone()).map_err(|e| ApiError::internal(format!("Failed to add extension: {e}")))?;
+    rt.add(config.clone()).map_err(|e| {
+        // goose answers 500 to every activation failure; one the client can fix (a refused
+        // variable, an unset OAuth client secret) is a 400 here, with goose's message.
+        let status = match e {
+            ActivateError::Config(_) => 400,
+            ActivateError::Start(_) | ActivateError::Internal(_) => 500,
+        };
+        ApiError::new(status, format!("Failed to add extension: {e}"))
+    })?;
     let key = runtime_key(config.name());
     let value = serde_json::to_value(&config).expect("serializes");
     set_session_extensions(app, &r.session_id, |list| {

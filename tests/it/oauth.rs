@@ -245,7 +245,7 @@ fn refusals_say_what_to_configure() {
     let mut cfg = ext(&fake);
     cfg["oauth"] = json!({"client_id": "mine", "client_secret_key": "REMOTE_CLIENT_SECRET"});
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
-    assert_eq!(add.status, 500);
+    assert_eq!(add.status, 400, "the client can fix it: store the secret");
     assert!(
         add.text().contains("oauth.client_secret_key") && add.text().contains("REMOTE_CLIENT_SECRET"),
         "{}",
