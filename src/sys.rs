@@ -106,28 +106,29 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
             Ok(())
         });
     }
-    let tx = SPAWNER.get_or_init(|| {
+    // The spawner starts with the first spawn; without a thread for it (a resource shortage)
+    // this spawn fails and the next one tries again. Two first spawns at once may both start
+    // one: the loser's sender is dropped, so its thread ends at once.
+    if SPAWNER.get().is_none() {
         let (tx, rx) = mpsc::channel::<SpawnJob>();
-        thread::Builder::new()
-            .name("spawner".into())
-            .spawn(move || {
-                // wait: the spawner's queue, for the life of the process
-                for (mut cmd, reply) in rx {
-                    // Registered under the same lock the orphan reaper scans with, so a child
-                    // that exits at once is never taken for an orphan and reaped behind
-                    // `Child::wait`'s back.
-                    let mut live = live_children();
-                    let spawned = cmd.spawn();
-                    if let Ok(child) = &spawned {
-                        live.insert(child.id());
-                    }
-                    drop(live);
-                    let _ = reply.send(spawned);
+        thread::Builder::new().name("spawner".into()).spawn(move || {
+            // wait: the spawner's queue, for the life of the process
+            for (mut cmd, reply) in rx {
+                // Registered under the same lock the orphan reaper scans with, so a child
+                // that exits at once is never taken for an orphan and reaped behind
+                // `Child::wait`'s back.
+                let mut live = live_children();
+                let spawned = cmd.spawn();
+                if let Ok(child) = &spawned {
+                    live.insert(child.id());
                 }
-            })
-            .expect("spawn the spawner thread");
-        Mutex::new(tx)
-    });
+                drop(live);
+                let _ = reply.send(spawned);
+            }
+        })?;
+        let _ = SPAWNER.set(Mutex::new(tx));
+    }
+    let tx = SPAWNER.get().ok_or_else(|| io::Error::other("spawner thread is gone"))?;
     let (rtx, rrx) = mpsc::channel();
     tx.lock()
         .unwrap_or_else(|e| e.into_inner())
