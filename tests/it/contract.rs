@@ -144,3 +144,26 @@ fn validator_catches_mistakes() {
     let errs = validate(&schema, &bad, "$");
     assert!(!errs.is_empty());
 }
+
+/// `ExtensionConfig` writes every kind byte for byte as it did when it was seven serde
+/// variants (tests/contract/extension_configs.json was produced by that code).
+#[test]
+fn extension_configs_keep_their_bytes() {
+    use gosling::extensions::config::{ExtensionConfig, ExtensionEntry};
+    let p = crate::support::manifest_dir().join("tests/contract/extension_configs.json");
+    let fixtures: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    assert!(fixtures.len() >= 7, "one fixture per kind at least");
+    for f in &fixtures {
+        let input = &f["input"];
+        let c = ExtensionConfig::from_value(input.clone()).unwrap_or_else(|e| panic!("{input}: {e}"));
+        assert_eq!(serde_json::to_string(&c).unwrap(), f["config"].as_str().unwrap(), "config of {input}");
+        assert_eq!(c.to_string(), f["display"].as_str().unwrap(), "Display of {input}");
+        let mut e = input.clone();
+        e["enabled"] = Value::Bool(true);
+        let entry: ExtensionEntry = serde_json::from_value(e).unwrap();
+        assert_eq!(serde_json::to_string(&entry).unwrap(), f["entry"].as_str().unwrap(), "entry of {input}");
+        // And what it wrote reads back to the same config.
+        let again = ExtensionConfig::from_value(serde_json::from_str(f["config"].as_str().unwrap()).unwrap()).unwrap();
+        assert_eq!(again, c, "{input}");
+    }
+}
