@@ -14,7 +14,7 @@ use crate::acp::conn::{CallError, Conn};
 use crate::builtins::developer::{unrestricted_from_env, WorkDir};
 use crate::builtins::text_editor::{checked_text, TextEditor, TextFiles};
 use crate::builtins::{ToolError, ToolOutcome};
-use crate::extensions::config::{runtime_key, ExtensionConfig};
+use crate::extensions::config::{runtime_key, ExtensionConfig, Kind};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -113,8 +113,7 @@ impl EditorFs {
 
     /// The runtime's delegate entry: `Some(CallToolResult)` for the calls the editor answers.
     pub fn call(&self, ext: &ExtensionConfig, tool: &str, args: Option<&Value>) -> Option<Value> {
-        if !matches!(ext, ExtensionConfig::Builtin { name, .. } if runtime_key(name) == "developer")
-            || tool != "text_editor"
+        if !(matches!(ext.kind, Kind::Builtin { .. }) && runtime_key(&ext.name) == "developer") || tool != "text_editor"
         {
             return None;
         }

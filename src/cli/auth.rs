@@ -8,7 +8,7 @@
 
 use crate::config::{config_dir, ProcessEnv};
 use crate::extensions::config::ExtensionStore;
-use crate::extensions::config::{name_to_key, ExtensionConfig};
+use crate::extensions::config::{name_to_key, Kind};
 use crate::extensions::runtime::{oauth_settings, SecretsTokens};
 use crate::mcp::oauth::{Authorizer, SignIn};
 use crate::store::config_store::ConfigStore;
@@ -103,7 +103,7 @@ fn run(name: &str, sign_in: SignIn) -> Result<String, Error> {
         .extension(&key)
         .map_err(Error::Store)?
         .ok_or_else(|| Error::NoSuchExtension { name: name.to_string(), config: store.config_path().to_path_buf() })?;
-    let ExtensionConfig::StreamableHttp { uri, headers, .. } = &entry.config else {
+    let Kind::StreamableHttp { uri, headers, .. } = &entry.config.kind else {
         return Err(Error::NotHttp { name: name.to_string(), kind: entry.config.type_name() });
     };
     if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {

@@ -11,7 +11,7 @@
 
 use crate::config::{config_dir, Env, ProcessEnv};
 use crate::extensions::config::ExtensionStore;
-use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Unresolved};
+use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
 use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
@@ -378,19 +378,19 @@ fn print_config(c: &ExtensionConfig) {
             }
         }
     };
-    match c {
-        ExtensionConfig::Stdio { cmd, args, envs, env_keys, .. } => {
+    match &c.kind {
+        Kind::Stdio { cmd, args, envs, env_keys } => {
             println!("    runs:    {}", shell_words(cmd, args));
             print_env(envs, env_keys);
         }
-        ExtensionConfig::StreamableHttp { uri, headers, envs, env_keys, .. } => {
+        Kind::StreamableHttp { uri, headers, envs, env_keys } => {
             println!("    server:  {}", printable(uri));
             for (h, v) in headers {
                 println!("    header:  {}: {}", printable(h), shown_value(h, v));
             }
             print_env(envs, env_keys);
         }
-        ExtensionConfig::Sse { uri, .. } => {
+        Kind::Sse { uri } => {
             println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or("")))
         }
         _ => {}
@@ -403,7 +403,7 @@ fn print_plan(plan: &InstallPlan) {
     let text = |k: &str| s.get(k).and_then(Value::as_str).map(printable).unwrap_or_default();
     println!("Extension {:?} (key {}) from a goose:// link", text("name"), text("key"));
     println!("  type:        {}", text("type"));
-    if let ExtensionConfig::Stdio { cmd, args, .. } = &plan.config {
+    if let Kind::Stdio { cmd, args, .. } = &plan.config.kind {
         println!("  runs:        {}", shell_words(cmd, args));
     }
     if let Some(url) = s.get("url").and_then(Value::as_str) {

@@ -9,7 +9,7 @@
 use crate::store::atomic::Error as StoreError;
 use crate::store::config_store::ConfigStore;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -331,33 +331,18 @@ pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> U
 /// the secrets store only (never gosling's process environment).
 pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    match config {
-        ExtensionConfig::Stdio { envs, env_keys, .. } => {
-            for k in env_keys {
-                if envs.get(k).is_none_or(|v| v.is_empty()) && !out.contains(k) {
-                    out.push(k.clone());
-                }
+    let Some(Vars { envs, env_keys, headers }) = config.vars() else { return out };
+    for k in env_keys {
+        if envs.get(k).is_none_or(|v| v.is_empty()) && !out.contains(k) {
+            out.push(k.clone());
+        }
+    }
+    for v in headers.into_iter().flat_map(|h| h.values()) {
+        for var in crate::wire::template::vars(v) {
+            if !envs.contains_key(&var) && !out.contains(&var) {
+                out.push(var);
             }
         }
-        ExtensionConfig::StreamableHttp { envs, env_keys, headers, .. } => {
-            for k in env_keys {
-                if envs.get(k).is_none_or(|v| v.is_empty()) && !out.contains(k) {
-                    out.push(k.clone());
-                }
-            }
-            for v in headers.values() {
-                for var in crate::wire::template::vars(v) {
-                    if !envs.contains_key(&var) && !out.contains(&var) {
-                        out.push(var);
-                    }
-                }
-            }
-        }
-        ExtensionConfig::Sse { .. }
-        | ExtensionConfig::Builtin { .. }
-        | ExtensionConfig::Platform { .. }
-        | ExtensionConfig::Frontend { .. }
-        | ExtensionConfig::InlinePython { .. } => {}
     }
     out
 }
@@ -366,14 +351,77 @@ fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
-fn is_false_or_absent(v: &Option<bool>) -> bool {
-    v.is_none()
+/// An extension's config: what every kind has, and what its kind adds. Read and written in
+/// goose's JSON shapes through `Wire`, the seven tagged variants goose writes, so the bytes stay
+/// goose's (tests/contract/extension_configs.json).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "Wire", into = "Wire")]
+pub struct ExtensionConfig {
+    /// May be empty only for a legacy `sse` entry.
+    pub name: String,
+    pub description: String,
+    /// Seconds for initialize and each request (`timeout_secs`). Written for the kinds that
+    /// run a server (stdio, builtin, streamable_http, inline_python).
+    pub timeout: Option<u64>,
+    /// goose's `bundled` (not written for inline_python or sse).
+    pub bundled: Option<bool>,
+    /// The tools offered; empty: all (not written for sse).
+    pub available_tools: Vec<String>,
+    /// Keys gosling does not know, kept as they came and written back after the others.
+    pub extra: Map<String, Value>,
+    pub kind: Kind,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ExtensionConfig {
+/// What each `type` of extension adds to the common fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
     /// Legacy; kept so old config files load. Never activated.
+    Sse {
+        uri: Option<String>,
+    },
+    Stdio {
+        cmd: String,
+        args: Vec<String>,
+        envs: BTreeMap<String, String>,
+        env_keys: Vec<String>,
+    },
+    Builtin {
+        display_name: Option<String>,
+    },
+    /// goose's in-process platform extensions: out of scope, read and written back untouched.
+    Platform {
+        display_name: Option<String>,
+    },
+    StreamableHttp {
+        uri: String,
+        envs: BTreeMap<String, String>,
+        env_keys: Vec<String>,
+        headers: BTreeMap<String, String>,
+    },
+    /// MCP `Tool` objects, kept as JSON: `{name, inputSchema, description?, ...}`.
+    Frontend {
+        tools: Vec<Value>,
+        instructions: Option<String>,
+    },
+    InlinePython {
+        code: String,
+        dependencies: Option<Vec<String>>,
+    },
+}
+
+/// The variables of a stdio or streamable_http config: `envs` (literal values), `env_keys`
+/// (read from the secrets store) and the streamable_http `headers` (whose `${VAR}`s are).
+pub struct Vars<'a> {
+    pub envs: &'a BTreeMap<String, String>,
+    pub env_keys: &'a [String],
+    pub headers: Option<&'a BTreeMap<String, String>>,
+}
+
+/// goose's JSON shapes, field for field and in goose's order: only `ExtensionConfig`'s serde
+/// goes through it. A common field a kind does not have stays in `extra` when read.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Wire {
     Sse {
         #[serde(default, deserialize_with = "null_as_empty")]
         name: String,
@@ -396,7 +444,7 @@ pub enum ExtensionConfig {
         env_keys: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         bundled: Option<bool>,
         #[serde(default)]
         available_tools: Vec<String>,
@@ -411,21 +459,20 @@ pub enum ExtensionConfig {
         display_name: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         bundled: Option<bool>,
         #[serde(default)]
         available_tools: Vec<String>,
         #[serde(flatten)]
         extra: Map<String, Value>,
     },
-    /// goose's in-process platform extensions: out of scope, read and written back untouched.
     Platform {
         name: String,
         #[serde(default, deserialize_with = "null_as_empty")]
         description: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         display_name: Option<String>,
-        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         bundled: Option<bool>,
         #[serde(default)]
         available_tools: Vec<String>,
@@ -445,7 +492,7 @@ pub enum ExtensionConfig {
         headers: BTreeMap<String, String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         bundled: Option<bool>,
         #[serde(default)]
         available_tools: Vec<String>,
@@ -456,11 +503,10 @@ pub enum ExtensionConfig {
         name: String,
         #[serde(default, deserialize_with = "null_as_empty")]
         description: String,
-        /// MCP `Tool` objects, kept as JSON: `{name, inputSchema, description?, ...}`.
         tools: Vec<Value>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         instructions: Option<String>,
-        #[serde(default, skip_serializing_if = "is_false_or_absent")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         bundled: Option<bool>,
         #[serde(default)]
         available_tools: Vec<String>,
@@ -481,6 +527,113 @@ pub enum ExtensionConfig {
         #[serde(flatten)]
         extra: Map<String, Value>,
     },
+}
+
+impl From<Wire> for ExtensionConfig {
+    fn from(w: Wire) -> ExtensionConfig {
+        let c = |name, description, timeout, bundled, available_tools, extra, kind| ExtensionConfig {
+            name,
+            description,
+            timeout,
+            bundled,
+            available_tools,
+            extra,
+            kind,
+        };
+        match w {
+            Wire::Sse { name, description, uri, extra } => {
+                c(name, description, None, None, vec![], extra, Kind::Sse { uri })
+            }
+            Wire::Stdio { name, description, cmd, args, envs, env_keys, timeout, bundled, available_tools, extra } => {
+                c(
+                    name,
+                    description,
+                    timeout,
+                    bundled,
+                    available_tools,
+                    extra,
+                    Kind::Stdio { cmd, args, envs, env_keys },
+                )
+            }
+            Wire::Builtin { name, description, display_name, timeout, bundled, available_tools, extra } => {
+                c(name, description, timeout, bundled, available_tools, extra, Kind::Builtin { display_name })
+            }
+            Wire::Platform { name, description, display_name, bundled, available_tools, extra } => {
+                c(name, description, None, bundled, available_tools, extra, Kind::Platform { display_name })
+            }
+            Wire::StreamableHttp {
+                name,
+                description,
+                uri,
+                envs,
+                env_keys,
+                headers,
+                timeout,
+                bundled,
+                available_tools,
+                extra,
+            } => {
+                let kind = Kind::StreamableHttp { uri, envs, env_keys, headers };
+                c(name, description, timeout, bundled, available_tools, extra, kind)
+            }
+            Wire::Frontend { name, description, tools, instructions, bundled, available_tools, extra } => {
+                c(name, description, None, bundled, available_tools, extra, Kind::Frontend { tools, instructions })
+            }
+            Wire::InlinePython { name, description, code, timeout, dependencies, available_tools, extra } => {
+                c(name, description, timeout, None, available_tools, extra, Kind::InlinePython { code, dependencies })
+            }
+        }
+    }
+}
+
+impl From<ExtensionConfig> for Wire {
+    fn from(c: ExtensionConfig) -> Wire {
+        let ExtensionConfig { name, description, timeout, bundled, available_tools, mut extra, kind } = c;
+        // A common field this kind's shape lacks is kept among the unknown keys, not dropped.
+        let mut keep = |key: &str, v: Value| {
+            if !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()) {
+                extra.entry(key.to_string()).or_insert(v);
+            }
+        };
+        match kind {
+            Kind::Sse { uri } => {
+                keep("timeout", json!(timeout));
+                keep("bundled", json!(bundled));
+                keep("available_tools", json!(available_tools));
+                Wire::Sse { name, description, uri, extra }
+            }
+            Kind::Stdio { cmd, args, envs, env_keys } => {
+                Wire::Stdio { name, description, cmd, args, envs, env_keys, timeout, bundled, available_tools, extra }
+            }
+            Kind::Builtin { display_name } => {
+                Wire::Builtin { name, description, display_name, timeout, bundled, available_tools, extra }
+            }
+            Kind::Platform { display_name } => {
+                keep("timeout", json!(timeout));
+                Wire::Platform { name, description, display_name, bundled, available_tools, extra }
+            }
+            Kind::StreamableHttp { uri, envs, env_keys, headers } => Wire::StreamableHttp {
+                name,
+                description,
+                uri,
+                envs,
+                env_keys,
+                headers,
+                timeout,
+                bundled,
+                available_tools,
+                extra,
+            },
+            Kind::Frontend { tools, instructions } => {
+                keep("timeout", json!(timeout));
+                Wire::Frontend { name, description, tools, instructions, bundled, available_tools, extra }
+            }
+            Kind::InlinePython { code, dependencies } => {
+                keep("bundled", json!(bundled));
+                Wire::InlinePython { name, description, code, timeout, dependencies, available_tools, extra }
+            }
+        }
+    }
 }
 
 /// A persisted extension: the config plus whether new sessions start it.
@@ -563,27 +716,32 @@ impl ExtensionConfig {
         })
     }
 
-    pub fn name(&self) -> &str {
-        match self {
-            ExtensionConfig::Sse { name, .. }
-            | ExtensionConfig::Stdio { name, .. }
-            | ExtensionConfig::Builtin { name, .. }
-            | ExtensionConfig::Platform { name, .. }
-            | ExtensionConfig::StreamableHttp { name, .. }
-            | ExtensionConfig::Frontend { name, .. }
-            | ExtensionConfig::InlinePython { name, .. } => name,
+    /// A config of `kind` with no timeout, bundled flag, tool filter or extra keys.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, kind: Kind) -> ExtensionConfig {
+        ExtensionConfig {
+            name: name.into(),
+            description: description.into(),
+            timeout: None,
+            bundled: None,
+            available_tools: Vec::new(),
+            extra: Map::new(),
+            kind,
         }
     }
 
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     pub fn type_name(&self) -> &'static str {
-        match self {
-            ExtensionConfig::Sse { .. } => "sse",
-            ExtensionConfig::Stdio { .. } => "stdio",
-            ExtensionConfig::Builtin { .. } => "builtin",
-            ExtensionConfig::Platform { .. } => "platform",
-            ExtensionConfig::StreamableHttp { .. } => "streamable_http",
-            ExtensionConfig::Frontend { .. } => "frontend",
-            ExtensionConfig::InlinePython { .. } => "inline_python",
+        match self.kind {
+            Kind::Sse { .. } => "sse",
+            Kind::Stdio { .. } => "stdio",
+            Kind::Builtin { .. } => "builtin",
+            Kind::Platform { .. } => "platform",
+            Kind::StreamableHttp { .. } => "streamable_http",
+            Kind::Frontend { .. } => "frontend",
+            Kind::InlinePython { .. } => "inline_python",
         }
     }
 
@@ -592,23 +750,11 @@ impl ExtensionConfig {
         name_to_key(self.name())
     }
 
-    pub fn description(&self) -> &str {
-        match self {
-            ExtensionConfig::Sse { description, .. }
-            | ExtensionConfig::Stdio { description, .. }
-            | ExtensionConfig::Builtin { description, .. }
-            | ExtensionConfig::Platform { description, .. }
-            | ExtensionConfig::StreamableHttp { description, .. }
-            | ExtensionConfig::Frontend { description, .. }
-            | ExtensionConfig::InlinePython { description, .. } => description,
-        }
-    }
-
     /// gosling's optional `oauth` object of a `streamable_http` entry (goose has no such
     /// fields; kept in the entry's extra keys, so goose ignores it). `Err` says what is wrong.
     pub fn oauth(&self) -> Result<OAuthConfig, String> {
-        match self {
-            ExtensionConfig::StreamableHttp { extra, .. } => match extra.get("oauth") {
+        match self.kind {
+            Kind::StreamableHttp { .. } => match self.extra.get("oauth") {
                 None | Some(Value::Null) => Ok(OAuthConfig::default()),
                 Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
                     format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\"}}, all optional")
@@ -620,48 +766,40 @@ impl ExtensionConfig {
 
     /// Seconds allowed for initialize and for each request.
     pub fn timeout_secs(&self) -> u64 {
-        let t = match self {
-            ExtensionConfig::Stdio { timeout, .. }
-            | ExtensionConfig::Builtin { timeout, .. }
-            | ExtensionConfig::StreamableHttp { timeout, .. }
-            | ExtensionConfig::InlinePython { timeout, .. } => *timeout,
-            _ => None,
-        };
-        t.unwrap_or(DEFAULT_TIMEOUT_SECS)
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)
     }
 
-    pub fn available_tools(&self) -> &[String] {
-        match self {
-            ExtensionConfig::Sse { .. } => &[],
-            ExtensionConfig::Stdio { available_tools, .. }
-            | ExtensionConfig::Builtin { available_tools, .. }
-            | ExtensionConfig::Platform { available_tools, .. }
-            | ExtensionConfig::StreamableHttp { available_tools, .. }
-            | ExtensionConfig::Frontend { available_tools, .. }
-            | ExtensionConfig::InlinePython { available_tools, .. } => available_tools,
+    /// The variables the config names (stdio and streamable_http); `None` for other kinds.
+    pub fn vars(&self) -> Option<Vars<'_>> {
+        match &self.kind {
+            Kind::Stdio { envs, env_keys, .. } => Some(Vars { envs, env_keys, headers: None }),
+            Kind::StreamableHttp { envs, env_keys, headers, .. } => {
+                Some(Vars { envs, env_keys, headers: Some(headers) })
+            }
+            _ => None,
         }
     }
 
     /// Checks that go beyond the shape: things that would make activation fail for sure.
     /// goose stores such configs anyway; we refuse them at the door with the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.name().trim().is_empty() && !matches!(self, ExtensionConfig::Sse { .. }) {
+        if self.name.trim().is_empty() && !matches!(self.kind, Kind::Sse { .. }) {
             return Err(cfg_err("name", "must not be empty"));
         }
-        match self {
-            ExtensionConfig::Stdio { cmd, envs, env_keys, .. } => {
+        match &self.kind {
+            Kind::Stdio { cmd, envs, env_keys, .. } => {
                 if cmd.trim().is_empty() {
                     return Err(cfg_err("cmd", "must name the program to run"));
                 }
                 check_env_names(envs.keys(), env_keys)?;
             }
-            ExtensionConfig::StreamableHttp { uri, envs, env_keys, .. } => {
+            Kind::StreamableHttp { uri, envs, env_keys, .. } => {
                 if !(uri.starts_with("http://") || uri.starts_with("https://")) {
                     return Err(cfg_err("uri", format!("{uri:?} is not an http:// or https:// URL")));
                 }
                 check_env_names(envs.keys(), env_keys)?;
             }
-            ExtensionConfig::Frontend { tools, .. } => {
+            Kind::Frontend { tools, .. } => {
                 for (i, t) in tools.iter().enumerate() {
                     if t.get("name").and_then(Value::as_str).is_none() {
                         return Err(cfg_err(&format!("tools[{i}].name"), "every frontend tool needs a string `name`"));
@@ -686,14 +824,15 @@ fn check_env_names<'a>(envs: impl Iterator<Item = &'a String>, env_keys: &'a [St
 impl fmt::Display for ExtensionConfig {
     /// The short forms goose logs, e.g. `Stdio(name: cmd args…)`; never includes env values.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExtensionConfig::Sse { name, .. } => write!(f, "SSE({name}: unsupported)"),
-            ExtensionConfig::Stdio { name, cmd, args, .. } => write!(f, "Stdio({name}: {cmd} {})", args.join(" ")),
-            ExtensionConfig::Builtin { name, .. } => write!(f, "Builtin({name})"),
-            ExtensionConfig::Platform { name, .. } => write!(f, "Platform({name})"),
-            ExtensionConfig::StreamableHttp { name, uri, .. } => write!(f, "StreamableHttp({name}: {uri})"),
-            ExtensionConfig::Frontend { name, .. } => write!(f, "Frontend({name})"),
-            ExtensionConfig::InlinePython { name, .. } => write!(f, "InlinePython({name})"),
+        let name = &self.name;
+        match &self.kind {
+            Kind::Sse { .. } => write!(f, "SSE({name}: unsupported)"),
+            Kind::Stdio { cmd, args, .. } => write!(f, "Stdio({name}: {cmd} {})", args.join(" ")),
+            Kind::Builtin { .. } => write!(f, "Builtin({name})"),
+            Kind::Platform { .. } => write!(f, "Platform({name})"),
+            Kind::StreamableHttp { uri, .. } => write!(f, "StreamableHttp({name}: {uri})"),
+            Kind::Frontend { .. } => write!(f, "Frontend({name})"),
+            Kind::InlinePython { .. } => write!(f, "InlinePython({name})"),
         }
     }
 }
@@ -721,7 +860,7 @@ impl ExtensionStore for ConfigStore {
         for (key, value) in self.extension_values()? {
             match serde_json::from_value::<ExtensionEntry>(value) {
                 Ok(entry) => {
-                    if matches!(entry.config, ExtensionConfig::Sse { .. }) {
+                    if matches!(entry.config.kind, Kind::Sse { .. }) {
                         warnings.push(format!("'{key}': {SSE_UNSUPPORTED}"));
                     }
                     entries.push(entry);
@@ -785,7 +924,7 @@ mod tests {
         let c =
             ExtensionConfig::from_value(json!({"type":"stdio","name":"x","cmd":"echo","args":[],"description":null}))
                 .unwrap();
-        assert_eq!(c.description(), "");
+        assert_eq!(c.description, "");
         assert_eq!(c.timeout_secs(), DEFAULT_TIMEOUT_SECS);
         assert_eq!(
             serde_json::to_value(&c).unwrap(),

@@ -17,7 +17,9 @@
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
-use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
+use crate::extensions::config::{
+    name_to_key, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
+};
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -267,32 +269,18 @@ impl DeepLink {
         }
         let env_keys = self.required_secrets();
         let timeout = Some(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS));
-        match &self.source {
-            LinkSource::Stdio { cmd, args } => ExtensionConfig::Stdio {
-                name: self.name.clone(),
-                description: self.description.clone(),
-                cmd: cmd.clone(),
-                args: args.clone(),
-                envs: Default::default(),
-                env_keys,
-                timeout,
-                bundled: None,
-                available_tools: Vec::new(),
-                extra,
-            },
-            LinkSource::StreamableHttp { url } => ExtensionConfig::StreamableHttp {
-                name: self.name.clone(),
-                description: self.description.clone(),
+        let kind = match &self.source {
+            LinkSource::Stdio { cmd, args } => {
+                Kind::Stdio { cmd: cmd.clone(), args: args.clone(), envs: Default::default(), env_keys }
+            }
+            LinkSource::StreamableHttp { url } => Kind::StreamableHttp {
                 uri: url.clone(),
                 envs: Default::default(),
                 env_keys,
                 headers: self.headers.iter().cloned().collect(),
-                timeout,
-                bundled: None,
-                available_tools: Vec::new(),
-                extra,
             },
-        }
+        };
+        ExtensionConfig { timeout, extra, ..ExtensionConfig::new(&self.name, &self.description, kind) }
     }
 
     /// Secrets the extension needs before it can run: the `env` names, then the variables
@@ -329,9 +317,9 @@ pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> 
             );
         }
     };
-    match config {
-        ExtensionConfig::Stdio { env_keys, .. } => env_keys.iter().for_each(|k| push(format!("env {k}"), k)),
-        ExtensionConfig::StreamableHttp { env_keys, headers, .. } => {
+    match &config.kind {
+        Kind::Stdio { env_keys, .. } => env_keys.iter().for_each(|k| push(format!("env {k}"), k)),
+        Kind::StreamableHttp { env_keys, headers, .. } => {
             for (h, v) in headers {
                 for var in header_vars(v) {
                     push(format!("header {h}"), &var);
@@ -343,11 +331,11 @@ pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> 
                 }
             }
         }
-        ExtensionConfig::Sse { .. }
-        | ExtensionConfig::Builtin { .. }
-        | ExtensionConfig::Platform { .. }
-        | ExtensionConfig::Frontend { .. }
-        | ExtensionConfig::InlinePython { .. } => {}
+        Kind::Sse { .. }
+        | Kind::Builtin { .. }
+        | Kind::Platform { .. }
+        | Kind::Frontend { .. }
+        | Kind::InlinePython { .. } => {}
     }
     out
 }

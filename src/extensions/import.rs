@@ -10,7 +10,7 @@
 //! header refers to (`${VAR}`, `${env:VAR}` → `${VAR}`) join `env_keys` so they resolve. Fields
 //! we do not use are reported as warnings, never silently dropped. This module parses only; the policy and the store are the caller's.
 
-use crate::extensions::config::{name_to_key, ExtensionConfig, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
+use crate::extensions::config::{name_to_key, ExtensionConfig, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
 use crate::extensions::deeplink::header_vars;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -177,18 +177,9 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 warnings.push(format!("{name}: `headers` apply only to remote servers and were ignored"));
             }
             let (envs, env_keys) = split_env_refs(name, env, &mut warnings);
-            let config = ExtensionConfig::Stdio {
-                name: name.to_string(),
-                description: String::new(),
-                cmd,
-                args,
-                envs,
-                env_keys,
-                timeout: Some(DEFAULT_TIMEOUT_SECS),
-                bundled: None,
-                available_tools: Vec::new(),
-                extra: Map::new(),
-            };
+            let kind = Kind::Stdio { cmd, args, envs, env_keys };
+            let config =
+                ExtensionConfig { timeout: Some(DEFAULT_TIMEOUT_SECS), ..ExtensionConfig::new(name, "", kind) };
             Ok(ImportItem { config, enabled, warnings })
         }
         (None, Some(url)) => {
@@ -221,12 +212,7 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                 if !headers.is_empty() || !env.is_empty() {
                     warnings.push(format!("{name}: `headers` and `env` of an sse entry are not kept"));
                 }
-                let config = ExtensionConfig::Sse {
-                    name: name.to_string(),
-                    description: String::new(),
-                    uri: Some(url),
-                    extra: Map::new(),
-                };
+                let config = ExtensionConfig::new(name, "", Kind::Sse { uri: Some(url) });
                 return Ok(ImportItem { config, enabled: false, warnings });
             }
             let (envs, mut env_keys) = split_env_refs(name, env, &mut warnings);
@@ -238,18 +224,9 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                     }
                 }
             }
-            let config = ExtensionConfig::StreamableHttp {
-                name: name.to_string(),
-                description: String::new(),
-                uri: url,
-                envs,
-                env_keys,
-                headers,
-                timeout: Some(DEFAULT_TIMEOUT_SECS),
-                bundled: None,
-                available_tools: Vec::new(),
-                extra: Map::new(),
-            };
+            let kind = Kind::StreamableHttp { uri: url, envs, env_keys, headers };
+            let config =
+                ExtensionConfig { timeout: Some(DEFAULT_TIMEOUT_SECS), ..ExtensionConfig::new(name, "", kind) };
             Ok(ImportItem { config, enabled, warnings })
         }
     }

@@ -41,7 +41,7 @@
 //! that rule 4 reads `HOME` to recognise the user's home directory in a mount.
 
 use crate::config::Env;
-use crate::extensions::config::{ConfigError, ExtensionConfig, SSE_UNSUPPORTED};
+use crate::extensions::config::{ConfigError, ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -295,8 +295,8 @@ impl Policy {
         }
         config.validate().map_err(PolicyError::InvalidConfig)?;
         let mut warnings = Vec::new();
-        match config {
-            ExtensionConfig::Stdio { cmd, args, .. } => {
+        match &config.kind {
+            Kind::Stdio { cmd, args, .. } => {
                 if source.checks_commands() && !self.allowed_commands.iter().any(|a| a == cmd) {
                     return Err(PolicyError::CommandNotAllowed {
                         cmd: cmd.to_string(),
@@ -306,18 +306,18 @@ impl Policy {
                 check_args(cmd, args)?;
                 self.check_command_allowlist(cmd, args, &mut warnings)?;
             }
-            ExtensionConfig::StreamableHttp { uri, .. } => self.check_url_allowlist(uri, &mut warnings)?,
-            ExtensionConfig::InlinePython { name, .. } => {
+            Kind::StreamableHttp { uri, .. } => self.check_url_allowlist(uri, &mut warnings)?,
+            Kind::InlinePython { .. } => {
                 if self.has_command_list() {
                     let e = PolicyError::NotAllowlisted {
-                        what: format!("inline_python extension {name}"),
+                        what: format!("inline_python extension {}", config.name),
                         lists: format!("{} (inline Python runs arbitrary code)", self.lists()),
                     };
                     self.refuse_or_warn(e, &mut warnings)?;
                 }
             }
-            ExtensionConfig::Sse { .. } => warnings.push(format!("'{}': {SSE_UNSUPPORTED}", config.key())),
-            ExtensionConfig::Builtin { .. } | ExtensionConfig::Platform { .. } | ExtensionConfig::Frontend { .. } => {}
+            Kind::Sse { .. } => warnings.push(format!("'{}': {SSE_UNSUPPORTED}", config.key())),
+            Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } => {}
         }
         Ok(warnings)
     }
@@ -430,15 +430,7 @@ pub fn argv_matches(argv: &[&str], entry: &str) -> bool {
 /// variables its headers refer to.
 pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
     use crate::extensions::config::disallowed_env_message;
-    let (envs, env_keys, headers) = match config {
-        ExtensionConfig::Stdio { envs, env_keys, .. } => (envs, env_keys, None),
-        ExtensionConfig::StreamableHttp { envs, env_keys, headers, .. } => (envs, env_keys, Some(headers)),
-        ExtensionConfig::Sse { .. }
-        | ExtensionConfig::Builtin { .. }
-        | ExtensionConfig::Platform { .. }
-        | ExtensionConfig::Frontend { .. }
-        | ExtensionConfig::InlinePython { .. } => return Ok(()),
-    };
+    let Some(Vars { envs, env_keys, headers }) = config.vars() else { return Ok(()) };
     let mut named: Vec<(String, &str)> = envs.keys().map(|k| (k.clone(), "envs")).collect();
     named.extend(env_keys.iter().map(|k| (k.clone(), "env_keys")));
     for v in headers.into_iter().flat_map(|h| h.values()) {
@@ -458,15 +450,7 @@ pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
 /// variables) is one of gosling's own. A literal value in `envs` is the user's own text and is
 /// not read from the store.
 pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), PolicyError> {
-    let (env_keys, headers) = match config {
-        ExtensionConfig::Stdio { env_keys, .. } => (env_keys, None),
-        ExtensionConfig::StreamableHttp { env_keys, headers, .. } => (env_keys, Some(headers)),
-        ExtensionConfig::Sse { .. }
-        | ExtensionConfig::Builtin { .. }
-        | ExtensionConfig::Platform { .. }
-        | ExtensionConfig::Frontend { .. }
-        | ExtensionConfig::InlinePython { .. } => return Ok(()),
-    };
+    let Some(Vars { env_keys, headers, .. }) = config.vars() else { return Ok(()) };
     let mut named: Vec<(String, &str)> = env_keys.iter().map(|k| (k.clone(), "env_keys")).collect();
     for v in headers.into_iter().flat_map(|h| h.values()) {
         named.extend(crate::wire::template::vars(v).into_iter().map(|var| (var, "headers")));

@@ -8,7 +8,7 @@
 //! dies is restarted with backoff; meanwhile its tools stay listed and calls fail fast.
 //! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
 
-use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig};
+use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig, Kind};
 use crate::mcp::client::{CallContext, Client, ClientOptions};
 use crate::mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
@@ -205,22 +205,19 @@ impl ActiveExtension {
     }
 
     fn restartable(&self) -> bool {
-        matches!(
-            self.config,
-            ExtensionConfig::Stdio { .. } | ExtensionConfig::Builtin { .. } | ExtensionConfig::InlinePython { .. }
-        )
+        matches!(self.config.kind, Kind::Stdio { .. } | Kind::Builtin { .. } | Kind::InlinePython { .. })
     }
 
     pub fn instructions(&self) -> Option<String> {
-        match &self.config {
-            ExtensionConfig::Frontend { instructions, .. } => instructions.clone(),
+        match &self.config.kind {
+            Kind::Frontend { instructions, .. } => instructions.clone(),
             _ => self.client().ok().and_then(|c| c.instructions().map(str::to_string)),
         }
     }
 
     /// Tools after the `available_tools` filter (unprefixed MCP Tool objects).
     fn visible_tools(&self) -> Vec<Value> {
-        let allowed = self.config.available_tools();
+        let allowed = &self.config.available_tools;
         let tools = self.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
         tools
             .into_iter()
@@ -374,8 +371,8 @@ impl SessionRuntime {
             return Ok(());
         }
         let t = Instant::now();
-        let (backend, tools) = match &config {
-            ExtensionConfig::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
+        let (backend, tools) = match &config.kind {
+            Kind::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
             _ => {
                 let client = Arc::new(self.connect(&config)?);
                 let tools = if client.capabilities().get("tools").is_some() {
@@ -428,10 +425,7 @@ impl SessionRuntime {
     fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, ActivateError> {
         crate::extensions::policy::check_env(config).map_err(|e| ActivateError::Config(e.to_string()))?;
         crate::extensions::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
-        let mut out = match config {
-            ExtensionConfig::Stdio { envs, .. } | ExtensionConfig::StreamableHttp { envs, .. } => envs.clone(),
-            _ => BTreeMap::new(),
-        };
+        let mut out = config.vars().map(|v| v.envs.clone()).unwrap_or_default();
         let mut missing = Vec::new();
         for k in secret_names(config) {
             match (self.deps.secret)(&k) {
@@ -455,17 +449,18 @@ impl SessionRuntime {
     fn connect(&self, config: &ExtensionConfig) -> Result<Client, ActivateError> {
         let opts = self.client_options(config);
         let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
-        match config {
-            ExtensionConfig::Sse { name, .. } => {
+        let name = &config.name;
+        match &config.kind {
+            Kind::Sse { .. } => {
                 Err(ActivateError::Start(crate::mcp::error::Error::SseUnsupported { extension: name.clone() }))
             }
-            ExtensionConfig::Platform { name, .. } => Err(ActivateError::Config(format!(
+            Kind::Platform { .. } => Err(ActivateError::Config(format!(
                 "platform extension {name} is part of goose itself and is not available in gosling"
             ))),
-            ExtensionConfig::Frontend { .. } => Err(ActivateError::Config(
+            Kind::Frontend { .. } => Err(ActivateError::Config(
                 "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
             )),
-            ExtensionConfig::Stdio { cmd, args, .. } => {
+            Kind::Stdio { cmd, args, .. } => {
                 let env = self.resolve_env(config)?;
                 let spec = StdioSpec {
                     cmd: cmd.clone(),
@@ -477,7 +472,7 @@ impl SessionRuntime {
                 };
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
-            ExtensionConfig::Builtin { name, .. } => {
+            Kind::Builtin { .. } => {
                 let builtin = runtime_key(name);
                 if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {
                     return Err(ActivateError::Config(format!(
@@ -496,12 +491,12 @@ impl SessionRuntime {
                 };
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
-            ExtensionConfig::InlinePython { name, code, dependencies, .. } => {
+            Kind::InlinePython { code, dependencies } => {
                 let spec =
                     inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?;
                 crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
             }
-            ExtensionConfig::StreamableHttp { uri, headers, .. } => {
+            Kind::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
                 let headers = crate::mcp::streamable_http::substitute_headers(headers, &env)
                     .map_err(|e| ActivateError::Config(e.to_string()))?;
@@ -586,7 +581,7 @@ impl SessionRuntime {
             }
         }
         let (ext, tool) = best.ok_or_else(|| CallError::UnknownTool(prefixed.to_string()))?;
-        let allowed = ext.config.available_tools();
+        let allowed = &ext.config.available_tools;
         if !allowed.is_empty() && !allowed.contains(&tool) {
             return Err(CallError::UnknownTool(prefixed.to_string()));
         }
@@ -595,7 +590,7 @@ impl SessionRuntime {
 
     /// True when `prefixed` names a tool of a `frontend` extension.
     pub fn is_frontend_tool(&self, prefixed: &str) -> bool {
-        self.resolve_tool(prefixed).is_ok_and(|(e, _)| matches!(e.config, ExtensionConfig::Frontend { .. }))
+        self.resolve_tool(prefixed).is_ok_and(|(e, _)| matches!(e.config.kind, Kind::Frontend { .. }))
     }
 
     /// Calls a tool by prefixed name and audits the call. An MCP `isError` result is a
