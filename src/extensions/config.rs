@@ -752,12 +752,12 @@ impl ExtensionConfig {
 
     /// gosling's optional `oauth` object of a `streamable_http` entry (goose has no such
     /// fields; kept in the entry's extra keys, so goose ignores it). `Err` says what is wrong.
-    pub fn oauth(&self) -> Result<OAuthConfig, String> {
+    pub fn oauth(&self) -> Result<OAuthConfig, ConfigError> {
         match self.kind {
             Kind::StreamableHttp { .. } => match self.extra.get("oauth") {
                 None | Some(Value::Null) => Ok(OAuthConfig::default()),
                 Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                    format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\"}}, all optional")
+                    cfg_err("oauth", format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\"}}, all optional"))
                 }),
             },
             _ => Ok(OAuthConfig::default()),
@@ -1071,7 +1071,7 @@ mod oauth_tests {
         )
         .unwrap();
         let e = c.oauth().unwrap_err();
-        assert!(e.contains("client_secret_key") && !e.contains("\"x\""), "{e}");
+        assert!(e.message.contains("client_secret_key") && !e.message.contains("\"x\""), "{e}");
     }
 }
 

@@ -21,6 +21,7 @@ use crate::extensions::config::{
     name_to_key, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
 };
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
+use crate::wire::percent::form_decode;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -123,8 +124,8 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
             return Err(err("link", format!("has more than {MAX_PARAMS} parameters")));
         }
         let (rk, rv) = raw.split_once('=').unwrap_or((raw, ""));
-        let key = form_decode(rk).map_err(|rule| err(&printable(rk), format!("parameter name {rule}")))?;
-        let value = form_decode(rv).map_err(|rule| err(&key, rule))?;
+        let key = form_decode(rk).map_err(|e| err(&printable(rk), format!("parameter name {e}")))?;
+        let value = form_decode(rv).map_err(|e| err(&key, e.to_string()))?;
         pairs.push((key, value));
     }
 
@@ -447,10 +448,6 @@ pub fn plan_install(
     }
     s.insert("warnings".into(), json!(warnings));
     Ok(InstallPlan { config, missing_secrets, refused_secrets, warnings, summary })
-}
-
-fn form_decode(raw: &str) -> Result<String, String> {
-    crate::wire::percent::form_decode(raw).map_err(|e| e.to_string())
 }
 
 /// A one-line field: no control characters, bounded length.

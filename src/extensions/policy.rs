@@ -103,7 +103,7 @@ pub enum PolicyError {
     /// Rule 3: `what` (a command line, URL or inline_python name) matches no entry of `lists`.
     NotAllowlisted { what: String, lists: String },
     /// Rule 3: `GOOSE_ALLOWLIST` is set but could not be loaded, so nothing can be checked.
-    AllowlistUnavailable { url: String, detail: String },
+    AllowlistUnavailable { url: String, detail: AllowlistError },
     /// The config itself is unusable (e.g. a disallowed environment variable).
     InvalidConfig(ConfigError),
     /// The policy's own setup is wrong: `origin` (an env var or file) and what is wrong with it.
@@ -188,7 +188,7 @@ impl std::error::Error for PolicyError {
 #[derive(Debug, Clone)]
 enum Remote {
     Loaded(Vec<String>),
-    Unavailable(String),
+    Unavailable(AllowlistError),
 }
 
 #[derive(Debug, Clone)]
@@ -1288,11 +1288,69 @@ fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), PolicyError> {
     Ok((local, extra))
 }
 
+/// Why goose's allowlist (`GOOSE_ALLOWLIST`) could not be used, for the message that
+/// refuses installs while it is unavailable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AllowlistError {
+    NotHttp,
+    Fetch(String),
+    Status(u16),
+    /// A line of the YAML (1-based) and what is wrong with it.
+    Line(usize, YamlProblem),
+    NoExtensionsKey,
+    /// The 1-based item without a command.
+    EmptyCommand(usize),
+}
+
+/// What is wrong with one line of the allowlist YAML.
+#[derive(Debug, Clone, PartialEq)]
+pub enum YamlProblem {
+    NotBlockForm,
+    BadListItem,
+    FlowMapping,
+    TwoCommands,
+    CommandOutsideItem,
+    Unterminated(char),
+    BadEscape(char),
+}
+
+impl fmt::Display for AllowlistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowlistError::NotHttp => write!(f, "it must be an http:// or https:// URL"),
+            AllowlistError::Fetch(e) => write!(f, "{e}"),
+            AllowlistError::Status(s) => write!(f, "HTTP status {s}"),
+            AllowlistError::Line(n, p) => write!(f, "line {n}: {p}"),
+            AllowlistError::NoExtensionsKey => write!(f, "no top-level `extensions:` key"),
+            AllowlistError::EmptyCommand(i) => write!(f, "extensions item {i} has no non-empty `command`"),
+        }
+    }
+}
+
+impl fmt::Display for YamlProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            YamlProblem::NotBlockForm => {
+                write!(f, "only the block list form `extensions:` / `  - command: …` is supported")
+            }
+            YamlProblem::BadListItem => write!(f, "expected `- ` to start a list item"),
+            YamlProblem::FlowMapping => {
+                write!(f, "flow mappings ({{…}}) are not supported; write `- id: …` / `  command: …`")
+            }
+            YamlProblem::TwoCommands => write!(f, "an item has two `command` keys"),
+            YamlProblem::CommandOutsideItem => write!(f, "`command` outside a list item"),
+            YamlProblem::Unterminated('\'') => write!(f, "unterminated single-quoted value"),
+            YamlProblem::Unterminated(_) => write!(f, "unterminated double-quoted value"),
+            YamlProblem::BadEscape(c) => write!(f, "unsupported escape \\{c} in a double-quoted value"),
+        }
+    }
+}
+
 /// GETs the allowlist, bounded in time and size.
-fn fetch(url: &str) -> Result<String, String> {
+fn fetch(url: &str) -> Result<String, AllowlistError> {
     let lower = url.to_ascii_lowercase();
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err("it must be an http:// or https:// URL".into());
+        return Err(AllowlistError::NotHttp);
     }
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -1300,18 +1358,19 @@ fn fetch(url: &str) -> Result<String, String> {
         .max_redirects(5)
         .build()
         .new_agent();
-    let mut resp = agent.get(url).call().map_err(|e| e.to_string())?;
+    let mut resp = agent.get(url).call().map_err(|e| AllowlistError::Fetch(e.to_string()))?;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
-        return Err(format!("HTTP status {status}"));
+        return Err(AllowlistError::Status(status));
     }
-    resp.body_mut().with_config().limit(MAX_ALLOWLIST_BYTES).read_to_string().map_err(|e| e.to_string())
+    let body = resp.body_mut().with_config().limit(MAX_ALLOWLIST_BYTES).read_to_string();
+    body.map_err(|e| AllowlistError::Fetch(e.to_string()))
 }
 
 /// Parses goose's allowlist YAML: a top-level `extensions:` list whose items carry `command:`
 /// (plain, single- or double-quoted scalars). Only that block form is understood; anything that
 /// would leave an item without a command is an error rather than a silently shorter list.
-pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
+pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, AllowlistError> {
     let mut in_list = false;
     let mut seen_key = false;
     let mut items: Vec<Option<String>> = Vec::new();
@@ -1330,12 +1389,7 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
                 match rest {
                     "" => in_list = true,
                     "[]" => {}
-                    _ => {
-                        return Err(format!(
-                            "line {}: only the block list form `extensions:` / `  - command: …` is supported",
-                            n + 1
-                        ))
-                    }
+                    _ => return Err(AllowlistError::Line(n + 1, YamlProblem::NotBlockForm)),
                 }
             }
             continue;
@@ -1346,7 +1400,7 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
         let mut entry = body;
         if let Some(rest) = body.strip_prefix('-') {
             if !(rest.is_empty() || rest.starts_with(' ')) {
-                return Err(format!("line {}: expected `- ` to start a list item", n + 1));
+                return Err(AllowlistError::Line(n + 1, YamlProblem::BadListItem));
             }
             items.push(None);
             entry = rest.trim_start();
@@ -1355,30 +1409,24 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, String> {
             }
         }
         if entry.starts_with('{') {
-            return Err(format!(
-                "line {}: flow mappings ({{…}}) are not supported; write `- id: …` / `  command: …`",
-                n + 1
-            ));
+            return Err(AllowlistError::Line(n + 1, YamlProblem::FlowMapping));
         }
         if let Some(value) = entry.strip_prefix("command:") {
-            let cmd = yaml_scalar(value).map_err(|e| format!("line {}: {e}", n + 1))?;
+            let cmd = yaml_scalar(value).map_err(|p| AllowlistError::Line(n + 1, p))?;
             match items.last_mut() {
                 Some(slot) if slot.is_none() => *slot = Some(cmd),
-                Some(_) => return Err(format!("line {}: an item has two `command` keys", n + 1)),
-                None => return Err(format!("line {}: `command` outside a list item", n + 1)),
+                Some(_) => return Err(AllowlistError::Line(n + 1, YamlProblem::TwoCommands)),
+                None => return Err(AllowlistError::Line(n + 1, YamlProblem::CommandOutsideItem)),
             }
         }
     }
     if !seen_key {
-        return Err("no top-level `extensions:` key".into());
+        return Err(AllowlistError::NoExtensionsKey);
     }
     items
         .into_iter()
         .enumerate()
-        .map(|(i, c)| {
-            c.filter(|c| !c.trim().is_empty())
-                .ok_or_else(|| format!("extensions item {} has no non-empty `command`", i + 1))
-        })
+        .map(|(i, c)| c.filter(|c| !c.trim().is_empty()).ok_or(AllowlistError::EmptyCommand(i + 1)))
         .collect()
 }
 
@@ -1391,7 +1439,7 @@ fn strip_comment(s: &str) -> &str {
 }
 
 /// A YAML scalar on one line: `'…'` (with `''`), `"…"` (with `\"`, `\\`), or plain.
-fn yaml_scalar(v: &str) -> Result<String, String> {
+fn yaml_scalar(v: &str) -> Result<String, YamlProblem> {
     let v = v.trim();
     if let Some(rest) = v.strip_prefix('\'') {
         let mut out = String::new();
@@ -1408,7 +1456,7 @@ fn yaml_scalar(v: &str) -> Result<String, String> {
                 out.push(c);
             }
         }
-        Err("unterminated single-quoted value".into())
+        Err(YamlProblem::Unterminated('\''))
     } else if let Some(rest) = v.strip_prefix('"') {
         let mut out = String::new();
         let mut chars = rest.chars();
@@ -1420,13 +1468,13 @@ fn yaml_scalar(v: &str) -> Result<String, String> {
                     Some('\\') => out.push('\\'),
                     Some('t') => out.push('\t'),
                     Some('/') => out.push('/'),
-                    Some(o) => return Err(format!("unsupported escape \\{o} in a double-quoted value")),
+                    Some(o) => return Err(YamlProblem::BadEscape(o)),
                     None => break,
                 },
                 c => out.push(c),
             }
         }
-        Err("unterminated double-quoted value".into())
+        Err(YamlProblem::Unterminated('"'))
     } else {
         Ok(strip_comment(v).trim().to_string())
     }

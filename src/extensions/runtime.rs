@@ -71,7 +71,7 @@ pub fn oauth_settings(
     store: Arc<dyn TokenStore>,
     sign_in: SignIn,
 ) -> Result<OAuthSettings, ActivateError> {
-    let o = config.oauth().map_err(ActivateError::Config)?;
+    let o = config.oauth().map_err(|e| ActivateError::Config(e.message))?;
     let client_secret = match &o.client_secret_key {
         Some(k) => Some(secret(k).ok_or_else(|| {
             ActivateError::Config(format!(
