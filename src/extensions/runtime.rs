@@ -301,7 +301,7 @@ impl SessionRuntime {
         let me = self.clone();
         let (tx, rx) = crossbeam_channel::bounded(1);
         let spawned = thread::Builder::new().name("ext-load".into()).spawn(move || {
-            let configs = rx.recv().unwrap_or_default();
+            let configs = rx.recv().unwrap_or_default(); // wait: sent right after the spawn, or dropped
             me.load_all(configs)
         });
         match spawned {
@@ -323,7 +323,7 @@ impl SessionRuntime {
         let h = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
         match h {
             Some(h) => {
-                let r = h.join().unwrap_or_default();
+                let r = h.join().unwrap_or_default(); // wait: each activation is bounded by its timeout
                 *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
                 Some(r)
             }
@@ -350,6 +350,7 @@ impl SessionRuntime {
             .into_iter()
             .map(|(name, h)| {
                 let r = match h {
+                    // wait: an activation is bounded by the extension's timeout
                     Ok(h) => h.join().unwrap_or_else(|_| Err(ActivateError::Internal("activation panicked".into()))),
                     Err(e) => Err(ActivateError::Internal(format!("cannot start a thread: {e}"))),
                 };
@@ -718,16 +719,6 @@ impl SessionRuntime {
         });
     }
 
-    /// New working dir: later children start there; running clients get the new root.
-    pub fn set_working_dir(&self, dir: PathBuf) {
-        *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir.clone();
-        for ext in self.active() {
-            if let Ok(c) = ext.client() {
-                c.set_roots(vec![dir.clone()]);
-            }
-        }
-    }
-
     /// Each active extension's instructions, for the system prompt.
     pub fn instructions(&self) -> Vec<(String, String)> {
         self.active().iter().filter_map(|e| e.instructions().map(|i| (e.key.clone(), i))).collect()
@@ -740,7 +731,7 @@ impl SessionRuntime {
             std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
         let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
         for h in hs {
-            let _ = h.join();
+            let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
         }
     }
 }

@@ -28,8 +28,6 @@ const ALLOW: &str = "// wait:";
 const NOT_YET: &[(&str, &str)] = &[
     // TODO(after merging `era`): src/mcp is being rewritten there.
     ("mcp/", "branch era rewrites src/mcp"),
-    // TODO(after merging the extensions refactor): src/extensions is being reworked there.
-    ("extensions/", "the extensions refactor branch reworks src/extensions"),
 ];
 
 /// The waits of one file's code (its `#[cfg(test)]` tail excluded) that have neither a
