@@ -347,7 +347,9 @@ fn handle_request(
     match method {
         "initialize" => {
             let asked = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            let version = asked.filter(|v| mcp_version::is_known(v)).unwrap_or(mcp_version::PREFERRED);
+            let version = asked
+                .filter(|v| mcp_version::is_known(v) && !mcp_version::is_modern(v))
+                .unwrap_or(mcp_version::PREFERRED);
             shared.reply(
                 id,
                 json!({

@@ -9,7 +9,8 @@
 //!            --sign-in browser|follow
 //! ```
 //!
-//! Prints one JSON object: server info, protocol version, capabilities, instructions, and the
+//! Prints one JSON object: server info, protocol version and how it was chosen (`negotiation`),
+//! capabilities, instructions, and the
 //! tools, resources, resource templates and prompts the server declared (a declared list the
 //! server does not implement becomes a line in `notes`) — or the tool's result, the prompt, the
 //! resource. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
@@ -255,6 +256,7 @@ pub fn describe(client: &Client) -> Result<Value, crate::mcp::error::Error> {
     let mut out = json!({
         "serverInfo": client.server_info(),
         "protocolVersion": client.protocol_version(),
+        "negotiation": client.negotiation(),
         "capabilities": caps,
         "instructions": client.instructions(),
     });

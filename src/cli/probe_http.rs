@@ -35,10 +35,11 @@ pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> 
     let client = crate::mcp::connect_http(&spec, opts)?;
     let result = (|| {
         let mut out = format!(
-            "server: {} {}\nprotocol: {}\n",
+            "server: {} {}\nprotocol: {} ({})\n",
             client.server_info()["name"],
             client.server_info()["version"],
-            client.protocol_version()
+            client.protocol_version(),
+            client.negotiation()
         );
         let tools = if client.capabilities().get("tools").is_some() { client.list_tools()? } else { Vec::new() };
         for t in &tools {

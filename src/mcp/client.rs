@@ -10,9 +10,10 @@
 //! once with the transport's reason.
 
 use crate::mcp::error::Error;
+use crate::mcp::http_error::HttpFailure;
 use crate::mcp::transport::{Inbound, Transport};
 use crate::wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
-use crate::wire::mcp_version::{self, PREFERRED as PROTOCOL_VERSION};
+use crate::wire::mcp_version::{self, Era, Refusal};
 use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -32,6 +33,15 @@ pub const MAX_LIST_ITEMS: usize = 10_000;
 /// The largest tool result or resource read kept (JSON bytes); one message is also bounded by
 /// the transport (a stdio line, an HTTP body or SSE event).
 pub const MAX_RESULT_BYTES: usize = 8 << 20;
+/// The longest wait for the answer to the modern probe (`server/discover`) before taking the
+/// server for a legacy one that ignores requests before `initialize`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Rounds of a multi-round-trip request (input required, answered, retried) before giving up.
+const MAX_INPUT_ROUNDS: usize = 8;
+/// How long one `subscriptions/listen` request is held open before it is renewed.
+const LISTEN_WINDOW: Duration = Duration::from_secs(600);
+/// The longest pause before opening a dropped `subscriptions/listen` again.
+const LISTEN_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// The size of `v` as compact JSON, without building the text.
 fn json_len(v: &Value) -> usize {
@@ -101,12 +111,16 @@ struct Shared {
     closed: AtomicBool,
     close_reason: Mutex<Option<Error>>,
     next_id: AtomicI64,
+    /// The `_meta` of every request to a modern (2026-07-28) server; `None` for a legacy one.
+    modern: RwLock<Option<Value>>,
 }
 
 pub struct Client {
     shared: Arc<Shared>,
     timeout: Duration,
     protocol_version: String,
+    /// How the protocol revision was chosen (`gosling probe` prints it).
+    negotiation: String,
     server_info: Value,
     capabilities: Value,
     instructions: Option<String>,
@@ -135,6 +149,99 @@ fn root_list(dirs: &[PathBuf]) -> Value {
     json!({ "roots": roots })
 }
 
+/// Adds the modern `_meta` keys to a request's params (keeping keys already there, such as a
+/// progress token).
+fn with_meta(params: &mut Value, meta: &Value) {
+    if !params.is_object() {
+        *params = json!({});
+    }
+    let m = params.as_object_mut().map(|p| p.entry("_meta").or_insert_with(|| json!({})));
+    if let (Some(Value::Object(m)), Value::Object(meta)) = (m, meta) {
+        for (k, v) in meta {
+            m.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// Chooses the protocol era and revision (2026-07-28 versioning rules): asks `server/discover`
+/// for the modern revision first; a modern answer or a modern error keeps the server modern
+/// (every later request carries the `_meta`), anything else falls back to the legacy
+/// `initialize` handshake. Returns the revision, the result that describes the server
+/// (discover's or initialize's), and why.
+fn negotiate(
+    shared: &Arc<Shared>,
+    opts: &ClientOptions,
+    caps: &Value,
+    client_info: &Value,
+) -> Result<(String, Value, String), Error> {
+    let level = log_level_name(log::max_level());
+    let mut version = mcp_version::MODERN.to_string();
+    let probe_timeout = opts.timeout.min(PROBE_TIMEOUT);
+    for _ in 0..2 {
+        let meta = mcp_version::request_meta(&version, client_info, caps, level);
+        let answer = shared.request("server/discover", json!({ "_meta": meta }), probe_timeout, None);
+        let judged = match &answer {
+            Ok(r) => mcp_version::judge_discover(Ok(r)),
+            Err(Error::Rpc(e)) => mcp_version::judge_discover(Err(Refusal::Rpc(e.code, e.data.as_ref()))),
+            Err(e @ (Error::Closed { .. } | Error::Cancelled { .. })) => return Err(e.clone()),
+            Err(Error::Timeout { after, .. }) => {
+                mcp_version::judge_discover(Err(Refusal::Other(&format!("no answer within {after:?}"))))
+            }
+            // A legacy HTTP server refuses a request without its session with a 4xx: fall back.
+            // Anything else (nothing listens, TLS, sign-in) would fail `initialize` the same way.
+            Err(Error::Http {
+                failure: HttpFailure::Status { status, .. } | HttpFailure::NotMcp { status, .. },
+                ..
+            }) => mcp_version::judge_discover(Err(Refusal::Other(&format!("HTTP {status}")))),
+            Err(Error::Http { failure: HttpFailure::NotFound, .. }) => {
+                mcp_version::judge_discover(Err(Refusal::Other("HTTP 404")))
+            }
+            Err(e @ Error::Http { .. }) => return Err(e.clone()),
+            Err(e) => mcp_version::judge_discover(Err(Refusal::Other(&e.to_string()))),
+        };
+        match judged.era {
+            Era::Modern { version: v, retry: true } if v != version => version = v,
+            Era::Modern { version: v, .. } => {
+                let result = answer.unwrap_or_else(|_| json!({}));
+                *shared.modern.write().unwrap_or_else(|e| e.into_inner()) =
+                    Some(mcp_version::request_meta(&v, client_info, caps, level));
+                if result.get("supportedVersions").is_none() {
+                    // A modern error to the probe: ask again with the revision it serves.
+                    let r = shared.request("server/discover", json!({}), opts.timeout, None)?;
+                    return Ok((v, r, judged.why));
+                }
+                return Ok((v, result, judged.why));
+            }
+            Era::Legacy { version: legacy } => return initialize(shared, opts, caps, client_info, &legacy, judged.why),
+        }
+    }
+    Err(Error::Other(format!("{}: server/discover keeps refusing protocol {version}", opts.extension)))
+}
+
+/// The legacy handshake: `initialize` asking for `version`, a version check,
+/// `notifications/initialized`.
+fn initialize(
+    shared: &Arc<Shared>,
+    opts: &ClientOptions,
+    caps: &Value,
+    client_info: &Value,
+    version: &str,
+    why: String,
+) -> Result<(String, Value, String), Error> {
+    let params = json!({ "protocolVersion": version, "capabilities": caps, "clientInfo": client_info });
+    let result = shared.request("initialize", params, opts.timeout, None)?;
+    let agreed = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_string();
+    if !mcp_version::is_known(&agreed) || mcp_version::is_modern(&agreed) {
+        return Err(Error::Other(format!(
+            "{}: the server wants protocol version {agreed:?}, we asked for {version} and know {}; update the server or gosling",
+            opts.extension,
+            mcp_version::KNOWN.join(", ")
+        )));
+    }
+    shared.notify("notifications/initialized", json!({}))?;
+    Ok((agreed, result, why))
+}
+
 impl Shared {
     fn fail_all(&self, err: Error) {
         self.closed.store(true, Ordering::SeqCst);
@@ -161,23 +268,16 @@ impl Shared {
         log::debug!("mcp {}: server request {method} ({id})", self.extension);
         match method {
             "ping" => self.respond(id, Ok(json!({}))),
-            "roots/list" => {
-                let roots = self.roots.read().unwrap_or_else(|e| e.into_inner()).clone();
-                match roots {
-                    Some(dirs) => self.respond(id, Ok(root_list(&dirs))),
-                    None => self
-                        .respond(id, Err(ErrorObject::new(METHOD_NOT_FOUND, "roots are not supported by this client"))),
+            "roots/list" => self.respond(id, self.answer(method, &Value::Null)),
+            "elicitation/create" | "sampling/createMessage" => {
+                let (me, method) = (self.clone(), method.to_string());
+                let params = params.unwrap_or(Value::Null);
+                let spawned = thread::Builder::new()
+                    .name(format!("mcp-ask-{}", self.extension))
+                    .spawn(move || me.respond(id, me.answer(&method, &params)));
+                if let Err(e) = spawned {
+                    log::warn!("mcp {}: cannot start a thread for a server request: {e}", self.extension);
                 }
-            }
-            "elicitation/create" if self.elicitation.is_some() => {
-                let (me, h) = (self.clone(), self.elicitation.clone().expect("checked"));
-                let params = params.unwrap_or(Value::Null);
-                thread::spawn(move || me.respond(id, Ok(h(&params))));
-            }
-            "sampling/createMessage" if self.sampling.is_some() => {
-                let (me, h) = (self.clone(), self.sampling.clone().expect("checked"));
-                let params = params.unwrap_or(Value::Null);
-                thread::spawn(move || me.respond(id, h(&params)));
             }
             other => self.respond(id, Err(ErrorObject::new(METHOD_NOT_FOUND, format!("method not found: {other}")))),
         }
@@ -263,6 +363,10 @@ impl Shared {
             let reason = self.close_reason.lock().unwrap_or_else(|e| e.into_inner()).clone();
             return Err(reason.unwrap_or_else(|| Error::Closed { detail: format!("{} is closed", self.extension) }));
         }
+        let mut params = params;
+        if let Some(meta) = self.modern.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            with_meta(&mut params, meta);
+        }
         let id = Id::Num(self.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = bounded(1);
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), tx);
@@ -289,6 +393,99 @@ impl Shared {
             Some(Slot::Err(e)) => Err(Error::Rpc(e)),
             Some(Slot::Closed(e)) => Err(e),
             None => Err(Error::Closed { detail: format!("{}: the connection closed", self.extension) }),
+        }
+    }
+
+    /// A request that may answer "input required" (2026-07-28 multi-round-trip: `tools/call`,
+    /// `resources/read`, `prompts/get`): each round's `inputRequests` are answered by the same
+    /// handlers as a legacy server's own requests, and the request is sent again with the
+    /// answers and the server's `requestState`. A legacy result (no `resultType`) is complete.
+    fn request_with_input(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: Option<&Receiver<()>>,
+    ) -> Result<Value, Error> {
+        let mut round_params = params.clone();
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let result = self.request(method, round_params, timeout, cancel)?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(result);
+            }
+            round_params = params.clone();
+            if let Some(Value::Object(asks)) = result.get("inputRequests") {
+                let mut answers = serde_json::Map::new();
+                for (key, ask) in asks {
+                    let ask_method = ask.get("method").and_then(Value::as_str).unwrap_or("");
+                    let ask_params = ask.get("params").cloned().unwrap_or(Value::Null);
+                    match self.answer(ask_method, &ask_params) {
+                        Ok(answer) => {
+                            answers.insert(key.clone(), answer);
+                        }
+                        Err(e) => {
+                            log::info!("mcp {}: input request {key} ({ask_method}): {}", self.extension, e.message)
+                        }
+                    }
+                }
+                round_params["inputResponses"] = Value::Object(answers);
+            }
+            if let Some(state) = result.get("requestState") {
+                round_params["requestState"] = state.clone();
+            }
+        }
+        Err(Error::Other(format!(
+            "{}: {method} still asked for input after {MAX_INPUT_ROUNDS} rounds; giving up",
+            self.extension
+        )))
+    }
+
+    /// The answer to a server's request for input (legacy: a request of its own; modern: an
+    /// entry of `inputRequests`).
+    fn answer(&self, method: &str, params: &Value) -> Result<Value, ErrorObject> {
+        match method {
+            "roots/list" => match self.roots.read().unwrap_or_else(|e| e.into_inner()).as_deref() {
+                Some(dirs) => Ok(root_list(dirs)),
+                None => Err(ErrorObject::new(METHOD_NOT_FOUND, "roots are not supported by this client")),
+            },
+            "elicitation/create" => match &self.elicitation {
+                Some(h) => Ok(h(params)),
+                None => Err(ErrorObject::new(METHOD_NOT_FOUND, "elicitation is not supported by this client")),
+            },
+            "sampling/createMessage" => match &self.sampling {
+                Some(h) => h(params),
+                None => Err(ErrorObject::new(METHOD_NOT_FOUND, "sampling is not supported by this client")),
+            },
+            other => Err(ErrorObject::new(METHOD_NOT_FOUND, format!("method not found: {other}"))),
+        }
+    }
+
+    /// Keeps a `subscriptions/listen` request open to a modern server, so its list changes
+    /// arrive as `notifications/*/list_changed` (as a legacy server sends them unasked). The
+    /// request is renewed every `LISTEN_WINDOW`, and opened again after a drop with a growing
+    /// pause; it ends with the connection.
+    fn listen(self: Arc<Self>, filter: Value, timeout: Duration) {
+        let mut pause = Duration::from_secs(1);
+        while !self.closed.load(Ordering::SeqCst) {
+            let r = self.request("subscriptions/listen", json!({ "notifications": filter }), LISTEN_WINDOW, None);
+            // Whatever changed while no stream was open is not known: list again when asked.
+            *self.tools.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            self.tools_generation.fetch_add(1, Ordering::SeqCst);
+            match r {
+                Err(Error::Closed { .. }) | Err(Error::Cancelled { .. }) => return,
+                Ok(_) | Err(Error::Timeout { .. }) => pause = Duration::from_secs(1),
+                Err(e) => {
+                    log::info!(
+                        "mcp {}: subscriptions/listen ended ({e}); opening it again in {pause:?}",
+                        self.extension
+                    );
+                    pause = (pause * 2).min(LISTEN_BACKOFF_MAX).max(timeout.min(Duration::from_secs(1)));
+                }
+            }
+            let until = Instant::now() + pause;
+            while !self.closed.load(Ordering::SeqCst) && Instant::now() < until {
+                thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 
@@ -321,6 +518,7 @@ impl Client {
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
+            modern: RwLock::new(None),
         });
         {
             let s = shared.clone();
@@ -339,21 +537,18 @@ impl Client {
         if opts.sampling.is_some() {
             caps.insert("sampling".into(), json!({}));
         }
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": caps,
-            "clientInfo": { "name": opts.client_name, "version": opts.client_version },
-        });
-        let init = shared.request("initialize", params, opts.timeout, None);
-        let result = match init {
-            Ok(r) => r,
+        let caps = Value::Object(caps);
+        let client_info = json!({ "name": opts.client_name, "version": opts.client_version });
+        let negotiated = negotiate(&shared, &opts, &caps, &client_info);
+        let (version, result, negotiation) = match negotiated {
+            Ok(n) => n,
             Err(e) => {
                 transport.close();
                 let stderr = transport.diagnostics();
                 return Err(match e {
-                    Error::Closed { .. } if !stderr.is_empty() => {
-                        Error::Closed { detail: format!("{}: process quit before initialization: stderr = {stderr}", opts.extension) }
-                    }
+                    Error::Closed { .. } if !stderr.is_empty() => Error::Closed {
+                        detail: format!("{}: process quit before initialization: stderr = {stderr}", opts.extension),
+                    },
                     Error::Timeout { after, .. } => Error::Other(format!(
                         "{}: no answer to initialize within {after:?}; check that the command is an MCP server speaking stdio/HTTP, or raise the extension's timeout{}",
                         opts.extension,
@@ -363,32 +558,59 @@ impl Client {
                 });
             }
         };
-        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        if !mcp_version::is_known(&version) {
-            transport.close();
-            return Err(Error::Other(format!(
-                "{}: the server wants protocol version {version:?}, we asked for {PROTOCOL_VERSION} and know {}; update the server or gosling",
-                opts.extension,
-                mcp_version::KNOWN.join(", ")
-            )));
-        }
-        shared.notify("notifications/initialized", json!({}))?;
-        log::debug!("mcp {}: initialized (protocol {version})", opts.extension);
-        if result.pointer("/capabilities/logging").is_some() {
+        log::debug!("mcp {}: protocol {version} ({negotiation})", opts.extension);
+        let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        if mcp_version::is_modern(&version) {
+            // No list_changed arrives unasked from a modern server: open the subscription.
+            let mut filter = serde_json::Map::new();
+            for (cap, key) in [
+                ("tools", "toolsListChanged"),
+                ("prompts", "promptsListChanged"),
+                ("resources", "resourcesListChanged"),
+            ] {
+                if capabilities.pointer(&format!("/{cap}/listChanged")) == Some(&Value::Bool(true)) {
+                    filter.insert(key.into(), Value::Bool(true));
+                }
+            }
+            if !filter.is_empty() {
+                let (s, timeout) = (shared.clone(), opts.timeout);
+                let spawned = thread::Builder::new()
+                    .name(format!("mcp-listen-{}", opts.extension))
+                    .spawn(move || s.listen(Value::Object(filter), timeout));
+                if let Err(e) = spawned {
+                    log::warn!(
+                        "mcp {}: cannot start the subscription thread ({e}); lists are re-read on restart only",
+                        opts.extension
+                    );
+                }
+            }
+        } else if capabilities.get("logging").is_some() {
             // The server logs at the level we log at (its messages land in our log).
             let level = log_level_name(log::max_level());
             if let Err(e) = shared.request("logging/setLevel", json!({ "level": level }), opts.timeout, None) {
                 log::warn!("mcp {}: logging/setLevel {level} failed: {e}", opts.extension);
             }
         }
+        let server_info = result
+            .get("serverInfo")
+            .or_else(|| result.pointer(&format!("/_meta/{}", mcp_version::META_SERVER_INFO.replace('/', "~1"))))
+            .cloned()
+            .unwrap_or(Value::Null);
         Ok(Client {
             shared,
             timeout: opts.timeout,
             protocol_version: version,
-            server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
-            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            negotiation,
+            server_info,
+            capabilities,
             instructions: result.get("instructions").and_then(Value::as_str).map(str::to_string),
         })
+    }
+
+    /// How the protocol revision was chosen, e.g. `server/discover offered 2026-07-28, 2025-11-25`
+    /// or `legacy: server/discover answered -32601; initialize`.
+    pub fn negotiation(&self) -> &str {
+        &self.negotiation
     }
 
     pub fn protocol_version(&self) -> &str {
@@ -491,7 +713,7 @@ impl Client {
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).insert(call_no, tx.clone());
         }
         let started = Instant::now();
-        let r = self.shared.request("tools/call", params, self.timeout, ctx.cancel.as_ref());
+        let r = self.shared.request_with_input("tools/call", params, self.timeout, ctx.cancel.as_ref());
         if ctx.progress.is_some() {
             self.shared.progress.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_no);
@@ -558,7 +780,7 @@ impl Client {
 
     pub fn read_resource(&self, uri: &str) -> Result<Value, Error> {
         self.require("resources", "resources")?;
-        let r = self.shared.request("resources/read", json!({ "uri": uri }), self.timeout, None)?;
+        let r = self.shared.request_with_input("resources/read", json!({ "uri": uri }), self.timeout, None)?;
         self.bounded(r, &format!("resource {uri}"))
     }
 
@@ -573,17 +795,13 @@ impl Client {
         if let Some(a) = arguments {
             params["arguments"] = a;
         }
-        self.shared.request("prompts/get", params, self.timeout, None)
+        self.shared.request_with_input("prompts/get", params, self.timeout, None)
     }
 
+    /// Checks the server answers: `ping` (legacy), `server/discover` (modern, which has no ping).
     pub fn ping(&self) -> Result<(), Error> {
-        self.shared.request("ping", json!({}), self.timeout, None).map(|_| ())
-    }
-
-    /// New roots: later `roots/list` answers use them; the server is told they changed.
-    pub fn set_roots(&self, roots: Vec<PathBuf>) {
-        *self.shared.roots.write().unwrap_or_else(|e| e.into_inner()) = Some(roots);
-        let _ = self.shared.notify("notifications/roots/list_changed", json!({}));
+        let method = if mcp_version::is_modern(&self.protocol_version) { "server/discover" } else { "ping" };
+        self.shared.request(method, json!({}), self.timeout, None).map(|_| ())
     }
 
     pub fn is_closed(&self) -> bool {

@@ -250,9 +250,13 @@ impl Inner {
         body: &str,
         session: Option<&str>,
         protocol: Option<&str>,
+        routing: &[(&str, String)],
     ) -> Result<ureq::http::Response<ureq::Body>, Error> {
-        let req =
+        let mut req =
             self.agent.post(&self.spec.uri).header("Accept", ACCEPT_POST).header("Content-Type", "application/json");
+        for (k, v) in routing {
+            req = req.header(*k, v.as_str());
+        }
         let req = self.add_headers(req, session, protocol);
         req.send(body.as_bytes()).map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))
     }
@@ -262,14 +266,25 @@ impl Inner {
         let is_init = msg.method() == Some("initialize");
         let mut attempt = 0;
         let mut auth_round = 0;
+        // A modern (2026-07-28) message names its revision in `_meta`: it goes without a
+        // session, with that revision and the routing headers the spec requires.
+        let modern = modern_version(msg);
+        let routing = match &modern {
+            Some(_) => routing_headers(msg),
+            None => Vec::new(),
+        };
         loop {
-            let (session, protocol) = {
-                let st = self.state();
-                (st.session.clone(), st.protocol.clone())
+            let (session, protocol) = match &modern {
+                Some(v) => (None, Some(v.clone())),
+                None => {
+                    let st = self.state();
+                    (st.session.clone(), st.protocol.clone())
+                }
             };
             log::debug!("mcp: {}: POST {}", self.spec.extension, describe_msg(msg));
             let sent_token = self.oauth_token();
-            let resp = self.post(&body, session.as_deref(), if is_init { None } else { protocol.as_deref() })?;
+            let protocol = if is_init { None } else { protocol.as_deref() };
+            let resp = self.post(&body, session.as_deref(), protocol, &routing)?;
             match self.handle_answer(msg, resp, session.is_some()) {
                 Ok(Answer::Done) => return Ok(()),
                 Ok(Answer::SessionGone) if attempt == 0 && !is_init => {
@@ -648,7 +663,7 @@ impl Inner {
         let Some(Message::Request { id: init_id, .. }) = &init else {
             return Err(self.fail(HttpFailure::NotFound));
         };
-        let resp = self.post(&init.as_ref().map(Message::encode).unwrap_or_default(), None, None)?;
+        let resp = self.post(&init.as_ref().map(Message::encode).unwrap_or_default(), None, None, &[])?;
         let status = resp.status().as_u16();
         let ct = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
         if !(200..300).contains(&status) {
@@ -705,12 +720,44 @@ impl Inner {
                 let st = self.state();
                 (st.session.clone(), st.protocol.clone())
             };
-            let resp = self.post(&n.encode(), session.as_deref(), protocol.as_deref())?;
+            let resp = self.post(&n.encode(), session.as_deref(), protocol.as_deref(), &[])?;
             let _ = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec();
         }
         self.start_get_stream(false);
         Ok(())
     }
+}
+
+/// The revision a modern message names in its `_meta`; `None` for a legacy one.
+fn modern_version(msg: &Message) -> Option<String> {
+    let params = match msg {
+        Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref()?,
+        _ => return None,
+    };
+    let v = params.get("_meta")?.get(crate::wire::mcp_version::META_VERSION)?.as_str()?;
+    crate::wire::mcp_version::is_modern(v).then(|| v.to_string())
+}
+
+/// `Mcp-Method` and, for the methods that name a tool, prompt or resource, `Mcp-Name`.
+fn routing_headers(msg: &Message) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if let Some(method) = msg.method() {
+        out.push(("Mcp-Method", method.to_string()));
+        let params = match msg {
+            Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
+            _ => None,
+        };
+        let name = match method {
+            "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+            "resources/read" => params.and_then(|p| p.get("uri")),
+            _ => None,
+        };
+        // Header values must be visible ASCII; anything else is left to the body.
+        if let Some(n) = name.and_then(Value::as_str).filter(|n| n.bytes().all(|b| (0x20..0x7f).contains(&b))) {
+            out.push(("Mcp-Name", n.to_string()));
+        }
+    }
+    out
 }
 
 fn http_err(spec: &HttpSpec, failure: HttpFailure) -> Error {

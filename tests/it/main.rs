@@ -62,6 +62,8 @@ mod conformance;
 
 // The MCP client over stdio: real servers, misbehaving fakes, probe.
 mod mcp_stdio;
+// MCP 2026-07-28 and the fall-back to the legacy revisions (issue 17).
+mod mcp2026;
 
 // 10,000 mutated request bodies across every route.
 mod fuzz;
