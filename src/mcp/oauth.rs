@@ -914,6 +914,7 @@ impl Authorizer {
     fn await_callback(&self, listener: TcpListener, flow: &Flow, deadline: Instant) -> Result<(), HttpFailure> {
         let _ = listener.set_nonblocking(true);
         loop {
+            // wait: the listener is non-blocking; the loop checks the deadline
             let stream = match listener.accept() {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -928,7 +929,12 @@ impl Authorizer {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
             let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-            let Some(target) = read_request_target(&stream) else { continue };
+            // The head must come whole within 10 s, and before the sign-in's deadline: a client
+            // trickling a byte at a time cannot hold the listener past either.
+            let Some(target) = read_request_target(&stream, deadline.min(Instant::now() + Duration::from_secs(10)))
+            else {
+                continue;
+            };
             if !target.starts_with(CALLBACK_PATH) {
                 respond(stream, 404, "Not found");
                 continue;
@@ -1170,15 +1176,24 @@ fn oauth_error_text(v: &Value) -> String {
     }
 }
 
-/// Reads one HTTP request head (bounded) and returns its target.
-fn read_request_target(stream: &TcpStream) -> Option<String> {
+/// Reads one HTTP request head (at most 16 KiB, all of it before `until`) and returns its
+/// target.
+fn read_request_target(stream: &TcpStream, until: Instant) -> Option<String> {
     let mut reader = BufReader::new(std::io::Read::take(stream, 16 << 10));
+    // Each read may wait only for what is left of the time.
+    let time_left = || {
+        let left = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+        stream.set_read_timeout(Some(left)).ok()
+    };
     let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
+    time_left()?;
+    reader.read_line(&mut line).ok()?; // wait: bounded by the read timeout set just above
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next()?, parts.next()?.to_string());
     loop {
         let mut h = String::new();
+        time_left()?;
+        // wait: bounded by the read timeout set just above
         match reader.read_line(&mut h) {
             Ok(0) | Err(_) => break,
             Ok(_) if h.trim().is_empty() => break,
@@ -1226,6 +1241,7 @@ pub fn open_in_browser(url: &str) {
         match spawned {
             // Reap it on a thread so no zombie is left behind.
             Ok(mut child) => {
+                // wait: the opener (xdg-open and the like) returns at once
                 let _ = std::thread::Builder::new().name("opener".into()).spawn(move || child.wait());
             }
             Err(e) => log::debug!("mcp: cannot run {cmd}: {e}"),

@@ -264,7 +264,7 @@ impl StdioTransport {
         // The leader is gone or a zombie (its pid still reserved): take down anything left in
         // its group (npx's node, a shell's children), then reap.
         let _ = crate::sys::kill_group(pid);
-        let _ = child.wait();
+        let _ = child.wait(); // wait: after SIGKILL of its group, the leader is gone or a zombie
         crate::sys::forget_child(pid);
         self.end_escaped(&family);
     }
@@ -309,6 +309,7 @@ fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
     let mut line = Vec::new();
     loop {
         line.clear();
+        // wait: the pipe ends when the child exits (the shutdown ladder ends with SIGKILL)
         match r.by_ref().take(64 << 10).read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {
@@ -333,6 +334,7 @@ fn read_stdout(name: &str, pipe: impl Read, inbound: &Sender<Inbound>) -> String
             line = Vec::new();
         }
         line.clear();
+        // wait: the pipe ends when the child exits (the shutdown ladder ends with SIGKILL)
         match r.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line) {
             Ok(0) => return "the process closed its stdout (exited)".into(),
             Err(e) => return format!("reading its stdout failed: {e}"),

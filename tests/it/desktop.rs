@@ -773,6 +773,39 @@ fn elicitation_reaches_the_person_and_their_answer_the_extension() {
     assert!(d.server.stderr().contains("no answer within"), "the timeout is logged");
 }
 
+/// The same flow with a 2026-07-28 server (issue 17): its elicitation is an input-required
+/// result, not a request of its own, and reaches the person the same way.
+#[test]
+fn an_input_required_elicitation_of_a_2026_server_reaches_the_person() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![
+        Reply::sse(&[oa_tool(0, Some(("g", "py__greet")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
+        Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
+    ]);
+    let d = Desktop::start(&llm_env(&llm.url()));
+    let py = json!({"type": "stdio", "name": "py", "description": "", "cmd": peers.python(), "args": [peers.get("MCP_PEER_PY_SERVER")], "timeout": 60});
+    let id = start_and_open(&d, vec![py]);
+    let mut events = d.events(&id, None);
+    let rid = d.send(&id, "greet me");
+    let is_elicitation = |e: &Value| e["message"]["content"][0]["data"]["actionType"] == "elicitation";
+    let asked = events.until(Duration::from_secs(30), is_elicitation);
+    let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
+    assert_eq!(data["message"], "What is your name?", "{data}");
+    assert_eq!(data["requested_schema"]["required"], json!(["name"]), "{data}");
+    let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
+        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": {"name": "Grace"}}}]});
+    let answered =
+        d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let done = events.until(Duration::from_secs(30), is_finish);
+    assert_desktop_fields(&done, &rid);
+    let r = contents(&done, "toolResponse");
+    assert_eq!(r.len(), 1, "{done:?}");
+    let text: String =
+        r[0]["toolResult"]["value"]["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
+    assert_eq!(text, "Hello, Grace!", "the retry carried the answer: {r:?}");
+}
+
 #[test]
 fn mcp_apps_are_the_ui_resources_of_the_session_extensions() {
     let d = Desktop::start(&[]);
