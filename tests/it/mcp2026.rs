@@ -1,6 +1,7 @@
 //! MCP 2026-07-28 (issue 17): gosling's client against the Python SDK 2.x server
 //! (scripts/peers/py_server.py), which is dual-era by default and legacy-only with `legacy`,
-//! over stdio and Streamable HTTP. Modern servers are spoken to in 2026-07-28 (server/discover,
+//! and the TypeScript SDK v2 server (scripts/peers/ts2_server.mjs), over stdio and Streamable
+//! HTTP. Modern servers are spoken to in 2026-07-28 (server/discover,
 //! `_meta` on every request, input-required results, subscriptions/listen); legacy ones get
 //! the initialize handshake. The code above the client is the same for both: these tests use
 //! the one `Client` API, and `gosling probe` for what a person sees.
@@ -38,23 +39,34 @@ fn options(person: &Arc<Person>) -> ClientOptions {
     }
 }
 
+/// Which peer server.
+#[derive(Clone, Copy, PartialEq)]
+enum Sdk {
+    /// The Python SDK 2.x; `true`: in its legacy-only mode.
+    Python(bool),
+    /// The TypeScript SDK v2.
+    TypeScript,
+}
+
 /// A connected client, and the HTTP server process when there is one.
-fn connect(peers: &Peers, legacy: bool, http: bool, person: &Arc<Person>) -> (Client, Option<PeerProc>) {
-    let server = peers.get("MCP_PEER_PY_SERVER").to_string();
-    let mut args = vec![server];
-    if legacy {
+fn connect(peers: &Peers, sdk: Sdk, http: bool, person: &Arc<Person>) -> (Client, Option<PeerProc>) {
+    let (program, mut args) = match sdk {
+        Sdk::Python(_) => (peers.python().to_string(), vec![peers.get("MCP_PEER_PY_SERVER").to_string()]),
+        Sdk::TypeScript => (peers.node().to_string(), vec![peers.get("MCP_PEER_TS2_SERVER").to_string()]),
+    };
+    if sdk == Sdk::Python(true) {
         args.push("legacy".into());
     }
     if http {
         let port = free_port();
-        let mut cmd = std::process::Command::new(peers.python());
+        let mut cmd = std::process::Command::new(&program);
         cmd.args(&args).arg("http").arg(port.to_string());
         let peer = spawn_http_peer(cmd, port, "/mcp");
         let spec =
             HttpSpec { uri: peer.url.clone(), headers: vec![], timeout: TIMEOUT, extension: "py".into(), auth: None };
         (gosling::mcp::connect_http(&spec, options(person)).expect("connect over HTTP"), Some(peer))
     } else {
-        let spec = StdioSpec { cmd: peers.python().to_string(), args, ..Default::default() };
+        let spec = StdioSpec { cmd: program, args, ..Default::default() };
         (gosling::mcp::connect_stdio(&spec, options(person)).expect("connect over stdio"), None)
     }
 }
@@ -68,12 +80,17 @@ fn names(tools: &[Value]) -> Vec<String> {
 }
 
 /// One server, one era, one transport: everything a session does with it.
-fn speaks(legacy: bool, http: bool) {
+fn speaks(sdk: Sdk, http: bool) {
     let peers = require_peers!();
     let person = Arc::new(Person { asked: Mutex::new(Vec::new()) });
-    let (c, _peer) = connect(peers, legacy, http, &person);
-    let what =
-        format!("{} server over {}", if legacy { "legacy" } else { "dual-era" }, if http { "HTTP" } else { "stdio" });
+    let (c, _peer) = connect(peers, sdk, http, &person);
+    let legacy = sdk == Sdk::Python(true);
+    let name = match sdk {
+        Sdk::Python(true) => "legacy Python",
+        Sdk::Python(false) => "dual-era Python",
+        Sdk::TypeScript => "TypeScript v2",
+    };
+    let what = format!("{name} server over {}", if http { "HTTP" } else { "stdio" });
 
     // The era: modern when offered, else the handshake; and why.
     if legacy {
@@ -82,7 +99,8 @@ fn speaks(legacy: bool, http: bool) {
     } else {
         assert_eq!(c.protocol_version(), "2026-07-28", "{what}");
         assert!(c.negotiation().contains("server/discover offered 2026-07-28"), "{what}: {}", c.negotiation());
-        assert_eq!(c.server_info()["name"], "py-peer", "{what}: serverInfo from discover's _meta");
+        let server = if sdk == Sdk::TypeScript { "ts2-peer" } else { "py-peer" };
+        assert_eq!(c.server_info()["name"], server, "{what}: serverInfo from discover's _meta");
     }
 
     // Tools, resources, prompts.
@@ -92,8 +110,10 @@ fn speaks(legacy: bool, http: bool) {
     }
     let r = c.call_tool("add", Some(json!({"a": 20, "b": 22})), &CallContext::default()).unwrap();
     assert_eq!(text(&r), "42", "{what}: {r}");
-    let r = c.read_resource("greeting://bob").unwrap();
-    assert_eq!(r["contents"][0]["text"], "Hello, bob!", "{what}: {r}");
+    let (uri, greeting) =
+        if sdk == Sdk::TypeScript { ("greeting://world", "Hello, world!") } else { ("greeting://bob", "Hello, bob!") };
+    let r = c.read_resource(uri).unwrap();
+    assert_eq!(r["contents"][0]["text"], greeting, "{what}: {r}");
     let r = c.get_prompt("review", Some(json!({"code": "x = 1"}))).unwrap();
     assert!(r["messages"][0]["content"]["text"].as_str().unwrap().contains("x = 1"), "{what}: {r}");
 
@@ -124,22 +144,32 @@ fn speaks(legacy: bool, http: bool) {
 
 #[test]
 fn a_dual_era_server_over_stdio_is_spoken_to_in_2026_07_28() {
-    speaks(false, false);
+    speaks(Sdk::Python(false), false);
 }
 
 #[test]
 fn a_dual_era_server_over_http_is_spoken_to_in_2026_07_28() {
-    speaks(false, true);
+    speaks(Sdk::Python(false), true);
 }
 
 #[test]
 fn a_legacy_server_over_stdio_gets_the_initialize_handshake() {
-    speaks(true, false);
+    speaks(Sdk::Python(true), false);
 }
 
 #[test]
 fn a_legacy_server_over_http_gets_the_initialize_handshake() {
-    speaks(true, true);
+    speaks(Sdk::Python(true), true);
+}
+
+#[test]
+fn a_typescript_sdk_v2_server_over_stdio_is_spoken_to_in_2026_07_28() {
+    speaks(Sdk::TypeScript, false);
+}
+
+#[test]
+fn a_typescript_sdk_v2_server_over_http_is_spoken_to_in_2026_07_28() {
+    speaks(Sdk::TypeScript, true);
 }
 
 /// `gosling probe` says which revision it chose and why, for both eras.
