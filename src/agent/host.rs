@@ -4,6 +4,7 @@
 use crate::agent::bus::Buses;
 use crate::agent::elicit::Elicitations;
 use crate::agent::reply::{Confirmations, Mode};
+use crate::agent::sampling::Sampling;
 use crate::agent::Agents;
 use crate::config::Config;
 use crate::extensions::config::{ExtensionConfig, Unresolved};
@@ -40,9 +41,20 @@ impl Host {
                 .map_or(crate::agent::elicit::DEFAULT_TIMEOUT, Duration::from_secs),
         ));
         let asker = elicitations.clone();
+        let sessions = Arc::new(sessions);
+        let setting_store = store.clone();
+        let sampling = Sampling {
+            sessions: sessions.clone(),
+            setting: Arc::new(move |k| setting_in(&setting_store, k)),
+            elicitations: elicitations.clone(),
+            audit: AuditLog::new(&config.state_dir),
+        };
         let runtime_deps = Arc::new(Deps {
             elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
                 asker.ask(session, extension, params)
+            })),
+            sample: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
+                sampling.create_message(session, extension, params)
             })),
             state_dir: config.state_dir.clone(),
             // The secrets store only: never gosling's own environment (see runtime::resolve_env).
@@ -55,7 +67,7 @@ impl Host {
             config,
             policy,
             store,
-            sessions: Arc::new(sessions),
+            sessions,
             confirmations: Arc::default(),
             elicitations,
             buses: Default::default(),
@@ -73,16 +85,7 @@ impl Host {
 
     /// A setting: the environment first, then the config store (plain, then secret).
     pub fn setting(&self, key: &str) -> Option<String> {
-        if let Ok(v) = std::env::var(key) {
-            if !v.is_empty() {
-                return Some(v);
-            }
-        }
-        match self.store.get(key).ok().flatten() {
-            Some(serde_json::Value::String(s)) => Some(s),
-            Some(serde_json::Value::Null) | None => self.store.get_secret(key).ok().flatten(),
-            Some(other) => Some(other.to_string()),
-        }
+        setting_in(&self.store, key)
     }
 
     /// goose's GOOSE_MODE: the session's, else the setting, else auto.
@@ -107,5 +110,19 @@ impl Host {
     /// Stops everything that runs children; called once at shutdown.
     pub fn shutdown(&self) {
         self.agents.shutdown_all();
+    }
+}
+
+/// A setting: the environment first, then the config store (plain, then secret).
+fn setting_in(store: &ConfigStore, key: &str) -> Option<String> {
+    if let Ok(v) = std::env::var(key) {
+        if !v.is_empty() {
+            return Some(v);
+        }
+    }
+    match store.get(key).ok().flatten() {
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(serde_json::Value::Null) | None => store.get_secret(key).ok().flatten(),
+        Some(other) => Some(other.to_string()),
     }
 }

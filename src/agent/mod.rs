@@ -7,6 +7,7 @@ pub mod events;
 pub mod host;
 pub mod messages;
 pub mod reply;
+pub mod sampling;
 
 use crate::extensions::runtime::SessionRuntime;
 use std::collections::HashMap;

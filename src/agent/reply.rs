@@ -282,8 +282,12 @@ impl Turn {
         // Tool results kept by this reply so far (see `bound_results`).
         let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
-            let request =
-                ChatRequest { system: system.clone(), messages: msg::to_llm(&self.conversation), tools: tools.clone() };
+            let request = ChatRequest {
+                system: system.clone(),
+                messages: msg::to_llm(&self.conversation),
+                tools: tools.clone(),
+                max_tokens: None,
+            };
             let reply_id = format!("msg_{}", crate::util::random_hex(8));
             let mut client_gone = false;
             let completion = {

@@ -38,6 +38,9 @@ pub struct Deps {
     /// Asks the person for what an extension's `elicitation/create` wants: `(session,
     /// extension, params)` → MCP ElicitResult. With it, the client declares elicitation.
     pub elicit: Option<Elicitor>,
+    /// Answers an extension's `sampling/createMessage` with the session's model: `(session,
+    /// extension, params)` → MCP CreateMessageResult. With it, the client declares sampling.
+    pub sample: Option<Sampler>,
     /// Where OAuth tokens of Streamable HTTP extensions live (the secrets store); `None`:
     /// a server that asks for sign-in fails with its 401.
     pub tokens: Option<Arc<dyn TokenStore>>,
@@ -93,6 +96,9 @@ pub fn oauth_settings(
 
 /// See `Deps::elicit`.
 pub type Elicitor = Arc<dyn Fn(&str, &str, &Value) -> Value + Send + Sync>;
+
+/// See `Deps::sample`.
+pub type Sampler = Arc<dyn Fn(&str, &str, &Value) -> Result<Value, crate::wire::jsonrpc::ErrorObject> + Send + Sync>;
 
 /// Answers some tool calls of a session in-process instead of the extension: `gosling acp`
 /// routes the developer builtin's file edits through the editor. Given the extension's config,
@@ -413,7 +419,11 @@ impl SessionRuntime {
                 Arc::new(move |params: &Value| ask(&session, &extension, params))
                     as crate::mcp::client::ElicitationHandler
             }),
-            sampling: None,
+            sampling: self.deps.sample.clone().map(|sample| {
+                let (session, extension) = (self.session_id.clone(), config.name().to_string());
+                Arc::new(move |params: &Value| sample(&session, &extension, params))
+                    as crate::mcp::client::SamplingHandler
+            }),
             client_name: "gosling".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
         }

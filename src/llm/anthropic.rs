@@ -97,7 +97,7 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
     }
     let mut body = Map::new();
     body.insert("model".into(), model.into());
-    body.insert("max_tokens".into(), max_tokens.into());
+    body.insert("max_tokens".into(), req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens)).into());
     if !req.system.is_empty() {
         body.insert("system".into(), req.system.clone().into());
     }

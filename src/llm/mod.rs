@@ -71,6 +71,9 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     /// Empty: no tools are offered.
     pub tools: Vec<ToolSpec>,
+    /// A cap on the answer's tokens from the caller (an extension's sampling request):
+    /// OpenAI-style providers get `max_tokens`; Anthropic's required one is lowered to it.
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -627,7 +630,7 @@ pub(crate) fn parse_chunk(provider: &str, data: &str) -> Result<serde_json::Valu
 }
 
 /// At most `max` bytes of `s`, on a char boundary, with `…` when cut.
-pub(crate) fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }

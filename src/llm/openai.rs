@@ -112,6 +112,9 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
+    if let Some(max) = req.max_tokens {
+        body.insert("max_tokens".into(), max.into());
+    }
     body.insert("stream".into(), true.into());
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)

@@ -423,8 +423,11 @@ impl Shared {
                         Ok(answer) => {
                             answers.insert(key.clone(), answer);
                         }
+                        // No answer can say "refused" (the server would only ask again): the
+                        // request fails with the refusal.
                         Err(e) => {
-                            log::info!("mcp {}: input request {key} ({ask_method}): {}", self.extension, e.message)
+                            log::info!("mcp {}: input request {key} ({ask_method}): {}", self.extension, e.message);
+                            return Err(Error::Rpc(e));
                         }
                     }
                 }

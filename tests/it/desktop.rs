@@ -806,6 +806,113 @@ fn an_input_required_elicitation_of_a_2026_server_reaches_the_person() {
     assert_eq!(text, "Hello, Grace!", "the retry carried the answer: {r:?}");
 }
 
+/// An extension's `sampling/createMessage` (issue 16) goes to the session's model: in auto mode
+/// at once, in approve mode after the person allows it (a denial reaches the server as an
+/// error); every request is audited.
+#[test]
+fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
+    let peers = require_peers!();
+    let call =
+        || Reply::sse(&[oa_tool(0, Some(("c", "py__capital")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]);
+    let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
+    // Auto: the turn's call, the server's sampling request, the final answer. Approve: the
+    // turn's call, the sampling request once allowed, the answer; then a call that is denied.
+    let llm = FakeLlm::start(vec![
+        call(),
+        text("Paris"),
+        text("done"),
+        call(),
+        text("Lyon"),
+        text("ok"),
+        call(),
+        text("denied"),
+    ]);
+    let d = Desktop::start(&llm_env(&llm.url()));
+    let py = json!({"type": "stdio", "name": "py", "description": "", "cmd": peers.python(), "args": [peers.get("MCP_PEER_PY_SERVER")], "timeout": 60});
+    let id = start_and_open(&d, vec![py]);
+    let mut events = d.events(&id, None);
+    let tool_text = |done: &[(Option<u64>, Value)]| -> String {
+        let r = contents(done, "toolResponse");
+        assert_eq!(r.len(), 1, "{done:?}");
+        r[0]["toolResult"].to_string()
+    };
+
+    // Auto mode: the model answers the server; its words come back in the tool's result.
+    d.send(&id, "capital?");
+    let done = events.until(Duration::from_secs(30), is_finish);
+    assert!(tool_text(&done).contains("The model said: Paris"), "{done:?}");
+    let sampled = &llm.requests()[1].body;
+    assert_eq!(sampled["messages"][0]["content"], "Answer in one word.", "the server's system prompt: {sampled}");
+    assert!(sampled["messages"][1].to_string().contains("capital of France"), "{sampled}");
+    assert!(sampled.get("tools").is_none(), "a sampling request offers the model no tools: {sampled}");
+    assert_eq!(sampled["max_tokens"], 50, "the server's maxTokens: {sampled}");
+    assert!(llm.requests()[0].body.get("max_tokens").is_none(), "a turn sets no cap");
+
+    // Approve mode: the tool is confirmed, then the sampling request is asked about.
+    d.post_ok("/agent/update_session", json!({"session_id": id, "goose_mode": "approve"}));
+    let is_ask = |e: &Value| e["type"] == "Message" && e["message"]["content"][0]["type"] == "actionRequired";
+    let confirm_then_answer = |events: &mut Events, allow: bool| {
+        let asked = events.until(Duration::from_secs(30), is_ask);
+        let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
+        assert_eq!(data["actionType"], "toolConfirmation", "{data}");
+        let r = d.post(
+            "/action-required/tool-confirmation",
+            json!({"sessionId": id, "id": data["id"], "action": "allow_once", "principalType": "Tool"}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let asked = events.until(Duration::from_secs(30), is_ask);
+        let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
+        assert_eq!(data["actionType"], "elicitation", "{data}");
+        let message = data["message"].as_str().unwrap();
+        assert!(message.contains("py wants to use the model") && message.contains("capital of France"), "{message}");
+        let answer = if allow { json!({}) } else { Value::Null };
+        let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
+            "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": answer}}]});
+        let r = d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
+        assert_eq!(r.status, 200, "{}", r.body);
+        events.until(Duration::from_secs(30), is_finish)
+    };
+    d.send(&id, "capital again?");
+    let done = confirm_then_answer(&mut events, true);
+    assert!(tool_text(&done).contains("The model said: Lyon"), "{done:?}");
+    d.send(&id, "and once more?");
+    let done = confirm_then_answer(&mut events, false);
+    let t = tool_text(&done);
+    assert!(t.contains("User rejected sampling request"), "the denial reaches the server: {t}");
+    assert_eq!(llm.requests().len(), 8, "3 + 3 + 2: no model call for the denied sampling");
+
+    let audit = std::fs::read_to_string(d.server.home.join("state/audit.jsonl")).unwrap();
+    let sampling: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["tool"] == "sampling/createMessage")
+        .collect();
+    let statuses: Vec<&str> = sampling.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["ok", "ok", "refused"], "{audit}");
+    assert!(sampling.iter().all(|e| e["extension"] == "py" && e["session"] == id.as_str()), "{audit}");
+}
+
+/// The same round trip with llmock as the model: it calls the one tool offered, the server
+/// asks for sampling, llmock answers that request (no tools offered), the tool returns it.
+#[test]
+fn sampling_round_trip_through_llmock() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let d = Desktop::start(&llm_env(&mock.openai_host()));
+    let py = json!({"type": "stdio", "name": "py", "description": "", "cmd": peers.python(), "args": [peers.get("MCP_PEER_PY_SERVER")], "timeout": 60, "available_tools": ["capital"]});
+    let id = start_and_open(&d, vec![py]);
+    let mut events = d.events(&id, None);
+    d.send(&id, "What is the capital of France? Use the tool.");
+    let done = events.until(Duration::from_secs(60), is_finish);
+    let r = contents(&done, "toolResponse");
+    assert_eq!(r.len(), 1, "{done:?}");
+    let text = r[0]["toolResult"]["value"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
+    let said = text.strip_prefix("The model said: ").unwrap_or_else(|| panic!("{r:?}"));
+    assert!(!said.trim().is_empty(), "llmock's answer came back: {text}");
+    let audit = std::fs::read_to_string(d.server.home.join("state/audit.jsonl")).unwrap();
+    assert!(audit.lines().any(|l| l.contains("\"sampling/createMessage\"") && l.contains("\"ok\"")), "{audit}");
+}
+
 #[test]
 fn mcp_apps_are_the_ui_resources_of_the_session_extensions() {
     let d = Desktop::start(&[]);

@@ -39,6 +39,7 @@ fn ask(text: &str) -> ChatRequest {
         system: "You are terse.".into(),
         messages: vec![ChatMessage { role: Role::User, parts: vec![Part::Text(text.into())] }],
         tools: vec![echo_tool()],
+        max_tokens: None,
     }
 }
 
@@ -319,6 +320,7 @@ fn openai_conversation_with_tool_results() {
             },
         ],
         tools: vec![],
+        max_tokens: None,
     };
     assert_eq!(run(&*openai(&fake), &req).0.unwrap().text, "done");
     let body = &fake.requests()[0].body;
@@ -506,6 +508,7 @@ fn anthropic_conversation_with_tool_results() {
             },
         ],
         tools: vec![echo_tool()],
+        max_tokens: None,
     };
     assert_eq!(run(&*anthropic(&fake), &req).0.unwrap().text, "done");
     let body = &fake.requests()[0].body;
