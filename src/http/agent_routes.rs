@@ -261,6 +261,11 @@ pub fn add_extension(app: &App, req: &Request) -> R {
         // variable, an unset OAuth client secret) is a 400 here, with goose's message.
         let status = match e {
             ActivateError::Config(_) => 400,
+            // Its server needs someone to sign in first: the message carries the URL to open.
+            ActivateError::Start(crate::mcp::error::Error::Http {
+                failure: crate::mcp::http_error::HttpFailure::SignInRequired { .. },
+                ..
+            }) => 424,
             ActivateError::Start(_) | ActivateError::Internal(_) => 500,
         };
         ApiError::new(status, format!("Failed to add extension: {e}"))

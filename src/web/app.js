@@ -22,6 +22,14 @@ function el(tag, attrs, ...kids) {
   for (const k of kids) if (k != null) e.append(k);
   return e;
 }
+// An extension whose server needs sign-in fails with "… needs sign-in: open URL in a browser …"
+// (the authorization URL; gosling's loopback listener waits for the redirect). The page offers
+// that URL as a "Sign in" link — http(s) only, opened in a new tab.
+function signInLink(error) {
+  const m = /needs sign-in: open (\S+) in a browser/.exec(String(error || ""));
+  if (!m || !/^https?:\/\//i.test(m[1])) return null;
+  return el("a", { class: "sign-in", href: m[1], target: "_blank", rel: "noopener noreferrer", text: "Sign in" });
+}
 function button(text, f, attrs) {
   const b = el("button", Object.assign({ type: "button", text }, attrs || {}));
   b.addEventListener("click", f);
@@ -560,7 +568,9 @@ async function openSession(id, results) {
   loadResults = new Map();
   for (const r of results || []) {
     loadResults.set(r.name, r);
-    if (!r.success) box.append(el("p", { class: "error", text: "Extension " + r.name + " failed to start: " + (r.error || "") }));
+    if (!r.success) {
+      box.append(el("p", { class: "error", text: "Extension " + r.name + " failed to start: " + (r.error || "") + " " }, signInLink(r.error)));
+    }
   }
   setBusy();
   renderSessions();
@@ -643,7 +653,7 @@ async function refreshExtensions() {
           if (cur) await api("POST", "/agent/remove_extension", { session_id: cur.id, name: ext.name }).catch(() => {});
           await refreshExtensions();
         }, $("ext-error")), { "aria-label": "Remove " + ext.name })));
-    if (lr && !lr.success) item.append(el("pre", { class: "error", text: lr.error || "" }));
+    if (lr && !lr.success) item.append(el("pre", { class: "error", text: lr.error || "" }), signInLink(lr.error) || "");
     if (mine.length) {
       item.append(el("details", {}, el("summary", { text: mine.length + " tools" }),
         el("ul", {}, ...mine.map((t) => el("li", {}, el("code", { text: t.name.slice(prefix.length) }), t.description ? " — " + t.description : "")))));

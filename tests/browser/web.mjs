@@ -15,6 +15,7 @@ const require = createRequire(import.meta.url);
 const { chromium } = require("playwright-core");
 
 const BIN = process.env.GOSLING_BIN;
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../..");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const ART = process.env.ARTIFACTS;
 const SECRET = "browser-test-secret-4242";
@@ -142,9 +143,10 @@ async function main() {
   page.setDefaultTimeout(TIMEOUT);
   currentPage = page;
   const consoleErrors = [];
-  // Chromium logs every non-2xx fetch: exactly one 401 (the wrong key) and one 403 (the refused
-  // link) are expected; anything else (a CSP violation, a stray 401) fails.
-  const expected = { "401 (Unauthorized)": 1, "403 (Forbidden)": 1 };
+  // Chromium logs every non-2xx fetch: exactly one 401 (the wrong key), one 403 (the refused
+  // link) and one 424 (the extension that needs sign-in) are expected; anything else (a CSP
+  // violation, a stray 401) fails.
+  const expected = { "401 (Unauthorized)": 1, "403 (Forbidden)": 1, "424 (Failed Dependency)": 1 };
   const watch = (p) => {
     p.on("console", (m) => {
       if (m.type() !== "error") return;
@@ -324,6 +326,23 @@ async function main() {
   await page.waitForSelector("#ext-list li[data-name=everything] .badge:text('running')");
   await page.click("#ext-list li[data-name=pyserver] summary");
   await shot(page, "extensions");
+
+  // 6b. A remote server behind OAuth: nobody has signed in, so it fails to start, and the page
+  //     offers the authorization URL as a "Sign in" link (issue 16).
+  const authPort = await freePort();
+  start("python3", [path.join(ROOT, "tests/fakes/oauth_mcp.py"), String(authPort)], process.env, path.join(ART, "oauth.log"));
+  await waitHttp("http://127.0.0.1:" + authPort + "/.well-known/oauth-authorization-server", 30_000);
+  await page.click("#tab-json");
+  await page.fill("#json-input", JSON.stringify({ mcpServers: { locked: { url: "http://127.0.0.1:" + authPort + "/mcp" } } }));
+  await page.click("#json-form button[type=submit]");
+  await page.click("#json-plan button:text('Add 1 extension')");
+  const signIn = await page.waitForSelector("#ext-list li[data-name=locked] a.sign-in");
+  const href = await signIn.getAttribute("href");
+  if (!href.startsWith("http://127.0.0.1:" + authPort + "/authorize?") || !href.includes("code_challenge_method=S256")) {
+    throw new Error("the Sign in link is not the authorization URL: " + href);
+  }
+  if (await signIn.getAttribute("target") !== "_blank") throw new Error("the Sign in link opens in a new tab");
+  await shot(page, "extensions-sign-in");
   await page.click("#ext-dialog button.close");
 
   // 7. A tool call card: running, then done with its result.

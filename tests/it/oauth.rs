@@ -96,6 +96,10 @@ fn sign_in_over_http_then_refresh_and_restart_without_a_second_sign_in() {
     // Another session meanwhile gets the same sign-in, not a second one.
     let (_, again) = start_session(&s);
     assert_eq!(sign_in_url(again["extension_results"][0]["error"].as_str().unwrap()), url);
+    // Adding it to a session answers 424 (a dependency needs the person), with the same URL.
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext(&fake)}));
+    assert_eq!(add.status, 424, "{}", add.text());
+    assert_eq!(sign_in_url(add.json()["message"].as_str().unwrap()), url);
 
     // The browser signs in; the loopback page answers once the tokens are stored.
     let (status, page) = browse(&url);
