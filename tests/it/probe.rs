@@ -17,6 +17,29 @@ fn probe(home: &TempDir, args: &[&str]) -> (bool, Value, String) {
     (out.status.success(), serde_json::from_str(&stdout).unwrap_or(Value::Null), stderr)
 }
 
+/// mcp-server-sqlite declares resources but implements no resources/templates/list: the
+/// probe shows its tools and resources and says what is missing.
+#[test]
+fn a_missing_templates_list_of_mcp_server_sqlite_is_reported_not_fatal() {
+    let peers = require_peers!();
+    let home = TempDir::new("probe-sqlite");
+    let db = home.join("probe.db");
+    let (ok, v, err) = probe(&home, &["--", peers.get("MCP_PEER_SQLITE"), "--db-path", db.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let tools = v["tools"].to_string();
+    assert!(tools.contains("read_query") && tools.contains("list_tables"), "{v}");
+    assert_eq!(v["resources"][0]["uri"], "memo://insights", "{v}");
+    assert!(v.get("resourceTemplates").is_none(), "{v}");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("resources/templates/list") && notes.contains("-32601"), "{v}");
+    let (ok, v, err) = probe(
+        &home,
+        &["--read", "memo://insights", "--", peers.get("MCP_PEER_SQLITE"), "--db-path", db.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    assert!(v["contents"][0]["text"].as_str().unwrap().contains("No business insights"), "{v}");
+}
+
 #[test]
 fn a_missing_templates_list_is_reported_not_fatal() {
     let peers = require_peers!();
