@@ -439,6 +439,8 @@ impl Agent {
             Error::Model(e) => rpc_error(AUTH_REQUIRED, e.to_string()),
             Error::Store(e) => store_error(e),
             e @ Error::OutOfTurns(_) => rpc_error(INTERNAL_ERROR, e.to_string()),
+            // The session is answering a prompt sent through the HTTP API meanwhile.
+            e @ Error::Busy(_) => rpc_error(INVALID_REQUEST, e.to_string()),
         })
     }
 

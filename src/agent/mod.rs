@@ -10,7 +10,7 @@ pub mod reply;
 pub mod sampling;
 
 use crate::extensions::runtime::SessionRuntime;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +27,8 @@ pub enum Error {
     Store(crate::store::atomic::Error),
     /// The turn used its `GOSLING_MAX_TURNS` model turns without reaching a final answer.
     OutOfTurns(usize),
+    /// A turn already runs in this session (from any front end).
+    Busy(String),
 }
 
 impl fmt::Display for Error {
@@ -39,6 +41,9 @@ impl fmt::Display for Error {
             ),
             Error::Model(e) => write!(f, "{e}"),
             Error::Store(e) => write!(f, "Failed to save the message: {e}"),
+            Error::Busy(id) => {
+                write!(f, "session {id} is already answering a message; wait for it to finish, or cancel it")
+            }
             Error::OutOfTurns(n) => {
                 write!(f, "stopped after {n} model turns without a final answer (raise GOSLING_MAX_TURNS to allow more)")
             }
@@ -86,9 +91,30 @@ pub fn start_request(
 #[derive(Default)]
 pub struct Agents {
     runtimes: Mutex<HashMap<String, Arc<SessionRuntime>>>,
+    /// Sessions with a turn running, whichever front end started it (`/reply`, the session
+    /// API, ACP): one turn per session at a time, so two never write one conversation.
+    running: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Held by a running turn (see `Agents::begin_turn`); the session is free again on drop.
+pub struct TurnGuard {
+    running: Arc<Mutex<HashSet<String>>>,
+    session: String,
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.session);
+    }
 }
 
 impl Agents {
+    /// Marks a turn as running in `session`; `None` when one already runs there.
+    pub fn begin_turn(&self, session: &str) -> Option<TurnGuard> {
+        let fresh = self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string());
+        fresh.then(|| TurnGuard { running: self.running.clone(), session: session.to_string() })
+    }
+
     pub fn get(&self, id: &str) -> Option<Arc<SessionRuntime>> {
         self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
     }

@@ -90,6 +90,8 @@ pub struct Turn {
     pub max_turns: usize,
     /// The conversation before this turn (already including the new user message).
     pub conversation: Vec<Value>,
+    /// Keeps other turns out of this session while this one lives.
+    _running: crate::agent::TurnGuard,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -161,6 +163,7 @@ impl Turn {
             .map_err(Error::Store)?
             .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
         let runtime = env.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
+        let running = env.agents.begin_turn(session_id).ok_or_else(|| Error::Busy(session_id.to_string()))?;
         let model =
             session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
         let settings = llm::Settings::resolve(
@@ -193,6 +196,7 @@ impl Turn {
             mode: Mode::resolve(session.goose_mode.as_deref(), env.setting),
             max_turns: max_turns(env.setting),
             conversation,
+            _running: running,
         })
     }
 

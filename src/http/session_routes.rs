@@ -62,6 +62,8 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
             return Err(ApiError::not_found(format!("Session {id} not found")))
         }
         Err(e @ crate::agent::Error::NoAgent(_)) => return Err(ApiError::new(424, e.to_string())),
+        // A /reply (or an editor over ACP) is answering in this session: goose's busy answer.
+        Err(crate::agent::Error::Busy(_)) => return Err(ApiError::bad_request(BUSY)),
         // Anything else (model settings, a store failure) is told on the stream, as goose does.
         other => other,
     };

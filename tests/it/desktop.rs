@@ -913,6 +913,63 @@ fn sampling_round_trip_through_llmock() {
     assert!(audit.lines().any(|l| l.contains("\"sampling/createMessage\"") && l.contains("\"ok\"")), "{audit}");
 }
 
+/// One turn per session, whichever route starts it: a `/reply` while the session API's turn
+/// runs is refused on its stream (nothing saved), and the session API answers goose's busy 400
+/// while a `/reply` turn runs.
+#[test]
+fn one_turn_per_session_across_reply_and_the_session_api() {
+    let slow = || {
+        let mut r = Reply::sse(&[oa_text("thinking")]);
+        for _ in 0..100 {
+            r = r.then(Step::Sleep(Duration::from_millis(200))).then(Step::Send(oa_text(".").into_bytes()));
+        }
+        r
+    };
+    let llm = FakeLlm::start(vec![slow(), slow()]);
+    let d = Desktop::start(&llm_env(&llm.url()));
+    let id = start_and_open(&d, vec![]);
+    let mut events = d.events(&id, None);
+
+    // The session API's turn runs; a /reply meanwhile is refused and saves nothing.
+    d.send(&id, "think hard");
+    events.until(Duration::from_secs(10), |e| e["type"] == "Message");
+    let r = d.post("/reply", json!({"session_id": id, "user_message": user_text("the second message")}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("already answering a message"), "{}", r.body);
+    let conversation = d.get(&format!("/sessions/{id}")).json()["conversation"].to_string();
+    assert!(!conversation.contains("the second message"), "{conversation}");
+    d.post(&format!("/sessions/{id}/cancel"), json!({"request_id": ""}));
+    events.until(Duration::from_secs(10), is_finish);
+
+    // A /reply turn runs; the session API answers busy meanwhile.
+    let body = json!({"session_id": id, "user_message": user_text("think again")}).to_string();
+    let mut conn = connect(&d.server.addr, &d.pin).unwrap();
+    write!(
+        conn,
+        "POST /reply HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = BufReader::new(conn);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "the /reply turn never streamed");
+        let mut line = String::new();
+        reply.read_line(&mut line).unwrap();
+        if line.starts_with("data: ") && line.contains("\"Message\"") {
+            break;
+        }
+    }
+    let r = d.post(
+        &format!("/sessions/{id}/reply"),
+        json!({"request_id": request_id(), "user_message": user_text("meanwhile")}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("already has an active request"), "{}", r.body);
+    drop(reply);
+    assert_eq!(llm.requests().len(), 2, "no model call for a refused message");
+}
+
 #[test]
 fn mcp_apps_are_the_ui_resources_of_the_session_extensions() {
     let d = Desktop::start(&[]);
