@@ -31,7 +31,7 @@ fn options(person: &Arc<Person>) -> ClientOptions {
     ClientOptions {
         extension: "py".into(),
         timeout: TIMEOUT,
-        roots: None,
+        roots: Some(vec![std::path::PathBuf::from("/srv/gosling-roots-test")]),
         elicitation: Some(elicit),
         sampling: None,
         client_name: "gosling-test".into(),
@@ -124,6 +124,12 @@ fn speaks(sdk: Sdk, http: bool) {
     let asked = person.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{what}: asked once: {asked:?}");
     assert_eq!(asked[0]["message"], "What is your name?", "{what}");
+
+    // Roots, asked the same two ways (Python only: the TypeScript peer has no roots tool).
+    if sdk != Sdk::TypeScript {
+        let r = c.call_tool("roots", Some(json!({})), &CallContext::default()).unwrap();
+        assert_eq!(text(&r), "file:///srv/gosling-roots-test", "{what}: {r}");
+    }
 
     // List freshness: a tool added at run time shows up without a restart (modern:
     // subscriptions/listen; legacy: notifications/tools/list_changed).
