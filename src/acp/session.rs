@@ -6,6 +6,7 @@ use crate::acp::conn::{CallError, Conn};
 use crate::acp::fs::{EditorFs, FsCaps};
 use crate::acp::updates::{self, Live};
 use crate::acp::{empty, invalid_params, rpc_error, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
+use crate::agent::elicit::Answer;
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::host::Host;
 use crate::agent::messages as msg;
@@ -30,6 +31,8 @@ type Reply = Result<Value, ErrorObject>;
 pub const AUTH_METHOD: &str = "gosling-provider";
 /// How long a permission question may stay open (the turn loop's own limit is the same).
 const PERMISSION_WAIT: Duration = Duration::from_secs(30 * 60);
+/// How long an extension's question waits for the person in the editor.
+const ELICITATION_WAIT: Duration = Duration::from_secs(30 * 60);
 /// Turn events queued before the writer; a slow editor applies backpressure.
 const EVENT_QUEUE: usize = 256;
 
@@ -54,6 +57,8 @@ pub struct Agent {
     app: Arc<Host>,
     conn: Arc<Conn>,
     fs: Mutex<FsCaps>,
+    /// The client takes ACP's form-mode `elicitation/create` (`clientCapabilities.elicitation.form`).
+    forms: AtomicBool,
     open: Mutex<HashMap<String, Arc<Open>>>,
 }
 
@@ -135,7 +140,7 @@ fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
 
 impl Agent {
     pub fn new(app: Arc<Host>, conn: Arc<Conn>) -> Agent {
-        Agent { app, conn, fs: Mutex::default(), open: Mutex::default() }
+        Agent { app, conn, fs: Mutex::default(), forms: AtomicBool::new(false), open: Mutex::default() }
     }
 
     /// Dispatches one request; slow methods answer from their own thread.
@@ -221,6 +226,8 @@ impl Agent {
             write: fs.and_then(|f| f.get("writeTextFile")).and_then(Value::as_bool).unwrap_or(false),
         };
         *self.fs.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        let forms = p.pointer("/clientCapabilities/elicitation/form").is_some_and(|f| !f.is_null());
+        self.forms.store(forms, Ordering::SeqCst);
         let auth_methods = match self.provider_problem() {
             None => json!([]),
             Some(why) => json!([{
@@ -494,12 +501,9 @@ impl Agent {
                             Live::Permission { id, tool, arguments } => {
                                 self.ask(sid, open, &id, &tool, &arguments, &cancel);
                             }
-                            Live::Elicitation { id, message } => {
-                                // FIXME: relay as ACP elicitation when the client declares it;
-                                // until then the extension hears "cancel" at once instead of
-                                // waiting out the elicitation timeout.
-                                log::info!("acp: session {sid}: an extension asked {message:?}; gosling acp does not relay elicitations yet, so it is cancelled");
-                                self.app.elicitations.answer(&id, crate::agent::elicit::Answer::Cancel);
+                            Live::Elicitation { id, message, schema } => {
+                                let answer = self.elicit(sid, &message, &schema, &cancel);
+                                self.app.elicitations.answer(&id, answer);
                             }
                         }
                     }
@@ -523,6 +527,32 @@ impl Agent {
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
             )),
+        }
+    }
+
+    /// Relays an extension's MCP elicitation (a form for the person) to the editor as ACP's
+    /// form-mode `elicitation/create`, and returns the person's answer. A client that takes no
+    /// forms, an error or a timeout answer "cancel" at once (the extension goes on).
+    fn elicit(&self, sid: &str, message: &str, schema: &Value, cancel: &Receiver<()>) -> Answer {
+        if !self.forms.load(Ordering::SeqCst) {
+            log::info!(
+                "acp: session {sid}: an extension asked {message:?}; the editor takes no forms, so it is cancelled"
+            );
+            return Answer::Cancel;
+        }
+        let params = json!({ "sessionId": sid, "mode": "form", "message": message, "requestedSchema": schema });
+        match self.conn.request("elicitation/create", params, ELICITATION_WAIT, Some(cancel)) {
+            Ok(r) => match r.get("action").and_then(Value::as_str) {
+                Some("accept") => {
+                    Answer::Accept(r.get("content").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({})))
+                }
+                Some("decline") => Answer::Decline,
+                _ => Answer::Cancel,
+            },
+            Err(e) => {
+                log::info!("acp: session {sid}: elicitation/create: {e:?}; the extension hears cancel");
+                Answer::Cancel
+            }
         }
     }
 

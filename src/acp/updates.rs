@@ -11,8 +11,9 @@ pub enum Live {
     Update(Value),
     /// Ask the client with `session/request_permission` (approve modes).
     Permission { id: String, tool: String, arguments: Value },
-    /// An extension's MCP elicitation (a form for the person): not relayed to the editor yet.
-    Elicitation { id: String, message: String },
+    /// An extension's MCP elicitation (a form for the person): relayed as ACP's
+    /// `elicitation/create` when the client takes forms.
+    Elicitation { id: String, message: String, schema: Value },
 }
 
 /// ACP's ToolKind for a prefixed tool name: lets editors pick an icon and group reads.
@@ -142,6 +143,7 @@ pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
                 out.push(Live::Elicitation {
                     id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
                     message: d.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                    schema: d.get("requested_schema").cloned().unwrap_or_else(|| json!({"type": "object"})),
                 });
             }
             _ => {}

@@ -7,7 +7,8 @@
 //   env: ACP_SDK_DIR (the SDK package), GOSLING (the binary); the agent inherits the rest.
 //
 // SCRIPT_JSON: {"fs": bool, "buffers": {path: text}, "permission": "allow_once" |
-//   "allow_always" | "reject_once" | "cancel", "steps": [...]}. Steps:
+//   "allow_always" | "reject_once" | "cancel", "elicitation": {action, content?} (declares form
+//   elicitation and answers every elicitation/create with it), "steps": [...]}. Steps:
 //   {"do": "initialize"} | {"do": "new", "cwd", "mcpServers"} | {"do": "load", "sessionId"?,
 //   "cwd", "mcpServers"} | {"do": "set_mode", "modeId"} | {"do": "prompt", "text",
 //   "permission"?, "cancelWhen"?: "permission" | "tool_call" | {"llmockRequests": URL, "above": N}} | {"do": "raw", "method", "params"}
@@ -49,6 +50,10 @@ const app = sdk
     }
     if (permission === "cancel") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: permission } };
+  })
+  .onRequest(sdk.methods.client.elicitation.create, ({ params }) => {
+    log({ kind: "elicitation", params });
+    return script.elicitation ?? { action: "cancel" };
   })
   .onRequest(sdk.methods.client.fs.readTextFile, ({ params }) => {
     log({ kind: "fs_read", path: params.path });
@@ -93,7 +98,11 @@ await app.connectWith(stream, async (ctx) => {
       case "initialize":
         await call(ctx, "initialize", {
           protocolVersion: step.protocolVersion ?? sdk.PROTOCOL_VERSION,
-          clientCapabilities: { fs: { readTextFile: !!script.fs, writeTextFile: !!script.fs }, terminal: false },
+          clientCapabilities: {
+            fs: { readTextFile: !!script.fs, writeTextFile: !!script.fs },
+            terminal: false,
+            ...(script.elicitation ? { elicitation: { form: {} } } : {}),
+          },
           clientInfo: { name: "gosling-test-driver", version: "0" },
         });
         break;

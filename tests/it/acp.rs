@@ -586,6 +586,39 @@ fn sdk_an_extensions_elicitation_is_cancelled_at_once_not_left_waiting() {
     assert!(done.to_string().contains("cancel"), "the extension heard cancel: {done}");
 }
 
+/// An editor that takes forms gets the extension's elicitation as ACP's `elicitation/create`,
+/// and its answer reaches the extension.
+#[test]
+fn sdk_an_extensions_elicitation_is_relayed_to_an_editor_that_takes_forms() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-elicit-relay");
+    let cwd = work_dir(&home);
+    let ask =
+        json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]});
+    script_model(&mock, json!([ask, {"type": "reply", "text": "asked"}]));
+    let script = json!({
+        "elicitation": {"action": "accept", "content": {"name": "Ada Lovelace", "check": true}},
+        "steps": [
+            {"do": "initialize"},
+            {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+            {"do": "prompt", "text": "ask me something"},
+        ],
+    });
+    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    let asked: Vec<&Value> = t.iter().filter(|e| e["kind"] == "elicitation").collect();
+    assert_eq!(asked.len(), 1, "{t:?}");
+    let p = &asked[0]["params"];
+    assert_eq!(p["mode"], "form", "{p}");
+    assert!(p["message"].as_str().unwrap().contains("Please provide"), "{p}");
+    assert_eq!(p["requestedSchema"]["required"], json!(["name"]), "{p}");
+    assert!(p["sessionId"].is_string(), "{p}");
+    let prompt = &responses(&t, "session/prompt")[0];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{t:?}");
+    let done = updates(&t, "tool_call_update").into_iter().find(|u| u.get("content").is_some()).unwrap().clone();
+    assert!(done.to_string().contains("Ada Lovelace"), "the extension got the answer: {done}");
+}
+
 #[test]
 fn sdk_a_turn_over_gosling_max_turns_stops_with_max_turn_requests() {
     let peers = require_peers!();
