@@ -508,8 +508,14 @@ impl Agent {
                         }
                     }
                 }
-                Event::Notification { request_id, method, .. } => {
-                    log::debug!("acp: session {sid}: {method} for tool call {request_id}");
+                Event::Notification { request_id, method, params } => {
+                    let progress = (method == "notifications/progress").then_some(&params);
+                    match progress.and_then(|p| updates::tool_progress(&request_id, p)) {
+                        Some(u) => {
+                            self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
+                        }
+                        None => log::debug!("acp: session {sid}: {method} for tool call {request_id}"),
+                    }
                 }
                 Event::Error(e) => error = Some(e),
                 Event::Finish(_) => {}

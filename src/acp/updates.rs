@@ -73,6 +73,24 @@ pub fn tool_status(id: &str, status: &str) -> Value {
     json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status })
 }
 
+/// A running call's MCP `notifications/progress` as a `tool_call_update` whose content says how
+/// far it is (`message`, then `progress/total` or `progress`). The closing update replaces it.
+pub fn tool_progress(id: &str, params: &Value) -> Option<Value> {
+    let progress = params.get("progress").and_then(Value::as_f64)?;
+    let count = match params.get("total").and_then(Value::as_f64) {
+        Some(total) => format!("{progress}/{total}"),
+        None => format!("{progress}"),
+    };
+    let text = match params.get("message").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+        Some(m) => format!("{m} ({count})"),
+        None => format!("progress {count}"),
+    };
+    Some(json!({
+        "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress",
+        "content": [{ "type": "content", "content": { "type": "text", "text": text } }],
+    }))
+}
+
 /// The `tool_call_update` closing a call, from goose's toolResponse content.
 pub fn tool_result(c: &Value) -> Value {
     let id = c.get("id").and_then(Value::as_str).unwrap_or("");

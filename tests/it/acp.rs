@@ -619,6 +619,32 @@ fn sdk_an_extensions_elicitation_is_relayed_to_an_editor_that_takes_forms() {
     assert!(done.to_string().contains("Ada Lovelace"), "the extension got the answer: {done}");
 }
 
+/// A tool's MCP progress reaches the editor as `tool_call_update`s of the running call.
+#[test]
+fn sdk_a_tools_progress_is_shown_on_its_tool_call() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-progress");
+    let cwd = work_dir(&home);
+    let long = json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-long-running-operation", "arguments": {"duration": 2, "steps": 2}}]});
+    script_model(&mock, json!([long, {"type": "reply", "text": "done"}]));
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
+        {"do": "prompt", "text": "run it"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    let calls = updates(&t, "tool_call_update");
+    let progress: Vec<&&Value> =
+        calls.iter().filter(|u| u["status"] == "in_progress" && u.get("content").is_some()).collect();
+    assert!(!progress.is_empty(), "{calls:?}");
+    let last = progress.last().unwrap();
+    assert!(last["content"][0]["content"]["text"].as_str().unwrap().contains("2/2"), "{last}");
+    let closing = calls.iter().rposition(|u| u["status"] == "completed").expect("the call completes");
+    let first_progress = calls.iter().position(|u| u["status"] == "in_progress" && u.get("content").is_some()).unwrap();
+    assert!(first_progress < closing, "progress comes before the result: {calls:?}");
+}
+
 #[test]
 fn sdk_a_turn_over_gosling_max_turns_stops_with_max_turn_requests() {
     let peers = require_peers!();
