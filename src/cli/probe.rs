@@ -64,7 +64,74 @@ struct OAuthArgs {
     follow: bool,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
+/// A command line `gosling probe` cannot use; says what to fix (never repeats a value given
+/// with `--env`).
+#[derive(Debug)]
+enum UsageError {
+    NeedsValue(String),
+    NotSeconds(String),
+    SignIn(String),
+    ArgsJson(String),
+    ArgsNotObject,
+    NothingToRun,
+    UrlNotLast,
+    EnvWithUrl,
+    Unexpected(String),
+    NothingToProbe,
+    ManyActions,
+    Env(EnvError),
+    EnvFileRead { path: String, error: std::io::Error },
+    EnvFileLine { path: String, line: usize, error: EnvError },
+    SecretUnset(String),
+}
+
+/// A `NAME=VALUE` that is not one.
+#[derive(Debug, PartialEq)]
+enum EnvError {
+    NoEquals,
+    BadName(String),
+}
+
+impl std::fmt::Display for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EnvError::NoEquals => write!(f, "expected NAME=VALUE"),
+            EnvError::BadName(name) => write!(f, "{name:?} is not a valid variable name"),
+        }
+    }
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsageError::NeedsValue(flag) => write!(f, "{flag} needs a value; {USAGE}"),
+            UsageError::NotSeconds(v) => write!(f, "--timeout {v:?} is not a number of seconds"),
+            UsageError::SignIn(v) => write!(f, "--sign-in {v:?}: expected browser or follow"),
+            UsageError::ArgsJson(e) => {
+                write!(f, "--args is not valid JSON ({e}); pass an object such as '{{\"message\":\"hi\"}}'")
+            }
+            UsageError::ArgsNotObject => write!(f, "--args must be a JSON object"),
+            UsageError::NothingToRun => write!(f, "nothing to run after --; {USAGE}"),
+            UsageError::UrlNotLast => write!(f, "the URL must come last; {USAGE}"),
+            UsageError::EnvWithUrl => write!(
+                f,
+                "--env and --env-file set a stdio server's environment; a URL has none (use the extension's headers)"
+            ),
+            UsageError::Unexpected(a) => write!(f, "unexpected argument {a:?}; {USAGE}"),
+            UsageError::NothingToProbe => write!(f, "say what to probe; {USAGE}"),
+            UsageError::ManyActions => write!(f, "--call, --prompt and --read exclude each other; {USAGE}"),
+            UsageError::Env(e) => write!(f, "--env: {e}"),
+            UsageError::EnvFileRead { path, error } => write!(f, "--env-file {path}: {error}"),
+            UsageError::EnvFileLine { path, line, error } => write!(f, "--env-file {path}: line {line}: {error}"),
+            UsageError::SecretUnset(var) => write!(
+                f,
+                "--client-secret-env {var}: the environment variable {var} is not set; export it with the client secret"
+            ),
+        }
+    }
+}
+
+fn parse(args: &[String]) -> Result<Args, UsageError> {
     let mut timeout = Duration::from_secs(30);
     let mut call: Option<String> = None;
     let mut prompt: Option<String> = None;
@@ -75,11 +142,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
-        let value = |i: usize| args.get(i + 1).cloned().ok_or(format!("{a} needs a value; {USAGE}"));
+        let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| UsageError::NeedsValue(a.to_string()));
         match a {
             "--timeout" => {
                 let v = value(i)?;
-                let secs: u64 = v.parse().map_err(|_| format!("--timeout {v:?} is not a number of seconds"))?;
+                let secs: u64 = v.parse().map_err(|_| UsageError::NotSeconds(v.clone()))?;
                 timeout = Duration::from_secs(secs.max(1));
                 i += 2;
             }
@@ -97,13 +164,18 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--env" => {
                 let v = value(i)?;
-                env.push(parse_env_pair(&v).map_err(|e| format!("--env: {e}"))?);
+                env.push(parse_env_pair(&v).map_err(UsageError::Env)?);
                 i += 2;
             }
             "--env-file" => {
                 let path = value(i)?;
-                let text = std::fs::read_to_string(&path).map_err(|e| format!("--env-file {path}: {e}"))?;
-                env.extend(parse_env_file(&text).map_err(|e| format!("--env-file {path}: {e}"))?);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|error| UsageError::EnvFileRead { path: path.clone(), error })?;
+                env.extend(parse_env_file(&text).map_err(|(line, error)| UsageError::EnvFileLine {
+                    path: path.clone(),
+                    line,
+                    error,
+                })?);
                 i += 2;
             }
             "--client-id" => {
@@ -126,69 +198,73 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 oauth.follow = match value(i)?.as_str() {
                     "browser" => false,
                     "follow" => true,
-                    other => return Err(format!("--sign-in {other:?}: expected browser or follow")),
+                    other => return Err(UsageError::SignIn(other.to_string())),
                 };
                 i += 2;
             }
             "--args" => {
                 let v = value(i)?;
-                call_args = serde_json::from_str(&v).map_err(|e| {
-                    format!("--args is not valid JSON ({e}); pass an object such as '{{\"message\":\"hi\"}}'")
-                })?;
+                call_args = serde_json::from_str(&v).map_err(|e| UsageError::ArgsJson(e.to_string()))?;
                 if !call_args.is_object() {
-                    return Err("--args must be a JSON object".into());
+                    return Err(UsageError::ArgsNotObject);
                 }
                 i += 2;
             }
             "--" => {
                 let cmd = args[i + 1..].to_vec();
                 if cmd.is_empty() {
-                    return Err(format!("nothing to run after --; {USAGE}"));
+                    return Err(UsageError::NothingToRun);
                 }
                 let action = action(call, prompt, read, call_args)?;
                 return Ok(Args { timeout, action, target: Target::Stdio(cmd), oauth, env });
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
                 if i + 1 != args.len() {
-                    return Err(format!("the URL must come last; {USAGE}"));
+                    return Err(UsageError::UrlNotLast);
                 }
                 if !env.is_empty() {
-                    return Err("--env and --env-file set a stdio server's environment; a URL has none (use the extension's headers)".into());
+                    return Err(UsageError::EnvWithUrl);
                 }
                 let action = action(call, prompt, read, call_args)?;
                 return Ok(Args { timeout, action, target: Target::Url(url.to_string()), oauth, env });
             }
-            other => return Err(format!("unexpected argument {other:?}; {USAGE}")),
+            other => return Err(UsageError::Unexpected(other.to_string())),
         }
     }
-    Err(format!("say what to probe; {USAGE}"))
+    Err(UsageError::NothingToProbe)
 }
 
-fn action(call: Option<String>, prompt: Option<String>, read: Option<String>, args: Value) -> Result<Action, String> {
+fn action(
+    call: Option<String>,
+    prompt: Option<String>,
+    read: Option<String>,
+    args: Value,
+) -> Result<Action, UsageError> {
     match (call, prompt, read) {
         (None, None, None) => Ok(Action::Describe),
         (Some(t), None, None) => Ok(Action::Call(t, args)),
         (None, Some(p), None) => Ok(Action::Prompt(p, args)),
         (None, None, Some(u)) => Ok(Action::Read(u)),
-        _ => Err(format!("--call, --prompt and --read exclude each other; {USAGE}")),
+        _ => Err(UsageError::ManyActions),
     }
 }
 
 /// `NAME=VALUE`; the error never repeats the value.
-fn parse_env_pair(s: &str) -> Result<(String, String), String> {
-    let (name, value) = s.split_once('=').ok_or("expected NAME=VALUE")?;
+fn parse_env_pair(s: &str) -> Result<(String, String), EnvError> {
+    let (name, value) = s.split_once('=').ok_or(EnvError::NoEquals)?;
     let name = name.trim();
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
-        return Err(format!("{name:?} is not a valid variable name"));
+        return Err(EnvError::BadName(name.to_string()));
     }
     Ok((name.to_string(), value.to_string()))
 }
 
 /// A `.env` file: `NAME=VALUE` lines, `export ` allowed, `#` comments and blank lines
 /// skipped, one pair of surrounding quotes removed.
-fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, String> {
+/// A bad line is `(its number, what is wrong)`.
+fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, (usize, EnvError)> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -196,7 +272,7 @@ fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, String> {
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
-        let (name, value) = parse_env_pair(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        let (name, value) = parse_env_pair(line).map_err(|e| (n + 1, e))?;
         let v = value.trim();
         let v = match (v.chars().next(), v.chars().last()) {
             (Some(q @ ('"' | '\'')), Some(e)) if v.len() >= 2 && q == e => &v[1..v.len() - 1],
@@ -221,11 +297,9 @@ fn options(timeout: Duration) -> ClientOptions {
 
 /// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
 /// later probe or the server reuses them; without a usable store, to memory.
-fn oauth_settings(o: &OAuthArgs) -> Result<Settings, String> {
+fn oauth_settings(o: &OAuthArgs) -> Result<Settings, UsageError> {
     let client_secret = match &o.client_secret_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            format!("--client-secret-env {var}: the environment variable {var} is not set; export it with the client secret")
-        })?),
+        Some(var) => Some(std::env::var(var).map_err(|_| UsageError::SecretUnset(var.clone()))?),
         None => None,
     };
     let dir = crate::config::config_dir(&crate::config::ProcessEnv);
@@ -393,10 +467,10 @@ mod tests {
             parse(&s(&["--read", "memo://one", "--", "srv"])).unwrap().action,
             Action::Read("memo://one".into())
         );
-        assert!(parse(&s(&["--read", "u", "--call", "t", "--", "srv"])).err().unwrap().contains("exclude"));
-        let e = parse(&s(&["--env", "T=secret-value", "http://h/mcp"])).err().unwrap();
+        assert!(parse(&s(&["--read", "u", "--call", "t", "--", "srv"])).err().unwrap().to_string().contains("exclude"));
+        let e = parse(&s(&["--env", "T=secret-value", "http://h/mcp"])).err().unwrap().to_string();
         assert!(e.contains("stdio") && !e.contains("secret-value"), "{e}");
-        let e = parse(&s(&["--env", "1X=secret-value", "--", "srv"])).err().unwrap();
+        let e = parse(&s(&["--env", "1X=secret-value", "--", "srv"])).err().unwrap().to_string();
         assert!(e.contains("not a valid variable name") && !e.contains("secret-value"), "{e}");
     }
 
@@ -409,7 +483,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         assert_eq!(got, want);
-        let e = parse_env_file("A=1\nnot a pair secret\n").unwrap_err();
-        assert!(e.contains("line 2") && !e.contains("secret"), "{e}");
+        let (line, e) = parse_env_file("A=1\nnot a pair secret\n").unwrap_err();
+        assert_eq!((line, e), (2, EnvError::NoEquals));
     }
 }

@@ -830,23 +830,42 @@ const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
 ];
 
+/// Why the `SSL_CERT_FILE` bundle cannot be used; says what to do.
+#[derive(Debug)]
+pub enum CaBundleError {
+    Unreadable { path: std::path::PathBuf, error: std::io::Error },
+    NoCertificate { path: std::path::PathBuf },
+}
+
+impl std::fmt::Display for CaBundleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaBundleError::Unreadable { path, error } => write!(
+                f,
+                "cannot read SSL_CERT_FILE {}: {error}; point it at a PEM CA bundle or unset it",
+                path.display()
+            ),
+            CaBundleError::NoCertificate { path } => write!(
+                f,
+                "SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CaBundleError {}
+
 /// The platform verifier by default; with `SSL_CERT_FILE`, that bundle plus the system's.
-pub(crate) fn root_certs() -> Result<ureq::tls::RootCerts, String> {
+pub(crate) fn root_certs() -> Result<ureq::tls::RootCerts, CaBundleError> {
     let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
         return Ok(ureq::tls::RootCerts::PlatformVerifier);
     };
-    let pem = std::fs::read(&path).map_err(|e| {
-        format!(
-            "cannot read SSL_CERT_FILE {}: {e}; point it at a PEM CA bundle or unset it",
-            std::path::Path::new(&path).display()
-        )
-    })?;
+    let path = std::path::PathBuf::from(path);
+    let pem = std::fs::read(&path).map_err(|error| CaBundleError::Unreadable { path: path.clone(), error })?;
     let mut certs = pem_certs(&pem);
     if certs.is_empty() {
-        return Err(format!(
-            "SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it",
-            std::path::Path::new(&path).display()
-        ));
+        return Err(CaBundleError::NoCertificate { path });
     }
     for bundle in SYSTEM_BUNDLES {
         if let Ok(sys) = std::fs::read(bundle) {
