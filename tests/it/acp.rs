@@ -564,25 +564,43 @@ fn acpx_exec_runs_a_prompt_and_answers_permissions() {
     assert!(m.iter().any(|v| v["result"]["stopReason"] == "end_turn"));
 }
 
-#[test]
-fn sdk_an_extensions_elicitation_is_cancelled_at_once_not_left_waiting() {
-    let peers = require_peers!();
-    let Some(mock) = Llmock::start(&[]) else { return };
-    let home = TempDir::new("acp-elicit");
+/// A prompt whose one tool call (server-everything) asks the person for a form: the editor
+/// answers with `elicitation` (declaring form elicitation), or takes no forms (`None`).
+/// Returns the transcript and the content of the tool call's closing update.
+fn prompt_with_an_elicitation(
+    peers: &Peers,
+    name: &str,
+    elicitation: Option<Value>,
+    env: &[(&str, &str)],
+) -> (Vec<Value>, Value) {
+    let Some(mock) = Llmock::start(&[]) else { panic!("llmock is a pinned peer") };
+    let home = TempDir::new(name);
     let cwd = work_dir(&home);
     let ask =
         json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]});
     script_model(&mock, json!([ask, {"type": "reply", "text": "asked"}]));
-    let script = json!({"steps": [
+    let mut script = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
         {"do": "prompt", "text": "ask me something"},
     ]});
-    let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_ELICITATION_TIMEOUT_SECS", "120")], script);
+    if let Some(e) = elicitation {
+        script["elicitation"] = e;
+    }
+    let (t, _) = drive(peers, &home, Some(&mock), env, script);
     let prompt = &responses(&t, "session/prompt")[0];
     assert_eq!(prompt["result"]["stopReason"], "end_turn", "{t:?}");
-    assert!(prompt["ms"].as_u64().unwrap() < 30_000, "not the 120 s elicitation timeout: {prompt}");
     let done = updates(&t, "tool_call_update").into_iter().find(|u| u.get("content").is_some()).unwrap().clone();
+    (t, done)
+}
+
+#[test]
+fn sdk_an_extensions_elicitation_is_cancelled_at_once_not_left_waiting() {
+    let peers = require_peers!();
+    let (t, done) =
+        prompt_with_an_elicitation(peers, "acp-elicit", None, &[("GOSLING_ELICITATION_TIMEOUT_SECS", "120")]);
+    let prompt = &responses(&t, "session/prompt")[0];
+    assert!(prompt["ms"].as_u64().unwrap() < 30_000, "not the 120 s elicitation timeout: {prompt}");
     assert!(done.to_string().contains("cancel"), "the extension heard cancel: {done}");
 }
 
@@ -591,21 +609,8 @@ fn sdk_an_extensions_elicitation_is_cancelled_at_once_not_left_waiting() {
 #[test]
 fn sdk_an_extensions_elicitation_is_relayed_to_an_editor_that_takes_forms() {
     let peers = require_peers!();
-    let Some(mock) = Llmock::start(&[]) else { return };
-    let home = TempDir::new("acp-elicit-relay");
-    let cwd = work_dir(&home);
-    let ask =
-        json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]});
-    script_model(&mock, json!([ask, {"type": "reply", "text": "asked"}]));
-    let script = json!({
-        "elicitation": {"action": "accept", "content": {"name": "Ada Lovelace", "check": true}},
-        "steps": [
-            {"do": "initialize"},
-            {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
-            {"do": "prompt", "text": "ask me something"},
-        ],
-    });
-    let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+    let answer = json!({"action": "accept", "content": {"name": "Ada Lovelace", "check": true}});
+    let (t, done) = prompt_with_an_elicitation(peers, "acp-elicit-relay", Some(answer), &[]);
     let asked: Vec<&Value> = t.iter().filter(|e| e["kind"] == "elicitation").collect();
     assert_eq!(asked.len(), 1, "{t:?}");
     let p = &asked[0]["params"];
@@ -613,9 +618,6 @@ fn sdk_an_extensions_elicitation_is_relayed_to_an_editor_that_takes_forms() {
     assert!(p["message"].as_str().unwrap().contains("Please provide"), "{p}");
     assert_eq!(p["requestedSchema"]["required"], json!(["name"]), "{p}");
     assert!(p["sessionId"].is_string(), "{p}");
-    let prompt = &responses(&t, "session/prompt")[0];
-    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{t:?}");
-    let done = updates(&t, "tool_call_update").into_iter().find(|u| u.get("content").is_some()).unwrap().clone();
     assert!(done.to_string().contains("Ada Lovelace"), "the extension got the answer: {done}");
 }
 
