@@ -1,6 +1,10 @@
-//! The Streamable HTTP transport (MCP 2025-06-18) over blocking ureq: every client message is a
-//! POST; answers come back as one JSON body or as an SSE stream; an optional GET stream carries
-//! the server's own requests and notifications.
+//! The Streamable HTTP transport over blocking ureq: every client message is a POST; answers
+//! come back as one JSON body or as an SSE stream; for a legacy (2025) session an optional GET
+//! stream carries the server's own requests and notifications.
+//!
+//! A message whose `_meta` names a modern revision (2026-07-28) is one self-contained exchange:
+//! no session, `MCP-Protocol-Version` from the message, and the `Mcp-Method` / `Mcp-Name`
+//! routing headers; its long-lived `subscriptions/listen` answer is read like any SSE answer.
 //!
 //! Owns: the session (`Mcp-Session-Id`, `MCP-Protocol-Version`), the transparent re-initialize
 //! after a 404 for an expired session, resumption of a dropped stream with `Last-Event-ID`,
