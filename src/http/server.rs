@@ -3,8 +3,9 @@
 //! Each request is handled on the thread of the connection it arrived on (the vendored
 //! tiny_http's `Server::serve`), with no queue and no other thread in between. At most
 //! `max_requests` are handled at once: past that a request waits up to `SLOT_WAIT` for a slot,
-//! then gets 503 with `Retry-After`; a connection between requests holds no slot, and
-//! `GET /status` needs none. Each handler runs inside `catch_unwind` (a panic is a 500 and the
+//! then gets 503 with `Retry-After`; a connection between requests holds no slot,
+//! `GET /status` needs none, and a follower stream (`Response::follower`) gives its slot back
+//! once its handler has answered. Each handler runs inside `catch_unwind` (a panic is a 500 and the
 //! server lives on). Bodies are bounded (413) and sockets have read/write
 //! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
 //! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame.
@@ -89,6 +90,9 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Body,
+    /// A stream that only relays what others do (a session's event stream): its request slot
+    /// is given back once the handler has answered, so followers never use up the cap.
+    pub follower: bool,
 }
 
 impl Response {
@@ -99,10 +103,15 @@ impl Response {
         Response::bytes(status, content_type, text.into().into_bytes())
     }
     pub fn bytes(status: u16, content_type: &str, bytes: Vec<u8>) -> Response {
-        Response { status, headers: vec![("Content-Type".into(), content_type.into())], body: Body::Bytes(bytes) }
+        Response {
+            status,
+            headers: vec![("Content-Type".into(), content_type.into())],
+            body: Body::Bytes(bytes),
+            follower: false,
+        }
     }
     pub fn empty(status: u16) -> Response {
-        Response { status, headers: Vec::new(), body: Body::Empty }
+        Response { status, headers: Vec::new(), body: Body::Empty, follower: false }
     }
     pub fn error(e: &ApiError) -> Response {
         Response::json(e.status, &e.body())
@@ -116,7 +125,13 @@ impl Response {
                 ("Cache-Control".into(), "no-cache".into()),
             ],
             body: Body::Stream(f),
+            follower: false,
         }
+    }
+    /// Marks an SSE response as a follower (see `Response::follower`).
+    pub fn follower(mut self) -> Response {
+        self.follower = true;
+        self
     }
     pub fn with_header(mut self, k: &str, v: &str) -> Response {
         self.headers.push((k.into(), v.into()));
@@ -278,7 +293,7 @@ fn needs_no_slot(rq: &tiny_http::Request) -> bool {
 }
 
 fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, handler: &Handler) {
-    let _slot = if needs_no_slot(&rq) {
+    let slot = if needs_no_slot(&rq) {
         None
     } else {
         match slots.take(SLOT_WAIT) {
@@ -292,7 +307,7 @@ fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, handler: &H
             }
         }
     };
-    handle(rq, limits.max_body, limits.io_timeout * 2, handler);
+    handle(rq, limits.max_body, limits.io_timeout * 2, handler, slot);
 }
 
 /// The slowest a request body may arrive on average once its grace period is over. Per-read
@@ -325,7 +340,7 @@ impl<R: Read> Read for MinRate<R> {
     }
 }
 
-fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler: &Handler) {
+fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler: &Handler, slot: Option<Slot<'_>>) {
     let method = rq.method().as_str().to_string();
     let peer = rq.remote_addr().copied();
     let url = rq.url().to_string();
@@ -375,13 +390,16 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
             Response::error(&ApiError::internal("internal error: the request handler failed; see the server log"))
         }
     };
+    if resp.follower {
+        drop(slot);
+    }
     if let Err(e) = respond(rq, resp) {
         log::debug!("http: writing the response to {} {} failed: {e}", req.method, req.path);
     }
 }
 
 fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
-    let Response { status, headers, body } = resp;
+    let Response { status, headers, body, .. } = resp;
     match body {
         Body::Stream(f) => {
             let mut w = rq.into_writer();

@@ -79,6 +79,7 @@ pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
     let last_event_id = req.header("last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
     let bus = app.buses.get_or_create(id);
     let id = id.to_string();
+    // A follower does no work of its own: it needs no request slot while it streams.
     Ok(Response::sse(Box::new(move |w: &mut dyn Write| {
         let active = bus.active_ids();
         if !active.is_empty() {
@@ -111,7 +112,8 @@ pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
                 Next::Idle => {}
             }
         }
-    })))
+    }))
+    .follower())
 }
 
 #[derive(Deserialize)]

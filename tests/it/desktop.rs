@@ -970,6 +970,20 @@ fn one_turn_per_session_across_reply_and_the_session_api() {
     assert_eq!(llm.requests().len(), 2, "no model call for a refused message");
 }
 
+/// Followers of a session's event stream hold no request slot: with room for one request at a
+/// time, two windows can follow a session and requests are still served.
+#[test]
+fn event_stream_followers_hold_no_request_slot() {
+    let d = Desktop::start(&[("GOSLING_MAX_REQUESTS", "1".into())]);
+    let id = start_and_open(&d, vec![]);
+    let _first = d.events(&id, None);
+    let _second = d.events(&id, None);
+    let t = Instant::now();
+    let r = d.get("/sessions");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(t.elapsed() < Duration::from_millis(900), "served at once, not after waiting for a slot");
+}
+
 #[test]
 fn mcp_apps_are_the_ui_resources_of_the_session_extensions() {
     let d = Desktop::start(&[]);
