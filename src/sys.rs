@@ -1,5 +1,5 @@
 //! The few OS calls std does not offer: signals and parent-death tracking for children, the
-//! file descriptor limit, non-dumpability, the child subreaper and its orphans, and
+//! file descriptor limit, non-blocking pipes and `poll`, non-dumpability, the child subreaper and its orphans, and
 //! `openat2`-style path resolution that never leaves a directory.
 //!
 //! This is the only module allowed `unsafe`; each block is one libc call with its
@@ -136,6 +136,55 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
         .map_err(|_| io::Error::other("spawner thread is gone"))?;
     // wait: the spawner answers right after fork/exec, or drops the reply if it dies
     rrx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
+}
+
+/// Puts a pipe end we own into non-blocking mode (reads and writes return `WouldBlock` instead
+/// of waiting); the other end, the child's, keeps its own mode.
+pub fn set_nonblocking(fd: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor the caller owns (borrowed above), integer arguments only.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What `poll_fd` waits for.
+#[derive(Clone, Copy)]
+pub enum Ready {
+    /// Something to read, or the end (EOF, an error).
+    Read,
+    /// Room to write, or the end.
+    Write,
+}
+
+/// Waits until `fd` is ready, at most `timeout` (`None`: until it is). True when ready (an
+/// ended pipe counts as ready: the read or write that follows reports it), false on timeout
+/// or a signal.
+pub fn poll_fd(fd: &impl std::os::fd::AsRawFd, ready: Ready, timeout: Option<std::time::Duration>) -> bool {
+    poll_fds([(fd.as_raw_fd(), ready)], timeout)[0]
+}
+
+/// `poll_fd` on several descriptors at once: which of them are ready.
+pub fn poll_fds<const N: usize>(
+    fds: [(std::os::fd::RawFd, Ready); N],
+    timeout: Option<std::time::Duration>,
+) -> [bool; N] {
+    let mut polled = fds.map(|(fd, ready)| libc::pollfd {
+        fd,
+        events: match ready {
+            Ready::Read => libc::POLLIN,
+            Ready::Write => libc::POLLOUT,
+        },
+        revents: 0,
+    });
+    // Rounded up, so a short wait does not become a busy loop.
+    let ms = timeout.map_or(-1, |t| libc::c_int::try_from(t.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX));
+    // SAFETY: poll(2) reads and writes the N pollfds of the array we own, and N is its length.
+    let n = unsafe { libc::poll(polled.as_mut_ptr(), N as libc::nfds_t, ms) };
+    polled.map(|p| n > 0 && p.revents != 0)
 }
 
 /// The soft descriptor limit before `raise_fd_limit` (0: not raised); children get it back,

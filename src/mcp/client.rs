@@ -1,8 +1,11 @@
 //! The MCP client: lifecycle, request multiplexing, primitives, server→client traffic.
 //!
 //! One `Client` per connected server, shared by many threads. Each request gets a fresh id
-//! and a `bounded(1)` slot in the pending map; a router thread reads `Inbound` from the
-//! transport and completes slots by id (unknown, late and duplicate ids are dropped), answers
+//! and a `bounded(1)` slot in the pending map. Whoever reads a message handles it
+//! (`on_message`): the calling thread itself while it leads (`Transport::lead`: it reads the
+//! connection while it waits, so its answer needs no hand-off), else a router thread fed with
+//! `Inbound` by the transport. Handling completes slots by id (unknown, late and duplicate ids
+//! are dropped), answers
 //! the server's own requests (ping, roots/list, elicitation, anything else → method not
 //! found), and routes notifications: progress to the call that asked for it, log messages to
 //! our log, `tools/list_changed` to the tool cache. A call that times out or is cancelled
@@ -11,7 +14,7 @@
 
 use crate::mcp::error::Error;
 use crate::mcp::http_error::HttpFailure;
-use crate::mcp::transport::{Inbound, Transport};
+use crate::mcp::transport::{Inbound, Lead, Transport};
 use crate::wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
 use crate::wire::mcp_version::{self, Era, Refusal};
 use crossbeam_channel::{bounded, select, Receiver, Sender};
@@ -38,6 +41,8 @@ pub const MAX_RESULT_BYTES: usize = 8 << 20;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Rounds of a multi-round-trip request (input required, answered, retried) before giving up.
 const MAX_INPUT_ROUNDS: usize = 8;
+/// How often a caller reading for its own answer (a lead) checks its deadline and cancel signal.
+const LEAD_SLICE: Duration = Duration::from_millis(20);
 /// How long one `subscriptions/listen` request is held open before it is renewed.
 const LISTEN_WINDOW: Duration = Duration::from_secs(600);
 /// The longest pause before opening a dropped `subscriptions/listen` again.
@@ -252,34 +257,42 @@ impl Shared {
         }
     }
 
-    fn respond(&self, id: Id, result: Result<Value, ErrorObject>) {
-        let msg = match result {
+    fn reply(id: Id, result: Result<Value, ErrorObject>) -> Message {
+        match result {
             Ok(result) => Message::Response { id, result },
             Err(error) => Message::Error { id: Some(id), error },
-        };
-        if let Err(e) = self.transport.send(&msg) {
+        }
+    }
+
+    fn send_reply(&self, reply: &Message) {
+        if let Err(e) = self.transport.send(reply) {
             log::debug!("mcp {}: answering a server request failed: {e}", self.extension);
         }
     }
 
     /// Requests from the server. Handlers that may block (elicitation, sampling) run on
-    /// their own thread so the router keeps routing.
-    fn on_request(self: &Arc<Self>, id: Id, method: &str, params: Option<Value>) {
+    /// their own thread, which sends the answer; the others are answered at once, and the
+    /// answer is returned for the reader to send (the router through the transport, a lead
+    /// through itself, as it must not wait for stdin while it holds the reading side).
+    fn on_request(self: &Arc<Self>, id: Id, method: &str, params: Option<Value>) -> Option<Message> {
         log::debug!("mcp {}: server request {method} ({id})", self.extension);
         match method {
-            "ping" => self.respond(id, Ok(json!({}))),
-            "roots/list" => self.respond(id, self.answer(method, &Value::Null)),
+            "ping" => Some(Self::reply(id, Ok(json!({})))),
+            "roots/list" => Some(Self::reply(id, self.answer(method, &Value::Null))),
             "elicitation/create" | "sampling/createMessage" => {
                 let (me, method) = (self.clone(), method.to_string());
                 let params = params.unwrap_or(Value::Null);
                 let spawned = thread::Builder::new()
                     .name(format!("mcp-ask-{}", self.extension))
-                    .spawn(move || me.respond(id, me.answer(&method, &params)));
+                    .spawn(move || me.send_reply(&Self::reply(id, me.answer(&method, &params))));
                 if let Err(e) = spawned {
                     log::warn!("mcp {}: cannot start a thread for a server request: {e}", self.extension);
                 }
+                None
             }
-            other => self.respond(id, Err(ErrorObject::new(METHOD_NOT_FOUND, format!("method not found: {other}")))),
+            other => {
+                Some(Self::reply(id, Err(ErrorObject::new(METHOD_NOT_FOUND, format!("method not found: {other}")))))
+            }
         }
     }
 
@@ -320,15 +333,14 @@ impl Shared {
     }
 
     fn route(self: &Arc<Self>, inbound: Receiver<Inbound>) {
+        // wait: ends when the transport's reader threads end (with the connection)
         for msg in inbound {
             match msg {
-                Inbound::Message(Message::Response { id, result }) => self.complete(&id, Slot::Ok(result)),
-                Inbound::Message(Message::Error { id: Some(id), error }) => self.complete(&id, Slot::Err(error)),
-                Inbound::Message(Message::Error { id: None, error }) => {
-                    log::warn!("mcp {}: server sent an error without an id: {error}", self.extension)
+                Inbound::Message(m) => {
+                    if let Some(reply) = self.on_message(m) {
+                        self.send_reply(&reply);
+                    }
                 }
-                Inbound::Message(Message::Request { id, method, params }) => self.on_request(id, &method, params),
-                Inbound::Message(Message::Notification { method, params }) => self.on_notification(&method, params),
                 Inbound::Closed(err) => {
                     self.fail_all(err);
                     return;
@@ -336,6 +348,34 @@ impl Shared {
             }
         }
         self.fail_all(Error::Closed { detail: format!("{}: the transport ended", self.extension) });
+    }
+
+    /// One message from the server, read by the router or by a caller that leads; returns
+    /// the answer to send when it is a request answered at once.
+    fn on_message(self: &Arc<Self>, msg: Message) -> Option<Message> {
+        match msg {
+            Message::Response { id, result } => self.complete(&id, Slot::Ok(result)),
+            Message::Error { id: Some(id), error } => self.complete(&id, Slot::Err(error)),
+            Message::Error { id: None, error } => {
+                log::warn!("mcp {}: server sent an error without an id: {error}", self.extension)
+            }
+            Message::Request { id, method, params } => return self.on_request(id, &method, params),
+            Message::Notification { method, params } => self.on_notification(&method, params),
+        }
+        None
+    }
+
+    /// Hands what a lead read to `on_message`, then sends the answers to the server's
+    /// requests through the lead. False once the connection has ended.
+    fn lead_read(self: &Arc<Self>, lead: &mut (dyn Lead + '_), slice: Duration) -> bool {
+        let mut replies = Vec::new();
+        let open = lead.read(slice, &mut |m| replies.extend(self.on_message(m)));
+        for reply in replies {
+            if let Err(e) = lead.send(&reply) {
+                log::debug!("mcp {}: answering a server request failed: {e}", self.extension);
+            }
+        }
+        open
     }
 
     fn complete(&self, id: &Id, slot: Slot) {
@@ -351,13 +391,31 @@ impl Shared {
         self.transport.send(&Message::notification(method, Some(params)))
     }
 
-    /// One request/response with a deadline and an optional cancel signal.
+    /// One request/response with a deadline and an optional cancel signal. The calling thread
+    /// reads the answer itself when the transport lets it (`Transport::lead`).
     fn request(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         params: Value,
         timeout: Duration,
         cancel: Option<&Receiver<()>>,
+    ) -> Result<Value, Error> {
+        self.exchange(method, params, timeout, cancel, true)
+    }
+
+    /// `request`, for a request held open for long (`subscriptions/listen`), which should not
+    /// keep reading for everyone else.
+    fn request_follow(self: &Arc<Self>, method: &str, params: Value, timeout: Duration) -> Result<Value, Error> {
+        self.exchange(method, params, timeout, None, false)
+    }
+
+    fn exchange(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: Option<&Receiver<()>>,
+        may_lead: bool,
     ) -> Result<Value, Error> {
         if self.closed.load(Ordering::SeqCst) {
             let reason = self.close_reason.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -367,25 +425,63 @@ impl Shared {
         if let Some(meta) = self.modern.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             with_meta(&mut params, meta);
         }
+        let deadline = Instant::now() + timeout;
         let id = Id::Num(self.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = bounded(1);
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), tx);
+        // Taken before sending, so no one else can read the answer first.
+        let mut lead = if may_lead { self.transport.lead() } else { None };
         log::debug!("mcp {}: -> {method} ({id})", self.extension);
-        if let Err(e) = self.transport.send(&Message::request(id.clone(), method, Some(params))) {
+        let msg = Message::request(id.clone(), method, Some(params));
+        let sent = match lead.as_mut() {
+            Some(lead) => lead.send(&msg),
+            None => self.transport.send(&msg),
+        };
+        if let Err(e) = sent {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            if let Some(lead) = lead {
+                self.end_lead(lead);
+            }
             return Err(e);
         }
         let never = crossbeam_channel::never();
         let cancel = cancel.unwrap_or(&never);
-        let outcome = select! {
-            recv(rx) -> slot => slot.ok(),
-            recv(cancel) -> _ => {
+        let mut outcome = None;
+        if let Some(mut lead) = lead {
+            let mut cancelled = false;
+            loop {
+                if let Ok(slot) = rx.try_recv() {
+                    outcome = Some(slot);
+                    break;
+                }
+                if !matches!(cancel.try_recv(), Err(crossbeam_channel::TryRecvError::Empty)) {
+                    cancelled = true;
+                    break;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                // The connection ended: the router reports how, through the slot.
+                if left.is_zero() || !self.lead_read(&mut *lead, left.min(LEAD_SLICE)) {
+                    break;
+                }
+            }
+            self.end_lead(lead);
+            if cancelled {
                 self.abandon(&id, "operation cancelled");
                 return Err(Error::Cancelled { method: method.to_string() });
-            },
-            default(timeout) => {
-                self.abandon(&id, "timed out");
-                return Err(Error::Timeout { method: method.to_string(), after: timeout });
+            }
+        }
+        let outcome = match outcome {
+            Some(slot) => Some(slot),
+            None => select! {
+                recv(rx) -> slot => slot.ok(),
+                recv(cancel) -> _ => {
+                    self.abandon(&id, "operation cancelled");
+                    return Err(Error::Cancelled { method: method.to_string() });
+                },
+                default(deadline.saturating_duration_since(Instant::now())) => {
+                    self.abandon(&id, "timed out");
+                    return Err(Error::Timeout { method: method.to_string(), after: timeout });
+                },
             },
         };
         match outcome {
@@ -393,6 +489,20 @@ impl Shared {
             Some(Slot::Err(e)) => Err(Error::Rpc(e)),
             Some(Slot::Closed(e)) => Err(e),
             None => Err(Error::Closed { detail: format!("{}: the connection closed", self.extension) }),
+        }
+    }
+
+    /// Gives the reading side back: what the lead read but has not handed out yet is handled
+    /// now, and if other requests still wait, the reader thread reads for them at once.
+    fn end_lead(self: &Arc<Self>, mut lead: Box<dyn Lead + '_>) {
+        let mut replies = Vec::new();
+        lead.flush(&mut |m| replies.extend(self.on_message(m)));
+        drop(lead);
+        for reply in replies {
+            self.send_reply(&reply);
+        }
+        if !self.pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            self.transport.nudge();
         }
     }
 
@@ -470,7 +580,7 @@ impl Shared {
     fn listen(self: Arc<Self>, filter: Value, timeout: Duration) {
         let mut pause = Duration::from_secs(1);
         while !self.closed.load(Ordering::SeqCst) {
-            let r = self.request("subscriptions/listen", json!({ "notifications": filter }), LISTEN_WINDOW, None);
+            let r = self.request_follow("subscriptions/listen", json!({ "notifications": filter }), LISTEN_WINDOW);
             // Whatever changed while no stream was open is not known: list again when asked.
             *self.tools.lock().unwrap_or_else(|e| e.into_inner()) = None;
             self.tools_generation.fetch_add(1, Ordering::SeqCst);
@@ -707,22 +817,23 @@ impl Client {
 
     /// `tools/call`; returns the CallToolResult (an `isError` result is not an `Err`).
     pub fn call_tool(&self, name: &str, arguments: Option<Value>, ctx: &CallContext) -> Result<Value, Error> {
-        let call_no = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
         let mut params = json!({ "name": name, "arguments": arguments.unwrap_or_else(|| json!({})) });
-        let token = format!("{}-{call_no}", self.shared.extension);
-        if let Some(tx) = &ctx.progress {
+        let progress = ctx.progress.as_ref().map(|tx| {
+            let call_no = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
+            let token = format!("{}-{call_no}", self.shared.extension);
             params["_meta"] = json!({ "progressToken": token });
             self.shared.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), tx.clone());
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).insert(call_no, tx.clone());
-        }
+            (token, call_no)
+        });
         let started = Instant::now();
         let r = self.shared.request_with_input("tools/call", params, self.timeout, ctx.cancel.as_ref());
-        if ctx.progress.is_some() {
+        if let Some((token, call_no)) = progress {
             self.shared.progress.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
             self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_no);
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
-        let result = self.bounded(r?, &format!("the result of tool {name}"))?;
+        let result = self.bounded(r?, || format!("the result of tool {name}"))?;
         Ok(self.check_output(name, result))
     }
 
@@ -760,11 +871,11 @@ impl Client {
     }
 
     /// Refuses a result past `MAX_RESULT_BYTES`.
-    fn bounded(&self, v: Value, what: &str) -> Result<Value, Error> {
+    fn bounded(&self, v: Value, what: impl FnOnce() -> String) -> Result<Value, Error> {
         if json_len(&v) > MAX_RESULT_BYTES {
             return Err(Error::TooLarge {
                 extension: self.shared.extension.clone(),
-                what: what.to_string(),
+                what: what(),
                 limit: format!("{} MiB", MAX_RESULT_BYTES >> 20),
             });
         }
@@ -784,7 +895,7 @@ impl Client {
     pub fn read_resource(&self, uri: &str) -> Result<Value, Error> {
         self.require("resources", "resources")?;
         let r = self.shared.request_with_input("resources/read", json!({ "uri": uri }), self.timeout, None)?;
-        self.bounded(r, &format!("resource {uri}"))
+        self.bounded(r, || format!("resource {uri}"))
     }
 
     pub fn list_prompts(&self) -> Result<Vec<Value>, Error> {

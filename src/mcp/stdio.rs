@@ -2,21 +2,31 @@
 //!
 //! The child is spawned directly (argv, never a shell) in its own process group, tied to our
 //! lifetime (`sys::spawn_tied`), from a small allowlisted environment (`BASE_ENV`) plus the
-//! extension's own variables: nothing else of ours (secrets, credentials) reaches it. One thread reads stdout (lines bounded; garbage skipped with a warning), one
-//! drains stderr (a full pipe would block the child; the tail is kept for error messages).
-//! `close` runs the shutdown ladder: close stdin, wait, SIGTERM the group, wait, SIGKILL,
-//! and always reaps the child, then ends the descendants that escaped its process group
-//! (gosling is a child subreaper, so they became our children; see `end_escaped`).
+//! extension's own variables: nothing else of ours (secrets, credentials) reaches it.
+//!
+//! Our ends of its stdin and stdout are non-blocking. A request is written to stdin by the
+//! thread that sends it (waiting at most `STDIN_STALL` for room). Stdout is read by whoever
+//! holds it (`Stdout::lines`): a caller waiting for its answer (`Transport::lead`: the answer
+//! goes straight to the thread that wants it, no hand-offs), else the reader thread, which
+//! forwards what it reads to the client's router. Lines are bounded, garbage is skipped with a
+//! warning. One more thread drains stderr (a full pipe would block the child; the tail is kept
+//! for error messages). `close` runs the shutdown ladder: close stdin, wait, SIGTERM the
+//! group, wait, SIGKILL, and always reaps the child, then ends the descendants that escaped
+//! its process group (gosling is a child subreaper, so they became our children; see
+//! `end_escaped`).
 
 use crate::mcp::error::Error;
-use crate::mcp::transport::{Inbound, Transport};
+use crate::mcp::transport::{Inbound, Lead, Transport};
+use crate::sys::{poll_fd, poll_fds, Ready};
 use crate::wire::jsonrpc::Message;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,9 +34,13 @@ use std::time::{Duration, Instant};
 pub const MAX_LINE: usize = 16 << 20;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL: usize = 8 << 10;
-/// Lines queued for a child's stdin, and how long a send waits for room before it fails.
-const STDIN_QUEUE: usize = 256;
+/// How long a send waits for room in the child's stdin before it fails (the server is stuck).
 const STDIN_STALL: Duration = Duration::from_secs(30);
+/// Bytes read from stdout at a time.
+const CHUNK: usize = 64 << 10;
+/// While callers lead, the reader thread looks in this often instead of waking for every line
+/// they read.
+const LOOK: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Default)]
 pub struct StdioSpec {
@@ -105,9 +119,9 @@ pub fn is_base_var(name: &str) -> bool {
 
 pub struct StdioTransport {
     extension: String,
-    /// Lines for the writer thread, which owns the child's stdin. Dropping the sender closes
-    /// stdin (the ladder's first rung); a full queue means the server stopped reading.
-    stdin: Mutex<Option<Sender<Vec<u8>>>>,
+    /// The child's stdin (non-blocking). Taking it closes stdin (the ladder's first rung).
+    stdin: Mutex<Option<ChildStdin>>,
+    stdout: Arc<Stdout>,
     child: Mutex<Option<Child>>,
     pid: u32,
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -170,23 +184,21 @@ impl StdioTransport {
             Error::Other(format!("{extension}: {hint}"))
         })?;
         let pid = child.id();
-        let stdin = child.stdin.take().map(|pipe| {
-            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(STDIN_QUEUE);
-            let name = extension.to_string();
-            let spawned =
-                thread::Builder::new().name(format!("mcp-stdin-{name}")).spawn(move || write_stdin(&name, pipe, rx));
-            if let Err(e) = spawned {
-                log::error!("mcp {extension}: cannot start the stdin writer: {e}");
-            }
-            tx
-        });
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr_pipe = child.stderr.take().expect("piped stderr");
+        let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three pipes were asked for above")
+        };
+        let pipes_error = |e: std::io::Error| Error::Other(format!("{extension}: cannot set up the pipes: {e}"));
+        crate::sys::set_nonblocking(&stdin).map_err(pipes_error)?;
+        crate::sys::set_nonblocking(&stdout).map_err(pipes_error)?;
+        let stdout = Arc::new(Stdout::new(extension, stdout));
         let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
         log::info!("mcp {extension}: started `{}` (pid {pid})", spec.cmd);
         let t = Arc::new(StdioTransport {
             extension: extension.to_string(),
-            stdin: Mutex::new(stdin),
+            stdin: Mutex::new(Some(stdin)),
+            stdout: stdout.clone(),
             child: Mutex::new(Some(child)),
             pid,
             stderr: stderr.clone(),
@@ -206,10 +218,10 @@ impl StdioTransport {
                 .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?
         };
         let weak = Arc::downgrade(&t);
-        thread::Builder::new()
+        let reader = thread::Builder::new()
             .name(format!("mcp-stdout-{name}"))
             .spawn(move || {
-                let reason = read_stdout(&name, stdout, &inbound);
+                let reason = stdout.read_loop(&inbound);
                 // Let the stderr drain finish so the tail has the child's last words.
                 let deadline = Instant::now() + Duration::from_millis(500);
                 while !stderr_done.is_finished() && Instant::now() < deadline {
@@ -224,6 +236,7 @@ impl StdioTransport {
                 let _ = inbound.send(Inbound::Closed(Error::Closed { detail }));
             })
             .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?;
+        let _ = t.stdout.reader.set(reader.thread().clone());
         Ok(t)
     }
 
@@ -235,7 +248,13 @@ impl StdioTransport {
     /// The group is only ever signalled before the child is reaped: once reaped, its pid may
     /// belong to someone else.
     fn ladder(&self) {
-        drop(self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // A send stalled on a full pipe holds stdin (for at most STDIN_STALL): then the next
+        // rungs end the child instead.
+        match self.stdin.try_lock() {
+            Ok(mut stdin) => drop(stdin.take()),
+            Err(TryLockError::Poisoned(e)) => drop(e.into_inner().take()),
+            Err(TryLockError::WouldBlock) => {}
+        }
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
         let pid = self.pid;
         let family = crate::sys::descendants(pid);
@@ -293,17 +312,6 @@ impl StdioTransport {
     }
 }
 
-/// Writes queued lines to the child; ends (closing stdin) when the queue's sender is dropped
-/// or the child stops reading for good.
-fn write_stdin(name: &str, mut pipe: ChildStdin, lines: crossbeam_channel::Receiver<Vec<u8>>) {
-    for line in lines {
-        if let Err(e) = pipe.write_all(&line).and_then(|_| pipe.flush()) {
-            log::debug!("mcp {name}: writing to stdin failed: {e}");
-            return;
-        }
-    }
-}
-
 fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
     let mut r = BufReader::new(pipe);
     let mut line = Vec::new();
@@ -324,61 +332,299 @@ fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
     }
 }
 
-/// Reads messages until EOF or a fatal line; returns why the stream ended.
-fn read_stdout(name: &str, pipe: impl Read, inbound: &Sender<Inbound>) -> String {
-    let mut r = BufReader::with_capacity(64 << 10, pipe);
-    let mut line = Vec::new();
-    loop {
-        // A huge line's buffer is not kept for the next, small one.
-        if line.capacity() > 1 << 20 {
-            line = Vec::new();
+/// The child's stdout, read by one thread at a time: a caller that leads, else the reader
+/// thread.
+struct Stdout {
+    lines: Mutex<Lines<ChildStdout>>,
+    /// The pipe's descriptor, for the reader thread to wait on without holding `lines`
+    /// (valid while `lines` owns the pipe, as long as this).
+    fd: std::os::fd::RawFd,
+    /// Bumped by every lead: while leads keep coming, the reader thread looks in every `LOOK`
+    /// instead of waking for each answer a leader reads.
+    leads: AtomicU64,
+    /// The reader thread, unparked by `nudge`.
+    reader: OnceLock<thread::Thread>,
+}
+
+/// Bytes read from the pipe (non-blocking), cut into messages.
+struct Lines<R> {
+    extension: String,
+    pipe: R,
+    chunk: Box<[u8]>,
+    /// Read but not yet a whole line.
+    buf: Vec<u8>,
+    /// Why the stream ended, once it has.
+    ended: Option<String>,
+}
+
+impl Stdout {
+    fn new(extension: &str, pipe: ChildStdout) -> Stdout {
+        use std::os::fd::AsRawFd;
+        Stdout {
+            fd: pipe.as_raw_fd(),
+            lines: Mutex::new(Lines::new(extension, pipe)),
+            leads: AtomicU64::new(0),
+            reader: OnceLock::new(),
         }
-        line.clear();
-        // wait: the pipe ends when the child exits (the shutdown ladder ends with SIGKILL)
-        match r.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line) {
-            Ok(0) => return "the process closed its stdout (exited)".into(),
-            Err(e) => return format!("reading its stdout failed: {e}"),
-            Ok(_) => {}
+    }
+
+    /// The reader thread: reads whenever no caller leads, forwarding each message to the
+    /// client's router, until EOF or a fatal line; returns why the stream ended.
+    fn read_loop(&self, inbound: &Sender<Inbound>) -> String {
+        let mut seen = u64::MAX;
+        loop {
+            let leads = self.leads.load(Ordering::SeqCst);
+            let mut lines = match self.lines.try_lock() {
+                Ok(l) => l,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    // A caller leads and reads for everyone.
+                    thread::park_timeout(LOOK);
+                    continue;
+                }
+            };
+            let mut gone = false;
+            let open = lines.pump(true, &mut |m| gone |= inbound.send(Inbound::Message(m)).is_err());
+            if gone {
+                return "the client went away".into();
+            }
+            if !open {
+                return lines.ended.clone().unwrap_or_default();
+            }
+            drop(lines);
+            // Idle: sleep until the child writes. Busy with leads: look in now and then, so
+            // their answers (which wake every poller) do not wake this thread too.
+            let timeout = (leads != seen).then_some(LOOK);
+            seen = leads;
+            // wait: the pipe ends when the child exits (the shutdown ladder ends with SIGKILL)
+            poll_fd(&self.fd, Ready::Read, timeout);
         }
-        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
-            return format!("it wrote a line longer than {MAX_LINE} bytes; the connection was dropped");
+    }
+}
+
+impl<R: Read> Lines<R> {
+    fn new(extension: &str, pipe: R) -> Lines<R> {
+        Lines {
+            extension: extension.to_string(),
+            pipe,
+            chunk: vec![0; CHUNK].into_boxed_slice(),
+            buf: Vec::new(),
+            ended: None,
         }
+    }
+
+    /// Reads what is there now and hands each whole message to `deliver`: everything, or
+    /// (`drain` false) up to the first read that did not fill the buffer, which saves the read
+    /// that would only say "nothing more" on the hot path (what is left wakes the reader
+    /// thread). False once the stream has ended (EOF, a read error, a line over `MAX_LINE`).
+    fn pump(&mut self, drain: bool, deliver: &mut dyn FnMut(Message)) -> bool {
+        while self.ended.is_none() {
+            match self.pipe.read(&mut self.chunk) {
+                Ok(0) => {
+                    // A last line without its newline still counts.
+                    let last = std::mem::take(&mut self.buf);
+                    self.line(&last, deliver);
+                    self.ended = Some("the process closed its stdout (exited)".into());
+                }
+                Ok(n) => {
+                    let from = self.buf.len();
+                    self.buf.extend_from_slice(&self.chunk[..n]);
+                    self.split(from, deliver);
+                    if !drain && n < CHUNK {
+                        return self.ended.is_none();
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => self.ended = Some(format!("reading its stdout failed: {e}")),
+            }
+        }
+        false
+    }
+
+    /// Cuts the whole lines out of `buf` (`from`: where the bytes not yet searched start).
+    fn split(&mut self, from: usize, deliver: &mut dyn FnMut(Message)) {
+        let mut start = 0;
+        let mut at = from;
+        while let Some(i) = self.buf[at..].iter().position(|&b| b == b'\n') {
+            let end = at + i;
+            let line = std::mem::take(&mut self.buf);
+            self.line(&line[start..end], deliver);
+            self.buf = line;
+            start = end + 1;
+            at = start;
+        }
+        self.buf.drain(..start);
+        if self.buf.len() > MAX_LINE {
+            self.ended = Some(format!("it wrote a line longer than {MAX_LINE} bytes; the connection was dropped"));
+        }
+        // A huge line's buffer is not kept for the next, small ones.
+        if self.buf.capacity() > 1 << 20 && self.buf.len() < CHUNK {
+            self.buf.shrink_to(CHUNK);
+        }
+    }
+
+    fn line(&self, line: &[u8], deliver: &mut dyn FnMut(Message)) {
         let text = line.trim_ascii();
         if text.is_empty() {
-            continue;
+            return;
         }
-        log::trace!("mcp {name}: <- {}", String::from_utf8_lossy(text));
+        log::trace!("mcp {}: <- {}", self.extension, String::from_utf8_lossy(text));
         match Message::parse(text) {
-            Ok(m) => {
-                if inbound.send(Inbound::Message(m)).is_err() {
-                    return "the client went away".into();
-                }
-            }
+            Ok(m) => deliver(m),
             Err(e) => {
                 let shown: String = String::from_utf8_lossy(&text[..text.len().min(200)]).into_owned();
-                log::warn!("mcp {name}: skipping a line that is not JSON-RPC ({e}): {shown:?}");
+                log::warn!("mcp {}: skipping a line that is not JSON-RPC ({e}): {shown:?}", self.extension);
             }
         }
     }
 }
 
-impl Transport for StdioTransport {
-    fn send(&self, msg: &Message) -> Result<(), Error> {
+/// A caller reading stdout while it waits for its answer.
+struct StdioLead<'a> {
+    transport: &'a StdioTransport,
+    lines: MutexGuard<'a, Lines<ChildStdout>>,
+    /// Read while sending, handed out by the next `read`.
+    early: Vec<Message>,
+}
+
+/// Messages a lead holds back while it sends (a server flooding stdout while refusing to read
+/// stdin is then left to block, and the send fails after `STDIN_STALL`).
+const EARLY_MAX: usize = 4096;
+
+impl Lead for StdioLead<'_> {
+    fn send(&mut self, msg: &Message) -> Result<(), Error> {
+        let line = self.transport.line_of(msg);
+        self.transport.write_line(&line, Some((&mut self.lines, &mut self.early)))
+    }
+
+    fn flush(&mut self, deliver: &mut dyn FnMut(Message)) {
+        for m in std::mem::take(&mut self.early) {
+            deliver(m);
+        }
+    }
+
+    fn read(&mut self, slice: Duration, deliver: &mut dyn FnMut(Message)) -> bool {
+        if !self.early.is_empty() {
+            self.flush(deliver);
+            return true;
+        }
+        if self.lines.ended.is_some() {
+            return false;
+        }
+        poll_fd(&self.lines.pipe, Ready::Read, Some(slice));
+        self.lines.pump(false, deliver)
+    }
+}
+
+impl StdioTransport {
+    fn stuck(&self) -> Error {
+        Error::Other(format!(
+            "{}: the server has not read its input for {STDIN_STALL:?}; it is stuck — restart it or check its stderr: {}",
+            self.extension,
+            self.diagnostics()
+        ))
+    }
+
+    fn line_of(&self, msg: &Message) -> Vec<u8> {
         let mut line = msg.encode();
         log::trace!("mcp {}: -> {line}", self.extension);
         line.push('\n');
-        let tx = self.stdin.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let tx = tx.ok_or_else(|| Error::Closed { detail: format!("{}: stdin is closed", self.extension) })?;
-        tx.send_timeout(line.into_bytes(), STDIN_STALL).map_err(|e| match e {
-            crossbeam_channel::SendTimeoutError::Timeout(_) => Error::Other(format!(
-                "{}: the server has not read its input for {STDIN_STALL:?}; it is stuck — restart it or check its stderr: {}",
-                self.extension,
-                self.diagnostics()
-            )),
-            crossbeam_channel::SendTimeoutError::Disconnected(_) => {
-                Error::Closed { detail: format!("{}: writing to the process failed (it exited); stderr: {}", self.extension, self.diagnostics()) }
+        line.into_bytes()
+    }
+
+    /// Writes one line to the child's stdin, waiting at most `STDIN_STALL` for room. A lead
+    /// passes the reading side: while stdin is full, what the child writes is read into
+    /// `early` (a child blocked on a full stdout would never read its stdin otherwise).
+    fn write_line(
+        &self,
+        line: &[u8],
+        mut reading: Option<(&mut Lines<ChildStdout>, &mut Vec<Message>)>,
+    ) -> Result<(), Error> {
+        let deadline = Instant::now() + STDIN_STALL;
+        let mut stdin = match reading.as_mut() {
+            None => self.stdin.lock().unwrap_or_else(|e| e.into_inner()),
+            // A lead never blocks on stdin while it holds stdout: another sender may be
+            // waiting for room that only reading makes.
+            Some((lines, early)) => loop {
+                match self.stdin.try_lock() {
+                    Ok(g) => break g,
+                    Err(TryLockError::Poisoned(e)) => break e.into_inner(),
+                    Err(TryLockError::WouldBlock) => {}
+                }
+                if Instant::now() >= deadline {
+                    return Err(self.stuck());
+                }
+                if lines.ended.is_some() || early.len() >= EARLY_MAX {
+                    thread::sleep(Duration::from_millis(1));
+                } else if poll_fd(&lines.pipe, Ready::Read, Some(Duration::from_millis(1))) {
+                    lines.pump(true, &mut |m| early.push(m));
+                }
+            },
+        };
+        let pipe =
+            stdin.as_mut().ok_or_else(|| Error::Closed { detail: format!("{}: stdin is closed", self.extension) })?;
+        let mut rest = line;
+        while !rest.is_empty() {
+            match pipe.write(rest) {
+                Ok(n) if n > 0 => rest = &rest[n..],
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        // Half a line may be in the pipe: the stream is unusable now, so stdin
+                        // is closed (the server sees EOF, if it ever reads again).
+                        stdin.take();
+                        return Err(self.stuck());
+                    }
+                    match reading.as_mut() {
+                        Some((lines, early)) if lines.ended.is_none() && early.len() < EARLY_MAX => {
+                            let fds = [(pipe.as_raw_fd(), Ready::Write), (lines.pipe.as_raw_fd(), Ready::Read)];
+                            if poll_fds(fds, Some(left))[1] {
+                                lines.pump(true, &mut |m| early.push(m));
+                            }
+                        }
+                        _ => {
+                            poll_fd(pipe, Ready::Write, Some(left));
+                        }
+                    }
+                }
+                other => {
+                    let why = other.err().map(|e| e.to_string()).unwrap_or_else(|| "nothing written".into());
+                    log::debug!("mcp {}: writing to stdin failed: {why}", self.extension);
+                    return Err(Error::Closed {
+                        detail: format!(
+                            "{}: writing to the process failed (it exited); stderr: {}",
+                            self.extension,
+                            self.diagnostics()
+                        ),
+                    });
+                }
             }
-        })
+        }
+        Ok(())
+    }
+}
+
+impl Transport for StdioTransport {
+    fn send(&self, msg: &Message) -> Result<(), Error> {
+        self.write_line(&self.line_of(msg), None)
+    }
+
+    fn lead(&self) -> Option<Box<dyn Lead + '_>> {
+        let lines = match self.stdout.lines.try_lock() {
+            Ok(l) => l,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        self.stdout.leads.fetch_add(1, Ordering::SeqCst);
+        Some(Box::new(StdioLead { transport: self, lines, early: Vec::new() }))
+    }
+
+    fn nudge(&self) {
+        if let Some(t) = self.stdout.reader.get() {
+            t.unpark();
+        }
     }
 
     fn close(&self) {
@@ -400,6 +646,87 @@ impl Drop for StdioTransport {
 
 #[cfg(test)]
 mod tests {
+    use super::Lines;
+    use crate::wire::jsonrpc::Message;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    /// A `Lines` over one end of a socket pair (non-blocking, like the child's pipe) and the
+    /// other end to write to.
+    fn pair() -> (Lines<UnixStream>, UnixStream) {
+        let (r, w) = UnixStream::pair().unwrap();
+        r.set_nonblocking(true).unwrap();
+        (Lines::new("t", r), w)
+    }
+
+    fn pump(lines: &mut Lines<UnixStream>, drain: bool) -> (bool, Vec<Message>) {
+        let mut got = Vec::new();
+        let open = lines.pump(drain, &mut |m| got.push(m));
+        (open, got)
+    }
+
+    fn method(m: &Message) -> &str {
+        m.method().unwrap_or("")
+    }
+
+    #[test]
+    fn a_line_split_across_reads_is_one_message() {
+        let (mut lines, mut w) = pair();
+        w.write_all(br#"{"jsonrpc":"2.0","method":"#).unwrap();
+        assert_eq!(pump(&mut lines, true), (true, vec![]), "half a line is kept, not delivered");
+        w.write_all(b"\"a\"}\n").unwrap();
+        let (open, got) = pump(&mut lines, true);
+        assert!(open);
+        assert_eq!(got.iter().map(method).collect::<Vec<_>>(), ["a"]);
+        assert!(lines.buf.is_empty());
+    }
+
+    #[test]
+    fn several_lines_in_one_read_arrive_in_order_and_junk_is_skipped() {
+        let (mut lines, mut w) = pair();
+        let text = "{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\r\n\nnot json\n[1,2]\n   \n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n{\"jsonrpc\"";
+        w.write_all(text.as_bytes()).unwrap();
+        let (open, got) = pump(&mut lines, false);
+        assert!(open);
+        assert_eq!(got.iter().map(method).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(lines.buf, br#"{"jsonrpc""#, "the unfinished line waits for its end");
+    }
+
+    #[test]
+    fn the_end_delivers_a_last_line_without_newline_and_says_why() {
+        let (mut lines, mut w) = pair();
+        w.write_all(br#"{"jsonrpc":"2.0","method":"last"}"#).unwrap();
+        drop(w);
+        let (open, got) = pump(&mut lines, true);
+        assert!(!open);
+        assert_eq!(got.iter().map(method).collect::<Vec<_>>(), ["last"]);
+        assert_eq!(lines.ended.as_deref(), Some("the process closed its stdout (exited)"));
+        assert_eq!(pump(&mut lines, true), (false, vec![]), "an ended stream stays ended");
+    }
+
+    #[test]
+    fn a_line_over_the_limit_ends_the_stream() {
+        let (mut lines, w) = pair();
+        let writer = std::thread::spawn(move || {
+            let mut w = w;
+            let block = vec![b'x'; 1 << 20];
+            for _ in 0..=(super::MAX_LINE >> 20) {
+                if w.write_all(&block).is_err() {
+                    return;
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while lines.ended.is_none() && std::time::Instant::now() < deadline {
+            crate::sys::poll_fd(&lines.pipe, crate::sys::Ready::Read, Some(std::time::Duration::from_millis(100)));
+            let (_, got) = pump(&mut lines, true);
+            assert!(got.is_empty());
+        }
+        assert!(lines.ended.as_deref().unwrap_or("").contains("longer than"), "{:?}", lines.ended);
+        drop(lines);
+        writer.join().unwrap();
+    }
+
     #[test]
     fn base_vars() {
         for s in [

@@ -19,19 +19,42 @@ can check what the client sent (e.g. notifications/cancelled). Modes:
   server_requests  tools/call: ask the client `ping` and `sampling/createMessage` first,
                    answer with what came back
   bad_version      answers initialize with protocolVersion 1999-01-01
+  trickle          each tools/call answer comes in pieces, 20 ms apart; 300 ms after the first
+                   call, unasked, a new tool `late`, `notifications/tools/list_changed` and a
+                   `ping` request of ours (id "s-late"), while no call is in flight
 """
 import json
 import signal
 import sys
+import threading
 import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 RECORD = sys.argv[2] if len(sys.argv) > 2 else None
 
 
+OUT = threading.Lock()
+
+
 def send(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    with OUT:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+def send_in_pieces(obj):
+    line = json.dumps(obj) + "\n"
+    with OUT:
+        for i in range(0, len(line), 16):
+            sys.stdout.write(line[i:i + 16])
+            sys.stdout.flush()
+            time.sleep(0.02)
+
+
+def late_news():
+    TOOLS.append({"name": "late", "description": "Added later", "inputSchema": {"type": "object"}})
+    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    send({"jsonrpc": "2.0", "id": "s-late", "method": "ping"})
 
 
 def record(msg):
@@ -110,6 +133,12 @@ def main():
             if name == "slow":
                 time.sleep(float(args.get("seconds", 1)))
             text = "echo: " + str(args.get("message", "")) if name == "echo" else "slept"
+            if MODE == "trickle":
+                send_in_pieces({"jsonrpc": "2.0", "id": mid, "result": result(text)})
+                if not any(t["name"] == "late" for t in TOOLS) and not getattr(main, "timer", None):
+                    main.timer = threading.Timer(0.3, late_news)
+                    main.timer.start()
+                continue
             send({"jsonrpc": "2.0", "id": mid, "result": result(text)})
             if MODE == "wrong_ids":
                 send({"jsonrpc": "2.0", "id": mid, "result": result("duplicate")})

@@ -222,6 +222,70 @@ fn thirty_two_threads_share_one_extension() {
     assert_gone(pid);
 }
 
+/// The calling thread reads its own answer (a lead), however the line is cut up; what the
+/// server sends while no call is in flight is read by the reader thread: the tool list is
+/// invalidated and the server's ping answered without any request of ours.
+#[test]
+fn answers_in_pieces_and_news_between_calls_are_both_read() {
+    let dir = TempDir::new("trickle");
+    let record = dir.path().join("record.jsonl");
+    let (c, pid) = connect(&fake("trickle", Some(&record)), opts(Duration::from_secs(30), None));
+    let c = c.unwrap();
+    let names = |c: &Client| {
+        c.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&c), ["echo", "slow"]);
+    for i in 0..3 {
+        let r = c.call_tool("echo", Some(json!({"message": format!("piece {i}")})), &CallContext::default()).unwrap();
+        assert_eq!(text(&r), format!("echo: piece {i}"));
+    }
+    // The listing is cached, so asking again sends nothing: only the reader thread can see
+    // the server's list_changed.
+    let late = wait_for(Duration::from_secs(10), || names(&c).contains(&"late".to_string()).then_some(()));
+    assert!(late.is_some(), "list_changed sent between calls was never read: {:?}", names(&c));
+    let answered = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(&record)
+            .ok()?
+            .lines()
+            .any(|l| l.contains(r#""id": "s-late""#) && l.contains(r#""result""#))
+            .then_some(())
+    });
+    assert!(answered.is_some(), "the server's ping sent between calls was not answered");
+    let r = c.call_tool("echo", Some(json!({"message": "after"})), &CallContext::default()).unwrap();
+    assert_eq!(text(&r), "echo: after");
+    c.close();
+    assert_gone(pid);
+}
+
+/// Calls whose requests and answers are each larger than a pipe's buffer, on several threads
+/// against a server that reads one request and writes its whole answer before reading the
+/// next: the thread that reads for everyone also reads while it writes its own request, so
+/// neither side waits for the other for ever (the send would fail after 30 s).
+#[test]
+fn large_requests_and_answers_cross_without_a_deadlock() {
+    let (c, pid) = connect(&fake("ok", None), opts(Duration::from_secs(60), None));
+    let c = Arc::new(c.unwrap());
+    let t = Instant::now();
+    let hs: Vec<_> = (0..4)
+        .map(|i| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for j in 0..4 {
+                    let m = format!("{i}-{j}-{}", "x".repeat(1 << 20));
+                    let r = c.call_tool("echo", Some(json!({"message": m})), &CallContext::default()).unwrap();
+                    assert_eq!(text(&r).len(), "echo: ".len() + m.len());
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert!(t.elapsed() < Duration::from_secs(25), "took {:?}: a send waited for room", t.elapsed());
+    c.close();
+    assert_gone(pid);
+}
+
 #[test]
 fn a_child_that_crashes_mid_call_fails_every_pending_call_at_once() {
     let (c, pid) = connect(&fake("crash_mid_call", None), opts(Duration::from_secs(60), None));
