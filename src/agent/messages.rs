@@ -67,16 +67,16 @@ impl Tokens {
 }
 
 /// goose's CallToolResponse from an MCP CallToolResult (`isError` defaults to false).
-pub fn call_tool_response(result: &Value) -> Value {
-    let mut out = json!({
-        "content": result.get("content").cloned().unwrap_or_else(|| json!([])),
-        "isError": result.get("isError").and_then(Value::as_bool).unwrap_or(false),
-    });
-    if let Some(s) = result.get("structuredContent").filter(|v| !v.is_null()) {
-        out["structuredContent"] = s.clone();
+pub fn call_tool_response(mut result: Value) -> Value {
+    let mut take = |key: &str| result.get_mut(key).map(Value::take).filter(|v| !v.is_null());
+    let content = take("content").unwrap_or_else(|| json!([]));
+    let is_error = take("isError").and_then(|v| v.as_bool()).unwrap_or(false);
+    let mut out = json!({ "content": content, "isError": is_error });
+    if let Some(s) = take("structuredContent") {
+        out["structuredContent"] = s;
     }
-    if let Some(m) = result.get("_meta").filter(|v| !v.is_null()) {
-        out["_meta"] = m.clone();
+    if let Some(m) = take("_meta") {
+        out["_meta"] = m;
     }
     out
 }

@@ -470,7 +470,7 @@ impl Turn {
                 Err(crate::extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
             });
             slots[i] = Some(match r {
-                Ok(v) => msg::tool_response(&id, Ok(&msg::call_tool_response(&v))),
+                Ok(v) => msg::tool_response(&id, Ok(&msg::call_tool_response(v))),
                 Err(e) => msg::tool_response(&id, Err(&format!("-32603: {e}"))),
             });
         }

@@ -585,7 +585,7 @@ impl SessionRuntime {
     fn resolve_tool(&self, prefixed: &str) -> Result<(Arc<ActiveExtension>, String), CallError> {
         let mut best: Option<(Arc<ActiveExtension>, String)> = None;
         for ext in self.active() {
-            if let Some(rest) = prefixed.strip_prefix(&format!("{}__", ext.key)) {
+            if let Some(rest) = prefixed.strip_prefix(ext.key.as_str()).and_then(|r| r.strip_prefix("__")) {
                 if best.as_ref().is_none_or(|(b, _)| ext.key.len() > b.key.len()) {
                     best = Some((ext.clone(), rest.to_string()));
                 }

@@ -45,18 +45,22 @@ impl Request {
     /// The body as JSON of type `T`, with goose's statuses: 415 without a JSON content type,
     /// 400 for bad JSON, 422 for JSON of the wrong shape. Messages say what to fix.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
-        let value = self.json_value()?;
-        serde_json::from_value(value)
-            .map_err(|e| ApiError::new(422, format!("request body does not match the expected shape: {e}")))
+        let ct = self.header("content-type").unwrap_or("");
+        if !ct.get(..16).is_some_and(|t| t.eq_ignore_ascii_case("application/json")) {
+            return Err(ApiError::new(415, "send the body as JSON with `Content-Type: application/json`"));
+        }
+        // One pass into `T`; only a failure looks again, to tell bad JSON (400) from JSON of
+        // the wrong shape (422) even when the shape error comes first.
+        serde_json::from_slice(&self.body).map_err(|e| {
+            match serde_json::from_slice::<serde::de::IgnoredAny>(&self.body) {
+                Err(syntax) => ApiError::bad_request(format!("request body is not valid JSON: {syntax}")),
+                Ok(_) => ApiError::new(422, format!("request body does not match the expected shape: {e}")),
+            }
+        })
     }
 
     pub fn json_value(&self) -> Result<Value, ApiError> {
-        let ct = self.header("content-type").unwrap_or("");
-        if !ct.to_ascii_lowercase().starts_with("application/json") {
-            return Err(ApiError::new(415, "send the body as JSON with `Content-Type: application/json`"));
-        }
-        serde_json::from_slice(&self.body)
-            .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
+        self.json()
     }
 }
 

@@ -4,7 +4,8 @@
 //! never interleave within a line. Arguments are recorded only as a SHA-256 hash: the log
 //! shows that a call happened and with what, never the values (they may hold secrets).
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,16 +33,30 @@ impl AuditLog {
 
     /// Appends one line; a failure is logged, never fatal to the call being audited.
     pub fn record(&self, e: &Entry) {
-        let line = json!({
-            "time": crate::util::now_rfc3339(),
-            "session": e.session,
-            "extension": e.extension,
-            "tool": e.tool,
-            "args_sha256": crate::util::hex(&crate::util::sha256(e.arguments.to_string().as_bytes())),
-            "status": e.status,
-            "duration_ms": e.duration.as_millis() as u64,
-        });
-        let mut bytes = line.to_string().into_bytes();
+        #[derive(Serialize)]
+        struct Line<'a> {
+            time: String,
+            session: &'a str,
+            extension: &'a str,
+            tool: &'a str,
+            args_sha256: String,
+            status: &'a str,
+            duration_ms: u64,
+        }
+        let args = serde_json::to_vec(e.arguments).unwrap_or_default();
+        let line = Line {
+            time: crate::util::now_rfc3339(),
+            session: e.session,
+            extension: e.extension,
+            tool: e.tool,
+            args_sha256: crate::util::hex(&crate::util::sha256(&args)),
+            status: e.status,
+            duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        let mut bytes = Vec::with_capacity(256);
+        if serde_json::to_writer(&mut bytes, &line).is_err() {
+            return;
+        }
         bytes.push(b'\n');
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if file.is_none() {

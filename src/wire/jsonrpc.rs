@@ -3,7 +3,9 @@
 //! Pure: no I/O, no knowledge of transports or of MCP methods. Batches are not part of
 //! MCP 2025-06-18, so a JSON array is rejected like any other malformed message.
 
-use serde_json::{Map, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
 use std::fmt;
 
 /// Standard error codes (JSON-RPC 2.0 §5.1).
@@ -58,15 +60,26 @@ impl ErrorObject {
     pub fn new(code: i64, message: impl Into<String>) -> ErrorObject {
         ErrorObject { code, message: message.into(), data: None }
     }
+}
 
-    fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("code".into(), Value::from(self.code));
-        m.insert("message".into(), Value::from(self.message.clone()));
+impl Serialize for ErrorObject {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("code", &self.code)?;
+        m.serialize_entry("message", &self.message)?;
         if let Some(d) = &self.data {
-            m.insert("data".into(), d.clone());
+            m.serialize_entry("data", d)?;
         }
-        Value::Object(m)
+        m.end()
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Num(n) => s.serialize_i64(*n),
+            Id::Str(v) => s.serialize_str(v),
+        }
     }
 }
 
@@ -98,6 +111,39 @@ pub enum Message {
         id: Option<Id>,
         error: ErrorObject,
     },
+}
+
+/// Written straight from the borrowed parts (no intermediate `Value`): `jsonrpc` first, then
+/// `id`, then the method and params, the result or the error.
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        match self {
+            Message::Request { id, method, params } => {
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("method", method)?;
+                if let Some(p) = params {
+                    m.serialize_entry("params", p)?;
+                }
+            }
+            Message::Notification { method, params } => {
+                m.serialize_entry("method", method)?;
+                if let Some(p) = params {
+                    m.serialize_entry("params", p)?;
+                }
+            }
+            Message::Response { id, result } => {
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("result", result)?;
+            }
+            Message::Error { id, error } => {
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("error", error)?;
+            }
+        }
+        m.end()
+    }
 }
 
 /// Why bytes are not a JSON-RPC message. Carries enough to log and to answer with.
@@ -178,39 +224,10 @@ impl Message {
         Err(ParseError::Invalid("neither `method`, `result` nor `error`"))
     }
 
-    pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("jsonrpc".into(), Value::from("2.0"));
-        match self {
-            Message::Request { id, method, params } => {
-                m.insert("id".into(), id.to_value());
-                m.insert("method".into(), Value::from(method.clone()));
-                if let Some(p) = params {
-                    m.insert("params".into(), p.clone());
-                }
-            }
-            Message::Notification { method, params } => {
-                m.insert("method".into(), Value::from(method.clone()));
-                if let Some(p) = params {
-                    m.insert("params".into(), p.clone());
-                }
-            }
-            Message::Response { id, result } => {
-                m.insert("id".into(), id.to_value());
-                m.insert("result".into(), result.clone());
-            }
-            Message::Error { id, error } => {
-                m.insert("id".into(), id.as_ref().map_or(Value::Null, Id::to_value));
-                m.insert("error".into(), error.to_value());
-            }
-        }
-        Value::Object(m)
-    }
-
     /// Compact JSON without a trailing newline. serde_json escapes control characters, so the
     /// result never contains a raw `\n` and is safe as one line of newline-delimited framing.
     pub fn encode(&self) -> String {
-        self.to_value().to_string()
+        serde_json::to_string(self).unwrap_or_default()
     }
 
     /// The method name of a request or notification.

@@ -71,9 +71,20 @@ impl FromStr for TransferEncoding {
 
 /// Builds a Date: header with the current date.
 fn build_date_header() -> Header {
-    // gosling patch: formatted here (src/util/date.rs) instead of by the httpdate crate.
-    let d = crate::util::date::imf_fixdate(SystemTime::now());
-    Header::from_bytes(&b"Date"[..], d.as_bytes()).unwrap()
+    // gosling patch: formatted here (src/util/date.rs) instead of by the httpdate crate, once
+    // a second per thread (a keep-alive connection's responses mostly share their second).
+    thread_local! {
+        static LAST: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let secs = now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != secs {
+            *last = (secs, crate::util::date::imf_fixdate(now));
+        }
+        Header::from_bytes(&b"Date"[..], last.1.as_bytes()).unwrap()
+    })
 }
 
 fn write_message_header<W>(
