@@ -493,11 +493,6 @@ impl Authorizer {
         }
     }
 
-    /// Whether a token (fresh or refreshable) is stored for this server.
-    pub fn has_token(&self) -> bool {
-        self.current().is_some()
-    }
-
     /// The access token to send, refreshed first when it is about to expire. `None`: send no
     /// `Authorization` header (the server's 401 starts a sign-in).
     pub fn access_token(&self) -> Option<String> {

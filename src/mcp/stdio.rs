@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 pub const MAX_LINE: usize = 16 << 20;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL: usize = 8 << 10;
-/// How long a send waits for room in the child's stdin before it fails (the server is stuck).
+/// How long a send waits for room in the child's stdin before it fails (the server is stuck);
+/// `GOSLING_STDIN_STALL_MS` overrides it.
 const STDIN_STALL: Duration = Duration::from_secs(30);
 /// Bytes read from stdout at a time.
 const CHUNK: usize = 64 << 10;
@@ -55,6 +56,8 @@ pub struct StdioSpec {
     pub container_tool: Option<String>,
     /// How long each rung of the shutdown ladder waits; default `GOSLING_LADDER_WAIT_MS`, else 1.5 s.
     pub ladder_wait: Option<Duration>,
+    /// How long a send waits for room in stdin; default `GOSLING_STDIN_STALL_MS`, else 30 s.
+    pub stdin_stall: Option<Duration>,
 }
 
 /// The variables of ours a child starts with (everything else is left out; the extension's
@@ -126,6 +129,7 @@ pub struct StdioTransport {
     pid: u32,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     ladder_wait: Duration,
+    stdin_stall: Duration,
     /// `GOSLING_EXTENSION_RUN=N`, as set in this child's environment.
     marker: String,
 }
@@ -203,6 +207,12 @@ impl StdioTransport {
             pid,
             stderr: stderr.clone(),
             marker,
+            stdin_stall: spec.stdin_stall.unwrap_or_else(|| {
+                std::env::var("GOSLING_STDIN_STALL_MS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .map_or(STDIN_STALL, Duration::from_millis)
+            }),
             ladder_wait: spec.ladder_wait.unwrap_or_else(|| {
                 Duration::from_millis(
                     std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500),
@@ -355,6 +365,8 @@ struct Lines<R> {
     buf: Vec<u8>,
     /// Why the stream ended, once it has.
     ended: Option<String>,
+    /// Bytes read so far (what a lead reads early is bounded by it).
+    total: u64,
 }
 
 impl Stdout {
@@ -410,6 +422,7 @@ impl<R: Read> Lines<R> {
             chunk: vec![0; CHUNK].into_boxed_slice(),
             buf: Vec::new(),
             ended: None,
+            total: 0,
         }
     }
 
@@ -427,6 +440,7 @@ impl<R: Read> Lines<R> {
                     self.ended = Some("the process closed its stdout (exited)".into());
                 }
                 Ok(n) => {
+                    self.total += n as u64;
                     let from = self.buf.len();
                     self.buf.extend_from_slice(&self.chunk[..n]);
                     self.split(from, deliver);
@@ -488,9 +502,11 @@ struct StdioLead<'a> {
     early: Vec<Message>,
 }
 
-/// Messages a lead holds back while it sends (a server flooding stdout while refusing to read
-/// stdin is then left to block, and the send fails after `STDIN_STALL`).
+/// What a lead holds back while it sends, in messages and in bytes read (a server flooding
+/// stdout while refusing to read stdin is then left to block, and the send fails after
+/// `STDIN_STALL`).
 const EARLY_MAX: usize = 4096;
+const EARLY_MAX_BYTES: u64 = 2 * MAX_LINE as u64;
 
 impl Lead for StdioLead<'_> {
     fn send(&mut self, msg: &Message) -> Result<(), Error> {
@@ -520,8 +536,9 @@ impl Lead for StdioLead<'_> {
 impl StdioTransport {
     fn stuck(&self) -> Error {
         Error::Other(format!(
-            "{}: the server has not read its input for {STDIN_STALL:?}; it is stuck — restart it or check its stderr: {}",
+            "{}: the server has not read its input for {:?}; it is stuck — restart it or check its stderr: {}",
             self.extension,
+            self.stdin_stall,
             self.diagnostics()
         ))
     }
@@ -541,7 +558,12 @@ impl StdioTransport {
         line: &[u8],
         mut reading: Option<(&mut Lines<ChildStdout>, &mut Vec<Message>)>,
     ) -> Result<(), Error> {
-        let deadline = Instant::now() + STDIN_STALL;
+        let deadline = Instant::now() + self.stdin_stall;
+        let read_before = reading.as_ref().map_or(0, |(lines, _)| lines.total);
+        // Whether a lead may read more while it waits to write.
+        let may_read = |lines: &Lines<ChildStdout>, early: &[Message]| {
+            lines.ended.is_none() && early.len() < EARLY_MAX && lines.total - read_before < EARLY_MAX_BYTES
+        };
         let mut stdin = match reading.as_mut() {
             None => self.stdin.lock().unwrap_or_else(|e| e.into_inner()),
             // A lead never blocks on stdin while it holds stdout: another sender may be
@@ -555,7 +577,7 @@ impl StdioTransport {
                 if Instant::now() >= deadline {
                     return Err(self.stuck());
                 }
-                if lines.ended.is_some() || early.len() >= EARLY_MAX {
+                if !may_read(lines, early) {
                     thread::sleep(Duration::from_millis(1));
                 } else if poll_fd(&lines.pipe, Ready::Read, Some(Duration::from_millis(1))) {
                     lines.pump(true, &mut |m| early.push(m));
@@ -578,7 +600,7 @@ impl StdioTransport {
                         return Err(self.stuck());
                     }
                     match reading.as_mut() {
-                        Some((lines, early)) if lines.ended.is_none() && early.len() < EARLY_MAX => {
+                        Some((lines, early)) if may_read(lines, early) => {
                             let fds = [(pipe.as_raw_fd(), Ready::Write), (lines.pipe.as_raw_fd(), Ready::Read)];
                             if poll_fds(fds, Some(left))[1] {
                                 lines.pump(true, &mut |m| early.push(m));

@@ -19,6 +19,8 @@ can check what the client sent (e.g. notifications/cancelled). Modes:
   server_requests  tools/call: ask the client `ping` and `sampling/createMessage` first,
                    answer with what came back
   bad_version      answers initialize with protocolVersion 1999-01-01
+  deaf             after answering its first tools/call, never reads stdin again and writes
+                   log notifications without end
   trickle          each tools/call answer comes in pieces, 20 ms apart; 300 ms after the first
                    call, unasked, a new tool `late`, `notifications/tools/list_changed` and a
                    `ping` request of ours (id "s-late"), while no call is in flight
@@ -133,6 +135,10 @@ def main():
             if name == "slow":
                 time.sleep(float(args.get("seconds", 1)))
             text = "echo: " + str(args.get("message", "")) if name == "echo" else "slept"
+            if MODE == "deaf":
+                send({"jsonrpc": "2.0", "id": mid, "result": result(text)})
+                while True:
+                    send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "debug", "data": "chatter " * 10}})
             if MODE == "trickle":
                 send_in_pieces({"jsonrpc": "2.0", "id": mid, "result": result(text)})
                 if not any(t["name"] == "late" for t in TOOLS) and not getattr(main, "timer", None):

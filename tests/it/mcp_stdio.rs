@@ -286,6 +286,30 @@ fn large_requests_and_answers_cross_without_a_deadlock() {
     assert_gone(pid);
 }
 
+/// A server that stops reading its stdin while it keeps writing: the send that finds stdin full
+/// reads (a bounded amount) while it waits, fails once the stall limit passes with a message
+/// that says so, and closes stdin, so the next call fails at once instead of waiting again.
+#[test]
+fn a_server_that_stops_reading_fails_the_send_after_the_stall_limit() {
+    let mut s = fake("deaf", None);
+    s.stdin_stall = Some(Duration::from_secs(2));
+    let (c, pid) = connect(&s, opts(Duration::from_secs(60), None));
+    let c = c.unwrap();
+    let r = c.call_tool("echo", Some(json!({"message": "hello"})), &CallContext::default()).unwrap();
+    assert_eq!(text(&r), "echo: hello");
+    let t = Instant::now();
+    let big = json!({"message": "x".repeat(4 << 20)});
+    let e = c.call_tool("echo", Some(big.clone()), &CallContext::default()).unwrap_err().to_string();
+    assert!(e.contains("has not read its input for 2s; it is stuck"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(20), "took {:?}", t.elapsed());
+    let t = Instant::now();
+    let e = c.call_tool("echo", Some(big), &CallContext::default()).unwrap_err().to_string();
+    assert!(e.contains("stdin is closed"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(1), "the second call failed at once: {:?}", t.elapsed());
+    c.close();
+    assert_gone(pid);
+}
+
 #[test]
 fn a_child_that_crashes_mid_call_fails_every_pending_call_at_once() {
     let (c, pid) = connect(&fake("crash_mid_call", None), opts(Duration::from_secs(60), None));
