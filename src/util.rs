@@ -88,6 +88,31 @@ mod sha_tests {
     }
 }
 
+/// Base64 (RFC 4648): the URL-safe alphabet without padding (§5; PKCE, random tokens) or the
+/// standard one with padding (§4; HTTP Basic credentials).
+pub fn base64_encode(data: &[u8], url_safe: bool) -> String {
+    let alphabet: &[u8; 64] = if url_safe {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    } else {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    };
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk.len();
+        let v = u32::from(chunk[0]) << 16
+            | u32::from(*chunk.get(1).unwrap_or(&0)) << 8
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= n {
+                out.push(char::from(alphabet[(v >> (18 - 6 * i) & 63) as usize]));
+            } else if !url_safe {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Decodes standard or URL-safe base64, padded or not; whitespace is ignored.
 pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
@@ -123,6 +148,20 @@ mod b64_tests {
         assert_eq!(super::base64_decode("aGVsbG8").unwrap(), b"hello");
         assert_eq!(super::base64_decode("-_8=").unwrap(), [0xfb, 0xff]);
         assert!(super::base64_decode("a*b").is_none());
+    }
+
+    #[test]
+    fn encodes_both_alphabets_and_round_trips() {
+        use super::{base64_decode, base64_encode};
+        assert_eq!(base64_encode(b"\xfb\xff", true), "-_8");
+        assert_eq!(base64_encode(b"\xfb\xff", false), "+/8=");
+        assert_eq!(base64_encode(b"ab", false), "YWI=");
+        assert_eq!(base64_encode(b"abc", false), "YWJj");
+        assert_eq!(base64_encode(b"a", false), "YQ==");
+        let all: Vec<u8> = (0..=255).collect();
+        for n in 0..all.len() {
+            assert_eq!(base64_decode(&base64_encode(&all[..n], n % 2 == 0)).unwrap(), &all[..n]);
+        }
     }
 }
 

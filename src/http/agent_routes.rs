@@ -98,7 +98,7 @@ fn parse_configs(values: &[Value], field: &str) -> Result<Vec<ExtensionConfig>, 
 /// A recipe deep link carries the recipe as base64 JSON (optionally behind `config=`).
 fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
     let payload = link.rsplit("config=").next().unwrap_or(link);
-    let payload = crate::http::server::percent_decode(payload);
+    let payload = crate::wire::percent::decode_lenient(payload);
     let bytes = crate::util::base64_decode(payload.trim())
         .ok_or_else(|| ApiError::bad_request("recipe_deeplink is not valid base64"))?;
     serde_json::from_slice(&bytes)

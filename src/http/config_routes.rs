@@ -3,7 +3,7 @@
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use crate::http::error::ApiError;
-use crate::http::server::{percent_decode, Request, Response};
+use crate::http::server::{Request, Response};
 use crate::http::state::App;
 use serde_json::{json, Value};
 
@@ -47,7 +47,7 @@ pub fn post_extension(app: &App, req: &Request) -> R {
 }
 
 pub fn delete_extension(app: &App, raw_name: &str) -> R {
-    let name = percent_decode(raw_name);
+    let name = crate::wire::percent::decode_lenient(raw_name);
     let key = name_to_key(&name);
     if app.store.remove_extension(&key)? {
         log::info!("extension {key} removed");

@@ -39,7 +39,7 @@ impl Request {
 
     /// A percent-decoded query parameter (first occurrence).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        query_pairs(&self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+        crate::wire::percent::form_pairs(&self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// The body as JSON of type `T`, with goose's statuses: 415 without a JSON content type,
@@ -62,23 +62,6 @@ impl Request {
     pub fn json_value(&self) -> Result<Value, ApiError> {
         self.json()
     }
-}
-
-/// Splits and percent-decodes `a=b&c=d` (`+` is a space, as in forms).
-pub fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(&k.replace('+', " ")), percent_decode(&v.replace('+', " ")))
-        })
-        .collect()
-}
-
-/// Lenient percent-decoding for paths and queries (`wire::percent` is the one home).
-pub fn percent_decode(s: &str) -> String {
-    crate::wire::percent::decode_lenient(s)
 }
 
 /// Writes a streaming body; returns when the stream is over or the client is gone.
@@ -497,16 +480,5 @@ mod tests {
         });
         drop(c);
         assert_eq!(slots.used.load(Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn decoding() {
-        assert_eq!(percent_decode("My%20Tool"), "My Tool");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
-        assert_eq!(
-            query_pairs("secret=a%2Bb&x=1+2&flag"),
-            [("secret".into(), "a+b".into()), ("x".into(), "1 2".into()), ("flag".into(), String::new())]
-        );
     }
 }

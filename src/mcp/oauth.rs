@@ -14,6 +14,8 @@
 //! and codes are never logged and never put in an error message.
 
 use crate::mcp::http_error::HttpFailure;
+use crate::util::base64_encode;
+use crate::wire::percent::form_encode;
 use ring::rand::SecureRandom;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -325,35 +327,9 @@ fn token_prefix(resource: &str) -> String {
     format!("oauth:{resource} ")
 }
 
-/// Base64url without padding (RFC 4648 §5), for PKCE.
-pub fn base64url(data: &[u8]) -> String {
-    encode64(data, b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", false)
-}
-
-fn base64_std(data: &[u8]) -> String {
-    encode64(data, b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", true)
-}
-
-fn encode64(data: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let n = chunk.len();
-        let v =
-            (chunk[0] as u32) << 16 | (*chunk.get(1).unwrap_or(&0) as u32) << 8 | *chunk.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= n {
-                out.push(alphabet[(v >> (18 - 6 * i) & 63) as usize] as char);
-            } else if pad {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 /// The PKCE S256 challenge of a verifier.
 pub fn pkce_challenge(verifier: &str) -> String {
-    base64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref())
+    base64_encode(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref(), true)
 }
 
 fn random_b64(n: usize) -> Result<String, HttpFailure> {
@@ -361,59 +337,17 @@ fn random_b64(n: usize) -> Result<String, HttpFailure> {
     ring::rand::SystemRandom::new()
         .fill(&mut buf)
         .map_err(|_| HttpFailure::OAuth("the system's random source failed; try again".into()))?;
-    Ok(base64url(&buf))
-}
-
-/// `application/x-www-form-urlencoded` of one value.
-pub fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    Ok(base64_encode(&buf, true))
 }
 
 fn form(pairs: &[(&str, &str)]) -> String {
     pairs.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v))).collect::<Vec<_>>().join("&")
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The query parameters of a URL or request target.
 pub fn query_params(target: &str) -> Vec<(String, String)> {
     let q = target.split_once('?').map(|(_, q)| q).unwrap_or("");
-    let q = q.split('#').next().unwrap_or("");
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
+    crate::wire::percent::form_pairs(q.split('#').next().unwrap_or(""))
 }
 
 fn strings(v: &Value, key: &str) -> Option<Vec<String>> {
@@ -969,7 +903,8 @@ impl Authorizer {
         let mut req = self.agent.post(endpoint).header("Accept", "application/json");
         match (method, client_secret) {
             ("client_secret_basic", Some(secret)) => {
-                let cred = base64_std(format!("{}:{}", form_encode(client_id), form_encode(secret)).as_bytes());
+                let cred =
+                    base64_encode(format!("{}:{}", form_encode(client_id), form_encode(secret)).as_bytes(), false);
                 req = req.header("Authorization", format!("Basic {cred}"));
             }
             ("client_secret_post", Some(secret)) => {
@@ -1308,16 +1243,12 @@ mod tests {
     }
 
     #[test]
-    fn pkce_and_base64() {
+    fn pkce_challenge_of_the_rfc() {
         // RFC 7636 appendix B.
         assert_eq!(
             pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
-        assert_eq!(base64url(b"\xfb\xff"), "-_8");
-        assert_eq!(base64_std(b"ab"), "YWI=");
-        assert_eq!(base64_std(b"abc"), "YWJj");
-        assert_eq!(base64_std(b"a"), "YQ==");
     }
 
     #[test]
@@ -1325,7 +1256,7 @@ mod tests {
         assert_eq!(form_encode("a b&c=/é"), "a%20b%26c%3D%2F%C3%A9");
         let q = query_params("/callback?code=a%20b+c&state=x%2Fy&e=");
         assert_eq!(q, vec![("code".into(), "a b c".into()), ("state".into(), "x/y".into()), ("e".into(), "".into())]);
-        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(query_params("/cb?x=100%#frag"), vec![("x".into(), "100%".into())]);
     }
 
     #[test]

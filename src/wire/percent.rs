@@ -1,5 +1,5 @@
-//! Percent-decoding, in one place: the strict form for `goose://` links and the lenient form for
-//! request paths and queries. Pure.
+//! Percent-encoding, in one place: the strict decoder for `goose://` links, the lenient one for
+//! request paths and queries (and `a=b&c` pairs), and the form encoder. Pure.
 
 fn hex(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
@@ -71,6 +71,31 @@ pub fn decode_lenient(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// `application/x-www-form-urlencoded` of one value: everything but the unreserved characters
+/// (RFC 3986) as `%XX`.
+pub fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `a=b&c=d` split and decoded leniently, `+` read as a space (query strings, form bodies).
+pub fn form_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode_lenient(&k.replace('+', " ")), decode_lenient(&v.replace('+', " ")))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +109,16 @@ mod tests {
         assert_eq!(decode_lenient("100%"), "100%");
         assert_eq!(decode_lenient("%zz%4"), "%zz%4");
         assert_eq!(decode_lenient("a+b"), "a+b");
+        assert_eq!(form_encode("a b&c=/é~"), "a%20b%26c%3D%2F%C3%A9~");
+        assert_eq!(form_decode(&form_encode("a b&c=/é+")).unwrap(), "a b&c=/é+");
+        assert_eq!(
+            form_pairs("secret=a%2Bb&x=1+2&flag&&code=a%20b+c"),
+            [
+                ("secret".into(), "a+b".into()),
+                ("x".into(), "1 2".into()),
+                ("flag".into(), String::new()),
+                ("code".into(), "a b c".into())
+            ]
+        );
     }
 }
