@@ -4,12 +4,17 @@ use ring::rand::SecureRandom;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `n` random bytes from the OS (the getrandom system call through ring: no file descriptor,
-/// so it works when descriptors run out), hex-encoded.
-pub fn random_hex(n: usize) -> String {
+/// so it works when descriptors run out).
+pub fn random_bytes(n: usize) -> Vec<u8> {
     let mut buf = vec![0u8; n];
     // getrandom(2) fails only on kernels older than 3.17, which gosling does not run on.
     ring::rand::SystemRandom::new().fill(&mut buf).expect("getrandom(2) is available on Linux >= 3.17");
-    hex(&buf)
+    buf
+}
+
+/// `random_bytes(n)`, hex-encoded.
+pub fn random_hex(n: usize) -> String {
+    hex(&random_bytes(n))
 }
 
 pub fn unix_secs() -> i64 {

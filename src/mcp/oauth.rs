@@ -16,7 +16,6 @@
 use crate::mcp::http_error::HttpFailure;
 use crate::util::base64_encode;
 use crate::wire::percent::form_encode;
-use ring::rand::SecureRandom;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -329,15 +328,11 @@ fn token_prefix(resource: &str) -> String {
 
 /// The PKCE S256 challenge of a verifier.
 pub fn pkce_challenge(verifier: &str) -> String {
-    base64_encode(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref(), true)
+    base64_encode(&crate::util::sha256(verifier.as_bytes()), true)
 }
 
-fn random_b64(n: usize) -> Result<String, HttpFailure> {
-    let mut buf = vec![0u8; n];
-    ring::rand::SystemRandom::new()
-        .fill(&mut buf)
-        .map_err(|_| HttpFailure::OAuth("the system's random source failed; try again".into()))?;
-    Ok(base64_encode(&buf, true))
+fn random_b64(n: usize) -> String {
+    base64_encode(&crate::util::random_bytes(n), true)
 }
 
 fn form(pairs: &[(&str, &str)]) -> String {
@@ -732,8 +727,8 @@ impl Authorizer {
             previous_scope,
             strings(&d.meta, "scopes_supported").as_deref(),
         );
-        let verifier = random_b64(32)?;
-        let state = random_b64(16)?;
+        let verifier = random_b64(32);
+        let state = random_b64(16);
         let auth_endpoint = d.meta["authorization_endpoint"].as_str().unwrap_or_default().to_string();
         let scope = scopes.join(" ");
         let mut params: Vec<(&str, &str)> = vec![("response_type", "code"), ("client_id", &client_id)];
