@@ -482,3 +482,35 @@ pub fn unlink_beneath(dir: &std::fs::File, rel: &std::path::Path) -> io::Result<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{poll_fd, poll_fds, set_nonblocking, Ready};
+    use std::io::{ErrorKind, Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    #[test]
+    fn poll_tells_which_descriptor_is_ready_and_times_out() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let (c, _d) = UnixStream::pair().unwrap();
+        let short = Some(Duration::from_millis(5));
+        assert!(!poll_fd(&b, Ready::Read, short), "nothing written yet");
+        assert!(poll_fd(&c, Ready::Write, short), "an empty socket has room");
+        a.write_all(b"x").unwrap();
+        assert_eq!(poll_fds([(c.as_raw_fd(), Ready::Read), (b.as_raw_fd(), Ready::Read)], short), [false, true]);
+        drop(a);
+        let mut one = [0u8; 1];
+        (&b).read_exact(&mut one).unwrap();
+        assert!(poll_fd(&b, Ready::Read, None), "the end counts as ready");
+    }
+
+    #[test]
+    fn a_nonblocking_end_says_would_block() {
+        let (_a, mut b) = UnixStream::pair().unwrap();
+        set_nonblocking(&b).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(b.read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    }
+}
