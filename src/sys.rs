@@ -1,6 +1,6 @@
 //! The few OS calls std does not offer: signals and parent-death tracking for children, the
-//! file descriptor limit, non-blocking pipes and `poll`, non-dumpability, the child subreaper and its orphans, and
-//! `openat2`-style path resolution that never leaves a directory.
+//! file descriptor limit, non-blocking pipes and `poll`, non-dumpability, the child subreaper
+//! and its orphans, and `openat2`-style path resolution that never leaves a directory.
 //!
 //! This is the only module allowed `unsafe`; each block is one libc call with its
 //! arguments checked above it. Unix only, like the rest of the process handling.

@@ -15,7 +15,7 @@ pub fn get_extensions(app: &App) -> R {
 }
 
 pub fn post_extension(app: &App, req: &Request) -> R {
-    let body = req.json_value()?;
+    let body: Value = req.json()?;
     let name = body
         .get("name")
         .and_then(Value::as_str)

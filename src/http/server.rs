@@ -58,10 +58,6 @@ impl Request {
             }
         })
     }
-
-    pub fn json_value(&self) -> Result<Value, ApiError> {
-        self.json()
-    }
 }
 
 /// Writes a streaming body; returns when the stream is over or the client is gone.

@@ -115,6 +115,11 @@ fn allowed(name: &str, list: &[&str]) -> bool {
     })
 }
 
+/// A duration in milliseconds from our environment, else `default`.
+fn ms_from_env(name: &str, default: Duration) -> Duration {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).map_or(default, Duration::from_millis)
+}
+
 /// True when a variable of ours is passed to children (see `BASE_ENV`).
 pub fn is_base_var(name: &str) -> bool {
     allowed(name, BASE_ENV)
@@ -207,17 +212,10 @@ impl StdioTransport {
             pid,
             stderr: stderr.clone(),
             marker,
-            stdin_stall: spec.stdin_stall.unwrap_or_else(|| {
-                std::env::var("GOSLING_STDIN_STALL_MS")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .map_or(STDIN_STALL, Duration::from_millis)
-            }),
-            ladder_wait: spec.ladder_wait.unwrap_or_else(|| {
-                Duration::from_millis(
-                    std::env::var("GOSLING_LADDER_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500),
-                )
-            }),
+            stdin_stall: spec.stdin_stall.unwrap_or_else(|| ms_from_env("GOSLING_STDIN_STALL_MS", STDIN_STALL)),
+            ladder_wait: spec
+                .ladder_wait
+                .unwrap_or_else(|| ms_from_env("GOSLING_LADDER_WAIT_MS", Duration::from_millis(1500))),
         });
         let name = extension.to_string();
         let stderr_done = {
@@ -371,7 +369,6 @@ struct Lines<R> {
 
 impl Stdout {
     fn new(extension: &str, pipe: ChildStdout) -> Stdout {
-        use std::os::fd::AsRawFd;
         Stdout {
             fd: pipe.as_raw_fd(),
             lines: Mutex::new(Lines::new(extension, pipe)),
@@ -435,8 +432,8 @@ impl<R: Read> Lines<R> {
             match self.pipe.read(&mut self.chunk) {
                 Ok(0) => {
                     // A last line without its newline still counts.
-                    let last = std::mem::take(&mut self.buf);
-                    self.line(&last, deliver);
+                    line(&self.extension, &self.buf, deliver);
+                    self.buf.clear();
                     self.ended = Some("the process closed its stdout (exited)".into());
                 }
                 Ok(n) => {
@@ -462,9 +459,7 @@ impl<R: Read> Lines<R> {
         let mut at = from;
         while let Some(i) = self.buf[at..].iter().position(|&b| b == b'\n') {
             let end = at + i;
-            let line = std::mem::take(&mut self.buf);
-            self.line(&line[start..end], deliver);
-            self.buf = line;
+            line(&self.extension, &self.buf[start..end], deliver);
             start = end + 1;
             at = start;
         }
@@ -477,19 +472,20 @@ impl<R: Read> Lines<R> {
             self.buf.shrink_to(CHUNK);
         }
     }
+}
 
-    fn line(&self, line: &[u8], deliver: &mut dyn FnMut(Message)) {
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            return;
-        }
-        log::trace!("mcp {}: <- {}", self.extension, String::from_utf8_lossy(text));
-        match Message::parse(text) {
-            Ok(m) => deliver(m),
-            Err(e) => {
-                let shown: String = String::from_utf8_lossy(&text[..text.len().min(200)]).into_owned();
-                log::warn!("mcp {}: skipping a line that is not JSON-RPC ({e}): {shown:?}", self.extension);
-            }
+/// One line from `extension`'s stdout: a message for `deliver`, or junk skipped with a warning.
+fn line(extension: &str, line: &[u8], deliver: &mut dyn FnMut(Message)) {
+    let text = line.trim_ascii();
+    if text.is_empty() {
+        return;
+    }
+    log::trace!("mcp {extension}: <- {}", String::from_utf8_lossy(text));
+    match Message::parse(text) {
+        Ok(m) => deliver(m),
+        Err(e) => {
+            let shown: String = String::from_utf8_lossy(&text[..text.len().min(200)]).into_owned();
+            log::warn!("mcp {extension}: skipping a line that is not JSON-RPC ({e}): {shown:?}");
         }
     }
 }
