@@ -11,22 +11,16 @@
 use serde_json::{json, Map, Value};
 
 use super::{
-    clip, exchange, parse_arguments, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role,
-    Settings, ToolCallOut, Usage,
+    clip, parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink,
+    ToolCallOut, Usage,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
 
-pub struct Anthropic {
-    settings: Settings,
-    agent: ureq::Agent,
-}
-
-impl Anthropic {
-    pub fn new(settings: Settings) -> Anthropic {
-        let agent = super::agent_for(&settings);
-        Anthropic { settings, agent }
-    }
+/// The request's headers: the API version, and the key when there is one.
+pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
+    let key = s.api_key.iter().map(|k| ("x-api-key", k.clone()));
+    std::iter::once(("anthropic-version", API_VERSION.to_string())).chain(key).collect()
 }
 
 /// MCP content blocks as Anthropic `tool_result` content.
@@ -123,159 +117,113 @@ struct Block {
     initial: Option<Value>,
 }
 
-impl Provider for Anthropic {
-    fn name(&self) -> &str {
-        &self.settings.provider
-    }
-
-    fn complete_cancellable(
-        &self,
-        req: &ChatRequest,
-        on_delta: &mut dyn FnMut(Delta) -> bool,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<Completion, Error> {
-        let s = &self.settings;
-        let body = serde_json::to_vec(&request_body(&s.model, s.max_tokens, req))
-            .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
-        let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
-        if let Some(k) = &s.api_key {
-            headers.push(("x-api-key", k.clone()));
+/// One request and its stream.
+pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error> {
+    let s = call.settings;
+    let mut out = Completion::default();
+    let mut tools: Vec<Block> = Vec::new();
+    let mut usage: Option<Usage> = None;
+    let mut handle = |ev: &crate::wire::sse::Event| -> Result<Flow, Error> {
+        let data = ev.data.trim();
+        if data.is_empty() {
+            return Ok(Flow::Continue);
         }
-
-        super::retry_cut_streams(s, cancelled, |delivered| {
-            self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered)
-        })
-    }
-}
-
-impl Anthropic {
-    /// One request and its stream; `delivered` is set once text reached `on_delta`.
-    fn attempt(
-        &self,
-        body: &[u8],
-        headers: &[(&'static str, String)],
-        on_delta: &mut dyn FnMut(Delta) -> bool,
-        cancelled: &dyn Fn() -> bool,
-        delivered: &std::cell::Cell<bool>,
-    ) -> Result<Completion, Error> {
-        let s = &self.settings;
-        let mut out = Completion::default();
-        let mut tools: Vec<Block> = Vec::new();
-        let mut usage: Option<Usage> = None;
-        let mut handle = |ev: &crate::wire::sse::Event| -> Result<Flow, Error> {
-            let data = ev.data.trim();
-            if data.is_empty() {
-                return Ok(Flow::Continue);
-            }
-            let v = parse_chunk(&s.provider, data)?;
-            let kind = if ev.event.is_empty() {
-                v.get("type").and_then(Value::as_str).unwrap_or("").to_string()
-            } else {
-                ev.event.clone()
-            };
-            match kind.as_str() {
-                "message_start" => {
-                    if let Some(u) = v.pointer("/message/usage") {
-                        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-                        usage = Some(Usage {
-                            input_tokens: n("input_tokens")
-                                + n("cache_creation_input_tokens")
-                                + n("cache_read_input_tokens"),
-                            output_tokens: n("output_tokens"),
-                        });
-                    }
-                }
-                "content_block_start" => {
-                    let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    let b = v.get("content_block").cloned().unwrap_or(Value::Null);
-                    match b.get("type").and_then(Value::as_str) {
-                        Some("tool_use") | Some("server_tool_use") => tools.push(Block {
-                            index,
-                            id: b.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
-                            name: b.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-                            json: String::new(),
-                            initial: b.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())).cloned(),
-                        }),
-                        Some("text") => {
-                            if let Some(t) = b.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                                out.text.push_str(t);
-                                delivered.set(true);
-                                if !on_delta(Delta::Text(t)) {
-                                    return Err(Error::Cancelled);
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                "content_block_delta" => {
-                    let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    let d = v.get("delta").cloned().unwrap_or(Value::Null);
-                    match d.get("type").and_then(Value::as_str) {
-                        Some("text_delta") => {
-                            if let Some(t) = d.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                                out.text.push_str(t);
-                                delivered.set(true);
-                                if !on_delta(Delta::Text(t)) {
-                                    return Err(Error::Cancelled);
-                                }
-                            }
-                        }
-                        Some("input_json_delta") => {
-                            let frag = d.get("partial_json").and_then(Value::as_str).unwrap_or("");
-                            match tools.iter_mut().rev().find(|b| b.index == index) {
-                                Some(b) => b.json.push_str(frag),
-                                None => {
-                                    return Err(Error::Protocol(format!(
-                                        "input_json_delta for content block {index}, which is not a tool_use block: {}",
-                                        clip(data, 200)
-                                    )))
-                                }
-                            }
-                        }
-                        // thinking_delta, signature_delta, citations: not used.
-                        _ => {}
-                    }
-                }
-                "message_delta" => {
-                    if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                        out.stop_reason = Some(r.to_string());
-                    }
-                    if let Some(n) = v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
-                        let u = usage.get_or_insert_with(Usage::default);
-                        u.output_tokens = n;
-                        if let Some(i) = v.pointer("/usage/input_tokens").and_then(Value::as_u64) {
-                            if i > 0 {
-                                u.input_tokens = i;
-                            }
-                        }
-                    }
-                }
-                "message_stop" => return Ok(Flow::Done),
-                "error" => {
-                    let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
-                    let msg = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
-                    return Err(Error::Remote(clip(&format!("{kind}: {msg}"), 300)));
-                }
-                // ping, content_block_stop, unknown future events.
-                _ => {}
-            }
-            Ok(Flow::Continue)
+        let v = parse_chunk(&s.provider, data)?;
+        let kind = if ev.event.is_empty() {
+            v.get("type").and_then(Value::as_str).unwrap_or("").to_string()
+        } else {
+            ev.event.clone()
         };
-        exchange(&self.agent, s, headers.to_vec(), body.to_vec(), cancelled, &mut handle, &|| false)?;
-        out.usage = usage;
-        out.tool_calls = tools
-            .into_iter()
-            .map(|b| ToolCallOut {
-                id: if b.id.is_empty() { format!("toolu_{}", b.index) } else { b.id },
-                name: b.name,
-                arguments: match (b.json.trim().is_empty(), b.initial) {
-                    (true, Some(v)) => Ok(v),
-                    _ => parse_arguments(&b.json),
-                },
-            })
-            .collect();
-        log::debug!("llm: anthropic finished ({:?}, {} tool calls)", out.stop_reason, out.tool_calls.len());
-        Ok(out)
-    }
+        match kind.as_str() {
+            "message_start" => {
+                if let Some(u) = v.pointer("/message/usage") {
+                    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+                    usage = Some(Usage {
+                        input_tokens: n("input_tokens")
+                            + n("cache_creation_input_tokens")
+                            + n("cache_read_input_tokens"),
+                        output_tokens: n("output_tokens"),
+                    });
+                }
+            }
+            "content_block_start" => {
+                let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let b = v.get("content_block").cloned().unwrap_or(Value::Null);
+                match b.get("type").and_then(Value::as_str) {
+                    Some("tool_use") | Some("server_tool_use") => tools.push(Block {
+                        index,
+                        id: b.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                        name: b.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+                        json: String::new(),
+                        initial: b.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())).cloned(),
+                    }),
+                    Some("text") => {
+                        sink.text(&mut out, b.get("text").and_then(Value::as_str).unwrap_or(""))?;
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let d = v.get("delta").cloned().unwrap_or(Value::Null);
+                match d.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        sink.text(&mut out, d.get("text").and_then(Value::as_str).unwrap_or(""))?;
+                    }
+                    Some("input_json_delta") => {
+                        let frag = d.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                        match tools.iter_mut().rev().find(|b| b.index == index) {
+                            Some(b) => b.json.push_str(frag),
+                            None => {
+                                return Err(Error::Protocol(format!(
+                                    "input_json_delta for content block {index}, which is not a tool_use block: {}",
+                                    clip(data, 200)
+                                )))
+                            }
+                        }
+                    }
+                    // thinking_delta, signature_delta, citations: not used.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    out.stop_reason = Some(r.to_string());
+                }
+                if let Some(n) = v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    let u = usage.get_or_insert_with(Usage::default);
+                    u.output_tokens = n;
+                    if let Some(i) = v.pointer("/usage/input_tokens").and_then(Value::as_u64) {
+                        if i > 0 {
+                            u.input_tokens = i;
+                        }
+                    }
+                }
+            }
+            "message_stop" => return Ok(Flow::Done),
+            "error" => {
+                let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let msg = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+                return Err(Error::Remote(clip(&format!("{kind}: {msg}"), 300)));
+            }
+            // ping, content_block_stop, unknown future events.
+            _ => {}
+        }
+        Ok(Flow::Continue)
+    };
+    call.exchange(&mut handle, &|| false)?;
+    out.usage = usage;
+    out.tool_calls = tools
+        .into_iter()
+        .map(|b| ToolCallOut {
+            id: if b.id.is_empty() { format!("toolu_{}", b.index) } else { b.id },
+            name: b.name,
+            arguments: match (b.json.trim().is_empty(), b.initial) {
+                (true, Some(v)) => Ok(v),
+                _ => parse_arguments(&b.json),
+            },
+        })
+        .collect();
+    log::debug!("llm: anthropic finished ({:?}, {} tool calls)", out.stop_reason, out.tool_calls.len());
+    Ok(out)
 }

@@ -11,6 +11,7 @@
 //! (agent/) converts to and from these types. Never logs the API key, request bodies or
 //! response text above `trace`, and never the key at all.
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -417,13 +418,111 @@ fn ollama_host(v: Option<&str>) -> String {
 
 /// The provider for these settings.
 pub fn from_settings(s: &Settings) -> Result<Box<dyn Provider>, Error> {
-    match canonical_provider(&s.provider) {
-        Some("anthropic") => Ok(Box::new(anthropic::Anthropic::new(s.clone()))),
-        Some(_) => Ok(Box::new(openai::OpenAi::new(s.clone()))),
-        None => Err(Error::NotConfigured(format!(
-            "provider {:?} is not supported; use openai, ollama or anthropic",
-            s.provider
-        ))),
+    let format = match canonical_provider(&s.provider) {
+        Some("anthropic") => Format::Anthropic,
+        Some(_) => Format::OpenAi,
+        None => {
+            return Err(Error::NotConfigured(format!(
+                "provider {:?} is not supported; use openai, ollama or anthropic",
+                s.provider
+            )))
+        }
+    };
+    Ok(Box::new(Chat { settings: s.clone(), agent: agent_for(s), format }))
+}
+
+/// The two wire formats: OpenAI-compatible chat completions and Anthropic Messages.
+#[derive(Clone, Copy)]
+enum Format {
+    OpenAi,
+    Anthropic,
+}
+
+/// A provider: its settings, its connection pool and its wire format.
+struct Chat {
+    settings: Settings,
+    agent: ureq::Agent,
+    format: Format,
+}
+
+impl Provider for Chat {
+    fn name(&self) -> &str {
+        &self.settings.provider
+    }
+
+    fn complete_cancellable(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Completion, Error> {
+        let s = &self.settings;
+        let (body, headers) = match self.format {
+            Format::OpenAi => (openai::request_body(&s.model, req), openai::headers(s)),
+            Format::Anthropic => (anthropic::request_body(&s.model, s.max_tokens, req), anthropic::headers(s)),
+        };
+        let body = serde_json::to_vec(&body).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
+        let call = Call { agent: &self.agent, settings: s, headers: &headers, body: &body, cancelled };
+        retry_cut_streams(s, cancelled, |delivered| {
+            let mut sink = Sink { on_delta: &mut *on_delta, delivered };
+            match self.format {
+                Format::OpenAi => openai::attempt(&call, &mut sink),
+                Format::Anthropic => anthropic::attempt(&call, &mut sink),
+            }
+        })
+    }
+}
+
+/// One request of a completion, as a wire format's `attempt` sends it.
+pub(crate) struct Call<'a> {
+    agent: &'a ureq::Agent,
+    pub settings: &'a Settings,
+    headers: &'a [(&'static str, String)],
+    body: &'a [u8],
+    cancelled: &'a dyn Fn() -> bool,
+}
+
+impl Call<'_> {
+    /// Sends the request and hands each event of the answer to `handle` (see `exchange`).
+    pub fn exchange(
+        &self,
+        handle: &mut dyn FnMut(&sse::Event) -> Result<Flow, Error>,
+        complete_without_marker: &dyn Fn() -> bool,
+    ) -> Result<(), Error> {
+        let headers = self.headers.to_vec();
+        exchange(
+            self.agent,
+            self.settings,
+            headers,
+            self.body.to_vec(),
+            self.cancelled,
+            handle,
+            complete_without_marker,
+        )
+    }
+}
+
+/// Where an attempt's text goes: the caller's `on_delta`, and whether any reached it.
+pub(crate) struct Sink<'a> {
+    on_delta: &'a mut dyn FnMut(Delta) -> bool,
+    /// Set once text reached `on_delta`: a cut after that is not retried.
+    delivered: &'a Cell<bool>,
+}
+
+impl Sink<'_> {
+    /// Appends streamed text to the completion and hands it to the caller; `Cancelled` when
+    /// the caller stopped listening. Empty text is skipped.
+    pub fn text(&mut self, out: &mut Completion, t: &str) -> Result<(), Error> {
+        if t.is_empty() {
+            return Ok(());
+        }
+        out.text.push_str(t);
+        self.delivered.set(true);
+        if (self.on_delta)(Delta::Text(t)) {
+            Ok(())
+        } else {
+            Err(Error::Cancelled)
+        }
     }
 }
 
@@ -479,7 +578,7 @@ impl Drop for Abandon {
 /// drops the connection at its next read (within the stall timeout at worst).
 /// `complete_without_marker` is asked at EOF: true when what arrived is a whole answer even
 /// without the end marker (some servers omit it).
-pub(crate) fn exchange(
+fn exchange(
     agent: &ureq::Agent,
     s: &Settings,
     headers: Vec<(&'static str, String)>,
@@ -544,14 +643,14 @@ pub(crate) const STREAM_CUT: &str = "stream ended before completion";
 /// Runs `attempt` again (up to `max_attempts` in all) when the stream was cut before any text
 /// reached the caller — a tool-call-only answer or a cut before the first token — so nothing
 /// the caller saw is repeated. A cut after text was delivered is returned as it is.
-pub(crate) fn retry_cut_streams(
+fn retry_cut_streams(
     s: &Settings,
     cancelled: &dyn Fn() -> bool,
-    mut attempt: impl FnMut(&std::cell::Cell<bool>) -> Result<Completion, Error>,
+    mut attempt: impl FnMut(&Cell<bool>) -> Result<Completion, Error>,
 ) -> Result<Completion, Error> {
     let mut n = 1;
     loop {
-        let delivered = std::cell::Cell::new(false);
+        let delivered = Cell::new(false);
         match attempt(&delivered) {
             Err(Error::Protocol(m))
                 if m.starts_with(STREAM_CUT) && !delivered.get() && n < s.max_attempts && !cancelled() =>

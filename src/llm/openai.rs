@@ -11,20 +11,18 @@
 use serde_json::{json, Map, Value};
 
 use super::{
-    exchange, parse_arguments, parse_chunk, ChatRequest, Completion, Delta, Error, Flow, Part, Provider, Role,
-    Settings, ToolCallOut, Usage,
+    parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink, ToolCallOut,
+    Usage,
 };
 
-pub struct OpenAi {
-    settings: Settings,
-    agent: ureq::Agent,
+/// The request's headers: the key as a bearer token, when there is one.
+pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
+    s.api_key.iter().map(|k| ("authorization", format!("Bearer {k}"))).collect()
 }
 
-impl OpenAi {
-    pub fn new(settings: Settings) -> OpenAi {
-        let agent = super::agent_for(&settings);
-        OpenAi { settings, agent }
-    }
+/// The texts of a message's parts.
+fn texts(parts: &[Part]) -> Vec<&str> {
+    parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect()
 }
 
 /// The request body (public for tests of the conversion).
@@ -36,11 +34,7 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
     for m in &req.messages {
         match m.role {
             Role::Assistant => {
-                let text: Vec<&str> = m
-                    .parts
-                    .iter()
-                    .filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None })
-                    .collect();
+                let text = texts(&m.parts);
                 let calls: Vec<Value> = m
                     .parts
                     .iter()
@@ -83,11 +77,7 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
                         }
                     }
                 }
-                let text: Vec<&str> = m
-                    .parts
-                    .iter()
-                    .filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None })
-                    .collect();
+                let text = texts(&m.parts);
                 if !images.is_empty() {
                     // Tool messages take only text; images follow as a user message.
                     let mut content = vec![
@@ -127,123 +117,82 @@ struct PartialCall {
     args: String,
 }
 
-impl Provider for OpenAi {
-    fn name(&self) -> &str {
-        &self.settings.provider
-    }
-
-    fn complete_cancellable(
-        &self,
-        req: &ChatRequest,
-        on_delta: &mut dyn FnMut(Delta) -> bool,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<Completion, Error> {
-        let s = &self.settings;
-        let body = serde_json::to_vec(&request_body(&s.model, req))
-            .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
-        let mut headers = Vec::new();
-        if let Some(k) = &s.api_key {
-            headers.push(("authorization", format!("Bearer {k}")));
+/// One request and its stream.
+pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error> {
+    let s = call.settings;
+    let mut out = Completion::default();
+    // Indexed by the chunk's `index`, kept in first-seen order.
+    let mut calls: Vec<(u64, PartialCall)> = Vec::new();
+    // A finish_reason makes an end without `[DONE]` acceptable (some servers omit it).
+    let finished = std::cell::Cell::new(false);
+    let mut handle = |ev: &crate::wire::sse::Event| -> Result<Flow, Error> {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            return Ok(Flow::Done);
         }
-
-        super::retry_cut_streams(s, cancelled, |delivered| {
-            self.attempt(&body, &headers, &mut *on_delta, cancelled, delivered)
-        })
-    }
-}
-
-impl OpenAi {
-    /// One request and its stream; `delivered` is set once text reached `on_delta`.
-    fn attempt(
-        &self,
-        body: &[u8],
-        headers: &[(&'static str, String)],
-        on_delta: &mut dyn FnMut(Delta) -> bool,
-        cancelled: &dyn Fn() -> bool,
-        delivered: &std::cell::Cell<bool>,
-    ) -> Result<Completion, Error> {
-        let s = &self.settings;
-        let mut out = Completion::default();
-        // Indexed by the chunk's `index`, kept in first-seen order.
-        let mut calls: Vec<(u64, PartialCall)> = Vec::new();
-        // A finish_reason makes an end without `[DONE]` acceptable (some servers omit it).
-        let finished = std::cell::Cell::new(false);
-        let mut handle = |ev: &crate::wire::sse::Event| -> Result<Flow, Error> {
-            let data = ev.data.trim();
-            if data == "[DONE]" {
-                return Ok(Flow::Done);
-            }
-            if data.is_empty() {
-                return Ok(Flow::Continue);
-            }
-            let v = parse_chunk(&s.provider, data)?;
-            if let Some(e) = v.get("error") {
-                let msg = e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string());
-                return Err(Error::Remote(super::clip(&msg, 300)));
-            }
-            if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-                out.usage = Some(Usage {
-                    input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-                    output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-                });
-            }
-            let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
-                return Ok(Flow::Continue);
-            };
-            if let Some(delta) = choice.get("delta") {
-                if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                    out.text.push_str(t);
-                    delivered.set(true);
-                    if !on_delta(Delta::Text(t)) {
-                        return Err(Error::Cancelled);
-                    }
-                }
-                if let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) {
-                    for (pos, tc) in tcs.iter().enumerate() {
-                        let index = tc.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
-                        let i = match calls.iter().position(|(ix, _)| *ix == index) {
-                            Some(i) => i,
-                            None => {
-                                calls.push((index, PartialCall::default()));
-                                calls.len() - 1
-                            }
-                        };
-                        let c = &mut calls[i].1;
-                        if let Some(id) = tc.get("id").and_then(Value::as_str).filter(|x| !x.is_empty()) {
-                            c.id = id.to_string();
-                        }
-                        if let Some(f) = tc.get("function") {
-                            if let Some(n) = f.get("name").and_then(Value::as_str).filter(|x| !x.is_empty()) {
-                                if c.name.is_empty() {
-                                    c.name = n.to_string();
-                                }
-                            }
-                            match f.get("arguments") {
-                                Some(Value::String(a)) => c.args.push_str(a),
-                                // Some servers send the arguments as an object.
-                                Some(a @ Value::Object(_)) => c.args.push_str(&a.to_string()),
-                                _ => {}
-                            }
-                        }
-                    }
-                }
-            }
-            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-                out.stop_reason = Some(r.to_string());
-                finished.set(true);
-            }
-            Ok(Flow::Continue)
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let v = parse_chunk(&s.provider, data)?;
+        if let Some(e) = v.get("error") {
+            let msg = e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string());
+            return Err(Error::Remote(super::clip(&msg, 300)));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            out.usage = Some(Usage {
+                input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+            });
+        }
+        let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            return Ok(Flow::Continue);
         };
-        exchange(&self.agent, s, headers.to_vec(), body.to_vec(), cancelled, &mut handle, &|| finished.get())?;
-        out.tool_calls = calls
-            .into_iter()
-            .map(|(index, c)| ToolCallOut {
-                id: if c.id.is_empty() { format!("call_{index}") } else { c.id },
-                name: c.name,
-                arguments: parse_arguments(&c.args),
-            })
-            .collect();
-        log::debug!("llm: {} finished ({:?}, {} tool calls)", s.provider, out.stop_reason, out.tool_calls.len());
-        Ok(out)
-    }
+        if let Some(delta) = choice.get("delta") {
+            if let Some(t) = delta.get("content").and_then(Value::as_str) {
+                sink.text(&mut out, t)?;
+            }
+            if let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (pos, tc) in tcs.iter().enumerate() {
+                    let index = tc.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                    let i = calls.iter().position(|(ix, _)| *ix == index).unwrap_or_else(|| {
+                        calls.push((index, PartialCall::default()));
+                        calls.len() - 1
+                    });
+                    let c = &mut calls[i].1;
+                    if let Some(id) = tc.get("id").and_then(Value::as_str).filter(|x| !x.is_empty()) {
+                        c.id = id.to_string();
+                    }
+                    if let Some(f) = tc.get("function") {
+                        if let Some(n) = f.get("name").and_then(Value::as_str).filter(|x| !x.is_empty()) {
+                            if c.name.is_empty() {
+                                c.name = n.to_string();
+                            }
+                        }
+                        match f.get("arguments") {
+                            Some(Value::String(a)) => c.args.push_str(a),
+                            // Some servers send the arguments as an object.
+                            Some(a @ Value::Object(_)) => c.args.push_str(&a.to_string()),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            out.stop_reason = Some(r.to_string());
+            finished.set(true);
+        }
+        Ok(Flow::Continue)
+    };
+    call.exchange(&mut handle, &|| finished.get())?;
+    out.tool_calls = calls
+        .into_iter()
+        .map(|(index, c)| ToolCallOut {
+            id: if c.id.is_empty() { format!("call_{index}") } else { c.id },
+            name: c.name,
+            arguments: parse_arguments(&c.args),
+        })
+        .collect();
+    log::debug!("llm: {} finished ({:?}, {} tool calls)", s.provider, out.stop_reason, out.tool_calls.len());
+    Ok(out)
 }
