@@ -12,8 +12,9 @@ use crate::http::reply_routes as reply;
 use crate::http::server::{Request, Response};
 use crate::http::session_routes as session;
 use crate::http::state::App;
+use std::sync::Arc;
 
-pub fn handle(app: &std::sync::Arc<App>, req: &Request) -> Response {
+pub fn handle(app: &Arc<App>, req: &Request) -> Response {
     // DNS rebinding: a page of another site, its name re-pointed at 127.0.0.1, would reach
     // every route (and the web page) under its own origin; only our own names are answered.
     if let Err(e) = host_allowed(&app.config, req) {
@@ -170,184 +171,120 @@ fn with_cors(r: Response, origin: &str) -> Response {
     r.with_header("Access-Control-Allow-Origin", origin).with_header("Vary", "Origin")
 }
 
-fn route(app: &std::sync::Arc<App>, req: &Request) -> Result<Response, ApiError> {
-    let m = req.method.as_str();
-    let path = req.path.as_str();
-    let allow = |methods: &[&str]| -> Result<(), ApiError> {
-        if methods.contains(&m) {
-            Ok(())
-        } else {
-            Err(ApiError::new(405, format!("method {m} is not allowed on {path}; use {}", methods.join(" or "))))
+type R = Result<Response, ApiError>;
+
+/// A route's handler: the app, the request, and the `{id}` or `{name}` of a parameterized path
+/// (empty for the others).
+type Handler = fn(&Arc<App>, &Request, &str) -> R;
+
+/// Every route: method, path (`{id}`/`{name}` where the path carries one), handler.
+const ROUTES: &[(&str, &str, Handler)] = &[
+    ("GET", "/status", |_, _, _| Ok(Response::text(200, "text/plain; charset=utf-8", "ok"))),
+    ("GET", "/mcp-ui-proxy", |a, r, _| proxy::ui_proxy(r, a.secret())),
+    ("GET", "/mcp-app-proxy", |a, r, _| proxy::app_proxy(r, a.secret())),
+    ("GET", "/mcp-app-guest", |a, r, _| a.guests.get(r, a.secret())),
+    ("POST", "/mcp-app-guest", |a, r, _| a.guests.post(r, a.secret())),
+    ("POST", "/auth/login", |a, r, _| login(a, r)),
+    ("GET", "/config", |a, _, _| config::get_all(a)),
+    ("GET", "/config/extensions", |a, _, _| config::get_extensions(a)),
+    ("POST", "/config/extensions", |a, r, _| config::post_extension(a, r)),
+    ("DELETE", "/config/extensions/{name}", |a, _, name| config::delete_extension(a, name)),
+    ("POST", "/config/upsert", |a, r, _| config::upsert(a, r)),
+    ("POST", "/config/read", |a, r, _| config::read(a, r)),
+    ("POST", "/config/remove", |a, r, _| config::remove(a, r)),
+    ("POST", "/agent/start", |a, r, _| agent::start(a, r)),
+    ("POST", "/agent/resume", |a, r, _| agent::resume(a, r)),
+    ("POST", "/agent/restart", |a, r, _| agent::restart(a, r)),
+    ("POST", "/agent/stop", |a, r, _| agent::stop(a, r)),
+    ("POST", "/agent/update_working_dir", |a, r, _| agent::update_working_dir(a, r)),
+    ("POST", "/agent/add_extension", |a, r, _| agent::add_extension(a, r)),
+    ("POST", "/agent/remove_extension", |a, r, _| agent::remove_extension(a, r)),
+    ("POST", "/agent/read_resource", |a, r, _| agent::read_resource(a, r)),
+    ("POST", "/agent/call_tool", |a, r, _| agent::call_tool(a, r)),
+    ("GET", "/agent/tools", |a, r, _| agent::tools(a, r)),
+    ("POST", "/extensions/install", |a, r, _| install::install(a, r)),
+    ("POST", "/agent/update_provider", |a, r, _| reply::update_provider(a, r)),
+    ("POST", "/action-required/tool-confirmation", |a, r, _| reply::confirm_tool(a, r)),
+    ("POST", "/reply", |a, r, _| reply::reply(a, r)),
+    ("POST", "/agent/update_from_session", |a, r, _| desktop::update_from_session(a, r)),
+    ("POST", "/agent/update_session", |a, r, _| desktop::update_session(a, r)),
+    ("GET", "/agent/list_apps", |a, r, _| desktop::list_apps(a, r)),
+    ("GET", "/config/providers", |a, _, _| desktop::providers(a)),
+    ("POST", "/config/set_provider", |a, r, _| desktop::set_provider(a, r)),
+    ("POST", "/config/canonical-model-info", |_, r, _| desktop::canonical_model_info(r)),
+    ("GET", "/config/slash_commands", |_, _, _| desktop::slash_commands()),
+    ("GET", "/features", |_, _, _| desktop::features()),
+    ("GET", "/dictation/config", |_, _, _| desktop::dictation_config()),
+    ("POST", "/telemetry/event", |_, r, _| desktop::telemetry(r)),
+    ("GET", "/sessions/insights", |a, _, _| desktop::insights(a)),
+    ("GET", "/sessions/search", |a, r, _| desktop::search(a, r)),
+    ("GET", "/sessions", |a, _, _| agent::list_sessions(a)),
+    ("GET", "/sessions/{id}", |a, _, id| agent::get_session(a, id)),
+    ("DELETE", "/sessions/{id}", |a, _, id| agent::delete_session(a, id)),
+    ("POST", "/sessions/{id}/reply", |a, r, id| session::reply(a, id, r)),
+    ("GET", "/sessions/{id}/events", |a, r, id| session::events(a, id, r)),
+    ("POST", "/sessions/{id}/cancel", |a, r, id| session::cancel(a, id, r)),
+    ("GET", "/sessions/{id}/extensions", |a, _, id| desktop::session_extensions(a, id)),
+];
+
+/// `path` as `ROUTES` names it, and its parameter: `/sessions/{id}…` and
+/// `/config/extensions/{name}` carry one.
+fn pattern(path: &str) -> (String, &str) {
+    if let Some(rest) = path.strip_prefix("/sessions/") {
+        return match rest.split_once('/') {
+            Some((id, what)) => (format!("/sessions/{{id}}/{what}"), id),
+            None => ("/sessions/{id}".to_string(), rest),
+        };
+    }
+    match path.strip_prefix("/config/extensions/") {
+        Some(name) => ("/config/extensions/{name}".to_string(), name),
+        None => (path.to_string(), ""),
+    }
+}
+
+fn route(app: &Arc<App>, req: &Request) -> R {
+    let (m, path) = (req.method.as_str(), req.path.as_str());
+    if std::env::var_os("GOSLING_TEST_FAULTS").is_some() {
+        match path {
+            "/debug/panic" => panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)"),
+            "/debug/sleep" => {
+                let ms = req.query_param("ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64).min(60_000);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                return Ok(Response::text(200, "text/plain; charset=utf-8", "slept"));
+            }
+            _ => {}
         }
+    }
+    // An exact path wins over a pattern (`/sessions/search` is not a session's id).
+    let (pattern, param) = match ROUTES.iter().any(|(_, p, _)| *p == path) {
+        true => (path.to_string(), ""),
+        false => pattern(path),
     };
-    let post = |f: fn(&App, &Request) -> Result<Response, ApiError>| -> Result<Response, ApiError> {
-        allow(&["POST"])?;
-        f(app, req)
-    };
-    match path {
-        "/status" => {
-            allow(&["GET"])?;
-            Ok(Response::text(200, "text/plain; charset=utf-8", "ok"))
-        }
-        "/mcp-ui-proxy" => {
-            allow(&["GET"])?;
-            proxy::ui_proxy(req, app.secret())
-        }
-        "/mcp-app-proxy" => {
-            allow(&["GET"])?;
-            proxy::app_proxy(req, app.secret())
-        }
-        "/mcp-app-guest" => match m {
-            "GET" => app.guests.get(req, app.secret()),
-            _ => {
-                allow(&["POST"])?;
-                app.guests.post(req, app.secret())
-            }
-        },
-        "/auth/login" => {
-            allow(&["POST"])?;
-            #[derive(serde::Deserialize)]
-            struct Login {
-                token: String,
-            }
-            let l: Login = req.json()?;
-            if app.login.redeem(&l.token) {
-                log::info!("the one-time login link was used");
-                Ok(Response::json(200, &serde_json::json!({ "secret_key": app.secret() })))
-            } else {
-                Err(ApiError::new(401, "this login link is wrong, expired or already used; restart gosling for a new one or enter the secret key"))
-            }
-        }
-        "/config" => {
-            allow(&["GET"])?;
-            config::get_all(app)
-        }
-        "/config/extensions" => match m {
-            "GET" => config::get_extensions(app),
-            _ => {
-                allow(&["POST"])?;
-                config::post_extension(app, req)
-            }
-        },
-        "/config/upsert" => {
-            allow(&["POST"])?;
-            config::upsert(app, req)
-        }
-        "/config/read" => {
-            allow(&["POST"])?;
-            config::read(app, req)
-        }
-        "/config/remove" => {
-            allow(&["POST"])?;
-            config::remove(app, req)
-        }
-        "/agent/start" => post(agent::start),
-        "/agent/resume" => post(agent::resume),
-        "/agent/restart" => post(agent::restart),
-        "/agent/stop" => post(agent::stop),
-        "/agent/update_working_dir" => post(agent::update_working_dir),
-        "/agent/add_extension" => post(agent::add_extension),
-        "/agent/remove_extension" => post(agent::remove_extension),
-        "/agent/read_resource" => post(agent::read_resource),
-        "/agent/call_tool" => post(agent::call_tool),
-        "/extensions/install" => post(install::install),
-        "/agent/update_provider" => post(reply::update_provider),
-        "/action-required/tool-confirmation" => post(reply::confirm_tool),
-        "/reply" => {
-            allow(&["POST"])?;
-            reply::reply(app, req)
-        }
-        "/agent/tools" => {
-            allow(&["GET"])?;
-            agent::tools(app, req)
-        }
-        "/agent/update_from_session" => post(desktop::update_from_session),
-        "/agent/update_session" => post(desktop::update_session),
-        "/agent/list_apps" => {
-            allow(&["GET"])?;
-            desktop::list_apps(app, req)
-        }
-        "/config/providers" => {
-            allow(&["GET"])?;
-            desktop::providers(app)
-        }
-        "/config/set_provider" => post(desktop::set_provider),
-        "/config/canonical-model-info" => {
-            allow(&["POST"])?;
-            desktop::canonical_model_info(req)
-        }
-        "/config/slash_commands" => {
-            allow(&["GET"])?;
-            desktop::slash_commands()
-        }
-        "/features" => {
-            allow(&["GET"])?;
-            desktop::features()
-        }
-        "/dictation/config" => {
-            allow(&["GET"])?;
-            desktop::dictation_config()
-        }
-        "/telemetry/event" => {
-            allow(&["POST"])?;
-            desktop::telemetry(req)
-        }
-        "/sessions/insights" => {
-            allow(&["GET"])?;
-            desktop::insights(app)
-        }
-        "/sessions/search" => {
-            allow(&["GET"])?;
-            desktop::search(app, req)
-        }
-        "/sessions" => {
-            allow(&["GET"])?;
-            agent::list_sessions(app)
-        }
-        "/debug/panic" if std::env::var_os("GOSLING_TEST_FAULTS").is_some() => {
-            panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)")
-        }
-        "/debug/sleep" if std::env::var_os("GOSLING_TEST_FAULTS").is_some() => {
-            let ms = req.query_param("ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64).min(60_000);
-            std::thread::sleep(std::time::Duration::from_millis(ms));
-            Ok(Response::text(200, "text/plain; charset=utf-8", "slept"))
-        }
-        _ => {
-            if let Some((id, what)) = path.strip_prefix("/sessions/").and_then(|rest| rest.split_once('/')) {
-                return match what {
-                    "reply" => {
-                        allow(&["POST"])?;
-                        session::reply(app, id, req)
-                    }
-                    "events" => {
-                        allow(&["GET"])?;
-                        session::events(app, id, req)
-                    }
-                    "cancel" => {
-                        allow(&["POST"])?;
-                        session::cancel(app, id, req)
-                    }
-                    "extensions" => {
-                        allow(&["GET"])?;
-                        desktop::session_extensions(app, id)
-                    }
-                    _ => Err(ApiError::not_found(format!("no route for {path}"))),
-                };
-            }
-            if let Some(id) = path.strip_prefix("/sessions/").filter(|id| !id.contains('/')) {
-                return match m {
-                    "DELETE" => agent::delete_session(app, id),
-                    _ => {
-                        allow(&["GET"])?;
-                        agent::get_session(app, id)
-                    }
-                };
-            }
-            if let Some(name) = path.strip_prefix("/config/extensions/") {
-                allow(&["DELETE"])?;
-                return config::delete_extension(app, name);
-            }
-            Err(ApiError::not_found(format!("no route for {path}")))
-        }
+    let routes = || ROUTES.iter().filter(|(_, p, _)| *p == pattern);
+    if let Some((_, _, handler)) = routes().find(|(method, _, _)| *method == m) {
+        return handler(app, req, param);
+    }
+    let methods: Vec<&str> = routes().map(|(method, _, _)| *method).collect();
+    if methods.is_empty() {
+        return Err(ApiError::not_found(format!("no route for {path}")));
+    }
+    Err(ApiError::new(405, format!("method {m} is not allowed on {path}; use {}", methods.join(" or "))))
+}
+
+/// `POST /auth/login`: the one-time login token for the secret key.
+fn login(app: &App, req: &Request) -> R {
+    #[derive(serde::Deserialize)]
+    struct Login {
+        token: String,
+    }
+    let l: Login = req.json()?;
+    if app.login.redeem(&l.token) {
+        log::info!("the one-time login link was used");
+        Ok(Response::json(200, &serde_json::json!({ "secret_key": app.secret() })))
+    } else {
+        Err(ApiError::new(
+            401,
+            "this login link is wrong, expired or already used; restart gosling for a new one or enter the secret key",
+        ))
     }
 }
