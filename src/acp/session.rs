@@ -11,11 +11,12 @@ use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::host::Host;
 use crate::agent::messages as msg;
 use crate::agent::reply::{Mode, Outcome, Turn, TurnEnv};
+use crate::agent::{session_extensions, store_extensions};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::SessionRuntime;
-use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use crate::store::sessions::Session;
 use crate::wire::jsonrpc::{ErrorObject, Id, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::{json, Value};
@@ -123,15 +124,6 @@ pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
     let c = ExtensionConfig::from_value(v).map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
     c.validate().map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
     Ok(c)
-}
-
-fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
-    s.extension_data
-        .get(ENABLED_EXTENSIONS)
-        .and_then(|d| d.get("extensions"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| ExtensionConfig::from_value(v.clone()).ok()).collect())
-        .unwrap_or_default()
 }
 
 fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
@@ -380,17 +372,12 @@ impl Agent {
         if !added.is_empty() || session.working_dir != cwd {
             configs.extend(added);
             let values = to_values(&configs);
-            let data = json!({ "extensions": values });
-            self.app
-                .sessions
-                .update_meta(sid, |s| {
-                    s.working_dir = cwd.clone();
-                    s.extension_data.insert(ENABLED_EXTENSIONS.into(), data.clone());
-                })
-                .map_err(store_error)?
-                .ok_or_else(|| session_not_found(sid))?;
-            session.working_dir = cwd.clone();
-            session.extension_data.insert(ENABLED_EXTENSIONS.into(), data);
+            let change = |s: &mut Session| {
+                s.working_dir = cwd.clone();
+                store_extensions(s, values.clone());
+            };
+            self.app.sessions.update_meta(sid, change).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+            change(&mut session);
         }
         self.start_runtime(sid, &cwd, configs);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {

@@ -9,10 +9,29 @@ pub mod messages;
 pub mod reply;
 pub mod sampling;
 
+use crate::extensions::config::ExtensionConfig;
 use crate::extensions::runtime::SessionRuntime;
+use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
+
+/// The extension set stored on a session (goose's `enabled_extensions`), as stored.
+pub fn stored_extensions(s: &Session) -> Vec<Value> {
+    let list = s.extension_data.get(ENABLED_EXTENSIONS).and_then(|d| d.get("extensions"));
+    list.and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
+/// The configs of a session's extension set; one that does not parse is skipped.
+pub fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
+    stored_extensions(s).into_iter().filter_map(|v| ExtensionConfig::from_value(v).ok()).collect()
+}
+
+/// Stores `list` as the session's extension set.
+pub fn store_extensions(s: &mut Session, list: Vec<Value>) {
+    s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": list }));
+}
 
 /// Why a turn could not start, or stopped short of a final answer.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
 //! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
 
+use crate::agent::{session_extensions, store_extensions, stored_extensions};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
@@ -8,7 +9,7 @@ use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
 use crate::mcp::client::CallContext;
-use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use crate::store::sessions::Session;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -37,27 +38,11 @@ fn runtime(app: &App, id: &str) -> Result<Arc<SessionRuntime>, ApiError> {
     })
 }
 
-/// The extension set stored on a session.
-fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
-    s.extension_data
-        .get(ENABLED_EXTENSIONS)
-        .and_then(|d| d.get("extensions"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| ExtensionConfig::from_value(v.clone()).ok()).collect())
-        .unwrap_or_default()
-}
-
 fn set_session_extensions(app: &App, id: &str, f: impl FnOnce(&mut Vec<Value>)) -> Result<(), ApiError> {
     app.sessions.update_meta(id, |s| {
-        let mut list: Vec<Value> = s
-            .extension_data
-            .get(ENABLED_EXTENSIONS)
-            .and_then(|d| d.get("extensions"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let mut list = stored_extensions(s);
         f(&mut list);
-        s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": list }));
+        store_extensions(s, list);
     })?;
     Ok(())
 }

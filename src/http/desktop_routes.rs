@@ -8,7 +8,7 @@ use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
 use crate::llm;
-use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use crate::store::sessions::Session;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -221,13 +221,8 @@ pub fn search(app: &App, req: &Request) -> R {
 
 pub fn session_extensions(app: &App, id: &str) -> R {
     let s = app.sessions.get_meta(id)?.ok_or_else(|| ApiError::not_found(format!("Session {id} not found")))?;
-    let list: Vec<Value> = s
-        .extension_data
-        .get(ENABLED_EXTENSIONS)
-        .and_then(|d| d.get("extensions"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter(|v| ExtensionConfig::from_value((*v).clone()).is_ok()).cloned().collect())
-        .unwrap_or_default();
+    let mut list = crate::agent::stored_extensions(&s);
+    list.retain(|v| ExtensionConfig::from_value(v.clone()).is_ok());
     Ok(Response::json(200, &json!({ "extensions": list })))
 }
 
