@@ -50,14 +50,8 @@ fn main() -> ExitCode {
             println!("gosling {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
-        Some("agent") => exit(agent(&args[1..])),
-        Some("acp") => match gosling::acp::run() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("gosling: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Some("agent") => exit(agent(&args[1..]), ExitCode::FAILURE),
+        Some("acp") => exit(gosling::acp::run(), ExitCode::FAILURE),
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
         Some("mcp") => match args.get(1).map(String::as_str) {
@@ -69,13 +63,7 @@ fn main() -> ExitCode {
                 eprintln!("gosling: usage: gosling mcp NAME; known builtins: {}", gosling::builtins::KNOWN.join(", "));
                 ExitCode::from(2)
             }
-            Some(name) => match gosling::builtins::serve(name) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("gosling: {e}");
-                    ExitCode::from(2)
-                }
-            },
+            Some(name) => exit(gosling::builtins::serve(name), ExitCode::from(2)),
         },
         Some("probe") => gosling::cli::probe::main(&args[1..]),
         Some("auth") => gosling::cli::auth::main(&args[1..]),
@@ -86,12 +74,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn exit(r: Result<(), AgentError>) -> ExitCode {
+/// Success, or the error printed and `failure`.
+fn exit<E: std::fmt::Display>(r: Result<(), E>, failure: ExitCode) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gosling: {e}");
-            ExitCode::FAILURE
+            failure
         }
     }
 }

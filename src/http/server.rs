@@ -333,25 +333,17 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
     };
     let headers: Vec<(String, String)> =
         rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
+    let too_large = |rq| {
+        let e = format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)");
+        let _ = respond(rq, Response::error(&ApiError::new(413, e)));
+    };
     if rq.body_length().is_some_and(|n| n > max_body) {
-        let e = ApiError::new(
-            413,
-            format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"),
-        );
-        let _ = respond(rq, Response::error(&e));
-        return;
+        return too_large(rq);
     }
     let mut body = Vec::new();
     let mut reader = MinRate { inner: rq.as_reader(), started: Instant::now(), grace, got: 0 };
     match reader.by_ref().take(max_body as u64 + 1).read_to_end(&mut body) {
-        Ok(_) if body.len() > max_body => {
-            let e = ApiError::new(
-                413,
-                format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)"),
-            );
-            let _ = respond(rq, Response::error(&e));
-            return;
-        }
+        Ok(_) if body.len() > max_body => return too_large(rq),
         Ok(_) => {}
         Err(e) => {
             log::debug!("http: reading the body of {method} {path} failed: {e}");
