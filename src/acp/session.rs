@@ -63,15 +63,6 @@ pub struct Agent {
     open: Mutex<HashMap<String, Arc<Open>>>,
 }
 
-fn mode_id(m: Mode) -> &'static str {
-    match m {
-        Mode::Auto => "auto",
-        Mode::Approve => "approve",
-        Mode::SmartApprove => "smart_approve",
-        Mode::Chat => "chat",
-    }
-}
-
 fn store_error(e: impl std::fmt::Display) -> ErrorObject {
     rpc_error(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
 }
@@ -255,7 +246,7 @@ impl Agent {
     }
 
     fn modes(&self, session_mode: Option<&str>) -> Value {
-        let current = mode_id(self.app.mode_for(session_mode));
+        let current = self.app.mode_for(session_mode).name();
         json!({
             "currentModeId": current,
             "availableModes": [

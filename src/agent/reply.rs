@@ -43,14 +43,16 @@ impl Mode {
             .unwrap_or_default()
     }
 
+    const NAMES: [(Mode, &'static str); 4] =
+        [(Mode::Auto, "auto"), (Mode::Approve, "approve"), (Mode::SmartApprove, "smart_approve"), (Mode::Chat, "chat")];
+
     pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "auto" => Some(Mode::Auto),
-            "approve" => Some(Mode::Approve),
-            "smart_approve" => Some(Mode::SmartApprove),
-            "chat" => Some(Mode::Chat),
-            _ => None,
-        }
+        Mode::NAMES.iter().find(|(_, name)| *name == s).map(|(m, _)| *m)
+    }
+
+    /// goose's name of the mode (`smart_approve`).
+    pub fn name(self) -> &'static str {
+        Mode::NAMES.iter().find(|(m, _)| *m == self).map_or("auto", |(_, name)| name)
     }
 }
 
