@@ -72,6 +72,13 @@ fn resolve_secret(cfg: &mut Config) -> Result<(), Error> {
     Ok(())
 }
 
+/// A line on stdout for the client that started us, flushed at once; a closed stdout is not
+/// an error (the server serves on).
+fn announce(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
 pub fn run(mut cfg: Config) -> Result<(), Error> {
     if !cfg.host.is_loopback() && cfg.secret.is_empty() {
         return Err(Error::NoSecret(cfg.host));
@@ -113,9 +120,7 @@ pub fn run(mut cfg: Config) -> Result<(), Error> {
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
     // its first request); printed before the server accepts connections.
     if let Some(tls) = &tls {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "GOOSED_CERT_FINGERPRINT={}", tls.fingerprint);
-        let _ = out.flush();
+        announce(&format!("GOOSED_CERT_FINGERPRINT={}", tls.fingerprint));
     }
     let handler_app = app.clone();
     let mut server = Server::start_with_tls(
@@ -126,11 +131,7 @@ pub fn run(mut cfg: Config) -> Result<(), Error> {
     )
     .map_err(Error::Serve)?;
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "gosling listening on {}://{}", server.scheme(), server.addr());
-        let _ = out.flush();
-    }
+    announce(&format!("gosling listening on {}://{}", server.scheme(), server.addr()));
     // A person at a terminal gets a one-time link for the web page (never the key itself).
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some() {
         if let Some(token) = app.login.peek() {
