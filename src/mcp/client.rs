@@ -605,7 +605,7 @@ impl Shared {
     fn abandon(&self, id: &Id, reason: &str) {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
         log::info!("mcp {}: request {id} abandoned ({reason}); sending notifications/cancelled", self.extension);
-        let _ = self.notify("notifications/cancelled", json!({ "requestId": id.to_value(), "reason": reason }));
+        let _ = self.notify("notifications/cancelled", json!({ "requestId": id, "reason": reason }));
     }
 }
 

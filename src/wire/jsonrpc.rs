@@ -16,20 +16,14 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 
 /// A request id: MCP allows strings and integers (never null).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(untagged)]
 pub enum Id {
     Num(i64),
     Str(String),
 }
 
 impl Id {
-    pub fn to_value(&self) -> Value {
-        match self {
-            Id::Num(n) => Value::from(*n),
-            Id::Str(s) => Value::from(s.clone()),
-        }
-    }
-
     fn from_value(v: &Value) -> Option<Id> {
         match v {
             Value::String(s) => Some(Id::Str(s.clone())),
@@ -49,37 +43,17 @@ impl fmt::Display for Id {
 }
 
 /// The `error` member of a failed response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorObject {
     pub code: i64,
     pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
 }
 
 impl ErrorObject {
     pub fn new(code: i64, message: impl Into<String>) -> ErrorObject {
         ErrorObject { code, message: message.into(), data: None }
-    }
-}
-
-impl Serialize for ErrorObject {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("code", &self.code)?;
-        m.serialize_entry("message", &self.message)?;
-        if let Some(d) = &self.data {
-            m.serialize_entry("data", d)?;
-        }
-        m.end()
-    }
-}
-
-impl Serialize for Id {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Id::Num(n) => s.serialize_i64(*n),
-            Id::Str(v) => s.serialize_str(v),
-        }
     }
 }
 
