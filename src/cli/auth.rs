@@ -109,8 +109,7 @@ fn run(name: &str, sign_in: SignIn) -> Result<String, Error> {
     if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
         return Err(Error::OwnAuthorization(name.to_string()));
     }
-    let lookup_store = store.clone();
-    let secret = move |k: &str| lookup_store.get_secret(k).ok().flatten().or_else(|| std::env::var(k).ok());
+    let secret = |k: &str| store.get_secret(k).ok().flatten().or_else(|| std::env::var(k).ok());
     let settings = oauth_settings(&entry.config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in)
         .map_err(Error::Settings)?;
     let timeout = Duration::from_secs(entry.config.timeout_secs().max(1));
