@@ -626,12 +626,12 @@ impl Authorizer {
             })?;
         let status = resp.status().as_u16();
         let v = json_body(resp);
-        if d.guessed && !(200..300).contains(&status) {
-            // No metadata anywhere and no registration at the default path: this server
-            // wants other credentials, not OAuth. The caller reports its own 401.
-            return Err(not_oauth());
-        }
         if !(200..300).contains(&status) {
+            if d.guessed {
+                // No metadata anywhere and no registration at the default path: this server
+                // wants other credentials, not OAuth. The caller reports its own 401.
+                return Err(not_oauth());
+            }
             return Err(HttpFailure::OAuth(format!(
                 "dynamic client registration at {reg} answered {status}{}; register a client by hand and set the extension's oauth.client_id",
                 oauth_error_text(&v)
@@ -1042,28 +1042,26 @@ fn respond(mut stream: TcpStream, status: u16, text: &str) {
 
 /// Opens `url` with the desktop's opener when there is a desktop (argv, never a shell).
 pub fn open_in_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") {
-        Some("open")
+    let cmd = if cfg!(target_os = "macos") {
+        "open"
     } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some() {
-        Some("xdg-open")
+        "xdg-open"
     } else {
-        None
+        return;
     };
-    if let Some(cmd) = opener {
-        let spawned = std::process::Command::new(cmd)
-            .arg(url)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        match spawned {
-            // Reap it on a thread so no zombie is left behind.
-            Ok(mut child) => {
-                // wait: the opener (xdg-open and the like) returns at once
-                let _ = std::thread::Builder::new().name("opener".into()).spawn(move || child.wait());
-            }
-            Err(e) => log::debug!("mcp: cannot run {cmd}: {e}"),
+    let spawned = std::process::Command::new(cmd)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        // Reap it on a thread so no zombie is left behind.
+        Ok(mut child) => {
+            // wait: the opener (xdg-open and the like) returns at once
+            let _ = std::thread::Builder::new().name("opener".into()).spawn(move || child.wait());
         }
+        Err(e) => log::debug!("mcp: cannot run {cmd}: {e}"),
     }
 }
 
