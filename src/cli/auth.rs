@@ -21,26 +21,22 @@ const USAGE: &str = "usage: gosling auth [--sign-in browser|follow] NAME";
 pub fn main(args: &[String]) -> ExitCode {
     let mut sign_in = SignIn::Browser { wait: super::probe::BROWSER_WAIT };
     let mut name = None;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
             "--sign-in" => {
-                sign_in = match args.get(i + 1).map(String::as_str) {
+                sign_in = match rest.next().map(String::as_str) {
                     Some("browser") => SignIn::Browser { wait: super::probe::BROWSER_WAIT },
                     Some("follow") => SignIn::Follow,
                     _ => return usage("--sign-in takes browser or follow"),
                 };
-                i += 2;
             }
             "-h" | "--help" => {
                 println!("{USAGE}\nsigns in to a configured streamable_http extension and stores its tokens");
                 return ExitCode::SUCCESS;
             }
             a if a.starts_with('-') => return usage(&format!("unknown option {a:?}")),
-            a if name.is_none() => {
-                name = Some(a.to_string());
-                i += 1;
-            }
+            a if name.is_none() => name = Some(a.to_string()),
             a => return usage(&format!("unexpected argument {a:?}")),
         }
     }
@@ -109,8 +105,7 @@ fn run(name: &str, sign_in: SignIn) -> Result<String, Error> {
     if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
         return Err(Error::OwnAuthorization(name.to_string()));
     }
-    let lookup_store = store.clone();
-    let secret = move |k: &str| lookup_store.get_secret(k).ok().flatten().or_else(|| std::env::var(k).ok());
+    let secret = |k: &str| store.get_secret(k).ok().flatten().or_else(|| std::env::var(k).ok());
     let settings = oauth_settings(&entry.config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in)
         .map_err(Error::Settings)?;
     let timeout = Duration::from_secs(entry.config.timeout_secs().max(1));

@@ -139,36 +139,21 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
     let mut call_args = json!({});
     let mut oauth = OAuthArgs::default();
     let mut env: Vec<(String, String)> = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| UsageError::NeedsValue(a.to_string()));
-        match a {
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        let mut value = || rest.next().cloned().ok_or_else(|| UsageError::NeedsValue(a.to_string()));
+        match a.as_str() {
             "--timeout" => {
-                let v = value(i)?;
+                let v = value()?;
                 let secs: u64 = v.parse().map_err(|_| UsageError::NotSeconds(v.clone()))?;
                 timeout = Duration::from_secs(secs.max(1));
-                i += 2;
             }
-            "--call" => {
-                call = Some(value(i)?);
-                i += 2;
-            }
-            "--prompt" => {
-                prompt = Some(value(i)?);
-                i += 2;
-            }
-            "--read" => {
-                read = Some(value(i)?);
-                i += 2;
-            }
-            "--env" => {
-                let v = value(i)?;
-                env.push(parse_env_pair(&v).map_err(UsageError::Env)?);
-                i += 2;
-            }
+            "--call" => call = Some(value()?),
+            "--prompt" => prompt = Some(value()?),
+            "--read" => read = Some(value()?),
+            "--env" => env.push(parse_env_pair(&value()?).map_err(UsageError::Env)?),
             "--env-file" => {
-                let path = value(i)?;
+                let path = value()?;
                 let text = std::fs::read_to_string(&path)
                     .map_err(|error| UsageError::EnvFileRead { path: path.clone(), error })?;
                 env.extend(parse_env_file(&text).map_err(|(line, error)| UsageError::EnvFileLine {
@@ -176,42 +161,26 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                     line,
                     error,
                 })?);
-                i += 2;
             }
-            "--client-id" => {
-                oauth.client_id = Some(value(i)?);
-                i += 2;
-            }
-            "--client-secret-env" => {
-                oauth.client_secret_env = Some(value(i)?);
-                i += 2;
-            }
-            "--scope" => {
-                oauth.scopes.push(value(i)?);
-                i += 2;
-            }
-            "--client-metadata-url" => {
-                oauth.client_metadata_url = Some(value(i)?);
-                i += 2;
-            }
+            "--client-id" => oauth.client_id = Some(value()?),
+            "--client-secret-env" => oauth.client_secret_env = Some(value()?),
+            "--scope" => oauth.scopes.push(value()?),
+            "--client-metadata-url" => oauth.client_metadata_url = Some(value()?),
             "--sign-in" => {
-                oauth.follow = match value(i)?.as_str() {
+                oauth.follow = match value()?.as_str() {
                     "browser" => false,
                     "follow" => true,
                     other => return Err(UsageError::SignIn(other.to_string())),
                 };
-                i += 2;
             }
             "--args" => {
-                let v = value(i)?;
-                call_args = serde_json::from_str(&v).map_err(|e| UsageError::ArgsJson(e.to_string()))?;
+                call_args = serde_json::from_str(&value()?).map_err(|e| UsageError::ArgsJson(e.to_string()))?;
                 if !call_args.is_object() {
                     return Err(UsageError::ArgsNotObject);
                 }
-                i += 2;
             }
             "--" => {
-                let cmd = args[i + 1..].to_vec();
+                let cmd = rest.as_slice().to_vec();
                 if cmd.is_empty() {
                     return Err(UsageError::NothingToRun);
                 }
@@ -219,7 +188,7 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                 return Ok(Args { timeout, action, target: Target::Stdio(cmd), oauth, env });
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
-                if i + 1 != args.len() {
+                if !rest.as_slice().is_empty() {
                     return Err(UsageError::UrlNotLast);
                 }
                 if !env.is_empty() {
@@ -283,7 +252,7 @@ fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, (usize, EnvError)
     Ok(out)
 }
 
-fn options(timeout: Duration) -> ClientOptions {
+pub(super) fn options(timeout: Duration) -> ClientOptions {
     ClientOptions {
         extension: "probe".into(),
         timeout,
@@ -298,10 +267,8 @@ fn options(timeout: Duration) -> ClientOptions {
 /// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
 /// later probe or the server reuses them; without a usable store, to memory.
 fn oauth_settings(o: &OAuthArgs) -> Result<Settings, UsageError> {
-    let client_secret = match &o.client_secret_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| UsageError::SecretUnset(var.clone()))?),
-        None => None,
-    };
+    let secret = |var: &String| std::env::var(var).map_err(|_| UsageError::SecretUnset(var.clone()));
+    let client_secret = o.client_secret_env.as_ref().map(secret).transpose()?;
     let dir = crate::config::config_dir(&crate::config::ProcessEnv);
     let store: Arc<dyn TokenStore> = match crate::store::config_store::ConfigStore::open(&dir) {
         Ok(s) => Arc::new(crate::extensions::runtime::SecretsTokens(Arc::new(s))),
@@ -364,33 +331,35 @@ pub fn describe(client: &Client) -> Result<Value, crate::mcp::error::Error> {
 }
 
 pub fn main(args: &[String]) -> ExitCode {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("gosling probe: {e}");
-            return ExitCode::from(2);
+    match parse(args).map_err(Failed::Usage).and_then(|a| run(&a)) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
         }
-    };
+        Err(Failed::Usage(e)) => {
+            eprintln!("gosling probe: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failed::Server(e)) => {
+            eprintln!("gosling probe: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why a probe printed nothing: the command line (exit 2) or the server (exit 1).
+enum Failed {
+    Usage(UsageError),
+    Server(crate::mcp::error::Error),
+}
+
+/// Connects, does what `a` asks and returns what to print.
+fn run(a: &Args) -> Result<String, Failed> {
     if let (Target::Url(url), Ok(scenario)) = (&a.target, std::env::var("MCP_CONFORMANCE_SCENARIO")) {
-        let settings = match oauth_settings(&a.oauth) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("gosling probe: {e}");
-                return ExitCode::from(2);
-            }
-        };
+        let settings = oauth_settings(&a.oauth).map_err(Failed::Usage)?;
         let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
         let auth = super::probe_http::conformance_auth(url, context.as_deref(), settings);
-        return match super::probe_http::run(url, Some(&scenario), Some(auth)) {
-            Ok(out) => {
-                print!("{out}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("gosling probe: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return super::probe_http::run(url, Some(&scenario), Some(auth)).map_err(Failed::Server);
     }
     let connected = match &a.target {
         Target::Stdio(cmd) => {
@@ -399,30 +368,18 @@ pub fn main(args: &[String]) -> ExitCode {
             crate::mcp::connect_stdio(&spec, options(a.timeout))
         }
         Target::Url(url) => {
-            let auth = match oauth_settings(&a.oauth) {
-                Ok(s) => Arc::new(Authorizer::new(url, "probe", a.timeout, s)),
-                Err(e) => {
-                    eprintln!("gosling probe: {e}");
-                    return ExitCode::from(2);
-                }
-            };
+            let settings = oauth_settings(&a.oauth).map_err(Failed::Usage)?;
             let spec = HttpSpec {
                 uri: url.clone(),
                 headers: Vec::new(),
                 timeout: a.timeout,
                 extension: "probe".into(),
-                auth: Some(auth),
+                auth: Some(Arc::new(Authorizer::new(url, "probe", a.timeout, settings))),
             };
             crate::mcp::connect_http(&spec, options(a.timeout))
         }
     };
-    let client = match connected {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("gosling probe: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let client = connected.map_err(Failed::Server)?;
     let result = match &a.action {
         Action::Describe => describe(&client),
         Action::Call(tool, args) => client.call_tool(tool, Some(args.clone()), &CallContext::default()),
@@ -430,16 +387,8 @@ pub fn main(args: &[String]) -> ExitCode {
         Action::Read(uri) => client.read_resource(uri),
     };
     client.close();
-    match result {
-        Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).expect("JSON values serialize"));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("gosling probe: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let v = result.map_err(Failed::Server)?;
+    Ok(format!("{}\n", serde_json::to_string_pretty(&v).expect("JSON values serialize")))
 }
 
 #[cfg(test)]

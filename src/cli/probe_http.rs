@@ -21,17 +21,10 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> Result<String, Error> {
     let spec =
         HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into(), auth };
-    let opts = ClientOptions {
-        extension: "probe".into(),
-        timeout: TIMEOUT,
-        roots: None,
-        // Only tool calls can trigger an elicitation, and the probe calls tools only for a
-        // conformance scenario: accepting with the schema's defaults is what those expect.
-        elicitation: Some(Arc::new(answer_with_defaults)),
-        sampling: None,
-        client_name: "gosling".into(),
-        client_version: env!("CARGO_PKG_VERSION").into(),
-    };
+    // Elicitation is answered with the schema's defaults (`answer_with_defaults`): only tool
+    // calls can trigger one, and the probe calls tools only for a conformance scenario, which
+    // expects that.
+    let opts = ClientOptions { roots: None, client_name: "gosling".into(), ..super::probe::options(TIMEOUT) };
     let client = crate::mcp::connect_http(&spec, opts)?;
     let result = (|| {
         let mut out = format!(
@@ -77,16 +70,17 @@ pub fn conformance_auth(url: &str, context: Option<&str>, mut base: Settings) ->
     Arc::new(Authorizer::new(url, "probe", TIMEOUT, base))
 }
 
+/// The names a schema's `required` lists.
+fn required(schema: &Value) -> Vec<&str> {
+    schema["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
+}
+
 /// Arguments for a tool from its input schema: each required property (every property when
 /// none is required) gets its default, or a plain value of its type.
 pub fn sample_arguments(schema: &Value) -> Value {
     let mut out = serde_json::Map::new();
     let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Value::Object(out) };
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = required(schema);
     let mut n = 0;
     for (name, prop) in props {
         if !required.is_empty() && !required.contains(&name.as_str()) {
@@ -115,25 +109,17 @@ pub fn sample_arguments(schema: &Value) -> Value {
 /// defaults when they satisfy it (every required field has a default, and every default fits
 /// its property's type and enum), else decline.
 pub fn answer_with_defaults(params: &Value) -> Value {
-    let schema = params.get("requestedSchema").cloned().unwrap_or(Value::Null);
-    let props = schema.get("properties").and_then(Value::as_object);
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let schema = &params["requestedSchema"];
     let mut content = serde_json::Map::new();
-    if let Some(props) = props {
-        for (name, prop) in props {
-            if let Some(d) = prop.get("default") {
-                if !fits(prop, d) {
-                    return json!({"action": "decline"});
-                }
-                content.insert(name.clone(), d.clone());
+    for (name, prop) in schema["properties"].as_object().into_iter().flatten() {
+        if let Some(d) = prop.get("default") {
+            if !fits(prop, d) {
+                return json!({"action": "decline"});
             }
+            content.insert(name.clone(), d.clone());
         }
     }
-    if required.iter().any(|r| !content.contains_key(*r)) {
+    if required(schema).iter().any(|r| !content.contains_key(*r)) {
         return json!({"action": "decline"});
     }
     json!({"action": "accept", "content": content})
@@ -149,11 +135,7 @@ fn fits(prop: &Value, v: &Value) -> bool {
         Some("array") => v.is_array(),
         _ => true,
     };
-    let listed = match prop.get("enum").and_then(Value::as_array) {
-        Some(values) => values.contains(v),
-        None => true,
-    };
-    typed && listed
+    typed && prop.get("enum").and_then(Value::as_array).is_none_or(|values| values.contains(v))
 }
 
 #[cfg(test)]

@@ -103,17 +103,15 @@ fn classify_io(io: &std::io::Error, timeout: Duration) -> HttpFailure {
                 || lower.contains("no address associated")
                 || lower.contains("temporary failure in name resolution")
             {
-                HttpFailure::Dns
-            } else if let Some(inner) = io.get_ref() {
-                // rustls errors come wrapped in io::Error by the TLS stream.
-                let s = inner.to_string();
-                if io.kind() == K::InvalidData || s.contains("certificate") || s.contains("tls") || s.contains("TLS") {
-                    HttpFailure::Tls(s)
-                } else {
-                    HttpFailure::Io(text)
-                }
-            } else {
-                HttpFailure::Io(text)
+                return HttpFailure::Dns;
+            }
+            // rustls errors come wrapped in io::Error by the TLS stream.
+            let tls = |s: &String| {
+                io.kind() == K::InvalidData || s.contains("certificate") || s.contains("tls") || s.contains("TLS")
+            };
+            match io.get_ref().map(|inner| inner.to_string()) {
+                Some(s) if tls(&s) => HttpFailure::Tls(s),
+                _ => HttpFailure::Io(text),
             }
         }
     }

@@ -91,7 +91,7 @@ const REFRESH_SKEW_SECS: i64 = 60;
 const CALLBACK_PATH: &str = "/callback";
 
 /// What we keep for one signed-in server. Serialized into the token store only.
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 struct Token {
     access_token: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,6 +109,23 @@ struct Token {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_secret: Option<String>,
     auth_method: String,
+}
+
+impl Token {
+    /// This token (or token-to-be) after a successful token answer `v`. A refresh token or
+    /// scope the answer does not repeat stays as it was (RFC 6749 §6).
+    fn renewed(&self, v: &Value) -> Token {
+        let now = crate::util::unix_secs();
+        let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+        Token {
+            access_token: text("access_token").unwrap_or_default(),
+            refresh_token: text("refresh_token").or_else(|| self.refresh_token.clone()),
+            expires_at: v.get("expires_in").and_then(Value::as_i64).map(|s| now + s),
+            issued_at: now,
+            scope: text("scope").unwrap_or_else(|| self.scope.clone()),
+            ..self.clone()
+        }
+    }
 }
 
 /// One protected MCP server's authorization state.
@@ -141,65 +158,49 @@ pub struct Challenge {
 /// Parses the Bearer challenge's auth-params (quoted or token values).
 pub fn parse_challenge(header: &str) -> Challenge {
     let mut c = Challenge::default();
-    let rest = header.trim();
-    let rest = match rest.split_once(char::is_whitespace) {
+    let header = header.trim();
+    let mut rest = match header.split_once(char::is_whitespace) {
         Some((scheme, r)) if scheme.eq_ignore_ascii_case("bearer") => r,
-        _ if rest.eq_ignore_ascii_case("bearer") => "",
-        _ => rest,
+        _ if header.eq_ignore_ascii_case("bearer") => "",
+        _ => header,
     };
-    let b = rest.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        while i < b.len() && (b[i] == b',' || b[i].is_ascii_whitespace()) {
-            i += 1;
+    loop {
+        rest = rest.trim_start_matches(|ch: char| ch == ',' || ch.is_ascii_whitespace());
+        if rest.is_empty() {
+            return c;
         }
-        let start = i;
-        while i < b.len() && b[i] != b'=' && b[i] != b',' {
-            i += 1;
-        }
-        let name = rest[start..i].trim().to_ascii_lowercase();
-        if i >= b.len() || b[i] != b'=' {
-            continue;
-        }
-        i += 1;
-        while i < b.len() && b[i] == b' ' {
-            i += 1;
-        }
-        let mut value = String::new();
-        if i < b.len() && b[i] == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                if b[i] == b'\\' && i + 1 < b.len() {
-                    i += 1;
+        let end = rest.find(['=', ',']).unwrap_or(rest.len());
+        let name = rest[..end].trim().to_ascii_lowercase();
+        rest = &rest[end..];
+        let Some(after) = rest.strip_prefix('=') else { continue };
+        let after = after.trim_start_matches(' ');
+        let value = if let Some(quoted) = after.strip_prefix('"') {
+            // Up to the closing quote (or the end); a backslash escapes the next character.
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            rest = "";
+            while let Some((i, ch)) = chars.next() {
+                match ch {
+                    '"' => {
+                        rest = &quoted[i + 1..];
+                        break;
+                    }
+                    '\\' => value.push(chars.next().map_or('\\', |(_, escaped)| escaped)),
+                    _ => value.push(ch),
                 }
-                let ch_len = utf8_len(b[i]);
-                value.push_str(&rest[i..(i + ch_len).min(b.len())]);
-                i += ch_len;
             }
-            i += 1;
+            value
         } else {
-            let s = i;
-            while i < b.len() && b[i] != b',' {
-                i += 1;
-            }
-            value = rest[s..i].trim().to_string();
-        }
+            let end = after.find(',').unwrap_or(after.len());
+            rest = &after[end..];
+            after[..end].trim().to_string()
+        };
         match name.as_str() {
             "error" => c.error = Some(value),
             "scope" => c.scope = Some(value),
             "resource_metadata" => c.resource_metadata = Some(value),
             _ => {}
         }
-    }
-    c
-}
-
-fn utf8_len(first: u8) -> usize {
-    match first {
-        0xf0..=0xff => 4,
-        0xe0..=0xef => 3,
-        0xc0..=0xdf => 2,
-        _ => 1,
     }
 }
 
@@ -211,10 +212,7 @@ fn split_url(url: &str) -> Option<(String, String)> {
         return None;
     }
     let rest = rest.split(['#', '?']).next().unwrap_or("");
-    let (authority, path) = match rest.find('/') {
-        Some(p) => (&rest[..p], &rest[p..]),
-        None => (rest, ""),
-    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if authority.is_empty() {
         return None;
     }
@@ -224,10 +222,7 @@ fn split_url(url: &str) -> Option<(String, String)> {
 /// The canonical URI of an MCP server: lower-case scheme and host, no fragment or query, no
 /// trailing slash on the path.
 pub fn canonical_resource(url: &str) -> String {
-    match split_url(url) {
-        Some((origin, path)) => format!("{origin}{}", path.trim_end_matches('/')),
-        None => url.to_string(),
-    }
+    split_url(url).map_or_else(|| url.to_string(), |(origin, path)| format!("{origin}{}", path.trim_end_matches('/')))
 }
 
 /// Protected-resource metadata URLs to try for a server: path-based first, then the root.
@@ -246,31 +241,22 @@ pub fn prm_candidates(server_url: &str) -> Vec<String> {
 pub fn as_metadata_candidates(issuer: &str) -> Vec<String> {
     let Some((origin, path)) = split_url(issuer) else { return Vec::new() };
     let path = path.trim_end_matches('/');
-    if path.is_empty() {
-        vec![
-            format!("{origin}/.well-known/oauth-authorization-server"),
-            format!("{origin}/.well-known/openid-configuration"),
-        ]
-    } else {
-        vec![
-            format!("{origin}/.well-known/oauth-authorization-server{path}"),
-            format!("{origin}/.well-known/openid-configuration{path}"),
-            format!("{origin}{path}/.well-known/openid-configuration"),
-        ]
+    let mut out = vec![
+        format!("{origin}/.well-known/oauth-authorization-server{path}"),
+        format!("{origin}/.well-known/openid-configuration{path}"),
+    ];
+    if !path.is_empty() {
+        out.push(format!("{origin}{path}/.well-known/openid-configuration"));
     }
+    out
 }
 
 /// Whether a protected-resource metadata `resource` may stand for `server_url`: same origin,
 /// and the server's path at or below the resource's.
 pub fn resource_matches(resource: &str, server_url: &str) -> bool {
-    match (split_url(resource), split_url(server_url)) {
-        (Some((ro, rp)), Some((so, sp))) => {
-            let rp = rp.trim_end_matches('/');
-            let sp = sp.trim_end_matches('/');
-            ro == so && (sp == rp || sp.starts_with(&format!("{rp}/")) || rp.is_empty())
-        }
-        _ => false,
-    }
+    let (Some((ro, rp)), Some((so, sp))) = (split_url(resource), split_url(server_url)) else { return false };
+    let (rp, sp) = (rp.trim_end_matches('/'), sp.trim_end_matches('/'));
+    ro == so && (sp == rp || sp.starts_with(&format!("{rp}/")) || rp.is_empty())
 }
 
 /// Scopes to ask for: the challenge's, else the configured ones, else the resource's
@@ -308,22 +294,12 @@ pub fn select_scopes(
 
 /// Whether a token issued at `issued_at` and expiring at `expires_at` should be refreshed now.
 pub fn needs_refresh(now: i64, issued_at: i64, expires_at: Option<i64>) -> bool {
-    match expires_at {
-        None => false,
-        Some(exp) => {
-            let skew = REFRESH_SKEW_SECS.min((exp - issued_at).max(0) / 4);
-            now >= exp - skew
-        }
-    }
+    expires_at.is_some_and(|exp| now >= exp - REFRESH_SKEW_SECS.min((exp - issued_at).max(0) / 4))
 }
 
 /// The key of one server's token in the store: resource and issuer.
 pub fn token_key(resource: &str, issuer: &str) -> String {
     format!("oauth:{resource} {issuer}")
-}
-
-fn token_prefix(resource: &str) -> String {
-    format!("oauth:{resource} ")
 }
 
 /// The PKCE S256 challenge of a verifier.
@@ -335,8 +311,8 @@ fn random_b64(n: usize) -> String {
     base64_encode(&crate::util::random_bytes(n), true)
 }
 
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v))).collect::<Vec<_>>().join("&")
+fn form(pairs: &[(&str, impl AsRef<str>)]) -> String {
+    pairs.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v.as_ref()))).collect::<Vec<_>>().join("&")
 }
 
 /// The query parameters of a URL or request target.
@@ -400,7 +376,8 @@ impl Authorizer {
 
     fn load(&self) -> Option<Token> {
         let store = &self.settings.store;
-        let mut keys = store.keys(&token_prefix(&self.resource_id()));
+        // Every issuer's key starts with the key of an empty issuer.
+        let mut keys = store.keys(&token_key(&self.resource_id(), ""));
         keys.sort();
         keys.iter().filter_map(|k| store.get(k)).filter_map(|v| serde_json::from_str::<Token>(&v).ok()).next()
     }
@@ -477,32 +454,37 @@ impl Authorizer {
         }
         let _flow = self.flow.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current();
-        if let Some(cur) = &current {
-            if sent != Some(cur.access_token.as_str()) && !step_up {
+        if let (Some(cur), false) = (&current, step_up) {
+            if sent != Some(cur.access_token.as_str()) {
                 return Ok(()); // another request already refreshed or signed in
             }
-        }
-        if let (Some(cur), false, 0) = (&current, step_up, round) {
-            if cur.refresh_token.is_some() && sent.is_some() {
+            if round == 0 && cur.refresh_token.is_some() {
                 match self.refresh(cur) {
                     Ok(_) => return Ok(()),
                     Err(e) => log::info!("mcp: {}: refresh failed ({}); signing in again", self.extension, Show(&e)),
                 }
             }
+            self.forget(cur);
         }
-        if let Some(cur) = &current {
-            if !step_up {
-                self.forget(cur);
+        let previous = current.filter(|_| step_up).map(|t| t.scope);
+        self.sign_in_or_refusal(&ch, previous.as_deref(), status, challenge)
+    }
+
+    /// `sign_in`; for a server that shows no sign of OAuth, its own refusal (`status` and
+    /// `challenge`) instead.
+    fn sign_in_or_refusal(
+        self: &Arc<Self>,
+        ch: &Challenge,
+        previous_scope: Option<&str>,
+        status: u16,
+        challenge: Option<&str>,
+    ) -> Result<(), HttpFailure> {
+        match self.sign_in(ch, previous_scope) {
+            Err(f) if f == not_oauth() => {
+                Err(HttpFailure::Unauthorized { status, challenge: challenge.map(str::to_string) })
             }
+            r => r,
         }
-        let previous = if step_up { current.as_ref().map(|t| t.scope.clone()) } else { None };
-        self.sign_in(&ch, previous.as_deref()).map_err(|f| {
-            if f == not_oauth() {
-                HttpFailure::Unauthorized { status, challenge: challenge.map(str::to_string) }
-            } else {
-                f
-            }
-        })
     }
 
     /// Signs in without waiting for the server's 401 (`gosling auth`): fetches the server's
@@ -525,40 +507,21 @@ impl Authorizer {
             return Ok(false);
         }
         let ch = challenge.as_deref().map(parse_challenge).unwrap_or_default();
-        self.sign_in(&ch, None).map(|()| true).map_err(|f| {
-            if f == not_oauth() {
-                HttpFailure::Unauthorized { status, challenge }
-            } else {
-                f
-            }
-        })
+        self.sign_in_or_refusal(&ch, None, status, challenge.as_deref()).map(|()| true)
     }
 
+    /// A JSON object from a 200 answer to a GET of `url`.
     fn get_json(&self, url: &str) -> Option<Value> {
-        let resp = match self.agent.get(url).header("Accept", "application/json").call() {
-            Ok(r) => r,
-            Err(e) => {
-                log::debug!("mcp: {}: GET {url} failed: {e}", self.extension);
-                return None;
-            }
-        };
+        let resp = self.agent.get(url).header("Accept", "application/json").call();
+        let resp = resp.inspect_err(|e| log::debug!("mcp: {}: GET {url} failed: {e}", self.extension)).ok()?;
         let status = resp.status().as_u16();
         log::debug!("mcp: {}: GET {url} -> {status}", self.extension);
-        if status != 200 {
-            return None;
-        }
-        let body = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().ok()?;
-        serde_json::from_slice::<Value>(&body).ok().filter(Value::is_object)
+        (status == 200).then(|| json_body(resp)).filter(Value::is_object)
     }
 
     fn discover(&self, ch: &Challenge) -> Result<Discovery, HttpFailure> {
-        let mut prm = None;
-        if let Some(url) = &ch.resource_metadata {
-            prm = self.get_json(url);
-        }
-        if prm.is_none() {
-            prm = prm_candidates(&self.server_url).iter().find_map(|u| self.get_json(u));
-        }
+        let prm = ch.resource_metadata.as_ref().and_then(|url| self.get_json(url));
+        let prm = prm.or_else(|| prm_candidates(&self.server_url).iter().find_map(|u| self.get_json(u)));
         let (resource, resource_scopes, issuer) = match &prm {
             Some(p) => {
                 let resource = p.get("resource").and_then(Value::as_str).unwrap_or("").to_string();
@@ -601,19 +564,17 @@ impl Authorizer {
                 )))
             }
         };
-        if meta.get("authorization_endpoint").and_then(Value::as_str).is_none()
-            || meta.get("token_endpoint").and_then(Value::as_str).is_none()
-        {
+        if ["authorization_endpoint", "token_endpoint"].iter().any(|k| meta.get(k).and_then(Value::as_str).is_none()) {
             return Err(HttpFailure::OAuth(format!(
                 "the authorization server metadata of {issuer} lacks authorization_endpoint or token_endpoint"
             )));
         }
-        if let Some(methods) = strings(&meta, "code_challenge_methods_supported") {
-            if !methods.iter().any(|m| m == "S256") {
-                return Err(HttpFailure::OAuth(format!(
-                    "the authorization server {issuer} does not support PKCE S256, which MCP requires; refusing to sign in"
-                )));
-            }
+        if strings(&meta, "code_challenge_methods_supported")
+            .is_some_and(|methods| !methods.iter().any(|m| m == "S256"))
+        {
+            return Err(HttpFailure::OAuth(format!(
+                "the authorization server {issuer} does not support PKCE S256, which MCP requires; refusing to sign in"
+            )));
         }
         Ok(Discovery { resource, resource_scopes, issuer, meta, guessed })
     }
@@ -624,18 +585,15 @@ impl Authorizer {
         d: &Discovery,
         redirect_uri: &str,
     ) -> Result<(String, Option<String>, String), HttpFailure> {
-        let supported = strings(&d.meta, "token_endpoint_auth_methods_supported");
-        let pick_secret_method = |supported: &Option<Vec<String>>| -> String {
-            match supported {
-                Some(s) if s.iter().any(|m| m == "client_secret_basic") => "client_secret_basic".into(),
-                Some(s) if s.iter().any(|m| m == "client_secret_post") => "client_secret_post".into(),
-                Some(_) => "client_secret_basic".into(),
-                None => "client_secret_basic".into(),
-            }
+        let supported = strings(&d.meta, "token_endpoint_auth_methods_supported").unwrap_or_default();
+        // The first of `preferred` the server supports, else `otherwise`.
+        let pick = |preferred: &[&str], otherwise: &str| -> String {
+            preferred.iter().find(|m| supported.iter().any(|s| s == *m)).unwrap_or(&otherwise).to_string()
         };
+        let secret_method = || pick(&["client_secret_basic", "client_secret_post"], "client_secret_basic");
         if let Some(id) = &self.settings.client_id {
             let secret = self.settings.client_secret.clone();
-            let method = if secret.is_some() { pick_secret_method(&supported) } else { "none".into() };
+            let method = if secret.is_some() { secret_method() } else { "none".into() };
             return Ok((id.clone(), secret, method));
         }
         if let Some(url) = &self.settings.client_metadata_url {
@@ -649,12 +607,7 @@ impl Authorizer {
                 d.issuer
             )));
         };
-        let wanted = match &supported {
-            Some(s) if s.iter().any(|m| m == "none") => "none",
-            Some(s) if s.iter().any(|m| m == "client_secret_basic") => "client_secret_basic",
-            Some(s) if s.iter().any(|m| m == "client_secret_post") => "client_secret_post",
-            _ => "none",
-        };
+        let wanted = pick(&["none", "client_secret_basic", "client_secret_post"], "none");
         let body = serde_json::json!({
             "client_name": self.settings.client_name,
             "redirect_uris": [redirect_uri],
@@ -672,14 +625,13 @@ impl Authorizer {
                 HttpFailure::OAuth(format!("dynamic client registration at {reg} failed: {}", oauth_io(&e)))
             })?;
         let status = resp.status().as_u16();
-        let body = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
-        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        if d.guessed && !(200..300).contains(&status) {
-            // No metadata anywhere and no registration at the default path: this server
-            // wants other credentials, not OAuth. The caller reports its own 401.
-            return Err(not_oauth());
-        }
+        let v = json_body(resp);
         if !(200..300).contains(&status) {
+            if d.guessed {
+                // No metadata anywhere and no registration at the default path: this server
+                // wants other credentials, not OAuth. The caller reports its own 401.
+                return Err(not_oauth());
+            }
             return Err(HttpFailure::OAuth(format!(
                 "dynamic client registration at {reg} answered {status}{}; register a client by hand and set the extension's oauth.client_id",
                 oauth_error_text(&v)
@@ -692,7 +644,7 @@ impl Authorizer {
         let secret = v.get("client_secret").and_then(Value::as_str).map(str::to_string);
         let method = match v.get("token_endpoint_auth_method").and_then(Value::as_str) {
             Some(m) => m.to_string(),
-            None if secret.is_some() => pick_secret_method(&supported),
+            None if secret.is_some() => secret_method(),
             None => "none".into(),
         };
         log::info!("mcp: {}: registered a client with {}", self.extension, d.issuer);
@@ -706,8 +658,6 @@ impl Authorizer {
         let background = matches!(self.settings.sign_in, SignIn::Background { .. });
         if background && previous_scope.is_none() {
             if let Some(url) = pending()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .get(&self.resource_id())
                 .and_then(|(url, until)| (Instant::now() < *until).then(|| url.clone()))
             {
@@ -729,16 +679,17 @@ impl Authorizer {
         );
         let verifier = random_b64(32);
         let state = random_b64(16);
-        let auth_endpoint = d.meta["authorization_endpoint"].as_str().unwrap_or_default().to_string();
+        let auth_endpoint = d.meta["authorization_endpoint"].as_str().unwrap_or_default();
         let scope = scopes.join(" ");
-        let mut params: Vec<(&str, &str)> = vec![("response_type", "code"), ("client_id", &client_id)];
         let challenge = pkce_challenge(&verifier);
-        params.extend([
-            ("redirect_uri", redirect_uri.as_str()),
-            ("code_challenge", challenge.as_str()),
+        let mut params = vec![
+            ("response_type", "code"),
+            ("client_id", &client_id),
+            ("redirect_uri", &redirect_uri),
+            ("code_challenge", &challenge),
             ("code_challenge_method", "S256"),
-            ("state", state.as_str()),
-        ]);
+            ("state", &state),
+        ];
         if !scope.is_empty() {
             params.push(("scope", &scope));
         }
@@ -746,12 +697,15 @@ impl Authorizer {
         let sep = if auth_endpoint.contains('?') { '&' } else { '?' };
         let url = format!("{auth_endpoint}{sep}{}", form(&params));
         let flow = Flow {
-            issuer: d.issuer.clone(),
-            resource: d.resource.clone(),
-            token_endpoint: d.meta["token_endpoint"].as_str().unwrap_or_default().to_string(),
-            client_id,
-            client_secret,
-            auth_method,
+            client: Token {
+                issuer: d.issuer.clone(),
+                resource: d.resource.clone(),
+                token_endpoint: d.meta["token_endpoint"].as_str().unwrap_or_default().to_string(),
+                client_id,
+                client_secret,
+                auth_method,
+                ..Token::default()
+            },
             redirect_uri,
             verifier,
             state,
@@ -765,17 +719,14 @@ impl Authorizer {
         let key = self.resource_id();
         let my_url = url.clone();
         if background {
-            pending()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(key.clone(), (url.clone(), Instant::now() + wait));
+            pending().insert(key.clone(), (url.clone(), Instant::now() + wait));
         }
         std::thread::Builder::new()
             .name(format!("oauth-callback-{}", self.extension))
             .spawn(move || {
                 let r = me.await_callback(listener, &flow, Instant::now() + wait);
                 if background {
-                    let mut p = pending().lock().unwrap_or_else(|p| p.into_inner());
+                    let mut p = pending();
                     // Done (signed in, refused or timed out): forget it, unless a newer one replaced it.
                     if p.get(&key).is_some_and(|(u, _)| *u == my_url) {
                         p.remove(&key);
@@ -794,7 +745,6 @@ impl Authorizer {
                 return Err(HttpFailure::SignInRequired { url });
             }
             SignIn::Browser { .. } => {
-                let port = flow_port(&url);
                 eprintln!(
                     "Sign in to `{}`: open this URL in a browser on this machine:\n\n  {url}\n\nThe browser comes back to 127.0.0.1:{port}; over SSH, forward it first: ssh -L {port}:127.0.0.1:{port} HOST\n",
                     self.extension
@@ -803,10 +753,9 @@ impl Authorizer {
             }
             SignIn::Follow => self.follow(&url)?,
         }
-        match rx.recv_timeout(wait + Duration::from_secs(5)) {
-            Ok(r) => r,
-            Err(_) => Err(HttpFailure::OAuth(format!("nobody finished signing in within {wait:?}; run it again"))),
-        }
+        rx.recv_timeout(wait + Duration::from_secs(5)).unwrap_or_else(|_| {
+            Err(HttpFailure::OAuth(format!("nobody finished signing in within {wait:?}; run it again")))
+        })
     }
 
     /// Plays the browser: GET the authorization URL, then each redirect, until our listener.
@@ -887,31 +836,25 @@ impl Authorizer {
         }
     }
 
-    fn token_request(
-        &self,
-        endpoint: &str,
-        params: &mut Vec<(&str, String)>,
-        client_id: &str,
-        client_secret: Option<&str>,
-        method: &str,
-    ) -> Result<Value, TokenError> {
+    /// POSTs a token request as the client `t` names (its endpoint, id, secret and method).
+    fn token_request(&self, t: &Token, mut params: Vec<(&str, String)>) -> Result<Value, TokenError> {
+        let endpoint = &t.token_endpoint;
         let mut req = self.agent.post(endpoint).header("Accept", "application/json");
-        match (method, client_secret) {
+        match (t.auth_method.as_str(), &t.client_secret) {
             ("client_secret_basic", Some(secret)) => {
                 let cred =
-                    base64_encode(format!("{}:{}", form_encode(client_id), form_encode(secret)).as_bytes(), false);
+                    base64_encode(format!("{}:{}", form_encode(&t.client_id), form_encode(secret)).as_bytes(), false);
                 req = req.header("Authorization", format!("Basic {cred}"));
             }
             ("client_secret_post", Some(secret)) => {
-                params.push(("client_id", client_id.to_string()));
-                params.push(("client_secret", secret.to_string()));
+                params.push(("client_id", t.client_id.clone()));
+                params.push(("client_secret", secret.clone()));
             }
-            _ => params.push(("client_id", client_id.to_string())),
+            _ => params.push(("client_id", t.client_id.clone())),
         }
-        let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let resp = req
             .header("Content-Type", "application/x-www-form-urlencoded")
-            .send(form(&pairs).as_bytes())
+            .send(form(&params).as_bytes())
             .map_err(|e| {
                 TokenError::Unreachable(HttpFailure::OAuth(format!(
                     "the token request to {endpoint} failed: {}",
@@ -919,8 +862,7 @@ impl Authorizer {
                 )))
             })?;
         let status = resp.status().as_u16();
-        let body = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
-        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let v = json_body(resp);
         if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
             return Err(TokenError::Refused(HttpFailure::OAuth(format!(
                 "the token endpoint {endpoint} answered {status}{}",
@@ -931,37 +873,16 @@ impl Authorizer {
     }
 
     fn exchange(&self, flow: &Flow, code: &str) -> Result<(), HttpFailure> {
-        let mut params = vec![
+        let params = vec![
             ("grant_type", "authorization_code".to_string()),
             ("code", code.to_string()),
             ("redirect_uri", flow.redirect_uri.clone()),
             ("code_verifier", flow.verifier.clone()),
-            ("resource", flow.resource.clone()),
+            ("resource", flow.client.resource.clone()),
         ];
-        let v = self
-            .token_request(
-                &flow.token_endpoint,
-                &mut params,
-                &flow.client_id,
-                flow.client_secret.as_deref(),
-                &flow.auth_method,
-            )
-            .map_err(TokenError::into_failure)?;
-        let now = crate::util::unix_secs();
-        let token = Token {
-            access_token: v["access_token"].as_str().unwrap_or_default().to_string(),
-            refresh_token: v.get("refresh_token").and_then(Value::as_str).map(str::to_string),
-            expires_at: v.get("expires_in").and_then(Value::as_i64).map(|s| now + s),
-            issued_at: now,
-            scope: v.get("scope").and_then(Value::as_str).unwrap_or_default().to_string(),
-            issuer: flow.issuer.clone(),
-            resource: flow.resource.clone(),
-            token_endpoint: flow.token_endpoint.clone(),
-            client_id: flow.client_id.clone(),
-            client_secret: flow.client_secret.clone(),
-            auth_method: flow.auth_method.clone(),
-        };
-        log::info!("mcp: {}: signed in with {}", self.extension, flow.issuer);
+        let v = self.token_request(&flow.client, params).map_err(TokenError::into_failure)?;
+        let token = flow.client.renewed(&v);
+        log::info!("mcp: {}: signed in with {}", self.extension, flow.client.issuer);
         self.save(token);
         Ok(())
     }
@@ -970,18 +891,12 @@ impl Authorizer {
         let Some(rt) = &t.refresh_token else {
             return Err(HttpFailure::OAuth("no refresh token".into()));
         };
-        let mut params = vec![
+        let params = vec![
             ("grant_type", "refresh_token".to_string()),
             ("refresh_token", rt.clone()),
             ("resource", t.resource.clone()),
         ];
-        let v = match self.token_request(
-            &t.token_endpoint,
-            &mut params,
-            &t.client_id,
-            t.client_secret.as_deref(),
-            &t.auth_method,
-        ) {
+        let v = match self.token_request(t, params) {
             Ok(v) => v,
             Err(TokenError::Refused(e)) => {
                 // The refresh token is spent or revoked: forget it so the next 401 signs in.
@@ -991,30 +906,17 @@ impl Authorizer {
             // Unreachable for now: keep the token and its refresh token for the next try.
             Err(TokenError::Unreachable(e)) => return Err(e),
         };
-        let now = crate::util::unix_secs();
-        let new = Token {
-            access_token: v["access_token"].as_str().unwrap_or_default().to_string(),
-            // No new refresh token: the old one stays valid (RFC 6749 §6).
-            refresh_token: v
-                .get("refresh_token")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| t.refresh_token.clone()),
-            expires_at: v.get("expires_in").and_then(Value::as_i64).map(|s| now + s),
-            issued_at: now,
-            scope: v.get("scope").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| t.scope.clone()),
-            ..t.clone()
-        };
+        let new = t.renewed(&v);
         log::info!("mcp: {}: refreshed the access token", self.extension);
         self.save(new.clone());
         Ok(new)
     }
 }
 
-/// Background sign-ins waiting for a browser, by server: the URL and until when.
-fn pending() -> &'static Mutex<HashMap<String, (String, Instant)>> {
+/// Background sign-ins waiting for a browser, by server: the URL and until when (locked).
+fn pending() -> std::sync::MutexGuard<'static, HashMap<String, (String, Instant)>> {
     static PENDING: std::sync::OnceLock<Mutex<HashMap<String, (String, Instant)>>> = std::sync::OnceLock::new();
-    PENDING.get_or_init(Mutex::default)
+    PENDING.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The marker `client_identity` returns for a server that shows no sign of OAuth; callers
@@ -1037,25 +939,13 @@ impl TokenError {
     }
 }
 
+/// One sign-in waiting for its redirect.
 struct Flow {
-    issuer: String,
-    resource: String,
-    token_endpoint: String,
-    client_id: String,
-    client_secret: Option<String>,
-    auth_method: String,
+    /// The token record to be: issuer, resource, token endpoint and client, no token yet.
+    client: Token,
     redirect_uri: String,
     verifier: String,
     state: String,
-}
-
-/// The loopback port in an authorization URL's `redirect_uri`.
-fn flow_port(url: &str) -> String {
-    query_params(url)
-        .into_iter()
-        .find(|(k, _)| k == "redirect_uri")
-        .and_then(|(_, v)| v.strip_prefix("http://127.0.0.1:").and_then(|r| r.split('/').next()).map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// The origin of a URL, for log lines that must not carry query strings.
@@ -1079,9 +969,7 @@ fn resolve(base: &str, location: &str) -> String {
 
 /// A ureq error as text for an OAuth message (never carries our request's headers).
 fn oauth_io(e: &ureq::Error) -> String {
-    let mut s = String::new();
-    let _ = std::fmt::write(&mut s, format_args!("{}", Show(&HttpFailure::from_ureq(e, Duration::from_secs(0)))));
-    s
+    Show(&HttpFailure::from_ureq(e, Duration::from_secs(0))).to_string()
 }
 
 struct Show<'a>(&'a HttpFailure);
@@ -1089,6 +977,12 @@ impl std::fmt::Display for Show<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         crate::mcp::http_error::describe(f, "the authorization server", self.0)
     }
+}
+
+/// A bounded answer body as JSON (`Null` when it is not JSON or cannot be read).
+fn json_body(resp: ureq::http::Response<ureq::Body>) -> Value {
+    let body = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
+    serde_json::from_slice(&body).unwrap_or(Value::Null)
 }
 
 /// `: error (description)` of an OAuth error body (never echoes anything else of it).
@@ -1114,18 +1008,17 @@ fn read_request_target(stream: &TcpStream, until: Instant) -> Option<String> {
     time_left()?;
     reader.read_line(&mut line).ok()?; // wait: bounded by the read timeout set just above
     let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next()?, parts.next()?.to_string());
+    let (is_get, target) = (parts.next()? == "GET", parts.next()?.to_string());
+    // The header lines, up to the blank line or the end.
     loop {
-        let mut h = String::new();
+        line.clear();
         time_left()?;
         // wait: bounded by the read timeout set just above
-        match reader.read_line(&mut h) {
-            Ok(0) | Err(_) => break,
-            Ok(_) if h.trim().is_empty() => break,
-            Ok(_) => {}
+        if !matches!(reader.read_line(&mut line), Ok(n) if n > 0 && !line.trim().is_empty()) {
+            break;
         }
     }
-    (method == "GET").then_some(target)
+    is_get.then_some(target)
 }
 
 fn respond(mut stream: TcpStream, status: u16, text: &str) {
@@ -1149,28 +1042,26 @@ fn respond(mut stream: TcpStream, status: u16, text: &str) {
 
 /// Opens `url` with the desktop's opener when there is a desktop (argv, never a shell).
 pub fn open_in_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") {
-        Some("open")
+    let cmd = if cfg!(target_os = "macos") {
+        "open"
     } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some() {
-        Some("xdg-open")
+        "xdg-open"
     } else {
-        None
+        return;
     };
-    if let Some(cmd) = opener {
-        let spawned = std::process::Command::new(cmd)
-            .arg(url)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        match spawned {
-            // Reap it on a thread so no zombie is left behind.
-            Ok(mut child) => {
-                // wait: the opener (xdg-open and the like) returns at once
-                let _ = std::thread::Builder::new().name("opener".into()).spawn(move || child.wait());
-            }
-            Err(e) => log::debug!("mcp: cannot run {cmd}: {e}"),
+    let spawned = std::process::Command::new(cmd)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        // Reap it on a thread so no zombie is left behind.
+        Ok(mut child) => {
+            // wait: the opener (xdg-open and the like) returns at once
+            let _ = std::thread::Builder::new().name("opener".into()).spawn(move || child.wait());
         }
+        Err(e) => log::debug!("mcp: cannot run {cmd}: {e}"),
     }
 }
 

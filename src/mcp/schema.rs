@@ -59,26 +59,18 @@ fn check(schema: &Value, v: &Value, path: &str, depth: usize) -> Option<String> 
         }
         _ => {}
     }
-    if let Some(e) = s.get("enum").and_then(Value::as_array) {
-        if !e.contains(v) {
-            return Some(format!("{path}: {v} is not one of {}", Value::Array(e.clone())));
-        }
+    if let Some(e) = s.get("enum").and_then(Value::as_array).filter(|e| !e.contains(v)) {
+        return Some(format!("{path}: {v} is not one of {}", Value::Array(e.clone())));
     }
-    if let Some(c) = s.get("const") {
-        if c != v {
-            return Some(format!("{path}: expected {c}, got {v}"));
-        }
+    if let Some(c) = s.get("const").filter(|c| *c != v) {
+        return Some(format!("{path}: expected {c}, got {v}"));
     }
     if let Some(n) = v.as_f64() {
-        if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                return Some(format!("{path}: {n} is below the minimum {min}"));
-            }
+        if let Some(min) = s.get("minimum").and_then(Value::as_f64).filter(|min| n < *min) {
+            return Some(format!("{path}: {n} is below the minimum {min}"));
         }
-        if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                return Some(format!("{path}: {n} is above the maximum {max}"));
-            }
+        if let Some(max) = s.get("maximum").and_then(Value::as_f64).filter(|max| n > *max) {
+            return Some(format!("{path}: {n} is above the maximum {max}"));
         }
     }
     if let Some(text) = v.as_str() {
@@ -92,30 +84,19 @@ fn check(schema: &Value, v: &Value, path: &str, depth: usize) -> Option<String> 
     }
     if let Some(obj) = v.as_object() {
         let props = s.get("properties").and_then(Value::as_object);
-        if let Some(req) = s.get("required").and_then(Value::as_array) {
-            for r in req.iter().filter_map(Value::as_str) {
-                if !obj.contains_key(r) {
-                    return Some(format!("{path}: the required property `{r}` is missing"));
-                }
-            }
+        let required = s.get("required").and_then(Value::as_array).into_iter().flatten();
+        if let Some(r) = required.filter_map(Value::as_str).find(|r| !obj.contains_key(*r)) {
+            return Some(format!("{path}: the required property `{r}` is missing"));
         }
         for (k, item) in obj {
-            let sub = format!("{path}.{k}");
-            match props.and_then(|p| p.get(k)) {
-                Some(ps) => {
-                    if let Some(m) = check(ps, item, &sub, depth + 1) {
-                        return Some(m);
-                    }
-                }
-                None => match s.get("additionalProperties") {
-                    Some(Value::Bool(false)) => return Some(format!("{path}: the property `{k}` is not allowed")),
-                    Some(extra @ Value::Object(_)) => {
-                        if let Some(m) = check(extra, item, &sub, depth + 1) {
-                            return Some(m);
-                        }
-                    }
-                    _ => {}
-                },
+            let sub_schema = match (props.and_then(|p| p.get(k)), s.get("additionalProperties")) {
+                (Some(ps), _) => ps,
+                (None, Some(Value::Bool(false))) => return Some(format!("{path}: the property `{k}` is not allowed")),
+                (None, Some(extra @ Value::Object(_))) => extra,
+                _ => continue,
+            };
+            if let Some(m) = check(sub_schema, item, &format!("{path}.{k}"), depth + 1) {
+                return Some(m);
             }
         }
     }
@@ -135,16 +116,14 @@ fn check(schema: &Value, v: &Value, path: &str, depth: usize) -> Option<String> 
             }
         }
     }
-    if let Some(all) = s.get("allOf").and_then(Value::as_array) {
-        if let Some(m) = all.iter().find_map(|a| check(a, v, path, depth + 1)) {
-            return Some(m);
-        }
+    let mut all = s.get("allOf").and_then(Value::as_array).into_iter().flatten();
+    if let Some(m) = all.find_map(|a| check(a, v, path, depth + 1)) {
+        return Some(m);
     }
     for key in ["anyOf", "oneOf"] {
-        if let Some(any) = s.get(key).and_then(Value::as_array) {
-            if !any.is_empty() && any.iter().all(|a| check(a, v, path, depth + 1).is_some()) {
-                return Some(format!("{path}: matches none of the {key} alternatives"));
-            }
+        let fits = |alternatives: &Vec<Value>| alternatives.iter().any(|a| check(a, v, path, depth + 1).is_none());
+        if s.get(key).and_then(Value::as_array).is_some_and(|any| !any.is_empty() && !fits(any)) {
+            return Some(format!("{path}: matches none of the {key} alternatives"));
         }
     }
     None

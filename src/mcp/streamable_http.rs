@@ -105,11 +105,8 @@ impl HttpTransport {
             .uri
             .parse()
             .map_err(|e: ureq::http::uri::InvalidUri| http_err(spec, HttpFailure::BadUri(e.to_string())))?;
-        match uri.scheme_str() {
-            Some("http") | Some("https") if uri.host().is_some() => {}
-            _ => {
-                return Err(http_err(spec, HttpFailure::BadUri("expected http://host[:port]/path or https://…".into())))
-            }
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+            return Err(http_err(spec, HttpFailure::BadUri("expected http://host[:port]/path or https://…".into())));
         }
         let agent = build_agent(spec)?;
         let inner = Inner {
@@ -177,11 +174,9 @@ impl Transport for HttpTransport {
             return;
         }
         inner.get_generation.fetch_add(1, Ordering::SeqCst);
-        let session = inner.state().session.clone();
-        if let Some(session) = session {
-            let mut req = inner.agent.delete(&inner.spec.uri).config().timeout_global(Some(DELETE_TIMEOUT)).build();
-            req = inner.add_headers(req, Some(&session), inner.state().protocol.as_deref());
-            match req.call() {
+        if let (Some(session), protocol) = inner.session() {
+            let req = inner.agent.delete(&inner.spec.uri).config().timeout_global(Some(DELETE_TIMEOUT)).build();
+            match inner.add_headers(req, Some(&session), protocol.as_deref()).call() {
                 Ok(resp) => log::debug!("mcp: {}: DELETE session -> {}", inner.spec.extension, resp.status().as_u16()),
                 Err(e) => log::debug!("mcp: {}: DELETE session failed: {e}", inner.spec.extension),
             }
@@ -212,6 +207,12 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The session id and protocol version to send.
+    fn session(&self) -> (Option<String>, Option<String>) {
+        let st = self.state();
+        (st.session.clone(), st.protocol.clone())
+    }
+
     fn fail(&self, failure: HttpFailure) -> Error {
         http_err(&self.spec, failure)
     }
@@ -240,13 +241,15 @@ impl Inner {
         req
     }
 
-    /// The OAuth access token to send, unless the config sets `Authorization` itself.
+    /// The OAuth authorizer, unless the config sets `Authorization` itself.
+    fn authorizer(&self) -> Option<&Arc<crate::mcp::oauth::Authorizer>> {
+        let own = self.spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        self.spec.auth.as_ref().filter(|_| !own)
+    }
+
+    /// The OAuth access token to send, if any.
     fn oauth_token(&self) -> Option<String> {
-        let auth = self.spec.auth.as_ref()?;
-        if self.spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
-            return None;
-        }
-        auth.access_token()
+        self.authorizer()?.access_token()
     }
 
     fn post(
@@ -273,17 +276,11 @@ impl Inner {
         // A modern (2026-07-28) message names its revision in `_meta`: it goes without a
         // session, with that revision and the routing headers the spec requires.
         let modern = modern_version(msg);
-        let routing = match &modern {
-            Some(_) => routing_headers(msg),
-            None => Vec::new(),
-        };
+        let routing = if modern.is_some() { routing_headers(msg) } else { Vec::new() };
         loop {
             let (session, protocol) = match &modern {
                 Some(v) => (None, Some(v.clone())),
-                None => {
-                    let st = self.state();
-                    (st.session.clone(), st.protocol.clone())
-                }
+                None => self.session(),
             };
             log::debug!("mcp: {}: POST {}", self.spec.extension, describe_msg(msg));
             let sent_token = self.oauth_token();
@@ -297,24 +294,19 @@ impl Inner {
                     self.reinitialize(session.as_deref())?;
                 }
                 Ok(Answer::SessionGone) => return Err(self.fail(HttpFailure::NotFound)),
-                // OAuth: sign in, refresh or step up, then send the message again (bounded).
-                Err(Error::Http { failure: HttpFailure::Unauthorized { status, challenge }, .. })
-                    if self.oauth_applies() =>
-                {
-                    let Some(auth) = self.spec.auth.as_ref() else {
-                        return Err(self.fail(HttpFailure::Unauthorized { status, challenge }));
+                Err(e) => {
+                    // OAuth: sign in, refresh or step up, then send the message again (bounded).
+                    let (Some(auth), Error::Http { failure: HttpFailure::Unauthorized { status, challenge }, .. }) =
+                        (self.authorizer(), &e)
+                    else {
+                        return Err(e);
                     };
-                    auth.on_challenge(status, challenge.as_deref(), sent_token.as_deref(), auth_round)
+                    auth.on_challenge(*status, challenge.as_deref(), sent_token.as_deref(), auth_round)
                         .map_err(|f| self.fail(f))?;
                     auth_round += 1;
                 }
-                Err(e) => return Err(e),
             }
         }
-    }
-
-    fn oauth_applies(&self) -> bool {
-        self.spec.auth.is_some() && !self.spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
     }
 
     /// Handles the answer to a POST of `msg`.
@@ -398,12 +390,7 @@ impl Inner {
 
     /// Hands one server message to the client, dropping duplicate responses.
     fn deliver(&self, msg: Message) {
-        let rid = match &msg {
-            Message::Response { id, .. } => Some(id.clone()),
-            Message::Error { id: Some(id), .. } => Some(id.clone()),
-            _ => None,
-        };
-        if let Some(id) = &rid {
+        if let Some(id) = response_id(&msg) {
             let mut st = self.state();
             if !st.pending.remove(id) {
                 log::debug!(
@@ -455,10 +442,7 @@ impl Inner {
         }
         match Message::parse(ev.data.as_bytes()) {
             Ok(m) => {
-                let rid = match &m {
-                    Message::Response { id, .. } | Message::Error { id: Some(id), .. } => Some(id.clone()),
-                    _ => None,
-                };
+                let rid = response_id(&m).cloned();
                 self.deliver(m);
                 rid
             }
@@ -576,10 +560,7 @@ impl Inner {
         total: Option<Duration>,
         idle: Option<Duration>,
     ) -> Option<ureq::BodyReader<'static>> {
-        let (session, protocol) = {
-            let st = self.state();
-            (st.session.clone(), st.protocol.clone())
-        };
+        let (session, protocol) = self.session();
         let mut req = self
             .agent
             .get(&self.spec.uri)
@@ -592,21 +573,14 @@ impl Inner {
         if let Some(l) = last_event_id {
             req = req.header("Last-Event-ID", l);
         }
-        match req.call() {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let ct = header(&resp, "content-type").unwrap_or_default();
-                if status == 200 && ct.to_ascii_lowercase().starts_with("text/event-stream") {
-                    Some(resp.into_body().into_reader())
-                } else {
-                    log::debug!("mcp: {}: GET -> {status}: no server stream", self.spec.extension);
-                    None
-                }
-            }
-            Err(e) => {
-                log::debug!("mcp: {}: GET failed: {e}", self.spec.extension);
-                None
-            }
+        let resp = req.call().inspect_err(|e| log::debug!("mcp: {}: GET failed: {e}", self.spec.extension)).ok()?;
+        let status = resp.status().as_u16();
+        let ct = header(&resp, "content-type").unwrap_or_default();
+        if status == 200 && ct.to_ascii_lowercase().starts_with("text/event-stream") {
+            Some(resp.into_body().into_reader())
+        } else {
+            log::debug!("mcp: {}: GET -> {status}: no server stream", self.spec.extension);
+            None
         }
     }
 
@@ -664,10 +638,10 @@ impl Inner {
             st.session = None;
             (st.init_request.clone(), st.initialized.clone())
         };
-        let Some(Message::Request { id: init_id, .. }) = &init else {
+        let Some(init @ Message::Request { id: init_id, .. }) = &init else {
             return Err(self.fail(HttpFailure::NotFound));
         };
-        let resp = self.post(&init.as_ref().map(Message::encode).unwrap_or_default(), None, None, &[])?;
+        let resp = self.post(&init.encode(), None, None, &[])?;
         let status = resp.status().as_u16();
         let ct = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
         if !(200..300).contains(&status) {
@@ -690,8 +664,7 @@ impl Inner {
                 };
                 for ev in dec.feed(&buf[..n]).unwrap_or_default() {
                     if let Ok(m) = Message::parse(ev.data.as_bytes()) {
-                        if matches!(&m, Message::Response { id, .. } | Message::Error { id: Some(id), .. } if id == init_id)
-                        {
+                        if response_id(&m) == Some(init_id) {
                             answer = Some(m);
                         }
                     }
@@ -720,10 +693,7 @@ impl Inner {
             }
         }
         if let Some(n) = &initialized {
-            let (session, protocol) = {
-                let st = self.state();
-                (st.session.clone(), st.protocol.clone())
-            };
+            let (session, protocol) = self.session();
             let resp = self.post(&n.encode(), session.as_deref(), protocol.as_deref(), &[])?;
             let _ = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec();
         }
@@ -734,12 +704,16 @@ impl Inner {
 
 /// The revision a modern message names in its `_meta`; `None` for a legacy one.
 fn modern_version(msg: &Message) -> Option<String> {
-    let params = match msg {
-        Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref()?,
-        _ => return None,
-    };
-    let v = params.get("_meta")?.get(crate::wire::mcp_version::META_VERSION)?.as_str()?;
+    let v = params(msg)?.get("_meta")?.get(crate::wire::mcp_version::META_VERSION)?.as_str()?;
     crate::wire::mcp_version::is_modern(v).then(|| v.to_string())
+}
+
+/// The params of a request or notification.
+fn params(msg: &Message) -> Option<&Value> {
+    match msg {
+        Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
+        _ => None,
+    }
 }
 
 /// `Mcp-Method` and, for the methods that name a tool, prompt or resource, `Mcp-Name`.
@@ -747,13 +721,9 @@ fn routing_headers(msg: &Message) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if let Some(method) = msg.method() {
         out.push(("Mcp-Method", method.to_string()));
-        let params = match msg {
-            Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
-            _ => None,
-        };
         let name = match method {
-            "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
-            "resources/read" => params.and_then(|p| p.get("uri")),
+            "tools/call" | "prompts/get" => params(msg).and_then(|p| p.get("name")),
+            "resources/read" => params(msg).and_then(|p| p.get("uri")),
             _ => None,
         };
         // Header values must be visible ASCII; anything else is left to the body.
@@ -770,6 +740,14 @@ fn http_err(spec: &HttpSpec, failure: HttpFailure) -> Error {
 
 fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
     resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+/// The id of a response, or of an error that names its request.
+fn response_id(m: &Message) -> Option<&Id> {
+    match m {
+        Message::Response { id, .. } | Message::Error { id: Some(id), .. } => Some(id),
+        _ => None,
+    }
 }
 
 fn id_of(v: &Value) -> Option<Id> {
@@ -871,11 +849,8 @@ pub(crate) fn root_certs() -> Result<ureq::tls::RootCerts, CaBundleError> {
     if certs.is_empty() {
         return Err(CaBundleError::NoCertificate { path });
     }
-    for bundle in SYSTEM_BUNDLES {
-        if let Ok(sys) = std::fs::read(bundle) {
-            certs.extend(pem_certs(&sys));
-            break;
-        }
+    if let Some(sys) = SYSTEM_BUNDLES.iter().find_map(|bundle| std::fs::read(bundle).ok()) {
+        certs.extend(pem_certs(&sys));
     }
     Ok(ureq::tls::RootCerts::new_with_certs(&certs))
 }
