@@ -283,28 +283,21 @@ impl Settings {
         overrides: (Option<&str>, Option<&str>),
     ) -> Result<Settings, Error> {
         let get = |k: &str| env.get(k).or_else(|| stored(k)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let provider_raw =
-            match overrides.0.map(str::to_string).filter(|s| !s.trim().is_empty()).or_else(|| get("GOOSE_PROVIDER")) {
-                Some(p) => p,
-                None => return Err(Error::NotConfigured(format!("no LLM provider is configured; {HOW_TO_CONFIGURE}"))),
-            };
+        let chosen = |over: Option<&str>, key: &str| {
+            over.filter(|s| !s.trim().is_empty()).map(str::to_string).or_else(|| get(key))
+        };
+        let provider_raw = chosen(overrides.0, "GOOSE_PROVIDER")
+            .ok_or_else(|| Error::NotConfigured(format!("no LLM provider is configured; {HOW_TO_CONFIGURE}")))?;
         let provider = canonical_provider(&provider_raw).ok_or_else(|| {
             Error::NotConfigured(format!("GOOSE_PROVIDER={provider_raw:?} is not supported; use openai (any OpenAI-compatible server), ollama or anthropic"))
         })?;
-        let model =
-            match overrides.1.map(str::to_string).filter(|s| !s.trim().is_empty()).or_else(|| get("GOOSE_MODEL")) {
-                Some(m) => m,
-                None => {
-                    return Err(Error::NotConfigured(format!(
-                        "GOOSE_PROVIDER is {provider} but no model is set; set GOOSE_MODEL"
-                    )))
-                }
-            };
+        let model = chosen(overrides.1, "GOOSE_MODEL").ok_or_else(|| {
+            Error::NotConfigured(format!("GOOSE_PROVIDER is {provider} but no model is set; set GOOSE_MODEL"))
+        })?;
         let num = |k: &str, default: u64| -> Result<u64, Error> {
-            match get(k) {
-                None => Ok(default),
-                Some(v) => v.parse().map_err(|_| Error::NotConfigured(format!("{k}={v:?} is not a whole number"))),
-            }
+            get(k).map_or(Ok(default), |v| {
+                v.parse().map_err(|_| Error::NotConfigured(format!("{k}={v:?} is not a whole number")))
+            })
         };
         let (host, base_path, api_key) = match provider {
             "openai" => {
@@ -369,11 +362,12 @@ impl Settings {
 
     /// `host` + `/` + `base_path`.
     pub fn url(&self) -> String {
-        let p = self.base_path.trim_start_matches('/');
-        if p.is_empty() {
-            return self.host.trim_end_matches('/').to_string();
+        let (host, path) = (self.host.trim_end_matches('/'), self.base_path.trim_start_matches('/'));
+        if path.is_empty() {
+            host.to_string()
+        } else {
+            format!("{host}/{path}")
         }
-        format!("{}/{}", self.host.trim_end_matches('/'), p)
     }
 
     /// The variable that holds this provider's key, for messages.
@@ -399,10 +393,7 @@ impl Settings {
 fn ollama_host(v: Option<&str>) -> String {
     let Some(v) = v else { return OLLAMA_DEFAULT_HOST.to_string() };
     let v = v.trim().trim_end_matches('/');
-    let (scheme, rest) = match v.split_once("://") {
-        Some((s, r)) => (s.to_string(), r.to_string()),
-        None => ("http".to_string(), v.to_string()),
-    };
+    let (scheme, rest) = v.split_once("://").unwrap_or(("http", v));
     let authority = rest.split('/').next().unwrap_or("");
     let has_port = match authority.rsplit_once(':') {
         Some((h, p)) => !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':'),
