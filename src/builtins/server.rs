@@ -111,15 +111,10 @@ pub trait Builtin: Send + Sync + 'static {
     fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome;
 }
 
-/// Whether `name` is a builtin this binary serves.
-pub fn is_known(name: &str) -> bool {
-    KNOWN.contains(&name)
-}
-
 /// How the runtime starts builtin `name` as a stdio extension: `exe` (this binary) with
 /// `["mcp", NAME]`, its notes under `state_dir`. The one place that knows this argv.
 pub fn launch(name: &str, exe: &Path, state_dir: &Path) -> Result<Launch, Error> {
-    if !is_known(name) {
+    if !KNOWN.contains(&name) {
         return Err(Error::Unknown { name: name.to_string() });
     }
     Ok(Launch {
@@ -474,6 +469,15 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
         if ended {
             return Ok(if too_long { Line::TooLong } else { Line::Data });
         }
+    }
+}
+
+/// The builtins' working directory: `GOOSE_WORKING_DIR` when set and not empty, else the
+/// process's current directory.
+pub fn working_dir_from_env() -> io::Result<PathBuf> {
+    match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => std::env::current_dir(),
     }
 }
 

@@ -87,17 +87,12 @@ pub fn check_private_dir(dir: &Path) -> Result<(), Error> {
     use std::os::unix::fs::MetadataExt;
     ensure_dir(dir)?;
     let meta = fs::metadata(dir).map_err(|e| io_err(dir, e))?;
+    let unsafe_dir = |detail| Err(Error::UnsafeDir { path: dir.to_path_buf(), detail });
     if meta.uid() != crate::sys::euid() {
-        return Err(Error::UnsafeDir {
-            path: dir.to_path_buf(),
-            detail: format!("is owned by uid {}, not by this user (uid {})", meta.uid(), crate::sys::euid()),
-        });
+        return unsafe_dir(format!("is owned by uid {}, not by this user (uid {})", meta.uid(), crate::sys::euid()));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(Error::UnsafeDir {
-            path: dir.to_path_buf(),
-            detail: format!("is writable by its group or others (mode {:o})", meta.mode() & 0o777),
-        });
+        return unsafe_dir(format!("is writable by its group or others (mode {:o})", meta.mode() & 0o777));
     }
     Ok(())
 }
