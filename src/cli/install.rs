@@ -82,31 +82,30 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, FlagError> {
     Ok(f)
 }
 
-fn is_help(args: &[String]) -> bool {
-    args.iter().any(|a| a == "-h" || a == "--help")
-}
-
 fn fail(cmd: &str, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("gosling {cmd}: {msg}");
     ExitCode::from(1)
 }
 
-fn load_policy(env: &dyn Env) -> Result<Policy, crate::extensions::policy::PolicyError> {
-    Policy::from_env(env, &config_dir(env))
+/// The command line of `gosling cmd`, or how it exits at once: 0 after printing `usage` for
+/// `-h`/`--help`, 2 on a usage error.
+fn flags_of(cmd: &str, usage: &str, args: &[String], allowed: &[&str]) -> Result<Flags, ExitCode> {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{usage}");
+        return Err(ExitCode::SUCCESS);
+    }
+    parse_flags(args, allowed).map_err(|e| {
+        eprintln!("gosling {cmd}: {e}\n\n{usage}");
+        ExitCode::from(2)
+    })
 }
 
 /// `gosling install …` (arguments after `install`).
 pub fn install_main(args: &[String]) -> ExitCode {
-    if is_help(args) {
-        print!("{INSTALL_USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    let flags = match parse_flags(args, &["--check", "--yes", "--secrets-from-env", "--wait"]) {
+    let allowed = ["--check", "--yes", "--secrets-from-env", "--wait"];
+    let flags = match flags_of("install", INSTALL_USAGE, args, &allowed) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("gosling install: {e}\n\n{INSTALL_USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let code = install(&flags).unwrap_or_else(|e| fail("install", e));
     if flags.wait && std::io::stdin().is_terminal() {
@@ -120,9 +119,9 @@ type Failure = Box<dyn std::error::Error>;
 
 fn install(flags: &Flags) -> Result<ExitCode, Failure> {
     let env = ProcessEnv;
-    let policy = load_policy(&env)?;
-    let link = &flags.positional[0];
     let dir = config_dir(&env);
+    let policy = Policy::from_env(&env, &dir)?;
+    let link = &flags.positional[0];
 
     if flags.check {
         // Look at stored secrets only if a config exists: --check never creates files.
@@ -176,18 +175,10 @@ fn ask(question: &str, outcome: &str, verb: &str) -> Result<(), Failure> {
 
 /// `gosling import …` (arguments after `import`).
 pub fn import_main(args: &[String]) -> ExitCode {
-    if is_help(args) {
-        print!("{IMPORT_USAGE}");
-        return ExitCode::SUCCESS;
+    match flags_of("import", IMPORT_USAGE, args, &["--dry-run", "--yes"]) {
+        Ok(flags) => import(&flags).unwrap_or_else(|e| fail("import", e)),
+        Err(code) => code,
     }
-    let flags = match parse_flags(args, &["--dry-run", "--yes"]) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("gosling import: {e}\n\n{IMPORT_USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    import(&flags).unwrap_or_else(|e| fail("import", e))
 }
 
 fn import(flags: &Flags) -> Result<ExitCode, Failure> {
@@ -198,8 +189,8 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
     }
     let items = parse_mcp_servers(&std::fs::read_to_string(path).map_err(cannot_read)?)?;
     let env = ProcessEnv;
-    let policy = load_policy(&env)?;
     let dir = config_dir(&env);
+    let policy = Policy::from_env(&env, &dir)?;
     let store = if flags.dry_run && !dir.join("config.json").exists() { None } else { Some(ConfigStore::open(&dir)?) };
 
     println!("{} server(s) in {}", items.len(), path.display());
@@ -455,16 +446,20 @@ fn confirm(question: &str) -> bool {
 /// Turns terminal echo off for as long as it lives (through `stty`, argv only; best effort).
 struct NoEcho;
 
+fn stty(setting: &str) {
+    let _ = std::process::Command::new("stty").arg(setting).stdin(std::process::Stdio::inherit()).status();
+}
+
 impl NoEcho {
     fn new() -> NoEcho {
-        let _ = std::process::Command::new("stty").arg("-echo").stdin(std::process::Stdio::inherit()).status();
+        stty("-echo");
         NoEcho
     }
 }
 
 impl Drop for NoEcho {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("stty").arg("echo").stdin(std::process::Stdio::inherit()).status();
+        stty("echo");
         eprintln!();
     }
 }
