@@ -209,6 +209,15 @@ fn encode_lines(path: &Path, messages: &[Value]) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
+/// Appends `bytes` to the conversation file `f`, `len` bytes long, and fsyncs it; a failed
+/// write is cut back off, never leaving half a line for the next append to follow.
+fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<(), Error> {
+    f.write_all(bytes).and_then(|_| f.sync_data()).map_err(|e| {
+        let _ = f.set_len(len);
+        atomic::io_err(path, e)
+    })
+}
+
 /// A session file of the one-file layout, conversation inside.
 fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
     let session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?;
@@ -227,7 +236,7 @@ impl SessionStore {
         atomic::ensure_subdir(&dir)?;
         let owner_path = dir.join(".lock");
         let owner = atomic::open_lock_file(&owner_path)?;
-        if let Err(e) = owner.try_lock() {
+        owner.try_lock().map_err(|e| {
             let why = match e {
                 std::fs::TryLockError::WouldBlock => io::Error::new(
                     io::ErrorKind::WouldBlock,
@@ -235,8 +244,8 @@ impl SessionStore {
                 ),
                 std::fs::TryLockError::Error(e) => e,
             };
-            return Err(atomic::io_err(&owner_path, why));
-        }
+            atomic::io_err(&owner_path, why)
+        })?;
         let store = SessionStore { dir, index: Mutex::new(HashMap::new()), create_lock: Mutex::new(()), _owner: owner };
         store.load_all()?;
         Ok(store)
@@ -535,10 +544,8 @@ impl SessionStore {
             }
         }
         let (new, r) = f(&current)?;
-        if let Some(new) = new {
-            if let Some(s) = lock(&self.index).get_mut(id) {
-                s.meta = Arc::new(new);
-            }
+        if let (Some(new), Some(s)) = (new, lock(&self.index).get_mut(id)) {
+            s.meta = Arc::new(new);
         }
         Ok(Some(r))
     }
@@ -558,15 +565,10 @@ impl SessionStore {
         let mut bytes = Vec::with_capacity(meta.file.bytes as usize);
         let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         f.take(meta.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
-        if (bytes.len() as u64) < meta.file.bytes {
-            return Err(corrupt(
-                &path,
-                format!(
-                    "it holds {} bytes, but {} were written; another program shortened it",
-                    bytes.len(),
-                    meta.file.bytes
-                ),
-            ));
+        let (held, written) = (bytes.len() as u64, meta.file.bytes);
+        if held < written {
+            let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
+            return Err(corrupt(&path, detail));
         }
         let (messages, torn) = parse_lines(&path, &bytes, 1)?;
         if torn > 0 {
@@ -599,21 +601,12 @@ impl SessionStore {
             let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
             let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
             let created = meta.file.ino == 0;
-            if stat.len() != meta.file.bytes || (!created && stat.ino() != meta.file.ino) {
-                return Err(corrupt(
-                    &path,
-                    format!(
-                        "it holds {} bytes where {} were written; another program changed it (restart gosling to recount it)",
-                        stat.len(),
-                        meta.file.bytes
-                    ),
-                ));
+            let (held, written) = (stat.len(), meta.file.bytes);
+            if held != written || (!created && stat.ino() != meta.file.ino) {
+                let detail = format!("it holds {held} bytes where {written} were written; another program changed it (restart gosling to recount it)");
+                return Err(corrupt(&path, detail));
             }
-            if let Err(e) = f.write_all(&line).and_then(|_| f.sync_data()) {
-                // Never leave half a line for the next append to follow.
-                let _ = f.set_len(meta.file.bytes);
-                return Err(atomic::io_err(&path, e));
-            }
+            append_synced(&path, &mut f, written, &line)?;
             if created {
                 sync_dir(&self.dir)?;
             }
@@ -682,10 +675,7 @@ impl SessionStore {
                 } else {
                     let bytes = encode_lines(&path, &after[before.len()..])?;
                     let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-                    if let Err(e) = f.write_all(&bytes).and_then(|_| f.sync_data()) {
-                        let _ = f.set_len(meta.file.bytes);
-                        return Err(atomic::io_err(&path, e));
-                    }
+                    append_synced(&path, &mut f, meta.file.bytes, &bytes)?;
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
                     FilePos { bytes: meta.file.bytes + bytes.len() as u64, ino: stat.ino() }
                 }
