@@ -157,31 +157,24 @@ impl Memory {
     fn retrieve(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, true)?;
         let mut out = String::new();
-        let mut count = 0;
         for scope in Memory::scopes(args)? {
             for (name, notes) in self.read(scope)? {
                 if category != "*" && name != category {
                     continue;
                 }
-                let Value::Array(notes) = notes else { continue };
-                if notes.is_empty() {
-                    continue;
-                }
+                let Some(notes) = notes.as_array().filter(|n| !n.is_empty()) else { continue };
                 out.push_str(&format!("# {name} ({})\n", scope.label()));
-                for n in &notes {
-                    count += 1;
+                for n in notes {
                     let data = n["data"].as_str().unwrap_or("").replace('\n', "\n  ");
                     let tags: Vec<&str> =
                         n["tags"].as_array().map(|t| t.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-                    if tags.is_empty() {
-                        out.push_str(&format!("- {data}\n"));
-                    } else {
-                        out.push_str(&format!("- {data} [tags: {}]\n", tags.join(", ")));
-                    }
+                    let tags = if tags.is_empty() { String::new() } else { format!(" [tags: {}]", tags.join(", ")) };
+                    out.push_str(&format!("- {data}{tags}\n"));
                 }
             }
         }
-        if count == 0 {
+        // Only categories with notes get a heading: no text is no notes.
+        if out.is_empty() {
             return Ok(if category == "*" {
                 "no memories stored yet".into()
             } else {

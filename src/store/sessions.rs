@@ -220,7 +220,11 @@ fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<()
 
 /// A session file of the one-file layout, conversation inside.
 fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
-    let session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?;
+    of_id(path, serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?, id)
+}
+
+/// `session` as read from `path`, the file of session `id`: one holding another is refused.
+fn of_id(path: &Path, session: Session, id: &str) -> Result<Session, Error> {
     if session.id != id {
         return Err(corrupt(path, format!("it holds session {:?}, not {id:?}", session.id)));
     }
@@ -330,14 +334,9 @@ impl SessionStore {
             session: Session,
         }
         let c: Counted = serde_json::from_slice(&bytes).map_err(|e| corrupt(&legacy, e.to_string()))?;
-        if c.session.id != id {
-            return Err(corrupt(&legacy, format!("it holds session {:?}, not {id:?}", c.session.id)));
-        }
-        let mut session = c.session;
+        let mut session = of_id(&legacy, c.session, id)?;
         session.message_count = c.conversation.map_or(0, |c| c.len() as u64);
-        let mut meta = Meta::new(session, FilePos::default(), 0);
-        meta.legacy = true;
-        Ok(Some(meta))
+        Ok(Some(Meta { legacy: true, ..Meta::new(session, FilePos::default(), 0) }))
     }
 
     fn load_current(&self, id: &str) -> Result<Option<Meta>, Error> {
@@ -351,10 +350,7 @@ impl SessionStore {
             .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
             .transpose()?;
         session.conversation = None;
-        if session.id != id {
-            return Err(corrupt(&meta_path, format!("it holds session {:?}, not {id:?}", session.id)));
-        }
-        self.reconcile(session, recorded).map(Some)
+        self.reconcile(of_id(&meta_path, session, id)?, recorded).map(Some)
     }
 
     /// Makes the metadata agree with the conversation file after a crash: counts the lines
