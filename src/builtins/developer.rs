@@ -199,15 +199,11 @@ impl Developer {
         if command.trim().is_empty() {
             return Err(ToolError::Refused("`command` is empty; pass the shell command to run".into()));
         }
-        let timeout = match opt_u64_arg(args, "timeout_secs")? {
-            None => DEFAULT_TIMEOUT_SECS,
-            Some(t) if (1..=MAX_TIMEOUT_SECS).contains(&t) => t,
-            Some(t) => {
-                return Err(ToolError::Refused(format!(
-                    "timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}"
-                )))
-            }
-        };
+        let timeout = opt_u64_arg(args, "timeout_secs")?.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if !(1..=MAX_TIMEOUT_SECS).contains(&timeout) {
+            let why = format!("timeout_secs {timeout} is out of range; use 1 to {MAX_TIMEOUT_SECS}");
+            return Err(ToolError::Refused(why));
+        }
         Ok(run_shell(command, &self.dir.root, Duration::from_secs(timeout), cancel))
     }
 

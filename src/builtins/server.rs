@@ -170,6 +170,9 @@ fn id_of(v: &Value) -> Option<Id> {
 
 struct Shared {
     builtin: Arc<dyn Builtin>,
+    /// The builtin's tools, as `tools/list` answers, and their names.
+    tools: Vec<Value>,
+    tool_names: Vec<String>,
     out: Mutex<Box<dyn Write + Send>>,
     /// Set when stdout failed: the client is gone.
     out_closed: AtomicBool,
@@ -236,8 +239,9 @@ fn run(
     watch_signals: bool,
 ) -> Result<(), Error> {
     let tools = builtin.tools();
-    let tool_names: Vec<String> = tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
     let shared = Arc::new(Shared {
+        tool_names: tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect(),
+        tools,
         builtin,
         out: Mutex::new(output),
         out_closed: AtomicBool::new(false),
@@ -278,7 +282,7 @@ fn run(
             }
             Line::Data => {
                 if !buf.iter().all(u8::is_ascii_whitespace) {
-                    handle_line(&shared, &tools, &tool_names, &buf);
+                    handle_line(&shared, &buf);
                 }
             }
         }
@@ -291,7 +295,7 @@ fn run(
     Ok(())
 }
 
-fn handle_line(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], bytes: &[u8]) {
+fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
     let msg = match Message::parse(bytes) {
         Ok(m) => m,
         Err(jsonrpc::ParseError::Json(e)) => {
@@ -308,7 +312,7 @@ fn handle_line(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], byt
     match msg {
         Message::Request { id, method, params } => {
             log::debug!("builtin {}: request {method} id {id}", shared.builtin.name());
-            handle_request(shared, tools, tool_names, id, &method, params);
+            handle_request(shared, id, &method, params);
         }
         Message::Notification { method, params } => {
             log::debug!("builtin {}: notification {method}", shared.builtin.name());
@@ -332,14 +336,7 @@ fn handle_line(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], byt
     }
 }
 
-fn handle_request(
-    shared: &Arc<Shared>,
-    tools: &[Value],
-    tool_names: &[String],
-    id: Id,
-    method: &str,
-    params: Option<Value>,
-) {
+fn handle_request(shared: &Arc<Shared>, id: Id, method: &str, params: Option<Value>) {
     let name = shared.builtin.name();
     match method {
         "initialize" => {
@@ -358,9 +355,9 @@ fn handle_request(
             );
         }
         "ping" => shared.reply(id, json!({})),
-        "tools/list" => shared.reply(id, json!({"tools": tools})),
+        "tools/list" => shared.reply(id, json!({"tools": shared.tools})),
         "tools/call" => {
-            if let Err((code, message)) = start_call(shared, tool_names, id.clone(), params) {
+            if let Err((code, message)) = start_call(shared, id.clone(), params) {
                 shared.reply_error(Some(id), code, message);
             }
         }
@@ -374,15 +371,15 @@ fn handle_request(
 
 /// Checks a `tools/call` and runs it on its own worker thread, which answers it; the
 /// JSON-RPC error (code, message) when it cannot run.
-fn start_call(shared: &Arc<Shared>, tool_names: &[String], id: Id, params: Option<Value>) -> Result<(), (i64, String)> {
+fn start_call(shared: &Arc<Shared>, id: Id, params: Option<Value>) -> Result<(), (i64, String)> {
     let name = shared.builtin.name();
     let params = params.unwrap_or(Value::Null);
     let invalid = |message: String| (jsonrpc::INVALID_PARAMS, message);
     let Some(tool) = params.get("name").and_then(Value::as_str) else {
         return Err(invalid("tools/call needs `params.name` (a string)".into()));
     };
-    if !tool_names.iter().any(|t| t == tool) {
-        return Err(invalid(format!("unknown tool {tool:?}; gosling-{name} has: {}", tool_names.join(", "))));
+    if !shared.tool_names.iter().any(|t| t == tool) {
+        return Err(invalid(format!("unknown tool {tool:?}; gosling-{name} has: {}", shared.tool_names.join(", "))));
     }
     let args = match params.get("arguments") {
         None | Some(Value::Null) => Map::new(),

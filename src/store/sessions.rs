@@ -384,25 +384,17 @@ impl SessionStore {
         f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(|e| atomic::io_err(&path, e))?;
         let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, first_line)?;
         let lines = lines.len() as u64;
+        let shown = path.display();
         if from == 0 {
-            log::warn!(
-                "store: {} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages",
-                path.display()
-            );
+            log::warn!("store: {shown} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages");
             session.message_count = lines;
         } else {
-            log::info!(
-                "store: {}: {lines} message(s) appended after its metadata was last written; counted",
-                path.display()
-            );
+            log::info!("store: {shown}: {lines} message(s) appended after its metadata was last written; counted");
             session.message_count += lines;
         }
         let good = now.bytes - torn as u64;
         if torn > 0 {
-            log::warn!(
-                "store: {}: its last line is incomplete ({torn} bytes, written when the server stopped mid-write and never acknowledged); cut off",
-                path.display()
-            );
+            log::warn!("store: {shown}: its last line is incomplete ({torn} bytes, written when the server stopped mid-write and never acknowledged); cut off");
             let f = OpenOptions::new()
                 .write(true)
                 .custom_flags(libc::O_NOFOLLOW)
