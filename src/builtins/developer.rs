@@ -427,25 +427,23 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
     log::debug!("developer: shell pid {pid} started");
     let output = Arc::new(Mutex::new(CappedOutput::default()));
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
-    {
-        let output = output.clone();
-        let spawned = std::thread::Builder::new().name("developer-shell-out".into()).spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => output.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
+    let read_into = output.clone();
+    let spawned = std::thread::Builder::new().name("developer-shell-out".into()).spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => read_into.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
-            let _ = done_tx.send(());
-        });
-        if let Err(e) = spawned {
-            let _ = crate::sys::kill_group(pid);
-            let _ = child.wait(); // wait: SIGKILLed just above
-            return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
         }
+        let _ = done_tx.send(());
+    });
+    if let Err(e) = spawned {
+        let _ = crate::sys::kill_group(pid);
+        let _ = child.wait(); // wait: SIGKILLed just above
+        return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
     }
     // The shell is reaped only at the very end: until then its pid (our process-group id) is
     // reserved, so signalling the group can never hit an unrelated process that reused it.

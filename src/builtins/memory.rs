@@ -90,9 +90,8 @@ impl Memory {
     }
 
     fn update<R>(&self, scope: Scope, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, ToolError> {
-        let path = self.file(scope);
         let wd = self.working_dir.display().to_string();
-        atomic::update_json(&path, |doc| {
+        atomic::update_json(&self.file(scope), |doc| {
             if !doc.get("categories").is_some_and(Value::is_object) {
                 doc.insert("categories".into(), json!({}));
             }
@@ -127,9 +126,7 @@ impl Memory {
         }
         let tags = tags_arg(args)?;
         let scope = if opt_bool_arg(args, "is_global")?.unwrap_or(false) { Scope::Global } else { Scope::Local };
-        let saved_at =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let note = json!({"data": data, "tags": tags, "saved_at": saved_at});
+        let note = json!({"data": data, "tags": tags, "saved_at": crate::util::unix_secs()});
         let result = self.update(scope, |cats| {
             let list = cats.entry(category.clone()).or_insert_with(|| json!([]));
             if !list.is_array() {

@@ -146,8 +146,7 @@ pub fn make(name: &str) -> Result<Arc<dyn Builtin>, Error> {
 pub fn serve(name: &str) -> Result<(), Error> {
     let builtin = make(name)?;
     log::debug!("builtin {name}: serving MCP on stdio");
-    let stdin = io::stdin();
-    run(builtin, stdin.lock(), Box::new(io::stdout()), true)
+    run(builtin, io::stdin().lock(), Box::new(io::stdout()), true)
 }
 
 /// Serves `builtin` over any line stream (tests and in-process use).
