@@ -92,10 +92,7 @@ impl ToolOutcome {
 
 impl<E: Into<String>> From<Result<String, E>> for ToolOutcome {
     fn from(r: Result<String, E>) -> ToolOutcome {
-        match r {
-            Ok(t) => ToolOutcome::ok(t),
-            Err(e) => ToolOutcome::error(e),
-        }
+        r.map_or_else(ToolOutcome::error, ToolOutcome::ok)
     }
 }
 
@@ -273,11 +270,8 @@ fn run(
             Line::Eof => break,
             Line::TooLong => {
                 log::warn!("builtin {}: dropped an input line longer than {MAX_LINE} bytes", shared.builtin.name());
-                shared.reply_error(
-                    None,
-                    jsonrpc::PARSE_ERROR,
-                    format!("line longer than {MAX_LINE} bytes; send smaller messages"),
-                );
+                let message = format!("line longer than {MAX_LINE} bytes; send smaller messages");
+                shared.reply_error(None, jsonrpc::PARSE_ERROR, message);
             }
             Line::Data => {
                 if !buf.iter().all(u8::is_ascii_whitespace) {
@@ -295,14 +289,15 @@ fn run(
 }
 
 fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
+    let name = shared.builtin.name();
     let msg = match Message::parse(bytes) {
         Ok(m) => m,
         Err(jsonrpc::ParseError::Json(e)) => {
-            log::warn!("builtin {}: unparseable input line: {e}", shared.builtin.name());
+            log::warn!("builtin {name}: unparseable input line: {e}");
             return shared.reply_error(None, jsonrpc::PARSE_ERROR, format!("parse error: not JSON ({e})"));
         }
         Err(e @ jsonrpc::ParseError::Invalid(_)) => {
-            log::warn!("builtin {}: {e}", shared.builtin.name());
+            log::warn!("builtin {name}: {e}");
             // Answer with the id when it is readable, as JSON-RPC asks.
             let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(id_of));
             return shared.reply_error(id, jsonrpc::INVALID_REQUEST, format!("invalid request: {e}"));
@@ -310,16 +305,16 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
     };
     match msg {
         Message::Request { id, method, params } => {
-            log::debug!("builtin {}: request {method} id {id}", shared.builtin.name());
+            log::debug!("builtin {name}: request {method} id {id}");
             handle_request(shared, id, &method, params);
         }
         Message::Notification { method, params } => {
-            log::debug!("builtin {}: notification {method}", shared.builtin.name());
+            log::debug!("builtin {name}: notification {method}");
             if method == "notifications/cancelled" {
                 let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(id_of);
                 if let Some(target) = target {
                     if let Some(c) = lock(&shared.in_flight).get(&target) {
-                        log::debug!("builtin {}: cancelling request {target}", shared.builtin.name());
+                        log::debug!("builtin {name}: cancelling request {target}");
                         c.cancel();
                     }
                 }
@@ -327,11 +322,9 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
             // notifications/initialized and anything else need no action.
         }
         Message::Response { id, .. } => {
-            log::debug!("builtin {}: ignoring a response (id {id}); we send no requests", shared.builtin.name())
+            log::debug!("builtin {name}: ignoring a response (id {id}); we send no requests")
         }
-        Message::Error { error, .. } => {
-            log::debug!("builtin {}: ignoring an error response: {error}", shared.builtin.name())
-        }
+        Message::Error { error, .. } => log::debug!("builtin {name}: ignoring an error response: {error}"),
     }
 }
 

@@ -101,13 +101,10 @@ pub fn check_private_dir(dir: &Path) -> Result<(), Error> {
 /// refused if it is a link or not a directory.
 pub fn ensure_subdir(dir: &Path) -> Result<(), Error> {
     match fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() => return Err(Error::Symlink { path: dir.to_path_buf() }),
-        Ok(m) if !m.is_dir() => {
-            return Err(io_err(dir, io::Error::other("exists and is not a directory")));
-        }
-        _ => {}
+        Ok(m) if m.file_type().is_symlink() => Err(Error::Symlink { path: dir.to_path_buf() }),
+        Ok(m) if !m.is_dir() => Err(io_err(dir, io::Error::other("exists and is not a directory"))),
+        _ => ensure_dir(dir),
     }
-    ensure_dir(dir)
 }
 
 /// Refuses any of `names` in `dir` that is a symbolic link (checked at start; the opens

@@ -459,6 +459,14 @@ impl SessionStore {
         atomic::write_atomic(&path, &bytes)
     }
 
+    /// Writes the metadata of `s`, changed now, its conversation file ending at `file`; the
+    /// entry that replaces the indexed one.
+    fn save(&self, mut s: Session, file: FilePos) -> Result<Meta, Error> {
+        s.updated_at = crate::util::now_rfc3339();
+        self.write_meta(&s, file)?;
+        Ok(Meta::new(s, file, 0))
+    }
+
     /// Creates a session with goose's `YYYYMMDD_N` id.
     pub fn create(&self, working_dir: &str, extensions: Vec<Value>) -> Result<Session, Error> {
         let _g = lock(&self.create_lock);
@@ -619,9 +627,7 @@ impl SessionStore {
             let file = self.write_messages(&self.messages_path(id), conversation)?;
             let mut s = meta.session()?;
             s.message_count = conversation.len() as u64;
-            s.updated_at = crate::util::now_rfc3339();
-            self.write_meta(&s, file)?;
-            Ok((Some(Meta::new(s, file, 0)), ()))
+            Ok((Some(self.save(s, file)?), ()))
         })?;
         Ok(done.is_some())
     }
@@ -639,10 +645,8 @@ impl SessionStore {
             }
             s.id = before.id;
             s.message_count = before.message_count;
-            s.updated_at = crate::util::now_rfc3339();
             s.conversation = None;
-            self.write_meta(&s, meta.file)?;
-            Ok((Some(Meta::new(s, meta.file, 0)), r))
+            Ok((Some(self.save(s, meta.file)?), r))
         })
     }
 
@@ -672,9 +676,7 @@ impl SessionStore {
             };
             s.id = meta.id.to_string();
             s.message_count = after.len() as u64;
-            s.updated_at = crate::util::now_rfc3339();
-            self.write_meta(&s, file)?;
-            Ok((Some(Meta::new(s, file, 0)), r))
+            Ok((Some(self.save(s, file)?), r))
         })
     }
 
