@@ -137,9 +137,9 @@ impl WorkDir {
             out.push_str(&format!("{name}{slash}\t{desc}\n"));
         }
         if total > MAX_LIST_ENTRIES {
+            let more = total - MAX_LIST_ENTRIES;
             out.push_str(&format!(
-                "[... {} more entries not shown; use the shell tool with ls or find to filter]\n",
-                total - MAX_LIST_ENTRIES
+                "[... {more} more entries not shown; use the shell tool with ls or find to filter]\n"
             ));
         }
         Ok(out)

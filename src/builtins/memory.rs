@@ -105,11 +105,10 @@ impl Memory {
     }
 
     fn read(&self, scope: Scope) -> Result<Map<String, Value>, ToolError> {
-        let doc = atomic::read_object(&self.file(scope))?;
-        Ok(match doc.get("categories") {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        })
+        match atomic::read_object(&self.file(scope))?.remove("categories") {
+            Some(Value::Object(m)) => Ok(m),
+            _ => Ok(Map::new()),
+        }
     }
 
     fn remember(&self, args: &Map<String, Value>) -> Result<String, ToolError> {

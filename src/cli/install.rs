@@ -359,11 +359,8 @@ fn print_plan(plan: &InstallPlan) {
     for e in s.get("env").and_then(Value::as_array).into_iter().flatten() {
         let name = e["name"].as_str().unwrap_or("");
         let d = e["description"].as_str().unwrap_or("");
-        if d.is_empty() {
-            println!("  env:         {name}");
-        } else {
-            println!("  env:         {name} — {}", printable(d));
-        }
+        let about = if d.is_empty() { String::new() } else { format!(" — {}", printable(d)) };
+        println!("  env:         {name}{about}");
     }
     for r in s.get("reads").and_then(Value::as_array).into_iter().flatten() {
         println!(
