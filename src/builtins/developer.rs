@@ -15,7 +15,7 @@
 //! same editor over the editor's buffers, confined by a `WorkDir` of the session's cwd.
 
 use super::error::{Error, ToolError};
-use super::server::{opt_str_arg, opt_u64_arg, str_arg, Builtin, Cancel, ToolOutcome};
+use super::server::{opt_str_arg, opt_u64_arg, str_arg, working_dir_from_env, Builtin, Cancel, ToolOutcome};
 use super::text_editor::{checked_text, TextEditor, TextFiles};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
@@ -137,9 +137,9 @@ impl WorkDir {
             out.push_str(&format!("{name}{slash}\t{desc}\n"));
         }
         if total > MAX_LIST_ENTRIES {
+            let more = total - MAX_LIST_ENTRIES;
             out.push_str(&format!(
-                "[... {} more entries not shown; use the shell tool with ls or find to filter]\n",
-                total - MAX_LIST_ENTRIES
+                "[... {more} more entries not shown; use the shell tool with ls or find to filter]\n"
             ));
         }
         Ok(out)
@@ -186,10 +186,7 @@ impl Developer {
     /// Working dir from `GOOSE_WORKING_DIR` or the cwd; `GOSLING_DEVELOPER_UNRESTRICTED=1`
     /// lifts path confinement.
     pub fn from_env() -> Result<Developer, Error> {
-        let dir = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d),
-            None => std::env::current_dir().map_err(|source| Error::WorkDir { dir: PathBuf::from("."), source })?,
-        };
+        let dir = working_dir_from_env().map_err(|source| Error::WorkDir { dir: PathBuf::from("."), source })?;
         Developer::new(&dir, unrestricted_from_env())
     }
 
@@ -197,23 +194,17 @@ impl Developer {
         Ok(Developer { dir: WorkDir::open(dir, unrestricted)?, editor: TextEditor::default() })
     }
 
-    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
-        let command = match str_arg(args, "command") {
-            Ok(c) if !c.trim().is_empty() => c,
-            Ok(_) => return ToolOutcome::error("developer: `command` is empty; pass the shell command to run"),
-            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
-        };
-        let timeout = match opt_u64_arg(args, "timeout_secs") {
-            Ok(None) => DEFAULT_TIMEOUT_SECS,
-            Ok(Some(t)) if (1..=MAX_TIMEOUT_SECS).contains(&t) => t,
-            Ok(Some(t)) => {
-                return ToolOutcome::error(format!(
-                    "developer: timeout_secs {t} is out of range; use 1 to {MAX_TIMEOUT_SECS}"
-                ))
-            }
-            Err(e) => return ToolOutcome::error(format!("developer: {e}")),
-        };
-        run_shell(command, &self.dir.root, Duration::from_secs(timeout), cancel)
+    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> Result<ToolOutcome, ToolError> {
+        let command = str_arg(args, "command")?;
+        if command.trim().is_empty() {
+            return Err(ToolError::Refused("`command` is empty; pass the shell command to run".into()));
+        }
+        let timeout = opt_u64_arg(args, "timeout_secs")?.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if !(1..=MAX_TIMEOUT_SECS).contains(&timeout) {
+            let why = format!("timeout_secs {timeout} is out of range; use 1 to {MAX_TIMEOUT_SECS}");
+            return Err(ToolError::Refused(why));
+        }
+        Ok(run_shell(command, &self.dir.root, Duration::from_secs(timeout), cancel))
     }
 
     fn text_editor(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
@@ -306,12 +297,12 @@ impl Builtin for Developer {
 
     fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
         let r = match tool {
-            "shell" => return self.shell(args, cancel),
-            "text_editor" => self.text_editor(args),
-            "list_directory" => self.list_directory(args),
+            "shell" => self.shell(args, cancel),
+            "text_editor" => self.text_editor(args).map(ToolOutcome::ok),
+            "list_directory" => self.list_directory(args).map(ToolOutcome::ok),
             other => Err(ToolError::UnknownTool(other.to_string())),
         };
-        r.map_err(|e| format!("developer: {e}")).into()
+        r.unwrap_or_else(|e| ToolOutcome::error(format!("developer: {e}")))
     }
 }
 
@@ -406,9 +397,7 @@ impl CappedOutput {
                 self.total
             ));
         }
-        let (a, b) = self.tail.as_slices();
-        let mut tail = a.to_vec();
-        tail.extend_from_slice(b);
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
         out.push_str(&String::from_utf8_lossy(&tail));
         out
     }
@@ -421,12 +410,9 @@ impl CappedOutput {
 // `rust-version` in Cargo.toml lags behind.
 #[allow(clippy::incompatible_msrv)]
 fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> ToolOutcome {
-    let (mut reader, writer) = match io::pipe() {
+    let pipe = io::pipe().and_then(|(reader, writer)| Ok((reader, writer.try_clone()?, writer)));
+    let (mut reader, writer2, writer) = match pipe {
         Ok(p) => p,
-        Err(e) => return ToolOutcome::error(format!("developer: cannot create a pipe: {e}")),
-    };
-    let writer2 = match writer.try_clone() {
-        Ok(w) => w,
         Err(e) => return ToolOutcome::error(format!("developer: cannot create a pipe: {e}")),
     };
     let mut cmd = Command::new("sh");
@@ -441,42 +427,37 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
     log::debug!("developer: shell pid {pid} started");
     let output = Arc::new(Mutex::new(CappedOutput::default()));
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
-    {
-        let output = output.clone();
-        let spawned = std::thread::Builder::new().name("developer-shell-out".into()).spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => output.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
+    let read_into = output.clone();
+    let spawned = std::thread::Builder::new().name("developer-shell-out".into()).spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => read_into.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
-            let _ = done_tx.send(());
-        });
-        if let Err(e) = spawned {
-            let _ = crate::sys::kill_group(pid);
-            let _ = child.wait(); // wait: SIGKILLed just above
-            return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
         }
+        let _ = done_tx.send(());
+    });
+    if let Err(e) = spawned {
+        let _ = crate::sys::kill_group(pid);
+        let _ = child.wait(); // wait: SIGKILLed just above
+        return ToolOutcome::error(format!("developer: cannot start a reader thread: {e}"));
     }
     // The shell is reaped only at the very end: until then its pid (our process-group id) is
     // reserved, so signalling the group can never hit an unrelated process that reused it.
     let deadline = Instant::now() + timeout;
-    let mut ended: Option<Result<(), &'static str>> = None;
-    while ended.is_none() {
+    let ended: Result<(), &'static str> = loop {
         if crate::sys::exited_unreaped(pid) {
-            ended = Some(Ok(()));
+            break Ok(());
         } else if cancel.is_cancelled() {
-            ended = Some(Err("cancelled"));
+            break Err("cancelled");
         } else if Instant::now() >= deadline {
-            ended = Some(Err("timeout"));
-        } else {
-            std::thread::sleep(Duration::from_millis(20));
+            break Err("timeout");
         }
-    }
-    let ended = ended.unwrap_or(Err("wait failed"));
+        std::thread::sleep(Duration::from_millis(20));
+    };
     if ended.is_err() {
         let _ = crate::sys::kill_group(pid);
     }
@@ -490,11 +471,8 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
         }
     }
     // wait: the shell has exited or was SIGKILLed above
-    let ended = match (ended, child.wait()) {
-        (Ok(()), Ok(status)) => Ok(status),
-        (Ok(()), Err(_)) => Err("wait failed"),
-        (Err(e), _) => Err(e),
-    };
+    let waited = child.wait();
+    let ended = ended.and_then(|()| waited.map_err(|_| "wait failed"));
     let text = output.lock().unwrap_or_else(|e| e.into_inner()).render();
     let text = if text.is_empty() { "(no output)".to_string() } else { text };
     match ended {

@@ -125,13 +125,7 @@ impl std::error::Error for ToolError {
             ToolError::Store(e) => Some(e),
             ToolError::File { source, .. } | ToolError::Unresolvable { source, .. } => Some(source),
             ToolError::Delegate(e) => Some(e.as_ref()),
-            ToolError::Missing { .. }
-            | ToolError::WrongType { .. }
-            | ToolError::Refused(_)
-            | ToolError::UnknownTool(_)
-            | ToolError::Outside { .. }
-            | ToolError::TooBig { .. }
-            | ToolError::NotText { .. } => None,
+            _ => None,
         }
     }
 }

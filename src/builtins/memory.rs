@@ -9,7 +9,7 @@
 //! Document shape: `{"working_dir"?: str, "categories": {CATEGORY: [{"data", "tags", "saved_at"}]}}`.
 
 use super::error::{Error, ToolError};
-use super::server::{opt_bool_arg, str_arg, Builtin, Cancel, ToolOutcome};
+use super::server::{opt_bool_arg, str_arg, working_dir_from_env, Builtin, Cancel, ToolOutcome};
 use crate::store::atomic;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -46,13 +46,10 @@ impl Scope {
 impl Memory {
     pub fn from_env() -> Result<Memory, Error> {
         let state = crate::config::state_dir(&crate::config::ProcessEnv);
-        let wd = match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d),
-            None => std::env::current_dir().map_err(|e| Error::Setup {
-                builtin: "memory",
-                reason: format!("cannot read the current directory: {e}; set GOOSE_WORKING_DIR"),
-            })?,
-        };
+        let wd = working_dir_from_env().map_err(|e| Error::Setup {
+            builtin: "memory",
+            reason: format!("cannot read the current directory: {e}; set GOOSE_WORKING_DIR"),
+        })?;
         Ok(Memory::new(&state, &wd))
     }
 
@@ -93,9 +90,8 @@ impl Memory {
     }
 
     fn update<R>(&self, scope: Scope, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, ToolError> {
-        let path = self.file(scope);
         let wd = self.working_dir.display().to_string();
-        atomic::update_json(&path, |doc| {
+        atomic::update_json(&self.file(scope), |doc| {
             if !doc.get("categories").is_some_and(Value::is_object) {
                 doc.insert("categories".into(), json!({}));
             }
@@ -109,11 +105,10 @@ impl Memory {
     }
 
     fn read(&self, scope: Scope) -> Result<Map<String, Value>, ToolError> {
-        let doc = atomic::read_object(&self.file(scope))?;
-        Ok(match doc.get("categories") {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        })
+        match atomic::read_object(&self.file(scope))?.remove("categories") {
+            Some(Value::Object(m)) => Ok(m),
+            _ => Ok(Map::new()),
+        }
     }
 
     fn remember(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
@@ -130,9 +125,7 @@ impl Memory {
         }
         let tags = tags_arg(args)?;
         let scope = if opt_bool_arg(args, "is_global")?.unwrap_or(false) { Scope::Global } else { Scope::Local };
-        let saved_at =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let note = json!({"data": data, "tags": tags, "saved_at": saved_at});
+        let note = json!({"data": data, "tags": tags, "saved_at": crate::util::unix_secs()});
         let result = self.update(scope, |cats| {
             let list = cats.entry(category.clone()).or_insert_with(|| json!([]));
             if !list.is_array() {
@@ -160,31 +153,24 @@ impl Memory {
     fn retrieve(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, true)?;
         let mut out = String::new();
-        let mut count = 0;
         for scope in Memory::scopes(args)? {
             for (name, notes) in self.read(scope)? {
                 if category != "*" && name != category {
                     continue;
                 }
-                let Value::Array(notes) = notes else { continue };
-                if notes.is_empty() {
-                    continue;
-                }
+                let Some(notes) = notes.as_array().filter(|n| !n.is_empty()) else { continue };
                 out.push_str(&format!("# {name} ({})\n", scope.label()));
-                for n in &notes {
-                    count += 1;
+                for n in notes {
                     let data = n["data"].as_str().unwrap_or("").replace('\n', "\n  ");
                     let tags: Vec<&str> =
                         n["tags"].as_array().map(|t| t.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-                    if tags.is_empty() {
-                        out.push_str(&format!("- {data}\n"));
-                    } else {
-                        out.push_str(&format!("- {data} [tags: {}]\n", tags.join(", ")));
-                    }
+                    let tags = if tags.is_empty() { String::new() } else { format!(" [tags: {}]", tags.join(", ")) };
+                    out.push_str(&format!("- {data}{tags}\n"));
                 }
             }
         }
-        if count == 0 {
+        // Only categories with notes get a heading: no text is no notes.
+        if out.is_empty() {
             return Ok(if category == "*" {
                 "no memories stored yet".into()
             } else {
@@ -194,20 +180,26 @@ impl Memory {
         Ok(out)
     }
 
+    /// Runs `remove` on the categories of each scope `args` selects; how many it removed in all.
+    fn remove_in_scopes(
+        &self,
+        args: &Map<String, Value>,
+        remove: impl Fn(&mut Map<String, Value>) -> usize,
+    ) -> Result<usize, ToolError> {
+        Memory::scopes(args)?.into_iter().map(|scope| self.update(scope, &remove)).sum()
+    }
+
     fn remove_category(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         let category = category_arg(args, true)?;
-        let mut removed = 0usize;
-        for scope in Memory::scopes(args)? {
-            removed += self.update(scope, |cats| {
-                if category == "*" {
-                    let n = cats.len();
-                    cats.clear();
-                    n
-                } else {
-                    usize::from(cats.remove(&category).is_some())
-                }
-            })?;
-        }
+        let removed = self.remove_in_scopes(args, |cats| {
+            if category == "*" {
+                let n = cats.len();
+                cats.clear();
+                n
+            } else {
+                usize::from(cats.remove(&category).is_some())
+            }
+        })?;
         Ok(match (category.as_str(), removed) {
             ("*", n) => format!("removed all {n} categories"),
             (_, 0) => format!("no category {category:?} to remove; nothing changed"),
@@ -223,19 +215,16 @@ impl Memory {
                 "`memory_content` is empty; pass the exact text of the note to remove".into(),
             ));
         }
-        let mut removed = 0usize;
-        for scope in Memory::scopes(args)? {
-            removed += self.update(scope, |cats| {
-                let Some(Value::Array(notes)) = cats.get_mut(&category) else { return 0 };
-                let before = notes.len();
-                notes.retain(|n| n["data"].as_str().map(str::trim) != Some(content.as_str()));
-                let n = before - notes.len();
-                if notes.is_empty() {
-                    cats.remove(&category);
-                }
-                n
-            })?;
-        }
+        let removed = self.remove_in_scopes(args, |cats| {
+            let Some(Value::Array(notes)) = cats.get_mut(&category) else { return 0 };
+            let before = notes.len();
+            notes.retain(|n| n["data"].as_str().map(str::trim) != Some(content.as_str()));
+            let n = before - notes.len();
+            if notes.is_empty() {
+                cats.remove(&category);
+            }
+            n
+        })?;
         if removed == 0 {
             return Err(ToolError::Refused(format!(
                 "no note with exactly that text in category {category:?}; retrieve_memories shows the stored text to copy"
@@ -292,6 +281,25 @@ fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
     Ok(tags)
 }
 
+/// A tool whose arguments are a category (or `"*"`) and the scope: its name, title and the
+/// one hint it sets.
+fn category_tool((name, title, hint): (&str, &str, &str), description: &str, is_global: &Value) -> Value {
+    json!({
+        "name": name,
+        "title": title,
+        "description": description,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "category": {"type": "string", "description": "Category name, or \"*\" for all"},
+                "is_global": is_global
+            },
+            "required": ["category"]
+        },
+        "annotations": {"title": title, hint: true, "openWorldHint": false}
+    })
+}
+
 /// FNV-1a, 64-bit: a stable file name for a working directory (not a security boundary).
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
@@ -345,34 +353,16 @@ impl Builtin for Memory {
                 },
                 "annotations": {"title": "Remember a note", "openWorldHint": false}
             }),
-            json!({
-                "name": "retrieve_memories",
-                "title": "Retrieve notes",
-                "description": "Return the notes of a category, or of all categories with \"*\".",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "category": {"type": "string", "description": "Category name, or \"*\" for all"},
-                        "is_global": is_global
-                    },
-                    "required": ["category"]
-                },
-                "annotations": {"title": "Retrieve notes", "readOnlyHint": true, "openWorldHint": false}
-            }),
-            json!({
-                "name": "remove_memory_category",
-                "title": "Forget a category",
-                "description": "Delete every note of a category (\"*\" deletes all categories).",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "category": {"type": "string", "description": "Category name, or \"*\" for all"},
-                        "is_global": is_global
-                    },
-                    "required": ["category"]
-                },
-                "annotations": {"title": "Forget a category", "destructiveHint": true, "openWorldHint": false}
-            }),
+            category_tool(
+                ("retrieve_memories", "Retrieve notes", "readOnlyHint"),
+                "Return the notes of a category, or of all categories with \"*\".",
+                &is_global,
+            ),
+            category_tool(
+                ("remove_memory_category", "Forget a category", "destructiveHint"),
+                "Delete every note of a category (\"*\" deletes all categories).",
+                &is_global,
+            ),
             json!({
                 "name": "remove_specific_memory",
                 "title": "Forget one note",

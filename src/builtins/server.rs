@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The builtin extensions this binary can serve, in the order error messages list them.
@@ -92,10 +92,7 @@ impl ToolOutcome {
 
 impl<E: Into<String>> From<Result<String, E>> for ToolOutcome {
     fn from(r: Result<String, E>) -> ToolOutcome {
-        match r {
-            Ok(t) => ToolOutcome::ok(t),
-            Err(e) => ToolOutcome::error(e),
-        }
+        r.map_or_else(ToolOutcome::error, ToolOutcome::ok)
     }
 }
 
@@ -111,15 +108,10 @@ pub trait Builtin: Send + Sync + 'static {
     fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome;
 }
 
-/// Whether `name` is a builtin this binary serves.
-pub fn is_known(name: &str) -> bool {
-    KNOWN.contains(&name)
-}
-
 /// How the runtime starts builtin `name` as a stdio extension: `exe` (this binary) with
 /// `["mcp", NAME]`, its notes under `state_dir`. The one place that knows this argv.
 pub fn launch(name: &str, exe: &Path, state_dir: &Path) -> Result<Launch, Error> {
-    if !is_known(name) {
+    if !KNOWN.contains(&name) {
         return Err(Error::Unknown { name: name.to_string() });
     }
     Ok(Launch {
@@ -151,8 +143,7 @@ pub fn make(name: &str) -> Result<Arc<dyn Builtin>, Error> {
 pub fn serve(name: &str) -> Result<(), Error> {
     let builtin = make(name)?;
     log::debug!("builtin {name}: serving MCP on stdio");
-    let stdin = io::stdin();
-    run(builtin, stdin.lock(), Box::new(io::stdout()), true)
+    run(builtin, io::stdin().lock(), Box::new(io::stdout()), true)
 }
 
 /// Serves `builtin` over any line stream (tests and in-process use).
@@ -160,8 +151,24 @@ pub fn serve_io(builtin: Arc<dyn Builtin>, input: impl BufRead, output: Box<dyn 
     run(builtin, input, output, false)
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A JSON-RPC id as the peer wrote it (a number or a string).
+fn id_of(v: &Value) -> Option<Id> {
+    match v {
+        Value::Number(n) => n.as_i64().map(Id::Num),
+        Value::String(s) => Some(Id::Str(s.clone())),
+        _ => None,
+    }
+}
+
 struct Shared {
     builtin: Arc<dyn Builtin>,
+    /// The builtin's tools, as `tools/list` answers, and their names.
+    tools: Vec<Value>,
+    tool_names: Vec<String>,
     out: Mutex<Box<dyn Write + Send>>,
     /// Set when stdout failed: the client is gone.
     out_closed: AtomicBool,
@@ -172,7 +179,7 @@ impl Shared {
     fn send(&self, msg: &Message) {
         let mut line = msg.encode();
         line.push('\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = lock(&self.out);
         if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
             if !self.out_closed.swap(true, Ordering::SeqCst) {
                 log::warn!("builtin {}: cannot write to stdout ({e}); the client is gone", self.builtin.name());
@@ -189,7 +196,7 @@ impl Shared {
     }
 
     fn cancel_all(&self) {
-        for c in self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).values() {
+        for c in lock(&self.in_flight).values() {
             c.shutdown();
         }
     }
@@ -198,7 +205,7 @@ impl Shared {
     fn drain(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         loop {
-            if self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            if lock(&self.in_flight).is_empty() {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -228,8 +235,9 @@ fn run(
     watch_signals: bool,
 ) -> Result<(), Error> {
     let tools = builtin.tools();
-    let tool_names: Vec<String> = tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
     let shared = Arc::new(Shared {
+        tool_names: tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect(),
+        tools,
         builtin,
         out: Mutex::new(output),
         out_closed: AtomicBool::new(false),
@@ -254,26 +262,20 @@ fn run(
     let mut buf = Vec::with_capacity(4096);
     loop {
         // wait: the runtime's pipe; EOF when it closes
-        let line = match read_line(&mut input, &mut buf, MAX_LINE) {
-            Ok(l) => l,
-            Err(e) => {
-                log::warn!("builtin {}: reading stdin failed: {e}", shared.builtin.name());
-                Line::Eof
-            }
-        };
+        let line = read_line(&mut input, &mut buf, MAX_LINE).unwrap_or_else(|e| {
+            log::warn!("builtin {}: reading stdin failed: {e}", shared.builtin.name());
+            Line::Eof
+        });
         match line {
             Line::Eof => break,
             Line::TooLong => {
                 log::warn!("builtin {}: dropped an input line longer than {MAX_LINE} bytes", shared.builtin.name());
-                shared.reply_error(
-                    None,
-                    jsonrpc::PARSE_ERROR,
-                    format!("line longer than {MAX_LINE} bytes; send smaller messages"),
-                );
+                let message = format!("line longer than {MAX_LINE} bytes; send smaller messages");
+                shared.reply_error(None, jsonrpc::PARSE_ERROR, message);
             }
             Line::Data => {
                 if !buf.iter().all(u8::is_ascii_whitespace) {
-                    handle_line(&shared, &tools, &tool_names, &buf);
+                    handle_line(&shared, &buf);
                 }
             }
         }
@@ -286,40 +288,33 @@ fn run(
     Ok(())
 }
 
-fn handle_line(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], bytes: &[u8]) {
+fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
+    let name = shared.builtin.name();
     let msg = match Message::parse(bytes) {
         Ok(m) => m,
         Err(jsonrpc::ParseError::Json(e)) => {
-            log::warn!("builtin {}: unparseable input line: {e}", shared.builtin.name());
+            log::warn!("builtin {name}: unparseable input line: {e}");
             return shared.reply_error(None, jsonrpc::PARSE_ERROR, format!("parse error: not JSON ({e})"));
         }
         Err(e @ jsonrpc::ParseError::Invalid(_)) => {
-            log::warn!("builtin {}: {e}", shared.builtin.name());
+            log::warn!("builtin {name}: {e}");
             // Answer with the id when it is readable, as JSON-RPC asks.
-            let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| match v.get("id") {
-                Some(Value::Number(n)) => n.as_i64().map(Id::Num),
-                Some(Value::String(s)) => Some(Id::Str(s.clone())),
-                _ => None,
-            });
+            let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(id_of));
             return shared.reply_error(id, jsonrpc::INVALID_REQUEST, format!("invalid request: {e}"));
         }
     };
     match msg {
         Message::Request { id, method, params } => {
-            log::debug!("builtin {}: request {method} id {id}", shared.builtin.name());
-            handle_request(shared, tools, tool_names, id, &method, params);
+            log::debug!("builtin {name}: request {method} id {id}");
+            handle_request(shared, id, &method, params);
         }
         Message::Notification { method, params } => {
-            log::debug!("builtin {}: notification {method}", shared.builtin.name());
+            log::debug!("builtin {name}: notification {method}");
             if method == "notifications/cancelled" {
-                let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(|v| match v {
-                    Value::Number(n) => n.as_i64().map(Id::Num),
-                    Value::String(s) => Some(Id::Str(s.clone())),
-                    _ => None,
-                });
+                let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(id_of);
                 if let Some(target) = target {
-                    if let Some(c) = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner()).get(&target) {
-                        log::debug!("builtin {}: cancelling request {target}", shared.builtin.name());
+                    if let Some(c) = lock(&shared.in_flight).get(&target) {
+                        log::debug!("builtin {name}: cancelling request {target}");
                         c.cancel();
                     }
                 }
@@ -327,22 +322,13 @@ fn handle_line(shared: &Arc<Shared>, tools: &[Value], tool_names: &[String], byt
             // notifications/initialized and anything else need no action.
         }
         Message::Response { id, .. } => {
-            log::debug!("builtin {}: ignoring a response (id {id}); we send no requests", shared.builtin.name())
+            log::debug!("builtin {name}: ignoring a response (id {id}); we send no requests")
         }
-        Message::Error { error, .. } => {
-            log::debug!("builtin {}: ignoring an error response: {error}", shared.builtin.name())
-        }
+        Message::Error { error, .. } => log::debug!("builtin {name}: ignoring an error response: {error}"),
     }
 }
 
-fn handle_request(
-    shared: &Arc<Shared>,
-    tools: &[Value],
-    tool_names: &[String],
-    id: Id,
-    method: &str,
-    params: Option<Value>,
-) {
+fn handle_request(shared: &Arc<Shared>, id: Id, method: &str, params: Option<Value>) {
     let name = shared.builtin.name();
     match method {
         "initialize" => {
@@ -361,84 +347,10 @@ fn handle_request(
             );
         }
         "ping" => shared.reply(id, json!({})),
-        "tools/list" => shared.reply(id, json!({"tools": tools})),
+        "tools/list" => shared.reply(id, json!({"tools": shared.tools})),
         "tools/call" => {
-            let params = params.unwrap_or(Value::Null);
-            let Some(tool) = params.get("name").and_then(Value::as_str) else {
-                return shared.reply_error(
-                    Some(id),
-                    jsonrpc::INVALID_PARAMS,
-                    "tools/call needs `params.name` (a string)".into(),
-                );
-            };
-            if !tool_names.iter().any(|t| t == tool) {
-                return shared.reply_error(
-                    Some(id),
-                    jsonrpc::INVALID_PARAMS,
-                    format!("unknown tool {tool:?}; gosling-{name} has: {}", tool_names.join(", ")),
-                );
-            }
-            let args = match params.get("arguments") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(m)) => m.clone(),
-                Some(_) => {
-                    return shared.reply_error(
-                        Some(id),
-                        jsonrpc::INVALID_PARAMS,
-                        "tools/call `params.arguments` must be an object".into(),
-                    );
-                }
-            };
-            let cancel = Cancel::new();
-            {
-                let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-                if in_flight.contains_key(&id) {
-                    drop(in_flight);
-                    return shared.reply_error(
-                        Some(id.clone()),
-                        jsonrpc::INVALID_REQUEST,
-                        format!("request id {id} is already in use by a running call"),
-                    );
-                }
-                if in_flight.len() >= MAX_IN_FLIGHT {
-                    drop(in_flight);
-                    return shared.reply_error(
-                        Some(id),
-                        jsonrpc::INTERNAL_ERROR,
-                        format!("{MAX_IN_FLIGHT} tool calls are already running; wait for one to finish"),
-                    );
-                }
-                in_flight.insert(id.clone(), cancel.clone());
-            }
-            let s = shared.clone();
-            let tool = tool.to_string();
-            let thread_id = id.clone();
-            let spawned = std::thread::Builder::new().name(format!("builtin-call-{id}")).spawn(move || {
-                let id = thread_id;
-                let outcome =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.builtin.call(&tool, &args, &cancel)))
-                        .unwrap_or_else(|_| {
-                            ToolOutcome::error(format!(
-                                "{}: internal error while running {tool}; see the server's stderr",
-                                s.builtin.name()
-                            ))
-                        });
-                if cancel.by_client() {
-                    log::debug!("builtin {}: request {id} was cancelled; not answering", s.builtin.name());
-                } else {
-                    s.reply(id.clone(), outcome.to_result());
-                }
-                // Only now: shutdown waits for an empty map before the process exits.
-                s.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            });
-            if let Err(e) = spawned {
-                log::error!("builtin {name}: cannot start a worker thread: {e}");
-                shared.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                shared.reply_error(
-                    Some(id),
-                    jsonrpc::INTERNAL_ERROR,
-                    format!("cannot start a worker thread: {e}; retry later"),
-                );
+            if let Err((code, message)) = start_call(shared, id.clone(), params) {
+                shared.reply_error(Some(id), code, message);
             }
         }
         _ => shared.reply_error(
@@ -447,6 +359,61 @@ fn handle_request(
             format!("method {method:?} not found; gosling-{name} serves tools only"),
         ),
     }
+}
+
+/// Checks a `tools/call` and runs it on its own worker thread, which answers it; the
+/// JSON-RPC error (code, message) when it cannot run.
+fn start_call(shared: &Arc<Shared>, id: Id, params: Option<Value>) -> Result<(), (i64, String)> {
+    let name = shared.builtin.name();
+    let params = params.unwrap_or(Value::Null);
+    let invalid = |message: String| (jsonrpc::INVALID_PARAMS, message);
+    let Some(tool) = params.get("name").and_then(Value::as_str) else {
+        return Err(invalid("tools/call needs `params.name` (a string)".into()));
+    };
+    if !shared.tool_names.iter().any(|t| t == tool) {
+        return Err(invalid(format!("unknown tool {tool:?}; gosling-{name} has: {}", shared.tool_names.join(", "))));
+    }
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(invalid("tools/call `params.arguments` must be an object".into())),
+    };
+    let cancel = Cancel::new();
+    {
+        let mut in_flight = lock(&shared.in_flight);
+        if in_flight.contains_key(&id) {
+            return Err((jsonrpc::INVALID_REQUEST, format!("request id {id} is already in use by a running call")));
+        }
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            let message = format!("{MAX_IN_FLIGHT} tool calls are already running; wait for one to finish");
+            return Err((jsonrpc::INTERNAL_ERROR, message));
+        }
+        in_flight.insert(id.clone(), cancel.clone());
+    }
+    let s = shared.clone();
+    let tool = tool.to_string();
+    let call_id = id.clone();
+    let spawned = std::thread::Builder::new().name(format!("builtin-call-{id}")).spawn(move || {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.builtin.call(&tool, &args, &cancel)))
+            .unwrap_or_else(|_| {
+                ToolOutcome::error(format!(
+                    "{}: internal error while running {tool}; see the server's stderr",
+                    s.builtin.name()
+                ))
+            });
+        if cancel.by_client() {
+            log::debug!("builtin {}: request {call_id} was cancelled; not answering", s.builtin.name());
+        } else {
+            s.reply(call_id.clone(), outcome.to_result());
+        }
+        // Only now: shutdown waits for an empty map before the process exits.
+        lock(&s.in_flight).remove(&call_id);
+    });
+    spawned.map(drop).map_err(|e| {
+        log::error!("builtin {name}: cannot start a worker thread: {e}");
+        lock(&shared.in_flight).remove(&id);
+        (jsonrpc::INTERNAL_ERROR, format!("cannot start a worker thread: {e}; retry later"))
+    })
 }
 
 enum Line {
@@ -494,16 +461,21 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
     }
 }
 
+/// The builtins' working directory: `GOOSE_WORKING_DIR` when set and not empty, else the
+/// process's current directory.
+pub fn working_dir_from_env() -> io::Result<PathBuf> {
+    match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => std::env::current_dir(),
+    }
+}
+
 // Argument helpers shared by the builtins. Messages name the argument and its type so
 // the model can fix its call.
 
 /// A required string argument.
 pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        None | Some(Value::Null) => Err(ToolError::Missing { key: key.into(), kind: "a string" }),
-        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "a string" }),
-    }
+    opt_str_arg(args, key)?.ok_or_else(|| ToolError::Missing { key: key.into(), kind: "a string" })
 }
 
 /// An optional string argument.

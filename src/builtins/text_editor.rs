@@ -89,13 +89,8 @@ impl TextEditor {
                 };
                 files.write(path, shown, text)?;
                 self.remember(path, before);
-                Ok(format!(
-                    "{} {shown} ({} bytes, {} lines){}",
-                    if existed { "overwrote" } else { "created" },
-                    text.len(),
-                    text.lines().count(),
-                    files.place()
-                ))
+                let (verb, lines) = (if existed { "overwrote" } else { "created" }, text.lines().count());
+                Ok(format!("{verb} {shown} ({} bytes, {lines} lines){}", text.len(), files.place()))
             }
             "str_replace" => {
                 let old = str_arg(args, "old_str")?;

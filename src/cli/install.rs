@@ -35,6 +35,7 @@ Usage: gosling import [--dry-run] [--yes] FILE
   --yes      do not ask for confirmation (required when stdin is not a terminal)
 ";
 
+#[derive(Default)]
 struct Flags {
     positional: Vec<String>,
     check: bool,
@@ -62,14 +63,7 @@ impl std::fmt::Display for FlagError {
 }
 
 fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, FlagError> {
-    let mut f = Flags {
-        positional: Vec::new(),
-        check: false,
-        yes: false,
-        dry_run: false,
-        secrets_from_env: false,
-        wait: false,
-    };
+    let mut f = Flags::default();
     for a in args {
         let known = allowed.contains(&a.as_str());
         match a.as_str() {
@@ -88,154 +82,116 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, FlagError> {
     Ok(f)
 }
 
-fn is_help(args: &[String]) -> bool {
-    args.iter().any(|a| a == "-h" || a == "--help")
-}
-
 fn fail(cmd: &str, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("gosling {cmd}: {msg}");
     ExitCode::from(1)
 }
 
-fn load_policy(env: &dyn Env) -> Result<Policy, crate::extensions::policy::PolicyError> {
-    Policy::from_env(env, &config_dir(env))
+/// The command line of `gosling cmd`, or how it exits at once: 0 after printing `usage` for
+/// `-h`/`--help`, 2 on a usage error.
+fn flags_of(cmd: &str, usage: &str, args: &[String], allowed: &[&str]) -> Result<Flags, ExitCode> {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{usage}");
+        return Err(ExitCode::SUCCESS);
+    }
+    parse_flags(args, allowed).map_err(|e| {
+        eprintln!("gosling {cmd}: {e}\n\n{usage}");
+        ExitCode::from(2)
+    })
 }
 
 /// `gosling install …` (arguments after `install`).
 pub fn install_main(args: &[String]) -> ExitCode {
-    if is_help(args) {
-        print!("{INSTALL_USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    let flags = match parse_flags(args, &["--check", "--yes", "--secrets-from-env", "--wait"]) {
+    let allowed = ["--check", "--yes", "--secrets-from-env", "--wait"];
+    let flags = match flags_of("install", INSTALL_USAGE, args, &allowed) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("gosling install: {e}\n\n{INSTALL_USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let code = install(&flags);
+    let code = install(&flags).unwrap_or_else(|e| fail("install", e));
     if flags.wait && std::io::stdin().is_terminal() {
         confirm("Press Enter to close. ");
     }
     code
 }
 
-fn install(flags: &Flags) -> ExitCode {
+/// What `install` or `import` failed on; printed by `fail`.
+type Failure = Box<dyn std::error::Error>;
+
+fn install(flags: &Flags) -> Result<ExitCode, Failure> {
     let env = ProcessEnv;
-    let policy = match load_policy(&env) {
-        Ok(p) => p,
-        Err(e) => return fail("install", e),
-    };
-    let link = &flags.positional[0];
     let dir = config_dir(&env);
+    let policy = Policy::from_env(&env, &dir)?;
+    let link = &flags.positional[0];
 
     if flags.check {
         // Look at stored secrets only if a config exists: --check never creates files.
         let store = if dir.join("secrets.json").exists() { ConfigStore::open(&dir).ok() } else { None };
         let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
-        return match plan_install(link, &policy, &present) {
-            Ok(plan) => {
-                print_plan(&plan);
-                println!("ok: the link is valid and the policy allows it");
-                if !plan.refused_secrets.is_empty() {
-                    println!(
-                        "it would be saved disabled: it reads gosling's own secret(s) {}",
-                        plan.refused_secrets.join(", ")
-                    );
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("install", e),
-        };
+        let plan = plan_install(link, &policy, &present)?;
+        print_plan(&plan);
+        println!("ok: the link is valid and the policy allows it");
+        if !plan.refused_secrets.is_empty() {
+            println!(
+                "it would be saved disabled: it reads gosling's own secret(s) {}",
+                plan.refused_secrets.join(", ")
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
     }
 
-    let store = match ConfigStore::open(&dir) {
-        Ok(s) => s,
-        Err(e) => return fail("install", e),
-    };
+    let store = ConfigStore::open(&dir)?;
     let present = |k: &str| store.get_secret(k).ok().flatten().is_some();
-    let mut plan = match plan_install(link, &policy, &present) {
-        Ok(p) => p,
-        Err(e) => return fail("install", e),
-    };
+    let mut plan = plan_install(link, &policy, &present)?;
     print_plan(&plan);
     let key = plan.config.key();
-    match store.extension(&key) {
-        Ok(Some(_)) => println!("note: this replaces the installed extension with key {key}"),
-        Ok(None) => {}
-        Err(e) => return fail("install", e),
+    if store.extension(&key)?.is_some() {
+        println!("note: this replaces the installed extension with key {key}");
     }
     let terminal = std::io::stdin().is_terminal();
     if !flags.yes {
-        if !terminal {
-            return fail(
-                "install",
-                "not installed: stdin is not a terminal to confirm on; re-run with --yes to install without asking",
-            );
-        }
-        if !confirm("Install this extension? [y/N] ") {
-            return fail("install", "not installed: cancelled");
-        }
+        ask("Install this extension? [y/N] ", "not installed", "install")?;
     }
-    if let Err(e) =
-        fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)
-    {
-        return fail("install", e);
-    }
+    fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)?;
     let entry = plan.entry();
-    match store.upsert_extension(&entry) {
-        Ok(existed) => {
-            log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
-            report_saved(&entry, existed, &plan.missing_secrets, &plan.refused_secrets);
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail("install", e),
+    let existed = store.upsert_extension(&entry)?;
+    log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
+    report_saved(&entry, existed, &plan.missing_secrets, &plan.refused_secrets);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks `question` on the terminal; refused (`"{outcome}: …"`) when there is no terminal to
+/// ask on (`--yes` to `verb` without asking) or the answer is not yes.
+fn ask(question: &str, outcome: &str, verb: &str) -> Result<(), Failure> {
+    if !std::io::stdin().is_terminal() {
+        let why =
+            format!("{outcome}: stdin is not a terminal to confirm on; re-run with --yes to {verb} without asking");
+        return Err(why.into());
     }
+    if !confirm(question) {
+        return Err(format!("{outcome}: cancelled").into());
+    }
+    Ok(())
 }
 
 /// `gosling import …` (arguments after `import`).
 pub fn import_main(args: &[String]) -> ExitCode {
-    if is_help(args) {
-        print!("{IMPORT_USAGE}");
-        return ExitCode::SUCCESS;
+    match flags_of("import", IMPORT_USAGE, args, &["--dry-run", "--yes"]) {
+        Ok(flags) => import(&flags).unwrap_or_else(|e| fail("import", e)),
+        Err(code) => code,
     }
-    let flags = match parse_flags(args, &["--dry-run", "--yes"]) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("gosling import: {e}\n\n{IMPORT_USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+}
+
+fn import(flags: &Flags) -> Result<ExitCode, Failure> {
     let path = std::path::Path::new(&flags.positional[0]);
-    let text = match std::fs::metadata(path) {
-        Ok(m) if m.len() > MAX_IMPORT_BYTES as u64 => {
-            return fail("import", format!("{}: larger than {MAX_IMPORT_BYTES} bytes", path.display()))
-        }
-        Ok(_) => match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => return fail("import", format!("cannot read {}: {e}", path.display())),
-        },
-        Err(e) => return fail("import", format!("cannot read {}: {e}", path.display())),
-    };
-    let items = match parse_mcp_servers(&text) {
-        Ok(i) => i,
-        Err(e) => return fail("import", e),
-    };
+    let cannot_read = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    if std::fs::metadata(path).map_err(cannot_read)?.len() > MAX_IMPORT_BYTES as u64 {
+        return Err(format!("{}: larger than {MAX_IMPORT_BYTES} bytes", path.display()).into());
+    }
+    let items = parse_mcp_servers(&std::fs::read_to_string(path).map_err(cannot_read)?)?;
     let env = ProcessEnv;
-    let policy = match load_policy(&env) {
-        Ok(p) => p,
-        Err(e) => return fail("import", e),
-    };
     let dir = config_dir(&env);
-    let store = if flags.dry_run && !dir.join("config.json").exists() {
-        None
-    } else {
-        match ConfigStore::open(&dir) {
-            Ok(s) => Some(s),
-            Err(e) => return fail("import", e),
-        }
-    };
+    let policy = Policy::from_env(&env, &dir)?;
+    let store = if flags.dry_run && !dir.join("config.json").exists() { None } else { Some(ConfigStore::open(&dir)?) };
 
     println!("{} server(s) in {}", items.len(), path.display());
     let mut accepted: Vec<(ExtensionEntry, Unresolved)> = Vec::new();
@@ -272,36 +228,24 @@ pub fn import_main(args: &[String]) -> ExitCode {
     let status = if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS };
     if flags.dry_run {
         println!("dry run: nothing was written ({} would be imported, {refused} refused)", accepted.len());
-        return status;
+        return Ok(status);
     }
     if accepted.is_empty() {
         println!("nothing to import ({refused} refused)");
-        return status;
+        return Ok(status);
     }
     if !flags.yes {
-        if !std::io::stdin().is_terminal() {
-            return fail(
-                "import",
-                "nothing imported: stdin is not a terminal to confirm on; re-run with --yes to import without asking",
-            );
-        }
-        if !confirm(&format!("Import {} extension(s)? [y/N] ", accepted.len())) {
-            return fail("import", "nothing imported: cancelled");
-        }
+        ask(&format!("Import {} extension(s)? [y/N] ", accepted.len()), "nothing imported", "import")?;
     }
     let store = store.expect("opened unless dry run");
     let total = accepted.len();
     for (entry, u) in accepted {
-        match store.upsert_extension(&entry) {
-            Ok(existed) => {
-                log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
-                report_saved(&entry, existed, &u.missing, &u.refused);
-            }
-            Err(e) => return fail("import", e),
-        }
+        let existed = store.upsert_extension(&entry)?;
+        log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
+        report_saved(&entry, existed, &u.missing, &u.refused);
     }
     println!("imported {total}, refused {refused}");
-    status
+    Ok(status)
 }
 
 fn shell_words(cmd: &str, args: &[String]) -> String {
@@ -415,11 +359,8 @@ fn print_plan(plan: &InstallPlan) {
     for e in s.get("env").and_then(Value::as_array).into_iter().flatten() {
         let name = e["name"].as_str().unwrap_or("");
         let d = e["description"].as_str().unwrap_or("");
-        if d.is_empty() {
-            println!("  env:         {name}");
-        } else {
-            println!("  env:         {name} — {}", printable(d));
-        }
+        let about = if d.is_empty() { String::new() } else { format!(" — {}", printable(d)) };
+        println!("  env:         {name}{about}");
     }
     for r in s.get("reads").and_then(Value::as_array).into_iter().flatten() {
         println!(
@@ -436,14 +377,11 @@ fn print_plan(plan: &InstallPlan) {
         );
     }
     println!("  timeout:     {} s", s["timeout"]);
-    if !text("description").is_empty() {
-        println!("  description: {}", text("description"));
-    }
-    if !text("id").is_empty() {
-        println!("  id:          {}", text("id"));
-    }
-    if !text("installation_notes").is_empty() {
-        println!("  notes:       {}", text("installation_notes"));
+    for (key, label) in [("description", "description:"), ("id", "id:"), ("installation_notes", "notes:")] {
+        let value = text(key);
+        if !value.is_empty() {
+            println!("  {label:<13}{value}");
+        }
     }
     let secrets: Vec<String> = s
         .get("secrets")
@@ -505,16 +443,20 @@ fn confirm(question: &str) -> bool {
 /// Turns terminal echo off for as long as it lives (through `stty`, argv only; best effort).
 struct NoEcho;
 
+fn stty(setting: &str) {
+    let _ = std::process::Command::new("stty").arg(setting).stdin(std::process::Stdio::inherit()).status();
+}
+
 impl NoEcho {
     fn new() -> NoEcho {
-        let _ = std::process::Command::new("stty").arg("-echo").stdin(std::process::Stdio::inherit()).status();
+        stty("-echo");
         NoEcho
     }
 }
 
 impl Drop for NoEcho {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("stty").arg("echo").stdin(std::process::Stdio::inherit()).status();
+        stty("echo");
         eprintln!();
     }
 }

@@ -87,17 +87,12 @@ pub fn check_private_dir(dir: &Path) -> Result<(), Error> {
     use std::os::unix::fs::MetadataExt;
     ensure_dir(dir)?;
     let meta = fs::metadata(dir).map_err(|e| io_err(dir, e))?;
+    let unsafe_dir = |detail| Err(Error::UnsafeDir { path: dir.to_path_buf(), detail });
     if meta.uid() != crate::sys::euid() {
-        return Err(Error::UnsafeDir {
-            path: dir.to_path_buf(),
-            detail: format!("is owned by uid {}, not by this user (uid {})", meta.uid(), crate::sys::euid()),
-        });
+        return unsafe_dir(format!("is owned by uid {}, not by this user (uid {})", meta.uid(), crate::sys::euid()));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(Error::UnsafeDir {
-            path: dir.to_path_buf(),
-            detail: format!("is writable by its group or others (mode {:o})", meta.mode() & 0o777),
-        });
+        return unsafe_dir(format!("is writable by its group or others (mode {:o})", meta.mode() & 0o777));
     }
     Ok(())
 }
@@ -106,13 +101,10 @@ pub fn check_private_dir(dir: &Path) -> Result<(), Error> {
 /// refused if it is a link or not a directory.
 pub fn ensure_subdir(dir: &Path) -> Result<(), Error> {
     match fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() => return Err(Error::Symlink { path: dir.to_path_buf() }),
-        Ok(m) if !m.is_dir() => {
-            return Err(io_err(dir, io::Error::other("exists and is not a directory")));
-        }
-        _ => {}
+        Ok(m) if m.file_type().is_symlink() => Err(Error::Symlink { path: dir.to_path_buf() }),
+        Ok(m) if !m.is_dir() => Err(io_err(dir, io::Error::other("exists and is not a directory"))),
+        _ => ensure_dir(dir),
     }
-    ensure_dir(dir)
 }
 
 /// Refuses any of `names` in `dir` that is a symbolic link (checked at start; the opens
@@ -155,19 +147,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     result.map_err(|e| io_err(path, e))
 }
 
+/// A file's bytes, read without following a link; `None` when it does not exist.
+pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    let mut f = match open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(path, e)),
+    };
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_err(path, e))?;
+    Ok(Some(bytes))
+}
+
 /// Reads a JSON document; a missing file is `None`, an unparseable one is `Corrupt`.
 pub fn read_json(path: &Path) -> Result<Option<Value>, Error> {
-    let read = open_read(path).and_then(|mut f| {
-        let mut bytes = Vec::new();
-        io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
-    });
-    match read {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(path, e)),
-    }
+    let Some(bytes) = read_file(path)? else { return Ok(None) };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::Corrupt { path: path.to_path_buf(), detail: e.to_string() })
 }
 
 pub fn write_json(path: &Path, value: &Value) -> Result<(), Error> {
@@ -181,19 +178,24 @@ pub struct FileLock {
     _file: File,
 }
 
-pub fn lock(path: &Path) -> Result<FileLock, Error> {
-    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
-    if let Some(dir) = lock_path.parent() {
-        ensure_dir(dir)?;
-    }
-    let file = OpenOptions::new()
+/// Opens (creating 0600, never truncating) a file to take a lock on, without following a link.
+pub fn open_lock_file(path: &Path) -> Result<File, Error> {
+    OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&lock_path)
-        .map_err(|e| io_err(&lock_path, e))?;
+        .open(path)
+        .map_err(|e| io_err(path, e))
+}
+
+pub fn lock(path: &Path) -> Result<FileLock, Error> {
+    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    if let Some(dir) = lock_path.parent() {
+        ensure_dir(dir)?;
+    }
+    let file = open_lock_file(&lock_path)?;
     file.lock().map_err(|e| io_err(&lock_path, e))?;
     Ok(FileLock { _file: file })
 }
@@ -202,16 +204,7 @@ pub fn lock(path: &Path) -> Result<FileLock, Error> {
 /// object when the file does not exist) and returns whether it changed it.
 pub fn update_json<R>(path: &Path, f: impl FnOnce(&mut serde_json::Map<String, Value>) -> R) -> Result<R, Error> {
     let _guard = lock(path)?;
-    let mut doc = match read_json(path)? {
-        None => serde_json::Map::new(),
-        Some(Value::Object(m)) => m,
-        Some(_) => {
-            return Err(Error::Corrupt {
-                path: path.to_path_buf(),
-                detail: "expected a JSON object at the top level".into(),
-            })
-        }
-    };
+    let mut doc = read_object_unlocked(path)?;
     let before = doc.clone();
     let r = f(&mut doc);
     if doc != before {
@@ -224,6 +217,11 @@ pub fn update_json<R>(path: &Path, f: impl FnOnce(&mut serde_json::Map<String, V
 /// half-applied update by another process.
 pub fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>, Error> {
     let _guard = lock(path)?;
+    read_object_unlocked(path)
+}
+
+/// A JSON object file (empty when missing); the caller holds its lock.
+fn read_object_unlocked(path: &Path) -> Result<serde_json::Map<String, Value>, Error> {
     match read_json(path)? {
         None => Ok(serde_json::Map::new()),
         Some(Value::Object(m)) => Ok(m),

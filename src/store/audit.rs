@@ -53,10 +53,7 @@ impl AuditLog {
             status: e.status,
             duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
         };
-        let mut bytes = Vec::with_capacity(256);
-        if serde_json::to_writer(&mut bytes, &line).is_err() {
-            return;
-        }
+        let Ok(mut bytes) = serde_json::to_vec(&line) else { return };
         bytes.push(b'\n');
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if file.is_none() {

@@ -28,13 +28,11 @@ impl ConfigStore {
         atomic::refuse_symlinks(dir, &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock"])?;
         let store = ConfigStore { config_path: dir.join("config.json"), secrets_path: dir.join("secrets.json") };
         let config = atomic::read_object(&store.config_path)?;
-        if let Some(ext) = config.get(EXTENSIONS) {
-            if !ext.is_object() {
-                return Err(Error::Corrupt {
-                    path: store.config_path.clone(),
-                    detail: "`extensions` must be an object".into(),
-                });
-            }
+        if config.get(EXTENSIONS).is_some_and(|ext| !ext.is_object()) {
+            return Err(Error::Corrupt {
+                path: store.config_path.clone(),
+                detail: "`extensions` must be an object".into(),
+            });
         }
         atomic::read_object(&store.secrets_path)?;
         Ok(store)

@@ -24,6 +24,7 @@
 //! owner lock.
 
 use crate::store::atomic::{self, Error};
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -34,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// goose's `Session` (snake_case). `conversation` holds goose `Message` JSON objects.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Session {
     pub id: String,
     pub name: String,
@@ -168,18 +169,6 @@ fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     Error::Corrupt { path: path.to_path_buf(), detail: detail.into() }
 }
 
-/// A file's bytes; `None` when it does not exist.
-fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    let mut f = match atomic::open_read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(atomic::io_err(path, e)),
-    };
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).map_err(|e| atomic::io_err(path, e))?;
-    Ok(Some(bytes))
-}
-
 fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| atomic::io_err(dir, e))
 }
@@ -193,9 +182,10 @@ fn remove_if_present(path: &Path) -> Result<bool, Error> {
 }
 
 /// The messages of a conversation file's bytes, one per `\n`-terminated line, numbered from
-/// `first_line` (1-based) in errors. A last line without its `\n` was torn by a crash before
-/// it was acknowledged: it is left out and its length returned.
-fn parse_lines(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<Value>, usize), Error> {
+/// `first_line` (1-based) in errors: as `Value`s, or as `IgnoredAny` to check and count them
+/// without keeping them. A last line without its `\n` was torn by a crash before it was
+/// acknowledged: it is left out and its length returned.
+fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<T>, usize), Error> {
     let mut out = Vec::new();
     let mut start = 0;
     while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
@@ -209,22 +199,32 @@ fn parse_lines(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<Value>
     Ok((out, bytes.len() - start))
 }
 
-/// Counts (and checks) the complete lines of `bytes`, like `parse_lines` without keeping them.
-fn count_lines(path: &Path, bytes: &[u8], first_line: u64) -> Result<(u64, usize), Error> {
-    let mut count = 0;
-    let mut start = 0;
-    while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
-        serde_json::from_slice::<serde::de::IgnoredAny>(&bytes[start..start + n])
-            .map_err(|e| corrupt(path, format!("line {} is not a JSON message ({e})", first_line + count)))?;
-        count += 1;
-        start += n + 1;
+/// Messages as conversation-file lines, each ending in `\n`.
+fn encode_lines(path: &Path, messages: &[Value]) -> Result<Vec<u8>, Error> {
+    let mut bytes = Vec::new();
+    for m in messages {
+        serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(path, e.to_string()))?;
+        bytes.push(b'\n');
     }
-    Ok((count, bytes.len() - start))
+    Ok(bytes)
+}
+
+/// Appends `bytes` to the conversation file `f`, `len` bytes long, and fsyncs it; a failed
+/// write is cut back off, never leaving half a line for the next append to follow.
+fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<(), Error> {
+    f.write_all(bytes).and_then(|_| f.sync_data()).map_err(|e| {
+        let _ = f.set_len(len);
+        atomic::io_err(path, e)
+    })
 }
 
 /// A session file of the one-file layout, conversation inside.
 fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
-    let session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?;
+    of_id(path, serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?, id)
+}
+
+/// `session` as read from `path`, the file of session `id`: one holding another is refused.
+fn of_id(path: &Path, session: Session, id: &str) -> Result<Session, Error> {
     if session.id != id {
         return Err(corrupt(path, format!("it holds session {:?}, not {id:?}", session.id)));
     }
@@ -239,15 +239,8 @@ impl SessionStore {
         let dir = state_dir.join("sessions");
         atomic::ensure_subdir(&dir)?;
         let owner_path = dir.join(".lock");
-        let owner = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&owner_path)
-            .map_err(|e| atomic::io_err(&owner_path, e))?;
-        if let Err(e) = owner.try_lock() {
+        let owner = atomic::open_lock_file(&owner_path)?;
+        owner.try_lock().map_err(|e| {
             let why = match e {
                 std::fs::TryLockError::WouldBlock => io::Error::new(
                     io::ErrorKind::WouldBlock,
@@ -255,8 +248,8 @@ impl SessionStore {
                 ),
                 std::fs::TryLockError::Error(e) => e,
             };
-            return Err(atomic::io_err(&owner_path, why));
-        }
+            atomic::io_err(&owner_path, why)
+        })?;
         let store = SessionStore { dir, index: Mutex::new(HashMap::new()), create_lock: Mutex::new(()), _owner: owner };
         store.load_all()?;
         Ok(store)
@@ -331,40 +324,33 @@ impl SessionStore {
 
     fn load_legacy(&self, id: &str) -> Result<Option<Meta>, Error> {
         let legacy = self.legacy_path(id);
-        let Some(bytes) = read_file(&legacy)? else { return Ok(None) };
+        let Some(bytes) = atomic::read_file(&legacy)? else { return Ok(None) };
         /// The file with its messages counted but not kept (skipped without allocating).
         #[derive(Deserialize)]
         struct Counted {
             #[serde(default)]
-            conversation: Option<Vec<serde::de::IgnoredAny>>,
+            conversation: Option<Vec<IgnoredAny>>,
             #[serde(flatten)]
             session: Session,
         }
         let c: Counted = serde_json::from_slice(&bytes).map_err(|e| corrupt(&legacy, e.to_string()))?;
-        if c.session.id != id {
-            return Err(corrupt(&legacy, format!("it holds session {:?}, not {id:?}", c.session.id)));
-        }
-        let mut session = c.session;
+        let mut session = of_id(&legacy, c.session, id)?;
         session.message_count = c.conversation.map_or(0, |c| c.len() as u64);
-        let mut meta = Meta::new(session, FilePos::default(), 0);
-        meta.legacy = true;
-        Ok(Some(meta))
+        Ok(Some(Meta { legacy: true, ..Meta::new(session, FilePos::default(), 0) }))
     }
 
     fn load_current(&self, id: &str) -> Result<Option<Meta>, Error> {
         let meta_path = self.meta_path(id);
-        let Some(bytes) = read_file(&meta_path)? else { return Ok(None) };
+        let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
         // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
         let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
-        let recorded: Option<FilePos> = match session.extra.remove(FILE_KEY) {
-            Some(v) => Some(serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}")))?),
-            None => None,
-        };
+        let recorded: Option<FilePos> = session
+            .extra
+            .remove(FILE_KEY)
+            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
+            .transpose()?;
         session.conversation = None;
-        if session.id != id {
-            return Err(corrupt(&meta_path, format!("it holds session {:?}, not {id:?}", session.id)));
-        }
-        self.reconcile(session, recorded).map(Some)
+        self.reconcile(of_id(&meta_path, session, id)?, recorded).map(Some)
     }
 
     /// Makes the metadata agree with the conversation file after a crash: counts the lines
@@ -372,20 +358,15 @@ impl SessionStore {
     fn reconcile(&self, mut session: Session, recorded: Option<FilePos>) -> Result<Meta, Error> {
         let path = self.messages_path(&session.id);
         let stat = match std::fs::symlink_metadata(&path) {
-            Ok(m) => Some(m),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(atomic::io_err(&path, e)),
-        };
-        let Some(stat) = stat else {
-            let empty = match recorded {
-                Some(r) => r.bytes == 0,
-                None => session.message_count == 0,
-            };
-            if !empty {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let n = session.message_count;
-                return Err(corrupt(&path, format!("it is missing, but the metadata records {n} messages")));
+                if !recorded.map_or(n == 0, |r| r.bytes == 0) {
+                    return Err(corrupt(&path, format!("it is missing, but the metadata records {n} messages")));
+                }
+                return Ok(Meta::new(session, FilePos::default(), 0));
             }
-            return Ok(Meta::new(session, FilePos::default(), 0));
+            Err(e) => return Err(atomic::io_err(&path, e)),
         };
         if !stat.is_file() {
             return Err(corrupt(&path, "not a regular file"));
@@ -401,26 +382,19 @@ impl SessionStore {
         let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let mut tail = Vec::new();
         f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(|e| atomic::io_err(&path, e))?;
-        let (lines, torn) = count_lines(&path, &tail, first_line)?;
+        let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, first_line)?;
+        let lines = lines.len() as u64;
+        let shown = path.display();
         if from == 0 {
-            log::warn!(
-                "store: {} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages",
-                path.display()
-            );
+            log::warn!("store: {shown} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages");
             session.message_count = lines;
         } else {
-            log::info!(
-                "store: {}: {lines} message(s) appended after its metadata was last written; counted",
-                path.display()
-            );
+            log::info!("store: {shown}: {lines} message(s) appended after its metadata was last written; counted");
             session.message_count += lines;
         }
         let good = now.bytes - torn as u64;
         if torn > 0 {
-            log::warn!(
-                "store: {}: its last line is incomplete ({torn} bytes, written when the server stopped mid-write and never acknowledged); cut off",
-                path.display()
-            );
+            log::warn!("store: {shown}: its last line is incomplete ({torn} bytes, written when the server stopped mid-write and never acknowledged); cut off");
             let f = OpenOptions::new()
                 .write(true)
                 .custom_flags(libc::O_NOFOLLOW)
@@ -441,7 +415,7 @@ impl SessionStore {
     /// and makes that durable, before anything is added to the new files.
     fn migrate(&self, id: &str) -> Result<Meta, Error> {
         let legacy = self.legacy_path(id);
-        if let Some(bytes) = read_file(&legacy)? {
+        if let Some(bytes) = atomic::read_file(&legacy)? {
             let mut session = parse_legacy(&legacy, id, &bytes)?;
             let conversation = session.conversation.take().unwrap_or_default();
             session.message_count = conversation.len() as u64;
@@ -467,12 +441,7 @@ impl SessionStore {
 
     /// Replaces a conversation file atomically; where it ends.
     fn write_messages(&self, path: &Path, conversation: &[Value]) -> Result<FilePos, Error> {
-        let mut bytes = Vec::new();
-        for m in conversation {
-            serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(path, e.to_string()))?;
-            bytes.push(b'\n');
-        }
-        atomic::write_atomic(path, &bytes)?;
+        atomic::write_atomic(path, &encode_lines(path, conversation)?)?;
         let stat = std::fs::symlink_metadata(path).map_err(|e| atomic::io_err(path, e))?;
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
     }
@@ -490,47 +459,39 @@ impl SessionStore {
         atomic::write_atomic(&path, &bytes)
     }
 
+    /// Writes the metadata of `s`, changed now, its conversation file ending at `file`; the
+    /// entry that replaces the indexed one.
+    fn save(&self, mut s: Session, file: FilePos) -> Result<Meta, Error> {
+        s.updated_at = crate::util::now_rfc3339();
+        self.write_meta(&s, file)?;
+        Ok(Meta::new(s, file, 0))
+    }
+
     /// Creates a session with goose's `YYYYMMDD_N` id.
     pub fn create(&self, working_dir: &str, extensions: Vec<Value>) -> Result<Session, Error> {
         let _g = lock(&self.create_lock);
         let now = crate::util::now_rfc3339();
         let day: String = now[..10].replace('-', "");
-        let mut n = 1;
-        loop {
-            let id = format!("{day}_{n}");
-            let taken = lock(&self.index).contains_key(&id)
-                || [self.meta_path(&id), self.messages_path(&id), self.legacy_path(&id)]
+        let taken = |id: &str| {
+            lock(&self.index).contains_key(id)
+                || [self.meta_path(id), self.messages_path(id), self.legacy_path(id)]
                     .iter()
-                    .any(|p| std::fs::symlink_metadata(p).is_ok());
-            if !taken {
-                break;
-            }
+                    .any(|p| std::fs::symlink_metadata(p).is_ok())
+        };
+        let mut n = 1;
+        while taken(&format!("{day}_{n}")) {
             n += 1;
         }
-        let mut extension_data = Map::new();
-        extension_data.insert(ENABLED_EXTENSIONS.into(), serde_json::json!({ "extensions": extensions }));
+        let extensions = serde_json::json!({ "extensions": extensions });
         let s = Session {
             id: format!("{day}_{n}"),
             name: "New Chat".into(),
             working_dir: working_dir.into(),
             created_at: now.clone(),
             updated_at: now,
-            extension_data,
-            message_count: 0,
+            extension_data: Map::from_iter([(ENABLED_EXTENSIONS.to_string(), extensions)]),
             session_type: user(),
-            user_set_name: false,
-            goose_mode: None,
-            conversation: None,
-            input_tokens: None,
-            output_tokens: None,
-            total_tokens: None,
-            accumulated_input_tokens: None,
-            accumulated_output_tokens: None,
-            accumulated_total_tokens: None,
-            provider_name: None,
-            model_config: None,
-            recipe: None,
-            extra: Map::new(),
+            ..Session::default()
         };
         self.write_meta(&s, FilePos::default())?;
         let meta = Meta::new(s.clone(), FilePos::default(), 0);
@@ -579,10 +540,8 @@ impl SessionStore {
             }
         }
         let (new, r) = f(&current)?;
-        if let Some(new) = new {
-            if let Some(s) = lock(&self.index).get_mut(id) {
-                s.meta = Arc::new(new);
-            }
+        if let (Some(new), Some(s)) = (new, lock(&self.index).get_mut(id)) {
+            s.meta = Arc::new(new);
         }
         Ok(Some(r))
     }
@@ -591,7 +550,8 @@ impl SessionStore {
     fn read_conversation(&self, meta: &Meta) -> Result<Vec<Value>, Error> {
         if meta.legacy {
             let path = self.legacy_path(&meta.id);
-            let bytes = read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was open"))?;
+            let bytes =
+                atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was open"))?;
             return Ok(parse_legacy(&path, &meta.id, &bytes)?.conversation.unwrap_or_default());
         }
         if meta.file.bytes == 0 {
@@ -601,15 +561,10 @@ impl SessionStore {
         let mut bytes = Vec::with_capacity(meta.file.bytes as usize);
         let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         f.take(meta.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
-        if (bytes.len() as u64) < meta.file.bytes {
-            return Err(corrupt(
-                &path,
-                format!(
-                    "it holds {} bytes, but {} were written; another program shortened it",
-                    bytes.len(),
-                    meta.file.bytes
-                ),
-            ));
+        let (held, written) = (bytes.len() as u64, meta.file.bytes);
+        if held < written {
+            let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
+            return Err(corrupt(&path, detail));
         }
         let (messages, torn) = parse_lines(&path, &bytes, 1)?;
         if torn > 0 {
@@ -638,26 +593,16 @@ impl SessionStore {
     pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
         let done = self.with_session(id, Change::Write, |meta| {
             let path = self.messages_path(id);
-            let mut line = serde_json::to_vec(message).map_err(|e| corrupt(&path, e.to_string()))?;
-            line.push(b'\n');
+            let line = encode_lines(&path, std::slice::from_ref(message))?;
             let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
             let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
             let created = meta.file.ino == 0;
-            if stat.len() != meta.file.bytes || (!created && stat.ino() != meta.file.ino) {
-                return Err(corrupt(
-                    &path,
-                    format!(
-                        "it holds {} bytes where {} were written; another program changed it (restart gosling to recount it)",
-                        stat.len(),
-                        meta.file.bytes
-                    ),
-                ));
+            let (held, written) = (stat.len(), meta.file.bytes);
+            if held != written || (!created && stat.ino() != meta.file.ino) {
+                let detail = format!("it holds {held} bytes where {written} were written; another program changed it (restart gosling to recount it)");
+                return Err(corrupt(&path, detail));
             }
-            if let Err(e) = f.write_all(&line).and_then(|_| f.sync_data()) {
-                // Never leave half a line for the next append to follow.
-                let _ = f.set_len(meta.file.bytes);
-                return Err(atomic::io_err(&path, e));
-            }
+            append_synced(&path, &mut f, written, &line)?;
             if created {
                 sync_dir(&self.dir)?;
             }
@@ -682,9 +627,7 @@ impl SessionStore {
             let file = self.write_messages(&self.messages_path(id), conversation)?;
             let mut s = meta.session()?;
             s.message_count = conversation.len() as u64;
-            s.updated_at = crate::util::now_rfc3339();
-            self.write_meta(&s, file)?;
-            Ok((Some(Meta::new(s, file, 0)), ()))
+            Ok((Some(self.save(s, file)?), ()))
         })?;
         Ok(done.is_some())
     }
@@ -702,10 +645,8 @@ impl SessionStore {
             }
             s.id = before.id;
             s.message_count = before.message_count;
-            s.updated_at = crate::util::now_rfc3339();
             s.conversation = None;
-            self.write_meta(&s, meta.file)?;
-            Ok((Some(Meta::new(s, meta.file, 0)), r))
+            Ok((Some(self.save(s, meta.file)?), r))
         })
     }
 
@@ -724,16 +665,9 @@ impl SessionStore {
                 if after.len() == before.len() {
                     meta.file
                 } else {
-                    let mut bytes = Vec::new();
-                    for m in &after[before.len()..] {
-                        serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(&path, e.to_string()))?;
-                        bytes.push(b'\n');
-                    }
+                    let bytes = encode_lines(&path, &after[before.len()..])?;
                     let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-                    if let Err(e) = f.write_all(&bytes).and_then(|_| f.sync_data()) {
-                        let _ = f.set_len(meta.file.bytes);
-                        return Err(atomic::io_err(&path, e));
-                    }
+                    append_synced(&path, &mut f, meta.file.bytes, &bytes)?;
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
                     FilePos { bytes: meta.file.bytes + bytes.len() as u64, ino: stat.ino() }
                 }
@@ -742,9 +676,7 @@ impl SessionStore {
             };
             s.id = meta.id.to_string();
             s.message_count = after.len() as u64;
-            s.updated_at = crate::util::now_rfc3339();
-            self.write_meta(&s, file)?;
-            Ok((Some(Meta::new(s, file, 0)), r))
+            Ok((Some(self.save(s, file)?), r))
         })
     }
 

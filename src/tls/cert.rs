@@ -124,13 +124,9 @@ fn name(cn: &str) -> Vec<u8> {
 }
 
 fn extension(id: &[u64], critical: bool, value: &[u8]) -> Vec<u8> {
-    let id = oid(id);
-    let value = tlv(tag::OCTET_STRING, value);
-    if critical {
-        sequence(&[&id, &tlv(tag::BOOLEAN, &[0xff]), &value])
-    } else {
-        sequence(&[&id, &value])
-    }
+    // `critical` defaults to FALSE and DER omits defaults.
+    let critical = if critical { tlv(tag::BOOLEAN, &[0xff]) } else { Vec::new() };
+    sequence(&[&oid(id), &critical, &tlv(tag::OCTET_STRING, value)])
 }
 
 fn ecdsa_with_sha256() -> Vec<u8> {
@@ -215,11 +211,7 @@ pub fn pem(label: &str, der: &[u8]) -> String {
     for chunk in der.chunks(3) {
         let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
         for i in 0..4 {
-            if i <= chunk.len() {
-                b64.push(ALPHABET[(n >> (18 - 6 * i) & 0x3f) as usize] as char);
-            } else {
-                b64.push('=');
-            }
+            b64.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 0x3f) as usize] as char } else { '=' });
         }
     }
     let mut out = format!("-----BEGIN {label}-----\n");

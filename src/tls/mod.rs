@@ -60,10 +60,7 @@ impl std::error::Error for TlsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             TlsError::Read { source, .. } => Some(source),
-            TlsError::HalfConfigured { .. }
-            | TlsError::BadPem { .. }
-            | TlsError::Rejected { .. }
-            | TlsError::Generate(_) => None,
+            _ => None,
         }
     }
 }
