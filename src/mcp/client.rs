@@ -640,17 +640,12 @@ impl Client {
                 .spawn(move || s.route(inbound))
                 .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?;
         }
-        let mut caps = serde_json::Map::new();
-        if opts.roots.is_some() {
-            caps.insert("roots".into(), json!({ "listChanged": true }));
-        }
-        if opts.elicitation.is_some() {
-            caps.insert("elicitation".into(), json!({}));
-        }
-        if opts.sampling.is_some() {
-            caps.insert("sampling".into(), json!({}));
-        }
-        let caps = Value::Object(caps);
+        let declared = [
+            ("roots", opts.roots.is_some(), json!({ "listChanged": true })),
+            ("elicitation", opts.elicitation.is_some(), json!({})),
+            ("sampling", opts.sampling.is_some(), json!({})),
+        ];
+        let caps = declared.into_iter().filter(|(_, on, _)| *on).map(|(k, _, v)| (k.to_string(), v)).collect();
         let client_info = json!({ "name": opts.client_name, "version": opts.client_version });
         let negotiated = negotiate(&shared, &opts, &caps, &client_info);
         let (version, result, negotiation) = match negotiated {
@@ -742,16 +737,17 @@ impl Client {
         &self.shared.extension
     }
 
-    fn require(&self, capability: &str, what: &str) -> Result<(), Error> {
-        if self.capabilities.get(capability).is_some() {
-            Ok(())
-        } else {
-            Err(Error::Unsupported { extension: self.shared.extension.clone(), what: what.to_string() })
+    /// Refuses a request for a `capability` the server did not declare.
+    fn require(&self, capability: &str) -> Result<(), Error> {
+        match self.capabilities.get(capability) {
+            Some(_) => Ok(()),
+            None => Err(Error::Unsupported { extension: self.shared.extension.clone(), what: capability.to_string() }),
         }
     }
 
-    /// Follows `nextCursor` through every page of a list method.
-    fn list_all(&self, method: &str, field: &str) -> Result<Vec<Value>, Error> {
+    /// Follows `nextCursor` through every page of a list method of `capability`.
+    fn list_all(&self, capability: &str, method: &str, field: &str) -> Result<Vec<Value>, Error> {
+        self.require(capability)?;
         let mut out = Vec::new();
         let mut bytes = 0usize;
         let mut cursor: Option<String> = None;
@@ -791,12 +787,11 @@ impl Client {
     /// Tools that must run as tasks (`execution.taskSupport: "required"`) are left out: this
     /// client does not run tasks, and a plain call of one would only fail.
     pub fn list_tools(&self) -> Result<Vec<Value>, Error> {
-        self.require("tools", "tools")?;
         if let Some(t) = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(t);
         }
         let generation = self.shared.tools_generation.load(Ordering::SeqCst);
-        let mut tools = self.list_all("tools/list", "tools")?;
+        let mut tools = self.list_all("tools", "tools/list", "tools")?;
         tools.retain(|t| {
             let task_only = t.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required");
             if task_only {
@@ -883,28 +878,25 @@ impl Client {
     }
 
     pub fn list_resources(&self) -> Result<Vec<Value>, Error> {
-        self.require("resources", "resources")?;
-        self.list_all("resources/list", "resources")
+        self.list_all("resources", "resources/list", "resources")
     }
 
     pub fn list_resource_templates(&self) -> Result<Vec<Value>, Error> {
-        self.require("resources", "resources")?;
-        self.list_all("resources/templates/list", "resourceTemplates")
+        self.list_all("resources", "resources/templates/list", "resourceTemplates")
     }
 
     pub fn read_resource(&self, uri: &str) -> Result<Value, Error> {
-        self.require("resources", "resources")?;
+        self.require("resources")?;
         let r = self.shared.request_with_input("resources/read", json!({ "uri": uri }), self.timeout, None)?;
         self.bounded(r, || format!("resource {uri}"))
     }
 
     pub fn list_prompts(&self) -> Result<Vec<Value>, Error> {
-        self.require("prompts", "prompts")?;
-        self.list_all("prompts/list", "prompts")
+        self.list_all("prompts", "prompts/list", "prompts")
     }
 
     pub fn get_prompt(&self, name: &str, arguments: Option<Value>) -> Result<Value, Error> {
-        self.require("prompts", "prompts")?;
+        self.require("prompts")?;
         let mut params = json!({ "name": name });
         if let Some(a) = arguments {
             params["arguments"] = a;
