@@ -176,10 +176,9 @@ impl StdioTransport {
             cmd.env(k, v);
         }
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let marker = format!("{RUN_MARKER}={}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        if let Some((k, v)) = marker.split_once('=') {
-            cmd.env(k, v);
-        }
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string();
+        let marker = format!("{RUN_MARKER}={run}");
+        cmd.env(RUN_MARKER, run);
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir).env("GOOSE_WORKING_DIR", dir);
         }
