@@ -155,17 +155,18 @@ impl Bus {
     /// little for it to wind down, and frees the session for the next request. False when
     /// nothing was active.
     pub fn cancel(&self, id: &str) -> bool {
-        let done = {
+        let (cancelled, done) = {
             let mut s = self.lock();
             let Some(a) = s.active.as_mut() else { return false };
             if a.id != id {
                 log::info!("cancel: request {id:?} is not active; cancelling the active {:?}", a.id);
             }
             drop(a.cancel.take());
-            a.done.clone()
+            (a.id.clone(), a.done.clone())
         };
         let _ = done.recv_timeout(CANCEL_WAIT);
-        self.lock().active = None;
+        // Only that request: once it finished, the next one may already have begun.
+        self.end(&cancelled);
         true
     }
 }
@@ -199,7 +200,11 @@ pub struct BusSink {
 }
 
 impl Sink for BusSink {
+    /// Finish is the last event of a request: the session takes its next request from then on.
     fn emit(&self, ev: Event) -> bool {
+        if matches!(ev, Event::Finish(_)) {
+            self.bus.end(&self.request_id);
+        }
         self.bus.publish(&ev, &self.request_id);
         true
     }

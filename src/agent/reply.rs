@@ -251,23 +251,27 @@ impl Turn {
     fn run_unguarded(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
         elicitations.watch(&self.session_id, sink.clone());
         let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
-        let outcome = match self.run_inner(&mut out, &cancel) {
+        let result = self.run_inner(&mut out, &cancel);
+        elicitations.unwatch(&self.session_id, &sink);
+        self.record_tokens(&out.tokens);
+        let session_id = self.session_id.clone();
+        // The session is free (and its tokens saved) before anyone learns the turn is over: a
+        // client may send its next message as soon as it sees Finish.
+        drop(self);
+        match result {
             Ok(()) => {
                 out.sink.emit(Event::Finish(out.tokens));
                 Outcome::Finished
             }
             Err(e) => {
-                log::warn!("reply: session {}: {e}", self.session_id);
+                log::warn!("reply: session {session_id}: {e}");
                 out.sink.emit(Event::Error(e.to_string()));
                 match e {
                     super::Error::OutOfTurns(_) => Outcome::OutOfTurns,
                     _ => Outcome::Failed,
                 }
             }
-        };
-        elicitations.unwatch(&self.session_id, &sink);
-        self.record_tokens(&out.tokens);
-        outcome
+        }
     }
 
     fn record_tokens(&self, t: &Tokens) {

@@ -970,6 +970,46 @@ fn one_turn_per_session_across_reply_and_the_session_api() {
     assert_eq!(llm.requests().len(), 2, "no model call for a refused message");
 }
 
+/// A client may send its next message the moment it sees Finish, on the event stream or on a
+/// /reply stream: the session is free, and the turn's tokens saved, before Finish is sent.
+#[test]
+fn the_next_message_is_taken_the_moment_finish_is_seen() {
+    const ROUNDS: usize = 12;
+    let answer = |i: usize| {
+        Reply::sse(&[oa_text(&format!("answer {i}")), oa_finish("stop"), oa_usage(10, 1), OA_DONE.to_string()])
+    };
+    let llm = FakeLlm::start((0..2 * ROUNDS).map(answer).collect());
+    let d = Desktop::start(&llm_env(&llm.url()));
+    let id = start_and_open(&d, vec![]);
+    let mut events = d.events(&id, None);
+    for round in 0..ROUNDS {
+        // `send` asserts the message was taken (200), not refused as busy (400).
+        d.send(&id, &format!("question {round}"));
+        events.until(Duration::from_secs(10), is_finish);
+        let session = d.get(&format!("/sessions/{id}")).json();
+        assert_eq!(session["accumulated_output_tokens"], json!(2 * round + 1), "tokens saved before Finish");
+        let body = json!({"session_id": id, "user_message": user_text(&format!("again {round}"))}).to_string();
+        let mut conn = connect(&d.server.addr, &d.pin).unwrap();
+        write!(
+            conn,
+            "POST /reply HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut reply = BufReader::new(conn);
+        let mut seen = String::new();
+        while !seen.contains("\"Finish\"") {
+            let mut line = String::new();
+            assert!(reply.read_line(&mut line).unwrap() > 0, "the /reply stream ended without Finish: {seen}");
+            assert!(!line.contains("\"Error\""), "{line}");
+            seen.push_str(&line);
+        }
+        // The next round's `send` follows at once.
+        drop(reply);
+    }
+    assert_eq!(llm.requests().len(), 2 * ROUNDS);
+}
+
 /// Followers of a session's event stream hold no request slot: with room for one request at a
 /// time, two windows can follow a session and requests are still served.
 #[test]
