@@ -8,7 +8,8 @@
 
 use crate::store::atomic::Error as StoreError;
 use crate::store::config_store::ConfigStore;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -343,15 +344,10 @@ pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
     out
 }
 
-fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
-}
-
 /// An extension's config: what every kind has, and what its kind adds. Read and written in
-/// goose's JSON shapes through `Wire`, the seven tagged variants goose writes, so the bytes stay
-/// goose's (tests/contract/extension_configs.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "Wire", into = "Wire")]
+/// goose's JSON shapes (`from_map`, `to_map`), field for field and in goose's order, so the
+/// bytes stay goose's (tests/contract/extension_configs.json).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExtensionConfig {
     /// May be empty only for a legacy `sse` entry.
     pub name: String,
@@ -413,222 +409,162 @@ pub struct Vars<'a> {
     pub headers: Option<&'a BTreeMap<String, String>>,
 }
 
-/// goose's JSON shapes, field for field and in goose's order: only `ExtensionConfig`'s serde
-/// goes through it. A common field a kind does not have stays in `extra` when read.
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Wire {
-    Sse {
-        #[serde(default, deserialize_with = "null_as_empty")]
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        uri: Option<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-    Stdio {
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        cmd: String,
-        args: Vec<String>,
-        #[serde(default)]
-        envs: BTreeMap<String, String>,
-        #[serde(default)]
-        env_keys: Vec<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bundled: Option<bool>,
-        #[serde(default)]
-        available_tools: Vec<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-    Builtin {
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        display_name: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bundled: Option<bool>,
-        #[serde(default)]
-        available_tools: Vec<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-    Platform {
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        display_name: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bundled: Option<bool>,
-        #[serde(default)]
-        available_tools: Vec<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-    StreamableHttp {
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        uri: String,
-        #[serde(default)]
-        envs: BTreeMap<String, String>,
-        #[serde(default)]
-        env_keys: Vec<String>,
-        #[serde(default)]
-        headers: BTreeMap<String, String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bundled: Option<bool>,
-        #[serde(default)]
-        available_tools: Vec<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-    Frontend {
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        tools: Vec<Value>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        instructions: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bundled: Option<bool>,
-        #[serde(default)]
-        available_tools: Vec<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-    InlinePython {
-        name: String,
-        #[serde(default, deserialize_with = "null_as_empty")]
-        description: String,
-        code: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        timeout: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        dependencies: Option<Vec<String>>,
-        #[serde(default)]
-        available_tools: Vec<String>,
-        #[serde(flatten)]
-        extra: Map<String, Value>,
-    },
-}
-
-impl From<Wire> for ExtensionConfig {
-    fn from(w: Wire) -> ExtensionConfig {
-        let c = |name, description, timeout, bundled, available_tools, extra, kind| ExtensionConfig {
-            name,
-            description,
-            timeout,
-            bundled,
-            available_tools,
-            extra,
-            kind,
-        };
-        match w {
-            Wire::Sse { name, description, uri, extra } => {
-                c(name, description, None, None, vec![], extra, Kind::Sse { uri })
-            }
-            Wire::Stdio { name, description, cmd, args, envs, env_keys, timeout, bundled, available_tools, extra } => {
-                c(
-                    name,
-                    description,
-                    timeout,
-                    bundled,
-                    available_tools,
-                    extra,
-                    Kind::Stdio { cmd, args, envs, env_keys },
-                )
-            }
-            Wire::Builtin { name, description, display_name, timeout, bundled, available_tools, extra } => {
-                c(name, description, timeout, bundled, available_tools, extra, Kind::Builtin { display_name })
-            }
-            Wire::Platform { name, description, display_name, bundled, available_tools, extra } => {
-                c(name, description, None, bundled, available_tools, extra, Kind::Platform { display_name })
-            }
-            Wire::StreamableHttp {
-                name,
-                description,
-                uri,
-                envs,
-                env_keys,
-                headers,
-                timeout,
-                bundled,
-                available_tools,
-                extra,
-            } => {
-                let kind = Kind::StreamableHttp { uri, envs, env_keys, headers };
-                c(name, description, timeout, bundled, available_tools, extra, kind)
-            }
-            Wire::Frontend { name, description, tools, instructions, bundled, available_tools, extra } => {
-                c(name, description, None, bundled, available_tools, extra, Kind::Frontend { tools, instructions })
-            }
-            Wire::InlinePython { name, description, code, timeout, dependencies, available_tools, extra } => {
-                c(name, description, timeout, None, available_tools, extra, Kind::InlinePython { code, dependencies })
-            }
+impl Kind {
+    /// Which common fields goose writes for this kind: `timeout`, `bundled`, `available_tools`.
+    /// One the kind lacks stays among the unknown keys when read, and is kept there when set.
+    fn common_fields(&self) -> [bool; 3] {
+        match self {
+            Kind::Sse { .. } => [false, false, false],
+            Kind::Platform { .. } | Kind::Frontend { .. } => [false, true, true],
+            Kind::InlinePython { .. } => [true, false, true],
+            Kind::Stdio { .. } | Kind::Builtin { .. } | Kind::StreamableHttp { .. } => [true, true, true],
         }
     }
 }
 
-impl From<ExtensionConfig> for Wire {
-    fn from(c: ExtensionConfig) -> Wire {
-        let ExtensionConfig { name, description, timeout, bundled, available_tools, mut extra, kind } = c;
-        // A common field this kind's shape lacks is kept among the unknown keys, not dropped.
-        let mut keep = |key: &str, v: Value| {
-            if !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()) {
-                extra.entry(key.to_string()).or_insert(v);
-            }
-        };
-        match kind {
-            Kind::Sse { uri } => {
-                keep("timeout", json!(timeout));
-                keep("bundled", json!(bundled));
-                keep("available_tools", json!(available_tools));
-                Wire::Sse { name, description, uri, extra }
-            }
-            Kind::Stdio { cmd, args, envs, env_keys } => {
-                Wire::Stdio { name, description, cmd, args, envs, env_keys, timeout, bundled, available_tools, extra }
-            }
-            Kind::Builtin { display_name } => {
-                Wire::Builtin { name, description, display_name, timeout, bundled, available_tools, extra }
-            }
-            Kind::Platform { display_name } => {
-                keep("timeout", json!(timeout));
-                Wire::Platform { name, description, display_name, bundled, available_tools, extra }
-            }
-            Kind::StreamableHttp { uri, envs, env_keys, headers } => Wire::StreamableHttp {
-                name,
-                description,
-                uri,
-                envs,
-                env_keys,
-                headers,
-                timeout,
-                bundled,
-                available_tools,
-                extra,
+/// Reading a field as serde would: `need` (missing: serde's "missing field" error), `default`
+/// (missing: the type's default) and `optional` (missing or null: `None`).
+fn field<T: DeserializeOwned>(m: &mut Map<String, Value>, key: &str) -> Result<Option<T>, String> {
+    // shift_remove: the unknown keys keep their order.
+    m.shift_remove(key).map(|v| serde_json::from_value(v).map_err(|e| e.to_string())).transpose()
+}
+
+fn need<T: DeserializeOwned>(m: &mut Map<String, Value>, key: &str) -> Result<T, String> {
+    field(m, key)?.ok_or_else(|| format!("missing field `{key}`"))
+}
+
+fn default<T: DeserializeOwned + Default>(m: &mut Map<String, Value>, key: &str) -> Result<T, String> {
+    Ok(field(m, key)?.unwrap_or_default())
+}
+
+fn optional<T: DeserializeOwned>(m: &mut Map<String, Value>, key: &str) -> Result<Option<T>, String> {
+    Ok(field::<Option<T>>(m, key)?.flatten())
+}
+
+impl ExtensionConfig {
+    /// A config from goose's JSON object: `type`, the fields of that kind, and everything else
+    /// kept in `extra`. `description` (and an `sse` entry's `name`) may be null or absent.
+    fn from_map(mut m: Map<String, Value>) -> Result<ExtensionConfig, String> {
+        let ty: String = need(&mut m, "type")?;
+        let kind = match ty.as_str() {
+            "sse" => Kind::Sse { uri: optional(&mut m, "uri")? },
+            "stdio" => Kind::Stdio {
+                cmd: need(&mut m, "cmd")?,
+                args: need(&mut m, "args")?,
+                envs: default(&mut m, "envs")?,
+                env_keys: default(&mut m, "env_keys")?,
             },
+            "builtin" => Kind::Builtin { display_name: optional(&mut m, "display_name")? },
+            "platform" => Kind::Platform { display_name: optional(&mut m, "display_name")? },
+            "streamable_http" => Kind::StreamableHttp {
+                uri: need(&mut m, "uri")?,
+                envs: default(&mut m, "envs")?,
+                env_keys: default(&mut m, "env_keys")?,
+                headers: default(&mut m, "headers")?,
+            },
+            "frontend" => {
+                Kind::Frontend { tools: need(&mut m, "tools")?, instructions: optional(&mut m, "instructions")? }
+            }
+            "inline_python" => {
+                Kind::InlinePython { code: need(&mut m, "code")?, dependencies: optional(&mut m, "dependencies")? }
+            }
+            other => return Err(format!("unknown variant `{other}`, expected one of {}", TYPES.join(", "))),
+        };
+        let name = match kind {
+            Kind::Sse { .. } => optional(&mut m, "name")?.unwrap_or_default(),
+            _ => need(&mut m, "name")?,
+        };
+        let description = optional(&mut m, "description")?.unwrap_or_default();
+        let [timeout, bundled, tools] = kind.common_fields();
+        Ok(ExtensionConfig {
+            name,
+            description,
+            timeout: if timeout { optional(&mut m, "timeout")? } else { None },
+            bundled: if bundled { optional(&mut m, "bundled")? } else { None },
+            available_tools: if tools { default(&mut m, "available_tools")? } else { Vec::new() },
+            extra: m,
+            kind,
+        })
+    }
+
+    /// goose's JSON object for this config: `type`, `name`, `description`, the kind's own
+    /// fields, the common ones it has (`inline_python` writes `timeout` before
+    /// `dependencies`), then the unknown keys.
+    fn to_map(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        let mut put = |key: &str, v: Value| {
+            m.insert(key.to_string(), v);
+        };
+        put("type", self.type_name().into());
+        put("name", json!(self.name));
+        put("description", json!(self.description));
+        let [has_timeout, has_bundled, has_tools] = self.kind.common_fields();
+        match &self.kind {
+            Kind::Sse { uri } => uri.iter().for_each(|u| put("uri", json!(u))),
+            Kind::Stdio { cmd, args, envs, env_keys } => {
+                for (k, v) in
+                    [("cmd", json!(cmd)), ("args", json!(args)), ("envs", json!(envs)), ("env_keys", json!(env_keys))]
+                {
+                    put(k, v);
+                }
+            }
+            Kind::Builtin { display_name } | Kind::Platform { display_name } => {
+                display_name.iter().for_each(|d| put("display_name", json!(d)))
+            }
+            Kind::StreamableHttp { uri, envs, env_keys, headers } => {
+                for (k, v) in [
+                    ("uri", json!(uri)),
+                    ("envs", json!(envs)),
+                    ("env_keys", json!(env_keys)),
+                    ("headers", json!(headers)),
+                ] {
+                    put(k, v);
+                }
+            }
             Kind::Frontend { tools, instructions } => {
-                keep("timeout", json!(timeout));
-                Wire::Frontend { name, description, tools, instructions, bundled, available_tools, extra }
+                put("tools", json!(tools));
+                instructions.iter().for_each(|i| put("instructions", json!(i)));
             }
             Kind::InlinePython { code, dependencies } => {
-                keep("bundled", json!(bundled));
-                Wire::InlinePython { name, description, code, timeout, dependencies, available_tools, extra }
+                put("code", json!(code));
+                self.timeout.iter().for_each(|t| put("timeout", json!(t)));
+                dependencies.iter().for_each(|d| put("dependencies", json!(d)));
             }
         }
+        if has_timeout && !matches!(self.kind, Kind::InlinePython { .. }) {
+            self.timeout.iter().for_each(|t| put("timeout", json!(t)));
+        }
+        if has_bundled {
+            self.bundled.iter().for_each(|b| put("bundled", json!(b)));
+        }
+        if has_tools {
+            put("available_tools", json!(self.available_tools));
+        }
+        for (k, v) in &self.extra {
+            m.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        // A common field this kind's shape lacks is kept among the unknown keys, not dropped.
+        let lacking = [
+            (has_timeout, "timeout", json!(self.timeout)),
+            (has_bundled, "bundled", json!(self.bundled)),
+            (has_tools || self.available_tools.is_empty(), "available_tools", json!(self.available_tools)),
+        ];
+        for (_, key, v) in lacking.into_iter().filter(|(has, _, v)| !has && !v.is_null()) {
+            m.entry(key.to_string()).or_insert(v);
+        }
+        m
+    }
+}
+
+impl Serialize for ExtensionConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ExtensionConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ExtensionConfig, D::Error> {
+        ExtensionConfig::from_map(Map::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 
