@@ -8,7 +8,7 @@
 //! dies is restarted with backoff; meanwhile its tools stay listed and calls fail fast.
 //! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
 
-use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig, Kind};
+use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig, Kind, Unresolved};
 use crate::mcp::client::{CallContext, Client, ClientOptions};
 use crate::mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
@@ -75,17 +75,14 @@ pub fn oauth_settings(
     sign_in: SignIn,
 ) -> Result<OAuthSettings, ActivateError> {
     let o = config.oauth().map_err(|e| ActivateError::Config(e.message))?;
-    let client_secret = match &o.client_secret_key {
-        Some(k) => Some(secret(k).ok_or_else(|| {
-            ActivateError::Config(format!(
-                "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
-            ))
-        })?),
-        None => None,
-    };
+    let client_secret = o.client_secret_key.as_ref().map(|k| secret(k).ok_or_else(|| {
+        ActivateError::Config(format!(
+            "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
+        ))
+    }));
     Ok(OAuthSettings {
         client_id: o.client_id,
-        client_secret,
+        client_secret: client_secret.transpose()?,
         scopes: o.scopes,
         client_metadata_url: o.client_metadata_url,
         client_name: "gosling".into(),
@@ -326,15 +323,10 @@ impl SessionRuntime {
 
     /// Waits for a background load, if any; returns its results once (then `None`).
     pub fn wait_loaded(&self) -> Option<Vec<LoadResult>> {
-        let h = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match h {
-            Some(h) => {
-                let r = h.join().unwrap_or_default(); // wait: each activation is bounded by its timeout
-                *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
-                Some(r)
-            }
-            None => None,
-        }
+        let h = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let r = h.join().unwrap_or_default(); // wait: each activation is bounded by its timeout
+        *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
+        Some(r)
     }
 
     /// Results of the last load (for a resume after `/agent/start`).
@@ -447,12 +439,7 @@ impl SessionRuntime {
             }
         }
         if !missing.is_empty() {
-            return Err(ActivateError::Config(format!(
-                "secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
-                 store each with POST /config/upsert {{\"key\":\"{}\",\"value\":\"...\",\"is_secret\":true}}",
-                missing.join(", "),
-                missing[0]
-            )));
+            return Err(ActivateError::Config(Unresolved { missing, refused: Vec::new() }.explain()));
         }
         Ok(out)
     }
@@ -461,28 +448,28 @@ impl SessionRuntime {
         let opts = self.client_options(config);
         let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
         let name = &config.name;
-        match &config.kind {
+        let spec = match &config.kind {
             Kind::Sse { .. } => {
-                Err(ActivateError::Start(crate::mcp::error::Error::SseUnsupported { extension: name.clone() }))
+                return Err(ActivateError::Start(crate::mcp::error::Error::SseUnsupported { extension: name.clone() }))
             }
-            Kind::Platform { .. } => Err(ActivateError::Config(format!(
-                "platform extension {name} is part of goose itself and is not available in gosling"
-            ))),
-            Kind::Frontend { .. } => Err(ActivateError::Config(
-                "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
-            )),
-            Kind::Stdio { cmd, args, .. } => {
-                let env = self.resolve_env(config)?;
-                let spec = StdioSpec {
-                    cmd: cmd.clone(),
-                    args: args.clone(),
-                    env: env.into_iter().collect(),
-                    cwd,
-                    container: container_for(config),
-                    ..Default::default()
-                };
-                crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+            Kind::Platform { .. } => {
+                return Err(ActivateError::Config(format!(
+                    "platform extension {name} is part of goose itself and is not available in gosling"
+                )))
             }
+            Kind::Frontend { .. } => {
+                return Err(ActivateError::Config(
+                    "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
+                ))
+            }
+            Kind::Stdio { cmd, args, .. } => StdioSpec {
+                cmd: cmd.clone(),
+                args: args.clone(),
+                env: self.resolve_env(config)?.into_iter().collect(),
+                cwd,
+                container: container_for(config),
+                ..Default::default()
+            },
             Kind::Builtin { .. } => {
                 let builtin = runtime_key(name);
                 if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {
@@ -493,19 +480,16 @@ impl SessionRuntime {
                 }
                 let launch = crate::builtins::launch(&builtin, &self.deps.self_exe, &self.deps.state_dir)
                     .map_err(|e| ActivateError::Config(e.to_string()))?;
-                let spec = StdioSpec {
+                StdioSpec {
                     cmd: launch.program.display().to_string(),
                     args: launch.args,
                     env: launch.env,
                     cwd,
                     ..Default::default()
-                };
-                crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+                }
             }
             Kind::InlinePython { code, dependencies } => {
-                let spec =
-                    inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?;
-                crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+                inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?
             }
             Kind::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
@@ -513,42 +497,31 @@ impl SessionRuntime {
                     .map_err(|e| ActivateError::Config(e.to_string()))?;
                 // Sign-in over the API: the URL goes into the error, the loopback listener
                 // waits in the background for the browser.
-                let auth = match &self.deps.tokens {
-                    Some(store) => {
-                        let settings = oauth_settings(
-                            config,
-                            &*self.deps.secret,
-                            store.clone(),
-                            SignIn::Background { wait: SIGN_IN_WAIT },
-                        )?;
-                        Some(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
-                    }
-                    None => None,
-                };
+                let auth = self.deps.tokens.as_ref().map(|store| {
+                    let sign_in = SignIn::Background { wait: SIGN_IN_WAIT };
+                    let settings = oauth_settings(config, &*self.deps.secret, store.clone(), sign_in)?;
+                    Ok::<_, ActivateError>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
+                });
                 let spec = HttpSpec {
                     uri: uri.clone(),
                     headers,
                     timeout: opts.timeout,
                     extension: config.name().to_string(),
-                    auth,
+                    auth: auth.transpose()?,
                 };
-                crate::mcp::connect_http(&spec, opts).map_err(ActivateError::Start)
+                return crate::mcp::connect_http(&spec, opts).map_err(ActivateError::Start);
             }
-        }
+        };
+        crate::mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
     }
 
     /// Deactivates by name (normalized); false when it was not active.
     pub fn remove(&self, name: &str) -> bool {
         let key = runtime_key(name);
-        let ext = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
-        match ext {
-            Some(ext) => {
-                ext.close();
-                log::info!("session {}: extension {key} removed", self.session_id);
-                true
-            }
-            None => false,
-        }
+        let Some(ext) = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key) else { return false };
+        ext.close();
+        log::info!("session {}: extension {key} removed", self.session_id);
+        true
     }
 
     pub fn active(&self) -> Vec<Arc<ActiveExtension>> {
