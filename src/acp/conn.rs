@@ -66,6 +66,11 @@ impl Conn {
         self.send(&Message::notification(method, Some(params)))
     }
 
+    /// A `session/update` notification of session `sid`.
+    pub fn update(&self, sid: &str, update: Value) -> bool {
+        self.notify("session/update", serde_json::json!({ "sessionId": sid, "update": update }))
+    }
+
     pub fn respond(&self, id: Id, answer: Answer) {
         let m = match answer {
             Ok(result) => Message::Response { id, result },

@@ -10,7 +10,7 @@ use crate::agent::elicit::Answer;
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::host::Host;
 use crate::agent::messages as msg;
-use crate::agent::reply::{Mode, Outcome, Turn, TurnEnv};
+use crate::agent::reply::{Mode, Outcome, Turn};
 use crate::agent::{session_extensions, store_extensions};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{runtime_key, ExtensionConfig};
@@ -372,7 +372,7 @@ impl Agent {
         }
         self.start_runtime(sid, &cwd, configs);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-            self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
+            self.conn.update(sid, u);
         }
         log::info!("acp: session {sid} loaded in {cwd}");
         Ok(json!({ "modes": self.modes(session.goose_mode.as_deref()) }))
@@ -410,15 +410,7 @@ impl Agent {
     /// is saved before the turn starts).
     fn prepare_turn(&self, sid: &str, user_message: Value) -> Result<Turn, ErrorObject> {
         use crate::agent::Error;
-        let app = &self.app;
-        let setting = |k: &str| app.setting(k);
-        let env = TurnEnv {
-            sessions: &app.sessions,
-            agents: &app.agents,
-            confirmations: &app.confirmations,
-            setting: &setting,
-        };
-        Turn::prepare(&env, sid, user_message, None).map_err(|e| match e {
+        self.app.prepare_turn(sid, user_message, None).map_err(|e| match e {
             Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
             // The editor shows auth errors as "log in": here, set the provider variables.
             Error::Model(e) => rpc_error(AUTH_REQUIRED, e.to_string()),
@@ -455,8 +447,8 @@ impl Agent {
         let (mut text, mut last_plan) = (String::new(), None);
         let mut send_plan = |text: &str| {
             let p = updates::plan(text);
-            if p.is_some() && p != last_plan {
-                self.conn.notify("session/update", json!({ "sessionId": sid, "update": p }));
+            if let Some(plan) = p.clone().filter(|_| p != last_plan) {
+                self.conn.update(sid, plan);
                 last_plan = p;
             }
         };
@@ -474,7 +466,7 @@ impl Agent {
                                     Some("tool_call") => send_plan(&std::mem::take(&mut text)),
                                     _ => {}
                                 }
-                                self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
+                                self.conn.update(sid, u);
                             }
                             Live::Permission { id, tool, arguments } => {
                                 self.ask(sid, open, &id, &tool, &arguments, &cancel);
@@ -490,7 +482,7 @@ impl Agent {
                     let progress = (method == "notifications/progress").then_some(&params);
                     match progress.and_then(|p| updates::tool_progress(&request_id, p)) {
                         Some(u) => {
-                            self.conn.notify("session/update", json!({ "sessionId": sid, "update": u }));
+                            self.conn.update(sid, u);
                         }
                         None => log::debug!("acp: session {sid}: {method} for tool call {request_id}"),
                     }
@@ -549,10 +541,7 @@ impl Agent {
             }
         };
         if open.always.lock().unwrap_or_else(|e| e.into_inner()).contains(tool) {
-            self.conn.notify(
-                "session/update",
-                json!({ "sessionId": sid, "update": updates::tool_status(id, "in_progress") }),
-            );
+            self.conn.update(sid, updates::tool_status(id, "in_progress"));
             return allow("always_allow");
         }
         let mut call = updates::tool_call(id, tool, args, "pending", &open.cwd);
@@ -592,10 +581,7 @@ impl Agent {
             }
         };
         if matches!(action, "allow_once" | "always_allow") {
-            self.conn.notify(
-                "session/update",
-                json!({ "sessionId": sid, "update": updates::tool_status(id, "in_progress") }),
-            );
+            self.conn.update(sid, updates::tool_status(id, "in_progress"));
         }
         allow(action)
     }

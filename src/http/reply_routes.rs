@@ -3,7 +3,6 @@
 use crate::agent::elicit;
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::messages as msg;
-use crate::agent::reply::{Turn, TurnEnv};
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
@@ -68,7 +67,7 @@ pub fn reply(app: &Arc<App>, req: &Request) -> R {
             drop(tx);
             return pump(rx, cancel_tx, w);
         }
-        match prepare_turn(&app, &r.session_id, user_message, r.override_conversation) {
+        match app.prepare_turn(&r.session_id, user_message, r.override_conversation) {
             Ok(turn) => {
                 let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
                 let elicitations = app.elicitations.clone();
@@ -105,19 +104,6 @@ fn pump(events: Receiver<Event>, cancel: Sender<()>, w: &mut dyn Write) -> io::R
             return Err(e);
         }
     }
-}
-
-/// `Turn::prepare` with the app's stores and settings.
-pub fn prepare_turn(
-    app: &App,
-    session_id: &str,
-    user_message: Value,
-    override_conversation: Option<Vec<Value>>,
-) -> Result<Turn, crate::agent::Error> {
-    let setting = |k: &str| app.setting(k);
-    let env =
-        TurnEnv { sessions: &app.sessions, agents: &app.agents, confirmations: &app.confirmations, setting: &setting };
-    Turn::prepare(&env, session_id, user_message, override_conversation)
 }
 
 #[derive(Deserialize)]

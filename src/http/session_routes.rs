@@ -6,7 +6,7 @@
 
 use crate::agent::bus::{Next, BUSY};
 use crate::http::error::ApiError;
-use crate::http::reply_routes::{answer_elicitation, normalize_user_message, prepare_turn, PING_INTERVAL};
+use crate::http::reply_routes::{answer_elicitation, normalize_user_message, PING_INTERVAL};
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
 use serde::Deserialize;
@@ -57,7 +57,7 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
     if !bus.active_ids().is_empty() {
         return Err(ApiError::bad_request(BUSY));
     }
-    let turn = match prepare_turn(app, id, user_message, r.override_conversation) {
+    let turn = match app.prepare_turn(id, user_message, r.override_conversation) {
         Err(crate::agent::Error::SessionNotFound(_)) => {
             return Err(ApiError::not_found(format!("Session {id} not found")))
         }
