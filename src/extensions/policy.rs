@@ -42,6 +42,7 @@
 
 use crate::config::Env;
 use crate::extensions::config::{ConfigError, ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
+use crate::extensions::deeplink::printable;
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -119,25 +120,25 @@ impl fmt::Display for PolicyError {
                     f,
                     "policy: command `{}` refused by the allowed-commands rule (links and imports may run only: {}){path}; \
                      an administrator can allow more with GOSLING_ALLOWED_COMMANDS={} or \"allowed_commands\" in the allowlist file",
-                    crate::extensions::deeplink::printable(cmd),
+                    printable(cmd),
                     allowed.join(", "),
-                    crate::extensions::deeplink::printable(cmd)
+                    printable(cmd)
                 )
             }
             PolicyError::InlineCode { cmd, arg, why } => write!(
                 f,
                 "policy: `{cmd} … {}` refused by the no-inline-code rule: {why}; install the server as a package and run it by name instead",
-                crate::extensions::deeplink::printable(arg)
+                printable(arg)
             ),
             PolicyError::ShellMetacharacter { arg, pattern } => write!(
                 f,
                 "policy: argument {:?} refused by the no-shell-syntax rule (it contains {pattern:?}); arguments are passed to the program as they are, remove the shell syntax",
-                crate::extensions::deeplink::printable(arg)
+                printable(arg)
             ),
             PolicyError::NotAllowlisted { what, lists } => write!(
                 f,
                 "policy: `{}` refused by the allowlist rule (not on {lists}); ask your administrator to add it, or set GOOSE_ALLOWLIST_WARNING=true to install with a warning",
-                crate::extensions::deeplink::printable(what)
+                printable(what)
             ),
             PolicyError::AllowlistUnavailable { url, detail } => write!(
                 f,
@@ -146,20 +147,20 @@ impl fmt::Display for PolicyError {
             PolicyError::NotAPackage { cmd, arg, why } => write!(
                 f,
                 "policy: `{cmd} … {}` refused by the package-spec rule: {why}; see docs/install.md for the grammar",
-                crate::extensions::deeplink::printable(arg)
+                printable(arg)
             ),
             PolicyError::ContainerReach { cmd, arg, why } => write!(
                 f,
                 "policy: `{cmd} … {}` refused by the container-isolation rule: {why}; remove the option",
-                crate::extensions::deeplink::printable(arg)
+                printable(arg)
             ),
             PolicyError::EnvRefused { field, message, .. } => {
-                write!(f, "policy: refused by the environment rule: {field}: {}", crate::extensions::deeplink::printable(message))
+                write!(f, "policy: refused by the environment rule: {field}: {}", printable(message))
             }
             PolicyError::ReservedSecret { field, name } => write!(
                 f,
                 "policy: refused by the own-secrets rule: {}",
-                crate::extensions::config::reserved_secret_message(&crate::extensions::deeplink::printable(name), field)
+                crate::extensions::config::reserved_secret_message(&printable(name), field)
             ),
             PolicyError::InvalidConfig(e) => write!(f, "policy: {e}"),
             PolicyError::Setup { origin, detail } => write!(f, "policy: {origin}: {detail}"),
@@ -404,7 +405,7 @@ impl Policy {
                 if self.has_allowlist() {
                     warnings.push(format!(
                         "remote extension {} is not covered by the allowlist (it lists commands only); it is trusted as the server at that URL is",
-                        crate::extensions::deeplink::printable(uri)
+                        printable(uri)
                     ));
                 }
                 Ok(())
@@ -429,17 +430,8 @@ pub fn argv_matches(argv: &[&str], entry: &str) -> bool {
 /// Rule 5 for every variable a config names: the `envs` and `env_keys` names and the
 /// variables its headers refer to.
 pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
-    use crate::extensions::config::disallowed_env_message;
-    let Some(Vars { envs, env_keys, headers }) = config.vars() else { return Ok(()) };
-    let mut named: Vec<(String, &str)> = envs.keys().map(|k| (k.clone(), "envs")).collect();
-    named.extend(env_keys.iter().map(|k| (k.clone(), "env_keys")));
-    for v in headers.into_iter().flat_map(|h| h.values()) {
-        for var in crate::wire::template::vars(v) {
-            named.push((var, "headers"));
-        }
-    }
-    for (name, field) in named {
-        if let Some(message) = disallowed_env_message(&name) {
+    for (name, field) in named_vars(config, true) {
+        if let Some(message) = crate::extensions::config::disallowed_env_message(&name) {
             return Err(PolicyError::EnvRefused { field: field.into(), name, message });
         }
     }
@@ -450,15 +442,20 @@ pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
 /// variables) is one of gosling's own. A literal value in `envs` is the user's own text and is
 /// not read from the store.
 pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), PolicyError> {
-    let Some(Vars { env_keys, headers, .. }) = config.vars() else { return Ok(()) };
-    let mut named: Vec<(String, &str)> = env_keys.iter().map(|k| (k.clone(), "env_keys")).collect();
-    for v in headers.into_iter().flat_map(|h| h.values()) {
-        named.extend(crate::wire::template::vars(v).into_iter().map(|var| (var, "headers")));
-    }
-    match named.into_iter().find(|(n, _)| crate::extensions::config::is_reserved_secret(n)) {
+    match named_vars(config, false).into_iter().find(|(n, _)| crate::extensions::config::is_reserved_secret(n)) {
         Some((name, field)) => Err(PolicyError::ReservedSecret { field: field.into(), name }),
         None => Ok(()),
     }
+}
+
+/// The variable names a config uses, each with the field it is in: the `envs` names (when
+/// `with_envs`), the `env_keys`, then the variables its header values refer to.
+fn named_vars(config: &ExtensionConfig, with_envs: bool) -> Vec<(String, &'static str)> {
+    let Some(Vars { envs, env_keys, headers }) = config.vars() else { return Vec::new() };
+    let envs = envs.keys().filter(|_| with_envs).map(|k| (k.clone(), "envs"));
+    let keys = env_keys.iter().map(|k| (k.clone(), "env_keys"));
+    let header_vars = headers.into_iter().flat_map(|h| h.values()).flat_map(|v| crate::wire::template::vars(v));
+    envs.chain(keys).chain(header_vars.map(|var| (var, "headers"))).collect()
 }
 
 /// `url` without `user:password@` and without its query and fragment.
