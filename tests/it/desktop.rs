@@ -91,6 +91,19 @@ impl Desktop {
         Events::open(self, session, last_event_id)
     }
 
+    /// `POST /reply` with `body`, its SSE answer left to read line by line.
+    fn reply_stream(&self, body: &Value) -> BufReader<Tls> {
+        let mut conn = connect(&self.server.addr, &self.pin).unwrap();
+        let payload = body.to_string();
+        write!(
+            conn,
+            "POST /reply HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+            payload.len()
+        )
+        .unwrap();
+        BufReader::new(conn)
+    }
+
     /// `POST /sessions/{id}/reply` with a fresh request id; the id.
     fn send(&self, session: &str, text: &str) -> String {
         let rid = request_id();
@@ -717,15 +730,7 @@ fn elicitation_reaches_the_person_and_their_answer_the_extension() {
 
     // 2. On a /reply stream, answered through the confirmation route: deny → decline.
     let body = json!({"session_id": id, "user_message": user_text("ask me again")});
-    let mut conn = connect(&d.server.addr, &d.pin).unwrap();
-    let payload = body.to_string();
-    write!(
-        conn,
-        "POST /reply HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
-        payload.len()
-    )
-    .unwrap();
-    let mut reply = BufReader::new(conn);
+    let mut reply = d.reply_stream(&body);
     let mut seen = String::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     let elicit_id = loop {
@@ -942,15 +947,7 @@ fn one_turn_per_session_across_reply_and_the_session_api() {
     events.until(Duration::from_secs(10), is_finish);
 
     // A /reply turn runs; the session API answers busy meanwhile.
-    let body = json!({"session_id": id, "user_message": user_text("think again")}).to_string();
-    let mut conn = connect(&d.server.addr, &d.pin).unwrap();
-    write!(
-        conn,
-        "POST /reply HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut reply = BufReader::new(conn);
+    let mut reply = d.reply_stream(&json!({"session_id": id, "user_message": user_text("think again")}));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         assert!(Instant::now() < deadline, "the /reply turn never streamed");
@@ -988,15 +985,8 @@ fn the_next_message_is_taken_the_moment_finish_is_seen() {
         events.until(Duration::from_secs(10), is_finish);
         let session = d.get(&format!("/sessions/{id}")).json();
         assert_eq!(session["accumulated_output_tokens"], json!(2 * round + 1), "tokens saved before Finish");
-        let body = json!({"session_id": id, "user_message": user_text(&format!("again {round}"))}).to_string();
-        let mut conn = connect(&d.server.addr, &d.pin).unwrap();
-        write!(
-            conn,
-            "POST /reply HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut reply = BufReader::new(conn);
+        let mut reply =
+            d.reply_stream(&json!({"session_id": id, "user_message": user_text(&format!("again {round}"))}));
         let mut seen = String::new();
         while !seen.contains("\"Finish\"") {
             let mut line = String::new();
