@@ -487,80 +487,25 @@ fn url_has_prefix(uri: &str, prefix: &str) -> bool {
 /// Programs that run their arguments as a program (or a command line), whatever the flags:
 /// never an MCP server. Launchers and package managers are here too, so a launcher cannot be
 /// nested inside another (`npx npx -c …`, `uvx uv run python -c …`).
-const RUNS_ARGUMENTS: &[&str] = &[
-    "awk",
-    "gawk",
-    "mawk",
-    "nawk",
-    "busybox",
-    "toybox",
-    "sed",
-    "env",
-    "xargs",
-    "find",
-    "ipython",
-    "xonsh",
-    "jshell",
-    "irb",
-    "pry",
-    "expect",
-    "tclsh",
-    "wish",
-    "gdb",
-    "lldb",
-    "script",
-    "eval",
-    "exec",
-    "source",
-    "time",
-    "nice",
-    "nohup",
-    "timeout",
-    "stdbuf",
-    "setsid",
-    "sudo",
-    "doas",
-    "su",
-    "watch",
-    "parallel",
-    "vim",
-    "nvim",
-    "emacs",
-    "ex",
-    "ed",
-    "ssh",
-    "make",
-    "just",
-    "cross-env",
-    "cross-env-shell",
-    "shx",
-    "concurrently",
-    "npm-run-all",
-    "run-p",
-    "run-s",
-    "nodemon",
-    "env-cmd",
-    "dotenv",
-    "dotenv-cli",
-    "npx",
-    "npm",
-    "pnpm",
-    "yarn",
-    "uv",
-    "uvx",
-    "pip",
-    "pipx",
-    "poetry",
-    "hatch",
-    "jbang",
-    "docker",
-    "podman",
-    "kubectl",
-];
+const RUNS_ARGUMENTS: &str = "awk gawk mawk nawk sed busybox toybox env xargs find \
+    ipython xonsh jshell irb pry expect tclsh wish gdb lldb script eval exec source \
+    time nice nohup timeout stdbuf setsid sudo doas su watch parallel \
+    vim nvim emacs ex ed ssh make just \
+    cross-env cross-env-shell shx concurrently npm-run-all run-p run-s nodemon env-cmd dotenv dotenv-cli \
+    npx npm pnpm yarn uv uvx pip pipx poetry hatch jbang docker podman kubectl";
+
+/// Whether `word` is one of the space-separated words of `list`.
+fn listed(list: &str, word: &str) -> bool {
+    list.split_whitespace().any(|w| w == word)
+}
+
+/// The words of `list`, comma-separated, for a message.
+fn shown(list: &str) -> String {
+    list.split_whitespace().collect::<Vec<_>>().join(", ")
+}
 
 /// Python modules that run their arguments as code or install what they name.
-const PYTHON_EXEC_MODULES: &[&str] =
-    &["timeit", "pdb", "cprofile", "profile", "trace", "code", "runpy", "pip", "ensurepip", "doctest", "idlelib"];
+const PYTHON_EXEC_MODULES: &str = "timeit pdb cprofile profile trace code runpy pip ensurepip doctest idlelib";
 
 /// Interpreters and shells, each with the arguments that make it run text from the command
 /// line (or load code named on it) instead of a script or module of a package.
@@ -636,22 +581,9 @@ fn eval_arg(interp: Interp, arg: &str) -> Option<String> {
             }
         }
         Interp::Node => {
-            const LONG: [&str; 13] = [
-                "--run",
-                "--eval",
-                "--print",
-                "--import",
-                "--require",
-                "--loader",
-                "--experimental-loader",
-                "--env-file",
-                "--env-file-if-exists",
-                "--inspect",
-                "--inspect-brk",
-                "--inspect-wait",
-                "--inspect-port",
-            ];
-            if LONG.contains(&opt) || short.is_some_and(|b| b.contains(['e', 'p', 'r'])) {
+            const LONG: &str = "--run --eval --print --import --require --loader --experimental-loader \
+                --env-file --env-file-if-exists --inspect --inspect-brk --inspect-wait --inspect-port";
+            if listed(LONG, opt) || short.is_some_and(|b| b.contains(['e', 'p', 'r'])) {
                 return Some(format!("node `{opt}` runs code given on the command line (or loads it from a URL)"));
             }
         }
@@ -718,7 +650,7 @@ fn check_program(cmd: &str, prog: &str, args: &[String]) -> Result<(), PolicyErr
     let name = program_name(prog);
     let refuse =
         |arg: &str, why: String| Err(PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why });
-    if RUNS_ARGUMENTS.contains(&name.as_str()) {
+    if listed(RUNS_ARGUMENTS, &name) {
         return refuse(prog, format!("`{name}` runs its arguments as a program; it is not an MCP server"));
     }
     if let Some(interp) = interp_of(&name) {
@@ -726,7 +658,7 @@ fn check_program(cmd: &str, prog: &str, args: &[String]) -> Result<(), PolicyErr
         for a in args {
             if interp == Interp::Python {
                 if let Some(module) = python_module(a, prev) {
-                    if PYTHON_EXEC_MODULES.contains(&module.to_ascii_lowercase().as_str()) {
+                    if listed(PYTHON_EXEC_MODULES, &module.to_ascii_lowercase()) {
                         return refuse(
                             a,
                             format!("`python -m {module}` runs its arguments as code or installs what they name"),
@@ -836,12 +768,13 @@ fn check_bin_name(cmd: &str, bin: &str) -> Result<String, PolicyError> {
 }
 
 /// Splits the launcher's own options from the program. `flags` take no value, `valued` take one
-/// (`--opt v` or `--opt=v`; `check` validates it). Anything else before the program is refused.
+/// (`--opt v` or `--opt=v`; `check` validates it), each `refused` row names options and why
+/// (all space-separated words). Anything else before the program is refused.
 fn launcher_options(
     cmd: &str,
     args: &[String],
-    flags: &[&str],
-    valued: &[&str],
+    flags: &str,
+    valued: &str,
     refused: &[(&str, &str)],
     mut check: impl FnMut(&str, &str) -> Result<(), PolicyError>,
 ) -> Result<usize, PolicyError> {
@@ -855,12 +788,12 @@ fn launcher_options(
             return Ok(i);
         }
         let (opt, glued) = a.split_once('=').map_or((a, None), |(o, v)| (o, Some(v)));
-        if let Some((_, why)) = refused.iter().find(|(o, _)| *o == opt) {
+        if let Some((_, why)) = refused.iter().find(|(opts, _)| listed(opts, opt)) {
             return Err(PolicyError::InlineCode { cmd: cmd.into(), arg: a.into(), why: format!("`{opt}` {why}") });
         }
-        if flags.contains(&a) {
+        if listed(flags, a) {
             i += 1;
-        } else if valued.contains(&opt) {
+        } else if listed(valued, opt) {
             let v = match glued {
                 Some(v) => v,
                 None => {
@@ -875,8 +808,9 @@ fn launcher_options(
                 cmd: cmd.into(),
                 arg: a.into(),
                 why: format!(
-                    "`{opt}` is not one of the {cmd} options links may use ({}); others can run code or change where packages come from",
-                    flags.iter().chain(valued).copied().collect::<Vec<_>>().join(", ")
+                    "`{opt}` is not one of the {cmd} options links may use ({}, {}); others can run code or change where packages come from",
+                    shown(flags),
+                    shown(valued)
                 ),
             });
         }
@@ -891,20 +825,11 @@ fn check_npx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
     let i = launcher_options(
         cmd,
         args,
-        &["-y", "--yes", "--no", "-q", "--quiet", "--silent", "--prefer-offline", "--prefer-online", "--offline"],
-        &["-p", "--package"],
+        "-y --yes --no -q --quiet --silent --prefer-offline --prefer-online --offline",
+        "-p --package",
         &[
-            ("-c", RUNS),
-            ("--call", RUNS),
-            ("-e", RUNS),
-            ("--eval", RUNS),
-            ("--node-options", RUNS),
-            ("--script-shell", RUNS),
-            ("--shell", RUNS),
-            ("--registry", SOURCE),
-            ("--userconfig", SOURCE),
-            ("--globalconfig", SOURCE),
-            ("--prefix", SOURCE),
+            ("-c --call -e --eval --node-options --script-shell --shell", RUNS),
+            ("--registry --userconfig --globalconfig --prefix", SOURCE),
         ],
         |_, v| {
             named_package = true;
@@ -931,27 +856,10 @@ fn check_uvx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
     let i = launcher_options(
         cmd,
         args,
+        "-q --quiet -v --verbose --offline --refresh --isolated --no-cache -n --no-progress",
+        "--from --with -p --python --refresh-package",
         &[
-            "-q",
-            "--quiet",
-            "-v",
-            "--verbose",
-            "--offline",
-            "--refresh",
-            "--isolated",
-            "--no-cache",
-            "-n",
-            "--no-progress",
-        ],
-        &["--from", "--with", "-p", "--python", "--refresh-package"],
-        &[
-            ("--index", SOURCE),
-            ("--index-url", SOURCE),
-            ("-i", SOURCE),
-            ("--extra-index-url", SOURCE),
-            ("--default-index", SOURCE),
-            ("--find-links", SOURCE),
-            ("-f", SOURCE),
+            ("--index --index-url -i --extra-index-url --default-index --find-links -f", SOURCE),
             ("--with-requirements", "installs whatever a file lists"),
             ("--with-editable", "installs a local directory"),
             ("--env-file", "loads environment variables from a file"),
@@ -988,17 +896,14 @@ fn check_jbang(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
     let i = launcher_options(
         cmd,
         args,
-        &["-q", "--quiet", "--fresh", "--verbose", "-o", "--offline", "--no-cache"],
-        &["--java", "-j"],
+        "-q --quiet --fresh --verbose -o --offline --no-cache",
+        "--java -j",
         &[
-            ("-c", "runs the source text given in the link"),
-            ("--code", "runs the source text given in the link"),
-            ("-R", "passes options to the JVM (agents, classpath)"),
-            ("--runtime-option", "passes options to the JVM (agents, classpath)"),
+            ("-c --code", "runs the source text given in the link"),
+            ("-R --runtime-option", "passes options to the JVM (agents, classpath)"),
             ("--javaagent", "loads a Java agent"),
             ("--repos", "changes where dependencies come from"),
-            ("--cp", "adds code to the classpath"),
-            ("--class-path", "adds code to the classpath"),
+            ("--cp --class-path", "adds code to the classpath"),
             ("--deps", "adds dependencies to what runs"),
             ("--insecure", "turns off certificate checks"),
         ],
@@ -1062,53 +967,12 @@ fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
         }
     };
     let home = std::env::var("HOME").ok();
-    const FLAGS: [&str; 10] =
-        ["-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--init", "--read-only", "-q"];
-    const VALUED: [&str; 30] = [
-        "-e",
-        "--env",
-        "--name",
-        "-p",
-        "--publish",
-        "-w",
-        "--workdir",
-        "-u",
-        "--user",
-        "--entrypoint",
-        "--network",
-        "--net",
-        "--pid",
-        "--ipc",
-        "--uts",
-        "--userns",
-        "--cgroupns",
-        "-l",
-        "--label",
-        "--platform",
-        "-m",
-        "--memory",
-        "--cpus",
-        "--pull",
-        "--cap-drop",
-        "--tmpfs",
-        "-v",
-        "--volume",
-        "--mount",
-        "--add-host",
-    ];
-    const WIDEN: [&str; 11] = [
-        "--privileged",
-        "--cap-add",
-        "--device",
-        "--device-cgroup-rule",
-        "--security-opt",
-        "--volumes-from",
-        "--env-file",
-        "--gpus",
-        "--runtime",
-        "--group-add",
-        "--sysctl",
-    ];
+    const FLAGS: &str = "-i --interactive -t --tty -it -ti --rm --init --read-only -q";
+    const VALUED: &str = "-e --env --name -p --publish -w --workdir -u --user --entrypoint \
+        --network --net --pid --ipc --uts --userns --cgroupns -l --label --platform -m --memory --cpus \
+        --pull --cap-drop --tmpfs -v --volume --mount --add-host";
+    const WIDEN: &str = "--privileged --cap-add --device --device-cgroup-rule --security-opt --volumes-from \
+        --env-file --gpus --runtime --group-add --sysctl";
     let mut entrypoint: Option<String> = None;
     let mut i = 0;
     while i < rest.len() {
@@ -1120,28 +984,29 @@ fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
             Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
             _ => {
                 // `-v/:/host`, `-eKEY=V`: a short option with its value glued on.
-                let short =
-                    VALUED.iter().find(|o| o.len() == 2 && a.len() > 2 && a.starts_with(**o) && !a.starts_with("--"));
+                let short = VALUED
+                    .split_whitespace()
+                    .find(|o| o.len() == 2 && a.len() > 2 && a.starts_with(o) && !a.starts_with("--"));
                 match short {
                     Some(o) => (o.to_string(), Some(a[2..].to_string())),
                     None => (a.to_string(), None),
                 }
             }
         };
-        if WIDEN.contains(&opt.as_str()) {
+        if listed(WIDEN, &opt) {
             return Err(reach(a, format!("`{opt}` gives the container access to the host beyond its image")));
         }
-        if FLAGS.contains(&opt.as_str()) && glued.is_none() {
+        if listed(FLAGS, &opt) && glued.is_none() {
             i += 1;
             continue;
         }
-        if !VALUED.contains(&opt.as_str()) {
+        if !listed(VALUED, &opt) {
             return Err(reach(
                 a,
                 format!(
                     "`{opt}` is not one of the {cmd} run options links may use ({}, {})",
-                    FLAGS.join(", "),
-                    VALUED.join(", ")
+                    shown(FLAGS),
+                    shown(VALUED)
                 ),
             ));
         }
