@@ -22,215 +22,77 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 pub use crate::mcp::error::SSE_UNSUPPORTED;
 
 /// Environment variables an extension config may not set (goose's list, compared
-/// case-insensitively): they change how the child's runtime loads code. `ENV_RULES` extends it.
-pub const DISALLOWED_ENV_KEYS: [&str; 31] = [
-    "PATH",
-    "PATHEXT",
-    "SystemRoot",
-    "windir",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "LD_AUDIT",
-    "LD_DEBUG",
-    "LD_BIND_NOW",
-    "LD_ASSUME_KERNEL",
-    "DYLD_LIBRARY_PATH",
-    "DYLD_INSERT_LIBRARIES",
-    "DYLD_FRAMEWORK_PATH",
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "NODE_OPTIONS",
-    "RUBYOPT",
-    "GEM_PATH",
-    "GEM_HOME",
-    "CLASSPATH",
-    "GO111MODULE",
-    "GOROOT",
-    "APPINIT_DLLS",
-    "SESSIONNAME",
-    "ComSpec",
-    "TEMP",
-    "TMP",
-    "LOCALAPPDATA",
-    "USERPROFILE",
-    "HOMEDRIVE",
-    "HOMEPATH",
+/// case-insensitively): they change how the child's runtime loads code. `ENV_FAMILIES` extends it.
+pub const DISALLOWED_ENV_KEYS: &str = "PATH PATHEXT SystemRoot windir \
+    LD_LIBRARY_PATH LD_PRELOAD LD_AUDIT LD_DEBUG LD_BIND_NOW LD_ASSUME_KERNEL \
+    DYLD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_FRAMEWORK_PATH PYTHONPATH PYTHONHOME NODE_OPTIONS RUBYOPT \
+    GEM_PATH GEM_HOME CLASSPATH GO111MODULE GOROOT APPINIT_DLLS SESSIONNAME ComSpec TEMP TMP LOCALAPPDATA \
+    USERPROFILE HOMEDRIVE HOMEPATH";
+
+/// Every family refused beyond `DISALLOWED_ENV_KEYS`, each with why: `X*` is a prefix, `*X` a
+/// suffix, anything else a whole name (upper case; names are compared upper-cased). Thought out
+/// as an attacker would: anything that makes an interpreter, loader, package manager or container
+/// engine load code or fetch from elsewhere. A name takes the first family it matches, in this
+/// order. docs/install.md lists the same table; keep them together.
+pub const ENV_FAMILIES: &[(&str, &str)] = &[
+    (
+        "it makes the dynamic loader or C library load other code",
+        "LD_* DYLD_* GCONV_PATH GLIBC_TUNABLES HOSTALIASES LOCPATH NLSPATH RES_* LOCALDOMAIN \
+         *LIBRARY_PATH *_PLUGIN_PATH *_MODULE_PATH GTK_* GIO_* OPENSSL_*",
+    ),
+    (
+        "it makes a shell run code from it or from a file it names",
+        "BASH_ENV ENV BASH_FUNC_* SHELLOPTS BASHOPTS PS4 PROMPT_COMMAND IFS CDPATH ZDOTDIR",
+    ),
+    (
+        "it makes Python or its package tools load code or fetch packages from elsewhere",
+        "PYTHON* PIP_* PIPX_* UV_* VIRTUAL_ENV CONDA* POETRY_*",
+    ),
+    (
+        "it makes Node.js or its package managers load code or fetch packages from elsewhere",
+        "NODE_* NPM_* YARN_* PNPM_* COREPACK_* BUN_* DENO_* ELECTRON_*",
+    ),
+    (
+        "it makes the JVM or jbang load agents, classes or dependencies from elsewhere",
+        "JAVA_* _JAVA_OPTIONS JDK_JAVA_OPTIONS JBANG_* MAVEN_* M2_HOME GRADLE_* *_OPTS *_OPTIONS",
+    ),
+    (
+        "it makes an interpreter load code it names",
+        "PERL* RUBY* GEM_* BUNDLE* LUA_* PHP* TCL* TK_LIBRARY R_PROFILE* R_ENVIRON* R_LIBS* \
+         DOTNET_* COMPLUS_* CORECLR_* GOFLAGS GOPATH GOTOOLCHAIN GOENV RUSTC_WRAPPER",
+    ),
+    ("it points the container engine at another daemon or configuration", "DOCKER_* CONTAINER* PODMAN_* BUILDKIT_*"),
+    (
+        "it redirects where programs fetch from or whom they trust (proxy, registry, certificates)",
+        "*_PROXY *_REGISTRY *_INDEX_URL *_CA_BUNDLE *_CA_CERTS SSL_* GIT_* NETRC WGETRC CURL_HOME \
+         GOPROXY GOSUMDB GONOSUMDB GOINSECURE GOPRIVATE GONOPROXY",
+    ),
+    (
+        "it names a program that tools start, or where they read their configuration",
+        "HOME XDG_* SHELL EDITOR VISUAL PAGER BROWSER",
+    ),
 ];
 
-/// How an `EnvRule` matches a variable name (always case-insensitively).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvMatch {
-    Exact(&'static str),
-    Prefix(&'static str),
-    Suffix(&'static str),
-}
-
-/// A family of environment variables extensions may not set, and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EnvRule {
-    pub pattern: EnvMatch,
-    pub why: &'static str,
-}
-
-impl EnvRule {
-    fn matches(&self, upper: &str) -> bool {
-        match self.pattern {
-            EnvMatch::Exact(p) => upper == p,
-            EnvMatch::Prefix(p) => upper.starts_with(p),
-            EnvMatch::Suffix(p) => upper.ends_with(p),
-        }
-    }
-
-    /// `LD_*`, `*_PROXY`, `BASH_ENV`: the family as docs/install.md lists it.
-    pub fn shown(&self) -> String {
-        match self.pattern {
-            EnvMatch::Exact(p) => p.to_string(),
-            EnvMatch::Prefix(p) => format!("{p}*"),
-            EnvMatch::Suffix(p) => format!("*{p}"),
-        }
-    }
-}
-
-const fn rule(pattern: EnvMatch, why: &'static str) -> EnvRule {
-    EnvRule { pattern, why }
-}
-
-const LOADER: &str = "it makes the dynamic loader or C library load other code";
-const SHELL: &str = "it makes a shell run code from it or from a file it names";
-const PY: &str = "it makes Python or its package tools load code or fetch packages from elsewhere";
-const NODE: &str = "it makes Node.js or its package managers load code or fetch packages from elsewhere";
-const JVM: &str = "it makes the JVM or jbang load agents, classes or dependencies from elsewhere";
-const OTHER_LANG: &str = "it makes an interpreter load code it names";
-const CONTAINER: &str = "it points the container engine at another daemon or configuration";
-const FETCH: &str = "it redirects where programs fetch from or whom they trust (proxy, registry, certificates)";
-const PROGRAM: &str = "it names a program that tools start, or where they read their configuration";
-
-/// Every family refused, beyond `DISALLOWED_ENV_KEYS` (all upper case; names are compared
-/// upper-cased). Thought out as an attacker would: anything that makes an interpreter, loader,
-/// package manager or container engine load code or fetch from elsewhere. docs/install.md lists
-/// the same table; keep them together.
-pub const ENV_RULES: &[EnvRule] = &[
-    rule(EnvMatch::Prefix("LD_"), LOADER),
-    rule(EnvMatch::Prefix("DYLD_"), LOADER),
-    rule(EnvMatch::Exact("GCONV_PATH"), LOADER),
-    rule(EnvMatch::Exact("GLIBC_TUNABLES"), LOADER),
-    rule(EnvMatch::Exact("HOSTALIASES"), LOADER),
-    rule(EnvMatch::Exact("LOCPATH"), LOADER),
-    rule(EnvMatch::Exact("NLSPATH"), LOADER),
-    rule(EnvMatch::Prefix("RES_"), LOADER),
-    rule(EnvMatch::Exact("LOCALDOMAIN"), LOADER),
-    rule(EnvMatch::Suffix("LIBRARY_PATH"), LOADER),
-    rule(EnvMatch::Suffix("_PLUGIN_PATH"), LOADER),
-    rule(EnvMatch::Suffix("_MODULE_PATH"), LOADER),
-    rule(EnvMatch::Prefix("GTK_"), LOADER),
-    rule(EnvMatch::Prefix("GIO_"), LOADER),
-    rule(EnvMatch::Prefix("OPENSSL_"), LOADER),
-    rule(EnvMatch::Exact("BASH_ENV"), SHELL),
-    rule(EnvMatch::Exact("ENV"), SHELL),
-    rule(EnvMatch::Prefix("BASH_FUNC_"), SHELL),
-    rule(EnvMatch::Exact("SHELLOPTS"), SHELL),
-    rule(EnvMatch::Exact("BASHOPTS"), SHELL),
-    rule(EnvMatch::Exact("PS4"), SHELL),
-    rule(EnvMatch::Exact("PROMPT_COMMAND"), SHELL),
-    rule(EnvMatch::Exact("IFS"), SHELL),
-    rule(EnvMatch::Exact("CDPATH"), SHELL),
-    rule(EnvMatch::Exact("ZDOTDIR"), SHELL),
-    rule(EnvMatch::Prefix("PYTHON"), PY),
-    rule(EnvMatch::Prefix("PIP_"), PY),
-    rule(EnvMatch::Prefix("PIPX_"), PY),
-    rule(EnvMatch::Prefix("UV_"), PY),
-    rule(EnvMatch::Exact("VIRTUAL_ENV"), PY),
-    rule(EnvMatch::Prefix("CONDA"), PY),
-    rule(EnvMatch::Prefix("POETRY_"), PY),
-    rule(EnvMatch::Prefix("NODE_"), NODE),
-    rule(EnvMatch::Prefix("NPM_"), NODE),
-    rule(EnvMatch::Prefix("YARN_"), NODE),
-    rule(EnvMatch::Prefix("PNPM_"), NODE),
-    rule(EnvMatch::Prefix("COREPACK_"), NODE),
-    rule(EnvMatch::Prefix("BUN_"), NODE),
-    rule(EnvMatch::Prefix("DENO_"), NODE),
-    rule(EnvMatch::Prefix("ELECTRON_"), NODE),
-    rule(EnvMatch::Prefix("JAVA_"), JVM),
-    rule(EnvMatch::Exact("_JAVA_OPTIONS"), JVM),
-    rule(EnvMatch::Exact("JDK_JAVA_OPTIONS"), JVM),
-    rule(EnvMatch::Prefix("JBANG_"), JVM),
-    rule(EnvMatch::Prefix("MAVEN_"), JVM),
-    rule(EnvMatch::Exact("M2_HOME"), JVM),
-    rule(EnvMatch::Prefix("GRADLE_"), JVM),
-    rule(EnvMatch::Suffix("_OPTS"), JVM),
-    rule(EnvMatch::Suffix("_OPTIONS"), JVM),
-    rule(EnvMatch::Prefix("PERL"), OTHER_LANG),
-    rule(EnvMatch::Prefix("RUBY"), OTHER_LANG),
-    rule(EnvMatch::Prefix("GEM_"), OTHER_LANG),
-    rule(EnvMatch::Prefix("BUNDLE"), OTHER_LANG),
-    rule(EnvMatch::Prefix("LUA_"), OTHER_LANG),
-    rule(EnvMatch::Prefix("PHP"), OTHER_LANG),
-    rule(EnvMatch::Prefix("TCL"), OTHER_LANG),
-    rule(EnvMatch::Exact("TK_LIBRARY"), OTHER_LANG),
-    rule(EnvMatch::Prefix("R_PROFILE"), OTHER_LANG),
-    rule(EnvMatch::Prefix("R_ENVIRON"), OTHER_LANG),
-    rule(EnvMatch::Prefix("R_LIBS"), OTHER_LANG),
-    rule(EnvMatch::Prefix("DOTNET_"), OTHER_LANG),
-    rule(EnvMatch::Prefix("COMPLUS_"), OTHER_LANG),
-    rule(EnvMatch::Prefix("CORECLR_"), OTHER_LANG),
-    rule(EnvMatch::Exact("GOFLAGS"), OTHER_LANG),
-    rule(EnvMatch::Exact("GOPROXY"), FETCH),
-    rule(EnvMatch::Exact("GOPATH"), OTHER_LANG),
-    rule(EnvMatch::Exact("GOTOOLCHAIN"), OTHER_LANG),
-    rule(EnvMatch::Exact("GOENV"), OTHER_LANG),
-    rule(EnvMatch::Exact("GOSUMDB"), FETCH),
-    rule(EnvMatch::Exact("GONOSUMDB"), FETCH),
-    rule(EnvMatch::Exact("GOINSECURE"), FETCH),
-    rule(EnvMatch::Exact("GOPRIVATE"), FETCH),
-    rule(EnvMatch::Exact("GONOPROXY"), FETCH),
-    rule(EnvMatch::Exact("RUSTC_WRAPPER"), OTHER_LANG),
-    rule(EnvMatch::Prefix("DOCKER_"), CONTAINER),
-    rule(EnvMatch::Prefix("CONTAINER"), CONTAINER),
-    rule(EnvMatch::Prefix("PODMAN_"), CONTAINER),
-    rule(EnvMatch::Prefix("BUILDKIT_"), CONTAINER),
-    rule(EnvMatch::Suffix("_PROXY"), FETCH),
-    rule(EnvMatch::Suffix("_REGISTRY"), FETCH),
-    rule(EnvMatch::Suffix("_INDEX_URL"), FETCH),
-    rule(EnvMatch::Suffix("_CA_BUNDLE"), FETCH),
-    rule(EnvMatch::Suffix("_CA_CERTS"), FETCH),
-    rule(EnvMatch::Prefix("SSL_"), FETCH),
-    rule(EnvMatch::Prefix("GIT_"), FETCH),
-    rule(EnvMatch::Exact("NETRC"), FETCH),
-    rule(EnvMatch::Exact("WGETRC"), FETCH),
-    rule(EnvMatch::Exact("CURL_HOME"), FETCH),
-    rule(EnvMatch::Exact("HOME"), PROGRAM),
-    rule(EnvMatch::Prefix("XDG_"), PROGRAM),
-    rule(EnvMatch::Exact("SHELL"), PROGRAM),
-    rule(EnvMatch::Exact("EDITOR"), PROGRAM),
-    rule(EnvMatch::Exact("VISUAL"), PROGRAM),
-    rule(EnvMatch::Exact("PAGER"), PROGRAM),
-    rule(EnvMatch::Exact("BROWSER"), PROGRAM),
-];
-
-const GOOSE_LIST: EnvRule = rule(
-    EnvMatch::Exact("(goose's list)"),
-    "goose refuses it too: it changes how the child's runtime finds or loads code",
-);
-
-/// The rule that refuses `key` as an extension's environment variable, if any: goose's
-/// `DISALLOWED_ENV_KEYS` and the families of `ENV_RULES`, compared case-insensitively. The one
-/// place that decides; every install path and the runtime ask here.
-pub fn disallowed_env_rule(key: &str) -> Option<EnvRule> {
-    let upper = key.to_ascii_uppercase();
-    ENV_RULES
-        .iter()
-        .copied()
-        .find(|r| r.matches(&upper))
-        .or_else(|| DISALLOWED_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)).then_some(GOOSE_LIST))
-}
-
-/// The message for a refused variable: its name, the family and why.
+/// The message that refuses `key` as an extension's environment variable, if one does: its
+/// name, the family (of `ENV_FAMILIES`, else goose's `DISALLOWED_ENV_KEYS`) and why, compared
+/// case-insensitively. The one place that decides; every install path and the runtime ask here.
 pub fn disallowed_env_message(key: &str) -> Option<String> {
-    disallowed_env_rule(key).map(|r| {
-        let family =
-            if r == GOOSE_LIST { "goose's disallowed list".to_string() } else { format!("the {} family", r.shown()) };
-        format!("environment variable {key} is refused ({family}): {}; remove it", r.why)
-    })
+    let upper = key.to_ascii_uppercase();
+    let matches = |pattern: &str| match (pattern.strip_suffix('*'), pattern.strip_prefix('*')) {
+        (Some(prefix), _) => upper.starts_with(prefix),
+        (_, Some(suffix)) => upper.ends_with(suffix),
+        _ => upper == pattern,
+    };
+    let family = ENV_FAMILIES.iter().find_map(|(why, names)| {
+        names.split_whitespace().find(|p| matches(p)).map(|p| (format!("the {p} family"), *why))
+    });
+    let goose = || {
+        let listed = DISALLOWED_ENV_KEYS.split_whitespace().any(|k| k.eq_ignore_ascii_case(key));
+        let why = "goose refuses it too: it changes how the child's runtime finds or loads code";
+        listed.then(|| ("goose's disallowed list".to_string(), why))
+    };
+    let (family, why) = family.or_else(goose)?;
+    Some(format!("environment variable {key} is refused ({family}): {why}; remove it"))
 }
 
 /// Names gosling keeps for itself: its server key, TLS files, provider keys and settings. An
@@ -241,27 +103,15 @@ pub fn disallowed_env_message(key: &str) -> Option<String> {
 pub const RESERVED_SECRET_PREFIXES: [&str; 6] = ["GOOSE_", "GOSLING_", "OPENAI_", "ANTHROPIC_", "OLLAMA_", "OAUTH:"];
 
 /// Provider keys goose Desktop may store beside gosling's own (other providers goose supports).
-pub const RESERVED_SECRET_NAMES: [&str; 14] = [
-    "GOOGLE_API_KEY",
-    "GEMINI_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "GROQ_API_KEY",
-    "XAI_API_KEY",
-    "MISTRAL_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "DATABRICKS_TOKEN",
-    "LITELLM_API_KEY",
-    "TOGETHER_API_KEY",
-    "VENICE_API_KEY",
-    "SNOWFLAKE_TOKEN",
-    "TETRATE_API_KEY",
-];
+pub const RESERVED_SECRET_NAMES: &str = "GOOGLE_API_KEY GEMINI_API_KEY AZURE_OPENAI_API_KEY OPENROUTER_API_KEY \
+    GROQ_API_KEY XAI_API_KEY MISTRAL_API_KEY DEEPSEEK_API_KEY DATABRICKS_TOKEN LITELLM_API_KEY TOGETHER_API_KEY \
+    VENICE_API_KEY SNOWFLAKE_TOKEN TETRATE_API_KEY";
 
 /// Whether `name` is one of gosling's own secrets or settings (case-insensitively).
 pub fn is_reserved_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    RESERVED_SECRET_PREFIXES.iter().any(|p| upper.starts_with(p)) || RESERVED_SECRET_NAMES.contains(&upper.as_str())
+    RESERVED_SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || RESERVED_SECRET_NAMES.split_whitespace().any(|n| n == upper)
 }
 
 /// The message for a reserved name used as an extension variable (`field`: env_keys, headers).

@@ -15,7 +15,7 @@
 //! 4. **container isolation** (every path): `docker`/`podman run` with a closed list of options,
 //!    none that reaches the host (privileges, devices, host namespaces, mounts of `/` or homes).
 //! 5. **environment** (every path, and again at activation): `check_env` with
-//!    `config::disallowed_env_rule`.
+//!    `config::disallowed_env_message`.
 //! 6. **own secrets**: an install naming one of gosling's own secrets is saved disabled with the
 //!    reason (`config::unresolved`); activating it is refused (`check_own_secrets`, here for
 //!    `InstallSource::AddExtension` and again in the runtime).
