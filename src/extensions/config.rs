@@ -775,6 +775,20 @@ mod tests {
             assert!(disallowed_env_message(k).is_none(), "{k}");
         }
         assert!(disallowed_env_message("npm_config_registry").unwrap().contains("the NPM_* family"));
+        assert!(disallowed_env_message("path").unwrap().contains("goose's disallowed list"));
+    }
+
+    #[test]
+    fn the_install_guide_lists_every_refused_family() {
+        let guide = include_str!("../../docs/install.md");
+        for (_, names) in ENV_FAMILIES {
+            for p in names.split_whitespace() {
+                assert!(guide.contains(&format!("`{p}`")), "docs/install.md does not list `{p}`");
+            }
+        }
+        for k in DISALLOWED_ENV_KEYS.split_whitespace().chain(RESERVED_SECRET_NAMES.split_whitespace()) {
+            assert!(guide.contains(k), "docs/install.md does not list {k}");
+        }
     }
 
     #[test]
