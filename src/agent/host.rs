@@ -3,7 +3,7 @@
 
 use crate::agent::bus::Buses;
 use crate::agent::elicit::Elicitations;
-use crate::agent::reply::{Confirmations, Mode, Turn, TurnEnv};
+use crate::agent::reply::{Confirmations, Mode, Turn};
 use crate::agent::sampling::Sampling;
 use crate::agent::Agents;
 use crate::config::Config;
@@ -95,14 +95,7 @@ impl Host {
         user_message: serde_json::Value,
         override_conversation: Option<Vec<serde_json::Value>>,
     ) -> Result<Turn, crate::agent::Error> {
-        let setting = |k: &str| self.setting(k);
-        let env = TurnEnv {
-            sessions: &self.sessions,
-            agents: &self.agents,
-            confirmations: &self.confirmations,
-            setting: &setting,
-        };
-        Turn::prepare(&env, session_id, user_message, override_conversation)
+        Turn::prepare(self, session_id, user_message, override_conversation)
     }
 
     /// goose's GOOSE_MODE: the session's, else the setting, else auto.

@@ -137,15 +137,6 @@ pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
     setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
 }
 
-/// What preparing a turn needs from the composition root.
-pub struct TurnEnv<'a> {
-    pub sessions: &'a Arc<SessionStore>,
-    pub agents: &'a crate::agent::Agents,
-    pub confirmations: &'a Arc<Confirmations>,
-    /// A setting: the environment, then the config store.
-    pub setting: &'a dyn Fn(&str) -> Option<String>,
-}
-
 const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
 You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
 
@@ -153,24 +144,25 @@ impl Turn {
     /// The turn for a new user message: the session, its running agent, the model settings;
     /// the message is saved before the turn starts.
     pub fn prepare(
-        env: &TurnEnv,
+        host: &crate::agent::host::Host,
         session_id: &str,
         user_message: Value,
         override_conversation: Option<Vec<Value>>,
     ) -> Result<Turn, crate::agent::Error> {
         use crate::agent::Error;
-        let session = env
+        let setting = |k: &str| host.setting(k);
+        let session = host
             .sessions
             .get(session_id)
             .map_err(Error::Store)?
             .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
-        let runtime = env.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
-        let running = env.agents.begin_turn(session_id).ok_or_else(|| Error::Busy(session_id.to_string()))?;
+        let runtime = host.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
+        let running = host.agents.begin_turn(session_id).ok_or_else(|| Error::Busy(session_id.to_string()))?;
         let model =
             session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
         let settings = llm::Settings::resolve(
             &crate::config::ProcessEnv,
-            env.setting,
+            &setting,
             (session.provider_name.as_deref(), model.as_deref()),
         )
         .map_err(Error::Model)?;
@@ -179,11 +171,11 @@ impl Turn {
         let conversation = match override_conversation {
             Some(mut conversation) => {
                 conversation.push(user_message);
-                env.sessions.replace_conversation(session_id, &conversation).map_err(Error::Store)?;
+                host.sessions.replace_conversation(session_id, &conversation).map_err(Error::Store)?;
                 conversation
             }
             None => {
-                env.sessions.append_message(session_id, &user_message).map_err(Error::Store)?;
+                host.sessions.append_message(session_id, &user_message).map_err(Error::Store)?;
                 let mut conversation = session.conversation.unwrap_or_default();
                 conversation.push(user_message);
                 conversation
@@ -193,10 +185,10 @@ impl Turn {
             session_id: session_id.to_string(),
             runtime,
             provider,
-            sessions: env.sessions.clone(),
-            confirmations: env.confirmations.clone(),
-            mode: Mode::resolve(session.goose_mode.as_deref(), env.setting),
-            max_turns: max_turns(env.setting),
+            sessions: host.sessions.clone(),
+            confirmations: host.confirmations.clone(),
+            mode: Mode::resolve(session.goose_mode.as_deref(), &setting),
+            max_turns: max_turns(&setting),
             conversation,
             _running: running,
         })

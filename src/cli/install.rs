@@ -264,25 +264,9 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
 /// Whether a variable or header name marks its value as a secret: one of its words (split on
 /// `_` and `-`) is KEY, TOKEN, SECRET, PASSWORD, … or it is `Authorization`/`Cookie`.
 fn names_a_secret(name: &str) -> bool {
-    const WORDS: [&str; 16] = [
-        "KEY",
-        "APIKEY",
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASS",
-        "PWD",
-        "PAT",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-        "AUTHORIZATION",
-        "COOKIE",
-        "PRIVATE",
-        "SIGNATURE",
-    ];
-    name.to_ascii_uppercase().split(['_', '-']).any(|w| WORDS.contains(&w))
+    const WORDS: &str = "KEY APIKEY TOKEN SECRET PASSWORD PASSWD PASS PWD PAT CREDENTIAL CREDENTIALS AUTH \
+        AUTHORIZATION COOKIE PRIVATE SIGNATURE";
+    name.to_ascii_uppercase().split(['_', '-']).any(|w| WORDS.split_whitespace().any(|s| s == w))
 }
 
 /// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):

@@ -18,10 +18,11 @@
 //! This module does no I/O.
 
 use crate::extensions::config::{
-    name_to_key, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
+    name_to_key, secret_names, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
 };
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use crate::wire::percent::form_decode;
+use crate::wire::template::vars;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -289,7 +290,7 @@ impl DeepLink {
     pub fn required_secrets(&self) -> Vec<String> {
         let mut out: Vec<String> = self.envs.iter().map(|e| e.key.clone()).collect();
         for (_, v) in &self.headers {
-            for var in header_vars(v) {
+            for var in vars(v) {
                 if !out.contains(&var) {
                     out.push(var);
                 }
@@ -299,16 +300,11 @@ impl DeepLink {
     }
 }
 
-/// Secrets a stored config reads from the secrets store (`config::secret_names`).
-pub fn config_secrets(config: &ExtensionConfig) -> Vec<String> {
-    crate::extensions::config::secret_names(config)
-}
-
 /// For the install summary: where each stored secret is read, `{"where": "header
 /// Authorization" | "env API_KEY", "secret": NAME, "stored": bool, "refused": bool}` (refused:
 /// one of gosling's own secrets, never read), in config order. Values are never included.
 pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Vec<Value> {
-    let names = config_secrets(config);
+    let names = secret_names(config);
     let mut out = Vec::new();
     let mut push = |place: String, secret: &str| {
         if names.iter().any(|n| n == secret) {
@@ -322,12 +318,12 @@ pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> 
         Kind::Stdio { env_keys, .. } => env_keys.iter().for_each(|k| push(format!("env {k}"), k)),
         Kind::StreamableHttp { env_keys, headers, .. } => {
             for (h, v) in headers {
-                for var in header_vars(v) {
+                for var in vars(v) {
                     push(format!("header {h}"), &var);
                 }
             }
             for k in env_keys {
-                if !headers.values().any(|v| header_vars(v).contains(k)) {
+                if !headers.values().any(|v| vars(v).contains(k)) {
                     push(format!("env {k}"), k);
                 }
             }
@@ -434,7 +430,7 @@ pub fn plan_install(
         "env".into(),
         Value::Array(parsed.envs.iter().map(|e| json!({"name": e.key, "description": e.description})).collect()),
     );
-    s.insert("secrets".into(), json!(config_secrets(&config)));
+    s.insert("secrets".into(), json!(secret_names(&config)));
     s.insert("reads".into(), Value::Array(secret_uses(&config, secret_present)));
     s.insert("missing_secrets".into(), json!(missing_secrets));
     s.insert("refused_secrets".into(), json!(refused_secrets));
@@ -553,11 +549,6 @@ fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
     Ok(())
 }
 
-/// Variable names a header value refers to (`wire::template` is the grammar's one home).
-pub fn header_vars(v: &str) -> Vec<String> {
-    crate::wire::template::vars(v)
-}
-
 /// `s` with control and bidi-override characters escaped, safe to print on a terminal.
 pub fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -609,13 +600,6 @@ mod tests {
     }
 
     #[test]
-    fn header_variables() {
-        assert_eq!(header_vars("Bearer ${TOKEN}"), ["TOKEN"]);
-        assert_eq!(header_vars("${ A } $B-$C ${A} $1 ${} $"), ["A", "B", "C"]);
-        assert!(header_vars("plain=value==").is_empty());
-    }
-
-    #[test]
     fn remote_with_headers() {
         let l = parse("goose://extension?name=R&url=https%3A%2F%2Fmcp.example.com%2Fmcp&header=Authorization%3DBearer%20%24%7BTOKEN%7D&header=X-Sig%3Da%3Db%3D%3D&env=EXTRA").unwrap();
         assert_eq!(l.required_secrets(), ["EXTRA", "TOKEN"]);
@@ -624,7 +608,7 @@ mod tests {
         assert_eq!(c["env_keys"], json!(["EXTRA", "TOKEN"]));
         assert_eq!(c["uri"], "https://mcp.example.com/mcp");
         assert_eq!(c["timeout"], 300);
-        assert_eq!(config_secrets(&l.to_config()), l.required_secrets());
+        assert_eq!(secret_names(&l.to_config()), l.required_secrets());
     }
 
     #[test]

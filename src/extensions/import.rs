@@ -11,7 +11,6 @@
 //! we do not use are reported as warnings, never silently dropped. This module parses only; the policy and the store are the caller's.
 
 use crate::extensions::config::{name_to_key, ExtensionConfig, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
-use crate::extensions::deeplink::header_vars;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -218,7 +217,7 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             let (envs, mut env_keys) = split_env_refs(name, env, &mut warnings);
             for v in headers.values_mut() {
                 *v = v.replace("${env:", "${");
-                for var in header_vars(v) {
+                for var in crate::wire::template::vars(v) {
                     if !envs.contains_key(&var) && !env_keys.contains(&var) {
                         env_keys.push(var);
                     }

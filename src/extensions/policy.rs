@@ -170,18 +170,10 @@ impl fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            PolicyError::InvalidConfig(e) => Some(e),
-            PolicyError::CommandNotAllowed { .. }
-            | PolicyError::InlineCode { .. }
-            | PolicyError::ShellMetacharacter { .. }
-            | PolicyError::NotAPackage { .. }
-            | PolicyError::ContainerReach { .. }
-            | PolicyError::EnvRefused { .. }
-            | PolicyError::ReservedSecret { .. }
-            | PolicyError::NotAllowlisted { .. }
-            | PolicyError::AllowlistUnavailable { .. }
-            | PolicyError::Setup { .. } => None,
+        if let PolicyError::InvalidConfig(e) = self {
+            Some(e)
+        } else {
+            None
         }
     }
 }

@@ -51,7 +51,7 @@ pub struct SecretsTokens(pub Arc<crate::store::config_store::ConfigStore>);
 
 impl TokenStore for SecretsTokens {
     fn get(&self, key: &str) -> Option<String> {
-        self.0.get_token(key).unwrap_or_else(|e| {
+        self.0.get_secret(key).unwrap_or_else(|e| {
             log::warn!("{e}");
             None
         })

@@ -69,21 +69,12 @@ impl HttpFailure {
     }
 
     /// Classifies a non-2xx answer. `body` is the (bounded) start of the body.
-    pub fn from_status(
-        status: u16,
-        content_type: &str,
-        challenge: Option<String>,
-        location: Option<String>,
-        body: &[u8],
-    ) -> HttpFailure {
+    pub fn from_status(status: u16, challenge: Option<String>, location: Option<String>, body: &[u8]) -> HttpFailure {
         match status {
             401 | 403 => HttpFailure::Unauthorized { status, challenge },
             404 => HttpFailure::NotFound,
             300..=399 => HttpFailure::Redirect { status, location },
-            _ => {
-                let _ = content_type;
-                HttpFailure::Status { status, snippet: snippet(body) }
-            }
+            _ => HttpFailure::Status { status, snippet: snippet(body) },
         }
     }
 }
@@ -210,16 +201,15 @@ mod tests {
     #[test]
     fn statuses_are_classified() {
         assert_eq!(
-            HttpFailure::from_status(401, "", Some("Bearer realm=\"x\"".into()), None, b""),
+            HttpFailure::from_status(401, Some("Bearer realm=\"x\"".into()), None, b""),
             HttpFailure::Unauthorized { status: 401, challenge: Some("Bearer realm=\"x\"".into()) }
         );
-        assert_eq!(HttpFailure::from_status(404, "", None, None, b""), HttpFailure::NotFound);
+        assert_eq!(HttpFailure::from_status(404, None, None, b""), HttpFailure::NotFound);
         assert_eq!(
-            HttpFailure::from_status(500, "text/plain", None, None, b"  boom\n  now "),
+            HttpFailure::from_status(500, None, None, b"  boom\n  now "),
             HttpFailure::Status { status: 500, snippet: "boom now".into() }
         );
-        let msg =
-            Show("http://h/mcp", &HttpFailure::from_status(401, "", Some("Bearer".into()), None, b"")).to_string();
+        let msg = Show("http://h/mcp", &HttpFailure::from_status(401, Some("Bearer".into()), None, b"")).to_string();
         assert!(msg.contains("WWW-Authenticate: Bearer") && msg.contains("headers"), "{msg}");
     }
 

@@ -61,57 +61,24 @@ pub struct StdioSpec {
 }
 
 /// The variables of ours a child starts with (everything else is left out; the extension's
-/// `envs`/`env_keys` come on top). Names ending in `*` are prefixes.
-pub const BASE_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "LC_*",
-    "TZ",
-    "TERM",
-    "TMPDIR",
-    "SHELL",
-    "XDG_*",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-    "GOSLING_DEVELOPER_UNRESTRICTED",
-];
+/// `envs`/`env_keys` come on top), space-separated. Names ending in `*` are prefixes.
+pub const BASE_ENV: &str = "PATH HOME USER LOGNAME LANG LANGUAGE LC_* TZ TERM TMPDIR SHELL XDG_* \
+    SSL_CERT_FILE SSL_CERT_DIR REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS \
+    HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_proxy all_proxy GOSLING_DEVELOPER_UNRESTRICTED";
 
 /// Also passed to the container engine itself (not into the container) in container mode, so
 /// `docker`/`podman` still find their daemon and configuration.
-const CONTAINER_TOOL_ENV: &[&str] = &[
-    "DOCKER_HOST",
-    "DOCKER_CONTEXT",
-    "DOCKER_CONFIG",
-    "DOCKER_CERT_PATH",
-    "DOCKER_TLS_VERIFY",
-    "CONTAINER_HOST",
-    "CONTAINERS_CONF",
-    "XDG_RUNTIME_DIR",
-];
+const CONTAINER_TOOL_ENV: &str = "DOCKER_HOST DOCKER_CONTEXT DOCKER_CONFIG DOCKER_CERT_PATH DOCKER_TLS_VERIFY \
+    CONTAINER_HOST CONTAINERS_CONF XDG_RUNTIME_DIR";
 
 /// The variable that marks an extension's processes (inherited by its descendants), so the
 /// ones that leave its process group can still be told apart; the value is a run number.
 const RUN_MARKER: &str = "GOSLING_EXTENSION_RUN";
 
-fn allowed(name: &str, list: &[&str]) -> bool {
-    list.iter().any(|p| match p.strip_suffix('*') {
+fn allowed(name: &str, list: &str) -> bool {
+    list.split_whitespace().any(|p| match p.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
-        None => name == *p,
+        None => name == p,
     })
 }
 

@@ -323,9 +323,7 @@ impl Inner {
             if status == 404 && had_session {
                 return Ok(Answer::SessionGone);
             }
-            let challenge = header(&resp, "www-authenticate");
-            let location = header(&resp, "location");
-            let body = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec().unwrap_or_default();
+            let (failure, body) = failed(resp);
             // A JSON-RPC error for our request (e.g. 400 with invalid params) is an answer.
             if let (Message::Request { id, .. }, Ok(Message::Error { id: Some(eid), error })) =
                 (msg, Message::parse(&body))
@@ -335,7 +333,7 @@ impl Inner {
                     return Ok(Answer::Done);
                 }
             }
-            return Err(self.fail(HttpFailure::from_status(status, &content_type, challenge, location, &body)));
+            return Err(self.fail(failure));
         }
         let Message::Request { id, method, .. } = msg else {
             // Notifications and responses: any 2xx is success; a body (one peer sends one) is ignored.
@@ -645,10 +643,7 @@ impl Inner {
         let status = resp.status().as_u16();
         let ct = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
         if !(200..300).contains(&status) {
-            let challenge = header(&resp, "www-authenticate");
-            let location = header(&resp, "location");
-            let body = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec().unwrap_or_default();
-            return Err(self.fail(HttpFailure::from_status(status, &ct, challenge, location, &body)));
+            return Err(self.fail(failed(resp).0));
         }
         let session = header(&resp, "mcp-session-id");
         // Read the answer ourselves and swallow it: the client already has one.
@@ -740,6 +735,14 @@ fn http_err(spec: &HttpSpec, failure: HttpFailure) -> Error {
 
 fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
     resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+/// A non-2xx answer: what failed, and the (bounded) start of its body.
+fn failed(resp: ureq::http::Response<ureq::Body>) -> (HttpFailure, Vec<u8>) {
+    let (status, challenge, location) =
+        (resp.status().as_u16(), header(&resp, "www-authenticate"), header(&resp, "location"));
+    let body = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec().unwrap_or_default();
+    (HttpFailure::from_status(status, challenge, location, &body), body)
 }
 
 /// The id of a response, or of an error that names its request.

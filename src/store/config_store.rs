@@ -110,13 +110,9 @@ impl ConfigStore {
         Ok(atomic::read_object(&self.secrets_path)?.keys().cloned().collect())
     }
 
-    /// An OAuth token record (JSON) of the MCP client, kept in `secrets.json` under `key`
-    /// (`oauth:<resource> <issuer>`). Tokens are secrets: never logged, never in config.json.
-    pub fn get_token(&self, key: &str) -> Result<Option<String>, Error> {
-        self.get_secret(key)
-    }
-
-    /// Stores (`Some`) or forgets (`None`) a token record.
+    /// Stores (`Some`) or forgets (`None`) an OAuth token record (JSON) of the MCP client, kept
+    /// in `secrets.json` under `key` (`oauth:<resource> <issuer>`; read with `get_secret`).
+    /// Tokens are secrets: never logged, never in config.json.
     pub fn put_token(&self, key: &str, value: Option<&str>) -> Result<(), Error> {
         match value {
             Some(v) => self.set_secret(key, v),

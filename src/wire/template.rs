@@ -116,6 +116,7 @@ mod tests {
         assert_eq!(vars("Bearer ${TOKEN}"), ["TOKEN"]);
         assert_eq!(vars("${ A } $B-$C ${A} $1 ${} $"), ["A", "B", "C"]);
         assert_eq!(vars("${A-B} ${ 1A } $"), Vec::<String>::new());
+        assert!(vars("plain=value==").is_empty());
         let look = |n: &str| match n {
             "TOKEN" => Some("abc".to_string()),
             "A_1" => Some("x".to_string()),
