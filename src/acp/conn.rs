@@ -37,6 +37,8 @@ impl std::fmt::Display for CallError {
     }
 }
 
+impl std::error::Error for CallError {}
+
 type Answer = Result<Value, ErrorObject>;
 
 pub struct Conn {

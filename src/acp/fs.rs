@@ -10,7 +10,7 @@
 //! directories, `shell`, `list_directory`, or a command whose capability the client did not
 //! offer — still goes to the child.
 
-use crate::acp::conn::{CallError, Conn};
+use crate::acp::conn::Conn;
 use crate::builtins::developer::{unrestricted_from_env, WorkDir};
 use crate::builtins::text_editor::{checked_text, TextEditor, TextFiles};
 use crate::builtins::{ToolError, ToolOutcome};
@@ -43,46 +43,24 @@ struct EditorFiles {
     session_id: String,
 }
 
-/// Why the editor's `fs/*` request gave no usable answer.
-#[derive(Debug)]
-enum EditorError {
-    Call(CallError),
-    /// `fs/read_text_file` answered without a `content` string.
-    NoContent,
-}
-
-impl std::fmt::Display for EditorError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EditorError::Call(e) => write!(f, "{e}"),
-            EditorError::NoContent => write!(f, "acp: the editor's fs/read_text_file answer has no `content` string"),
-        }
-    }
-}
-
-impl std::error::Error for EditorError {}
-
-fn delegate(e: EditorError) -> ToolError {
-    ToolError::Delegate(Box::new(e))
+/// The editor's `fs/*` request gave no usable answer.
+fn delegate(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ToolError {
+    ToolError::Delegate(e.into())
 }
 
 impl TextFiles for EditorFiles {
     fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, ToolError> {
         let p = json!({ "sessionId": self.session_id, "path": path.display().to_string() });
-        let v =
-            self.conn.request("fs/read_text_file", p, FS_TIMEOUT, None).map_err(|e| delegate(EditorError::Call(e)))?;
+        let v = self.conn.request("fs/read_text_file", p, FS_TIMEOUT, None).map_err(delegate)?;
         match v.get("content") {
             Some(Value::String(s)) => checked_text(s.clone().into_bytes(), shown, limit),
-            _ => Err(delegate(EditorError::NoContent)),
+            _ => Err(delegate("acp: the editor's fs/read_text_file answer has no `content` string")),
         }
     }
 
     fn write(&self, path: &Path, _shown: &str, text: &str) -> Result<(), ToolError> {
         let p = json!({ "sessionId": self.session_id, "path": path.display().to_string(), "content": text });
-        self.conn
-            .request("fs/write_text_file", p, FS_TIMEOUT, None)
-            .map(|_| ())
-            .map_err(|e| delegate(EditorError::Call(e)))
+        self.conn.request("fs/write_text_file", p, FS_TIMEOUT, None).map(|_| ()).map_err(delegate)
     }
 
     fn remove(&self, _path: &Path, shown: &str) -> Result<(), ToolError> {

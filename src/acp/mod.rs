@@ -19,7 +19,7 @@ pub mod updates;
 use crate::agent::host::Host;
 use crate::wire::jsonrpc::{self, ErrorObject, Id, Message, ParseError};
 use conn::Conn;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::sync::Arc;
@@ -131,23 +131,9 @@ fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, mut input: impl BufRead)
 /// The id of a message that is JSON but not valid JSON-RPC, when it has a usable one.
 fn id_of(line: &[u8]) -> Option<Id> {
     let v: Value = serde_json::from_slice(line).ok()?;
-    match v.get("id")? {
-        Value::String(s) => Some(Id::Str(s.clone())),
-        Value::Number(n) => n.as_i64().map(Id::Num),
-        _ => None,
-    }
-}
-
-/// An error answer.
-pub fn rpc_error(code: i64, message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(code, message)
+    Id::from_value(v.get("id")?)
 }
 
 pub fn invalid_params(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(jsonrpc::INVALID_PARAMS, message)
-}
-
-/// `{}` for methods whose result is empty.
-pub fn empty() -> Value {
-    json!({})
 }

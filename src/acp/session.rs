@@ -5,7 +5,7 @@
 use crate::acp::conn::{CallError, Conn};
 use crate::acp::fs::{EditorFs, FsCaps};
 use crate::acp::updates::{self, Live};
-use crate::acp::{empty, invalid_params, rpc_error, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
+use crate::acp::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crate::agent::elicit::Answer;
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::host::Host;
@@ -64,7 +64,7 @@ pub struct Agent {
 }
 
 fn store_error(e: impl std::fmt::Display) -> ErrorObject {
-    rpc_error(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
+    ErrorObject::new(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
 }
 
 fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObject> {
@@ -72,7 +72,7 @@ fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObject> {
 }
 
 fn session_not_found(id: &str) -> ErrorObject {
-    rpc_error(
+    ErrorObject::new(
         RESOURCE_NOT_FOUND,
         format!("Session {id} not found; create one with session/new or open it with session/load"),
     )
@@ -153,9 +153,10 @@ impl Agent {
                 }
                 Err(e) => Err(e),
             },
-            other => {
-                Err(rpc_error(METHOD_NOT_FOUND, format!("unknown method {other:?}; gosling acp serves {METHODS}")))
-            }
+            other => Err(ErrorObject::new(
+                METHOD_NOT_FOUND,
+                format!("unknown method {other:?}; gosling acp serves {METHODS}"),
+            )),
         };
         self.conn.respond(id, answer);
     }
@@ -165,7 +166,7 @@ impl Agent {
         let rid = id.clone();
         let r = std::thread::Builder::new().name("acp-request".into()).spawn(move || conn.respond(rid, f()));
         if let Err(e) = r {
-            self.conn.respond(id, Err(rpc_error(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}"))));
+            self.conn.respond(id, Err(ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}"))));
         }
     }
 
@@ -237,8 +238,8 @@ impl Agent {
             return Err(invalid_params(format!("unknown auth method {m:?}; gosling offers {AUTH_METHOD:?}")));
         }
         match self.provider_problem() {
-            None => Ok(empty()),
-            Some(why) => Err(rpc_error(
+            None => Ok(json!({})),
+            Some(why) => Err(ErrorObject::new(
                 AUTH_REQUIRED,
                 format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
             )),
@@ -268,7 +269,7 @@ impl Agent {
             self.app.sessions.update_meta(sid, |s| s.goose_mode = Some(mode.to_string())).map_err(store_error)?;
         done.ok_or_else(|| session_not_found(sid))?;
         log::info!("acp: session {sid}: mode {mode}");
-        Ok(empty())
+        Ok(json!({}))
     }
 
     /// Checks the cwd and the editor's MCP servers against the trust policy.
@@ -385,7 +386,7 @@ impl Agent {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner()).get(sid).cloned();
         let Some(open) = open else {
             return Err(match self.app.sessions.get_meta(sid) {
-                Ok(Some(_)) => rpc_error(
+                Ok(Some(_)) => ErrorObject::new(
                     RESOURCE_NOT_FOUND,
                     format!("session {sid} is not open in this connection; open it with session/load first"),
                 ),
@@ -394,7 +395,7 @@ impl Agent {
         };
         let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());
         if running.is_some() {
-            return Err(rpc_error(
+            return Err(ErrorObject::new(
                 INVALID_REQUEST,
                 format!("a prompt is already running in session {sid}; wait for its stopReason or send session/cancel"),
             ));
@@ -413,11 +414,11 @@ impl Agent {
         self.app.prepare_turn(sid, user_message, None).map_err(|e| match e {
             Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
             // The editor shows auth errors as "log in": here, set the provider variables.
-            Error::Model(e) => rpc_error(AUTH_REQUIRED, e.to_string()),
+            Error::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
             Error::Store(e) => store_error(e),
-            e @ Error::OutOfTurns(_) => rpc_error(INTERNAL_ERROR, e.to_string()),
+            e @ Error::OutOfTurns(_) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
             // The session is answering a prompt sent through the HTTP API meanwhile.
-            e @ Error::Busy(_) => rpc_error(INVALID_REQUEST, e.to_string()),
+            e @ Error::Busy(_) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         })
     }
 
@@ -428,7 +429,7 @@ impl Agent {
             .and_then(Value::as_array)
             .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
         let content = updates::prompt_content(blocks).map_err(invalid_params)?;
-        let user = msg::message(&format!("msg_{}", crate::util::random_hex(8)), "user", content);
+        let user = msg::message(&msg::new_id(), "user", content);
         let turn = self.prepare_turn(sid, user)?;
         let first_status = match turn.mode {
             Mode::Auto | Mode::Chat => "in_progress",
@@ -441,7 +442,7 @@ impl Agent {
         let handle = std::thread::Builder::new()
             .name("acp-turn".into())
             .spawn(move || turn.run(sink, turn_cancel, &elicitations))
-            .map_err(|e| rpc_error(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
+            .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
         let mut error = None;
         // The model's text so far, for a plan written as a task list; each new plan is sent.
         let (mut text, mut last_plan) = (String::new(), None);
@@ -499,7 +500,7 @@ impl Agent {
         match (outcome, error) {
             (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn" })),
             (Outcome::OutOfTurns, _) => Ok(json!({ "stopReason": "max_turn_requests" })),
-            (Outcome::Failed, e) => Err(rpc_error(
+            (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
             )),

@@ -98,13 +98,7 @@ pub fn tool_result(c: &Value) -> Value {
     let (status, blocks, raw) = match r.get("status").and_then(Value::as_str) {
         Some("success") => {
             let v = r.get("value").cloned().unwrap_or(Value::Null);
-            let (content, is_error) = match &v {
-                Value::Array(a) => (a.clone(), false),
-                _ => (
-                    v.get("content").and_then(Value::as_array).cloned().unwrap_or_default(),
-                    v.get("isError").and_then(Value::as_bool).unwrap_or(false),
-                ),
-            };
+            let (content, is_error) = msg::result_content(&v);
             (if is_error { "failed" } else { "completed" }, content, v)
         }
         _ => {

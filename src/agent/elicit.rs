@@ -124,7 +124,7 @@ impl Elicitations {
             "type": "actionRequired",
             "data": { "actionType": "elicitation", "id": id, "message": message, "requested_schema": schema }
         });
-        let m = msg::message(&format!("msg_{}", crate::util::random_hex(8)), "assistant", vec![content]);
+        let m = msg::message(&msg::new_id(), "assistant", vec![content]);
         if !sink.emit(Event::Message { message: m, tokens: Tokens::default() }) {
             self.forget(&id);
             return Answer::Cancel.result();

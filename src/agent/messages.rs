@@ -8,6 +8,11 @@ pub fn metadata() -> Value {
     json!({ "userVisible": true, "agentVisible": true })
 }
 
+/// A fresh message id.
+pub fn new_id() -> String {
+    format!("msg_{}", crate::util::random_hex(8))
+}
+
 pub fn message(id: &str, role: &str, content: Vec<Value>) -> Value {
     json!({ "id": id, "role": role, "created": crate::util::unix_secs(), "content": content, "metadata": metadata() })
 }
@@ -81,8 +86,9 @@ pub fn call_tool_response(mut result: Value) -> Value {
     out
 }
 
-/// A tool result as goose stores it: a CallToolResult, or (older sessions) a bare array.
-fn result_content(v: &Value) -> (Vec<Value>, bool) {
+/// A tool result as goose stores it: a CallToolResult, or (older sessions) a bare array; its
+/// content and whether it is an error.
+pub fn result_content(v: &Value) -> (Vec<Value>, bool) {
     match v {
         Value::Array(a) => (a.clone(), false),
         _ => (

@@ -290,7 +290,7 @@ impl Turn {
                 tools: tools.clone(),
                 max_tokens: None,
             };
-            let reply_id = format!("msg_{}", crate::util::random_hex(8));
+            let reply_id = msg::new_id();
             let mut client_gone = false;
             let completion = {
                 let mut on_delta = |d: Delta| -> bool {
@@ -355,7 +355,7 @@ impl Turn {
             if is_cancelled(cancel) {
                 return Ok(());
             }
-            let m = msg::message(&format!("msg_{}", crate::util::random_hex(8)), "user", responses);
+            let m = msg::message(&msg::new_id(), "user", responses);
             self.save(&m);
             if !out.message(m.clone()) {
                 return Ok(());
@@ -377,11 +377,7 @@ impl Turn {
         }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
         let rx = self.confirmations.wait_for(&call.id);
-        let m = msg::message(
-            &format!("msg_{}", crate::util::random_hex(8)),
-            "assistant",
-            vec![msg::tool_confirmation(&call.id, &call.name, &args)],
-        );
+        let m = msg::message(&msg::new_id(), "assistant", vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
         if !out.message(m) {
             self.confirmations.forget(&call.id);
             return Err(());

@@ -39,7 +39,7 @@ pub fn normalize_user_message(mut m: Value) -> Result<Value, ApiError> {
     o.entry("created").or_insert(json!(crate::util::unix_secs()));
     o.entry("metadata").or_insert(msg::metadata());
     if o.get("id").is_none_or(Value::is_null) {
-        o.insert("id".into(), json!(format!("msg_{}", crate::util::random_hex(8))));
+        o.insert("id".into(), json!(msg::new_id()));
     }
     Ok(m)
 }

@@ -24,7 +24,8 @@ pub enum Id {
 }
 
 impl Id {
-    fn from_value(v: &Value) -> Option<Id> {
+    /// A string or integer id; anything else is not one.
+    pub fn from_value(v: &Value) -> Option<Id> {
         match v {
             Value::String(s) => Some(Id::Str(s.clone())),
             Value::Number(n) => n.as_i64().map(Id::Num),
