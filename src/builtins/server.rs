@@ -155,15 +155,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A JSON-RPC id as the peer wrote it (a number or a string).
-fn id_of(v: &Value) -> Option<Id> {
-    match v {
-        Value::Number(n) => n.as_i64().map(Id::Num),
-        Value::String(s) => Some(Id::Str(s.clone())),
-        _ => None,
-    }
-}
-
 struct Shared {
     builtin: Arc<dyn Builtin>,
     /// The builtin's tools, as `tools/list` answers, and their names.
@@ -299,7 +290,7 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
         Err(e @ jsonrpc::ParseError::Invalid(_)) => {
             log::warn!("builtin {name}: {e}");
             // Answer with the id when it is readable, as JSON-RPC asks.
-            let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(id_of));
+            let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(Id::from_value));
             return shared.reply_error(id, jsonrpc::INVALID_REQUEST, format!("invalid request: {e}"));
         }
     };
@@ -311,7 +302,7 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
         Message::Notification { method, params } => {
             log::debug!("builtin {name}: notification {method}");
             if method == "notifications/cancelled" {
-                let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(id_of);
+                let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(Id::from_value);
                 if let Some(target) = target {
                     if let Some(c) = lock(&shared.in_flight).get(&target) {
                         log::debug!("builtin {name}: cancelling request {target}");

@@ -8,11 +8,11 @@
 //! `input_json_delta` fragments), `content_block_stop`, `message_delta` (stop reason, output
 //! usage), `message_stop` (the end), `ping`, `error`.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::{
     clip, parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink,
-    ToolCallOut, Usage,
+    ToolCallOut, ToolSpec, Usage,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -89,23 +89,16 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
         let role = if m.role == Role::User { "user" } else { "assistant" };
         messages.push(json!({"role": role, "content": blocks}));
     }
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
-    body.insert("max_tokens".into(), req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens)).into());
+    let max_tokens = req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens));
+    let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
     if !req.system.is_empty() {
-        body.insert("system".into(), req.system.clone().into());
+        body["system"] = req.system.clone().into();
     }
-    body.insert("messages".into(), Value::Array(messages));
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        let tool = |t: &ToolSpec| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+        body["tools"] = req.tools.iter().map(tool).collect();
     }
-    body.insert("stream".into(), true.into());
-    Value::Object(body)
+    body
 }
 
 struct Block {

@@ -8,11 +8,11 @@
 //! accumulated by `index` (arguments arrive as string fragments split anywhere), usage in a
 //! final chunk with empty `choices`. No `Authorization` header without a key.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::{
     parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink, ToolCallOut,
-    Usage,
+    ToolSpec, Usage,
 };
 
 /// The request's headers: the key as a bearer token, when there is one.
@@ -50,13 +50,12 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
                     // OpenAI rejects an assistant message with neither content nor tool calls.
                     continue;
                 }
-                let mut msg = Map::new();
-                msg.insert("role".into(), "assistant".into());
-                msg.insert("content".into(), if text.is_empty() { Value::Null } else { Value::String(text.concat()) });
+                let content = if text.is_empty() { Value::Null } else { Value::String(text.concat()) };
+                let mut msg = json!({"role": "assistant", "content": content});
                 if !calls.is_empty() {
-                    msg.insert("tool_calls".into(), Value::Array(calls));
+                    msg["tool_calls"] = Value::Array(calls);
                 }
-                messages.push(Value::Object(msg));
+                messages.push(msg);
             }
             Role::User => {
                 // Tool results first: they must follow the assistant's tool_calls directly.
@@ -91,23 +90,17 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
             }
         }
     }
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
-    body.insert("messages".into(), Value::Array(messages));
+    let mut body =
+        json!({"model": model, "messages": messages, "stream": true, "stream_options": {"include_usage": true}});
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        let function =
+            |t: &ToolSpec| json!({"name": t.name, "description": t.description, "parameters": t.input_schema});
+        body["tools"] = req.tools.iter().map(|t| json!({"type": "function", "function": function(t)})).collect();
     }
     if let Some(max) = req.max_tokens {
-        body.insert("max_tokens".into(), max.into());
+        body["max_tokens"] = max.into();
     }
-    body.insert("stream".into(), true.into());
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(body)
+    body
 }
 
 #[derive(Default)]

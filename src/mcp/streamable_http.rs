@@ -150,7 +150,7 @@ impl Transport for HttpTransport {
                     if method == "notifications/initialized" {
                         st.initialized = Some(msg.clone());
                     } else if method == "notifications/cancelled" {
-                        if let Some(id) = params.as_ref().and_then(|p| p.get("requestId")).and_then(id_of) {
+                        if let Some(id) = params.as_ref().and_then(|p| p.get("requestId")).and_then(Id::from_value) {
                             st.pending.remove(&id);
                         }
                     }
@@ -749,14 +749,6 @@ fn failed(resp: ureq::http::Response<ureq::Body>) -> (HttpFailure, Vec<u8>) {
 fn response_id(m: &Message) -> Option<&Id> {
     match m {
         Message::Response { id, .. } | Message::Error { id: Some(id), .. } => Some(id),
-        _ => None,
-    }
-}
-
-fn id_of(v: &Value) -> Option<Id> {
-    match v {
-        Value::String(s) => Some(Id::Str(s.clone())),
-        Value::Number(n) => n.as_i64().map(Id::Num),
         _ => None,
     }
 }
