@@ -6,6 +6,7 @@
 //! arguments checked above it. Unix only, like the rest of the process handling.
 #![allow(unsafe_code)]
 
+use crate::util::lock;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
@@ -130,10 +131,7 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
     }
     let tx = SPAWNER.get().ok_or_else(|| io::Error::other("spawner thread is gone"))?;
     let (rtx, rrx) = mpsc::channel();
-    tx.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send((cmd, rtx))
-        .map_err(|_| io::Error::other("spawner thread is gone"))?;
+    lock(tx).send((cmd, rtx)).map_err(|_| io::Error::other("spawner thread is gone"))?;
     // wait: the spawner answers right after fork/exec, or drops the reply if it dies
     rrx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
 }
@@ -228,7 +226,7 @@ pub fn make_non_dumpable() -> io::Result<()> {
 /// Children spawned by `spawn_tied` and not yet reaped by their owner.
 fn live_children() -> std::sync::MutexGuard<'static, std::collections::HashSet<u32>> {
     static LIVE: OnceLock<Mutex<std::collections::HashSet<u32>>> = OnceLock::new();
-    LIVE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
+    lock(LIVE.get_or_init(Default::default))
 }
 
 /// Called after a `spawn_tied` child was reaped (`Child::wait`): its pid is free again.

@@ -1,7 +1,16 @@
-//! Small helpers std lacks: random tokens, SHA-256, hex, base64 and RFC 3339 timestamps.
+//! Small helpers std lacks: random tokens, SHA-256, hex, base64, RFC 3339 timestamps and the
+//! one way a mutex is locked.
 
 use ring::rand::SecureRandom;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Locks `m`, taking it over from a thread that panicked while holding it: a panic (a bug on
+/// one request's thread) must not make every later request that needs the same map, queue or
+/// buffer panic too. The one place that decides what a poisoned lock means.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `n` random bytes from the OS (the getrandom system call through ring: no file descriptor,
 /// so it works when descriptors run out).

@@ -2,6 +2,7 @@
 //! message), requests to the client (`session/request_permission`, `fs/*`) matched to their
 //! answers by id. The reader (`mod.rs`) hands answers in with `deliver`.
 
+use crate::util::lock;
 use crate::wire::jsonrpc::{ErrorObject, Id, Message};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::Value;
@@ -56,7 +57,7 @@ impl Conn {
     pub fn send(&self, m: &Message) -> bool {
         let line = m.encode();
         log::trace!("acp send: {line}");
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = lock(&self.out);
         let ok = out.write_all(line.as_bytes()).and_then(|_| out.write_all(b"\n")).and_then(|_| out.flush());
         if let Err(e) = &ok {
             log::warn!("acp: cannot write to the editor: {e}");
@@ -92,8 +93,8 @@ impl Conn {
     ) -> Result<Value, CallError> {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = bounded(1);
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(n, tx);
-        let forget = || self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&n);
+        lock(&self.pending).insert(n, tx);
+        let forget = || lock(&self.pending).remove(&n);
         log::debug!("acp: request {n} {method} to the editor");
         if !self.send(&Message::request(Id::Num(n), method, Some(params))) {
             forget();
@@ -115,7 +116,7 @@ impl Conn {
     /// Hands the client's answer to the waiting request; false when nothing waits for it.
     pub fn deliver(&self, id: &Id, answer: Answer) -> bool {
         let Id::Num(n) = id else { return false };
-        match self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(n) {
+        match lock(&self.pending).remove(n) {
             Some(tx) => tx.try_send(answer).is_ok(),
             None => false,
         }
@@ -123,6 +124,6 @@ impl Conn {
 
     /// Fails every waiting request (the editor is gone).
     pub fn close(&self) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        lock(&self.pending).clear();
     }
 }

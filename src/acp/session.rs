@@ -17,6 +17,7 @@ use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::SessionRuntime;
 use crate::store::sessions::Session;
+use crate::util::lock;
 use crate::wire::jsonrpc::{ErrorObject, Id, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::{json, Value};
@@ -146,7 +147,7 @@ impl Agent {
                     let me = self.clone();
                     self.spawn(id, move || {
                         let r = me.prompt(&sid, &open, &params, cancel_rx, &cancelled);
-                        *open.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                        *lock(&open.running) = None;
                         r
                     });
                     return;
@@ -174,9 +175,9 @@ impl Agent {
         match method {
             "session/cancel" => {
                 let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("");
-                let open = self.open.lock().unwrap_or_else(|e| e.into_inner()).get(sid).cloned();
+                let open = lock(&self.open).get(sid).cloned();
                 match open.and_then(|o| {
-                    o.running.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(|r| {
+                    lock(&o.running).as_mut().map(|r| {
                         r.cancelled.store(true, Ordering::SeqCst);
                         r.cancel.take()
                     })
@@ -209,7 +210,7 @@ impl Agent {
             read: fs.and_then(|f| f.get("readTextFile")).and_then(Value::as_bool).unwrap_or(false),
             write: fs.and_then(|f| f.get("writeTextFile")).and_then(Value::as_bool).unwrap_or(false),
         };
-        *self.fs.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        *lock(&self.fs) = caps;
         let forms = p.pointer("/clientCapabilities/elicitation/form").is_some_and(|f| !f.is_null());
         self.forms.store(forms, Ordering::SeqCst);
         let auth_methods = match self.provider_problem() {
@@ -307,7 +308,7 @@ impl Agent {
     /// editor's file system for the developer builtin when the client offers it.
     fn start_runtime(&self, sid: &str, cwd: &str, configs: Vec<ExtensionConfig>) {
         let rt = SessionRuntime::new(sid, PathBuf::from(cwd), self.app.runtime_deps.clone());
-        let caps = *self.fs.lock().unwrap_or_else(|e| e.into_inner());
+        let caps = *lock(&self.fs);
         if caps.read {
             match EditorFs::new(self.conn.clone(), sid, Path::new(cwd), caps) {
                 Ok(efs) => rt.set_delegate(Some(Arc::new(move |c: &ExtensionConfig, t: &str, a: Option<&Value>| {
@@ -325,7 +326,7 @@ impl Agent {
             old.shutdown();
         }
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None), always: Mutex::default() });
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).insert(sid.to_string(), open);
+        lock(&self.open).insert(sid.to_string(), open);
     }
 
     fn new_session(&self, p: &Value) -> Reply {
@@ -383,7 +384,7 @@ impl Agent {
     #[allow(clippy::type_complexity)] // the four parts the prompt thread takes over
     fn begin_prompt(&self, p: &Value) -> Result<(Arc<Open>, String, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
         let sid = str_param(p, "sessionId")?;
-        let open = self.open.lock().unwrap_or_else(|e| e.into_inner()).get(sid).cloned();
+        let open = lock(&self.open).get(sid).cloned();
         let Some(open) = open else {
             return Err(match self.app.sessions.get_meta(sid) {
                 Ok(Some(_)) => ErrorObject::new(
@@ -393,7 +394,7 @@ impl Agent {
                 _ => session_not_found(sid),
             });
         };
-        let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut running = lock(&open.running);
         if running.is_some() {
             return Err(ErrorObject::new(
                 INVALID_REQUEST,
@@ -541,7 +542,7 @@ impl Agent {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
-        if open.always.lock().unwrap_or_else(|e| e.into_inner()).contains(tool) {
+        if lock(&open.always).contains(tool) {
             self.conn.update(sid, updates::tool_status(id, "in_progress"));
             return allow("always_allow");
         }
@@ -563,7 +564,7 @@ impl Agent {
             ) {
                 (Some("selected"), Some("allow_once")) => "allow_once",
                 (Some("selected"), Some("allow_always")) => {
-                    open.always.lock().unwrap_or_else(|e| e.into_inner()).insert(tool.to_string());
+                    lock(&open.always).insert(tool.to_string());
                     "always_allow"
                 }
                 (Some("selected"), Some("reject_once")) => "deny_once",
@@ -589,8 +590,8 @@ impl Agent {
 
     /// Cancels running prompts and stops every session's extensions (stdin ended).
     pub fn shutdown(&self) {
-        for o in self.open.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            if let Some(r) = o.running.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        for o in lock(&self.open).values() {
+            if let Some(r) = lock(&o.running).as_mut() {
                 r.cancelled.store(true, Ordering::SeqCst);
                 r.cancel.take();
             }

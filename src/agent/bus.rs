@@ -9,6 +9,7 @@
 //! cancel signal and its end are held here so `POST /sessions/{id}/cancel` can stop it.
 
 use crate::agent::events::{Event, Sink};
+use crate::util::lock;
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -65,7 +66,7 @@ pub struct Bus {
 
 impl Bus {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Publishes one event of request `request_id`: its JSON plus `chat_request_id` and
@@ -179,16 +180,16 @@ pub struct Buses {
 
 impl Buses {
     pub fn get(&self, session_id: &str) -> Option<Arc<Bus>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(session_id).cloned()
+        lock(&self.map).get(session_id).cloned()
     }
 
     pub fn get_or_create(&self, session_id: &str) -> Arc<Bus> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).entry(session_id.to_string()).or_default().clone()
+        lock(&self.map).entry(session_id.to_string()).or_default().clone()
     }
 
     /// Drops a deleted session's bus (its followers keep their Arc until they leave).
     pub fn remove(&self, session_id: &str) {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(session_id);
+        lock(&self.map).remove(session_id);
     }
 }
 

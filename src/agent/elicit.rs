@@ -7,6 +7,7 @@
 
 use crate::agent::events::{Event, Sink};
 use crate::agent::messages::{self as msg, Tokens};
+use crate::util::lock;
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -91,33 +92,30 @@ impl Elicitations {
 
     /// From now on, elicitations of `session` go to `sink` (the turn that runs there).
     pub fn watch(&self, session: &str, sink: Arc<dyn Sink>) {
-        self.watchers.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string(), sink);
+        lock(&self.watchers).insert(session.to_string(), sink);
     }
 
     /// The turn watched through `sink` ended: its open elicitations are cancelled.
     pub fn unwatch(&self, session: &str, sink: &Arc<dyn Sink>) {
-        let mut w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = lock(&self.watchers);
         if w.get(session).is_some_and(|s| Arc::ptr_eq(s, sink)) {
             w.remove(session);
         }
         drop(w);
         // Dropping the senders wakes the waiters, which answer `cancel`.
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, x| x.session != session);
+        lock(&self.waiting).retain(|_, x| x.session != session);
     }
 
     /// Asks the person (blocking, with the deadline); returns the MCP ElicitResult.
     pub fn ask(&self, session: &str, extension: &str, params: &Value) -> Value {
-        let sink = self.watchers.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned();
+        let sink = lock(&self.watchers).get(session).cloned();
         let Some(sink) = sink else {
             log::info!("elicitation from {extension} in session {session}: no turn is running there to ask; cancelled");
             return Answer::Cancel.result();
         };
         let id = format!("elicit_{}", crate::util::random_hex(8));
         let (tx, rx) = bounded(1);
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), Waiting { session: session.to_string(), answer: tx });
+        lock(&self.waiting).insert(id.clone(), Waiting { session: session.to_string(), answer: tx });
         let message = params.get("message").and_then(Value::as_str).unwrap_or("").to_string();
         let schema = params.get("requestedSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
         let content = json!({
@@ -143,12 +141,12 @@ impl Elicitations {
     }
 
     fn forget(&self, id: &str) {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        lock(&self.waiting).remove(id);
     }
 
     /// Delivers the person's answer; false when no elicitation `id` waits.
     pub fn answer(&self, id: &str, answer: Answer) -> bool {
-        match self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
+        match lock(&self.waiting).remove(id) {
             Some(w) => w.answer.try_send(answer).is_ok(),
             None => false,
         }

@@ -12,6 +12,7 @@ pub mod sampling;
 use crate::extensions::config::ExtensionConfig;
 use crate::extensions::runtime::SessionRuntime;
 use crate::store::sessions::{Session, ENABLED_EXTENSIONS};
+use crate::util::lock;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -123,33 +124,33 @@ pub struct TurnGuard {
 
 impl Drop for TurnGuard {
     fn drop(&mut self) {
-        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.session);
+        lock(&self.running).remove(&self.session);
     }
 }
 
 impl Agents {
     /// Marks a turn as running in `session`; `None` when one already runs there.
     pub fn begin_turn(&self, session: &str) -> Option<TurnGuard> {
-        let fresh = self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string());
+        let fresh = lock(&self.running).insert(session.to_string());
         fresh.then(|| TurnGuard { running: self.running.clone(), session: session.to_string() })
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<SessionRuntime>> {
-        self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+        lock(&self.runtimes).get(id).cloned()
     }
 
     /// Installs a runtime, returning the one it replaced (the caller shuts that down).
     pub fn insert(&self, rt: Arc<SessionRuntime>) -> Option<Arc<SessionRuntime>> {
-        self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).insert(rt.session_id.clone(), rt)
+        lock(&self.runtimes).insert(rt.session_id.clone(), rt)
     }
 
     pub fn remove(&self, id: &str) -> Option<Arc<SessionRuntime>> {
-        self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).remove(id)
+        lock(&self.runtimes).remove(id)
     }
 
     /// Shuts every session's extensions down, in parallel.
     pub fn shutdown_all(&self) {
-        let all: Vec<_> = self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, rt)| rt).collect();
+        let all: Vec<_> = lock(&self.runtimes).drain().map(|(_, rt)| rt).collect();
         let hs: Vec<_> = all.into_iter().map(|rt| std::thread::spawn(move || rt.shutdown())).collect();
         for h in hs {
             let _ = h.join(); // wait: shutdown is bounded by each extension's shutdown ladder

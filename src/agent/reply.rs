@@ -15,6 +15,7 @@ use crate::extensions::runtime::SessionRuntime;
 use crate::llm::{self, ChatRequest, Delta, Provider, ToolSpec};
 use crate::mcp::client::CallContext;
 use crate::store::sessions::SessionStore;
+use crate::util::lock;
 use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -65,17 +66,17 @@ pub struct Confirmations {
 impl Confirmations {
     fn wait_for(&self, id: &str) -> Receiver<String> {
         let (tx, rx) = bounded(1);
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), tx);
+        lock(&self.waiting).insert(id.to_string(), tx);
         rx
     }
 
     fn forget(&self, id: &str) {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        lock(&self.waiting).remove(id);
     }
 
     /// Delivers the user's decision; false when no turn waits for this id.
     pub fn answer(&self, id: &str, action: &str) -> bool {
-        match self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
+        match lock(&self.waiting).remove(id) {
             Some(tx) => tx.try_send(action.to_string()).is_ok(),
             None => false,
         }

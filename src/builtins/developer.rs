@@ -17,6 +17,7 @@
 use super::error::{Error, ToolError};
 use super::server::{opt_str_arg, opt_u64_arg, str_arg, working_dir_from_env, Builtin, Cancel, ToolOutcome};
 use super::text_editor::{checked_text, TextEditor, TextFiles};
+use crate::util::lock;
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::fs;
@@ -433,7 +434,7 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
         loop {
             match reader.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => read_into.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
+                Ok(n) => lock(&read_into).push(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -473,7 +474,7 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
     // wait: the shell has exited or was SIGKILLed above
     let waited = child.wait();
     let ended = ended.and_then(|()| waited.map_err(|_| "wait failed"));
-    let text = output.lock().unwrap_or_else(|e| e.into_inner()).render();
+    let text = lock(&output).render();
     let text = if text.is_empty() { "(no output)".to_string() } else { text };
     match ended {
         Ok(status) => {

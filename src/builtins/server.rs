@@ -13,6 +13,7 @@
 //! builtins only have tools.
 
 use super::error::{Error, ToolError};
+use crate::util::lock;
 use crate::wire::jsonrpc::{self, ErrorObject, Id, Message};
 use crate::wire::mcp_version;
 use serde_json::{json, Map, Value};
@@ -20,7 +21,7 @@ use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The builtin extensions this binary can serve, in the order error messages list them.
@@ -149,10 +150,6 @@ pub fn serve(name: &str) -> Result<(), Error> {
 /// Serves `builtin` over any line stream (tests and in-process use).
 pub fn serve_io(builtin: Arc<dyn Builtin>, input: impl BufRead, output: Box<dyn Write + Send>) -> Result<(), Error> {
     run(builtin, input, output, false)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Shared {

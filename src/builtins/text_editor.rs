@@ -9,6 +9,7 @@
 
 use super::error::ToolError;
 use super::server::{opt_u64_arg, str_arg};
+use crate::util::lock;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -114,7 +115,7 @@ impl TextEditor {
                 Ok(format!("inserted {} line(s) after line {after} of {shown}", new.lines().count().max(1)))
             }
             "undo_edit" => {
-                let before = self.history.lock().unwrap_or_else(|e| e.into_inner()).get_mut(path).and_then(Vec::pop);
+                let before = lock(&self.history).get_mut(path).and_then(Vec::pop);
                 match before {
                     None => Err(ToolError::Refused(format!("no edit of {shown} to undo in this session"))),
                     Some(Before::Absent) => {
@@ -136,7 +137,7 @@ impl TextEditor {
     /// Records the state before an edit; `None` (unknown) forgets the file's history, since
     /// older states could no longer be restored in order.
     fn remember(&self, path: &Path, before: Option<Before>) {
-        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let mut h = lock(&self.history);
         let Some(before) = before else {
             h.remove(path);
             return;

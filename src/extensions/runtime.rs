@@ -13,6 +13,7 @@ use crate::mcp::client::{CallContext, Client, ClientOptions};
 use crate::mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
 use crate::mcp::streamable_http::HttpSpec;
+use crate::util::lock;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -310,28 +311,28 @@ impl SessionRuntime {
         match spawned {
             Ok(h) => {
                 let _ = tx.send(configs);
-                *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+                *lock(&self.pending) = Some(h);
             }
             // No thread to spare (a resource shortage): load here, before answering.
             Err(e) => {
                 log::warn!("cannot start a loader thread ({e}); loading the extensions before answering");
                 let results = self.load_all(configs);
-                *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(results);
+                *lock(&self.last_results) = Some(results);
             }
         }
     }
 
     /// Waits for a background load, if any; returns its results once (then `None`).
     pub fn wait_loaded(&self) -> Option<Vec<LoadResult>> {
-        let h = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let h = lock(&self.pending).take()?;
         let r = h.join().unwrap_or_default(); // wait: each activation is bounded by its timeout
-        *self.last_results.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
+        *lock(&self.last_results) = Some(r.clone());
         Some(r)
     }
 
     /// Results of the last load (for a resume after `/agent/start`).
     pub fn take_results(&self) -> Option<Vec<LoadResult>> {
-        self.wait_loaded().or_else(|| self.last_results.lock().unwrap_or_else(|e| e.into_inner()).take())
+        self.wait_loaded().or_else(|| lock(&self.last_results).take())
     }
 
     /// Activates all configs in parallel; a failure of one does not affect the others.

@@ -1,5 +1,7 @@
 //! The shared-secret check: `X-Secret-Key` on every route but the few goose leaves open.
 
+use crate::util::lock;
+
 /// Paths reachable without the header (compared exactly, query ignored). The proxy pages
 /// check a `secret` query parameter themselves. `/`, `/app.js` and `/style.css` are the
 /// built-in web page's static assets (src/web), which hold nothing secret.
@@ -40,14 +42,14 @@ impl LoginToken {
     }
 
     pub fn peek(&self) -> Option<String> {
-        self.token.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(t, _)| t.clone())
+        lock(&self.token).as_ref().map(|(t, _)| t.clone())
     }
 
     /// True once for the right token within its lifetime; the token is gone afterwards. A
     /// wrong guess leaves it in place (guessing is limited by `Throttle`, per peer), so an
     /// attacker cannot spoil the link the user is about to open.
     pub fn redeem(&self, given: &str) -> bool {
-        let mut token = self.token.lock().unwrap_or_else(|e| e.into_inner());
+        let mut token = lock(&self.token);
         let right = match token.as_ref() {
             Some((t, born)) => born.elapsed() < self.lifetime && secret_matches(given.as_bytes(), t.as_bytes()),
             None => false,
@@ -84,7 +86,7 @@ impl Throttle {
     /// Whether `peer` may make an attempt now, or how long until it may.
     pub fn check(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
         let now = std::time::Instant::now();
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let peers = lock(&self.peers);
         match peers.get(&peer) {
             Some((tokens, at)) => {
                 let have = refill(*tokens, *at, now);
@@ -101,7 +103,7 @@ impl Throttle {
     /// Counts a wrong guess from `peer`; true when this one used up its attempts.
     pub fn failed(&self, peer: std::net::IpAddr) -> bool {
         let now = std::time::Instant::now();
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peers = lock(&self.peers);
         if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
             let mut all: Vec<(std::net::IpAddr, f64)> =
                 peers.iter().map(|(ip, (t, at))| (*ip, refill(*t, *at, now))).collect();

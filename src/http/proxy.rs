@@ -7,6 +7,7 @@
 use crate::http::auth::secret_matches;
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
+use crate::util::lock;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -74,7 +75,7 @@ impl GuestPages {
         let b: Body = req.json()?;
         check_secret(Some(b.secret), secret)?;
         let nonce = crate::util::random_hex(16);
-        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pages = lock(&self.pages);
         if pages.len() >= MAX_GUEST_PAGES {
             return Err(ApiError::new(503, "too many unread guest pages; fetch or drop earlier ones first"));
         }
@@ -85,7 +86,7 @@ impl GuestPages {
     pub fn get(&self, req: &Request, secret: &str) -> Result<Response, ApiError> {
         check_secret(req.query_param("secret"), secret)?;
         let nonce = req.query_param("nonce").unwrap_or_default();
-        let page = self.pages.lock().unwrap_or_else(|e| e.into_inner()).remove(&nonce);
+        let page = lock(&self.pages).remove(&nonce);
         let (html, csp) = page.ok_or_else(|| ApiError::not_found("Guest content not found or already consumed"))?;
         let mut r =
             Response::text(200, "text/html; charset=utf-8", html).with_header("Referrer-Policy", "strict-origin");

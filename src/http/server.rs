@@ -12,6 +12,7 @@
 //! With `tls` (see `crate::tls`) every connection is a rustls session; the rest is the same.
 
 use crate::http::error::ApiError;
+use crate::util::lock;
 use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -238,7 +239,7 @@ impl Slots {
         }
         let deadline = Instant::now() + wait;
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = lock(&self.lock);
         let got = loop {
             if self.try_take() {
                 break true;
@@ -260,7 +261,7 @@ impl Drop for Slot<'_> {
         let slots = self.0;
         slots.used.fetch_sub(1, Ordering::SeqCst);
         if slots.waiting.load(Ordering::SeqCst) > 0 {
-            let _guard = slots.lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _guard = lock(&slots.lock);
             slots.freed.notify_one();
         }
     }

@@ -15,6 +15,7 @@
 use crate::mcp::error::Error;
 use crate::mcp::http_error::HttpFailure;
 use crate::mcp::transport::{Inbound, Lead, Transport};
+use crate::util::lock;
 use crate::wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
 use crate::wire::mcp_version::{self, Era, Refusal};
 use crossbeam_channel::{bounded, select, Receiver, Sender};
@@ -250,8 +251,8 @@ fn initialize(
 impl Shared {
     fn fail_all(&self, err: Error) {
         self.closed.store(true, Ordering::SeqCst);
-        self.close_reason.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(err.clone());
-        let pending: Vec<_> = self.pending.lock().unwrap_or_else(|e| e.into_inner()).drain().collect();
+        lock(&self.close_reason).get_or_insert(err.clone());
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
         for (_, tx) in pending {
             let _ = tx.try_send(Slot::Closed(err.clone()));
         }
@@ -305,7 +306,7 @@ impl Shared {
                     Some(v) => v.to_string(),
                     None => return,
                 };
-                if let Some(tx) = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&token) {
+                if let Some(tx) = lock(&self.progress).get(&token) {
                     let _ = tx.try_send(json!({ "method": method, "params": params }));
                 }
             }
@@ -319,12 +320,12 @@ impl Shared {
                     _ => log::Level::Error,
                 };
                 log::log!(target: "mcp::server_log", lvl, "{}: {data}", self.extension);
-                for tx in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                for tx in lock(&self.listeners).values() {
                     let _ = tx.try_send(json!({ "method": method, "params": params }));
                 }
             }
             "notifications/tools/list_changed" => {
-                let mut tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
+                let mut tools = lock(&self.tools);
                 self.tools_generation.fetch_add(1, Ordering::SeqCst);
                 *tools = None;
             }
@@ -379,7 +380,7 @@ impl Shared {
     }
 
     fn complete(&self, id: &Id, slot: Slot) {
-        match self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
+        match lock(&self.pending).remove(id) {
             Some(tx) => {
                 let _ = tx.try_send(slot);
             }
@@ -418,7 +419,7 @@ impl Shared {
         may_lead: bool,
     ) -> Result<Value, Error> {
         if self.closed.load(Ordering::SeqCst) {
-            let reason = self.close_reason.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let reason = lock(&self.close_reason).clone();
             return Err(reason.unwrap_or_else(|| Error::Closed { detail: format!("{} is closed", self.extension) }));
         }
         let mut params = params;
@@ -428,7 +429,7 @@ impl Shared {
         let deadline = Instant::now() + timeout;
         let id = Id::Num(self.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = bounded(1);
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), tx);
+        lock(&self.pending).insert(id.clone(), tx);
         // Taken before sending, so no one else can read the answer first.
         let mut lead = if may_lead { self.transport.lead() } else { None };
         log::debug!("mcp {}: -> {method} ({id})", self.extension);
@@ -438,7 +439,7 @@ impl Shared {
             None => self.transport.send(&msg),
         };
         if let Err(e) = sent {
-            self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            lock(&self.pending).remove(&id);
             if let Some(lead) = lead {
                 self.end_lead(lead);
             }
@@ -501,7 +502,7 @@ impl Shared {
         for reply in replies {
             self.send_reply(&reply);
         }
-        if !self.pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+        if !lock(&self.pending).is_empty() {
             self.transport.nudge();
         }
     }
@@ -582,7 +583,7 @@ impl Shared {
         while !self.closed.load(Ordering::SeqCst) {
             let r = self.request_follow("subscriptions/listen", json!({ "notifications": filter }), LISTEN_WINDOW);
             // Whatever changed while no stream was open is not known: list again when asked.
-            *self.tools.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock(&self.tools) = None;
             self.tools_generation.fetch_add(1, Ordering::SeqCst);
             match r {
                 Err(Error::Closed { .. }) | Err(Error::Cancelled { .. }) => return,
@@ -603,7 +604,7 @@ impl Shared {
     }
 
     fn abandon(&self, id: &Id, reason: &str) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        lock(&self.pending).remove(id);
         log::info!("mcp {}: request {id} abandoned ({reason}); sending notifications/cancelled", self.extension);
         let _ = self.notify("notifications/cancelled", json!({ "requestId": id, "reason": reason }));
     }
@@ -787,7 +788,7 @@ impl Client {
     /// Tools that must run as tasks (`execution.taskSupport: "required"`) are left out: this
     /// client does not run tasks, and a plain call of one would only fail.
     pub fn list_tools(&self) -> Result<Vec<Value>, Error> {
-        if let Some(t) = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(t) = lock(&self.shared.tools).clone() {
             return Ok(t);
         }
         let generation = self.shared.tools_generation.load(Ordering::SeqCst);
@@ -803,7 +804,7 @@ impl Client {
             }
             !task_only
         });
-        let mut cache = self.shared.tools.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = lock(&self.shared.tools);
         if self.shared.tools_generation.load(Ordering::SeqCst) == generation {
             *cache = Some(tools.clone());
         }
@@ -817,15 +818,15 @@ impl Client {
             let call_no = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
             let token = format!("{}-{call_no}", self.shared.extension);
             params["_meta"] = json!({ "progressToken": token });
-            self.shared.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), tx.clone());
-            self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).insert(call_no, tx.clone());
+            lock(&self.shared.progress).insert(token.clone(), tx.clone());
+            lock(&self.shared.listeners).insert(call_no, tx.clone());
             (token, call_no)
         });
         let started = Instant::now();
         let r = self.shared.request_with_input("tools/call", params, self.timeout, ctx.cancel.as_ref());
         if let Some((token, call_no)) = progress {
-            self.shared.progress.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
-            self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_no);
+            lock(&self.shared.progress).remove(&token);
+            lock(&self.shared.listeners).remove(&call_no);
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
         let result = self.bounded(r?, || format!("the result of tool {name}"))?;

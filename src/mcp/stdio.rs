@@ -18,6 +18,7 @@
 use crate::mcp::error::Error;
 use crate::mcp::transport::{Inbound, Lead, Transport};
 use crate::sys::{poll_fd, poll_fds, Ready};
+use crate::util::lock;
 use crate::wire::jsonrpc::Message;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
@@ -229,7 +230,7 @@ impl StdioTransport {
             Err(TryLockError::Poisoned(e)) => drop(e.into_inner().take()),
             Err(TryLockError::WouldBlock) => {}
         }
-        let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let Some(mut child) = lock(&self.child).take() else { return };
         let pid = self.pid;
         let family = crate::sys::descendants(pid);
         let exited_within = |d: Duration| -> bool {
@@ -296,7 +297,7 @@ fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
             Ok(0) | Err(_) => return,
             Ok(_) => {
                 log::debug!(target: "mcp::stderr", "{name}: {}", String::from_utf8_lossy(&line).trim_end());
-                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                let mut t = lock(tail);
                 t.extend(line.iter());
                 while t.len() > STDERR_TAIL {
                     t.pop_front();
@@ -527,7 +528,7 @@ impl StdioTransport {
             lines.ended.is_none() && early.len() < EARLY_MAX && lines.total - read_before < EARLY_MAX_BYTES
         };
         let mut stdin = match reading.as_mut() {
-            None => self.stdin.lock().unwrap_or_else(|e| e.into_inner()),
+            None => lock(&self.stdin),
             // A lead never blocks on stdin while it holds stdout: another sender may be
             // waiting for room that only reading makes.
             Some((lines, early)) => loop {
@@ -616,7 +617,7 @@ impl Transport for StdioTransport {
     }
 
     fn diagnostics(&self) -> String {
-        let t = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let t = lock(&self.stderr);
         let bytes: Vec<u8> = t.iter().copied().collect();
         String::from_utf8_lossy(&bytes).trim().to_string()
     }

@@ -4,6 +4,7 @@
 //! never interleave within a line. Arguments are recorded only as a SHA-256 hash: the log
 //! shows that a call happened and with what, never the values (they may hold secrets).
 
+use crate::util::lock;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::Write;
@@ -55,7 +56,7 @@ impl AuditLog {
         };
         let Ok(mut bytes) = serde_json::to_vec(&line) else { return };
         bytes.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = lock(&self.file);
         if file.is_none() {
             match crate::store::atomic::open_append(&self.path) {
                 Ok(f) => *file = Some(f),

@@ -24,6 +24,7 @@
 //! owner lock.
 
 use crate::store::atomic::{self, Error};
+use crate::util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -32,7 +33,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// goose's `Session` (snake_case). `conversation` holds goose `Message` JSON objects.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -159,10 +160,6 @@ enum Change {
 /// Session ids name files, so only `[A-Za-z0-9_-]` is accepted (no path tricks).
 pub fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
