@@ -13,7 +13,7 @@ use crate::agent::messages as msg;
 use crate::agent::reply::{Mode, Outcome, Turn};
 use crate::agent::{session_extensions, store_extensions};
 use crate::extensions::config::ExtensionStore;
-use crate::extensions::config::{runtime_key, ExtensionConfig};
+use crate::extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::SessionRuntime;
 use crate::store::sessions::Session;
@@ -108,7 +108,7 @@ pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
         }
         Some("sse") => {
             return Err(invalid_params(format!(
-                "{field} ({name}): the SSE transport is deprecated in MCP and gosling does not connect to it (mcpCapabilities.sse is false); migrate the server to Streamable HTTP and pass it as type \"http\""
+                "{field} ({name}): {SSE_UNSUPPORTED} (mcpCapabilities.sse is false; pass the server's Streamable HTTP endpoint as type \"http\")"
             )))
         }
         Some(other) => return Err(invalid_params(format!("{field} ({name}): unknown transport type {other:?}; use stdio or http"))),

@@ -464,7 +464,7 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
     a.send(&sse.to_string());
     let e = a.answer(json!(5));
     assert_eq!(e["error"]["code"], -32602);
-    assert!(e["error"]["message"].as_str().unwrap().contains("migrate the server to Streamable HTTP"), "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("SSE is unsupported, migrate to streamable_http"), "{e}");
     a.send(r#"{"jsonrpc":"2.0","id":6,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}"#);
     assert!(a.answer(json!(6))["error"]["message"].as_str().unwrap().contains("absolute path"));
     a.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd": cwd, "mcpServers":[]}}).to_string());
