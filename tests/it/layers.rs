@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// is imported by nobody.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("util", &[]),
-    ("sys", &[]),
+    ("sys", &["util"]),
     ("config", &[]),
     ("wire", &["util"]),
     ("tls", &["util", "config"]),
