@@ -5,6 +5,23 @@ use ring::rand::SecureRandom;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Whether `name` matches one word of a name list (`"PATH LC_* *_PROXY"`): a word ending in `*`
+/// is a prefix, one starting with `*` a suffix, any other the whole name. Compared as written.
+pub fn word_matches(word: &str, name: &str) -> bool {
+    match (word.strip_suffix('*'), word.strip_prefix('*')) {
+        (Some(prefix), _) => name.starts_with(prefix),
+        (_, Some(suffix)) => name.ends_with(suffix),
+        _ => name == word,
+    }
+}
+
+/// Whether `name` matches a word of `list`, a name list of space-separated words (see
+/// `word_matches`): the one notation of the lists the trust policy, the child environment and
+/// the secret rules keep.
+pub fn in_words(list: &str, name: &str) -> bool {
+    list.split_whitespace().any(|w| word_matches(w, name))
+}
+
 /// Locks `m`, taking it over from a thread that panicked while holding it: a panic (a bug on
 /// one request's thread) must not make every later request that needs the same map, queue or
 /// buffer panic too. The one place that decides what a poisoned lock means.
@@ -66,6 +83,17 @@ mod tests {
         assert_eq!(rfc3339(1_735_725_600), "2025-01-01T10:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(random_hex(4).len(), 8);
+    }
+
+    #[test]
+    fn name_lists() {
+        let list = "PATH LC_* *_PROXY";
+        for name in ["PATH", "LC_ALL", "LC_", "HTTPS_PROXY", "_PROXY"] {
+            assert!(in_words(list, name), "{name}");
+        }
+        for name in ["PATHEXT", "path", "XLC_ALL", "HTTPS_PROXY_X", "", "LC"] {
+            assert!(!in_words(list, name), "{name}");
+        }
     }
 }
 

@@ -266,7 +266,7 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
 fn names_a_secret(name: &str) -> bool {
     const WORDS: &str = "KEY APIKEY TOKEN SECRET PASSWORD PASSWD PASS PWD PAT CREDENTIAL CREDENTIALS AUTH \
         AUTHORIZATION COOKIE PRIVATE SIGNATURE";
-    name.to_ascii_uppercase().split(['_', '-']).any(|w| WORDS.split_whitespace().any(|s| s == w))
+    name.to_ascii_uppercase().split(['_', '-']).any(|w| crate::util::in_words(WORDS, w))
 }
 
 /// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):

@@ -8,6 +8,7 @@
 
 use crate::store::atomic::Error as StoreError;
 use crate::store::config_store::ConfigStore;
+use crate::util::{in_words, word_matches};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Map, Value};
@@ -78,13 +79,8 @@ pub const ENV_FAMILIES: &[(&str, &str)] = &[
 /// case-insensitively. The one place that decides; every install path and the runtime ask here.
 pub fn disallowed_env_message(key: &str) -> Option<String> {
     let upper = key.to_ascii_uppercase();
-    let matches = |pattern: &str| match (pattern.strip_suffix('*'), pattern.strip_prefix('*')) {
-        (Some(prefix), _) => upper.starts_with(prefix),
-        (_, Some(suffix)) => upper.ends_with(suffix),
-        _ => upper == pattern,
-    };
     let family = ENV_FAMILIES.iter().find_map(|(why, names)| {
-        names.split_whitespace().find(|p| matches(p)).map(|p| (format!("the {p} family"), *why))
+        names.split_whitespace().find(|p| word_matches(p, &upper)).map(|p| (format!("the {p} family"), *why))
     });
     let goose = || {
         let listed = DISALLOWED_ENV_KEYS.split_whitespace().any(|k| k.eq_ignore_ascii_case(key));
@@ -110,8 +106,7 @@ pub const RESERVED_SECRET_NAMES: &str = "GOOGLE_API_KEY GEMINI_API_KEY AZURE_OPE
 /// Whether `name` is one of gosling's own secrets or settings (case-insensitively).
 pub fn is_reserved_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    RESERVED_SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
-        || RESERVED_SECRET_NAMES.split_whitespace().any(|n| n == upper)
+    RESERVED_SECRET_PREFIXES.iter().any(|p| upper.starts_with(p)) || in_words(RESERVED_SECRET_NAMES, &upper)
 }
 
 /// The message for a reserved name used as an extension variable (`field`: env_keys, headers).

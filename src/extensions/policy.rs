@@ -43,6 +43,7 @@
 use crate::config::Env;
 use crate::extensions::config::{ConfigError, ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
 use crate::extensions::deeplink::printable;
+use crate::util::in_words;
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -486,11 +487,6 @@ const RUNS_ARGUMENTS: &str = "awk gawk mawk nawk sed busybox toybox env xargs fi
     cross-env cross-env-shell shx concurrently npm-run-all run-p run-s nodemon env-cmd dotenv dotenv-cli \
     npx npm pnpm yarn uv uvx pip pipx poetry hatch jbang docker podman kubectl";
 
-/// Whether `word` is one of the space-separated words of `list`.
-fn listed(list: &str, word: &str) -> bool {
-    list.split_whitespace().any(|w| w == word)
-}
-
 /// The words of `list`, comma-separated, for a message.
 fn shown(list: &str) -> String {
     list.split_whitespace().collect::<Vec<_>>().join(", ")
@@ -575,7 +571,7 @@ fn eval_arg(interp: Interp, arg: &str) -> Option<String> {
         Interp::Node => {
             const LONG: &str = "--run --eval --print --import --require --loader --experimental-loader \
                 --env-file --env-file-if-exists --inspect --inspect-brk --inspect-wait --inspect-port";
-            if listed(LONG, opt) || short.is_some_and(|b| b.contains(['e', 'p', 'r'])) {
+            if in_words(LONG, opt) || short.is_some_and(|b| b.contains(['e', 'p', 'r'])) {
                 return Some(format!("node `{opt}` runs code given on the command line (or loads it from a URL)"));
             }
         }
@@ -642,7 +638,7 @@ fn check_program(cmd: &str, prog: &str, args: &[String]) -> Result<(), PolicyErr
     let name = program_name(prog);
     let refuse =
         |arg: &str, why: String| Err(PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why });
-    if listed(RUNS_ARGUMENTS, &name) {
+    if in_words(RUNS_ARGUMENTS, &name) {
         return refuse(prog, format!("`{name}` runs its arguments as a program; it is not an MCP server"));
     }
     if let Some(interp) = interp_of(&name) {
@@ -650,7 +646,7 @@ fn check_program(cmd: &str, prog: &str, args: &[String]) -> Result<(), PolicyErr
         for a in args {
             if interp == Interp::Python {
                 if let Some(module) = python_module(a, prev) {
-                    if listed(PYTHON_EXEC_MODULES, &module.to_ascii_lowercase()) {
+                    if in_words(PYTHON_EXEC_MODULES, &module.to_ascii_lowercase()) {
                         return refuse(
                             a,
                             format!("`python -m {module}` runs its arguments as code or installs what they name"),
@@ -780,12 +776,12 @@ fn launcher_options(
             return Ok(i);
         }
         let (opt, glued) = a.split_once('=').map_or((a, None), |(o, v)| (o, Some(v)));
-        if let Some((_, why)) = refused.iter().find(|(opts, _)| listed(opts, opt)) {
+        if let Some((_, why)) = refused.iter().find(|(opts, _)| in_words(opts, opt)) {
             return Err(PolicyError::InlineCode { cmd: cmd.into(), arg: a.into(), why: format!("`{opt}` {why}") });
         }
-        if listed(flags, a) {
+        if in_words(flags, a) {
             i += 1;
-        } else if listed(valued, opt) {
+        } else if in_words(valued, opt) {
             let v = match glued {
                 Some(v) => v,
                 None => {
@@ -985,14 +981,14 @@ fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
                 }
             }
         };
-        if listed(WIDEN, &opt) {
+        if in_words(WIDEN, &opt) {
             return Err(reach(a, format!("`{opt}` gives the container access to the host beyond its image")));
         }
-        if listed(FLAGS, &opt) && glued.is_none() {
+        if in_words(FLAGS, &opt) && glued.is_none() {
             i += 1;
             continue;
         }
-        if !listed(VALUED, &opt) {
+        if !in_words(VALUED, &opt) {
             return Err(reach(
                 a,
                 format!(

@@ -18,7 +18,7 @@
 use crate::mcp::error::Error;
 use crate::mcp::transport::{Inbound, Lead, Transport};
 use crate::sys::{poll_fd, poll_fds, Ready};
-use crate::util::lock;
+use crate::util::{in_words, lock};
 use crate::wire::jsonrpc::Message;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
@@ -76,13 +76,6 @@ const CONTAINER_TOOL_ENV: &str = "DOCKER_HOST DOCKER_CONTEXT DOCKER_CONFIG DOCKE
 /// ones that leave its process group can still be told apart; the value is a run number.
 const RUN_MARKER: &str = "GOSLING_EXTENSION_RUN";
 
-fn allowed(name: &str, list: &str) -> bool {
-    list.split_whitespace().any(|p| match p.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => name == p,
-    })
-}
-
 /// A duration in milliseconds from our environment, else `default`.
 fn ms_from_env(name: &str, default: Duration) -> Duration {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).map_or(default, Duration::from_millis)
@@ -90,7 +83,7 @@ fn ms_from_env(name: &str, default: Duration) -> Duration {
 
 /// True when a variable of ours is passed to children (see `BASE_ENV`).
 pub fn is_base_var(name: &str) -> bool {
-    allowed(name, BASE_ENV)
+    in_words(BASE_ENV, name)
 }
 
 pub struct StdioTransport {
@@ -136,7 +129,7 @@ impl StdioTransport {
         cmd.env_clear();
         for (k, v) in std::env::vars_os() {
             let name = k.to_string_lossy();
-            if is_base_var(&name) || (spec.container.is_some() && allowed(&name, CONTAINER_TOOL_ENV)) {
+            if is_base_var(&name) || (spec.container.is_some() && in_words(CONTAINER_TOOL_ENV, &name)) {
                 cmd.env(k, v);
             }
         }
