@@ -10,7 +10,12 @@
 //
 // Run directly (scripts/bench does, row `paint`), it starts the gosling binary named by BIN
 // and headless Chromium (CHROMIUM) itself and prints that object as JSON.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
 import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import { createRequire } from "node:module";
 
 function floorServer() {
   const srv = http.createServer((_, res) => {
@@ -49,11 +54,6 @@ export async function paintVsFloor(page, url, loads) {
 }
 
 async function standalone() {
-  const { spawn } = await import("node:child_process");
-  const fs = await import("node:fs");
-  const os = await import("node:os");
-  const path = await import("node:path");
-  const { createRequire } = await import("node:module");
   const { chromium } = createRequire(import.meta.url)("playwright-core");
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gosling-paint-"));
   const env = Object.assign({}, process.env, {
