@@ -412,7 +412,7 @@ impl Agent {
     /// is saved before the turn starts).
     fn prepare_turn(&self, sid: &str, user_message: Value) -> Result<Turn, ErrorObject> {
         use crate::agent::Error;
-        self.app.prepare_turn(sid, user_message, None).map_err(|e| match e {
+        Turn::prepare(&self.app, sid, user_message, None).map_err(|e| match e {
             Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
             // The editor shows auth errors as "log in": here, set the provider variables.
             Error::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),

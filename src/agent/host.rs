@@ -3,7 +3,7 @@
 
 use crate::agent::bus::Buses;
 use crate::agent::elicit::Elicitations;
-use crate::agent::reply::{Confirmations, Mode, Turn};
+use crate::agent::reply::{Confirmations, Mode};
 use crate::agent::sampling::Sampling;
 use crate::agent::Agents;
 use crate::config::Config;
@@ -86,16 +86,6 @@ impl Host {
     /// A setting: the environment first, then the config store (plain, then secret).
     pub fn setting(&self, key: &str) -> Option<String> {
         setting_in(&self.store, key)
-    }
-
-    /// `Turn::prepare` with the host's stores and settings (every front end starts turns so).
-    pub fn prepare_turn(
-        &self,
-        session_id: &str,
-        user_message: serde_json::Value,
-        override_conversation: Option<Vec<serde_json::Value>>,
-    ) -> Result<Turn, crate::agent::Error> {
-        Turn::prepare(self, session_id, user_message, override_conversation)
     }
 
     /// goose's GOOSE_MODE: the session's, else the setting, else auto.

@@ -3,6 +3,7 @@
 use crate::agent::elicit;
 use crate::agent::events::{ChannelSink, Event, Sink};
 use crate::agent::messages as msg;
+use crate::agent::reply::Turn;
 use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
@@ -67,7 +68,7 @@ pub fn reply(app: &Arc<App>, req: &Request) -> R {
             drop(tx);
             return pump(rx, cancel_tx, w);
         }
-        match app.prepare_turn(&r.session_id, user_message, r.override_conversation) {
+        match Turn::prepare(&app, &r.session_id, user_message, r.override_conversation) {
             Ok(turn) => {
                 let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
                 let elicitations = app.elicitations.clone();

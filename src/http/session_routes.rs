@@ -5,6 +5,7 @@
 //! runs; here its events go through the session's bus (`agent::bus`).
 
 use crate::agent::bus::{Next, BUSY};
+use crate::agent::reply::Turn;
 use crate::http::error::ApiError;
 use crate::http::reply_routes::{answer_elicitation, normalize_user_message, PING_INTERVAL};
 use crate::http::server::{Request, Response};
@@ -57,7 +58,7 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
     if !bus.active_ids().is_empty() {
         return Err(ApiError::bad_request(BUSY));
     }
-    let turn = match app.prepare_turn(id, user_message, r.override_conversation) {
+    let turn = match Turn::prepare(app, id, user_message, r.override_conversation) {
         Err(crate::agent::Error::SessionNotFound(_)) => {
             return Err(ApiError::not_found(format!("Session {id} not found")))
         }
