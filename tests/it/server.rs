@@ -454,8 +454,13 @@ fn at_the_connection_limit_with_none_idle_a_new_connection_is_closed() {
     let mut busy: Vec<TcpStream> = (0..4).map(|_| slow_request(&s.addr)).collect();
     std::thread::sleep(Duration::from_millis(300));
     trickle(&mut busy);
-    let extra = TcpStream::connect(&s.addr).unwrap();
-    assert!(closed_unanswered(extra), "a connection past the limit is closed at once");
+    // A connection past the limit is told why at once, then closed.
+    let mut extra = TcpStream::connect(&s.addr).unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut answer = String::new();
+    let _ = extra.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(answer.contains("Retry-After: 1") && answer.contains("too many open connections"), "{answer:?}");
     let logged = wait_for(Duration::from_secs(5), || s.stderr().contains("none idle").then_some(()));
     assert!(logged.is_some(), "{}", s.stderr());
     drop(busy);
@@ -599,4 +604,32 @@ fn cors_only_for_configured_origins() {
         assert_eq!(r.status, 403, "{origin}");
         assert!(r.header("access-control-allow-origin").is_none(), "{origin}");
     }
+}
+
+/// Opens `n` connections at once on a fresh server, then sends `GET /status` on each and keeps
+/// them open; every one must be answered within `within` of its request.
+fn burst(s: &Server, n: usize, within: Duration) {
+    let mut conns = idle_connections(&s.addr, n);
+    let sent = Instant::now();
+    for c in &mut conns {
+        c.set_read_timeout(Some(within + Duration::from_secs(5))).unwrap();
+        write!(c, "GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    }
+    let mut slowest = Duration::ZERO;
+    for (i, c) in conns.iter_mut().enumerate() {
+        let (status, _) = read_response(c, Vec::new());
+        assert_eq!(status, 200, "connection {i} of {n}");
+        slowest = slowest.max(sent.elapsed());
+    }
+    assert!(slowest < within, "{n} new connections: the last answered after {slowest:?} (limit {within:?})");
+}
+
+#[test]
+fn a_burst_of_new_connections_is_answered_at_once() {
+    // Each on a fresh server: the first connections are where a lazily grown pool of threads
+    // left some waiting for others to go idle.
+    for _ in 0..3 {
+        burst(&Server::start(), 16, Duration::from_millis(500));
+    }
+    burst(&Server::start(), 256, Duration::from_secs(2));
 }

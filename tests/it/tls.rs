@@ -423,3 +423,29 @@ fn a_streamed_reply_over_tls() {
     assert_eq!(text, "Hello over TLS");
     assert_eq!(events.last().unwrap()["type"], "Finish", "{events:?}");
 }
+
+#[test]
+fn a_burst_of_tls_connections_is_answered_and_one_over_the_cap_is_told_why() {
+    let server = tls_server(&["--tls"], &[("GOSLING_MAX_CONNECTIONS", "16")]);
+    let pin = fingerprint_line(&server);
+    // 16 at once on a fresh server, each handshaking and asking, all kept open: every one answered.
+    let started = std::time::Instant::now();
+    let mut held: Vec<BufReader<Tls>> = (0..16).map(|_| BufReader::new(connect(&server.addr, &pin).unwrap())).collect();
+    for (i, c) in held.iter_mut().enumerate() {
+        assert_eq!(exchange(c, "GET", "/status", None).unwrap().status, 200, "connection {i}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "16 TLS connections took {:?}", started.elapsed());
+    // Idle connections make room for new ones, so make all 16 busy: a request whose large body
+    // is still arriving holds each one. The 17th is then refused, and told why.
+    for c in &mut held {
+        let head = format!("POST /config/upsert HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{{");
+        c.get_mut().write_all(head.as_bytes()).unwrap();
+        c.get_mut().flush().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = BufReader::new(connect(&server.addr, &pin).unwrap());
+    let mut answer = String::new();
+    let _ = extra.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(answer.contains("too many open connections"), "{answer:?}");
+}

@@ -362,8 +362,8 @@ impl Server {
         let inside_close_trigger = close_trigger.clone();
         let inside_messages = messages.clone();
         thread::spawn(move || {
-            // a tasks pool is used to dispatch the connections into threads
-            let tasks_pool = util::TaskPool::new();
+            // gosling patch: a thread per connection, started when it is accepted (see PATCHES.md 15).
+            let refusers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             // gosling patch: open connections, for `max_connections`.
             let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let mut refused = 0usize;
@@ -390,9 +390,9 @@ impl Server {
                 let new_client = match accepted {
                     Ok((sock, _)) if !admit => {
                         // gosling patch: over the cap with none idle, the connection is closed
-                        // unread (logged at most once a second: a flood must not turn into a
-                        // flood of log lines).
-                        drop(sock);
+                        // at once with a 503 saying why (logged at most once a second: a flood
+                        // must not turn into a flood of log lines).
+                        refuse(sock, wrapper.as_ref(), &refusers);
                         refused += 1;
                         if last_refusal_log.map_or(true, |t| t.elapsed() >= std::time::Duration::from_secs(1)) {
                             log::warn!("{} connections are open (the limit), none idle; closed {} new ones", open.load(Relaxed), refused);
@@ -475,14 +475,15 @@ impl Server {
                         // gosling patch: counted open until its task ends.
                         open.fetch_add(1, Relaxed);
                         let open = open.clone();
-                        tasks_pool.spawn(Box::new(move || {
-                            struct Closed(Arc<std::sync::atomic::AtomicUsize>);
-                            impl Drop for Closed {
-                                fn drop(&mut self) {
-                                    self.0.fetch_sub(1, Relaxed);
-                                }
+                        struct Closed(Arc<std::sync::atomic::AtomicUsize>);
+                        impl Drop for Closed {
+                            fn drop(&mut self) {
+                                self.0.fetch_sub(1, Relaxed);
                             }
-                            let _closed = Closed(open.clone());
+                        }
+                        let closed = Closed(open);
+                        let spawned = thread::Builder::new().name("connection".into()).spawn(move || {
+                            let _closed = closed;
                             // gosling patch: thread-per-connection (see `Server::serve`).
                             if let (Some(handler), Some(registered)) = (handler.as_ref(), registered.take()) {
                                 let Some(mut client) = client.take() else { return };
@@ -513,7 +514,12 @@ impl Server {
                                     }
                                 }
                             }
-                        }));
+                        });
+                        // The closure (and with it the connection and its count) is dropped when
+                        // no thread can be started: the client sees the connection closed.
+                        if let Err(e) = spawned {
+                            log::warn!("cannot start a thread for a new connection: {}; closed it", e);
+                        }
                     }
 
                     Err(e) => {
@@ -617,6 +623,52 @@ impl Drop for Server {
         if let ListenAddr::Unix(addr) = &self.listening_addr {
             if let Some(path) = addr.as_pathname() {
                 let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// gosling patch: the answer a connection over `max_connections` gets before it is closed.
+const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 78\r\n\r\n{\"message\":\"too many open connections; close idle ones or try again shortly\"}";
+
+/// gosling patch: refusing connections over the cap never takes more than this many threads.
+const MAX_REFUSERS: usize = 4;
+
+/// gosling patch: closes a connection accepted over the cap, telling the client why. A plain
+/// connection gets the 503 written from the accept thread (a fresh socket's send buffer takes it
+/// at once; the write timeout bounds the rest); a wrapped one (TLS) needs its handshake first, on
+/// one of at most `MAX_REFUSERS` short-lived threads with short timeouts, or is closed bare.
+fn refuse(sock: Connection, wrapper: Option<&util::refined_tcp_stream::StreamWrapper>, refusers: &Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    let short = Some(std::time::Duration::from_millis(10));
+    match wrapper {
+        None => {
+            let _ = sock.set_timeouts(short, short);
+            let _ = (&sock).write_all(REFUSAL);
+            let _ = sock.shutdown(std::net::Shutdown::Write);
+        }
+        Some(wrap) => {
+            if refusers.fetch_add(1, Relaxed) >= MAX_REFUSERS {
+                refusers.fetch_sub(1, Relaxed);
+                return;
+            }
+            let wait = Some(std::time::Duration::from_secs(2));
+            let _ = sock.set_timeouts(wait, wait);
+            let wrapped = match util::refined_tcp_stream::Wrapped::new(&sock, wrap) {
+                Ok(w) => w,
+                Err(_) => {
+                    refusers.fetch_sub(1, Relaxed);
+                    return;
+                }
+            };
+            let count = refusers.clone();
+            let started = thread::Builder::new().name("refuse".into()).spawn(move || {
+                wrapped.refuse(REFUSAL);
+                drop(sock);
+                count.fetch_sub(1, Relaxed);
+            });
+            if started.is_err() {
+                refusers.fetch_sub(1, Relaxed);
             }
         }
     }

@@ -6,7 +6,6 @@ pub use self::messages_queue::MessagesQueue;
 pub use self::refined_tcp_stream::RefinedTcpStream;
 pub use self::sequential::{SequentialReader, SequentialReaderBuilder};
 pub use self::sequential::{SequentialWriter, SequentialWriterBuilder};
-pub use self::task_pool::TaskPool;
 
 use std::str::FromStr;
 
@@ -19,7 +18,6 @@ mod messages_queue;
 pub(crate) mod refined_tcp_stream;
 pub(crate) mod registry;
 mod sequential;
-mod task_pool;
 
 /// Parses a the value of a header.
 /// Suitable for `Accept-*`, `TE`, etc.

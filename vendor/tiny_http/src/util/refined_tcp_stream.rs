@@ -41,6 +41,16 @@ impl Wrapped {
         Ok(Wrapped(Arc::new((Mutex::new(stream), tcp.try_clone()?))))
     }
 
+    /// gosling patch: writes `answer` (a whole HTTP response) over the wrapped stream — for TLS
+    /// this runs the handshake first, under the socket's timeouts — then closes it.
+    pub(crate) fn refuse(&self, answer: &[u8]) {
+        let mut stream = self.lock();
+        if stream.write_all(answer).and_then(|()| stream.flush()).is_ok() {
+            stream.close();
+        }
+        let _ = self.0 .1.shutdown(Shutdown::Write);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn WrappedStream>> {
         self.0 .0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
