@@ -96,7 +96,9 @@ impl std::fmt::Display for HandshakeError {
             HandshakeError::NoConnectionUpgrade => {
                 f.write_str("a WebSocket upgrade needs `Connection: Upgrade` (RFC 6455 §4.1)")
             }
-            HandshakeError::Version(None) => f.write_str("missing `Sec-WebSocket-Version`; this server speaks version 13"),
+            HandshakeError::Version(None) => {
+                f.write_str("missing `Sec-WebSocket-Version`; this server speaks version 13")
+            }
             HandshakeError::Version(Some(v)) => {
                 write!(f, "unsupported `Sec-WebSocket-Version: {v}`; this server speaks version 13 (RFC 6455)")
             }
@@ -243,7 +245,10 @@ pub enum Event {
     Close(Option<u16>, String),
     /// A text message over the limit, skipped: its first bytes (at most [`PEEK`]) and how
     /// long it was known to be when they were reported (at least the limit + 1).
-    TooBig { prefix: Vec<u8>, len: u64 },
+    TooBig {
+        prefix: Vec<u8>,
+        len: u64,
+    },
 }
 
 /// A client frame that breaks RFC 6455: close the connection with `code` and `reason`.
@@ -301,7 +306,15 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder for messages of at most `max_message` bytes.
     pub fn new(max_message: usize) -> Decoder {
-        Decoder { max_message, head: [0; 14], head_len: 0, frame: None, control: Vec::new(), msg: Msg::default(), failed: false }
+        Decoder {
+            max_message,
+            head: [0; 14],
+            head_len: 0,
+            frame: None,
+            control: Vec::new(),
+            msg: Msg::default(),
+            failed: false,
+        }
     }
 
     /// True between the frames of a fragmented message, or inside a frame.
@@ -353,8 +366,8 @@ impl Decoder {
         if b0 & 0x70 != 0 {
             return Err(protocol("RSV bits set, but no extension was negotiated"));
         }
-        let opcode = Opcode::from_bits(b0 & 0x0F)
-            .ok_or_else(|| protocol(format!("reserved opcode {:#x}", b0 & 0x0F)))?;
+        let opcode =
+            Opcode::from_bits(b0 & 0x0F).ok_or_else(|| protocol(format!("reserved opcode {:#x}", b0 & 0x0F)))?;
         let fin = b0 & 0x80 != 0;
         if b1 & 0x80 == 0 {
             return Err(protocol("a client frame must be masked (RFC 6455 §5.1)"));
@@ -369,18 +382,21 @@ impl Decoder {
             }
         } else {
             match (opcode, self.msg.opcode) {
-                (Opcode::Continuation, None) => return Err(protocol("a continuation frame outside a fragmented message")),
+                (Opcode::Continuation, None) => {
+                    return Err(protocol("a continuation frame outside a fragmented message"))
+                }
                 (Opcode::Text | Opcode::Binary, Some(_)) => {
                     return Err(protocol("a new message started inside a fragmented message"))
                 }
                 _ => {}
             }
         }
-        let need = 2 + match len7 {
-            126 => 2,
-            127 => 8,
-            _ => 0,
-        } + 4;
+        let need =
+            2 + match len7 {
+                126 => 2,
+                127 => 8,
+                _ => 0,
+            } + 4;
         let take = (need - self.head_len).min(data.len());
         self.head[self.head_len..self.head_len + take].copy_from_slice(&data[..take]);
         self.head_len += take;
@@ -430,7 +446,10 @@ impl Decoder {
     fn report_too_big(&mut self, len: u64, out: &mut Vec<Event>) {
         if !self.msg.reported {
             self.msg.reported = true;
-            out.push(Event::TooBig { prefix: std::mem::take(&mut self.msg.buf), len: len.max(self.max_message as u64 + 1) });
+            out.push(Event::TooBig {
+                prefix: std::mem::take(&mut self.msg.buf),
+                len: len.max(self.max_message as u64 + 1),
+            });
         }
     }
 
@@ -480,7 +499,10 @@ impl Decoder {
             Ok(_) => self.msg.checked = self.msg.buf.len(),
             Err(e) => {
                 if e.error_len().is_some() || last {
-                    return Err(Violation { code: code::INVALID_DATA, reason: "a text message is not valid UTF-8".into() });
+                    return Err(Violation {
+                        code: code::INVALID_DATA,
+                        reason: "a text message is not valid UTF-8".into(),
+                    });
                 }
                 // An incomplete sequence at the end: the next fragment may finish it.
                 self.msg.checked += e.valid_up_to();
@@ -531,8 +553,10 @@ fn close_event(p: &[u8]) -> Result<Event, Violation> {
             if !close_code_allowed(c) {
                 return Err(protocol(format!("close code {c} is not one a peer may send")));
             }
-            let reason = std::str::from_utf8(&p[2..])
-                .map_err(|_| Violation { code: code::INVALID_DATA, reason: "a close reason is not valid UTF-8".into() })?;
+            let reason = std::str::from_utf8(&p[2..]).map_err(|_| Violation {
+                code: code::INVALID_DATA,
+                reason: "a close reason is not valid UTF-8".into(),
+            })?;
             Ok(Event::Close(Some(c), reason.to_string()))
         }
     }
@@ -584,11 +608,20 @@ mod tests {
         let without = |skip: &'static str, value: Option<&'static str>| {
             move |name: &str| if name == skip { value.map(String::from) } else { h(name) }
         };
-        assert_eq!(check_upgrade("GET", &without("sec-websocket-version", Some("8"))), Err(HandshakeError::Version(Some("8".into()))));
+        assert_eq!(
+            check_upgrade("GET", &without("sec-websocket-version", Some("8"))),
+            Err(HandshakeError::Version(Some("8".into())))
+        );
         assert_eq!(check_upgrade("GET", &without("sec-websocket-version", None)), Err(HandshakeError::Version(None)));
         assert_eq!(check_upgrade("GET", &without("sec-websocket-key", None)), Err(HandshakeError::Key(None)));
-        assert!(matches!(check_upgrade("GET", &without("sec-websocket-key", Some("c2hvcnQ="))), Err(HandshakeError::Key(Some(_)))));
-        assert_eq!(check_upgrade("GET", &without("connection", Some("keep-alive"))), Err(HandshakeError::NoConnectionUpgrade));
+        assert!(matches!(
+            check_upgrade("GET", &without("sec-websocket-key", Some("c2hvcnQ="))),
+            Err(HandshakeError::Key(Some(_)))
+        ));
+        assert_eq!(
+            check_upgrade("GET", &without("connection", Some("keep-alive"))),
+            Err(HandshakeError::NoConnectionUpgrade)
+        );
         assert_eq!(check_upgrade("GET", &without("upgrade", Some("h2c"))), Err(HandshakeError::NoUpgrade));
         assert!(check_upgrade("GET", &without("upgrade", Some("WebSocket"))).is_ok(), "case-insensitive");
     }
@@ -659,7 +692,10 @@ mod tests {
         assert_eq!(decode_all(64, &b).unwrap_err().code, code::INVALID_DATA);
         // Surrogates and overlong forms are not UTF-8.
         for bad in [&b"\xed\xa0\x80"[..], b"\xc0\xaf", b"\xf4\x90\x80\x80"] {
-            assert_eq!(decode_all(64, &client_frame(true, Opcode::Text, bad, MASK)).unwrap_err().code, code::INVALID_DATA);
+            assert_eq!(
+                decode_all(64, &client_frame(true, Opcode::Text, bad, MASK)).unwrap_err().code,
+                code::INVALID_DATA
+            );
         }
     }
 
@@ -667,29 +703,69 @@ mod tests {
     fn violations_carry_their_close_codes() {
         let cases: Vec<(&str, Vec<u8>, u16)> = vec![
             ("unmasked", encode(Opcode::Text, b"hi"), code::PROTOCOL),
-            ("rsv1", { let mut f = client_frame(true, Opcode::Text, b"hi", MASK); f[0] |= 0x40; f }, code::PROTOCOL),
-            ("rsv3", { let mut f = client_frame(true, Opcode::Text, b"hi", MASK); f[0] |= 0x10; f }, code::PROTOCOL),
-            ("opcode 3", { let mut f = client_frame(true, Opcode::Text, b"hi", MASK); f[0] = 0x83; f }, code::PROTOCOL),
-            ("opcode 0xB", { let mut f = client_frame(true, Opcode::Ping, b"", MASK); f[0] = 0x8B; f }, code::PROTOCOL),
+            (
+                "rsv1",
+                {
+                    let mut f = client_frame(true, Opcode::Text, b"hi", MASK);
+                    f[0] |= 0x40;
+                    f
+                },
+                code::PROTOCOL,
+            ),
+            (
+                "rsv3",
+                {
+                    let mut f = client_frame(true, Opcode::Text, b"hi", MASK);
+                    f[0] |= 0x10;
+                    f
+                },
+                code::PROTOCOL,
+            ),
+            (
+                "opcode 3",
+                {
+                    let mut f = client_frame(true, Opcode::Text, b"hi", MASK);
+                    f[0] = 0x83;
+                    f
+                },
+                code::PROTOCOL,
+            ),
+            (
+                "opcode 0xB",
+                {
+                    let mut f = client_frame(true, Opcode::Ping, b"", MASK);
+                    f[0] = 0x8B;
+                    f
+                },
+                code::PROTOCOL,
+            ),
             ("fragmented ping", client_frame(false, Opcode::Ping, b"x", MASK), code::PROTOCOL),
             ("126-byte ping", client_frame(true, Opcode::Ping, &[0; 126], MASK), code::PROTOCOL),
             ("lone continuation", client_frame(true, Opcode::Continuation, b"x", MASK), code::PROTOCOL),
-            ("text inside text", {
-                let mut f = client_frame(false, Opcode::Text, b"a", MASK);
-                f.extend(client_frame(true, Opcode::Text, b"b", MASK));
-                f
-            }, code::PROTOCOL),
+            (
+                "text inside text",
+                {
+                    let mut f = client_frame(false, Opcode::Text, b"a", MASK);
+                    f.extend(client_frame(true, Opcode::Text, b"b", MASK));
+                    f
+                },
+                code::PROTOCOL,
+            ),
             ("one-byte close", client_frame(true, Opcode::Close, &[3], MASK), code::PROTOCOL),
             ("close 1005", client_frame(true, Opcode::Close, &close_payload(1005, ""), MASK), code::PROTOCOL),
             ("close 999", client_frame(true, Opcode::Close, &close_payload(999, ""), MASK), code::PROTOCOL),
             ("close 2000", client_frame(true, Opcode::Close, &close_payload(2000, ""), MASK), code::PROTOCOL),
             ("close reason", client_frame(true, Opcode::Close, &[0x03, 0xe8, 0xff], MASK), code::INVALID_DATA),
-            ("msb length", {
-                let mut f = vec![0x81, 0xFF];
-                f.extend(u64::MAX.to_be_bytes());
-                f.extend(MASK);
-                f
-            }, code::PROTOCOL),
+            (
+                "msb length",
+                {
+                    let mut f = vec![0x81, 0xFF];
+                    f.extend(u64::MAX.to_be_bytes());
+                    f.extend(MASK);
+                    f
+                },
+                code::PROTOCOL,
+            ),
         ];
         for (name, bytes, want) in cases {
             let got = decode_split(1 << 20, &bytes).expect_err(name);
@@ -745,7 +821,10 @@ mod tests {
         let ev = decode_all(1 << 20, &f).unwrap();
         assert!(matches!(&ev[..], [Event::TooBig { len, .. }] if *len == 1 << 40), "{ev:?}");
         // Binary messages are counted, never kept.
-        assert_eq!(decode_all(4, &client_frame(true, Opcode::Binary, &[1; 5000], MASK)).unwrap(), [Event::Binary(5000)]);
+        assert_eq!(
+            decode_all(4, &client_frame(true, Opcode::Binary, &[1; 5000], MASK)).unwrap(),
+            [Event::Binary(5000)]
+        );
     }
 
     #[test]
