@@ -67,6 +67,8 @@ impl Default for Limits {
 const INBOX: usize = 64;
 /// Bytes read from the socket per turn of the loop before writing gets its turn.
 const READ_TURN: usize = 256 << 10;
+/// How long the client must be quiet, after a violation, before the socket is dropped.
+const LINGER: Duration = Duration::from_millis(250);
 /// Pongs queued beyond this many bytes replace each other (RFC 6455 §5.5.3 allows answering
 /// only the latest ping).
 const CONTROL_BYTES: usize = 64 << 10;
@@ -105,8 +107,6 @@ struct Queue {
     give_up: Option<(u16, String)>,
     /// No more data frames are taken: a close is under way or the driver has ended.
     shut: bool,
-    /// When the driver last wrote a byte.
-    progress: Instant,
 }
 
 struct Shared {
@@ -143,8 +143,9 @@ impl Outbound for Sender {
             if q.bytes == 0 || q.bytes + len <= s.limits.queue_bytes {
                 break;
             }
-            let last = q.progress.max(started);
-            if last.elapsed() >= s.limits.stall {
+            // The driver gives a client that reads nothing up after `stall`; this is the
+            // sender's own safety net should the driver be gone quiet.
+            if started.elapsed() >= s.limits.stall + s.limits.close_wait {
                 let why = format!(
                     "the client read nothing for {} s with {} bytes waiting to be sent",
                     s.limits.stall.as_secs(),
@@ -157,7 +158,8 @@ impl Outbound for Sender {
                 s.wake();
                 return false;
             }
-            let left = s.limits.stall.saturating_sub(last.elapsed()).max(Duration::from_millis(1));
+            let left =
+                (s.limits.stall + s.limits.close_wait).saturating_sub(started.elapsed()).max(Duration::from_millis(1));
             q = s.room.wait_timeout(q, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         let was_empty = q.frames.is_empty();
@@ -209,13 +211,7 @@ pub fn drive(
         }
     }
     let shared = Arc::new(Shared {
-        queue: Mutex::new(Queue {
-            frames: VecDeque::new(),
-            bytes: 0,
-            give_up: None,
-            shut: false,
-            progress: Instant::now(),
-        }),
+        queue: Mutex::new(Queue { frames: VecDeque::new(), bytes: 0, give_up: None, shut: false }),
         room: Condvar::new(),
         wake_tx,
         limits,
@@ -264,6 +260,10 @@ struct Driver {
     close_seen: bool,
     /// Our write side is shut (after our close frame): the client sees the end.
     wr_shut: bool,
+    /// When output was last written, or became pending after none was.
+    progress: Instant,
+    /// When our write side was shut.
+    wr_shut_at: Option<Instant>,
     /// When the client last sent anything; and when our ping went out, if one is unanswered.
     heard: Instant,
     pinged: Option<Instant>,
@@ -298,6 +298,8 @@ impl Driver {
             closing: Closing::Open,
             close_seen: false,
             wr_shut: false,
+            progress: Instant::now(),
+            wr_shut_at: None,
             heard: Instant::now(),
             pinged: None,
             read_more: true,
@@ -368,12 +370,39 @@ impl Driver {
                     log::debug!("websocket {}: shutting down the write side: {e}", self.id());
                 }
                 self.wr_shut = true;
+                self.wr_shut_at = Some(Instant::now());
             }
             if self.finished() {
                 return;
             }
             let now = Instant::now();
             let mut next = now + Duration::from_secs(3600);
+            // A client that takes none of what is pending for `stall` is given up.
+            let pending = !self.all_out() || self.queued();
+            if !pending {
+                self.progress = now;
+            } else if self.closing == Closing::Open {
+                let due = self.progress + self.shared.limits.stall;
+                if now >= due {
+                    let waiting = lock(&self.shared.queue).bytes;
+                    let why = format!(
+                        "the client read nothing for {} s with {} bytes waiting to be sent",
+                        self.shared.limits.stall.as_secs(),
+                        waiting + self.writing.as_ref().map_or(0, |(f, pos)| f.len() - pos)
+                    );
+                    self.close(code::POLICY, &why);
+                    continue;
+                }
+                next = next.min(due);
+            }
+            // Silence is the client's only while we read and our output is going out.
+            if pending || !self.held.is_empty() {
+                self.heard = now;
+                self.pinged = None;
+            }
+            if let (true, Some(at)) = (self.discarding, self.wr_shut_at) {
+                next = next.min(at.max(self.heard) + LINGER);
+            }
             match self.closing {
                 Closing::Sent(at) => next = next.min(at + self.shared.limits.close_wait),
                 Closing::Echoing => {}
@@ -434,6 +463,11 @@ impl Driver {
     fn finished(&self) -> bool {
         match self.closing {
             Closing::Echoing => self.all_out(),
+            // After a violation the client's close cannot be told from the rest: what it
+            // still sends is drained until it has been quiet a moment (no reset over our close).
+            Closing::Sent(_) if self.discarding => {
+                self.eof || self.wr_shut_at.is_some_and(|at| at.max(self.heard).elapsed() >= LINGER)
+            }
             Closing::Sent(_) => self.wr_shut && (self.close_seen || self.eof),
             Closing::Open => self.eof,
         }
@@ -544,10 +578,14 @@ impl Driver {
                         log::warn!("websocket {}: a message of at least {len} bytes is over the {limit}-byte limit; answering its id {id}", self.id());
                         self.to_inbox(Inbound::TooLong { id: Some(id), limit: limit as u64 });
                     }
-                    None => self.close(
-                        code::TOO_BIG,
-                        &format!("a message of at least {len} bytes is over the {limit}-byte limit, and names no id to answer"),
-                    ),
+                    None => {
+                        // The rest of the message is not read: the client's close may be in it.
+                        self.discarding = true;
+                        self.close(
+                            code::TOO_BIG,
+                            &format!("a message of at least {len} bytes is over the {limit}-byte limit, and names no id to answer"),
+                        )
+                    }
                 }
             }
         }
@@ -601,7 +639,7 @@ impl Driver {
                 Ok(n) => {
                     *pos += n;
                     self.flush_due = true;
-                    lock(&self.shared.queue).progress = Instant::now();
+                    self.progress = Instant::now();
                     if *pos == frame.len() {
                         self.writing = None;
                     }
