@@ -149,6 +149,16 @@ pub fn set_nonblocking(fd: &impl std::os::fd::AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Shuts down the sending side of a socket we hold (a FIN after what was written); reading
+/// goes on. For a socket whose owner only lends us its descriptor (an upgraded connection).
+pub fn shutdown_write(fd: std::os::fd::RawFd) -> io::Result<()> {
+    // SAFETY: shutdown(2) on a descriptor the caller holds open; integer arguments only.
+    if unsafe { libc::shutdown(fd, libc::SHUT_WR) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// What `poll_fd` waits for.
 #[derive(Clone, Copy)]
 pub enum Ready {

@@ -1,7 +1,9 @@
-//! The editor connection: newline-delimited JSON-RPC on stdout (one writer, one line per
-//! message), requests to the client (`session/request_permission`, `fs/*`) matched to their
-//! answers by id. The reader (`mod.rs`) hands answers in with `deliver`.
+//! The client connection: every outgoing message goes through one `Outbound` of the
+//! transport (`transport.rs`: a line on stdout, or a WebSocket text frame), and requests to the
+//! client (`session/request_permission`, `fs/*`) are matched to their answers by id. The
+//! reader (`mod.rs`) hands answers in with `deliver`.
 
+use crate::acp::transport::{LineWriter, Outbound};
 use crate::util::lock;
 use crate::wire::jsonrpc::{ErrorObject, Id, Message};
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -43,26 +45,27 @@ impl std::error::Error for CallError {}
 type Answer = Result<Value, ErrorObject>;
 
 pub struct Conn {
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Box<dyn Outbound>,
     next_id: AtomicI64,
     pending: Mutex<HashMap<i64, Sender<Answer>>>,
 }
 
 impl Conn {
+    /// A connection writing one line per message to `out` (stdio).
     pub fn new(out: Box<dyn Write + Send>) -> Conn {
-        Conn { out: Mutex::new(out), next_id: AtomicI64::new(1), pending: Mutex::new(HashMap::new()) }
+        Conn::with_outbound(Box::new(LineWriter::new(out)))
     }
 
-    /// Writes one message as one line; false when stdout is gone.
+    /// A connection over any transport.
+    pub fn with_outbound(out: Box<dyn Outbound>) -> Conn {
+        Conn { out, next_id: AtomicI64::new(1), pending: Mutex::new(HashMap::new()) }
+    }
+
+    /// Sends one message whole (a line, a frame); false when the client is gone.
     pub fn send(&self, m: &Message) -> bool {
-        let line = m.encode();
-        log::trace!("acp send: {line}");
-        let mut out = lock(&self.out);
-        let ok = out.write_all(line.as_bytes()).and_then(|_| out.write_all(b"\n")).and_then(|_| out.flush());
-        if let Err(e) = &ok {
-            log::warn!("acp: cannot write to the editor: {e}");
-        }
-        ok.is_ok()
+        let text = m.encode();
+        log::trace!("acp send: {text}");
+        self.out.send(text) // wait: a slow client's back-pressure (bounded by the transport)
     }
 
     pub fn notify(&self, method: &str, params: Value) -> bool {

@@ -9,11 +9,13 @@
 //! Threads: the main thread reads stdin and dispatches; `session/new`, `session/load` and
 //! `session/prompt` run on their own threads (they start extensions or wait for the model),
 //! so `session/cancel` and the client's answers to our requests are read while they run.
-//! Every message goes out through one writer (`conn::Conn`).
+//! Every message goes out through one writer (`conn::Conn`). The same connection code also
+//! runs over a WebSocket (`/acp` of `gosling agent`): see `transport.rs`.
 
 pub mod conn;
 pub mod fs;
 pub mod session;
+pub mod transport;
 pub mod updates;
 
 use crate::agent::host::Host;
@@ -21,8 +23,9 @@ use crate::wire::jsonrpc::{self, ErrorObject, Id, Message, ParseError};
 use conn::Conn;
 use serde_json::Value;
 use std::fmt;
-use std::io::{self, BufRead, Read};
+use std::io;
 use std::sync::Arc;
+use transport::{Inbound, Inbox, LineReader};
 
 /// The protocol version gosling speaks (ACP v1).
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -30,8 +33,9 @@ pub const PROTOCOL_VERSION: u64 = 1;
 pub const AUTH_REQUIRED: i64 = -32000;
 /// ACP's "resource not found" (an unknown session).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
-/// The longest line read from the editor (prompts can embed whole files).
-const MAX_LINE: u64 = 64 << 20;
+/// The longest message read from the client, a stdio line or a WebSocket message (prompts
+/// can embed whole files and images).
+pub const MAX_LINE: usize = 64 << 20;
 
 /// Why `gosling acp` could not start or stopped.
 #[derive(Debug)]
@@ -42,7 +46,7 @@ pub enum Error {
     Store(crate::store::atomic::Error),
     /// The extension policy (allowlist) cannot be read.
     Policy(crate::extensions::policy::PolicyError),
-    /// Reading stdin failed.
+    /// Reading from the client failed.
     Io(io::Error),
 }
 
@@ -70,40 +74,46 @@ pub fn run() -> Result<(), Error> {
     let conn = Arc::new(Conn::new(Box::new(io::stdout())));
     let agent = Arc::new(session::Agent::new(app.clone(), conn.clone()));
     log::info!("gosling {} serving ACP v{PROTOCOL_VERSION} on stdio", env!("CARGO_PKG_VERSION"));
-    let r = serve(&agent, &conn, io::stdin().lock());
+    let r = serve(&agent, &conn, &mut LineReader::new(io::stdin().lock(), MAX_LINE));
     conn.close();
     agent.shutdown();
     r
 }
 
-/// Reads messages until EOF; every bad line gets an error answer and the loop goes on.
-fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, mut input: impl BufRead) -> Result<(), Error> {
-    let mut line = Vec::new();
+/// Reads messages until the transport ends; every bad message gets an error answer and the
+/// loop goes on. The same loop serves stdio and each WebSocket (`transport.rs`).
+fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, input: &mut dyn Inbox) -> Result<(), Error> {
     loop {
-        line.clear();
-        let n = (&mut input).take(MAX_LINE).read_until(b'\n', &mut line).map_err(Error::Io)?; // wait: the editor's stdin
-        if n == 0 {
-            log::info!("acp: the editor closed stdin; stopping");
-            return Ok(());
-        }
-        if line.last() != Some(&b'\n') && n as u64 == MAX_LINE {
-            // Skip the rest of the oversized line.
-            let mut rest = Vec::new();
-            // wait: the editor's stdin; EOF when it closes the pipe
-            while input.read_until(b'\n', &mut rest).map_err(Error::Io)? > 0 && rest.last() != Some(&b'\n') {
-                rest.clear();
+        // wait: the editor's stdin or the WebSocket's reader; ends when the client goes
+        let line = match input.next().map_err(Error::Io)? {
+            None => {
+                log::info!("acp: the client closed the connection; stopping");
+                return Ok(());
             }
-            let e = ErrorObject::new(
-                jsonrpc::INVALID_REQUEST,
-                format!("message longer than {MAX_LINE} bytes; send smaller prompts"),
-            );
-            conn.send(&Message::Error { id: None, error: e });
-            continue;
-        }
+            Some(Inbound::TooLong { id, limit }) => {
+                log::warn!("acp: skipped a message longer than {limit} bytes (id {id:?})");
+                let e = ErrorObject::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!("message longer than {limit} bytes; send smaller prompts"),
+                );
+                conn.send(&Message::Error { id, error: e });
+                continue;
+            }
+            Some(Inbound::Message(m)) => m,
+        };
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         log::trace!("acp recv: {}", String::from_utf8_lossy(&line));
+        if line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            log::warn!("acp: refused a JSON-RPC batch");
+            let e = ErrorObject::new(
+                jsonrpc::INVALID_REQUEST,
+                "JSON-RPC batches are not supported; send one message per line (stdio) or per WebSocket text frame",
+            );
+            conn.send(&Message::Error { id: None, error: e });
+            continue;
+        }
         match Message::parse(&line) {
             Ok(Message::Request { id, method, params }) => agent.request(id, &method, params.unwrap_or(Value::Null)),
             Ok(Message::Notification { method, params }) => agent.notification(&method, params.unwrap_or(Value::Null)),
@@ -115,7 +125,7 @@ fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, mut input: impl BufRead)
             Ok(Message::Error { id: Some(id), error }) => {
                 conn.deliver(&id, Err(error));
             }
-            Ok(Message::Error { id: None, error }) => log::warn!("acp: the editor reported an error: {error}"),
+            Ok(Message::Error { id: None, error }) => log::warn!("acp: the client reported an error: {error}"),
             Err(e) => {
                 log::warn!("acp: {e}");
                 let (code, id) = match &e {

@@ -1,5 +1,6 @@
 //! The HTTP API goose clients speak: server, auth, routes, errors.
 //! Invariant: only http/ turns errors into status codes.
+pub mod acp_routes;
 pub mod agent_routes;
 pub mod auth;
 pub mod config_routes;
@@ -13,3 +14,4 @@ pub mod server;
 pub mod session_routes;
 pub mod state;
 pub mod web_routes;
+pub mod websocket;

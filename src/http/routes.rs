@@ -1,6 +1,7 @@
 //! The route table: auth first, then `(path, method)` to a handler. Unknown paths are 404,
 //! known paths with another method are 405 with `Allow`.
 
+use crate::http::acp_routes as acp;
 use crate::http::agent_routes as agent;
 use crate::http::auth;
 use crate::http::config_routes as config;
@@ -24,7 +25,7 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
     if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
         return r;
     }
-    let origin = match origin_allowed(&app.config, req) {
+    let origin = match origin_allowed(&app.config, req, token_required(app)) {
         Ok(o) => o,
         Err(e) => return Response::error(&e),
     };
@@ -32,7 +33,10 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
         return match origin {
             Some(o) => with_cors(Response::empty(204), &o)
                 .with_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-                .with_header("Access-Control-Allow-Headers", "content-type, x-secret-key")
+                .with_header(
+                    "Access-Control-Allow-Headers",
+                    "content-type, accept, x-secret-key, acp-connection-id, acp-session-id",
+                )
                 .with_header("Access-Control-Max-Age", "600"),
             None => Response::error(&ApiError::new(
                 403,
@@ -43,7 +47,7 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
     // Guesses at the key or the login token are limited per peer (wrong ones count).
     let peer = req.peer.map(|p| p.ip()).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
     let login = req.path == "/auth/login" && req.method == "POST";
-    let guessing = login || (!auth::is_exempt(&req.path) && req.header("x-secret-key").is_some_and(|k| !k.is_empty()));
+    let guessing = login || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
     if guessing {
         if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -127,22 +131,43 @@ fn host_name(host: &str) -> Option<&str> {
 /// `file://` URL, and Electron sends that origin (1.34 has no custom app scheme yet).
 pub const DESKTOP_ORIGIN: &str = "file://";
 
-/// Which browser origin, if any, gets CORS headers. No `Origin` (the CLI, scripts) and our own
-/// origin (the built-in web page) need none; Desktop's `file://` renderer and an origin listed
-/// in `GOSLING_CORS_ORIGINS` (`null`, for a UI in a sandboxed frame, only when listed) get them;
-/// any other origin is refused outright (403), as the MCP specification asks of local servers,
+/// The WebSocket of ACP (goose-serve.md §3).
+pub const ACP: &str = "/acp";
+
+/// The one origin policy: which browser origin, if any, gets CORS headers. No `Origin` (the
+/// CLI, scripts, Desktop's main process) and our own origin (the built-in web page) need none
+/// and always pass. Then, for the HTTP API: Desktop's `file://` renderer and the origins
+/// listed in `GOSLING_CORS_ORIGINS` (`null`, for a UI in a sandboxed frame, only when listed).
+/// For the WebSocket at `/acp`, goose serve's rules (goose-serve.md §3.3): the listed origins
+/// when there is a list (it replaces the defaults, as `--allowed-origin` does), else any
+/// loopback http(s) origin (`localhost`, `127.0.0.0/8`, `[::1]`, any port: Desktop's dev
+/// renderer) and, when a token is required, exactly `null` or `file://` (the packaged app).
+/// Any other origin is refused outright (403), as the MCP specification asks of local servers,
 /// since a simple cross-origin request would otherwise still run.
-fn origin_allowed(config: &crate::config::Config, req: &Request) -> Result<Option<String>, ApiError> {
+fn origin_allowed(
+    config: &crate::config::Config,
+    req: &Request,
+    token_required: bool,
+) -> Result<Option<String>, ApiError> {
     let Some(origin) = req.header("origin") else {
         return Ok(None);
     };
-    if origin == DESKTOP_ORIGIN || config.cors_origins.iter().any(|o| o == origin) {
-        return Ok(Some(origin.to_string()));
-    }
     let host = req.header("host").unwrap_or("");
     let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|o| o == host);
     if same {
         return Ok(None);
+    }
+    let listed = config.cors_origins.iter().any(|o| o == origin);
+    let allowed = if req.path == ACP {
+        match config.cors_origins.is_empty() {
+            false => listed,
+            true => loopback_origin(origin) || (token_required && (origin == "null" || origin == DESKTOP_ORIGIN)),
+        }
+    } else {
+        origin == DESKTOP_ORIGIN || listed
+    };
+    if allowed {
+        return Ok(Some(origin.to_string()));
     }
     Err(ApiError::new(
         403,
@@ -152,15 +177,52 @@ fn origin_allowed(config: &crate::config::Config, req: &Request) -> Result<Optio
     ))
 }
 
+/// `http(s)://` + a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`) + an optional port,
+/// and nothing else (no path, no user info).
+fn loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    let Some(name) = host_name(rest) else {
+        return false;
+    };
+    if name.len() != rest.len() && !rest[name.len()..].starts_with(':') {
+        return false;
+    }
+    let name = name.to_ascii_lowercase();
+    name == "localhost" || name == "[::1]" || name.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+}
+
+/// The key a request offers: `X-Secret-Key`, or on `/acp` also `?token=` (a browser's
+/// WebSocket cannot set headers, so Desktop puts the key in the URL).
+fn given_key(req: &Request) -> String {
+    match req.header("x-secret-key").filter(|k| !k.is_empty()) {
+        Some(k) => k.to_string(),
+        None if req.path == ACP => req.query_param("token").unwrap_or_default(),
+        None => String::new(),
+    }
+}
+
+/// Every route but the exempt ones takes the key; on `/acp` a wrong or missing one is 401
+/// before any upgrade.
+fn token_required(app: &App) -> bool {
+    !app.secret().is_empty()
+}
+
 fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
     if auth::is_exempt(&req.path) {
         return Ok(());
     }
-    let given = req.header("x-secret-key").unwrap_or("");
+    let given = given_key(req);
     if auth::secret_matches(given.as_bytes(), app.secret().as_bytes()) {
         Ok(())
     } else {
-        let why = if given.is_empty() { "missing X-Secret-Key header" } else { "wrong X-Secret-Key header" };
+        let why = match (given.is_empty(), req.path == ACP) {
+            (true, true) => "missing X-Secret-Key header or ?token=",
+            (false, true) => "wrong X-Secret-Key header or ?token=",
+            (true, false) => "missing X-Secret-Key header",
+            (false, false) => "wrong X-Secret-Key header",
+        };
         Err(ApiError::new(401, format!("Unauthorized: {why}")))
     }
 }
@@ -180,6 +242,7 @@ type Handler = fn(&Arc<App>, &Request, &str) -> R;
 /// Every route: method, path (`{id}`/`{name}` where the path carries one), handler.
 const ROUTES: &[(&str, &str, Handler)] = &[
     ("GET", "/status", |_, _, _| Ok(Response::text(200, "text/plain; charset=utf-8", "ok"))),
+    ("GET", "/acp", |a, r, _| acp::get(a, r)),
     ("GET", "/mcp-ui-proxy", |a, r, _| proxy::ui_proxy(r, a.secret())),
     ("GET", "/mcp-app-proxy", |a, r, _| proxy::app_proxy(r, a.secret())),
     ("GET", "/mcp-app-guest", |a, r, _| a.guests.get(r, a.secret())),

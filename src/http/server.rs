@@ -8,7 +8,9 @@
 //! once its handler has answered. Each handler runs inside `catch_unwind` (a panic is a 500 and the
 //! server lives on). Bodies are bounded (413) and sockets have read/write
 //! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
-//! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame.
+//! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame. An
+//! upgraded connection (the WebSocket at `/acp`, `Body::Upgrade`) belongs to its handler after
+//! the 101 and holds no request slot.
 //! With `tls` (see `crate::tls`) every connection is a rustls session; the rest is the same.
 
 use crate::http::error::ApiError;
@@ -64,10 +66,18 @@ impl Request {
 /// Writes a streaming body; returns when the stream is over or the client is gone.
 pub type StreamFn = Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + Send>;
 
+/// Takes a connection over after its `101 Switching Protocols`: the stream (both directions;
+/// under TLS, plaintext) and the socket's descriptor underneath (to poll it and make it
+/// non-blocking; never to close). Runs on the connection's thread until the protocol ends.
+pub type UpgradeFn = Box<dyn FnOnce(Box<dyn tiny_http::ReadWrite + Send>, Option<i32>) + Send>;
+
 pub enum Body {
     Empty,
     Bytes(Vec<u8>),
     Stream(StreamFn),
+    /// A protocol upgrade (the WebSocket at `/acp`): the connection is the function's after
+    /// the 101.
+    Upgrade(UpgradeFn),
 }
 
 pub struct Response {
@@ -111,6 +121,12 @@ impl Response {
             body: Body::Stream(f),
             follower: false,
         }
+    }
+    /// `101 Switching Protocols` to `protocol` with `headers`; then `f` owns the connection.
+    /// Like a follower, it gives its request slot back: a WebSocket open for hours is not a
+    /// request in flight.
+    pub fn upgrade(headers: Vec<(String, String)>, f: UpgradeFn) -> Response {
+        Response { status: 101, headers, body: Body::Upgrade(f), follower: true }
     }
     /// Marks an SSE response as a follower (see `Response::follower`).
     pub fn follower(mut self) -> Response {
@@ -342,8 +358,13 @@ fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler:
         return too_large(rq);
     }
     let mut body = Vec::new();
+    // With `Connection: upgrade` tiny_http hands over the raw stream as the "body": what
+    // follows the head belongs to the new protocol (a WebSocket's frames), never read here.
+    let upgrade =
+        headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"));
     let mut reader = MinRate { inner: rq.as_reader(), started: Instant::now(), grace, got: 0 };
-    match reader.by_ref().take(max_body as u64 + 1).read_to_end(&mut body) {
+    let limit = if upgrade { 0 } else { max_body as u64 + 1 };
+    match reader.by_ref().take(limit).read_to_end(&mut body) {
         Ok(_) if body.len() > max_body => return too_large(rq),
         Ok(_) => {}
         Err(e) => {
@@ -402,6 +423,19 @@ fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
             rq.respond(with_headers(tiny_http::Response::from_data(bytes).with_status_code(status), &headers))
         }
         Body::Empty => rq.respond(with_headers(tiny_http::Response::empty(status), &headers)),
+        Body::Upgrade(f) => {
+            let fd = rq.raw_fd();
+            let protocol = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("upgrade")).map(|(_, v)| v.clone());
+            let headers: Vec<_> = headers.into_iter().filter(|(k, _)| !k.eq_ignore_ascii_case("upgrade")).collect();
+            let stream = rq.upgrade(
+                protocol.as_deref().unwrap_or("websocket"),
+                with_headers(tiny_http::Response::empty(101), &headers),
+            );
+            if panic::catch_unwind(AssertUnwindSafe(|| f(stream, fd))).is_err() {
+                log::error!("http: an upgraded connection's handler panicked");
+            }
+            Ok(())
+        }
     }
 }
 
@@ -435,6 +469,7 @@ impl Write for Chunked<'_> {
 
 fn reason(status: u16) -> &'static str {
     match status {
+        101 => "Switching Protocols",
         200 => "OK",
         202 => "Accepted",
         400 => "Bad Request",

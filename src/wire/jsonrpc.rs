@@ -214,10 +214,129 @@ impl Message {
     }
 }
 
+/// The top-level `id` of a message of which only the first bytes are at hand (an over-limit
+/// message whose rest was skipped): scans the object's members in order, skipping values
+/// without parsing them, and stops at `id`. `None` when the prefix ends first, is not an
+/// object, or the id is neither a string nor an integer. Clients write `id` before `params`.
+pub fn peek_id(prefix: &[u8]) -> Option<Id> {
+    let mut s = Scan { b: prefix, i: 0 };
+    s.ws();
+    s.eat(b'{')?;
+    loop {
+        s.ws();
+        let key = s.string()?;
+        s.ws();
+        s.eat(b':')?;
+        s.ws();
+        let start = s.i;
+        s.value()?;
+        if serde_json::from_slice::<String>(key).ok()?.as_str() == "id" {
+            let v: Value = serde_json::from_slice(&prefix[start..s.i]).ok()?;
+            return Id::from_value(&v);
+        }
+        s.ws();
+        match s.next()? {
+            b',' => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// A forward scanner over JSON text for `peek_id`: each step returns `None` at the end of the
+/// input or at a byte that cannot be there.
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn next(&mut self) -> Option<u8> {
+        let c = *self.b.get(self.i)?;
+        self.i += 1;
+        Some(c)
+    }
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+    /// A string token, quotes included.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let start = self.i;
+        self.eat(b'"')?;
+        loop {
+            match self.next()? {
+                b'\\' => {
+                    self.next()?;
+                }
+                b'"' => return Some(&self.b[start..self.i]),
+                _ => {}
+            }
+        }
+    }
+    /// Skips one value: a string, an object or array (nested, strings inside skipped), or a
+    /// number or literal (up to the next delimiter).
+    fn value(&mut self) -> Option<()> {
+        match *self.b.get(self.i)? {
+            b'"' => self.string().map(|_| ()),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match *self.b.get(self.i)? {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => depth -= 1,
+                        _ => {}
+                    }
+                    self.i += 1;
+                    if depth == 0 {
+                        return Some(());
+                    }
+                }
+            }
+            _ => {
+                let start = self.i;
+                while self
+                    .b
+                    .get(self.i)
+                    .is_some_and(|c| !matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                {
+                    self.i += 1;
+                }
+                // A token cut by the end of the prefix is not a whole value.
+                (self.i > start && self.i < self.b.len()).then_some(())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn peek_id_reads_the_id_from_a_prefix() {
+        assert_eq!(peek_id(br#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"x":"#), Some(Id::Num(7)));
+        assert_eq!(peek_id(br#" { "jsonrpc" : "2.0" , "id" : "a\"b" , "params""#), Some(Id::Str("a\"b".into())));
+        // Members before the id are skipped, nested and with brackets inside strings.
+        assert_eq!(peek_id(br#"{"meta":{"a":[1,"]}",{"b":"}"}]},"\u0069d":-3,"x"#), Some(Id::Num(-3)));
+        // The prefix ends before the id, or inside it.
+        assert_eq!(peek_id(br#"{"jsonrpc":"2.0","method":"x","params":{"text":"aaaa"#), None);
+        assert_eq!(peek_id(br#"{"id":12"#), None, "a number cut by the end may be longer");
+        assert_eq!(peek_id(br#"{"id":"ab"#), None);
+        // Not an object, or an id of the wrong type.
+        assert_eq!(peek_id(b"[1,2]"), None);
+        assert_eq!(peek_id(br#"{"id":null,"x":1}"#), None);
+        assert_eq!(peek_id(br#"{"id":1.5,"x":1}"#), None);
+        assert_eq!(peek_id(b"not json at all"), None);
+    }
 
     #[test]
     fn parses_each_kind() {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module of src/ and the modules it may import. The layers:
 /// http/cli → agent → extensions → mcp → wire, with llm and store beside (usable from agent
-/// and up; store also from extensions), and a foundation (util, sys, config, tls) everyone may
+/// and up; store also from extensions), acp beside http (http serves it at `/acp`), and a foundation (util, sys, config, tls) everyone may
 /// use. builtins are separate programs served by this binary (`gosling mcp NAME`); extensions
 /// import only their spawn spec. The composition root (main, lib, agent_cmd) wires them and
 /// is imported by nobody.
@@ -25,7 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("agent", &["util", "sys", "config", "wire", "store", "mcp", "extensions", "llm", "builtins"]),
     ("acp", &["util", "sys", "config", "wire", "store", "mcp", "extensions", "llm", "agent", "builtins"]),
     ("web", &[]),
-    ("http", &["util", "sys", "config", "wire", "store", "mcp", "extensions", "llm", "agent", "tls", "web"]),
+    ("http", &["util", "sys", "config", "wire", "store", "mcp", "extensions", "llm", "agent", "acp", "tls", "web"]),
     ("cli", &["util", "sys", "config", "wire", "store", "mcp", "extensions"]),
 ];
 

@@ -14,6 +14,9 @@ mod server;
 // The HTTP trust boundary: Host check, origins, guessing secrets, request framing.
 mod trust_http;
 
+// The WebSocket at /acp: handshake, token, origins, ACP over frames, violations, limits.
+mod websocket;
+
 // HTTPS (the default; `--no-tls` / GOOSE_TLS=false opt out): the fingerprint line, a pinning
 // client, certificate files, errors.
 mod tls;

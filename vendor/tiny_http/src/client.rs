@@ -37,6 +37,9 @@ pub struct ClientConnection {
 
     // gosling patch: how long a request head may take from its first byte (slow-loris bound).
     head_deadline: Option<std::time::Duration>,
+
+    // gosling patch: the socket's descriptor, handed to each request (`Request::raw_fd`).
+    raw_fd: Option<i32>,
 }
 
 /// Error that can happen when reading a request.
@@ -81,6 +84,7 @@ impl ClientConnection {
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
+        let raw_fd = read_socket.raw_fd();
 
         let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
         let first_header = source.next().unwrap();
@@ -93,6 +97,7 @@ impl ClientConnection {
             no_more_requests: false,
             secure,
             head_deadline: None,
+            raw_fd,
         }
     }
 
@@ -216,7 +221,8 @@ impl ClientConnection {
                 }
                 request::RequestCreationError::BadFraming(m) => ReadError::BadFraming(m),
             }
-        })?;
+        })?
+        .with_raw_fd(self.raw_fd);
 
         // return the request
         Ok(request)

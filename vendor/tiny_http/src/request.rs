@@ -74,6 +74,9 @@ pub struct Request {
 
     // If Some, a message must be sent after responding
     notify_when_responded: Option<Sender<()>>,
+
+    // gosling patch: the connection's socket (see `raw_fd`).
+    raw_fd: Option<i32>,
 }
 
 struct NotifyOnDrop<R> {
@@ -263,6 +266,7 @@ where
         body_length: content_length,
         must_send_continue: expects_continue,
         notify_when_responded: None,
+        raw_fd: None,
     })
 }
 
@@ -492,6 +496,19 @@ impl Request {
             ErrorKind::ConnectionReset => Ok(()),
             _ => Err(err),
         })
+    }
+
+    /// gosling patch: the descriptor of the TCP socket this request arrived on (under TLS too),
+    /// for a caller that takes the connection over with `upgrade` and then polls it or sets it
+    /// non-blocking. It stays valid while this request, or the stream `upgrade` returned, is
+    /// alive; never close it. `None` for a Unix socket or a test request.
+    pub fn raw_fd(&self) -> Option<i32> {
+        self.raw_fd
+    }
+
+    pub(crate) fn with_raw_fd(mut self, fd: Option<i32>) -> Self {
+        self.raw_fd = fd;
+        self
     }
 
     pub(crate) fn with_notify_sender(mut self, sender: Sender<()>) -> Self {

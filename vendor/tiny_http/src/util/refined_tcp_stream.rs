@@ -208,6 +208,25 @@ impl RefinedTcpStream {
         self.stream.peer_addr()
     }
 
+    /// gosling patch: the TCP socket's descriptor (`Request::raw_fd`).
+    pub(crate) fn raw_fd(&self) -> Option<i32> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::io::AsRawFd;
+            match &self.stream {
+                Stream::Http(c) => match &**c {
+                    Connection::Tcp(s) => Some(s.as_raw_fd()),
+                    Connection::Unix(_) => None,
+                },
+                Stream::Wrapped(w) => Some(w.0 .1.as_raw_fd()),
+                #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
+                Stream::Https(_) => None,
+            }
+        }
+        #[cfg(not(unix))]
+        None
+    }
+
     /// gosling patch: another handle on the same connection, for `Stream::shutdown_both`.
     pub(crate) fn handle(&self) -> Stream {
         self.stream.clone()
