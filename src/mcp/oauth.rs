@@ -525,7 +525,7 @@ impl Authorizer {
     /// for a sign-in (it answered without one).
     pub fn sign_in_now(self: &Arc<Self>) -> Result<bool, HttpFailure> {
         let _flow = self.flow.lock().unwrap_or_else(|p| p.into_inner());
-        let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gosling","version":"0"}}}"#;
+        let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gosling","version":"0"}}}"#;
         let resp = self
             .agent
             .post(&self.server_url)
