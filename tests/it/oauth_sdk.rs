@@ -213,3 +213,72 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
     let st = stats(&p);
     assert_eq!((st["registrations"].as_i64(), st["authorizations"].as_i64()), (Some(2), Some(2)), "{st}");
 }
+
+/// fastmcp (scripts/peers/fastmcp_server.py) with its in-memory OAuth provider, which approves
+/// at once: sign-in through the HTTP API with the test as the browser, a tool call, refresh
+/// before expiry, re-authorization after revocation, forget; and its `ctx.elicit()` reaching
+/// the person by default (a session) but not when pinned to 2026-07-28.
+#[test]
+fn fastmcp_with_its_in_memory_oauth_provider() {
+    let peers = require_peers!();
+    let port = free_port();
+    let mut cmd = Command::new(peers.get("MCP_PEER_FASTMCP_PYTHON"));
+    cmd.args([peers.get("MCP_PEER_FASTMCP_SERVER"), &port.to_string(), "6"]);
+    let fm = spawn_http_peer(cmd, port, "/mcp");
+    let base = format!("http://127.0.0.1:{port}");
+    let clients = || http("GET", &format!("{base}/admin/stats"), None, None).json()["clients"].as_i64();
+    let ext = json!({"type": "streamable_http", "name": "remote", "description": "", "uri": fm.url, "timeout": 30});
+    let s = Server::start();
+    assert_eq!(s.post("/config/extensions", json!({"name": "remote", "enabled": true, "config": ext})).status, 200);
+    let (id, res) = start_session(&s);
+    let url = sign_in_url(res["extension_results"][0]["error"].as_str().unwrap());
+    let (_, status, page) = follow(&agent(), &url);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Signed in"), "{page}");
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call =
+        |s: &Server| s.post("/agent/call_tool", json!({"session_id": id, "name": "remote__whoami", "arguments": {}}));
+    let c = call(&s);
+    assert_eq!(c.status, 200, "{}", c.text());
+    assert!(c.text().contains("signed in (fastmcp)"), "{}", c.text());
+
+    // Tokens live 6 s; calls go on past that (refreshed).
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(9) {
+        let c = call(&s);
+        assert_eq!(c.status, 200, "{}", c.text());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // Revoked: 424 with a new URL; after it, calls work, with the same registered client.
+    http("POST", &format!("{base}/admin/revoke"), None, Some(b"{}"));
+    let c = call(&s);
+    assert_eq!(c.status, 424, "{}", c.text());
+    let url = sign_in_url(c.json()["message"].as_str().unwrap());
+    assert_eq!(follow(&agent(), &url).1, 200);
+    let ok = wait_for(Duration::from_secs(10), || (call(&s).status == 200).then_some(()));
+    assert!(ok.is_some(), "no call works after signing in again");
+    assert_eq!(clients(), Some(1), "the registered client was used again");
+
+    // ctx.elicit(): probe (the same secrets store) answers with the schema's default.
+    let home = s.kill();
+    let hello = |pin: &[&str]| {
+        let out = gosling(&home)
+            .args(["probe", "--sign-in", "follow"])
+            .args(pin)
+            .args(["--call", "hello", &fm.url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(hello(&[]).contains("Hello Ada!"));
+    assert!(hello(&["--protocol-version", "2026-07-28"]).contains("Hello Unknown!"));
+
+    // Forget, then the next probe registers and signs in anew.
+    let out = gosling(&home).args(["auth", "remote", "--forget"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("forgot the sign-in of remote"), "{out:?}");
+    assert!(hello(&[]).contains("Hello Ada!"));
+    assert_eq!(clients(), Some(2));
+}
