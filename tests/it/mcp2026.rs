@@ -372,4 +372,16 @@ fn by_default_a_session_keeps_elicitation_and_state() {
         })
         .collect();
     assert_eq!(counts, ["1", "2", "3"]);
+
+    // A legacy-only server (2025-11-25) through the same API.
+    let port = free_port();
+    let mut cmd = std::process::Command::new(peers.python());
+    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
+    let legacy = spawn_http_peer(cmd, port, "/mcp");
+    let ext = json!({"type": "streamable_http", "name": "old", "description": "", "uri": legacy.url, "timeout": 30});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = s.post("/agent/call_tool", json!({"session_id": id, "name": "old__add", "arguments": {"a": 2, "b": 3}}));
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert_eq!(text(&call.json()), "5");
 }

@@ -59,11 +59,17 @@ fn follow(agent: &ureq::Agent, url: &str) -> (String, u16, String) {
 
 /// The person: opens the sign-in URL, fills in the login form, and lands on gosling's page.
 fn sign_in_as_a_person(p: &AuthPeer, url: &str) -> (u16, String) {
+    sign_in_as_a_person_with(p, url, || {})
+}
+
+/// `sign_in_as_a_person`, with `meanwhile` run between the login page and its submission.
+fn sign_in_as_a_person_with(p: &AuthPeer, url: &str, meanwhile: impl FnOnce()) -> (u16, String) {
     let agent = agent();
     let (at, status, form) = follow(&agent, url);
     assert_eq!(status, 200, "the login page: {form}");
     assert!(at.starts_with(&format!("{}/login?", p.issuer)) && form.contains("password"), "{at}: {form}");
     let login = at.split("login=").nth(1).unwrap().to_string();
+    meanwhile();
     let body = format!("login={login}&username=demo&password=demo");
     let resp = agent
         .post(&format!("{}/login", p.issuer))
@@ -212,6 +218,38 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
     assert!(sign_in(&home).contains("signed in to"));
     let st = stats(&p);
     assert_eq!((st["registrations"].as_i64(), st["authorizations"].as_i64()), (Some(2), Some(2)), "{st}");
+
+    // The server forgets the client while the person signs in: the token endpoint's refusal is
+    // what the browser's page says, and gosling registers again and hands out a new URL.
+    http("POST", &format!("{}/admin/revoke", p.issuer), None, Some(b"{}"));
+    let mut child = gosling(&home)
+        .args(["auth", &p.mcp])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut next_url = || loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "gosling auth ended without a URL");
+        if let Some(u) = line.split_whitespace().find(|w| w.contains("/authorize?")) {
+            break u.to_string();
+        }
+    };
+    let url = next_url();
+    let (status, page) = sign_in_as_a_person_with(&p, &url, || {
+        http("POST", &format!("{}/admin/forget", p.issuer), None, Some(b"{}"));
+    });
+    assert_eq!(status, 500, "{page}");
+    assert!(page.contains("invalid_client") && page.contains("token endpoint"), "{page}");
+    let url = next_url();
+    assert_eq!(sign_in_as_a_person(&p, &url).0, 200);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(stats(&p)["registrations"].as_i64(), Some(3));
 }
 
 /// fastmcp (scripts/peers/fastmcp_server.py) with its in-memory OAuth provider, which approves
