@@ -320,3 +320,41 @@ fn fastmcp_with_its_in_memory_oauth_provider() {
     assert!(hello(&[]).contains("Hello Ada!"));
     assert_eq!(clients(), Some(2));
 }
+
+/// The TypeScript SDK's demo (its `simpleStreamableHttp` example with `--oauth`: a demo
+/// authorization server that approves at once, no refresh tokens): sign-in through the HTTP
+/// API with the test as the browser, a tool call, forget.
+#[test]
+fn the_typescript_sdk_oauth_demo() {
+    let peers = require_peers!();
+    let (port, auth_port) = (free_port(), free_port());
+    let mut cmd = Command::new(peers.node());
+    cmd.arg(peers.get("MCP_PEER_TS_OAUTH_DEMO"))
+        .arg("--oauth")
+        .env("MCP_PORT", port.to_string())
+        .env("MCP_AUTH_PORT", auth_port.to_string());
+    let _demo = spawn_http_peer(cmd, port, "/mcp");
+    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", auth_port)).ok());
+    assert!(ok.is_some(), "the demo authorization server did not listen");
+    // The demo names itself `localhost` in its metadata.
+    let url = format!("http://localhost:{port}/mcp");
+    let ext = json!({"type": "streamable_http", "name": "demo", "description": "", "uri": url, "timeout": 30});
+    let s = Server::start();
+    assert_eq!(s.post("/config/extensions", json!({"name": "demo", "enabled": true, "config": ext})).status, 200);
+    let (id, res) = start_session(&s);
+    let open = sign_in_url(res["extension_results"][0]["error"].as_str().unwrap());
+    let (_, status, page) = follow(&agent(), &open);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Signed in"), "{page}");
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call =
+        s.post("/agent/call_tool", json!({"session_id": id, "name": "demo__greet", "arguments": {"name": "Ada"}}));
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert!(call.text().contains("Ada"), "{}", call.text());
+    let home = s.kill();
+    let out = gosling(&home).args(["auth", "demo", "--forget"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("forgot the sign-in of demo"), "{out:?}");
+    let secrets = std::fs::read_to_string(home.join("config/secrets.json")).unwrap_or_default();
+    assert!(!secrets.contains("oauth"), "{secrets}");
+}
