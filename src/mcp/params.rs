@@ -36,6 +36,9 @@ const SINGLE: [&str; 11] = [
 const LIST: [&str; 4] = ["allOf", "anyOf", "oneOf", "prefixItems"];
 /// Keywords whose value is a map of sub-schemas.
 const MAP: [&str; 4] = ["patternProperties", "dependentSchemas", "$defs", "definitions"];
+/// The longest `Mcp-Param-*` value sent; a longer argument travels in the body only (the
+/// server then says which header it misses), not as a header a proxy would refuse anyway.
+pub const MAX_VALUE: usize = 4096;
 /// Deepest schema nesting walked (a hostile schema cannot make the walk unbounded).
 const MAX_DEPTH: usize = 64;
 
@@ -147,7 +150,15 @@ pub fn headers(map: &HeaderMap, arguments: &Value) -> Vec<(String, String)> {
             Some(Value::Number(n)) => n.to_string(),
             _ => continue,
         };
-        out.push((format!("Mcp-Param-{token}"), encode(&text)));
+        let value = encode(&text);
+        if value.len() > MAX_VALUE {
+            log::warn!(
+                "mcp: argument {} is too long for its Mcp-Param-{token} header; sent in the body only",
+                path.join(".")
+            );
+            continue;
+        }
+        out.push((format!("Mcp-Param-{token}"), value));
     }
     out
 }
@@ -210,5 +221,9 @@ mod tests {
         assert_eq!(encode(" padded"), "=?base64?IHBhZGRlZA==?=");
         assert_eq!(encode("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
         assert_eq!(encode("a\nb"), "=?base64?YQpi?=");
+        // A header never carries a line break, and never grows without bound.
+        let h = headers(&map, &json!({"region": "x\r\nInjected: yes"}));
+        assert!(!h[0].1.contains('\n') && h[0].1.starts_with("=?base64?"), "{h:?}");
+        assert!(headers(&map, &json!({"region": "x".repeat(MAX_VALUE + 1)})).is_empty());
     }
 }
