@@ -137,6 +137,8 @@ pub struct Authorizer {
     agent: ureq::Agent,
     timeout: Duration,
     token: Mutex<Option<Token>>,
+    /// The `forgets` generation of this server the cached token belongs to.
+    forgets_seen: std::sync::atomic::AtomicU64,
     /// Held during a sign-in or refresh, so concurrent 401s start one flow.
     flow: Mutex<()>,
 }
@@ -376,6 +378,7 @@ impl Authorizer {
             agent: config.new_agent(),
             timeout,
             token: Mutex::new(None),
+            forgets_seen: std::sync::atomic::AtomicU64::new(0),
             flow: Mutex::new(()),
         }
     }
@@ -386,6 +389,12 @@ impl Authorizer {
 
     fn current(&self) -> Option<Token> {
         let mut t = self.token.lock().unwrap_or_else(|p| p.into_inner());
+        // Forgotten in this process since it was cached (`forget_all` of another Authorizer of
+        // the same server, e.g. the web page's sign-out): read the store again.
+        let generation = forgets().get(&self.resource_id()).copied().unwrap_or(0);
+        if self.forgets_seen.swap(generation, std::sync::atomic::Ordering::SeqCst) != generation {
+            *t = None;
+        }
         if t.is_none() {
             *t = self.load();
         }
@@ -429,6 +438,7 @@ impl Authorizer {
             store.put(k, None);
         }
         *self.token.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *forgets().entry(resource).or_insert(0) += 1;
         keys.len()
     }
 
@@ -1085,6 +1095,13 @@ impl Authorizer {
         self.save(new.clone());
         Ok(new)
     }
+}
+
+/// How many times each server's sign-in was forgotten in this process (by resource): live
+/// `Authorizer`s drop their cached token when it changes.
+fn forgets() -> std::sync::MutexGuard<'static, HashMap<String, u64>> {
+    static FORGETS: std::sync::OnceLock<Mutex<HashMap<String, u64>>> = std::sync::OnceLock::new();
+    FORGETS.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Background sign-ins waiting for a browser, by server: the URL and until when (locked).

@@ -153,7 +153,21 @@ fn the_python_sdk_authorization_server_signs_in_refreshes_reauthorizes_and_forge
     let st = stats(&p);
     assert_eq!((st["registrations"].as_i64(), st["authorizations"].as_i64()), (Some(1), Some(2)), "{st}");
 
-    // Forget: tokens and registration gone from the secrets store.
+    // The web page's sign-out: the running extension drops its token at once; the next call
+    // needs a new sign-in, as a new client (the registration was forgotten too).
+    let out = s.post("/config/extensions/remote/sign_out", json!({}));
+    assert_eq!(out.status, 200, "{}", out.text());
+    assert!(out.json()["forgotten"].as_i64() >= Some(2), "{}", out.text());
+    let call = whoami(&s, &id);
+    assert_eq!(call.status, 424, "{}", call.text());
+    let url = sign_in_url(call.json()["message"].as_str().unwrap());
+    assert_eq!(sign_in_as_a_person(&p, &url).0, 200);
+    let ok = wait_for(Duration::from_secs(10), || (whoami(&s, &id).status == 200).then_some(()));
+    assert!(ok.is_some(), "no call works after signing in again");
+    assert_eq!(stats(&p)["registrations"].as_i64(), Some(2));
+    assert_eq!(s.post("/config/extensions/nothing/sign_out", json!({})).status, 404);
+
+    // Forget from a terminal: tokens and registration gone from the secrets store.
     let home = s.kill();
     let out = gosling(&home).args(["auth", "remote", "--forget"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
