@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] (-- CMD ARGS… | URL)";
+const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
 
 enum Target {
     Stdio(Vec<String>),
@@ -41,6 +41,8 @@ struct Args {
     oauth: OAuthArgs,
     /// Variables for a stdio server (`--env`, `--env-file`); values are never printed.
     env: Vec<(String, String)>,
+    /// `--protocol-version`: the revision to speak, as an extension's `protocol_version`.
+    protocol_version: Option<String>,
 }
 
 /// What to do once connected.
@@ -83,6 +85,7 @@ enum UsageError {
     EnvFileRead { path: String, error: std::io::Error },
     EnvFileLine { path: String, line: usize, error: EnvError },
     SecretUnset(String),
+    UnknownRevision(String),
 }
 
 /// A `NAME=VALUE` that is not one.
@@ -123,6 +126,11 @@ impl std::fmt::Display for UsageError {
             UsageError::Env(e) => write!(f, "--env: {e}"),
             UsageError::EnvFileRead { path, error } => write!(f, "--env-file {path}: {error}"),
             UsageError::EnvFileLine { path, line, error } => write!(f, "--env-file {path}: line {line}: {error}"),
+            UsageError::UnknownRevision(v) => write!(
+                f,
+                "--protocol-version {v:?} is not an MCP revision gosling speaks; use one of {}",
+                crate::wire::mcp_version::KNOWN.join(", ")
+            ),
             UsageError::SecretUnset(var) => write!(
                 f,
                 "--client-secret-env {var}: the environment variable {var} is not set; export it with the client secret"
@@ -139,6 +147,7 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
     let mut call_args = json!({});
     let mut oauth = OAuthArgs::default();
     let mut env: Vec<(String, String)> = Vec::new();
+    let mut protocol_version = None;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         let mut value = || rest.next().cloned().ok_or_else(|| UsageError::NeedsValue(a.to_string()));
@@ -161,6 +170,13 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                     line,
                     error,
                 })?);
+            }
+            "--protocol-version" => {
+                let v = value()?;
+                if !crate::wire::mcp_version::is_known(&v) {
+                    return Err(UsageError::UnknownRevision(v));
+                }
+                protocol_version = Some(v);
             }
             "--client-id" => oauth.client_id = Some(value()?),
             "--client-secret-env" => oauth.client_secret_env = Some(value()?),
@@ -185,7 +201,7 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                     return Err(UsageError::NothingToRun);
                 }
                 let action = action(call, prompt, read, call_args)?;
-                return Ok(Args { timeout, action, target: Target::Stdio(cmd), oauth, env });
+                return Ok(Args { timeout, action, target: Target::Stdio(cmd), oauth, env, protocol_version });
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
                 if !rest.as_slice().is_empty() {
@@ -195,7 +211,14 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                     return Err(UsageError::EnvWithUrl);
                 }
                 let action = action(call, prompt, read, call_args)?;
-                return Ok(Args { timeout, action, target: Target::Url(url.to_string()), oauth, env });
+                return Ok(Args {
+                    timeout,
+                    action,
+                    target: Target::Url(url.to_string()),
+                    oauth,
+                    env,
+                    protocol_version,
+                });
             }
             other => return Err(UsageError::Unexpected(other.to_string())),
         }
@@ -252,7 +275,11 @@ fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, (usize, EnvError)
     Ok(out)
 }
 
-pub(super) fn options(timeout: Duration) -> ClientOptions {
+fn options(a: &Args) -> ClientOptions {
+    ClientOptions { protocol_version: a.protocol_version.clone(), ..base_options(a.timeout) }
+}
+
+pub(super) fn base_options(timeout: Duration) -> ClientOptions {
     ClientOptions {
         extension: "probe".into(),
         timeout,
@@ -261,6 +288,7 @@ pub(super) fn options(timeout: Duration) -> ClientOptions {
         sampling: None,
         client_name: "gosling-probe".into(),
         client_version: env!("CARGO_PKG_VERSION").into(),
+        protocol_version: None,
     }
 }
 
@@ -365,7 +393,7 @@ fn run(a: &Args) -> Result<String, Failed> {
         Target::Stdio(cmd) => {
             let spec =
                 StdioSpec { cmd: cmd[0].clone(), args: cmd[1..].to_vec(), env: a.env.clone(), ..Default::default() };
-            crate::mcp::connect_stdio(&spec, options(a.timeout))
+            crate::mcp::connect_stdio(&spec, options(a))
         }
         Target::Url(url) => {
             let settings = oauth_settings(&a.oauth).map_err(Failed::Usage)?;
@@ -376,7 +404,7 @@ fn run(a: &Args) -> Result<String, Failed> {
                 extension: "probe".into(),
                 auth: Some(Arc::new(Authorizer::new(url, "probe", a.timeout, settings))),
             };
-            crate::mcp::connect_http(&spec, options(a.timeout))
+            crate::mcp::connect_http(&spec, options(a))
         }
     };
     let client = connected.map_err(Failed::Server)?;

@@ -24,7 +24,7 @@ pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> 
     // Elicitation is answered with the schema's defaults (`answer_with_defaults`): only tool
     // calls can trigger one, and the probe calls tools only for a conformance scenario, which
     // expects that.
-    let opts = ClientOptions { roots: None, client_name: "gosling".into(), ..super::probe::options(TIMEOUT) };
+    let opts = ClientOptions { roots: None, client_name: "gosling".into(), ..super::probe::base_options(TIMEOUT) };
     let client = crate::mcp::connect_http(&spec, opts)?;
     let result = (|| {
         let mut out = format!(

@@ -541,6 +541,23 @@ impl ExtensionConfig {
         }
     }
 
+    /// gosling's optional `protocol_version` of a stdio or streamable_http entry: the MCP
+    /// revision to speak to this server, pinned (goose has no such field; kept in the entry's
+    /// extra keys, so goose ignores it). `None`: gosling chooses (see `mcp::client`).
+    pub fn protocol_version(&self) -> Result<Option<String>, ConfigError> {
+        match self.extra.get("protocol_version") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(v)) if crate::wire::mcp_version::is_known(v) => Ok(Some(v.clone())),
+            Some(v) => Err(cfg_err(
+                "protocol_version",
+                format!(
+                    "{v} is not an MCP revision gosling speaks; use one of {} (or leave it out to let gosling choose)",
+                    crate::wire::mcp_version::KNOWN.join(", ")
+                ),
+            )),
+        }
+    }
+
     /// Seconds allowed for initialize and for each request.
     pub fn timeout_secs(&self) -> u64 {
         self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)
@@ -563,6 +580,7 @@ impl ExtensionConfig {
         if self.name.trim().is_empty() && !matches!(self.kind, Kind::Sse { .. }) {
             return Err(cfg_err("name", "must not be empty"));
         }
+        self.protocol_version()?;
         match &self.kind {
             Kind::Stdio { cmd, envs, env_keys, .. } => {
                 if cmd.trim().is_empty() {

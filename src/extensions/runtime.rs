@@ -419,6 +419,12 @@ impl SessionRuntime {
             }),
             client_name: "gosling".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
+            // Checked by `validate` when the config came in; a bad one left in a hand-edited
+            // file is reported there too, and gosling chooses meanwhile.
+            protocol_version: config.protocol_version().unwrap_or_else(|e| {
+                log::warn!("extension {}: {}", config.name(), e.message);
+                None
+            }),
         }
     }
 

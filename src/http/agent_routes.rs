@@ -247,10 +247,7 @@ pub fn add_extension(app: &App, req: &Request) -> R {
         let status = match e {
             ActivateError::Config(_) => 400,
             // Its server needs someone to sign in first: the message carries the URL to open.
-            ActivateError::Start(crate::mcp::error::Error::Http {
-                failure: crate::mcp::http_error::HttpFailure::SignInRequired { .. },
-                ..
-            }) => 424,
+            ActivateError::Start(ref error) if needs_sign_in(error) => 424,
             ActivateError::Start(_) | ActivateError::Internal(_) => 500,
         };
         ApiError::new(status, format!("Failed to add extension: {e}"))
@@ -289,8 +286,18 @@ fn call_error(e: CallError) -> ApiError {
         CallError::Frontend(_) => ApiError::new(424, e.to_string()),
         // The extension is down for now; a retry later may work.
         CallError::Restarting { .. } => ApiError::new(503, e.to_string()),
+        // Its server needs someone to sign in (again): 424, as /agent/add_extension answers,
+        // with the URL to open in the message.
+        CallError::Mcp { ref error, .. } if needs_sign_in(error) => ApiError::new(424, e.to_string()),
         CallError::Mcp { .. } => ApiError::internal(e.to_string()),
     }
+}
+
+fn needs_sign_in(e: &crate::mcp::error::Error) -> bool {
+    matches!(
+        e,
+        crate::mcp::error::Error::Http { failure: crate::mcp::http_error::HttpFailure::SignInRequired { .. }, .. }
+    )
 }
 
 #[derive(Deserialize)]

@@ -57,6 +57,36 @@ pub fn delete_extension(app: &App, raw_name: &str) -> R {
     }
 }
 
+/// Forgets the sign-in of a `streamable_http` extension: its OAuth tokens and the client
+/// gosling registered (the web page's "Sign out"; `gosling auth NAME --forget` on a terminal).
+/// Running extensions of this process drop their cached token too; the next request signs in.
+pub fn sign_out(app: &App, raw_name: &str) -> R {
+    let name = crate::wire::percent::decode_lenient(raw_name);
+    let key = name_to_key(&name);
+    let Some(entry) = app.store.extension(&key)? else {
+        return Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")));
+    };
+    let crate::extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
+        return Err(ApiError::bad_request(format!(
+            "extension {name:?} has type `{}`; only streamable_http extensions sign in",
+            entry.config.type_name()
+        )));
+    };
+    let settings = crate::mcp::oauth::Settings {
+        client_id: None,
+        client_secret: None,
+        scopes: Vec::new(),
+        client_metadata_url: None,
+        client_name: "gosling".into(),
+        sign_in: crate::mcp::oauth::SignIn::Follow,
+        store: std::sync::Arc::new(crate::extensions::runtime::SecretsTokens(app.store.clone())),
+    };
+    let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
+    let n = crate::mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings).forget_all();
+    log::info!("extension {key}: signed out ({n} stored records forgotten)");
+    Ok(Response::json(200, &json!({ "forgotten": n })))
+}
+
 pub fn get_all(app: &App) -> R {
     Ok(Response::json(200, &json!({ "config": app.store.all()? })))
 }

@@ -252,6 +252,7 @@ const ROUTES: &[(&str, &str, Handler)] = &[
     ("GET", "/config/extensions", |a, _, _| config::get_extensions(a)),
     ("POST", "/config/extensions", |a, r, _| config::post_extension(a, r)),
     ("DELETE", "/config/extensions/{name}", |a, _, name| config::delete_extension(a, name)),
+    ("POST", "/config/extensions/{name}/sign_out", |a, _, name| config::sign_out(a, name)),
     ("POST", "/config/upsert", |a, r, _| config::upsert(a, r)),
     ("POST", "/config/read", |a, r, _| config::read(a, r)),
     ("POST", "/config/remove", |a, r, _| config::remove(a, r)),
@@ -291,7 +292,7 @@ const ROUTES: &[(&str, &str, Handler)] = &[
 ];
 
 /// `path` as `ROUTES` names it, and its parameter: `/sessions/{id}…` and
-/// `/config/extensions/{name}` carry one.
+/// `/config/extensions/{name}[/sign_out]` carry one.
 fn pattern(path: &str) -> (String, &str) {
     if let Some(rest) = path.strip_prefix("/sessions/") {
         return match rest.split_once('/') {
@@ -300,6 +301,9 @@ fn pattern(path: &str) -> (String, &str) {
         };
     }
     match path.strip_prefix("/config/extensions/") {
+        Some(name) if name.ends_with("/sign_out") => {
+            ("/config/extensions/{name}/sign_out".to_string(), name.strip_suffix("/sign_out").unwrap_or(name))
+        }
         Some(name) => ("/config/extensions/{name}".to_string(), name),
         None => (path.to_string(), ""),
     }

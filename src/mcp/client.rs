@@ -82,6 +82,9 @@ pub struct ClientOptions {
     pub sampling: Option<SamplingHandler>,
     pub client_name: String,
     pub client_version: String,
+    /// The revision to speak, pinned (the extension's `protocol_version`); `None`: the newest
+    /// legacy revision a server offers, else the modern one (see `negotiate`).
+    pub protocol_version: Option<String>,
 }
 
 /// Per-call plumbing: where progress goes, and what cancels the call.
@@ -169,19 +172,64 @@ fn with_meta(params: &mut Value, meta: &Value) {
     }
 }
 
-/// Chooses the protocol era and revision (2026-07-28 versioning rules): asks `server/discover`
-/// for the modern revision first; a modern answer or a modern error keeps the server modern
-/// (every later request carries the `_meta`), anything else falls back to the legacy
-/// `initialize` handshake. Returns the revision, the result that describes the server
-/// (discover's or initialize's), and why.
+/// Chooses the protocol era and revision. Unless the extension pins one (`protocol_version`),
+/// the legacy handshake comes first: `initialize` asking for `LEGACY_ASK`, which every server
+/// written for sessions answers. A server that speaks both eras (every SDK's today) keeps its
+/// elicitation and sampling requests (`ctx.elicit()`) and its session state that way, which a
+/// modern connection would lose (ARCHITECTURE.md, "Where the two MCP eras meet"). A server
+/// that refuses `initialize` is asked `server/discover` (2026-07-28 versioning rules): a modern
+/// answer or a modern error means a modern server (every later request carries the `_meta`).
+/// A pinned legacy revision goes straight to `initialize`; a pinned modern one straight to
+/// `server/discover`. Returns the revision, the result that describes the server (discover's
+/// or initialize's), and why.
 fn negotiate(
     shared: &Arc<Shared>,
     opts: &ClientOptions,
     caps: &Value,
     client_info: &Value,
 ) -> Result<(String, Value, String), Error> {
+    let pin = opts.protocol_version.as_deref();
+    if let Some(p) = pin.filter(|p| !mcp_version::is_modern(p)) {
+        return initialize(shared, opts, caps, client_info, p, format!("protocol_version {p} set for the extension"));
+    }
+    let mut refused = None;
+    if pin.is_none() {
+        let params =
+            json!({ "protocolVersion": mcp_version::LEGACY_ASK, "capabilities": caps, "clientInfo": client_info });
+        match shared.request("initialize", params, opts.timeout, None) {
+            Ok(result) => {
+                let agreed = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_string();
+                if mcp_version::is_known(&agreed) && !mcp_version::is_modern(&agreed) {
+                    shared.notify("notifications/initialized", json!({}))?;
+                    let why = format!(
+                        "initialize answered {agreed} (sessions first: they keep a server's elicitation, sampling and state; protocol_version {} for the modern revision)",
+                        mcp_version::MODERN
+                    );
+                    return Ok((agreed, result, why));
+                }
+                if !mcp_version::is_modern(&agreed) {
+                    return Err(Error::Other(format!(
+                        "{}: the server wants protocol version {agreed:?}, we asked for {} and know {}; update the server or gosling",
+                        opts.extension,
+                        mcp_version::LEGACY_ASK,
+                        mcp_version::KNOWN.join(", ")
+                    )));
+                }
+                refused = Some(format!("initialize answered {agreed}"));
+            }
+            // A modern-only server refuses the handshake: ask it what it speaks.
+            Err(Error::Rpc(e)) => refused = Some(format!("initialize refused ({})", e.code)),
+            Err(Error::Http {
+                failure: HttpFailure::Status { status, .. } | HttpFailure::NotMcp { status, .. },
+                ..
+            }) => refused = Some(format!("initialize got HTTP {status}")),
+            Err(Error::Http { failure: HttpFailure::NotFound, .. }) => refused = Some("initialize got HTTP 404".into()),
+            Err(e) => return Err(e),
+        }
+    }
+    let refused = refused.map(|r| format!("{r}; ")).unwrap_or_default();
     let level = log_level_name(log::max_level());
-    let mut version = mcp_version::MODERN.to_string();
+    let mut version = pin.unwrap_or(mcp_version::MODERN).to_string();
     let probe_timeout = opts.timeout.min(PROBE_TIMEOUT);
     for _ in 0..2 {
         let meta = mcp_version::request_meta(&version, client_info, caps, level);
@@ -205,20 +253,34 @@ fn negotiate(
             Err(e @ Error::Http { .. }) => return Err(e.clone()),
             Err(e) => mcp_version::judge_discover(Err(Refusal::Other(&e.to_string()))),
         };
-        match judged.era {
-            Era::Modern { version: v, retry: true } if v != version => version = v,
-            Era::Modern { version: v, .. } => {
+        match (judged.era, pin) {
+            (Era::Legacy { .. }, Some(p)) => {
+                return Err(Error::Other(format!(
+                    "{}: the extension's protocol_version is {p}, but the server does not speak it ({}); remove protocol_version or set a revision the server offers",
+                    opts.extension, judged.why
+                )))
+            }
+            (Era::Modern { version: v, .. }, Some(p)) if v != p => {
+                return Err(Error::Other(format!(
+                    "{}: the extension's protocol_version is {p}, but the server offers {v} ({}); remove protocol_version or set {v}",
+                    opts.extension, judged.why
+                )))
+            }
+            (Era::Modern { version: v, retry: true }, _) if v != version => version = v,
+            (Era::Modern { version: v, .. }, _) => {
                 let result = answer.unwrap_or_else(|_| json!({}));
                 *shared.modern.write().unwrap_or_else(|e| e.into_inner()) =
                     Some(mcp_version::request_meta(&v, client_info, caps, level));
                 if result.get("supportedVersions").is_none() {
                     // A modern error to the probe: ask again with the revision it serves.
                     let r = shared.request("server/discover", json!({}), opts.timeout, None)?;
-                    return Ok((v, r, judged.why));
+                    return Ok((v, r, format!("{refused}{}", judged.why)));
                 }
-                return Ok((v, result, judged.why));
+                return Ok((v, result, format!("{refused}{}", judged.why)));
             }
-            Era::Legacy { version: legacy } => return initialize(shared, opts, caps, client_info, &legacy, judged.why),
+            (Era::Legacy { version: legacy }, None) => {
+                return initialize(shared, opts, caps, client_info, &legacy, format!("{refused}{}", judged.why))
+            }
         }
     }
     Err(Error::Other(format!("{}: server/discover keeps refusing protocol {version}", opts.extension)))
@@ -576,24 +638,36 @@ impl Shared {
 
     /// Keeps a `subscriptions/listen` request open to a modern server, so its list changes
     /// arrive as `notifications/*/list_changed` (as a legacy server sends them unasked). The
-    /// request is renewed every `LISTEN_WINDOW`, and opened again after a drop with a growing
-    /// pause; it ends with the connection.
+    /// transport holds the stream as long as the server keeps it alive; when it ends after a
+    /// while (the server closed it, or it fell silent) it is opened again at once; when it
+    /// fails at once, again after a growing pause. It is renewed every `LISTEN_WINDOW`, and
+    /// ends with the connection.
     fn listen(self: Arc<Self>, filter: Value, timeout: Duration) {
         let mut pause = Duration::from_secs(1);
         while !self.closed.load(Ordering::SeqCst) {
+            let opened = Instant::now();
             let r = self.request_follow("subscriptions/listen", json!({ "notifications": filter }), LISTEN_WINDOW);
             // Whatever changed while no stream was open is not known: list again when asked.
             *lock(&self.tools) = None;
             self.tools_generation.fetch_add(1, Ordering::SeqCst);
+            let lived = opened.elapsed();
             match r {
                 Err(Error::Closed { .. }) | Err(Error::Cancelled { .. }) => return,
-                Ok(_) | Err(Error::Timeout { .. }) => pause = Duration::from_secs(1),
-                Err(e) => {
-                    log::info!(
-                        "mcp {}: subscriptions/listen ended ({e}); opening it again in {pause:?}",
-                        self.extension
+                Ok(_) | Err(Error::Timeout { .. }) => {
+                    log::debug!("mcp {}: subscriptions/listen renewed after {lived:?}", self.extension);
+                    pause = Duration::ZERO;
+                }
+                Err(e) if lived >= timeout.max(Duration::from_secs(5)) => {
+                    log::debug!(
+                        "mcp {}: the subscriptions/listen stream ended after {:?} ({e}); opening it again",
+                        self.extension,
+                        Duration::from_secs(lived.as_secs())
                     );
-                    pause = (pause * 2).min(LISTEN_BACKOFF_MAX).max(timeout.min(Duration::from_secs(1)));
+                    pause = Duration::ZERO;
+                }
+                Err(e) => {
+                    pause = (pause * 2).clamp(Duration::from_secs(1), LISTEN_BACKOFF_MAX);
+                    log::info!("mcp {}: subscriptions/listen failed ({e}); trying again in {pause:?}", self.extension);
                 }
             }
             let until = Instant::now() + pause;
@@ -804,6 +878,29 @@ impl Client {
             }
             !task_only
         });
+        if mcp_version::is_modern(&self.protocol_version) {
+            // 2026-07-28: a tool whose x-mcp-header annotations break the rules MUST be dropped;
+            // the others' annotated arguments travel as Mcp-Param-* headers too.
+            tools.retain(|t| match crate::mcp::params::invalid(&t["inputSchema"]) {
+                None => true,
+                Some(why) => {
+                    log::warn!(
+                        "mcp {}: not listing tool {} (invalid x-mcp-header: {why})",
+                        self.shared.extension,
+                        t["name"]
+                    );
+                    false
+                }
+            });
+            let maps = tools
+                .iter()
+                .filter_map(|t| {
+                    let map = crate::mcp::params::header_map(&t["inputSchema"]);
+                    (!map.is_empty()).then(|| (t["name"].as_str().unwrap_or_default().to_string(), map))
+                })
+                .collect();
+            self.shared.transport.set_param_headers(maps);
+        }
         let mut cache = lock(&self.shared.tools);
         if self.shared.tools_generation.load(Ordering::SeqCst) == generation {
             *cache = Some(tools.clone());
@@ -813,6 +910,13 @@ impl Client {
 
     /// `tools/call`; returns the CallToolResult (an `isError` result is not an `Err`).
     pub fn call_tool(&self, name: &str, arguments: Option<Value>, ctx: &CallContext) -> Result<Value, Error> {
+        if mcp_version::is_modern(&self.protocol_version) && lock(&self.shared.tools).is_none() {
+            // The tool's x-mcp-header arguments are known from its listing only (a call made
+            // without one, as probe's --call, would lack its Mcp-Param-* headers).
+            if let Err(e) = self.list_tools() {
+                log::debug!("mcp {}: tools/list before calling {name} failed: {e}", self.shared.extension);
+            }
+        }
         let mut params = json!({ "name": name, "arguments": arguments.unwrap_or_else(|| json!({})) });
         let progress = ctx.progress.as_ref().map(|tx| {
             let call_no = self.shared.next_id.fetch_add(1, Ordering::SeqCst);

@@ -4,6 +4,7 @@ pub mod client;
 pub mod error;
 pub mod http_error;
 pub mod oauth;
+pub mod params;
 pub mod schema;
 pub mod stdio;
 pub mod streamable_http;

@@ -137,6 +137,8 @@ pub struct Authorizer {
     agent: ureq::Agent,
     timeout: Duration,
     token: Mutex<Option<Token>>,
+    /// The `forgets` generation of this server the cached token belongs to.
+    forgets_seen: std::sync::atomic::AtomicU64,
     /// Held during a sign-in or refresh, so concurrent 401s start one flow.
     flow: Mutex<()>,
 }
@@ -302,6 +304,24 @@ pub fn token_key(resource: &str, issuer: &str) -> String {
     format!("oauth:{resource} {issuer}")
 }
 
+/// The key of the client registered (dynamic registration) with `issuer` for `resource`.
+/// Deliberately not under `token_key`'s prefix: loading tokens never reads it.
+pub fn registration_key(resource: &str, issuer: &str) -> String {
+    format!("oauth-client:{resource} {issuer}")
+}
+
+/// A client gosling registered with an authorization server (dynamic registration), kept
+/// beside the tokens and reused by the next sign-in to the same server until it is refused.
+#[derive(Clone, Serialize, Deserialize)]
+struct Registration {
+    client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_secret: Option<String>,
+    auth_method: String,
+    /// The loopback redirect registered with it: its port is listened on again.
+    redirect_uri: String,
+}
+
 /// The PKCE S256 challenge of a verifier.
 pub fn pkce_challenge(verifier: &str) -> String {
     base64_encode(&crate::util::sha256(verifier.as_bytes()), true)
@@ -358,6 +378,7 @@ impl Authorizer {
             agent: config.new_agent(),
             timeout,
             token: Mutex::new(None),
+            forgets_seen: std::sync::atomic::AtomicU64::new(0),
             flow: Mutex::new(()),
         }
     }
@@ -368,6 +389,12 @@ impl Authorizer {
 
     fn current(&self) -> Option<Token> {
         let mut t = self.token.lock().unwrap_or_else(|p| p.into_inner());
+        // Forgotten in this process since it was cached (`forget_all` of another Authorizer of
+        // the same server, e.g. the web page's sign-out): read the store again.
+        let generation = forgets().get(&self.resource_id()).copied().unwrap_or(0);
+        if self.forgets_seen.swap(generation, std::sync::atomic::Ordering::SeqCst) != generation {
+            *t = None;
+        }
         if t.is_none() {
             *t = self.load();
         }
@@ -397,6 +424,22 @@ impl Authorizer {
         if t.as_ref().is_some_and(|x| x.access_token == token.access_token) {
             *t = None;
         }
+    }
+
+    /// Forgets every token and client registration stored for this server (`gosling auth
+    /// NAME --forget`); the next request signs in afresh. Returns how many records went.
+    pub fn forget_all(&self) -> usize {
+        let _flow = self.flow.lock().unwrap_or_else(|p| p.into_inner());
+        let store = &self.settings.store;
+        let resource = self.resource_id();
+        let mut keys = store.keys(&token_key(&resource, ""));
+        keys.extend(store.keys(&registration_key(&resource, "")));
+        for k in &keys {
+            store.put(k, None);
+        }
+        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *forgets().entry(resource).or_insert(0) += 1;
+        keys.len()
     }
 
     /// The access token to send, refreshed first when it is about to expire. `None`: send no
@@ -492,7 +535,7 @@ impl Authorizer {
     /// for a sign-in (it answered without one).
     pub fn sign_in_now(self: &Arc<Self>) -> Result<bool, HttpFailure> {
         let _flow = self.flow.lock().unwrap_or_else(|p| p.into_inner());
-        let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gosling","version":"0"}}}"#;
+        let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gosling","version":"0"}}}"#;
         let resp = self
             .agent
             .post(&self.server_url)
@@ -579,35 +622,54 @@ impl Authorizer {
         Ok(Discovery { resource, resource_scopes, issuer, meta, guessed })
     }
 
-    /// The client identity: (client_id, client_secret, token endpoint auth method).
-    fn client_identity(
-        &self,
-        d: &Discovery,
-        redirect_uri: &str,
-    ) -> Result<(String, Option<String>, String), HttpFailure> {
-        let supported = strings(&d.meta, "token_endpoint_auth_methods_supported").unwrap_or_default();
-        // The first of `preferred` the server supports, else `otherwise`.
-        let pick = |preferred: &[&str], otherwise: &str| -> String {
-            preferred.iter().find(|m| supported.iter().any(|s| s == *m)).unwrap_or(&otherwise).to_string()
-        };
-        let secret_method = || pick(&["client_secret_basic", "client_secret_post"], "client_secret_basic");
+    /// A client identity the extension configures: a pre-registered client, else a Client ID
+    /// Metadata Document URL the server supports. `None`: dynamic registration.
+    fn configured_identity(&self, d: &Discovery) -> Option<Registration> {
         if let Some(id) = &self.settings.client_id {
             let secret = self.settings.client_secret.clone();
-            let method = if secret.is_some() { secret_method() } else { "none".into() };
-            return Ok((id.clone(), secret, method));
+            let auth_method = if secret.is_some() { secret_method(&d.meta) } else { "none".into() };
+            return Some(Registration {
+                client_id: id.clone(),
+                client_secret: secret,
+                auth_method,
+                redirect_uri: String::new(),
+            });
         }
-        if let Some(url) = &self.settings.client_metadata_url {
-            if d.meta.get("client_id_metadata_document_supported").and_then(Value::as_bool) == Some(true) {
-                return Ok((url.clone(), None, "none".into()));
+        let url = self.settings.client_metadata_url.as_ref()?;
+        (d.meta.get("client_id_metadata_document_supported").and_then(Value::as_bool) == Some(true)).then(|| {
+            Registration {
+                client_id: url.clone(),
+                client_secret: None,
+                auth_method: "none".into(),
+                redirect_uri: String::new(),
             }
-        }
+        })
+    }
+
+    /// The client registered with this server by an earlier sign-in, if any.
+    fn stored_registration(&self, d: &Discovery) -> Option<Registration> {
+        let v = self.settings.store.get(&registration_key(&self.resource_id(), &d.issuer))?;
+        serde_json::from_str(&v).ok()
+    }
+
+    fn forget_registration(&self, d: &Discovery) {
+        self.settings.store.put(&registration_key(&self.resource_id(), &d.issuer), None);
+    }
+
+    /// Dynamic client registration (RFC 7591) for `redirect_uri`; the client is kept in the
+    /// token store for the next sign-in.
+    fn register(&self, d: &Discovery, redirect_uri: &str) -> Result<Registration, HttpFailure> {
         let Some(reg) = d.meta.get("registration_endpoint").and_then(Value::as_str) else {
             return Err(HttpFailure::OAuth(format!(
                 "the authorization server {} supports neither dynamic client registration nor (a configured) client ID metadata document; register a client with it and set the extension's oauth.client_id (and oauth.client_secret_key naming a stored secret), or set oauth.client_metadata_url",
                 d.issuer
             )));
         };
-        let wanted = pick(&["none", "client_secret_basic", "client_secret_post"], "none");
+        let supported = strings(&d.meta, "token_endpoint_auth_methods_supported").unwrap_or_default();
+        let wanted = ["none", "client_secret_basic", "client_secret_post"]
+            .into_iter()
+            .find(|m| supported.iter().any(|s| s == m))
+            .unwrap_or("none");
         let body = serde_json::json!({
             "client_name": self.settings.client_name,
             "redirect_uris": [redirect_uri],
@@ -642,16 +704,77 @@ impl Authorizer {
             .and_then(Value::as_str)
             .ok_or_else(|| HttpFailure::OAuth(format!("dynamic client registration at {reg} returned no client_id")))?;
         let secret = v.get("client_secret").and_then(Value::as_str).map(str::to_string);
-        let method = match v.get("token_endpoint_auth_method").and_then(Value::as_str) {
+        let auth_method = match v.get("token_endpoint_auth_method").and_then(Value::as_str) {
             Some(m) => m.to_string(),
-            None if secret.is_some() => secret_method(),
+            None if secret.is_some() => secret_method(&d.meta),
             None => "none".into(),
         };
         log::info!("mcp: {}: registered a client with {}", self.extension, d.issuer);
-        Ok((id.to_string(), secret, method))
+        let r = Registration {
+            client_id: id.to_string(),
+            client_secret: secret,
+            auth_method,
+            redirect_uri: redirect_uri.into(),
+        };
+        match serde_json::to_string(&r) {
+            Ok(text) => self.settings.store.put(&registration_key(&self.resource_id(), &d.issuer), Some(&text)),
+            Err(e) => log::warn!("mcp: {}: cannot serialize the client registration: {e}", self.extension),
+        }
+        Ok(r)
     }
 
-    /// The whole authorization code flow; on success the token is stored.
+    /// The loopback listener and the client to sign in as: the configured client, else the
+    /// one registered before (its redirect port listened on again), else a new registration.
+    /// The flag says the client is a stored registration (which the server may have forgotten).
+    fn listener_and_client(
+        &self,
+        d: &Discovery,
+        reuse: bool,
+    ) -> Result<(TcpListener, String, Registration, bool), HttpFailure> {
+        let bind = |port: u16| {
+            TcpListener::bind(("127.0.0.1", port))
+                .map_err(|e| HttpFailure::OAuth(format!("cannot listen on 127.0.0.1 for the sign-in redirect: {e}")))
+        };
+        let fresh = || -> Result<(TcpListener, String), HttpFailure> {
+            let listener = bind(0)?;
+            let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+            Ok((listener, format!("http://127.0.0.1:{port}{CALLBACK_PATH}")))
+        };
+        if let Some(client) = self.configured_identity(d) {
+            let (listener, redirect_uri) = fresh()?;
+            return Ok((listener, redirect_uri, client, false));
+        }
+        if let Some(reg) = self.stored_registration(d).filter(|_| reuse) {
+            let port = reg.redirect_uri.strip_prefix("http://127.0.0.1:").and_then(|r| r.split('/').next());
+            match port.and_then(|p| p.parse::<u16>().ok()).map(bind) {
+                Some(Ok(listener)) => return Ok((listener, reg.redirect_uri.clone(), reg, true)),
+                _ => log::info!(
+                    "mcp: {}: the redirect port of the client registered before is taken; registering another",
+                    self.extension
+                ),
+            }
+        }
+        let (listener, redirect_uri) = fresh()?;
+        let reg = self.register(d, &redirect_uri)?;
+        Ok((listener, redirect_uri, reg, false))
+    }
+
+    /// Whether the authorization server still knows a stored client: its authorization
+    /// endpoint refuses an unknown client with a 4xx page instead of sending the browser on
+    /// (RFC 6749 §4.1.2.1 forbids redirecting then), where a person would be stuck.
+    fn client_refused(&self, url: &str) -> bool {
+        match self.agent.get(url).call() {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let _ = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec();
+                matches!(status, 400 | 401)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The whole authorization code flow; on success the token is stored. A stored client
+    /// the server refuses is forgotten, and a new one registered, once.
     fn sign_in(self: &Arc<Self>, ch: &Challenge, previous_scope: Option<&str>) -> Result<(), HttpFailure> {
         // A background sign-in already waiting for this server's browser: hand out its URL
         // again rather than start another listener (each /agent/resume would).
@@ -665,11 +788,30 @@ impl Authorizer {
             }
         }
         let d = self.discover(ch)?;
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| HttpFailure::OAuth(format!("cannot listen on 127.0.0.1 for the sign-in redirect: {e}")))?;
+        match self.sign_in_as(&d, ch, previous_scope, true) {
+            Err(SignInError::ClientRefused(why)) => {
+                log::info!(
+                    "mcp: {}: {} refused the client registered before ({why}); registering again",
+                    self.extension,
+                    d.issuer
+                );
+                self.forget_registration(&d);
+                self.sign_in_as(&d, ch, previous_scope, false).map_err(SignInError::into_failure)
+            }
+            r => r.map_err(SignInError::into_failure),
+        }
+    }
+
+    fn sign_in_as(
+        self: &Arc<Self>,
+        d: &Discovery,
+        ch: &Challenge,
+        previous_scope: Option<&str>,
+        reuse: bool,
+    ) -> Result<(), SignInError> {
+        let background = matches!(self.settings.sign_in, SignIn::Background { .. });
+        let (listener, redirect_uri, client, reused) = self.listener_and_client(d, reuse)?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        let redirect_uri = format!("http://127.0.0.1:{port}{CALLBACK_PATH}");
-        let (client_id, client_secret, auth_method) = self.client_identity(&d, &redirect_uri)?;
         let scopes = select_scopes(
             ch.scope.as_deref(),
             &self.settings.scopes,
@@ -684,7 +826,7 @@ impl Authorizer {
         let challenge = pkce_challenge(&verifier);
         let mut params = vec![
             ("response_type", "code"),
-            ("client_id", &client_id),
+            ("client_id", &client.client_id),
             ("redirect_uri", &redirect_uri),
             ("code_challenge", &challenge),
             ("code_challenge_method", "S256"),
@@ -696,17 +838,20 @@ impl Authorizer {
         params.push(("resource", &d.resource));
         let sep = if auth_endpoint.contains('?') { '&' } else { '?' };
         let url = format!("{auth_endpoint}{sep}{}", form(&params));
+        if reused && self.settings.sign_in != SignIn::Follow && self.client_refused(&url) {
+            return Err(SignInError::ClientRefused("its authorization endpoint answered 4xx".into()));
+        }
         let flow = Flow {
             client: Token {
                 issuer: d.issuer.clone(),
                 resource: d.resource.clone(),
                 token_endpoint: d.meta["token_endpoint"].as_str().unwrap_or_default().to_string(),
-                client_id,
-                client_secret,
-                auth_method,
+                client_id: client.client_id,
+                client_secret: client.client_secret,
+                auth_method: client.auth_method,
                 ..Token::default()
             },
-            redirect_uri,
+            redirect_uri: redirect_uri.clone(),
             verifier,
             state,
         };
@@ -742,7 +887,7 @@ impl Authorizer {
                     self.extension,
                     display_host(&url)
                 );
-                return Err(HttpFailure::SignInRequired { url });
+                return Err(HttpFailure::SignInRequired { url }.into());
             }
             SignIn::Browser { .. } => {
                 eprintln!(
@@ -751,37 +896,68 @@ impl Authorizer {
                 );
                 open_in_browser(&url);
             }
-            SignIn::Follow => self.follow(&url)?,
+            SignIn::Follow => {
+                if let Err(e) = self.follow(&url, &redirect_uri) {
+                    // The listener waits for nobody now: wake it so it gives up at once.
+                    let _ = TcpStream::connect(("127.0.0.1", port));
+                    return Err(match e {
+                        FollowError::Refused(status) if reused => {
+                            SignInError::ClientRefused(format!("its authorization endpoint answered {status}"))
+                        }
+                        FollowError::Refused(status) => SignInError::Failed(HttpFailure::OAuth(format!(
+                            "the authorization server answered {status} instead of approving; sign in with a browser (gosling auth NAME)"
+                        ))),
+                        FollowError::Failed(f) => SignInError::Failed(f),
+                    });
+                }
+            }
         }
-        rx.recv_timeout(wait + Duration::from_secs(5)).unwrap_or_else(|_| {
+        let r = rx.recv_timeout(wait + Duration::from_secs(5)).unwrap_or_else(|_| {
             Err(HttpFailure::OAuth(format!("nobody finished signing in within {wait:?}; run it again")))
-        })
+        });
+        match r {
+            Err(HttpFailure::OAuth(why)) if reused && why.contains(": invalid_client") => {
+                Err(SignInError::ClientRefused(why))
+            }
+            r => r.map_err(SignInError::Failed),
+        }
     }
 
-    /// Plays the browser: GET the authorization URL, then each redirect, until our listener.
-    fn follow(&self, url: &str) -> Result<(), HttpFailure> {
+    /// Plays the browser: GET the authorization URL, then each redirect, until our listener
+    /// (`redirect_uri`), whose own answer does not matter here: the exchange reports.
+    fn follow(&self, url: &str, redirect_uri: &str) -> Result<(), FollowError> {
         let mut next = url.to_string();
         for _ in 0..10 {
-            let resp =
-                self.agent.get(&next).call().map_err(|e| {
-                    HttpFailure::OAuth(format!("fetching the authorization URL failed: {}", oauth_io(&e)))
-                })?;
+            if next.starts_with(redirect_uri) {
+                let _ = self
+                    .agent
+                    .get(&next)
+                    .call()
+                    .map(|r| r.into_body().into_with_config().limit(MAX_BODY).read_to_vec());
+                return Ok(());
+            }
+            let resp = self.agent.get(&next).call().map_err(|e| {
+                FollowError::Failed(HttpFailure::OAuth(format!(
+                    "fetching the authorization URL failed: {}",
+                    oauth_io(&e)
+                )))
+            })?;
             let status = resp.status().as_u16();
             let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
             let _ = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec();
             match (status, location) {
                 (300..=399, Some(l)) => next = resolve(&next, &l),
-                (200..=299, _) => return Ok(()),
-                (s, _) => {
-                    return Err(HttpFailure::OAuth(format!(
-                        "the authorization server answered {s} instead of approving; sign in with a browser (gosling auth NAME)"
-                    )))
+                (200..=299, _) => {
+                    return Err(FollowError::Failed(HttpFailure::OAuth(format!(
+                        "the authorization server shows a page at {} that needs a person (a login or consent form) instead of approving at once; --sign-in follow cannot fill it in: sign in with a browser (gosling auth NAME, without --sign-in follow)",
+                        display_host(&next)
+                    ))))
                 }
+                (s, _) => return Err(FollowError::Refused(s)),
             }
         }
-        Err(HttpFailure::OAuth("the authorization URL redirected more than 10 times".into()))
+        Err(FollowError::Failed(HttpFailure::OAuth("the authorization URL redirected more than 10 times".into())))
     }
-
     /// Waits for the redirect with our `state`, exchanges the code, stores the token, then
     /// answers the browser.
     fn await_callback(&self, listener: TcpListener, flow: &Flow, deadline: Instant) -> Result<(), HttpFailure> {
@@ -830,7 +1006,7 @@ impl Authorizer {
             let r = self.exchange(flow, &code);
             match &r {
                 Ok(()) => respond(stream, 200, "Signed in. You can close this tab and return to gosling."),
-                Err(_) => respond(stream, 500, "Signing in failed; see gosling's output."),
+                Err(e) => respond(stream, 500, &format!("Signing in failed: {}", Show(e))),
             }
             return r;
         }
@@ -845,6 +1021,10 @@ impl Authorizer {
                 let cred =
                     base64_encode(format!("{}:{}", form_encode(&t.client_id), form_encode(secret)).as_bytes(), false);
                 req = req.header("Authorization", format!("Basic {cred}"));
+                // RFC 6749 lets Basic stand alone, but the authorization servers people run
+                // (the Python SDK's, rmcp's) refuse a token request without `client_id`, and
+                // every SDK client sends it: so do we.
+                params.push(("client_id", t.client_id.clone()));
             }
             ("client_secret_post", Some(secret)) => {
                 params.push(("client_id", t.client_id.clone()));
@@ -899,8 +1079,12 @@ impl Authorizer {
         let v = match self.token_request(t, params) {
             Ok(v) => v,
             Err(TokenError::Refused(e)) => {
-                // The refresh token is spent or revoked: forget it so the next 401 signs in.
+                // The refresh token is spent or revoked: forget it so the next 401 signs in;
+                // a client the server no longer knows is registered again then.
                 self.forget(t);
+                if matches!(&e, HttpFailure::OAuth(why) if why.contains(": invalid_client")) {
+                    self.settings.store.put(&registration_key(&self.resource_id(), &t.issuer), None);
+                }
                 return Err(e);
             }
             // Unreachable for now: keep the token and its refresh token for the next try.
@@ -913,6 +1097,13 @@ impl Authorizer {
     }
 }
 
+/// How many times each server's sign-in was forgotten in this process (by resource): live
+/// `Authorizer`s drop their cached token when it changes.
+fn forgets() -> std::sync::MutexGuard<'static, HashMap<String, u64>> {
+    static FORGETS: std::sync::OnceLock<Mutex<HashMap<String, u64>>> = std::sync::OnceLock::new();
+    FORGETS.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Background sign-ins waiting for a browser, by server: the URL and until when (locked).
 fn pending() -> std::sync::MutexGuard<'static, HashMap<String, (String, Instant)>> {
     static PENDING: std::sync::OnceLock<Mutex<HashMap<String, (String, Instant)>>> = std::sync::OnceLock::new();
@@ -923,6 +1114,46 @@ fn pending() -> std::sync::MutexGuard<'static, HashMap<String, (String, Instant)
 /// replace it with the server's real 401 (which tells the user to configure headers).
 fn not_oauth() -> HttpFailure {
     HttpFailure::Unauthorized { status: 401, challenge: Some("(no OAuth metadata)".into()) }
+}
+
+/// The first of the client-secret methods the authorization server lists, else Basic.
+fn secret_method(meta: &Value) -> String {
+    let supported = strings(meta, "token_endpoint_auth_methods_supported").unwrap_or_default();
+    ["client_secret_basic", "client_secret_post"]
+        .into_iter()
+        .find(|m| supported.iter().any(|s| s == m))
+        .unwrap_or("client_secret_basic")
+        .to_string()
+}
+
+/// Why one sign-in attempt failed: the stored client was refused (register again), or
+/// anything else.
+enum SignInError {
+    ClientRefused(String),
+    Failed(HttpFailure),
+}
+
+impl From<HttpFailure> for SignInError {
+    fn from(f: HttpFailure) -> SignInError {
+        SignInError::Failed(f)
+    }
+}
+
+impl SignInError {
+    fn into_failure(self) -> HttpFailure {
+        match self {
+            SignInError::ClientRefused(why) => {
+                HttpFailure::OAuth(format!("the authorization server refused the client: {why}"))
+            }
+            SignInError::Failed(f) => f,
+        }
+    }
+}
+
+/// How playing the browser failed: a status other than a redirect or a page, or otherwise.
+enum FollowError {
+    Refused(u16),
+    Failed(HttpFailure),
 }
 
 /// A failed token request: no answer (keep what we have), or an answer refusing it.

@@ -23,7 +23,7 @@ use crate::wire::jsonrpc::{ErrorObject, Id, Message};
 use crate::wire::sse;
 use crossbeam_channel::Sender;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,6 +60,9 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 const GET_IDLE: Duration = Duration::from_secs(120);
 /// Reopens of the GET stream in a row that brought nothing, before we stop trying.
 const GET_ATTEMPTS: u32 = 5;
+/// The least silence tolerated on a `subscriptions/listen` stream before it counts as dead
+/// (servers ping every 15 s or so; sse-starlette's default).
+const LISTEN_IDLE: Duration = Duration::from_secs(60);
 /// How many SSE event ids we remember to drop replays.
 const SEEN_EVENTS: usize = 4096;
 /// How long `close` waits for the DELETE.
@@ -95,6 +98,8 @@ struct State {
     pending: HashSet<Id>,
     seen: VecDeque<u64>,
     seen_set: HashSet<u64>,
+    /// Each tool's `x-mcp-header` arguments (`Transport::set_param_headers`).
+    param_headers: HashMap<String, crate::mcp::params::HeaderMap>,
 }
 
 impl HttpTransport {
@@ -128,6 +133,10 @@ impl HttpTransport {
 }
 
 impl Transport for HttpTransport {
+    fn set_param_headers(&self, tools: HashMap<String, crate::mcp::params::HeaderMap>) {
+        self.inner.state().param_headers = tools;
+    }
+
     fn send(&self, msg: &Message) -> Result<(), Error> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::SeqCst) {
@@ -241,6 +250,11 @@ impl Inner {
         req
     }
 
+    /// The longest silence on a held-open stream before it counts as dead.
+    fn listen_idle(&self) -> Duration {
+        (self.spec.timeout + Duration::from_secs(10)).max(LISTEN_IDLE)
+    }
+
     /// The OAuth authorizer, unless the config sets `Authorization` itself.
     fn authorizer(&self) -> Option<&Arc<crate::mcp::oauth::Authorizer>> {
         let own = self.spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
@@ -257,12 +271,19 @@ impl Inner {
         body: &str,
         session: Option<&str>,
         protocol: Option<&str>,
-        routing: &[(&str, String)],
+        routing: &[(String, String)],
+        held_open: bool,
     ) -> Result<ureq::http::Response<ureq::Body>, Error> {
-        let mut req =
-            self.agent.post(&self.spec.uri).header("Accept", ACCEPT_POST).header("Content-Type", "application/json");
+        let mut req = self.agent.post(&self.spec.uri);
+        if held_open {
+            // A subscriptions/listen answer stream lasts as long as the server keeps it: no
+            // bound on the whole body, only on the silence between two reads (the server's
+            // keep-alive pings reset it).
+            req = req.config().timeout_recv_body(None).timeout_per_read(Some(self.listen_idle())).build();
+        }
+        let mut req = req.header("Accept", ACCEPT_POST).header("Content-Type", "application/json");
         for (k, v) in routing {
-            req = req.header(*k, v.as_str());
+            req = req.header(k.as_str(), v.as_str());
         }
         let req = self.add_headers(req, session, protocol);
         req.send(body.as_bytes()).map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))
@@ -276,7 +297,15 @@ impl Inner {
         // A modern (2026-07-28) message names its revision in `_meta`: it goes without a
         // session, with that revision and the routing headers the spec requires.
         let modern = modern_version(msg);
-        let routing = if modern.is_some() { routing_headers(msg) } else { Vec::new() };
+        let mut routing = if modern.is_some() { routing_headers(msg) } else { Vec::new() };
+        if modern.is_some() && msg.method() == Some("tools/call") {
+            let p = params(msg);
+            let name = p.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default();
+            if let Some(map) = self.state().param_headers.get(name) {
+                let args = p.and_then(|p| p.get("arguments")).unwrap_or(&Value::Null);
+                routing.extend(crate::mcp::params::headers(map, args));
+            }
+        }
         loop {
             let (session, protocol) = match &modern {
                 Some(v) => (None, Some(v.clone())),
@@ -285,7 +314,8 @@ impl Inner {
             log::debug!("mcp: {}: POST {}", self.spec.extension, describe_msg(msg));
             let sent_token = self.oauth_token();
             let protocol = if is_init { None } else { protocol.as_deref() };
-            let resp = self.post(&body, session.as_deref(), protocol, &routing)?;
+            let held_open = msg.method() == Some("subscriptions/listen");
+            let resp = self.post(&body, session.as_deref(), protocol, &routing, held_open)?;
             match self.handle_answer(msg, resp, session.is_some()) {
                 Ok(Answer::Done) => return Ok(()),
                 Ok(Answer::SessionGone) if attempt == 0 && !is_init => {
@@ -639,7 +669,7 @@ impl Inner {
         let Some(init @ Message::Request { id: init_id, .. }) = &init else {
             return Err(self.fail(HttpFailure::NotFound));
         };
-        let resp = self.post(&init.encode(), None, None, &[])?;
+        let resp = self.post(&init.encode(), None, None, &[], false)?;
         let status = resp.status().as_u16();
         let ct = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
         if !(200..300).contains(&status) {
@@ -689,7 +719,7 @@ impl Inner {
         }
         if let Some(n) = &initialized {
             let (session, protocol) = self.session();
-            let resp = self.post(&n.encode(), session.as_deref(), protocol.as_deref(), &[])?;
+            let resp = self.post(&n.encode(), session.as_deref(), protocol.as_deref(), &[], false)?;
             let _ = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_vec();
         }
         self.start_get_stream(false);
@@ -712,10 +742,10 @@ fn params(msg: &Message) -> Option<&Value> {
 }
 
 /// `Mcp-Method` and, for the methods that name a tool, prompt or resource, `Mcp-Name`.
-fn routing_headers(msg: &Message) -> Vec<(&'static str, String)> {
+fn routing_headers(msg: &Message) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Some(method) = msg.method() {
-        out.push(("Mcp-Method", method.to_string()));
+        out.push(("Mcp-Method".to_string(), method.to_string()));
         let name = match method {
             "tools/call" | "prompts/get" => params(msg).and_then(|p| p.get("name")),
             "resources/read" => params(msg).and_then(|p| p.get("uri")),
@@ -723,7 +753,7 @@ fn routing_headers(msg: &Message) -> Vec<(&'static str, String)> {
         };
         // Header values must be visible ASCII; anything else is left to the body.
         if let Some(n) = name.and_then(Value::as_str).filter(|n| n.bytes().all(|b| (0x20..0x7f).contains(&b))) {
-            out.push(("Mcp-Name", n.to_string()));
+            out.push(("Mcp-Name".to_string(), n.to_string()));
         }
     }
     out

@@ -44,6 +44,10 @@ pub trait Transport: Send + Sync {
 
     /// A lead ended while other requests still wait: the reader thread takes over at once.
     fn nudge(&self) {}
+
+    /// The `x-mcp-header` arguments of each tool (by name), from the latest `tools/list`:
+    /// Streamable HTTP repeats them as `Mcp-Param-*` headers of a modern `tools/call`.
+    fn set_param_headers(&self, _tools: std::collections::HashMap<String, crate::mcp::params::HeaderMap>) {}
 }
 
 /// The reading side of the connection, held by one caller at a time (see `Transport::lead`);

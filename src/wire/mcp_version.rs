@@ -8,9 +8,12 @@
 
 use serde_json::{json, Value};
 
-/// The legacy revision gosling's client asks for in `initialize`, and its servers answer when
-/// asked for one they do not know.
+/// The legacy revision gosling's builtin servers answer when asked for one they do not know.
 pub const PREFERRED: &str = "2025-06-18";
+
+/// The legacy revision gosling's client asks for in `initialize` (the newest legacy one); it
+/// accepts whichever known legacy revision the server answers with.
+pub const LEGACY_ASK: &str = "2025-11-25";
 
 /// The modern revision gosling's client speaks when a server offers it.
 pub const MODERN: &str = "2026-07-28";
@@ -91,7 +94,7 @@ pub enum Refusal<'a> {
 /// the 2026-07-28 versioning rules, a recognized modern error means a modern server (retry
 /// with a version it supports); anything else means a legacy one.
 pub fn judge_discover(answer: Result<&Value, Refusal<'_>>) -> Judgement {
-    let legacy = |why: String| Judgement { era: Era::Legacy { version: PREFERRED.to_string() }, why };
+    let legacy = |why: String| Judgement { era: Era::Legacy { version: LEGACY_ASK.to_string() }, why };
     match answer {
         Ok(result) if !result.get("supportedVersions").is_some_and(Value::is_array) => {
             legacy("legacy: server/discover answered without supportedVersions; initialize".to_string())
@@ -110,7 +113,7 @@ pub fn judge_discover(answer: Result<&Value, Refusal<'_>>) -> Judgement {
                     why: format!("server/discover offered {shown}"),
                 }
             } else {
-                let version = newest_known(&offered, false).unwrap_or_else(|| PREFERRED.to_string());
+                let version = newest_known(&offered, false).unwrap_or_else(|| LEGACY_ASK.to_string());
                 Judgement {
                     era: Era::Legacy { version },
                     why: format!("server/discover offered only {shown}; initialize"),
@@ -127,7 +130,7 @@ pub fn judge_discover(answer: Result<&Value, Refusal<'_>>) -> Judgement {
                 },
                 None => Judgement {
                     era: Era::Legacy {
-                        version: newest_known(&offered, false).unwrap_or_else(|| PREFERRED.to_string()),
+                        version: newest_known(&offered, false).unwrap_or_else(|| LEGACY_ASK.to_string()),
                     },
                     why: format!("server/discover: the server offered only {shown}; initialize"),
                 },
@@ -180,16 +183,16 @@ mod tests {
     #[test]
     fn a_result_that_is_not_a_discover_result_is_a_legacy_server() {
         let r = json!({"protocolVersion": "2025-06-18", "capabilities": {}});
-        assert_eq!(judge_discover(Ok(&r)).era, Era::Legacy { version: PREFERRED.into() });
+        assert_eq!(judge_discover(Ok(&r)).era, Era::Legacy { version: LEGACY_ASK.into() });
     }
 
     #[test]
     fn any_other_error_or_silence_is_a_legacy_server() {
         let j = judge_discover(Err(Refusal::Rpc(-32601, None)));
-        assert_eq!(j.era, Era::Legacy { version: PREFERRED.into() });
+        assert_eq!(j.era, Era::Legacy { version: LEGACY_ASK.into() });
         assert!(j.why.contains("-32601"), "{}", j.why);
         let j = judge_discover(Err(Refusal::Other("HTTP 400")));
-        assert_eq!(j.era, Era::Legacy { version: PREFERRED.into() });
+        assert_eq!(j.era, Era::Legacy { version: LEGACY_ASK.into() });
         assert!(j.why.contains("HTTP 400"), "{}", j.why);
         let j = judge_discover(Err(Refusal::Rpc(MISSING_CAPABILITY, None)));
         assert!(matches!(j.era, Era::Modern { .. }));

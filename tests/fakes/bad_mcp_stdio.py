@@ -19,6 +19,7 @@ can check what the client sent (e.g. notifications/cancelled). Modes:
   server_requests  tools/call: ask the client `ping` and `sampling/createMessage` first,
                    answer with what came back
   bad_version      answers initialize with protocolVersion 1999-01-01
+  old_version      answers initialize with protocolVersion 2025-06-18, whatever was asked
   deaf             after answering its first tools/call, never reads stdin again and writes
                    log notifications without end
   trickle          each tools/call answer comes in pieces, 20 ms apart; 300 ms after the first
@@ -98,7 +99,7 @@ def main():
         if method == "initialize":
             if MODE == "no_init":
                 continue
-            version = "1999-01-01" if MODE == "bad_version" else msg["params"]["protocolVersion"]
+            version = {"bad_version": "1999-01-01", "old_version": "2025-06-18"}.get(MODE, msg["params"]["protocolVersion"])
             if MODE == "garbage":
                 sys.stdout.write("this is not json\n{\"jsonrpc\": \"1.0\"}\n[1, 2]\n")
             send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "bad-" + MODE, "version": "0"}}})

@@ -788,7 +788,8 @@ fn an_input_required_elicitation_of_a_2026_server_reaches_the_person() {
         Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
     ]);
     let d = Desktop::start(&llm_env(&llm.url()));
-    let py = json!({"type": "stdio", "name": "py", "description": "", "cmd": peers.python(), "args": [peers.get("MCP_PEER_PY_SERVER")], "timeout": 60});
+    let py = json!({"type": "stdio", "name": "py", "description": "", "cmd": peers.python(), "args": [peers.get("MCP_PEER_PY_SERVER")], "timeout": 60,
+        "protocol_version": "2026-07-28"});
     let id = start_and_open(&d, vec![py]);
     let mut events = d.events(&id, None);
     let rid = d.send(&id, "greet me");

@@ -79,6 +79,8 @@ mod faults;
 
 // Sign-in (OAuth) to a protected Streamable HTTP server: over the API, `gosling auth`, probe.
 mod oauth;
+// Sign-in against the Python SDK's own authorization server (issue 28).
+mod oauth_sdk;
 
 // `gosling probe`: lists a server lacks, environment for stdio servers, --read, --prompt.
 mod probe;

@@ -22,7 +22,7 @@ struct Person {
     asked: Mutex<Vec<Value>>,
 }
 
-fn options(person: &Arc<Person>) -> ClientOptions {
+fn options(person: &Arc<Person>, pin: Option<&str>) -> ClientOptions {
     let p = person.clone();
     let elicit: ElicitationHandler = Arc::new(move |params: &Value| {
         p.asked.lock().unwrap().push(params.clone());
@@ -36,6 +36,7 @@ fn options(person: &Arc<Person>) -> ClientOptions {
         sampling: None,
         client_name: "gosling-test".into(),
         client_version: "0".into(),
+        protocol_version: pin.map(str::to_string),
     }
 }
 
@@ -49,7 +50,7 @@ enum Sdk {
 }
 
 /// A connected client, and the HTTP server process when there is one.
-fn connect(peers: &Peers, sdk: Sdk, http: bool, person: &Arc<Person>) -> (Client, Option<PeerProc>) {
+fn connect(peers: &Peers, sdk: Sdk, http: bool, person: &Arc<Person>, pin: Option<&str>) -> (Client, Option<PeerProc>) {
     let (program, mut args) = match sdk {
         Sdk::Python(_) => (peers.python().to_string(), vec![peers.get("MCP_PEER_PY_SERVER").to_string()]),
         Sdk::TypeScript => (peers.node().to_string(), vec![peers.get("MCP_PEER_TS2_SERVER").to_string()]),
@@ -64,10 +65,10 @@ fn connect(peers: &Peers, sdk: Sdk, http: bool, person: &Arc<Person>) -> (Client
         let peer = spawn_http_peer(cmd, port, "/mcp");
         let spec =
             HttpSpec { uri: peer.url.clone(), headers: vec![], timeout: TIMEOUT, extension: "py".into(), auth: None };
-        (gosling::mcp::connect_http(&spec, options(person)).expect("connect over HTTP"), Some(peer))
+        (gosling::mcp::connect_http(&spec, options(person, pin)).expect("connect over HTTP"), Some(peer))
     } else {
         let spec = StdioSpec { cmd: program, args, ..Default::default() };
-        (gosling::mcp::connect_stdio(&spec, options(person)).expect("connect over stdio"), None)
+        (gosling::mcp::connect_stdio(&spec, options(person, pin)).expect("connect over stdio"), None)
     }
 }
 
@@ -80,11 +81,11 @@ fn names(tools: &[Value]) -> Vec<String> {
 }
 
 /// One server, one era, one transport: everything a session does with it.
-fn speaks(sdk: Sdk, http: bool) {
+/// `pin`: the extension's `protocol_version` is 2026-07-28 (else gosling chooses).
+fn speaks(sdk: Sdk, http: bool, pin: bool) {
     let peers = require_peers!();
     let person = Arc::new(Person { asked: Mutex::new(Vec::new()) });
-    let (c, _peer) = connect(peers, sdk, http, &person);
-    let legacy = sdk == Sdk::Python(true);
+    let (c, _peer) = connect(peers, sdk, http, &person, pin.then_some("2026-07-28"));
     let name = match sdk {
         Sdk::Python(true) => "legacy Python",
         Sdk::Python(false) => "dual-era Python",
@@ -92,10 +93,11 @@ fn speaks(sdk: Sdk, http: bool) {
     };
     let what = format!("{name} server over {}", if http { "HTTP" } else { "stdio" });
 
-    // The era: modern when offered, else the handshake; and why.
-    if legacy {
-        assert_eq!(c.protocol_version(), "2025-06-18", "{what}");
-        assert!(c.negotiation().starts_with("legacy: server/discover"), "{what}: {}", c.negotiation());
+    // The era: the legacy handshake for a legacy server, and by default for a dual-era one
+    // (its session keeps elicitation, sampling and state); the modern one when pinned.
+    if !pin {
+        assert_eq!(c.protocol_version(), "2025-11-25", "{what}");
+        assert!(c.negotiation().starts_with("initialize answered 2025-11-25"), "{what}: {}", c.negotiation());
     } else {
         assert_eq!(c.protocol_version(), "2026-07-28", "{what}");
         assert!(c.negotiation().contains("server/discover offered 2026-07-28"), "{what}: {}", c.negotiation());
@@ -149,33 +151,43 @@ fn speaks(sdk: Sdk, http: bool) {
 }
 
 #[test]
-fn a_dual_era_server_over_stdio_is_spoken_to_in_2026_07_28() {
-    speaks(Sdk::Python(false), false);
+fn a_dual_era_server_over_stdio_is_spoken_to_in_2026_07_28_when_pinned() {
+    speaks(Sdk::Python(false), false, true);
 }
 
 #[test]
-fn a_dual_era_server_over_http_is_spoken_to_in_2026_07_28() {
-    speaks(Sdk::Python(false), true);
+fn a_dual_era_server_over_http_is_spoken_to_in_2026_07_28_when_pinned() {
+    speaks(Sdk::Python(false), true, true);
+}
+
+#[test]
+fn a_dual_era_server_over_stdio_gets_2025_11_25_by_default() {
+    speaks(Sdk::Python(false), false, false);
+}
+
+#[test]
+fn a_dual_era_server_over_http_gets_2025_11_25_by_default() {
+    speaks(Sdk::Python(false), true, false);
 }
 
 #[test]
 fn a_legacy_server_over_stdio_gets_the_initialize_handshake() {
-    speaks(Sdk::Python(true), false);
+    speaks(Sdk::Python(true), false, false);
 }
 
 #[test]
 fn a_legacy_server_over_http_gets_the_initialize_handshake() {
-    speaks(Sdk::Python(true), true);
+    speaks(Sdk::Python(true), true, false);
 }
 
 #[test]
-fn a_typescript_sdk_v2_server_over_stdio_is_spoken_to_in_2026_07_28() {
-    speaks(Sdk::TypeScript, false);
+fn a_typescript_sdk_v2_server_over_stdio_is_spoken_to_in_2026_07_28_when_pinned() {
+    speaks(Sdk::TypeScript, false, true);
 }
 
 #[test]
-fn a_typescript_sdk_v2_server_over_http_is_spoken_to_in_2026_07_28() {
-    speaks(Sdk::TypeScript, true);
+fn a_typescript_sdk_v2_server_over_http_is_spoken_to_in_2026_07_28_when_pinned() {
+    speaks(Sdk::TypeScript, true, true);
 }
 
 /// `gosling probe` says which revision it chose and why, for both eras.
@@ -183,12 +195,20 @@ fn a_typescript_sdk_v2_server_over_http_is_spoken_to_in_2026_07_28() {
 fn probe_prints_the_negotiated_revision_and_why() {
     let peers = require_peers!();
     let home = TempDir::new("probe2026");
-    for (legacy, version, why) in [
-        (false, "2026-07-28", "server/discover offered 2026-07-28"),
-        (true, "2025-06-18", "legacy: server/discover answered -32601; initialize"),
+    // A legacy server and a dual-era one get the handshake first; the modern revision when
+    // the extension (here probe's --protocol-version) pins it.
+    for (legacy, pin, version, why) in [
+        (false, None, "2025-11-25", "initialize answered 2025-11-25"),
+        (true, None, "2025-11-25", "initialize answered 2025-11-25"),
+        (false, Some("2026-07-28"), "2026-07-28", "server/discover offered 2026-07-28"),
+        (true, Some("2025-06-18"), "2025-06-18", "protocol_version 2025-06-18 set for the extension"),
     ] {
         let mut cmd = gosling(&home);
-        cmd.args(["probe", "--", peers.python(), peers.get("MCP_PEER_PY_SERVER")]);
+        cmd.arg("probe");
+        if let Some(p) = pin {
+            cmd.args(["--protocol-version", p]);
+        }
+        cmd.args(["--", peers.python(), peers.get("MCP_PEER_PY_SERVER")]);
         if legacy {
             cmd.arg("legacy");
         }
@@ -198,7 +218,17 @@ fn probe_prints_the_negotiated_revision_and_why() {
         assert_eq!(v["protocolVersion"], version, "{v}");
         assert!(v["negotiation"].as_str().unwrap().contains(why), "{v}");
     }
-    // Over HTTP, a legacy server refuses the session-less modern request with a 4xx.
+    // A pin the server cannot speak is refused with what to do.
+    let py = [peers.python(), peers.get("MCP_PEER_PY_SERVER"), "legacy"];
+    let out = gosling(&home).args(["probe", "--protocol-version", "2026-07-28", "--"]).args(py).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("protocol_version is 2026-07-28") && err.contains("remove protocol_version"), "{err}");
+    // A revision gosling does not know is a usage error.
+    let out = gosling(&home).args(["probe", "--protocol-version", "2030-01-01", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2025-11-25, 2026-07-28"));
+    // Over HTTP, the legacy server's session.
     let port = free_port();
     let mut cmd = std::process::Command::new(peers.python());
     cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
@@ -206,6 +236,152 @@ fn probe_prints_the_negotiated_revision_and_why() {
     let out = gosling(&home).args(["probe", &peer.url]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["protocolVersion"], "2025-06-18", "{v}");
-    assert!(v["negotiation"].as_str().unwrap().starts_with("legacy: server/discover got HTTP 4"), "{v}");
+    assert_eq!(v["protocolVersion"], "2025-11-25", "{v}");
+    assert!(v["negotiation"].as_str().unwrap().starts_with("initialize answered"), "{v}");
+}
+
+/// The Python SDK 2.x server over HTTP (dual-era).
+fn py_http(peers: &Peers) -> PeerProc {
+    let port = free_port();
+    let mut cmd = std::process::Command::new(peers.python());
+    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "http", &port.to_string()]);
+    spawn_http_peer(cmd, port, "/mcp")
+}
+
+/// issue 28: the subscriptions/listen stream stays open as long as the server keeps it, not
+/// just the extension's timeout (+ 10 s, as the whole-body bound of every answer had it).
+#[test]
+fn the_listen_stream_stays_open_past_three_times_the_timeout() {
+    let peers = require_peers!();
+    let peer = py_http(peers);
+    let person = Arc::new(Person { asked: Mutex::new(Vec::new()) });
+    let timeout = Duration::from_secs(3);
+    let spec = HttpSpec { uri: peer.url.clone(), headers: vec![], timeout, extension: "py".into(), auth: None };
+    let c = gosling::mcp::connect_http(&spec, ClientOptions { timeout, ..options(&person, Some("2026-07-28")) })
+        .expect("connect");
+    let listens = || text(&c.call_tool("listens", Some(json!({})), &CallContext::default()).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while listens() != "1" {
+        assert!(Instant::now() < deadline, "no subscriptions/listen opened: {}", listens());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Past 3× the timeout and past timeout + 10 s: still the one stream.
+    std::thread::sleep(timeout * 3 + Duration::from_secs(8));
+    assert_eq!(listens(), "1", "the listen stream was opened again");
+    // And it still carries the server's list changes.
+    c.call_tool("add_tool", Some(json!({"name": "late"})), &CallContext::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !names(&c.list_tools().unwrap()).contains(&"late".to_string()) {
+        assert!(Instant::now() < deadline, "the list change never came over the listen stream");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(listens(), "1");
+    c.close();
+}
+
+/// issue 28: an argument the tool's schema marks `x-mcp-header` goes as an `Mcp-Param-*`
+/// header too (the SDK refuses a modern call without it, -32020): through probe and the HTTP
+/// API, with the extension pinned to 2026-07-28.
+#[test]
+fn an_x_mcp_header_argument_is_sent_as_an_mcp_param_header() {
+    let peers = require_peers!();
+    let peer = py_http(peers);
+    let home = TempDir::new("xmcp");
+    let out = gosling(&home)
+        .args(["probe", "--protocol-version", "2026-07-28", "--call", "route", "--args"])
+        .arg(r#"{"region": "eu-west-1", "text": "hi"}"#)
+        .arg(&peer.url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(text(&v), "eu-west-1 (header: eu-west-1): hi", "{v}");
+    // A value that is not a plain header value travels base64-wrapped, and still matches.
+    let out = gosling(&home)
+        .args(["probe", "--protocol-version", "2026-07-28", "--call", "route", "--args"])
+        .arg(r#"{"region": "zürich ", "text": "hi"}"#)
+        .arg(&peer.url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(text(&v), "zürich  (header: =?base64?esO8cmljaCA=?=): hi", "{v}");
+
+    let s = Server::start();
+    let work = TempDir::new("xmcp-work");
+    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    let ext = json!({"type": "streamable_http", "name": "py", "description": "", "uri": peer.url, "timeout": 30,
+        "protocol_version": "2026-07-28"});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = s.post(
+        "/agent/call_tool",
+        json!({"session_id": id, "name": "py__route", "arguments": {"region": "us-east-2", "text": "yo"}}),
+    );
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert!(call.text().contains("us-east-2 (header: us-east-2): yo"), "{}", call.text());
+    // A protocol_version gosling does not speak is refused with the fix.
+    let mut bad = ext.clone();
+    bad["protocol_version"] = json!("2030-01-01");
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": bad}));
+    assert_eq!(add.status, 400, "{}", add.text());
+    assert!(add.text().contains("protocol_version") && add.text().contains("2026-07-28"), "{}", add.text());
+}
+
+/// issue 28: by default a dual-era server keeps what its session gives: `ctx.elicit()` reaches
+/// the person (probe answers with the schema's defaults), and a per-session counter counts.
+/// Pinned to 2026-07-28 the same server cannot ask (no session), which is why that is not the
+/// default.
+#[test]
+fn by_default_a_session_keeps_elicitation_and_state() {
+    let peers = require_peers!();
+    let peer = py_http(peers);
+    let home = TempDir::new("session-default");
+    let hello = |pin: Option<&str>| {
+        let mut cmd = gosling(&home);
+        cmd.arg("probe");
+        if let Some(p) = pin {
+            cmd.args(["--protocol-version", p]);
+        }
+        let out = cmd.args(["--call", "hello", &peer.url]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        text(&serde_json::from_slice(&out.stdout).unwrap())
+    };
+    assert_eq!(hello(None), "Hello Ada!");
+    assert!(hello(Some("2026-07-28")).starts_with("Hello Unknown!"));
+    // Over stdio too.
+    let out = gosling(&home)
+        .args(["probe", "--call", "hello", "--", peers.python(), peers.get("MCP_PEER_PY_SERVER")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text(&serde_json::from_slice(&out.stdout).unwrap()), "Hello Ada!");
+
+    // The counter, through the HTTP API: one session, 1, 2, 3.
+    let s = Server::start();
+    let work = TempDir::new("session-work");
+    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    let ext = json!({"type": "streamable_http", "name": "py", "description": "", "uri": peer.url, "timeout": 30});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let counts: Vec<String> = (0..3)
+        .map(|_| {
+            let call = s.post("/agent/call_tool", json!({"session_id": id, "name": "py__count", "arguments": {}}));
+            assert_eq!(call.status, 200, "{}", call.text());
+            text(&call.json())
+        })
+        .collect();
+    assert_eq!(counts, ["1", "2", "3"]);
+
+    // A legacy-only server (2025-11-25) through the same API.
+    let port = free_port();
+    let mut cmd = std::process::Command::new(peers.python());
+    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
+    let legacy = spawn_http_peer(cmd, port, "/mcp");
+    let ext = json!({"type": "streamable_http", "name": "old", "description": "", "uri": legacy.url, "timeout": 30});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = s.post("/agent/call_tool", json!({"session_id": id, "name": "old__add", "arguments": {"a": 2, "b": 3}}));
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert_eq!(text(&call.json()), "5");
 }

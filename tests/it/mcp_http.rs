@@ -564,7 +564,8 @@ fn streamable_http_extension_end_to_end_with_headers_and_errors() {
 
 // The shared client over this transport, in-process.
 
-fn client_for(url: &str) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
+/// `pin`: the extension's `protocol_version`.
+fn client_for(url: &str, pin: Option<&str>) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
     use gosling::mcp::client::{Client, ClientOptions};
     init_log();
     let (tx, rx) = crossbeam_channel::bounded(256);
@@ -584,6 +585,7 @@ fn client_for(url: &str) -> (gosling::mcp::client::Client, Arc<HttpTransport>) {
         sampling: None,
         client_name: "gosling-test".into(),
         client_version: "0".into(),
+        protocol_version: pin.map(str::to_string),
     };
     (Client::connect(t.clone(), rx, opts).expect("initialize"), t)
 }
@@ -596,9 +598,17 @@ fn add_via(client: &gosling::mcp::client::Client, a: i64, b: i64) -> String {
 #[test]
 fn shared_client_over_python_server_in_every_mode() {
     let peers = require_peers!();
-    for mode in ["", "json", "stateless", "legacy", "legacy json"] {
+    // The dual-era server: pinned to 2026-07-28 in its three modes, and by default (a session).
+    for (mode, pin) in [
+        ("", Some("2026-07-28")),
+        ("json", Some("2026-07-28")),
+        ("stateless", Some("2026-07-28")),
+        ("", None),
+        ("legacy", None),
+        ("legacy json", None),
+    ] {
         let py = start_py(peers, mode);
-        let (client, t) = client_for(&py.url);
+        let (client, t) = client_for(&py.url, pin);
         let names: Vec<String> =
             client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
         assert!(names.contains(&"add".to_string()) && names.contains(&"echo".to_string()), "mode {mode:?}: {names:?}");
@@ -606,7 +616,7 @@ fn shared_client_over_python_server_in_every_mode() {
         let r = client.read_resource("greeting://Ada").unwrap();
         assert_eq!(r["contents"][0]["text"], "Hello, Ada!", "mode {mode:?}");
         // Sessions are a legacy thing: a 2026-07-28 exchange has none.
-        let legacy = mode.starts_with("legacy");
+        let legacy = pin.is_none();
         assert_eq!(client.protocol_version() == "2026-07-28", !legacy, "mode {mode:?}");
         assert_eq!(t.session_id().is_some(), legacy, "mode {mode:?}");
         client.close();
@@ -617,7 +627,7 @@ fn shared_client_over_python_server_in_every_mode() {
 fn shared_client_survives_an_expired_session() {
     let peers = require_peers!();
     let py = start_py(peers, "legacy json");
-    let (client, t) = client_for(&py.url);
+    let (client, t) = client_for(&py.url, None);
     assert_eq!(add_via(&client, 1, 2), "3");
     let old = t.session_id().unwrap();
     let del =

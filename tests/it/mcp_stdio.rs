@@ -22,6 +22,7 @@ fn opts(timeout: Duration, roots: Option<Vec<PathBuf>>) -> ClientOptions {
         sampling: None,
         client_name: "gosling-test".into(),
         client_version: "0".into(),
+        protocol_version: None,
     }
 }
 
@@ -67,7 +68,7 @@ fn everything(peers: &Peers) -> (Client, u32) {
 fn server_everything_tools_resources_prompts_and_ping() {
     let peers = require_peers!();
     let (c, pid) = everything(peers);
-    assert_eq!(c.protocol_version(), "2025-06-18");
+    assert_eq!(c.protocol_version(), "2025-11-25", "initialize asks for 2025-11-25 and takes what the server answers");
     let tools = c.list_tools().unwrap();
     assert!(tools.len() >= 10 && tools.iter().any(|t| t["name"] == "echo"), "{tools:?}");
     assert!(text(&c.call_tool("echo", Some(json!({"message": "hi"})), &CallContext::default()).unwrap()).contains("hi"));
@@ -365,6 +366,12 @@ fn start_failures_are_actionable() {
     let e = c.err().unwrap().to_string();
     assert!(e.contains("initialize"), "{e}");
     assert_gone(pid);
+    // Answers an older revision than the 2025-11-25 asked for: taken.
+    let (c, _pid) = connect(&fake("old_version", None), opts(Duration::from_secs(10), None));
+    let c = c.unwrap();
+    assert_eq!(c.protocol_version(), "2025-06-18");
+    assert!(c.negotiation().starts_with("initialize answered 2025-06-18"), "{}", c.negotiation());
+    c.close();
     // Offers a protocol version we do not know.
     let (c, pid) = connect(&fake("bad_version", None), opts(Duration::from_secs(10), None));
     let e = c.err().unwrap().to_string();

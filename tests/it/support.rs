@@ -64,7 +64,9 @@ pub struct Peers(HashMap<String, String>);
 
 impl Peers {
     pub fn get(&self, key: &str) -> &str {
-        self.0.get(key).unwrap_or_else(|| panic!("peers.env has no {key}"))
+        self.0.get(key).unwrap_or_else(|| {
+            panic!("peers.env has no {key}: the installed peers are older than scripts/peers; run `scripts/peers/install target/peers`")
+        })
     }
     pub fn node(&self) -> &str {
         self.get("MCP_PEER_NODE")
