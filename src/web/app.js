@@ -653,6 +653,13 @@ async function refreshExtensions() {
           if (cur) await api("POST", "/agent/remove_extension", { session_id: cur.id, name: ext.name }).catch(() => {});
           await refreshExtensions();
         }, $("ext-error")), { "aria-label": "Remove " + ext.name })));
+    if (ext.type === "streamable_http") {
+      // Forgets the stored sign-in (tokens and the registered client); the next use signs in anew.
+      item.querySelector(".ext-row").append(button("Sign out", () => guard(async () => {
+        const r = await apiJson("POST", "/config/extensions/" + encodeURIComponent(ext.name) + "/sign_out", {});
+        $("ext-error").textContent = ext.name + ": signed out" + (r.forgotten ? "" : " (no stored sign-in)") + ".";
+      }, $("ext-error")), { "aria-label": "Sign out of " + ext.name }));
+    }
     if (lr && !lr.success) item.append(el("pre", { class: "error", text: lr.error || "" }), signInLink(lr.error) || "");
     if (mine.length) {
       item.append(el("details", {}, el("summary", { text: mine.length + " tools" }),

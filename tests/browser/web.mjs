@@ -338,6 +338,10 @@ async function main() {
   }
   if (await signIn.getAttribute("target") !== "_blank") throw new Error("the Sign in link opens in a new tab");
   await shot(page, "extensions-sign-in");
+  // Its "Sign out" forgets any stored sign-in through POST /config/extensions/{name}/sign_out
+  // (nothing is stored yet, and the page says so).
+  await page.click("#ext-list li[data-name=locked] button[aria-label='Sign out of locked']");
+  await page.waitForSelector("#ext-error:text('locked: signed out (no stored sign-in).')");
   await page.click("#ext-dialog button.close");
 
   // 7. A tool call card: running, then done with its result.
