@@ -248,6 +248,8 @@ struct Driver {
     decoder: ws::Decoder,
     /// The decoder failed (a violation): what still arrives is read and dropped.
     discarding: bool,
+    /// A binary message was logged at warn already (later ones at debug).
+    binary_seen: bool,
     /// Control frames to send before the next data frame.
     control: VecDeque<Frame>,
     control_bytes: usize,
@@ -291,6 +293,7 @@ impl Driver {
             held: VecDeque::new(),
             decoder: ws::Decoder::new(max),
             discarding: false,
+            binary_seen: false,
             control: VecDeque::new(),
             control_bytes: 0,
             writing: None,
@@ -496,8 +499,10 @@ impl Driver {
                     return;
                 }
                 Err(TrySendError::Disconnected(_)) => {
+                    // The ACP connection ended on its own (it failed): say so rather than
+                    // take messages nobody will answer.
                     self.held.clear();
-                    self.inbox = None;
+                    self.close(code::INTERNAL, "the server's ACP connection ended; reconnect");
                     return;
                 }
             }
@@ -548,7 +553,13 @@ impl Driver {
         match ev {
             Event::Text(t) => self.to_inbox(Inbound::Message(t.into_bytes())),
             Event::Binary(n) => {
-                log::warn!("websocket {}: ignored a binary message of {n} bytes (ACP speaks text frames)", self.id())
+                let level = if self.binary_seen { log::Level::Debug } else { log::Level::Warn };
+                self.binary_seen = true;
+                log::log!(
+                    level,
+                    "websocket {}: ignored a binary message of {n} bytes (ACP speaks text frames)",
+                    self.id()
+                );
             }
             Event::Ping(p) => {
                 if self.closing == Closing::Open {
