@@ -551,7 +551,7 @@ impl Driver {
 
     fn event(&mut self, ev: Event) {
         match ev {
-            Event::Text(t) => self.to_inbox(Inbound::Message(t.into_bytes())),
+            Event::Text(t) => self.hand_on(Inbound::Message(t.into_bytes())),
             Event::Binary(n) => {
                 let level = if self.binary_seen { log::Level::Debug } else { log::Level::Warn };
                 self.binary_seen = true;
@@ -587,7 +587,7 @@ impl Driver {
                 match crate::wire::jsonrpc::peek_id(&prefix) {
                     Some(id) => {
                         log::warn!("websocket {}: a message of at least {len} bytes is over the {limit}-byte limit; answering its id {id}", self.id());
-                        self.to_inbox(Inbound::TooLong { id: Some(id), limit: limit as u64 });
+                        self.hand_on(Inbound::TooLong { id: Some(id), limit: limit as u64 });
                     }
                     None => {
                         // The rest of the message is not read: the client's close may be in it.
@@ -602,7 +602,7 @@ impl Driver {
         }
     }
 
-    fn to_inbox(&mut self, m: Inbound) {
+    fn hand_on(&mut self, m: Inbound) {
         if self.inbox.is_none() {
             return;
         }
