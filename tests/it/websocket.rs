@@ -836,3 +836,67 @@ fn each_socket_is_a_connection_and_sessions_outlive_it() {
     c.send_text(&json!({"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId": sid, "cwd": cwd, "mcpServers": []}}));
     assert!(until_answer(&mut c, 2).last().unwrap().get("error").is_none());
 }
+
+#[test]
+fn open_websockets_hold_no_request_slot() {
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_REQUESTS".into(), "2".into())],
+        ..ServerOpts::default()
+    });
+    let mut open: Vec<Client> = (0..6).map(|_| Client::connect(&s)).collect();
+    for (i, c) in open.iter_mut().enumerate() {
+        assert_eq!(initialize(c, i as u64)["result"]["protocolVersion"], 1);
+    }
+    // Six sockets open past a cap of two requests: the API still answers at once.
+    let r = crate::support::http("GET", &s.url("/config"), Some(SECRET), None);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+fn hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn stdio_skips_an_oversized_line_without_holding_it() {
+    // The same reader loop on stdio: a 200 MiB line is answered with an error for its id and
+    // never held beyond the 64 MiB limit; the next line is served.
+    let home = crate::support::TempDir::new("acp-long-line");
+    let mut child = crate::support::gosling(&home)
+        .arg("acp")
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let pid = child.id();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(br#"{"jsonrpc":"2.0","id":"big","method":"session/prompt","params":{"text":""#).unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..200 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.write_all(b"\"}}\n").unwrap();
+        stdin.write_all(br#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}"#).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin
+    });
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let e: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(e["id"], "big", "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("longer than"), "{e}");
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["result"]["protocolVersion"], 1, "{v}");
+    let peak = hwm_kib(pid);
+    eprintln!("gosling acp peak RSS after a 200 MiB line: {peak} KiB");
+    assert!(peak < (64 + 48) << 10, "peak RSS {peak} KiB: the long line was held");
+    drop(writer.join().unwrap());
+    let _ = child.wait();
+}
