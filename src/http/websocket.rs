@@ -179,8 +179,9 @@ enum Closing {
     Open,
     /// Our close frame is queued or sent, at this time; waiting for the client's.
     Sent(Instant),
-    /// The client's close came in and ours (the echo) is queued: end once it is written.
-    Echoing,
+    /// The client's close came in (at this time) and ours, the echo, is queued: end once it
+    /// is written, or after the close wait if the client does not take it.
+    Echoing(Instant),
 }
 
 /// Serves one upgraded connection: spawns the consumer (`serve(inbox, sender)`, the ACP
@@ -407,8 +408,7 @@ impl Driver {
                 next = next.min(at.max(self.heard) + LINGER);
             }
             match self.closing {
-                Closing::Sent(at) => next = next.min(at + self.shared.limits.close_wait),
-                Closing::Echoing => {}
+                Closing::Sent(at) | Closing::Echoing(at) => next = next.min(at + self.shared.limits.close_wait),
                 Closing::Open => match self.pinged {
                     Some(at) => {
                         let due = at + self.shared.limits.pong_wait;
@@ -430,9 +430,9 @@ impl Driver {
                     }
                 },
             }
-            if let Closing::Sent(at) = self.closing {
+            if let Closing::Sent(at) | Closing::Echoing(at) = self.closing {
                 if now >= at + self.shared.limits.close_wait {
-                    log::debug!("websocket {}: no close frame from the client in time", self.id());
+                    log::debug!("websocket {}: the close handshake did not finish in time", self.id());
                     return;
                 }
             }
@@ -465,7 +465,7 @@ impl Driver {
     /// was echoed, or the client is gone.
     fn finished(&self) -> bool {
         match self.closing {
-            Closing::Echoing => self.all_out(),
+            Closing::Echoing(_) => self.all_out(),
             // After a violation the client's close cannot be told from the rest: what it
             // still sends is drained until it has been quiet a moment (no reset over our close).
             Closing::Sent(_) if self.discarding => {
@@ -477,7 +477,7 @@ impl Driver {
     }
 
     fn can_read(&self) -> bool {
-        !self.eof && !self.close_seen && self.held.is_empty() && self.closing != Closing::Echoing
+        !self.eof && !self.close_seen && self.held.is_empty() && !matches!(self.closing, Closing::Echoing(_))
     }
 
     fn drain_wake(&mut self) {
@@ -572,14 +572,14 @@ impl Driver {
                 self.inbox = None;
                 match self.closing {
                     Closing::Open => {
-                        self.closing = Closing::Echoing;
+                        self.closing = Closing::Echoing(Instant::now());
                         self.shut_queue();
                         let payload = c.map(|c| ws::close_payload(c, "")).unwrap_or_default();
                         self.control.push_back(Frame::new(Opcode::Close, payload));
                     }
                     // Our close was answered: the handshake is complete.
                     Closing::Sent(_) => self.close_seen = true,
-                    Closing::Echoing => {}
+                    Closing::Echoing(_) => {}
                 }
             }
             Event::TooBig { prefix, len } => {
