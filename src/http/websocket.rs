@@ -179,8 +179,9 @@ enum Closing {
     Open,
     /// Our close frame is queued or sent, at this time; waiting for the client's.
     Sent(Instant),
-    /// The client's close came in and ours (the echo) is queued: end once it is written.
-    Echoing,
+    /// The client's close came in (at this time) and ours, the echo, is queued: end once it
+    /// is written, or after the close wait if the client does not take it.
+    Echoing(Instant),
 }
 
 /// Serves one upgraded connection: spawns the consumer (`serve(inbox, sender)`, the ACP
@@ -248,6 +249,8 @@ struct Driver {
     decoder: ws::Decoder,
     /// The decoder failed (a violation): what still arrives is read and dropped.
     discarding: bool,
+    /// A binary message was logged at warn already (later ones at debug).
+    binary_seen: bool,
     /// Control frames to send before the next data frame.
     control: VecDeque<Frame>,
     control_bytes: usize,
@@ -291,6 +294,7 @@ impl Driver {
             held: VecDeque::new(),
             decoder: ws::Decoder::new(max),
             discarding: false,
+            binary_seen: false,
             control: VecDeque::new(),
             control_bytes: 0,
             writing: None,
@@ -404,8 +408,7 @@ impl Driver {
                 next = next.min(at.max(self.heard) + LINGER);
             }
             match self.closing {
-                Closing::Sent(at) => next = next.min(at + self.shared.limits.close_wait),
-                Closing::Echoing => {}
+                Closing::Sent(at) | Closing::Echoing(at) => next = next.min(at + self.shared.limits.close_wait),
                 Closing::Open => match self.pinged {
                     Some(at) => {
                         let due = at + self.shared.limits.pong_wait;
@@ -427,9 +430,9 @@ impl Driver {
                     }
                 },
             }
-            if let Closing::Sent(at) = self.closing {
+            if let Closing::Sent(at) | Closing::Echoing(at) = self.closing {
                 if now >= at + self.shared.limits.close_wait {
-                    log::debug!("websocket {}: no close frame from the client in time", self.id());
+                    log::debug!("websocket {}: the close handshake did not finish in time", self.id());
                     return;
                 }
             }
@@ -462,7 +465,7 @@ impl Driver {
     /// was echoed, or the client is gone.
     fn finished(&self) -> bool {
         match self.closing {
-            Closing::Echoing => self.all_out(),
+            Closing::Echoing(_) => self.all_out(),
             // After a violation the client's close cannot be told from the rest: what it
             // still sends is drained until it has been quiet a moment (no reset over our close).
             Closing::Sent(_) if self.discarding => {
@@ -474,7 +477,7 @@ impl Driver {
     }
 
     fn can_read(&self) -> bool {
-        !self.eof && !self.close_seen && self.held.is_empty() && self.closing != Closing::Echoing
+        !self.eof && !self.close_seen && self.held.is_empty() && !matches!(self.closing, Closing::Echoing(_))
     }
 
     fn drain_wake(&mut self) {
@@ -496,8 +499,10 @@ impl Driver {
                     return;
                 }
                 Err(TrySendError::Disconnected(_)) => {
+                    // The ACP connection ended on its own (it failed): say so rather than
+                    // take messages nobody will answer.
                     self.held.clear();
-                    self.inbox = None;
+                    self.close(code::INTERNAL, "the server's ACP connection ended; reconnect");
                     return;
                 }
             }
@@ -546,9 +551,15 @@ impl Driver {
 
     fn event(&mut self, ev: Event) {
         match ev {
-            Event::Text(t) => self.to_inbox(Inbound::Message(t.into_bytes())),
+            Event::Text(t) => self.hand_on(Inbound::Message(t.into_bytes())),
             Event::Binary(n) => {
-                log::warn!("websocket {}: ignored a binary message of {n} bytes (ACP speaks text frames)", self.id())
+                let level = if self.binary_seen { log::Level::Debug } else { log::Level::Warn };
+                self.binary_seen = true;
+                log::log!(
+                    level,
+                    "websocket {}: ignored a binary message of {n} bytes (ACP speaks text frames)",
+                    self.id()
+                );
             }
             Event::Ping(p) => {
                 if self.closing == Closing::Open {
@@ -561,14 +572,14 @@ impl Driver {
                 self.inbox = None;
                 match self.closing {
                     Closing::Open => {
-                        self.closing = Closing::Echoing;
+                        self.closing = Closing::Echoing(Instant::now());
                         self.shut_queue();
                         let payload = c.map(|c| ws::close_payload(c, "")).unwrap_or_default();
                         self.control.push_back(Frame::new(Opcode::Close, payload));
                     }
                     // Our close was answered: the handshake is complete.
                     Closing::Sent(_) => self.close_seen = true,
-                    Closing::Echoing => {}
+                    Closing::Echoing(_) => {}
                 }
             }
             Event::TooBig { prefix, len } => {
@@ -576,7 +587,7 @@ impl Driver {
                 match crate::wire::jsonrpc::peek_id(&prefix) {
                     Some(id) => {
                         log::warn!("websocket {}: a message of at least {len} bytes is over the {limit}-byte limit; answering its id {id}", self.id());
-                        self.to_inbox(Inbound::TooLong { id: Some(id), limit: limit as u64 });
+                        self.hand_on(Inbound::TooLong { id: Some(id), limit: limit as u64 });
                     }
                     None => {
                         // The rest of the message is not read: the client's close may be in it.
@@ -591,7 +602,7 @@ impl Driver {
         }
     }
 
-    fn to_inbox(&mut self, m: Inbound) {
+    fn hand_on(&mut self, m: Inbound) {
         if self.inbox.is_none() {
             return;
         }

@@ -484,6 +484,40 @@ async function main() {
   await page.setViewportSize({ width: 1280, height: 800 });
   await shot(page, "chat-dark");
 
+  // 15. Chromium's own WebSocket at /acp (Goose Desktop's transport since 1.35), from an
+  //     opaque-origin page (`Origin: null`, as Desktop's packaged renderer may send): a wrong
+  //     token is refused before the upgrade; initialize over text frames; a 1 MiB message each
+  //     way; the close handshake, clean.
+  const wsPage = await ctx.newPage();
+  await wsPage.goto("about:blank");
+  const wsUrl = base.replace(/^http/, "ws") + "/acp?token=" + SECRET;
+  const acp = await wsPage.evaluate(async ({ url, badUrl }) => {
+    const open = (u) => new Promise((res) => {
+      const w = new WebSocket(u);
+      w.onopen = () => res({ ok: true, w });
+      w.onclose = (e) => res({ ok: false, code: e.code });
+    });
+    const call = (w, msg) => new Promise((res) => {
+      w.onmessage = (m) => res(JSON.parse(m.data));
+      w.send(JSON.stringify(msg));
+    });
+    const bad = await open(badUrl);
+    const { w } = await open(url);
+    const init = await call(w, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } });
+    const big = await call(w, { jsonrpc: "2.0", id: 2, method: "x".repeat(1 << 20) });
+    const closed = await new Promise((res) => {
+      w.onclose = (e) => res({ code: e.code, clean: e.wasClean });
+      w.close(1000, "done");
+    });
+    return { badOpened: bad.ok, version: init.result && init.result.protocolVersion, bigCode: big.error && big.error.code,
+      bigLength: big.error && big.error.message.length, closed };
+  }, { url: wsUrl, badUrl: wsUrl.replace(SECRET, "wrong") });
+  if (acp.badOpened) throw new Error("/acp opened with a wrong token");
+  if (acp.version !== 1) throw new Error("/acp initialize over Chromium's WebSocket: " + JSON.stringify(acp));
+  if (acp.bigCode !== -32601 || acp.bigLength < (1 << 20)) throw new Error("/acp 1 MiB message: " + JSON.stringify(acp));
+  if (acp.closed.code !== 1000 || !acp.closed.clean) throw new Error("/acp close handshake: " + JSON.stringify(acp.closed));
+  await wsPage.close();
+
   if (consoleErrors.length) throw new Error("console errors (CSP violations?): " + consoleErrors.join("\n"));
   await ctx.close();
   console.log("browser test: ok");

@@ -16,6 +16,7 @@ mod trust_http;
 
 // The WebSocket at /acp: handshake, token, origins, ACP over frames, violations, limits.
 mod websocket;
+mod websocket_peers;
 
 // HTTPS (the default; `--no-tls` / GOOSE_TLS=false opt out): the fingerprint line, a pinning
 // client, certificate files, errors.

@@ -750,3 +750,153 @@ fn over_tls_the_same() {
     );
     assert_eq!(c.status, 403);
 }
+
+/// Messages up to the answer to `id`, the answer last.
+fn until_answer(c: &mut Client, id: u64) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let m = c.text();
+        let done = m["id"] == json!(id) && m.get("method").is_none();
+        seen.push(m);
+        if done {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn each_socket_is_a_connection_and_sessions_outlive_it() {
+    let Some(mock) = crate::llmock::Llmock::start(&[]) else { return };
+    let s = Server::start_with(ServerOpts {
+        env: vec![
+            ("GOOSE_PROVIDER".into(), "openai".into()),
+            ("GOOSE_MODEL".into(), "mock-model".into()),
+            ("OPENAI_HOST".into(), mock.openai_host()),
+        ],
+        ..ServerOpts::default()
+    });
+    let script = |behaviors: Value| {
+        let url = format!("{}/_llmock/scenario", mock.openai_host());
+        let r =
+            crate::support::http("POST", &url, None, Some(json!({ "behaviors": behaviors }).to_string().as_bytes()));
+        assert_eq!(r.status, 201, "{}", r.text());
+    };
+    let cwd = s.home.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let cwd = std::fs::canonicalize(cwd).unwrap().display().to_string();
+    // Socket A: a session and a prompt.
+    script(json!([{"type": "reply", "text": "remembered"}]));
+    let mut a = Client::connect(&s);
+    initialize(&mut a, 1);
+    let sid = a.call(2, "session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.send_text(&json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": sid, "prompt":[{"type":"text","text":"hi"}]}}));
+    let seen = until_answer(&mut a, 3);
+    assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn", "{seen:?}");
+    let text: String = seen
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|m| m["params"]["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "remembered");
+    // Socket B, while A is still open: its own connection (a prompt for a session it has not
+    // opened is refused), then session/load replays the conversation on B only.
+    let mut b = Client::connect(&s);
+    initialize(&mut b, 1);
+    let e = b.call(2, "session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}));
+    assert!(e["error"]["message"].as_str().unwrap().contains("session/load"), "{e}");
+    b.send_text(&json!({"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId": sid, "cwd": cwd, "mcpServers": []}}));
+    let replay = until_answer(&mut b, 3);
+    assert!(replay.last().unwrap().get("error").is_none(), "{replay:?}");
+    let kinds: Vec<&str> = replay.iter().filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"user_message_chunk"), "{kinds:?}");
+    assert!(kinds.contains(&"agent_message_chunk"), "{kinds:?}");
+    // Socket A closes; B goes on.
+    a.send(true, Opcode::Close, &ws::close_payload(1000, ""));
+    assert_eq!(a.close_frame().map(|c| c.0), Some(1000));
+    // A prompt running when its socket drops is cancelled (the model stalls; no one would
+    // read the answer).
+    script(json!([{"type": "slow_first_token", "seconds": 60}]));
+    b.send_text(&json!({"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId": sid, "prompt":[{"type":"text","text":"slow"}]}}));
+    let asked = crate::support::wait_for(Duration::from_secs(30), || {
+        let r = crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).json();
+        (r["count"].as_u64()? >= 2).then_some(())
+    });
+    assert!(asked.is_some(), "the slow prompt reached the model");
+    drop(b);
+    let cancelled = crate::support::wait_for(Duration::from_secs(10), || {
+        s.stderr().contains(&format!("session {sid}: prompt cancelled")).then_some(())
+    });
+    assert!(cancelled.is_some(), "{}", s.stderr());
+    // And the session opens again on a new socket.
+    let mut c = Client::connect(&s);
+    initialize(&mut c, 1);
+    c.send_text(&json!({"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId": sid, "cwd": cwd, "mcpServers": []}}));
+    assert!(until_answer(&mut c, 2).last().unwrap().get("error").is_none());
+}
+
+#[test]
+fn open_websockets_hold_no_request_slot() {
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_REQUESTS".into(), "2".into())],
+        ..ServerOpts::default()
+    });
+    let mut open: Vec<Client> = (0..6).map(|_| Client::connect(&s)).collect();
+    for (i, c) in open.iter_mut().enumerate() {
+        assert_eq!(initialize(c, i as u64)["result"]["protocolVersion"], 1);
+    }
+    // Six sockets open past a cap of two requests: the API still answers at once.
+    let r = crate::support::http("GET", &s.url("/config"), Some(SECRET), None);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+fn hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn stdio_skips_an_oversized_line_without_holding_it() {
+    // The same reader loop on stdio: a 200 MiB line is answered with an error for its id and
+    // never held beyond the 64 MiB limit; the next line is served.
+    let home = crate::support::TempDir::new("acp-long-line");
+    let mut child = crate::support::gosling(&home)
+        .arg("acp")
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let pid = child.id();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(br#"{"jsonrpc":"2.0","id":"big","method":"session/prompt","params":{"text":""#).unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..200 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.write_all(b"\"}}\n").unwrap();
+        stdin.write_all(br#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}"#).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin
+    });
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let e: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(e["id"], "big", "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("longer than"), "{e}");
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["result"]["protocolVersion"], 1, "{v}");
+    let peak = hwm_kib(pid);
+    eprintln!("gosling acp peak RSS after a 200 MiB line: {peak} KiB");
+    assert!(peak < (64 + 48) << 10, "peak RSS {peak} KiB: the long line was held");
+    drop(writer.join().unwrap());
+    let _ = child.wait();
+}
