@@ -18,6 +18,10 @@ mod trust_http;
 // client, certificate files, errors.
 mod tls;
 
+// `gosling serve` started as Goose Desktop 1.41+ starts `goose serve`: flags, the secret, the
+// fingerprint before /status, the kept certificate.
+mod serve;
+
 // /config/extensions and the key/value config routes.
 mod config_api;
 
