@@ -13,6 +13,7 @@
 
 pub mod conn;
 pub mod fs;
+pub mod goose;
 pub mod session;
 pub mod updates;
 

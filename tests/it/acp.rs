@@ -147,7 +147,9 @@ fn sdk_prompt_calls_the_editors_mcp_servers_streams_text_and_a_plan() {
         {"do": "prompt", "text": "Please echo hello"},
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
-    assert_eq!(responses(&t, "initialize")[0]["result"]["authMethods"], json!([]), "a model is configured");
+    let methods = &responses(&t, "initialize")[0]["result"]["authMethods"];
+    assert_eq!(methods[0]["id"], "gosling-provider", "one method always (registries require one): {methods}");
+    assert!(methods[0]["description"].as_str().unwrap().contains("is configured"), "a model is configured: {methods}");
     let new = &responses(&t, "session/new")[0]["result"];
     assert_eq!(new["modes"]["currentModeId"], "auto");
     let calls = updates(&t, "tool_call");
