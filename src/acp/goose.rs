@@ -10,7 +10,7 @@
 
 use crate::acp::invalid_params;
 use crate::acp::session::{session_not_found, store_error, str_param, Agent, Reply};
-use crate::agent::settings;
+use crate::agent::settings::{self, TOOL_PERMISSIONS};
 use crate::extensions::config::{name_to_key, runtime_key, ExtensionConfig, ExtensionEntry, ExtensionStore, Kind};
 use crate::extensions::policy::InstallSource;
 use crate::llm::catalog;
@@ -455,9 +455,6 @@ fn tools(agent: &Agent, p: &Value) -> Reply {
         .collect();
     Ok(json!({ "tools": list }))
 }
-
-/// The config key holding goose's per-tool permission levels.
-pub const TOOL_PERMISSIONS: &str = "tool_permissions";
 
 fn permissions(agent: &Agent) -> Map<String, Value> {
     match agent.app.store.get(TOOL_PERMISSIONS) {

@@ -7,7 +7,7 @@ use crate::acp::fs::{EditorFs, FsCaps};
 use crate::acp::updates::{self, Live};
 use crate::acp::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crate::agent::elicit::Answer;
-use crate::agent::events::{ChannelSink, Event, Sink};
+use crate::agent::events::{ChannelSink, Event};
 use crate::agent::host::Host;
 use crate::agent::messages as msg;
 use crate::agent::reply::{Mode, Outcome, Turn};
@@ -60,8 +60,6 @@ struct Running {
 struct Open {
     cwd: String,
     running: Mutex<Option<Running>>,
-    /// Tools the person allowed "always" in this session.
-    always: Mutex<HashSet<String>>,
 }
 
 pub struct Agent {
@@ -361,7 +359,7 @@ impl Agent {
         if let Some(old) = self.app.agents.insert(rt) {
             old.shutdown();
         }
-        let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None), always: Mutex::default() });
+        let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None) });
         lock(&self.open).insert(sid.to_string(), open);
         results
     }
@@ -699,7 +697,10 @@ impl Agent {
             Mode::Approve | Mode::SmartApprove => "pending",
         };
         let (tx, rx) = bounded::<Event>(EVENT_QUEUE);
-        let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
+        // The turn is the session's, not this connection's: `/sessions/{id}/events` followers
+        // (the web page, Desktop 1.34) see it too.
+        let request_id = format!("acp-{}", crate::util::random_hex(8));
+        let sink = crate::agent::also_on_bus(&self.app, sid, &request_id, Arc::new(ChannelSink(tx)));
         let elicitations = self.app.elicitations.clone();
         let turn_cancel = cancel.clone();
         let handle = std::thread::Builder::new()
@@ -865,17 +866,14 @@ impl Agent {
     }
 
     /// Asks the client whether a tool may run (approve modes) and hands the answer to the
-    /// waiting turn. "Always" is remembered for the session on this connection.
+    /// waiting turn. "Always" is remembered for the session by the turn loop
+    /// (`reply::Confirmations`), whichever front end asks next.
     fn ask(&self, sid: &str, open: &Open, id: &str, tool: &str, args: &Value, cancel: &Receiver<()>) {
         let allow = |action: &str| {
             if !self.app.confirmations.answer(id, action) {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
-        if lock(&open.always).contains(tool) {
-            self.conn.update(sid, updates::tool_status(id, "in_progress"));
-            return allow("always_allow");
-        }
         let mut call = updates::tool_call(id, tool, args, "pending", &open.cwd);
         call.as_object_mut().map(|o| o.remove("sessionUpdate"));
         let params = json!({
@@ -893,10 +891,7 @@ impl Agent {
                 v.pointer("/outcome/optionId").and_then(Value::as_str),
             ) {
                 (Some("selected"), Some("allow_once")) => "allow_once",
-                (Some("selected"), Some("allow_always")) => {
-                    lock(&open.always).insert(tool.to_string());
-                    "always_allow"
-                }
+                (Some("selected"), Some("allow_always")) => "always_allow",
                 (Some("selected"), Some("reject_once")) => "deny_once",
                 (Some("cancelled"), _) => "cancel",
                 other => {

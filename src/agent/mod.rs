@@ -48,6 +48,18 @@ pub fn delete_session(host: &host::Host, id: &str) -> Result<bool, crate::store:
     host.sessions.delete(id)
 }
 
+/// A turn's sink that also publishes every event to the session's bus under `request_id`, so
+/// a follower of `/sessions/{id}/events` sees a turn another front end (ACP) runs.
+pub fn also_on_bus(
+    host: &host::Host,
+    session_id: &str,
+    request_id: &str,
+    main: Arc<dyn events::Sink>,
+) -> Arc<dyn events::Sink> {
+    let bus = bus::BusSink { bus: host.buses.get_or_create(session_id), request_id: request_id.to_string() };
+    Arc::new(bus::Also { main, bus })
+}
+
 /// Why a turn could not start, or stopped short of a final answer.
 #[derive(Debug)]
 pub enum Error {

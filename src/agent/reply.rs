@@ -63,6 +63,11 @@ pub struct Confirmations {
     waiting: Mutex<HashMap<String, Sender<String>>>,
 }
 
+/// The session field listing the tools the person allowed "always" in it: kept with the
+/// session, so the answer holds whichever front end (HTTP API, web page, ACP) or process asks
+/// next.
+pub const ALWAYS_ALLOWED: &str = "gosling_always_allowed";
+
 impl Confirmations {
     fn wait_for(&self, id: &str) -> Receiver<String> {
         let (tx, rx) = bounded(1);
@@ -90,6 +95,11 @@ pub struct Turn {
     pub sessions: Arc<SessionStore>,
     pub confirmations: Arc<Confirmations>,
     pub mode: Mode,
+    /// goose's per-tool permission levels (`always_allow`, `ask_before`, `never_allow`),
+    /// stored under `settings::TOOL_PERMISSIONS`.
+    pub permissions: HashMap<String, String>,
+    /// Tools allowed "always" in this session (`ALWAYS_ALLOWED`).
+    always: Mutex<std::collections::HashSet<String>>,
     pub max_turns: usize,
     /// The conversation before this turn (already including the new user message).
     pub conversation: Vec<Value>,
@@ -141,6 +151,14 @@ pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
 const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
 You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
 
+/// The stored per-tool permission levels (a malformed entry is ignored).
+fn tool_permissions(host: &crate::agent::host::Host) -> HashMap<String, String> {
+    match host.store.get(crate::agent::settings::TOOL_PERMISSIONS) {
+        Ok(Some(Value::Object(m))) => m.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect(),
+        _ => HashMap::new(),
+    }
+}
+
 impl Turn {
     /// The turn for a new user message: the session, its running agent, the model settings;
     /// the message is saved before the turn starts.
@@ -189,6 +207,17 @@ impl Turn {
             sessions: host.sessions.clone(),
             confirmations: host.confirmations.clone(),
             mode: Mode::resolve(session.goose_mode.as_deref(), &setting),
+            permissions: tool_permissions(host),
+            always: Mutex::new(
+                session
+                    .extra
+                    .get(ALWAYS_ALLOWED)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| Some(t.as_str()?.to_string()))
+                    .collect(),
+            ),
             max_turns: max_turns(&setting),
             conversation,
             _running: running,
@@ -368,12 +397,20 @@ impl Turn {
 
     /// Asks the user in approve modes; true when the call may run.
     fn approved(&self, call: &llm::ToolCallOut, out: &Out, cancel: &Receiver<()>) -> Result<bool, ()> {
-        let needs = match self.mode {
-            Mode::Auto | Mode::Chat => false,
-            Mode::Approve => true,
-            Mode::SmartApprove => !self.read_only(&call.name),
+        // The person's standing choices first: per tool (goose's tool permissions), then
+        // "always" answered earlier in this session.
+        let needs = match (self.permissions.get(&call.name).map(String::as_str), self.mode) {
+            (Some("never_allow"), _) => {
+                log::info!("reply: {} is set to never_allow; declined", call.name);
+                return Ok(false);
+            }
+            (Some("always_allow"), _) => false,
+            (Some("ask_before"), Mode::Auto | Mode::Approve | Mode::SmartApprove) => true,
+            (_, Mode::Auto | Mode::Chat) => false,
+            (_, Mode::Approve) => true,
+            (_, Mode::SmartApprove) => !self.read_only(&call.name),
         };
-        if !needs {
+        if !needs || lock(&self.always).contains(&call.name) {
             return Ok(true);
         }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
@@ -392,6 +429,15 @@ impl Turn {
                 "deny_once".to_string()
             }
         };
+        if decision == "always_allow" && lock(&self.always).insert(call.name.clone()) {
+            let list: Vec<String> = lock(&self.always).iter().cloned().collect();
+            let r = self.sessions.update_meta(&self.session_id, |s| {
+                s.extra.insert(ALWAYS_ALLOWED.into(), json!(list));
+            });
+            if let Err(e) = r {
+                log::warn!("reply: cannot keep \"always allow\" for {} in session {}: {e}", call.name, self.session_id);
+            }
+        }
         Ok(matches!(decision.as_str(), "allow_once" | "always_allow"))
     }
 

@@ -8,6 +8,10 @@ use crate::store::atomic;
 use serde_json::Value;
 use std::fmt;
 
+/// The config key holding goose's per-tool permission levels (`{tool: level}`), which every
+/// turn honours (`reply::Turn::approved`).
+pub const TOOL_PERMISSIONS: &str = "tool_permissions";
+
 /// What a read of a secret shows: that it is set, never its value.
 pub const SECRET_MASK: &str = "********";
 

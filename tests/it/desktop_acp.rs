@@ -379,3 +379,74 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     checks.append(&mut d.checks);
     check_schemas(peers, &checks);
 }
+
+/// Issue 26, one session model: "always allow" answered over ACP holds when the HTTP API
+/// runs the next turn of the session (another process on the same dirs, later), and that
+/// HTTP turn is in the replay an ACP client gets when it loads the session.
+#[test]
+fn always_allow_and_turns_cross_front_ends() {
+    use crate::reply::{user_text, ReplyStream};
+    use crate::support::{Server, ServerOpts};
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_a"), text("acp done"), echo_call("call_b"), text("http done")]);
+    let home = TempDir::new("one-model");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let model: Vec<(String, String)> = [
+        ("GOOSE_PROVIDER", "openai".to_string()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "approve".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut env = model.clone();
+    env.extend([
+        ("GOSLING_CONFIG_DIR".to_string(), home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR".to_string(), home.join("state").display().to_string()),
+        ("HOME".to_string(), home.path().display().to_string()),
+    ]);
+
+    // ACP: the tool is allowed "always".
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    d.answers.push_back("allow_always");
+    assert_eq!(
+        d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"from acp"}]}))["stopReason"],
+        "end_turn"
+    );
+    assert_eq!(d.seen.iter().filter(|m| m["method"] == "session/request_permission").count(), 1);
+    drop(d);
+
+    // HTTP, the same session: the same tool runs without asking.
+    let s = Server::start_in(home, ServerOpts { env: model, ..Default::default() });
+    let r = s.post("/agent/resume", json!({"session_id": sid, "load_model_and_extensions": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = ReplyStream::open(&s, &sid, user_text("from http")).all();
+    let asked = events.iter().any(|e| e.to_string().contains("toolConfirmation"));
+    assert!(!asked, "no confirmation asked: {events:?}");
+    let responses: Vec<&Value> = events
+        .iter()
+        .flat_map(|e| e["message"]["content"].as_array().into_iter().flatten())
+        .filter(|c| c["type"] == "toolResponse")
+        .collect();
+    assert_eq!(responses.len(), 1, "{events:?}");
+    assert_eq!(responses[0]["toolResult"]["status"], "success", "the tool ran: {events:?}");
+    let home = s.kill();
+
+    // ACP again: loading the session replays the HTTP turn.
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    let users: Vec<&str> =
+        d.updates("user_message_chunk").iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert_eq!(users, ["from acp", "from http"]);
+    let agent: String = d.updates("agent_message_chunk").iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert!(agent.contains("acp done") && agent.contains("http done"), "{agent}");
+    drop(home);
+}
