@@ -373,7 +373,8 @@ impl Agent {
         for (i, e) in list.iter().enumerate() {
             let c = crate::acp::goose::from_goose_extension(e)
                 .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {e}")))?;
-            self.check_policy(&c)?;
+            self.check_policy(&c)
+                .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {}", e.message)))?;
             out.push(c);
         }
         Ok(Some(out))

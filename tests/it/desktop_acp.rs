@@ -165,7 +165,27 @@ impl Desktop {
         id
     }
 
-    /// The answer to request `id` (within 60 s), taking everything before it.
+    /// The error answered to `method` (which must fail).
+    fn call_err(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        let m = self.message(id, method);
+        m.get("error").cloned().unwrap_or_else(|| panic!("{method} should fail: {m}"))
+    }
+
+    /// The answer message to request `id` (within 60 s), taking everything before it.
+    fn message(&mut self, id: i64, method: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let m = self.wire.recv(left).unwrap_or_else(|| panic!("no answer to {method} within 60 s"));
+            if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
+                return m;
+            }
+            self.take(m);
+        }
+    }
+
+    /// The result answered to request `id` (within 60 s), taking everything before it.
     fn answer(&mut self, id: i64, method: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -449,4 +469,234 @@ fn always_allow_and_turns_cross_front_ends() {
     let agent: String = d.updates("agent_message_chunk").iter().filter_map(|u| u["content"]["text"].as_str()).collect();
     assert!(agent.contains("acp done") && agent.contains("http done"), "{agent}");
     drop(home);
+}
+
+/// The message of an error, checked to name what to fix.
+fn says(e: &Value, code: i64, words: &[&str]) {
+    assert_eq!(e["code"], code, "{e}");
+    let m = e["message"].as_str().unwrap_or("");
+    for w in words {
+        assert!(m.contains(w), "{w:?} in {m:?}");
+    }
+}
+
+/// goose's settings, providers, extension and tool methods: what they store, what they show,
+/// and each bad input refused with what to fix. Every answer is checked against the schemas.
+#[test]
+fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
+    let peers = require_peers!();
+    let home = TempDir::new("goose-methods");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    const BAD: i64 = -32602;
+
+    // Settings: secrets are masked and never in read-all; `extensions` is not a setting.
+    d.call(
+        "_goose/unstable/config/upsert",
+        json!({"key":"ANTHROPIC_API_KEY","value":"sk-ant-secret-1","isSecret":true}),
+    );
+    assert_eq!(
+        d.call("_goose/unstable/config/read", json!({"key":"ANTHROPIC_API_KEY","isSecret":true}))["value"],
+        "********"
+    );
+    d.call("_goose/unstable/config/upsert", json!({"key":"GOOSE_MODE","value":"approve"}));
+    let all = d.call("_goose/unstable/config/read-all", json!({}));
+    assert_eq!(all["config"]["GOOSE_MODE"], "approve");
+    assert!(!all.to_string().contains("sk-ant-secret-1"), "{all}");
+    says(
+        &d.call_err("_goose/unstable/config/upsert", json!({"key":"extensions","value":{}})),
+        BAD,
+        &["extension calls"],
+    );
+    says(&d.call_err("_goose/unstable/config/read", json!({})), BAD, &["`key`"]);
+    d.call("_goose/unstable/config/remove", json!({"key":"GOOSE_MODE"}));
+    assert_eq!(d.call("_goose/unstable/config/read", json!({"key":"GOOSE_MODE"}))["value"], Value::Null);
+
+    // Defaults and provider settings.
+    assert_eq!(d.call("_goose/unstable/defaults/read", json!({})), json!({"providerId":null,"modelId":null}));
+    says(
+        &d.call_err("_goose/unstable/defaults/save", json!({"providerId":"bogus"})),
+        BAD,
+        &["bogus", "openai, anthropic or ollama"],
+    );
+    let saved = d.call("_goose/unstable/defaults/save", json!({"providerId":"anthropic"}));
+    assert_eq!(saved, json!({"providerId":"anthropic","modelId":"claude-sonnet-4-5"}));
+    let fields = d.call("_goose/unstable/providers/config/read", json!({"providerId":"anthropic"}));
+    assert_eq!(
+        fields["fields"][0],
+        json!({"key":"ANTHROPIC_API_KEY","value":"********","isSet":true,"isSecret":true,"required":true})
+    );
+    says(
+        &d.call_err(
+            "_goose/unstable/providers/config/save",
+            json!({"providerId":"ollama","fields":[{"key":"OPENAI_API_KEY","value":"x"}]}),
+        ),
+        BAD,
+        &["not a setting of ollama", "OLLAMA_HOST"],
+    );
+    let r = d.call(
+        "_goose/unstable/providers/config/save",
+        json!({"providerId":"ollama","fields":[{"key":"OLLAMA_HOST","value":"http://127.0.0.1:9"}]}),
+    );
+    assert_eq!(r["status"], json!({"providerId":"ollama","isConfigured":true}));
+    let r = d.call("_goose/unstable/providers/config/delete", json!({"providerId":"anthropic"}));
+    assert_eq!(r["status"], json!({"providerId":"anthropic","isConfigured":false}));
+    d.call("_goose/unstable/defaults/clear", json!({}));
+
+    // The extension config: added under the trust policy, listed, switched, removed.
+    let inline = json!({"type":"mcp","server":{"name":"inline","command":"python3","args":["-c","print(1)"],"env":[]},"envKeys":[]});
+    says(
+        &d.call_err("_goose/unstable/config/extensions/add", json!({"extension":inline,"enabled":true})),
+        BAD,
+        &["extension inline"],
+    );
+    says(
+        &d.call_err(
+            "_goose/unstable/config/extensions/add",
+            json!({"extension":{"type":"mcp","server":{"type":"sse","name":"old","url":"http://x"}}}),
+        ),
+        BAD,
+        &["not supported"],
+    );
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    d.call("_goose/unstable/config/extensions/add", json!({"extension":everything,"enabled":true}));
+    d.call("_goose/unstable/config/extensions/set-enabled", json!({"configKey":"everything","enabled":false}));
+    let list = d.call("_goose/unstable/config/extensions/list", json!({}));
+    assert_eq!(list["extensions"][0]["enabled"], false);
+    assert_eq!(list["extensions"][0]["extension"]["server"]["command"], peers.node());
+    says(
+        &d.call_err("_goose/unstable/config/extensions/set-enabled", json!({"configKey":"nope","enabled":true})),
+        BAD,
+        &["\"nope\""],
+    );
+    d.call("_goose/unstable/config/extensions/remove", json!({"configKey":"everything"}));
+    assert_eq!(d.call("_goose/unstable/config/extensions/list", json!({}))["extensions"], json!([]));
+
+    // A session whose chosen server cannot start is reported in extensionResults; the inline
+    // one is refused by the policy like every other path.
+    says(
+        &d.call_err("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[inline]}})),
+        BAD,
+        &["enabledExtensions[0]"],
+    );
+    let broken = json!({"type":"mcp","server":{"name":"broken","command":peers.node(),"args":[home.join("missing.js").display().to_string()],"env":[]},"envKeys":[]});
+    let new =
+        d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[broken, everything]}}));
+    let results = new["_meta"]["extensionResults"].as_array().unwrap();
+    assert_eq!(results[0]["name"], "broken");
+    assert_eq!(results[0]["success"], false);
+    assert!(results[0]["error"].as_str().is_some_and(|e| !e.is_empty()), "{new}");
+    assert_eq!(results[1], json!({"name":"everything","success":true}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+
+    // The session's extensions and tools.
+    d.call(
+        "_goose/unstable/session/extensions/add",
+        json!({"sessionId":sid,"extension":{"type":"builtin","name":"memory"}}),
+    );
+    let names: Vec<String> = d.call("_goose/unstable/session/extensions/list", json!({"sessionId":sid}))["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().or(e["server"]["name"].as_str()).unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"memory".to_string()) && names.contains(&"everything".to_string()), "{names:?}");
+    d.call("_goose/unstable/session/extensions/remove", json!({"sessionId":sid,"name":"memory"}));
+    let tools = d.call("_goose/unstable/tools/list", json!({"sessionId":sid,"extensionName":"everything"}));
+    let echo =
+        tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == "everything__echo").expect("echo").clone();
+    assert_eq!(echo["parameters"], json!(["message"]));
+    assert!(tools["tools"].as_array().unwrap().iter().all(|t| t["name"].as_str().unwrap().starts_with("everything__")));
+    says(
+        &d.call_err(
+            "_goose/unstable/tools/permissions/set",
+            json!({"toolPermissions":[{"toolName":"everything__echo","permission":"sometimes"}]}),
+        ),
+        BAD,
+        &["always_allow, ask_before or never_allow"],
+    );
+    d.call(
+        "_goose/unstable/tools/permissions/set",
+        json!({"toolPermissions":[{"toolName":"everything__echo","permission":"never_allow"}]}),
+    );
+    let tools = d.call("_goose/unstable/tools/list", json!({"sessionId":sid}));
+    let echo = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == "everything__echo").unwrap().clone();
+    assert_eq!(echo["permission"], "never_allow");
+
+    // Preferences, rename, export, config options.
+    d.call("_goose/unstable/preferences/save", json!({"values":[{"key":"gooseThinkingEffort","value":"high"}]}));
+    let prefs = d.call("_goose/unstable/preferences/read", json!({"keys":["gooseThinkingEffort"]}));
+    assert_eq!(prefs["values"], json!([{"key":"gooseThinkingEffort","value":"high"}]));
+    says(
+        &d.call_err("_goose/unstable/preferences/read", json!({"keys":["colour"]})),
+        BAD,
+        &["unknown preference", "gooseThinkingEffort"],
+    );
+    d.call("_goose/unstable/session/rename", json!({"sessionId":sid,"title":"Refactor plan"}));
+    assert_eq!(d.updates("session_info_update").last().unwrap()["title"], "Refactor plan");
+    let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
+    assert_eq!(
+        (info["session"]["title"].as_str(), info["session"]["_meta"]["userSetName"].as_bool()),
+        (Some("Refactor plan"), Some(true))
+    );
+    let export = d.call("_goose/unstable/session/export", json!({"sessionId":sid}));
+    assert!(export["data"].as_str().unwrap().contains(&sid));
+    says(&d.call_err("_goose/unstable/session/rename", json!({"sessionId":"nope","title":"x"})), -32002, &["nope"]);
+    says(
+        &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"colour","value":"red"})),
+        BAD,
+        &["provider, model and thinking_effort"],
+    );
+    says(
+        &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"provider","value":"bogus"})),
+        BAD,
+        &["bogus"],
+    );
+    let set = d.call("session/set_config_option", json!({"sessionId":sid,"configId":"thinking_effort","value":"low"}));
+    assert!(set["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o["id"] == "thinking_effort" && o["currentValue"] == "low"));
+
+    // What Desktop polls on load answers empty; what gosling lacks is method-not-found.
+    assert_eq!(d.call("_goose/unstable/recipes/list", json!({})), json!({"recipes":[]}));
+    assert_eq!(d.call("_goose/unstable/schedules/list", json!({})), json!({"jobs":[]}));
+    assert_eq!(d.call("_goose/unstable/slash-commands/list", json!({})), json!({"availableCommands":[]}));
+    assert_eq!(d.call("_goose/unstable/agent-mentions/list", json!({})), json!({"agents":[]}));
+    says(&d.call_err("_goose/unstable/dictation/config", json!({})), -32601, &["not served by gosling"]);
+
+    // session/list: a query, and pages of 50.
+    for _ in 0..50 {
+        d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[]}}));
+    }
+    let found = d.call("session/list", json!({"_meta":{"types":["user"],"query":"refactor"}}));
+    assert_eq!(found["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(found["sessions"][0]["sessionId"], sid);
+    let first = d.call("session/list", json!({}));
+    assert_eq!(first["sessions"].as_array().unwrap().len(), 50);
+    let next = first["nextCursor"].as_str().expect("a next page").to_string();
+    let second = d.call("session/list", json!({"cursor":next}));
+    assert_eq!(second["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(second["nextCursor"], Value::Null);
+    says(&d.call_err("session/list", json!({"cursor":"x"})), BAD, &["nextCursor"]);
+    assert!(d.call("session/list", json!({"_meta":{"types":["scheduled"]}}))["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    d.call("session/close", json!({"sessionId":sid}));
+    says(&d.call_err("session/delete", json!({"sessionId":"nope"})), -32002, &["nope"]);
+    let checks = std::mem::take(&mut d.checks);
+    check_schemas(peers, &checks);
 }
