@@ -153,15 +153,10 @@ fn container_mode_keeps_secret_values_off_the_command_line() {
 #[test]
 fn no_server_mode_lets_a_same_user_process_read_its_environment() {
     use std::io::{BufRead, BufReader, Write};
-    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     let run_as = (gosling::sys::euid() == 0).then_some(65534u32);
-    let shared = TempDir::new("tc-modes-bin");
-    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let exe = shared.join("gosling");
-    std::fs::copy(bin(), &exe).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = shared_bin();
     let as_user = |cmd: &mut Command| {
         if let Some(id) = run_as {
             cmd.uid(id).gid(id);
