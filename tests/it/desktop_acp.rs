@@ -335,6 +335,8 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     assert_eq!(r["stopReason"], "end_turn");
     let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"again"}]}));
     assert_eq!(r["stopReason"], "end_turn");
+    let titles: Vec<&str> = d.updates("session_info_update").iter().filter_map(|u| u["title"].as_str()).collect();
+    assert_eq!(titles, ["echo hi"], "the first message names the session, once");
     let calls = d.updates("tool_call");
     assert_eq!(
         calls[0]["_meta"]["goose"]["toolCall"],
