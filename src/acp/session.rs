@@ -917,6 +917,7 @@ impl Agent {
                 { "optionId": "allow_once", "name": "Allow once", "kind": "allow_once" },
                 { "optionId": "allow_always", "name": "Always allow", "kind": "allow_always" },
                 { "optionId": "reject_once", "name": "Reject", "kind": "reject_once" },
+                { "optionId": "reject_always", "name": "Always reject", "kind": "reject_always" },
             ],
         });
         let action = match self.conn.request("session/request_permission", params, PERMISSION_WAIT, Some(cancel)) {
@@ -927,6 +928,7 @@ impl Agent {
                 (Some("selected"), Some("allow_once")) => "allow_once",
                 (Some("selected"), Some("allow_always")) => "always_allow",
                 (Some("selected"), Some("reject_once")) => "deny_once",
+                (Some("selected"), Some("reject_always")) => "always_deny",
                 (Some("cancelled"), _) => "cancel",
                 other => {
                     log::warn!(

@@ -67,6 +67,20 @@ pub struct Confirmations {
 /// session, so the answer holds whichever front end (HTTP API, web page, ACP) or process asks
 /// next.
 pub const ALWAYS_ALLOWED: &str = "gosling_always_allowed";
+/// The same for the tools the person refused "always" (ACP's `reject_always`, the decision
+/// `always_deny`): declined without asking again in this session.
+pub const ALWAYS_DENIED: &str = "gosling_always_denied";
+
+/// A tool-name list kept in a session's metadata.
+fn name_set(s: &crate::store::sessions::Session, key: &str) -> std::collections::HashSet<String> {
+    s.extra
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some(t.as_str()?.to_string()))
+        .collect()
+}
 
 impl Confirmations {
     fn wait_for(&self, id: &str) -> Receiver<String> {
@@ -100,6 +114,8 @@ pub struct Turn {
     pub permissions: HashMap<String, String>,
     /// Tools allowed "always" in this session (`ALWAYS_ALLOWED`).
     always: Mutex<std::collections::HashSet<String>>,
+    /// Tools refused "always" in this session (`ALWAYS_DENIED`).
+    never: Mutex<std::collections::HashSet<String>>,
     pub max_turns: usize,
     /// The conversation before this turn (already including the new user message).
     pub conversation: Vec<Value>,
@@ -186,6 +202,7 @@ impl Turn {
         )
         .map_err(Error::Model)?;
         let provider = llm::from_settings(&settings).map_err(Error::Model)?;
+        let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
         // A new message is appended; an override rewrites the stored conversation.
         let conversation = match override_conversation {
             Some(mut conversation) => {
@@ -208,16 +225,8 @@ impl Turn {
             confirmations: host.confirmations.clone(),
             mode: Mode::resolve(session.goose_mode.as_deref(), &setting),
             permissions: tool_permissions(host),
-            always: Mutex::new(
-                session
-                    .extra
-                    .get(ALWAYS_ALLOWED)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|t| Some(t.as_str()?.to_string()))
-                    .collect(),
-            ),
+            always: Mutex::new(always),
+            never: Mutex::new(never),
             max_turns: max_turns(&setting),
             conversation,
             _running: running,
@@ -413,6 +422,10 @@ impl Turn {
         if !needs || lock(&self.always).contains(&call.name) {
             return Ok(true);
         }
+        if lock(&self.never).contains(&call.name) {
+            log::info!("reply: {} was refused \"always\" in this session; declined", call.name);
+            return Ok(false);
+        }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
         let rx = self.confirmations.wait_for(&call.id);
         let m = msg::message(&msg::new_id(), "assistant", vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
@@ -429,16 +442,26 @@ impl Turn {
                 "deny_once".to_string()
             }
         };
-        if decision == "always_allow" && lock(&self.always).insert(call.name.clone()) {
-            let list: Vec<String> = lock(&self.always).iter().cloned().collect();
-            let r = self.sessions.update_meta(&self.session_id, |s| {
-                s.extra.insert(ALWAYS_ALLOWED.into(), json!(list));
-            });
-            if let Err(e) = r {
-                log::warn!("reply: cannot keep \"always allow\" for {} in session {}: {e}", call.name, self.session_id);
-            }
+        match decision.as_str() {
+            "always_allow" => self.keep(&self.always, ALWAYS_ALLOWED, &call.name),
+            "always_deny" => self.keep(&self.never, ALWAYS_DENIED, &call.name),
+            _ => {}
         }
         Ok(matches!(decision.as_str(), "allow_once" | "always_allow"))
+    }
+
+    /// Adds `tool` to one of the session's standing answers and keeps the list with the session.
+    fn keep(&self, set: &Mutex<std::collections::HashSet<String>>, key: &str, tool: &str) {
+        if !lock(set).insert(tool.to_string()) {
+            return;
+        }
+        let list: Vec<String> = lock(set).iter().cloned().collect();
+        let r = self.sessions.update_meta(&self.session_id, |s| {
+            s.extra.insert(key.into(), json!(list));
+        });
+        if let Err(e) = r {
+            log::warn!("reply: cannot keep the standing answer for {tool} in session {}: {e}", self.session_id);
+        }
     }
 
     fn read_only(&self, prefixed: &str) -> bool {

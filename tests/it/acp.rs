@@ -213,7 +213,7 @@ fn sdk_approve_mode_asks_the_editor_allow_always_and_reject() {
     assert_eq!(asks.len(), 2, "asked for prompts one and two; three is allowed always: {asks:?}");
     let kinds: Vec<_> =
         asks[0]["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once", "reject_always"]);
     assert_eq!(asks[0]["params"]["toolCall"]["title"], "everything__echo");
     let closed: Vec<_> = updates(&t, "tool_call_update").into_iter().filter(|u| u.get("content").is_some()).collect();
     let statuses: Vec<_> = closed.iter().map(|u| u["status"].as_str().unwrap()).collect();

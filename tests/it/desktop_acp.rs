@@ -702,3 +702,56 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
     let checks = std::mem::take(&mut d.checks);
     check_schemas(peers, &checks);
 }
+
+/// goose's four permission options: `reject_always` declines this call and every later call of
+/// the tool in the session, without asking again.
+#[test]
+fn reject_always_holds_for_the_session() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_1"), text("refused"), echo_call("call_2"), text("refused again")]);
+    let home = TempDir::new("reject-always");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+        ("GOOSE_PROVIDER", "openai".into()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "approve".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    d.answers.push_back("reject_always");
+    for text in ["first", "second"] {
+        let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":text}]}));
+        assert_eq!(r["stopReason"], "end_turn");
+    }
+    let kinds: Vec<Vec<&str>> = d
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .map(|m| m["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect())
+        .collect();
+    assert_eq!(kinds.len(), 1, "asked once: {kinds:?}");
+    for k in ["allow_once", "allow_always", "reject_once", "reject_always"] {
+        assert!(kinds[0].contains(&k), "{k} offered: {kinds:?}");
+    }
+    let finals: Vec<(&str, &str)> = d
+        .updates("tool_call_update")
+        .iter()
+        .filter(|u| matches!(u["status"].as_str(), Some("completed" | "failed")))
+        .map(|u| (u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(finals, [("call_1", "failed"), ("call_2", "failed")]);
+    let checks = std::mem::take(&mut d.checks);
+    check_schemas(peers, &checks);
+}
