@@ -755,3 +755,47 @@ fn reject_always_holds_for_the_session() {
     let checks = std::mem::take(&mut d.checks);
     check_schemas(peers, &checks);
 }
+
+/// goose's stored tool permissions hold in every turn: `never_allow` declines the call even in
+/// auto mode, without asking.
+#[test]
+fn a_never_allow_tool_permission_declines_without_asking() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_1"), text("declined")]);
+    let home = TempDir::new("never-allow");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+        ("GOOSE_PROVIDER", "openai".into()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "auto".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    d.call(
+        "_goose/unstable/tools/permissions/set",
+        json!({"toolPermissions":[{"toolName":"everything__echo","permission":"never_allow"}]}),
+    );
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    assert!(!d.seen.iter().any(|m| m["method"] == "session/request_permission"), "nothing asked");
+    let finals: Vec<&str> = d
+        .updates("tool_call_update")
+        .iter()
+        .filter(|u| u["toolCallId"] == "call_1")
+        .filter_map(|u| u["status"].as_str())
+        .filter(|s| matches!(*s, "completed" | "failed"))
+        .collect();
+    assert_eq!(finals, ["failed"]);
+}
