@@ -1,10 +1,12 @@
-//! `gosling agent`: resolve the secret, open the store, listen, serve until SIGTERM/SIGINT.
+//! `gosling agent` and `gosling serve`: resolve the secret, set up TLS, build the core
+//! (`core::build`), listen, serve until SIGTERM/SIGINT. The two serve the same HTTP server;
+//! `serve` takes `goose serve`'s command line (Goose Desktop 1.41+ starts it): the secret is
+//! required, and its self-signed certificate is kept under the config dir and reused.
 
-use crate::agent::host::Host;
 use crate::config::{Config, SecretSource};
 use crate::http::server::{Limits, Server};
 use crate::http::state::App;
-use crate::store::{atomic, config_store::ConfigStore};
+use crate::store::atomic;
 use std::fmt;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -22,12 +24,18 @@ pub enum Error {
         expected: &'static str,
     },
     Config(crate::config::Error),
+    /// `gosling serve` without `GOOSE_SERVER__SECRET_KEY` and without
+    /// `--dangerously-unauthenticated`.
+    ServeNeedsSecret,
+    /// `--with-builtin` named something gosling does not have.
+    UnknownBuiltin(String),
     /// Listening beyond this machine needs a secret key the person chose.
     NoSecret(IpAddr),
     /// The state or config dir, or a file in it (the store's error names it).
     Store(atomic::Error),
+    /// The core (stores, policy) could not be built.
+    Core(crate::core::Error),
     Tls(crate::tls::TlsError),
-    Policy(crate::extensions::policy::PolicyError),
     Listen {
         addr: SocketAddr,
         source: io::Error,
@@ -41,13 +49,22 @@ impl fmt::Display for Error {
             Error::UnknownArgument(a) => write!(f, "agent: unknown argument {a:?}; see --help"),
             Error::MissingValue { flag, expected } => write!(f, "{flag} needs {expected}"),
             Error::Config(e) => write!(f, "{e}"),
+            Error::ServeNeedsSecret => write!(
+                f,
+                "serve: GOOSE_SERVER__SECRET_KEY is not set; set it to the secret clients send (Goose Desktop sets it when it starts the backend), or pass --dangerously-unauthenticated to start with a generated one in the state dir"
+            ),
+            Error::UnknownBuiltin(name) => write!(
+                f,
+                "serve: --with-builtin {name:?}: no such builtin; gosling has {}",
+                crate::builtins::KNOWN.join(", ")
+            ),
             Error::NoSecret(host) => write!(
                 f,
                 "agent: refusing to listen on {host} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY"
             ),
             Error::Store(e) => write!(f, "{e}"),
+            Error::Core(e) => write!(f, "{e}"),
             Error::Tls(e) => write!(f, "{e}"),
-            Error::Policy(e) => write!(f, "{e}"),
             Error::Listen { addr, source } => {
                 write!(f, "agent: cannot listen on {addr}: {source}; pick another port with GOOSE_PORT or --port")
             }
@@ -79,32 +96,106 @@ fn announce(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
-pub fn run(mut cfg: Config) -> Result<(), Error> {
+/// What `gosling serve` adds to `gosling agent` (goose serve's flags; the rest are mapped
+/// onto the `Config` by the command line parser).
+#[derive(Debug, Clone, Default)]
+pub struct Serve {
+    /// `--dangerously-unauthenticated`: start without `GOOSE_SERVER__SECRET_KEY`.
+    pub unauthenticated: bool,
+    /// `--platform X` (goose's: `desktop`, `cli`…), logged.
+    pub platform: Option<String>,
+    /// `--enable-scheduler`: gosling has no scheduler; accepted and logged.
+    pub scheduler: bool,
+}
+
+/// Which front end the HTTP server is started as.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// `gosling agent` (goosed's command line).
+    Agent,
+    /// `gosling serve` (goose serve's).
+    Serve(Serve),
+}
+
+/// Where `gosling serve --tls` keeps its self-signed certificate, under the config dir.
+pub const KEPT_CERT: &str = "tls/server.pem";
+pub const KEPT_KEY: &str = "tls/server.key";
+/// A kept certificate older than this is replaced (it is valid for a year).
+const KEPT_CERT_MAX_AGE: Duration = Duration::from_secs(300 * 86_400);
+
+/// The self-signed pair `serve` made on an earlier start, or a new one written 0600 through
+/// the store. A kept pair that does not load (corrupt, a key of another certificate, old) is
+/// replaced, with a log line naming the files: it is gosling's own cache, and Desktop pins the
+/// certificate afresh at each launch.
+fn kept_tls(cfg: &Config) -> Result<crate::tls::ServerTls, Error> {
+    use crate::tls::{SelfSigned, ServerTls};
+    let dir = cfg.config_dir.join("tls");
+    atomic::ensure_subdir(&dir).map_err(Error::Store)?;
+    atomic::refuse_symlinks(&dir, &["server.pem", "server.key"]).map_err(Error::Store)?;
+    let (cert_path, key_path) = (cfg.config_dir.join(KEPT_CERT), cfg.config_dir.join(KEPT_KEY));
+    let cert = atomic::read_file(&cert_path).map_err(Error::Store)?;
+    let key = atomic::read_file(&key_path).map_err(Error::Store)?;
+    let age = std::fs::metadata(&cert_path).ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+    let why_new = match (&cert, &key) {
+        (None, None) => None,
+        (Some(c), Some(k)) => match SelfSigned::from_pems(c, k).map(|p| ServerTls::from_self_signed(&p)) {
+            Some(Ok(tls)) if age.is_none_or(|a| a < KEPT_CERT_MAX_AGE) => return Ok(tls),
+            Some(Ok(_)) => Some("it is more than 300 days old".to_string()),
+            Some(Err(e)) => Some(format!("it does not load: {e}")),
+            None => Some("they are not one PEM certificate and one PKCS#8 key".to_string()),
+        },
+        _ => Some("one of the two is missing".to_string()),
+    };
+    if let Some(why) = why_new {
+        log::warn!(
+            "the kept certificate {} and key {} are replaced by a new self-signed pair: {why}",
+            cert_path.display(),
+            key_path.display()
+        );
+    }
+    let made = crate::tls::self_signed(cfg.host, crate::util::unix_secs()).map_err(Error::Tls)?;
+    let tls = ServerTls::from_self_signed(&made).map_err(Error::Tls)?;
+    atomic::write_atomic(&key_path, made.key_pem().as_bytes()).map_err(Error::Store)?;
+    atomic::write_atomic(&cert_path, made.cert_pem().as_bytes()).map_err(Error::Store)?;
+    log::info!("made a self-signed certificate, kept in {}", cert_path.display());
+    Ok(tls)
+}
+
+pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
+    if let Mode::Serve(s) = &mode {
+        if cfg.secret.is_empty() && !s.unauthenticated {
+            return Err(Error::ServeNeedsSecret);
+        }
+        if let Some(unknown) = cfg.with_builtins.iter().find(|b| !crate::builtins::KNOWN.contains(&b.as_str())) {
+            return Err(Error::UnknownBuiltin(unknown.clone()));
+        }
+    }
     if !cfg.host.is_loopback() && cfg.secret.is_empty() {
         return Err(Error::NoSecret(cfg.host));
     }
-    // Other processes of this user (an extension, the developer builtin's shell) must not read
-    // our environment or memory: the server key and provider keys live there.
-    if let Err(e) = crate::sys::make_non_dumpable() {
-        log::warn!("cannot make the server non-dumpable ({e}); same-user processes can read its environment");
-    }
-    // Descendants of extensions that escape their process group become ours, to be ended.
-    if let Err(e) = crate::sys::become_subreaper() {
-        log::warn!("cannot become a child subreaper ({e}); an extension's daemons may outlive it");
-    }
-    check_dirs(&cfg)?;
+    let hardened = crate::core::harden();
+    crate::core::check_dirs(&cfg).map_err(Error::Core)?;
     resolve_secret(&mut cfg)?;
-    let tls = if cfg.tls.enabled {
-        Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(Error::Tls)?)
-    } else {
-        None
+    let tls = match (&mode, cfg.tls.enabled, &cfg.tls.cert_path, &cfg.tls.key_path) {
+        (_, false, _, _) => None,
+        (Mode::Serve(_), true, None, None) => Some(kept_tls(&cfg)?),
+        _ => Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(Error::Tls)?),
     };
-    let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
+    if let Mode::Serve(s) = &mode {
+        log::info!(
+            "serve: platform {}, builtins for new sessions: {}",
+            s.platform.as_deref().unwrap_or("unset"),
+            if cfg.with_builtins.is_empty() { "none".to_string() } else { cfg.with_builtins.join(", ") }
+        );
+        if s.scheduler {
+            log::info!("serve: --enable-scheduler: gosling has no scheduler; schedules/list answers an empty list");
+        }
+    }
     let bind = SocketAddr::new(cfg.host, cfg.port);
     let listener = TcpListener::bind(bind).map_err(|source| Error::Listen { addr: bind, source })?;
     // Every connection holds two descriptors; keep a quarter of them for files, children and
     // outgoing connections, so a flood of clients cannot starve the rest of the server.
-    let fds = crate::sys::raise_fd_limit();
+    let fds = hardened.fd_limit;
     let max_connections = cfg.max_connections.unwrap_or_else(|| (fds.saturating_sub(fds / 4) / 2).clamp(16, 4096));
     log::debug!("file descriptor limit {fds}; at most {max_connections} connections");
     let limits =
@@ -112,10 +203,7 @@ pub fn run(mut cfg: Config) -> Result<(), Error> {
     if let SecretSource::Generated(path) = &cfg.secret_source {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
-    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
-    let policy = crate::extensions::policy::Policy::from_env(&crate::config::ProcessEnv, &cfg.config_dir)
-        .map_err(Error::Policy)?;
-    let app = Arc::new(App::new(Arc::new(Host::new(cfg, store, sessions, policy))));
+    let app = Arc::new(App::new(crate::core::build(cfg).map_err(Error::Core)?));
     crate::sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
     // its first request); printed before the server accepts connections.
@@ -148,24 +236,15 @@ pub fn run(mut cfg: Config) -> Result<(), Error> {
     log::info!("shutting down");
     server.stop();
     app.shutdown();
-    // Whatever extensions left behind outside their process groups (now our children).
+    end_orphans();
+    Ok(())
+}
+
+/// Ends whatever extensions left behind outside their process groups (now our children, as
+/// the subreaper); called once the sessions are shut down.
+pub fn end_orphans() {
     let ended = crate::sys::end_orphans(|_| true);
     if ended > 0 {
         log::info!("ended {ended} leftover extension process(es)");
     }
-    Ok(())
-}
-
-/// The state and config dirs must be ours alone, and the files gosling keeps there must not be
-/// symbolic links (the opens refuse links too; this names the problem at start).
-fn check_dirs(cfg: &Config) -> Result<(), Error> {
-    use crate::store::atomic::{check_private_dir, refuse_symlinks};
-    check_private_dir(&cfg.state_dir).map_err(Error::Store)?;
-    check_private_dir(&cfg.config_dir).map_err(Error::Store)?;
-    refuse_symlinks(&cfg.state_dir, &["audit.jsonl", "secret-key", "sessions"]).map_err(Error::Store)?;
-    refuse_symlinks(
-        &cfg.config_dir,
-        &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock", "allowlist.json"],
-    )
-    .map_err(Error::Store)
 }

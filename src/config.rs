@@ -55,6 +55,9 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Browser origins given CORS headers (`GOSLING_CORS_ORIGINS`, comma-separated, exact).
     pub cors_origins: Vec<String>,
+    /// Builtin extensions every new session gets besides the enabled ones (`gosling serve
+    /// --with-builtin a,b`, as goose serve; empty for the other modes).
+    pub with_builtins: Vec<String>,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -78,6 +81,7 @@ impl std::fmt::Debug for Config {
             .field("max_connections", &self.max_connections)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("cors_origins", &self.cors_origins)
+            .field("with_builtins", &self.with_builtins)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -215,6 +219,7 @@ impl Config {
             },
             allowed_hosts: list(env, "GOSLING_ALLOWED_HOSTS").map(|h| h.to_ascii_lowercase()).collect(),
             cors_origins: list(env, "GOSLING_CORS_ORIGINS").collect(),
+            with_builtins: Vec::new(),
         })
     }
 }

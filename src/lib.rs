@@ -10,6 +10,7 @@ pub mod agent_cmd;
 pub mod builtins;
 pub mod cli;
 pub mod config;
+pub mod core;
 pub mod extensions;
 pub mod http;
 pub mod llm;

@@ -1,6 +1,6 @@
 //! `gosling`: parse the command line, set up logging, run a subcommand, map errors to exit codes.
 
-use gosling::agent_cmd::Error as AgentError;
+use gosling::agent_cmd::{Error as AgentError, Mode, Serve};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -11,6 +11,11 @@ Usage:
                                            serve the goose server API (port from GOOSE_PORT)
                                            over HTTPS with a self-signed certificate, as goosed;
                                            --no-tls or GOOSE_TLS=false: plain HTTP
+  gosling serve [--tls] [--host ADDR] [--port N] [--allowed-origin O]…
+                [--tls-cert-path F --tls-key-path F] [--with-builtin a,b]
+                [--platform P] [--enable-scheduler] [--dangerously-unauthenticated]
+                                           goose serve's command line, for Goose Desktop 1.41+
+                                           (needs GOOSE_SERVER__SECRET_KEY; see serve --help)
   gosling acp                              serve the Agent Client Protocol on stdin/stdout (for
                                            editors: Zed, JetBrains, Neovim, Emacs, acpx)
   gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
@@ -30,7 +35,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // The server logs its life at info; the other commands speak for themselves on stdout and
     // stderr, so only warnings and errors are logged unless RUST_LOG says otherwise.
-    let default_level = if args.first().map(String::as_str) == Some("agent") { "info" } else { "warn" };
+    let default_level =
+        if matches!(args.first().map(String::as_str), Some("agent" | "serve")) { "info" } else { "warn" };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
         .filter_module("ureq", log::LevelFilter::Info)
         .filter_module("ureq_proto", log::LevelFilter::Info)
@@ -50,8 +56,17 @@ fn main() -> ExitCode {
             println!("gosling {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Some("agent") if wants_help(&args[1..]) => {
+            print!("{AGENT_USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some("serve") if wants_help(&args[1..]) => {
+            print!("{SERVE_USAGE}");
+            ExitCode::SUCCESS
+        }
         Some("agent") => exit(agent(&args[1..]), ExitCode::FAILURE),
-        Some("acp") => exit(gosling::acp::run(), ExitCode::FAILURE),
+        Some("serve") => exit(serve(&args[1..]), ExitCode::FAILURE),
+        Some("acp") => exit(acp(), ExitCode::FAILURE),
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
         Some("mcp") => match args.get(1).map(String::as_str) {
@@ -85,6 +100,140 @@ fn exit<E: std::fmt::Display>(r: Result<(), E>, failure: ExitCode) -> ExitCode {
     }
 }
 
+const AGENT_USAGE: &str = "\
+usage: gosling agent [--port N] [--host ADDR] [--tls | --no-tls]
+
+Serves goosed 1.34's HTTP API (Goose Desktop 1.34 starts it as `goosed agent`) and the web page,
+over HTTPS with a self-signed certificate made at start unless --no-tls or GOOSE_TLS=false.
+The port comes from GOOSE_PORT (default 3000), the secret from GOOSE_SERVER__SECRET_KEY
+(generated into the state dir when unset). See README's Configuration for every variable.
+";
+
+const SERVE_USAGE: &str = "\
+usage: gosling serve [options]
+
+goose serve's command line, so Goose Desktop 1.41+ can start gosling as its `bin/goose`, or
+use it as an external backend. Serves the same HTTP server as `gosling agent`.
+
+  --host ADDR                   address to bind (default 127.0.0.1, or GOOSE_HOST)
+  --port N                      port (default 3000, or GOOSE_PORT); 0 picks a free one
+  --tls                         HTTPS; without --tls-cert-path/--tls-key-path a self-signed
+                                certificate is made once and kept (0600) in the config dir
+                                as tls/server.pem and tls/server.key; its SHA-256 is printed
+                                as GOOSED_CERT_FINGERPRINT=… before the server answers
+  --tls-cert-path FILE          PEM certificate chain (with --tls-key-path)
+  --tls-key-path FILE           PEM private key
+  --allowed-origin ORIGIN       a browser origin allowed to call the server (repeatable)
+  --with-builtin a,b            builtin extensions every new session gets (developer, memory)
+  --platform NAME               the client's platform (desktop, cli…); logged
+  --enable-scheduler            accepted; gosling has no scheduler
+  --dangerously-unauthenticated start without GOOSE_SERVER__SECRET_KEY: a secret is generated
+                                into the state dir and still required by every client
+  -h, --help                    this text
+
+GOOSE_SERVER__SECRET_KEY must be set (Goose Desktop sets it): clients send it as ?token= or
+X-Secret-Key.
+";
+
+fn wants_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "-h" || a == "--help")
+}
+
+/// `gosling acp`: the core, hardened as every server mode, then ACP on stdio.
+fn acp() -> Result<(), gosling::acp::Error> {
+    use gosling::acp::Error;
+    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, Some(0), None).map_err(Error::Config)?;
+    gosling::core::harden();
+    let host = gosling::core::build(cfg).map_err(|e| match e {
+        gosling::core::Error::Store(e) => Error::Store(e),
+        gosling::core::Error::Policy(e) => Error::Policy(e),
+    })?;
+    let r = gosling::acp::run(host);
+    gosling::agent_cmd::end_orphans();
+    r
+}
+
+/// The value after `flag`, or the error naming what it needs.
+fn value<'a>(
+    it: &mut impl Iterator<Item = &'a String>,
+    flag: &'static str,
+    expected: &'static str,
+) -> Result<&'a String, AgentError> {
+    it.next().filter(|v| !v.starts_with("--")).ok_or(AgentError::MissingValue { flag, expected })
+}
+
+fn serve(args: &[String]) -> Result<(), AgentError> {
+    let (mut port, mut host, mut tls) = (None, None, false);
+    let (mut cert, mut key, mut origins, mut builtins) = (None, None, Vec::new(), vec!["developer".to_string()]);
+    let mut opts = Serve::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        // goose's parser (clap) also takes `--flag=value`.
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut take = |expected: &'static str| -> Result<String, AgentError> {
+            let flag = match flag {
+                "--port" => "--port",
+                "--host" => "--host",
+                "--platform" => "--platform",
+                "--allowed-origin" => "--allowed-origin",
+                "--tls-cert-path" => "--tls-cert-path",
+                "--tls-key-path" => "--tls-key-path",
+                _ => "--with-builtin",
+            };
+            match &inline {
+                Some(v) if !v.is_empty() => Ok(v.clone()),
+                Some(_) => Err(AgentError::MissingValue { flag, expected }),
+                None => value(&mut it, flag, expected).cloned(),
+            }
+        };
+        match flag {
+            "--port" => {
+                let p = take("a number 0-65535")?;
+                port = Some(
+                    p.parse().map_err(|_| AgentError::MissingValue { flag: "--port", expected: "a number 0-65535" })?,
+                )
+            }
+            "--host" => {
+                let h = take("an IP address")?;
+                // goose serve's default and Desktop's value; `localhost` is loopback too.
+                let h = if h == "localhost" { "127.0.0.1".to_string() } else { h };
+                host = Some(
+                    h.parse().map_err(|_| AgentError::MissingValue { flag: "--host", expected: "an IP address" })?,
+                )
+            }
+            "--platform" => opts.platform = Some(take("a platform name (desktop, cli)")?),
+            "--allowed-origin" => origins.push(take("an origin such as http://localhost:5173")?),
+            "--tls-cert-path" => cert = Some(take("a PEM certificate file")?),
+            "--tls-key-path" => key = Some(take("a PEM key file")?),
+            "--with-builtin" => {
+                let list = take("builtin names separated by commas (developer, memory)")?;
+                builtins = list.split(',').map(str::trim).filter(|b| !b.is_empty()).map(String::from).collect();
+            }
+            "--tls" if inline.is_none() => tls = true,
+            "--enable-scheduler" if inline.is_none() => opts.scheduler = true,
+            "--dangerously-unauthenticated" if inline.is_none() => opts.unauthenticated = true,
+            _ => return Err(AgentError::UnknownArgument(a.to_string())),
+        }
+    }
+    let env = gosling::config::ProcessEnv;
+    let mut cfg = gosling::config::Config::from_env(&env, port, host).map_err(AgentError::Config)?;
+    // goose serve speaks plain HTTP unless --tls (or its GOOSE_TLS setting) asks for HTTPS.
+    use gosling::config::Env;
+    let tls_env =
+        env.get("GOOSE_TLS").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
+    cfg.tls.enabled = tls || tls_env;
+    if cert.is_some() || key.is_some() {
+        cfg.tls.cert_path = cert.map(Into::into);
+        cfg.tls.key_path = key.map(Into::into);
+    }
+    cfg.cors_origins.extend(origins);
+    cfg.with_builtins = builtins;
+    gosling::agent_cmd::run(cfg, Mode::Serve(opts))
+}
+
 fn agent(args: &[String]) -> Result<(), AgentError> {
     let mut port = None;
     let mut host = None;
@@ -110,5 +259,5 @@ fn agent(args: &[String]) -> Result<(), AgentError> {
     if let Some(on) = tls {
         cfg.tls.enabled = on;
     }
-    gosling::agent_cmd::run(cfg)
+    gosling::agent_cmd::run(cfg, Mode::Agent)
 }

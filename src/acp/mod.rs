@@ -14,6 +14,7 @@
 
 pub mod conn;
 pub mod fs;
+pub mod goose;
 pub mod session;
 pub mod transport;
 pub mod updates;
@@ -63,14 +64,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Builds the app from the environment and serves ACP on stdin/stdout until stdin ends.
-pub fn run() -> Result<(), Error> {
-    let env = crate::config::ProcessEnv;
-    let cfg = crate::config::Config::from_env(&env, Some(0), None).map_err(Error::Config)?;
-    let store = crate::store::config_store::ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
-    let sessions = crate::store::sessions::SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
-    let policy = crate::extensions::policy::Policy::from_env(&env, &cfg.config_dir).map_err(Error::Policy)?;
-    let app = Arc::new(Host::new(cfg, store, sessions, policy));
+/// Serves ACP on stdin/stdout over the core `main` built (`core::build`) until stdin ends.
+pub fn run(app: Arc<Host>) -> Result<(), Error> {
     let conn = Arc::new(Conn::new(Box::new(io::stdout())));
     let agent = Arc::new(session::Agent::new(app.clone(), conn.clone()));
     log::info!("gosling {} serving ACP v{PROTOCOL_VERSION} on stdio", env!("CARGO_PKG_VERSION"));

@@ -128,6 +128,48 @@ fn chunk(kind: &str, text: &str) -> Value {
 /// a new tool call: `in_progress` when it runs at once, `pending` when it may wait for the
 /// person.
 pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
+    let mut out = live_updates(message, first_status, cwd);
+    for l in &mut out {
+        if let Live::Update(u) = l {
+            with_message_meta(u, message);
+        }
+    }
+    out
+}
+
+/// goose's message identity on an update, as Goose Desktop reads it: every chunk of one message
+/// carries the message's id (ACP's `messageId`, and `_meta.goose.messageId` with its
+/// `created` time), so chunks of different messages are never merged; a tool call names its
+/// tool and extension (`_meta.goose.toolCall`), since the title is for people.
+pub fn with_message_meta(u: &mut Value, message: &Value) {
+    let Some(id) = message.get("id").and_then(Value::as_str) else { return };
+    let created = message.get("created").cloned().unwrap_or(Value::Null);
+    let kind = u["sessionUpdate"].as_str().unwrap_or("").to_string();
+    let mut goose = json!({ "messageId": id, "created": created });
+    match kind.as_str() {
+        "agent_message_chunk" | "user_message_chunk" | "agent_thought_chunk" => {
+            u["messageId"] = json!(id);
+        }
+        "tool_call" => {
+            let name = message
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c.get("id") == u.get("toolCallId"))
+                .and_then(|c| c.pointer("/toolCall/value/name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let extension = name.split_once("__").map_or("", |(e, _)| e);
+            goose["toolCall"] = json!({ "toolName": name, "extensionName": extension });
+        }
+        "tool_call_update" => {}
+        _ => return,
+    }
+    u["_meta"] = json!({ "goose": goose });
+}
+
+fn live_updates(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
     let role = message.get("role").and_then(Value::as_str).unwrap_or("assistant");
     let mut out = Vec::new();
     for c in message.get("content").and_then(Value::as_array).into_iter().flatten() {
@@ -214,6 +256,7 @@ pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
             continue;
         }
         let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+        let first = out.len();
         for c in m.get("content").and_then(Value::as_array).into_iter().flatten() {
             match c.get("type").and_then(Value::as_str) {
                 Some("text") => {
@@ -225,6 +268,9 @@ pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
                 Some("toolResponse") => out.push(tool_result(c)),
                 _ => {}
             }
+        }
+        for u in &mut out[first..] {
+            with_message_meta(u, m);
         }
     }
     out

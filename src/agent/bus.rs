@@ -211,6 +211,20 @@ impl Sink for BusSink {
     }
 }
 
+/// A turn's events to its watcher (`main`, whose answer decides whether the turn goes on) and
+/// to the session's bus as well.
+pub struct Also {
+    pub main: Arc<dyn Sink>,
+    pub bus: BusSink,
+}
+
+impl Sink for Also {
+    fn emit(&self, ev: Event) -> bool {
+        self.bus.emit(ev.clone());
+        self.main.emit(ev)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

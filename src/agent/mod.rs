@@ -8,6 +8,7 @@ pub mod host;
 pub mod messages;
 pub mod reply;
 pub mod sampling;
+pub mod settings;
 
 use crate::extensions::config::ExtensionConfig;
 use crate::extensions::runtime::SessionRuntime;
@@ -32,6 +33,31 @@ pub fn session_extensions(s: &Session) -> Vec<ExtensionConfig> {
 /// Stores `list` as the session's extension set.
 pub fn store_extensions(s: &mut Session, list: Vec<Value>) {
     s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": list }));
+}
+
+/// Deletes a session, whichever front end asks: its running turn cancelled, its extensions
+/// stopped, its files removed. False when there was no such session.
+pub fn delete_session(host: &host::Host, id: &str) -> Result<bool, crate::store::atomic::Error> {
+    if let Some(rt) = host.agents.remove(id) {
+        rt.shutdown();
+    }
+    if let Some(bus) = host.buses.get(id) {
+        bus.cancel("");
+        host.buses.remove(id);
+    }
+    host.sessions.delete(id)
+}
+
+/// A turn's sink that also publishes every event to the session's bus under `request_id`, so
+/// a follower of `/sessions/{id}/events` sees a turn another front end (ACP) runs.
+pub fn also_on_bus(
+    host: &host::Host,
+    session_id: &str,
+    request_id: &str,
+    main: Arc<dyn events::Sink>,
+) -> Arc<dyn events::Sink> {
+    let bus = bus::BusSink { bus: host.buses.get_or_create(session_id), request_id: request_id.to_string() };
+    Arc::new(bus::Also { main, bus })
 }
 
 /// Why a turn could not start, or stopped short of a final answer.

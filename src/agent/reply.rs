@@ -63,6 +63,25 @@ pub struct Confirmations {
     waiting: Mutex<HashMap<String, Sender<String>>>,
 }
 
+/// The session field listing the tools the person allowed "always" in it: kept with the
+/// session, so the answer holds whichever front end (HTTP API, web page, ACP) or process asks
+/// next.
+pub const ALWAYS_ALLOWED: &str = "gosling_always_allowed";
+/// The same for the tools the person refused "always" (ACP's `reject_always`, the decision
+/// `always_deny`): declined without asking again in this session.
+pub const ALWAYS_DENIED: &str = "gosling_always_denied";
+
+/// A tool-name list kept in a session's metadata.
+fn name_set(s: &crate::store::sessions::Session, key: &str) -> std::collections::HashSet<String> {
+    s.extra
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some(t.as_str()?.to_string()))
+        .collect()
+}
+
 impl Confirmations {
     fn wait_for(&self, id: &str) -> Receiver<String> {
         let (tx, rx) = bounded(1);
@@ -90,6 +109,13 @@ pub struct Turn {
     pub sessions: Arc<SessionStore>,
     pub confirmations: Arc<Confirmations>,
     pub mode: Mode,
+    /// goose's per-tool permission levels (`always_allow`, `ask_before`, `never_allow`),
+    /// stored under `settings::TOOL_PERMISSIONS`.
+    pub permissions: HashMap<String, String>,
+    /// Tools allowed "always" in this session (`ALWAYS_ALLOWED`).
+    always: Mutex<std::collections::HashSet<String>>,
+    /// Tools refused "always" in this session (`ALWAYS_DENIED`).
+    never: Mutex<std::collections::HashSet<String>>,
     pub max_turns: usize,
     /// The conversation before this turn (already including the new user message).
     pub conversation: Vec<Value>,
@@ -141,6 +167,14 @@ pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
 const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
 You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
 
+/// The stored per-tool permission levels (a malformed entry is ignored).
+fn tool_permissions(host: &crate::agent::host::Host) -> HashMap<String, String> {
+    match host.store.get(crate::agent::settings::TOOL_PERMISSIONS) {
+        Ok(Some(Value::Object(m))) => m.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect(),
+        _ => HashMap::new(),
+    }
+}
+
 impl Turn {
     /// The turn for a new user message: the session, its running agent, the model settings;
     /// the message is saved before the turn starts.
@@ -168,6 +202,7 @@ impl Turn {
         )
         .map_err(Error::Model)?;
         let provider = llm::from_settings(&settings).map_err(Error::Model)?;
+        let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
         // A new message is appended; an override rewrites the stored conversation.
         let conversation = match override_conversation {
             Some(mut conversation) => {
@@ -189,6 +224,9 @@ impl Turn {
             sessions: host.sessions.clone(),
             confirmations: host.confirmations.clone(),
             mode: Mode::resolve(session.goose_mode.as_deref(), &setting),
+            permissions: tool_permissions(host),
+            always: Mutex::new(always),
+            never: Mutex::new(never),
             max_turns: max_turns(&setting),
             conversation,
             _running: running,
@@ -368,13 +406,25 @@ impl Turn {
 
     /// Asks the user in approve modes; true when the call may run.
     fn approved(&self, call: &llm::ToolCallOut, out: &Out, cancel: &Receiver<()>) -> Result<bool, ()> {
-        let needs = match self.mode {
-            Mode::Auto | Mode::Chat => false,
-            Mode::Approve => true,
-            Mode::SmartApprove => !self.read_only(&call.name),
+        // The person's standing choices first: per tool (goose's tool permissions), then
+        // "always" answered earlier in this session.
+        let needs = match (self.permissions.get(&call.name).map(String::as_str), self.mode) {
+            (Some("never_allow"), _) => {
+                log::info!("reply: {} is set to never_allow; declined", call.name);
+                return Ok(false);
+            }
+            (Some("always_allow"), _) => false,
+            (Some("ask_before"), Mode::Auto | Mode::Approve | Mode::SmartApprove) => true,
+            (_, Mode::Auto | Mode::Chat) => false,
+            (_, Mode::Approve) => true,
+            (_, Mode::SmartApprove) => !self.read_only(&call.name),
         };
-        if !needs {
+        if !needs || lock(&self.always).contains(&call.name) {
             return Ok(true);
+        }
+        if lock(&self.never).contains(&call.name) {
+            log::info!("reply: {} was refused \"always\" in this session; declined", call.name);
+            return Ok(false);
         }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
         let rx = self.confirmations.wait_for(&call.id);
@@ -392,7 +442,26 @@ impl Turn {
                 "deny_once".to_string()
             }
         };
+        match decision.as_str() {
+            "always_allow" => self.keep(&self.always, ALWAYS_ALLOWED, &call.name),
+            "always_deny" => self.keep(&self.never, ALWAYS_DENIED, &call.name),
+            _ => {}
+        }
         Ok(matches!(decision.as_str(), "allow_once" | "always_allow"))
+    }
+
+    /// Adds `tool` to one of the session's standing answers and keeps the list with the session.
+    fn keep(&self, set: &Mutex<std::collections::HashSet<String>>, key: &str, tool: &str) {
+        if !lock(set).insert(tool.to_string()) {
+            return;
+        }
+        let list: Vec<String> = lock(set).iter().cloned().collect();
+        let r = self.sessions.update_meta(&self.session_id, |s| {
+            s.extra.insert(key.into(), json!(list));
+        });
+        if let Err(e) = r {
+            log::warn!("reply: cannot keep the standing answer for {tool} in session {}: {e}", self.session_id);
+        }
     }
 
     fn read_only(&self, prefixed: &str) -> bool {

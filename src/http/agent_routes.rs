@@ -368,14 +368,7 @@ pub fn get_session(app: &App, id: &str) -> R {
 }
 
 pub fn delete_session(app: &App, id: &str) -> R {
-    if let Some(rt) = app.agents.remove(id) {
-        rt.shutdown();
-    }
-    if let Some(bus) = app.buses.get(id) {
-        bus.cancel("");
-        app.buses.remove(id);
-    }
-    if app.sessions.delete(id)? {
+    if crate::agent::delete_session(app, id)? {
         Ok(Response::empty(200))
     } else {
         Err(ApiError::not_found(format!("Session not found: {id:?}")))

@@ -1,5 +1,6 @@
 //! `/config/*`: persisted extensions and the key/value settings Desktop stores secrets with.
 
+use crate::agent::settings;
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use crate::http::error::ApiError;
@@ -106,68 +107,30 @@ struct KeyQuery {
     is_secret: bool,
 }
 
-fn check_key(key: &str) -> Result<(), ApiError> {
-    if key.trim().is_empty() || key.len() > 256 {
-        return Err(ApiError::bad_request("`key` must be a non-empty name of at most 256 bytes"));
+fn setting_error(e: settings::Error) -> ApiError {
+    match e {
+        settings::Error::BadKey(why) => ApiError::bad_request(why),
+        settings::Error::Store(e) => e.into(),
     }
-    if key == "extensions" {
-        return Err(ApiError::bad_request("`extensions` is managed through /config/extensions"));
-    }
-    Ok(())
 }
 
 pub fn upsert(app: &App, req: &Request) -> R {
     let u: Upsert = req.json()?;
-    check_key(&u.key)?;
-    if u.is_secret {
-        let value = match u.value {
-            Value::String(s) => s,
-            other => other.to_string(),
-        };
-        app.store.set_secret(&u.key, &value)?;
-        log::info!("secret {} set", u.key);
-    } else {
-        app.store.set(&u.key, u.value)?;
-        log::info!("config {} set", u.key);
-    }
+    settings::upsert(app, &u.key, u.value, u.is_secret).map_err(setting_error)?;
     Ok(Response::json(200, &Value::String(format!("Upserted key {}", u.key))))
 }
 
-/// What a read of a secret shows: that it is set, never its value.
-pub const SECRET_MASK: &str = "********";
-
 pub fn read(app: &App, req: &Request) -> R {
     let q: KeyQuery = req.json()?;
-    let value = if q.is_secret {
-        app.store.get_secret(&q.key)?.map(|_| Value::String(SECRET_MASK.into()))
-    } else {
-        match readable_env(&q.key) {
-            Some(v) => Some(v),
-            None => app.store.get(&q.key)?,
-        }
-    };
+    let value = settings::read(app, &q.key, q.is_secret)?;
     // goosed answers 200 `null` for a key that is not set: Goose Desktop reads GOOSE_PROVIDER
     // this way on a fresh install (and shows its provider picker for null).
     Ok(Response::json(200, &value.unwrap_or(Value::Null)))
 }
 
-/// A goose setting given in the environment, which wins over the store (as in goose's config
-/// and in the settings a turn uses). Only `GOOSE_*` keys
-/// that cannot hold a credential: `/config/read` never shows a key or a secret.
-fn readable_env(key: &str) -> Option<Value> {
-    let upper = key.to_ascii_uppercase();
-    let credential = ["SECRET", "KEY", "TOKEN", "PASSWORD"].iter().any(|w| upper.contains(w));
-    if !key.starts_with("GOOSE_") || credential {
-        return None;
-    }
-    std::env::var(key).ok().filter(|v| !v.is_empty()).map(Value::String)
-}
-
 pub fn remove(app: &App, req: &Request) -> R {
     let q: KeyQuery = req.json()?;
-    check_key(&q.key)?;
-    let removed = if q.is_secret { app.store.remove_secret(&q.key)? } else { app.store.remove(&q.key)? };
-    if removed {
+    if settings::remove(app, &q.key, q.is_secret).map_err(setting_error)? {
         Ok(Response::json(200, &Value::String(format!("Removed key {}", q.key))))
     } else {
         Err(ApiError::not_found(format!("Config key not found: {}", q.key)))

@@ -8,85 +8,17 @@ use crate::http::error::ApiError;
 use crate::http::server::{Request, Response};
 use crate::http::state::App;
 use crate::llm;
+use crate::llm::catalog::PROVIDERS;
 use crate::store::sessions::Session;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 type R = Result<Response, ApiError>;
 
-/// A model gosling knows the context window of.
-struct Model {
-    name: &'static str,
-    context_limit: u64,
-}
-
-/// A provider gosling supports, with what goose's ProviderMetadata shows.
-struct Provider {
-    name: &'static str,
-    display_name: &'static str,
-    description: &'static str,
-    default_model: &'static str,
-    doc_link: &'static str,
-    /// (key, required, secret, default)
-    keys: &'static [(&'static str, bool, bool, Option<&'static str>)],
-    models: &'static [Model],
-}
-
-const PROVIDERS: [Provider; 3] = [
-    Provider {
-        name: "openai",
-        display_name: "OpenAI (or any OpenAI-compatible server)",
-        description: "OpenAI's chat completions API, or a local OpenAI-compatible server (llama.cpp, vLLM, LM Studio) at OPENAI_HOST",
-        default_model: "gpt-4o",
-        doc_link: "https://platform.openai.com/docs/models",
-        keys: &[
-            ("OPENAI_API_KEY", false, true, None),
-            ("OPENAI_HOST", false, false, Some(llm::OPENAI_DEFAULT_HOST)),
-            ("OPENAI_BASE_PATH", false, false, Some(llm::OPENAI_DEFAULT_PATH)),
-        ],
-        models: &[
-            Model { name: "gpt-4o", context_limit: 128_000 },
-            Model { name: "gpt-4o-mini", context_limit: 128_000 },
-            Model { name: "gpt-4.1", context_limit: 1_047_576 },
-            Model { name: "gpt-4.1-mini", context_limit: 1_047_576 },
-            Model { name: "o3", context_limit: 200_000 },
-            Model { name: "o4-mini", context_limit: 200_000 },
-        ],
-    },
-    Provider {
-        name: "anthropic",
-        display_name: "Anthropic",
-        description: "Claude models through Anthropic's Messages API",
-        default_model: "claude-sonnet-4-5",
-        doc_link: "https://docs.anthropic.com/en/docs/about-claude/models",
-        keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some(llm::ANTHROPIC_DEFAULT_HOST))],
-        models: &[
-            Model { name: "claude-sonnet-4-5", context_limit: 200_000 },
-            Model { name: "claude-opus-4-1", context_limit: 200_000 },
-            Model { name: "claude-haiku-4-5", context_limit: 200_000 },
-            Model { name: "claude-3-5-haiku-latest", context_limit: 200_000 },
-        ],
-    },
-    Provider {
-        name: "ollama",
-        display_name: "Ollama",
-        description: "Local models served by Ollama",
-        default_model: "qwen3",
-        doc_link: "https://ollama.com/library",
-        keys: &[("OLLAMA_HOST", true, false, Some(llm::OLLAMA_DEFAULT_HOST))],
-        models: &[
-            Model { name: "qwen3", context_limit: 40_960 },
-            Model { name: "llama3.2", context_limit: 131_072 },
-            Model { name: "gpt-oss", context_limit: 131_072 },
-        ],
-    },
-];
-
 /// Whether gosling could run this provider with the current settings (the same check a turn
 /// makes, with any model).
 fn is_configured(app: &App, provider: &str) -> bool {
-    crate::llm::Settings::resolve(&crate::config::ProcessEnv, &|k| app.setting(k), (Some(provider), Some("any")))
-        .is_ok()
+    llm::catalog::is_configured(provider, &|k| app.setting(k))
 }
 
 pub fn providers(app: &App) -> R {

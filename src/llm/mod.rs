@@ -22,6 +22,7 @@ use crate::config::Env;
 use crate::wire::sse;
 
 pub mod anthropic;
+pub mod catalog;
 pub mod openai;
 mod retry;
 

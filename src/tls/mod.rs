@@ -132,6 +132,23 @@ impl SelfSigned {
     pub fn key_pem(&self) -> String {
         cert::pem("PRIVATE KEY", &self.key_pkcs8)
     }
+
+    /// A pair written by `cert_pem` and `key_pem` read back: one certificate and one PKCS#8
+    /// key, or `None` when the text is anything else (the caller makes a new pair).
+    pub fn from_pems(cert_pem: &[u8], key_pem: &[u8]) -> Option<SelfSigned> {
+        let mut certs = CertificateDer::pem_slice_iter(cert_pem);
+        let cert_der = match (certs.next(), certs.next()) {
+            (Some(Ok(c)), None) => c.to_vec(),
+            _ => return None,
+        };
+        let mut keys = PrivateKeyDer::pem_slice_iter(key_pem);
+        match (keys.next(), keys.next()) {
+            (Some(Ok(PrivateKeyDer::Pkcs8(k))), None) => {
+                Some(SelfSigned { cert_der, key_pkcs8: k.secret_pkcs8_der().to_vec() })
+            }
+            _ => None,
+        }
+    }
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -191,10 +208,15 @@ impl ServerTls {
     }
 
     pub fn generate(host: IpAddr, now_unix: i64) -> Result<ServerTls, TlsError> {
-        let made = self_signed(host, now_unix)?;
+        ServerTls::from_self_signed(&self_signed(host, now_unix)?)
+    }
+
+    /// Serves a self-signed pair made by `self_signed` (just now, or kept from an earlier start
+    /// by the caller, which owns where it lives).
+    pub fn from_self_signed(made: &SelfSigned) -> Result<ServerTls, TlsError> {
         let fingerprint = cert::fingerprint(&made.cert_der);
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pkcs8));
-        let config = server_config(vec![CertificateDer::from(made.cert_der)], key)
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pkcs8.clone()));
+        let config = server_config(vec![CertificateDer::from(made.cert_der.clone())], key)
             .map_err(|e| TlsError::Generate(format!("rustls refused it: {e}")))?;
         Ok(ServerTls { config: Arc::new(config), fingerprint })
     }

@@ -147,7 +147,9 @@ fn sdk_prompt_calls_the_editors_mcp_servers_streams_text_and_a_plan() {
         {"do": "prompt", "text": "Please echo hello"},
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
-    assert_eq!(responses(&t, "initialize")[0]["result"]["authMethods"], json!([]), "a model is configured");
+    let methods = &responses(&t, "initialize")[0]["result"]["authMethods"];
+    assert_eq!(methods[0]["id"], "gosling-provider", "one method always (registries require one): {methods}");
+    assert!(methods[0]["description"].as_str().unwrap().contains("is configured"), "a model is configured: {methods}");
     let new = &responses(&t, "session/new")[0]["result"];
     assert_eq!(new["modes"]["currentModeId"], "auto");
     let calls = updates(&t, "tool_call");
@@ -211,7 +213,7 @@ fn sdk_approve_mode_asks_the_editor_allow_always_and_reject() {
     assert_eq!(asks.len(), 2, "asked for prompts one and two; three is allowed always: {asks:?}");
     let kinds: Vec<_> =
         asks[0]["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once", "reject_always"]);
     assert_eq!(asks[0]["params"]["toolCall"]["title"], "everything__echo");
     let closed: Vec<_> = updates(&t, "tool_call_update").into_iter().filter(|u| u.get("content").is_some()).collect();
     let statuses: Vec<_> = closed.iter().map(|u| u["status"].as_str().unwrap()).collect();

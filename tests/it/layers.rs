@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// http/cli → agent → extensions → mcp → wire, with llm and store beside (usable from agent
 /// and up; store also from extensions), acp beside http (http serves it at `/acp`), and a foundation (util, sys, config, tls) everyone may
 /// use. builtins are separate programs served by this binary (`gosling mcp NAME`); extensions
-/// import only their spawn spec. The composition root (main, lib, agent_cmd) wires them and
+/// import only their spawn spec. The composition root (main, lib, agent_cmd, core) wires them and
 /// is imported by nobody.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("util", &[]),
@@ -29,7 +29,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cli", &["util", "sys", "config", "wire", "store", "mcp", "extensions"]),
 ];
 
-const ROOT: &[&str] = &["main", "lib", "agent_cmd"];
+const ROOT: &[&str] = &["main", "lib", "agent_cmd", "core"];
 
 pub(crate) fn src() -> PathBuf {
     crate::support::manifest_dir().join("src")

@@ -22,6 +22,10 @@ mod websocket_peers;
 // client, certificate files, errors.
 mod tls;
 
+// `gosling serve` started as Goose Desktop 1.41+ starts `goose serve`: flags, the secret, the
+// fingerprint before /status, the kept certificate.
+mod serve;
+
 // /config/extensions and the key/value config routes.
 mod config_api;
 
@@ -94,6 +98,9 @@ mod sessions_store;
 
 // `gosling acp` driven by the ACP TypeScript SDK's client and acpx, with llmock as the model.
 mod acp;
+
+// Goose Desktop 1.41+'s ACP sequence, every answer checked against goose's and ACP's schemas.
+mod desktop_acp;
 
 // Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
 mod trust_children;

@@ -134,9 +134,35 @@ macro_rules! require_peers {
     };
 }
 
+/// A copy of the binary that any user can run, for tests that run it as another user: the
+/// clone (and so `target/`) may live in a directory only its owner can enter (issue 29).
+/// One copy per checkout, replaced (write + rename) when a test binary first asks.
+pub fn shared_bin() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let tag = gosling::util::hex(&gosling::util::sha256(manifest_dir().to_string_lossy().as_bytes())[..6]);
+        let dir = std::env::temp_dir().join(format!("gosling-it-shared-{tag}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tmp = dir.join(format!("gosling.{}", std::process::id()));
+        std::fs::copy(bin(), &tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.join("gosling");
+        std::fs::rename(&tmp, &exe).unwrap();
+        exe
+    })
+    .clone()
+}
+
 /// A `gosling` command with isolated config/state dirs and no inherited secrets.
 pub fn gosling(home: &TempDir) -> Command {
-    let mut c = Command::new(bin());
+    gosling_at(&bin(), home)
+}
+
+/// `gosling` with the binary at `exe` (see `shared_bin`).
+pub fn gosling_at(exe: &Path, home: &TempDir) -> Command {
+    let mut c = Command::new(exe);
     c.env("GOSLING_CONFIG_DIR", home.join("config"))
         .env("GOSLING_STATE_DIR", home.join("state"))
         .env("HOME", home.path())
@@ -212,7 +238,8 @@ impl Server {
         init_log();
         let stderr_path = home.join("server.stderr");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = gosling(&home);
+        let exe = if opts.run_as.is_some() { shared_bin() } else { bin() };
+        let mut cmd = gosling_at(&exe, &home);
         cmd.arg("agent").arg("--port").arg("0").args(&opts.args);
         if let Some(s) = &opts.secret {
             cmd.env("GOOSE_SERVER__SECRET_KEY", s);

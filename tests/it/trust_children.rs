@@ -143,3 +143,95 @@ fn container_mode_keeps_secret_values_off_the_command_line() {
     }
     assert_no_secret(&argv, "the engine's command line");
 }
+
+/// Issue 26: every server mode is hardened the same way (`core::harden`). Another process of
+/// the same user cannot read `/proc/<pid>/environ` of `agent`, `serve` or `acp`, while it can
+/// read that of an ordinary process of that user started with the same environment (the
+/// control, so the refusal is the hardening's). As root the servers and the reader run as
+/// `nobody`, from a copy of the binary in a world-readable dir (the clone may live where
+/// `nobody` cannot enter).
+#[test]
+fn no_server_mode_lets_a_same_user_process_read_its_environment() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let run_as = (gosling::sys::euid() == 0).then_some(65534u32);
+    let exe = shared_bin();
+    let as_user = |cmd: &mut Command| {
+        if let Some(id) = run_as {
+            cmd.uid(id).gid(id);
+        }
+    };
+    let reads_environ = |pid: u32| -> (bool, String) {
+        let mut cat = Command::new("cat");
+        cat.arg(format!("/proc/{pid}/environ"));
+        as_user(&mut cat);
+        let out = cat.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let spawn = |args: &[&str], home: &TempDir| {
+        if let Some(id) = run_as {
+            std::os::unix::fs::chown(home.path(), Some(id), Some(id)).unwrap();
+        }
+        let mut cmd = Command::new(&exe);
+        cmd.args(args)
+            .current_dir(home.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home.path())
+            .env("GOSLING_CONFIG_DIR", home.join("config"))
+            .env("GOSLING_STATE_DIR", home.join("state"))
+            .env("GOOSE_SERVER__SECRET_KEY", SECRET)
+            .env("GOOSE_TLS", "false")
+            .envs(LEAKS.iter().copied());
+        as_user(&mut cmd);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the copied gosling")
+    };
+
+    // The control: an ordinary process of the same user with the same environment is readable.
+    let home = TempDir::new("tc-modes-control");
+    let mut control = Command::new("sleep");
+    control.arg("30").current_dir(home.path()).env_clear().envs(LEAKS.iter().copied());
+    as_user(&mut control);
+    let mut control = control.spawn().unwrap();
+    let (ok, text) = reads_environ(control.id());
+    let _ = control.kill();
+    let _ = control.wait();
+    assert!(ok && text.contains(LEAKS[0].1), "the reader can read an ordinary process's environ: {text:?}");
+
+    let modes: &[(&str, &[&str])] =
+        &[("agent", &["agent", "--port", "0"]), ("serve", &["serve", "--port", "0"]), ("acp", &["acp"])];
+    for (name, args) in modes {
+        let home = TempDir::new(&format!("tc-modes-{name}"));
+        let mut child = spawn(args, &home);
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        if *name == "acp" {
+            // Hardening happens before stdin is read: an answer to initialize proves it ran.
+            let mut stdin = child.stdin.take().unwrap();
+            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":1}}}}"#)
+                .unwrap();
+            out.read_line(&mut line).unwrap();
+            assert!(line.contains("\"protocolVersion\":1"), "{name}: {line}");
+            let (ok, text) = reads_environ(child.id());
+            drop(stdin);
+            assert!(!ok && !text.contains(LEAKS[0].1), "{name}: same-user read of environ succeeded: {text:?}");
+        } else {
+            while !line.contains("listening on") {
+                line.clear();
+                assert!(out.read_line(&mut line).unwrap() > 0, "{name} exited before listening");
+            }
+            let (ok, text) = reads_environ(child.id());
+            assert!(!ok && !text.contains(LEAKS[0].1), "{name}: same-user read of environ succeeded: {text:?}");
+        }
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        if wait_for(std::time::Duration::from_secs(10), || child.try_wait().ok().flatten()).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The composition root's one builder: the agent core (config, stores, trust policy, `Host`)
+//! for every mode (`agent`, `serve`, `acp`), and the process hardening every server mode gets.
+//!
+//! Owns: which stores are opened in which order, the checks on the state and config dirs, and
+//! the process-wide hardening (non-dumpable, child subreaper, descriptor limit). It does not
+//! bind, print or serve: the front ends do (`agent_cmd`, `acp`). Imported by `main.rs` and
+//! `agent_cmd.rs` only.
+
+use crate::agent::host::Host;
+use crate::config::{Config, ProcessEnv};
+use crate::extensions::policy::Policy;
+use crate::store::atomic;
+use crate::store::config_store::ConfigStore;
+use crate::store::sessions::SessionStore;
+use std::fmt;
+use std::sync::Arc;
+
+/// Why the core could not be built; each names the file or setting to fix.
+#[derive(Debug)]
+pub enum Error {
+    /// The state or config dir, or a file in it (the store's error names it).
+    Store(atomic::Error),
+    /// The extension policy (an allowlist setting) cannot be read.
+    Policy(crate::extensions::policy::PolicyError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Store(e) => write!(f, "{e}"),
+            Error::Policy(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Store(e) => Some(e),
+            Error::Policy(e) => Some(e),
+        }
+    }
+}
+
+/// What the hardening left in force.
+#[derive(Debug, Clone, Copy)]
+pub struct Hardened {
+    /// The soft descriptor limit after raising it to the hard one.
+    pub fd_limit: usize,
+}
+
+/// The process hardening of every server mode (`agent`, `serve`, `acp`): no other process of
+/// this user reads our environment or memory (the server key and provider keys live there),
+/// descendants of extensions that leave their process group become ours to end, and the
+/// descriptor limit is raised (children get the original back). Failures are logged: the
+/// server still runs, with the weaker guarantee named.
+pub fn harden() -> Hardened {
+    if let Err(e) = crate::sys::make_non_dumpable() {
+        log::warn!("cannot make the server non-dumpable ({e}); same-user processes can read its environment");
+    }
+    if let Err(e) = crate::sys::become_subreaper() {
+        log::warn!("cannot become a child subreaper ({e}); an extension's daemons may outlive it");
+    }
+    Hardened { fd_limit: crate::sys::raise_fd_limit() }
+}
+
+/// The state and config dirs must be ours alone, and the files gosling keeps there must not be
+/// symbolic links (the opens refuse links too; this names the problem at start).
+pub fn check_dirs(cfg: &Config) -> Result<(), Error> {
+    use crate::store::atomic::{check_private_dir, refuse_symlinks};
+    check_private_dir(&cfg.state_dir).map_err(Error::Store)?;
+    check_private_dir(&cfg.config_dir).map_err(Error::Store)?;
+    refuse_symlinks(&cfg.state_dir, &["audit.jsonl", "secret-key", "sessions"]).map_err(Error::Store)?;
+    refuse_symlinks(
+        &cfg.config_dir,
+        &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock", "allowlist.json", "tls"],
+    )
+    .map_err(Error::Store)
+}
+
+/// The core every front end runs on: the dirs checked, the config store, the session store,
+/// the trust policy (fetching GOOSE_ALLOWLIST once) and the `Host` over them.
+pub fn build(cfg: Config) -> Result<Arc<Host>, Error> {
+    check_dirs(&cfg)?;
+    let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
+    let sessions = SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
+    let policy = Policy::from_env(&ProcessEnv, &cfg.config_dir).map_err(Error::Policy)?;
+    Ok(Arc::new(Host::new(cfg, store, sessions, policy)))
+}

@@ -1,0 +1,801 @@
+//! Goose Desktop 1.41+'s ACP sequence against the real binary, every answer checked against
+//! the schemas Desktop validates with: goose's own methods against goose 1.45's published ACP
+//! schema (`tests/contract/goose-acp-schema-1.45.json`), the standard ones against the ACP v1
+//! schema of the pinned ACP SDK (scripts/peers). The checker is the pinned Python `jsonschema`
+//! (`tests/contract/validate.py`).
+//!
+//! The transport is one function, `connect`: stdio (`gosling acp`) today; Desktop speaks the
+//! same messages one per WebSocket text frame to `gosling serve`'s `/acp`.
+
+use crate::fake_llm::{oa_finish, oa_text, oa_tool, oa_usage, FakeLlm, Reply, OA_DONE};
+use crate::require_peers;
+use crate::support::{bin, manifest_dir, Peers, TempDir};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+/// One ACP connection: JSON-RPC messages out and in.
+pub(crate) trait Wire {
+    fn send(&mut self, m: &Value);
+    fn recv(&mut self, timeout: Duration) -> Option<Value>;
+}
+
+struct StdioWire {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Value>,
+}
+
+impl Wire for StdioWire {
+    fn send(&mut self, m: &Value) {
+        let stdin = self.stdin.as_mut().expect("open");
+        writeln!(stdin, "{m}").and_then(|_| stdin.flush()).expect("write to gosling acp");
+    }
+    fn recv(&mut self, timeout: Duration) -> Option<Value> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+}
+
+impl Drop for StdioWire {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The one transport function: a new ACP connection to gosling over `env`'s dirs and model.
+fn connect(env: &[(String, String)]) -> Box<dyn Wire> {
+    let mut cmd = Command::new(bin());
+    cmd.arg("acp").env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) => {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => panic!("gosling acp wrote a line that is not JSON ({e}): {line}"),
+            }
+        }
+    });
+    let stdin = child.stdin.take();
+    Box::new(StdioWire { child, stdin, rx })
+}
+
+/// Desktop's side: requests with ids, the permission answers it will give (by option kind),
+/// and everything it received, for the schema check.
+struct Desktop {
+    wire: Box<dyn Wire>,
+    next: i64,
+    answers: VecDeque<&'static str>,
+    /// (schema, definition, value) of everything to check.
+    checks: Vec<(&'static str, String, Value)>,
+    /// Notifications and requests from gosling, in order.
+    seen: Vec<Value>,
+}
+
+/// goose's response type of each of its methods (goose-acp-meta-1.45.json).
+fn goose_response_type(method: &str) -> String {
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(manifest_dir().join("tests/contract/goose-acp-meta-1.45.json")).unwrap())
+            .unwrap();
+    meta["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["method"] == method)
+        .and_then(|m| m["responseType"].as_str())
+        .unwrap_or_else(|| panic!("goose 1.45 has no method {method}"))
+        .to_string()
+}
+
+/// The ACP v1 response type of a standard method.
+fn acp_response_type(method: &str) -> &'static str {
+    match method {
+        "initialize" => "InitializeResponse",
+        "session/new" => "NewSessionResponse",
+        "session/load" => "LoadSessionResponse",
+        "session/list" => "ListSessionsResponse",
+        "session/prompt" => "PromptResponse",
+        "session/set_config_option" => "SetSessionConfigOptionResponse",
+        "session/delete" => "DeleteSessionResponse",
+        "session/close" => "CloseSessionResponse",
+        other => panic!("no ACP response type for {other}"),
+    }
+}
+
+impl Desktop {
+    fn new(env: &[(String, String)]) -> Desktop {
+        Desktop { wire: connect(env), next: 0, answers: VecDeque::new(), checks: Vec::new(), seen: Vec::new() }
+    }
+
+    /// Handles one message from gosling that is not the answer awaited.
+    fn take(&mut self, m: Value) {
+        match (m.get("method").and_then(Value::as_str), m.get("id")) {
+            (Some("session/request_permission"), Some(id)) => {
+                self.checks.push(("acp", "RequestPermissionRequest".into(), m["params"].clone()));
+                let id = id.clone();
+                self.seen.push(m.clone());
+                if let Some(kind) = self.answers.pop_front() {
+                    let option = m["params"]["options"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|o| o["kind"] == kind)
+                        .unwrap_or_else(|| panic!("no option of kind {kind}: {m}"));
+                    let answer = json!({"jsonrpc":"2.0","id":id,"result":{"outcome":{"outcome":"selected","optionId":option["optionId"]}}});
+                    self.wire.send(&answer);
+                }
+            }
+            (Some("session/update"), None) => {
+                self.checks.push(("acp", "SessionNotification".into(), m["params"].clone()));
+                self.seen.push(m);
+            }
+            (Some("_goose/unstable/session/update"), None) => {
+                self.checks.push(("goose", "GooseSessionNotification_unstable".into(), m["params"].clone()));
+                self.seen.push(m);
+            }
+            _ => panic!("Desktop did not expect {m}"),
+        }
+    }
+
+    fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next;
+        self.next += 1;
+        self.wire.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        id
+    }
+
+    /// The error answered to `method` (which must fail).
+    fn call_err(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        let m = self.message(id, method);
+        m.get("error").cloned().unwrap_or_else(|| panic!("{method} should fail: {m}"))
+    }
+
+    /// The answer message to request `id` (within 60 s), taking everything before it.
+    fn message(&mut self, id: i64, method: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let m = self.wire.recv(left).unwrap_or_else(|| panic!("no answer to {method} within 60 s"));
+            if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
+                return m;
+            }
+            self.take(m);
+        }
+    }
+
+    /// The result answered to request `id` (within 60 s), taking everything before it.
+    fn answer(&mut self, id: i64, method: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let m = self.wire.recv(left).unwrap_or_else(|| panic!("no answer to {method} within 60 s"));
+            if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
+                let result = m.get("result").cloned().unwrap_or_else(|| panic!("{method} failed: {m}"));
+                let (schema, def) = if method.starts_with("_goose/") {
+                    ("goose", goose_response_type(method))
+                } else {
+                    ("acp", acp_response_type(method).to_string())
+                };
+                self.checks.push((schema, def, result.clone()));
+                return result;
+            }
+            self.take(m);
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.answer(id, method)
+    }
+
+    fn updates(&self, kind: &str) -> Vec<&Value> {
+        self.seen
+            .iter()
+            .filter(|m| m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind)
+            .map(|m| &m["params"]["update"])
+            .collect()
+    }
+}
+
+/// Every collected value against its schema definition; panics listing the problems.
+fn check_schemas(peers: &Peers, checks: &[(&'static str, String, Value)]) {
+    let acp = format!("{}/schema/v1/schema.json", peers.get("ACP_SDK_DIR"));
+    let goose = manifest_dir().join("tests/contract/goose-acp-schema-1.45.json");
+    let req = json!({
+        "schemas": {"acp": acp, "goose": goose},
+        "items": checks.iter().map(|(s, d, v)| json!([s, d, v])).collect::<Vec<_>>(),
+    });
+    let mut child = Command::new(peers.python())
+        .arg(manifest_dir().join("tests/contract/validate.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(req.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "validate.py failed");
+    let problems: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(problems.is_empty(), "{} answers do not fit the schema:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// A model turn that calls server-everything's echo.
+fn echo_call(id: &str) -> Reply {
+    Reply::sse(&[
+        oa_tool(0, Some((id, "everything__echo")), r#"{"message":"#),
+        oa_tool(0, None, r#""hi"}"#),
+        oa_finish("tool_calls"),
+        oa_usage(100, 10),
+        OA_DONE.to_string(),
+    ])
+}
+
+fn text(t: &str) -> Reply {
+    Reply::sse(&[oa_text(t), oa_finish("stop"), oa_usage(120, 5), OA_DONE.to_string()])
+}
+
+#[test]
+fn desktop_sequence_fits_goose_and_acp_schemas() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![
+        echo_call("call_1"),
+        text("echoed it"),
+        echo_call("call_2"),
+        text("not run"),
+        echo_call("call_3"),
+    ]);
+    let home = TempDir::new("desktop-acp");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+        ("GOOSE_PROVIDER", "openai".into()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "approve".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+
+    let initialize = json!({"protocolVersion":1,"_meta":{"goose/useLoginShellPath":true},
+        "clientCapabilities":{"elicitation":{"form":{}},"_meta":{"goose":{"mcpHostCapabilities":{"extensions":{}},"customNotifications":true,"recipeParameterRequests":true}}},
+        "clientInfo":{"name":"goose-app","version":"1.45.0"}});
+    let mut d = Desktop::new(&env);
+    let init = d.call("initialize", initialize.clone());
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({"list":{},"close":{},"delete":{}}));
+    assert!(!init["authMethods"].as_array().unwrap().is_empty());
+
+    let all = d.call("_goose/unstable/config/read-all", json!({}));
+    assert_eq!(all["config"]["GOOSE_PROVIDER"], "openai", "{all}");
+    let providers = d.call("_goose/unstable/providers/list", json!({}));
+    let ids: Vec<&str> =
+        providers["entries"].as_array().unwrap().iter().map(|e| e["providerId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["openai", "anthropic", "ollama"]);
+    assert_eq!(providers["entries"][0]["configured"], true);
+    // Desktop syncs its bundled extensions at start, then lists them.
+    d.call(
+        "_goose/unstable/config/extensions/add",
+        json!({"extension":{"type":"builtin","name":"memory","description":"notes"},"enabled":false}),
+    );
+    let exts = d.call("_goose/unstable/config/extensions/list", json!({}));
+    assert_eq!(
+        exts["extensions"][0],
+        json!({"extension":{"type":"builtin","name":"memory","description":"notes","display_name":null,"timeout":null,"bundled":null},"enabled":false,"configKey":"memory"})
+    );
+    let defaults = d.call("_goose/unstable/defaults/read", json!({}));
+    assert_eq!(defaults, json!({"providerId":"openai","modelId":"gpt-4o"}));
+    let list = d.call("session/list", json!({"_meta":{"types":["user","scheduled"]}}));
+    assert_eq!(list["sessions"], json!([]));
+
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call(
+        "session/new",
+        json!({"cwd":cwd,"mcpServers":[],"_meta":{"client":"goose-desktop","enabledExtensions":[everything]}}),
+    );
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(new["_meta"]["extensionResults"], json!([{"name":"everything","success":true}]), "{new}");
+    assert_eq!(new["_meta"]["workingDir"], cwd);
+    let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
+    assert_eq!(info["session"]["cwd"], cwd);
+    assert_eq!(info["session"]["_meta"]["sessionType"], "user");
+    let set = d.call("session/set_config_option", json!({"sessionId":sid,"configId":"model","value":"gpt-4o-mini"}));
+    let model = set["configOptions"].as_array().unwrap().iter().find(|o| o["id"] == "model").unwrap();
+    assert_eq!(model["currentValue"], "gpt-4o-mini");
+    assert_eq!(d.updates("config_option_update").len(), 1, "config_option_update before the answer");
+
+    // A prompt whose tool call asks: allowed once; the next: rejected once.
+    d.answers.extend(["allow_once", "reject_once"]);
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo hi"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"again"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    let titles: Vec<&str> = d.updates("session_info_update").iter().filter_map(|u| u["title"].as_str()).collect();
+    assert_eq!(titles, ["echo hi"], "the first message names the session, once");
+    let calls = d.updates("tool_call");
+    assert_eq!(
+        calls[0]["_meta"]["goose"]["toolCall"],
+        json!({"toolName":"everything__echo","extensionName":"everything"})
+    );
+    let finals: Vec<(&str, &str)> = d
+        .updates("tool_call_update")
+        .iter()
+        .filter(|u| matches!(u["status"].as_str(), Some("completed" | "failed")))
+        .map(|u| (u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(finals, [("call_1", "completed"), ("call_2", "failed")]);
+    // Every chunk of one message keeps that message's id.
+    let chunks = d.updates("agent_message_chunk");
+    assert!(!chunks.is_empty());
+    for c in &chunks {
+        assert_eq!(c["messageId"], c["_meta"]["goose"]["messageId"], "{c}");
+        assert!(c["messageId"].as_str().is_some_and(|m| !m.is_empty()), "{c}");
+    }
+    assert!(d.seen.iter().any(|m| m["method"] == "_goose/unstable/session/update"), "the usage update");
+
+    // Cancel while the tool call waits for the person: `cancelled` within a second, and the
+    // call closed.
+    let id = d.send_request("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"once more"}]}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d
+        .seen
+        .iter()
+        .any(|m| m["method"] == "session/request_permission" && m["params"]["toolCall"]["toolCallId"] == "call_3")
+    {
+        let m = d.wire.recv(deadline.saturating_duration_since(Instant::now())).expect("the permission question");
+        d.take(m);
+    }
+    let cancelled_at = Instant::now();
+    d.wire.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":sid}}));
+    let r = d.answer(id, "session/prompt");
+    assert_eq!(r["stopReason"], "cancelled");
+    assert!(cancelled_at.elapsed() < Duration::from_secs(1), "cancelled after {:?}", cancelled_at.elapsed());
+    assert!(
+        d.updates("tool_call_update").iter().any(|u| u["toolCallId"] == "call_3" && u["status"] == "failed"),
+        "the cancelled call gets a terminal update"
+    );
+    let mut checks = std::mem::take(&mut d.checks);
+    drop(d);
+
+    // Reconnect: a new connection, initialize, then the session is loaded with its replay.
+    let mut d = Desktop::new(&env);
+    d.call("initialize", initialize);
+    let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
+    assert!(info["session"]["_meta"]["messageCount"].as_u64().unwrap() >= 6, "{info}");
+    let list = d.call("session/list", json!({"_meta":{"types":["user","scheduled"]}}));
+    assert_eq!(list["sessions"][0]["sessionId"], sid);
+    let loaded = d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    assert_eq!(loaded["_meta"]["workingDir"], cwd);
+    let replayed: Vec<&str> =
+        d.updates("user_message_chunk").iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert_eq!(replayed, ["echo hi", "again", "once more"]);
+    assert!(d.updates("tool_call_update").iter().any(|u| u["toolCallId"] == "call_1" && u["status"] == "completed"));
+    d.call("session/delete", json!({"sessionId":sid}));
+    let list = d.call("session/list", json!({}));
+    assert_eq!(list["sessions"], json!([]));
+    checks.append(&mut d.checks);
+    check_schemas(peers, &checks);
+}
+
+/// Issue 26, one session model: "always allow" answered over ACP holds when the HTTP API
+/// runs the next turn of the session (another process on the same dirs, later), and that
+/// HTTP turn is in the replay an ACP client gets when it loads the session.
+#[test]
+fn always_allow_and_turns_cross_front_ends() {
+    use crate::reply::{user_text, ReplyStream};
+    use crate::support::{Server, ServerOpts};
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_a"), text("acp done"), echo_call("call_b"), text("http done")]);
+    let home = TempDir::new("one-model");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let model: Vec<(String, String)> = [
+        ("GOOSE_PROVIDER", "openai".to_string()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "approve".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut env = model.clone();
+    env.extend([
+        ("GOSLING_CONFIG_DIR".to_string(), home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR".to_string(), home.join("state").display().to_string()),
+        ("HOME".to_string(), home.path().display().to_string()),
+    ]);
+
+    // ACP: the tool is allowed "always".
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    d.answers.push_back("allow_always");
+    assert_eq!(
+        d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"from acp"}]}))["stopReason"],
+        "end_turn"
+    );
+    assert_eq!(d.seen.iter().filter(|m| m["method"] == "session/request_permission").count(), 1);
+    drop(d);
+
+    // HTTP, the same session: the same tool runs without asking.
+    let s = Server::start_in(home, ServerOpts { env: model, ..Default::default() });
+    let r = s.post("/agent/resume", json!({"session_id": sid, "load_model_and_extensions": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = ReplyStream::open(&s, &sid, user_text("from http")).all();
+    let asked = events.iter().any(|e| e.to_string().contains("toolConfirmation"));
+    assert!(!asked, "no confirmation asked: {events:?}");
+    let responses: Vec<&Value> = events
+        .iter()
+        .flat_map(|e| e["message"]["content"].as_array().into_iter().flatten())
+        .filter(|c| c["type"] == "toolResponse")
+        .collect();
+    assert_eq!(responses.len(), 1, "{events:?}");
+    assert_eq!(responses[0]["toolResult"]["status"], "success", "the tool ran: {events:?}");
+    let home = s.kill();
+
+    // ACP again: loading the session replays the HTTP turn.
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    let users: Vec<&str> =
+        d.updates("user_message_chunk").iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert_eq!(users, ["from acp", "from http"]);
+    let agent: String = d.updates("agent_message_chunk").iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert!(agent.contains("acp done") && agent.contains("http done"), "{agent}");
+    drop(home);
+}
+
+/// The message of an error, checked to name what to fix.
+fn says(e: &Value, code: i64, words: &[&str]) {
+    assert_eq!(e["code"], code, "{e}");
+    let m = e["message"].as_str().unwrap_or("");
+    for w in words {
+        assert!(m.contains(w), "{w:?} in {m:?}");
+    }
+}
+
+/// goose's settings, providers, extension and tool methods: what they store, what they show,
+/// and each bad input refused with what to fix. Every answer is checked against the schemas.
+#[test]
+fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
+    let peers = require_peers!();
+    let home = TempDir::new("goose-methods");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    const BAD: i64 = -32602;
+
+    // Settings: secrets are masked and never in read-all; `extensions` is not a setting.
+    d.call(
+        "_goose/unstable/config/upsert",
+        json!({"key":"ANTHROPIC_API_KEY","value":"sk-ant-secret-1","isSecret":true}),
+    );
+    assert_eq!(
+        d.call("_goose/unstable/config/read", json!({"key":"ANTHROPIC_API_KEY","isSecret":true}))["value"],
+        "********"
+    );
+    d.call("_goose/unstable/config/upsert", json!({"key":"GOOSE_MODE","value":"approve"}));
+    let all = d.call("_goose/unstable/config/read-all", json!({}));
+    assert_eq!(all["config"]["GOOSE_MODE"], "approve");
+    assert!(!all.to_string().contains("sk-ant-secret-1"), "{all}");
+    says(
+        &d.call_err("_goose/unstable/config/upsert", json!({"key":"extensions","value":{}})),
+        BAD,
+        &["extension calls"],
+    );
+    says(&d.call_err("_goose/unstable/config/read", json!({})), BAD, &["`key`"]);
+    d.call("_goose/unstable/config/remove", json!({"key":"GOOSE_MODE"}));
+    assert_eq!(d.call("_goose/unstable/config/read", json!({"key":"GOOSE_MODE"}))["value"], Value::Null);
+
+    // Defaults and provider settings.
+    assert_eq!(d.call("_goose/unstable/defaults/read", json!({})), json!({"providerId":null,"modelId":null}));
+    says(
+        &d.call_err("_goose/unstable/defaults/save", json!({"providerId":"bogus"})),
+        BAD,
+        &["bogus", "openai, anthropic or ollama"],
+    );
+    let saved = d.call("_goose/unstable/defaults/save", json!({"providerId":"anthropic"}));
+    assert_eq!(saved, json!({"providerId":"anthropic","modelId":"claude-sonnet-4-5"}));
+    let fields = d.call("_goose/unstable/providers/config/read", json!({"providerId":"anthropic"}));
+    assert_eq!(
+        fields["fields"][0],
+        json!({"key":"ANTHROPIC_API_KEY","value":"********","isSet":true,"isSecret":true,"required":true})
+    );
+    says(
+        &d.call_err(
+            "_goose/unstable/providers/config/save",
+            json!({"providerId":"ollama","fields":[{"key":"OPENAI_API_KEY","value":"x"}]}),
+        ),
+        BAD,
+        &["not a setting of ollama", "OLLAMA_HOST"],
+    );
+    let r = d.call(
+        "_goose/unstable/providers/config/save",
+        json!({"providerId":"ollama","fields":[{"key":"OLLAMA_HOST","value":"http://127.0.0.1:9"}]}),
+    );
+    assert_eq!(r["status"], json!({"providerId":"ollama","isConfigured":true}));
+    let r = d.call("_goose/unstable/providers/config/delete", json!({"providerId":"anthropic"}));
+    assert_eq!(r["status"], json!({"providerId":"anthropic","isConfigured":false}));
+    d.call("_goose/unstable/defaults/clear", json!({}));
+
+    // The extension config: added under the trust policy, listed, switched, removed.
+    let inline = json!({"type":"mcp","server":{"name":"inline","command":"python3","args":["-c","print(1)"],"env":[]},"envKeys":[]});
+    says(
+        &d.call_err("_goose/unstable/config/extensions/add", json!({"extension":inline,"enabled":true})),
+        BAD,
+        &["extension inline"],
+    );
+    says(
+        &d.call_err(
+            "_goose/unstable/config/extensions/add",
+            json!({"extension":{"type":"mcp","server":{"type":"sse","name":"old","url":"http://x"}}}),
+        ),
+        BAD,
+        &["not supported"],
+    );
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    d.call("_goose/unstable/config/extensions/add", json!({"extension":everything,"enabled":true}));
+    d.call("_goose/unstable/config/extensions/set-enabled", json!({"configKey":"everything","enabled":false}));
+    let list = d.call("_goose/unstable/config/extensions/list", json!({}));
+    assert_eq!(list["extensions"][0]["enabled"], false);
+    assert_eq!(list["extensions"][0]["extension"]["server"]["command"], peers.node());
+    says(
+        &d.call_err("_goose/unstable/config/extensions/set-enabled", json!({"configKey":"nope","enabled":true})),
+        BAD,
+        &["\"nope\""],
+    );
+    d.call("_goose/unstable/config/extensions/remove", json!({"configKey":"everything"}));
+    assert_eq!(d.call("_goose/unstable/config/extensions/list", json!({}))["extensions"], json!([]));
+
+    // A session whose chosen server cannot start is reported in extensionResults; the inline
+    // one is refused by the policy like every other path.
+    says(
+        &d.call_err("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[inline]}})),
+        BAD,
+        &["enabledExtensions[0]"],
+    );
+    let broken = json!({"type":"mcp","server":{"name":"broken","command":peers.node(),"args":[home.join("missing.js").display().to_string()],"env":[]},"envKeys":[]});
+    let new =
+        d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[broken, everything]}}));
+    let results = new["_meta"]["extensionResults"].as_array().unwrap();
+    assert_eq!(results[0]["name"], "broken");
+    assert_eq!(results[0]["success"], false);
+    assert!(results[0]["error"].as_str().is_some_and(|e| !e.is_empty()), "{new}");
+    assert_eq!(results[1], json!({"name":"everything","success":true}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+
+    // The session's extensions and tools.
+    d.call(
+        "_goose/unstable/session/extensions/add",
+        json!({"sessionId":sid,"extension":{"type":"builtin","name":"memory"}}),
+    );
+    let names: Vec<String> = d.call("_goose/unstable/session/extensions/list", json!({"sessionId":sid}))["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().or(e["server"]["name"].as_str()).unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"memory".to_string()) && names.contains(&"everything".to_string()), "{names:?}");
+    d.call("_goose/unstable/session/extensions/remove", json!({"sessionId":sid,"name":"memory"}));
+    let tools = d.call("_goose/unstable/tools/list", json!({"sessionId":sid,"extensionName":"everything"}));
+    let echo =
+        tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == "everything__echo").expect("echo").clone();
+    assert_eq!(echo["parameters"], json!(["message"]));
+    assert!(tools["tools"].as_array().unwrap().iter().all(|t| t["name"].as_str().unwrap().starts_with("everything__")));
+    says(
+        &d.call_err(
+            "_goose/unstable/tools/permissions/set",
+            json!({"toolPermissions":[{"toolName":"everything__echo","permission":"sometimes"}]}),
+        ),
+        BAD,
+        &["always_allow, ask_before or never_allow"],
+    );
+    d.call(
+        "_goose/unstable/tools/permissions/set",
+        json!({"toolPermissions":[{"toolName":"everything__echo","permission":"never_allow"}]}),
+    );
+    let tools = d.call("_goose/unstable/tools/list", json!({"sessionId":sid}));
+    let echo = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == "everything__echo").unwrap().clone();
+    assert_eq!(echo["permission"], "never_allow");
+
+    // Preferences, rename, export, config options.
+    d.call("_goose/unstable/preferences/save", json!({"values":[{"key":"gooseThinkingEffort","value":"high"}]}));
+    let prefs = d.call("_goose/unstable/preferences/read", json!({"keys":["gooseThinkingEffort"]}));
+    assert_eq!(prefs["values"], json!([{"key":"gooseThinkingEffort","value":"high"}]));
+    says(
+        &d.call_err("_goose/unstable/preferences/read", json!({"keys":["colour"]})),
+        BAD,
+        &["unknown preference", "gooseThinkingEffort"],
+    );
+    d.call("_goose/unstable/session/rename", json!({"sessionId":sid,"title":"Refactor plan"}));
+    assert_eq!(d.updates("session_info_update").last().unwrap()["title"], "Refactor plan");
+    let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
+    assert_eq!(
+        (info["session"]["title"].as_str(), info["session"]["_meta"]["userSetName"].as_bool()),
+        (Some("Refactor plan"), Some(true))
+    );
+    let export = d.call("_goose/unstable/session/export", json!({"sessionId":sid}));
+    assert!(export["data"].as_str().unwrap().contains(&sid));
+    says(&d.call_err("_goose/unstable/session/rename", json!({"sessionId":"nope","title":"x"})), -32002, &["nope"]);
+    says(
+        &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"colour","value":"red"})),
+        BAD,
+        &["provider, model and thinking_effort"],
+    );
+    says(
+        &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"provider","value":"bogus"})),
+        BAD,
+        &["bogus"],
+    );
+    let set = d.call("session/set_config_option", json!({"sessionId":sid,"configId":"thinking_effort","value":"low"}));
+    assert!(set["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o["id"] == "thinking_effort" && o["currentValue"] == "low"));
+
+    // What Desktop polls on load answers empty; what gosling lacks is method-not-found.
+    assert_eq!(d.call("_goose/unstable/recipes/list", json!({})), json!({"recipes":[]}));
+    assert_eq!(d.call("_goose/unstable/schedules/list", json!({})), json!({"jobs":[]}));
+    assert_eq!(d.call("_goose/unstable/slash-commands/list", json!({})), json!({"availableCommands":[]}));
+    assert_eq!(d.call("_goose/unstable/agent-mentions/list", json!({})), json!({"agents":[]}));
+    says(&d.call_err("_goose/unstable/dictation/config", json!({})), -32601, &["not served by gosling"]);
+
+    // session/list: a query, and pages of 50.
+    for _ in 0..50 {
+        d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[]}}));
+    }
+    let found = d.call("session/list", json!({"_meta":{"types":["user"],"query":"refactor"}}));
+    assert_eq!(found["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(found["sessions"][0]["sessionId"], sid);
+    let first = d.call("session/list", json!({}));
+    assert_eq!(first["sessions"].as_array().unwrap().len(), 50);
+    let next = first["nextCursor"].as_str().expect("a next page").to_string();
+    let second = d.call("session/list", json!({"cursor":next}));
+    assert_eq!(second["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(second["nextCursor"], Value::Null);
+    says(&d.call_err("session/list", json!({"cursor":"x"})), BAD, &["nextCursor"]);
+    assert!(d.call("session/list", json!({"_meta":{"types":["scheduled"]}}))["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    d.call("session/close", json!({"sessionId":sid}));
+    says(&d.call_err("session/delete", json!({"sessionId":"nope"})), -32002, &["nope"]);
+    let checks = std::mem::take(&mut d.checks);
+    check_schemas(peers, &checks);
+}
+
+/// goose's four permission options: `reject_always` declines this call and every later call of
+/// the tool in the session, without asking again.
+#[test]
+fn reject_always_holds_for_the_session() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_1"), text("refused"), echo_call("call_2"), text("refused again")]);
+    let home = TempDir::new("reject-always");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+        ("GOOSE_PROVIDER", "openai".into()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "approve".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    d.answers.push_back("reject_always");
+    for text in ["first", "second"] {
+        let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":text}]}));
+        assert_eq!(r["stopReason"], "end_turn");
+    }
+    let kinds: Vec<Vec<&str>> = d
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .map(|m| m["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect())
+        .collect();
+    assert_eq!(kinds.len(), 1, "asked once: {kinds:?}");
+    for k in ["allow_once", "allow_always", "reject_once", "reject_always"] {
+        assert!(kinds[0].contains(&k), "{k} offered: {kinds:?}");
+    }
+    let finals: Vec<(&str, &str)> = d
+        .updates("tool_call_update")
+        .iter()
+        .filter(|u| matches!(u["status"].as_str(), Some("completed" | "failed")))
+        .map(|u| (u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(finals, [("call_1", "failed"), ("call_2", "failed")]);
+    let checks = std::mem::take(&mut d.checks);
+    check_schemas(peers, &checks);
+}
+
+/// goose's stored tool permissions hold in every turn: `never_allow` declines the call even in
+/// auto mode, without asking.
+#[test]
+fn a_never_allow_tool_permission_declines_without_asking() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_1"), text("declined")]);
+    let home = TempDir::new("never-allow");
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("HOME", home.path().display().to_string()),
+        ("GOOSE_PROVIDER", "openai".into()),
+        ("GOOSE_MODEL", "gpt-4o".into()),
+        ("OPENAI_HOST", llm.url()),
+        ("GOOSE_MODE", "auto".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut d = Desktop::new(&env);
+    d.call("initialize", json!({"protocolVersion":1}));
+    d.call(
+        "_goose/unstable/tools/permissions/set",
+        json!({"toolPermissions":[{"toolName":"everything__echo","permission":"never_allow"}]}),
+    );
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    assert!(!d.seen.iter().any(|m| m["method"] == "session/request_permission"), "nothing asked");
+    let finals: Vec<&str> = d
+        .updates("tool_call_update")
+        .iter()
+        .filter(|u| u["toolCallId"] == "call_1")
+        .filter_map(|u| u["status"].as_str())
+        .filter(|s| matches!(*s, "completed" | "failed"))
+        .collect();
+    assert_eq!(finals, ["failed"]);
+}
