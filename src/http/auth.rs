@@ -5,8 +5,17 @@ use crate::util::lock;
 /// Paths reachable without the header (compared exactly, query ignored). The proxy pages
 /// check a `secret` query parameter themselves. `/`, `/app.js` and `/style.css` are the
 /// built-in web page's static assets (src/web), which hold nothing secret.
-pub const EXEMPT: [&str; 8] =
-    ["/status", "/mcp-ui-proxy", "/mcp-app-proxy", "/mcp-app-guest", "/auth/login", "/", "/app.js", "/style.css"];
+pub const EXEMPT: [&str; 9] = [
+    "/status",
+    "/health",
+    "/mcp-ui-proxy",
+    "/mcp-app-proxy",
+    "/mcp-app-guest",
+    "/auth/login",
+    "/",
+    "/app.js",
+    "/style.css",
+];
 
 pub fn is_exempt(path: &str) -> bool {
     EXEMPT.contains(&path)

@@ -242,6 +242,8 @@ type Handler = fn(&Arc<App>, &Request, &str) -> R;
 /// Every route: method, path (`{id}`/`{name}` where the path carries one), handler.
 const ROUTES: &[(&str, &str, Handler)] = &[
     ("GET", "/status", |_, _, _| Ok(Response::text(200, "text/plain; charset=utf-8", "ok"))),
+    // goose serve's diagnostics probe: the same answer, no key.
+    ("GET", "/health", |_, _, _| Ok(Response::text(200, "text/plain; charset=utf-8", "ok"))),
     ("GET", "/acp", |a, r, _| acp::get(a, r)),
     ("GET", "/mcp-ui-proxy", |a, r, _| proxy::ui_proxy(r, a.secret())),
     ("GET", "/mcp-app-proxy", |a, r, _| proxy::app_proxy(r, a.secret())),

@@ -4,8 +4,8 @@
 //! schema of the pinned ACP SDK (scripts/peers). The checker is the pinned Python `jsonschema`
 //! (`tests/contract/validate.py`).
 //!
-//! The transport is one function, `connect`: stdio (`gosling acp`) today; Desktop speaks the
-//! same messages one per WebSocket text frame to `gosling serve`'s `/acp`.
+//! Desktop's sequence runs over `wss://…/acp` on `gosling serve` started as Desktop starts it
+//! (`connect_wss`); the other tests use `gosling acp` on stdio (`connect`), the same agent.
 
 use crate::fake_llm::{oa_finish, oa_text, oa_tool, oa_usage, FakeLlm, Reply, OA_DONE};
 use crate::require_peers;
@@ -81,6 +81,29 @@ fn connect(env: &[(String, String)]) -> Box<dyn Wire> {
     Box::new(StdioWire { child, stdin, rx })
 }
 
+/// One ACP connection over `wss://…/acp?token=…` with `Origin: file://`, pinned to the
+/// fingerprint `gosling serve` printed: how Desktop 1.41+ talks to it.
+struct WssWire(crate::websocket::Client);
+
+impl Wire for WssWire {
+    fn send(&mut self, m: &Value) {
+        self.0.send_text(m);
+    }
+    /// The next message; the socket's read timeout (30 s) bounds the wait, and a closed socket
+    /// fails the test with the close code.
+    fn recv(&mut self, _timeout: Duration) -> Option<Value> {
+        Some(self.0.text())
+    }
+}
+
+fn connect_wss(serve: &crate::serve::Serve) -> Box<dyn Wire> {
+    let pin = serve.fingerprint.as_deref().expect("serve --tls prints its fingerprint");
+    let tls = crate::tls::connect(&serve.addr(), pin).expect("a handshake pinned to the printed fingerprint");
+    let c = crate::websocket::Client::open(Box::new(tls), &crate::websocket::acp_path(), &[("Origin", "file://")]);
+    assert_eq!(c.status, 101, "{}", c.body);
+    Box::new(WssWire(c))
+}
+
 /// Desktop's side: requests with ids, the permission answers it will give (by option kind),
 /// and everything it received, for the schema check.
 struct Desktop {
@@ -125,7 +148,11 @@ fn acp_response_type(method: &str) -> &'static str {
 
 impl Desktop {
     fn new(env: &[(String, String)]) -> Desktop {
-        Desktop { wire: connect(env), next: 0, answers: VecDeque::new(), checks: Vec::new(), seen: Vec::new() }
+        Desktop::over(connect(env))
+    }
+
+    fn over(wire: Box<dyn Wire>) -> Desktop {
+        Desktop { wire, next: 0, answers: VecDeque::new(), checks: Vec::new(), seen: Vec::new() }
     }
 
     /// Handles one message from gosling that is not the answer awaited.
@@ -282,10 +309,18 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
 
+    // Started as Desktop 1.41+ starts its bundled goose: `serve --tls --platform desktop --host
+    // 127.0.0.1 --port P`, the secret in the environment; stdout read for the fingerprint,
+    // `/status` polled pinned to it; then `wss://…/acp?token=…` with `Origin: file://`.
+    let port = crate::support::free_port();
+    let mut cmd = crate::serve::desktop_command(&home, port, &[]);
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let serve = crate::serve::launch(&home, cmd, port, true).unwrap();
+
     let initialize = json!({"protocolVersion":1,"_meta":{"goose/useLoginShellPath":true},
         "clientCapabilities":{"elicitation":{"form":{}},"_meta":{"goose":{"mcpHostCapabilities":{"extensions":{}},"customNotifications":true,"recipeParameterRequests":true}}},
         "clientInfo":{"name":"goose-app","version":"1.45.0"}});
-    let mut d = Desktop::new(&env);
+    let mut d = Desktop::over(connect_wss(&serve));
     let init = d.call("initialize", initialize.clone());
     assert_eq!(init["protocolVersion"], 1);
     assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({"list":{},"close":{},"delete":{}}));
@@ -319,7 +354,14 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
         json!({"cwd":cwd,"mcpServers":[],"_meta":{"client":"goose-desktop","enabledExtensions":[everything]}}),
     );
     let sid = new["sessionId"].as_str().unwrap().to_string();
-    assert_eq!(new["_meta"]["extensionResults"], json!([{"name":"everything","success":true}]), "{new}");
+    // Desktop's enabled extension, and serve's default `--with-builtin developer`.
+    let mut results = new["_meta"]["extensionResults"].as_array().unwrap().clone();
+    results.sort_by_key(|r| r["name"].as_str().unwrap_or_default().to_string());
+    assert_eq!(
+        results,
+        [json!({"name":"developer","success":true}), json!({"name":"everything","success":true})],
+        "{new}"
+    );
     assert_eq!(new["_meta"]["workingDir"], cwd);
     let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
     assert_eq!(info["session"]["cwd"], cwd);
@@ -382,8 +424,9 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     let mut checks = std::mem::take(&mut d.checks);
     drop(d);
 
-    // Reconnect: a new connection, initialize, then the session is loaded with its replay.
-    let mut d = Desktop::new(&env);
+    // Reconnect: a new WebSocket to the same server, initialize, then the session is loaded
+    // with its replay.
+    let mut d = Desktop::over(connect_wss(&serve));
     d.call("initialize", initialize);
     let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
     assert!(info["session"]["_meta"]["messageCount"].as_u64().unwrap() >= 6, "{info}");
@@ -798,4 +841,57 @@ fn a_never_allow_tool_permission_declines_without_asking() {
         .filter(|s| matches!(*s, "completed" | "failed"))
         .collect();
     assert_eq!(finals, ["failed"]);
+}
+
+/// Issue 26, one session model, within one process: a turn an ACP client starts over the
+/// WebSocket reaches a follower of the session's `GET /sessions/{id}/events`.
+#[test]
+fn an_acp_turn_over_the_websocket_reaches_an_events_follower() {
+    use crate::support::{Server, ServerOpts, SECRET};
+    use std::io::Read;
+    let llm = FakeLlm::start(vec![text("words from the model")]);
+    let s = Server::start_with(ServerOpts {
+        env: vec![
+            ("GOOSE_PROVIDER".into(), "openai".into()),
+            ("GOOSE_MODEL".into(), "gpt-4o".into()),
+            ("OPENAI_HOST".into(), llm.url()),
+        ],
+        ..ServerOpts::default()
+    });
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let mut c = crate::websocket::Client::connect(&s);
+    c.call(1, "initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let new = c.call(2, "session/new", json!({"cwd":cwd,"mcpServers":[]}));
+    let sid = new["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{new}")).to_string();
+
+    // The follower, over its own connection, before the turn starts.
+    let mut follower = std::net::TcpStream::connect(&s.addr).unwrap();
+    follower.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        follower,
+        "GET /sessions/{sid}/events HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let seen = std::thread::spawn(move || {
+        let (mut raw, mut buf) = (String::new(), [0u8; 4096]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(raw.contains("words from the model") && raw.contains("\"type\":\"Finish\""))
+            && Instant::now() < deadline
+        {
+            match follower.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => raw.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        raw
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let r = c.call(3, "session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"say something"}]}));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let raw = seen.join().unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains("\"type\":\"Message\"") && raw.contains("words from the model"), "the model's answer: {raw}");
+    assert!(raw.contains("\"type\":\"Finish\""), "and the end of the turn: {raw}");
 }

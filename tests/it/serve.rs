@@ -151,6 +151,7 @@ fn desktop_launch_pins_the_fingerprint_and_the_kept_certificate_is_reused() {
         "{fp}"
     );
     assert_eq!(s.https("GET", "/status", None), (200, "ok".to_string()));
+    assert_eq!(s.https("GET", "/health", None), (200, "ok".to_string()), "goose serve's diagnostics probe");
     // The same HTTP server as `agent`: protected routes need the secret.
     assert_eq!(s.https("GET", "/config", None).0, 401);
     let r = s.https("GET", "/config", Some(SECRET));
