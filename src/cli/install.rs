@@ -12,10 +12,11 @@
 use crate::config::{config_dir, Env, ProcessEnv};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
-use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
+use crate::extensions::deeplink::{plan_install, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
 use crate::store::config_store::ConfigStore;
+use crate::util::printable;
 use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;

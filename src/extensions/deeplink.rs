@@ -21,6 +21,7 @@ use crate::extensions::config::{
     name_to_key, secret_names, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
 };
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
+use crate::util::printable;
 use crate::wire::percent::form_decode;
 use crate::wire::template::vars;
 use serde_json::{json, Map, Value};
@@ -547,19 +548,6 @@ fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
         ));
     }
     Ok(())
-}
-
-/// `s` with control and bidi-override characters escaped, safe to print on a terminal.
-pub fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}') {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -40,13 +40,7 @@ pub struct ImportError {
 impl fmt::Display for ImportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.entry {
-            Some(e) => write!(
-                f,
-                "import: mcpServers.{}.{}: {}",
-                crate::extensions::deeplink::printable(e),
-                self.field,
-                self.message
-            ),
+            Some(e) => write!(f, "import: mcpServers.{}.{}: {}", crate::util::printable(e), self.field, self.message),
             None => write!(f, "import: `{}`: {}", self.field, self.message),
         }
     }

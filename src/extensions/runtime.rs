@@ -463,14 +463,22 @@ impl SessionRuntime {
                     "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
                 ))
             }
-            Kind::Stdio { cmd, args, .. } => StdioSpec {
-                cmd: cmd.clone(),
-                args: args.clone(),
-                env: self.resolve_env(config)?.into_iter().collect(),
-                cwd,
-                container: container_for(config),
-                ..Default::default()
-            },
+            Kind::Stdio { cmd, args, .. } => {
+                // The grammar again (a stored config may predate it), container mounts resolved
+                // inside the working dir, and launchers started where no project config steers them.
+                let work = self.working_dir();
+                let args = crate::extensions::policy::check_launch(cmd, args, &work)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                StdioSpec {
+                    cmd: cmd.clone(),
+                    args,
+                    env: self.resolve_env(config)?.into_iter().collect(),
+                    cwd: cwd.map(|_| crate::extensions::policy::launch_dir(cmd, &work, home.as_deref())),
+                    container: container_for(config),
+                    ..Default::default()
+                }
+            }
             Kind::Builtin { .. } => {
                 let builtin = runtime_key(name);
                 if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {

@@ -248,7 +248,7 @@ fn local_allowlist_file_and_extra_commands() {
         // An allowlisted command with a refused variable is still refused.
         ("goose://extension?cmd=uvx&arg=mcp-server-fetch&name=F&env=NODE_OPTIONS", "environment rule"),
         // Inline code is refused before any allowlist is consulted.
-        ("goose://extension?cmd=node&arg=-e&arg=1&arg=/opt/mcp/server.js&name=N", "no-inline-code rule"),
+        ("goose://extension?cmd=node&arg=-e&arg=1&arg=/opt/mcp/server.js&name=N", "node grammar rule"),
         ("goose://extension?cmd=python3&arg=x.py&name=P", "refused by the allowed-commands rule"),
     ];
     for (link, want) in refused {
