@@ -51,7 +51,7 @@ pub const ENV_FAMILIES: &[(&str, &str)] = &[
     ),
     (
         "it makes Node.js or its package managers load code or fetch packages from elsewhere",
-        "NODE_* NPM_* YARN_* PNPM_* COREPACK_* BUN_* DENO_* ELECTRON_*",
+        "NODE_* NPM_* YARN_* PNPM_* COREPACK_* BUN_* DENO_* ELECTRON_* PREFIX",
     ),
     (
         "it makes the JVM or jbang load agents, classes or dependencies from elsewhere",
@@ -89,6 +89,47 @@ pub fn disallowed_env_message(key: &str) -> Option<String> {
     };
     let (family, why) = family.or_else(goose)?;
     Some(format!("environment variable {key} is refused ({family}): {why}; remove it"))
+}
+
+/// Parts of a name (anywhere in it) that mark it as changing where programs, code,
+/// configuration or trust come from (`KUBECONFIG`, `GNUPGHOME`, `MANPATH`, `PREFIX`).
+pub const LOCATION_PARTS: &str = "CONFIG PATH HOME PREFIX PROXY PRELOAD OPTIONS";
+
+/// Words of a name (between `_`) with the same meaning (`ALLOWED_DIR`, `SSH_AUTH_SOCK`,
+/// `PUPPETEER_EXECUTABLE`, `CURL_CA_BUNDLE`), and whole names of that kind.
+pub const LOCATION_WORDS: &str = "DIR DIRS DIRECTORY FILE FILES ROOT LIB LIBS LIBRARY RC CONF CFG OPTS FLAGS \
+    BIN EXEC EXECUTABLE CMD COMMAND SHELL PLUGIN PLUGINS MODULE MODULES SCRIPT SCRIPTS HOOK HOOKS LOADER \
+    ASKPASS EDITOR PAGER BROWSER INCLUDE INSTALL TMP TEMP TMPDIR CA CERT CERTS BUNDLE SSL TLS SOCK SOCKET \
+    REGISTRY INDEX MIRROR LESSOPEN LESSCLOSE MAKEFLAGS MFLAGS CC CXX CPP LD AR TERMINFO MAGIC";
+
+/// The environment rule for an extension that came from elsewhere (a link, an import, a
+/// recipe): besides `disallowed_env_message`, a positive shape — upper-case words of letters
+/// and digits joined by single `_`, at most 64 characters — and none of its parts or words
+/// marks it as changing where programs, code, configuration or trust come from
+/// (`LOCATION_PARTS`, `LOCATION_WORDS`). The person may still set any other name on an extension
+/// of their own (the API, Desktop's settings).
+pub fn untrusted_env_message(key: &str) -> Option<String> {
+    if let Some(m) = disallowed_env_message(key) {
+        return Some(m);
+    }
+    let from = "for an extension from a link, an import or a recipe";
+    let fix = "set it yourself in the extension's settings if the server documents it and you trust it";
+    let shaped = key.len() <= 64
+        && key.starts_with(|c: char| c.is_ascii_uppercase())
+        && key.split('_').all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()));
+    if !shaped {
+        return Some(format!(
+            "environment variable {key} is refused {from}: such names are upper-case words of letters and digits joined by `_` \
+             (like API_KEY or LOG_LEVEL), at most 64 characters; {fix}"
+        ));
+    }
+    let part = LOCATION_PARTS.split_whitespace().find(|p| key.contains(p));
+    let word = || key.split('_').find(|w| in_words(LOCATION_WORDS, w));
+    let hit = part.or_else(word)?;
+    Some(format!(
+        "environment variable {key} is refused {from}: `{hit}` marks a name that changes where programs, code, \
+         configuration or trust come from; {fix}"
+    ))
 }
 
 /// Names gosling keeps for itself: its server key, TLS files, provider keys and settings. An

@@ -74,14 +74,22 @@ pub enum InstallSource {
     Import,
     /// Other command-line paths that take a config the user wrote.
     Cli,
+    /// A recipe's `extensions` (`/agent/start` with `recipe` or `recipe_deeplink`).
+    Recipe,
 }
 
 impl InstallSource {
     fn checks_commands(self) -> bool {
         match self {
-            InstallSource::DeepLink | InstallSource::Import => true,
+            InstallSource::DeepLink | InstallSource::Import | InstallSource::Recipe => true,
             InstallSource::ConfigApi | InstallSource::AddExtension | InstallSource::Cli => false,
         }
+    }
+
+    /// Content that came from elsewhere: links, imports, recipes. Their environment names pass
+    /// the positive rule of `config::untrusted_env_message`.
+    pub fn is_from_elsewhere(self) -> bool {
+        self.checks_commands()
     }
 }
 
@@ -181,9 +189,12 @@ impl Policy {
     /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
     pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
         check_env(config)?;
+        if source.is_from_elsewhere() {
+            check_env_from_elsewhere(config)?;
+        }
         // Rule 6: installing saves such an extension disabled (`config::unresolved`), with the
         // reason; activating it is refused here.
-        if source == InstallSource::AddExtension {
+        if matches!(source, InstallSource::AddExtension | InstallSource::Recipe) {
             check_own_secrets(config)?;
         }
         config.validate().map_err(PolicyError::InvalidConfig)?;
@@ -311,6 +322,19 @@ impl Policy {
 pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
     for (name, field) in named_vars(config, true) {
         if let Some(message) = crate::extensions::config::disallowed_env_message(&name) {
+            return Err(PolicyError::EnvRefused { field: field.into(), name, message });
+        }
+    }
+    Ok(())
+}
+
+/// Rule 5 for links, imports and recipes: the names of the variables the child gets (`envs`,
+/// `env_keys`) pass the positive rule of `config::untrusted_env_message`.
+pub fn check_env_from_elsewhere(config: &ExtensionConfig) -> Result<(), PolicyError> {
+    // A stored secret of gosling's own is rule 6's (saved disabled, with that reason).
+    let own = |name: &str, field: &str| field == "env_keys" && crate::extensions::config::is_reserved_secret(name);
+    for (name, field) in named_vars(config, true).into_iter().filter(|(n, f)| *f != "headers" && !own(n, f)) {
+        if let Some(message) = crate::extensions::config::untrusted_env_message(&name) {
             return Err(PolicyError::EnvRefused { field: field.into(), name, message });
         }
     }
@@ -672,7 +696,10 @@ mod tests {
                     let e = p.check(&header, s).unwrap_err().to_string();
                     assert!(e.contains("own-secrets rule"), "{e}");
                 } else {
-                    assert!(p.check(&with_key(k), s).is_ok());
+                    // From elsewhere, a name off the plain shape is refused outright.
+                    if let Err(e) = p.check(&with_key(k), s) {
+                        assert!(s.is_from_elsewhere() && e.to_string().contains("environment rule"), "{e}");
+                    }
                     let u = crate::extensions::config::unresolved(&header, &|_| true);
                     assert_eq!(u.refused, [k]);
                     assert!(u.explain().contains("may never read"), "{}", u.explain());
@@ -684,6 +711,57 @@ mod tests {
             // A literal value the user wrote is not read from the store.
             assert!(p.check(&with_env("OPENAI_API_KEY"), s).is_ok());
         }
+    }
+
+    #[test]
+    fn content_from_elsewhere_names_only_plain_variables() {
+        let p = Policy::permissive();
+        let with = |k: &str, keys: bool| {
+            let v = if keys {
+                json!({"type":"stdio","name":"x","cmd":"uvx","args":["pkg"],"env_keys":[k]})
+            } else {
+                json!({"type":"stdio","name":"x","cmd":"uvx","args":["pkg"],"envs":{k:"v"}})
+            };
+            ExtensionConfig::from_value(v).unwrap()
+        };
+        for k in [
+            "PREFIX",
+            "npm_config_userconfig",
+            "KUBECONFIG",
+            "AWS_CONFIG_FILE",
+            "MEMORY_FILE_PATH",
+            "GNUPGHOME",
+            "SSH_AUTH_SOCK",
+            "PUPPETEER_EXECUTABLE_PATH",
+            "LESSOPEN",
+            "api_key",
+            "Api_Key",
+            "A__B",
+            "_X",
+            "TMPDIR",
+            "CARGO_HOME",
+            "XDG_CONFIG_HOME",
+            "GIT_SSH_COMMAND",
+            "NODE_EXTRA_CA_CERTS",
+            "CURL_CA_BUNDLE",
+            "MAKEFLAGS",
+        ] {
+            for s in [InstallSource::DeepLink, InstallSource::Import, InstallSource::Recipe] {
+                for keys in [false, true] {
+                    let e = p.check(&with(k, keys), s).unwrap_err().to_string();
+                    assert!(e.contains("environment rule") && e.contains(k), "{k} via {s:?}: {e}");
+                }
+            }
+        }
+        for k in ["API_KEY", "GITHUB_PERSONAL_ACCESS_TOKEN", "LOG_LEVEL", "BRAVE_API_KEY", "S3_BUCKET", "DATABASE_URL"]
+        {
+            for s in [InstallSource::DeepLink, InstallSource::Import, InstallSource::Recipe, InstallSource::ConfigApi] {
+                assert!(p.check(&with(k, false), s).is_ok(), "{k} via {s:?}");
+            }
+        }
+        // The person's own config may name a location; code-loading families and PREFIX never.
+        assert!(p.check(&with("MEMORY_FILE_PATH", false), InstallSource::ConfigApi).is_ok());
+        assert!(p.check(&with("PREFIX", false), InstallSource::ConfigApi).is_err());
     }
 
     #[test]
