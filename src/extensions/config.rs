@@ -199,10 +199,13 @@ impl Unresolved {
 /// own-secrets rule.
 pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Unresolved {
     let mut u = Unresolved::default();
+    // A missing OAuth client secret is reported when signing in, with its field; a reserved one
+    // here, like any other.
+    let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
     for k in secret_names(config) {
         if is_reserved_secret(&k) {
             u.refused.push(k);
-        } else if !present(&k) {
+        } else if !present(&k) && oauth_key.as_ref() != Some(&k) {
             u.missing.push(k);
         }
     }
@@ -210,7 +213,8 @@ pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> U
 }
 
 /// The variables an extension reads from the secrets store: its `env_keys`, then the variables
-/// its header values name that `envs` does not set, each once, in order. These are looked up in
+/// its header values name that `envs` does not set, then `oauth.client_secret_key`, each once,
+/// in order. These are looked up in
 /// the secrets store only (never gosling's process environment).
 pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -225,6 +229,12 @@ pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
             if !envs.contains_key(&var) && !out.contains(&var) {
                 out.push(var);
             }
+        }
+    }
+    // The OAuth client secret is a stored secret like any other: the same rules, the same summary.
+    if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
+        if !out.contains(&k) {
+            out.push(k);
         }
     }
     out

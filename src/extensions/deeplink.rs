@@ -328,6 +328,9 @@ pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> 
                     push(format!("env {k}"), k);
                 }
             }
+            if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
+                push("oauth.client_secret_key".into(), &k);
+            }
         }
         Kind::Sse { .. }
         | Kind::Builtin { .. }

@@ -431,7 +431,9 @@ impl SessionRuntime {
         crate::extensions::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
         let mut out = config.vars().map(|v| v.envs.clone()).unwrap_or_default();
         let mut missing = Vec::new();
-        for k in secret_names(config) {
+        // The OAuth client secret is read by `oauth_settings`, never put in the environment.
+        let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
+        for k in secret_names(config).into_iter().filter(|k| oauth_key.as_ref() != Some(k)) {
             match (self.deps.secret)(&k) {
                 Some(v) => {
                     out.insert(k, v);

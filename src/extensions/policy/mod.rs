@@ -320,7 +320,7 @@ impl Policy {
 /// Rule 5 for every variable a config names: the `envs` and `env_keys` names and the
 /// variables its headers refer to.
 pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
-    for (name, field) in named_vars(config, true) {
+    for (name, field) in named_vars(config, true).into_iter().filter(|(_, f)| *f != OAUTH_FIELD) {
         if let Some(message) = crate::extensions::config::disallowed_env_message(&name) {
             return Err(PolicyError::EnvRefused { field: field.into(), name, message });
         }
@@ -333,7 +333,9 @@ pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
 pub fn check_env_from_elsewhere(config: &ExtensionConfig) -> Result<(), PolicyError> {
     // A stored secret of gosling's own is rule 6's (saved disabled, with that reason).
     let own = |name: &str, field: &str| field == "env_keys" && crate::extensions::config::is_reserved_secret(name);
-    for (name, field) in named_vars(config, true).into_iter().filter(|(n, f)| *f != "headers" && !own(n, f)) {
+    for (name, field) in
+        named_vars(config, true).into_iter().filter(|(n, f)| *f != "headers" && *f != OAUTH_FIELD && !own(n, f))
+    {
         if let Some(message) = crate::extensions::config::untrusted_env_message(&name) {
             return Err(PolicyError::EnvRefused { field: field.into(), name, message });
         }
@@ -351,14 +353,19 @@ pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), PolicyError> {
     }
 }
 
+/// Where the OAuth client secret's name is: a stored secret, not an environment variable.
+const OAUTH_FIELD: &str = "oauth.client_secret_key";
+
 /// The variable names a config uses, each with the field it is in: the `envs` names (when
-/// `with_envs`), the `env_keys`, then the variables its header values refer to.
+/// `with_envs`), the `env_keys`, the variables its header values refer to, then the OAuth
+/// client secret's name.
 fn named_vars(config: &ExtensionConfig, with_envs: bool) -> Vec<(String, &'static str)> {
     let Some(Vars { envs, env_keys, headers }) = config.vars() else { return Vec::new() };
     let envs = envs.keys().filter(|_| with_envs).map(|k| (k.clone(), "envs"));
     let keys = env_keys.iter().map(|k| (k.clone(), "env_keys"));
     let header_vars = headers.into_iter().flat_map(|h| h.values()).flat_map(|v| crate::wire::template::vars(v));
-    envs.chain(keys).chain(header_vars.map(|var| (var, "headers"))).collect()
+    let oauth = config.oauth().ok().and_then(|o| o.client_secret_key).map(|k| (k, OAUTH_FIELD));
+    envs.chain(keys).chain(header_vars.map(|var| (var, "headers"))).chain(oauth).collect()
 }
 
 #[cfg(test)]
