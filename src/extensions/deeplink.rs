@@ -55,6 +55,29 @@ fn err(param: &str, rule: impl Into<String>) -> LinkError {
     LinkError { param: param.to_string(), rule: rule.into() }
 }
 
+/// A link (or an import) never silently replaces an installed extension: when `existing` (the
+/// entry stored under the new config's key) differs from `config`, the install is refused with
+/// how to replace it on purpose. Installing the same config again is fine.
+pub fn check_not_replacing(existing: Option<&ExtensionEntry>, config: &ExtensionConfig) -> Result<(), LinkError> {
+    match existing {
+        Some(e) if e.config != *config => {
+            let key = config.key();
+            Err(err(
+                "name",
+                format!(
+                    "{:?} would replace the installed extension `{key}` ({:?}, {}); a link or import never replaces an installed \
+                     extension: to replace it on purpose, remove it first (Desktop's extension settings, or \
+                     DELETE /config/extensions/{key}) and install again, or give the new one another name",
+                    printable(config.name()),
+                    printable(e.config.name()),
+                    e.config.type_name()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Where the extension comes from: a local command or a remote server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkSource {
