@@ -132,6 +132,33 @@ pub fn untrusted_env_message(key: &str) -> Option<String> {
     ))
 }
 
+/// What `GET /config` shows instead of a value an extension config carries in `envs` or
+/// `headers` (an imported token, a key written into a link's config): never the value.
+pub const MASKED: &str = "********";
+
+/// `config.json` as `GET /config` shows it: every `envs` and `headers` value of every extension
+/// masked, except a bare `${VAR}` reference (which names a stored secret, not its value).
+pub fn masked_config(mut doc: Map<String, Value>) -> Map<String, Value> {
+    let reference = |v: &str| {
+        let t = v.trim();
+        t.starts_with("${") && t.ends_with('}') && crate::wire::template::vars(t).len() == 1 && !t[2..].contains('$')
+    };
+    if let Some(Value::Object(exts)) = doc.get_mut("extensions") {
+        for ext in exts.values_mut() {
+            for field in ["envs", "headers"] {
+                if let Some(Value::Object(m)) = ext.get_mut(field) {
+                    for v in m.values_mut() {
+                        if !v.as_str().is_some_and(reference) {
+                            *v = Value::String(MASKED.into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    doc
+}
+
 /// Names gosling keeps for itself: its server key, TLS files, provider keys and settings. An
 /// extension may never read these from the secrets store, even when the user stored a value
 /// under that name (Desktop stores provider keys there too), so a link cannot ask for them.

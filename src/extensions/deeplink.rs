@@ -508,8 +508,8 @@ fn parse_timeout(t: &str) -> Result<u64, LinkError> {
     }
 }
 
-/// http(s) only, with a host, no credentials, no spaces or control characters.
-fn check_url(url: &str) -> Result<(), LinkError> {
+/// http(s) only, with a host, no credentials, no spaces or control characters. Imports use it too.
+pub(crate) fn check_url(url: &str) -> Result<(), LinkError> {
     let lower = url.to_ascii_lowercase();
     let rest = if lower.starts_with("https://") {
         &url[8..]
@@ -559,13 +559,18 @@ fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
 const MANAGED_HEADERS: [&str; 8] =
     ["host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "mcp-session-id"];
 
-fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
+/// A header a link or an import may set: a token name, not one the transport manages (`Host`,
+/// `Content-Length`, …), a value without control characters (no CR/LF), bounded.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
     let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || name.len() > 256 || !name.bytes().all(tchar) {
         return Err(err("header", format!("{:?} is not a valid HTTP header name", printable(name))));
     }
     if MANAGED_HEADERS.iter().any(|m| m.eq_ignore_ascii_case(name)) {
-        return Err(err("header", format!("{name} is set by the HTTP transport and cannot be given in a link")));
+        return Err(err(
+            "header",
+            format!("{name} is set by the HTTP transport and cannot be given in a link or an import"),
+        ));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') || value.len() > 8192 {
         return Err(err(

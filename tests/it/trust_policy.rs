@@ -291,3 +291,63 @@ fn a_working_dir_npmrc_never_steers_npx() {
     assert_eq!(r.status, 200, "npx serves from the home dir: {}", r.text());
     assert!(!marker.exists(), "the working dir's .npmrc ran code");
 }
+
+/// Issue 27 finding 14: an import passes the same checks as a link — no `Host` header, no CR/LF
+/// in a header value, no `user:pass@` in a URL, the grammars, the environment rule — and
+/// `GET /config` never shows a value an import stored (tokens in headers or `env`).
+#[test]
+fn import_checks_like_a_link_and_get_config_masks_what_it_stored() {
+    let home = TempDir::new("tpol-import");
+    let file = home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers":{
+            "creds":{"url":"http://user:pass@127.0.0.1:1/mcp"},
+            "local":{"command":"uvx","args":["mcp-server-fetch"]}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let out = gosling(&home).args(["import", "--yes", file.to_str().unwrap()]).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // A malformed entry stops the whole file before anything is asked or saved.
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("mcpServers.creds.url") && stderr.contains("credentials"), "{stderr}");
+    for (name, broken) in [("host", json!({"Host":"metadata.internal"})), ("crlf", json!({"X-A":"a\r\nInjected: 1"}))] {
+        std::fs::write(
+            &file,
+            json!({"mcpServers":{name:{"url":"http://127.0.0.1:1/mcp","headers":broken}}}).to_string(),
+        )
+        .unwrap();
+        let out = gosling(&home).args(["import", "--yes", file.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let want = if name == "host" { "set by the HTTP transport" } else { "without control characters" };
+        assert!(out.status.code() == Some(1) && err.contains(want), "{name}: {err}");
+    }
+    assert!(!home.join("config/config.json").exists(), "nothing was saved");
+    // The rest, as a link would be: grammars and the environment rule refuse per entry.
+    std::fs::write(
+        &file,
+        json!({"mcpServers":{
+            "zx":{"command":"npx","args":["-y","zx","http://127.0.0.1:1/x.mjs"]},
+            "prefix":{"command":"npx","args":["-y","pkg"],"env":{"PREFIX":"/tmp/evil"}},
+            "remote":{"url":"http://127.0.0.1:1/mcp","headers":{"Authorization":"Bearer ghp-imported-secret-123","X-Ref":"${REF_TOKEN}"}},
+            "local":{"command":"uvx","args":["mcp-server-fetch"],"env":{"FETCH_TOKEN":"tok-imported-secret-456","LOG_LEVEL":"debug"}}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let out = gosling(&home).args(["import", "--yes", file.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("nested-launcher rule") && stdout.contains("PREFIX"), "{stdout}");
+    assert!(stdout.contains("imported 2, refused 2"), "{stdout}");
+    let s = Server::start_in(home, ServerOpts::default());
+    let all = s.get("/config");
+    assert_eq!(all.status, 200);
+    let text = all.text();
+    assert!(!text.contains("ghp-imported-secret-123") && !text.contains("tok-imported-secret-456"), "{text}");
+    let exts = &all.json()["config"]["extensions"];
+    assert_eq!(exts["remote"]["headers"]["Authorization"], "********", "{exts}");
+    assert_eq!(exts["remote"]["headers"]["X-Ref"], "${REF_TOKEN}", "a reference names a secret, it is no secret");
+    assert_eq!(exts["local"]["envs"]["FETCH_TOKEN"], "********", "{exts}");
+}
