@@ -116,6 +116,8 @@ fn launchers_and_containers_same_decision_on_every_path() {
         assert_eq!(r.status, 200, "{cmd} {args:?}: {}", r.text());
         let r = s.post("/config/extensions", json!({"name":"T","enabled":false,"config":config(cmd, args, json!({}))}));
         assert_eq!(r.status, 200, "{cmd} {args:?}: {}", r.text());
+        // Removed again: the next link named T must not replace it (issue 27 finding 13).
+        assert_eq!(s.delete("/config/extensions/t").status, 200);
     }
     assert!(!home.join("config").exists(), "--check wrote nothing");
 }
