@@ -880,9 +880,9 @@ pub fn check_launch(cmd: &str, args: &[String], working_dir: &Path) -> Result<Ve
     let (opts, _) = parse_container(cmd, args)?;
     let mut out = args.to_vec();
     let reach = |arg: &str, why: String| PolicyError::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
-    let root = std::fs::canonicalize(working_dir)
-        .map_err(|e| reach(".", format!("the working dir {} cannot be resolved: {e}", working_dir.display())))?;
     let inside = |src: &str| -> Result<String, PolicyError> {
+        let root = std::fs::canonicalize(working_dir)
+            .map_err(|e| reach(src, format!("the working dir {} cannot be resolved: {e}", working_dir.display())))?;
         if root == Path::new("/") {
             return Err(reach(src, "the session's working dir is `/`: nothing may be mounted from it".into()));
         }

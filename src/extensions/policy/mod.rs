@@ -655,6 +655,8 @@ mod tests {
         let e = check_launch("docker", &args(&["run", "-v", "./x:/h", "img"]), Path::new("/")).unwrap_err().to_string();
         assert!(e.contains("working dir is `/`"), "{e}");
         assert_eq!(check_launch("uvx", &args(&["pkg"]), &work).unwrap(), ["pkg"]);
+        // Without a bind mount the working dir need not exist.
+        assert!(check_launch("docker", &args(&["run", "-i", "img"]), Path::new("/nonexistent/w")).is_ok());
         assert!(check_launch("perl", &args(&["-e", "1"]), &work).is_err());
     }
 
