@@ -472,10 +472,15 @@ impl SessionRuntime {
                 let args = crate::extensions::policy::check_launch(cmd, args, &work)
                     .map_err(|e| ActivateError::Config(e.to_string()))?;
                 let home = std::env::var_os("HOME").map(PathBuf::from);
+                let mut env = self.resolve_env(config)?;
+                if cwd.is_some() {
+                    // The working dir, even for a launcher started in the home dir.
+                    env.insert("GOOSE_WORKING_DIR".into(), work.display().to_string());
+                }
                 StdioSpec {
                     cmd: cmd.clone(),
                     args,
-                    env: self.resolve_env(config)?.into_iter().collect(),
+                    env: env.into_iter().collect(),
                     cwd: cwd.map(|_| crate::extensions::policy::launch_dir(cmd, &work, home.as_deref())),
                     container: container_for(config),
                     ..Default::default()

@@ -353,3 +353,38 @@ fn import_checks_like_a_link_and_get_config_masks_what_it_stored() {
     assert_eq!(exts["remote"]["headers"]["X-Ref"], "${REF_TOKEN}", "a reference names a secret, it is no secret");
     assert_eq!(exts["local"]["envs"]["FETCH_TOKEN"], "********", "{exts}");
 }
+
+/// npx starts in the home dir but is told the working dir: `GOOSE_WORKING_DIR` and MCP roots stay
+/// the session's (a fake `npx` first on PATH records where it started and serves its environment).
+#[test]
+fn npx_starts_in_home_and_still_gets_the_working_dir() {
+    let home = TempDir::new("tpol-npxdir");
+    let work = TempDir::new("tpol-npxdir-work");
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let started = home.join("npx-started-in");
+    let fake = manifest_dir().join("tests/fakes/trust_mcp_stdio.py");
+    let exe = bin.join("npx");
+    std::fs::write(&exe, format!("#!/bin/sh\npwd > '{}'\nexec python3 '{}' env\n", started.display(), fake.display()))
+        .unwrap();
+    let mut p = std::fs::metadata(&exe).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(&exe, p).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let home_path = home.path().to_path_buf();
+    let s = Server::start_in(home, ServerOpts { env: vec![("PATH".into(), path)], ..Default::default() });
+    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    let c =
+        json!({"type":"stdio","name":"pkg","description":"","cmd":"npx","args":["-y","some-mcp-server"],"timeout":30});
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": c}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let dir = std::fs::read_to_string(&started).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(dir.trim()).unwrap(),
+        std::fs::canonicalize(&home_path).unwrap(),
+        "npx started in the home dir"
+    );
+    let r = s.post("/agent/call_tool", json!({"session_id": id, "name": "pkg__env", "arguments": {}}));
+    let out = r.json()["content"][0]["text"].as_str().unwrap_or("").to_string();
+    assert!(out.contains(&format!("GOOSE_WORKING_DIR={}", work.path().display())), "{out}");
+}
