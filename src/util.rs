@@ -22,6 +22,19 @@ pub fn in_words(list: &str, name: &str) -> bool {
     list.split_whitespace().any(|w| word_matches(w, name))
 }
 
+/// `s` with control and bidi-override characters escaped, safe to print on a terminal.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Locks `m`, taking it over from a thread that panicked while holding it: a panic (a bug on
 /// one request's thread) must not make every later request that needs the same map, queue or
 /// buffer panic too. The one place that decides what a poisoned lock means.

@@ -12,10 +12,11 @@
 use crate::config::{config_dir, Env, ProcessEnv};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
-use crate::extensions::deeplink::{plan_install, printable, InstallPlan};
+use crate::extensions::deeplink::{check_not_replacing, plan_install, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
 use crate::store::config_store::ConfigStore;
+use crate::util::printable;
 use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -144,9 +145,7 @@ fn install(flags: &Flags) -> Result<ExitCode, Failure> {
     let mut plan = plan_install(link, &policy, &present)?;
     print_plan(&plan);
     let key = plan.config.key();
-    if store.extension(&key)?.is_some() {
-        println!("note: this replaces the installed extension with key {key}");
-    }
+    check_not_replacing(store.extension(&key)?.as_ref(), &plan.config)?;
     let terminal = std::io::stdin().is_terminal();
     if !flags.yes {
         ask("Install this extension? [y/N] ", "not installed", "install")?;
@@ -215,8 +214,13 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
                     let only = Unresolved { missing: Vec::new(), refused: u.refused.clone() };
                     println!("    refused secrets: {} (saved disabled)", only.explain());
                 }
-                let exists = store.as_ref().and_then(|s| s.extension(&item.config.key()).ok().flatten()).is_some();
-                println!("    {}", if exists { "ok: replaces the installed extension" } else { "ok" });
+                let existing = store.as_ref().and_then(|s| s.extension(&item.config.key()).ok().flatten());
+                if let Err(e) = check_not_replacing(existing.as_ref(), &item.config) {
+                    refused += 1;
+                    println!("    refused: {e}");
+                    continue;
+                }
+                println!("    ok");
                 accepted.push((ExtensionEntry { enabled: item.enabled && u.is_empty(), config: item.config }, u));
             }
             Err(e) => {

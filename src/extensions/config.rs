@@ -51,7 +51,7 @@ pub const ENV_FAMILIES: &[(&str, &str)] = &[
     ),
     (
         "it makes Node.js or its package managers load code or fetch packages from elsewhere",
-        "NODE_* NPM_* YARN_* PNPM_* COREPACK_* BUN_* DENO_* ELECTRON_*",
+        "NODE_* NPM_* YARN_* PNPM_* COREPACK_* BUN_* DENO_* ELECTRON_* PREFIX",
     ),
     (
         "it makes the JVM or jbang load agents, classes or dependencies from elsewhere",
@@ -89,6 +89,74 @@ pub fn disallowed_env_message(key: &str) -> Option<String> {
     };
     let (family, why) = family.or_else(goose)?;
     Some(format!("environment variable {key} is refused ({family}): {why}; remove it"))
+}
+
+/// Parts of a name (anywhere in it) that mark it as changing where programs, code,
+/// configuration or trust come from (`KUBECONFIG`, `GNUPGHOME`, `MANPATH`, `PREFIX`).
+pub const LOCATION_PARTS: &str = "CONFIG PATH HOME PREFIX PROXY PRELOAD OPTIONS";
+
+/// Words of a name (between `_`) with the same meaning (`ALLOWED_DIR`, `SSH_AUTH_SOCK`,
+/// `PUPPETEER_EXECUTABLE`, `CURL_CA_BUNDLE`), and whole names of that kind.
+pub const LOCATION_WORDS: &str = "DIR DIRS DIRECTORY FILE FILES ROOT LIB LIBS LIBRARY RC CONF CFG OPTS FLAGS \
+    BIN EXEC EXECUTABLE CMD COMMAND SHELL PLUGIN PLUGINS MODULE MODULES SCRIPT SCRIPTS HOOK HOOKS LOADER \
+    ASKPASS EDITOR PAGER BROWSER INCLUDE INSTALL TMP TEMP TMPDIR CA CERT CERTS BUNDLE SSL TLS SOCK SOCKET \
+    REGISTRY INDEX MIRROR LESSOPEN LESSCLOSE MAKEFLAGS MFLAGS CC CXX CPP LD AR TERMINFO MAGIC";
+
+/// The environment rule for an extension that came from elsewhere (a link, an import, a
+/// recipe): besides `disallowed_env_message`, a positive shape — upper-case words of letters
+/// and digits joined by single `_`, at most 64 characters — and none of its parts or words
+/// marks it as changing where programs, code, configuration or trust come from
+/// (`LOCATION_PARTS`, `LOCATION_WORDS`). The person may still set any other name on an extension
+/// of their own (the API, Desktop's settings).
+pub fn untrusted_env_message(key: &str) -> Option<String> {
+    if let Some(m) = disallowed_env_message(key) {
+        return Some(m);
+    }
+    let from = "for an extension from a link, an import or a recipe";
+    let fix = "set it yourself in the extension's settings if the server documents it and you trust it";
+    let shaped = key.len() <= 64
+        && key.starts_with(|c: char| c.is_ascii_uppercase())
+        && key.split('_').all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()));
+    if !shaped {
+        return Some(format!(
+            "environment variable {key} is refused {from}: such names are upper-case words of letters and digits joined by `_` \
+             (like API_KEY or LOG_LEVEL), at most 64 characters; {fix}"
+        ));
+    }
+    let part = LOCATION_PARTS.split_whitespace().find(|p| key.contains(p));
+    let word = || key.split('_').find(|w| in_words(LOCATION_WORDS, w));
+    let hit = part.or_else(word)?;
+    Some(format!(
+        "environment variable {key} is refused {from}: `{hit}` marks a name that changes where programs, code, \
+         configuration or trust come from; {fix}"
+    ))
+}
+
+/// What `GET /config` shows instead of a value an extension config carries in `envs` or
+/// `headers` (an imported token, a key written into a link's config): never the value.
+pub const MASKED: &str = "********";
+
+/// `config.json` as `GET /config` shows it: every `envs` and `headers` value of every extension
+/// masked, except a bare `${VAR}` reference (which names a stored secret, not its value).
+pub fn masked_config(mut doc: Map<String, Value>) -> Map<String, Value> {
+    let reference = |v: &str| {
+        let t = v.trim();
+        t.starts_with("${") && t.ends_with('}') && crate::wire::template::vars(t).len() == 1 && !t[2..].contains('$')
+    };
+    if let Some(Value::Object(exts)) = doc.get_mut("extensions") {
+        for ext in exts.values_mut() {
+            for field in ["envs", "headers"] {
+                if let Some(Value::Object(m)) = ext.get_mut(field) {
+                    for v in m.values_mut() {
+                        if !v.as_str().is_some_and(reference) {
+                            *v = Value::String(MASKED.into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    doc
 }
 
 /// Names gosling keeps for itself: its server key, TLS files, provider keys and settings. An
@@ -158,10 +226,13 @@ impl Unresolved {
 /// own-secrets rule.
 pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Unresolved {
     let mut u = Unresolved::default();
+    // A missing OAuth client secret is reported when signing in, with its field; a reserved one
+    // here, like any other.
+    let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
     for k in secret_names(config) {
         if is_reserved_secret(&k) {
             u.refused.push(k);
-        } else if !present(&k) {
+        } else if !present(&k) && oauth_key.as_ref() != Some(&k) {
             u.missing.push(k);
         }
     }
@@ -169,7 +240,8 @@ pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> U
 }
 
 /// The variables an extension reads from the secrets store: its `env_keys`, then the variables
-/// its header values name that `envs` does not set, each once, in order. These are looked up in
+/// its header values name that `envs` does not set, then `oauth.client_secret_key`, each once,
+/// in order. These are looked up in
 /// the secrets store only (never gosling's process environment).
 pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -184,6 +256,12 @@ pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
             if !envs.contains_key(&var) && !out.contains(&var) {
                 out.push(var);
             }
+        }
+    }
+    // The OAuth client secret is a stored secret like any other: the same rules, the same summary.
+    if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
+        if !out.contains(&k) {
+            out.push(k);
         }
     }
     out

@@ -21,6 +21,7 @@ use crate::extensions::config::{
     name_to_key, secret_names, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
 };
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
+use crate::util::printable;
 use crate::wire::percent::form_decode;
 use crate::wire::template::vars;
 use serde_json::{json, Map, Value};
@@ -52,6 +53,29 @@ impl std::error::Error for LinkError {}
 
 fn err(param: &str, rule: impl Into<String>) -> LinkError {
     LinkError { param: param.to_string(), rule: rule.into() }
+}
+
+/// A link (or an import) never silently replaces an installed extension: when `existing` (the
+/// entry stored under the new config's key) differs from `config`, the install is refused with
+/// how to replace it on purpose. Installing the same config again is fine.
+pub fn check_not_replacing(existing: Option<&ExtensionEntry>, config: &ExtensionConfig) -> Result<(), LinkError> {
+    match existing {
+        Some(e) if e.config != *config => {
+            let key = config.key();
+            Err(err(
+                "name",
+                format!(
+                    "{:?} would replace the installed extension `{key}` ({:?}, {}); a link or import never replaces an installed \
+                     extension: to replace it on purpose, remove it first (Desktop's extension settings, or \
+                     DELETE /config/extensions/{key}) and install again, or give the new one another name",
+                    printable(config.name()),
+                    printable(e.config.name()),
+                    e.config.type_name()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Where the extension comes from: a local command or a remote server.
@@ -327,6 +351,9 @@ pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> 
                     push(format!("env {k}"), k);
                 }
             }
+            if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
+                push("oauth.client_secret_key".into(), &k);
+            }
         }
         Kind::Sse { .. }
         | Kind::Builtin { .. }
@@ -481,8 +508,8 @@ fn parse_timeout(t: &str) -> Result<u64, LinkError> {
     }
 }
 
-/// http(s) only, with a host, no credentials, no spaces or control characters.
-fn check_url(url: &str) -> Result<(), LinkError> {
+/// http(s) only, with a host, no credentials, no spaces or control characters. Imports use it too.
+pub(crate) fn check_url(url: &str) -> Result<(), LinkError> {
     let lower = url.to_ascii_lowercase();
     let rest = if lower.starts_with("https://") {
         &url[8..]
@@ -532,13 +559,18 @@ fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
 const MANAGED_HEADERS: [&str; 8] =
     ["host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "mcp-session-id"];
 
-fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
+/// A header a link or an import may set: a token name, not one the transport manages (`Host`,
+/// `Content-Length`, …), a value without control characters (no CR/LF), bounded.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
     let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || name.len() > 256 || !name.bytes().all(tchar) {
         return Err(err("header", format!("{:?} is not a valid HTTP header name", printable(name))));
     }
     if MANAGED_HEADERS.iter().any(|m| m.eq_ignore_ascii_case(name)) {
-        return Err(err("header", format!("{name} is set by the HTTP transport and cannot be given in a link")));
+        return Err(err(
+            "header",
+            format!("{name} is set by the HTTP transport and cannot be given in a link or an import"),
+        ));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') || value.len() > 8192 {
         return Err(err(
@@ -547,19 +579,6 @@ fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
         ));
     }
     Ok(())
-}
-
-/// `s` with control and bidi-override characters escaped, safe to print on a terminal.
-pub fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}') {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -40,13 +40,7 @@ pub struct ImportError {
 impl fmt::Display for ImportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.entry {
-            Some(e) => write!(
-                f,
-                "import: mcpServers.{}.{}: {}",
-                crate::extensions::deeplink::printable(e),
-                self.field,
-                self.message
-            ),
+            Some(e) => write!(f, "import: mcpServers.{}.{}: {}", crate::util::printable(e), self.field, self.message),
             None => write!(f, "import: `{}`: {}", self.field, self.message),
         }
     }
@@ -202,7 +196,14 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
                     ))
                 }
             };
+            // The same URL and header rules as a link: no credentials in the URL, no `Host` or
+            // other transport-managed header, no CR/LF in a value.
+            crate::extensions::deeplink::check_url(&url).map_err(|e| ierr(name, "url", e.rule))?;
             let mut headers = string_map(name, "headers", obj.get("headers"))?;
+            for (h, v) in &headers {
+                crate::extensions::deeplink::check_header(h, v)
+                    .map_err(|e| ierr(name, &format!("headers.{}", crate::util::printable(h)), e.rule))?;
+            }
             if sse {
                 warnings.push(format!(
                     "'{}': {SSE_UNSUPPORTED} (imported disabled; point `url` at the server's Streamable HTTP endpoint)",

@@ -437,7 +437,9 @@ impl SessionRuntime {
         crate::extensions::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
         let mut out = config.vars().map(|v| v.envs.clone()).unwrap_or_default();
         let mut missing = Vec::new();
-        for k in secret_names(config) {
+        // The OAuth client secret is read by `oauth_settings`, never put in the environment.
+        let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
+        for k in secret_names(config).into_iter().filter(|k| oauth_key.as_ref() != Some(k)) {
             match (self.deps.secret)(&k) {
                 Some(v) => {
                     out.insert(k, v);
@@ -469,14 +471,27 @@ impl SessionRuntime {
                     "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
                 ))
             }
-            Kind::Stdio { cmd, args, .. } => StdioSpec {
-                cmd: cmd.clone(),
-                args: args.clone(),
-                env: self.resolve_env(config)?.into_iter().collect(),
-                cwd,
-                container: container_for(config),
-                ..Default::default()
-            },
+            Kind::Stdio { cmd, args, .. } => {
+                // The grammar again (a stored config may predate it), container mounts resolved
+                // inside the working dir, and launchers started where no project config steers them.
+                let work = self.working_dir();
+                let args = crate::extensions::policy::check_launch(cmd, args, &work)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let mut env = self.resolve_env(config)?;
+                if cwd.is_some() {
+                    // The working dir, even for a launcher started in the home dir.
+                    env.insert("GOOSE_WORKING_DIR".into(), work.display().to_string());
+                }
+                StdioSpec {
+                    cmd: cmd.clone(),
+                    args,
+                    env: env.into_iter().collect(),
+                    cwd: cwd.map(|_| crate::extensions::policy::launch_dir(cmd, &work, home.as_deref())),
+                    container: container_for(config),
+                    ..Default::default()
+                }
+            }
             Kind::Builtin { .. } => {
                 let builtin = runtime_key(name);
                 if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {

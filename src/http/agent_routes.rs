@@ -108,8 +108,10 @@ pub fn start(app: &App, req: &Request) -> R {
             None => app.store.extensions()?.entries.into_iter().filter(|e| e.enabled).map(|e| e.config).collect(),
         },
     };
+    // A recipe's extensions came from elsewhere: the policy's rules for links apply.
+    let from_recipe = recipe.as_ref().and_then(|rc| rc.get("extensions")).is_some_and(Value::is_array);
     for c in &configs {
-        app.check_policy(c, InstallSource::AddExtension)?;
+        app.check_policy(c, if from_recipe { InstallSource::Recipe } else { InstallSource::AddExtension })?;
     }
     let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
     let mut session = app.sessions.create(&r.working_dir, values)?;

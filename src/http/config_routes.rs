@@ -89,7 +89,8 @@ pub fn sign_out(app: &App, raw_name: &str) -> R {
 }
 
 pub fn get_all(app: &App) -> R {
-    Ok(Response::json(200, &json!({ "config": app.store.all()? })))
+    // Values an extension carries in `envs`/`headers` (imported tokens) are never shown.
+    Ok(Response::json(200, &json!({ "config": crate::extensions::config::masked_config(app.store.all()?) })))
 }
 
 #[derive(serde::Deserialize)]

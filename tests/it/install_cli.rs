@@ -108,7 +108,6 @@ fn install_yes_persists_and_missing_secret_keeps_it_disabled() {
         .args(["install", "--yes", "--secrets-from-env", EVERYTHING_KEY])
         .env("API_KEY", "sk-test-value"));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stdout.contains("note: this replaces the installed extension with key everything"), "{}", r.stdout);
     assert!(r.stdout.contains("updated Everything (key everything), enabled for new sessions"), "{}", r.stdout);
     assert!(
         !r.stdout.contains("sk-test-value") && !r.stderr.contains("sk-test-value"),
@@ -248,7 +247,7 @@ fn local_allowlist_file_and_extra_commands() {
         // An allowlisted command with a refused variable is still refused.
         ("goose://extension?cmd=uvx&arg=mcp-server-fetch&name=F&env=NODE_OPTIONS", "environment rule"),
         // Inline code is refused before any allowlist is consulted.
-        ("goose://extension?cmd=node&arg=-e&arg=1&arg=/opt/mcp/server.js&name=N", "no-inline-code rule"),
+        ("goose://extension?cmd=node&arg=-e&arg=1&arg=/opt/mcp/server.js&name=N", "node grammar rule"),
         ("goose://extension?cmd=python3&arg=x.py&name=P", "refused by the allowed-commands rule"),
     ];
     for (link, want) in refused {

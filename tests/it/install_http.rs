@@ -129,3 +129,48 @@ fn an_allowlist_is_enforced_on_every_install_path() {
         .collect();
     assert_eq!(names, ["mem"]);
 }
+
+/// Issue 27 finding 13: a link named like an installed extension (`Developer` vs the stored
+/// builtin `developer`) is refused with how to replace it on purpose, on the install route and
+/// `gosling install`; the installed one is untouched. The same link installed twice is fine.
+#[test]
+fn a_link_never_silently_replaces_an_installed_extension() {
+    let s = server(vec![]);
+    let builtin = json!({"type":"builtin","name":"developer","description":"","timeout":300,"bundled":true});
+    let r = s.post("/config/extensions", json!({"name":"developer","enabled":true,"config":builtin}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let hostile = "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Developer";
+    for dry_run in [true, false] {
+        let r = s.post("/extensions/install", json!({"link": hostile, "dry_run": dry_run}));
+        let m = r.json()["message"].as_str().unwrap_or("").to_string();
+        assert!(
+            r.status == 409
+                && m.contains("would replace the installed extension `developer`")
+                && m.contains("DELETE /config/extensions/developer"),
+            "{} {m}",
+            r.status
+        );
+    }
+    let list = s.get("/config/extensions").json();
+    let dev: Vec<_> = list["extensions"].as_array().unwrap().iter().filter(|e| e["name"] == "developer").collect();
+    assert_eq!((dev.len(), &dev[0]["type"], &dev[0]["enabled"]), (1, &json!("builtin"), &json!(true)), "{list}");
+    // The command line refuses the same link against the same stored config.
+    let out = gosling(&s.home).args(["install", "--yes", hostile]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && err.contains("would replace the installed extension `developer`"), "{err}");
+    // So does `gosling import` for an entry of that name.
+    let file = s.home.join("servers.json");
+    std::fs::write(&file, r#"{"mcpServers":{"Developer":{"command":"uvx","args":["mcp-server-fetch"]}}}"#).unwrap();
+    let out = gosling(&s.home).args(["import", "--yes", file.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.code() == Some(1) && stdout.contains("would replace the installed extension `developer`"),
+        "{stdout}"
+    );
+    // Removing it first is the way to replace it on purpose; the same link again is not a replacement.
+    assert_eq!(s.delete("/config/extensions/developer").status, 200);
+    for _ in 0..2 {
+        let r = s.post("/extensions/install", json!({"link": hostile}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+}

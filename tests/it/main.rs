@@ -63,6 +63,8 @@ mod install_http;
 // The trust boundary: secrets resolve only from the store and never to gosling's own
 // (a recording remote server proves it); launcher, container and environment rules.
 mod trust_policy;
+// Issue 27: positive grammars for every launcher and interpreter, judged by marker files.
+mod trust_grammar;
 mod trust_secrets;
 
 // The official MCP conformance runner against `gosling probe URL`.
