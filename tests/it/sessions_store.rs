@@ -1,6 +1,7 @@
 //! The session store through the real binary: sessions of the one-file layout (a fixture as
 //! earlier versions wrote it) listed, read and continued; a torn last line after a crash; a
-//! corrupt line reported with its file; one server per state directory.
+//! corrupt line reported with its file; two servers and `gosling acp` on one state directory,
+//! appending to one session and listing each other's sessions.
 
 use crate::contract;
 use crate::fake_llm::*;
@@ -88,6 +89,8 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     drop(f);
 
     let s = Server::start_in(home, llm_env(&llm));
+    // The index is loaded in the background: the listing waits for it, and it cut the line.
+    assert_eq!(s.get("/sessions").status, 200);
     let err = s.stderr();
     assert!(err.contains(&format!("{torn}.jsonl: its last line is incomplete")), "{err}");
     let one = s.get(&format!("/sessions/{torn}")).json();
@@ -111,17 +114,138 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     assert_eq!(std::fs::read(&bad_file).unwrap(), bytes);
 }
 
+/// `gosling acp` on stdio, one JSON-RPC line at a time.
+struct Acp {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Acp {
+    fn start(home: &TempDir, llm: &FakeLlm) -> Acp {
+        use std::process::Stdio;
+        let mut cmd = gosling(home);
+        cmd.arg("acp")
+            .env("GOOSE_PROVIDER", "openai")
+            .env("GOOSE_MODEL", "m")
+            .env("OPENAI_HOST", llm.url())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut acp = Acp { child, out, next: 0 };
+        assert_eq!(acp.call("initialize", json!({"protocolVersion": 1}))["protocolVersion"], 1);
+        acp
+    }
+
+    /// One request; its result (an error fails the test). Notifications are skipped.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        use std::io::{BufRead, Write};
+        self.next += 1;
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string() + "\n";
+        self.child.stdin.as_mut().unwrap().write_all(line.as_bytes()).unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "gosling acp closed stdout");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("method").is_none() && v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+}
+
+impl Drop for Acp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The ids `GET /sessions` lists.
+fn listed(s: &Server) -> Vec<String> {
+    let list = s.get("/sessions").json();
+    list["sessions"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// Waits up to a second for `f` to hold of `s`'s listing.
+fn listed_within_a_second(s: &Server, f: impl Fn(&[String]) -> bool) -> bool {
+    wait_for(std::time::Duration::from_secs(1), || f(&listed(s)).then_some(())).is_some()
+}
+
 #[test]
-fn a_second_server_on_the_same_state_directory_is_refused() {
-    let s = Server::start();
-    let out = gosling(&s.home)
-        .args(["agent", "--port", "0"])
-        .env("GOOSE_SERVER__SECRET_KEY", SECRET)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another gosling server uses these sessions") && err.contains("GOSLING_STATE_DIR"), "{err}");
-    assert_eq!(s.get("/status").status, 200, "the first one serves on");
+fn two_servers_and_acp_on_one_state_dir_append_to_one_session_and_list_each_others() {
+    const TURNS: usize = 500; // two messages each: 1,000 per server
+    const ACP_TURNS: usize = 20;
+    let llm = FakeLlm::start_forgetting((0..2 * TURNS + ACP_TURNS + 10).map(|_| answer("ok")).collect());
+    let a = Server::start_with(llm_env(&llm));
+    let mut shared = llm_env(&llm);
+    shared.env.push(("GOSLING_STATE_DIR".into(), a.home.join("state").display().to_string()));
+    shared.env.push(("GOSLING_CONFIG_DIR".into(), a.home.join("config").display().to_string()));
+    let b = Server::start_with(shared);
+    let mut acp = Acp::start(&a.home, &llm);
+
+    let id = a.post("/agent/start", json!({"working_dir": a.home.path(), "extension_overrides": []})).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(listed_within_a_second(&b, |l| l.contains(&id)), "created by one server, listed by the other");
+    for s in [&a, &b] {
+        let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let cwd = a.home.path().display().to_string();
+    acp.call("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []}));
+
+    let run = |s: &Server, tag: &str| {
+        for i in 0..TURNS {
+            let r = s.post("/reply", json!({"session_id": id, "user_message": user_text(&format!("{tag}-{i}"))}));
+            assert!(r.text().contains(r#""type":"Finish""#), "{tag}-{i}: {}", r.text());
+        }
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| run(&a, "a"));
+        scope.spawn(|| run(&b, "b"));
+        for i in 0..ACP_TURNS {
+            let prompt = json!([{"type": "text", "text": format!("c-{i}")}]);
+            let r = acp.call("session/prompt", json!({"sessionId": id, "prompt": prompt}));
+            assert_eq!(r["stopReason"], "end_turn", "{r}");
+        }
+    });
+
+    let total = 2 * (2 * TURNS + ACP_TURNS);
+    // Every line of the file is one whole message, and every message is there once.
+    let file = std::fs::read_to_string(sessions_dir(&a.home).join(format!("{id}.jsonl"))).unwrap();
+    let lines: Vec<Value> = file.lines().map(|l| serde_json::from_str(l).expect("a whole JSON message")).collect();
+    assert_eq!(lines.len(), total);
+    let conversation = b.get(&format!("/sessions/{id}")).json()["conversation"].as_array().unwrap().clone();
+    assert_eq!(conversation, lines);
+    for (tag, n) in [("a", TURNS), ("b", TURNS), ("c", ACP_TURNS)] {
+        let mine: Vec<&str> = conversation
+            .iter()
+            .filter_map(|m| m["content"][0]["text"].as_str())
+            .filter(|t| t.starts_with(&format!("{tag}-")))
+            .collect();
+        let expected: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
+        assert_eq!(mine, expected, "{tag}'s messages, each once, in the order sent");
+    }
+    for s in [&a, &b] {
+        let list = s.get("/sessions").json();
+        let me = list["sessions"].as_array().unwrap().iter().find(|x| x["id"] == id.as_str()).unwrap().clone();
+        assert_eq!(me["message_count"], total);
+    }
+
+    // A session made by the editor is listed by both servers; deleted by one, gone from both.
+    let other =
+        acp.call("session/new", json!({"cwd": cwd, "mcpServers": []}))["sessionId"].as_str().unwrap().to_string();
+    for s in [&a, &b] {
+        assert!(listed_within_a_second(s, |l| l.contains(&other)), "{other} listed");
+    }
+    assert_eq!(b.delete(&format!("/sessions/{other}")).status, 200);
+    assert!(listed_within_a_second(&a, |l| !l.contains(&other)), "{other} gone");
+    assert_eq!(a.get(&format!("/sessions/{other}")).status, 404);
 }
