@@ -1,7 +1,8 @@
 //! The session store through the real binary: sessions of the one-file layout (a fixture as
 //! earlier versions wrote it) listed, read and continued; a torn last line after a crash; a
 //! corrupt line reported with its file; two servers and `gosling acp` on one state directory,
-//! appending to one session and listing each other's sessions.
+//! appending to one session and listing each other's sessions; the generated secret key kept
+//! across restarts and shared, never replaced, by a second server.
 
 use crate::contract;
 use crate::fake_llm::*;
@@ -183,10 +184,7 @@ fn two_servers_and_acp_on_one_state_dir_append_to_one_session_and_list_each_othe
     const ACP_TURNS: usize = 20;
     let llm = FakeLlm::start_forgetting((0..2 * TURNS + ACP_TURNS + 10).map(|_| answer("ok")).collect());
     let a = Server::start_with(llm_env(&llm));
-    let mut shared = llm_env(&llm);
-    shared.env.push(("GOSLING_STATE_DIR".into(), a.home.join("state").display().to_string()));
-    shared.env.push(("GOSLING_CONFIG_DIR".into(), a.home.join("config").display().to_string()));
-    let b = Server::start_with(shared);
+    let b = Server::start_with(on_dirs_of(&a.home, llm_env(&llm)));
     let mut acp = Acp::start(&a.home, &llm);
 
     let id = a.post("/agent/start", json!({"working_dir": a.home.path(), "extension_overrides": []})).json()["id"]
@@ -248,4 +246,71 @@ fn two_servers_and_acp_on_one_state_dir_append_to_one_session_and_list_each_othe
     assert_eq!(b.delete(&format!("/sessions/{other}")).status, 200);
     assert!(listed_within_a_second(&a, |l| !l.contains(&other)), "{other} gone");
     assert_eq!(a.get(&format!("/sessions/{other}")).status, 404);
+}
+
+/// Server options for another server on `home`'s state and config dirs.
+fn on_dirs_of(home: &TempDir, mut opts: ServerOpts) -> ServerOpts {
+    opts.env.push(("GOSLING_STATE_DIR".into(), home.join("state").display().to_string()));
+    opts.env.push(("GOSLING_CONFIG_DIR".into(), home.join("config").display().to_string()));
+    opts
+}
+
+fn no_secret() -> ServerOpts {
+    ServerOpts { secret: None, ..Default::default() }
+}
+
+/// Whether `s` accepts `key` on a protected route.
+fn accepts(s: &Server, key: &str) -> bool {
+    http("GET", &s.url("/config"), Some(key), None).status == 200
+}
+
+#[test]
+fn the_generated_key_is_kept_across_restarts_and_never_replaced_by_a_second_server() {
+    let a = Server::start_with(no_secret());
+    let path = a.home.join("state/secret-key");
+    let key = std::fs::read_to_string(&path).unwrap();
+    let b = Server::start_with(on_dirs_of(&a.home, no_secret()));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), key, "the second server left the key file alone");
+    assert!(accepts(&a, &key) && accepts(&b, &key), "one key for both");
+    drop(b);
+    let home = a.kill();
+    let a = Server::start_in(home, no_secret());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), key);
+    assert!(accepts(&a, &key), "a restarted server keeps the generated key");
+    assert!(!accepts(&a, "0".repeat(64).as_str()));
+
+    // Four servers starting at once on fresh dirs agree on one key.
+    let fresh = TempDir::new("key-race");
+    let servers: Vec<Server> = std::thread::scope(|scope| {
+        let starts: Vec<_> =
+            (0..4).map(|_| scope.spawn(|| Server::start_with(on_dirs_of(&fresh, no_secret())))).collect();
+        starts.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let key = std::fs::read_to_string(fresh.join("state/secret-key")).unwrap();
+    assert_eq!(key.len(), 64);
+    assert!(servers.iter().all(|s| accepts(s, &key)), "every racer uses the one key in the file");
+}
+
+#[test]
+fn a_key_file_that_is_not_a_key_stops_the_server_naming_it() {
+    let home = TempDir::new("bad-key");
+    std::fs::create_dir_all(home.join("state")).unwrap();
+    let path = home.join("state/secret-key");
+    std::fs::write(&path, "not a key\n").unwrap();
+    let (home, err) = Server::try_start_in(home, no_secret()).err().expect("refused");
+    assert!(
+        err.contains("state/secret-key is not valid")
+            && err.contains("delete it")
+            && err.contains("GOOSE_SERVER__SECRET_KEY"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a key\n", "left untouched");
+    // Readable by others: refused with the fix.
+    std::fs::write(&path, "a".repeat(64)).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (home, err) = Server::try_start_in(home, no_secret()).err().expect("refused");
+    assert!(err.contains("other users may read it") && err.contains("chmod 600"), "{err}");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let s = Server::start_in(home, no_secret());
+    assert!(accepts(&s, &"a".repeat(64)));
 }
