@@ -55,6 +55,24 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Browser origins given CORS headers (`GOSLING_CORS_ORIGINS`, comma-separated, exact).
     pub cors_origins: Vec<String>,
+    /// When the audit log rotates and how many old files it keeps.
+    pub audit: AuditLimits,
+}
+
+/// `audit.jsonl` is renamed to `audit.jsonl.1` (the older ones shifted up, the oldest beyond
+/// `keep` removed) before a line would take it past `max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AuditLimits {
+    /// `GOSLING_AUDIT_MAX_BYTES`, default 10 MiB.
+    pub max_bytes: u64,
+    /// `GOSLING_AUDIT_KEEP`, default 5; 0 keeps no old file.
+    pub keep: u32,
+}
+
+impl Default for AuditLimits {
+    fn default() -> Self {
+        AuditLimits { max_bytes: 10 << 20, keep: 5 }
+    }
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -78,6 +96,7 @@ impl std::fmt::Debug for Config {
             .field("max_connections", &self.max_connections)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("cors_origins", &self.cors_origins)
+            .field("audit", &self.audit)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -215,8 +234,19 @@ impl Config {
             },
             allowed_hosts: list(env, "GOSLING_ALLOWED_HOSTS").map(|h| h.to_ascii_lowercase()).collect(),
             cors_origins: list(env, "GOSLING_CORS_ORIGINS").collect(),
+            audit: audit_limits(env)?,
         })
     }
+}
+
+fn audit_limits(env: &dyn Env) -> Result<AuditLimits, Error> {
+    let d = AuditLimits::default();
+    let max_bytes = parse_num(env, "GOSLING_AUDIT_MAX_BYTES", d.max_bytes)?;
+    // A line is about 200 bytes: a smaller file would rotate at every call.
+    if max_bytes < 4096 {
+        return Err(Error::TooSmall { key: "GOSLING_AUDIT_MAX_BYTES", min: 4096 });
+    }
+    Ok(AuditLimits { max_bytes, keep: parse_num(env, "GOSLING_AUDIT_KEEP", d.keep)? })
 }
 
 /// A fixed environment for tests of code that reads settings.

@@ -47,7 +47,7 @@ impl Host {
             sessions: sessions.clone(),
             setting: Arc::new(move |k| setting_in(&setting_store, k)),
             elicitations: elicitations.clone(),
-            audit: AuditLog::new(&config.state_dir),
+            audit: AuditLog::new(&config.state_dir, config.audit),
         };
         let runtime_deps = Arc::new(Deps {
             elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
@@ -60,7 +60,7 @@ impl Host {
             // The secrets store only: never gosling's own environment (see runtime::resolve_env).
             secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
-            audit: AuditLog::new(&config.state_dir),
+            audit: AuditLog::new(&config.state_dir, config.audit),
             tokens: Some(Arc::new(SecretsTokens(store.clone()))),
         });
         Host {

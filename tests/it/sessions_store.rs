@@ -2,7 +2,8 @@
 //! earlier versions wrote it) listed, read and continued; a torn last line after a crash; a
 //! corrupt line reported with its file; two servers and `gosling acp` on one state directory,
 //! appending to one session and listing each other's sessions; the generated secret key kept
-//! across restarts and shared, never replaced, by a second server.
+//! across restarts and shared, never replaced, by a second server; start-up that does not wait
+//! for the session index; the audit log rotated under two servers.
 
 use crate::contract;
 use crate::fake_llm::*;
@@ -313,4 +314,132 @@ fn a_key_file_that_is_not_a_key_stops_the_server_naming_it() {
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let s = Server::start_in(home, no_secret());
     assert!(accepts(&s, &"a".repeat(64)));
+}
+
+/// Writes `count` sessions of two messages in the store's format, as a crash leaves them (the
+/// metadata records no conversation end, so each file's lines are counted when loaded).
+fn seed_sessions(dir: &std::path::Path, count: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let message = |i: usize, role: &str| json!({"id": format!("m{i}"), "role": role, "created": 1_763_900_000 + i, "content": [{"type": "text", "text": format!("message {i}")}], "metadata": {"userVisible": true, "agentVisible": true}});
+    let lines = format!("{}\n{}\n", message(0, "user"), message(1, "assistant"));
+    for i in 0..count {
+        let id = format!("20261101_{}", i + 1);
+        let meta = json!({
+            "id": id, "name": format!("Seeded {i}"), "working_dir": "/w", "created_at": "2026-11-01T10:00:00Z",
+            "updated_at": format!("2026-11-01T10:{:02}:{:02}Z", i / 60 % 60, i % 60), "extension_data": {},
+            "message_count": 0, "session_type": "user", "user_set_name": false,
+        });
+        std::fs::write(dir.join(format!("{id}.meta.json")), meta.to_string()).unwrap();
+        std::fs::write(dir.join(format!("{id}.jsonl")), &lines).unwrap();
+    }
+}
+
+#[test]
+fn status_answers_before_the_sessions_are_read_and_the_listing_then_has_them_all() {
+    const COUNT: usize = 5000;
+    let home = TempDir::new("many");
+    seed_sessions(&sessions_dir(&home), COUNT);
+    let s = Server::start_in(home, ServerOpts::default());
+    assert_eq!(s.get("/status").status, 200);
+    // The loader logs how long the index took when it is done: not yet.
+    let err = s.stderr();
+    assert!(!err.contains("sessions indexed"), "/status waited for the session index:\n{err}");
+    let list = s.get("/sessions").json();
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), COUNT);
+    assert!(sessions.iter().all(|x| x["message_count"] == 2), "each conversation counted");
+    assert!(s.stderr().contains(&format!("store: {COUNT} sessions indexed")), "{}", s.stderr());
+}
+
+#[test]
+fn the_audit_log_rotates_under_two_servers_without_losing_or_tearing_a_line() {
+    const CALLS: usize = 300;
+    let small = |opts: ServerOpts| {
+        let mut o = opts;
+        o.env.push(("GOSLING_AUDIT_MAX_BYTES".into(), "4096".into()));
+        o.env.push(("GOSLING_AUDIT_KEEP".into(), "1000".into()));
+        o
+    };
+    let a = Server::start_with(small(ServerOpts::default()));
+    let b = Server::start_with(small(on_dirs_of(&a.home, ServerOpts::default())));
+    let memory = json!([{"type": "builtin", "name": "memory", "description": "", "timeout": 30}]);
+    let run = |s: &Server, tag: &str| -> String {
+        let r = s.post("/agent/start", json!({"working_dir": s.home.path(), "extension_overrides": memory}));
+        let id = r.json()["id"].as_str().unwrap().to_string();
+        let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        for i in 0..CALLS {
+            let args = json!({"category": format!("{tag}{i}")});
+            let r = s.post(
+                "/agent/call_tool",
+                json!({"session_id": id, "name": "memory__retrieve_memories", "arguments": args}),
+            );
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+        id
+    };
+    let (ida, idb) = std::thread::scope(|scope| {
+        let ta = scope.spawn(|| run(&a, "a"));
+        let tb = scope.spawn(|| run(&b, "b"));
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    let state = a.home.join("state");
+    let mut files = vec![state.join("audit.jsonl")];
+    for n in 1.. {
+        let p = state.join(format!("audit.jsonl.{n}"));
+        if !p.exists() {
+            break;
+        }
+        files.push(p);
+    }
+    assert!(files.len() > 10, "rotated many times at 4 KiB: {} files", files.len());
+    let mut seen = std::collections::BTreeMap::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(text.len() <= 4096 + 512, "{} holds {} bytes", f.display(), text.len());
+        for line in text.lines() {
+            let v: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("a torn line in {}: {e}: {line}", f.display()));
+            *seen
+                .entry((v["session"].as_str().unwrap().to_string(), v["args_sha256"].as_str().unwrap().to_string()))
+                .or_insert(0) += 1;
+        }
+    }
+    let sha = |tag: &str, i: usize| {
+        let args = serde_json::to_vec(&json!({"category": format!("{tag}{i}")})).unwrap();
+        gosling::util::hex(&gosling::util::sha256(&args))
+    };
+    for (id, tag) in [(&ida, "a"), (&idb, "b")] {
+        for i in 0..CALLS {
+            assert_eq!(seen.get(&(id.clone(), sha(tag, i))), Some(&1), "the call {tag}{i} is audited once");
+        }
+    }
+    assert_eq!(seen.values().sum::<usize>(), 2 * CALLS, "no other line");
+}
+
+#[test]
+fn the_oldest_audit_files_beyond_the_kept_number_are_removed() {
+    let mut opts = ServerOpts::default();
+    opts.env.push(("GOSLING_AUDIT_MAX_BYTES".into(), "4096".into()));
+    opts.env.push(("GOSLING_AUDIT_KEEP".into(), "2".into()));
+    let s = Server::start_with(opts);
+    let memory = json!([{"type": "builtin", "name": "memory", "description": "", "timeout": 30}]);
+    let id = s.post("/agent/start", json!({"working_dir": s.home.path(), "extension_overrides": memory})).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+    for i in 0..120 {
+        let r = s.post(
+            "/agent/call_tool",
+            json!({"session_id": id, "name": "memory__retrieve_memories", "arguments": {"category": format!("c{i}")}}),
+        );
+        assert_eq!(r.status, 200);
+    }
+    let state = s.home.join("state");
+    assert!(state.join("audit.jsonl.1").exists() && state.join("audit.jsonl.2").exists());
+    assert!(!state.join("audit.jsonl.3").exists(), "only two older files are kept");
+    let err = gosling(&s.home).args(["agent", "--port", "0"]).env("GOSLING_AUDIT_MAX_BYTES", "100").output().unwrap();
+    let err = String::from_utf8_lossy(&err.stderr);
+    assert!(err.contains("GOSLING_AUDIT_MAX_BYTES must be at least 4096"), "{err}");
 }
