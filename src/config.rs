@@ -55,24 +55,11 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Browser origins given CORS headers (`GOSLING_CORS_ORIGINS`, comma-separated, exact).
     pub cors_origins: Vec<String>,
-    /// When the audit log rotates and how many old files it keeps.
-    pub audit: AuditLimits,
-}
-
-/// `audit.jsonl` is renamed to `audit.jsonl.1` (the older ones shifted up, the oldest beyond
-/// `keep` removed) before a line would take it past `max_bytes`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AuditLimits {
-    /// `GOSLING_AUDIT_MAX_BYTES`, default 10 MiB.
-    pub max_bytes: u64,
-    /// `GOSLING_AUDIT_KEEP`, default 5; 0 keeps no old file.
-    pub keep: u32,
-}
-
-impl Default for AuditLimits {
-    fn default() -> Self {
-        AuditLimits { max_bytes: 10 << 20, keep: 5 }
-    }
+    /// `audit.jsonl` is rotated before a line would take it past this size
+    /// (`GOSLING_AUDIT_MAX_BYTES`, default 10 MiB, at least 4096) ...
+    pub audit_max_bytes: u64,
+    /// ... keeping this many older files (`GOSLING_AUDIT_KEEP`, default 5; 0 keeps none).
+    pub audit_keep: u32,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -96,7 +83,8 @@ impl std::fmt::Debug for Config {
             .field("max_connections", &self.max_connections)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("cors_origins", &self.cors_origins)
-            .field("audit", &self.audit)
+            .field("audit_max_bytes", &self.audit_max_bytes)
+            .field("audit_keep", &self.audit_keep)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -234,19 +222,19 @@ impl Config {
             },
             allowed_hosts: list(env, "GOSLING_ALLOWED_HOSTS").map(|h| h.to_ascii_lowercase()).collect(),
             cors_origins: list(env, "GOSLING_CORS_ORIGINS").collect(),
-            audit: audit_limits(env)?,
+            audit_max_bytes: audit_max_bytes(env)?,
+            audit_keep: parse_num(env, "GOSLING_AUDIT_KEEP", 5)?,
         })
     }
 }
 
-fn audit_limits(env: &dyn Env) -> Result<AuditLimits, Error> {
-    let d = AuditLimits::default();
-    let max_bytes = parse_num(env, "GOSLING_AUDIT_MAX_BYTES", d.max_bytes)?;
-    // A line is about 200 bytes: a smaller file would rotate at every call.
+fn audit_max_bytes(env: &dyn Env) -> Result<u64, Error> {
+    let max_bytes = parse_num(env, "GOSLING_AUDIT_MAX_BYTES", 10u64 << 20)?;
+    // A line is about 200 bytes: a smaller file would rotate at every few calls.
     if max_bytes < 4096 {
         return Err(Error::TooSmall { key: "GOSLING_AUDIT_MAX_BYTES", min: 4096 });
     }
-    Ok(AuditLimits { max_bytes, keep: parse_num(env, "GOSLING_AUDIT_KEEP", d.keep)? })
+    Ok(max_bytes)
 }
 
 /// A fixed environment for tests of code that reads settings.

@@ -156,10 +156,12 @@ pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(path, e)),
     };
-    if !f.metadata().map_err(|e| io_err(path, e))?.is_file() {
+    let meta = f.metadata().map_err(|e| io_err(path, e))?;
+    if !meta.is_file() {
         return Err(Error::Corrupt { path: path.to_path_buf(), detail: "it is not a regular file".into() });
     }
-    let mut bytes = Vec::new();
+    // Sized from the fstat above (read_to_end would ask the kernel again).
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
     io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_err(path, e))?;
     Ok(Some(bytes))
 }

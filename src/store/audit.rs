@@ -12,23 +12,36 @@
 //! (same inode) and reopens it if not; a line written through a file renamed a moment earlier
 //! lands whole in `audit.jsonl.1`. So no line is lost or torn at a rotation.
 //!
-//! Durability: see `SYNC_EVERY`.
+//! Durability: each line is written at once; `fdatasync` follows within `SYNC_EVERY` (see it).
 
-use crate::config::AuditLimits;
 use crate::store::atomic;
 use crate::util::lock;
+use crossbeam_channel::{RecvTimeoutError, Sender};
 use serde::Serialize;
 use serde_json::Value;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-/// Each line is fsynced (`fdatasync`) before `record` returns.
-const SYNC_EVERY: Duration = Duration::ZERO;
+/// How often lines are made durable. Each line is written at once (a gosling crash loses none:
+/// the kernel holds it); a flusher thread `fdatasync`s the file at most this often and within
+/// this long of a line, so a power loss or kernel crash loses at most this much. Zero: every
+/// line is fsynced before `record` returns (+0.1 ms a call here; BENCHMARKS.md).
+const SYNC_EVERY: Duration = Duration::from_millis(100);
 
+/// `audit.jsonl` is renamed to `audit.jsonl.1` (the older ones shifted up, the oldest beyond
+/// `keep` dropped) before a line would take it past `max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AuditLimits {
+    pub max_bytes: u64,
+    /// 0 keeps no old file.
+    pub keep: u32,
+}
+
+/// One log shared by its clones (one open file, one flusher thread).
 #[derive(Clone)]
 pub struct AuditLog {
     inner: Arc<Inner>,
@@ -39,6 +52,8 @@ struct Inner {
     limits: AuditLimits,
     /// Opened on first use and kept: one `write` per line, no open/close per call.
     file: Mutex<Option<Open>>,
+    /// Wakes the flusher thread (started with the first line) after a line was written.
+    flusher: std::sync::OnceLock<Sender<()>>,
 }
 
 struct Open {
@@ -58,7 +73,8 @@ pub struct Entry<'a> {
 
 impl AuditLog {
     pub fn new(state_dir: &Path, limits: AuditLimits) -> AuditLog {
-        AuditLog { inner: Arc::new(Inner { path: state_dir.join("audit.jsonl"), limits, file: Mutex::new(None) }) }
+        let path = state_dir.join("audit.jsonl");
+        AuditLog { inner: Arc::new(Inner { path, limits, file: Mutex::new(None), flusher: Default::default() }) }
     }
 
     /// Appends one line; a failure is logged, never fatal to the call being audited.
@@ -87,18 +103,51 @@ impl AuditLog {
         bytes.push(b'\n');
         if let Err(err) = self.inner.append(&bytes) {
             log::error!("{err}; the tool call was not audited");
+            return;
+        }
+        if !SYNC_EVERY.is_zero() {
+            // Full: a flush is already due, and it covers this line.
+            let _ = self.inner.flusher.get_or_init(|| start_flusher(Arc::downgrade(&self.inner))).try_send(());
         }
     }
 }
 
+/// The thread that fsyncs the log `SYNC_EVERY` after a line; it ends with the log.
+fn start_flusher(log: Weak<Inner>) -> Sender<()> {
+    let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+    let run = move || loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(()) => {}
+            Err(RecvTimeoutError::Timeout) if log.strong_count() > 0 => continue,
+            Err(_) => return,
+        }
+        std::thread::sleep(SYNC_EVERY);
+        let Some(inner) = log.upgrade() else { return };
+        // Lines written until now are covered by this sync; a later one sends again.
+        while rx.try_recv().is_ok() {}
+        inner.sync();
+    };
+    if let Err(e) = std::thread::Builder::new().name("audit-sync".into()).spawn(run) {
+        log::error!("store: cannot start the audit log's fsync thread ({e}); its lines reach the disk when the kernel writes them");
+    }
+    tx
+}
+
 impl Inner {
+    /// Makes the lines written so far through the open file durable.
+    fn sync(&self) {
+        let file = lock(&self.file).as_ref().and_then(|o| o.file.try_clone().ok());
+        if let Some(Err(e)) = file.map(|f| f.sync_data()) {
+            log::error!("{}", atomic::io_err(&self.path, e));
+        }
+    }
+
     fn append(&self, line: &[u8]) -> Result<(), atomic::Error> {
         let path = &self.path;
         let mut open = lock(&self.file);
         let len = self.current(&mut open)?;
         if len > 0 && len + line.len() as u64 > self.limits.max_bytes {
             self.rotate()?;
-            *open = None;
             self.current(&mut open)?;
         }
         let Some(o) = open.as_mut() else { return Ok(()) };
@@ -122,6 +171,12 @@ impl Inner {
         if let (Some(o), Some(m)) = (open.as_ref(), named.as_ref()) {
             if o.ino == m.ino() {
                 return Ok(m.len());
+            }
+        }
+        if let Some(old) = open.take() {
+            // Renamed by a rotation: what we wrote into it is made durable before we leave it.
+            if !SYNC_EVERY.is_zero() {
+                let _ = old.file.sync_data();
             }
         }
         let file = atomic::open_append(path).map_err(|e| atomic::io_err(path, e))?;

@@ -588,9 +588,14 @@ impl Inner {
     /// redone), else the metadata with the lines past its recorded end counted. `locked`: the
     /// caller holds the session's lock, so what does not add up is worth a warning.
     fn derive(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
-        if let Some(d) = self.derive_legacy(id)? {
-            return Ok(Some(d));
+        match self.derive_legacy(id)? {
+            Some(d) => Ok(Some(d)),
+            None => self.derive_current(id, locked),
         }
+    }
+
+    /// `derive` of a session known not to be in the one-file layout.
+    fn derive_current(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
         let meta_path = self.meta_path(id);
         let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
         // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
@@ -840,7 +845,8 @@ impl Inner {
     fn scan(&self) -> Result<HashMap<String, Arc<Meta>>, Error> {
         let rd = std::fs::read_dir(&self.dir).map_err(|e| atomic::io_err(&self.dir, e))?;
         let started = Instant::now();
-        let mut ids = BTreeSet::new();
+        // id → whether a file of the one-file layout holds it.
+        let mut ids = std::collections::BTreeMap::new();
         let mut messages_files = Vec::new();
         for entry in rd {
             let entry = entry.map_err(|e| atomic::io_err(&self.dir, e))?;
@@ -853,17 +859,18 @@ impl Inner {
                 }
                 continue;
             }
-            if let Some(id) = name.strip_suffix(".meta.json").or_else(|| name.strip_suffix(".json")) {
-                if valid_id(id) {
-                    ids.insert(id.to_string());
-                }
+            if let Some(id) = name.strip_suffix(".meta.json").filter(|id| valid_id(id)) {
+                ids.entry(id.to_string()).or_insert(false);
+            } else if let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) {
+                ids.insert(id.to_string(), true);
             } else if let Some(id) = name.strip_suffix(".jsonl").filter(|id| valid_id(id)) {
                 messages_files.push(id.to_string());
             }
         }
         let mut loaded = HashMap::with_capacity(ids.len());
-        for id in ids {
-            match self.derive(&id, false) {
+        for (id, legacy) in ids {
+            let derived = if legacy { self.derive(&id, false) } else { self.derive_current(&id, false) };
+            match derived {
                 Ok(Some(mut d)) => {
                     if d.torn > 0 {
                         d = self.repair(&id).unwrap_or(d);
