@@ -75,15 +75,13 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Without `GOOSE_SERVER__SECRET_KEY`, generate a random secret and leave it in a 0600 file
-/// in the state dir for clients on this machine (never a fixed default).
+/// Without `GOOSE_SERVER__SECRET_KEY`, the random secret kept in a 0600 file in the state dir
+/// for clients on this machine (never a fixed default): made once, then reused.
 fn resolve_secret(cfg: &mut Config) -> Result<(), Error> {
     if !cfg.secret.is_empty() {
         return Ok(());
     }
-    let path = cfg.state_dir.join("secret-key");
-    let secret = crate::util::random_hex(32);
-    atomic::write_atomic(&path, secret.as_bytes()).map_err(Error::Store)?;
+    let (secret, path) = crate::store::secret_key::load_or_create(&cfg.state_dir).map_err(Error::Store)?;
     cfg.secret = secret;
     cfg.secret_source = SecretSource::Generated(path);
     Ok(())

@@ -58,6 +58,11 @@ pub struct Config {
     /// Builtin extensions every new session gets besides the enabled ones (`gosling serve
     /// --with-builtin a,b`, as goose serve; empty for the other modes).
     pub with_builtins: Vec<String>,
+    /// `audit.jsonl` is rotated before a line would take it past this size
+    /// (`GOSLING_AUDIT_MAX_BYTES`, default 10 MiB, at least 4096) ...
+    pub audit_max_bytes: u64,
+    /// ... keeping this many older files (`GOSLING_AUDIT_KEEP`, default 5; 0 keeps none).
+    pub audit_keep: u32,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -82,6 +87,8 @@ impl std::fmt::Debug for Config {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("cors_origins", &self.cors_origins)
             .field("with_builtins", &self.with_builtins)
+            .field("audit_max_bytes", &self.audit_max_bytes)
+            .field("audit_keep", &self.audit_keep)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -220,8 +227,19 @@ impl Config {
             allowed_hosts: list(env, "GOSLING_ALLOWED_HOSTS").map(|h| h.to_ascii_lowercase()).collect(),
             cors_origins: list(env, "GOSLING_CORS_ORIGINS").collect(),
             with_builtins: Vec::new(),
+            audit_max_bytes: audit_max_bytes(env)?,
+            audit_keep: parse_num(env, "GOSLING_AUDIT_KEEP", 5)?,
         })
     }
+}
+
+fn audit_max_bytes(env: &dyn Env) -> Result<u64, Error> {
+    let max_bytes = parse_num(env, "GOSLING_AUDIT_MAX_BYTES", 10u64 << 20)?;
+    // A line is about 200 bytes: a smaller file would rotate at every few calls.
+    if max_bytes < 4096 {
+        return Err(Error::TooSmall { key: "GOSLING_AUDIT_MAX_BYTES", min: 4096 });
+    }
+    Ok(max_bytes)
 }
 
 /// A fixed environment for tests of code that reads settings.

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::extensions::config::{ExtensionConfig, Unresolved};
 use crate::extensions::policy::{InstallSource, Policy, PolicyError};
 use crate::extensions::runtime::{Deps, SecretsTokens};
-use crate::store::audit::AuditLog;
+use crate::store::audit::{AuditLimits, AuditLog};
 use crate::store::config_store::ConfigStore;
 use crate::store::sessions::SessionStore;
 use std::sync::Arc;
@@ -43,11 +43,15 @@ impl Host {
         let asker = elicitations.clone();
         let sessions = Arc::new(sessions);
         let setting_store = store.clone();
+        let audit = AuditLog::new(
+            &config.state_dir,
+            AuditLimits { max_bytes: config.audit_max_bytes, keep: config.audit_keep },
+        );
         let sampling = Sampling {
             sessions: sessions.clone(),
             setting: Arc::new(move |k| setting_in(&setting_store, k)),
             elicitations: elicitations.clone(),
-            audit: AuditLog::new(&config.state_dir),
+            audit: audit.clone(),
         };
         let runtime_deps = Arc::new(Deps {
             elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
@@ -60,7 +64,7 @@ impl Host {
             // The secrets store only: never gosling's own environment (see runtime::resolve_env).
             secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
-            audit: AuditLog::new(&config.state_dir),
+            audit,
             tokens: Some(Arc::new(SecretsTokens(store.clone()))),
         });
         Host {

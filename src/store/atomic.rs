@@ -16,6 +16,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub enum Error {
@@ -71,9 +72,10 @@ pub fn io_err(path: &Path, source: io::Error) -> Error {
     Error::Io { path: path.to_path_buf(), source }
 }
 
-/// Opens a file for reading without following a link at the last component.
+/// Opens a file for reading without following a link at the last component, and without
+/// waiting for a writer if someone planted a FIFO there (`O_NONBLOCK`; no effect on files).
 pub fn open_read(path: &Path) -> io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
+    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)
 }
 
 /// Opens (creating 0600) a file to append to, without following a link.
@@ -154,7 +156,12 @@ pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(path, e)),
     };
-    let mut bytes = Vec::new();
+    let meta = f.metadata().map_err(|e| io_err(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Corrupt { path: path.to_path_buf(), detail: "it is not a regular file".into() });
+    }
+    // Sized from the fstat above (read_to_end would ask the kernel again).
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
     io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_err(path, e))?;
     Ok(Some(bytes))
 }
@@ -196,8 +203,40 @@ pub fn lock(path: &Path) -> Result<FileLock, Error> {
         ensure_dir(dir)?;
     }
     let file = open_lock_file(&lock_path)?;
-    file.lock().map_err(|e| io_err(&lock_path, e))?;
+    lock_file(&file, &lock_path, true)?;
     Ok(FileLock { _file: file })
+}
+
+/// How long a `flock` is waited for. Locks are held for a write and its fsync (well under a
+/// millisecond); one held longer belongs to a process that is stuck.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Takes a `flock` on `file` (`path` names it in errors), exclusive or shared, polling for at
+/// most `LOCK_WAIT` rather than blocking without a deadline.
+pub fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<(), Error> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    let mut pause = Duration::from_micros(20);
+    loop {
+        let r = if exclusive { file.try_lock() } else { file.try_lock_shared() };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                let why = format!(
+                    "locked by another process for over {} s; a gosling process on this state dir may be stuck (stop it)",
+                    LOCK_WAIT.as_secs()
+                );
+                return Err(Error::Io {
+                    path: path.to_path_buf(),
+                    source: io::Error::new(io::ErrorKind::TimedOut, why),
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(path, e)),
+        }
+    }
 }
 
 /// Locked read-modify-write of a JSON object file. `f` sees the current document (an empty

@@ -3,4 +3,5 @@
 pub mod atomic;
 pub mod audit;
 pub mod config_store;
+pub mod secret_key;
 pub mod sessions;

@@ -1,4 +1,5 @@
-//! Sessions on disk, so a session survives a crash or a restart and can be resumed.
+//! Sessions on disk, so a session survives a crash or a restart and can be resumed, shared by
+//! every gosling process on the same state dir (Desktop starts one server per window).
 //!
 //! Each session is two files under `<state dir>/sessions/`:
 //! - `<id>.meta.json`: goose's `Session` without its conversation (everything `GET /sessions`
@@ -9,31 +10,42 @@
 //!   is; a rewrite (goose's `override_conversation`) replaces the file atomically. The file
 //!   appears with the first message.
 //!
-//! An in-memory index of every session's metadata (as its listing JSON) is loaded once when
-//! the store opens, so listing never opens a file. Appends rewrite the metadata file only every
-//! `APPENDS_PER_META_WRITE` messages: after a crash, opening the store finds the conversation
-//! longer than its metadata records and counts only the lines past the recorded end (a torn
-//! last line, never acknowledged, is cut off with a warning). Only one server may own a state
-//! directory: the store holds an exclusive lock on `sessions/.lock` while open.
+//! Several processes: every change to a session holds an exclusive `flock` on `<id>.lock`
+//! (reads a shared one), and re-derives the session from its files under it — the metadata
+//! file, then the conversation lines past where it records the end — never from what this
+//! process remembers. So appends from several processes keep one order and the counts stay
+//! right. Appends rewrite the metadata only every `APPENDS_PER_META_WRITE` messages; the
+//! lines past its recorded end are counted when it is read (and after a crash: a torn last
+//! line, never acknowledged, is cut off under the lock with a warning). Ids are given out
+//! under a `flock` on `sessions/.lock`. A delete removes `<id>.lock` while holding it; a
+//! process that was waiting for it finds its lock file unlinked and starts over.
+//!
+//! Listing: an in-memory index of every session's listing JSON, so `GET /sessions` opens no
+//! session file. It is loaded by a background thread when the store opens (the server
+//! answers at once; listing waits for it, with a deadline). Every change is then noted as its
+//! id on a line of `sessions/.changes` (one `O_APPEND` write, no fsync: it is only a hint);
+//! before listing, a process reads the lines added since it last looked (one `stat` when
+//! there are none) and re-reads those sessions. The file is replaced by an empty one past
+//! `CHANGES_MAX_BYTES`; a process that sees a new file re-reads the whole directory.
 //!
 //! Sessions written by earlier versions (`<id>.json`, the conversation inside) are read in
 //! place and migrated on their first change. A file that cannot be read is reported with its
 //! name and left untouched, never replaced or silently dropped.
 //!
-//! Not here: what a message means (agent/messages.rs); locking across processes beyond the
-//! owner lock.
+//! Not here: what a message means (agent/messages.rs).
 
 use crate::store::atomic::{self, Error};
 use crate::util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// goose's `Session` (snake_case). `conversation` holds goose `Message` JSON objects.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -88,9 +100,20 @@ pub const ENABLED_EXTENSIONS: &str = "enabled_extensions.v0";
 /// The key of the metadata file recording where the conversation file ended; never on the wire.
 const FILE_KEY: &str = "gosling_conversation_file";
 
-/// Appends between two metadata writes, at most: bounds what opening the store must recount
-/// after a crash, at one metadata write per this many messages.
-const APPENDS_PER_META_WRITE: u32 = 64;
+/// Appends between two metadata writes, at most: bounds the lines a reader counts past the
+/// recorded end, at one metadata write per this many messages.
+const APPENDS_PER_META_WRITE: u64 = 64;
+
+/// Past this size `.changes` is replaced by an empty file (every process then re-reads the
+/// directory once): about 200,000 changes.
+const CHANGES_MAX_BYTES: u64 = 4 << 20;
+
+/// How long a listing waits for the index the store loads when it opens.
+const LOAD_WAIT: Duration = Duration::from_secs(60);
+
+/// A temp file older than this is a write a crash interrupted (a write takes milliseconds);
+/// a younger one may be another process's write in progress.
+const STALE_TEMP: Duration = Duration::from_secs(600);
 
 /// Where the conversation file ended when the metadata was last made consistent with it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -98,31 +121,40 @@ struct FilePos {
     /// Length in bytes; always just after a line's `\n`.
     bytes: u64,
     /// The file's inode (0: no file yet). A rewrite makes a new file, so a different inode
-    /// after a crash means the metadata describes a file that was replaced.
+    /// means the metadata describes a file that was replaced (all its lines are counted).
     ino: u64,
 }
 
-/// One session's indexed metadata. Replaced whole (behind an `Arc`) on every change. The
-/// session itself is kept only as its listing JSON (a tenth of the memory of a parsed
-/// `Session`), parsed again when a caller wants the struct.
+/// One session as its files hold it now.
+struct Derived {
+    /// Without its conversation; `message_count` counts the whole lines of the file.
+    session: Session,
+    /// Just after the last whole line.
+    file: FilePos,
+    /// Whole lines past the end the metadata file records.
+    unrecorded: u64,
+    /// Bytes of an incomplete last line (a write a crash cut short, when no writer holds
+    /// the lock).
+    torn: u64,
+    /// Still in the one-file layout (`<id>.json`), read in place until its first change.
+    legacy: bool,
+}
+
+/// One session's listing in the index. The session is kept only as its listing JSON (a
+/// tenth of the memory of a parsed `Session`), parsed again when a caller wants the struct.
 struct Meta {
     id: Box<str>,
     updated_at: Box<str>,
     /// The session without its conversation as listed on the wire (compact JSON), so listing
     /// only copies bytes.
     json: Box<str>,
-    file: FilePos,
-    /// Appends since the metadata file was last written.
-    unsaved: u32,
-    /// Still in the one-file layout (`<id>.json`), read in place until its first change.
-    legacy: bool,
 }
 
 impl Meta {
-    fn new(mut session: Session, file: FilePos, unsaved: u32) -> Meta {
+    fn new(mut session: Session) -> Meta {
         session.conversation = None;
         let json = serde_json::to_string(&session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
-        Meta { id: session.id.into(), updated_at: session.updated_at.into(), json, file, unsaved, legacy: false }
+        Meta { id: session.id.into(), updated_at: session.updated_at.into(), json }
     }
 
     /// The session, without its conversation.
@@ -133,28 +165,37 @@ impl Meta {
     }
 }
 
-#[derive(Clone)]
-struct Slot {
-    meta: Arc<Meta>,
-    /// Held for every file operation on the session, so they never interleave.
-    write: Arc<Mutex<()>>,
+/// Whether the index has been loaded.
+enum Load {
+    Loading,
+    Ready,
+    Failed(String),
+}
+
+/// How far this process has read `.changes`.
+#[derive(Clone, Copy, Default, PartialEq)]
+struct Cursor {
+    ino: u64,
+    offset: u64,
+}
+
+struct Inner {
+    dir: PathBuf,
+    index: Mutex<HashMap<String, Arc<Meta>>>,
+    load: Mutex<Load>,
+    loaded: Condvar,
+    /// Held while reading `.changes`, so one thread applies each line.
+    cursor: Mutex<Cursor>,
 }
 
 pub struct SessionStore {
-    dir: PathBuf,
-    index: Mutex<HashMap<String, Slot>>,
-    /// Serializes id allocation and loading a session missing from the index.
-    create_lock: Mutex<()>,
-    /// The exclusive owner lock on `sessions/.lock`, held while the store is open.
-    _owner: File,
+    inner: Arc<Inner>,
 }
 
-/// Whether an operation changes the session's files (a session of the one-file layout is
-/// migrated first).
-#[derive(Clone, Copy, PartialEq)]
-enum Change {
-    Read,
-    Write,
+/// A session's `flock`, released when dropped (the descriptor closes).
+struct SessionLock {
+    _file: File,
+    path: PathBuf,
 }
 
 /// Session ids name files, so only `[A-Za-z0-9_-]` is accepted (no path tricks).
@@ -180,8 +221,7 @@ fn remove_if_present(path: &Path) -> Result<bool, Error> {
 
 /// The messages of a conversation file's bytes, one per `\n`-terminated line, numbered from
 /// `first_line` (1-based) in errors: as `Value`s, or as `IgnoredAny` to check and count them
-/// without keeping them. A last line without its `\n` was torn by a crash before it was
-/// acknowledged: it is left out and its length returned.
+/// without keeping them. A last line without its `\n` is left out and its length returned.
 fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<T>, usize), Error> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -229,29 +269,238 @@ fn of_id(path: &Path, session: Session, id: &str) -> Result<Session, Error> {
 }
 
 impl SessionStore {
-    /// Opens (creating) `<state dir>/sessions`, takes the owner lock and loads the index,
-    /// recounting conversations a crash left ahead of their metadata. A session whose files cannot be read is left out
-    /// of the index with a warning naming the file (asking for it by id reports the error).
+    /// Opens (creating) `<state dir>/sessions` and starts loading the index in the
+    /// background; the store answers at once (a listing waits for the load). A session whose
+    /// files cannot be read is left out of the index with a warning naming the file (asking
+    /// for it by id reports the error).
     pub fn open(state_dir: &Path) -> Result<SessionStore, Error> {
         let dir = state_dir.join("sessions");
         atomic::ensure_subdir(&dir)?;
-        let owner_path = dir.join(".lock");
-        let owner = atomic::open_lock_file(&owner_path)?;
-        owner.try_lock().map_err(|e| {
-            let why = match e {
-                std::fs::TryLockError::WouldBlock => io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    "another gosling server uses these sessions; stop it, or give this one its own GOSLING_STATE_DIR",
-                ),
-                std::fs::TryLockError::Error(e) => e,
-            };
-            atomic::io_err(&owner_path, why)
-        })?;
-        let store = SessionStore { dir, index: Mutex::new(HashMap::new()), create_lock: Mutex::new(()), _owner: owner };
-        store.load_all()?;
-        Ok(store)
+        atomic::refuse_symlinks(&dir, &[".lock", ".changes"])?;
+        // An unreadable directory is refused now, not in the background.
+        std::fs::read_dir(&dir).map_err(|e| atomic::io_err(&dir, e))?;
+        let inner = Arc::new(Inner {
+            dir,
+            index: Mutex::new(HashMap::new()),
+            load: Mutex::new(Load::Loading),
+            loaded: Condvar::new(),
+            cursor: Mutex::new(Cursor::default()),
+        });
+        let loader = inner.clone();
+        let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
+        if let Err(e) = spawned {
+            log::warn!("store: cannot start the thread that loads the session index ({e}); loading it now");
+            inner.load_all();
+        }
+        Ok(SessionStore { inner })
     }
 
+    /// Creates a session with goose's `YYYYMMDD_N` id.
+    pub fn create(&self, working_dir: &str, extensions: Vec<Value>) -> Result<Session, Error> {
+        let st = &self.inner;
+        let now = crate::util::now_rfc3339();
+        let day: String = now[..10].replace('-', "");
+        let extensions = serde_json::json!({ "extensions": extensions });
+        let mut s = Session {
+            name: "New Chat".into(),
+            working_dir: working_dir.into(),
+            created_at: now.clone(),
+            updated_at: now,
+            extension_data: Map::from_iter([(ENABLED_EXTENSIONS.to_string(), extensions)]),
+            session_type: user(),
+            ..Session::default()
+        };
+        {
+            // Other processes give out ids from the same files.
+            let ids = st.dir.join(".lock");
+            let file = atomic::open_lock_file(&ids)?;
+            atomic::lock_file(&file, &ids, true)?;
+            let taken = |id: &str| {
+                lock(&st.index).contains_key(id)
+                    || [st.meta_path(id), st.messages_path(id), st.legacy_path(id)]
+                        .iter()
+                        .any(|p| std::fs::symlink_metadata(p).is_ok())
+            };
+            let mut n = 1;
+            while taken(&format!("{day}_{n}")) {
+                n += 1;
+            }
+            s.id = format!("{day}_{n}");
+            st.write_meta(&s, FilePos::default())?;
+        }
+        st.note(&s.id);
+        lock(&st.index).insert(s.id.clone(), Arc::new(Meta::new(s.clone())));
+        Ok(Session { conversation: Some(Vec::new()), ..s })
+    }
+
+    /// The session with its conversation (read from its file, under a shared lock).
+    pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
+        let st = &self.inner;
+        st.with_session(id, false, |d| {
+            let mut s = d.session.clone();
+            s.conversation = Some(st.read_conversation(d)?);
+            Ok((None, s))
+        })
+    }
+
+    /// The session without its conversation (`conversation` is `None`): from the index once
+    /// it is loaded (after reading what other processes changed), else from its metadata file.
+    pub fn get_meta(&self, id: &str) -> Result<Option<Session>, Error> {
+        let st = &self.inner;
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        if st.is_loaded() {
+            st.refresh()?;
+            if let Some(m) = lock(&st.index).get(id).cloned() {
+                return m.session().map(Some);
+            }
+        }
+        // Not indexed: a file repaired by hand, or the error that kept it out of the index.
+        Ok(st.derive(id, false)?.map(|d| d.session))
+    }
+
+    /// Appends one message to the conversation: one write and one fsync of its file,
+    /// whatever the conversation's length. `false` when the session does not exist.
+    pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
+        let st = &self.inner;
+        let done = st.with_session(id, true, |d| {
+            let path = st.messages_path(id);
+            let line = encode_lines(&path, std::slice::from_ref(message))?;
+            let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
+            let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+            let created = d.file.ino == 0;
+            let (held, written) = (stat.len(), d.file.bytes);
+            if held != written || (!created && stat.ino() != d.file.ino) {
+                let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
+                return Err(corrupt(&path, detail));
+            }
+            append_synced(&path, &mut f, written, &line)?;
+            if created {
+                sync_dir(&st.dir)?;
+            }
+            let mut s = d.session.clone();
+            s.message_count += 1;
+            s.updated_at = crate::util::now_rfc3339();
+            let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
+            if created || d.unrecorded + 1 >= APPENDS_PER_META_WRITE {
+                st.write_meta(&s, file)?;
+            }
+            Ok((Some(s), ()))
+        })?;
+        Ok(done.is_some())
+    }
+
+    /// Replaces the whole conversation (goose's `override_conversation`): the file is
+    /// rewritten atomically. `false` when the session does not exist.
+    pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
+        let st = &self.inner;
+        let done = st.with_session(id, true, |d| {
+            let file = st.write_messages(&st.messages_path(id), conversation)?;
+            let mut s = d.session.clone();
+            s.message_count = conversation.len() as u64;
+            Ok((Some(st.save(s, file)?), ()))
+        })?;
+        Ok(done.is_some())
+    }
+
+    /// Changes a session's metadata: `f` sees it without its conversation (`None`, and left
+    /// so: use `append_message` or `replace_conversation` for messages). Costs one small
+    /// atomic write, whatever the conversation's length. `None` when it does not exist.
+    pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
+        let st = &self.inner;
+        st.with_session(id, true, |d| {
+            let before = &d.session;
+            let mut s = before.clone();
+            let r = f(&mut s);
+            if s.conversation.is_some() {
+                log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
+            }
+            s.id = before.id.clone();
+            s.message_count = before.message_count;
+            s.conversation = None;
+            Ok((Some(st.save(s, d.file)?), r))
+        })
+    }
+
+    /// Locked read-modify-write of one session with its conversation; `None` when it does not
+    /// exist. Reads the whole conversation: prefer `update_meta` and `append_message`. Messages
+    /// added at the end are appended; any other change to the conversation rewrites it.
+    pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
+        let st = &self.inner;
+        st.with_session(id, true, |d| {
+            let before = st.read_conversation(d)?;
+            let mut s = d.session.clone();
+            s.conversation = Some(before.clone());
+            let r = f(&mut s);
+            let after = s.conversation.take().unwrap_or_default();
+            let path = st.messages_path(id);
+            let file = if after.len() >= before.len() && after[..before.len()] == before[..] {
+                if after.len() == before.len() {
+                    d.file
+                } else {
+                    let bytes = encode_lines(&path, &after[before.len()..])?;
+                    let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
+                    append_synced(&path, &mut f, d.file.bytes, &bytes)?;
+                    let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+                    if d.file.ino == 0 {
+                        sync_dir(&st.dir)?;
+                    }
+                    FilePos { bytes: d.file.bytes + bytes.len() as u64, ino: stat.ino() }
+                }
+            } else {
+                st.write_messages(&path, &after)?
+            };
+            s.id = d.session.id.clone();
+            s.message_count = after.len() as u64;
+            Ok((Some(st.save(s, file)?), r))
+        })
+    }
+
+    /// All sessions, newest first, without their conversations: parsed from the index (a few
+    /// µs each), no session file is read. Sessions whose files could not be read are not
+    /// listed (a warning named each file).
+    pub fn list(&self) -> Result<Vec<Session>, Error> {
+        self.inner.sorted()?.iter().map(|m| m.session()).collect()
+    }
+
+    /// `list()` as a JSON array (goose's Session objects), built from each session's cached
+    /// JSON without serializing anything.
+    pub fn list_json(&self) -> Result<Vec<u8>, Error> {
+        let all = self.inner.sorted()?;
+        let mut out = Vec::with_capacity(2 + all.iter().map(|m| m.json.len() + 1).sum::<usize>());
+        out.push(b'[');
+        for (i, m) in all.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(m.json.as_bytes());
+        }
+        out.push(b']');
+        Ok(out)
+    }
+
+    /// Deletes a session's files; `false` when it does not exist. A session whose files
+    /// cannot be read is deleted too (that is how a user gets rid of one).
+    pub fn delete(&self, id: &str) -> Result<bool, Error> {
+        let st = &self.inner;
+        let Some(guard) = st.lock_session(id, true)? else { return Ok(false) };
+        // The metadata first: once it is gone the session is, whatever a crash leaves.
+        let mut any = remove_if_present(&st.meta_path(id))?;
+        any |= remove_if_present(&st.messages_path(id))?;
+        any |= remove_if_present(&st.legacy_path(id))?;
+        let _ = remove_if_present(&PathBuf::from(format!("{}.lock", st.legacy_path(id).display())));
+        // Unlinked while held: a process waiting for it sees that and starts over.
+        remove_if_present(&guard.path)?;
+        sync_dir(&st.dir)?;
+        drop(guard);
+        lock(&st.index).remove(id);
+        st.note(id);
+        Ok(any)
+    }
+}
+
+impl Inner {
     fn meta_path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.meta.json"))
     }
@@ -262,64 +511,106 @@ impl SessionStore {
     fn legacy_path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.json"))
     }
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.lock"))
+    }
+    fn changes_path(&self) -> PathBuf {
+        self.dir.join(".changes")
+    }
 
-    fn load_all(&self) -> Result<(), Error> {
-        let rd = std::fs::read_dir(&self.dir).map_err(|e| atomic::io_err(&self.dir, e))?;
-        let started = std::time::Instant::now();
-        // id → whether a file of the one-file layout holds it.
-        let mut ids = std::collections::BTreeMap::new();
-        let mut messages_files = Vec::new();
-        for entry in rd {
-            let entry = entry.map_err(|e| atomic::io_err(&self.dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.contains(".tmp.") {
-                // A temp file of a write that a crash interrupted; the target is intact.
-                let _ = std::fs::remove_file(entry.path());
-                continue;
-            }
-            if let Some(id) = name.strip_suffix(".meta.json").filter(|id| valid_id(id)) {
-                ids.entry(id.to_string()).or_insert(false);
-            } else if let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) {
-                ids.insert(id.to_string(), true);
-            } else if let Some(id) = name.strip_suffix(".jsonl").filter(|id| valid_id(id)) {
-                messages_files.push(id.to_string());
-            }
+    fn exists(&self, id: &str) -> bool {
+        [self.meta_path(id), self.legacy_path(id)].iter().any(|p| std::fs::symlink_metadata(p).is_ok())
+    }
+
+    /// The session's lock, exclusive or shared; `None` when the session does not exist.
+    fn lock_session(&self, id: &str, exclusive: bool) -> Result<Option<SessionLock>, Error> {
+        if !valid_id(id) || !self.exists(id) {
+            return Ok(None);
         }
-        let mut loaded = HashMap::with_capacity(ids.len());
-        for (id, legacy) in ids {
-            let meta = if legacy { self.load_legacy(&id) } else { self.load_current(&id) };
-            match meta {
-                Ok(Some(meta)) => {
-                    loaded.insert(id, Slot { meta: Arc::new(meta), write: Arc::default() });
+        let path = self.lock_path(id);
+        let deadline = Instant::now() + atomic::LOCK_WAIT;
+        loop {
+            let file = atomic::open_lock_file(&path)?;
+            atomic::lock_file(&file, &path, exclusive)?;
+            // A delete unlinks the lock file while holding it: this one is stale, take the new.
+            let linked = file.metadata().map_err(|e| atomic::io_err(&path, e))?.nlink() > 0;
+            if linked {
+                if !self.exists(id) {
+                    // Deleted while we waited (or never there): leave no lock file behind.
+                    if exclusive {
+                        let _ = remove_if_present(&path);
+                    }
+                    return Ok(None);
                 }
-                Ok(None) => {}
-                Err(e) => log::warn!("{e}; the session is left out of the list"),
+                return Ok(Some(SessionLock { _file: file, path }));
             }
-        }
-        for id in messages_files {
-            if !self.meta_path(&id).exists() && !self.legacy_path(&id).exists() {
-                log::warn!(
-                    "store: {} has no metadata file (a deletion was interrupted?); it is not listed — remove it, or move it away to keep it",
-                    self.messages_path(&id).display()
-                );
+            if Instant::now() > deadline {
+                return Err(atomic::io_err(
+                    &path,
+                    io::Error::other("it keeps being replaced; is another program deleting sessions in a loop?"),
+                ));
             }
-        }
-        log::info!("store: {} sessions indexed in {:?}", loaded.len(), started.elapsed());
-        *lock(&self.index) = loaded;
-        Ok(())
-    }
-
-    /// Reads one session's metadata from disk, recounting its conversation after a crash.
-    /// A file of the one-file layout is the session as long as it exists (it is removed only
-    /// once the two new files are durable), so a migration a crash interrupted is redone.
-    fn load_one(&self, id: &str) -> Result<Option<Meta>, Error> {
-        match self.load_legacy(id)? {
-            Some(meta) => Ok(Some(meta)),
-            None => self.load_current(id),
         }
     }
 
-    fn load_legacy(&self, id: &str) -> Result<Option<Meta>, Error> {
+    /// Runs `f` on the session as its files hold it, under its lock (exclusive to change it:
+    /// a torn last line is cut first and a session of the one-file layout migrated). The
+    /// session `f` returns replaces the indexed one, and the change is noted for other
+    /// processes. `None` when the session does not exist.
+    fn with_session<R>(
+        &self,
+        id: &str,
+        exclusive: bool,
+        f: impl FnOnce(&Derived) -> Result<(Option<Session>, R), Error>,
+    ) -> Result<Option<R>, Error> {
+        let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
+        let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
+        if exclusive {
+            if d.legacy {
+                d = self.migrate(id)?;
+            }
+            if d.torn > 0 {
+                self.cut_torn(&d)?;
+                d.torn = 0;
+            }
+        }
+        let (new, r) = f(&d)?;
+        drop(guard);
+        if let Some(s) = new {
+            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(s)));
+            self.note(id);
+        }
+        Ok(Some(r))
+    }
+
+    /// Reads one session from its files: the one-file layout if that file exists (it is
+    /// removed only once the two new files are durable, so a migration a crash interrupted is
+    /// redone), else the metadata with the lines past its recorded end counted. `locked`: the
+    /// caller holds the session's lock, so what does not add up is worth a warning.
+    fn derive(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
+        match self.derive_legacy(id)? {
+            Some(d) => Ok(Some(d)),
+            None => self.derive_current(id, locked),
+        }
+    }
+
+    /// `derive` of a session known not to be in the one-file layout.
+    fn derive_current(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
+        let meta_path = self.meta_path(id);
+        let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
+        // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
+        let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
+        let recorded: Option<FilePos> = session
+            .extra
+            .remove(FILE_KEY)
+            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
+            .transpose()?;
+        session.conversation = None;
+        let session = of_id(&meta_path, session, id)?;
+        self.count(session, recorded, locked).map(Some)
+    }
+
+    fn derive_legacy(&self, id: &str) -> Result<Option<Derived>, Error> {
         let legacy = self.legacy_path(id);
         let Some(bytes) = atomic::read_file(&legacy)? else { return Ok(None) };
         /// The file with its messages counted but not kept (skipped without allocating).
@@ -333,27 +624,14 @@ impl SessionStore {
         let c: Counted = serde_json::from_slice(&bytes).map_err(|e| corrupt(&legacy, e.to_string()))?;
         let mut session = of_id(&legacy, c.session, id)?;
         session.message_count = c.conversation.map_or(0, |c| c.len() as u64);
-        Ok(Some(Meta { legacy: true, ..Meta::new(session, FilePos::default(), 0) }))
+        Ok(Some(Derived { session, file: FilePos::default(), unrecorded: 0, torn: 0, legacy: true }))
     }
 
-    fn load_current(&self, id: &str) -> Result<Option<Meta>, Error> {
-        let meta_path = self.meta_path(id);
-        let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
-        // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
-        let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
-        let recorded: Option<FilePos> = session
-            .extra
-            .remove(FILE_KEY)
-            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
-            .transpose()?;
-        session.conversation = None;
-        self.reconcile(of_id(&meta_path, session, id)?, recorded).map(Some)
-    }
-
-    /// Makes the metadata agree with the conversation file after a crash: counts the lines
-    /// past the recorded end, or all of them when the file was replaced.
-    fn reconcile(&self, mut session: Session, recorded: Option<FilePos>) -> Result<Meta, Error> {
+    /// Makes the metadata agree with the conversation file: counts the whole lines past the
+    /// recorded end, or all of them when the file was replaced.
+    fn count(&self, mut session: Session, recorded: Option<FilePos>, locked: bool) -> Result<Derived, Error> {
         let path = self.messages_path(&session.id);
+        let done = |session, file, unrecorded, torn| Ok(Derived { session, file, unrecorded, torn, legacy: false });
         let stat = match std::fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -361,56 +639,70 @@ impl SessionStore {
                 if !recorded.map_or(n == 0, |r| r.bytes == 0) {
                     return Err(corrupt(&path, format!("it is missing, but the metadata records {n} messages")));
                 }
-                return Ok(Meta::new(session, FilePos::default(), 0));
+                return done(session, FilePos::default(), 0, 0);
             }
             Err(e) => return Err(atomic::io_err(&path, e)),
         };
+        if stat.file_type().is_symlink() {
+            return Err(Error::Symlink { path });
+        }
         if !stat.is_file() {
             return Err(corrupt(&path, "not a regular file"));
         }
         let now = FilePos { bytes: stat.len(), ino: stat.ino() };
         if recorded == Some(now) {
-            return Ok(Meta::new(session, now, 0));
+            return done(session, now, 0, 0);
         }
         let (from, first_line) = match recorded {
-            Some(r) if r.ino == now.ino && r.bytes < now.bytes => (r.bytes, session.message_count + 1),
+            Some(r) if r.ino == now.ino && r.bytes <= now.bytes => (r.bytes, session.message_count + 1),
+            Some(r) if r.ino == now.ino => {
+                let detail =
+                    format!("it holds {} bytes, but {} were written; another program shortened it", now.bytes, r.bytes);
+                return Err(corrupt(&path, detail));
+            }
             _ => (0, 1),
         };
         let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let mut tail = Vec::new();
-        f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(|e| atomic::io_err(&path, e))?;
+        f.seek(SeekFrom::Start(from))
+            .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
+            .map_err(|e| atomic::io_err(&path, e))?;
         let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, first_line)?;
         let lines = lines.len() as u64;
-        let shown = path.display();
         if from == 0 {
-            log::warn!("store: {shown} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages");
+            if locked {
+                log::warn!("store: {} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages", path.display());
+            }
             session.message_count = lines;
         } else {
-            log::info!("store: {shown}: {lines} message(s) appended after its metadata was last written; counted");
             session.message_count += lines;
-        }
-        let good = now.bytes - torn as u64;
-        if torn > 0 {
-            log::warn!("store: {shown}: its last line is incomplete ({torn} bytes, written when the server stopped mid-write and never acknowledged); cut off");
-            let f = OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&path)
-                .map_err(|e| atomic::io_err(&path, e))?;
-            f.set_len(good).and_then(|_| f.sync_all()).map_err(|e| atomic::io_err(&path, e))?;
         }
         let mtime = crate::util::rfc3339(stat.mtime());
         if mtime > session.updated_at {
             session.updated_at = mtime;
         }
-        let file = FilePos { bytes: good, ino: now.ino };
-        self.write_meta(&session, file)?;
-        Ok(Meta::new(session, file, 0))
+        let file = FilePos { bytes: now.bytes - torn as u64, ino: now.ino };
+        // A replaced file's metadata records nothing of it: the next append writes the metadata.
+        done(session, file, if from == 0 { APPENDS_PER_META_WRITE } else { lines }, torn as u64)
+    }
+
+    /// Cuts an incomplete last line (the caller holds the session's lock, so no append is in
+    /// progress: a crash cut it short) and records the file's end.
+    fn cut_torn(&self, d: &Derived) -> Result<(), Error> {
+        let path = self.messages_path(&d.session.id);
+        log::warn!("store: {}: its last line is incomplete ({} bytes, written when a server stopped mid-write and never acknowledged); cut off", path.display(), d.torn);
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| atomic::io_err(&path, e))?;
+        f.set_len(d.file.bytes).and_then(|_| f.sync_all()).map_err(|e| atomic::io_err(&path, e))?;
+        self.write_meta(&d.session, d.file)
     }
 
     /// Moves a session of the one-file layout to its two files, then removes the old file
     /// and makes that durable, before anything is added to the new files.
-    fn migrate(&self, id: &str) -> Result<Meta, Error> {
+    fn migrate(&self, id: &str) -> Result<Derived, Error> {
         let legacy = self.legacy_path(id);
         if let Some(bytes) = atomic::read_file(&legacy)? {
             let mut session = parse_legacy(&legacy, id, &bytes)?;
@@ -433,7 +725,7 @@ impl SessionStore {
             );
         }
         sync_dir(&self.dir)?;
-        self.load_one(id)?.ok_or_else(|| corrupt(&self.meta_path(id), "missing after the migration"))
+        self.derive(id, true)?.ok_or_else(|| corrupt(&self.meta_path(id), "missing after the migration"))
     }
 
     /// Replaces a conversation file atomically; where it ends.
@@ -456,281 +748,252 @@ impl SessionStore {
         atomic::write_atomic(&path, &bytes)
     }
 
-    /// Writes the metadata of `s`, changed now, its conversation file ending at `file`; the
-    /// entry that replaces the indexed one.
-    fn save(&self, mut s: Session, file: FilePos) -> Result<Meta, Error> {
+    /// Writes the metadata of `s`, changed now, its conversation file ending at `file`.
+    fn save(&self, mut s: Session, file: FilePos) -> Result<Session, Error> {
         s.updated_at = crate::util::now_rfc3339();
         self.write_meta(&s, file)?;
-        Ok(Meta::new(s, file, 0))
+        Ok(s)
     }
 
-    /// Creates a session with goose's `YYYYMMDD_N` id.
-    pub fn create(&self, working_dir: &str, extensions: Vec<Value>) -> Result<Session, Error> {
-        let _g = lock(&self.create_lock);
-        let now = crate::util::now_rfc3339();
-        let day: String = now[..10].replace('-', "");
-        let taken = |id: &str| {
-            lock(&self.index).contains_key(id)
-                || [self.meta_path(id), self.messages_path(id), self.legacy_path(id)]
-                    .iter()
-                    .any(|p| std::fs::symlink_metadata(p).is_ok())
-        };
-        let mut n = 1;
-        while taken(&format!("{day}_{n}")) {
-            n += 1;
-        }
-        let extensions = serde_json::json!({ "extensions": extensions });
-        let s = Session {
-            id: format!("{day}_{n}"),
-            name: "New Chat".into(),
-            working_dir: working_dir.into(),
-            created_at: now.clone(),
-            updated_at: now,
-            extension_data: Map::from_iter([(ENABLED_EXTENSIONS.to_string(), extensions)]),
-            session_type: user(),
-            ..Session::default()
-        };
-        self.write_meta(&s, FilePos::default())?;
-        let meta = Meta::new(s.clone(), FilePos::default(), 0);
-        lock(&self.index).insert(s.id.clone(), Slot { meta: Arc::new(meta), write: Arc::default() });
-        Ok(Session { conversation: Some(Vec::new()), ..s })
-    }
-
-    /// The session's indexed metadata and its write lock, loading it from disk when it is not
-    /// indexed (a file repaired by hand; or the error that kept it out of the index).
-    fn slot(&self, id: &str) -> Result<Option<Slot>, Error> {
-        if !valid_id(id) {
-            return Ok(None);
-        }
-        if let Some(s) = lock(&self.index).get(id) {
-            return Ok(Some(s.clone()));
-        }
-        let _g = lock(&self.create_lock);
-        if let Some(s) = lock(&self.index).get(id) {
-            return Ok(Some(s.clone()));
-        }
-        let Some(meta) = self.load_one(id)? else { return Ok(None) };
-        let slot = Slot { meta: Arc::new(meta), write: Arc::default() };
-        lock(&self.index).insert(id.to_string(), slot.clone());
-        Ok(Some(slot))
-    }
-
-    /// Runs `f` on the session's current metadata under its write lock; the `Meta` it returns
-    /// replaces the indexed one. `None` when the session does not exist (or was deleted
-    /// meanwhile).
-    fn with_session<R>(
-        &self,
-        id: &str,
-        change: Change,
-        f: impl FnOnce(&Meta) -> Result<(Option<Meta>, R), Error>,
-    ) -> Result<Option<R>, Error> {
-        let Some(Slot { write, .. }) = self.slot(id)? else { return Ok(None) };
-        let _w = lock(&write);
-        let mut current = match lock(&self.index).get(id) {
-            Some(s) if Arc::ptr_eq(&s.write, &write) => s.meta.clone(),
-            _ => return Ok(None),
-        };
-        if current.legacy && change == Change::Write {
-            current = Arc::new(self.migrate(id)?);
-            if let Some(s) = lock(&self.index).get_mut(id) {
-                s.meta = current.clone();
-            }
-        }
-        let (new, r) = f(&current)?;
-        if let (Some(new), Some(s)) = (new, lock(&self.index).get_mut(id)) {
-            s.meta = Arc::new(new);
-        }
-        Ok(Some(r))
-    }
-
-    /// The conversation as its file holds it, up to where the metadata says it ends.
-    fn read_conversation(&self, meta: &Meta) -> Result<Vec<Value>, Error> {
-        if meta.legacy {
-            let path = self.legacy_path(&meta.id);
+    /// The conversation as its file holds it, up to its last whole line.
+    fn read_conversation(&self, d: &Derived) -> Result<Vec<Value>, Error> {
+        let id = &d.session.id;
+        if d.legacy {
+            let path = self.legacy_path(id);
             let bytes =
-                atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was open"))?;
-            return Ok(parse_legacy(&path, &meta.id, &bytes)?.conversation.unwrap_or_default());
+                atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was locked"))?;
+            return Ok(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default());
         }
-        if meta.file.bytes == 0 {
+        if d.file.bytes == 0 {
             return Ok(Vec::new());
         }
-        let path = self.messages_path(&meta.id);
-        let mut bytes = Vec::with_capacity(meta.file.bytes as usize);
+        let path = self.messages_path(id);
+        let mut bytes = Vec::with_capacity(d.file.bytes as usize);
         let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        f.take(meta.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
-        let (held, written) = (bytes.len() as u64, meta.file.bytes);
+        f.take(d.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
+        let (held, written) = (bytes.len() as u64, d.file.bytes);
         if held < written {
             let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
             return Err(corrupt(&path, detail));
         }
-        let (messages, torn) = parse_lines(&path, &bytes, 1)?;
-        if torn > 0 {
-            log::warn!("store: {}: an incomplete last line ({torn} bytes) is ignored", path.display());
+        if d.torn > 0 {
+            log::warn!("store: {}: an incomplete last line ({} bytes) is ignored", path.display(), d.torn);
         }
-        Ok(messages)
+        Ok(parse_lines(&path, &bytes, 1)?.0)
     }
 
-    /// The session with its conversation (read from its file).
-    pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
-        self.with_session(id, Change::Read, |meta| {
-            let mut s = meta.session()?;
-            s.conversation = Some(self.read_conversation(meta)?);
-            Ok((None, s))
-        })
-    }
-
-    /// The session without its conversation (`conversation` is `None`), from the index: no
-    /// file is read.
-    pub fn get_meta(&self, id: &str) -> Result<Option<Session>, Error> {
-        self.slot(id)?.map(|s| s.meta.session()).transpose()
-    }
-
-    /// Appends one message to the conversation: one write and one fsync of its file,
-    /// whatever the conversation's length. `false` when the session does not exist.
-    pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
-        let done = self.with_session(id, Change::Write, |meta| {
-            let path = self.messages_path(id);
-            let line = encode_lines(&path, std::slice::from_ref(message))?;
-            let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-            let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
-            let created = meta.file.ino == 0;
-            let (held, written) = (stat.len(), meta.file.bytes);
-            if held != written || (!created && stat.ino() != meta.file.ino) {
-                let detail = format!("it holds {held} bytes where {written} were written; another program changed it (restart gosling to recount it)");
-                return Err(corrupt(&path, detail));
-            }
-            append_synced(&path, &mut f, written, &line)?;
-            if created {
-                sync_dir(&self.dir)?;
-            }
-            let mut s = meta.session()?;
-            s.message_count += 1;
-            s.updated_at = crate::util::now_rfc3339();
-            let file = FilePos { bytes: meta.file.bytes + line.len() as u64, ino: stat.ino() };
-            let mut unsaved = meta.unsaved + 1;
-            if created || unsaved >= APPENDS_PER_META_WRITE {
-                self.write_meta(&s, file)?;
-                unsaved = 0;
-            }
-            Ok((Some(Meta::new(s, file, unsaved)), ()))
-        })?;
-        Ok(done.is_some())
-    }
-
-    /// Replaces the whole conversation (goose's `override_conversation`): the file is
-    /// rewritten atomically. `false` when the session does not exist.
-    pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
-        let done = self.with_session(id, Change::Write, |meta| {
-            let file = self.write_messages(&self.messages_path(id), conversation)?;
-            let mut s = meta.session()?;
-            s.message_count = conversation.len() as u64;
-            Ok((Some(self.save(s, file)?), ()))
-        })?;
-        Ok(done.is_some())
-    }
-
-    /// Changes a session's metadata: `f` sees it without its conversation (`None`, and left
-    /// so: use `append_message` or `replace_conversation` for messages). Costs one small
-    /// atomic write, whatever the conversation's length. `None` when it does not exist.
-    pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
-        self.with_session(id, Change::Write, |meta| {
-            let before = meta.session()?;
-            let mut s = before.clone();
-            let r = f(&mut s);
-            if s.conversation.is_some() {
-                log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
-            }
-            s.id = before.id;
-            s.message_count = before.message_count;
-            s.conversation = None;
-            Ok((Some(self.save(s, meta.file)?), r))
-        })
-    }
-
-    /// Locked read-modify-write of one session with its conversation; `None` when it does not
-    /// exist. Reads the whole conversation: prefer `update_meta` and `append_message`. Messages
-    /// added at the end are appended; any other change to the conversation rewrites it.
-    pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
-        self.with_session(id, Change::Write, |meta| {
-            let before = self.read_conversation(meta)?;
-            let mut s = meta.session()?;
-            s.conversation = Some(before.clone());
-            let r = f(&mut s);
-            let after = s.conversation.take().unwrap_or_default();
-            let path = self.messages_path(id);
-            let file = if after.len() >= before.len() && after[..before.len()] == before[..] {
-                if after.len() == before.len() {
-                    meta.file
-                } else {
-                    let bytes = encode_lines(&path, &after[before.len()..])?;
-                    let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-                    append_synced(&path, &mut f, meta.file.bytes, &bytes)?;
-                    let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
-                    FilePos { bytes: meta.file.bytes + bytes.len() as u64, ino: stat.ino() }
+    /// Notes a change to session `id` for the other processes' indexes. A failure only delays
+    /// what they list, so it is logged, not returned.
+    fn note(&self, id: &str) {
+        let path = self.changes_path();
+        let r = atomic::open_append(&path).and_then(|mut f| {
+            f.write_all(format!("{id}\n").as_bytes())?;
+            f.metadata()
+        });
+        match r {
+            Ok(m) if m.len() > CHANGES_MAX_BYTES => {
+                // One process replaces it (the others find it small again under the lock).
+                let r = atomic::lock(&path).and_then(|_guard| {
+                    let big = std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > CHANGES_MAX_BYTES);
+                    if big {
+                        atomic::write_atomic(&path, b"")?;
+                    }
+                    Ok(())
+                });
+                if let Err(e) = r {
+                    log::warn!("{e}; other gosling processes re-read changed sessions from it");
                 }
-            } else {
-                self.write_messages(&path, &after)?
-            };
-            s.id = meta.id.to_string();
-            s.message_count = after.len() as u64;
-            Ok((Some(self.save(s, file)?), r))
+            }
+            Ok(_) => {}
+            Err(e) => log::error!(
+                "{}; other gosling processes on this state dir will list session {id} as it was",
+                atomic::io_err(&path, e)
+            ),
+        }
+    }
+
+    /// `.changes` as it is now: its inode and length (0, 0 when it does not exist).
+    fn changes_now(&self) -> Result<Cursor, Error> {
+        let path = self.changes_path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) => Ok(Cursor { ino: m.ino(), offset: m.len() }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cursor::default()),
+            Err(e) => Err(atomic::io_err(&path, e)),
+        }
+    }
+
+    /// Loads every session's listing (on the loader thread), then lets listings through.
+    fn load_all(&self) {
+        let r = self.changes_now().and_then(|c| {
+            let loaded = self.scan()?;
+            *lock(&self.cursor) = c;
+            *lock(&self.index) = loaded;
+            Ok(())
+        });
+        *lock(&self.load) = match r {
+            Ok(()) => Load::Ready,
+            Err(e) => {
+                log::error!("{e}; sessions cannot be listed");
+                Load::Failed(e.to_string())
+            }
+        };
+        self.loaded.notify_all();
+    }
+
+    /// Reads every session in the directory: their listings. Removes temp files a crash left,
+    /// and cuts a torn last line where no writer holds the session.
+    fn scan(&self) -> Result<HashMap<String, Arc<Meta>>, Error> {
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| atomic::io_err(&self.dir, e))?;
+        let started = Instant::now();
+        // id → whether a file of the one-file layout holds it.
+        let mut ids = std::collections::BTreeMap::new();
+        let mut messages_files = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(|e| atomic::io_err(&self.dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.contains(".tmp.") {
+                let old = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+                if old.is_some_and(|age| age > STALE_TEMP) {
+                    // A temp file of a write that a crash interrupted; the target is intact.
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                continue;
+            }
+            if let Some(id) = name.strip_suffix(".meta.json").filter(|id| valid_id(id)) {
+                ids.entry(id.to_string()).or_insert(false);
+            } else if let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) {
+                ids.insert(id.to_string(), true);
+            } else if let Some(id) = name.strip_suffix(".jsonl").filter(|id| valid_id(id)) {
+                messages_files.push(id.to_string());
+            }
+        }
+        let mut loaded = HashMap::with_capacity(ids.len());
+        for (id, legacy) in ids {
+            let derived = if legacy { self.derive(&id, false) } else { self.derive_current(&id, false) };
+            match derived {
+                Ok(Some(mut d)) => {
+                    if d.torn > 0 {
+                        d = self.repair(&id).unwrap_or(d);
+                    }
+                    loaded.insert(id, Arc::new(Meta::new(d.session)));
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("{e}; the session is left out of the list"),
+            }
+        }
+        for id in messages_files {
+            if !self.exists(&id) {
+                log::warn!(
+                    "store: {} has no metadata file (a deletion was interrupted?); it is not listed — remove it, or move it away to keep it",
+                    self.messages_path(&id).display()
+                );
+            }
+        }
+        log::info!("store: {} sessions indexed in {:?}", loaded.len(), started.elapsed());
+        Ok(loaded)
+    }
+
+    /// A session with an incomplete last line, seen without its lock: under the lock, cut the
+    /// line if it is still there (a crash left it), else it was a write in progress.
+    fn repair(&self, id: &str) -> Option<Derived> {
+        let r = self.lock_session(id, true).and_then(|guard| {
+            let Some(_guard) = guard else { return Ok(None) };
+            let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
+            if d.torn > 0 && !d.legacy {
+                self.cut_torn(&d)?;
+                d.torn = 0;
+            }
+            Ok(Some(d))
+        });
+        r.unwrap_or_else(|e| {
+            log::warn!("{e}; session {id} is listed as far as its whole lines go");
+            None
         })
     }
 
-    /// Every indexed session, newest first (by `updated_at`, then id).
-    fn sorted(&self) -> Vec<Arc<Meta>> {
-        let mut all: Vec<Arc<Meta>> = lock(&self.index).values().map(|s| s.meta.clone()).collect();
-        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id)));
-        all
+    fn is_loaded(&self) -> bool {
+        matches!(*lock(&self.load), Load::Ready)
     }
 
-    /// All sessions, newest first, without their conversations: parsed from the index (a few
-    /// µs each), no file is read. Sessions whose files could not be read at start are not
-    /// listed (a warning named each file then).
-    pub fn list(&self) -> Result<Vec<Session>, Error> {
-        self.sorted().iter().map(|m| m.session()).collect()
-    }
-
-    /// `list()` as a JSON array (goose's Session objects), built from each session's cached
-    /// JSON without serializing anything.
-    pub fn list_json(&self) -> Vec<u8> {
-        let all = self.sorted();
-        let mut out = Vec::with_capacity(2 + all.iter().map(|m| m.json.len() + 1).sum::<usize>());
-        out.push(b'[');
-        for (i, m) in all.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(m.json.as_bytes());
+    /// Waits (at most `LOAD_WAIT`) for the index the store started loading when it opened.
+    fn wait_loaded(&self) -> Result<(), Error> {
+        let guard = lock(&self.load);
+        let (guard, _) = self
+            .loaded
+            .wait_timeout_while(guard, LOAD_WAIT, |l| matches!(l, Load::Loading))
+            .unwrap_or_else(|e| e.into_inner());
+        match &*guard {
+            Load::Ready => Ok(()),
+            Load::Failed(why) => Err(atomic::io_err(
+                &self.dir,
+                io::Error::other(format!("the session index could not be loaded: {why}")),
+            )),
+            Load::Loading => Err(atomic::io_err(
+                &self.dir,
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the session index is still loading after {} s; try again", LOAD_WAIT.as_secs()),
+                ),
+            )),
         }
-        out.push(b']');
-        out
     }
 
-    /// Deletes a session's files; `false` when it does not exist. A session whose files
-    /// cannot be read is deleted too (that is how a user gets rid of one).
-    pub fn delete(&self, id: &str) -> Result<bool, Error> {
-        let remove_all = || -> Result<bool, Error> {
-            // The metadata first: once it is gone the session is, whatever a crash leaves.
-            let mut any = remove_if_present(&self.meta_path(id))?;
-            any |= remove_if_present(&self.messages_path(id))?;
-            any |= remove_if_present(&self.legacy_path(id))?;
-            sync_dir(&self.dir)?;
-            Ok(any)
-        };
-        let done = match self.with_session(id, Change::Read, |_| {
-            remove_all()?;
-            lock(&self.index).remove(id);
-            Ok((None, ()))
-        }) {
-            Err(Error::Corrupt { path, detail }) => {
-                log::warn!("store: deleting session {id}, unreadable ({}: {detail})", path.display());
-                let _g = lock(&self.create_lock);
-                remove_all()?.then_some(())
+    /// Applies what other processes changed since this one last looked: the ids added to
+    /// `.changes` (re-read each), or the whole directory when `.changes` was replaced.
+    fn refresh(&self) -> Result<(), Error> {
+        let mut cursor = lock(&self.cursor);
+        let now = self.changes_now()?;
+        if now == *cursor {
+            return Ok(());
+        }
+        if now.ino != cursor.ino || now.offset < cursor.offset {
+            let loaded = self.scan()?;
+            *lock(&self.index) = loaded;
+            *cursor = now;
+            return Ok(());
+        }
+        let path = self.changes_path();
+        let mut bytes = Vec::new();
+        let read = atomic::open_read(&path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(cursor.offset))?;
+            f.take(now.offset - cursor.offset).read_to_end(&mut bytes)
+        });
+        if let Err(e) = read {
+            return Err(atomic::io_err(&path, e));
+        }
+        // Only whole lines: a note being written is read next time.
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let ids: BTreeSet<&str> = bytes[..whole]
+            .split(|&b| b == b'\n')
+            .filter_map(|l| std::str::from_utf8(l).ok())
+            .filter(|id| valid_id(id))
+            .collect();
+        for id in ids {
+            match self.derive(id, false) {
+                Ok(Some(d)) => {
+                    lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(d.session)));
+                }
+                Ok(None) => {
+                    lock(&self.index).remove(id);
+                }
+                Err(e) => {
+                    log::warn!("{e}; the session is left out of the list");
+                    lock(&self.index).remove(id);
+                }
             }
-            other => other?,
-        };
-        Ok(done.is_some())
+        }
+        cursor.offset += whole as u64;
+        Ok(())
+    }
+
+    /// Every indexed session, newest first (by `updated_at`, then id), after applying what
+    /// other processes changed.
+    fn sorted(&self) -> Result<Vec<Arc<Meta>>, Error> {
+        self.wait_loaded()?;
+        self.refresh()?;
+        let mut all: Vec<Arc<Meta>> = lock(&self.index).values().cloned().collect();
+        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id)));
+        Ok(all)
     }
 }
 
@@ -764,7 +1027,7 @@ mod tests {
         assert_eq!(st.get(&a.id).unwrap().unwrap().working_dir, "/x");
         assert_eq!(st.list().unwrap().len(), 2);
         assert!(st.list().unwrap().iter().all(|s| s.conversation.is_none()));
-        let listed: Vec<Value> = serde_json::from_slice(&st.list_json()).unwrap();
+        let listed: Vec<Value> = serde_json::from_slice(&st.list_json().unwrap()).unwrap();
         assert_eq!(listed, st.list().unwrap().iter().map(|s| serde_json::to_value(s).unwrap()).collect::<Vec<_>>());
         assert!(st.get("../etc").unwrap().is_none());
         assert!(st.delete(&a.id).unwrap());
@@ -920,10 +1183,91 @@ mod tests {
     }
 
     #[test]
-    fn a_second_store_on_the_same_directory_is_refused() {
-        let d = tmpdir("owner");
-        let _st = SessionStore::open(&d).unwrap();
-        let e = SessionStore::open(&d).err().unwrap().to_string();
-        assert!(e.contains("another gosling server") && e.contains(".lock"), "{e}");
+    fn two_stores_appending_to_one_session_lose_nothing_and_keep_one_count() {
+        let d = tmpdir("two-writers");
+        let (a, b) = (Arc::new(SessionStore::open(&d).unwrap()), Arc::new(SessionStore::open(&d).unwrap()));
+        let id = a.create("/w", vec![]).unwrap().id;
+        // Two threads on each store (each store opens its own lock files, as a process does).
+        let writers: Vec<_> = [&a, &a, &b, &b]
+            .into_iter()
+            .enumerate()
+            .map(|(w, st)| {
+                let (st, id) = (st.clone(), id.clone());
+                std::thread::spawn(move || {
+                    for i in 0..150 {
+                        let m = json!({"id": format!("w{w}-{i}"), "role": "user", "created": i, "content": [], "metadata": {}});
+                        assert!(st.append_message(&id, &m).unwrap());
+                    }
+                })
+            })
+            .collect();
+        for t in writers {
+            t.join().unwrap();
+        }
+        let conversation = b.get(&id).unwrap().unwrap().conversation.unwrap();
+        assert_eq!(conversation.len(), 600);
+        for w in 0..4 {
+            let mine: Vec<&str> = conversation
+                .iter()
+                .filter_map(|m| m["id"].as_str())
+                .filter(|i| i.starts_with(&format!("w{w}-")))
+                .collect();
+            let expected: Vec<String> = (0..150).map(|i| format!("w{w}-{i}")).collect();
+            assert_eq!(mine, expected, "writer {w}'s messages, each once and in its order");
+        }
+        for st in [&a, &b] {
+            assert_eq!(st.get_meta(&id).unwrap().unwrap().message_count, 600);
+            assert_eq!(st.list().unwrap()[0].message_count, 600);
+        }
+        drop((a, b));
+        assert_eq!(SessionStore::open(&d).unwrap().list().unwrap()[0].message_count, 600);
+    }
+
+    #[test]
+    fn another_stores_creations_changes_and_deletions_are_listed() {
+        let d = tmpdir("two-listers");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        assert!(b.list().unwrap().is_empty());
+        let one = a.create("/w", vec![]).unwrap().id;
+        let two = b.create("/w", vec![]).unwrap().id;
+        assert_ne!(one, two, "ids given out by two stores never collide");
+        let ids = |st: &SessionStore| {
+            let mut v: Vec<String> = st.list().unwrap().into_iter().map(|s| s.id).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(ids(&a), ids(&b));
+        assert_eq!(ids(&b).len(), 2);
+        for i in 0..3 {
+            a.append_message(&one, &message(i)).unwrap();
+        }
+        a.update_meta(&one, |s| s.name = "Renamed".into()).unwrap().unwrap();
+        let seen = b.get_meta(&one).unwrap().unwrap();
+        assert_eq!((seen.name.as_str(), seen.message_count), ("Renamed", 3));
+        assert!(a.delete(&two).unwrap());
+        assert_eq!(ids(&b), vec![one.clone()]);
+        assert!(b.get(&two).unwrap().is_none() && b.get_meta(&two).unwrap().is_none());
+        assert!(!d.join("sessions").join(format!("{two}.lock")).exists(), "a deleted session leaves no lock file");
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_by_whichever_store_writes_next() {
+        let d = tmpdir("torn-two");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        a.append_message(&id, &message(0)).unwrap();
+        b.append_message(&id, &message(1)).unwrap();
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        OpenOptions::new().append(true).open(&path).unwrap().write_all(br#"{"id":"m2","role":"us"#).unwrap();
+        // Read without a writer in progress: the torn line is not a message.
+        assert_eq!(a.get(&id).unwrap().unwrap().conversation.unwrap(), vec![message(0), message(1)]);
+        b.append_message(&id, &message(3)).unwrap();
+        a.append_message(&id, &message(4)).unwrap();
+        for st in [&a, &b] {
+            let s = st.get(&id).unwrap().unwrap();
+            assert_eq!(s.conversation.unwrap(), vec![message(0), message(1), message(3), message(4)]);
+            assert_eq!(st.get_meta(&id).unwrap().unwrap().message_count, 4);
+        }
+        assert!(std::fs::read_to_string(&path).unwrap().lines().all(|l| serde_json::from_str::<Value>(l).is_ok()));
     }
 }

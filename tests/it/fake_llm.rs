@@ -82,6 +82,8 @@ struct State {
     requests: Vec<Recorded>,
     /// A write to a client failed: the client closed its side.
     client_gone: bool,
+    /// Requests are answered but not kept (long runs whose bodies would fill memory).
+    forget: bool,
 }
 
 pub struct FakeLlm {
@@ -94,9 +96,19 @@ impl FakeLlm {
     /// Listens on 127.0.0.1:0 and answers requests with `script` in order; requests beyond
     /// the script get 500 "fake llm: script exhausted".
     pub fn start(script: Vec<Reply>) -> FakeLlm {
+        FakeLlm::start_keeping(script, true)
+    }
+
+    /// Like `start`, but the requests are not kept (`requests()` stays empty): for runs of
+    /// thousands of turns whose bodies carry a growing conversation.
+    pub fn start_forgetting(script: Vec<Reply>) -> FakeLlm {
+        FakeLlm::start_keeping(script, false)
+    }
+
+    fn start_keeping(script: Vec<Reply>, keep: bool) -> FakeLlm {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let state = Arc::new(Mutex::new(State { script: script.into(), ..Default::default() }));
+        let state = Arc::new(Mutex::new(State { script: script.into(), forget: !keep, ..Default::default() }));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -159,10 +171,12 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     if reader.read_exact(&mut body).is_err() {
         return;
     }
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let reply = {
         let mut s = state.lock().unwrap();
-        s.requests.push(Recorded { path, headers, body });
+        if !s.forget {
+            let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            s.requests.push(Recorded { path, headers, body });
+        }
         s.script.pop_front()
     };
     let reply = reply.unwrap_or_else(|| Reply::error(500, json!({"error": {"message": "fake llm: script exhausted"}})));

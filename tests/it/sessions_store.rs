@@ -1,6 +1,9 @@
 //! The session store through the real binary: sessions of the one-file layout (a fixture as
 //! earlier versions wrote it) listed, read and continued; a torn last line after a crash; a
-//! corrupt line reported with its file; one server per state directory.
+//! corrupt line reported with its file; two servers and `gosling acp` on one state directory,
+//! appending to one session and listing each other's sessions; the generated secret key kept
+//! across restarts and shared, never replaced, by a second server; start-up that does not wait
+//! for the session index; the audit log rotated under two servers.
 
 use crate::contract;
 use crate::fake_llm::*;
@@ -88,6 +91,8 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     drop(f);
 
     let s = Server::start_in(home, llm_env(&llm));
+    // The index is loaded in the background: the listing waits for it, and it cut the line.
+    assert_eq!(s.get("/sessions").status, 200);
     let err = s.stderr();
     assert!(err.contains(&format!("{torn}.jsonl: its last line is incomplete")), "{err}");
     let one = s.get(&format!("/sessions/{torn}")).json();
@@ -111,17 +116,330 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     assert_eq!(std::fs::read(&bad_file).unwrap(), bytes);
 }
 
+/// `gosling acp` on stdio, one JSON-RPC line at a time.
+struct Acp {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Acp {
+    fn start(home: &TempDir, llm: &FakeLlm) -> Acp {
+        use std::process::Stdio;
+        let mut cmd = gosling(home);
+        cmd.arg("acp")
+            .env("GOOSE_PROVIDER", "openai")
+            .env("GOOSE_MODEL", "m")
+            .env("OPENAI_HOST", llm.url())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut acp = Acp { child, out, next: 0 };
+        assert_eq!(acp.call("initialize", json!({"protocolVersion": 1}))["protocolVersion"], 1);
+        acp
+    }
+
+    /// One request; its result (an error fails the test). Notifications are skipped.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        use std::io::{BufRead, Write};
+        self.next += 1;
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string() + "\n";
+        self.child.stdin.as_mut().unwrap().write_all(line.as_bytes()).unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "gosling acp closed stdout");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("method").is_none() && v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+}
+
+impl Drop for Acp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The ids `GET /sessions` lists.
+fn listed(s: &Server) -> Vec<String> {
+    let list = s.get("/sessions").json();
+    list["sessions"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// Waits up to a second for `f` to hold of `s`'s listing.
+fn listed_within_a_second(s: &Server, f: impl Fn(&[String]) -> bool) -> bool {
+    wait_for(std::time::Duration::from_secs(1), || f(&listed(s)).then_some(())).is_some()
+}
+
 #[test]
-fn a_second_server_on_the_same_state_directory_is_refused() {
-    let s = Server::start();
-    let out = gosling(&s.home)
-        .args(["agent", "--port", "0"])
-        .env("GOOSE_SERVER__SECRET_KEY", SECRET)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another gosling server uses these sessions") && err.contains("GOSLING_STATE_DIR"), "{err}");
-    assert_eq!(s.get("/status").status, 200, "the first one serves on");
+fn two_servers_and_acp_on_one_state_dir_append_to_one_session_and_list_each_others() {
+    const TURNS: usize = 500; // two messages each: 1,000 per server
+    const ACP_TURNS: usize = 20;
+    let llm = FakeLlm::start_forgetting((0..2 * TURNS + ACP_TURNS + 10).map(|_| answer("ok")).collect());
+    let a = Server::start_with(llm_env(&llm));
+    let b = Server::start_with(on_dirs_of(&a.home, llm_env(&llm)));
+    let mut acp = Acp::start(&a.home, &llm);
+
+    let id = a.post("/agent/start", json!({"working_dir": a.home.path(), "extension_overrides": []})).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(listed_within_a_second(&b, |l| l.contains(&id)), "created by one server, listed by the other");
+    for s in [&a, &b] {
+        let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let cwd = a.home.path().display().to_string();
+    acp.call("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []}));
+
+    let run = |s: &Server, tag: &str| {
+        for i in 0..TURNS {
+            let r = s.post("/reply", json!({"session_id": id, "user_message": user_text(&format!("{tag}-{i}"))}));
+            assert!(r.text().contains(r#""type":"Finish""#), "{tag}-{i}: {}", r.text());
+        }
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| run(&a, "a"));
+        scope.spawn(|| run(&b, "b"));
+        for i in 0..ACP_TURNS {
+            let prompt = json!([{"type": "text", "text": format!("c-{i}")}]);
+            let r = acp.call("session/prompt", json!({"sessionId": id, "prompt": prompt}));
+            assert_eq!(r["stopReason"], "end_turn", "{r}");
+        }
+    });
+
+    let total = 2 * (2 * TURNS + ACP_TURNS);
+    // Every line of the file is one whole message, and every message is there once.
+    let file = std::fs::read_to_string(sessions_dir(&a.home).join(format!("{id}.jsonl"))).unwrap();
+    let lines: Vec<Value> = file.lines().map(|l| serde_json::from_str(l).expect("a whole JSON message")).collect();
+    assert_eq!(lines.len(), total);
+    let conversation = b.get(&format!("/sessions/{id}")).json()["conversation"].as_array().unwrap().clone();
+    assert_eq!(conversation, lines);
+    for (tag, n) in [("a", TURNS), ("b", TURNS), ("c", ACP_TURNS)] {
+        let mine: Vec<&str> = conversation
+            .iter()
+            .filter_map(|m| m["content"][0]["text"].as_str())
+            .filter(|t| t.starts_with(&format!("{tag}-")))
+            .collect();
+        let expected: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
+        assert_eq!(mine, expected, "{tag}'s messages, each once, in the order sent");
+    }
+    for s in [&a, &b] {
+        let list = s.get("/sessions").json();
+        let me = list["sessions"].as_array().unwrap().iter().find(|x| x["id"] == id.as_str()).unwrap().clone();
+        assert_eq!(me["message_count"], total);
+    }
+
+    // A session made by the editor is listed by both servers; deleted by one, gone from both.
+    let other =
+        acp.call("session/new", json!({"cwd": cwd, "mcpServers": []}))["sessionId"].as_str().unwrap().to_string();
+    for s in [&a, &b] {
+        assert!(listed_within_a_second(s, |l| l.contains(&other)), "{other} listed");
+    }
+    assert_eq!(b.delete(&format!("/sessions/{other}")).status, 200);
+    assert!(listed_within_a_second(&a, |l| !l.contains(&other)), "{other} gone");
+    assert_eq!(a.get(&format!("/sessions/{other}")).status, 404);
+}
+
+/// Server options for another server on `home`'s state and config dirs.
+fn on_dirs_of(home: &TempDir, mut opts: ServerOpts) -> ServerOpts {
+    opts.env.push(("GOSLING_STATE_DIR".into(), home.join("state").display().to_string()));
+    opts.env.push(("GOSLING_CONFIG_DIR".into(), home.join("config").display().to_string()));
+    opts
+}
+
+fn no_secret() -> ServerOpts {
+    ServerOpts { secret: None, ..Default::default() }
+}
+
+/// Whether `s` accepts `key` on a protected route.
+fn accepts(s: &Server, key: &str) -> bool {
+    http("GET", &s.url("/config"), Some(key), None).status == 200
+}
+
+#[test]
+fn the_generated_key_is_kept_across_restarts_and_never_replaced_by_a_second_server() {
+    let a = Server::start_with(no_secret());
+    let path = a.home.join("state/secret-key");
+    let key = std::fs::read_to_string(&path).unwrap();
+    let b = Server::start_with(on_dirs_of(&a.home, no_secret()));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), key, "the second server left the key file alone");
+    assert!(accepts(&a, &key) && accepts(&b, &key), "one key for both");
+    drop(b);
+    let home = a.kill();
+    let a = Server::start_in(home, no_secret());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), key);
+    assert!(accepts(&a, &key), "a restarted server keeps the generated key");
+    assert!(!accepts(&a, "0".repeat(64).as_str()));
+
+    // Four servers starting at once on fresh dirs agree on one key.
+    let fresh = TempDir::new("key-race");
+    let servers: Vec<Server> = std::thread::scope(|scope| {
+        let starts: Vec<_> =
+            (0..4).map(|_| scope.spawn(|| Server::start_with(on_dirs_of(&fresh, no_secret())))).collect();
+        starts.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let key = std::fs::read_to_string(fresh.join("state/secret-key")).unwrap();
+    assert_eq!(key.len(), 64);
+    assert!(servers.iter().all(|s| accepts(s, &key)), "every racer uses the one key in the file");
+}
+
+#[test]
+fn a_key_file_that_is_not_a_key_stops_the_server_naming_it() {
+    let home = TempDir::new("bad-key");
+    std::fs::create_dir_all(home.join("state")).unwrap();
+    let path = home.join("state/secret-key");
+    std::fs::write(&path, "not a key\n").unwrap();
+    let (home, err) = Server::try_start_in(home, no_secret()).err().expect("refused");
+    assert!(
+        err.contains("state/secret-key is not valid")
+            && err.contains("delete it")
+            && err.contains("GOOSE_SERVER__SECRET_KEY"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a key\n", "left untouched");
+    // Readable by others: refused with the fix.
+    std::fs::write(&path, "a".repeat(64)).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (home, err) = Server::try_start_in(home, no_secret()).err().expect("refused");
+    assert!(err.contains("other users may read it") && err.contains("chmod 600"), "{err}");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let s = Server::start_in(home, no_secret());
+    assert!(accepts(&s, &"a".repeat(64)));
+}
+
+/// Writes `count` sessions of two messages in the store's format, as a crash leaves them (the
+/// metadata records no conversation end, so each file's lines are counted when loaded).
+fn seed_sessions(dir: &std::path::Path, count: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let message = |i: usize, role: &str| json!({"id": format!("m{i}"), "role": role, "created": 1_763_900_000 + i, "content": [{"type": "text", "text": format!("message {i}")}], "metadata": {"userVisible": true, "agentVisible": true}});
+    let lines = format!("{}\n{}\n", message(0, "user"), message(1, "assistant"));
+    for i in 0..count {
+        let id = format!("20261101_{}", i + 1);
+        let meta = json!({
+            "id": id, "name": format!("Seeded {i}"), "working_dir": "/w", "created_at": "2026-11-01T10:00:00Z",
+            "updated_at": format!("2026-11-01T10:{:02}:{:02}Z", i / 60 % 60, i % 60), "extension_data": {},
+            "message_count": 0, "session_type": "user", "user_set_name": false,
+        });
+        std::fs::write(dir.join(format!("{id}.meta.json")), meta.to_string()).unwrap();
+        std::fs::write(dir.join(format!("{id}.jsonl")), &lines).unwrap();
+    }
+}
+
+#[test]
+fn status_answers_before_the_sessions_are_read_and_the_listing_then_has_them_all() {
+    const COUNT: usize = 5000;
+    let home = TempDir::new("many");
+    seed_sessions(&sessions_dir(&home), COUNT);
+    let s = Server::start_in(home, ServerOpts::default());
+    assert_eq!(s.get("/status").status, 200);
+    // The loader logs how long the index took when it is done: not yet.
+    let err = s.stderr();
+    assert!(!err.contains("sessions indexed"), "/status waited for the session index:\n{err}");
+    let list = s.get("/sessions").json();
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), COUNT);
+    assert!(sessions.iter().all(|x| x["message_count"] == 2), "each conversation counted");
+    assert!(s.stderr().contains(&format!("store: {COUNT} sessions indexed")), "{}", s.stderr());
+}
+
+#[test]
+fn the_audit_log_rotates_under_two_servers_without_losing_or_tearing_a_line() {
+    const CALLS: usize = 300;
+    let small = |opts: ServerOpts| {
+        let mut o = opts;
+        o.env.push(("GOSLING_AUDIT_MAX_BYTES".into(), "4096".into()));
+        o.env.push(("GOSLING_AUDIT_KEEP".into(), "1000".into()));
+        o
+    };
+    let a = Server::start_with(small(ServerOpts::default()));
+    let b = Server::start_with(small(on_dirs_of(&a.home, ServerOpts::default())));
+    let memory = json!([{"type": "builtin", "name": "memory", "description": "", "timeout": 30}]);
+    let run = |s: &Server, tag: &str| -> String {
+        let r = s.post("/agent/start", json!({"working_dir": s.home.path(), "extension_overrides": memory}));
+        let id = r.json()["id"].as_str().unwrap().to_string();
+        let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        for i in 0..CALLS {
+            let args = json!({"category": format!("{tag}{i}")});
+            let r = s.post(
+                "/agent/call_tool",
+                json!({"session_id": id, "name": "memory__retrieve_memories", "arguments": args}),
+            );
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+        id
+    };
+    let (ida, idb) = std::thread::scope(|scope| {
+        let ta = scope.spawn(|| run(&a, "a"));
+        let tb = scope.spawn(|| run(&b, "b"));
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    let state = a.home.join("state");
+    let mut files = vec![state.join("audit.jsonl")];
+    for n in 1.. {
+        let p = state.join(format!("audit.jsonl.{n}"));
+        if !p.exists() {
+            break;
+        }
+        files.push(p);
+    }
+    assert!(files.len() > 10, "rotated many times at 4 KiB: {} files", files.len());
+    let mut seen = std::collections::BTreeMap::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(text.len() <= 4096 + 512, "{} holds {} bytes", f.display(), text.len());
+        for line in text.lines() {
+            let v: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("a torn line in {}: {e}: {line}", f.display()));
+            *seen
+                .entry((v["session"].as_str().unwrap().to_string(), v["args_sha256"].as_str().unwrap().to_string()))
+                .or_insert(0) += 1;
+        }
+    }
+    let sha = |tag: &str, i: usize| {
+        let args = serde_json::to_vec(&json!({"category": format!("{tag}{i}")})).unwrap();
+        gosling::util::hex(&gosling::util::sha256(&args))
+    };
+    for (id, tag) in [(&ida, "a"), (&idb, "b")] {
+        for i in 0..CALLS {
+            assert_eq!(seen.get(&(id.clone(), sha(tag, i))), Some(&1), "the call {tag}{i} is audited once");
+        }
+    }
+    assert_eq!(seen.values().sum::<usize>(), 2 * CALLS, "no other line");
+}
+
+#[test]
+fn the_oldest_audit_files_beyond_the_kept_number_are_removed() {
+    let mut opts = ServerOpts::default();
+    opts.env.push(("GOSLING_AUDIT_MAX_BYTES".into(), "4096".into()));
+    opts.env.push(("GOSLING_AUDIT_KEEP".into(), "2".into()));
+    let s = Server::start_with(opts);
+    let memory = json!([{"type": "builtin", "name": "memory", "description": "", "timeout": 30}]);
+    let id = s.post("/agent/start", json!({"working_dir": s.home.path(), "extension_overrides": memory})).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+    for i in 0..120 {
+        let r = s.post(
+            "/agent/call_tool",
+            json!({"session_id": id, "name": "memory__retrieve_memories", "arguments": {"category": format!("c{i}")}}),
+        );
+        assert_eq!(r.status, 200);
+    }
+    let state = s.home.join("state");
+    assert!(state.join("audit.jsonl.1").exists() && state.join("audit.jsonl.2").exists());
+    assert!(!state.join("audit.jsonl.3").exists(), "only two older files are kept");
+    let err = gosling(&s.home).args(["agent", "--port", "0"]).env("GOSLING_AUDIT_MAX_BYTES", "100").output().unwrap();
+    let err = String::from_utf8_lossy(&err.stderr);
+    assert!(err.contains("GOSLING_AUDIT_MAX_BYTES must be at least 4096"), "{err}");
 }
