@@ -24,6 +24,7 @@ mod tls;
 
 // `gosling serve` started as Goose Desktop 1.41+ starts `goose serve`: flags, the secret, the
 // fingerprint before /status, the kept certificate.
+mod desktop_windows;
 mod serve;
 
 // /config/extensions and the key/value config routes.
