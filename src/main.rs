@@ -22,7 +22,7 @@ Usage:
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout
-  gosling probe [--call TOOL | --prompt NAME [--args JSON] | --read URI] [--env N=V]…
+  gosling probe [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env N=V]…
                 [--env-file FILE] (-- CMD ARGS… | URL)
                                            connect to one MCP server and show what it offers
   gosling auth NAME                        sign in (OAuth) to a configured streamable_http

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
+const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
 
 enum Target {
     Stdio(Vec<String>),
@@ -49,7 +49,8 @@ struct Args {
 #[derive(Debug, PartialEq)]
 enum Action {
     Describe,
-    Call(String, Value),
+    /// A tool, its arguments, and how many times to call it on the one connection (`--times`).
+    Call(String, Value, u32),
     Prompt(String, Value),
     Read(String),
 }
@@ -86,6 +87,7 @@ enum UsageError {
     EnvFileLine { path: String, line: usize, error: EnvError },
     SecretUnset(String),
     UnknownRevision(String),
+    Times(String),
 }
 
 /// A `NAME=VALUE` that is not one.
@@ -131,6 +133,7 @@ impl std::fmt::Display for UsageError {
                 "--protocol-version {v:?} is not an MCP revision gosling speaks; use one of {}",
                 crate::wire::mcp_version::KNOWN.join(", ")
             ),
+            UsageError::Times(v) => write!(f, "--times {v:?}: expected a number of calls from 1 to 100, with --call"),
             UsageError::SecretUnset(var) => write!(
                 f,
                 "--client-secret-env {var}: the environment variable {var} is not set; export it with the client secret"
@@ -145,6 +148,7 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
     let mut prompt: Option<String> = None;
     let mut read: Option<String> = None;
     let mut call_args = json!({});
+    let mut times: Option<u32> = None;
     let mut oauth = OAuthArgs::default();
     let mut env: Vec<(String, String)> = Vec::new();
     let mut protocol_version = None;
@@ -158,6 +162,10 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                 timeout = Duration::from_secs(secs.max(1));
             }
             "--call" => call = Some(value()?),
+            "--times" => {
+                let v = value()?;
+                times = Some(v.parse().ok().filter(|n| (1..=100).contains(n)).ok_or(UsageError::Times(v))?);
+            }
             "--prompt" => prompt = Some(value()?),
             "--read" => read = Some(value()?),
             "--env" => env.push(parse_env_pair(&value()?).map_err(UsageError::Env)?),
@@ -200,7 +208,7 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                 if cmd.is_empty() {
                     return Err(UsageError::NothingToRun);
                 }
-                let action = action(call, prompt, read, call_args)?;
+                let action = action(call, prompt, read, call_args, times)?;
                 return Ok(Args { timeout, action, target: Target::Stdio(cmd), oauth, env, protocol_version });
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
@@ -210,7 +218,7 @@ fn parse(args: &[String]) -> Result<Args, UsageError> {
                 if !env.is_empty() {
                     return Err(UsageError::EnvWithUrl);
                 }
-                let action = action(call, prompt, read, call_args)?;
+                let action = action(call, prompt, read, call_args, times)?;
                 return Ok(Args {
                     timeout,
                     action,
@@ -231,10 +239,14 @@ fn action(
     prompt: Option<String>,
     read: Option<String>,
     args: Value,
+    times: Option<u32>,
 ) -> Result<Action, UsageError> {
+    if let (Some(n), None) = (times, &call) {
+        return Err(UsageError::Times(n.to_string()));
+    }
     match (call, prompt, read) {
         (None, None, None) => Ok(Action::Describe),
-        (Some(t), None, None) => Ok(Action::Call(t, args)),
+        (Some(t), None, None) => Ok(Action::Call(t, args, times.unwrap_or(1))),
         (None, Some(p), None) => Ok(Action::Prompt(p, args)),
         (None, None, Some(u)) => Ok(Action::Read(u)),
         _ => Err(UsageError::ManyActions),
@@ -410,7 +422,13 @@ fn run(a: &Args) -> Result<String, Failed> {
     let client = connected.map_err(Failed::Server)?;
     let result = match &a.action {
         Action::Describe => describe(&client),
-        Action::Call(tool, args) => client.call_tool(tool, Some(args.clone()), &CallContext::default()),
+        Action::Call(tool, args, 1) => client.call_tool(tool, Some(args.clone()), &CallContext::default()),
+        // Several calls on one connection (one MCP session): a JSON array of their results, to
+        // see what a server keeps between calls.
+        Action::Call(tool, args, n) => (0..*n)
+            .map(|_| client.call_tool(tool, Some(args.clone()), &CallContext::default()))
+            .collect::<Result<Vec<Value>, _>>()
+            .map(Value::Array),
         Action::Prompt(name, args) => client.get_prompt(name, Some(args.clone())),
         Action::Read(uri) => client.read_resource(uri),
     };
@@ -432,7 +450,7 @@ mod tests {
         let a = parse(&s(&["--timeout", "5", "--call", "echo", "--args", "{\"m\":1}", "--", "node", "x.js"])).unwrap();
         assert_eq!(a.timeout, Duration::from_secs(5));
         assert!(matches!(a.target, Target::Stdio(ref c) if c == &s(&["node", "x.js"])));
-        assert_eq!(a.action, Action::Call("echo".into(), json!({"m":1})));
+        assert_eq!(a.action, Action::Call("echo".into(), json!({"m":1}), 1));
         assert!(matches!(parse(&s(&["http://h/mcp"])).unwrap().target, Target::Url(_)));
         assert!(parse(&s(&[])).is_err());
         assert!(parse(&s(&["--"])).is_err());
@@ -445,6 +463,20 @@ mod tests {
             Action::Read("memo://one".into())
         );
         assert!(parse(&s(&["--read", "u", "--call", "t", "--", "srv"])).err().unwrap().to_string().contains("exclude"));
+        assert_eq!(
+            parse(&s(&["--call", "count", "--times", "3", "--", "srv"])).unwrap().action,
+            Action::Call("count".into(), json!({}), 3)
+        );
+        for bad in [
+            &["--times", "0", "--call", "t"][..],
+            &["--call", "t", "--times", "101"],
+            &["--call", "t", "--times", "x"],
+            &["--times", "2"],
+        ] {
+            let mut v = s(bad);
+            v.extend(s(&["--", "srv"]));
+            assert!(parse(&v).err().unwrap().to_string().contains("from 1 to 100, with --call"), "{bad:?}");
+        }
         let e = parse(&s(&["--env", "T=secret-value", "http://h/mcp"])).err().unwrap().to_string();
         assert!(e.contains("stdio") && !e.contains("secret-value"), "{e}");
         let e = parse(&s(&["--env", "1X=secret-value", "--", "srv"])).err().unwrap().to_string();

@@ -812,6 +812,40 @@ fn an_input_required_elicitation_of_a_2026_server_reaches_the_person() {
     assert_eq!(text, "Hello, Grace!", "the retry carried the answer: {r:?}");
 }
 
+/// Issue 28: a server written for sessions asks with `ctx.elicit()` (the Python SDK 2.3); on
+/// gosling's default revision the request reaches the person through the HTTP API's event
+/// stream, and the answer reaches the tool.
+#[test]
+fn a_ctx_elicit_of_a_session_server_reaches_the_person_by_default() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![
+        Reply::sse(&[oa_tool(0, Some(("h", "py__hello")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
+        Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
+    ]);
+    let d = Desktop::start(&llm_env(&llm.url()));
+    let peer = crate::support::py_http(peers, "");
+    let py = json!({"type": "streamable_http", "name": "py", "description": "", "uri": peer.url, "timeout": 60});
+    let id = start_and_open(&d, vec![py]);
+    let mut events = d.events(&id, None);
+    let rid = d.send(&id, "say hello");
+    let is_elicitation = |e: &Value| e["message"]["content"][0]["data"]["actionType"] == "elicitation";
+    let asked = events.until(Duration::from_secs(30), is_elicitation);
+    let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
+    assert_eq!(data["message"], "What is your name?", "{data}");
+    let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
+        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": {"name": "Ada"}}}]});
+    let answered =
+        d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let done = events.until(Duration::from_secs(30), is_finish);
+    assert_desktop_fields(&done, &rid);
+    let r = contents(&done, "toolResponse");
+    assert_eq!(r.len(), 1, "{done:?}");
+    let text: String =
+        r[0]["toolResult"]["value"]["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
+    assert_eq!(text, "Hello Ada!", "the person's answer reached the tool: {r:?}");
+}
+
 /// An extension's `sampling/createMessage` (issue 16) goes to the session's model: in auto mode
 /// at once, in approve mode after the person allows it (a denial reaches the server as an
 /// error); every request is audited.

@@ -357,6 +357,22 @@ fn by_default_a_session_keeps_elicitation_and_state() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(text(&serde_json::from_slice(&out.stdout).unwrap()), "Hello Ada!");
 
+    // The counter through probe: three calls on its one connection, 1, 2, 3 by default; pinned
+    // to 2026-07-28 (no session) the server cannot keep it.
+    let counts = |pin: Option<&str>| {
+        let mut cmd = gosling(&home);
+        cmd.arg("probe");
+        if let Some(p) = pin {
+            cmd.args(["--protocol-version", p]);
+        }
+        let out = cmd.args(["--call", "count", "--times", "3", &peer.url]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array().unwrap().iter().map(text).collect::<Vec<String>>()
+    };
+    assert_eq!(counts(None), ["1", "2", "3"]);
+    assert_ne!(counts(Some("2026-07-28")), ["1", "2", "3"]);
+
     // The counter, through the HTTP API: one session, 1, 2, 3.
     let s = Server::start();
     let work = TempDir::new("session-work");
