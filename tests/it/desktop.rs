@@ -793,23 +793,31 @@ fn an_input_required_elicitation_of_a_2026_server_reaches_the_person() {
     let id = start_and_open(&d, vec![py]);
     let mut events = d.events(&id, None);
     let rid = d.send(&id, "greet me");
+    let (asked, text) = answer_the_elicitation(&d, &id, &mut events, &rid, json!({"name": "Grace"}));
+    assert_eq!(asked["requested_schema"]["required"], json!(["name"]), "{asked}");
+    assert_eq!(text, "Hello, Grace!", "the retry carried the answer");
+}
+
+/// Waits for the turn's elicitation (it must ask "What is your name?"), answers it with
+/// `user_data` as Desktop does, and waits for the turn's end: the question, and the text of the
+/// one tool result.
+fn answer_the_elicitation(d: &Desktop, id: &str, events: &mut Events, rid: &str, user_data: Value) -> (Value, String) {
     let is_elicitation = |e: &Value| e["message"]["content"][0]["data"]["actionType"] == "elicitation";
     let asked = events.until(Duration::from_secs(30), is_elicitation);
     let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
     assert_eq!(data["message"], "What is your name?", "{data}");
-    assert_eq!(data["requested_schema"]["required"], json!(["name"]), "{data}");
     let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
-        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": {"name": "Grace"}}}]});
+        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": user_data}}]});
     let answered =
         d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
     assert_eq!(answered.status, 200, "{}", answered.body);
     let done = events.until(Duration::from_secs(30), is_finish);
-    assert_desktop_fields(&done, &rid);
+    assert_desktop_fields(&done, rid);
     let r = contents(&done, "toolResponse");
     assert_eq!(r.len(), 1, "{done:?}");
-    let text: String =
+    let text =
         r[0]["toolResult"]["value"]["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
-    assert_eq!(text, "Hello, Grace!", "the retry carried the answer: {r:?}");
+    (data, text)
 }
 
 /// Issue 28: a server written for sessions asks with `ctx.elicit()` (the Python SDK 2.3); on
@@ -828,22 +836,8 @@ fn a_ctx_elicit_of_a_session_server_reaches_the_person_by_default() {
     let id = start_and_open(&d, vec![py]);
     let mut events = d.events(&id, None);
     let rid = d.send(&id, "say hello");
-    let is_elicitation = |e: &Value| e["message"]["content"][0]["data"]["actionType"] == "elicitation";
-    let asked = events.until(Duration::from_secs(30), is_elicitation);
-    let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
-    assert_eq!(data["message"], "What is your name?", "{data}");
-    let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
-        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": {"name": "Ada"}}}]});
-    let answered =
-        d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
-    assert_eq!(answered.status, 200, "{}", answered.body);
-    let done = events.until(Duration::from_secs(30), is_finish);
-    assert_desktop_fields(&done, &rid);
-    let r = contents(&done, "toolResponse");
-    assert_eq!(r.len(), 1, "{done:?}");
-    let text: String =
-        r[0]["toolResult"]["value"]["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
-    assert_eq!(text, "Hello Ada!", "the person's answer reached the tool: {r:?}");
+    let (_, text) = answer_the_elicitation(&d, &id, &mut events, &rid, json!({"name": "Ada"}));
+    assert_eq!(text, "Hello Ada!", "the person's answer reached the tool");
 }
 
 /// An extension's `sampling/createMessage` (issue 16) goes to the session's model: in auto mode

@@ -6,11 +6,9 @@
 
 use crate::fake_llm::{oa_finish, oa_text, FakeLlm, Reply, OA_DONE};
 use crate::serve::{desktop_command, launch, Serve};
-use crate::support::{free_port, gosling, wait_for, Server, ServerOpts, TempDir};
+use crate::support::{free_port, wait_for, Server, ServerOpts, TempDir};
 use crate::websocket::{acp_path, Client};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn answer(t: &str) -> Reply {
@@ -50,44 +48,6 @@ fn listed(c: &mut Client, id: u64) -> Vec<String> {
     l["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap().to_string()).collect()
 }
 
-/// `gosling acp` on `home`'s dirs, one line per message.
-struct Stdio_ {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-}
-
-impl Stdio_ {
-    fn start(home: &TempDir, llm: &FakeLlm) -> Stdio_ {
-        let mut cmd = gosling(home);
-        cmd.arg("acp").envs(model_env(llm)).env("RUST_LOG", "warn");
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let mut a = Stdio_ { child, out };
-        assert_eq!(a.call(0, "initialize", json!({"protocolVersion": 1}))["protocolVersion"], 1);
-        a
-    }
-
-    fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string() + "\n";
-        self.child.stdin.as_mut().unwrap().write_all(line.as_bytes()).unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(self.out.read_line(&mut line).unwrap() > 0, "gosling acp closed stdout");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v.get("method").is_none() && v["id"] == id {
-                return v.get("result").cloned().unwrap_or_else(|| panic!("{method}: {v}"));
-            }
-        }
-    }
-}
-
-impl Drop for Stdio_ {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn two_windows_and_an_editor_share_one_state_dir() {
     let llm = FakeLlm::start((0..10).map(|i| answer(&format!("answer {i}"))).collect());
@@ -96,7 +56,7 @@ fn two_windows_and_an_editor_share_one_state_dir() {
     // Desktop starts a window's backend, then another's on the same dirs; an editor runs
     // `gosling acp` beside them. None refuses to start.
     let (w1, w2) = (window(&home, &llm), window(&home, &llm));
-    let mut editor = Stdio_::start(&home, &llm);
+    let mut editor = crate::sessions_store::Acp::start(&home, &llm);
     let (mut d1, mut d2) = (open(&w1), open(&w2));
 
     let s1 = result(&mut d1, 1, "session/new", json!({"cwd": cwd, "mcpServers": []}))["sessionId"]
@@ -116,7 +76,7 @@ fn two_windows_and_an_editor_share_one_state_dir() {
         l.contains(&s1) && l.contains(&s2)
     };
     assert!(both(&mut d1) && both(&mut d2), "each window lists both sessions");
-    let l = editor.call(2, "session/list", json!({}));
+    let l = editor.call("session/list", json!({}));
     let ids: Vec<&str> = l["sessions"].as_array().unwrap().iter().filter_map(|s| s["sessionId"].as_str()).collect();
     assert!(ids.contains(&s1.as_str()) && ids.contains(&s2.as_str()), "{l}");
 
@@ -141,12 +101,9 @@ fn two_windows_and_an_editor_share_one_state_dir() {
             assert_eq!(r["stopReason"], "end_turn");
         });
     });
-    editor.call(3, "session/load", json!({"sessionId": s1, "cwd": cwd, "mcpServers": []}));
-    let r = editor.call(
-        4,
-        "session/prompt",
-        json!({"sessionId": s1, "prompt": [{"type": "text", "text": "from the editor"}]}),
-    );
+    editor.call("session/load", json!({"sessionId": s1, "cwd": cwd, "mcpServers": []}));
+    let r = editor
+        .call("session/prompt", json!({"sessionId": s1, "prompt": [{"type": "text", "text": "from the editor"}]}));
     assert_eq!(r["stopReason"], "end_turn");
 
     // The second window opens the first window's session: its replay has both turns, in order.
@@ -165,7 +122,7 @@ fn two_windows_and_an_editor_share_one_state_dir() {
     assert_eq!(users, ["from window one", "from the editor"]);
 
     // Deleted by the editor: gone from both windows' lists.
-    editor.call(5, "session/delete", json!({"sessionId": s2}));
+    editor.call("session/delete", json!({"sessionId": s2}));
     let mut n = 40;
     let gone = |c: &mut Client, n: &mut u64| {
         *n += 1;

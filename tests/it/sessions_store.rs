@@ -117,14 +117,15 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
 }
 
 /// `gosling acp` on stdio, one JSON-RPC line at a time.
-struct Acp {
+/// `gosling acp` on a home's dirs with the fake model, initialized; one line per message.
+pub(crate) struct Acp {
     child: std::process::Child,
     out: std::io::BufReader<std::process::ChildStdout>,
     next: u64,
 }
 
 impl Acp {
-    fn start(home: &TempDir, llm: &FakeLlm) -> Acp {
+    pub(crate) fn start(home: &TempDir, llm: &FakeLlm) -> Acp {
         use std::process::Stdio;
         let mut cmd = gosling(home);
         cmd.arg("acp")
@@ -143,7 +144,7 @@ impl Acp {
     }
 
     /// One request; its result (an error fails the test). Notifications are skipped.
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         use std::io::{BufRead, Write};
         self.next += 1;
         let id = self.next;
