@@ -8,8 +8,10 @@
 //! frames until the socket would block. The TLS stream's one mutex (vendored tiny_http, patch 4)
 //! is thus only ever held for a read or write that cannot block.
 //!
-//! Senders (`Sender`, the ACP connection's `Outbound`, called from any thread) push whole
-//! frames onto a queue bounded in bytes and wake the driver. A full queue blocks its sender —
+//! Senders (`Sender`, the ACP connection's `Outbound`, called from any thread) write a frame
+//! themselves when nothing is queued or being written (non-blocking, under the socket side's
+//! lock; what the socket does not take, the driver finishes), else push whole frames onto a
+//! queue bounded in bytes and wake the driver. A full queue blocks its sender —
 //! back-pressure from a slow client reaches whoever produces (a `session/load` replay of
 //! 10,000 messages waits for the socket, never piles up in memory) — as long as the client
 //! keeps reading; if nothing could be written for `stall`, the sender gives up and the
@@ -109,7 +111,55 @@ struct Queue {
     shut: bool,
 }
 
+/// The socket side: the stream (non-blocking), the frame being written and how much of it is
+/// out. Locked only around reads and writes that cannot block, by the driver and by a sender
+/// taking the fast path. Lock order: `io`, then `queue`.
+struct Io {
+    stream: Box<dyn tiny_http::ReadWrite + Send>,
+    writing: Option<(Frame, usize)>,
+    /// A flush returned WouldBlock (TLS records, the 1 KiB write buffer).
+    flush_due: bool,
+    /// When output was last written.
+    wrote: Instant,
+}
+
+impl Io {
+    /// Writes the current frame until it is out or the socket would block, then flushes.
+    /// `Ok(true)` when nothing is left to write or flush.
+    fn write_current(&mut self) -> io::Result<bool> {
+        while let Some((frame, pos)) = &mut self.writing {
+            match self.stream.write(frame.rest(*pos)) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    *pos += n;
+                    self.flush_due = true;
+                    self.wrote = Instant::now();
+                    if *pos == frame.len() {
+                        self.writing = None;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.flush()
+    }
+
+    fn flush(&mut self) -> io::Result<bool> {
+        if self.flush_due {
+            match self.stream.flush() {
+                Ok(()) => self.flush_due = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(!self.flush_due)
+    }
+}
+
 struct Shared {
+    io: Mutex<Io>,
     queue: Mutex<Queue>,
     /// Signalled when the driver takes frames off the queue or ends.
     room: Condvar,
@@ -134,6 +184,28 @@ impl Outbound for Sender {
         let s = &self.0;
         let frame = Frame::new(Opcode::Text, message.into_bytes());
         let len = frame.len();
+        // The fast path: nothing queued and nothing being written, so this frame is next; write
+        // it now, on this thread, without blocking (no hand-off to the driver). What the socket
+        // does not take, the driver finishes.
+        if let Ok(mut io) = s.io.try_lock() {
+            let q = lock(&s.queue);
+            if q.shut {
+                return false;
+            }
+            if q.frames.is_empty() && io.writing.is_none() {
+                drop(q);
+                io.writing = Some((frame, 0));
+                let done = io.write_current();
+                drop(io);
+                if let Err(e) = &done {
+                    log::debug!("websocket {}: writing failed: {e}", s.id);
+                }
+                if !matches!(done, Ok(true)) {
+                    s.wake();
+                }
+                return true;
+            }
+        }
         let mut q = lock(&s.queue);
         let started = Instant::now();
         loop {
@@ -212,6 +284,7 @@ pub fn drive(
         }
     }
     let shared = Arc::new(Shared {
+        io: Mutex::new(Io { stream, writing: None, flush_due: false, wrote: Instant::now() }),
         queue: Mutex::new(Queue { frames: VecDeque::new(), bytes: 0, give_up: None, shut: false }),
         room: Condvar::new(),
         wake_tx,
@@ -221,7 +294,7 @@ pub fn drive(
     let (in_tx, in_rx) = crossbeam_channel::bounded(INBOX);
     let sender = Sender(shared.clone());
     let spawned = std::thread::Builder::new().name("acp-ws".into()).spawn(move || serve(in_rx, sender));
-    let mut d = Driver::new(stream, fd, wake_rx, shared.clone(), in_tx);
+    let mut d = Driver::new(fd, wake_rx, shared.clone(), in_tx);
     if let Err(e) = spawned {
         log::error!("websocket {id}: cannot start its thread ({e}); closing");
         d.close(code::INTERNAL, "the server cannot start a thread for this connection");
@@ -238,7 +311,6 @@ pub fn drive(
 }
 
 struct Driver {
-    stream: Box<dyn tiny_http::ReadWrite + Send>,
     fd: RawFd,
     wake_rx: io::PipeReader,
     shared: Arc<Shared>,
@@ -254,17 +326,13 @@ struct Driver {
     /// Control frames to send before the next data frame.
     control: VecDeque<Frame>,
     control_bytes: usize,
-    /// The frame being written and how much of it is out.
-    writing: Option<(Frame, usize)>,
-    /// A flush returned WouldBlock (TLS records, the 1 KiB write buffer).
-    flush_due: bool,
     closing: Closing,
     /// The client's close frame came in.
     close_seen: bool,
     /// Our write side is shut (after our close frame): the client sees the end.
     wr_shut: bool,
-    /// When output was last written, or became pending after none was.
-    progress: Instant,
+    /// When output became pending after none was (`Io::wrote` says when it last moved).
+    pending_since: Instant,
     /// When our write side was shut.
     wr_shut_at: Option<Instant>,
     /// When the client last sent anything; and when our ping went out, if one is unanswered.
@@ -277,16 +345,9 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(
-        stream: Box<dyn tiny_http::ReadWrite + Send>,
-        fd: RawFd,
-        wake_rx: io::PipeReader,
-        shared: Arc<Shared>,
-        inbox: ChanSender<Inbound>,
-    ) -> Driver {
+    fn new(fd: RawFd, wake_rx: io::PipeReader, shared: Arc<Shared>, inbox: ChanSender<Inbound>) -> Driver {
         let max = shared.limits.max_message;
         Driver {
-            stream,
             fd,
             wake_rx,
             shared,
@@ -297,12 +358,10 @@ impl Driver {
             binary_seen: false,
             control: VecDeque::new(),
             control_bytes: 0,
-            writing: None,
-            flush_due: false,
             closing: Closing::Open,
             close_seen: false,
             wr_shut: false,
-            progress: Instant::now(),
+            pending_since: Instant::now(),
             wr_shut_at: None,
             heard: Instant::now(),
             pinged: None,
@@ -384,15 +443,19 @@ impl Driver {
             // A client that takes none of what is pending for `stall` is given up.
             let pending = !self.all_out() || self.queued();
             if !pending {
-                self.progress = now;
+                self.pending_since = now;
             } else if self.closing == Closing::Open {
-                let due = self.progress + self.shared.limits.stall;
+                let (wrote, left) = {
+                    let io = lock(&self.shared.io);
+                    (io.wrote, io.writing.as_ref().map_or(0, |(f, pos)| f.len() - pos))
+                };
+                let due = wrote.max(self.pending_since) + self.shared.limits.stall;
                 if now >= due {
                     let waiting = lock(&self.shared.queue).bytes;
                     let why = format!(
                         "the client read nothing for {} s with {} bytes waiting to be sent",
                         self.shared.limits.stall.as_secs(),
-                        waiting + self.writing.as_ref().map_or(0, |(f, pos)| f.len() - pos)
+                        waiting + left
                     );
                     self.close(code::POLICY, &why);
                     continue;
@@ -442,7 +505,7 @@ impl Driver {
             } else if !self.held.is_empty() {
                 wait = wait.min(Duration::from_millis(5)); // the reader loop is busy: look again soon
             }
-            let want_write = self.writing.is_some() || !self.control.is_empty() || self.flush_due || self.queued();
+            let want_write = !self.all_out() || self.queued();
             let read_fd = if self.can_read() { self.fd } else { -1 };
             let write_fd = if want_write { self.fd } else { -1 };
             // wait: bounded by the next ping, pong or close deadline
@@ -458,7 +521,8 @@ impl Driver {
     }
 
     fn all_out(&self) -> bool {
-        self.writing.is_none() && self.control.is_empty() && !self.flush_due
+        let io = lock(&self.shared.io);
+        io.writing.is_none() && !io.flush_due && self.control.is_empty()
     }
 
     /// Done: our close is out and the client's came in (or it hung up), or the client's close
@@ -517,7 +581,8 @@ impl Driver {
                 self.read_more = true;
                 return Ok(());
             }
-            let n = match self.stream.read(&mut self.buf) {
+            let r = lock(&self.shared.io).stream.read(&mut self.buf);
+            let n = match r {
                 Ok(0) => {
                     self.eof = true;
                     if self.closing == Closing::Open {
@@ -639,36 +704,24 @@ impl Driver {
         Some(f)
     }
 
+    /// Writes what is pending — the frame in progress, control frames, queued frames, in that
+    /// order — until the socket would block.
     fn write(&mut self) -> io::Result<()> {
+        let shared = self.shared.clone();
+        let mut io = lock(&shared.io);
         loop {
-            if self.writing.is_none() {
-                self.writing = self.next_frame().map(|f| (f, 0));
-            }
-            let Some((frame, pos)) = &mut self.writing else { break };
-            match self.stream.write(frame.rest(*pos)) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    *pos += n;
-                    self.flush_due = true;
-                    self.progress = Instant::now();
-                    if *pos == frame.len() {
-                        self.writing = None;
-                    }
+            if io.writing.is_none() {
+                match self.next_frame() {
+                    Some(f) => io.writing = Some((f, 0)),
+                    None => break,
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+            }
+            io.write_current()?;
+            if io.writing.is_some() {
+                return Ok(()); // the socket is full
             }
         }
-        if self.flush_due {
-            match self.stream.flush() {
-                Ok(()) => self.flush_due = false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        io.flush().map(|_| ())
     }
 }
 

@@ -488,12 +488,13 @@ async function main() {
   await page.setViewportSize({ width: 1280, height: 800 });
   await shot(page, "chat-dark");
 
-  // 15. Chromium's own WebSocket at /acp (Goose Desktop's transport since 1.35), from an
-  //     opaque-origin page (`Origin: null`, as Desktop's packaged renderer may send): a wrong
-  //     token is refused before the upgrade; initialize over text frames; a 1 MiB message each
-  //     way; the close handshake, clean.
+  // 15. Chromium's own WebSocket at /acp (Goose Desktop's transport since 1.35), from a page of
+  //     the server's origin (the page's CSP `connect-src 'self'` covers ws:; an opaque-origin
+  //     page would be stopped by Chromium's Local Network Access rules before any request): a
+  //     wrong token is refused before the upgrade; initialize over text frames; a 1 MiB
+  //     message each way; the close handshake, clean.
   const wsPage = await ctx.newPage();
-  await wsPage.goto("about:blank");
+  await wsPage.goto(base + "/");
   const wsUrl = base.replace(/^http/, "ws") + "/acp?token=" + SECRET;
   const acp = await wsPage.evaluate(async ({ url, badUrl }) => {
     const open = (u) => new Promise((res) => {
