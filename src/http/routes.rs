@@ -313,7 +313,10 @@ fn pattern(path: &str) -> (String, &str) {
 
 fn route(app: &Arc<App>, req: &Request) -> R {
     let (m, path) = (req.method.as_str(), req.path.as_str());
-    if std::env::var_os("GOSLING_TEST_FAULTS").is_some() {
+    // Read once: the environment does not change under a running server, and a lookup per
+    // request cost more than the route match.
+    static TEST_FAULTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *TEST_FAULTS.get_or_init(|| std::env::var_os("GOSLING_TEST_FAULTS").is_some()) {
         match path {
             "/debug/panic" => panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)"),
             "/debug/sleep" => {

@@ -96,26 +96,30 @@ fn write_message_header<W>(
 where
     W: Write,
 {
-    // writing status line
-    write!(
-        &mut writer,
-        "HTTP/{}.{} {} {}\r\n",
-        http_version.0,
-        http_version.1,
-        status_code.0,
-        status_code.default_reason_phrase()
-    )?;
-
-    // writing headers
-    for header in headers.iter() {
-        writer.write_all(header.field.as_str().as_ref())?;
-        write!(&mut writer, ": ")?;
-        writer.write_all(header.value.as_str().as_ref())?;
-        write!(&mut writer, "\r\n")?;
+    // gosling patch: the head is assembled in one buffer and written with one call (PATCHES.md
+    // 17): upstream wrote each piece through `write!`, a dozen formatted writes per response,
+    // each through the connection's writer lock.
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(b"HTTP/");
+    head.push(b'0' + (http_version.0 % 10));
+    head.push(b'.');
+    head.push(b'0' + (http_version.1 % 10));
+    head.push(b' ');
+    match status_code.0 {
+        c @ 100..=999 => head.extend_from_slice(&[b'0' + (c / 100) as u8, b'0' + (c / 10 % 10) as u8, b'0' + (c % 10) as u8]),
+        c => head.extend_from_slice(c.to_string().as_bytes()),
     }
-
-    // separator between header and data
-    write!(&mut writer, "\r\n")?;
+    head.push(b' ');
+    head.extend_from_slice(status_code.default_reason_phrase().as_bytes());
+    head.extend_from_slice(b"\r\n");
+    for header in headers.iter() {
+        head.extend_from_slice(header.field.as_str().as_ref());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(header.value.as_str().as_ref());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    writer.write_all(&head)?;
 
     Ok(())
 }

@@ -1,11 +1,47 @@
 use std::io::Result as IoResult;
 use std::io::{Read, Write};
 
-use std::sync::mpsc::channel;
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use std::mem;
+
+/// gosling patch: a one-value hand-off from one request to the next (the reader, or the
+/// writer's turn), in place of an `mpsc` channel per request: a channel allocates its counter
+/// (cache-line aligned) and a block of slots on the first send, which cost more than the rest
+/// of a small request's handling (PATCHES.md 17).
+struct Handoff<T>(Arc<(Mutex<Option<T>>, Condvar)>);
+
+impl<T> Clone for Handoff<T> {
+    fn clone(&self) -> Self {
+        Handoff(self.0.clone())
+    }
+}
+
+fn handoff<T>() -> (Handoff<T>, Handoff<T>) {
+    let h = Handoff(Arc::new((Mutex::new(None), Condvar::new())));
+    (h.clone(), h)
+}
+
+impl<T> Handoff<T> {
+    fn send(&self, v: T) {
+        let (slot, ready) = &*self.0;
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        ready.notify_one();
+    }
+
+    /// Waits for the value: the previous request always hands it over when it is dropped
+    /// (one request in flight per connection, PATCHES.md 11, so it is already there).
+    fn recv(&self) -> T {
+        let (slot, ready) = &*self.0;
+        let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(v) = guard.take() {
+                return v;
+            }
+            guard = ready.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
 
 pub struct SequentialReaderBuilder<R>
 where
@@ -19,7 +55,7 @@ where
     R: Read + Send,
 {
     First(R),
-    NotFirst(Receiver<R>),
+    NotFirst(Handoff<R>),
 }
 
 pub struct SequentialReader<R>
@@ -27,7 +63,7 @@ where
     R: Read + Send,
 {
     inner: SequentialReaderInner<R>,
-    next: Sender<R>,
+    next: Handoff<R>,
 }
 
 enum SequentialReaderInner<R>
@@ -35,7 +71,7 @@ where
     R: Read + Send,
 {
     MyTurn(R),
-    Waiting(Receiver<R>),
+    Waiting(Handoff<R>),
     Empty,
 }
 
@@ -44,16 +80,16 @@ where
     W: Write + Send,
 {
     writer: Arc<Mutex<W>>,
-    next_trigger: Option<Receiver<()>>,
+    next_trigger: Option<Handoff<()>>,
 }
 
 pub struct SequentialWriter<W>
 where
     W: Write + Send,
 {
-    trigger: Option<Receiver<()>>,
+    trigger: Option<Handoff<()>>,
     writer: Arc<Mutex<W>>,
-    on_finish: Sender<()>,
+    on_finish: Handoff<()>,
 }
 
 impl<R: Read + Send> SequentialReaderBuilder<R> {
@@ -77,7 +113,7 @@ impl<R: Read + Send> Iterator for SequentialReaderBuilder<R> {
     type Item = SequentialReader<R>;
 
     fn next(&mut self) -> Option<SequentialReader<R>> {
-        let (tx, rx) = channel();
+        let (tx, rx) = handoff();
 
         let inner = mem::replace(&mut self.inner, SequentialReaderBuilderInner::NotFirst(rx));
 
@@ -98,7 +134,7 @@ impl<R: Read + Send> Iterator for SequentialReaderBuilder<R> {
 impl<W: Write + Send> Iterator for SequentialWriterBuilder<W> {
     type Item = SequentialWriter<W>;
     fn next(&mut self) -> Option<SequentialWriter<W>> {
-        let (tx, rx) = channel();
+        let (tx, rx) = handoff();
         let mut next_next_trigger = Some(rx);
         ::std::mem::swap(&mut next_next_trigger, &mut self.next_trigger);
 
@@ -114,7 +150,7 @@ impl<R: Read + Send> Read for SequentialReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         let mut reader = match self.inner {
             SequentialReaderInner::MyTurn(ref mut reader) => return reader.read(buf),
-            SequentialReaderInner::Waiting(ref mut recv) => recv.recv().unwrap(),
+            SequentialReaderInner::Waiting(ref mut recv) => recv.recv(),
             SequentialReaderInner::Empty => unreachable!(),
         };
 
@@ -127,7 +163,7 @@ impl<R: Read + Send> Read for SequentialReader<R> {
 impl<W: Write + Send> Write for SequentialWriter<W> {
     fn write(&mut self, buf: &[u8]) -> IoResult<usize> {
         if let Some(v) = self.trigger.as_mut() {
-            v.recv().unwrap()
+            v.recv()
         }
         self.trigger = None;
 
@@ -136,7 +172,7 @@ impl<W: Write + Send> Write for SequentialWriter<W> {
 
     fn flush(&mut self) -> IoResult<()> {
         if let Some(v) = self.trigger.as_mut() {
-            v.recv().unwrap()
+            v.recv()
         }
         self.trigger = None;
 
@@ -153,11 +189,11 @@ where
 
         match inner {
             SequentialReaderInner::MyTurn(reader) => {
-                self.next.send(reader).ok();
+                self.next.send(reader);
             }
             SequentialReaderInner::Waiting(recv) => {
-                let reader = recv.recv().unwrap();
-                self.next.send(reader).ok();
+                let reader = recv.recv();
+                self.next.send(reader);
             }
             SequentialReaderInner::Empty => (),
         }
@@ -169,6 +205,6 @@ where
     W: Write + Send,
 {
     fn drop(&mut self) {
-        self.on_finish.send(()).ok();
+        self.on_finish.send(());
     }
 }
