@@ -44,17 +44,22 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
             )),
         };
     }
-    // Guesses at the key or the login token are limited per peer (wrong ones count).
+    // Every secret comparison is a guess limited per peer (wrong ones count): the key (header
+    // or `/acp`'s `?token=`), the login token, and the proxy pages' `secret` parameter.
     let peer = req.peer.map(|p| p.ip()).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
     let login = req.path == "/auth/login" && req.method == "POST";
-    let guessing = login || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
+    let proxy = auth::checks_own_secret(&req.path);
+    let guessing = login || proxy || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
     if guessing {
         if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
             log::debug!("http: refusing an attempt from {peer} for {secs} s (too many failed ones)");
             let e = ApiError::new(
                 429,
-                format!("too many failed attempts at the secret key or login token from {peer}; wait {secs} s and try again"),
+                format!(
+                    "too many failed attempts at the secret key, the `secret` parameter or the login token from {peer}; \
+                     wait {secs} s and try again"
+                ),
             );
             let resp = Response::error(&e).with_header("Retry-After", &secs.to_string());
             return match origin {
@@ -64,10 +69,13 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
         }
     }
     let key = authorized(app, req);
-    let wrong_key = guessing && !login && key.is_err();
+    let wrong_key = guessing && !login && !proxy && key.is_err();
     let resp: Response = key.and_then(|()| route(app, req)).into();
-    if (wrong_key || (login && resp.status == 401)) && app.throttle.failed(peer) {
-        log::warn!("http: too many wrong keys or login tokens from {peer}; refusing its attempts for a while (429)");
+    // The login route and the proxy pages answer 401 only for a wrong (or missing) secret.
+    if (wrong_key || ((login || proxy) && resp.status == 401)) && app.throttle.failed(peer) {
+        log::warn!(
+            "http: too many wrong keys, secrets or login tokens from {peer}; refusing its attempts for a while (429)"
+        );
     }
     match origin {
         Some(o) => with_cors(resp, &o),
