@@ -208,11 +208,12 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     if let Some(tls) = &tls {
         announce(&format!("GOOSED_CERT_FINGERPRINT={}", tls.fingerprint));
     }
-    let handler_app = app.clone();
+    let (handler_app, gate_app) = (app.clone(), app.clone());
     let mut server = Server::start_with_tls(
         listener,
         limits,
         tls.as_ref(),
+        Arc::new(move |req| crate::http::routes::gate(&gate_app, req)),
         Arc::new(move |req| crate::http::routes::handle(&handler_app, req)),
     )
     .map_err(Error::Serve)?;

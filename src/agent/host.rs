@@ -66,6 +66,7 @@ impl Host {
             self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
             audit,
             tokens: Some(Arc::new(SecretsTokens(store.clone()))),
+            policy: Some(policy.clone()),
         });
         Host {
             config,

@@ -9,6 +9,7 @@
 //! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
 
 use crate::extensions::config::{runtime_key, secret_names, ExtensionConfig, Kind, Unresolved};
+use crate::extensions::policy::InstallSource;
 use crate::mcp::client::{CallContext, Client, ClientOptions};
 use crate::mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
 use crate::mcp::stdio::StdioSpec;
@@ -45,6 +46,10 @@ pub struct Deps {
     /// Where OAuth tokens of Streamable HTTP extensions live (the secrets store); `None`:
     /// a server that asks for sign-in fails with its 401.
     pub tokens: Option<Arc<dyn TokenStore>>,
+    /// The trust policy in force, checked at every activation (start, resume, restart, a new
+    /// working dir, ACP `session/new`/`load`): a stored extension the allowlist no longer
+    /// admits does not start. `None`: no policy (nothing outside the runtime's own checks).
+    pub policy: Option<crate::extensions::policy::Policy>,
 }
 
 /// The secrets store (`secrets.json`, 0600) as the MCP client's OAuth token store.
@@ -113,6 +118,8 @@ pub enum ActivateError {
     Start(crate::mcp::error::Error),
     /// gosling itself failed (no thread, the disk), not the config or the server.
     Internal(String),
+    /// The trust policy in force (allowlist, allowed commands, grammars) refuses it.
+    Refused(String),
 }
 
 impl fmt::Display for ActivateError {
@@ -121,6 +128,10 @@ impl fmt::Display for ActivateError {
             ActivateError::Config(m) => write!(f, "invalid config: {m}"),
             ActivateError::Start(e) => write!(f, "failed to initialize MCP client: {e}"),
             ActivateError::Internal(m) => write!(f, "internal error: {m}"),
+            ActivateError::Refused(e) => write!(
+                f,
+                "not started: the current trust policy refuses it: {e} (change the allowlist or remove the extension)"
+            ),
         }
     }
 }
@@ -369,6 +380,13 @@ impl SessionRuntime {
         let key = runtime_key(config.name());
         if self.extensions.read().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
             return Ok(());
+        }
+        // Every activation re-checks the policy in force now, not the one at install time.
+        if let Some(policy) = &self.deps.policy {
+            let warnings = policy
+                .check(&config, InstallSource::AddExtension)
+                .map_err(|e| ActivateError::Refused(e.to_string()))?;
+            warnings.iter().for_each(|w| log::warn!("session {}: {w}", self.session_id));
         }
         let t = Instant::now();
         let (backend, tools) = match &config.kind {

@@ -248,6 +248,7 @@ pub fn add_extension(app: &App, req: &Request) -> R {
         // variable, an unset OAuth client secret) is a 400 here, with goose's message.
         let status = match e {
             ActivateError::Config(_) => 400,
+            ActivateError::Refused(_) => 403,
             // Its server needs someone to sign in first: the message carries the URL to open.
             ActivateError::Start(ref error) if needs_sign_in(error) => 424,
             ActivateError::Start(_) | ActivateError::Internal(_) => 500,

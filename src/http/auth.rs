@@ -21,6 +21,12 @@ pub fn is_exempt(path: &str) -> bool {
     EXEMPT.contains(&path)
 }
 
+/// The proxy pages: exempt from the header, they compare a `secret` parameter themselves;
+/// a 401 from them is a wrong guess, counted by `Throttle` like a wrong key.
+pub fn checks_own_secret(path: &str) -> bool {
+    matches!(path, "/mcp-ui-proxy" | "/mcp-app-proxy" | "/mcp-app-guest")
+}
+
 /// Constant-time comparison: length first (the length of the secret is not the secret),
 /// then every byte, without an early exit.
 pub fn secret_matches(given: &[u8], secret: &[u8]) -> bool {
@@ -70,7 +76,7 @@ impl LoginToken {
     }
 }
 
-/// Failed guesses at the secret key or the login token, limited per peer address: a token
+/// Failed guesses at the secret key, a proxy page's `secret` or the login token, limited per peer address: a token
 /// bucket of `BURST` wrong guesses, refilled at `PER_SEC`. Right guesses never touch it, so
 /// any number of clients with the key work in parallel. An empty bucket refuses every attempt
 /// (right or wrong) until it refills, so a refusal says nothing about the guess; wrong guesses

@@ -15,23 +15,31 @@ use crate::http::session_routes as session;
 use crate::http::state::App;
 use std::sync::Arc;
 
-pub fn handle(app: &Arc<App>, req: &Request) -> Response {
+/// What a request gets from its head alone, before a request slot is taken or its body read
+/// (`server::Gate`): a wrong Host, a refused origin, a CORS preflight, a peer over its guess
+/// limit, a missing or wrong key are answered at once, so no client without the key holds a
+/// slot. `None`: the request goes on to `handle`.
+pub fn gate(app: &Arc<App>, req: &Request) -> Option<Response> {
     // DNS rebinding: a page of another site, its name re-pointed at 127.0.0.1, would reach
     // every route (and the web page) under its own origin; only our own names are answered.
     if let Err(e) = host_allowed(&app.config, req) {
-        return Response::error(&e);
+        return Some(Response::error(&e));
     }
     // The built-in web page: public static assets, same-origin only (never CORS headers).
     if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
-        return r;
+        return Some(r);
     }
     let origin = match origin_allowed(&app.config, req, token_required(app)) {
         Ok(o) => o,
-        Err(e) => return Response::error(&e),
+        Err(e) => return Some(Response::error(&e)),
+    };
+    let cors = |resp: Response| match &origin {
+        Some(o) => with_cors(resp, o),
+        None => resp,
     };
     if req.method == "OPTIONS" {
-        return match origin {
-            Some(o) => with_cors(Response::empty(204), &o)
+        return Some(match &origin {
+            Some(o) => with_cors(Response::empty(204), o)
                 .with_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
                 .with_header(
                     "Access-Control-Allow-Headers",
@@ -42,37 +50,66 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
                 403,
                 "cross-origin requests are not allowed from this origin; add it to GOSLING_CORS_ORIGINS if it is yours",
             )),
-        };
+        });
     }
-    // Guesses at the key or the login token are limited per peer (wrong ones count).
-    let peer = req.peer.map(|p| p.ip()).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
-    let login = req.path == "/auth/login" && req.method == "POST";
-    let guessing = login || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
+    // Every secret comparison is a guess limited per peer (wrong ones count): the key (header
+    // or `/acp`'s `?token=`), the login token, and the proxy pages' `secret` parameter.
+    let peer = peer_ip(req);
+    let guessing = login_or_proxy(req) || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
     if guessing {
         if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
             log::debug!("http: refusing an attempt from {peer} for {secs} s (too many failed ones)");
             let e = ApiError::new(
                 429,
-                format!("too many failed attempts at the secret key or login token from {peer}; wait {secs} s and try again"),
+                format!(
+                    "too many failed attempts at the secret key, the `secret` parameter or the login token from {peer}; \
+                     wait {secs} s and try again"
+                ),
             );
-            let resp = Response::error(&e).with_header("Retry-After", &secs.to_string());
-            return match origin {
-                Some(o) => with_cors(resp, &o),
-                None => resp,
-            };
+            return Some(cors(Response::error(&e).with_header("Retry-After", &secs.to_string())));
         }
     }
-    let key = authorized(app, req);
-    let wrong_key = guessing && !login && key.is_err();
-    let resp: Response = key.and_then(|()| route(app, req)).into();
-    if (wrong_key || (login && resp.status == 401)) && app.throttle.failed(peer) {
-        log::warn!("http: too many wrong keys or login tokens from {peer}; refusing its attempts for a while (429)");
+    if let Err(e) = authorized(app, req) {
+        if !given_key(req).is_empty() && app.throttle.failed(peer) {
+            warn_limited(peer);
+        }
+        return Some(cors(Response::error(&e)));
+    }
+    None
+}
+
+pub fn handle(app: &Arc<App>, req: &Request) -> Response {
+    // The server has already passed the head through `gate`; checking again costs little and
+    // keeps this function whole on its own.
+    if let Some(r) = gate(app, req) {
+        return r;
+    }
+    let origin = origin_allowed(&app.config, req, token_required(app)).ok().flatten();
+    let resp: Response = route(app, req).into();
+    // The login route and the proxy pages answer 401 only for a wrong (or missing) secret.
+    if login_or_proxy(req) && resp.status == 401 && app.throttle.failed(peer_ip(req)) {
+        warn_limited(peer_ip(req));
     }
     match origin {
         Some(o) => with_cors(resp, &o),
         None => resp,
     }
+}
+
+fn peer_ip(req: &Request) -> std::net::IpAddr {
+    req.peer.map(|p| p.ip()).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]))
+}
+
+/// The routes that compare a secret of their own (login token, proxy `secret`).
+fn login_or_proxy(req: &Request) -> bool {
+    (req.path == "/auth/login" && req.method == "POST") || auth::checks_own_secret(&req.path)
+}
+
+fn warn_limited(peer: std::net::IpAddr) {
+    log::warn!(
+        "http: too many wrong keys, secrets or login tokens from {peer}; refusing its attempts for a while (429)"
+    );
 }
 
 /// The `Host` names we answer: `localhost`, `127.0.0.1`, `[::1]`, the address given with

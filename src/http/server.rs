@@ -2,7 +2,8 @@
 //!
 //! Each request is handled on the thread of the connection it arrived on (the vendored
 //! tiny_http's `Server::serve`), with no queue and no other thread in between. At most
-//! `max_requests` are handled at once: past that a request waits up to `SLOT_WAIT` for a slot,
+//! `max_requests` are handled at once, a slot taken only after the head passed the `Gate` (Host,
+//! origin, key): past that a request waits up to `SLOT_WAIT` for a slot,
 //! then gets 503 with `Retry-After`; a connection between requests holds no slot,
 //! `GET /status` needs none, and a follower stream (`Response::follower`) gives its slot back
 //! once its handler has answered. Each handler runs inside `catch_unwind` (a panic is a 500 and the
@@ -147,6 +148,11 @@ impl From<Result<Response, ApiError>> for Response {
 
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
 
+/// The answer a request gets from its head alone (the `Request` has an empty body), before a
+/// request slot is taken or its body read: a refusal (wrong Host, origin or key), or `None`
+/// to go on. A refused request's unread body makes its connection the last.
+pub type Gate = dyn Fn(&Request) -> Option<Response> + Send + Sync;
+
 pub struct Limits {
     pub max_requests: usize,
     pub max_body: usize,
@@ -169,6 +175,7 @@ impl Server {
         listener: TcpListener,
         limits: Limits,
         tls: Option<&crate::tls::ServerTls>,
+        gate: Arc<Gate>,
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
@@ -182,7 +189,7 @@ impl Server {
         let serve: tiny_http::RequestHandler = Arc::new(move |rq| {
             // A panic outside the handler's own guard (writing the response) must not take
             // the connection's thread down with it unlogged.
-            if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, &slots, &*handler))).is_err() {
+            if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, &slots, &*gate, &*handler))).is_err() {
                 log::error!("http: serving a request panicked outside its handler");
             }
         });
@@ -220,7 +227,7 @@ impl Drop for Server {
 const SLOT_WAIT: Duration = Duration::from_secs(1);
 
 /// The request cap: at most `max` requests are handled at once. A request takes a slot once
-/// its head has arrived and gives it back once its response is written, on the same thread
+/// its head has arrived and passed the `Gate` (so no client without the key holds one) and gives it back once its response is written, on the same thread
 /// and before the connection's next request is read, so a connection between requests holds
 /// none.
 struct Slots {
@@ -292,7 +299,13 @@ fn needs_no_slot(rq: &tiny_http::Request) -> bool {
         && !rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"))
 }
 
-fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, handler: &Handler) {
+fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, gate: &Gate, handler: &Handler) {
+    let head = head(&rq);
+    if let Some(resp) = gate(&head) {
+        log::debug!("http: {} {} answered from its head: {}", head.method, head.path, resp.status);
+        let _ = respond(rq, resp);
+        return;
+    }
     let slot = if needs_no_slot(&rq) {
         None
     } else {
@@ -307,7 +320,26 @@ fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, handler: &H
             }
         }
     };
-    handle(rq, limits.max_body, limits.io_timeout * 2, handler, slot);
+    handle(rq, head, limits.max_body, limits.io_timeout * 2, handler, slot);
+}
+
+/// The request without its body.
+fn head(rq: &tiny_http::Request) -> Request {
+    let url = rq.url().to_string();
+    let (path, query) = match url.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (url.clone(), String::new()),
+    };
+    let headers: Vec<(String, String)> =
+        rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
+    Request {
+        method: rq.method().as_str().to_string(),
+        path,
+        query,
+        headers,
+        body: Vec::new(),
+        peer: rq.remote_addr().copied(),
+    }
 }
 
 /// The slowest a request body may arrive on average once its grace period is over. Per-read
@@ -340,16 +372,15 @@ impl<R: Read> Read for MinRate<R> {
     }
 }
 
-fn handle(mut rq: tiny_http::Request, max_body: usize, grace: Duration, handler: &Handler, slot: Option<Slot<'_>>) {
-    let method = rq.method().as_str().to_string();
-    let peer = rq.remote_addr().copied();
-    let url = rq.url().to_string();
-    let (path, query) = match url.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (url.clone(), String::new()),
-    };
-    let headers: Vec<(String, String)> =
-        rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
+fn handle(
+    mut rq: tiny_http::Request,
+    head: Request,
+    max_body: usize,
+    grace: Duration,
+    handler: &Handler,
+    slot: Option<Slot<'_>>,
+) {
+    let Request { method, path, query, headers, peer, .. } = head;
     let too_large = |rq| {
         let e = format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)");
         let _ = respond(rq, Response::error(&ApiError::new(413, e)));

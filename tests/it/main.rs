@@ -51,6 +51,9 @@ mod builtins;
 // Sessions and the extension runtime with real peers.
 mod agent_api;
 
+// Every activation re-checks the trust policy in force (issue 27 finding 7).
+mod activation_policy;
+
 // /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
 mod reply;
 

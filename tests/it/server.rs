@@ -633,3 +633,50 @@ fn a_burst_of_new_connections_is_answered_at_once() {
     }
     burst(&Server::start(), 256, Duration::from_secs(2));
 }
+
+/// Issue 27 finding 6: heads that fail the Host, Origin or key check are answered from the
+/// head, without a request slot, so clients without the key cannot hold every slot (with a
+/// large `Content-Length` and no body they used to: the user got 503 for 90 s).
+#[test]
+fn heads_without_the_key_never_hold_a_request_slot() {
+    let cap = 8;
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_MAX_REQUESTS".into(), cap.to_string()), ("GOSLING_IO_TIMEOUT_SECS".into(), "30".into())],
+        ..Default::default()
+    });
+    // Missing key, wrong Host, foreign Origin, wrong key (a few: wrong keys count as guesses).
+    let kinds = [
+        ("localhost", "", "", 401, "missing X-Secret-Key"),
+        ("evil.example", "", "", 403, "not this server's name"),
+        ("localhost", "Origin: https://evil.example\r\n", "", 403, "cross-origin requests from"),
+        ("localhost", "", "X-Secret-Key: wrong\r\n", 401, "wrong X-Secret-Key"),
+    ];
+    let mut held = Vec::new();
+    for i in 0..72 {
+        let (host, origin, key, want, why) = kinds[if i < 68 { i % 3 } else { 3 }];
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        write!(
+            c,
+            "POST /config/upsert HTTP/1.1\r\nHost: {host}\r\n{origin}{key}Content-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{{"
+        )
+        .unwrap();
+        held.push((c, want, why));
+    }
+    // Each is answered from its head, its body never read.
+    for (c, want, why) in &mut held {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = vec![0; 4096];
+        let n = c.read(&mut buf).unwrap_or(0);
+        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(text.starts_with(&format!("HTTP/1.1 {want}")) && text.contains(*why), "{text:?}");
+    }
+    // While they are all still connected, the person with the key is served at once.
+    let t = Instant::now();
+    for _ in 0..cap * 2 {
+        let r = s.post("/config/upsert", json!({"key": "k", "value": "v", "is_secret": false}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "served in {:?}", t.elapsed());
+    assert_eq!(s.get("/config").status, 200);
+    drop(held);
+}

@@ -268,3 +268,58 @@ fn ambiguous_content_length_is_400_and_closes_the_connection() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
+
+/// Issue 27 finding 5: the proxy pages' `secret` parameter (query or, for `POST
+/// /mcp-app-guest`, body) and `/acp`'s `?token=` are guesses like the header, in the same
+/// per-peer bucket.
+#[test]
+fn guessing_the_proxy_secret_or_the_acp_token_is_rate_limited_too() {
+    let s = Server::start();
+    let guess = |i: usize| -> crate::support::Resp {
+        let g = format!("guess-{i}");
+        match i % 5 {
+            0 => http("GET", &s.url(&format!("/mcp-ui-proxy?secret={g}")), None, None),
+            1 => http("GET", &s.url(&format!("/mcp-app-proxy?secret={g}")), None, None),
+            2 => http("GET", &s.url(&format!("/mcp-app-guest?secret={g}&nonce=x")), None, None),
+            3 => {
+                let body = json!({ "secret": g, "html": "<p>hi</p>" }).to_string();
+                http("POST", &s.url("/mcp-app-guest"), None, Some(body.as_bytes()))
+            }
+            _ => http("GET", &s.url(&format!("/acp?token={g}")), None, None),
+        }
+    };
+    let mut limited = None;
+    for i in 0..80 {
+        let r = guess(i);
+        match r.status {
+            401 => {}
+            429 => {
+                limited = Some((i, r));
+                break;
+            }
+            other => panic!("guess {i}: {other} {}", r.text()),
+        }
+    }
+    let (after, r) = limited.expect("guessing the proxy secret is limited (it was not: issue 27 finding 5)");
+    assert!(after >= 20, "some wrong guesses are allowed first: limited after {after}");
+    let wait: u64 = r.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=5).contains(&wait), "{wait}");
+    let m = r.json()["message"].as_str().unwrap().to_string();
+    assert!(m.contains("too many failed attempts") && m.contains("`secret` parameter") && m.contains("wait"), "{m}");
+    // Every kind of guess is refused now, and so is the right secret from this peer, on the
+    // proxy pages and with the header: a refusal says nothing about the guess.
+    for i in 0..5 {
+        assert_eq!(guess(i).status, 429, "kind {i}");
+    }
+    let right = s.url(&format!("/mcp-ui-proxy?secret={SECRET}"));
+    assert_eq!(http("GET", &right, None, None).status, 429);
+    assert_eq!(s.get("/config").status, 429);
+    // After the wait the right secret works again, on the page and with the header.
+    let back = wait_for(Duration::from_secs(10), || (http("GET", &right, None, None).status == 200).then_some(()));
+    assert!(back.is_some(), "the right secret works after Retry-After");
+    assert_eq!(s.get("/config").status, 200);
+    let app = s.url(&format!("/mcp-app-proxy?secret={SECRET}"));
+    for _ in 0..40 {
+        assert_eq!(http("GET", &app, None, None).status, 200, "right secrets never use up the attempts");
+    }
+}
