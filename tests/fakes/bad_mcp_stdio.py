@@ -18,7 +18,7 @@ can check what the client sent (e.g. notifications/cancelled). Modes:
   ignore_term      ignores SIGTERM and stdin EOF (only SIGKILL ends it)
   server_requests  tools/call: ask the client `ping` and `sampling/createMessage` first,
                    answer with what came back
-  sampling_flood   tool `flood` {count, maxTokens, sequential}: sends `count` sampling/createMessage
+  sampling_flood   tool `flood` {count, maxTokens, sequential, padding}: sends `count` sampling/createMessage
                    requests (all at once, or each after the previous answer), answers with a
                    JSON summary: {"ok": [answer texts], "errors": {message: n}, "meta": [_meta]}
   bad_version      answers initialize with protocolVersion 1999-01-01
@@ -77,17 +77,18 @@ TOOLS = [
 
 if MODE == "sampling_flood":
     TOOLS.append({"name": "flood", "description": "Ask the client for sampling many times",
-                  "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}, "maxTokens": {"type": "integer"}, "sequential": {"type": "boolean"}}}})
+                  "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}, "maxTokens": {"type": "integer"}, "sequential": {"type": "boolean"}, "padding": {"type": "integer"}}}})
 
 
 def sampling_flood(args, answers):
     count = int(args.get("count", 1))
     max_tokens = int(args.get("maxTokens", 100))
+    pad = int(args.get("padding", 0))
     ids = ["f%d" % i for i in range(count)]
 
     def ask(i, sid):
         send({"jsonrpc": "2.0", "id": sid, "method": "sampling/createMessage", "params": {
-            "messages": [{"role": "user", "content": {"type": "text", "text": "flood question %d" % i}}],
+            "messages": [{"role": "user", "content": {"type": "text", "text": "flood question %d" % i + "x" * pad}}],
             "maxTokens": max_tokens}})
 
     def wait_for(wanted):

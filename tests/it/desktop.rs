@@ -958,7 +958,8 @@ fn flood_summary(done: &[(Option<u64>, Value)]) -> Value {
 
 /// "Always" on the sampling question grants that extension sampling for the session: later
 /// requests are answered without asking, at most 10 a turn (the rest refused with the reason);
-/// a huge `maxTokens` reaches the model as 4,096 and the answer's `_meta` says it was clipped.
+/// a huge `maxTokens` reaches the model as 4,096 and the answer's `_meta` says it was clipped;
+/// a prompt over 1 MiB is refused.
 #[test]
 fn a_sampling_grant_skips_the_question_but_not_the_bounds() {
     let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
@@ -966,6 +967,8 @@ fn a_sampling_grant_skips_the_question_but_not_the_bounds() {
     script.push(flood_call(json!({"count": 12, "sequential": true})));
     script.extend((0..10).map(|i| text(&format!("answer {i}"))));
     script.push(text("done again"));
+    script.push(flood_call(json!({"count": 1, "padding": 1_100_000})));
+    script.push(text("done at last"));
     let llm = FakeLlm::start(script);
     let d = Desktop::start(&llm_env(&llm.url()));
     let id = start_and_open(&d, vec![flood_extension()]);
@@ -998,6 +1001,14 @@ fn a_sampling_grant_skips_the_question_but_not_the_bounds() {
     assert!(why.contains("per-turn limit") && why.contains("10"), "{why}");
     assert_eq!(n, 2, "{summary}");
     assert_eq!(llm.requests().len(), 3 + 12, "no model call for the refused ones");
+
+    // A prompt over 1 MiB is refused, grant or not, without reaching the model.
+    d.send(&id, "flood a big one");
+    let done = events.until(Duration::from_secs(60), is_finish);
+    let summary = flood_summary(&done);
+    let why = summary["errors"].as_object().unwrap().keys().next().cloned().unwrap_or_default();
+    assert!(why.contains("at most 1048576 bytes"), "{summary}");
+    assert_eq!(llm.requests().len(), 3 + 12 + 2, "no model call for the oversized one");
 }
 
 fn proc_status(pid: u32, field: &str) -> u64 {
