@@ -20,7 +20,8 @@ can check what the client sent (e.g. notifications/cancelled). Modes:
                    answer with what came back
   sampling_flood   tool `flood` {count, maxTokens, sequential, padding}: sends `count` sampling/createMessage
                    requests (all at once, or each after the previous answer), answers with a
-                   JSON summary: {"ok": [answer texts], "errors": {message: n}, "meta": [_meta]}
+                   JSON summary: {"ok": [answer texts], "errors": {message: n}, "meta": [_meta]};
+                   after the first tools/list answer, one unprompted sampling request (id "s-unprompted")
   bad_version      answers initialize with protocolVersion 1999-01-01
   old_version      answers initialize with protocolVersion 2025-06-18, whatever was asked
   deaf             after answering its first tools/call, never reads stdin again and writes
@@ -153,6 +154,11 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "bad-" + MODE, "version": "0"}}})
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+            if MODE == "sampling_flood" and not pending_client_answers.get("unprompted-sent"):
+                pending_client_answers["unprompted-sent"] = True
+                # Unprompted, outside any tool call: the answer is recorded.
+                send({"jsonrpc": "2.0", "id": "s-unprompted", "method": "sampling/createMessage", "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "unprompted"}}], "maxTokens": 10}})
         elif method == "tools/call":
             args = msg["params"].get("arguments") or {}
             name = msg["params"]["name"]

@@ -944,6 +944,38 @@ fn flood_extension() -> Value {
     json!({"type": "stdio", "name": "fl", "description": "", "cmd": "python3", "args": [script, "sampling_flood"], "timeout": 120})
 }
 
+/// A server asking for sampling on its own, outside any turn, is refused and told why: in chat
+/// mode because chat mode runs no sampling, otherwise because no turn runs to ask the person.
+#[test]
+fn unprompted_sampling_is_refused_with_the_reason() {
+    for (mode, why) in [("chat", "chat mode"), ("auto", "no turn is running")] {
+        let llm = FakeLlm::start(vec![]);
+        let mut env = llm_env(&llm.url());
+        env.push(("GOOSE_MODE", mode.into()));
+        let d = Desktop::start(&env);
+        let record = d.server.home.join("fl-record.jsonl");
+        let mut ext = flood_extension();
+        ext["args"].as_array_mut().unwrap().push(json!(record));
+        start_and_open(&d, vec![ext]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let answer = loop {
+            let text = std::fs::read_to_string(&record).unwrap_or_default();
+            let found = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|m| m["id"] == "s-unprompted" && m.get("method").is_none());
+            if let Some(a) = found {
+                break a;
+            }
+            assert!(Instant::now() < deadline, "{mode}: no answer to the unprompted request: {text}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{mode}: {answer}"));
+        assert!(message.contains("User rejected sampling request") && message.contains(why), "{mode}: {message}");
+        assert!(llm.requests().is_empty(), "{mode}: the model was not used");
+    }
+}
+
 fn flood_call(args: Value) -> Reply {
     Reply::sse(&[oa_tool(0, Some(("f", "fl__flood")), &args.to_string()), oa_finish("tool_calls"), OA_DONE.to_string()])
 }
