@@ -78,27 +78,44 @@ struct Waiting {
     answer: Sender<Answer>,
 }
 
+/// The sink of the turn running in a session, and that turn's number.
+type Watcher = (Arc<dyn Sink>, u64);
+
 /// Open elicitations and, per session, the sink of the turn that runs there.
 pub struct Elicitations {
     waiting: Mutex<HashMap<String, Waiting>>,
-    watchers: Mutex<HashMap<String, Arc<dyn Sink>>>,
+    /// Per session, the sink of the running turn and that turn's number (see `turn`).
+    watchers: Mutex<HashMap<String, Watcher>>,
+    turns: std::sync::atomic::AtomicU64,
     timeout: Duration,
 }
 
 impl Elicitations {
     pub fn new(timeout: Duration) -> Elicitations {
-        Elicitations { waiting: Mutex::default(), watchers: Mutex::default(), timeout }
+        Elicitations { waiting: Mutex::default(), watchers: Mutex::default(), turns: Default::default(), timeout }
+    }
+
+    /// The number of the turn running in `session` (each `watch` starts a new one), or `None`
+    /// when no turn runs there: what per-turn limits count against.
+    pub fn turn(&self, session: &str) -> Option<u64> {
+        lock(&self.watchers).get(session).map(|(_, n)| *n)
+    }
+
+    /// How long `ask` waits for the person.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// From now on, elicitations of `session` go to `sink` (the turn that runs there).
     pub fn watch(&self, session: &str, sink: Arc<dyn Sink>) {
-        lock(&self.watchers).insert(session.to_string(), sink);
+        let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        lock(&self.watchers).insert(session.to_string(), (sink, n));
     }
 
     /// The turn watched through `sink` ended: its open elicitations are cancelled.
     pub fn unwatch(&self, session: &str, sink: &Arc<dyn Sink>) {
         let mut w = lock(&self.watchers);
-        if w.get(session).is_some_and(|s| Arc::ptr_eq(s, sink)) {
+        if w.get(session).is_some_and(|(s, _)| Arc::ptr_eq(s, sink)) {
             w.remove(session);
         }
         drop(w);
@@ -108,7 +125,7 @@ impl Elicitations {
 
     /// Asks the person (blocking, with the deadline); returns the MCP ElicitResult.
     pub fn ask(&self, session: &str, extension: &str, params: &Value) -> Value {
-        let sink = lock(&self.watchers).get(session).cloned();
+        let sink = lock(&self.watchers).get(session).map(|(s, _)| s.clone());
         let Some(sink) = sink else {
             log::info!("elicitation from {extension} in session {session}: no turn is running there to ask; cancelled");
             return Answer::Cancel.result();

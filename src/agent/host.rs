@@ -52,6 +52,7 @@ impl Host {
             setting: Arc::new(move |k| setting_in(&setting_store, k)),
             elicitations: elicitations.clone(),
             audit: audit.clone(),
+            limits: Default::default(),
         };
         let runtime_deps = Arc::new(Deps {
             elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {

@@ -122,7 +122,13 @@ struct Shared {
     next_id: AtomicI64,
     /// The `_meta` of every request to a modern (2026-07-28) server; `None` for a legacy one.
     modern: RwLock<Option<Value>>,
+    /// Server requests (elicitation, sampling) being answered on threads of their own.
+    asks_in_flight: Arc<AtomicI64>,
 }
+
+/// The most server requests (elicitation, sampling) of one server answered at once, each on a
+/// thread of its own; more are refused at once, so a flood never costs a thread each.
+pub const MAX_ASKS_IN_FLIGHT: i64 = 4;
 
 pub struct Client {
     shared: Arc<Shared>,
@@ -343,12 +349,23 @@ impl Shared {
             "ping" => Some(Self::reply(id, Ok(json!({})))),
             "roots/list" => Some(Self::reply(id, self.answer(method, &Value::Null))),
             "elicitation/create" | "sampling/createMessage" => {
+                let in_flight = self.asks_in_flight.clone();
+                if in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_ASKS_IN_FLIGHT {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let why = format!(
+                        "too many requests at once: this client answers at most {MAX_ASKS_IN_FLIGHT} elicitation or sampling requests of a server at a time; send the next one after an answer"
+                    );
+                    log::info!("mcp {}: {method} refused: {why}", self.extension);
+                    return Some(Self::reply(id, Err(ErrorObject::new(-1, why))));
+                }
                 let (me, method) = (self.clone(), method.to_string());
                 let params = params.unwrap_or(Value::Null);
-                let spawned = thread::Builder::new()
-                    .name(format!("mcp-ask-{}", self.extension))
-                    .spawn(move || me.send_reply(&Self::reply(id, me.answer(&method, &params))));
+                let spawned = thread::Builder::new().name(format!("mcp-ask-{}", self.extension)).spawn(move || {
+                    me.send_reply(&Self::reply(id, me.answer(&method, &params)));
+                    me.asks_in_flight.fetch_sub(1, Ordering::SeqCst);
+                });
                 if let Err(e) = spawned {
+                    self.asks_in_flight.fetch_sub(1, Ordering::SeqCst);
                     log::warn!("mcp {}: cannot start a thread for a server request: {e}", self.extension);
                 }
                 None
@@ -707,6 +724,7 @@ impl Client {
             close_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
             modern: RwLock::new(None),
+            asks_in_flight: Arc::new(AtomicI64::new(0)),
         });
         {
             let s = shared.clone();

@@ -18,6 +18,10 @@ can check what the client sent (e.g. notifications/cancelled). Modes:
   ignore_term      ignores SIGTERM and stdin EOF (only SIGKILL ends it)
   server_requests  tools/call: ask the client `ping` and `sampling/createMessage` first,
                    answer with what came back
+  sampling_flood   tool `flood` {count, maxTokens, sequential, padding}: sends `count` sampling/createMessage
+                   requests (all at once, or each after the previous answer), answers with a
+                   JSON summary: {"ok": [answer texts], "errors": {message: n}, "meta": [_meta]};
+                   after the first tools/list answer, one unprompted sampling request (id "s-unprompted")
   bad_version      answers initialize with protocolVersion 1999-01-01
   old_version      answers initialize with protocolVersion 2025-06-18, whatever was asked
   deaf             after answering its first tools/call, never reads stdin again and writes
@@ -72,6 +76,51 @@ TOOLS = [
 ]
 
 
+if MODE == "sampling_flood":
+    TOOLS.append({"name": "flood", "description": "Ask the client for sampling many times",
+                  "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}, "maxTokens": {"type": "integer"}, "sequential": {"type": "boolean"}, "padding": {"type": "integer"}}}})
+
+
+def sampling_flood(args, answers):
+    count = int(args.get("count", 1))
+    max_tokens = int(args.get("maxTokens", 100))
+    pad = int(args.get("padding", 0))
+    ids = ["f%d" % i for i in range(count)]
+
+    def ask(i, sid):
+        send({"jsonrpc": "2.0", "id": sid, "method": "sampling/createMessage", "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "flood question %d" % i + "x" * pad}}],
+            "maxTokens": max_tokens}})
+
+    def wait_for(wanted):
+        while not all(w in answers for w in wanted):
+            line = sys.stdin.readline()
+            if not line:
+                sys.exit(0)
+            answer = json.loads(line)
+            record(answer)
+            answers[answer.get("id")] = answer
+
+    if args.get("sequential"):
+        for i, sid in enumerate(ids):
+            ask(i, sid)
+            wait_for([sid])
+    else:
+        for i, sid in enumerate(ids):
+            ask(i, sid)
+        wait_for(ids)
+    summary = {"ok": [], "errors": {}, "meta": []}
+    for sid in ids:
+        a = answers.pop(sid)
+        if "result" in a:
+            summary["ok"].append(a["result"]["content"]["text"])
+            summary["meta"].append(a["result"].get("_meta"))
+        else:
+            m = a["error"]["message"]
+            summary["errors"][m] = summary["errors"].get(m, 0) + 1
+    return summary
+
+
 def result(text):
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
@@ -105,6 +154,11 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "bad-" + MODE, "version": "0"}}})
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+            if MODE == "sampling_flood" and not pending_client_answers.get("unprompted-sent"):
+                pending_client_answers["unprompted-sent"] = True
+                # Unprompted, outside any tool call: the answer is recorded.
+                send({"jsonrpc": "2.0", "id": "s-unprompted", "method": "sampling/createMessage", "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "unprompted"}}], "maxTokens": 10}})
         elif method == "tools/call":
             args = msg["params"].get("arguments") or {}
             name = msg["params"]["name"]
@@ -124,6 +178,9 @@ def main():
                 sys.stdout.write("x" * (20 << 20) + "\n")
             if MODE == "wrong_ids":
                 send({"jsonrpc": "2.0", "id": mid + 1000 if isinstance(mid, int) else "nope", "result": result("wrong id")})
+            if name == "flood":
+                send({"jsonrpc": "2.0", "id": mid, "result": result(json.dumps(sampling_flood(args, pending_client_answers)))})
+                continue
             if MODE == "server_requests":
                 send({"jsonrpc": "2.0", "id": "s1", "method": "ping"})
                 send({"jsonrpc": "2.0", "id": "s2", "method": "sampling/createMessage", "params": {"messages": []}})

@@ -840,17 +840,33 @@ fn a_ctx_elicit_of_a_session_server_reaches_the_person_by_default() {
     assert_eq!(text, "Hello Ada!", "the person's answer reached the tool");
 }
 
-/// An extension's `sampling/createMessage` (issue 16) goes to the session's model: in auto mode
-/// at once, in approve mode after the person allows it (a denial reaches the server as an
-/// error); every request is audited.
+/// The person's answer to the sampling question open on `events` (checked to name `extension`
+/// and show `shown`); `user_data` null declines, `{}` allows once, `{"always": true}` grants.
+fn answer_sampling(d: &Desktop, id: &str, events: &mut Events, extension: &str, shown: &str, user_data: Value) {
+    let is_ask = |e: &Value| e["type"] == "Message" && e["message"]["content"][0]["type"] == "actionRequired";
+    let asked = events.until(Duration::from_secs(30), is_ask);
+    let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
+    assert_eq!(data["actionType"], "elicitation", "{data}");
+    let message = data["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{extension} wants to use the model")) && message.contains(shown), "{message}");
+    assert_eq!(data["requested_schema"]["properties"]["always"]["type"], "boolean", "{data}");
+    let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
+        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": user_data}}]});
+    let r = d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// An extension's `sampling/createMessage` (issue 16) goes to the session's model only when
+/// the person allows it, in every mode (issue 27): auto mode asks too, approve mode asks after
+/// the tool's confirmation; a denial reaches the server as an error; every request is audited.
 #[test]
 fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
     let peers = require_peers!();
     let call =
         || Reply::sse(&[oa_tool(0, Some(("c", "py__capital")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]);
     let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
-    // Auto: the turn's call, the server's sampling request, the final answer. Approve: the
-    // turn's call, the sampling request once allowed, the answer; then a call that is denied.
+    // Auto: the turn's call, the server's sampling request once allowed, the final answer.
+    // Approve: the same after the tool's confirmation; then a call whose sampling is denied.
     let llm = FakeLlm::start(vec![
         call(),
         text("Paris"),
@@ -871,8 +887,9 @@ fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
         r[0]["toolResult"].to_string()
     };
 
-    // Auto mode: the model answers the server; its words come back in the tool's result.
+    // Auto mode: no tool confirmation, but the sampling request is asked about.
     d.send(&id, "capital?");
+    answer_sampling(&d, &id, &mut events, "py", "capital of France", json!({}));
     let done = events.until(Duration::from_secs(30), is_finish);
     assert!(tool_text(&done).contains("The model said: Paris"), "{done:?}");
     let sampled = &llm.requests()[1].body;
@@ -894,16 +911,7 @@ fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
             json!({"sessionId": id, "id": data["id"], "action": "allow_once", "principalType": "Tool"}),
         );
         assert_eq!(r.status, 200, "{}", r.body);
-        let asked = events.until(Duration::from_secs(30), is_ask);
-        let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
-        assert_eq!(data["actionType"], "elicitation", "{data}");
-        let message = data["message"].as_str().unwrap();
-        assert!(message.contains("py wants to use the model") && message.contains("capital of France"), "{message}");
-        let answer = if allow { json!({}) } else { Value::Null };
-        let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
-            "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": answer}}]});
-        let r = d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
-        assert_eq!(r.status, 200, "{}", r.body);
+        answer_sampling(&d, &id, events, "py", "capital of France", if allow { json!({}) } else { Value::Null });
         events.until(Duration::from_secs(30), is_finish)
     };
     d.send(&id, "capital again?");
@@ -912,7 +920,10 @@ fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
     d.send(&id, "and once more?");
     let done = confirm_then_answer(&mut events, false);
     let t = tool_text(&done);
-    assert!(t.contains("User rejected sampling request"), "the denial reaches the server: {t}");
+    assert!(
+        t.contains("User rejected sampling request") && t.contains("declined"),
+        "the denial reaches the server: {t}"
+    );
     assert_eq!(llm.requests().len(), 8, "3 + 3 + 2: no model call for the denied sampling");
 
     let audit = std::fs::read_to_string(d.server.home.join("state/audit.jsonl")).unwrap();
@@ -926,8 +937,165 @@ fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
     assert!(sampling.iter().all(|e| e["extension"] == "py" && e["session"] == id.as_str()), "{audit}");
 }
 
+/// A stdio extension (the fake server's `sampling_flood` mode) whose tool `flood` sends
+/// sampling requests; the tool's result summarises the answers.
+fn flood_extension() -> Value {
+    let script = manifest_dir().join("tests/fakes/bad_mcp_stdio.py");
+    json!({"type": "stdio", "name": "fl", "description": "", "cmd": "python3", "args": [script, "sampling_flood"], "timeout": 120})
+}
+
+/// A server asking for sampling on its own, outside any turn, is refused and told why: in chat
+/// mode because chat mode runs no sampling, otherwise because no turn runs to ask the person.
+#[test]
+fn unprompted_sampling_is_refused_with_the_reason() {
+    for (mode, why) in [("chat", "chat mode"), ("auto", "no turn is running")] {
+        let llm = FakeLlm::start(vec![]);
+        let mut env = llm_env(&llm.url());
+        env.push(("GOOSE_MODE", mode.into()));
+        let d = Desktop::start(&env);
+        let record = d.server.home.join("fl-record.jsonl");
+        let mut ext = flood_extension();
+        ext["args"].as_array_mut().unwrap().push(json!(record));
+        start_and_open(&d, vec![ext]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let answer = loop {
+            let text = std::fs::read_to_string(&record).unwrap_or_default();
+            let found = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|m| m["id"] == "s-unprompted" && m.get("method").is_none());
+            if let Some(a) = found {
+                break a;
+            }
+            assert!(Instant::now() < deadline, "{mode}: no answer to the unprompted request: {text}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{mode}: {answer}"));
+        assert!(message.contains("User rejected sampling request") && message.contains(why), "{mode}: {message}");
+        assert!(llm.requests().is_empty(), "{mode}: the model was not used");
+    }
+}
+
+fn flood_call(args: Value) -> Reply {
+    Reply::sse(&[oa_tool(0, Some(("f", "fl__flood")), &args.to_string()), oa_finish("tool_calls"), OA_DONE.to_string()])
+}
+
+/// The `flood` tool's summary in a finished turn: `{"ok": [...], "errors": {...}, "meta": [...]}`.
+fn flood_summary(done: &[(Option<u64>, Value)]) -> Value {
+    let r = contents(done, "toolResponse");
+    assert_eq!(r.len(), 1, "{done:?}");
+    let text = r[0]["toolResult"]["value"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r:?}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// "Always" on the sampling question grants that extension sampling for the session: later
+/// requests are answered without asking, at most 10 a turn (the rest refused with the reason);
+/// a huge `maxTokens` reaches the model as 4,096 and the answer's `_meta` says it was clipped;
+/// a prompt over 1 MiB is refused.
+#[test]
+fn a_sampling_grant_skips_the_question_but_not_the_bounds() {
+    let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
+    let mut script = vec![flood_call(json!({"count": 1, "maxTokens": 4_000_000_000u64})), text("first"), text("done")];
+    script.push(flood_call(json!({"count": 12, "sequential": true})));
+    script.extend((0..10).map(|i| text(&format!("answer {i}"))));
+    script.push(text("done again"));
+    script.push(flood_call(json!({"count": 1, "padding": 1_100_000})));
+    script.push(text("done at last"));
+    let llm = FakeLlm::start(script);
+    let d = Desktop::start(&llm_env(&llm.url()));
+    let id = start_and_open(&d, vec![flood_extension()]);
+    let mut events = d.events(&id, None);
+
+    d.send(&id, "flood once");
+    answer_sampling(&d, &id, &mut events, "fl", "flood question 0", json!({"always": true}));
+    let done = events.until(Duration::from_secs(30), is_finish);
+    let summary = flood_summary(&done);
+    assert_eq!(summary["ok"], json!(["first"]), "{summary}");
+    assert_eq!(llm.requests()[1].body["max_tokens"], 4096, "maxTokens clipped: {}", llm.requests()[1].body);
+    let clipped = &summary["meta"][0]["gosling/maxTokensClipped"];
+    assert_eq!(
+        (clipped["requested"].as_u64(), clipped["used"].as_u64()),
+        (Some(4_000_000_000), Some(4096)),
+        "{summary}"
+    );
+
+    // Granted: 12 requests one after another, none asked about, 10 answered, 2 over the limit.
+    d.send(&id, "flood twelve");
+    let done = events.until(Duration::from_secs(60), is_finish);
+    let asked = done.iter().filter(|(_, e)| e["message"]["content"][0]["type"] == "actionRequired").count();
+    assert_eq!(asked, 0, "a granted extension is not asked again: {done:?}");
+    let summary = flood_summary(&done);
+    let ok: Vec<String> = (0..10).map(|i| format!("answer {i}")).collect();
+    assert_eq!(summary["ok"], json!(ok), "{summary}");
+    let errors = summary["errors"].as_object().unwrap();
+    assert_eq!(errors.len(), 1, "{summary}");
+    let (why, n) = errors.iter().next().unwrap();
+    assert!(why.contains("per-turn limit") && why.contains("10"), "{why}");
+    assert_eq!(n, 2, "{summary}");
+    assert_eq!(llm.requests().len(), 3 + 12, "no model call for the refused ones");
+
+    // A prompt over 1 MiB is refused, grant or not, without reaching the model.
+    d.send(&id, "flood a big one");
+    let done = events.until(Duration::from_secs(60), is_finish);
+    let summary = flood_summary(&done);
+    let why = summary["errors"].as_object().unwrap().keys().next().cloned().unwrap_or_default();
+    assert!(why.contains("at most 1048576 bytes"), "{summary}");
+    assert_eq!(llm.requests().len(), 3 + 12 + 2, "no model call for the oversized one");
+}
+
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {s}"));
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+/// A server that sends 200 sampling requests at once gets a bounded number asked about (nobody
+/// answers them here, so they are refused after the elicitation deadline) and every other one
+/// refused at once, with the reason; gosling's threads and peak memory stay bounded.
+#[test]
+fn a_sampling_flood_is_refused_with_bounded_threads_and_memory() {
+    let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
+    let llm = FakeLlm::start(vec![flood_call(json!({"count": 200, "maxTokens": 100})), text("done")]);
+    let mut env = llm_env(&llm.url());
+    env.push(("GOSLING_ELICITATION_TIMEOUT_SECS", "2".into()));
+    let d = Desktop::start(&env);
+    let id = start_and_open(&d, vec![flood_extension()]);
+    let mut events = d.events(&id, None);
+    let pid = d.server.pid();
+    let (threads_before, hwm_before) = (proc_status(pid, "Threads:"), proc_status(pid, "VmHWM:"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !stop.load(Ordering::SeqCst) {
+                most = most.max(proc_status(pid, "Threads:"));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            most
+        })
+    };
+    d.send(&id, "flood");
+    let done = events.until(Duration::from_secs(60), is_finish);
+    stop.store(true, Ordering::SeqCst);
+    let most_threads = watcher.join().unwrap();
+    let summary = flood_summary(&done);
+    assert_eq!(summary["ok"], json!([]), "nobody allowed any: {summary}");
+    let errors = summary["errors"].as_object().unwrap();
+    let total: u64 = errors.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(total, 200, "every request is answered with an error: {summary}");
+    let count =
+        |needle: &str| errors.iter().filter(|(k, _)| k.contains(needle)).map(|(_, n)| n.as_u64().unwrap()).sum::<u64>();
+    assert!((1..=4).contains(&count("nobody answered")), "a few were asked and timed out: {summary}");
+    assert!(count("too many") >= 196, "the rest were refused at once: {summary}");
+    assert_eq!(llm.requests().len(), 2, "no request reached the model");
+    assert!(most_threads <= threads_before + 12, "threads {threads_before} → at most {most_threads}");
+    let hwm_after = proc_status(pid, "VmHWM:");
+    assert!(hwm_after < hwm_before + 32 * 1024, "peak memory {hwm_before} kB → {hwm_after} kB");
+}
+
 /// The same round trip with llmock as the model: it calls the one tool offered, the server
-/// asks for sampling, llmock answers that request (no tools offered), the tool returns it.
+/// asks for sampling, the person allows it, llmock answers that request (no tools offered), the tool returns it.
 #[test]
 fn sampling_round_trip_through_llmock() {
     let peers = require_peers!();
@@ -937,6 +1105,7 @@ fn sampling_round_trip_through_llmock() {
     let id = start_and_open(&d, vec![py]);
     let mut events = d.events(&id, None);
     d.send(&id, "What is the capital of France? Use the tool.");
+    answer_sampling(&d, &id, &mut events, "py", "capital of France", json!({}));
     let done = events.until(Duration::from_secs(60), is_finish);
     let r = contents(&done, "toolResponse");
     assert_eq!(r.len(), 1, "{done:?}");
