@@ -243,6 +243,73 @@ fn audit_max_bytes(env: &dyn Env) -> Result<u64, Error> {
 }
 
 /// A fixed environment for tests of code that reads settings.
+/// Why a working directory was refused; the message says what to send instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkingDirError {
+    Empty,
+    Relative(String),
+    NoHome(String),
+    Missing(String),
+    NotADirectory(String),
+}
+
+impl std::fmt::Display for WorkingDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkingDirError::Empty => {
+                write!(f, "the working directory is empty; give an absolute path to an existing directory")
+            }
+            WorkingDirError::Relative(d) => {
+                write!(f, "working directory {d:?} is a relative path; give an absolute path (starting with / or ~/)")
+            }
+            WorkingDirError::NoHome(d) => {
+                write!(f, "working directory {d:?} starts with ~ but HOME is not set; give an absolute path")
+            }
+            WorkingDirError::Missing(d) => {
+                write!(f, "working directory {d:?} does not exist; create it or pick an existing directory")
+            }
+            WorkingDirError::NotADirectory(d) => {
+                write!(f, "working directory {d:?} is not a directory (it is a file); pick a directory")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorkingDirError {}
+
+/// The one rule for a session's working directory, for every front end (HTTP, ACP, the page):
+/// an existing absolute directory; `~` and `~/x` are expanded against `HOME` from `env`.
+/// Returns the path as it will be stored (expanded, otherwise as given).
+pub fn working_dir(raw: &str, env: &dyn Env) -> Result<PathBuf, WorkingDirError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(WorkingDirError::Empty);
+    }
+    let path = match raw.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            let home = env
+                .get("HOME")
+                .filter(|h| h.starts_with('/'))
+                .ok_or_else(|| WorkingDirError::NoHome(raw.to_string()))?;
+            let rest = rest.trim_start_matches('/');
+            if rest.is_empty() {
+                PathBuf::from(home)
+            } else {
+                PathBuf::from(home).join(rest)
+            }
+        }
+        _ => PathBuf::from(raw),
+    };
+    if !path.is_absolute() {
+        return Err(WorkingDirError::Relative(raw.to_string()));
+    }
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => Ok(path),
+        Ok(_) => Err(WorkingDirError::NotADirectory(path.display().to_string())),
+        Err(_) => Err(WorkingDirError::Missing(path.display().to_string())),
+    }
+}
+
 #[cfg(test)]
 pub(crate) struct MapEnv(pub std::collections::HashMap<&'static str, &'static str>);
 

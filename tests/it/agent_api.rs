@@ -410,3 +410,40 @@ fn no_child_outlives_the_server() {
         );
     }
 }
+
+/// A working dir must be an existing absolute directory, `~` expanded against HOME: a missing
+/// one, a relative path and a file are refused with a 400 naming the problem, on /agent/start
+/// and /agent/update_working_dir alike (one rule, `config::working_dir`); `~/work` is stored
+/// expanded.
+#[test]
+fn working_dir_must_be_an_existing_absolute_directory() {
+    let s = Server::start();
+    let file = s.home.join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    std::fs::create_dir_all(s.home.join("work")).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    for (dir, says) in [
+        ("/nonexistent/dir", "does not exist"),
+        ("relative/dir", "relative path"),
+        (file.as_str(), "is not a directory"),
+        ("~/missing-here", "does not exist"),
+    ] {
+        let r = s.post("/agent/start", json!({"working_dir": dir}));
+        assert_eq!(r.status, 400, "/agent/start {dir}: {}", r.text());
+        contract::check_resp("POST", "/agent/start", &r);
+        let m = r.json()["message"].as_str().unwrap().to_string();
+        assert!(m.contains(says) && m.contains("working directory"), "/agent/start {dir}: {m}");
+    }
+    let id = start_session(&s, "~/work", vec![]);
+    let expanded = s.home.join("work").to_str().unwrap().to_string();
+    assert_eq!(s.get(&format!("/sessions/{id}")).json()["working_dir"], expanded.as_str());
+    for (dir, says) in [("relative", "relative path"), (file.as_str(), "is not a directory")] {
+        let r = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": dir}));
+        assert_eq!(r.status, 400, "update_working_dir {dir}: {}", r.text());
+        let m = r.json()["message"].as_str().unwrap().to_string();
+        assert!(m.contains("Invalid directory path") && m.contains(says), "update_working_dir {dir}: {m}");
+    }
+    let r = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": "~"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.get(&format!("/sessions/{id}")).json()["working_dir"], s.home.path().to_str().unwrap());
+}
