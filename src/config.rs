@@ -63,6 +63,9 @@ pub struct Config {
     pub audit_max_bytes: u64,
     /// ... keeping this many older files (`GOSLING_AUDIT_KEEP`, default 5; 0 keeps none).
     pub audit_keep: u32,
+    /// A session's extensions are stopped after this long unused, and started again at its
+    /// next use (`GOSLING_IDLE_STOP_SECS`, default 1800; 0 never stops them).
+    pub idle_stop: Option<Duration>,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -89,6 +92,7 @@ impl std::fmt::Debug for Config {
             .field("with_builtins", &self.with_builtins)
             .field("audit_max_bytes", &self.audit_max_bytes)
             .field("audit_keep", &self.audit_keep)
+            .field("idle_stop", &self.idle_stop)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -229,6 +233,9 @@ impl Config {
             with_builtins: Vec::new(),
             audit_max_bytes: audit_max_bytes(env)?,
             audit_keep: parse_num(env, "GOSLING_AUDIT_KEEP", 5)?,
+            idle_stop: Some(parse_num(env, "GOSLING_IDLE_STOP_SECS", 1800u64)?)
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
         })
     }
 }
