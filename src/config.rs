@@ -63,6 +63,9 @@ pub struct Config {
     pub audit_max_bytes: u64,
     /// ... keeping this many older files (`GOSLING_AUDIT_KEEP`, default 5; 0 keeps none).
     pub audit_keep: u32,
+    /// A session's extensions are stopped after this long unused, and started again at its
+    /// next use (`GOSLING_IDLE_STOP_SECS`, default 1800; 0 never stops them).
+    pub idle_stop: Option<Duration>,
 }
 
 impl std::fmt::Debug for SecretRedacted<'_> {
@@ -89,6 +92,7 @@ impl std::fmt::Debug for Config {
             .field("with_builtins", &self.with_builtins)
             .field("audit_max_bytes", &self.audit_max_bytes)
             .field("audit_keep", &self.audit_keep)
+            .field("idle_stop", &self.idle_stop)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -229,6 +233,9 @@ impl Config {
             with_builtins: Vec::new(),
             audit_max_bytes: audit_max_bytes(env)?,
             audit_keep: parse_num(env, "GOSLING_AUDIT_KEEP", 5)?,
+            idle_stop: Some(parse_num(env, "GOSLING_IDLE_STOP_SECS", 1800u64)?)
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
         })
     }
 }
@@ -243,6 +250,73 @@ fn audit_max_bytes(env: &dyn Env) -> Result<u64, Error> {
 }
 
 /// A fixed environment for tests of code that reads settings.
+/// Why a working directory was refused; the message says what to send instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkingDirError {
+    Empty,
+    Relative(String),
+    NoHome(String),
+    Missing(String),
+    NotADirectory(String),
+}
+
+impl std::fmt::Display for WorkingDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkingDirError::Empty => {
+                write!(f, "the working directory is empty; give an absolute path to an existing directory")
+            }
+            WorkingDirError::Relative(d) => {
+                write!(f, "working directory {d:?} is a relative path; give an absolute path (starting with / or ~/)")
+            }
+            WorkingDirError::NoHome(d) => {
+                write!(f, "working directory {d:?} starts with ~ but HOME is not set; give an absolute path")
+            }
+            WorkingDirError::Missing(d) => {
+                write!(f, "working directory {d:?} does not exist; create it or pick an existing directory")
+            }
+            WorkingDirError::NotADirectory(d) => {
+                write!(f, "working directory {d:?} is not a directory (it is a file); pick a directory")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorkingDirError {}
+
+/// The one rule for a session's working directory, for every front end (HTTP, ACP, the page):
+/// an existing absolute directory; `~` and `~/x` are expanded against `HOME` from `env`.
+/// Returns the path as it will be stored (expanded, otherwise as given).
+pub fn working_dir(raw: &str, env: &dyn Env) -> Result<PathBuf, WorkingDirError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(WorkingDirError::Empty);
+    }
+    let path = match raw.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            let home = env
+                .get("HOME")
+                .filter(|h| h.starts_with('/'))
+                .ok_or_else(|| WorkingDirError::NoHome(raw.to_string()))?;
+            let rest = rest.trim_start_matches('/');
+            if rest.is_empty() {
+                PathBuf::from(home)
+            } else {
+                PathBuf::from(home).join(rest)
+            }
+        }
+        _ => PathBuf::from(raw),
+    };
+    if !path.is_absolute() {
+        return Err(WorkingDirError::Relative(raw.to_string()));
+    }
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => Ok(path),
+        Ok(_) => Err(WorkingDirError::NotADirectory(path.display().to_string())),
+        Err(_) => Err(WorkingDirError::Missing(path.display().to_string())),
+    }
+}
+
 #[cfg(test)]
 pub(crate) struct MapEnv(pub std::collections::HashMap<&'static str, &'static str>);
 

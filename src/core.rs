@@ -85,5 +85,7 @@ pub fn build(cfg: Config) -> Result<Arc<Host>, Error> {
     let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
     let sessions = SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
     let policy = Policy::from_env(&ProcessEnv, &cfg.config_dir).map_err(Error::Policy)?;
-    Ok(Arc::new(Host::new(cfg, store, sessions, policy)))
+    let host = Arc::new(Host::new(cfg, store, sessions, policy));
+    host.start_idle_reaper();
+    Ok(host)
 }

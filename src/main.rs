@@ -66,6 +66,10 @@ fn main() -> ExitCode {
         }
         Some("agent") => exit(agent(&args[1..]), ExitCode::FAILURE),
         Some("serve") => exit(serve(&args[1..]), ExitCode::FAILURE),
+        Some("acp") if wants_help(&args[1..]) => {
+            print!("{ACP_USAGE}");
+            ExitCode::SUCCESS
+        }
         Some("acp") => exit(acp(), ExitCode::FAILURE),
         Some("install") => gosling::cli::install::install_main(&args[1..]),
         Some("import") => gosling::cli::install::import_main(&args[1..]),
@@ -133,6 +137,15 @@ use it as an external backend. Serves the same HTTP server as `gosling agent`.
 
 GOOSE_SERVER__SECRET_KEY must be set (Goose Desktop sets it): clients send it as ?token= or
 X-Secret-Key.
+";
+
+const ACP_USAGE: &str = "\
+usage: gosling acp
+
+Serves the Agent Client Protocol (JSON-RPC, one message a line) on stdin/stdout, for editors
+(Zed, JetBrains, Neovim, Emacs, acpx): configure the editor's agent command as `gosling acp`.
+Logs go to stderr. Provider, model and extensions come from the same config as the server;
+see README's Configuration for every variable.
 ";
 
 fn wants_help(args: &[String]) -> bool {

@@ -329,10 +329,10 @@ impl Agent {
 
     fn cwd(p: &Value) -> Result<String, ErrorObject> {
         let cwd = str_param(p, "cwd")?;
-        if !Path::new(cwd).is_absolute() || !Path::new(cwd).is_dir() {
-            return Err(invalid_params(format!("cwd {cwd:?} must be an absolute path to an existing directory")));
-        }
-        Ok(cwd.to_string())
+        // The one rule every front end applies (`~` expanded against HOME).
+        crate::config::working_dir(cwd, &crate::config::ProcessEnv)
+            .map(|d| d.display().to_string())
+            .map_err(|e| invalid_params(format!("cwd: {e}")))
     }
 
     /// Starts the session's extensions (replacing a runtime it already had), with the

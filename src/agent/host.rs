@@ -113,6 +113,22 @@ impl Host {
         crate::extensions::config::unresolved(config, &|k| (self.runtime_deps.secret)(k).is_some())
     }
 
+    /// Starts the thread that stops idle sessions' extensions (`config.idle_stop`); it ends
+    /// when the host is dropped. Checks every quarter of the idle time (1 s to 60 s).
+    pub fn start_idle_reaper(self: &Arc<Host>) {
+        let Some(idle) = self.config.idle_stop else { return };
+        let period = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let host = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new().name("idle-reaper".into()).spawn(move || loop {
+            std::thread::sleep(period);
+            let Some(host) = host.upgrade() else { return };
+            host.agents.stop_idle(idle);
+        });
+        if let Err(e) = spawned {
+            log::warn!("cannot start the idle reaper ({e}); idle extensions keep running");
+        }
+    }
+
     /// Stops everything that runs children; called once at shutdown.
     pub fn shutdown(&self) {
         self.agents.shutdown_all();

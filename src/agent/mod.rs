@@ -174,6 +174,18 @@ impl Agents {
         lock(&self.runtimes).remove(id)
     }
 
+    /// Stops the extensions of every session unused for `idle` and with no turn running
+    /// (`SessionRuntime::stop_if_idle`); their next use starts them again.
+    pub fn stop_idle(&self, idle: std::time::Duration) {
+        let all: Vec<_> = lock(&self.runtimes).values().cloned().collect();
+        for rt in all {
+            if lock(&self.running).contains(&rt.session_id) {
+                continue;
+            }
+            rt.stop_if_idle(idle);
+        }
+    }
+
     /// Shuts every session's extensions down, in parallel.
     pub fn shutdown_all(&self) {
         let all: Vec<_> = lock(&self.runtimes).drain().map(|(_, rt)| rt).collect();

@@ -27,6 +27,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+const HELP: &str = "\
+Connects to one MCP server (a command after `--`, run on stdio, or a streamable HTTP URL) and
+prints what it offers as JSON: tools, prompts, resources; or calls one tool (--call), gets one
+prompt (--prompt) or reads one resource (--read). Exit 0 on success, 1 when the server fails,
+2 for a usage error.";
+
 const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
 
 enum Target {
@@ -371,6 +377,11 @@ pub fn describe(client: &Client) -> Result<Value, crate::mcp::error::Error> {
 }
 
 pub fn main(args: &[String]) -> ExitCode {
+    // `--help` before `--` is ours; after it, it belongs to the command being probed.
+    if args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}\n\n{}", HELP);
+        return ExitCode::SUCCESS;
+    }
     match parse(args).map_err(Failed::Usage).and_then(|a| run(&a)) {
         Ok(out) => {
             print!("{out}");

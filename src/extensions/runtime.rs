@@ -281,6 +281,22 @@ pub struct SessionRuntime {
     pending: Mutex<Option<thread::JoinHandle<Vec<LoadResult>>>>,
     last_results: Mutex<Option<Vec<LoadResult>>>,
     delegate: RwLock<Option<ToolDelegate>>,
+    /// When the session last used its extensions (see `touch`).
+    last_used: Mutex<Instant>,
+    /// Calls under way: an idle stop waits for none.
+    in_use: std::sync::atomic::AtomicUsize,
+    /// The configs `stop_if_idle` stopped, started again at the next use.
+    idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
+}
+
+/// Held while a call uses the extensions: the runtime is not idle meanwhile.
+struct InUse<'a>(&'a SessionRuntime);
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        self.0.in_use.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        *lock(&self.0.last_used) = Instant::now();
+    }
 }
 
 /// goose's own builtins that Goose Desktop registers (its bundled-extension sync) but gosling
@@ -299,7 +315,55 @@ impl SessionRuntime {
             pending: Mutex::new(None),
             last_results: Mutex::new(None),
             delegate: RwLock::new(None),
+            last_used: Mutex::new(Instant::now()),
+            in_use: std::sync::atomic::AtomicUsize::new(0),
+            idle_stopped: Mutex::new(None),
         })
+    }
+
+    /// Marks the extensions used now and, when `stop_if_idle` stopped them, starts them again
+    /// (each start bounded by its extension's timeout). Every use goes through here.
+    fn touch(self: &Arc<Self>) -> InUse<'_> {
+        self.in_use.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let guard = InUse(self);
+        let mut stopped = lock(&self.idle_stopped);
+        *lock(&self.last_used) = Instant::now();
+        if let Some(configs) = stopped.take() {
+            log::info!("session {}: used again; starting its {} extension(s)", self.session_id, configs.len());
+            let results = self.load_all(configs);
+            *lock(&self.last_results) = Some(results);
+        }
+        guard
+    }
+
+    /// Stops every extension (their processes end) when none was used for `idle` and no call
+    /// is under way; the next use starts them again. True when it stopped something.
+    pub fn stop_if_idle(&self, idle: Duration) -> bool {
+        let mut stopped = lock(&self.idle_stopped);
+        if stopped.is_some()
+            || lock(&self.pending).is_some()
+            || self.in_use.load(std::sync::atomic::Ordering::SeqCst) > 0
+            || lock(&self.last_used).elapsed() < idle
+        {
+            return false;
+        }
+        let all: Vec<_> =
+            std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
+        if all.is_empty() {
+            return false;
+        }
+        *stopped = Some(all.iter().map(|e| e.config.clone()).collect());
+        log::info!(
+            "session {}: idle for {}s; stopping its {} extension(s)",
+            self.session_id,
+            idle.as_secs(),
+            all.len()
+        );
+        let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+        for h in hs {
+            let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
+        }
+        true
     }
 
     /// Installs the session's tool delegate (see `ToolDelegate`).
@@ -558,6 +622,9 @@ impl SessionRuntime {
     /// Deactivates by name (normalized); false when it was not active.
     pub fn remove(&self, name: &str) -> bool {
         let key = runtime_key(name);
+        if let Some(stopped) = lock(&self.idle_stopped).as_mut() {
+            stopped.retain(|c| runtime_key(c.name()) != key);
+        }
         let Some(ext) = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key) else { return false };
         ext.close();
         log::info!("session {}: extension {key} removed", self.session_id);
@@ -575,6 +642,7 @@ impl SessionRuntime {
     /// All tools, sorted by prefixed name; `extension` filters by extension key.
     pub fn tools(self: &Arc<Self>, extension: Option<&str>) -> Vec<SessionTool> {
         self.wait_loaded();
+        let _used = self.touch();
         let filter = extension.map(runtime_key);
         let mut out = Vec::new();
         for ext in self.active() {
@@ -626,6 +694,7 @@ impl SessionRuntime {
         ctx: &CallContext,
     ) -> Result<Value, CallError> {
         self.wait_loaded();
+        let _used = self.touch();
         let t = Instant::now();
         let (ext, tool) = self.resolve_tool(prefixed)?;
         let delegate = self.delegate.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -657,8 +726,9 @@ impl SessionRuntime {
 
     /// The `ui://` resources (MCP Apps) of every active extension that offers resources, as
     /// `(extension key, MCP Resource)`. An extension whose listing fails is left out (logged).
-    pub fn ui_resources(&self) -> Vec<(String, Value)> {
+    pub fn ui_resources(self: &Arc<Self>) -> Vec<(String, Value)> {
         self.wait_loaded();
+        let _used = self.touch();
         let mut out = Vec::new();
         for ext in self.active() {
             let Ok(client) = ext.client() else { continue };
@@ -678,8 +748,9 @@ impl SessionRuntime {
     }
 
     /// `resources/read` on one extension, normalized as goose's ReadResourceResponse.
-    pub fn read_resource(&self, extension: &str, uri: &str) -> Result<Value, CallError> {
+    pub fn read_resource(self: &Arc<Self>, extension: &str, uri: &str) -> Result<Value, CallError> {
         self.wait_loaded();
+        let _used = self.touch();
         let key = runtime_key(extension);
         let ext = self.get(&key).ok_or_else(|| CallError::UnknownExtension(extension.to_string()))?;
         let client = ext.client()?;
@@ -743,13 +814,15 @@ impl SessionRuntime {
     }
 
     /// Each active extension's instructions, for the system prompt.
-    pub fn instructions(&self) -> Vec<(String, String)> {
+    pub fn instructions(self: &Arc<Self>) -> Vec<(String, String)> {
+        let _used = self.touch();
         self.active().iter().filter_map(|e| e.instructions().map(|i| (e.key.clone(), i))).collect()
     }
 
     /// Stops every extension (children go down the shutdown ladder), in parallel.
     pub fn shutdown(&self) {
         let _ = self.wait_loaded();
+        lock(&self.idle_stopped).take();
         let all: Vec<_> =
             std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
         let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();

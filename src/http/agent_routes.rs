@@ -90,8 +90,20 @@ fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("recipe_deeplink does not hold a JSON recipe: {e}")))
 }
 
+/// The session's working dir by the one rule (`config::working_dir`), or a 400 naming the problem.
+fn checked_working_dir(raw: &str, what: &str) -> Result<String, ApiError> {
+    use crate::config::{working_dir, ProcessEnv, WorkingDirError};
+    match working_dir(raw, &ProcessEnv) {
+        Ok(dir) => Ok(dir.display().to_string()),
+        // goose's words for an empty one.
+        Err(WorkingDirError::Empty) => Err(ApiError::bad_request("Working directory cannot be empty")),
+        Err(e) => Err(ApiError::bad_request(format!("{what}: {e}"))),
+    }
+}
+
 pub fn start(app: &App, req: &Request) -> R {
-    let r: StartReq = req.json()?;
+    let mut r: StartReq = req.json()?;
+    r.working_dir = checked_working_dir(&r.working_dir, "Invalid working_dir")?;
     let recipe = match (&r.recipe_deeplink, &r.recipe_id, &r.recipe) {
         (Some(link), _, _) => Some(decode_recipe_deeplink(link)?),
         (None, Some(id), _) => {
@@ -196,16 +208,8 @@ struct WorkingDirReq {
 
 pub fn update_working_dir(app: &App, req: &Request) -> R {
     let r: WorkingDirReq = req.json()?;
-    let dir = r.working_dir.trim();
-    if dir.is_empty() {
-        return Err(ApiError::bad_request("Working directory cannot be empty"));
-    }
-    if !std::path::Path::new(dir).is_dir() {
-        return Err(ApiError::bad_request(format!(
-            "Invalid directory path: {dir:?} does not exist or is not a directory"
-        )));
-    }
-    let updated = app.sessions.update_meta(&r.session_id, |s| s.working_dir = dir.to_string())?;
+    let dir = checked_working_dir(&r.working_dir, "Invalid directory path")?;
+    let updated = app.sessions.update_meta(&r.session_id, |s| s.working_dir = dir)?;
     if updated.is_none() {
         return Err(ApiError::not_found(format!("session {:?} not found", r.session_id)));
     }

@@ -888,7 +888,7 @@ async function init() {
   onSubmit("start-form", async () => {
     const dir = $("workdir").value.trim();
     const s = await apiJson("POST", "/agent/start", { working_dir: dir });
-    rememberDir(dir);
+    rememberDir(s.working_dir || dir); // as the server stored it (~ expanded)
     $("new-dialog").close();
     status("Starting extensions…");
     await openSession(s.id);

@@ -469,6 +469,10 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
     assert!(e["error"]["message"].as_str().unwrap().contains("SSE is unsupported, migrate to streamable_http"), "{e}");
     a.send(r#"{"jsonrpc":"2.0","id":6,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}"#);
     assert!(a.answer(json!(6))["error"]["message"].as_str().unwrap().contains("absolute path"));
+    // The same rule as /agent/start: a missing directory is named as such.
+    a.send(r#"{"jsonrpc":"2.0","id":66,"method":"session/new","params":{"cwd":"/nonexistent/dir","mcpServers":[]}}"#);
+    let e = a.answer(json!(66));
+    assert!(e["error"]["message"].as_str().unwrap().contains("does not exist"), "{e}");
     a.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd": cwd, "mcpServers":[]}}).to_string());
     let sid = a.answer(json!(7))["result"]["sessionId"].as_str().unwrap().to_string();
     let prompt = |id: u64, p: Value| {

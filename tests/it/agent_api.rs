@@ -410,3 +410,66 @@ fn no_child_outlives_the_server() {
         );
     }
 }
+
+/// A working dir must be an existing absolute directory, `~` expanded against HOME: a missing
+/// one, a relative path and a file are refused with a 400 naming the problem, on /agent/start
+/// and /agent/update_working_dir alike (one rule, `config::working_dir`); `~/work` is stored
+/// expanded.
+#[test]
+fn working_dir_must_be_an_existing_absolute_directory() {
+    let s = Server::start();
+    let file = s.home.join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    std::fs::create_dir_all(s.home.join("work")).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    for (dir, says) in [
+        ("/nonexistent/dir", "does not exist"),
+        ("relative/dir", "relative path"),
+        (file.as_str(), "is not a directory"),
+        ("~/missing-here", "does not exist"),
+    ] {
+        let r = s.post("/agent/start", json!({"working_dir": dir}));
+        assert_eq!(r.status, 400, "/agent/start {dir}: {}", r.text());
+        contract::check_resp("POST", "/agent/start", &r);
+        let m = r.json()["message"].as_str().unwrap().to_string();
+        assert!(m.contains(says) && m.contains("working directory"), "/agent/start {dir}: {m}");
+    }
+    let id = start_session(&s, "~/work", vec![]);
+    let expanded = s.home.join("work").to_str().unwrap().to_string();
+    assert_eq!(s.get(&format!("/sessions/{id}")).json()["working_dir"], expanded.as_str());
+    for (dir, says) in [("relative", "relative path"), (file.as_str(), "is not a directory")] {
+        let r = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": dir}));
+        assert_eq!(r.status, 400, "update_working_dir {dir}: {}", r.text());
+        let m = r.json()["message"].as_str().unwrap().to_string();
+        assert!(m.contains("Invalid directory path") && m.contains(says), "update_working_dir {dir}: {m}");
+    }
+    let r = s.post("/agent/update_working_dir", json!({"session_id": id, "working_dir": "~"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.get(&format!("/sessions/{id}")).json()["working_dir"], s.home.path().to_str().unwrap());
+}
+
+/// An idle session's extensions stop after `GOSLING_IDLE_STOP_SECS` (their processes end) and
+/// start again when the session is used: a tool call works and the child is back.
+#[test]
+fn idle_extensions_stop_and_start_again_on_use() {
+    let peers = require_peers!();
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_IDLE_STOP_SECS".into(), "2".into())],
+        ..ServerOpts::default()
+    });
+    let work = TempDir::new("idle-work");
+    let id = start_session(&s, work.path().to_str().unwrap(), vec![everything_stdio_config(peers, "everything")]);
+    let resumed = resume(&s, &id);
+    assert!(resumed["extension_results"].as_array().unwrap().iter().all(|r| r["success"] == true), "{resumed}");
+    let (st, r) = call(&s, &id, "everything__echo", json!({"message": "before"}));
+    assert_eq!(st, 200, "{r}");
+    assert!(!descendants(s.pid()).is_empty(), "the stdio extension runs");
+    let gone = wait_for(Duration::from_secs(30), || descendants(s.pid()).is_empty().then_some(()));
+    assert!(gone.is_some(), "idle for 2 s: the extension's processes stop: {:?}", descendants(s.pid()));
+    assert!(s.stderr().contains("stopping its 1 extension"), "the stop is logged: {}", s.stderr());
+    let (st, r) = call(&s, &id, "everything__echo", json!({"message": "after"}));
+    assert_eq!(st, 200, "the session's next use starts the extension again: {r}");
+    assert!(text_of(&r).contains("after"), "{r}");
+    assert!(!descendants(s.pid()).is_empty(), "the child is back");
+    assert!(!tools(&s, &id, Some("everything")).is_empty(), "its tools are listed again");
+}
