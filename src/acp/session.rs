@@ -578,18 +578,7 @@ impl Agent {
         rt.wait_loaded();
         rt.add(config.clone())
             .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("extension {} did not start: {e}", config.name())))?;
-        let key = runtime_key(config.name());
-        let value = serde_json::to_value(&config).unwrap_or(Value::Null);
-        self.app
-            .sessions
-            .update_meta(sid, |s| {
-                let mut list = crate::agent::stored_extensions(s);
-                list.retain(|v| {
-                    v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str())
-                });
-                list.push(value);
-                store_extensions(s, list);
-            })
+        crate::agent::keep_session_extension(&self.app.sessions, sid, config.name(), Some(&config))
             .map_err(store_error)?
             .ok_or_else(|| session_not_found(sid))
     }
@@ -598,16 +587,7 @@ impl Agent {
         let rt = self.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
         rt.wait_loaded();
         rt.remove(name);
-        let key = runtime_key(name);
-        self.app
-            .sessions
-            .update_meta(sid, |s| {
-                let mut list = crate::agent::stored_extensions(s);
-                list.retain(|v| {
-                    v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str())
-                });
-                store_extensions(s, list);
-            })
+        crate::agent::keep_session_extension(&self.app.sessions, sid, name, None)
             .map_err(store_error)?
             .ok_or_else(|| session_not_found(sid))
     }

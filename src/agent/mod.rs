@@ -35,6 +35,27 @@ pub fn store_extensions(s: &mut Session, list: Vec<Value>) {
     s.extension_data.insert(ENABLED_EXTENSIONS.into(), json!({ "extensions": list }));
 }
 
+/// After a live session's runtime gained or lost an extension, its stored extension set follows:
+/// the entry with `name`'s key is replaced by `config`, or dropped when `config` is `None` — for
+/// `/agent/add_extension`, `/agent/remove_extension` and ACP's session extension methods alike.
+/// `Ok(None)` when there is no such session.
+pub fn keep_session_extension(
+    sessions: &crate::store::sessions::SessionStore,
+    id: &str,
+    name: &str,
+    config: Option<&ExtensionConfig>,
+) -> Result<Option<()>, crate::store::atomic::Error> {
+    use crate::extensions::config::runtime_key;
+    let key = runtime_key(name);
+    let value = config.map(|c| serde_json::to_value(c).expect("an extension config serializes"));
+    sessions.update_meta(id, |s| {
+        let mut list = stored_extensions(s);
+        list.retain(|v| v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str()));
+        list.extend(value);
+        store_extensions(s, list);
+    })
+}
+
 /// Deletes a session, whichever front end asks: its running turn cancelled, its extensions
 /// stopped, its files removed. False when there was no such session.
 pub fn delete_session(host: &host::Host, id: &str) -> Result<bool, crate::store::atomic::Error> {

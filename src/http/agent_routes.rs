@@ -1,8 +1,8 @@
 //! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
 
-use crate::agent::{session_extensions, store_extensions, stored_extensions};
+use crate::agent::session_extensions;
+use crate::extensions::config::ExtensionConfig;
 use crate::extensions::config::ExtensionStore;
-use crate::extensions::config::{runtime_key, ExtensionConfig};
 use crate::extensions::policy::InstallSource;
 use crate::extensions::runtime::{tool_info, ActivateError, CallError, LoadResult, SessionRuntime};
 use crate::http::error::ApiError;
@@ -36,15 +36,6 @@ fn runtime(app: &App, id: &str) -> Result<Arc<SessionRuntime>, ApiError> {
     app.agents.get(id).ok_or_else(|| {
         ApiError::new(424, format!("Agent not initialized: session {id:?} has no running agent; start it with /agent/start or /agent/resume"))
     })
-}
-
-fn set_session_extensions(app: &App, id: &str, f: impl FnOnce(&mut Vec<Value>)) -> Result<(), ApiError> {
-    app.sessions.update_meta(id, |s| {
-        let mut list = stored_extensions(s);
-        f(&mut list);
-        store_extensions(s, list);
-    })?;
-    Ok(())
 }
 
 fn new_runtime(app: &App, id: &str, working_dir: &str) -> Arc<SessionRuntime> {
@@ -259,12 +250,7 @@ pub fn add_extension(app: &App, req: &Request) -> R {
         };
         ApiError::new(status, format!("Failed to add extension: {e}"))
     })?;
-    let key = runtime_key(config.name());
-    let value = serde_json::to_value(&config).expect("serializes");
-    set_session_extensions(app, &r.session_id, |list| {
-        list.retain(|v| v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str()));
-        list.push(value);
-    })?;
+    crate::agent::keep_session_extension(&app.sessions, &r.session_id, config.name(), Some(&config))?;
     Ok(Response::empty(200))
 }
 
@@ -279,10 +265,7 @@ pub fn remove_extension(app: &App, req: &Request) -> R {
     let rt = runtime(app, &r.session_id)?;
     rt.wait_loaded();
     rt.remove(&r.name);
-    let key = runtime_key(&r.name);
-    set_session_extensions(app, &r.session_id, |list| {
-        list.retain(|v| v.get("name").and_then(Value::as_str).map(runtime_key).as_deref() != Some(key.as_str()));
-    })?;
+    crate::agent::keep_session_extension(&app.sessions, &r.session_id, &r.name, None)?;
     Ok(Response::empty(200))
 }
 
