@@ -3,10 +3,10 @@
 //! `serve` takes `goose serve`'s command line (Goose Desktop 1.41+ starts it): the secret is
 //! required, and its self-signed certificate is kept under the config dir and reused.
 
-use crate::config::{Config, SecretSource};
-use crate::http::server::{Limits, Server};
-use crate::http::state::App;
-use crate::store::atomic;
+use gosling_config::{Config, SecretSource};
+use gosling_http::server::{Limits, Server};
+use gosling_http::state::App;
+use gosling_store::atomic;
 use std::fmt;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -23,7 +23,7 @@ pub enum Error {
         flag: &'static str,
         expected: &'static str,
     },
-    Config(crate::config::Error),
+    Config(gosling_config::Error),
     /// `gosling serve` without `GOOSE_SERVER__SECRET_KEY` and without
     /// `--dangerously-unauthenticated`.
     ServeNeedsSecret,
@@ -35,7 +35,7 @@ pub enum Error {
     Store(atomic::Error),
     /// The core (stores, policy) could not be built.
     Core(crate::core::Error),
-    Tls(crate::tls::TlsError),
+    Tls(gosling_tls::TlsError),
     Listen {
         addr: SocketAddr,
         source: io::Error,
@@ -56,7 +56,7 @@ impl fmt::Display for Error {
             Error::UnknownBuiltin(name) => write!(
                 f,
                 "serve: --with-builtin {name:?}: no such builtin; gosling has {}",
-                crate::builtins::KNOWN.join(", ")
+                gosling_builtins::KNOWN.join(", ")
             ),
             Error::NoSecret(host) => write!(
                 f,
@@ -81,7 +81,7 @@ fn resolve_secret(cfg: &mut Config) -> Result<(), Error> {
     if !cfg.secret.is_empty() {
         return Ok(());
     }
-    let (secret, path) = crate::store::secret_key::load_or_create(&cfg.state_dir).map_err(Error::Store)?;
+    let (secret, path) = gosling_store::secret_key::load_or_create(&cfg.state_dir).map_err(Error::Store)?;
     cfg.secret = secret;
     cfg.secret_source = SecretSource::Generated(path);
     Ok(())
@@ -125,8 +125,8 @@ const KEPT_CERT_MAX_AGE: Duration = Duration::from_secs(300 * 86_400);
 /// the store. A kept pair that does not load (corrupt, a key of another certificate, old) is
 /// replaced, with a log line naming the files: it is gosling's own cache, and Desktop pins the
 /// certificate afresh at each launch.
-fn kept_tls(cfg: &Config) -> Result<crate::tls::ServerTls, Error> {
-    use crate::tls::{SelfSigned, ServerTls};
+fn kept_tls(cfg: &Config) -> Result<gosling_tls::ServerTls, Error> {
+    use gosling_tls::{SelfSigned, ServerTls};
     let dir = cfg.config_dir.join("tls");
     atomic::ensure_subdir(&dir).map_err(Error::Store)?;
     atomic::refuse_symlinks(&dir, &["server.pem", "server.key"]).map_err(Error::Store)?;
@@ -151,7 +151,7 @@ fn kept_tls(cfg: &Config) -> Result<crate::tls::ServerTls, Error> {
             key_path.display()
         );
     }
-    let made = crate::tls::self_signed(cfg.host, crate::util::unix_secs()).map_err(Error::Tls)?;
+    let made = gosling_tls::self_signed(cfg.host, gosling_util::unix_secs()).map_err(Error::Tls)?;
     let tls = ServerTls::from_self_signed(&made).map_err(Error::Tls)?;
     atomic::write_atomic(&key_path, made.key_pem().as_bytes()).map_err(Error::Store)?;
     atomic::write_atomic(&cert_path, made.cert_pem().as_bytes()).map_err(Error::Store)?;
@@ -164,7 +164,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         if cfg.secret.is_empty() && !s.unauthenticated {
             return Err(Error::ServeNeedsSecret);
         }
-        if let Some(unknown) = cfg.with_builtins.iter().find(|b| !crate::builtins::KNOWN.contains(&b.as_str())) {
+        if let Some(unknown) = cfg.with_builtins.iter().find(|b| !gosling_builtins::KNOWN.contains(&b.as_str())) {
             return Err(Error::UnknownBuiltin(unknown.clone()));
         }
     }
@@ -177,7 +177,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     let tls = match (&mode, cfg.tls.enabled, &cfg.tls.cert_path, &cfg.tls.key_path) {
         (_, false, _, _) => None,
         (Mode::Serve(_), true, None, None) => Some(kept_tls(&cfg)?),
-        _ => Some(crate::tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(Error::Tls)?),
+        _ => Some(gosling_tls::ServerTls::from_config(&cfg.tls, cfg.host).map_err(Error::Tls)?),
     };
     if let Mode::Serve(s) = &mode {
         log::info!(
@@ -202,7 +202,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
     let app = Arc::new(App::new(crate::core::build(cfg).map_err(Error::Core)?));
-    crate::sys::install_shutdown_handler();
+    gosling_sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
     // its first request); printed before the server accepts connections.
     if let Some(tls) = &tls {
@@ -213,8 +213,8 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         listener,
         limits,
         tls.as_ref(),
-        Arc::new(move |req| crate::http::routes::gate(&gate_app, req)),
-        Arc::new(move |req| crate::http::routes::handle(&handler_app, req)),
+        Arc::new(move |req| gosling_http::routes::gate(&gate_app, req)),
+        Arc::new(move |req| gosling_http::routes::handle(&handler_app, req)),
     )
     .map_err(Error::Serve)?;
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
@@ -229,7 +229,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
             );
         }
     }
-    while !crate::sys::shutdown_requested() {
+    while !gosling_sys::shutdown_requested() {
         std::thread::sleep(Duration::from_millis(100));
     }
     log::info!("shutting down");
@@ -242,7 +242,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
 /// Ends whatever extensions left behind outside their process groups (now our children, as
 /// the subreaper); called once the sessions are shut down.
 pub fn end_orphans() {
-    let ended = crate::sys::end_orphans(|_| true);
+    let ended = gosling_sys::end_orphans(|_| true);
     if ended > 0 {
         log::info!("ended {ended} leftover extension process(es)");
     }

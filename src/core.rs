@@ -6,12 +6,12 @@
 //! bind, print or serve: the front ends do (`agent_cmd`, `acp`). Imported by `main.rs` and
 //! `agent_cmd.rs` only.
 
-use crate::agent::host::Host;
-use crate::config::{Config, ProcessEnv};
-use crate::extensions::policy::Policy;
-use crate::store::atomic;
-use crate::store::config_store::ConfigStore;
-use crate::store::sessions::SessionStore;
+use gosling_agent::host::Host;
+use gosling_config::{Config, ProcessEnv};
+use gosling_extensions::policy::Policy;
+use gosling_store::atomic;
+use gosling_store::config_store::ConfigStore;
+use gosling_store::sessions::SessionStore;
 use std::fmt;
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ pub enum Error {
     /// The state or config dir, or a file in it (the store's error names it).
     Store(atomic::Error),
     /// The extension policy (an allowlist setting) cannot be read.
-    Policy(crate::extensions::policy::PolicyError),
+    Policy(gosling_extensions::policy::PolicyError),
 }
 
 impl fmt::Display for Error {
@@ -55,19 +55,19 @@ pub struct Hardened {
 /// descriptor limit is raised (children get the original back). Failures are logged: the
 /// server still runs, with the weaker guarantee named.
 pub fn harden() -> Hardened {
-    if let Err(e) = crate::sys::make_non_dumpable() {
+    if let Err(e) = gosling_sys::make_non_dumpable() {
         log::warn!("cannot make the server non-dumpable ({e}); same-user processes can read its environment");
     }
-    if let Err(e) = crate::sys::become_subreaper() {
+    if let Err(e) = gosling_sys::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); an extension's daemons may outlive it");
     }
-    Hardened { fd_limit: crate::sys::raise_fd_limit() }
+    Hardened { fd_limit: gosling_sys::raise_fd_limit() }
 }
 
 /// The state and config dirs must be ours alone, and the files gosling keeps there must not be
 /// symbolic links (the opens refuse links too; this names the problem at start).
 pub fn check_dirs(cfg: &Config) -> Result<(), Error> {
-    use crate::store::atomic::{check_private_dir, refuse_symlinks};
+    use gosling_store::atomic::{check_private_dir, refuse_symlinks};
     check_private_dir(&cfg.state_dir).map_err(Error::Store)?;
     check_private_dir(&cfg.config_dir).map_err(Error::Store)?;
     refuse_symlinks(&cfg.state_dir, &["audit.jsonl", "secret-key", "sessions"]).map_err(Error::Store)?;

@@ -1,23 +1,25 @@
 //! gosling: goose's MCP-scope agent server API, synchronous, in one small binary.
 //!
-//! Modules in reading order: pure formats first, then storage, the MCP client, extensions,
-//! the HTTP front. See ARCHITECTURE.md for the map.
+//! The layers are the workspace's crates (see ARCHITECTURE.md for the map); this crate is the
+//! composition root: [`core`] builds the agent core for every mode, [`agent_cmd`] runs the HTTP
+//! server modes. The layers are re-exported under their short names for the integration tests.
 #![deny(unsafe_code)]
 
-pub mod acp;
-pub mod agent;
 pub mod agent_cmd;
-pub mod builtins;
-pub mod cli;
-pub mod config;
 pub mod core;
-pub mod extensions;
-pub mod http;
-pub mod llm;
-pub mod mcp;
-pub mod store;
-pub mod sys;
-pub mod tls;
-pub mod util;
-pub mod web;
-pub mod wire;
+
+pub use gosling_acp as acp;
+pub use gosling_agent as agent;
+pub use gosling_builtins as builtins;
+pub use gosling_cli as cli;
+pub use gosling_config as config;
+pub use gosling_extensions as extensions;
+pub use gosling_http as http;
+pub use gosling_llm as llm;
+pub use gosling_mcp as mcp;
+pub use gosling_store as store;
+pub use gosling_sys as sys;
+pub use gosling_tls as tls;
+pub use gosling_util as util;
+pub use gosling_web as web;
+pub use gosling_wire as wire;

@@ -1,16 +1,18 @@
-//! ARCHITECTURE.md's invariants that a test can read off the source: the layers point one way,
-//! and only store/ (and the developer builtin, whose job is editing the user's files) writes files.
-//! Its source readers (`src`, `rust_files`, `code_lines`) also serve `waits.rs`.
+//! ARCHITECTURE.md's invariants that a test can read off the source: the layers point one way
+//! (each layer is a crate of the workspace, so the compiler refuses an import its Cargo.toml does
+//! not list; this test holds those lists to the documented table), and only store (and the
+//! developer builtin, whose job is editing the user's files) writes files.
+//! Its source readers (`sources`, `code_lines`) also serve `waits.rs`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Each top-level module of src/ and the modules it may import. The layers:
+/// Each layer (a crate under crates/, `gosling-NAME`) and the layers it may depend on. The layers:
 /// http/cli → agent → extensions → mcp → wire, with llm and store beside (usable from agent
-/// and up; store also from extensions), acp beside http (http serves it at `/acp`), and a foundation (util, sys, config, tls) everyone may
-/// use. builtins are separate programs served by this binary (`gosling mcp NAME`); extensions
-/// import only their spawn spec. The composition root (main, lib, agent_cmd, core) wires them and
-/// is imported by nobody.
+/// and up; store also from extensions), acp beside http (http serves it at `/acp`), and a
+/// foundation (util, sys, config, tls) everyone may use. builtins are separate programs served by
+/// this binary (`gosling mcp NAME`); extensions import only their spawn spec. The composition root
+/// (the `gosling` package: main, lib, agent_cmd, core) wires them and is imported by nobody.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("util", &[]),
     ("sys", &["util"]),
@@ -29,10 +31,57 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cli", &["util", "sys", "config", "wire", "store", "mcp", "extensions"]),
 ];
 
-const ROOT: &[&str] = &["main", "lib", "agent_cmd", "core"];
 
-pub(crate) fn src() -> PathBuf {
-    crate::support::manifest_dir().join("src")
+/// The workspace's root directory.
+fn root() -> PathBuf {
+    crate::support::manifest_dir()
+}
+
+/// Every Rust source file of the workspace (the root package's src/ and each crate's src/), with
+/// its path relative to the root.
+pub(crate) fn sources() -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    rust_files(&root().join("crates"), &mut files);
+    files
+        .into_iter()
+        .map(|f| (f.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/"), f))
+        .collect()
+}
+
+/// The layer a source file belongs to: `crates/mcp/src/client.rs` → `mcp`; the root package's
+/// files → `root`.
+fn layer_of(rel: &str) -> &str {
+    match rel.strip_prefix("crates/") {
+        Some(rest) => rest.split('/').next().unwrap(),
+        None => "root",
+    }
+}
+
+/// The `gosling-*` crates a Cargo.toml lists under `[dependencies]` and under
+/// `[dev-dependencies]`/`[build-dependencies]`.
+fn gosling_deps(manifest: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut normal, mut other) = (BTreeSet::new(), BTreeSet::new());
+    let mut section = String::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_string();
+            continue;
+        }
+        let name = match line.strip_prefix("gosling") {
+            Some(rest) if rest.starts_with('-') => {
+                rest[1..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>()
+            }
+            // The root package itself (`gosling = { path = ... }`): the composition root.
+            Some(rest) if rest.trim_start().starts_with('=') || rest.starts_with('.') => "root".to_string(),
+            _ => continue,
+        };
+        match section.as_str() {
+            "[dependencies]" => normal.insert(name),
+            _ => other.insert(name),
+        };
+    }
+    (normal, other)
 }
 
 pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -46,26 +95,102 @@ pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file of src/ belongs to (`src/mcp/client.rs` → `mcp`).
-fn module_of(path: &Path) -> String {
-    let rel = path.strip_prefix(src()).unwrap();
-    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().to_string();
-    first.trim_end_matches(".rs").to_string()
-}
-
-/// The lines of a file up to its `#[cfg(test)]` tail (tests may reach anywhere), each split
-/// into its code and its `//` comment.
+/// The lines of a file without its `#[cfg(test)]` items (tests may reach anywhere), each split
+/// into its code and its `//` comment. Only the item after each `#[cfg(test)]` is cut (to its
+/// `;` or its matching `}`), so code after a test module is still read; line numbers are kept.
 pub(crate) fn code_lines(text: &str) -> Vec<(String, String)> {
-    let text = match text.find("#[cfg(test)]") {
-        Some(i) => &text[..i],
-        None => text,
-    };
-    text.lines()
+    without_test_items(text)
+        .lines()
         .map(|l| match comment_start(l) {
             Some(i) => (l[..i].to_string(), l[i..].to_string()),
             None => (l.to_string(), String::new()),
         })
         .collect()
+}
+
+/// `text` with each `#[cfg(test)]` attribute and the item it applies to blanked out (newlines
+/// kept). Braces inside strings, char literals and comments do not count.
+fn without_test_items(text: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = text.as_bytes().to_vec();
+    let b = text.as_bytes();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(MARK).map(|i| i + from) {
+        let end = item_end(b, i + MARK.len());
+        for c in &mut out[i..end] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+        from = end;
+    }
+    String::from_utf8(out).expect("blanking ASCII bytes keeps UTF-8 boundaries only for ASCII")
+}
+
+/// Where the item starting at `i` ends: after its first `;` at depth 0 or after the `}` closing
+/// its first `{`.
+fn item_end(b: &[u8], mut i: usize) -> usize {
+    let mut depth = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+                continue;
+            }
+            b'r' if matches!(b.get(i + 1), Some(b'"' | b'#')) && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) => {
+                // A raw string: r"…" or r#"…"#.
+                let mut j = i + 1;
+                let mut hashes = 0;
+                while b.get(j) == Some(&b'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if b.get(j) == Some(&b'"') {
+                    let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+                    j += 1;
+                    while j < b.len() && !b[j..].starts_with(&close) {
+                        j += 1;
+                    }
+                    i = j + close.len();
+                    continue;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') => i += 2,
+            b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                i += 2;
+                while i < b.len() && b[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            b';' if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// Where a line's `//` comment starts, outside string literals (and the `'"'` char literal).
@@ -85,103 +210,83 @@ fn comment_start(l: &str) -> Option<usize> {
     None
 }
 
-/// The code of a file without comments and without its `#[cfg(test)]` tail.
+/// The code of a file without comments and without its `#[cfg(test)]` items.
 fn code(text: &str) -> String {
     code_lines(text).into_iter().map(|(code, _)| code).collect::<Vec<_>>().join("\n")
 }
 
-/// The top-level modules a piece of code names as `crate::X`, in `use` lines or inline paths,
-/// including `use crate::{a, b}` groups.
-fn imports(code: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut rest = code;
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for part in group[..end].split(',') {
-                let name: String = part.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                if !name.is_empty() {
-                    out.insert(name);
-                }
-            }
-        } else {
-            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            if !name.is_empty() {
-                out.insert(name);
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn layers_point_one_way() {
-    let mut files = Vec::new();
-    rust_files(&src(), &mut files);
-    assert!(files.len() > 30, "found the sources ({} files)", files.len());
-    let mut wrong = Vec::new();
-    for file in &files {
-        let module = module_of(file);
-        let shown = file.strip_prefix(crate::support::manifest_dir()).unwrap().display().to_string();
-        let text = std::fs::read_to_string(file).unwrap();
-        for target in imports(&code(&text)) {
-            if target == module {
-                continue;
-            }
-            if ROOT.contains(&module.as_str()) {
-                continue;
-            }
-            if ROOT.contains(&target.as_str()) {
-                wrong.push(format!("{shown}: imports the composition root `{target}`"));
-                continue;
-            }
-            let allowed = ALLOWED
-                .iter()
-                .find(|(m, _)| *m == module)
-                .unwrap_or_else(|| {
-                    panic!("{}: module `{module}` is not in ALLOWED; place it in a layer", file.display())
-                })
-                .1;
-            if !allowed.contains(&target.as_str()) {
-                wrong.push(format!("{shown}: `{module}` imports `{target}`, which is not below it"));
-            }
+    let mut crates = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        if dir.join("Cargo.toml").is_file() {
+            crates.push(dir.file_name().unwrap().to_string_lossy().to_string());
         }
     }
-    assert!(wrong.is_empty(), "imports that go up or sideways:\n{}", wrong.join("\n"));
+    crates.sort();
+    let documented: BTreeSet<&str> = ALLOWED.iter().map(|(m, _)| *m).collect();
+    let found: BTreeSet<&str> = crates.iter().map(String::as_str).collect();
+    assert_eq!(found, documented, "the crates under crates/ and the layer table must name the same layers");
+    let mut wrong = Vec::new();
+    for name in &crates {
+        let manifest = std::fs::read_to_string(root().join("crates").join(name).join("Cargo.toml")).unwrap();
+        let (normal, other) = gosling_deps(&manifest);
+        let allowed = ALLOWED.iter().find(|(m, _)| m == name).unwrap().1;
+        for dep in &normal {
+            if dep == "root" {
+                wrong.push(format!("crates/{name}: depends on the composition root (the `gosling` package)"));
+            } else if !allowed.contains(&dep.as_str()) {
+                wrong.push(format!("crates/{name}: depends on `gosling-{dep}`, which is not below it"));
+            }
+        }
+        for dep in &other {
+            wrong.push(format!(
+                "crates/{name}: a dev/build dependency on `gosling-{dep}` (tests that need upper layers are integration tests)"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "dependencies that go up or sideways:\n{}", wrong.join("\n"));
 }
 
 #[test]
-fn the_checker_sees_every_import_form() {
-    let found =
-        imports("use crate::mcp::client::Client;\nuse crate::{store, wire::sse};\nlet x = crate::util::hex(&[]);");
-    assert_eq!(found.into_iter().collect::<Vec<_>>(), ["mcp", "store", "util", "wire"]);
-    assert!(imports(&code("// crate::http in a comment\n#[cfg(test)]\nuse crate::http;")).is_empty());
+fn the_checkers_read_cargo_lists_and_cut_only_test_items() {
+    let (normal, other) = gosling_deps(
+        "[package]\nname = \"gosling-agent\"\n[dependencies]\ngosling-mcp = { path = \"../mcp\" }\ngosling-store.workspace = true\ngosling = { path = \"../..\" }\nlog.workspace = true\n[dev-dependencies]\ngosling-http = { path = \"../http\" }\n",
+    );
+    assert_eq!(normal.into_iter().collect::<Vec<_>>(), ["mcp", "root", "store"]);
+    assert_eq!(other.into_iter().collect::<Vec<_>>(), ["http"]);
+    // A test module is cut; what follows it is read again, on its own line number.
+    let text = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn t() { let s = \"}\"; let c = '}'; let r = r#\"}\"#; }\n}\nfn b() { std::fs::write(p, x); }\n";
+    let lines = code_lines(text);
+    assert_eq!(lines.len(), 6);
+    assert!(lines[1..5].iter().all(|(c, _)| c.trim().is_empty()), "{lines:?}");
+    assert!(lines[5].0.contains("fs::write"));
+    assert!(code("#[cfg(test)]\nuse std::fs::write;\nfn c() { File::create(p); }").contains("File::create"));
     let lines = code_lines("let u = \"http://x\"; // crate::http\nlet q = '\"'; // crate::mcp");
     assert_eq!(lines[0], ("let u = \"http://x\"; ".to_string(), "// crate::http".to_string()));
     assert_eq!(lines[1].1, "// crate::mcp");
 }
 
-/// Only store/ writes files; the exceptions say why.
+/// Only the store writes files; the exceptions say why.
 #[test]
 fn only_store_writes_files() {
     const WRITES: &[&str] = &["fs::write", "File::create", "OpenOptions::new", "fs::rename", "create_dir"];
     // The developer builtin's file tools edit the user's working directory: that is their job.
-    const EXEMPT: &[&str] = &["builtins/developer.rs"];
-    let mut files = Vec::new();
-    rust_files(&src(), &mut files);
+    const EXEMPT: &[&str] = &["crates/builtins/src/developer.rs"];
+    let files = sources();
+    assert!(files.len() > 30, "found the sources ({} files)", files.len());
     let mut wrong = Vec::new();
-    for file in &files {
-        let rel = file.strip_prefix(src()).unwrap().to_string_lossy().to_string();
-        if rel.starts_with("store/") || EXEMPT.contains(&rel.as_str()) {
+    for (rel, file) in &files {
+        if layer_of(rel) == "store" || EXEMPT.contains(&rel.as_str()) {
             continue;
         }
         let text = code(&std::fs::read_to_string(file).unwrap());
         for w in WRITES {
             if text.contains(w) {
-                wrong.push(format!("src/{rel}: {w}"));
+                wrong.push(format!("{rel}: {w}"));
             }
         }
     }
-    assert!(wrong.is_empty(), "files written outside store/:\n{}", wrong.join("\n"));
+    assert!(wrong.is_empty(), "files written outside the store:\n{}", wrong.join("\n"));
 }

@@ -1,11 +1,11 @@
-//! ARCHITECTURE.md's "every wait has a deadline", read off the source: a blocking wait in src/
+//! ARCHITECTURE.md's "every wait has a deadline", read off the source: a blocking wait in the sources
 //! uses its deadline form (`recv_timeout`, `select!` with `default(timeout)` or an `after`
 //! channel, `wait_timeout`, a socket read timeout) or says why unbounded is fine in a reviewed
 //! comment `// wait: <why>` at the end of its line, or alone on the line just above it (where
 //! rustfmt would move a comment after a `{`): a server's accept loop, a thread whose input
 //! ends when its pipe closes, a child already killed.
 
-use crate::layers::{code_lines, rust_files, src};
+use crate::layers::{code_lines, sources};
 
 /// Calls that block until someone else acts, and what to use instead.
 const BLOCKING: &[(&str, &str)] = &[
@@ -22,11 +22,11 @@ const BLOCKING: &[(&str, &str)] = &[
 /// The reviewed allowance, on the same line as the wait.
 const ALLOW: &str = "// wait:";
 
-/// Parts of src/ the check does not cover yet (none: every directory is checked). Add a
+/// Parts of the sources the check does not cover yet (none: every directory is checked). Add a
 /// `(dir, why)` here only while a directory is being rewritten elsewhere.
 const NOT_YET: &[(&str, &str)] = &[];
 
-/// The waits of one file's code (its `#[cfg(test)]` tail excluded) that have neither a
+/// The waits of one file's code (its `#[cfg(test)]` items excluded) that have neither a
 /// deadline nor an allowance: (line number, line, what to use).
 fn unbounded(text: &str) -> Vec<(usize, String, &'static str)> {
     let mut out = Vec::new();
@@ -99,19 +99,17 @@ fn balanced(s: &str) -> &str {
 
 #[test]
 fn every_wait_has_a_deadline() {
-    let mut files = Vec::new();
-    rust_files(&src(), &mut files);
+    let files = sources();
     assert!(files.len() > 30, "found the sources ({} files)", files.len());
     let mut wrong = Vec::new();
-    for file in &files {
-        let rel = file.strip_prefix(src()).unwrap().to_string_lossy().to_string();
+    for (rel, file) in &files {
         if NOT_YET.iter().any(|(dir, _)| rel.starts_with(dir)) {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();
         for (line, code, fix) in unbounded(&text) {
             wrong.push(format!(
-                "src/{rel}:{line}: {code}\n    use {fix}; or, if unbounded is fine, end the line with `{ALLOW} <why>`"
+                "{rel}:{line}: {code}\n    use {fix}; or, if unbounded is fine, end the line with `{ALLOW} <why>`"
             ));
         }
     }

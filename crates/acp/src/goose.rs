@@ -1,0 +1,519 @@
+//! goose's own ACP methods (`_goose/unstable/*`) that Goose Desktop 1.41+ calls over `goose
+//! serve`, with the shapes of goose 1.45's published schema (`tests/contract/`): settings,
+//! defaults, providers, the extension config, a session's info and extensions, tools and their
+//! permissions, preferences; the ones gosling has nothing for answer empty lists (where Desktop
+//! polls on load) or method-not-found.
+//!
+//! Owns only the translation: goose's `GooseExtension` ↔ `ExtensionConfig`, goose's DTOs from
+//! the core's values. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
+//! the stores), shared with the HTTP routes.
+
+use crate::invalid_params;
+use crate::session::{session_not_found, store_error, str_param, Agent, Reply};
+use gosling_agent::settings::{self, TOOL_PERMISSIONS};
+use gosling_extensions::config::{name_to_key, runtime_key, ExtensionConfig, ExtensionEntry, ExtensionStore, Kind};
+use gosling_extensions::policy::InstallSource;
+use gosling_llm::catalog;
+use gosling_store::sessions::Session;
+use gosling_wire::jsonrpc::{ErrorObject, METHOD_NOT_FOUND};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// The preference keys goose 1.45 defines (`PreferenceKey`).
+const PREFERENCES: [&str; 5] = [
+    "autoCompactThreshold",
+    "gooseThinkingEffort",
+    "voiceAutoSubmitPhrases",
+    "voiceDictationProvider",
+    "voiceDictationPreferredMic",
+];
+
+/// Whether `method` is answered here (the caller dispatches).
+pub fn is_goose(method: &str) -> bool {
+    method.starts_with("_goose/")
+}
+
+/// Answers one of goose's methods.
+pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
+    let name = method.strip_prefix("_goose/unstable/").unwrap_or(method);
+    match name {
+        "config/read-all" => Ok(read_all(agent)),
+        "config/read" => {
+            let key = str_param(p, "key")?;
+            let v = settings::read(&agent.app, key, is_secret(p)).map_err(store_error)?;
+            Ok(json!({ "value": v.unwrap_or(Value::Null) }))
+        }
+        "config/upsert" => {
+            let key = str_param(p, "key")?;
+            let value = p.get("value").cloned().ok_or_else(|| invalid_params("missing `value`"))?;
+            settings::upsert(&agent.app, key, value, is_secret(p)).map_err(setting_error)?;
+            Ok(json!({}))
+        }
+        "config/remove" => {
+            settings::remove(&agent.app, str_param(p, "key")?, is_secret(p)).map_err(setting_error)?;
+            Ok(json!({}))
+        }
+        "defaults/read" => Ok(defaults(agent)),
+        "defaults/save" => save_defaults(agent, p),
+        "defaults/clear" => {
+            for k in ["GOOSE_PROVIDER", "GOOSE_MODEL"] {
+                settings::remove(&agent.app, k, false).map_err(setting_error)?;
+            }
+            Ok(defaults(agent))
+        }
+        "providers/list" => Ok(providers(agent, p)),
+        "providers/config/read" => provider_config(agent, p),
+        "providers/config/save" => save_provider_config(agent, p),
+        "providers/config/delete" => delete_provider_config(agent, p),
+        "session/info" => {
+            let sid = str_param(p, "sessionId")?;
+            let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+            Ok(json!({ "session": session_info(&s) }))
+        }
+        "session/rename" => rename(agent, p),
+        "session/export" => {
+            let sid = str_param(p, "sessionId")?;
+            let s = agent.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+            Ok(json!({ "data": serde_json::to_string_pretty(&s).unwrap_or_default() }))
+        }
+        "config/extensions/list" => config_extensions(agent),
+        "config/extensions/add" => add_config_extension(agent, p),
+        "config/extensions/remove" => {
+            let key = str_param(p, "configKey")?;
+            agent.app.store.remove_extension(&name_to_key(key)).map_err(store_error)?;
+            Ok(json!({}))
+        }
+        "config/extensions/set-enabled" => set_enabled(agent, p),
+        "session/extensions/list" => {
+            let sid = str_param(p, "sessionId")?;
+            let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+            let list: Vec<Value> =
+                gosling_agent::session_extensions(&s).iter().filter_map(to_goose_extension).collect();
+            Ok(json!({ "extensions": list }))
+        }
+        "session/extensions/add" => {
+            let sid = str_param(p, "sessionId")?;
+            let config = from_goose_extension(p.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)?;
+            agent.add_session_extension(sid, config)?;
+            Ok(json!({}))
+        }
+        "session/extensions/remove" => {
+            agent.remove_session_extension(str_param(p, "sessionId")?, str_param(p, "name")?)?;
+            Ok(json!({}))
+        }
+        "tools/list" => tools(agent, p),
+        "tools/permissions/set" => set_permissions(agent, p),
+        "preferences/read" => preferences(agent, p),
+        "preferences/save" => save_preferences(agent, p),
+        "slash-commands/list" => Ok(json!({ "availableCommands": [] })),
+        "agent-mentions/list" => Ok(json!({ "agents": [] })),
+        // Desktop polls these on load; gosling has no recipes or scheduler.
+        "recipes/list" => Ok(json!({ "recipes": [] })),
+        "schedules/list" => Ok(json!({ "jobs": [] })),
+        _ => Err(ErrorObject::new(
+            METHOD_NOT_FOUND,
+            format!("{method} is not served by gosling (recipes, schedules, apps, dictation, local inference and custom providers are not part of it)"),
+        )),
+    }
+}
+
+fn is_secret(p: &Value) -> bool {
+    p.get("isSecret").and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn setting_error(e: settings::Error) -> ErrorObject {
+    match e {
+        settings::Error::BadKey(why) => invalid_params(why),
+        settings::Error::Store(e) => store_error(e),
+    }
+}
+
+/// Never fails (Desktop's start-up does not catch it): a store it cannot read answers `{}`.
+fn read_all(agent: &Agent) -> Value {
+    let mut config = settings::all(&agent.app).unwrap_or_else(|e| {
+        log::warn!("acp: config/read-all: {e}; answering an empty config");
+        Map::new()
+    });
+    // What the environment sets wins, as in a turn (non-credential GOOSE_* keys only).
+    for k in ["GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE"] {
+        if let Ok(Some(v)) = settings::read(&agent.app, k, false) {
+            config.insert(k.into(), v);
+        }
+    }
+    json!({ "config": config })
+}
+
+fn defaults(agent: &Agent) -> Value {
+    json!({ "providerId": agent.app.setting("GOOSE_PROVIDER"), "modelId": agent.app.setting("GOOSE_MODEL") })
+}
+
+fn provider_id(p: &Value) -> Result<&'static catalog::Provider, ErrorObject> {
+    let id = str_param(p, "providerId")?;
+    gosling_llm::canonical_provider(id).and_then(catalog::find).ok_or_else(|| {
+        invalid_params(format!("provider {id:?} is not supported by gosling; use openai, anthropic or ollama"))
+    })
+}
+
+fn save_defaults(agent: &Agent, p: &Value) -> Reply {
+    let provider = provider_id(p)?;
+    let model = match p.get("modelId").and_then(Value::as_str).map(str::trim) {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ => provider.default_model.to_string(),
+    };
+    settings::upsert(&agent.app, "GOOSE_PROVIDER", json!(provider.name), false).map_err(setting_error)?;
+    settings::upsert(&agent.app, "GOOSE_MODEL", json!(model), false).map_err(setting_error)?;
+    Ok(defaults(agent))
+}
+
+/// goose's ProviderInventoryEntryDto for each provider gosling has.
+fn providers(agent: &Agent, p: &Value) -> Value {
+    let only: Vec<&str> =
+        p.get("providerIds").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let entries: Vec<Value> = catalog::PROVIDERS
+        .iter()
+        .filter(|c| only.is_empty() || only.contains(&c.name))
+        .map(|c| {
+            let keys: Vec<Value> = c
+                .keys
+                .iter()
+                .map(|(name, required, secret, default)| {
+                    json!({ "name": name, "required": required, "secret": secret, "default": default,
+                            "oauthFlow": false, "deviceCodeFlow": false, "primary": *required || *secret })
+                })
+                .collect();
+            let models: Vec<Value> = c
+                .models
+                .iter()
+                .map(|m| json!({ "id": m.name, "name": m.name, "contextLimit": m.context_limit, "recommended": m.name == c.default_model }))
+                .collect();
+            json!({
+                "providerId": c.name, "providerName": c.display_name, "description": c.description,
+                "defaultModel": c.default_model,
+                "configured": catalog::is_configured(c.name, &|k| agent.app.setting(k)),
+                "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": [],
+                "supportsRefresh": false, "refreshing": false, "models": models, "stale": false,
+            })
+        })
+        .collect();
+    json!({ "entries": entries })
+}
+
+fn provider_config(agent: &Agent, p: &Value) -> Reply {
+    let c = provider_id(p)?;
+    let fields: Vec<Value> = c
+        .keys
+        .iter()
+        .map(|(key, required, secret, _)| {
+            let value = settings::read(&agent.app, key, *secret).ok().flatten();
+            json!({ "key": key, "value": value.as_ref().and_then(Value::as_str), "isSet": value.is_some(),
+                    "isSecret": secret, "required": required })
+        })
+        .collect();
+    Ok(json!({ "fields": fields }))
+}
+
+fn change_status(agent: &Agent, c: &catalog::Provider) -> Value {
+    json!({
+        "status": { "providerId": c.name, "isConfigured": catalog::is_configured(c.name, &|k| agent.app.setting(k)) },
+        "refresh": { "started": [], "skipped": [] },
+    })
+}
+
+fn save_provider_config(agent: &Agent, p: &Value) -> Reply {
+    let c = provider_id(p)?;
+    let fields = p
+        .get("fields")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid_params("`fields` must be an array of {key, value}"))?;
+    for f in fields {
+        let key = str_param(f, "key")?;
+        let value = str_param(f, "value")?;
+        let Some((_, _, secret, _)) = c.keys.iter().find(|k| k.0 == key) else {
+            let known: Vec<&str> = c.keys.iter().map(|k| k.0).collect();
+            return Err(invalid_params(format!(
+                "{key:?} is not a setting of {}; it reads {}",
+                c.name,
+                known.join(", ")
+            )));
+        };
+        settings::upsert(&agent.app, key, json!(value), *secret).map_err(setting_error)?;
+    }
+    Ok(change_status(agent, c))
+}
+
+fn delete_provider_config(agent: &Agent, p: &Value) -> Reply {
+    let c = provider_id(p)?;
+    for (key, _, secret, _) in c.keys {
+        settings::remove(&agent.app, key, *secret).map_err(setting_error)?;
+    }
+    Ok(change_status(agent, c))
+}
+
+/// ACP's SessionInfo with the `_meta` keys goose's Desktop reads (goose-serve.md §4.4).
+pub fn session_info(s: &Session) -> Value {
+    let model = s.model_config.as_ref().and_then(|m| m.get("model_name")).cloned();
+    json!({
+        "sessionId": s.id,
+        "cwd": s.working_dir,
+        "title": s.name,
+        "updatedAt": s.updated_at,
+        "_meta": {
+            "messageCount": s.message_count,
+            "createdAt": s.created_at,
+            "lastMessageAt": s.updated_at,
+            "archivedAt": null,
+            "projectId": null,
+            "providerId": s.provider_name,
+            "modelId": model,
+            "sessionType": s.session_type,
+            "userSetName": s.user_set_name,
+            "hasRecipe": s.recipe.is_some(),
+        },
+    })
+}
+
+fn rename(agent: &Agent, p: &Value) -> Reply {
+    let sid = str_param(p, "sessionId")?;
+    let title = str_param(p, "title")?.trim().to_string();
+    if title.is_empty() || title.len() > 1024 {
+        return Err(invalid_params("`title` must be a non-empty name of at most 1024 bytes"));
+    }
+    let t = title.clone();
+    let done = agent
+        .app
+        .sessions
+        .update_meta(sid, |s| {
+            s.name = t;
+            s.user_set_name = true;
+        })
+        .map_err(store_error)?;
+    done.ok_or_else(|| session_not_found(sid))?;
+    agent.conn.update(
+        sid,
+        json!({ "sessionUpdate": "session_info_update", "title": title, "_meta": { "userSetName": true } }),
+    );
+    Ok(json!({}))
+}
+
+/// goose's GooseExtension for a config; `None` for the kinds Desktop cannot show (sse,
+/// frontend, inline_python).
+pub fn to_goose_extension(c: &ExtensionConfig) -> Option<Value> {
+    let pairs = |m: &std::collections::BTreeMap<String, String>| -> Vec<Value> {
+        m.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect()
+    };
+    let mut v = match &c.kind {
+        Kind::Builtin { display_name } => {
+            json!({ "type": "builtin", "name": c.name, "description": c.description, "display_name": display_name, "timeout": c.timeout, "bundled": c.bundled })
+        }
+        Kind::Platform { display_name } => {
+            json!({ "type": "platform", "name": c.name, "description": c.description, "display_name": display_name, "bundled": c.bundled })
+        }
+        Kind::Stdio { cmd, args, envs, env_keys } => json!({
+            "type": "mcp", "server": { "name": c.name, "command": cmd, "args": args, "env": pairs(envs) },
+            "envKeys": env_keys, "description": c.description, "timeout": c.timeout, "bundled": c.bundled,
+        }),
+        Kind::StreamableHttp { uri, env_keys, headers, .. } => json!({
+            "type": "mcp", "server": { "type": "http", "name": c.name, "url": uri, "headers": pairs(headers) },
+            "envKeys": env_keys, "description": c.description, "timeout": c.timeout, "bundled": c.bundled,
+        }),
+        Kind::Sse { .. } | Kind::Frontend { .. } | Kind::InlinePython { .. } => return None,
+    };
+    if !c.available_tools.is_empty() {
+        v["available_tools"] = json!(c.available_tools);
+    }
+    Some(v)
+}
+
+/// A GooseExtension from the client as a goose extension config (checked by `validate`; the
+/// caller applies the trust policy).
+pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let opt = |k: &str| e.get(k).filter(|v| !v.is_null()).cloned();
+    let mut v = match e.get("type").and_then(Value::as_str) {
+        Some(t @ ("builtin" | "platform")) => {
+            let mut v = json!({ "type": t, "name": s("name"), "description": s("description") });
+            if let Some(d) = opt("display_name") {
+                v["display_name"] = d;
+            }
+            v
+        }
+        Some("mcp") => {
+            let server = e.get("server").ok_or("a `mcp` extension needs `server` (an ACP McpServer)")?;
+            let name = server.get("name").and_then(Value::as_str).unwrap_or("");
+            let pairs = |k: &str| -> Map<String, Value> {
+                server
+                    .get(k)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| Some((p.get("name")?.as_str()?.to_string(), p.get("value")?.clone())))
+                    .collect()
+            };
+            let env_keys = e.get("envKeys").cloned().unwrap_or_else(|| json!([]));
+            match server.get("type").and_then(Value::as_str) {
+                None | Some("stdio") => json!({
+                    "type": "stdio", "name": name, "description": s("description"),
+                    "cmd": server.get("command").and_then(Value::as_str).ok_or(format!("extension {name}: `server.command` is missing"))?,
+                    "args": server.get("args").cloned().unwrap_or_else(|| json!([])), "envs": pairs("env"), "env_keys": env_keys,
+                }),
+                Some("http") => json!({
+                    "type": "streamable_http", "name": name, "description": s("description"),
+                    "uri": server.get("url").and_then(Value::as_str).ok_or(format!("extension {name}: `server.url` is missing"))?,
+                    "headers": pairs("headers"), "env_keys": env_keys,
+                }),
+                Some(other) => {
+                    return Err(format!(
+                    "extension {name}: MCP transport {other:?} is not supported; use stdio or http (Streamable HTTP)"
+                ))
+                }
+            }
+        }
+        other => return Err(format!("unknown extension type {other:?}; use builtin, platform or mcp")),
+    };
+    for k in ["timeout", "bundled", "available_tools"] {
+        if let Some(x) = opt(k) {
+            v[k] = x;
+        }
+    }
+    let c = ExtensionConfig::from_value(v).map_err(|e| e.to_string())?;
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+fn config_extensions(agent: &Agent) -> Reply {
+    let ex = agent.app.store.extensions().map_err(store_error)?;
+    let mut warnings = ex.warnings;
+    let mut list = Vec::new();
+    for e in &ex.entries {
+        match to_goose_extension(&e.config) {
+            Some(g) => list.push(json!({ "extension": g, "enabled": e.enabled, "configKey": e.config.key() })),
+            None => warnings.push(format!(
+                "extension {} ({}) cannot be shown to goose serve's clients; manage it with the web page or /config/extensions",
+                e.config.name(),
+                e.config.type_name()
+            )),
+        }
+    }
+    Ok(json!({ "extensions": list, "warnings": warnings }))
+}
+
+fn add_config_extension(agent: &Agent, p: &Value) -> Reply {
+    let config = from_goose_extension(p.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)?;
+    agent
+        .app
+        .policy_check(&config, InstallSource::ConfigApi)
+        .map_err(|e| invalid_params(format!("extension {}: {e}", config.name())))?;
+    let unresolved = agent.app.unresolved_secrets(&config);
+    let enabled = p.get("enabled").and_then(Value::as_bool).unwrap_or(false) && unresolved.is_empty();
+    if !unresolved.is_empty() {
+        log::info!("extension {} saved disabled: {}", config.name(), unresolved.explain());
+    }
+    agent.app.store.upsert_extension(&ExtensionEntry { enabled, config }).map_err(store_error)?;
+    Ok(json!({}))
+}
+
+fn set_enabled(agent: &Agent, p: &Value) -> Reply {
+    let key = name_to_key(str_param(p, "configKey")?);
+    let enabled =
+        p.get("enabled").and_then(Value::as_bool).ok_or_else(|| invalid_params("`enabled` must be true or false"))?;
+    let mut entry = agent
+        .app
+        .store
+        .extension(&key)
+        .map_err(store_error)?
+        .ok_or_else(|| invalid_params(format!("no configured extension has the key {key:?}")))?;
+    if enabled {
+        let unresolved = agent.app.unresolved_secrets(&entry.config);
+        if !unresolved.is_empty() {
+            return Err(invalid_params(format!("extension {key} cannot be enabled: {}", unresolved.explain())));
+        }
+    }
+    entry.enabled = enabled;
+    agent.app.store.upsert_extension(&entry).map_err(store_error)?;
+    Ok(json!({}))
+}
+
+fn tools(agent: &Agent, p: &Value) -> Reply {
+    let sid = str_param(p, "sessionId")?;
+    let rt = agent.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
+    let filter = p.get("extensionName").and_then(Value::as_str).filter(|e| !e.is_empty()).map(runtime_key);
+    let stored = permissions(agent);
+    let default = agent.app.tool_permission_default(sid);
+    let list: Vec<Value> = rt
+        .tools(filter.as_deref())
+        .iter()
+        .map(|t| {
+            let info = gosling_extensions::runtime::tool_info(t, default.as_deref());
+            let permission = stored.get(&t.name).cloned().unwrap_or_else(|| info["permission"].clone());
+            let mut item = json!({ "name": info["name"], "description": info["description"], "parameters": info["parameters"],
+                    "inputSchema": info["input_schema"], "permission": permission });
+            if let Some(out) = t.tool.get("outputSchema") {
+                item["outputSchema"] = out.clone();
+            }
+            item
+        })
+        .collect();
+    Ok(json!({ "tools": list }))
+}
+
+fn permissions(agent: &Agent) -> Map<String, Value> {
+    match agent.app.store.get(TOOL_PERMISSIONS) {
+        Ok(Some(Value::Object(m))) => m,
+        _ => Map::new(),
+    }
+}
+
+fn set_permissions(agent: &Agent, p: &Value) -> Reply {
+    let list = p
+        .get("toolPermissions")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid_params("`toolPermissions` must be an array of {toolName, permission}"))?;
+    let mut stored = permissions(agent);
+    for e in list {
+        let tool = str_param(e, "toolName")?;
+        let level = str_param(e, "permission")?;
+        if !matches!(level, "always_allow" | "ask_before" | "never_allow") {
+            return Err(invalid_params(format!(
+                "permission {level:?} of {tool}: use always_allow, ask_before or never_allow"
+            )));
+        }
+        stored.insert(tool.to_string(), json!(level));
+    }
+    settings::upsert(&agent.app, TOOL_PERMISSIONS, Value::Object(stored), false).map_err(setting_error)?;
+    Ok(json!({}))
+}
+
+fn preference_key(k: &Value) -> Result<&str, ErrorObject> {
+    let k = k.as_str().unwrap_or("");
+    PREFERENCES
+        .contains(&k)
+        .then_some(k)
+        .ok_or_else(|| invalid_params(format!("unknown preference {k:?}; goose's are {}", PREFERENCES.join(", "))))
+}
+
+fn preferences(agent: &Agent, p: &Value) -> Reply {
+    let asked: Vec<&Value> = p.get("keys").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+    let keys: Vec<&str> = if asked.is_empty() {
+        PREFERENCES.to_vec()
+    } else {
+        asked.into_iter().map(preference_key).collect::<Result<_, _>>()?
+    };
+    let values: Vec<Value> = keys
+        .iter()
+        .map(|k| json!({ "key": k, "value": agent.app.store.get(&format!("preferences.{k}")).ok().flatten() }))
+        .collect();
+    Ok(json!({ "values": values }))
+}
+
+fn save_preferences(agent: &Agent, p: &Value) -> Reply {
+    for v in p.get("values").and_then(Value::as_array).into_iter().flatten() {
+        let key = preference_key(v.get("key").unwrap_or(&Value::Null))?;
+        let name = format!("preferences.{key}");
+        match v.get("value") {
+            None | Some(Value::Null) => settings::remove(&agent.app, &name, false).map(|_| ()),
+            Some(value) => settings::upsert(&agent.app, &name, value.clone(), false),
+        }
+        .map_err(setting_error)?;
+    }
+    Ok(json!({}))
+}

@@ -1,0 +1,236 @@
+//! The transports of an ACP connection. One connection code (`Conn` writing, `super::serve`
+//! reading and dispatching, `session::Agent` answering) runs over either:
+//!
+//! - stdio (`gosling acp`): one JSON-RPC message per line, [`LineWriter`] and [`LineReader`];
+//! - a WebSocket (`/acp` on `gosling agent`): one message per text frame; the HTTP side
+//!   (`http::websocket`) implements [`Outbound`] and hands messages in through a channel
+//!   ([`Inbox`] for `Receiver<Inbound>`), and [`serve_connection`] runs the connection.
+//!
+//! A transport bounds what it reads: a message over its limit is skipped without being held
+//! (only its first bytes are kept, for the request id) and reported as [`Inbound::TooLong`],
+//! which the reader loop answers with a JSON-RPC error.
+
+use gosling_agent::host::Host;
+use gosling_util::lock;
+use gosling_wire::jsonrpc::{self, Id};
+use crossbeam_channel::Receiver;
+use std::io::{self, BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+/// How much of an over-limit message is kept to find its id.
+pub const PEEK: usize = 4096;
+
+/// Where a connection's messages go: one encoded JSON-RPC message per call, sent whole (a
+/// line, a text frame). Called from any thread; may block while the peer is slow.
+pub trait Outbound: Send + Sync {
+    /// False when the peer is gone (the message was not sent).
+    fn send(&self, message: String) -> bool;
+}
+
+/// stdio's outbound: one line per message, flushed.
+pub struct LineWriter<W>(Mutex<W>);
+
+impl<W: Write + Send> LineWriter<W> {
+    pub fn new(w: W) -> LineWriter<W> {
+        LineWriter(Mutex::new(w))
+    }
+}
+
+impl<W: Write + Send> Outbound for LineWriter<W> {
+    fn send(&self, message: String) -> bool {
+        let mut out = lock(&self.0);
+        let ok = out.write_all(message.as_bytes()).and_then(|_| out.write_all(b"\n")).and_then(|_| out.flush());
+        if let Err(e) = &ok {
+            log::warn!("acp: cannot write to the client: {e}");
+        }
+        ok.is_ok()
+    }
+}
+
+/// One thing a transport read.
+#[derive(Debug, PartialEq)]
+pub enum Inbound {
+    /// One message's bytes (not yet parsed).
+    Message(Vec<u8>),
+    /// A message over `limit` bytes was skipped; `id` when its first bytes named one.
+    TooLong { id: Option<Id>, limit: u64 },
+}
+
+/// Where a connection's messages come from.
+pub trait Inbox {
+    /// The next message; `Ok(None)` when the peer closed the connection.
+    fn next(&mut self) -> io::Result<Option<Inbound>>;
+}
+
+/// The WebSocket side: its reader thread sends what it decoded; the end of the channel is
+/// the end of the connection.
+impl Inbox for Receiver<Inbound> {
+    fn next(&mut self) -> io::Result<Option<Inbound>> {
+        Ok(self.recv().ok()) // wait: the WebSocket's reader thread
+    }
+}
+
+/// stdio's inbox: newline-delimited messages of at most `max` bytes each (the newline not
+/// counted). A longer line is read through to its end but never held: only its first
+/// [`PEEK`] bytes are kept.
+pub struct LineReader<R> {
+    input: R,
+    max: usize,
+    line: Vec<u8>,
+}
+
+impl<R: BufRead> LineReader<R> {
+    pub fn new(input: R, max: usize) -> LineReader<R> {
+        LineReader { input, max, line: Vec::new() }
+    }
+}
+
+impl<R: BufRead> Inbox for LineReader<R> {
+    fn next(&mut self) -> io::Result<Option<Inbound>> {
+        self.line.clear();
+        let mut over: Option<Vec<u8>> = None;
+        let mut any = false;
+        loop {
+            let avail = match self.input.fill_buf() {
+                Ok(b) => b, // wait: the editor's stdin
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                if !any {
+                    return Ok(None);
+                }
+                break; // a last line without its newline
+            }
+            any = true;
+            let (chunk, used, done) = match avail.iter().position(|&b| b == b'\n') {
+                Some(i) => (&avail[..i], i + 1, true),
+                None => (avail, avail.len(), false),
+            };
+            match &mut over {
+                Some(prefix) => {
+                    let keep = PEEK.saturating_sub(prefix.len()).min(chunk.len());
+                    prefix.extend_from_slice(&chunk[..keep]);
+                }
+                None if self.line.len() + chunk.len() > self.max => {
+                    let mut prefix = std::mem::take(&mut self.line);
+                    prefix.truncate(PEEK);
+                    let keep = PEEK.saturating_sub(prefix.len()).min(chunk.len());
+                    prefix.extend_from_slice(&chunk[..keep]);
+                    prefix.shrink_to_fit();
+                    over = Some(prefix);
+                }
+                None => self.line.extend_from_slice(chunk),
+            }
+            self.input.consume(used);
+            if done {
+                break;
+            }
+        }
+        Ok(Some(match over {
+            Some(prefix) => Inbound::TooLong { id: jsonrpc::peek_id(&prefix), limit: self.max as u64 },
+            None => Inbound::Message(std::mem::take(&mut self.line)),
+        }))
+    }
+}
+
+/// Runs one ACP connection over a transport until its inbox ends: its own `initialize`, client
+/// capabilities and pending requests; the sessions it opens live on in `host` (a later
+/// connection reopens them with `session/load`). When the peer goes, the prompts this
+/// connection started are cancelled (as `session/cancel` would) and requests waiting on it
+/// fail; the host and its extensions stay up for the next connection.
+pub fn serve_connection(host: Arc<Host>, outbound: Box<dyn Outbound>, mut inbox: impl Inbox) {
+    let conn = Arc::new(super::conn::Conn::with_outbound(outbound));
+    let agent = Arc::new(super::session::Agent::new(host, conn.clone()));
+    let mut prompted = std::collections::HashSet::new();
+    let mut watch = Watch { inner: &mut inbox, prompted: &mut prompted };
+    if let Err(e) = super::serve(&agent, &conn, &mut watch) {
+        log::info!("acp: connection ended: {e}");
+    }
+    conn.close();
+    for sid in prompted {
+        agent.notification("session/cancel", serde_json::json!({ "sessionId": sid }));
+    }
+}
+
+/// Notes the sessions a connection prompted, to cancel their turns when it ends.
+struct Watch<'a, I> {
+    inner: &'a mut I,
+    prompted: &'a mut std::collections::HashSet<String>,
+}
+
+impl<I: Inbox> Inbox for Watch<'_, I> {
+    fn next(&mut self) -> io::Result<Option<Inbound>> {
+        let m = self.inner.next()?;
+        if let Some(Inbound::Message(bytes)) = &m {
+            // Cheap pre-check before parsing a second time: only prompts matter.
+            if bytes.windows(14).any(|w| w == b"session/prompt") {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) {
+                    if v.get("method").and_then(|m| m.as_str()) == Some("session/prompt") {
+                        if let Some(sid) = v.pointer("/params/sessionId").and_then(|s| s.as_str()) {
+                            self.prompted.insert(sid.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(input: &[u8], max: usize) -> Vec<Inbound> {
+        let mut r = LineReader::new(io::BufReader::with_capacity(7, input), max);
+        let mut out = Vec::new();
+        while let Some(m) = r.next().unwrap() {
+            out.push(m);
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_split_and_bounded() {
+        let got = read_all(b"{\"a\":1}\n\n{\"b\":2}", 64);
+        assert_eq!(
+            got,
+            [
+                Inbound::Message(b"{\"a\":1}".to_vec()),
+                Inbound::Message(Vec::new()),
+                Inbound::Message(b"{\"b\":2}".to_vec())
+            ]
+        );
+        // Exactly the limit is fine; one more byte is too long, and the next line is read.
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"p\":\"{}\"}}", "a".repeat(30));
+        let max = line.len();
+        let input = format!("{line}\n{line}b\nnext\n");
+        let got = read_all(input.as_bytes(), max);
+        assert_eq!(got[0], Inbound::Message(line.clone().into_bytes()));
+        assert_eq!(got[1], Inbound::TooLong { id: Some(Id::Str("x".into())), limit: max as u64 });
+        assert_eq!(got[2], Inbound::Message(b"next".to_vec()));
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn an_endless_line_is_not_held() {
+        // 200 MiB without a newline through a 64 KiB limit: the reader's buffer stays small.
+        struct Endless(u64);
+        impl io::Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.0 == 0 {
+                    return Ok(0);
+                }
+                let n = (buf.len() as u64).min(self.0) as usize;
+                buf[..n].fill(b'x');
+                self.0 -= n as u64;
+                Ok(n)
+            }
+        }
+        let mut r = LineReader::new(io::BufReader::new(Endless(200 << 20)), 64 << 10);
+        assert_eq!(r.next().unwrap(), Some(Inbound::TooLong { id: None, limit: 64 << 10 }));
+        assert!(r.line.capacity() <= 64 << 10, "held {}", r.line.capacity());
+        assert_eq!(r.next().unwrap(), None);
+    }
+}

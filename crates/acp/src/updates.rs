@@ -1,0 +1,405 @@
+//! goose messages ⇄ ACP: the `session/update` payloads a turn's messages become (live and on
+//! `session/load`), and the goose user message an ACP prompt becomes. Pure: no I/O.
+
+use gosling_agent::messages as msg;
+use serde_json::{json, Value};
+
+/// What one goose message of a running turn asks the ACP side to do.
+#[derive(Debug, PartialEq)]
+pub enum Live {
+    /// Send this `update` object in a `session/update` notification.
+    Update(Value),
+    /// Ask the client with `session/request_permission` (approve modes).
+    Permission { id: String, tool: String, arguments: Value },
+    /// An extension's MCP elicitation (a form for the person): relayed as ACP's
+    /// `elicitation/create` when the client takes forms.
+    Elicitation { id: String, message: String, schema: Value },
+}
+
+/// ACP's ToolKind for a prefixed tool name: lets editors pick an icon and group reads.
+pub fn tool_kind(name: &str, args: &Value) -> &'static str {
+    let tool = name.rsplit("__").next().unwrap_or(name);
+    match tool {
+        "shell" | "run" | "execute" | "bash" => "execute",
+        "text_editor" => match args.get("command").and_then(Value::as_str) {
+            Some("view") => "read",
+            _ => "edit",
+        },
+        "list_directory" | "read_file" | "read_text_file" | "read" | "view" => "read",
+        "write_file" | "edit_file" | "edit" => "edit",
+        "search" | "search_files" | "grep" | "find" => "search",
+        "fetch" => "fetch",
+        "delete" | "delete_file" | "remove" => "delete",
+        "move" | "move_file" | "rename" => "move",
+        _ => "other",
+    }
+}
+
+/// A short human title: the tool and the argument that says most about the call.
+pub fn tool_title(name: &str, args: &Value) -> String {
+    let detail = ["command", "path", "query", "url"]
+        .iter()
+        .filter_map(|k| args.get(*k).and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut detail: String = detail.chars().take(80).collect();
+    if detail.is_empty() {
+        return name.to_string();
+    }
+    if detail.len() < args.to_string().len() && detail.chars().count() == 80 {
+        detail.push('…');
+    }
+    format!("{name}: {detail}")
+}
+
+/// File locations a call touches (for editors that follow the agent).
+fn locations(args: &Value, cwd: &str) -> Vec<Value> {
+    match args.get("path").and_then(Value::as_str) {
+        Some(p) if p.starts_with('/') => vec![json!({ "path": p })],
+        Some(p) => vec![json!({ "path": format!("{}/{p}", cwd.trim_end_matches('/')) })],
+        None => Vec::new(),
+    }
+}
+
+/// The `tool_call` update announcing a call.
+pub fn tool_call(id: &str, name: &str, args: &Value, status: &str, cwd: &str) -> Value {
+    json!({
+        "sessionUpdate": "tool_call", "toolCallId": id, "title": tool_title(name, args),
+        "kind": tool_kind(name, args), "status": status, "rawInput": args, "locations": locations(args, cwd),
+    })
+}
+
+pub fn tool_status(id: &str, status: &str) -> Value {
+    json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status })
+}
+
+/// A running call's MCP `notifications/progress` as a `tool_call_update` whose content says how
+/// far it is (`message`, then `progress/total` or `progress`). The closing update replaces it.
+pub fn tool_progress(id: &str, params: &Value) -> Option<Value> {
+    let progress = params.get("progress").and_then(Value::as_f64)?;
+    let count = match params.get("total").and_then(Value::as_f64) {
+        Some(total) => format!("{progress}/{total}"),
+        None => format!("{progress}"),
+    };
+    let text = match params.get("message").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+        Some(m) => format!("{m} ({count})"),
+        None => format!("progress {count}"),
+    };
+    Some(json!({
+        "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress",
+        "content": [{ "type": "content", "content": { "type": "text", "text": text } }],
+    }))
+}
+
+/// The `tool_call_update` closing a call, from goose's toolResponse content.
+pub fn tool_result(c: &Value) -> Value {
+    let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+    let r = c.get("toolResult").cloned().unwrap_or(Value::Null);
+    let (status, blocks, raw) = match r.get("status").and_then(Value::as_str) {
+        Some("success") => {
+            let v = r.get("value").cloned().unwrap_or(Value::Null);
+            let (content, is_error) = msg::result_content(&v);
+            (if is_error { "failed" } else { "completed" }, content, v)
+        }
+        _ => {
+            let e = r.get("error").and_then(Value::as_str).unwrap_or("tool call failed").to_string();
+            ("failed", vec![msg::text(&e)], json!({ "error": e }))
+        }
+    };
+    let content: Vec<Value> =
+        blocks.into_iter().filter_map(content_block).map(|b| json!({"type": "content", "content": b})).collect();
+    json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status, "content": content, "rawOutput": raw })
+}
+
+/// An MCP content item as an ACP ContentBlock (the shapes are the same for text, image,
+/// audio, resource_link and resource; anything else is dropped).
+fn content_block(c: Value) -> Option<Value> {
+    match c.get("type").and_then(Value::as_str) {
+        Some("text") | Some("image") | Some("audio") | Some("resource_link") | Some("resource") => Some(c),
+        _ => None,
+    }
+}
+
+fn chunk(kind: &str, text: &str) -> Value {
+    json!({ "sessionUpdate": kind, "content": { "type": "text", "text": text } })
+}
+
+/// What a goose message streamed by a running turn becomes. `first_status` is the status of
+/// a new tool call: `in_progress` when it runs at once, `pending` when it may wait for the
+/// person.
+pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
+    let mut out = live_updates(message, first_status, cwd);
+    for l in &mut out {
+        if let Live::Update(u) = l {
+            with_message_meta(u, message);
+        }
+    }
+    out
+}
+
+/// goose's message identity on an update, as Goose Desktop reads it: every chunk of one message
+/// carries the message's id (ACP's `messageId`, and `_meta.goose.messageId` with its
+/// `created` time), so chunks of different messages are never merged; a tool call names its
+/// tool and extension (`_meta.goose.toolCall`), since the title is for people.
+pub fn with_message_meta(u: &mut Value, message: &Value) {
+    let Some(id) = message.get("id").and_then(Value::as_str) else { return };
+    let created = message.get("created").cloned().unwrap_or(Value::Null);
+    let kind = u["sessionUpdate"].as_str().unwrap_or("").to_string();
+    let mut goose = json!({ "messageId": id, "created": created });
+    match kind.as_str() {
+        "agent_message_chunk" | "user_message_chunk" | "agent_thought_chunk" => {
+            u["messageId"] = json!(id);
+        }
+        "tool_call" => {
+            let name = message
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c.get("id") == u.get("toolCallId"))
+                .and_then(|c| c.pointer("/toolCall/value/name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let extension = name.split_once("__").map_or("", |(e, _)| e);
+            goose["toolCall"] = json!({ "toolName": name, "extensionName": extension });
+        }
+        "tool_call_update" => {}
+        _ => return,
+    }
+    u["_meta"] = json!({ "goose": goose });
+}
+
+fn live_updates(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
+    let role = message.get("role").and_then(Value::as_str).unwrap_or("assistant");
+    let mut out = Vec::new();
+    for c in message.get("content").and_then(Value::as_array).into_iter().flatten() {
+        match c.get("type").and_then(Value::as_str) {
+            Some("text") if role == "assistant" => {
+                let t = c.get("text").and_then(Value::as_str).unwrap_or("");
+                if !t.is_empty() {
+                    out.push(Live::Update(chunk("agent_message_chunk", t)));
+                }
+            }
+            Some("toolRequest") => out.extend(request(c, first_status, cwd).map(Live::Update)),
+            Some("toolResponse") => out.push(Live::Update(tool_result(c))),
+            Some("actionRequired")
+                if c.pointer("/data/actionType").and_then(Value::as_str) == Some("toolConfirmation") =>
+            {
+                let d = &c["data"];
+                out.push(Live::Permission {
+                    id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                    tool: d.get("toolName").and_then(Value::as_str).unwrap_or("").to_string(),
+                    arguments: d.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                });
+            }
+            Some("actionRequired") if c.pointer("/data/actionType").and_then(Value::as_str) == Some("elicitation") => {
+                let d = &c["data"];
+                out.push(Live::Elicitation {
+                    id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                    message: d.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                    schema: d.get("requested_schema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn request(c: &Value, status: &str, cwd: &str) -> Option<Value> {
+    let id = c.get("id").and_then(Value::as_str)?;
+    match c.get("toolCall") {
+        Some(call) if call.get("status").and_then(Value::as_str) == Some("success") => {
+            let v = &call["value"];
+            let name = v.get("name").and_then(Value::as_str).unwrap_or("tool");
+            Some(tool_call(id, name, v.get("arguments").unwrap_or(&json!({})), status, cwd))
+        }
+        Some(call) => {
+            let e = call.get("error").and_then(Value::as_str).unwrap_or("invalid tool call");
+            let mut u = tool_call(id, "invalid tool call", &json!({}), "failed", cwd);
+            u["content"] = json!([{ "type": "content", "content": msg::text(e) }]);
+            Some(u)
+        }
+        None => None,
+    }
+}
+
+/// A `plan` update when the model wrote its plan as a Markdown task list (`- [ ] step`,
+/// `- [x] done`, `- [~] doing`): ACP's agent plan, which editors show as a checklist. `None`
+/// when the text has no task list.
+pub fn plan(text: &str) -> Option<Value> {
+    let entries: Vec<Value> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("- [").or_else(|| l.strip_prefix("* ["))?;
+            let (mark, content) = rest.split_at_checked(1)?;
+            let content = content.strip_prefix("] ")?.trim();
+            let status = match mark {
+                " " => "pending",
+                "x" | "X" => "completed",
+                "~" | "-" => "in_progress",
+                _ => return None,
+            };
+            (!content.is_empty()).then(|| json!({ "content": content, "priority": "medium", "status": status }))
+        })
+        .collect();
+    (!entries.is_empty()).then(|| json!({ "sessionUpdate": "plan", "entries": entries }))
+}
+
+/// A stored conversation replayed for `session/load`: user and agent text as chunks, each
+/// tool call announced, then closed with its result.
+pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for m in conversation {
+        if m.pointer("/metadata/userVisible").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+        let first = out.len();
+        for c in m.get("content").and_then(Value::as_array).into_iter().flatten() {
+            match c.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let t = c.get("text").and_then(Value::as_str).unwrap_or("");
+                    let kind = if role == "assistant" { "agent_message_chunk" } else { "user_message_chunk" };
+                    out.push(chunk(kind, t));
+                }
+                Some("toolRequest") | Some("frontendToolRequest") => out.extend(request(c, "pending", cwd)),
+                Some("toolResponse") => out.push(tool_result(c)),
+                _ => {}
+            }
+        }
+        for u in &mut out[first..] {
+            with_message_meta(u, m);
+        }
+    }
+    out
+}
+
+/// The goose MessageContent of an ACP prompt. Text and resource links are the baseline;
+/// embedded resources (`embeddedContext`) come in as text naming their URI. Images and audio
+/// are refused: gosling advertises neither.
+pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for (i, b) in prompt.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => out.push(msg::text(b.get("text").and_then(Value::as_str).unwrap_or(""))),
+            Some("resource_link") => {
+                let uri = b.get("uri").and_then(Value::as_str).unwrap_or("");
+                let name = b.get("name").and_then(Value::as_str).unwrap_or(uri);
+                out.push(msg::text(&format!("[{name}]({uri})")));
+            }
+            Some("resource") => {
+                let r = b.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = r.get("uri").and_then(Value::as_str).unwrap_or("");
+                match r.get("text").and_then(Value::as_str) {
+                    Some(t) => out.push(msg::text(&format!("Content of {uri}:\n```\n{t}\n```"))),
+                    None => {
+                        return Err(format!(
+                            "prompt[{i}]: the embedded resource {uri:?} has no text; gosling takes text resources only"
+                        ))
+                    }
+                }
+            }
+            Some(kind @ ("image" | "audio")) => {
+                return Err(format!(
+                    "prompt[{i}]: {kind} content is not supported (promptCapabilities.{kind} is false); send text"
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "prompt[{i}]: unknown content block type {other:?}; use text, resource_link or resource"
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("prompt is empty; send at least one text block".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_titles() {
+        assert_eq!(tool_kind("developer__shell", &json!({"command": "ls"})), "execute");
+        assert_eq!(tool_kind("developer__text_editor", &json!({"command": "view"})), "read");
+        assert_eq!(tool_kind("developer__text_editor", &json!({"command": "write"})), "edit");
+        assert_eq!(tool_kind("everything__echo", &json!({})), "other");
+        assert_eq!(tool_title("developer__shell", &json!({"command": "ls -l"})), "developer__shell: ls -l");
+        assert_eq!(tool_title("x__y", &json!({"n": 1})), "x__y");
+    }
+
+    #[test]
+    fn live_messages_become_updates() {
+        let m = msg::message(
+            "m1",
+            "assistant",
+            vec![msg::text("hi"), msg::tool_request("t1", "developer__shell", &Ok(json!({"command": "ls"})))],
+        );
+        let l = live(&m, "in_progress", "/p");
+        assert_eq!(l.len(), 2);
+        let Live::Update(u) = &l[1] else { panic!("{l:?}") };
+        assert_eq!(
+            (u["sessionUpdate"].as_str(), u["status"].as_str(), u["kind"].as_str()),
+            (Some("tool_call"), Some("in_progress"), Some("execute"))
+        );
+        let r = msg::message(
+            "m2",
+            "user",
+            vec![msg::tool_response("t1", Ok(&json!({"content": [{"type": "text", "text": "a"}], "isError": true})))],
+        );
+        let Live::Update(u) = &live(&r, "pending", "/p")[0] else { panic!() };
+        assert_eq!(u["status"], "failed");
+        assert_eq!(u["content"][0]["content"]["text"], "a");
+        let c = msg::message("m3", "assistant", vec![msg::tool_confirmation("t2", "x__y", &json!({"a": 1}))]);
+        assert_eq!(
+            live(&c, "pending", "/p"),
+            vec![Live::Permission { id: "t2".into(), tool: "x__y".into(), arguments: json!({"a": 1}) }]
+        );
+    }
+
+    #[test]
+    fn task_lists_are_plans() {
+        let p = plan("Plan:\n- [x] read the code\n  - [~] fix it\n- [ ] test\n- [?] no\n- [ ]\n").unwrap();
+        let got: Vec<_> = p["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["content"].as_str().unwrap(), e["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(got, [("read the code", "completed"), ("fix it", "in_progress"), ("test", "pending")]);
+        assert_eq!(plan("no list here\n- plain item"), None);
+    }
+
+    #[test]
+    fn replay_and_prompts() {
+        let conv = vec![
+            msg::message("a", "user", vec![msg::text("q")]),
+            msg::message(
+                "b",
+                "assistant",
+                vec![msg::text("r"), msg::tool_request("t", "x__y", &Ok(json!({"path": "f"})))],
+            ),
+            msg::message("c", "user", vec![msg::tool_response("t", Err("boom"))]),
+        ];
+        let u = replay(&conv, "/w");
+        let kinds: Vec<_> = u.iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("")).collect();
+        assert_eq!(kinds, ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update"]);
+        assert_eq!(u[2]["locations"][0]["path"], "/w/f");
+        assert_eq!(u[3]["status"], "failed");
+        let p = prompt_content(&[
+            json!({"type": "text", "text": "a"}),
+            json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
+        ])
+        .unwrap();
+        assert!(p[1]["text"].as_str().unwrap().contains("body"));
+        assert!(prompt_content(&[json!({"type": "image", "data": "", "mimeType": "image/png"})])
+            .unwrap_err()
+            .contains("promptCapabilities.image"));
+        assert!(prompt_content(&[]).unwrap_err().contains("empty"));
+    }
+}

@@ -1,0 +1,150 @@
+//! What every front end (http, acp) shares: process config, the trust policy, the stores, the
+//! live session runtimes and the plumbing of running turns. Built once at start.
+
+use crate::bus::Buses;
+use crate::elicit::Elicitations;
+use crate::reply::{Confirmations, Mode};
+use crate::sampling::Sampling;
+use crate::Agents;
+use gosling_config::Config;
+use gosling_extensions::config::{ExtensionConfig, Unresolved};
+use gosling_extensions::policy::{InstallSource, Policy, PolicyError};
+use gosling_extensions::runtime::{Deps, SecretsTokens};
+use gosling_store::audit::{AuditLimits, AuditLog};
+use gosling_store::config_store::ConfigStore;
+use gosling_store::sessions::SessionStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Host {
+    pub config: Config,
+    /// Built once at start (fetching GOOSE_ALLOWLIST once).
+    pub policy: Policy,
+    pub store: Arc<ConfigStore>,
+    pub sessions: Arc<SessionStore>,
+    pub confirmations: Arc<Confirmations>,
+    pub elicitations: Arc<Elicitations>,
+    /// The event bus of each session that has a follower or a request.
+    pub buses: Buses,
+    pub agents: Agents,
+    pub runtime_deps: Arc<Deps>,
+}
+
+impl Host {
+    pub fn new(config: Config, store: ConfigStore, sessions: SessionStore, policy: Policy) -> Host {
+        let store = Arc::new(store);
+        let secret_store = store.clone();
+        let elicitations = Arc::new(Elicitations::new(
+            std::env::var("GOSLING_ELICITATION_TIMEOUT_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(crate::elicit::DEFAULT_TIMEOUT, Duration::from_secs),
+        ));
+        let asker = elicitations.clone();
+        let sessions = Arc::new(sessions);
+        let setting_store = store.clone();
+        let audit = AuditLog::new(
+            &config.state_dir,
+            AuditLimits { max_bytes: config.audit_max_bytes, keep: config.audit_keep },
+        );
+        let sampling = Sampling {
+            sessions: sessions.clone(),
+            setting: Arc::new(move |k| setting_in(&setting_store, k)),
+            elicitations: elicitations.clone(),
+            audit: audit.clone(),
+            limits: Default::default(),
+        };
+        let runtime_deps = Arc::new(Deps {
+            elicit: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
+                asker.ask(session, extension, params)
+            })),
+            sample: Some(Arc::new(move |session: &str, extension: &str, params: &serde_json::Value| {
+                sampling.create_message(session, extension, params)
+            })),
+            state_dir: config.state_dir.clone(),
+            // The secrets store only: never gosling's own environment (see runtime::resolve_env).
+            secret: Box::new(move |key| secret_store.get_secret(key).ok().flatten()),
+            self_exe: std::env::current_exe().unwrap_or_else(|_| "gosling".into()),
+            audit,
+            tokens: Some(Arc::new(SecretsTokens(store.clone()))),
+            policy: Some(policy.clone()),
+        });
+        Host {
+            config,
+            policy,
+            store,
+            sessions,
+            confirmations: Arc::default(),
+            elicitations,
+            buses: Default::default(),
+            agents: Agents::default(),
+            runtime_deps,
+        }
+    }
+
+    /// The `permission` goose's ToolInfo shows when the user stored none: `ask_before` in
+    /// approve mode, else null.
+    pub fn tool_permission_default(&self, session_id: &str) -> Option<String> {
+        let mode = self.sessions.get_meta(session_id).ok().flatten().and_then(|s| s.goose_mode);
+        (self.mode_for(mode.as_deref()) == Mode::Approve).then(|| "ask_before".to_string())
+    }
+
+    /// A setting: the environment first, then the config store (plain, then secret).
+    pub fn setting(&self, key: &str) -> Option<String> {
+        setting_in(&self.store, key)
+    }
+
+    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
+    pub fn mode_for(&self, session_mode: Option<&str>) -> Mode {
+        Mode::resolve(session_mode, &|k| self.setting(k))
+    }
+
+    /// The trust policy for installs and activations, enforced on every path that can add or
+    /// activate an extension. Warnings (allowlist in warning mode) are logged.
+    pub fn policy_check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<(), PolicyError> {
+        for w in self.policy.check(config, source)? {
+            log::warn!("{w}");
+        }
+        Ok(())
+    }
+
+    /// The names `config` reads that are not in the secrets store, and those it may never read.
+    pub fn unresolved_secrets(&self, config: &ExtensionConfig) -> Unresolved {
+        gosling_extensions::config::unresolved(config, &|k| (self.runtime_deps.secret)(k).is_some())
+    }
+
+    /// Starts the thread that stops idle sessions' extensions (`config.idle_stop`); it ends
+    /// when the host is dropped. Checks every quarter of the idle time (1 s to 60 s).
+    pub fn start_idle_reaper(self: &Arc<Host>) {
+        let Some(idle) = self.config.idle_stop else { return };
+        let period = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let host = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new().name("idle-reaper".into()).spawn(move || loop {
+            std::thread::sleep(period);
+            let Some(host) = host.upgrade() else { return };
+            host.agents.stop_idle(idle);
+        });
+        if let Err(e) = spawned {
+            log::warn!("cannot start the idle reaper ({e}); idle extensions keep running");
+        }
+    }
+
+    /// Stops everything that runs children; called once at shutdown.
+    pub fn shutdown(&self) {
+        self.agents.shutdown_all();
+    }
+}
+
+/// A setting: the environment first, then the config store (plain, then secret).
+fn setting_in(store: &ConfigStore, key: &str) -> Option<String> {
+    if let Ok(v) = std::env::var(key) {
+        if !v.is_empty() {
+            return Some(v);
+        }
+    }
+    match store.get(key).ok().flatten() {
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(serde_json::Value::Null) | None => store.get_secret(key).ok().flatten(),
+        Some(other) => Some(other.to_string()),
+    }
+}

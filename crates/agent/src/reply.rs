@@ -1,0 +1,593 @@
+//! The agent turn loop: model → tool calls → MCP → model, streamed as typed `Event`s.
+//!
+//! One loop, two ways to watch it: `POST /reply` reads one turn's events from a bounded
+//! channel, the session event stream reads them from the session's bus (`bus.rs`). The loop
+//! runs on its own thread and emits into a `Sink`. Its cancel signal is a channel: a message
+//! or a disconnect (the `/reply` client gone, `POST /sessions/{id}/cancel`) stops it — the
+//! provider stream is dropped at its next chunk or silence poll, and in-flight tool calls are
+//! cancelled with `notifications/cancelled`. Every message is saved to the session as it is
+//! produced, so a crash loses at most the message being streamed.
+
+use crate::elicit::Elicitations;
+use crate::events::{Event, Sink};
+use crate::messages::{self as msg, Tokens};
+use gosling_extensions::runtime::SessionRuntime;
+use gosling_llm::{self as llm, ChatRequest, Delta, Provider, ToolSpec};
+use gosling_mcp::client::CallContext;
+use gosling_store::sessions::SessionStore;
+use gosling_util::lock;
+use crossbeam_channel::{bounded, select, Receiver, Sender};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a tool call waits for the person's confirmation before it is declined.
+const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
+
+/// goose's permission modes; `auto` when neither the session nor the settings name one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Auto,
+    Approve,
+    SmartApprove,
+    Chat,
+}
+
+impl Mode {
+    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
+    pub fn resolve(session_mode: Option<&str>, setting: &dyn Fn(&str) -> Option<String>) -> Mode {
+        session_mode
+            .and_then(Mode::parse)
+            .or_else(|| setting("GOOSE_MODE").as_deref().and_then(Mode::parse))
+            .unwrap_or_default()
+    }
+
+    const NAMES: [(Mode, &'static str); 4] =
+        [(Mode::Auto, "auto"), (Mode::Approve, "approve"), (Mode::SmartApprove, "smart_approve"), (Mode::Chat, "chat")];
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        Mode::NAMES.iter().find(|(_, name)| *name == s).map(|(m, _)| *m)
+    }
+
+    /// goose's name of the mode (`smart_approve`).
+    pub fn name(self) -> &'static str {
+        Mode::NAMES.iter().find(|(m, _)| *m == self).map_or("auto", |(_, name)| name)
+    }
+}
+
+/// Tool confirmations awaited by running turns, keyed by tool request id.
+#[derive(Default)]
+pub struct Confirmations {
+    waiting: Mutex<HashMap<String, Sender<String>>>,
+}
+
+/// The session field listing the tools the person allowed "always" in it: kept with the
+/// session, so the answer holds whichever front end (HTTP API, web page, ACP) or process asks
+/// next.
+pub const ALWAYS_ALLOWED: &str = "gosling_always_allowed";
+/// The same for the tools the person refused "always" (ACP's `reject_always`, the decision
+/// `always_deny`): declined without asking again in this session.
+pub const ALWAYS_DENIED: &str = "gosling_always_denied";
+
+/// A tool-name list kept in a session's metadata.
+fn name_set(s: &gosling_store::sessions::Session, key: &str) -> std::collections::HashSet<String> {
+    s.extra
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some(t.as_str()?.to_string()))
+        .collect()
+}
+
+impl Confirmations {
+    fn wait_for(&self, id: &str) -> Receiver<String> {
+        let (tx, rx) = bounded(1);
+        lock(&self.waiting).insert(id.to_string(), tx);
+        rx
+    }
+
+    fn forget(&self, id: &str) {
+        lock(&self.waiting).remove(id);
+    }
+
+    /// Delivers the user's decision; false when no turn waits for this id.
+    pub fn answer(&self, id: &str, action: &str) -> bool {
+        match lock(&self.waiting).remove(id) {
+            Some(tx) => tx.try_send(action.to_string()).is_ok(),
+            None => false,
+        }
+    }
+}
+
+pub struct Turn {
+    pub session_id: String,
+    pub runtime: Arc<SessionRuntime>,
+    pub provider: Box<dyn Provider>,
+    pub sessions: Arc<SessionStore>,
+    pub confirmations: Arc<Confirmations>,
+    pub mode: Mode,
+    /// goose's per-tool permission levels (`always_allow`, `ask_before`, `never_allow`),
+    /// stored under `settings::TOOL_PERMISSIONS`.
+    pub permissions: HashMap<String, String>,
+    /// Tools allowed "always" in this session (`ALWAYS_ALLOWED`).
+    always: Mutex<std::collections::HashSet<String>>,
+    /// Tools refused "always" in this session (`ALWAYS_DENIED`).
+    never: Mutex<std::collections::HashSet<String>>,
+    pub max_turns: usize,
+    /// The conversation before this turn (already including the new user message).
+    pub conversation: Vec<Value>,
+    /// Keeps other turns out of this session while this one lives.
+    _running: crate::TurnGuard,
+}
+
+/// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
+fn is_cancelled(cancel: &Receiver<()>) -> bool {
+    !matches!(cancel.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
+}
+
+/// Emits the turn's events; false once nobody watches.
+struct Out {
+    sink: Arc<dyn Sink>,
+    tokens: Tokens,
+}
+
+impl Out {
+    fn message(&self, m: Value) -> bool {
+        self.sink.emit(Event::Message { message: m, tokens: self.tokens })
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Finished (also after a cancel); `Finish` was emitted.
+    Finished,
+    /// Failed; `Error` was emitted (no `Finish`).
+    Failed,
+    /// Stopped after `GOSLING_MAX_TURNS` model turns without a final answer; `Error` was
+    /// emitted (no `Finish`).
+    OutOfTurns,
+}
+
+impl Outcome {
+    /// Whether the turn ended without `Finish` (the caller emits one).
+    pub fn failed(self) -> bool {
+        self != Outcome::Finished
+    }
+}
+
+/// Model turns per request before giving up (GOSLING_MAX_TURNS, default 25).
+pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
+    setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
+}
+
+const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
+You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
+
+/// The stored per-tool permission levels (a malformed entry is ignored).
+fn tool_permissions(host: &crate::host::Host) -> HashMap<String, String> {
+    match host.store.get(crate::settings::TOOL_PERMISSIONS) {
+        Ok(Some(Value::Object(m))) => m.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect(),
+        _ => HashMap::new(),
+    }
+}
+
+impl Turn {
+    /// The turn for a new user message: the session, its running agent, the model settings;
+    /// the message is saved before the turn starts.
+    pub fn prepare(
+        host: &crate::host::Host,
+        session_id: &str,
+        user_message: Value,
+        override_conversation: Option<Vec<Value>>,
+    ) -> Result<Turn, crate::Error> {
+        use crate::Error;
+        let setting = |k: &str| host.setting(k);
+        let session = host
+            .sessions
+            .get(session_id)
+            .map_err(Error::Store)?
+            .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
+        let runtime = host.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
+        let running = host.agents.begin_turn(session_id).ok_or_else(|| Error::Busy(session_id.to_string()))?;
+        let model =
+            session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
+        let settings = llm::Settings::resolve(
+            &gosling_config::ProcessEnv,
+            &setting,
+            (session.provider_name.as_deref(), model.as_deref()),
+        )
+        .map_err(Error::Model)?;
+        let provider = llm::from_settings(&settings).map_err(Error::Model)?;
+        let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
+        // A new message is appended; an override rewrites the stored conversation.
+        let conversation = match override_conversation {
+            Some(mut conversation) => {
+                conversation.push(user_message);
+                host.sessions.replace_conversation(session_id, &conversation).map_err(Error::Store)?;
+                conversation
+            }
+            None => {
+                host.sessions.append_message(session_id, &user_message).map_err(Error::Store)?;
+                let mut conversation = session.conversation.unwrap_or_default();
+                conversation.push(user_message);
+                conversation
+            }
+        };
+        Ok(Turn {
+            session_id: session_id.to_string(),
+            runtime,
+            provider,
+            sessions: host.sessions.clone(),
+            confirmations: host.confirmations.clone(),
+            mode: Mode::resolve(session.goose_mode.as_deref(), &setting),
+            permissions: tool_permissions(host),
+            always: Mutex::new(always),
+            never: Mutex::new(never),
+            max_turns: max_turns(&setting),
+            conversation,
+            _running: running,
+        })
+    }
+
+    fn save(&self, m: &Value) {
+        let r = self.sessions.append_message(&self.session_id, m);
+        if let Err(e) = r {
+            log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
+        }
+    }
+
+    fn system_prompt(&self) -> String {
+        let mut s = SYSTEM_PROMPT.to_string();
+        for (ext, instructions) in self.runtime.instructions() {
+            s.push_str(&format!("\n\n## {ext}\n{instructions}"));
+        }
+        s
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        if self.mode == Mode::Chat {
+            return Vec::new();
+        }
+        self.runtime
+            .tools(None)
+            .into_iter()
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.tool.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
+                input_schema: t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+            })
+            .collect()
+    }
+
+    /// Runs the loop; every failure ends as an Error event, a panic in the loop too (it is
+    /// caught here, so a watcher always learns that the turn is over). Elicitations of the
+    /// session's extensions go to the same sink while it runs.
+    pub fn run(self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+        let session_id = self.session_id.clone();
+        let s = sink.clone();
+        let run = std::panic::AssertUnwindSafe(move || self.run_unguarded(s, cancel, elicitations));
+        std::panic::catch_unwind(run).unwrap_or_else(|p| {
+            let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            log::error!("reply: the turn of session {session_id} panicked: {}", what.unwrap_or_default());
+            elicitations.unwatch(&session_id, &sink);
+            sink.emit(Event::Error("internal error: the turn failed; see the server log".into()));
+            Outcome::Failed
+        })
+    }
+
+    fn run_unguarded(mut self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
+        elicitations.watch(&self.session_id, sink.clone());
+        let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
+        let result = self.run_inner(&mut out, &cancel);
+        elicitations.unwatch(&self.session_id, &sink);
+        self.record_tokens(&out.tokens);
+        let session_id = self.session_id.clone();
+        // The session is free (and its tokens saved) before anyone learns the turn is over: a
+        // client may send its next message as soon as it sees Finish.
+        drop(self);
+        match result {
+            Ok(()) => {
+                out.sink.emit(Event::Finish(out.tokens));
+                Outcome::Finished
+            }
+            Err(e) => {
+                log::warn!("reply: session {session_id}: {e}");
+                out.sink.emit(Event::Error(e.to_string()));
+                match e {
+                    super::Error::OutOfTurns(_) => Outcome::OutOfTurns,
+                    _ => Outcome::Failed,
+                }
+            }
+        }
+    }
+
+    fn record_tokens(&self, t: &Tokens) {
+        let _ = self.sessions.update_meta(&self.session_id, |s| {
+            s.input_tokens = Some(t.input);
+            s.output_tokens = Some(t.output);
+            s.total_tokens = Some(t.input + t.output);
+            s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + t.acc_input);
+            s.accumulated_output_tokens = Some(s.accumulated_output_tokens.unwrap_or(0) + t.acc_output);
+            s.accumulated_total_tokens =
+                Some(s.accumulated_input_tokens.unwrap_or(0) + s.accumulated_output_tokens.unwrap_or(0));
+        });
+    }
+
+    fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {
+        let tools = self.tool_specs();
+        let system = self.system_prompt();
+        // Tool results kept by this reply so far (see `bound_results`).
+        let mut results_bytes = 0usize;
+        for _ in 0..self.max_turns {
+            let request = ChatRequest {
+                system: system.clone(),
+                messages: msg::to_llm(&self.conversation),
+                tools: tools.clone(),
+                max_tokens: None,
+            };
+            let reply_id = msg::new_id();
+            let mut client_gone = false;
+            let completion = {
+                let mut on_delta = |d: Delta| -> bool {
+                    if client_gone || is_cancelled(cancel) {
+                        client_gone = true;
+                        return false;
+                    }
+                    match d {
+                        Delta::Text(t) => {
+                            if !out.message(msg::message(&reply_id, "assistant", vec![msg::text(t)])) {
+                                client_gone = true;
+                                return false;
+                            }
+                        }
+                    }
+                    true
+                };
+                // The cancel check also runs while the model is silent (waiting for the
+                // first byte, between chunks, during a retry wait).
+                self.provider.complete_cancellable(&request, &mut on_delta, &|| is_cancelled(cancel))
+            };
+            let completion = match completion {
+                Ok(c) => c,
+                Err(llm::Error::Cancelled) => return Ok(()),
+                Err(e) => return Err(super::Error::Model(e)),
+            };
+            if let Some(u) = &completion.usage {
+                out.tokens.input = u.input_tokens as i64;
+                out.tokens.output = u.output_tokens as i64;
+                out.tokens.acc_input += u.input_tokens as i64;
+                out.tokens.acc_output += u.output_tokens as i64;
+            }
+            // The assistant message as stored: all its text, then its tool requests.
+            let mut content = Vec::new();
+            if !completion.text.is_empty() {
+                content.push(msg::text(&completion.text));
+            }
+            let mut frontend = Vec::new();
+            for call in &completion.tool_calls {
+                let is_frontend = self.runtime.is_frontend_tool(&call.name);
+                let c = match (&call.arguments, is_frontend) {
+                    (Ok(args), true) => {
+                        frontend.push(call.id.clone());
+                        msg::frontend_tool_request(&call.id, &call.name, args)
+                    }
+                    _ => msg::tool_request(&call.id, &call.name, &call.arguments),
+                };
+                // Stream each request (the text was streamed already).
+                if !out.message(msg::message(&reply_id, "assistant", vec![c.clone()])) {
+                    return Ok(());
+                }
+                content.push(c);
+            }
+            let assistant = msg::message(&reply_id, "assistant", content);
+            self.save(&assistant);
+            self.conversation.push(assistant);
+            if completion.tool_calls.is_empty() || !frontend.is_empty() {
+                // Done, or the client must run a frontend tool and send its result in the next /reply.
+                return Ok(());
+            }
+            let responses = bound_results(self.run_tools(&completion.tool_calls, out, cancel), &mut results_bytes);
+            if is_cancelled(cancel) {
+                return Ok(());
+            }
+            let m = msg::message(&msg::new_id(), "user", responses);
+            self.save(&m);
+            if !out.message(m.clone()) {
+                return Ok(());
+            }
+            self.conversation.push(m);
+        }
+        Err(super::Error::OutOfTurns(self.max_turns))
+    }
+
+    /// Asks the user in approve modes; true when the call may run.
+    fn approved(&self, call: &llm::ToolCallOut, out: &Out, cancel: &Receiver<()>) -> Result<bool, ()> {
+        // The person's standing choices first: per tool (goose's tool permissions), then
+        // "always" answered earlier in this session.
+        let needs = match (self.permissions.get(&call.name).map(String::as_str), self.mode) {
+            (Some("never_allow"), _) => {
+                log::info!("reply: {} is set to never_allow; declined", call.name);
+                return Ok(false);
+            }
+            (Some("always_allow"), _) => false,
+            (Some("ask_before"), Mode::Auto | Mode::Approve | Mode::SmartApprove) => true,
+            (_, Mode::Auto | Mode::Chat) => false,
+            (_, Mode::Approve) => true,
+            (_, Mode::SmartApprove) => !self.read_only(&call.name),
+        };
+        if !needs || lock(&self.always).contains(&call.name) {
+            return Ok(true);
+        }
+        if lock(&self.never).contains(&call.name) {
+            log::info!("reply: {} was refused \"always\" in this session; declined", call.name);
+            return Ok(false);
+        }
+        let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
+        let rx = self.confirmations.wait_for(&call.id);
+        let m = msg::message(&msg::new_id(), "assistant", vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
+        if !out.message(m) {
+            self.confirmations.forget(&call.id);
+            return Err(());
+        }
+        let decision = select! {
+            recv(rx) -> a => a.unwrap_or_default(),
+            recv(cancel) -> _ => { self.confirmations.forget(&call.id); return Err(()); },
+            default(CONFIRM_WAIT) => {
+                self.confirmations.forget(&call.id);
+                log::info!("reply: no confirmation for {} within {CONFIRM_WAIT:?}; declined", call.name);
+                "deny_once".to_string()
+            }
+        };
+        match decision.as_str() {
+            "always_allow" => self.keep(&self.always, ALWAYS_ALLOWED, &call.name),
+            "always_deny" => self.keep(&self.never, ALWAYS_DENIED, &call.name),
+            _ => {}
+        }
+        Ok(matches!(decision.as_str(), "allow_once" | "always_allow"))
+    }
+
+    /// Adds `tool` to one of the session's standing answers and keeps the list with the session.
+    fn keep(&self, set: &Mutex<std::collections::HashSet<String>>, key: &str, tool: &str) {
+        if !lock(set).insert(tool.to_string()) {
+            return;
+        }
+        let list: Vec<String> = lock(set).iter().cloned().collect();
+        let r = self.sessions.update_meta(&self.session_id, |s| {
+            s.extra.insert(key.into(), json!(list));
+        });
+        if let Err(e) = r {
+            log::warn!("reply: cannot keep the standing answer for {tool} in session {}: {e}", self.session_id);
+        }
+    }
+
+    fn read_only(&self, prefixed: &str) -> bool {
+        self.runtime
+            .tools(None)
+            .iter()
+            .find(|t| t.name == prefixed)
+            .and_then(|t| t.tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool))
+            .unwrap_or(false)
+    }
+
+    /// Runs the calls (in parallel), forwarding progress as Notification events.
+    fn run_tools(&self, calls: &[llm::ToolCallOut], out: &Out, cancel: &Receiver<()>) -> Vec<Value> {
+        let mut slots: Vec<Option<Value>> = vec![None; calls.len()];
+        let mut running = Vec::new();
+        // Cancel fan-out: each call gets its own receiver, closed when the turn is cancelled.
+        let mut cancel_senders = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            let args = match &call.arguments {
+                Ok(a) => a.clone(),
+                Err(bad) => {
+                    slots[i] = Some(msg::tool_response(&call.id, Err(&format!("-32602: {bad}"))));
+                    continue;
+                }
+            };
+            match self.approved(call, out, cancel) {
+                Ok(true) => {}
+                Ok(false) => {
+                    slots[i] = Some(msg::tool_response(&call.id, Err("the user declined to run this tool")));
+                    continue;
+                }
+                Err(()) => return Vec::new(),
+            }
+            let (ctx_cancel_tx, ctx_cancel_rx) = bounded::<()>(1);
+            cancel_senders.push(ctx_cancel_tx);
+            let (ptx, prx) = bounded::<Value>(64);
+            let rt = self.runtime.clone();
+            let name = call.name.clone();
+            let args = if args.is_object() { Some(args) } else { None };
+            let h = std::thread::spawn(move || {
+                let ctx = CallContext { progress: Some(ptx), cancel: Some(ctx_cancel_rx) };
+                rt.call_tool(&name, args, &ctx)
+            });
+            running.push((i, call.id.clone(), h, prx));
+        }
+        // Forward progress until every call finished; on cancel, tell the calls.
+        loop {
+            let mut busy = false;
+            for (_, id, h, prx) in &running {
+                while let Ok(p) = prx.try_recv() {
+                    let method =
+                        p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
+                    let params = p.get("params").cloned().unwrap_or(p.clone());
+                    out.sink.emit(Event::Notification { request_id: id.clone(), method, params });
+                }
+                busy |= !h.is_finished();
+            }
+            if !busy {
+                break;
+            }
+            if is_cancelled(cancel) {
+                // Dropping the senders disconnects each call's cancel receiver.
+                cancel_senders.clear();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for (i, id, h, _) in running {
+            // wait: the loop above ran until no call thread was left running
+            let r = h.join().unwrap_or_else(|_| {
+                Err(gosling_extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
+            });
+            slots[i] = Some(match r {
+                Ok(v) => msg::tool_response(&id, Ok(&msg::call_tool_response(v))),
+                Err(e) => msg::tool_response(&id, Err(&format!("-32603: {e}"))),
+            });
+        }
+        slots.into_iter().flatten().collect()
+    }
+}
+/// The most tool-result JSON one reply keeps (every turn's together). Each result is already
+/// bounded by the MCP client (8 MiB); this bounds their sum, so whatever extensions send, a reply
+/// holds at most this much of it (and the model request built from it a copy).
+pub const MAX_REPLY_RESULT_BYTES: usize = 16 << 20;
+
+/// Keeps tool responses while their total stays within `MAX_REPLY_RESULT_BYTES`; a response
+/// past it is replaced by an error the model reads (so it can ask for less).
+fn bound_results(responses: Vec<Value>, used: &mut usize) -> Vec<Value> {
+    responses
+        .into_iter()
+        .map(|r| {
+            let len = serde_json::to_vec(&r).map_or(usize::MAX, |b| b.len());
+            if used.saturating_add(len) <= MAX_REPLY_RESULT_BYTES {
+                *used += len;
+                return r;
+            }
+            let id = r["id"].as_str().unwrap_or_default().to_string();
+            msg::tool_response(
+                &id,
+                Err(&format!(
+                    "the tool's result ({len} bytes) was dropped: this reply's tool results would exceed {} MiB, \
+                     the most gosling keeps for one reply; ask for less (a narrower query, a range, a summary)",
+                    MAX_REPLY_RESULT_BYTES >> 20
+                )),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_results_of_one_reply_are_bounded_in_total() {
+        let big =
+            |id: &str| msg::tool_response(id, Ok(&json!({"content": [{"type": "text", "text": "x".repeat(6 << 20)}]})));
+        let mut used = 0;
+        let kept = bound_results(vec![big("a"), big("b"), big("c")], &mut used);
+        assert_eq!(kept[0]["toolResult"]["status"], "success");
+        assert_eq!(kept[1]["toolResult"]["status"], "success");
+        assert_eq!(kept[2]["toolResult"]["status"], "error");
+        assert!(kept[2]["toolResult"]["error"].as_str().unwrap().contains("16 MiB"));
+        assert_eq!(kept[2]["id"], "c");
+        assert!(used <= MAX_REPLY_RESULT_BYTES);
+        // The budget spans the reply's turns.
+        assert_eq!(bound_results(vec![big("d")], &mut used)[0]["toolResult"]["status"], "error");
+    }
+}

@@ -1,0 +1,105 @@
+//! The key/value settings clients read and write (goosed's `/config/read|upsert|remove`, goose
+//! serve's `_goose/unstable/config/*`): one set of rules for both front ends. A secret is
+//! never read back (only that it is set); a `GOOSE_*` setting in the environment wins over
+//! the store, as in a turn; `extensions` is managed through the extension calls only.
+
+use crate::host::Host;
+use gosling_store::atomic;
+use serde_json::Value;
+use std::fmt;
+
+/// The config key holding goose's per-tool permission levels (`{tool: level}`), which every
+/// turn honours (`reply::Turn::approved`).
+pub const TOOL_PERMISSIONS: &str = "tool_permissions";
+
+/// What a read of a secret shows: that it is set, never its value.
+pub const SECRET_MASK: &str = "********";
+
+/// Why a setting could not be changed.
+#[derive(Debug)]
+pub enum Error {
+    /// The key is empty, too long, or `extensions`; the message says what to use.
+    BadKey(&'static str),
+    Store(atomic::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::BadKey(why) => f.write_str(why),
+            Error::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::BadKey(_) => None,
+            Error::Store(e) => Some(e),
+        }
+    }
+}
+
+fn check_key(key: &str) -> Result<(), Error> {
+    if key.trim().is_empty() || key.len() > 256 {
+        return Err(Error::BadKey("`key` must be a non-empty name of at most 256 bytes"));
+    }
+    if key == "extensions" {
+        return Err(Error::BadKey("`extensions` is managed through the extension calls (/config/extensions)"));
+    }
+    Ok(())
+}
+
+/// A setting's value: a secret as `SECRET_MASK` when set; otherwise the environment's
+/// `GOOSE_*` value (only keys that cannot hold a credential), else the stored one.
+pub fn read(host: &Host, key: &str, is_secret: bool) -> Result<Option<Value>, atomic::Error> {
+    if is_secret {
+        return Ok(host.store.get_secret(key)?.map(|_| Value::String(SECRET_MASK.into())));
+    }
+    match readable_env(key) {
+        Some(v) => Ok(Some(v)),
+        None => host.store.get(key),
+    }
+}
+
+/// A goose setting given in the environment, which wins over the store (as in goose's config
+/// and in the settings a turn uses). Only `GOOSE_*` keys that cannot hold a credential: a
+/// read never shows a key or a secret.
+fn readable_env(key: &str) -> Option<Value> {
+    let upper = key.to_ascii_uppercase();
+    let credential = ["SECRET", "KEY", "TOKEN", "PASSWORD"].iter().any(|w| upper.contains(w));
+    if !key.starts_with("GOOSE_") || credential {
+        return None;
+    }
+    std::env::var(key).ok().filter(|v| !v.is_empty()).map(Value::String)
+}
+
+/// Stores a setting; a secret goes to the secrets store as a string.
+pub fn upsert(host: &Host, key: &str, value: Value, is_secret: bool) -> Result<(), Error> {
+    check_key(key)?;
+    if is_secret {
+        let value = match value {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        host.store.set_secret(key, &value).map_err(Error::Store)?;
+        log::info!("secret {key} set");
+    } else {
+        host.store.set(key, value).map_err(Error::Store)?;
+        log::info!("config {key} set");
+    }
+    Ok(())
+}
+
+/// Removes a setting; false when it was not set.
+pub fn remove(host: &Host, key: &str, is_secret: bool) -> Result<bool, Error> {
+    check_key(key)?;
+    if is_secret { host.store.remove_secret(key) } else { host.store.remove(key) }.map_err(Error::Store)
+}
+
+/// Every stored plain setting (and the extensions), as goose's read-all shows them; secrets
+/// live in their own store and are never in it.
+pub fn all(host: &Host) -> Result<serde_json::Map<String, Value>, atomic::Error> {
+    host.store.all()
+}

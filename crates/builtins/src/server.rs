@@ -1,0 +1,608 @@
+//! A small synchronous MCP server over stdin/stdout for the builtin extensions.
+//!
+//! Framing is newline-delimited JSON-RPC (`wire::jsonrpc`). stdout carries only protocol
+//! lines; logs go to stderr. The reading thread answers `initialize`, `ping` and
+//! `tools/list` itself; each `tools/call` runs on its own worker thread (at most
+//! `MAX_IN_FLIGHT` at once) so a long shell command does not block pings, and
+//! `notifications/cancelled` sets that call's `Cancel` flag (the call's answer is then not
+//! sent, as MCP asks). stdin EOF cancels what is still running and returns. Lines are
+//! bounded (`MAX_LINE`); an over-long or unparseable line is answered with -32700 and the
+//! server keeps serving.
+//!
+//! It does not implement resources, prompts, logging or any server→client request: the
+//! builtins only have tools.
+
+use super::error::{Error, ToolError};
+use gosling_util::lock;
+use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message};
+use gosling_wire::mcp_version;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The builtin extensions this binary can serve, in the order error messages list them.
+pub const KNOWN: &[&str] = &["developer", "memory"];
+
+/// Longest accepted input line (a `text_editor` write carries a whole file).
+pub const MAX_LINE: usize = 8 << 20;
+
+/// Tool calls running at once; beyond it a call is refused with a JSON-RPC error. Set above
+/// the agent's own request cap (GOSLING_MAX_REQUESTS, 64 by default), so calls through
+/// gosling are never refused here; it bounds a client that floods stdin directly.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// How long stdin EOF lets running calls finish before cancelling them (so
+/// `printf ... | gosling mcp developer` still gets its answers).
+const EOF_GRACE: Duration = Duration::from_secs(2);
+
+/// How long shutdown waits for cancelled calls to wind down.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A cancellation flag shared between the reading thread and one running tool call.
+/// Set by the client (`notifications/cancelled`: the call is then not answered) or by
+/// shutdown (stdin EOF, SIGTERM: the call is answered if stdout still works).
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicU8>);
+
+const BY_CLIENT: u8 = 1;
+const BY_SHUTDOWN: u8 = 2;
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+    /// Cancels at the client's request.
+    pub fn cancel(&self) {
+        let _ = self.0.compare_exchange(0, BY_CLIENT, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    fn shutdown(&self) {
+        let _ = self.0.compare_exchange(0, BY_SHUTDOWN, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst) != 0
+    }
+    fn by_client(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == BY_CLIENT
+    }
+}
+
+/// The result of one tool call: MCP `CallToolResult` with one text item. A failure the
+/// model can fix (bad path, not found, timeout) is `is_error: true`, never a JSON-RPC error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    pub fn ok(text: impl Into<String>) -> ToolOutcome {
+        ToolOutcome { text: text.into(), is_error: false }
+    }
+    pub fn error(text: impl Into<String>) -> ToolOutcome {
+        ToolOutcome { text: text.into(), is_error: true }
+    }
+    /// The MCP `CallToolResult` JSON.
+    pub fn to_result(&self) -> Value {
+        json!({"content": [{"type": "text", "text": self.text}], "isError": self.is_error})
+    }
+}
+
+impl<E: Into<String>> From<Result<String, E>> for ToolOutcome {
+    fn from(r: Result<String, E>) -> ToolOutcome {
+        r.map_or_else(ToolOutcome::error, ToolOutcome::ok)
+    }
+}
+
+/// One builtin extension: its tools and how to run them.
+pub trait Builtin: Send + Sync + 'static {
+    /// The builtin's name as in `gosling mcp NAME` (serverInfo is `gosling-NAME`).
+    fn name(&self) -> &'static str;
+    /// The `instructions` of the initialize result: what the tools are for.
+    fn instructions(&self) -> String;
+    /// MCP Tool objects (`name`, `description`, `inputSchema`, `annotations`).
+    fn tools(&self) -> Vec<Value>;
+    /// Runs `tool` (one of `tools()`) with its arguments; checks `cancel` while it waits.
+    fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome;
+}
+
+/// How the runtime starts builtin `name` as a stdio extension: `exe` (this binary) with
+/// `["mcp", NAME]`, its notes under `state_dir`. The one place that knows this argv.
+pub fn launch(name: &str, exe: &Path, state_dir: &Path) -> Result<Launch, Error> {
+    if !KNOWN.contains(&name) {
+        return Err(Error::Unknown { name: name.to_string() });
+    }
+    Ok(Launch {
+        program: exe.to_path_buf(),
+        args: vec!["mcp".to_string(), name.to_string()],
+        env: vec![("GOSLING_STATE_DIR".to_string(), state_dir.display().to_string())],
+    })
+}
+
+/// A builtin's command line, for the runtime's stdio spawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Builds the builtin called `name` from the process environment.
+pub fn make(name: &str) -> Result<Arc<dyn Builtin>, Error> {
+    match name {
+        "developer" => Ok(Arc::new(super::developer::Developer::from_env()?)),
+        "memory" => Ok(Arc::new(super::memory::Memory::from_env()?)),
+        _ => Err(Error::Unknown { name: name.to_string() }),
+    }
+}
+
+/// Serves the builtin `name` on this process's stdin/stdout until stdin reaches EOF.
+/// SIGTERM/SIGINT cancel running calls (killing their shell commands) and exit.
+pub fn serve(name: &str) -> Result<(), Error> {
+    let builtin = make(name)?;
+    log::debug!("builtin {name}: serving MCP on stdio");
+    run(builtin, io::stdin().lock(), Box::new(io::stdout()), true)
+}
+
+/// Serves `builtin` over any line stream (tests and in-process use).
+pub fn serve_io(builtin: Arc<dyn Builtin>, input: impl BufRead, output: Box<dyn Write + Send>) -> Result<(), Error> {
+    run(builtin, input, output, false)
+}
+
+struct Shared {
+    builtin: Arc<dyn Builtin>,
+    /// The builtin's tools, as `tools/list` answers, and their names.
+    tools: Vec<Value>,
+    tool_names: Vec<String>,
+    out: Mutex<Box<dyn Write + Send>>,
+    /// Set when stdout failed: the client is gone.
+    out_closed: AtomicBool,
+    in_flight: Mutex<HashMap<Id, Cancel>>,
+}
+
+impl Shared {
+    fn send(&self, msg: &Message) {
+        let mut line = msg.encode();
+        line.push('\n');
+        let mut out = lock(&self.out);
+        if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
+            if !self.out_closed.swap(true, Ordering::SeqCst) {
+                log::warn!("builtin {}: cannot write to stdout ({e}); the client is gone", self.builtin.name());
+            }
+        }
+    }
+
+    fn reply(&self, id: Id, result: Value) {
+        self.send(&Message::Response { id, result });
+    }
+
+    fn reply_error(&self, id: Option<Id>, code: i64, message: String) {
+        self.send(&Message::Error { id, error: ErrorObject::new(code, message) });
+    }
+
+    fn cancel_all(&self) {
+        for c in lock(&self.in_flight).values() {
+            c.shutdown();
+        }
+    }
+
+    /// Waits up to `limit` until no call is running; true when none is.
+    fn drain(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if lock(&self.in_flight).is_empty() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Lets running calls finish for `EOF_GRACE`, then cancels the rest (killing their
+    /// commands) and waits for them to answer.
+    fn shut_down(&self) {
+        if self.drain(EOF_GRACE) {
+            return;
+        }
+        self.cancel_all();
+        if !self.drain(DRAIN_TIMEOUT) {
+            log::warn!("builtin {}: calls still running after {DRAIN_TIMEOUT:?}; exiting anyway", self.builtin.name());
+        }
+    }
+}
+
+fn run(
+    builtin: Arc<dyn Builtin>,
+    mut input: impl BufRead,
+    output: Box<dyn Write + Send>,
+    watch_signals: bool,
+) -> Result<(), Error> {
+    let tools = builtin.tools();
+    let shared = Arc::new(Shared {
+        tool_names: tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect(),
+        tools,
+        builtin,
+        out: Mutex::new(output),
+        out_closed: AtomicBool::new(false),
+        in_flight: Mutex::new(HashMap::new()),
+    });
+    if watch_signals {
+        gosling_sys::install_shutdown_handler();
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("builtin-signals".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(100));
+                if gosling_sys::shutdown_requested() {
+                    log::info!("builtin {}: terminated; cancelling running calls", s.builtin.name());
+                    s.cancel_all();
+                    s.drain(DRAIN_TIMEOUT);
+                    std::process::exit(0);
+                }
+            })
+            .map_err(Error::SignalThread)?;
+    }
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        // wait: the runtime's pipe; EOF when it closes
+        let line = read_line(&mut input, &mut buf, MAX_LINE).unwrap_or_else(|e| {
+            log::warn!("builtin {}: reading stdin failed: {e}", shared.builtin.name());
+            Line::Eof
+        });
+        match line {
+            Line::Eof => break,
+            Line::TooLong => {
+                log::warn!("builtin {}: dropped an input line longer than {MAX_LINE} bytes", shared.builtin.name());
+                let message = format!("line longer than {MAX_LINE} bytes; send smaller messages");
+                shared.reply_error(None, jsonrpc::PARSE_ERROR, message);
+            }
+            Line::Data => {
+                if !buf.iter().all(u8::is_ascii_whitespace) {
+                    handle_line(&shared, &buf);
+                }
+            }
+        }
+        if shared.out_closed.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    log::debug!("builtin {}: stdin closed; stopping", shared.builtin.name());
+    shared.shut_down();
+    Ok(())
+}
+
+fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
+    let name = shared.builtin.name();
+    let msg = match Message::parse(bytes) {
+        Ok(m) => m,
+        Err(jsonrpc::ParseError::Json(e)) => {
+            log::warn!("builtin {name}: unparseable input line: {e}");
+            return shared.reply_error(None, jsonrpc::PARSE_ERROR, format!("parse error: not JSON ({e})"));
+        }
+        Err(e @ jsonrpc::ParseError::Invalid(_)) => {
+            log::warn!("builtin {name}: {e}");
+            // Answer with the id when it is readable, as JSON-RPC asks.
+            let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(Id::from_value));
+            return shared.reply_error(id, jsonrpc::INVALID_REQUEST, format!("invalid request: {e}"));
+        }
+    };
+    match msg {
+        Message::Request { id, method, params } => {
+            log::debug!("builtin {name}: request {method} id {id}");
+            handle_request(shared, id, &method, params);
+        }
+        Message::Notification { method, params } => {
+            log::debug!("builtin {name}: notification {method}");
+            if method == "notifications/cancelled" {
+                let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(Id::from_value);
+                if let Some(target) = target {
+                    if let Some(c) = lock(&shared.in_flight).get(&target) {
+                        log::debug!("builtin {name}: cancelling request {target}");
+                        c.cancel();
+                    }
+                }
+            }
+            // notifications/initialized and anything else need no action.
+        }
+        Message::Response { id, .. } => {
+            log::debug!("builtin {name}: ignoring a response (id {id}); we send no requests")
+        }
+        Message::Error { error, .. } => log::debug!("builtin {name}: ignoring an error response: {error}"),
+    }
+}
+
+fn handle_request(shared: &Arc<Shared>, id: Id, method: &str, params: Option<Value>) {
+    let name = shared.builtin.name();
+    match method {
+        "initialize" => {
+            let asked = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+            let version = asked
+                .filter(|v| mcp_version::is_known(v) && !mcp_version::is_modern(v))
+                .unwrap_or(mcp_version::PREFERRED);
+            shared.reply(
+                id,
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "serverInfo": {"name": format!("gosling-{name}"), "version": env!("CARGO_PKG_VERSION")},
+                    "instructions": shared.builtin.instructions(),
+                }),
+            );
+        }
+        "ping" => shared.reply(id, json!({})),
+        "tools/list" => shared.reply(id, json!({"tools": shared.tools})),
+        "tools/call" => {
+            if let Err((code, message)) = start_call(shared, id.clone(), params) {
+                shared.reply_error(Some(id), code, message);
+            }
+        }
+        _ => shared.reply_error(
+            Some(id),
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("method {method:?} not found; gosling-{name} serves tools only"),
+        ),
+    }
+}
+
+/// Checks a `tools/call` and runs it on its own worker thread, which answers it; the
+/// JSON-RPC error (code, message) when it cannot run.
+fn start_call(shared: &Arc<Shared>, id: Id, params: Option<Value>) -> Result<(), (i64, String)> {
+    let name = shared.builtin.name();
+    let params = params.unwrap_or(Value::Null);
+    let invalid = |message: String| (jsonrpc::INVALID_PARAMS, message);
+    let Some(tool) = params.get("name").and_then(Value::as_str) else {
+        return Err(invalid("tools/call needs `params.name` (a string)".into()));
+    };
+    if !shared.tool_names.iter().any(|t| t == tool) {
+        return Err(invalid(format!("unknown tool {tool:?}; gosling-{name} has: {}", shared.tool_names.join(", "))));
+    }
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(invalid("tools/call `params.arguments` must be an object".into())),
+    };
+    let cancel = Cancel::new();
+    {
+        let mut in_flight = lock(&shared.in_flight);
+        if in_flight.contains_key(&id) {
+            return Err((jsonrpc::INVALID_REQUEST, format!("request id {id} is already in use by a running call")));
+        }
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            let message = format!("{MAX_IN_FLIGHT} tool calls are already running; wait for one to finish");
+            return Err((jsonrpc::INTERNAL_ERROR, message));
+        }
+        in_flight.insert(id.clone(), cancel.clone());
+    }
+    let s = shared.clone();
+    let tool = tool.to_string();
+    let call_id = id.clone();
+    let spawned = std::thread::Builder::new().name(format!("builtin-call-{id}")).spawn(move || {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.builtin.call(&tool, &args, &cancel)))
+            .unwrap_or_else(|_| {
+                ToolOutcome::error(format!(
+                    "{}: internal error while running {tool}; see the server's stderr",
+                    s.builtin.name()
+                ))
+            });
+        if cancel.by_client() {
+            log::debug!("builtin {}: request {call_id} was cancelled; not answering", s.builtin.name());
+        } else {
+            s.reply(call_id.clone(), outcome.to_result());
+        }
+        // Only now: shutdown waits for an empty map before the process exits.
+        lock(&s.in_flight).remove(&call_id);
+    });
+    spawned.map(drop).map_err(|e| {
+        log::error!("builtin {name}: cannot start a worker thread: {e}");
+        lock(&shared.in_flight).remove(&id);
+        (jsonrpc::INTERNAL_ERROR, format!("cannot start a worker thread: {e}; retry later"))
+    })
+}
+
+enum Line {
+    Data,
+    TooLong,
+    Eof,
+}
+
+/// Reads one `\n`-terminated line into `buf` (without the `\n`), never holding more than
+/// `max` bytes: a longer line is consumed and reported as `TooLong`.
+fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    buf.clear();
+    let mut too_long = false;
+    let mut saw_any = false;
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if avail.is_empty() {
+            return Ok(match (saw_any, too_long) {
+                (false, _) => Line::Eof,
+                (true, true) => Line::TooLong,
+                (true, false) => Line::Data,
+            });
+        }
+        saw_any = true;
+        let (chunk, consumed, ended) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (&avail[..i], i + 1, true),
+            None => (avail, avail.len(), false),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        r.consume(consumed);
+        if ended {
+            return Ok(if too_long { Line::TooLong } else { Line::Data });
+        }
+    }
+}
+
+/// The builtins' working directory: `GOOSE_WORKING_DIR` when set and not empty, else the
+/// process's current directory.
+pub fn working_dir_from_env() -> io::Result<PathBuf> {
+    match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => std::env::current_dir(),
+    }
+}
+
+// Argument helpers shared by the builtins. Messages name the argument and its type so
+// the model can fix its call.
+
+/// A required string argument.
+pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
+    opt_str_arg(args, key)?.ok_or_else(|| ToolError::Missing { key: key.into(), kind: "a string" })
+}
+
+/// An optional string argument.
+pub fn opt_str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "a string" }),
+    }
+}
+
+/// An optional non-negative integer argument (a whole-number float or numeric string is accepted).
+pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, ToolError> {
+    let wrong = || ToolError::WrongType { key: key.into(), kind: "a non-negative whole number" };
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1e15).map(|f| f as u64))
+            .map(Some)
+            .ok_or_else(wrong),
+        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| wrong()),
+        Some(_) => Err(wrong()),
+    }
+}
+
+/// An optional boolean argument (`"true"`/`"false"` strings are accepted).
+pub fn opt_bool_arg(args: &Map<String, Value>, key: &str) -> Result<Option<bool>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if s == "true" => Ok(Some(true)),
+        Some(Value::String(s)) if s == "false" => Ok(Some(false)),
+        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "true or false" }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    struct Echo;
+    impl Builtin for Echo {
+        fn name(&self) -> &'static str {
+            "echo"
+        }
+        fn instructions(&self) -> String {
+            "echoes".into()
+        }
+        fn tools(&self) -> Vec<Value> {
+            vec![json!({"name": "echo", "inputSchema": {"type": "object"}})]
+        }
+        fn call(&self, _tool: &str, args: &Map<String, Value>, _cancel: &Cancel) -> ToolOutcome {
+            str_arg(args, "text").map(String::from).into()
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn exchange(input: &str) -> Vec<Value> {
+        let sink = Sink::default();
+        serve_io(Arc::new(Echo), Cursor::new(input.as_bytes().to_vec()), Box::new(sink.clone())).unwrap();
+        let out = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn answers_in_order_for_inline_methods() {
+        let out = exchange(concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n\n",
+            "garbage\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}"#,
+        ));
+        assert_eq!(out.len(), 5, "{out:?}");
+        assert_eq!(out[0]["result"]["protocolVersion"], "2024-11-05");
+        assert_eq!(out[0]["result"]["serverInfo"]["name"], "gosling-echo");
+        assert_eq!(out[1]["error"]["code"], -32700);
+        assert_eq!(out[1]["id"], Value::Null);
+        assert_eq!(out[2]["result"], json!({}));
+        assert_eq!(out[3]["error"]["code"], -32601);
+        assert_eq!(out[4]["result"]["protocolVersion"], mcp_version::PREFERRED);
+    }
+
+    #[test]
+    fn tool_calls_and_their_errors() {
+        let out = exchange(concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+            "\n",
+        ));
+        let by_id = |i: i64| out.iter().find(|m| m["id"] == i).unwrap_or_else(|| panic!("no answer to {i}: {out:?}"));
+        assert_eq!(by_id(1)["result"], json!({"content":[{"type":"text","text":"hi"}],"isError":false}));
+        assert_eq!(by_id(2)["error"]["code"], -32602);
+        assert_eq!(by_id(3)["result"]["isError"], true);
+        assert!(by_id(3)["result"]["content"][0]["text"].as_str().unwrap().contains("`text`"));
+    }
+
+    #[test]
+    fn long_lines_are_refused_and_reading_goes_on() {
+        let mut input = Cursor::new(b"0123456789\nabc\nlast".to_vec());
+        let mut buf = Vec::new();
+        assert!(matches!(read_line(&mut input, &mut buf, 5).unwrap(), Line::TooLong));
+        assert!(matches!(read_line(&mut input, &mut buf, 5).unwrap(), Line::Data));
+        assert_eq!(buf, b"abc");
+        assert!(matches!(read_line(&mut input, &mut buf, 5).unwrap(), Line::Data));
+        assert_eq!(buf, b"last");
+        assert!(matches!(read_line(&mut input, &mut buf, 5).unwrap(), Line::Eof));
+    }
+
+    #[test]
+    fn unknown_builtin_lists_the_known_ones() {
+        let exe = Path::new("/bin/gosling");
+        let state = Path::new("/state");
+        let err = launch("x", exe, state).unwrap_err().to_string();
+        assert_eq!(err, "unknown builtin extension x; known builtins: developer, memory");
+        assert_eq!(make("x").err().map(|e| e.to_string()), Some(err));
+        let l = launch("memory", exe, state).unwrap();
+        assert_eq!((l.program.as_path(), l.args.as_slice()), (exe, ["mcp", "memory"].map(String::from).as_slice()));
+        assert_eq!(l.env, [("GOSLING_STATE_DIR".to_string(), "/state".to_string())]);
+    }
+}

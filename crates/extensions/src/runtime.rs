@@ -1,0 +1,901 @@
+//! The extension runtime of one session: activation of each config type, the tool surface
+//! with goose's `<key>__<tool>` naming, dispatch, resources, health and restarts.
+//!
+//! Builtins and external servers are the same thing here (seed §10): an MCP `Client` over a
+//! stdio child or Streamable HTTP. Builtins are this binary run as `gosling mcp NAME`;
+//! `inline_python` is a stdio child running the configured code. `frontend` extensions have
+//! declared tools but no server: their calls are handed back to the client. A stdio child that
+//! dies is restarted with backoff; meanwhile its tools stay listed and calls fail fast.
+//! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
+
+use crate::config::{runtime_key, secret_names, ExtensionConfig, Kind, Unresolved};
+use crate::policy::InstallSource;
+use gosling_mcp::client::{CallContext, Client, ClientOptions};
+use gosling_mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
+use gosling_mcp::stdio::StdioSpec;
+use gosling_mcp::streamable_http::HttpSpec;
+use gosling_util::lock;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a sign-in started over the API waits for the browser's redirect.
+const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
+
+/// Finds a secret by name in the secrets store. Never gosling's own environment.
+pub type SecretLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// What activation needs from outside the runtime.
+pub struct Deps {
+    pub state_dir: PathBuf,
+    /// Resolves an `env_keys` secret or header variable: the secrets store only.
+    pub secret: SecretLookup,
+    /// How to start a builtin: this binary, with `mcp NAME`.
+    pub self_exe: PathBuf,
+    pub audit: gosling_store::audit::AuditLog,
+    /// Asks the person for what an extension's `elicitation/create` wants: `(session,
+    /// extension, params)` → MCP ElicitResult. With it, the client declares elicitation.
+    pub elicit: Option<Elicitor>,
+    /// Answers an extension's `sampling/createMessage` with the session's model: `(session,
+    /// extension, params)` → MCP CreateMessageResult. With it, the client declares sampling.
+    pub sample: Option<Sampler>,
+    /// Where OAuth tokens of Streamable HTTP extensions live (the secrets store); `None`:
+    /// a server that asks for sign-in fails with its 401.
+    pub tokens: Option<Arc<dyn TokenStore>>,
+    /// The trust policy in force, checked at every activation (start, resume, restart, a new
+    /// working dir, ACP `session/new`/`load`): a stored extension the allowlist no longer
+    /// admits does not start. `None`: no policy (nothing outside the runtime's own checks).
+    pub policy: Option<crate::policy::Policy>,
+}
+
+/// The secrets store (`secrets.json`, 0600) as the MCP client's OAuth token store.
+pub struct SecretsTokens(pub Arc<gosling_store::config_store::ConfigStore>);
+
+impl TokenStore for SecretsTokens {
+    fn get(&self, key: &str) -> Option<String> {
+        self.0.get_secret(key).unwrap_or_else(|e| {
+            log::warn!("{e}");
+            None
+        })
+    }
+    fn put(&self, key: &str, value: Option<&str>) {
+        if let Err(e) = self.0.put_token(key, value) {
+            log::error!("cannot store an OAuth token: {e}");
+        }
+    }
+    fn keys(&self, prefix: &str) -> Vec<String> {
+        self.0.token_keys(prefix).unwrap_or_default()
+    }
+}
+
+/// Sign-in settings for a Streamable HTTP extension from its `oauth` object; the client
+/// secret is looked up by name with `secret`.
+pub fn oauth_settings(
+    config: &ExtensionConfig,
+    secret: &dyn Fn(&str) -> Option<String>,
+    store: Arc<dyn TokenStore>,
+    sign_in: SignIn,
+) -> Result<OAuthSettings, ActivateError> {
+    let o = config.oauth().map_err(|e| ActivateError::Config(e.message))?;
+    let client_secret = o.client_secret_key.as_ref().map(|k| secret(k).ok_or_else(|| {
+        ActivateError::Config(format!(
+            "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
+        ))
+    }));
+    Ok(OAuthSettings {
+        client_id: o.client_id,
+        client_secret: client_secret.transpose()?,
+        scopes: o.scopes,
+        client_metadata_url: o.client_metadata_url,
+        client_name: "gosling".into(),
+        sign_in,
+        store,
+    })
+}
+
+/// See `Deps::elicit`.
+pub type Elicitor = Arc<dyn Fn(&str, &str, &Value) -> Value + Send + Sync>;
+
+/// See `Deps::sample`.
+pub type Sampler = Arc<dyn Fn(&str, &str, &Value) -> Result<Value, gosling_wire::jsonrpc::ErrorObject> + Send + Sync>;
+
+/// Answers some tool calls of a session in-process instead of the extension: `gosling acp`
+/// routes the developer builtin's file edits through the editor. Given the extension's config,
+/// the unprefixed tool name and the arguments, it returns an MCP CallToolResult, or `None` to
+/// let the extension answer as usual.
+pub type ToolDelegate = Arc<dyn Fn(&ExtensionConfig, &str, Option<&Value>) -> Option<Value> + Send + Sync>;
+
+/// Why an extension could not be activated; Display is goose's ExtensionError text.
+#[derive(Debug, Clone)]
+pub enum ActivateError {
+    /// The config cannot run as given (goose: "invalid config: ...").
+    Config(String),
+    /// Starting or initializing the server failed.
+    Start(gosling_mcp::error::Error),
+    /// gosling itself failed (no thread, the disk), not the config or the server.
+    Internal(String),
+    /// The trust policy in force (allowlist, allowed commands, grammars) refuses it.
+    Refused(String),
+}
+
+impl fmt::Display for ActivateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActivateError::Config(m) => write!(f, "invalid config: {m}"),
+            ActivateError::Start(e) => write!(f, "failed to initialize MCP client: {e}"),
+            ActivateError::Internal(m) => write!(f, "internal error: {m}"),
+            ActivateError::Refused(e) => write!(
+                f,
+                "not started: the current trust policy refuses it: {e} (change the allowlist or remove the extension)"
+            ),
+        }
+    }
+}
+
+/// Why a tool call or resource read failed before reaching a result.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// No active extension provides this tool (or it is filtered by `available_tools`).
+    UnknownTool(String),
+    UnknownExtension(String),
+    /// A `frontend` tool: the client must execute it.
+    Frontend(String),
+    /// The extension's child died and is being restarted.
+    Restarting {
+        extension: String,
+        detail: String,
+    },
+    Mcp {
+        extension: String,
+        error: Box<gosling_mcp::error::Error>,
+    },
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::UnknownTool(t) => {
+                write!(f, "tool {t:?} not found; list the session's tools with GET /agent/tools")
+            }
+            CallError::UnknownExtension(e) => {
+                write!(f, "extension {e:?} is not active in this session; add it with /agent/add_extension")
+            }
+            CallError::Frontend(t) => write!(
+                f,
+                "frontend tool execution requires the frontend host: {t} is run by the client, not the server"
+            ),
+            CallError::Restarting { extension, detail } => {
+                write!(f, "extension {extension} is restarting after its process exited; retry shortly. {detail}")
+            }
+            CallError::Mcp { extension, error } => write!(f, "extension {extension}: {error}"),
+        }
+    }
+}
+
+/// goose's `ExtensionLoadResult`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadResult {
+    pub name: String,
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+enum Backend {
+    Mcp(Arc<Client>),
+    /// Restart in progress after the child died; the message explains why.
+    Restarting(String),
+    Frontend,
+}
+
+/// One extension active in a session.
+pub struct ActiveExtension {
+    pub key: String,
+    pub config: ExtensionConfig,
+    backend: RwLock<Backend>,
+    /// Last good tool list, so tools stay listed while the extension restarts.
+    tools: RwLock<Vec<Value>>,
+    /// Set once the extension is removed: no more restarts.
+    removed: std::sync::atomic::AtomicBool,
+}
+
+impl ActiveExtension {
+    fn client(&self) -> Result<Arc<Client>, CallError> {
+        match &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            Backend::Mcp(c) => Ok(c.clone()),
+            Backend::Restarting(d) => Err(CallError::Restarting { extension: self.key.clone(), detail: d.clone() }),
+            Backend::Frontend => Err(CallError::Frontend(self.key.clone())),
+        }
+    }
+
+    fn close(&self) {
+        self.removed.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            c.close();
+        }
+    }
+
+    fn restartable(&self) -> bool {
+        matches!(self.config.kind, Kind::Stdio { .. } | Kind::Builtin { .. } | Kind::InlinePython { .. })
+    }
+
+    pub fn instructions(&self) -> Option<String> {
+        match &self.config.kind {
+            Kind::Frontend { instructions, .. } => instructions.clone(),
+            _ => self.client().ok().and_then(|c| c.instructions().map(str::to_string)),
+        }
+    }
+
+    /// Tools after the `available_tools` filter (unprefixed MCP Tool objects).
+    fn visible_tools(&self) -> Vec<Value> {
+        let allowed = &self.config.available_tools;
+        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
+        tools
+            .into_iter()
+            .filter(|t| {
+                allowed.is_empty()
+                    || t.get("name").and_then(Value::as_str).is_some_and(|n| allowed.iter().any(|a| a == n))
+            })
+            .collect()
+    }
+
+    fn refresh_tools(&self) -> Result<(), CallError> {
+        if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            if c.capabilities().get("tools").is_some() {
+                let tools = c
+                    .list_tools()
+                    .map_err(|error| CallError::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
+                *self.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ActiveExtension {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// A tool as the session exposes it.
+#[derive(Debug, Clone)]
+pub struct SessionTool {
+    /// `<extension key>__<tool name>`.
+    pub name: String,
+    pub extension: String,
+    pub tool: Value,
+}
+
+/// The extensions of one session.
+pub struct SessionRuntime {
+    pub session_id: String,
+    working_dir: RwLock<PathBuf>,
+    extensions: RwLock<BTreeMap<String, Arc<ActiveExtension>>>,
+    deps: Arc<Deps>,
+    /// Background load started by `/agent/start`, collected by the first one who needs it.
+    pending: Mutex<Option<thread::JoinHandle<Vec<LoadResult>>>>,
+    last_results: Mutex<Option<Vec<LoadResult>>>,
+    delegate: RwLock<Option<ToolDelegate>>,
+    /// When the session last used its extensions (see `touch`).
+    last_used: Mutex<Instant>,
+    /// Calls under way: an idle stop waits for none.
+    in_use: std::sync::atomic::AtomicUsize,
+    /// The configs `stop_if_idle` stopped, started again at the next use.
+    idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
+}
+
+/// Held while a call uses the extensions: the runtime is not idle meanwhile.
+struct InUse<'a>(&'a SessionRuntime);
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        self.0.in_use.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        *lock(&self.0.last_used) = Instant::now();
+    }
+}
+
+/// goose's own builtins that Goose Desktop registers (its bundled-extension sync) but gosling
+/// does not have: stored like any extension, reported as unavailable when activated.
+const GOOSE_ONLY_BUILTINS: [&str; 3] = ["computercontroller", "autovisualiser", "tutorial"];
+
+const RESTART_BACKOFF: [u64; 5] = [250, 1000, 2000, 5000, 10000];
+
+impl SessionRuntime {
+    pub fn new(session_id: &str, working_dir: PathBuf, deps: Arc<Deps>) -> Arc<SessionRuntime> {
+        Arc::new(SessionRuntime {
+            session_id: session_id.to_string(),
+            working_dir: RwLock::new(working_dir),
+            extensions: RwLock::new(BTreeMap::new()),
+            deps,
+            pending: Mutex::new(None),
+            last_results: Mutex::new(None),
+            delegate: RwLock::new(None),
+            last_used: Mutex::new(Instant::now()),
+            in_use: std::sync::atomic::AtomicUsize::new(0),
+            idle_stopped: Mutex::new(None),
+        })
+    }
+
+    /// Marks the extensions used now and, when `stop_if_idle` stopped them, starts them again
+    /// (each start bounded by its extension's timeout). Every use goes through here.
+    fn touch(self: &Arc<Self>) -> InUse<'_> {
+        self.in_use.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let guard = InUse(self);
+        let mut stopped = lock(&self.idle_stopped);
+        *lock(&self.last_used) = Instant::now();
+        if let Some(configs) = stopped.take() {
+            log::info!("session {}: used again; starting its {} extension(s)", self.session_id, configs.len());
+            let results = self.load_all(configs);
+            *lock(&self.last_results) = Some(results);
+        }
+        guard
+    }
+
+    /// Stops every extension (their processes end) when none was used for `idle` and no call
+    /// is under way; the next use starts them again. True when it stopped something.
+    pub fn stop_if_idle(&self, idle: Duration) -> bool {
+        let mut stopped = lock(&self.idle_stopped);
+        if stopped.is_some()
+            || lock(&self.pending).is_some()
+            || self.in_use.load(std::sync::atomic::Ordering::SeqCst) > 0
+            || lock(&self.last_used).elapsed() < idle
+        {
+            return false;
+        }
+        let all: Vec<_> =
+            std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
+        if all.is_empty() {
+            return false;
+        }
+        *stopped = Some(all.iter().map(|e| e.config.clone()).collect());
+        log::info!(
+            "session {}: idle for {}s; stopping its {} extension(s)",
+            self.session_id,
+            idle.as_secs(),
+            all.len()
+        );
+        let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+        for h in hs {
+            let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
+        }
+        true
+    }
+
+    /// Installs the session's tool delegate (see `ToolDelegate`).
+    pub fn set_delegate(&self, delegate: Option<ToolDelegate>) {
+        *self.delegate.write().unwrap_or_else(|e| e.into_inner()) = delegate;
+    }
+
+    pub fn working_dir(&self) -> PathBuf {
+        self.working_dir.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Starts loading `configs` in the background (goose's `/agent/start`).
+    pub fn load_in_background(self: &Arc<Self>, configs: Vec<ExtensionConfig>) {
+        let me = self.clone();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let spawned = thread::Builder::new().name("ext-load".into()).spawn(move || {
+            let configs = rx.recv().unwrap_or_default(); // wait: sent right after the spawn, or dropped
+            me.load_all(configs)
+        });
+        match spawned {
+            Ok(h) => {
+                let _ = tx.send(configs);
+                *lock(&self.pending) = Some(h);
+            }
+            // No thread to spare (a resource shortage): load here, before answering.
+            Err(e) => {
+                log::warn!("cannot start a loader thread ({e}); loading the extensions before answering");
+                let results = self.load_all(configs);
+                *lock(&self.last_results) = Some(results);
+            }
+        }
+    }
+
+    /// Waits for a background load, if any; returns its results once (then `None`).
+    pub fn wait_loaded(&self) -> Option<Vec<LoadResult>> {
+        let h = lock(&self.pending).take()?;
+        let r = h.join().unwrap_or_default(); // wait: each activation is bounded by its timeout
+        *lock(&self.last_results) = Some(r.clone());
+        Some(r)
+    }
+
+    /// Results of the last load (for a resume after `/agent/start`).
+    pub fn take_results(&self) -> Option<Vec<LoadResult>> {
+        self.wait_loaded().or_else(|| lock(&self.last_results).take())
+    }
+
+    /// Activates all configs in parallel; a failure of one does not affect the others.
+    pub fn load_all(self: &Arc<Self>, configs: Vec<ExtensionConfig>) -> Vec<LoadResult> {
+        let handles: Vec<_> = configs
+            .into_iter()
+            .map(|c| {
+                let me = self.clone();
+                let name = c.name().to_string();
+                (name, thread::Builder::new().name("ext-start".into()).spawn(move || me.add(c)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(name, h)| {
+                let r = match h {
+                    // wait: an activation is bounded by the extension's timeout
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(ActivateError::Internal("activation panicked".into()))),
+                    Err(e) => Err(ActivateError::Internal(format!("cannot start a thread: {e}"))),
+                };
+                match r {
+                    Ok(()) => LoadResult { name, success: true, error: None },
+                    Err(e) => {
+                        log::warn!("session {}: extension {name} failed to start: {e}", self.session_id);
+                        LoadResult { name, success: false, error: Some(e.to_string()) }
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Activates one extension; already active (same key) is a silent success.
+    pub fn add(self: &Arc<Self>, config: ExtensionConfig) -> Result<(), ActivateError> {
+        let key = runtime_key(config.name());
+        if self.extensions.read().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
+            return Ok(());
+        }
+        // Every activation re-checks the policy in force now, not the one at install time.
+        if let Some(policy) = &self.deps.policy {
+            let warnings = policy
+                .check(&config, InstallSource::AddExtension)
+                .map_err(|e| ActivateError::Refused(e.to_string()))?;
+            warnings.iter().for_each(|w| log::warn!("session {}: {w}", self.session_id));
+        }
+        let t = Instant::now();
+        let (backend, tools) = match &config.kind {
+            Kind::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
+            _ => {
+                let client = Arc::new(self.connect(&config)?);
+                let tools = if client.capabilities().get("tools").is_some() {
+                    client.list_tools().map_err(ActivateError::Start)?
+                } else {
+                    Vec::new()
+                };
+                (Backend::Mcp(client), tools)
+            }
+        };
+        let ext = Arc::new(ActiveExtension {
+            key: key.clone(),
+            config,
+            backend: RwLock::new(backend),
+            tools: RwLock::new(tools),
+            removed: std::sync::atomic::AtomicBool::new(false),
+        });
+        let mut map = self.extensions.write().unwrap_or_else(|e| e.into_inner());
+        if map.contains_key(&key) {
+            // Lost a race with a parallel add of the same key: keep the first.
+            drop(map);
+            ext.close();
+            return Ok(());
+        }
+        map.insert(key.clone(), ext);
+        log::info!("session {}: extension {key} active in {:?}", self.session_id, t.elapsed());
+        Ok(())
+    }
+
+    fn client_options(&self, config: &ExtensionConfig) -> ClientOptions {
+        ClientOptions {
+            extension: config.name().to_string(),
+            timeout: Duration::from_secs(config.timeout_secs()),
+            roots: Some(vec![self.working_dir()]),
+            elicitation: self.deps.elicit.clone().map(|ask| {
+                let (session, extension) = (self.session_id.clone(), config.name().to_string());
+                Arc::new(move |params: &Value| ask(&session, &extension, params))
+                    as gosling_mcp::client::ElicitationHandler
+            }),
+            sampling: self.deps.sample.clone().map(|sample| {
+                let (session, extension) = (self.session_id.clone(), config.name().to_string());
+                Arc::new(move |params: &Value| sample(&session, &extension, params))
+                    as gosling_mcp::client::SamplingHandler
+            }),
+            client_name: "gosling".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            // Checked by `validate` when the config came in; a bad one left in a hand-edited
+            // file is reported there too, and gosling chooses meanwhile.
+            protocol_version: config.protocol_version().unwrap_or_else(|e| {
+                log::warn!("extension {}: {}", config.name(), e.message);
+                None
+            }),
+        }
+    }
+
+    /// The extension's variables: `envs` as written, plus every name it reads from the secrets
+    /// store (`config::secret_names`: `env_keys`, header variables) resolved there and only
+    /// there. A refused name (code-loading families, gosling's own secrets) or a missing secret
+    /// stops activation with the reason; gosling's process environment is never consulted.
+    fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, ActivateError> {
+        crate::policy::check_env(config).map_err(|e| ActivateError::Config(e.to_string()))?;
+        crate::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
+        let mut out = config.vars().map(|v| v.envs.clone()).unwrap_or_default();
+        let mut missing = Vec::new();
+        // The OAuth client secret is read by `oauth_settings`, never put in the environment.
+        let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
+        for k in secret_names(config).into_iter().filter(|k| oauth_key.as_ref() != Some(k)) {
+            match (self.deps.secret)(&k) {
+                Some(v) => {
+                    out.insert(k, v);
+                }
+                None => missing.push(k),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(ActivateError::Config(Unresolved { missing, refused: Vec::new() }.explain()));
+        }
+        Ok(out)
+    }
+
+    fn connect(&self, config: &ExtensionConfig) -> Result<Client, ActivateError> {
+        let opts = self.client_options(config);
+        let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
+        let name = &config.name;
+        let spec = match &config.kind {
+            Kind::Sse { .. } => {
+                return Err(ActivateError::Start(gosling_mcp::error::Error::SseUnsupported { extension: name.clone() }))
+            }
+            Kind::Platform { .. } => {
+                return Err(ActivateError::Config(format!(
+                    "platform extension {name} is part of goose itself and is not available in gosling"
+                )))
+            }
+            Kind::Frontend { .. } => {
+                return Err(ActivateError::Config(
+                    "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
+                ))
+            }
+            Kind::Stdio { cmd, args, .. } => {
+                // The grammar again (a stored config may predate it), container mounts resolved
+                // inside the working dir, and launchers started where no project config steers them.
+                let work = self.working_dir();
+                let args = crate::policy::check_launch(cmd, args, &work)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let mut env = self.resolve_env(config)?;
+                if cwd.is_some() {
+                    // The working dir, even for a launcher started in the home dir.
+                    env.insert("GOOSE_WORKING_DIR".into(), work.display().to_string());
+                }
+                StdioSpec {
+                    cmd: cmd.clone(),
+                    args,
+                    env: env.into_iter().collect(),
+                    cwd: cwd.map(|_| crate::policy::launch_dir(cmd, &work, home.as_deref())),
+                    container: container_for(config),
+                    ..Default::default()
+                }
+            }
+            Kind::Builtin { .. } => {
+                let builtin = runtime_key(name);
+                if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {
+                    return Err(ActivateError::Config(format!(
+                        "builtin extension {name} is part of goose and not available in gosling (its builtins are {}); disable it, or add an MCP server that does the same",
+                        gosling_builtins::KNOWN.join(", ")
+                    )));
+                }
+                let launch = gosling_builtins::launch(&builtin, &self.deps.self_exe, &self.deps.state_dir)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                StdioSpec {
+                    cmd: launch.program.display().to_string(),
+                    args: launch.args,
+                    env: launch.env,
+                    cwd,
+                    ..Default::default()
+                }
+            }
+            Kind::InlinePython { code, dependencies } => {
+                inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?
+            }
+            Kind::StreamableHttp { uri, headers, .. } => {
+                let env = self.resolve_env(config)?;
+                let headers = gosling_mcp::streamable_http::substitute_headers(headers, &env)
+                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                // Sign-in over the API: the URL goes into the error, the loopback listener
+                // waits in the background for the browser.
+                let auth = self.deps.tokens.as_ref().map(|store| {
+                    let sign_in = SignIn::Background { wait: SIGN_IN_WAIT };
+                    let settings = oauth_settings(config, &*self.deps.secret, store.clone(), sign_in)?;
+                    Ok::<_, ActivateError>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
+                });
+                let spec = HttpSpec {
+                    uri: uri.clone(),
+                    headers,
+                    timeout: opts.timeout,
+                    extension: config.name().to_string(),
+                    auth: auth.transpose()?,
+                };
+                return gosling_mcp::connect_http(&spec, opts).map_err(ActivateError::Start);
+            }
+        };
+        gosling_mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+    }
+
+    /// Deactivates by name (normalized); false when it was not active.
+    pub fn remove(&self, name: &str) -> bool {
+        let key = runtime_key(name);
+        if let Some(stopped) = lock(&self.idle_stopped).as_mut() {
+            stopped.retain(|c| runtime_key(c.name()) != key);
+        }
+        let Some(ext) = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key) else { return false };
+        ext.close();
+        log::info!("session {}: extension {key} removed", self.session_id);
+        true
+    }
+
+    pub fn active(&self) -> Vec<Arc<ActiveExtension>> {
+        self.extensions.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<ActiveExtension>> {
+        self.extensions.read().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+    }
+
+    /// All tools, sorted by prefixed name; `extension` filters by extension key.
+    pub fn tools(self: &Arc<Self>, extension: Option<&str>) -> Vec<SessionTool> {
+        self.wait_loaded();
+        let _used = self.touch();
+        let filter = extension.map(runtime_key);
+        let mut out = Vec::new();
+        for ext in self.active() {
+            if filter.as_deref().is_some_and(|f| f != ext.key) {
+                continue;
+            }
+            if let Err(e) = ext.refresh_tools() {
+                log::warn!("session {}: listing tools of {} failed: {e}", self.session_id, ext.key);
+                self.notice_failure(&ext);
+            }
+            for tool in ext.visible_tools() {
+                let Some(n) = tool.get("name").and_then(Value::as_str) else { continue };
+                out.push(SessionTool { name: format!("{}__{n}", ext.key), extension: ext.key.clone(), tool });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Finds the extension for a prefixed tool name: the active key that prefixes it.
+    fn resolve_tool(&self, prefixed: &str) -> Result<(Arc<ActiveExtension>, String), CallError> {
+        let mut best: Option<(Arc<ActiveExtension>, String)> = None;
+        for ext in self.active() {
+            if let Some(rest) = prefixed.strip_prefix(ext.key.as_str()).and_then(|r| r.strip_prefix("__")) {
+                if best.as_ref().is_none_or(|(b, _)| ext.key.len() > b.key.len()) {
+                    best = Some((ext.clone(), rest.to_string()));
+                }
+            }
+        }
+        let (ext, tool) = best.ok_or_else(|| CallError::UnknownTool(prefixed.to_string()))?;
+        let allowed = &ext.config.available_tools;
+        if !allowed.is_empty() && !allowed.contains(&tool) {
+            return Err(CallError::UnknownTool(prefixed.to_string()));
+        }
+        Ok((ext, tool))
+    }
+
+    /// True when `prefixed` names a tool of a `frontend` extension.
+    pub fn is_frontend_tool(&self, prefixed: &str) -> bool {
+        self.resolve_tool(prefixed).is_ok_and(|(e, _)| matches!(e.config.kind, Kind::Frontend { .. }))
+    }
+
+    /// Calls a tool by prefixed name and audits the call. An MCP `isError` result is a
+    /// success here (the caller passes it through).
+    pub fn call_tool(
+        self: &Arc<Self>,
+        prefixed: &str,
+        arguments: Option<Value>,
+        ctx: &CallContext,
+    ) -> Result<Value, CallError> {
+        self.wait_loaded();
+        let _used = self.touch();
+        let t = Instant::now();
+        let (ext, tool) = self.resolve_tool(prefixed)?;
+        let delegate = self.delegate.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let result = match delegate.and_then(|d| d(&ext.config, &tool, arguments.as_ref())) {
+            Some(v) => Ok(v),
+            None => ext.client().and_then(|c| {
+                c.call_tool(&tool, arguments.clone(), ctx)
+                    .map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) })
+            }),
+        };
+        if let Err(CallError::Mcp { .. }) = &result {
+            self.notice_failure(&ext);
+        }
+        let status = match &result {
+            Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "error",
+        };
+        self.deps.audit.record(&gosling_store::audit::Entry {
+            session: &self.session_id,
+            extension: &ext.key,
+            tool: &tool,
+            arguments: arguments.as_ref().unwrap_or(&Value::Null),
+            status,
+            duration: t.elapsed(),
+        });
+        result
+    }
+
+    /// The `ui://` resources (MCP Apps) of every active extension that offers resources, as
+    /// `(extension key, MCP Resource)`. An extension whose listing fails is left out (logged).
+    pub fn ui_resources(self: &Arc<Self>) -> Vec<(String, Value)> {
+        self.wait_loaded();
+        let _used = self.touch();
+        let mut out = Vec::new();
+        for ext in self.active() {
+            let Ok(client) = ext.client() else { continue };
+            if client.capabilities().get("resources").is_none() {
+                continue;
+            }
+            match client.list_resources() {
+                Ok(list) => out.extend(
+                    list.into_iter()
+                        .filter(|r| r.get("uri").and_then(Value::as_str).is_some_and(|u| u.starts_with("ui://")))
+                        .map(|r| (ext.key.clone(), r)),
+                ),
+                Err(e) => log::warn!("session {}: listing resources of {} failed: {e}", self.session_id, ext.key),
+            }
+        }
+        out
+    }
+
+    /// `resources/read` on one extension, normalized as goose's ReadResourceResponse.
+    pub fn read_resource(self: &Arc<Self>, extension: &str, uri: &str) -> Result<Value, CallError> {
+        self.wait_loaded();
+        let _used = self.touch();
+        let key = runtime_key(extension);
+        let ext = self.get(&key).ok_or_else(|| CallError::UnknownExtension(extension.to_string()))?;
+        let client = ext.client()?;
+        client.read_resource(uri).map_err(|error| CallError::Mcp { extension: key, error: Box::new(error) })
+    }
+
+    /// After a failed call: if the child is gone, swap in `Restarting` and restart it with
+    /// backoff in the background.
+    fn notice_failure(self: &Arc<Self>, ext: &Arc<ActiveExtension>) {
+        if !ext.restartable() || ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let detail = {
+            let mut b = ext.backend.write().unwrap_or_else(|e| e.into_inner());
+            let Backend::Mcp(c) = &*b else { return };
+            if !c.is_closed() {
+                return;
+            }
+            let detail = format!("last error: the process exited; stderr: {}", c.diagnostics());
+            c.close();
+            *b = Backend::Restarting(detail.clone());
+            detail
+        };
+        log::warn!("session {}: extension {} died; restarting ({detail})", self.session_id, ext.key);
+        let (me, ext) = (self.clone(), ext.clone());
+        let _ = thread::Builder::new().name("ext-restart".into()).spawn(move || {
+            for (attempt, ms) in RESTART_BACKOFF.iter().cycle().enumerate() {
+                thread::sleep(Duration::from_millis(*ms));
+                if ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                match me.connect(&ext.config) {
+                    Ok(c) => {
+                        let c = Arc::new(c);
+                        if ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
+                            c.close();
+                            return;
+                        }
+                        *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Mcp(c);
+                        let _ = ext.refresh_tools();
+                        log::info!(
+                            "session {}: extension {} restarted (attempt {})",
+                            me.session_id,
+                            ext.key,
+                            attempt + 1
+                        );
+                        return;
+                    }
+                    Err(e) => {
+                        log::warn!(
+                            "session {}: restarting {} failed (attempt {}): {e}",
+                            me.session_id,
+                            ext.key,
+                            attempt + 1
+                        );
+                        *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Restarting(e.to_string());
+                    }
+                }
+            }
+        });
+    }
+
+    /// Each active extension's instructions, for the system prompt.
+    pub fn instructions(self: &Arc<Self>) -> Vec<(String, String)> {
+        let _used = self.touch();
+        self.active().iter().filter_map(|e| e.instructions().map(|i| (e.key.clone(), i))).collect()
+    }
+
+    /// Stops every extension (children go down the shutdown ladder), in parallel.
+    pub fn shutdown(&self) {
+        let _ = self.wait_loaded();
+        lock(&self.idle_stopped).take();
+        let all: Vec<_> =
+            std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
+        let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+        for h in hs {
+            let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
+        }
+    }
+}
+
+impl Drop for SessionRuntime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Container mode (seed §8.1): `GOSLING_CONTAINER` names a running container that stdio
+/// extensions run in, through the container tool's exec.
+fn container_for(_config: &ExtensionConfig) -> Option<String> {
+    std::env::var("GOSLING_CONTAINER").ok().filter(|c| !c.is_empty())
+}
+
+fn find_in_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// The stdio command for an inline_python extension: `uvx --with mcp [--with dep]… python FILE`
+/// when uvx is installed, else the configured Python (`GOSLING_PYTHON`, else `python3`) —
+/// which must already have the `mcp` package and any dependencies.
+fn inline_python_spec(
+    state_dir: &Path,
+    name: &str,
+    code: &str,
+    deps: &[String],
+    cwd: Option<PathBuf>,
+) -> Result<StdioSpec, ActivateError> {
+    let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
+    gosling_store::atomic::write_atomic(&file, code.as_bytes()).map_err(|e| ActivateError::Internal(e.to_string()))?;
+    let file = file.display().to_string();
+    if find_in_path("uvx").is_some() {
+        let mut args = vec!["--with".to_string(), "mcp".to_string()];
+        for d in deps {
+            args.push("--with".into());
+            args.push(d.clone());
+        }
+        args.push("python".into());
+        args.push(file);
+        return Ok(StdioSpec { cmd: "uvx".into(), args, cwd, ..Default::default() });
+    }
+    let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
+    if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none()
+    {
+        return Err(ActivateError::Config(format!(
+            "inline_python extension {name} needs uvx (to install its dependencies) or a Python with the `mcp` package; neither uvx nor {python} was found on PATH (set GOSLING_PYTHON)"
+        )));
+    }
+    if !deps.is_empty() {
+        log::warn!("inline_python {name}: uvx not found; running with {python}, which must already have {deps:?}");
+    }
+    Ok(StdioSpec { cmd: python, args: vec![file], cwd, ..Default::default() })
+}
+
+/// goose's ToolInfo for `GET /agent/tools`.
+pub fn tool_info(t: &SessionTool, permission: Option<&str>) -> Value {
+    let schema = t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+    let mut params: Vec<String> =
+        schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    params.sort();
+    json!({
+        "name": t.name,
+        "description": t.tool.get("description").and_then(Value::as_str).unwrap_or(""),
+        "parameters": params,
+        "permission": permission,
+        "input_schema": schema,
+    })
+}

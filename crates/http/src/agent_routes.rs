@@ -1,0 +1,366 @@
+//! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
+
+use gosling_agent::session_extensions;
+use gosling_extensions::config::ExtensionConfig;
+use gosling_extensions::config::ExtensionStore;
+use gosling_extensions::policy::InstallSource;
+use gosling_extensions::runtime::{tool_info, ActivateError, CallError, LoadResult, SessionRuntime};
+use crate::error::ApiError;
+use crate::server::{Request, Response};
+use crate::state::App;
+use gosling_mcp::client::CallContext;
+use gosling_store::sessions::Session;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+type R = Result<Response, ApiError>;
+
+fn session_json(s: &Session) -> Value {
+    serde_json::to_value(s).expect("a Session always serializes")
+}
+
+/// The session with its conversation.
+fn load_session(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
+    app.sessions.get(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
+}
+
+/// The session without its conversation (no file read).
+fn load_meta(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
+    app.sessions.get_meta(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
+}
+
+/// The running agent of a session; 424 (goose's "Agent not initialized") otherwise.
+fn runtime(app: &App, id: &str) -> Result<Arc<SessionRuntime>, ApiError> {
+    app.agents.get(id).ok_or_else(|| {
+        ApiError::new(424, format!("Agent not initialized: session {id:?} has no running agent; start it with /agent/start or /agent/resume"))
+    })
+}
+
+fn new_runtime(app: &App, id: &str, working_dir: &str) -> Arc<SessionRuntime> {
+    SessionRuntime::new(id, PathBuf::from(working_dir), app.runtime_deps.clone())
+}
+
+/// Replaces the session's runtime (if any) by `rt`, shutting the old one down.
+fn install_runtime(app: &App, rt: Arc<SessionRuntime>) {
+    if let Some(old) = app.agents.insert(rt) {
+        old.shutdown();
+    }
+}
+
+#[derive(Deserialize)]
+struct StartReq {
+    working_dir: String,
+    recipe: Option<Value>,
+    recipe_id: Option<String>,
+    recipe_deeplink: Option<String>,
+    extension_overrides: Option<Vec<Value>>,
+}
+
+fn parse_configs(values: &[Value], field: &str) -> Result<Vec<ExtensionConfig>, ApiError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let c = ExtensionConfig::from_value(v.clone())
+                .map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
+            c.validate().map_err(|e| ApiError::bad_request(format!("{field}[{i}]: {e}")))?;
+            Ok(c)
+        })
+        .collect()
+}
+
+/// A recipe deep link carries the recipe as base64 JSON (optionally behind `config=`).
+fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
+    let payload = link.rsplit("config=").next().unwrap_or(link);
+    let payload = gosling_wire::percent::decode_lenient(payload);
+    let bytes = gosling_util::base64_decode(payload.trim())
+        .ok_or_else(|| ApiError::bad_request("recipe_deeplink is not valid base64"))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("recipe_deeplink does not hold a JSON recipe: {e}")))
+}
+
+/// The session's working dir by the one rule (`config::working_dir`), or a 400 naming the problem.
+fn checked_working_dir(raw: &str, what: &str) -> Result<String, ApiError> {
+    use gosling_config::{working_dir, ProcessEnv, WorkingDirError};
+    match working_dir(raw, &ProcessEnv) {
+        Ok(dir) => Ok(dir.display().to_string()),
+        // goose's words for an empty one.
+        Err(WorkingDirError::Empty) => Err(ApiError::bad_request("Working directory cannot be empty")),
+        Err(e) => Err(ApiError::bad_request(format!("{what}: {e}"))),
+    }
+}
+
+pub fn start(app: &App, req: &Request) -> R {
+    let mut r: StartReq = req.json()?;
+    r.working_dir = checked_working_dir(&r.working_dir, "Invalid working_dir")?;
+    let recipe = match (&r.recipe_deeplink, &r.recipe_id, &r.recipe) {
+        (Some(link), _, _) => Some(decode_recipe_deeplink(link)?),
+        (None, Some(id), _) => {
+            return Err(ApiError::bad_request(format!(
+                "recipe_id {id:?}: gosling keeps no saved recipes; send the recipe itself in `recipe`"
+            )))
+        }
+        (None, None, recipe) => recipe.clone(),
+    };
+    let configs = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
+        Some(list) => parse_configs(list, "recipe.extensions")?,
+        None => match &r.extension_overrides {
+            Some(list) => parse_configs(list, "extension_overrides")?,
+            None => app.store.extensions()?.entries.into_iter().filter(|e| e.enabled).map(|e| e.config).collect(),
+        },
+    };
+    // A recipe's extensions came from elsewhere: the policy's rules for links apply.
+    let from_recipe = recipe.as_ref().and_then(|rc| rc.get("extensions")).is_some_and(Value::is_array);
+    for c in &configs {
+        app.check_policy(c, if from_recipe { InstallSource::Recipe } else { InstallSource::AddExtension })?;
+    }
+    let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
+    let mut session = app.sessions.create(&r.working_dir, values)?;
+    if let Some(rc) = recipe {
+        app.sessions.update_meta(&session.id, |s| s.recipe = Some(rc))?;
+        session = load_session(app, &session.id, "Failed to create session")?;
+    }
+    let rt = new_runtime(app, &session.id, &r.working_dir);
+    rt.load_in_background(configs);
+    install_runtime(app, rt);
+    log::info!("session {} started in {}", session.id, session.working_dir);
+    Ok(Response::json(200, &session_json(&session)))
+}
+
+#[derive(Deserialize)]
+struct ResumeReq {
+    session_id: String,
+    load_model_and_extensions: bool,
+}
+
+pub fn resume(app: &App, req: &Request) -> R {
+    let r: ResumeReq = req.json()?;
+    let session = load_meta(app, &r.session_id, "Failed to resume session")?;
+    if !r.load_model_and_extensions {
+        let session = load_session(app, &r.session_id, "Failed to resume session")?;
+        return Ok(Response::json(200, &json!({ "session": session_json(&session) })));
+    }
+    let results = match app.agents.get(&session.id) {
+        Some(rt) => rt.take_results().unwrap_or_default(),
+        None => {
+            let rt = new_runtime(app, &session.id, &session.working_dir);
+            let results = rt.load_all(session_extensions(&session));
+            install_runtime(app, rt);
+            results
+        }
+    };
+    let session = load_session(app, &r.session_id, "Failed to resume session")?;
+    Ok(Response::json(200, &json!({ "session": session_json(&session), "extension_results": results })))
+}
+
+#[derive(Deserialize)]
+struct SessionReq {
+    session_id: String,
+}
+
+fn restart_runtime(app: &App, session: &Session) -> Vec<LoadResult> {
+    if let Some(old) = app.agents.remove(&session.id) {
+        old.shutdown();
+    }
+    let rt = new_runtime(app, &session.id, &session.working_dir);
+    let results = rt.load_all(session_extensions(session));
+    install_runtime(app, rt);
+    results
+}
+
+pub fn restart(app: &App, req: &Request) -> R {
+    let r: SessionReq = req.json()?;
+    let session = load_meta(app, &r.session_id, "Failed to get session")?;
+    let results = restart_runtime(app, &session);
+    Ok(Response::json(200, &json!({ "extension_results": results })))
+}
+
+pub fn stop(app: &App, req: &Request) -> R {
+    let r: SessionReq = req.json()?;
+    match app.agents.remove(&r.session_id) {
+        Some(rt) => {
+            rt.shutdown();
+            log::info!("session {} stopped", r.session_id);
+            Ok(Response::empty(200))
+        }
+        None => {
+            Err(ApiError::not_found(format!("Failed to stop agent for session {}: no running agent", r.session_id)))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WorkingDirReq {
+    session_id: String,
+    working_dir: String,
+}
+
+pub fn update_working_dir(app: &App, req: &Request) -> R {
+    let r: WorkingDirReq = req.json()?;
+    let dir = checked_working_dir(&r.working_dir, "Invalid directory path")?;
+    let updated = app.sessions.update_meta(&r.session_id, |s| s.working_dir = dir)?;
+    if updated.is_none() {
+        return Err(ApiError::not_found(format!("session {:?} not found", r.session_id)));
+    }
+    let session = load_meta(app, &r.session_id, "Failed to get session")?;
+    restart_runtime(app, &session);
+    Ok(Response::empty(200))
+}
+
+pub fn tools(app: &App, req: &Request) -> R {
+    let id = req
+        .query_param("session_id")
+        .ok_or_else(|| ApiError::bad_request("missing the `session_id` query parameter"))?;
+    let rt = runtime(app, &id)?;
+    let filter = req.query_param("extension_name").filter(|e| !e.is_empty());
+    let permission = app.tool_permission_default(&id);
+    let list: Vec<Value> = rt.tools(filter.as_deref()).iter().map(|t| tool_info(t, permission.as_deref())).collect();
+    Ok(Response::json(200, &Value::Array(list)))
+}
+
+#[derive(Deserialize)]
+struct AddReq {
+    session_id: String,
+    config: Value,
+}
+
+pub fn add_extension(app: &App, req: &Request) -> R {
+    let r: AddReq = req.json()?;
+    let config = ExtensionConfig::from_value(r.config)?;
+    config.validate()?;
+    app.check_policy(&config, InstallSource::AddExtension)?;
+    let unresolved = app.unresolved_secrets(&config);
+    if !unresolved.missing.is_empty() {
+        let only = gosling_extensions::config::Unresolved { missing: unresolved.missing, refused: Vec::new() };
+        return Err(ApiError::bad_request(format!("Failed to add extension: {}", only.explain())));
+    }
+    let rt = runtime(app, &r.session_id)?;
+    rt.wait_loaded();
+    rt.add(config.clone()).map_err(|e| {
+        // goose answers 500 to every activation failure; one the client can fix (a refused
+        // variable, an unset OAuth client secret) is a 400 here, with goose's message.
+        let status = match e {
+            ActivateError::Config(_) => 400,
+            ActivateError::Refused(_) => 403,
+            // Its server needs someone to sign in first: the message carries the URL to open.
+            ActivateError::Start(ref error) if needs_sign_in(error) => 424,
+            ActivateError::Start(_) | ActivateError::Internal(_) => 500,
+        };
+        ApiError::new(status, format!("Failed to add extension: {e}"))
+    })?;
+    gosling_agent::keep_session_extension(&app.sessions, &r.session_id, config.name(), Some(&config))?;
+    Ok(Response::empty(200))
+}
+
+#[derive(Deserialize)]
+struct RemoveReq {
+    session_id: String,
+    name: String,
+}
+
+pub fn remove_extension(app: &App, req: &Request) -> R {
+    let r: RemoveReq = req.json()?;
+    let rt = runtime(app, &r.session_id)?;
+    rt.wait_loaded();
+    rt.remove(&r.name);
+    gosling_agent::keep_session_extension(&app.sessions, &r.session_id, &r.name, None)?;
+    Ok(Response::empty(200))
+}
+
+fn call_error(e: CallError) -> ApiError {
+    match e {
+        CallError::UnknownTool(_) | CallError::UnknownExtension(_) => ApiError::not_found(e.to_string()),
+        // goose's 424: the tool belongs to the client.
+        CallError::Frontend(_) => ApiError::new(424, e.to_string()),
+        // The extension is down for now; a retry later may work.
+        CallError::Restarting { .. } => ApiError::new(503, e.to_string()),
+        // Its server needs someone to sign in (again): 424, as /agent/add_extension answers,
+        // with the URL to open in the message.
+        CallError::Mcp { ref error, .. } if needs_sign_in(error) => ApiError::new(424, e.to_string()),
+        CallError::Mcp { .. } => ApiError::internal(e.to_string()),
+    }
+}
+
+fn needs_sign_in(e: &gosling_mcp::error::Error) -> bool {
+    matches!(
+        e,
+        gosling_mcp::error::Error::Http { failure: gosling_mcp::http_error::HttpFailure::SignInRequired { .. }, .. }
+    )
+}
+
+#[derive(Deserialize)]
+struct ReadReq {
+    session_id: String,
+    extension_name: String,
+    uri: String,
+}
+
+pub fn read_resource(app: &App, req: &Request) -> R {
+    let r: ReadReq = req.json()?;
+    let rt = runtime(app, &r.session_id)?;
+    let result = rt.read_resource(&r.extension_name, &r.uri).map_err(call_error)?;
+    let first = result.get("contents").and_then(Value::as_array).and_then(|c| c.first()).cloned();
+    let first = first.ok_or_else(|| ApiError::not_found(format!("resource {} has no contents", r.uri)))?;
+    let text = match (first.get("text").and_then(Value::as_str), first.get("blob").and_then(Value::as_str)) {
+        (Some(t), _) => t.to_string(),
+        (None, Some(b)) => {
+            let bytes =
+                gosling_util::base64_decode(b).ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
+            String::from_utf8(bytes).map_err(|_| ApiError::internal("resource blob is not UTF-8 text"))?
+        }
+        (None, None) => return Err(ApiError::internal("resource contents have neither `text` nor `blob`")),
+    };
+    let mut out = json!({ "uri": first.get("uri").and_then(Value::as_str).unwrap_or(&r.uri), "text": text });
+    if let Some(m) = first.get("mimeType").filter(|m| m.is_string()) {
+        out["mimeType"] = m.clone();
+    }
+    if let Some(m) = first.get("_meta").filter(|m| m.is_object()) {
+        out["_meta"] = m.clone();
+    }
+    Ok(Response::json(200, &out))
+}
+
+#[derive(Deserialize)]
+struct CallReq {
+    session_id: String,
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+pub fn call_tool(app: &App, req: &Request) -> R {
+    let r: CallReq = req.json()?;
+    let rt = runtime(app, &r.session_id)?;
+    let args = match r.arguments {
+        Value::Object(_) => Some(r.arguments),
+        _ => None,
+    };
+    let ctx = CallContext { progress: None, cancel: None };
+    let result = rt.call_tool(&r.name, args, &ctx).map_err(call_error)?;
+    Ok(Response::json(200, &gosling_agent::messages::call_tool_response(result)))
+}
+
+pub fn list_sessions(app: &App) -> R {
+    // The index keeps each session's listing JSON: the body is built without serializing.
+    let list = app.sessions.list_json()?;
+    let mut body = Vec::with_capacity(list.len() + 16);
+    body.extend_from_slice(b"{\"sessions\":");
+    body.extend_from_slice(&list);
+    body.push(b'}');
+    Ok(Response::bytes(200, "application/json", body))
+}
+
+pub fn get_session(app: &App, id: &str) -> R {
+    let s = load_session(app, id, "Session not found")?;
+    Ok(Response::json(200, &session_json(&s)))
+}
+
+pub fn delete_session(app: &App, id: &str) -> R {
+    if gosling_agent::delete_session(app, id)? {
+        Ok(Response::empty(200))
+    } else {
+        Err(ApiError::not_found(format!("Session not found: {id:?}")))
+    }
+}

@@ -1,0 +1,197 @@
+//! The shared-secret check: `X-Secret-Key` on every route but the few goose leaves open.
+
+use gosling_util::lock;
+
+/// Paths reachable without the header (compared exactly, query ignored). The proxy pages
+/// check a `secret` query parameter themselves. `/`, `/app.js` and `/style.css` are the
+/// built-in web page's static assets (src/web), which hold nothing secret.
+pub const EXEMPT: [&str; 9] = [
+    "/status",
+    "/health",
+    "/mcp-ui-proxy",
+    "/mcp-app-proxy",
+    "/mcp-app-guest",
+    "/auth/login",
+    "/",
+    "/app.js",
+    "/style.css",
+];
+
+pub fn is_exempt(path: &str) -> bool {
+    EXEMPT.contains(&path)
+}
+
+/// The proxy pages: exempt from the header, they compare a `secret` parameter themselves;
+/// a 401 from them is a wrong guess, counted by `Throttle` like a wrong key.
+pub fn checks_own_secret(path: &str) -> bool {
+    matches!(path, "/mcp-ui-proxy" | "/mcp-app-proxy" | "/mcp-app-guest")
+}
+
+/// Constant-time comparison: length first (the length of the secret is not the secret),
+/// then every byte, without an early exit.
+pub fn secret_matches(given: &[u8], secret: &[u8]) -> bool {
+    if given.len() != secret.len() || secret.is_empty() {
+        return false;
+    }
+    let mut diff = 0u8;
+    for (a, b) in given.iter().zip(secret) {
+        diff |= a ^ b;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// The one-time login link for the web page: a random token, printed at start to a terminal,
+/// that `POST /auth/login` trades once for the secret key within its lifetime. Nothing else
+/// ever prints the key.
+pub struct LoginToken {
+    token: std::sync::Mutex<Option<(String, std::time::Instant)>>,
+    lifetime: std::time::Duration,
+}
+
+impl LoginToken {
+    pub fn new(lifetime: std::time::Duration) -> LoginToken {
+        LoginToken {
+            token: std::sync::Mutex::new(Some((gosling_util::random_hex(24), std::time::Instant::now()))),
+            lifetime,
+        }
+    }
+
+    pub fn peek(&self) -> Option<String> {
+        lock(&self.token).as_ref().map(|(t, _)| t.clone())
+    }
+
+    /// True once for the right token within its lifetime; the token is gone afterwards. A
+    /// wrong guess leaves it in place (guessing is limited by `Throttle`, per peer), so an
+    /// attacker cannot spoil the link the user is about to open.
+    pub fn redeem(&self, given: &str) -> bool {
+        let mut token = lock(&self.token);
+        let right = match token.as_ref() {
+            Some((t, born)) => born.elapsed() < self.lifetime && secret_matches(given.as_bytes(), t.as_bytes()),
+            None => false,
+        };
+        if right {
+            token.take();
+        }
+        right
+    }
+}
+
+/// Failed guesses at the secret key, a proxy page's `secret` or the login token, limited per peer address: a token
+/// bucket of `BURST` wrong guesses, refilled at `PER_SEC`. Right guesses never touch it, so
+/// any number of clients with the key work in parallel. An empty bucket refuses every attempt
+/// (right or wrong) until it refills, so a refusal says nothing about the guess; wrong guesses
+/// already in flight when it empties are still counted (the bucket goes into debt), so
+/// parallel guessing cannot overdraw it.
+pub struct Throttle {
+    peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
+}
+
+impl Throttle {
+    /// Wrong guesses a peer may make in a row before it has to wait.
+    pub const BURST: f64 = 30.0;
+    /// Wrong guesses per second after that.
+    pub const PER_SEC: f64 = 1.0;
+    /// Peers remembered at most; past it, those with the fullest buckets are forgotten.
+    const MAX_PEERS: usize = 4096;
+
+    pub fn new() -> Throttle {
+        Throttle { peers: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    /// Whether `peer` may make an attempt now, or how long until it may.
+    pub fn check(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
+        let now = std::time::Instant::now();
+        let peers = lock(&self.peers);
+        match peers.get(&peer) {
+            Some((tokens, at)) => {
+                let have = refill(*tokens, *at, now);
+                if have < 1.0 {
+                    Err(std::time::Duration::from_secs_f64((1.0 - have) / Self::PER_SEC))
+                } else {
+                    Ok(())
+                }
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wrong guess from `peer`; true when this one used up its attempts.
+    pub fn failed(&self, peer: std::net::IpAddr) -> bool {
+        let now = std::time::Instant::now();
+        let mut peers = lock(&self.peers);
+        if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
+            let mut all: Vec<(std::net::IpAddr, f64)> =
+                peers.iter().map(|(ip, (t, at))| (*ip, refill(*t, *at, now))).collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1));
+            for (ip, _) in all.into_iter().take(Self::MAX_PEERS / 4) {
+                peers.remove(&ip);
+            }
+        }
+        let (tokens, at) = peers.entry(peer).or_insert((Self::BURST, now));
+        let before = refill(*tokens, *at, now);
+        *tokens = (before - 1.0).max(-Self::BURST);
+        *at = now;
+        before >= 1.0 && *tokens < 1.0
+    }
+}
+
+impl Default for Throttle {
+    fn default() -> Throttle {
+        Throttle::new()
+    }
+}
+
+fn refill(tokens: f64, at: std::time::Instant, now: std::time::Instant) -> f64 {
+    (tokens + now.saturating_duration_since(at).as_secs_f64() * Throttle::PER_SEC).min(Throttle::BURST)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compares() {
+        assert!(secret_matches(b"abc", b"abc"));
+        assert!(!secret_matches(b"abd", b"abc"));
+        assert!(!secret_matches(b"ab", b"abc"));
+        assert!(!secret_matches(b"", b""));
+        assert!(is_exempt("/status"));
+        assert!(!is_exempt("/status/"));
+        assert!(!is_exempt("/config"));
+        assert!(is_exempt("/") && is_exempt("/app.js") && is_exempt("/style.css"));
+        assert!(!is_exempt("") && !is_exempt("//") && !is_exempt("/app.js/") && !is_exempt("/index.html"));
+    }
+
+    #[test]
+    fn login_token_works_once() {
+        let t = LoginToken::new(std::time::Duration::from_secs(60));
+        let tok = t.peek().unwrap();
+        assert!(t.redeem(&tok));
+        assert!(!t.redeem(&tok));
+        let t = LoginToken::new(std::time::Duration::from_secs(60));
+        let tok = t.peek().unwrap();
+        assert!(!t.redeem("wrong"));
+        assert!(!t.redeem(""));
+        assert!(t.redeem(&tok), "a wrong guess does not burn the token");
+        let t = LoginToken::new(std::time::Duration::ZERO);
+        let tok = t.peek().unwrap();
+        assert!(!t.redeem(&tok), "an expired token does not work");
+    }
+
+    #[test]
+    fn throttle_limits_each_peer_on_wrong_guesses_only() {
+        let t = Throttle::new();
+        let a: std::net::IpAddr = [127, 0, 0, 1].into();
+        let b: std::net::IpAddr = [10, 0, 0, 2].into();
+        for i in 0..Throttle::BURST as usize {
+            assert!(t.check(a).is_ok());
+            assert_eq!(t.failed(a), i + 1 == Throttle::BURST as usize, "reports the attempt that used them up");
+        }
+        let wait = t.check(a).unwrap_err();
+        assert!(wait > std::time::Duration::ZERO && wait <= std::time::Duration::from_secs(1), "{wait:?}");
+        // Guesses already in flight still count: the wait grows.
+        assert!(!t.failed(a));
+        assert!(t.check(a).unwrap_err() > std::time::Duration::from_secs(1));
+        assert!(t.check(b).is_ok(), "another peer is not affected");
+    }
+}

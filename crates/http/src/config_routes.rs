@@ -1,0 +1,139 @@
+//! `/config/*`: persisted extensions and the key/value settings Desktop stores secrets with.
+
+use gosling_agent::settings;
+use gosling_extensions::config::ExtensionStore;
+use gosling_extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
+use crate::error::ApiError;
+use crate::server::{Request, Response};
+use crate::state::App;
+use serde_json::{json, Value};
+
+type R = Result<Response, ApiError>;
+
+pub fn get_extensions(app: &App) -> R {
+    let ex = app.store.extensions()?;
+    Ok(Response::json(200, &json!({ "extensions": ex.entries, "warnings": ex.warnings })))
+}
+
+pub fn post_extension(app: &App, req: &Request) -> R {
+    let body: Value = req.json()?;
+    let name = body
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("`name` (string) is required"))?
+        .to_string();
+    let enabled = body
+        .get("enabled")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| ApiError::bad_request("`enabled` (true or false) is required"))?;
+    let config = body
+        .get("config")
+        .cloned()
+        .ok_or_else(|| ApiError::bad_request("`config` (an ExtensionConfig object) is required"))?;
+    let config = ExtensionConfig::from_value(config)?;
+    config.validate()?;
+    app.check_policy(&config, gosling_extensions::policy::InstallSource::ConfigApi)?;
+    // An extension whose secrets are not stored yet is saved disabled (on every install path),
+    // so no session tries to start it; the answer says which secrets and how to store them.
+    let unresolved = app.unresolved_secrets(&config);
+    let enabled = enabled && unresolved.is_empty();
+    let existed = app.store.upsert_extension(&ExtensionEntry { enabled, config })?;
+    log::info!("extension {name} {} (enabled: {enabled})", if existed { "updated" } else { "added" });
+    let verb = if existed { "Updated" } else { "Added" };
+    let mut text = format!("{verb} extension {name}");
+    if !unresolved.is_empty() {
+        text.push_str(&format!(" (saved disabled: {})", unresolved.explain()));
+    }
+    Ok(Response::json(200, &Value::String(text)))
+}
+
+pub fn delete_extension(app: &App, raw_name: &str) -> R {
+    let name = gosling_wire::percent::decode_lenient(raw_name);
+    let key = name_to_key(&name);
+    if app.store.remove_extension(&key)? {
+        log::info!("extension {key} removed");
+        Ok(Response::json(200, &Value::String(format!("Removed extension {name}"))))
+    } else {
+        Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")))
+    }
+}
+
+/// Forgets the sign-in of a `streamable_http` extension: its OAuth tokens and the client
+/// gosling registered (the web page's "Sign out"; `gosling auth NAME --forget` on a terminal).
+/// Running extensions of this process drop their cached token too; the next request signs in.
+pub fn sign_out(app: &App, raw_name: &str) -> R {
+    let name = gosling_wire::percent::decode_lenient(raw_name);
+    let key = name_to_key(&name);
+    let Some(entry) = app.store.extension(&key)? else {
+        return Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")));
+    };
+    let gosling_extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
+        return Err(ApiError::bad_request(format!(
+            "extension {name:?} has type `{}`; only streamable_http extensions sign in",
+            entry.config.type_name()
+        )));
+    };
+    let settings = gosling_mcp::oauth::Settings {
+        client_id: None,
+        client_secret: None,
+        scopes: Vec::new(),
+        client_metadata_url: None,
+        client_name: "gosling".into(),
+        sign_in: gosling_mcp::oauth::SignIn::Follow,
+        store: std::sync::Arc::new(gosling_extensions::runtime::SecretsTokens(app.store.clone())),
+    };
+    let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
+    let n = gosling_mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings).forget_all();
+    log::info!("extension {key}: signed out ({n} stored records forgotten)");
+    Ok(Response::json(200, &json!({ "forgotten": n })))
+}
+
+pub fn get_all(app: &App) -> R {
+    // Values an extension carries in `envs`/`headers` (imported tokens) are never shown.
+    Ok(Response::json(200, &json!({ "config": gosling_extensions::config::masked_config(app.store.all()?) })))
+}
+
+#[derive(serde::Deserialize)]
+struct Upsert {
+    key: String,
+    value: Value,
+    #[serde(default)]
+    is_secret: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct KeyQuery {
+    key: String,
+    #[serde(default)]
+    is_secret: bool,
+}
+
+fn setting_error(e: settings::Error) -> ApiError {
+    match e {
+        settings::Error::BadKey(why) => ApiError::bad_request(why),
+        settings::Error::Store(e) => e.into(),
+    }
+}
+
+pub fn upsert(app: &App, req: &Request) -> R {
+    let u: Upsert = req.json()?;
+    settings::upsert(app, &u.key, u.value, u.is_secret).map_err(setting_error)?;
+    Ok(Response::json(200, &Value::String(format!("Upserted key {}", u.key))))
+}
+
+pub fn read(app: &App, req: &Request) -> R {
+    let q: KeyQuery = req.json()?;
+    let value = settings::read(app, &q.key, q.is_secret)?;
+    // goosed answers 200 `null` for a key that is not set: Goose Desktop reads GOOSE_PROVIDER
+    // this way on a fresh install (and shows its provider picker for null).
+    Ok(Response::json(200, &value.unwrap_or(Value::Null)))
+}
+
+pub fn remove(app: &App, req: &Request) -> R {
+    let q: KeyQuery = req.json()?;
+    if settings::remove(app, &q.key, q.is_secret).map_err(setting_error)? {
+        Ok(Response::json(200, &Value::String(format!("Removed key {}", q.key))))
+    } else {
+        Err(ApiError::not_found(format!("Config key not found: {}", q.key)))
+    }
+}

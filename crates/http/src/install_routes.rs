@@ -1,0 +1,71 @@
+//! `POST /extensions/install`: the deep-link install flow for UIs (gosling's own route; goose
+//! does this in Desktop). Parse and check the link against the policy, persist the config,
+//! and say which secrets are missing and how to provide them before it can be activated.
+
+use gosling_extensions::config::ExtensionStore;
+use gosling_extensions::deeplink::{self, InstallError};
+use crate::error::ApiError;
+use crate::server::{Request, Response};
+use crate::state::{policy_error, App};
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize)]
+struct InstallReq {
+    link: String,
+    /// Validate and describe only; nothing is saved.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
+    let r: InstallReq = req.json()?;
+    let present = |name: &str| (app.runtime_deps.secret)(name).is_some();
+    let plan = deeplink::plan_install(&r.link, &app.policy, &present).map_err(|e| match e {
+        InstallError::Link(l) => ApiError::bad_request(l.to_string()),
+        InstallError::Policy(p) => policy_error(p),
+    })?;
+    for w in &plan.warnings {
+        log::warn!("install: {w}");
+    }
+    let entry = plan.entry();
+    let key = entry.config.key();
+    deeplink::check_not_replacing(app.store.extension(&key)?.as_ref(), &entry.config)
+        .map_err(|l| ApiError::new(409, l.to_string()))?;
+    let how = plan
+        .missing_secrets
+        .iter()
+        .map(|k| format!("POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"))
+        .collect::<Vec<_>>();
+    let next = if entry.enabled {
+        "start a session, or add it to one with /agent/add_extension"
+    } else if !plan.refused_secrets.is_empty() {
+        "it reads gosling's own secrets and cannot be enabled; install a link that gives the extension its own secret under another name"
+    } else {
+        "set the missing secrets, then enable it with POST /config/extensions and activate it with /agent/add_extension"
+    };
+    if !r.dry_run {
+        let existed = app.store.upsert_extension(&entry)?;
+        log::info!(
+            "install: extension {key} {} (enabled: {})",
+            if existed { "updated" } else { "saved" },
+            entry.enabled
+        );
+    }
+    Ok(Response::json(
+        200,
+        &json!({
+            "name": entry.config.name(),
+            "key": key,
+            "saved": !r.dry_run,
+            "enabled": entry.enabled,
+            "config": entry.config,
+            "missing_secrets": plan.missing_secrets,
+            "how_to_provide": how,
+            "refused_secrets": plan.refused_secrets,
+            "next": next,
+            "warnings": plan.warnings,
+            "summary": plan.summary,
+        }),
+    ))
+}

@@ -1,0 +1,539 @@
+//! The HTTP front: tiny_http underneath, thread-per-connection.
+//!
+//! Each request is handled on the thread of the connection it arrived on (the vendored
+//! tiny_http's `Server::serve`), with no queue and no other thread in between. At most
+//! `max_requests` are handled at once, a slot taken only after the head passed the `Gate` (Host,
+//! origin, key): past that a request waits up to `SLOT_WAIT` for a slot,
+//! then gets 503 with `Retry-After`; a connection between requests holds no slot,
+//! `GET /status` needs none, and a follower stream (`Response::follower`) gives its slot back
+//! once its handler has answered. Each handler runs inside `catch_unwind` (a panic is a 500 and the
+//! server lives on). Bodies are bounded (413) and sockets have read/write
+//! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
+//! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame. An
+//! upgraded connection (the WebSocket at `/acp`, `Body::Upgrade`) belongs to its handler after
+//! the 101 and holds no request slot.
+//! With `tls` (see `gosling_tls`) every connection is a rustls session; the rest is the same.
+
+use crate::error::ApiError;
+use gosling_util::lock;
+use serde_json::Value;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// One request, read in full (body included) before the handler runs.
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// The raw query string, without `?`.
+    pub query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The client's address (for per-peer limits); `None` when unknown.
+    pub peer: Option<SocketAddr>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// A percent-decoded query parameter (first occurrence).
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        gosling_wire::percent::form_pairs(&self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// The body as JSON of type `T`, with goose's statuses: 415 without a JSON content type,
+    /// 400 for bad JSON, 422 for JSON of the wrong shape. Messages say what to fix.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+        let ct = self.header("content-type").unwrap_or("");
+        if !ct.get(..16).is_some_and(|t| t.eq_ignore_ascii_case("application/json")) {
+            return Err(ApiError::new(415, "send the body as JSON with `Content-Type: application/json`"));
+        }
+        // One pass into `T`; only a failure looks again, to tell bad JSON (400) from JSON of
+        // the wrong shape (422) even when the shape error comes first.
+        serde_json::from_slice(&self.body).map_err(|e| {
+            match serde_json::from_slice::<serde::de::IgnoredAny>(&self.body) {
+                Err(syntax) => ApiError::bad_request(format!("request body is not valid JSON: {syntax}")),
+                Ok(_) => ApiError::new(422, format!("request body does not match the expected shape: {e}")),
+            }
+        })
+    }
+}
+
+/// Writes a streaming body; returns when the stream is over or the client is gone.
+pub type StreamFn = Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + Send>;
+
+/// Takes a connection over after its `101 Switching Protocols`: the stream (both directions;
+/// under TLS, plaintext) and the socket's descriptor underneath (to poll it and make it
+/// non-blocking; never to close). Runs on the connection's thread until the protocol ends.
+pub type UpgradeFn = Box<dyn FnOnce(Box<dyn tiny_http::ReadWrite + Send>, Option<i32>) + Send>;
+
+pub enum Body {
+    Empty,
+    Bytes(Vec<u8>),
+    Stream(StreamFn),
+    /// A protocol upgrade (the WebSocket at `/acp`): the connection is the function's after
+    /// the 101.
+    Upgrade(UpgradeFn),
+}
+
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+    /// A stream that only relays what others do (a session's event stream): its request slot
+    /// is given back once the handler has answered, so followers never use up the cap.
+    pub follower: bool,
+}
+
+impl Response {
+    pub fn json(status: u16, value: &Value) -> Response {
+        Response::bytes(status, "application/json", value.to_string().into_bytes())
+    }
+    pub fn text(status: u16, content_type: &str, text: impl Into<String>) -> Response {
+        Response::bytes(status, content_type, text.into().into_bytes())
+    }
+    pub fn bytes(status: u16, content_type: &str, bytes: Vec<u8>) -> Response {
+        Response {
+            status,
+            headers: vec![("Content-Type".into(), content_type.into())],
+            body: Body::Bytes(bytes),
+            follower: false,
+        }
+    }
+    pub fn empty(status: u16) -> Response {
+        Response { status, headers: Vec::new(), body: Body::Empty, follower: false }
+    }
+    pub fn error(e: &ApiError) -> Response {
+        Response::json(e.status, &e.body())
+    }
+    /// An SSE response; `f` writes frames to a writer that flushes each write as a chunk.
+    pub fn sse(f: StreamFn) -> Response {
+        Response {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "text/event-stream".into()),
+                ("Cache-Control".into(), "no-cache".into()),
+            ],
+            body: Body::Stream(f),
+            follower: false,
+        }
+    }
+    /// `101 Switching Protocols` to `protocol` with `headers`; then `f` owns the connection.
+    /// Like a follower, it gives its request slot back: a WebSocket open for hours is not a
+    /// request in flight.
+    pub fn upgrade(headers: Vec<(String, String)>, f: UpgradeFn) -> Response {
+        Response { status: 101, headers, body: Body::Upgrade(f), follower: true }
+    }
+    /// Marks an SSE response as a follower (see `Response::follower`).
+    pub fn follower(mut self) -> Response {
+        self.follower = true;
+        self
+    }
+    pub fn with_header(mut self, k: &str, v: &str) -> Response {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+}
+
+impl From<Result<Response, ApiError>> for Response {
+    fn from(r: Result<Response, ApiError>) -> Response {
+        r.unwrap_or_else(|e| Response::error(&e))
+    }
+}
+
+pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
+
+/// The answer a request gets from its head alone (the `Request` has an empty body), before a
+/// request slot is taken or its body read: a refusal (wrong Host, origin or key), or `None`
+/// to go on. A refused request's unread body makes its connection the last.
+pub type Gate = dyn Fn(&Request) -> Option<Response> + Send + Sync;
+
+pub struct Limits {
+    pub max_requests: usize,
+    pub max_body: usize,
+    pub io_timeout: Duration,
+    /// Open connections at once; past it the connection idle the longest is closed.
+    pub max_connections: usize,
+}
+
+/// A running server; `stop` closes the listener (connections already open finish their
+/// current request).
+pub struct Server {
+    http: Option<tiny_http::Server>,
+    addr: SocketAddr,
+    tls: bool,
+}
+
+impl Server {
+    /// Serves HTTP, or HTTPS when `tls` is given.
+    pub fn start_with_tls(
+        listener: TcpListener,
+        limits: Limits,
+        tls: Option<&gosling_tls::ServerTls>,
+        gate: Arc<Gate>,
+        handler: Arc<Handler>,
+    ) -> io::Result<Server> {
+        let addr = listener.local_addr()?;
+        let options = tiny_http::ServeOptions {
+            wrapper: tls.map(|t| t.stream_wrapper()),
+            read_timeout: Some(limits.io_timeout),
+            write_timeout: Some(limits.io_timeout),
+            max_connections: Some(limits.max_connections),
+        };
+        let slots = Slots::new(limits.max_requests);
+        let serve: tiny_http::RequestHandler = Arc::new(move |rq| {
+            // A panic outside the handler's own guard (writing the response) must not take
+            // the connection's thread down with it unlogged.
+            if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, &slots, &*gate, &*handler))).is_err() {
+                log::error!("http: serving a request panicked outside its handler");
+            }
+        });
+        let http = tiny_http::Server::serve(listener, options, serve).map_err(io::Error::other)?;
+        Ok(Server { http: Some(http), addr, tls: tls.is_some() })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    pub fn stop(&mut self) {
+        self.http.take();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How long a request waits for a free slot before it is answered 503: long enough to ride
+/// out a burst of keep-alive clients (each holds a slot only while its request runs), short
+/// enough that a client facing a server full of long streams hears so quickly.
+const SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// The request cap: at most `max` requests are handled at once. A request takes a slot once
+/// its head has arrived and passed the `Gate` (so no client without the key holds one) and gives it back once its response is written, on the same thread
+/// and before the connection's next request is read, so a connection between requests holds
+/// none.
+struct Slots {
+    max: usize,
+    used: AtomicUsize,
+    waiting: AtomicUsize,
+    lock: Mutex<()>,
+    freed: Condvar,
+}
+
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    fn new(max: usize) -> Slots {
+        Slots {
+            max,
+            used: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn try_take(&self) -> bool {
+        self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).is_ok()
+    }
+
+    /// A slot, waiting up to `wait` for one; `None` when the cap stays full that long.
+    fn take(&self, wait: Duration) -> Option<Slot<'_>> {
+        if self.try_take() {
+            return Some(Slot(self));
+        }
+        let deadline = Instant::now() + wait;
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut guard = lock(&self.lock);
+        let got = loop {
+            if self.try_take() {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            guard = self.freed.wait_timeout(guard, left).unwrap_or_else(|e| e.into_inner()).0;
+        };
+        drop(guard);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        got.then(|| Slot(self))
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let slots = self.0;
+        slots.used.fetch_sub(1, Ordering::SeqCst);
+        if slots.waiting.load(Ordering::SeqCst) > 0 {
+            let _guard = lock(&slots.lock);
+            slots.freed.notify_one();
+        }
+    }
+}
+
+/// `GET /status` without a body needs no slot, so health checks answer even when the cap is
+/// full of long streams or slow uploads.
+fn needs_no_slot(rq: &tiny_http::Request) -> bool {
+    *rq.method() == tiny_http::Method::Get
+        && rq.url().split('?').next() == Some("/status")
+        && rq.body_length().unwrap_or(0) == 0
+        && !rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"))
+}
+
+fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, gate: &Gate, handler: &Handler) {
+    let head = head(&rq);
+    if let Some(resp) = gate(&head) {
+        log::debug!("http: {} {} answered from its head: {}", head.method, head.path, resp.status);
+        let _ = respond(rq, resp);
+        return;
+    }
+    let slot = if needs_no_slot(&rq) {
+        None
+    } else {
+        match slots.take(SLOT_WAIT) {
+            Some(slot) => Some(slot),
+            None => {
+                let max = limits.max_requests;
+                log::warn!("http: {max} requests in flight (GOSLING_MAX_REQUESTS); answering 503");
+                let e = ApiError::new(503, format!("server busy: {max} requests in flight; retry shortly"));
+                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
+                return;
+            }
+        }
+    };
+    handle(rq, head, limits.max_body, limits.io_timeout * 2, handler, slot);
+}
+
+/// The request without its body.
+fn head(rq: &tiny_http::Request) -> Request {
+    let url = rq.url().to_string();
+    let (path, query) = match url.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (url.clone(), String::new()),
+    };
+    let headers: Vec<(String, String)> =
+        rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
+    Request {
+        method: rq.method().as_str().to_string(),
+        path,
+        query,
+        headers,
+        body: Vec::new(),
+        peer: rq.remote_addr().copied(),
+    }
+}
+
+/// The slowest a request body may arrive on average once its grace period is over. Per-read
+/// socket timeouts alone let a client holding a request slot send one byte just under the
+/// timeout, for as long as the body limit allows (days).
+const MIN_BODY_RATE: u64 = 1024;
+
+/// A body reader that fails once the body, after `grace`, arrives slower than `MIN_BODY_RATE`.
+struct MinRate<R> {
+    inner: R,
+    started: Instant,
+    grace: Duration,
+    got: u64,
+}
+
+impl<R: Read> Read for MinRate<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let elapsed = self.started.elapsed();
+        if let Some(over) = elapsed.checked_sub(self.grace) {
+            if (self.got as f64) < MIN_BODY_RATE as f64 * over.as_secs_f64() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the body arrived at under {MIN_BODY_RATE} bytes/s after {:?}", self.grace),
+                ));
+            }
+        }
+        let n = self.inner.read(buf)?;
+        self.got += n as u64;
+        Ok(n)
+    }
+}
+
+fn handle(
+    mut rq: tiny_http::Request,
+    head: Request,
+    max_body: usize,
+    grace: Duration,
+    handler: &Handler,
+    slot: Option<Slot<'_>>,
+) {
+    let Request { method, path, query, headers, peer, .. } = head;
+    let too_large = |rq| {
+        let e = format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)");
+        let _ = respond(rq, Response::error(&ApiError::new(413, e)));
+    };
+    if rq.body_length().is_some_and(|n| n > max_body) {
+        return too_large(rq);
+    }
+    let mut body = Vec::new();
+    // With `Connection: upgrade` tiny_http hands over the raw stream as the "body": what
+    // follows the head belongs to the new protocol (a WebSocket's frames), never read here.
+    let upgrade =
+        headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"));
+    let mut reader = MinRate { inner: rq.as_reader(), started: Instant::now(), grace, got: 0 };
+    let limit = if upgrade { 0 } else { max_body as u64 + 1 };
+    match reader.by_ref().take(limit).read_to_end(&mut body) {
+        Ok(_) if body.len() > max_body => return too_large(rq),
+        Ok(_) => {}
+        Err(e) => {
+            log::debug!("http: reading the body of {method} {path} failed: {e}");
+            let _ = respond(rq, Response::error(&ApiError::new(408, format!("could not read the request body: {e}"))));
+            return;
+        }
+    }
+    let req = Request { method, path, query, headers, body, peer };
+    log::debug!("http: {} {}", req.method, req.path);
+    let resp = match panic::catch_unwind(AssertUnwindSafe(|| handler(&req))) {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            log::error!("http: handler for {} {} panicked: {what}", req.method, req.path);
+            Response::error(&ApiError::internal("internal error: the request handler failed; see the server log"))
+        }
+    };
+    if resp.follower {
+        drop(slot);
+    }
+    if let Err(e) = respond(rq, resp) {
+        log::debug!("http: writing the response to {} {} failed: {e}", req.method, req.path);
+    }
+}
+
+fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
+    let Response { status, headers, body, .. } = resp;
+    match body {
+        Body::Stream(f) => {
+            let mut w = rq.into_writer();
+            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+            for (k, v) in &headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+            w.write_all(head.as_bytes())?;
+            w.flush()?;
+            let mut chunked = Chunked(&mut w);
+            let result = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut chunked))) {
+                Ok(r) => r,
+                Err(_) => {
+                    log::error!("http: a streaming response panicked");
+                    Ok(())
+                }
+            };
+            result?;
+            w.write_all(b"0\r\n\r\n")?;
+            w.flush()
+        }
+        Body::Bytes(bytes) => {
+            rq.respond(with_headers(tiny_http::Response::from_data(bytes).with_status_code(status), &headers))
+        }
+        Body::Empty => rq.respond(with_headers(tiny_http::Response::empty(status), &headers)),
+        Body::Upgrade(f) => {
+            let fd = rq.raw_fd();
+            let protocol = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("upgrade")).map(|(_, v)| v.clone());
+            let headers: Vec<_> = headers.into_iter().filter(|(k, _)| !k.eq_ignore_ascii_case("upgrade")).collect();
+            let stream = rq.upgrade(
+                protocol.as_deref().unwrap_or("websocket"),
+                with_headers(tiny_http::Response::empty(101), &headers),
+            );
+            if panic::catch_unwind(AssertUnwindSafe(|| f(stream, fd))).is_err() {
+                log::error!("http: an upgraded connection's handler panicked");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn with_headers<R: Read>(mut r: tiny_http::Response<R>, headers: &[(String, String)]) -> tiny_http::Response<R> {
+    for (k, v) in headers {
+        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+            r.add_header(h);
+        }
+    }
+    r
+}
+
+/// Each `write` becomes one HTTP/1.1 chunk, flushed at once (SSE frames must not wait).
+struct Chunked<'a>(&'a mut Box<dyn Write + Send + 'static>);
+
+impl Write for Chunked<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        write!(self.0, "{:x}\r\n", buf.len())?;
+        self.0.write_all(buf)?;
+        self.0.write_all(b"\r\n")?;
+        self.0.flush()?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        101 => "Switching Protocols",
+        200 => "OK",
+        202 => "Accepted",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_cap_wait_and_are_given_back() {
+        let slots = Slots::new(2);
+        let a = slots.take(Duration::ZERO).unwrap();
+        let b = slots.take(Duration::ZERO).unwrap();
+        assert!(slots.take(Duration::from_millis(20)).is_none(), "full");
+        assert_eq!(slots.used.load(Ordering::SeqCst), 2, "a refused take holds nothing");
+        drop(a);
+        let c = slots.take(Duration::ZERO).unwrap();
+        // A waiter gets the slot as soon as one is given back.
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| slots.take(Duration::from_secs(10)).is_some());
+            while slots.waiting.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            drop(b);
+            assert!(waiter.join().unwrap());
+        });
+        drop(c);
+        assert_eq!(slots.used.load(Ordering::SeqCst), 0);
+    }
+}

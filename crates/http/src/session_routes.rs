@@ -1,0 +1,146 @@
+//! goose 1.34's session event API, what Goose Desktop chats through:
+//! `POST /sessions/{id}/reply` (starts a turn in the background, answers `{request_id}` at
+//! once), `GET /sessions/{id}/events` (the session's long-lived SSE stream, with replay from
+//! `Last-Event-ID`) and `POST /sessions/{id}/cancel`. The turn loop is the one `POST /reply`
+//! runs; here its events go through the session's bus (`agent::bus`).
+
+use gosling_agent::bus::{Next, BUSY};
+use gosling_agent::reply::Turn;
+use crate::error::ApiError;
+use crate::reply_routes::{answer_elicitation, normalize_user_message, PING_INTERVAL};
+use crate::server::{Request, Response};
+use crate::state::App;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+type R = Result<Response, ApiError>;
+
+/// goose's frame for a follower whose `Last-Event-ID` (or lag) is beyond the replay buffer.
+const TOO_FAR_BEHIND: &str = "Client too far behind — reload conversation";
+
+/// A UUID in its text form (any version; Desktop sends v7): 8-4-4-4-12 hex digits.
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn session_exists(app: &App, id: &str) -> Result<bool, ApiError> {
+    Ok(app.sessions.get_meta(id)?.is_some())
+}
+
+#[derive(Deserialize)]
+struct ReplyReq {
+    request_id: String,
+    user_message: Value,
+    #[serde(default)]
+    override_conversation: Option<Vec<Value>>,
+}
+
+pub fn reply(app: &App, id: &str, req: &Request) -> R {
+    let r: ReplyReq = req.json()?;
+    if !is_uuid(&r.request_id) {
+        return Err(ApiError::bad_request("request_id must be a valid UUID"));
+    }
+    if !session_exists(app, id)? {
+        return Err(ApiError::not_found(format!("Session {id} not found")));
+    }
+    let accepted = Response::json(200, &json!({ "request_id": r.request_id }));
+    let user_message = normalize_user_message(r.user_message)?;
+    if answer_elicitation(app, &user_message).is_some() {
+        // The answer to a pending elicitation: the running request goes on.
+        return Ok(accepted);
+    }
+    let bus = app.buses.get_or_create(id);
+    if !bus.active_ids().is_empty() {
+        return Err(ApiError::bad_request(BUSY));
+    }
+    let turn = match Turn::prepare(app, id, user_message, r.override_conversation) {
+        Err(gosling_agent::Error::SessionNotFound(_)) => {
+            return Err(ApiError::not_found(format!("Session {id} not found")))
+        }
+        Err(e @ gosling_agent::Error::NoAgent(_)) => return Err(ApiError::new(424, e.to_string())),
+        // A /reply (or an editor over ACP) is answering in this session: goose's busy answer.
+        Err(gosling_agent::Error::Busy(_)) => return Err(ApiError::bad_request(BUSY)),
+        // Anything else (model settings, a store failure) is told on the stream, as goose does.
+        other => other,
+    };
+    gosling_agent::start_request(&bus, &r.request_id, turn, app.elicitations.clone()).map_err(ApiError::bad_request)?;
+    log::info!("session {id}: request {} started", r.request_id);
+    Ok(accepted)
+}
+
+pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
+    if !session_exists(app, id)? {
+        return Ok(Response::empty(404));
+    }
+    let last_event_id = req.header("last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
+    let bus = app.buses.get_or_create(id);
+    let id = id.to_string();
+    // A follower does no work of its own: it needs no request slot while it streams.
+    Ok(Response::sse(Box::new(move |w: &mut dyn Write| {
+        let active = bus.active_ids();
+        if !active.is_empty() {
+            let frame = json!({ "type": "ActiveRequests", "request_ids": active });
+            w.write_all(format!("data: {frame}\n\n").as_bytes())?;
+        }
+        let mut cursor = bus.cursor(last_event_id);
+        let mut pings = 0u64;
+        let mut next_ping = Instant::now();
+        loop {
+            if gosling_sys::shutdown_requested() {
+                return Ok(());
+            }
+            if Instant::now() >= next_ping {
+                w.write_all(format!(": ping {pings}\n\n").as_bytes())?;
+                pings += 1;
+                next_ping = Instant::now() + PING_INTERVAL;
+            }
+            match bus.next_after(cursor, next_ping) {
+                Next::Event(seq, text) => {
+                    w.write_all(format!("id: {seq}\ndata: {text}\n\n").as_bytes())?;
+                    cursor = seq;
+                }
+                Next::TooFarBehind => {
+                    log::info!("session {id}: an event follower is too far behind; closing its stream");
+                    let frame = json!({ "type": "Error", "error": TOO_FAR_BEHIND });
+                    w.write_all(format!("id: 0\ndata: {frame}\n\n").as_bytes())?;
+                    return Ok(());
+                }
+                Next::Idle => {}
+            }
+        }
+    }))
+    .follower())
+}
+
+#[derive(Deserialize)]
+struct CancelReq {
+    request_id: String,
+}
+
+pub fn cancel(app: &App, id: &str, req: &Request) -> R {
+    let r: CancelReq = req.json()?;
+    let bus = app
+        .buses
+        .get(id)
+        .ok_or_else(|| ApiError::not_found(format!("Session {id} has no event stream; nothing to cancel")))?;
+    if bus.cancel(&r.request_id) {
+        log::info!("session {id}: request {} cancelled", r.request_id);
+    }
+    Ok(Response::empty(200))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uuids() {
+        assert!(super::is_uuid("0196b3f2-7c1a-7d2e-9f00-0123456789ab"));
+        assert!(!super::is_uuid("not-a-uuid"));
+        assert!(!super::is_uuid("0196b3f2-7c1a-7d2e-9f00-0123456789ag"));
+        assert!(!super::is_uuid("0196b3f27c1a-7d2e-9f00-0123456789ab"));
+    }
+}

@@ -1,0 +1,63 @@
+//! The state every request handler borrows: the agent layer's `Host` and what only HTTP has
+//! (the MCP-UI guest pages, the web page's one-time login token, the guess limit).
+
+use gosling_agent::host::Host;
+use gosling_extensions::config::ExtensionConfig;
+use gosling_extensions::policy::{InstallSource, PolicyError};
+use crate::auth::{LoginToken, Throttle};
+use crate::error::ApiError;
+use crate::proxy::GuestPages;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Policy refusals are the client's to fix (403); a broken policy setup is ours (500).
+pub fn policy_error(e: PolicyError) -> ApiError {
+    match e {
+        PolicyError::CommandNotAllowed { .. }
+        | PolicyError::InlineCode { .. }
+        | PolicyError::ShellMetacharacter { .. }
+        | PolicyError::NotAPackage { .. }
+        | PolicyError::ContainerReach { .. }
+        | PolicyError::EnvRefused { .. }
+        | PolicyError::ReservedSecret { .. }
+        | PolicyError::NotAllowlisted { .. }
+        | PolicyError::AllowlistUnavailable { .. } => ApiError::new(403, e.to_string()),
+        PolicyError::InvalidConfig(_) => ApiError::bad_request(e.to_string()),
+        PolicyError::Setup { .. } => ApiError::internal(e.to_string()),
+    }
+}
+
+pub struct App {
+    pub host: Arc<Host>,
+    pub guests: GuestPages,
+    pub login: LoginToken,
+    /// Failed key and login-token guesses per peer.
+    pub throttle: Throttle,
+}
+
+impl std::ops::Deref for App {
+    type Target = Host;
+    fn deref(&self) -> &Host {
+        &self.host
+    }
+}
+
+impl App {
+    pub fn new(host: Arc<Host>) -> App {
+        App {
+            host,
+            guests: GuestPages::default(),
+            login: LoginToken::new(Duration::from_secs(600)),
+            throttle: Throttle::new(),
+        }
+    }
+
+    pub fn secret(&self) -> &str {
+        &self.host.config.secret
+    }
+
+    /// `Host::policy_check` with its refusal as the API error a client sees.
+    pub fn check_policy(&self, config: &ExtensionConfig, source: InstallSource) -> Result<(), ApiError> {
+        self.host.policy_check(config, source).map_err(policy_error)
+    }
+}

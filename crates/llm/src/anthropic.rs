@@ -1,0 +1,222 @@
+//! Anthropic Messages, streamed.
+//!
+//! Request: `model`, `max_tokens` (required), `system`, `messages` with content blocks
+//! (`text`, `tool_use` in assistant turns, `tool_result` blocks first in the following user
+//! turn), `tools` with `input_schema`, `stream: true`; headers `x-api-key` (when set) and
+//! `anthropic-version: 2023-06-01`. Response: named events `message_start` (input usage),
+//! `content_block_start` (text or tool_use with id/name), `content_block_delta` (`text_delta`,
+//! `input_json_delta` fragments), `content_block_stop`, `message_delta` (stop reason, output
+//! usage), `message_stop` (the end), `ping`, `error`.
+
+use serde_json::{json, Value};
+
+use super::{
+    clip, parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink,
+    ToolCallOut, ToolSpec, Usage,
+};
+
+pub const API_VERSION: &str = "2023-06-01";
+
+/// The request's headers: the API version, and the key when there is one.
+pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
+    let key = s.api_key.iter().map(|k| ("x-api-key", k.clone()));
+    std::iter::once(("anthropic-version", API_VERSION.to_string())).chain(key).collect()
+}
+
+/// MCP content blocks as Anthropic `tool_result` content.
+fn result_blocks(content: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for c in content {
+        match c.get("type").and_then(Value::as_str) {
+            Some("image") => out.push(json!({
+                "type": "image",
+                "source": {"type": "base64",
+                           "media_type": c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png"),
+                           "data": c.get("data").and_then(Value::as_str).unwrap_or("")}
+            })),
+            _ => {
+                let text = super::content_as_text(std::slice::from_ref(c));
+                if !text.is_empty() {
+                    out.push(json!({"type": "text", "text": text}));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The request body (public for tests of the conversion).
+pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
+    let mut messages = Vec::new();
+    for m in &req.messages {
+        let mut blocks = Vec::new();
+        match m.role {
+            Role::Assistant => {
+                for p in &m.parts {
+                    match p {
+                        Part::Text(t) if !t.is_empty() => blocks.push(json!({"type": "text", "text": t})),
+                        Part::ToolCall { id, name, arguments } => {
+                            let input = if arguments.is_object() { arguments.clone() } else { json!({}) };
+                            blocks.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Role::User => {
+                for p in &m.parts {
+                    if let Part::ToolResult { id, content, is_error } = p {
+                        let mut b =
+                            json!({"type": "tool_result", "tool_use_id": id, "content": result_blocks(content)});
+                        if *is_error {
+                            b["is_error"] = true.into();
+                        }
+                        blocks.push(b);
+                    }
+                }
+                for p in &m.parts {
+                    if let Part::Text(t) = p {
+                        if !t.is_empty() {
+                            blocks.push(json!({"type": "text", "text": t}));
+                        }
+                    }
+                }
+            }
+        }
+        if blocks.is_empty() {
+            continue;
+        }
+        let role = if m.role == Role::User { "user" } else { "assistant" };
+        messages.push(json!({"role": role, "content": blocks}));
+    }
+    let max_tokens = req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens));
+    let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
+    if !req.system.is_empty() {
+        body["system"] = req.system.clone().into();
+    }
+    if !req.tools.is_empty() {
+        let tool = |t: &ToolSpec| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+        body["tools"] = req.tools.iter().map(tool).collect();
+    }
+    body
+}
+
+struct Block {
+    index: u64,
+    id: String,
+    name: String,
+    json: String,
+    /// `input` given in full at content_block_start (used when no delta follows).
+    initial: Option<Value>,
+}
+
+/// One request and its stream.
+pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error> {
+    let s = call.settings;
+    let mut out = Completion::default();
+    let mut tools: Vec<Block> = Vec::new();
+    let mut usage: Option<Usage> = None;
+    let mut handle = |ev: &gosling_wire::sse::Event| -> Result<Flow, Error> {
+        let data = ev.data.trim();
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let v = parse_chunk(&s.provider, data)?;
+        let kind = if ev.event.is_empty() {
+            v.get("type").and_then(Value::as_str).unwrap_or("").to_string()
+        } else {
+            ev.event.clone()
+        };
+        match kind.as_str() {
+            "message_start" => {
+                if let Some(u) = v.pointer("/message/usage") {
+                    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+                    usage = Some(Usage {
+                        input_tokens: n("input_tokens")
+                            + n("cache_creation_input_tokens")
+                            + n("cache_read_input_tokens"),
+                        output_tokens: n("output_tokens"),
+                    });
+                }
+            }
+            "content_block_start" => {
+                let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let b = v.get("content_block").cloned().unwrap_or(Value::Null);
+                match b.get("type").and_then(Value::as_str) {
+                    Some("tool_use") | Some("server_tool_use") => tools.push(Block {
+                        index,
+                        id: b.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                        name: b.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+                        json: String::new(),
+                        initial: b.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())).cloned(),
+                    }),
+                    Some("text") => {
+                        sink.text(&mut out, b.get("text").and_then(Value::as_str).unwrap_or(""))?;
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let d = v.get("delta").cloned().unwrap_or(Value::Null);
+                match d.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        sink.text(&mut out, d.get("text").and_then(Value::as_str).unwrap_or(""))?;
+                    }
+                    Some("input_json_delta") => {
+                        let frag = d.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                        match tools.iter_mut().rev().find(|b| b.index == index) {
+                            Some(b) => b.json.push_str(frag),
+                            None => {
+                                return Err(Error::Protocol(format!(
+                                    "input_json_delta for content block {index}, which is not a tool_use block: {}",
+                                    clip(data, 200)
+                                )))
+                            }
+                        }
+                    }
+                    // thinking_delta, signature_delta, citations: not used.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    out.stop_reason = Some(r.to_string());
+                }
+                if let Some(n) = v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    let u = usage.get_or_insert_with(Usage::default);
+                    u.output_tokens = n;
+                    if let Some(i) = v.pointer("/usage/input_tokens").and_then(Value::as_u64) {
+                        if i > 0 {
+                            u.input_tokens = i;
+                        }
+                    }
+                }
+            }
+            "message_stop" => return Ok(Flow::Done),
+            "error" => {
+                let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let msg = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+                return Err(Error::Remote(clip(&format!("{kind}: {msg}"), 300)));
+            }
+            // ping, content_block_stop, unknown future events.
+            _ => {}
+        }
+        Ok(Flow::Continue)
+    };
+    call.exchange(&mut handle, &|| false)?;
+    out.usage = usage;
+    out.tool_calls = tools
+        .into_iter()
+        .map(|b| ToolCallOut {
+            id: if b.id.is_empty() { format!("toolu_{}", b.index) } else { b.id },
+            name: b.name,
+            arguments: match (b.json.trim().is_empty(), b.initial) {
+                (true, Some(v)) => Ok(v),
+                _ => parse_arguments(&b.json),
+            },
+        })
+        .collect();
+    log::debug!("llm: anthropic finished ({:?}, {} tool calls)", out.stop_reason, out.tool_calls.len());
+    Ok(out)
+}

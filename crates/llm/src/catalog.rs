@@ -1,0 +1,82 @@
+//! The providers gosling can run (openai, anthropic, ollama) as goose's provider pickers show
+//! them: names, the settings each reads, the models it knows the context window of. One
+//! table for goosed's `/config/providers` (http) and goose serve's `providers/list` (acp).
+
+/// A model gosling knows the context window of.
+pub struct Model {
+    pub name: &'static str,
+    pub context_limit: u64,
+}
+
+/// A provider gosling supports, with what goose's ProviderMetadata shows.
+pub struct Provider {
+    pub name: &'static str,
+    pub display_name: &'static str,
+    pub description: &'static str,
+    pub default_model: &'static str,
+    pub doc_link: &'static str,
+    /// (key, required, secret, default)
+    pub keys: &'static [(&'static str, bool, bool, Option<&'static str>)],
+    pub models: &'static [Model],
+}
+
+pub const PROVIDERS: [Provider; 3] = [
+    Provider {
+        name: "openai",
+        display_name: "OpenAI (or any OpenAI-compatible server)",
+        description: "OpenAI's chat completions API, or a local OpenAI-compatible server (llama.cpp, vLLM, LM Studio) at OPENAI_HOST",
+        default_model: "gpt-4o",
+        doc_link: "https://platform.openai.com/docs/models",
+        keys: &[
+            ("OPENAI_API_KEY", false, true, None),
+            ("OPENAI_HOST", false, false, Some(crate::OPENAI_DEFAULT_HOST)),
+            ("OPENAI_BASE_PATH", false, false, Some(crate::OPENAI_DEFAULT_PATH)),
+        ],
+        models: &[
+            Model { name: "gpt-4o", context_limit: 128_000 },
+            Model { name: "gpt-4o-mini", context_limit: 128_000 },
+            Model { name: "gpt-4.1", context_limit: 1_047_576 },
+            Model { name: "gpt-4.1-mini", context_limit: 1_047_576 },
+            Model { name: "o3", context_limit: 200_000 },
+            Model { name: "o4-mini", context_limit: 200_000 },
+        ],
+    },
+    Provider {
+        name: "anthropic",
+        display_name: "Anthropic",
+        description: "Claude models through Anthropic's Messages API",
+        default_model: "claude-sonnet-4-5",
+        doc_link: "https://docs.anthropic.com/en/docs/about-claude/models",
+        keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some(crate::ANTHROPIC_DEFAULT_HOST))],
+        models: &[
+            Model { name: "claude-sonnet-4-5", context_limit: 200_000 },
+            Model { name: "claude-opus-4-1", context_limit: 200_000 },
+            Model { name: "claude-haiku-4-5", context_limit: 200_000 },
+            Model { name: "claude-3-5-haiku-latest", context_limit: 200_000 },
+        ],
+    },
+    Provider {
+        name: "ollama",
+        display_name: "Ollama",
+        description: "Local models served by Ollama",
+        default_model: "qwen3",
+        doc_link: "https://ollama.com/library",
+        keys: &[("OLLAMA_HOST", true, false, Some(crate::OLLAMA_DEFAULT_HOST))],
+        models: &[
+            Model { name: "qwen3", context_limit: 40_960 },
+            Model { name: "llama3.2", context_limit: 131_072 },
+            Model { name: "gpt-oss", context_limit: 131_072 },
+        ],
+    },
+];
+
+/// Whether gosling could run `provider` with the current settings (the same check a turn
+/// makes, with any model).
+pub fn is_configured(provider: &str, setting: &dyn Fn(&str) -> Option<String>) -> bool {
+    crate::Settings::resolve(&gosling_config::ProcessEnv, setting, (Some(provider), Some("any"))).is_ok()
+}
+
+/// The catalogue entry of `name` (a canonical provider name).
+pub fn find(name: &str) -> Option<&'static Provider> {
+    PROVIDERS.iter().find(|p| p.name == name)
+}

@@ -1,0 +1,191 @@
+//! OpenAI-compatible chat completions, streamed: OpenAI itself, Ollama (`/v1`), llama.cpp's
+//! server, vLLM, LM Studio.
+//!
+//! Request: `model`, `messages` (system first, tool results as `role: tool` messages right
+//! after the assistant message that called them), `tools` as functions, `stream: true` with
+//! `stream_options.include_usage`. Response: `data:` chunks of `chat.completion.chunk` until
+//! `[DONE]`; text in `choices[0].delta.content`, tool calls in `delta.tool_calls[]`
+//! accumulated by `index` (arguments arrive as string fragments split anywhere), usage in a
+//! final chunk with empty `choices`. No `Authorization` header without a key.
+
+use serde_json::{json, Value};
+
+use super::{
+    parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink, ToolCallOut,
+    ToolSpec, Usage,
+};
+
+/// The request's headers: the key as a bearer token, when there is one.
+pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
+    s.api_key.iter().map(|k| ("authorization", format!("Bearer {k}"))).collect()
+}
+
+/// The texts of a message's parts.
+fn texts(parts: &[Part]) -> Vec<&str> {
+    parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect()
+}
+
+/// The request body (public for tests of the conversion).
+pub fn request_body(model: &str, req: &ChatRequest) -> Value {
+    let mut messages = Vec::new();
+    if !req.system.is_empty() {
+        messages.push(json!({"role": "system", "content": req.system}));
+    }
+    for m in &req.messages {
+        match m.role {
+            Role::Assistant => {
+                let text = texts(&m.parts);
+                let calls: Vec<Value> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolCall { id, name, arguments } => Some(json!({
+                            "id": id, "type": "function",
+                            "function": {"name": name, "arguments": arguments.to_string()}
+                        })),
+                        _ => None,
+                    })
+                    .collect();
+                if text.is_empty() && calls.is_empty() {
+                    // OpenAI rejects an assistant message with neither content nor tool calls.
+                    continue;
+                }
+                let content = if text.is_empty() { Value::Null } else { Value::String(text.concat()) };
+                let mut msg = json!({"role": "assistant", "content": content});
+                if !calls.is_empty() {
+                    msg["tool_calls"] = Value::Array(calls);
+                }
+                messages.push(msg);
+            }
+            Role::User => {
+                // Tool results first: they must follow the assistant's tool_calls directly.
+                let mut images = Vec::new();
+                for p in &m.parts {
+                    if let Part::ToolResult { id, content, is_error } = p {
+                        let mut text = super::content_as_text(content);
+                        if *is_error && !text.starts_with("Error") {
+                            text = format!("Error: {text}");
+                        }
+                        messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+                        for c in content {
+                            if c.get("type").and_then(Value::as_str) == Some("image") {
+                                let mime = c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
+                                let data = c.get("data").and_then(Value::as_str).unwrap_or("");
+                                images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}));
+                            }
+                        }
+                    }
+                }
+                let text = texts(&m.parts);
+                if !images.is_empty() {
+                    // Tool messages take only text; images follow as a user message.
+                    let mut content = vec![
+                        json!({"type": "text", "text": if text.is_empty() { "Images from the tool results above.".to_string() } else { text.join("\n") }}),
+                    ];
+                    content.extend(images);
+                    messages.push(json!({"role": "user", "content": content}));
+                } else if !text.is_empty() {
+                    messages.push(json!({"role": "user", "content": text.join("\n")}));
+                }
+            }
+        }
+    }
+    let mut body =
+        json!({"model": model, "messages": messages, "stream": true, "stream_options": {"include_usage": true}});
+    if !req.tools.is_empty() {
+        let function =
+            |t: &ToolSpec| json!({"name": t.name, "description": t.description, "parameters": t.input_schema});
+        body["tools"] = req.tools.iter().map(|t| json!({"type": "function", "function": function(t)})).collect();
+    }
+    if let Some(max) = req.max_tokens {
+        body["max_tokens"] = max.into();
+    }
+    body
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    args: String,
+}
+
+/// One request and its stream.
+pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error> {
+    let s = call.settings;
+    let mut out = Completion::default();
+    // Indexed by the chunk's `index`, kept in first-seen order.
+    let mut calls: Vec<(u64, PartialCall)> = Vec::new();
+    // A finish_reason makes an end without `[DONE]` acceptable (some servers omit it).
+    let finished = std::cell::Cell::new(false);
+    let mut handle = |ev: &gosling_wire::sse::Event| -> Result<Flow, Error> {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let v = parse_chunk(&s.provider, data)?;
+        if let Some(e) = v.get("error") {
+            let msg = e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string());
+            return Err(Error::Remote(super::clip(&msg, 300)));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            out.usage = Some(Usage {
+                input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+            });
+        }
+        let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            return Ok(Flow::Continue);
+        };
+        if let Some(delta) = choice.get("delta") {
+            if let Some(t) = delta.get("content").and_then(Value::as_str) {
+                sink.text(&mut out, t)?;
+            }
+            if let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (pos, tc) in tcs.iter().enumerate() {
+                    let index = tc.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                    let i = calls.iter().position(|(ix, _)| *ix == index).unwrap_or_else(|| {
+                        calls.push((index, PartialCall::default()));
+                        calls.len() - 1
+                    });
+                    let c = &mut calls[i].1;
+                    if let Some(id) = tc.get("id").and_then(Value::as_str).filter(|x| !x.is_empty()) {
+                        c.id = id.to_string();
+                    }
+                    if let Some(f) = tc.get("function") {
+                        if let Some(n) = f.get("name").and_then(Value::as_str).filter(|x| !x.is_empty()) {
+                            if c.name.is_empty() {
+                                c.name = n.to_string();
+                            }
+                        }
+                        match f.get("arguments") {
+                            Some(Value::String(a)) => c.args.push_str(a),
+                            // Some servers send the arguments as an object.
+                            Some(a @ Value::Object(_)) => c.args.push_str(&a.to_string()),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            out.stop_reason = Some(r.to_string());
+            finished.set(true);
+        }
+        Ok(Flow::Continue)
+    };
+    call.exchange(&mut handle, &|| finished.get())?;
+    out.tool_calls = calls
+        .into_iter()
+        .map(|(index, c)| ToolCallOut {
+            id: if c.id.is_empty() { format!("call_{index}") } else { c.id },
+            name: c.name,
+            arguments: parse_arguments(&c.args),
+        })
+        .collect();
+    log::debug!("llm: {} finished ({:?}, {} tool calls)", s.provider, out.stop_reason, out.tool_calls.len());
+    Ok(out)
+}

@@ -1,0 +1,147 @@
+//! The persisted configuration: `config.json` (extensions and plain settings) and
+//! `secrets.json` (values of `is_secret` keys), both 0600 in the config dir.
+//!
+//! `config.json` mirrors goose's `config.yaml`: a top-level object whose `extensions` key maps
+//! the normalized extension key to the flattened entry (`enabled` + config fields). Every
+//! change is a locked read-modify-write of the file (see `atomic`), so concurrent writers in
+//! this process or in another `gosling` (the `install` command) never lose an update, and the
+//! file is re-read each time, so changes made by another process are seen.
+
+use crate::atomic::{self, Error};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+pub struct ConfigStore {
+    config_path: PathBuf,
+    secrets_path: PathBuf,
+}
+
+const EXTENSIONS: &str = "extensions";
+
+impl ConfigStore {
+    /// Opens the store in `dir`, creating the directory (0700); an existing one must be ours
+    /// and not group/world-writable, and its files not links. Both files must load: a corrupt
+    /// file is an error naming it, and the file is left as it is.
+    pub fn open(dir: &Path) -> Result<ConfigStore, Error> {
+        // Ours alone (every command that opens the store: the server, install, import).
+        atomic::check_private_dir(dir)?;
+        atomic::refuse_symlinks(dir, &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock"])?;
+        let store = ConfigStore { config_path: dir.join("config.json"), secrets_path: dir.join("secrets.json") };
+        let config = atomic::read_object(&store.config_path)?;
+        if config.get(EXTENSIONS).is_some_and(|ext| !ext.is_object()) {
+            return Err(Error::Corrupt {
+                path: store.config_path.clone(),
+                detail: "`extensions` must be an object".into(),
+            });
+        }
+        atomic::read_object(&store.secrets_path)?;
+        Ok(store)
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// The stored extension entries as they are in the file, by key, in file order (the
+    /// extensions layer gives them their shape: `extensions::config::ExtensionStore`).
+    pub fn extension_values(&self) -> Result<Vec<(String, Value)>, Error> {
+        Ok(match atomic::read_object(&self.config_path)?.remove(EXTENSIONS) {
+            Some(Value::Object(map)) => map.into_iter().collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    /// Creates or replaces the entry under `key`; returns whether it existed.
+    pub fn upsert_extension_value(&self, key: &str, value: Value) -> Result<bool, Error> {
+        atomic::update_json(&self.config_path, |doc| {
+            let map = doc.entry(EXTENSIONS).or_insert_with(|| Value::Object(Map::new()));
+            if !map.is_object() {
+                *map = Value::Object(Map::new());
+            }
+            map.as_object_mut().is_some_and(|m| m.insert(key.to_string(), value).is_some())
+        })
+    }
+
+    /// Removes the entry with this key; returns whether it existed.
+    pub fn remove_extension(&self, key: &str) -> Result<bool, Error> {
+        atomic::update_json(&self.config_path, |doc| {
+            doc.get_mut(EXTENSIONS).and_then(Value::as_object_mut).is_some_and(|m| m.remove(key).is_some())
+        })
+    }
+
+    /// All plain (non-secret) settings, extensions included, as goose's `GET /config` shows them.
+    pub fn all(&self) -> Result<Map<String, Value>, Error> {
+        atomic::read_object(&self.config_path)
+    }
+
+    pub fn get(&self, key: &str) -> Result<Option<Value>, Error> {
+        Ok(atomic::read_object(&self.config_path)?.remove(key))
+    }
+
+    pub fn set(&self, key: &str, value: Value) -> Result<(), Error> {
+        atomic::update_json(&self.config_path, |doc| {
+            doc.insert(key.to_string(), value);
+        })
+    }
+
+    pub fn remove(&self, key: &str) -> Result<bool, Error> {
+        atomic::update_json(&self.config_path, |doc| doc.remove(key).is_some())
+    }
+
+    pub fn get_secret(&self, key: &str) -> Result<Option<String>, Error> {
+        Ok(atomic::read_object(&self.secrets_path)?.get(key).map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }))
+    }
+
+    pub fn set_secret(&self, key: &str, value: &str) -> Result<(), Error> {
+        atomic::update_json(&self.secrets_path, |doc| {
+            doc.insert(key.to_string(), Value::String(value.to_string()));
+        })
+    }
+
+    pub fn remove_secret(&self, key: &str) -> Result<bool, Error> {
+        atomic::update_json(&self.secrets_path, |doc| doc.remove(key).is_some())
+    }
+
+    /// Names of the stored secrets (never their values).
+    pub fn secret_names(&self) -> Result<Vec<String>, Error> {
+        Ok(atomic::read_object(&self.secrets_path)?.keys().cloned().collect())
+    }
+
+    /// Stores (`Some`) or forgets (`None`) an OAuth token record (JSON) of the MCP client, kept
+    /// in `secrets.json` under `key` (`oauth:<resource> <issuer>`; read with `get_secret`).
+    /// Tokens are secrets: never logged, never in config.json.
+    pub fn put_token(&self, key: &str, value: Option<&str>) -> Result<(), Error> {
+        match value {
+            Some(v) => self.set_secret(key, v),
+            None => self.remove_secret(key).map(|_| ()),
+        }
+    }
+
+    /// Keys of the stored token records that start with `prefix`.
+    pub fn token_keys(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        Ok(self.secret_names()?.into_iter().filter(|k| k.starts_with(prefix)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(tag: &str) -> (ConfigStore, PathBuf) {
+        let d = std::env::temp_dir().join(format!("gosling-cs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        (ConfigStore::open(&d).unwrap(), d)
+    }
+
+    #[test]
+    fn secrets_are_separate() {
+        let (s, d) = store("sec");
+        s.set_secret("API_TOKEN", "hunter2").unwrap();
+        assert_eq!(s.get_secret("API_TOKEN").unwrap().as_deref(), Some("hunter2"));
+        assert!(!std::fs::read_to_string(d.join("config.json")).unwrap_or_default().contains("hunter2"));
+        assert_eq!(s.secret_names().unwrap(), ["API_TOKEN"]);
+    }
+}

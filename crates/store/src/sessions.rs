@@ -1,0 +1,1273 @@
+//! Sessions on disk, so a session survives a crash or a restart and can be resumed, shared by
+//! every gosling process on the same state dir (Desktop starts one server per window).
+//!
+//! Each session is two files under `<state dir>/sessions/`:
+//! - `<id>.meta.json`: goose's `Session` without its conversation (everything `GET /sessions`
+//!   lists), plus where the conversation file ended when it was written. Replaced atomically
+//!   (temp + fsync + rename) on every metadata change.
+//! - `<id>.jsonl`: the conversation, one goose `Message` per line. A new message is one
+//!   `O_APPEND` write and an fsync, so appending costs the same however long the conversation
+//!   is; a rewrite (goose's `override_conversation`) replaces the file atomically. The file
+//!   appears with the first message.
+//!
+//! Several processes: every change to a session holds an exclusive `flock` on `<id>.lock`
+//! (reads a shared one), and re-derives the session from its files under it — the metadata
+//! file, then the conversation lines past where it records the end — never from what this
+//! process remembers. So appends from several processes keep one order and the counts stay
+//! right. Appends rewrite the metadata only every `APPENDS_PER_META_WRITE` messages; the
+//! lines past its recorded end are counted when it is read (and after a crash: a torn last
+//! line, never acknowledged, is cut off under the lock with a warning). Ids are given out
+//! under a `flock` on `sessions/.lock`. A delete removes `<id>.lock` while holding it; a
+//! process that was waiting for it finds its lock file unlinked and starts over.
+//!
+//! Listing: an in-memory index of every session's listing JSON, so `GET /sessions` opens no
+//! session file. It is loaded by a background thread when the store opens (the server
+//! answers at once; listing waits for it, with a deadline). Every change is then noted as its
+//! id on a line of `sessions/.changes` (one `O_APPEND` write, no fsync: it is only a hint);
+//! before listing, a process reads the lines added since it last looked (one `stat` when
+//! there are none) and re-reads those sessions. The file is replaced by an empty one past
+//! `CHANGES_MAX_BYTES`; a process that sees a new file re-reads the whole directory.
+//!
+//! Sessions written by earlier versions (`<id>.json`, the conversation inside) are read in
+//! place and migrated on their first change. A file that cannot be read is reported with its
+//! name and left untouched, never replaced or silently dropped.
+//!
+//! Not here: what a message means (agent/messages.rs).
+
+use crate::atomic::{self, Error};
+use gosling_util::lock;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// goose's `Session` (snake_case). `conversation` holds goose `Message` JSON objects.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub name: String,
+    pub working_dir: String,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default)]
+    pub extension_data: Map<String, Value>,
+    #[serde(default)]
+    pub message_count: u64,
+    #[serde(default = "user")]
+    pub session_type: String,
+    #[serde(default)]
+    pub user_set_name: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goose_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulated_input_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulated_output_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulated_total_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_config: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<Value>,
+    /// Fields goose clients may have set that we do not interpret, kept as they came.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+fn user() -> String {
+    "user".into()
+}
+
+/// The `extension_data` key holding the session's extension set (goose's).
+pub const ENABLED_EXTENSIONS: &str = "enabled_extensions.v0";
+
+/// The key of the metadata file recording where the conversation file ended; never on the wire.
+const FILE_KEY: &str = "gosling_conversation_file";
+
+/// Appends between two metadata writes, at most: bounds the lines a reader counts past the
+/// recorded end, at one metadata write per this many messages.
+const APPENDS_PER_META_WRITE: u64 = 64;
+
+/// Past this size `.changes` is replaced by an empty file (every process then re-reads the
+/// directory once): about 200,000 changes.
+const CHANGES_MAX_BYTES: u64 = 4 << 20;
+
+/// How long a listing waits for the index the store loads when it opens.
+const LOAD_WAIT: Duration = Duration::from_secs(60);
+
+/// A temp file older than this is a write a crash interrupted (a write takes milliseconds);
+/// a younger one may be another process's write in progress.
+const STALE_TEMP: Duration = Duration::from_secs(600);
+
+/// Where the conversation file ended when the metadata was last made consistent with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct FilePos {
+    /// Length in bytes; always just after a line's `\n`.
+    bytes: u64,
+    /// The file's inode (0: no file yet). A rewrite makes a new file, so a different inode
+    /// means the metadata describes a file that was replaced (all its lines are counted).
+    ino: u64,
+}
+
+/// One session as its files hold it now.
+struct Derived {
+    /// Without its conversation; `message_count` counts the whole lines of the file.
+    session: Session,
+    /// Just after the last whole line.
+    file: FilePos,
+    /// Whole lines past the end the metadata file records.
+    unrecorded: u64,
+    /// Bytes of an incomplete last line (a write a crash cut short, when no writer holds
+    /// the lock).
+    torn: u64,
+    /// Still in the one-file layout (`<id>.json`), read in place until its first change.
+    legacy: bool,
+}
+
+/// One session's listing in the index. The session is kept only as its listing JSON (a
+/// tenth of the memory of a parsed `Session`), parsed again when a caller wants the struct.
+struct Meta {
+    id: Box<str>,
+    updated_at: Box<str>,
+    /// The session without its conversation as listed on the wire (compact JSON), so listing
+    /// only copies bytes.
+    json: Box<str>,
+}
+
+impl Meta {
+    fn new(mut session: Session) -> Meta {
+        session.conversation = None;
+        let json = serde_json::to_string(&session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
+        Meta { id: session.id.into(), updated_at: session.updated_at.into(), json }
+    }
+
+    /// The session, without its conversation.
+    fn session(&self) -> Result<Session, Error> {
+        // The JSON is our own serialization of a Session; failing to read it back is a bug.
+        serde_json::from_str(&self.json)
+            .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
+    }
+}
+
+/// Whether the index has been loaded.
+enum Load {
+    Loading,
+    Ready,
+    Failed(String),
+}
+
+/// How far this process has read `.changes`.
+#[derive(Clone, Copy, Default, PartialEq)]
+struct Cursor {
+    ino: u64,
+    offset: u64,
+}
+
+struct Inner {
+    dir: PathBuf,
+    index: Mutex<HashMap<String, Arc<Meta>>>,
+    load: Mutex<Load>,
+    loaded: Condvar,
+    /// Held while reading `.changes`, so one thread applies each line.
+    cursor: Mutex<Cursor>,
+}
+
+pub struct SessionStore {
+    inner: Arc<Inner>,
+}
+
+/// A session's `flock`, released when dropped (the descriptor closes).
+struct SessionLock {
+    _file: File,
+    path: PathBuf,
+}
+
+/// Session ids name files, so only `[A-Za-z0-9_-]` is accepted (no path tricks).
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
+    Error::Corrupt { path: path.to_path_buf(), detail: detail.into() }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| atomic::io_err(dir, e))
+}
+
+fn remove_if_present(path: &Path) -> Result<bool, Error> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(atomic::io_err(path, e)),
+    }
+}
+
+/// The messages of a conversation file's bytes, one per `\n`-terminated line, numbered from
+/// `first_line` (1-based) in errors: as `Value`s, or as `IgnoredAny` to check and count them
+/// without keeping them. A last line without its `\n` is left out and its length returned.
+fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<T>, usize), Error> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
+        let line = &bytes[start..start + n];
+        let v = serde_json::from_slice(line).map_err(|e| {
+            corrupt(path, format!("line {} is not a JSON message ({e})", first_line + out.len() as u64))
+        })?;
+        out.push(v);
+        start += n + 1;
+    }
+    Ok((out, bytes.len() - start))
+}
+
+/// Messages as conversation-file lines, each ending in `\n`.
+fn encode_lines(path: &Path, messages: &[Value]) -> Result<Vec<u8>, Error> {
+    let mut bytes = Vec::new();
+    for m in messages {
+        serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(path, e.to_string()))?;
+        bytes.push(b'\n');
+    }
+    Ok(bytes)
+}
+
+/// Appends `bytes` to the conversation file `f`, `len` bytes long, and fsyncs it; a failed
+/// write is cut back off, never leaving half a line for the next append to follow.
+fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<(), Error> {
+    f.write_all(bytes).and_then(|_| f.sync_data()).map_err(|e| {
+        let _ = f.set_len(len);
+        atomic::io_err(path, e)
+    })
+}
+
+/// A session file of the one-file layout, conversation inside.
+fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
+    of_id(path, serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?, id)
+}
+
+/// `session` as read from `path`, the file of session `id`: one holding another is refused.
+fn of_id(path: &Path, session: Session, id: &str) -> Result<Session, Error> {
+    if session.id != id {
+        return Err(corrupt(path, format!("it holds session {:?}, not {id:?}", session.id)));
+    }
+    Ok(session)
+}
+
+impl SessionStore {
+    /// Opens (creating) `<state dir>/sessions` and starts loading the index in the
+    /// background; the store answers at once (a listing waits for the load). A session whose
+    /// files cannot be read is left out of the index with a warning naming the file (asking
+    /// for it by id reports the error).
+    pub fn open(state_dir: &Path) -> Result<SessionStore, Error> {
+        let dir = state_dir.join("sessions");
+        atomic::ensure_subdir(&dir)?;
+        atomic::refuse_symlinks(&dir, &[".lock", ".changes"])?;
+        // An unreadable directory is refused now, not in the background.
+        std::fs::read_dir(&dir).map_err(|e| atomic::io_err(&dir, e))?;
+        let inner = Arc::new(Inner {
+            dir,
+            index: Mutex::new(HashMap::new()),
+            load: Mutex::new(Load::Loading),
+            loaded: Condvar::new(),
+            cursor: Mutex::new(Cursor::default()),
+        });
+        let loader = inner.clone();
+        let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
+        if let Err(e) = spawned {
+            log::warn!("store: cannot start the thread that loads the session index ({e}); loading it now");
+            inner.load_all();
+        }
+        Ok(SessionStore { inner })
+    }
+
+    /// Creates a session with goose's `YYYYMMDD_N` id.
+    pub fn create(&self, working_dir: &str, extensions: Vec<Value>) -> Result<Session, Error> {
+        let st = &self.inner;
+        let now = gosling_util::now_rfc3339();
+        let day: String = now[..10].replace('-', "");
+        let extensions = serde_json::json!({ "extensions": extensions });
+        let mut s = Session {
+            name: "New Chat".into(),
+            working_dir: working_dir.into(),
+            created_at: now.clone(),
+            updated_at: now,
+            extension_data: Map::from_iter([(ENABLED_EXTENSIONS.to_string(), extensions)]),
+            session_type: user(),
+            ..Session::default()
+        };
+        {
+            // Other processes give out ids from the same files.
+            let ids = st.dir.join(".lock");
+            let file = atomic::open_lock_file(&ids)?;
+            atomic::lock_file(&file, &ids, true)?;
+            let taken = |id: &str| {
+                lock(&st.index).contains_key(id)
+                    || [st.meta_path(id), st.messages_path(id), st.legacy_path(id)]
+                        .iter()
+                        .any(|p| std::fs::symlink_metadata(p).is_ok())
+            };
+            let mut n = 1;
+            while taken(&format!("{day}_{n}")) {
+                n += 1;
+            }
+            s.id = format!("{day}_{n}");
+            st.write_meta(&s, FilePos::default())?;
+        }
+        st.note(&s.id);
+        lock(&st.index).insert(s.id.clone(), Arc::new(Meta::new(s.clone())));
+        Ok(Session { conversation: Some(Vec::new()), ..s })
+    }
+
+    /// The session with its conversation (read from its file, under a shared lock).
+    pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
+        let st = &self.inner;
+        st.with_session(id, false, |d| {
+            let mut s = d.session.clone();
+            s.conversation = Some(st.read_conversation(d)?);
+            Ok((None, s))
+        })
+    }
+
+    /// The session without its conversation (`conversation` is `None`): from the index once
+    /// it is loaded (after reading what other processes changed), else from its metadata file.
+    pub fn get_meta(&self, id: &str) -> Result<Option<Session>, Error> {
+        let st = &self.inner;
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        if st.is_loaded() {
+            st.refresh()?;
+            if let Some(m) = lock(&st.index).get(id).cloned() {
+                return m.session().map(Some);
+            }
+        }
+        // Not indexed: a file repaired by hand, or the error that kept it out of the index.
+        Ok(st.derive(id, false)?.map(|d| d.session))
+    }
+
+    /// Appends one message to the conversation: one write and one fsync of its file,
+    /// whatever the conversation's length. `false` when the session does not exist.
+    pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
+        let st = &self.inner;
+        let done = st.with_session(id, true, |d| {
+            let path = st.messages_path(id);
+            let line = encode_lines(&path, std::slice::from_ref(message))?;
+            let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
+            let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+            let created = d.file.ino == 0;
+            let (held, written) = (stat.len(), d.file.bytes);
+            if held != written || (!created && stat.ino() != d.file.ino) {
+                let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
+                return Err(corrupt(&path, detail));
+            }
+            append_synced(&path, &mut f, written, &line)?;
+            if created {
+                sync_dir(&st.dir)?;
+            }
+            let mut s = d.session.clone();
+            s.message_count += 1;
+            s.updated_at = gosling_util::now_rfc3339();
+            let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
+            if created || d.unrecorded + 1 >= APPENDS_PER_META_WRITE {
+                st.write_meta(&s, file)?;
+            }
+            Ok((Some(s), ()))
+        })?;
+        Ok(done.is_some())
+    }
+
+    /// Replaces the whole conversation (goose's `override_conversation`): the file is
+    /// rewritten atomically. `false` when the session does not exist.
+    pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
+        let st = &self.inner;
+        let done = st.with_session(id, true, |d| {
+            let file = st.write_messages(&st.messages_path(id), conversation)?;
+            let mut s = d.session.clone();
+            s.message_count = conversation.len() as u64;
+            Ok((Some(st.save(s, file)?), ()))
+        })?;
+        Ok(done.is_some())
+    }
+
+    /// Changes a session's metadata: `f` sees it without its conversation (`None`, and left
+    /// so: use `append_message` or `replace_conversation` for messages). Costs one small
+    /// atomic write, whatever the conversation's length. `None` when it does not exist.
+    pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
+        let st = &self.inner;
+        st.with_session(id, true, |d| {
+            let before = &d.session;
+            let mut s = before.clone();
+            let r = f(&mut s);
+            if s.conversation.is_some() {
+                log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
+            }
+            s.id = before.id.clone();
+            s.message_count = before.message_count;
+            s.conversation = None;
+            Ok((Some(st.save(s, d.file)?), r))
+        })
+    }
+
+    /// Locked read-modify-write of one session with its conversation; `None` when it does not
+    /// exist. Reads the whole conversation: prefer `update_meta` and `append_message`. Messages
+    /// added at the end are appended; any other change to the conversation rewrites it.
+    pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
+        let st = &self.inner;
+        st.with_session(id, true, |d| {
+            let before = st.read_conversation(d)?;
+            let mut s = d.session.clone();
+            s.conversation = Some(before.clone());
+            let r = f(&mut s);
+            let after = s.conversation.take().unwrap_or_default();
+            let path = st.messages_path(id);
+            let file = if after.len() >= before.len() && after[..before.len()] == before[..] {
+                if after.len() == before.len() {
+                    d.file
+                } else {
+                    let bytes = encode_lines(&path, &after[before.len()..])?;
+                    let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
+                    append_synced(&path, &mut f, d.file.bytes, &bytes)?;
+                    let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+                    if d.file.ino == 0 {
+                        sync_dir(&st.dir)?;
+                    }
+                    FilePos { bytes: d.file.bytes + bytes.len() as u64, ino: stat.ino() }
+                }
+            } else {
+                st.write_messages(&path, &after)?
+            };
+            s.id = d.session.id.clone();
+            s.message_count = after.len() as u64;
+            Ok((Some(st.save(s, file)?), r))
+        })
+    }
+
+    /// All sessions, newest first, without their conversations: parsed from the index (a few
+    /// µs each), no session file is read. Sessions whose files could not be read are not
+    /// listed (a warning named each file).
+    pub fn list(&self) -> Result<Vec<Session>, Error> {
+        self.inner.sorted()?.iter().map(|m| m.session()).collect()
+    }
+
+    /// `list()` as a JSON array (goose's Session objects), built from each session's cached
+    /// JSON without serializing anything.
+    pub fn list_json(&self) -> Result<Vec<u8>, Error> {
+        let all = self.inner.sorted()?;
+        let mut out = Vec::with_capacity(2 + all.iter().map(|m| m.json.len() + 1).sum::<usize>());
+        out.push(b'[');
+        for (i, m) in all.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(m.json.as_bytes());
+        }
+        out.push(b']');
+        Ok(out)
+    }
+
+    /// Deletes a session's files; `false` when it does not exist. A session whose files
+    /// cannot be read is deleted too (that is how a user gets rid of one).
+    pub fn delete(&self, id: &str) -> Result<bool, Error> {
+        let st = &self.inner;
+        let Some(guard) = st.lock_session(id, true)? else { return Ok(false) };
+        // The metadata first: once it is gone the session is, whatever a crash leaves.
+        let mut any = remove_if_present(&st.meta_path(id))?;
+        any |= remove_if_present(&st.messages_path(id))?;
+        any |= remove_if_present(&st.legacy_path(id))?;
+        let _ = remove_if_present(&PathBuf::from(format!("{}.lock", st.legacy_path(id).display())));
+        // Unlinked while held: a process waiting for it sees that and starts over.
+        remove_if_present(&guard.path)?;
+        sync_dir(&st.dir)?;
+        drop(guard);
+        lock(&st.index).remove(id);
+        st.note(id);
+        Ok(any)
+    }
+}
+
+impl Inner {
+    fn meta_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.meta.json"))
+    }
+    fn messages_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+    /// The earlier layout: one file with the conversation inside.
+    fn legacy_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.lock"))
+    }
+    fn changes_path(&self) -> PathBuf {
+        self.dir.join(".changes")
+    }
+
+    fn exists(&self, id: &str) -> bool {
+        [self.meta_path(id), self.legacy_path(id)].iter().any(|p| std::fs::symlink_metadata(p).is_ok())
+    }
+
+    /// The session's lock, exclusive or shared; `None` when the session does not exist.
+    fn lock_session(&self, id: &str, exclusive: bool) -> Result<Option<SessionLock>, Error> {
+        if !valid_id(id) || !self.exists(id) {
+            return Ok(None);
+        }
+        let path = self.lock_path(id);
+        let deadline = Instant::now() + atomic::LOCK_WAIT;
+        loop {
+            let file = atomic::open_lock_file(&path)?;
+            atomic::lock_file(&file, &path, exclusive)?;
+            // A delete unlinks the lock file while holding it: this one is stale, take the new.
+            let linked = file.metadata().map_err(|e| atomic::io_err(&path, e))?.nlink() > 0;
+            if linked {
+                if !self.exists(id) {
+                    // Deleted while we waited (or never there): leave no lock file behind.
+                    if exclusive {
+                        let _ = remove_if_present(&path);
+                    }
+                    return Ok(None);
+                }
+                return Ok(Some(SessionLock { _file: file, path }));
+            }
+            if Instant::now() > deadline {
+                return Err(atomic::io_err(
+                    &path,
+                    io::Error::other("it keeps being replaced; is another program deleting sessions in a loop?"),
+                ));
+            }
+        }
+    }
+
+    /// Runs `f` on the session as its files hold it, under its lock (exclusive to change it:
+    /// a torn last line is cut first and a session of the one-file layout migrated). The
+    /// session `f` returns replaces the indexed one, and the change is noted for other
+    /// processes. `None` when the session does not exist.
+    fn with_session<R>(
+        &self,
+        id: &str,
+        exclusive: bool,
+        f: impl FnOnce(&Derived) -> Result<(Option<Session>, R), Error>,
+    ) -> Result<Option<R>, Error> {
+        let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
+        let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
+        if exclusive {
+            if d.legacy {
+                d = self.migrate(id)?;
+            }
+            if d.torn > 0 {
+                self.cut_torn(&d)?;
+                d.torn = 0;
+            }
+        }
+        let (new, r) = f(&d)?;
+        drop(guard);
+        if let Some(s) = new {
+            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(s)));
+            self.note(id);
+        }
+        Ok(Some(r))
+    }
+
+    /// Reads one session from its files: the one-file layout if that file exists (it is
+    /// removed only once the two new files are durable, so a migration a crash interrupted is
+    /// redone), else the metadata with the lines past its recorded end counted. `locked`: the
+    /// caller holds the session's lock, so what does not add up is worth a warning.
+    fn derive(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
+        match self.derive_legacy(id)? {
+            Some(d) => Ok(Some(d)),
+            None => self.derive_current(id, locked),
+        }
+    }
+
+    /// `derive` of a session known not to be in the one-file layout.
+    fn derive_current(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
+        let meta_path = self.meta_path(id);
+        let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
+        // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
+        let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
+        let recorded: Option<FilePos> = session
+            .extra
+            .remove(FILE_KEY)
+            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
+            .transpose()?;
+        session.conversation = None;
+        let session = of_id(&meta_path, session, id)?;
+        self.count(session, recorded, locked).map(Some)
+    }
+
+    fn derive_legacy(&self, id: &str) -> Result<Option<Derived>, Error> {
+        let legacy = self.legacy_path(id);
+        let Some(bytes) = atomic::read_file(&legacy)? else { return Ok(None) };
+        /// The file with its messages counted but not kept (skipped without allocating).
+        #[derive(Deserialize)]
+        struct Counted {
+            #[serde(default)]
+            conversation: Option<Vec<IgnoredAny>>,
+            #[serde(flatten)]
+            session: Session,
+        }
+        let c: Counted = serde_json::from_slice(&bytes).map_err(|e| corrupt(&legacy, e.to_string()))?;
+        let mut session = of_id(&legacy, c.session, id)?;
+        session.message_count = c.conversation.map_or(0, |c| c.len() as u64);
+        Ok(Some(Derived { session, file: FilePos::default(), unrecorded: 0, torn: 0, legacy: true }))
+    }
+
+    /// Makes the metadata agree with the conversation file: counts the whole lines past the
+    /// recorded end, or all of them when the file was replaced.
+    fn count(&self, mut session: Session, recorded: Option<FilePos>, locked: bool) -> Result<Derived, Error> {
+        let path = self.messages_path(&session.id);
+        let done = |session, file, unrecorded, torn| Ok(Derived { session, file, unrecorded, torn, legacy: false });
+        let stat = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let n = session.message_count;
+                if !recorded.map_or(n == 0, |r| r.bytes == 0) {
+                    return Err(corrupt(&path, format!("it is missing, but the metadata records {n} messages")));
+                }
+                return done(session, FilePos::default(), 0, 0);
+            }
+            Err(e) => return Err(atomic::io_err(&path, e)),
+        };
+        if stat.file_type().is_symlink() {
+            return Err(Error::Symlink { path });
+        }
+        if !stat.is_file() {
+            return Err(corrupt(&path, "not a regular file"));
+        }
+        let now = FilePos { bytes: stat.len(), ino: stat.ino() };
+        if recorded == Some(now) {
+            return done(session, now, 0, 0);
+        }
+        let (from, first_line) = match recorded {
+            Some(r) if r.ino == now.ino && r.bytes <= now.bytes => (r.bytes, session.message_count + 1),
+            Some(r) if r.ino == now.ino => {
+                let detail =
+                    format!("it holds {} bytes, but {} were written; another program shortened it", now.bytes, r.bytes);
+                return Err(corrupt(&path, detail));
+            }
+            _ => (0, 1),
+        };
+        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        let mut tail = Vec::new();
+        f.seek(SeekFrom::Start(from))
+            .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
+            .map_err(|e| atomic::io_err(&path, e))?;
+        let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, first_line)?;
+        let lines = lines.len() as u64;
+        if from == 0 {
+            if locked {
+                log::warn!("store: {} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages", path.display());
+            }
+            session.message_count = lines;
+        } else {
+            session.message_count += lines;
+        }
+        let mtime = gosling_util::rfc3339(stat.mtime());
+        if mtime > session.updated_at {
+            session.updated_at = mtime;
+        }
+        let file = FilePos { bytes: now.bytes - torn as u64, ino: now.ino };
+        // A replaced file's metadata records nothing of it: the next append writes the metadata.
+        done(session, file, if from == 0 { APPENDS_PER_META_WRITE } else { lines }, torn as u64)
+    }
+
+    /// Cuts an incomplete last line (the caller holds the session's lock, so no append is in
+    /// progress: a crash cut it short) and records the file's end.
+    fn cut_torn(&self, d: &Derived) -> Result<(), Error> {
+        let path = self.messages_path(&d.session.id);
+        log::warn!("store: {}: its last line is incomplete ({} bytes, written when a server stopped mid-write and never acknowledged); cut off", path.display(), d.torn);
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| atomic::io_err(&path, e))?;
+        f.set_len(d.file.bytes).and_then(|_| f.sync_all()).map_err(|e| atomic::io_err(&path, e))?;
+        self.write_meta(&d.session, d.file)
+    }
+
+    /// Moves a session of the one-file layout to its two files, then removes the old file
+    /// and makes that durable, before anything is added to the new files.
+    fn migrate(&self, id: &str) -> Result<Derived, Error> {
+        let legacy = self.legacy_path(id);
+        if let Some(bytes) = atomic::read_file(&legacy)? {
+            let mut session = parse_legacy(&legacy, id, &bytes)?;
+            let conversation = session.conversation.take().unwrap_or_default();
+            session.message_count = conversation.len() as u64;
+            let path = self.messages_path(id);
+            let file = if conversation.is_empty() {
+                remove_if_present(&path)?;
+                FilePos::default()
+            } else {
+                self.write_messages(&path, &conversation)?
+            };
+            self.write_meta(&session, file)?;
+            remove_if_present(&legacy)?;
+            let _ = remove_if_present(&PathBuf::from(format!("{}.lock", legacy.display())));
+            log::info!(
+                "store: migrated {} ({} messages) to {id}.meta.json + {id}.jsonl",
+                legacy.display(),
+                conversation.len()
+            );
+        }
+        sync_dir(&self.dir)?;
+        self.derive(id, true)?.ok_or_else(|| corrupt(&self.meta_path(id), "missing after the migration"))
+    }
+
+    /// Replaces a conversation file atomically; where it ends.
+    fn write_messages(&self, path: &Path, conversation: &[Value]) -> Result<FilePos, Error> {
+        atomic::write_atomic(path, &encode_lines(path, conversation)?)?;
+        let stat = std::fs::symlink_metadata(path).map_err(|e| atomic::io_err(path, e))?;
+        Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
+    }
+
+    fn write_meta(&self, session: &Session, file: FilePos) -> Result<(), Error> {
+        let path = self.meta_path(&session.id);
+        let mut doc = match serde_json::to_value(session) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(corrupt(&path, "the session did not serialize to an object")),
+        };
+        doc.remove("conversation");
+        doc.insert(FILE_KEY.into(), serde_json::json!(file));
+        let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| corrupt(&path, e.to_string()))?;
+        bytes.push(b'\n');
+        atomic::write_atomic(&path, &bytes)
+    }
+
+    /// Writes the metadata of `s`, changed now, its conversation file ending at `file`.
+    fn save(&self, mut s: Session, file: FilePos) -> Result<Session, Error> {
+        s.updated_at = gosling_util::now_rfc3339();
+        self.write_meta(&s, file)?;
+        Ok(s)
+    }
+
+    /// The conversation as its file holds it, up to its last whole line.
+    fn read_conversation(&self, d: &Derived) -> Result<Vec<Value>, Error> {
+        let id = &d.session.id;
+        if d.legacy {
+            let path = self.legacy_path(id);
+            let bytes =
+                atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was locked"))?;
+            return Ok(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default());
+        }
+        if d.file.bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let path = self.messages_path(id);
+        let mut bytes = Vec::with_capacity(d.file.bytes as usize);
+        let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        f.take(d.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
+        let (held, written) = (bytes.len() as u64, d.file.bytes);
+        if held < written {
+            let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
+            return Err(corrupt(&path, detail));
+        }
+        if d.torn > 0 {
+            log::warn!("store: {}: an incomplete last line ({} bytes) is ignored", path.display(), d.torn);
+        }
+        Ok(parse_lines(&path, &bytes, 1)?.0)
+    }
+
+    /// Notes a change to session `id` for the other processes' indexes. A failure only delays
+    /// what they list, so it is logged, not returned.
+    fn note(&self, id: &str) {
+        let path = self.changes_path();
+        let r = atomic::open_append(&path).and_then(|mut f| {
+            f.write_all(format!("{id}\n").as_bytes())?;
+            f.metadata()
+        });
+        match r {
+            Ok(m) if m.len() > CHANGES_MAX_BYTES => {
+                // One process replaces it (the others find it small again under the lock).
+                let r = atomic::lock(&path).and_then(|_guard| {
+                    let big = std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > CHANGES_MAX_BYTES);
+                    if big {
+                        atomic::write_atomic(&path, b"")?;
+                    }
+                    Ok(())
+                });
+                if let Err(e) = r {
+                    log::warn!("{e}; other gosling processes re-read changed sessions from it");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => log::error!(
+                "{}; other gosling processes on this state dir will list session {id} as it was",
+                atomic::io_err(&path, e)
+            ),
+        }
+    }
+
+    /// `.changes` as it is now: its inode and length (0, 0 when it does not exist).
+    fn changes_now(&self) -> Result<Cursor, Error> {
+        let path = self.changes_path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) => Ok(Cursor { ino: m.ino(), offset: m.len() }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cursor::default()),
+            Err(e) => Err(atomic::io_err(&path, e)),
+        }
+    }
+
+    /// Loads every session's listing (on the loader thread), then lets listings through.
+    fn load_all(&self) {
+        let r = self.changes_now().and_then(|c| {
+            let loaded = self.scan()?;
+            *lock(&self.cursor) = c;
+            *lock(&self.index) = loaded;
+            Ok(())
+        });
+        *lock(&self.load) = match r {
+            Ok(()) => Load::Ready,
+            Err(e) => {
+                log::error!("{e}; sessions cannot be listed");
+                Load::Failed(e.to_string())
+            }
+        };
+        self.loaded.notify_all();
+    }
+
+    /// Reads every session in the directory: their listings. Removes temp files a crash left,
+    /// and cuts a torn last line where no writer holds the session.
+    fn scan(&self) -> Result<HashMap<String, Arc<Meta>>, Error> {
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| atomic::io_err(&self.dir, e))?;
+        let started = Instant::now();
+        // id → whether a file of the one-file layout holds it.
+        let mut ids = std::collections::BTreeMap::new();
+        let mut messages_files = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(|e| atomic::io_err(&self.dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.contains(".tmp.") {
+                let old = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+                if old.is_some_and(|age| age > STALE_TEMP) {
+                    // A temp file of a write that a crash interrupted; the target is intact.
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                continue;
+            }
+            if let Some(id) = name.strip_suffix(".meta.json").filter(|id| valid_id(id)) {
+                ids.entry(id.to_string()).or_insert(false);
+            } else if let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) {
+                ids.insert(id.to_string(), true);
+            } else if let Some(id) = name.strip_suffix(".jsonl").filter(|id| valid_id(id)) {
+                messages_files.push(id.to_string());
+            }
+        }
+        let mut loaded = HashMap::with_capacity(ids.len());
+        for (id, legacy) in ids {
+            let derived = if legacy { self.derive(&id, false) } else { self.derive_current(&id, false) };
+            match derived {
+                Ok(Some(mut d)) => {
+                    if d.torn > 0 {
+                        d = self.repair(&id).unwrap_or(d);
+                    }
+                    loaded.insert(id, Arc::new(Meta::new(d.session)));
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("{e}; the session is left out of the list"),
+            }
+        }
+        for id in messages_files {
+            if !self.exists(&id) {
+                log::warn!(
+                    "store: {} has no metadata file (a deletion was interrupted?); it is not listed — remove it, or move it away to keep it",
+                    self.messages_path(&id).display()
+                );
+            }
+        }
+        log::info!("store: {} sessions indexed in {:?}", loaded.len(), started.elapsed());
+        Ok(loaded)
+    }
+
+    /// A session with an incomplete last line, seen without its lock: under the lock, cut the
+    /// line if it is still there (a crash left it), else it was a write in progress.
+    fn repair(&self, id: &str) -> Option<Derived> {
+        let r = self.lock_session(id, true).and_then(|guard| {
+            let Some(_guard) = guard else { return Ok(None) };
+            let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
+            if d.torn > 0 && !d.legacy {
+                self.cut_torn(&d)?;
+                d.torn = 0;
+            }
+            Ok(Some(d))
+        });
+        r.unwrap_or_else(|e| {
+            log::warn!("{e}; session {id} is listed as far as its whole lines go");
+            None
+        })
+    }
+
+    fn is_loaded(&self) -> bool {
+        matches!(*lock(&self.load), Load::Ready)
+    }
+
+    /// Waits (at most `LOAD_WAIT`) for the index the store started loading when it opened.
+    fn wait_loaded(&self) -> Result<(), Error> {
+        let guard = lock(&self.load);
+        let (guard, _) = self
+            .loaded
+            .wait_timeout_while(guard, LOAD_WAIT, |l| matches!(l, Load::Loading))
+            .unwrap_or_else(|e| e.into_inner());
+        match &*guard {
+            Load::Ready => Ok(()),
+            Load::Failed(why) => Err(atomic::io_err(
+                &self.dir,
+                io::Error::other(format!("the session index could not be loaded: {why}")),
+            )),
+            Load::Loading => Err(atomic::io_err(
+                &self.dir,
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the session index is still loading after {} s; try again", LOAD_WAIT.as_secs()),
+                ),
+            )),
+        }
+    }
+
+    /// Applies what other processes changed since this one last looked: the ids added to
+    /// `.changes` (re-read each), or the whole directory when `.changes` was replaced.
+    fn refresh(&self) -> Result<(), Error> {
+        let mut cursor = lock(&self.cursor);
+        let now = self.changes_now()?;
+        if now == *cursor {
+            return Ok(());
+        }
+        if now.ino != cursor.ino || now.offset < cursor.offset {
+            let loaded = self.scan()?;
+            *lock(&self.index) = loaded;
+            *cursor = now;
+            return Ok(());
+        }
+        let path = self.changes_path();
+        let mut bytes = Vec::new();
+        let read = atomic::open_read(&path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(cursor.offset))?;
+            f.take(now.offset - cursor.offset).read_to_end(&mut bytes)
+        });
+        if let Err(e) = read {
+            return Err(atomic::io_err(&path, e));
+        }
+        // Only whole lines: a note being written is read next time.
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let ids: BTreeSet<&str> = bytes[..whole]
+            .split(|&b| b == b'\n')
+            .filter_map(|l| std::str::from_utf8(l).ok())
+            .filter(|id| valid_id(id))
+            .collect();
+        for id in ids {
+            match self.derive(id, false) {
+                Ok(Some(d)) => {
+                    lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(d.session)));
+                }
+                Ok(None) => {
+                    lock(&self.index).remove(id);
+                }
+                Err(e) => {
+                    log::warn!("{e}; the session is left out of the list");
+                    lock(&self.index).remove(id);
+                }
+            }
+        }
+        cursor.offset += whole as u64;
+        Ok(())
+    }
+
+    /// Every indexed session, newest first (by `updated_at`, then id), after applying what
+    /// other processes changed.
+    fn sorted(&self) -> Result<Vec<Arc<Meta>>, Error> {
+        self.wait_loaded()?;
+        self.refresh()?;
+        let mut all: Vec<Arc<Meta>> = lock(&self.index).values().cloned().collect();
+        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id)));
+        Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gosling-sessions-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn message(i: usize) -> Value {
+        json!({"id": format!("m{i}"), "role": "user", "created": i, "content": [{"type": "text", "text": format!("hello {i}")}], "metadata": {}})
+    }
+
+    #[test]
+    fn create_update_list_delete() {
+        let d = tmpdir("crud");
+        let st = SessionStore::open(&d).unwrap();
+        let a = st.create("/w", vec![]).unwrap();
+        let b = st.create("/w", vec![]).unwrap();
+        assert_ne!(a.id, b.id);
+        assert_eq!(a.conversation, Some(vec![]));
+        assert!(st.append_message(&a.id, &message(0)).unwrap());
+        assert_eq!(st.get(&a.id).unwrap().unwrap().message_count, 1);
+        assert_eq!(st.get_meta(&a.id).unwrap().unwrap().message_count, 1);
+        st.update_meta(&a.id, |s| s.working_dir = "/x".into()).unwrap().unwrap();
+        assert_eq!(st.get(&a.id).unwrap().unwrap().working_dir, "/x");
+        assert_eq!(st.list().unwrap().len(), 2);
+        assert!(st.list().unwrap().iter().all(|s| s.conversation.is_none()));
+        let listed: Vec<Value> = serde_json::from_slice(&st.list_json().unwrap()).unwrap();
+        assert_eq!(listed, st.list().unwrap().iter().map(|s| serde_json::to_value(s).unwrap()).collect::<Vec<_>>());
+        assert!(st.get("../etc").unwrap().is_none());
+        assert!(st.delete(&a.id).unwrap());
+        assert!(!st.delete(&a.id).unwrap());
+        assert!(st.update(&a.id, |_| ()).unwrap().is_none());
+        assert!(!st.append_message(&a.id, &message(1)).unwrap());
+        assert!(!d.join("sessions").join(format!("{}.jsonl", a.id)).exists());
+    }
+
+    #[test]
+    fn an_unreadable_session_can_still_be_deleted() {
+        let d = tmpdir("delete-corrupt");
+        let st = SessionStore::open(&d).unwrap();
+        let id = st.create("/w", vec![]).unwrap().id;
+        drop(st);
+        std::fs::write(d.join("sessions").join(format!("{id}.meta.json")), b"{not json").unwrap();
+        let st = SessionStore::open(&d).unwrap();
+        assert!(st.list().unwrap().is_empty());
+        let e = st.get(&id).unwrap_err().to_string();
+        assert!(e.contains(&format!("{id}.meta.json")) && e.contains("left untouched"), "{e}");
+        assert!(st.delete(&id).unwrap());
+        assert!(st.get(&id).unwrap().is_none());
+    }
+
+    #[test]
+    fn appends_survive_a_reopen_without_a_metadata_write() {
+        let d = tmpdir("reopen");
+        let id = {
+            let st = SessionStore::open(&d).unwrap();
+            let s = st.create("/w", vec![]).unwrap();
+            for i in 0..10 {
+                st.append_message(&s.id, &message(i)).unwrap();
+            }
+            s.id
+        };
+        // Only the first append wrote the metadata; the other nine are recounted.
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get(&id).unwrap().unwrap();
+        assert_eq!(s.message_count, 10);
+        assert_eq!(s.conversation.unwrap(), (0..10).map(message).collect::<Vec<_>>());
+        assert_eq!(st.list().unwrap()[0].message_count, 10);
+    }
+
+    #[test]
+    fn update_appends_or_rewrites_and_replace_rewrites() {
+        let d = tmpdir("rewrite");
+        let st = SessionStore::open(&d).unwrap();
+        let id = st.create("/w", vec![]).unwrap().id;
+        st.update(&id, |s| s.conversation.get_or_insert_with(Vec::new).push(message(0))).unwrap();
+        st.update(&id, |s| s.conversation.get_or_insert_with(Vec::new).push(message(1))).unwrap();
+        assert_eq!(st.get(&id).unwrap().unwrap().conversation.unwrap(), vec![message(0), message(1)]);
+        st.update(&id, |s| s.conversation = Some(vec![message(2)])).unwrap();
+        assert_eq!(st.get(&id).unwrap().unwrap().conversation.unwrap(), vec![message(2)]);
+        st.replace_conversation(&id, &[message(3), message(4)]).unwrap();
+        st.append_message(&id, &message(5)).unwrap();
+        drop(st);
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get(&id).unwrap().unwrap();
+        assert_eq!(s.conversation.unwrap(), vec![message(3), message(4), message(5)]);
+        assert_eq!(s.message_count, 3);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_appending_goes_on() {
+        let d = tmpdir("torn");
+        let id = {
+            let st = SessionStore::open(&d).unwrap();
+            let id = st.create("/w", vec![]).unwrap().id;
+            st.append_message(&id, &message(0)).unwrap();
+            st.append_message(&id, &message(1)).unwrap();
+            id
+        };
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(br#"{"id":"m2","role":"us"#).unwrap();
+        drop(f);
+        let st = SessionStore::open(&d).unwrap();
+        assert_eq!(st.get_meta(&id).unwrap().unwrap().message_count, 2);
+        st.append_message(&id, &message(3)).unwrap();
+        let s = st.get(&id).unwrap().unwrap();
+        assert_eq!(s.conversation.unwrap(), vec![message(0), message(1), message(3)]);
+    }
+
+    #[test]
+    fn a_corrupt_line_is_an_error_naming_the_file_and_line() {
+        let d = tmpdir("corrupt");
+        let id = {
+            let st = SessionStore::open(&d).unwrap();
+            let id = st.create("/w", vec![]).unwrap().id;
+            st.replace_conversation(&id, &[message(0), message(1)]).unwrap();
+            id
+        };
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        // Same file, same length, line 2 garbled: the metadata still matches, reading fails.
+        let second = std::fs::read(&path).unwrap().iter().position(|&b| b == b'\n').unwrap() as u64 + 1;
+        let mut f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start(second)).unwrap();
+        f.write_all(b"{not json").unwrap();
+        drop(f);
+        let e = SessionStore::open(&d).unwrap().get(&id).unwrap_err().to_string();
+        assert!(e.contains(&format!("{id}.jsonl")) && e.contains("line 2"), "{e}");
+        // Nothing was changed on disk.
+        assert!(std::fs::read_to_string(&path).unwrap().contains("{not json"));
+    }
+
+    fn write_legacy(dir: &Path) -> Value {
+        let legacy = json!({
+            "id": "20250101_1", "name": "Old", "working_dir": "/w", "created_at": "2025-01-01T10:00:00Z",
+            "updated_at": "2025-01-01T10:05:00Z", "extension_data": {}, "message_count": 2, "session_type": "user",
+            "user_set_name": true, "conversation": [message(0), message(1)], "provider_name": "openai", "archived_at": null
+        });
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("20250101_1.json"), serde_json::to_vec_pretty(&legacy).unwrap()).unwrap();
+        std::fs::write(dir.join("20250101_1.json.lock"), b"").unwrap();
+        legacy
+    }
+
+    #[test]
+    fn the_one_file_layout_is_read_in_place_then_migrated_on_its_first_change() {
+        let d = tmpdir("legacy");
+        let dir = d.join("sessions");
+        let legacy = write_legacy(&dir);
+        let st = SessionStore::open(&d).unwrap();
+        assert_eq!(serde_json::to_value(st.get("20250101_1").unwrap().unwrap()).unwrap(), legacy);
+        assert_eq!(st.list().unwrap()[0].message_count, 2);
+        assert!(dir.join("20250101_1.json").exists(), "reading does not migrate");
+        // An id is never reused while its files exist.
+        assert_ne!(st.create("/w", vec![]).unwrap().id, "20250101_1");
+        st.append_message("20250101_1", &message(2)).unwrap();
+        assert!(!dir.join("20250101_1.json").exists() && !dir.join("20250101_1.json.lock").exists());
+        assert!(dir.join("20250101_1.meta.json").exists() && dir.join("20250101_1.jsonl").exists());
+        drop(st);
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get("20250101_1").unwrap().unwrap();
+        assert_eq!(s.conversation.unwrap(), vec![message(0), message(1), message(2)]);
+        assert_eq!((s.name.as_str(), s.message_count, s.extra.get("archived_at")), ("Old", 3, Some(&Value::Null)));
+    }
+
+    #[test]
+    fn an_interrupted_migration_is_redone_from_the_old_file() {
+        let d = tmpdir("legacy-crash");
+        let dir = d.join("sessions");
+        write_legacy(&dir);
+        // What a crash midway may leave beside the old file.
+        std::fs::write(dir.join("20250101_1.jsonl"), b"{\"half\":").unwrap();
+        std::fs::write(dir.join("20250101_1.meta.json"), b"").unwrap();
+        let st = SessionStore::open(&d).unwrap();
+        st.update_meta("20250101_1", |s| s.name = "Renamed".into()).unwrap().unwrap();
+        drop(st);
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get("20250101_1").unwrap().unwrap();
+        assert_eq!((s.name.as_str(), s.conversation.unwrap()), ("Renamed", vec![message(0), message(1)]));
+    }
+
+    #[test]
+    fn two_stores_appending_to_one_session_lose_nothing_and_keep_one_count() {
+        let d = tmpdir("two-writers");
+        let (a, b) = (Arc::new(SessionStore::open(&d).unwrap()), Arc::new(SessionStore::open(&d).unwrap()));
+        let id = a.create("/w", vec![]).unwrap().id;
+        // Two threads on each store (each store opens its own lock files, as a process does).
+        let writers: Vec<_> = [&a, &a, &b, &b]
+            .into_iter()
+            .enumerate()
+            .map(|(w, st)| {
+                let (st, id) = (st.clone(), id.clone());
+                std::thread::spawn(move || {
+                    for i in 0..150 {
+                        let m = json!({"id": format!("w{w}-{i}"), "role": "user", "created": i, "content": [], "metadata": {}});
+                        assert!(st.append_message(&id, &m).unwrap());
+                    }
+                })
+            })
+            .collect();
+        for t in writers {
+            t.join().unwrap();
+        }
+        let conversation = b.get(&id).unwrap().unwrap().conversation.unwrap();
+        assert_eq!(conversation.len(), 600);
+        for w in 0..4 {
+            let mine: Vec<&str> = conversation
+                .iter()
+                .filter_map(|m| m["id"].as_str())
+                .filter(|i| i.starts_with(&format!("w{w}-")))
+                .collect();
+            let expected: Vec<String> = (0..150).map(|i| format!("w{w}-{i}")).collect();
+            assert_eq!(mine, expected, "writer {w}'s messages, each once and in its order");
+        }
+        for st in [&a, &b] {
+            assert_eq!(st.get_meta(&id).unwrap().unwrap().message_count, 600);
+            assert_eq!(st.list().unwrap()[0].message_count, 600);
+        }
+        drop((a, b));
+        assert_eq!(SessionStore::open(&d).unwrap().list().unwrap()[0].message_count, 600);
+    }
+
+    #[test]
+    fn another_stores_creations_changes_and_deletions_are_listed() {
+        let d = tmpdir("two-listers");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        assert!(b.list().unwrap().is_empty());
+        let one = a.create("/w", vec![]).unwrap().id;
+        let two = b.create("/w", vec![]).unwrap().id;
+        assert_ne!(one, two, "ids given out by two stores never collide");
+        let ids = |st: &SessionStore| {
+            let mut v: Vec<String> = st.list().unwrap().into_iter().map(|s| s.id).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(ids(&a), ids(&b));
+        assert_eq!(ids(&b).len(), 2);
+        for i in 0..3 {
+            a.append_message(&one, &message(i)).unwrap();
+        }
+        a.update_meta(&one, |s| s.name = "Renamed".into()).unwrap().unwrap();
+        let seen = b.get_meta(&one).unwrap().unwrap();
+        assert_eq!((seen.name.as_str(), seen.message_count), ("Renamed", 3));
+        assert!(a.delete(&two).unwrap());
+        assert_eq!(ids(&b), vec![one.clone()]);
+        assert!(b.get(&two).unwrap().is_none() && b.get_meta(&two).unwrap().is_none());
+        assert!(!d.join("sessions").join(format!("{two}.lock")).exists(), "a deleted session leaves no lock file");
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_by_whichever_store_writes_next() {
+        let d = tmpdir("torn-two");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        a.append_message(&id, &message(0)).unwrap();
+        b.append_message(&id, &message(1)).unwrap();
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        OpenOptions::new().append(true).open(&path).unwrap().write_all(br#"{"id":"m2","role":"us"#).unwrap();
+        // Read without a writer in progress: the torn line is not a message.
+        assert_eq!(a.get(&id).unwrap().unwrap().conversation.unwrap(), vec![message(0), message(1)]);
+        b.append_message(&id, &message(3)).unwrap();
+        a.append_message(&id, &message(4)).unwrap();
+        for st in [&a, &b] {
+            let s = st.get(&id).unwrap().unwrap();
+            assert_eq!(s.conversation.unwrap(), vec![message(0), message(1), message(3), message(4)]);
+            assert_eq!(st.get_meta(&id).unwrap().unwrap().message_count, 4);
+        }
+        assert!(std::fs::read_to_string(&path).unwrap().lines().all(|l| serde_json::from_str::<Value>(l).is_ok()));
+    }
+}

@@ -1,0 +1,9 @@
+//! Pure wire formats: JSON-RPC 2.0 messages, Server-Sent Events, MCP protocol revisions,
+//! percent-decoding, the `${VAR}` grammar and the WebSocket codec (RFC 6455). No I/O here.
+#![deny(unsafe_code)]
+pub mod jsonrpc;
+pub mod mcp_version;
+pub mod percent;
+pub mod sse;
+pub mod template;
+pub mod websocket;

@@ -1,5 +1,0 @@
-//! Command-line subcommands other than the server itself.
-pub mod auth;
-pub mod install;
-pub mod probe;
-pub mod probe_http;

@@ -1,6 +1,0 @@
-//! Extension configs (goose's shapes), and later their runtime, deep links and policy.
-pub mod config;
-pub mod deeplink;
-pub mod import;
-pub mod policy;
-pub mod runtime;
