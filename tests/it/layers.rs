@@ -31,7 +31,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cli", &["util", "sys", "config", "wire", "store", "mcp", "extensions"]),
 ];
 
-
 /// The workspace's root directory.
 fn root() -> PathBuf {
     crate::support::manifest_dir()
@@ -43,10 +42,7 @@ pub(crate) fn sources() -> Vec<(String, PathBuf)> {
     let mut files = Vec::new();
     rust_files(&root().join("src"), &mut files);
     rust_files(&root().join("crates"), &mut files);
-    files
-        .into_iter()
-        .map(|f| (f.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/"), f))
-        .collect()
+    files.into_iter().map(|f| (f.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/"), f)).collect()
 }
 
 /// The layer a source file belongs to: `crates/mcp/src/client.rs` → `mcp`; the root package's

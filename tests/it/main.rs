@@ -1,5 +1,10 @@
 //! The one integration test binary: every test runs the real `gosling` binary.
 
+// The suite drives the fault routes and the conformance client, which only a build with the
+// `test-hooks` feature has (release builds leave them out).
+#[cfg(not(feature = "test-hooks"))]
+compile_error!("the integration tests need the test-hooks feature: run scripts/test (cargo test --workspace --features gosling/test-hooks)");
+
 mod support;
 
 // Validates our bodies against goose's OpenAPI schemas; used by the route tests.

@@ -4,9 +4,9 @@
 //! reader (`mod.rs`) hands answers in with `deliver`.
 
 use crate::transport::{LineWriter, Outbound};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{ErrorObject, Id, Message};
-use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;

@@ -20,9 +20,9 @@ pub mod session;
 pub mod transport;
 pub mod updates;
 
+use conn::Conn;
 use gosling_agent::host::Host;
 use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message, ParseError};
-use conn::Conn;
 use serde_json::Value;
 use std::fmt;
 use std::io;

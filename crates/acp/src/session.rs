@@ -6,6 +6,7 @@ use crate::conn::{CallError, Conn};
 use crate::fs::{EditorFs, FsCaps};
 use crate::updates::{self, Live};
 use crate::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
 use gosling_agent::events::{ChannelSink, Event};
 use gosling_agent::host::Host;
@@ -19,7 +20,6 @@ use gosling_extensions::runtime::SessionRuntime;
 use gosling_store::sessions::Session;
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{ErrorObject, Id, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
-use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -436,8 +436,10 @@ impl Agent {
             .and_then(Value::as_str)
             .map(str::to_string)
             .or_else(|| self.app.setting("GOOSE_MODEL"));
-        let providers: Vec<Value> =
-            gosling_llm::catalog::PROVIDERS.iter().map(|p| json!({ "value": p.name, "name": p.display_name })).collect();
+        let providers: Vec<Value> = gosling_llm::catalog::PROVIDERS
+            .iter()
+            .map(|p| json!({ "value": p.name, "name": p.display_name }))
+            .collect();
         let mut models: Vec<Value> = provider
             .as_deref()
             .and_then(gosling_llm::catalog::find)

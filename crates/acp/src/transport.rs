@@ -10,10 +10,10 @@
 //! (only its first bytes are kept, for the request id) and reported as [`Inbound::TooLong`],
 //! which the reader loop answers with a JSON-RPC error.
 
+use crossbeam_channel::Receiver;
 use gosling_agent::host::Host;
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{self, Id};
-use crossbeam_channel::Receiver;
 use std::io::{self, BufRead, Write};
 use std::sync::{Arc, Mutex};
 

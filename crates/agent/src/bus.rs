@@ -9,8 +9,8 @@
 //! cancel signal and its end are held here so `POST /sessions/{id}/cancel` can stop it.
 
 use crate::events::{Event, Sink};
-use gosling_util::lock;
 use crossbeam_channel::{Receiver, Sender};
+use gosling_util::lock;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -7,8 +7,8 @@
 
 use crate::events::{Event, Sink};
 use crate::messages::{self as msg, Tokens};
-use gosling_util::lock;
 use crossbeam_channel::{bounded, Sender};
+use gosling_util::lock;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

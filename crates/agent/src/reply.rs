@@ -11,12 +11,12 @@
 use crate::elicit::Elicitations;
 use crate::events::{Event, Sink};
 use crate::messages::{self as msg, Tokens};
+use crossbeam_channel::{bounded, select, Receiver, Sender};
 use gosling_extensions::runtime::SessionRuntime;
 use gosling_llm::{self as llm, ChatRequest, Delta, Provider, ToolSpec};
 use gosling_mcp::client::CallContext;
 use gosling_store::sessions::SessionStore;
 use gosling_util::lock;
-use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -16,7 +16,7 @@
 //! resource. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
 //! that needs sign-in gets the OAuth flow (mcp/oauth.rs); tokens go to the secrets store. Run
 //! by the MCP conformance runner (`MCP_CONFORMANCE_SCENARIO` set, URL last), it plays the
-//! scenario instead (`probe_http`).
+//! scenario instead (`conformance`, in builds with the `test-hooks` feature).
 
 use gosling_mcp::client::{CallContext, Client, ClientOptions};
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn, TokenStore};
@@ -302,7 +302,7 @@ pub(super) fn base_options(timeout: Duration) -> ClientOptions {
         extension: "probe".into(),
         timeout,
         roots: Some(vec![std::env::current_dir().unwrap_or_else(|_| "/".into())]),
-        elicitation: Some(Arc::new(super::probe_http::answer_with_defaults)),
+        elicitation: Some(Arc::new(answer_with_defaults)),
         sampling: None,
         client_name: "gosling-probe".into(),
         client_version: env!("CARGO_PKG_VERSION").into(),
@@ -406,11 +406,12 @@ enum Failed {
 
 /// Connects, does what `a` asks and returns what to print.
 fn run(a: &Args) -> Result<String, Failed> {
+    #[cfg(feature = "test-hooks")]
     if let (Target::Url(url), Ok(scenario)) = (&a.target, std::env::var("MCP_CONFORMANCE_SCENARIO")) {
         let settings = oauth_settings(&a.oauth).map_err(Failed::Usage)?;
         let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
-        let auth = super::probe_http::conformance_auth(url, context.as_deref(), settings);
-        return super::probe_http::run(url, Some(&scenario), Some(auth)).map_err(Failed::Server);
+        let auth = super::conformance::conformance_auth(url, context.as_deref(), settings);
+        return super::conformance::run(url, Some(&scenario), Some(auth)).map_err(Failed::Server);
     }
     let connected = match &a.target {
         Target::Stdio(cmd) => {
@@ -446,6 +447,44 @@ fn run(a: &Args) -> Result<String, Failed> {
     client.close();
     let v = result.map_err(Failed::Server)?;
     Ok(format!("{}\n", serde_json::to_string_pretty(&v).expect("JSON values serialize")))
+}
+
+/// The answer to `elicitation/create` when nobody is there to ask: accept with the schema's
+/// defaults when they satisfy it (every required field has a default, and every default fits
+/// its property's type and enum), else decline.
+pub fn answer_with_defaults(params: &Value) -> Value {
+    let schema = &params["requestedSchema"];
+    let mut content = serde_json::Map::new();
+    for (name, prop) in schema["properties"].as_object().into_iter().flatten() {
+        if let Some(d) = prop.get("default") {
+            if !fits(prop, d) {
+                return json!({"action": "decline"});
+            }
+            content.insert(name.clone(), d.clone());
+        }
+    }
+    if required(schema).iter().any(|r| !content.contains_key(*r)) {
+        return json!({"action": "decline"});
+    }
+    json!({"action": "accept", "content": content})
+}
+
+/// Whether a default value is of its property's type and, with an enum, one of its values.
+fn fits(prop: &Value, v: &Value) -> bool {
+    let typed = match prop.get("type").and_then(Value::as_str) {
+        Some("string") => v.is_string(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("number") => v.is_number(),
+        Some("boolean") => v.is_boolean(),
+        Some("array") => v.is_array(),
+        _ => true,
+    };
+    typed && prop.get("enum").and_then(Value::as_array).is_none_or(|values| values.contains(v))
+}
+
+/// The names a schema's `required` lists.
+pub(crate) fn required(schema: &Value) -> Vec<&str> {
+    schema["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -505,5 +544,19 @@ mod tests {
         assert_eq!(got, want);
         let (line, e) = parse_env_file("A=1\nnot a pair secret\n").unwrap_err();
         assert_eq!((line, e), (2, EnvError::NoEquals));
+    }
+
+    #[test]
+    fn elicitation_is_accepted_with_defaults_only_when_they_satisfy_the_schema() {
+        let p = json!({"message":"m","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"nick":{"type":"string"}},"required":["name"]}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"accept","content":{"name":"John Doe","age":30}}));
+        // A required field without a default: nobody can fill it in.
+        let p = json!({"requestedSchema":{"properties":{"nick":{"type":"string"}},"required":["nick"]}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
+        // A default that does not fit its own schema.
+        let p = json!({"requestedSchema":{"properties":{"age":{"type":"integer","default":"old"}}}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
+        let p = json!({"requestedSchema":{"properties":{"c":{"type":"string","enum":["r","g"],"default":"b"}}}});
+        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
     }
 }

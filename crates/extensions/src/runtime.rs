@@ -557,8 +557,8 @@ impl SessionRuntime {
                 // The grammar again (a stored config may predate it), container mounts resolved
                 // inside the working dir, and launchers started where no project config steers them.
                 let work = self.working_dir();
-                let args = crate::policy::check_launch(cmd, args, &work)
-                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                let args =
+                    crate::policy::check_launch(cmd, args, &work).map_err(|e| ActivateError::Config(e.to_string()))?;
                 let home = std::env::var_os("HOME").map(PathBuf::from);
                 let mut env = self.resolve_env(config)?;
                 if cwd.is_some() {

@@ -1,13 +1,13 @@
 //! `/agent/*` and `/sessions*`: session lifecycle, the tool surface, resources.
 
+use crate::error::ApiError;
+use crate::server::{Request, Response};
+use crate::state::App;
 use gosling_agent::session_extensions;
 use gosling_extensions::config::ExtensionConfig;
 use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{tool_info, ActivateError, CallError, LoadResult, SessionRuntime};
-use crate::error::ApiError;
-use crate::server::{Request, Response};
-use crate::state::App;
 use gosling_mcp::client::CallContext;
 use gosling_store::sessions::Session;
 use serde::Deserialize;
@@ -306,8 +306,8 @@ pub fn read_resource(app: &App, req: &Request) -> R {
     let text = match (first.get("text").and_then(Value::as_str), first.get("blob").and_then(Value::as_str)) {
         (Some(t), _) => t.to_string(),
         (None, Some(b)) => {
-            let bytes =
-                gosling_util::base64_decode(b).ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
+            let bytes = gosling_util::base64_decode(b)
+                .ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
             String::from_utf8(bytes).map_err(|_| ApiError::internal("resource blob is not UTF-8 text"))?
         }
         (None, None) => return Err(ApiError::internal("resource contents have neither `text` nor `blob`")),

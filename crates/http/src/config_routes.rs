@@ -1,11 +1,11 @@
 //! `/config/*`: persisted extensions and the key/value settings Desktop stores secrets with.
 
-use gosling_agent::settings;
-use gosling_extensions::config::ExtensionStore;
-use gosling_extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
+use gosling_agent::settings;
+use gosling_extensions::config::ExtensionStore;
+use gosling_extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use serde_json::{json, Value};
 
 type R = Result<Response, ApiError>;

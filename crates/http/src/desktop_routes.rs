@@ -3,10 +3,10 @@
 //! MCP apps, slash commands, dictation (not configured) and telemetry (accepted and dropped:
 //! gosling never sends anything anywhere).
 
-use gosling_extensions::config::ExtensionConfig;
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
+use gosling_extensions::config::ExtensionConfig;
 use gosling_llm as llm;
 use gosling_llm::catalog::PROVIDERS;
 use gosling_store::sessions::Session;

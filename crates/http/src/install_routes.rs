@@ -2,11 +2,11 @@
 //! does this in Desktop). Parse and check the link against the policy, persist the config,
 //! and say which secrets are missing and how to provide them before it can be activated.
 
-use gosling_extensions::config::ExtensionStore;
-use gosling_extensions::deeplink::{self, InstallError};
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::{policy_error, App};
+use gosling_extensions::config::ExtensionStore;
+use gosling_extensions::deeplink::{self, InstallError};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -1,13 +1,13 @@
 //! `POST /reply` (the SSE turn stream), `/agent/update_provider` and tool confirmations.
 
-use gosling_agent::elicit;
-use gosling_agent::events::{ChannelSink, Event, Sink};
-use gosling_agent::messages as msg;
-use gosling_agent::reply::Turn;
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
 use crossbeam_channel::{bounded, Receiver, Sender};
+use gosling_agent::elicit;
+use gosling_agent::events::{ChannelSink, Event, Sink};
+use gosling_agent::messages as msg;
+use gosling_agent::reply::Turn;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::io::{self, Write};

@@ -348,21 +348,33 @@ fn pattern(path: &str) -> (String, &str) {
     }
 }
 
-fn route(app: &Arc<App>, req: &Request) -> R {
-    let (m, path) = (req.method.as_str(), req.path.as_str());
+/// The fault routes the integration tests use (`/debug/panic`, `/debug/sleep?ms=`): built only
+/// with the `test-hooks` feature, and even then answered only when `GOSLING_TEST_FAULTS` is set.
+/// Release builds carry neither the routes nor their names.
+#[cfg(feature = "test-hooks")]
+fn injected_fault(req: &Request) -> Option<R> {
     // Read once: the environment does not change under a running server, and a lookup per
     // request cost more than the route match.
     static TEST_FAULTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *TEST_FAULTS.get_or_init(|| std::env::var_os("GOSLING_TEST_FAULTS").is_some()) {
-        match path {
-            "/debug/panic" => panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)"),
-            "/debug/sleep" => {
-                let ms = req.query_param("ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64).min(60_000);
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-                return Ok(Response::text(200, "text/plain; charset=utf-8", "slept"));
-            }
-            _ => {}
+    if !*TEST_FAULTS.get_or_init(|| std::env::var_os("GOSLING_TEST_FAULTS").is_some()) {
+        return None;
+    }
+    match req.path.as_str() {
+        "/debug/panic" => panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)"),
+        "/debug/sleep" => {
+            let ms = req.query_param("ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64).min(60_000);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            Some(Ok(Response::text(200, "text/plain; charset=utf-8", "slept")))
         }
+        _ => None,
+    }
+}
+
+fn route(app: &Arc<App>, req: &Request) -> R {
+    let (m, path) = (req.method.as_str(), req.path.as_str());
+    #[cfg(feature = "test-hooks")]
+    if let Some(r) = injected_fault(req) {
+        return r;
     }
     // An exact path wins over a pattern (`/sessions/search` is not a session's id).
     let (pattern, param) = match ROUTES.iter().any(|(_, p, _)| *p == path) {

@@ -4,12 +4,12 @@
 //! `Last-Event-ID`) and `POST /sessions/{id}/cancel`. The turn loop is the one `POST /reply`
 //! runs; here its events go through the session's bus (`agent::bus`).
 
-use gosling_agent::bus::{Next, BUSY};
-use gosling_agent::reply::Turn;
 use crate::error::ApiError;
 use crate::reply_routes::{answer_elicitation, normalize_user_message, PING_INTERVAL};
 use crate::server::{Request, Response};
 use crate::state::App;
+use gosling_agent::bus::{Next, BUSY};
+use gosling_agent::reply::Turn;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::io::Write;

@@ -1,12 +1,12 @@
 //! The state every request handler borrows: the agent layer's `Host` and what only HTTP has
 //! (the MCP-UI guest pages, the web page's one-time login token, the guess limit).
 
-use gosling_agent::host::Host;
-use gosling_extensions::config::ExtensionConfig;
-use gosling_extensions::policy::{InstallSource, PolicyError};
 use crate::auth::{LoginToken, Throttle};
 use crate::error::ApiError;
 use crate::proxy::GuestPages;
+use gosling_agent::host::Host;
+use gosling_extensions::config::ExtensionConfig;
+use gosling_extensions::policy::{InstallSource, PolicyError};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -22,11 +22,11 @@
 //! protocol violation is answered with its close code (1002, 1007); a text message over the
 //! limit gets a JSON-RPC error for its id when its first bytes name one, else 1009.
 
+use crossbeam_channel::{Sender as ChanSender, TrySendError};
 use gosling_acp::transport::{Inbound, Outbound};
 use gosling_sys::{poll_fds, set_nonblocking, shutdown_write, Ready};
 use gosling_util::lock;
 use gosling_wire::websocket::{self as ws, code, Event, Opcode};
-use crossbeam_channel::{Sender as ChanSender, TrySendError};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};

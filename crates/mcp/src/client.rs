@@ -15,10 +15,10 @@
 use crate::error::Error;
 use crate::http_error::HttpFailure;
 use crate::transport::{Inbound, Lead, Transport};
+use crossbeam_channel::{bounded, select, Receiver, Sender};
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
 use gosling_wire::mcp_version::{self, Era, Refusal};
-use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -17,10 +17,10 @@
 
 use crate::error::Error;
 use crate::transport::{Inbound, Lead, Transport};
+use crossbeam_channel::Sender;
 use gosling_sys::{poll_fd, poll_fds, Ready};
 use gosling_util::{in_words, lock};
 use gosling_wire::jsonrpc::Message;
-use crossbeam_channel::Sender;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;

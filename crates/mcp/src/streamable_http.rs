@@ -19,9 +19,9 @@
 use crate::error::Error;
 use crate::http_error::{snippet, HttpFailure};
 use crate::transport::{Inbound, Transport};
+use crossbeam_channel::Sender;
 use gosling_wire::jsonrpc::{ErrorObject, Id, Message};
 use gosling_wire::sse;
-use crossbeam_channel::Sender;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};

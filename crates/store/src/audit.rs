@@ -15,8 +15,8 @@
 //! Durability: each line is written at once; `fdatasync` follows within `SYNC_EVERY` (see it).
 
 use crate::atomic;
-use gosling_util::lock;
 use crossbeam_channel::{RecvTimeoutError, Sender};
+use gosling_util::lock;
 use serde::Serialize;
 use serde_json::Value;
 use std::fs::File;

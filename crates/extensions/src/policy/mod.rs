@@ -50,10 +50,10 @@ pub use error::PolicyError;
 pub use grammar::{check_launch, launch_dir, RUNS};
 pub use yaml::{parse_allowlist_yaml, YamlError, YamlProblem};
 
-use gosling_config::Env;
 use crate::config::{ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
-use gosling_util::printable;
 use allowlist::{fetch, read_local, redact_url, url_has_prefix, LocalList};
+use gosling_config::Env;
+use gosling_util::printable;
 use std::path::{Path, PathBuf};
 
 /// goose's allowed stdio commands for links, plus `gosling` (our own builtins).

@@ -1,16 +1,17 @@
-//! `gosling probe URL`: connect to a Streamable HTTP MCP server, list its tools, print them,
-//! and (when run by the MCP conformance runner, `MCP_CONFORMANCE_SCENARIO` set) do what the
-//! scenario asks: call `add_numbers`, or call a tool whose server asks for elicitation and
-//! accept with the schema's defaults.
+//! The MCP conformance runner's client: `gosling probe URL` run by the runner
+//! (`MCP_CONFORMANCE_SCENARIO` set) does what the scenario asks: call `add_numbers`, or call a
+//! tool whose server asks for elicitation and accept with the schema's defaults, signing in with
+//! the runner's pre-registered credentials. Built only with the `test-hooks` feature: release
+//! builds carry no conformance branch.
 //!
-//! Exit code 0 on success, 1 with the error on stderr otherwise. Pure helpers (arguments from
-//! a schema, the elicitation answer) are unit-tested here.
+//! Exit code 0 on success, 1 with the error on stderr otherwise.
 
+use super::probe::required;
 use gosling_mcp::client::{CallContext, ClientOptions};
 use gosling_mcp::error::Error;
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn};
 use gosling_mcp::streamable_http::HttpSpec;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> Result<String, Error> {
     let spec =
         HttpSpec { uri: url.to_string(), headers: Vec::new(), timeout: TIMEOUT, extension: "probe".into(), auth };
-    // Elicitation is answered with the schema's defaults (`answer_with_defaults`): only tool
+    // Elicitation is answered with the schema's defaults (`probe::answer_with_defaults`): only tool
     // calls can trigger one, and the probe calls tools only for a conformance scenario, which
     // expects that.
     let opts = ClientOptions { roots: None, client_name: "gosling".into(), ..super::probe::base_options(TIMEOUT) };
@@ -70,11 +71,6 @@ pub fn conformance_auth(url: &str, context: Option<&str>, mut base: Settings) ->
     Arc::new(Authorizer::new(url, "probe", TIMEOUT, base))
 }
 
-/// The names a schema's `required` lists.
-fn required(schema: &Value) -> Vec<&str> {
-    schema["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
-}
-
 /// Arguments for a tool from its input schema: each required property (every property when
 /// none is required) gets its default, or a plain value of its type.
 pub fn sample_arguments(schema: &Value) -> Value {
@@ -105,42 +101,10 @@ pub fn sample_arguments(schema: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The answer to `elicitation/create` when nobody is there to ask: accept with the schema's
-/// defaults when they satisfy it (every required field has a default, and every default fits
-/// its property's type and enum), else decline.
-pub fn answer_with_defaults(params: &Value) -> Value {
-    let schema = &params["requestedSchema"];
-    let mut content = serde_json::Map::new();
-    for (name, prop) in schema["properties"].as_object().into_iter().flatten() {
-        if let Some(d) = prop.get("default") {
-            if !fits(prop, d) {
-                return json!({"action": "decline"});
-            }
-            content.insert(name.clone(), d.clone());
-        }
-    }
-    if required(schema).iter().any(|r| !content.contains_key(*r)) {
-        return json!({"action": "decline"});
-    }
-    json!({"action": "accept", "content": content})
-}
-
-/// Whether a default value is of its property's type and, with an enum, one of its values.
-fn fits(prop: &Value, v: &Value) -> bool {
-    let typed = match prop.get("type").and_then(Value::as_str) {
-        Some("string") => v.is_string(),
-        Some("integer") => v.is_i64() || v.is_u64(),
-        Some("number") => v.is_number(),
-        Some("boolean") => v.is_boolean(),
-        Some("array") => v.is_array(),
-        _ => true,
-    };
-    typed && prop.get("enum").and_then(Value::as_array).is_none_or(|values| values.contains(v))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn arguments_follow_the_schema() {
@@ -149,19 +113,5 @@ mod tests {
         let schema = json!({"properties":{"s":{"type":"string","enum":["x","y"]},"f":{"type":"boolean"},"d":{"type":"integer","default":7}}});
         assert_eq!(sample_arguments(&schema), json!({"s": "x", "f": true, "d": 7}));
         assert_eq!(sample_arguments(&json!({})), json!({}));
-    }
-
-    #[test]
-    fn elicitation_is_accepted_with_defaults_only_when_they_satisfy_the_schema() {
-        let p = json!({"message":"m","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},"nick":{"type":"string"}},"required":["name"]}});
-        assert_eq!(answer_with_defaults(&p), json!({"action":"accept","content":{"name":"John Doe","age":30}}));
-        // A required field without a default: nobody can fill it in.
-        let p = json!({"requestedSchema":{"properties":{"nick":{"type":"string"}},"required":["nick"]}});
-        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
-        // A default that does not fit its own schema.
-        let p = json!({"requestedSchema":{"properties":{"age":{"type":"integer","default":"old"}}}});
-        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
-        let p = json!({"requestedSchema":{"properties":{"c":{"type":"string","enum":["r","g"],"default":"b"}}}});
-        assert_eq!(answer_with_defaults(&p), json!({"action":"decline"}));
     }
 }
