@@ -84,7 +84,7 @@ fn main() -> ExitCode {
             }
             Some(name) => exit(gosling::builtins::serve(name), ExitCode::from(2)),
         },
-        Some("probe") => gosling::cli::probe::main(&args[1..]),
+        Some("probe") => gosling::cli::probe_main(&args[1..]),
         Some("auth") => gosling::cli::auth::main(&args[1..]),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");

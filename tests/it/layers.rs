@@ -286,3 +286,121 @@ fn only_store_writes_files() {
     }
     assert!(wrong.is_empty(), "files written outside the store:\n{}", wrong.join("\n"));
 }
+
+/// Circles among a layer's own modules still to be broken (issue 26 item 7), each as its sorted
+/// members. A new circle fails the test; so does an entry here that is no longer a circle
+/// (remove it).
+const CIRCLES_TO_BREAK: &[(&str, &[&str])] = &[
+    ("acp", &["conn", "fs", "goose", "session", "transport"]),
+    ("agent", &["host", "reply", "sampling", "settings"]),
+    ("builtins", &["developer", "memory", "server", "text_editor"]),
+    ("extensions", &["policy::allowlist", "policy::error"]),
+    ("mcp", &["oauth", "streamable_http"]),
+];
+
+/// A layer's modules (`client`, `policy::grammar`; the crate root is left out: it wires its
+/// modules) and, for each, the modules it names as `crate::m` or `super::m`.
+fn module_graph(layer: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let base = root().join("crates").join(layer).join("src");
+    let mut files = Vec::new();
+    rust_files(&base, &mut files);
+    let name_of = |f: &Path| {
+        let rel = f.strip_prefix(&base).unwrap().with_extension("");
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        rel.trim_end_matches("/mod").replace('/', "::")
+    };
+    let names: BTreeSet<String> = files.iter().map(|f| name_of(f)).filter(|n| n != "lib").collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for f in &files {
+        let name = name_of(f);
+        if name == "lib" {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(f).unwrap());
+        let parent = name.rsplit_once("::").map(|(p, _)| p.to_string());
+        let mut deps = BTreeSet::new();
+        for (prefix, base) in [("crate::", None), ("super::", parent.as_deref())] {
+            let mut rest = text.as_str();
+            while let Some(i) = rest.find(prefix) {
+                rest = &rest[i + prefix.len()..];
+                let m: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                let full = match base {
+                    Some(p) => format!("{p}::{m}"),
+                    None => m,
+                };
+                if names.contains(&full) && full != name {
+                    deps.insert(full);
+                }
+            }
+        }
+        graph.insert(name, deps);
+    }
+    graph
+}
+
+/// The circles of a graph: its strongly connected parts of more than one module, each sorted.
+fn circles(graph: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(n) = todo.pop() {
+            for d in graph.get(&n).into_iter().flatten() {
+                if seen.insert(d.clone()) {
+                    todo.push(d.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: std::collections::BTreeMap<&String, BTreeSet<String>> = graph.keys().map(|k| (k, reach(k))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for a in graph.keys() {
+        let part: Vec<String> =
+            graph.keys().filter(|b| *b == a || (reaches[a].contains(*b) && reaches[*b].contains(a))).cloned().collect();
+        if part.len() > 1 && !out.contains(&part) {
+            out.push(part);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_new_circles_inside_a_layer() {
+    let mut wrong = Vec::new();
+    for (layer, _) in ALLOWED {
+        let found = circles(&module_graph(layer));
+        let known: Vec<Vec<String>> = CIRCLES_TO_BREAK
+            .iter()
+            .filter(|(l, _)| l == layer)
+            .map(|(_, m)| m.iter().map(|s| s.to_string()).collect())
+            .collect();
+        for c in &found {
+            if !known.contains(c) {
+                wrong.push(format!("crates/{layer}: a new circle among {}", c.join(", ")));
+            }
+        }
+        for k in &known {
+            if !found.contains(k) {
+                wrong.push(format!(
+                    "crates/{layer}: {} is no longer a circle: remove it from CIRCLES_TO_BREAK",
+                    k.join(", ")
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_circle_finder_sees_a_circle_and_not_a_chain() {
+    let g = |edges: &[(&str, &str)]| {
+        let mut g: std::collections::BTreeMap<String, BTreeSet<String>> = std::collections::BTreeMap::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    assert_eq!(circles(&g(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])), [["a", "b", "c"]]);
+    assert!(circles(&g(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+}

@@ -6,16 +6,31 @@
 //!
 //! Exit code 0 on success, 1 with the error on stderr otherwise.
 
-use super::probe::required;
+use super::probe::{self, required, Failed, Target};
 use gosling_mcp::client::{CallContext, ClientOptions};
 use gosling_mcp::error::Error;
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn};
 use gosling_mcp::streamable_http::HttpSpec;
 use serde_json::Value;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `gosling probe ARGS` run by the conformance runner: a URL target plays `scenario`; anything
+/// else is an ordinary probe.
+pub fn main(args: &[String], scenario: &str) -> ExitCode {
+    probe::finish(probe::parse(args).map_err(Failed::Usage).and_then(|a| match &a.target {
+        Target::Url(url) => {
+            let settings = probe::oauth_settings(&a.oauth).map_err(Failed::Usage)?;
+            let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+            let auth = conformance_auth(url, context.as_deref(), settings);
+            run(url, Some(scenario), Some(auth)).map_err(Failed::Server)
+        }
+        Target::Stdio(_) => probe::run(&a),
+    }))
+}
 
 /// Runs the probe; the returned text is what to print on stdout. `auth` signs in when the
 /// server asks (conformance: following the authorization URL itself).

@@ -6,3 +6,15 @@ pub mod auth;
 pub mod conformance;
 pub mod install;
 pub mod probe;
+
+/// `gosling probe`: the probe, or — in test builds run by the MCP conformance runner
+/// (`MCP_CONFORMANCE_SCENARIO` set) — the runner's client.
+pub fn probe_main(args: &[String]) -> std::process::ExitCode {
+    #[cfg(feature = "test-hooks")]
+    if let Ok(scenario) = std::env::var("MCP_CONFORMANCE_SCENARIO") {
+        if !args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help") {
+            return conformance::main(args, &scenario);
+        }
+    }
+    probe::main(args)
+}

@@ -16,7 +16,8 @@
 //! resource. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
 //! that needs sign-in gets the OAuth flow (mcp/oauth.rs); tokens go to the secrets store. Run
 //! by the MCP conformance runner (`MCP_CONFORMANCE_SCENARIO` set, URL last), it plays the
-//! scenario instead (`conformance`, in builds with the `test-hooks` feature).
+//! scenario instead (`conformance`, in builds with the `test-hooks` feature; `cli::probe_main`
+//! dispatches).
 
 use gosling_mcp::client::{CallContext, Client, ClientOptions};
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn, TokenStore};
@@ -35,16 +36,16 @@ prompt (--prompt) or reads one resource (--read). Exit 0 on success, 1 when the 
 
 const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
 
-enum Target {
+pub(crate) enum Target {
     Stdio(Vec<String>),
     Url(String),
 }
 
-struct Args {
+pub(crate) struct Args {
     timeout: Duration,
     action: Action,
-    target: Target,
-    oauth: OAuthArgs,
+    pub(crate) target: Target,
+    pub(crate) oauth: OAuthArgs,
     /// Variables for a stdio server (`--env`, `--env-file`); values are never printed.
     env: Vec<(String, String)>,
     /// `--protocol-version`: the revision to speak, as an extension's `protocol_version`.
@@ -63,7 +64,7 @@ enum Action {
 
 /// Sign-in options for a URL that needs OAuth.
 #[derive(Default)]
-struct OAuthArgs {
+pub(crate) struct OAuthArgs {
     client_id: Option<String>,
     /// The environment variable holding the client secret (never the secret on argv).
     client_secret_env: Option<String>,
@@ -76,7 +77,7 @@ struct OAuthArgs {
 /// A command line `gosling probe` cannot use; says what to fix (never repeats a value given
 /// with `--env`).
 #[derive(Debug)]
-enum UsageError {
+pub(crate) enum UsageError {
     NeedsValue(String),
     NotSeconds(String),
     SignIn(String),
@@ -98,7 +99,7 @@ enum UsageError {
 
 /// A `NAME=VALUE` that is not one.
 #[derive(Debug, PartialEq)]
-enum EnvError {
+pub(crate) enum EnvError {
     NoEquals,
     BadName(String),
 }
@@ -148,7 +149,7 @@ impl std::fmt::Display for UsageError {
     }
 }
 
-fn parse(args: &[String]) -> Result<Args, UsageError> {
+pub(crate) fn parse(args: &[String]) -> Result<Args, UsageError> {
     let mut timeout = Duration::from_secs(30);
     let mut call: Option<String> = None;
     let mut prompt: Option<String> = None;
@@ -312,7 +313,7 @@ pub(super) fn base_options(timeout: Duration) -> ClientOptions {
 
 /// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
 /// later probe or the server reuses them; without a usable store, to memory.
-fn oauth_settings(o: &OAuthArgs) -> Result<Settings, UsageError> {
+pub(crate) fn oauth_settings(o: &OAuthArgs) -> Result<Settings, UsageError> {
     let secret = |var: &String| std::env::var(var).map_err(|_| UsageError::SecretUnset(var.clone()));
     let client_secret = o.client_secret_env.as_ref().map(secret).transpose()?;
     let dir = gosling_config::config_dir(&gosling_config::ProcessEnv);
@@ -382,7 +383,12 @@ pub fn main(args: &[String]) -> ExitCode {
         println!("{USAGE}\n\n{}", HELP);
         return ExitCode::SUCCESS;
     }
-    match parse(args).map_err(Failed::Usage).and_then(|a| run(&a)) {
+    finish(parse(args).map_err(Failed::Usage).and_then(|a| run(&a)))
+}
+
+/// Prints what a probe found, or why it failed, and gives the exit code.
+pub(crate) fn finish(result: Result<String, Failed>) -> ExitCode {
+    match result {
         Ok(out) => {
             print!("{out}");
             ExitCode::SUCCESS
@@ -399,20 +405,13 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 /// Why a probe printed nothing: the command line (exit 2) or the server (exit 1).
-enum Failed {
+pub(crate) enum Failed {
     Usage(UsageError),
     Server(gosling_mcp::error::Error),
 }
 
 /// Connects, does what `a` asks and returns what to print.
-fn run(a: &Args) -> Result<String, Failed> {
-    #[cfg(feature = "test-hooks")]
-    if let (Target::Url(url), Ok(scenario)) = (&a.target, std::env::var("MCP_CONFORMANCE_SCENARIO")) {
-        let settings = oauth_settings(&a.oauth).map_err(Failed::Usage)?;
-        let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
-        let auth = super::conformance::conformance_auth(url, context.as_deref(), settings);
-        return super::conformance::run(url, Some(&scenario), Some(auth)).map_err(Failed::Server);
-    }
+pub(crate) fn run(a: &Args) -> Result<String, Failed> {
     let connected = match &a.target {
         Target::Stdio(cmd) => {
             let spec =
