@@ -225,13 +225,13 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     if let Some(token) = app.login.peek() {
         let link = format!("{}://{}/#login={token}", server.scheme(), server.addr());
         match crate::store::secret_key::write_login_link(&state_dir, &link) {
-            Ok(path) => announce(&format!(
-                "gosling: web page sign-in link (works once, for 10 minutes) in {}",
-                path.display()
-            )),
+            Ok(path) => {
+                announce(&format!("gosling: web page sign-in link (works once, for 10 minutes) in {}", path.display()))
+            }
             Err(e) => log::warn!("cannot keep the web page's sign-in link: {e}"),
         }
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some()
+        if std::io::IsTerminal::is_terminal(&std::io::stderr())
+            || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some()
         {
             eprintln!("gosling: web page: {link} (works once, for 10 minutes)");
         }

@@ -9,6 +9,7 @@ pub mod messages;
 pub mod reply;
 pub mod sampling;
 pub mod settings;
+pub mod title;
 
 use crate::extensions::config::ExtensionConfig;
 use crate::extensions::runtime::SessionRuntime;
