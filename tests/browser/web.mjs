@@ -83,12 +83,13 @@ async function shot(page, name) {
 }
 
 // The same scenario at both sizes the issue names: 1280×800, then 390×844 (back to 1280×800).
-async function shotBoth(page, name, atPhone) {
+async function shotBoth(page, name, atPhone, afterPhone) {
   await page.setViewportSize({ width: 1280, height: 800 });
   await shot(page, name);
   await page.setViewportSize({ width: 390, height: 844 });
   if (atPhone) await atPhone();
   await shot(page, name);
+  if (afterPhone) await afterPhone();
   await page.setViewportSize({ width: 1280, height: 800 });
 }
 
@@ -202,7 +203,7 @@ async function main() {
     const found = [];
     for (const p of ["/", "/app.js", "/markdown.js", "/style.css"]) {
       const t = await (await fetch(p)).text();
-      for (const m of t.match(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}[^\s"'`)]*/gi) || []) found.push(p + ": " + m);
+      for (const m of t.match(/\bhttps?:\/\/[^\s"'`)]+|(?:src|href|url)\s*[=(]\s*["']?\/\/[^\s"'`)]+|@import/gi) || []) found.push(p + ": " + m);
     }
     return found.concat(performance.getEntriesByType("resource").map((e) => e.name).filter((u) => !u.startsWith(location.origin)));
   });
@@ -312,8 +313,7 @@ async function main() {
   // The header says the provider, model and mode in force.
   const model = await page.textContent("#session-model");
   if (!model.includes("openai") || !model.includes("any") || !model.includes("mode: auto")) throw new Error("the header's model line: " + model);
-  await shotBoth(page, "titled-session-header", () => page.click("#side-open"));
-  await page.click("#side-close").catch(() => {});
+  await shotBoth(page, "titled-session-header", () => page.click("#side-open"), () => page.click("#side-close"));
   // Renamed by hand: the header and the list follow, and the name is kept.
   await page.click("#rename-btn");
   await page.fill("#title-input", "Markdown, renamed by hand");
