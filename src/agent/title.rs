@@ -58,7 +58,8 @@ pub fn from_model(answer: &str) -> Option<String> {
     let line = answer.lines().map(str::trim).find(|l| !l.is_empty())?;
     let line = line.trim_start_matches(['#', '*', '-', ' ']).trim_end_matches('*');
     let line = ["Title:", "title:", "TITLE:"].iter().find_map(|p| line.strip_prefix(p)).unwrap_or(line).trim();
-    let line = line.trim_matches(['"', '\'', '`', '“', '”', '*']).trim().trim_end_matches(['.', '!', ':']).trim();
+    let line = line.trim_start_matches(['"', '\'', '`', '“', '*', ' ']);
+    let line = line.trim_end_matches(['"', '\'', '`', '”', '*', '.', '!', ':', ' ']);
     from_text(line)
 }
 
