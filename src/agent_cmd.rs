@@ -201,6 +201,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     if let SecretSource::Generated(path) = &cfg.secret_source {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
+    let state_dir = cfg.state_dir.clone();
     let app = Arc::new(App::new(crate::core::build(cfg).map_err(Error::Core)?));
     gosling_sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
@@ -218,17 +219,24 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     )
     .map_err(Error::Serve)?;
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
-    announce(&format!("gosling listening on {}://{}", server.scheme(), server.addr()));
-    // A person at a terminal gets a one-time link for the web page (never the key itself).
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some() {
-        if let Some(token) = app.login.peek() {
-            eprintln!(
-                "gosling: web page: {}://{}/#login={token} (works once, for 10 minutes)",
-                server.scheme(),
-                server.addr()
-            );
+    // The one-time link for the web page (never the key itself) reaches the person however
+    // gosling was started: kept in a 0600 file in the state dir, whose path (not the link) goes
+    // to stdout; a person at a terminal (or GOSLING_PRINT_LOGIN_LINK) also gets it on stderr.
+    if let Some(token) = app.login.peek() {
+        let link = format!("{}://{}/#login={token}", server.scheme(), server.addr());
+        match gosling_store::secret_key::write_login_link(&state_dir, &link) {
+            Ok(path) => {
+                announce(&format!("gosling: web page sign-in link (works once, for 10 minutes) in {}", path.display()))
+            }
+            Err(e) => log::warn!("cannot keep the web page's sign-in link: {e}"),
+        }
+        if std::io::IsTerminal::is_terminal(&std::io::stderr())
+            || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some()
+        {
+            eprintln!("gosling: web page: {link} (works once, for 10 minutes)");
         }
     }
+    announce(&format!("gosling listening on {}://{}", server.scheme(), server.addr()));
     while !gosling_sys::shutdown_requested() {
         std::thread::sleep(Duration::from_millis(100));
     }

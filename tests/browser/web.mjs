@@ -82,6 +82,22 @@ async function shot(page, name) {
   console.log("screenshot " + file);
 }
 
+// The same scenario at both sizes the issue names: 1280×800, then 390×844 (back to 1280×800).
+async function shotBoth(page, name, atPhone, afterPhone) {
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await shot(page, name);
+  await page.setViewportSize({ width: 390, height: 844 });
+  if (atPhone) await atPhone();
+  await shot(page, name);
+  if (afterPhone) await afterPhone();
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+// The conversation as the page shows it: each entry's kind and text, in order.
+async function transcript(p) {
+  return p.$$eval("#log > .msg", (ns) => ns.map((n) => n.className.replace("msg ", "") + ": " + n.textContent.trim()));
+}
+
 async function llmock(port, behaviors) {
   const r = await fetch("http://127.0.0.1:" + port + "/_llmock/scenario", { method: "POST",
     headers: { "Content-Type": "application/json" }, body: JSON.stringify({ behaviors }) });
@@ -102,6 +118,10 @@ const MD_ANSWER = "## Plan BEGIN-MD\n\nHere is **bold**, *emphasis*, `inline cod
   "- first item\n- second item\n\n| Tool | State |\n|---|:-:|\n| echo | done |\n\n```python\nprint(\"hello\")\n```\n\n" +
   "[bad](javascript:alert(1)) <script>alert(2)</script> END-MD";
 const ECHO = { name: "pyserver__echo", arguments: { message: "hello" } };
+const WIDE_TABLE = "| " + Array.from({ length: 9 }, (_, i) => "Column-heading-" + i).join(" | ") + " |\n|" + "---|".repeat(9) + "\n| " +
+  Array.from({ length: 9 }, (_, i) => "value-number-" + i).join(" | ") + " |";
+const CODE_ANSWER = "A wide table and some code:\n\n" + WIDE_TABLE + "\n\n```rust\n// Greets the world.\nfn main() {\n    let n = 42;\n    println!(\"hello {n}\");\n}\n```\n\n" +
+  "```js\nconst answer = await fetch(\"/status\"); // a comment\nif (answer.ok) return 7;\n```\n\nEND-CODE";
 const LONG_ANSWER = "BEGIN-RELOAD " + Array.from({ length: 40 }, (_, i) => "word" + i).join(" ") + " END-RELOAD";
 
 async function main() {
@@ -177,6 +197,17 @@ async function main() {
   });
   console.log("page size (HTML+CSS+JS): " + size + " bytes");
   if (size >= 100 * 1024) throw new Error("the page is " + size + " bytes; the budget is 100 KB");
+  // No external URL: nothing the page loads or references leaves the server's origin (links a
+  // model writes are the model's; the page's own text names none).
+  const external = await page.evaluate(async () => {
+    const found = [];
+    for (const p of ["/", "/app.js", "/markdown.js", "/style.css"]) {
+      const t = await (await fetch(p)).text();
+      for (const m of t.match(/\bhttps?:\/\/[^\s"'`)]+|(?:src|href|url)\s*[=(]\s*["']?\/\/[^\s"'`)]+|@import/gi) || []) found.push(p + ": " + m);
+    }
+    return found.concat(performance.getEntriesByType("resource").map((e) => e.name).filter((u) => !u.startsWith(location.origin)));
+  });
+  if (external.length) throw new Error("the page references external URLs: " + external.join(", "));
 
   // 1. The Markdown renderer with hostile input: text only, safe links, bounded time.
   const hostile = await page.evaluate(() => {
@@ -271,10 +302,59 @@ async function main() {
   if (!dirs.includes(workdir)) throw new Error("the working directory was not remembered: " + dirs);
 
   // 4. A streamed answer with Markdown and a code block (llmock scripted; no tools yet).
-  await llmock(llmPort, [{ type: "reply", text: MD_ANSWER }]);
+  // The answer, then the short title gosling asks the model for after the first exchange.
+  await llmock(llmPort, [{ type: "reply", text: MD_ANSWER }, { type: "reply", text: "Title: \"Markdown tour\"" }]);
   await sendMessage(page, "Show me some Markdown, please.");
   await page.waitForSelector(".msg.assistant .md >> text=END-MD");
   await idle(page);
+  // Titled: first from the message at once, then the model's title, in the header and the list.
+  await page.waitForSelector("#session-title:text-is('Markdown tour')");
+  await page.waitForSelector("#session-list button[aria-current=true] .name:text-is('Markdown tour')");
+  // The header says the provider, model and mode in force.
+  const model = await page.textContent("#session-model");
+  if (!model.includes("openai") || !model.includes("any") || !model.includes("mode: auto")) throw new Error("the header's model line: " + model);
+  await shotBoth(page, "titled-session-header", () => page.click("#side-open"), () => page.click("#side-close"));
+  // Renamed by hand: the header and the list follow, and the name is kept.
+  await page.click("#rename-btn");
+  await page.fill("#title-input", "Markdown, renamed by hand");
+  await page.press("#title-input", "Enter");
+  await page.waitForSelector("#session-title:text-is('Markdown, renamed by hand')");
+  await page.waitForSelector("#session-list .name:text-is('Markdown, renamed by hand')");
+  //    A wide table scrolls sideways inside its bubble; code is highlighted.
+  await llmock(llmPort, [{ type: "reply", text: CODE_ANSWER }]);
+  await sendMessage(page, "Show me a wide table and code.");
+  await page.waitForSelector(".msg.assistant .md >> text=END-CODE");
+  await idle(page);
+  const code = page.locator(".msg.assistant .code:has(.lang:text-is('rust'))").last();
+  for (const [cls, text] of [["tk-k", "fn"], ["tk-k", "let"], ["tk-n", "42"], ["tk-c", "// Greets the world."], ["tk-s", "\"hello {n}\""]]) {
+    if (!await code.locator("code.hl span." + cls + ":text-is(" + JSON.stringify(text) + ")").count()) throw new Error("not highlighted: " + cls + " " + text);
+  }
+  const jsCode = page.locator(".msg.assistant .code:has(.lang:text-is('js'))").last();
+  if (!await jsCode.locator("span.tk-k:text-is('await')").count() || !await jsCode.locator("span.tk-c:text-is('// a comment')").count()) throw new Error("js not highlighted");
+  const colours = await code.evaluate((c) => ["tk-k", "tk-s", "tk-c", "tk-n"].map((k) => getComputedStyle(c.querySelector("." + k)).color));
+  if (new Set(colours).size !== 4) throw new Error("token colours are not distinct: " + colours);
+  const wide = page.locator(".msg.assistant .md .table").last();
+  const tableFits = async () => wide.evaluate((w) => {
+    const bubble = w.closest(".msg").getBoundingClientRect();
+    const r = w.getBoundingClientRect();
+    return { scrolls: w.scrollWidth > w.clientWidth, inside: r.left >= bubble.left - 1 && r.right <= bubble.right + 1,
+      page: document.documentElement.scrollWidth <= document.documentElement.clientWidth };
+  });
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: width === 1280 ? 800 : 844 });
+    const f = await tableFits();
+    if (!f.scrolls || !f.inside || !f.page) throw new Error("at " + width + " px the wide table does not scroll inside its bubble: " + JSON.stringify(f));
+  }
+  await shotBoth(page, "wide-table-code", async () => {
+    await wide.evaluate((w) => { w.scrollIntoView({ block: "center" }); w.scrollLeft = 120; });
+  });
+  await code.evaluate((c) => c.scrollIntoView({ block: "center" }));
+  await shot(page, "highlighted-code");
+  await page.emulateMedia({ colorScheme: "dark" });
+  const darkK = await code.evaluate((c) => getComputedStyle(c.querySelector(".tk-k")).color);
+  if (darkK === colours[0]) throw new Error("keyword colour does not follow dark mode");
+  await shot(page, "highlighted-code-dark");
+  await page.emulateMedia({ colorScheme: "light" });
   await page.waitForSelector(".msg.assistant .md .code pre code:text('print(\"hello\")')");
   await page.waitForSelector(".msg.assistant .md table td:text('echo')");
   await page.waitForSelector(".msg.assistant .md strong:text('bold')");
@@ -375,10 +455,18 @@ async function main() {
 
   // 8. An approval asked inline (GOOSE_MODE=approve through the settings dialog), allowed.
   await page.click("#open-settings");
+  // The values in force are shown; GOOSE_MODEL comes from the environment and says so.
+  await page.waitForFunction(() => document.getElementById("set-model").value === "any");
+  if (await page.inputValue("#set-provider") !== "openai") throw new Error("the provider in force is not shown");
+  await page.waitForSelector("label[for=set-model] .env-note:text('set by the environment (GOOSE_MODEL)')");
+  if (await page.textContent("label[for=set-mode] .env-note")) throw new Error("GOOSE_MODE is not from the environment");
   await page.selectOption("#set-mode", "approve");
   await page.click("#settings-form button[type=submit]");
   await page.waitForSelector("#settings-msg:text('Settings saved.')");
-  await shot(page, "settings");
+  // Kept after Save: the form shows what is now in force, the header too.
+  if (await page.inputValue("#set-mode") !== "approve" || await page.inputValue("#set-model") !== "any") throw new Error("the values in force are not kept after Save");
+  await shotBoth(page, "settings-overridden");
+  await page.waitForSelector("#session-model .mode:text-is('mode: approve')");
   await page.click("#settings-dialog button.close");
   const cardsBefore = await page.locator(".tool[data-state=done]").count();
   await llmock(llmPort, [{ type: "reply", tool_calls: [ECHO] }]);
@@ -463,6 +551,44 @@ async function main() {
   await idle(page);
   await page2.close();
 
+  // 12b. Stop, an error, a reload and a second tab: the transcript is the same everywhere, in
+  //     order; the stopped answer is kept as far as it got, marked "stopped".
+  await llmock(llmPort, [{ type: "reply", text: LONG_ANSWER.replace(/RELOAD/g, "STOP") }, { type: "stream_fault", kind: "stall", after_chunks: 4, stall_seconds: 30 }]);
+  await sendMessage(page, "Start a story I will stop.");
+  await page.waitForSelector(".msg.assistant .md >> text=BEGIN-STOP");
+  await page.click("#stop-btn");
+  await idle(page);
+  await page.waitForSelector(".msg.assistant:has-text('BEGIN-STOP') .stopped:text-is('stopped')");
+  await llmock(llmPort, [{ type: "fail", status: 400, message: "the model refused this one", times: 1 }]);
+  await sendMessage(page, "This one fails.");
+  await idle(page);
+  await page.waitForSelector(".msg.error:has-text('the model refused this one')");
+  await llmock(llmPort, [{ type: "reply", text: "AFTER-STOP-AND-ERROR" }]);
+  await sendMessage(page, "And one more after that.");
+  await page.waitForSelector(".msg.assistant .md >> text=AFTER-STOP-AND-ERROR");
+  await idle(page);
+  const live = await transcript(page);
+  const tab2 = await ctx.newPage();
+  watch(tab2);
+  await tab2.goto(base + "/#key=" + encodeURIComponent(SECRET));
+  await tab2.waitForSelector(".msg.assistant .md >> text=AFTER-STOP-AND-ERROR");
+  const second = await transcript(tab2);
+  await tab2.close();
+  await page.reload();
+  await page.waitForSelector(".msg.assistant .md >> text=AFTER-STOP-AND-ERROR");
+  const reloaded = await transcript(page);
+  const tail = (t) => t.slice(t.findIndex((x) => x.includes("Start a story I will stop.")));
+  console.log("transcript after Stop and an error:\n  " + tail(live).map((x) => x.slice(0, 80)).join("\n  "));
+  for (const [name, t] of [["the second tab", second], ["after a reload", reloaded]]) {
+    if (JSON.stringify(tail(t)) !== JSON.stringify(tail(live))) throw new Error(name + " differs from the live transcript:\n" + tail(t).join("\n") + "\n---\n" + tail(live).join("\n"));
+  }
+  const order = tail(reloaded).map((x) => x.split(":")[0]);
+  if (JSON.stringify(order) !== JSON.stringify(["user", "assistant", "user", "error", "user", "assistant"])) throw new Error("order: " + order);
+  if (!tail(reloaded)[1].includes("stopped") || tail(reloaded)[1].includes("END-STOP")) throw new Error("the stopped answer: " + tail(reloaded)[1]);
+  await shotBoth(page, "stop-error-reload", async () => {
+    await page.locator(".msg.assistant:has-text('BEGIN-STOP')").evaluate((n) => n.scrollIntoView({ block: "start" }));
+  });
+
   // 13. Search by name filters the list.
   await page.fill("#session-search", "no-such-session-name");
   await page.waitForSelector("#session-list >> text=No session matches.");
@@ -522,6 +648,23 @@ async function main() {
   if (acp.bigCode !== -32601 || acp.bigLength < (1 << 20)) throw new Error("/acp 1 MiB message: " + JSON.stringify(acp));
   if (acp.closed.code !== 1000 || !acp.closed.clean) throw new Error("/acp close handshake: " + JSON.stringify(acp.closed));
   await wsPage.close();
+
+  // 16. A restarted server (same port, same key): the page goes on without a new sign-in.
+  const port = new URL(base).port;
+  const exited = new Promise((r) => srv.once("exit", r));
+  srv.kill("SIGTERM");
+  await exited;
+  const srv2 = start(BIN, ["agent", "--port", port], env, path.join(ART, "gosling-restarted.log"));
+  if (await waitListening(srv2, 30_000) !== base) throw new Error("the restarted server is not at " + base);
+  await page.reload();
+  await page.waitForSelector(".msg.assistant .md >> text=AFTER-STOP-AND-ERROR");
+  if (await page.locator("#key-dialog[open]").count()) throw new Error("a restarted server asked for the key again");
+  await page.waitForSelector("#session-title:text-is('Markdown, renamed by hand')");
+  await llmock(llmPort, [{ type: "reply", text: "AFTER-RESTART" }]);
+  await sendMessage(page, "Still there?");
+  await page.waitForSelector(".msg.assistant .md >> text=AFTER-RESTART");
+  await idle(page);
+  await shotBoth(page, "after-restart");
 
   if (consoleErrors.length) throw new Error("console errors (CSP violations?): " + consoleErrors.join("\n"));
   await ctx.close();

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 fn acp_env(cmd: &mut Command, home: &TempDir, mock: Option<&Llmock>, extra: &[(&str, &str)]) {
     cmd.env("GOSLING_CONFIG_DIR", home.join("config"))
         .env("GOSLING_STATE_DIR", home.join("state"))
+        // Titles from the first message only: no title request takes a scripted model reply.
+        .env("GOSLING_SESSION_TITLES", "first_message")
         .env("HOME", home.path())
         .env("GOSLING", bin())
         .env("RUST_LOG", "warn");

@@ -299,6 +299,7 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     let env: Vec<(String, String)> = [
         ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
         ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
         ("HOME", home.path().display().to_string()),
         ("GOOSE_PROVIDER", "openai".into()),
         ("GOOSE_MODEL", "gpt-4o".into()),
@@ -471,6 +472,7 @@ fn always_allow_and_turns_cross_front_ends() {
     env.extend([
         ("GOSLING_CONFIG_DIR".to_string(), home.join("config").display().to_string()),
         ("GOSLING_STATE_DIR".to_string(), home.join("state").display().to_string()),
+        ("GOSLING_SESSION_TITLES".to_string(), "first_message".to_string()),
         ("HOME".to_string(), home.path().display().to_string()),
     ]);
 
@@ -537,6 +539,7 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
     let env: Vec<(String, String)> = [
         ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
         ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
         ("HOME", home.path().display().to_string()),
     ]
     .into_iter()
@@ -759,6 +762,7 @@ fn reject_always_holds_for_the_session() {
     let env: Vec<(String, String)> = [
         ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
         ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
         ("HOME", home.path().display().to_string()),
         ("GOOSE_PROVIDER", "openai".into()),
         ("GOOSE_MODEL", "gpt-4o".into()),
@@ -812,6 +816,7 @@ fn a_never_allow_tool_permission_declines_without_asking() {
     let env: Vec<(String, String)> = [
         ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
         ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
         ("HOME", home.path().display().to_string()),
         ("GOOSE_PROVIDER", "openai".into()),
         ("GOOSE_MODEL", "gpt-4o".into()),

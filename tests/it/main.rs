@@ -50,6 +50,9 @@ mod deeplink;
 mod install_cli;
 mod web;
 
+// Issue 29, everyday use: session titles, stopped answers, settings in force.
+mod everyday;
+
 // Builtin extensions served over stdio: gosling mcp developer|memory.
 mod builtins;
 

@@ -566,6 +566,37 @@ fn the_one_time_login_link_gives_the_key_once() {
 }
 
 #[test]
+fn without_a_terminal_the_login_link_is_kept_in_a_private_file_named_on_stdout() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // A link planted where the file goes is replaced, never followed.
+    let home = TempDir::new("login-file");
+    let state = home.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let decoy = home.join("decoy");
+    std::fs::write(&decoy, "untouched").unwrap();
+    std::os::unix::fs::symlink(&decoy, state.join("login-link")).unwrap();
+    // Started as Desktop or systemd starts it: stderr is a file, GOSLING_PRINT_LOGIN_LINK unset.
+    let s = Server::start_in(home, ServerOpts::default());
+    let line = s.early_stdout.iter().find(|l| l.contains("sign-in link")).expect("the file is named on stdout");
+    assert!(!line.contains("#login="), "stdout names the file, not the link: {line}");
+    let path = std::path::PathBuf::from(line.rsplit(" in ").next().unwrap());
+    assert_eq!(path, s.home.join("state").join("login-link"), "{line}");
+    let meta = std::fs::symlink_metadata(&path).unwrap();
+    assert!(meta.is_file(), "the planted link was replaced by a file");
+    assert_eq!(meta.mode() & 0o777, 0o600, "the file is private");
+    assert_eq!(std::fs::read_to_string(&decoy).unwrap(), "untouched");
+    assert!(!s.stderr().contains("#login="), "no terminal: the link is not on stderr");
+    let link = std::fs::read_to_string(&path).unwrap();
+    assert!(link.starts_with(&s.url("/#login=")) && !link.contains(SECRET), "{link}");
+    let token = link.trim_end().split("#login=").nth(1).unwrap();
+    let body = json!({ "token": token }).to_string();
+    let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["secret_key"], SECRET);
+}
+
+#[test]
 fn serving_beyond_loopback_needs_an_explicit_secret() {
     let home = TempDir::new("host");
     let out = gosling(&home).args(["agent", "--port", "0", "--host", "0.0.0.0"]).output().unwrap();

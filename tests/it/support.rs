@@ -166,6 +166,9 @@ pub fn gosling_at(exe: &Path, home: &TempDir) -> Command {
     c.env("GOSLING_CONFIG_DIR", home.join("config"))
         .env("GOSLING_STATE_DIR", home.join("state"))
         .env("HOME", home.path())
+        // Sessions are named from their first message: no extra title request to the test's
+        // fake model after each first exchange (tests of the model's titles set `model`).
+        .env("GOSLING_SESSION_TITLES", "first_message")
         .env_remove("GOOSE_SERVER__SECRET_KEY")
         .env_remove("GOOSE_PORT")
         .env_remove("GOOSE_TLS")

@@ -35,8 +35,6 @@ pub const AUTH_METHOD: &str = "gosling-provider";
 const PERMISSION_WAIT: Duration = Duration::from_secs(30 * 60);
 /// How long an extension's question waits for the person in the editor.
 const ELICITATION_WAIT: Duration = Duration::from_secs(30 * 60);
-/// The longest title taken from a first message.
-const TITLE_CHARS: usize = 60;
 /// Sessions in one `session/list` page (as goose).
 const LIST_PAGE: usize = 50;
 /// The session field holding its thinking effort (`session/set_config_option`).
@@ -675,11 +673,16 @@ impl Agent {
             .and_then(Value::as_array)
             .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
         let content = updates::prompt_content(blocks).map_err(invalid_params)?;
-        let first_text: String =
-            content.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ");
         let user = msg::message(&msg::new_id(), "user", content);
         let turn = self.prepare_turn(sid, user)?;
-        self.title_from_first_message(sid, &first_text);
+        // The core named the session from its first message (`agent::title`): announced.
+        if let Some((title, updated)) = &turn.titled {
+            self.conn.update(
+                sid,
+                json!({ "sessionUpdate": "session_info_update", "title": title, "updatedAt": updated,
+                        "_meta": { "userSetName": false } }),
+            );
+        }
         let first_status = match turn.mode {
             Mode::Auto | Mode::Chat => "in_progress",
             Mode::Approve | Mode::SmartApprove => "pending",
@@ -797,34 +800,6 @@ impl Agent {
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
             )),
-        }
-    }
-
-    /// A session's title from its first message (its first line, at most 60 characters) when
-    /// the person has not named it, announced as `session_info_update` (Desktop's auto-naming).
-    fn title_from_first_message(&self, sid: &str, text: &str) {
-        let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-        let mut title: String = line.chars().take(TITLE_CHARS).collect();
-        if line.chars().count() > TITLE_CHARS {
-            title.push('…');
-        }
-        if title.is_empty() {
-            return;
-        }
-        let t = title.clone();
-        let named = self.app.sessions.update_meta(sid, |s| {
-            let first = s.message_count <= 1 && !s.user_set_name;
-            if first {
-                s.name = t;
-            }
-            first.then(|| s.updated_at.clone())
-        });
-        if let Ok(Some(Some(updated))) = named {
-            self.conn.update(
-                sid,
-                json!({ "sessionUpdate": "session_info_update", "title": title, "updatedAt": updated,
-                        "_meta": { "userSetName": false } }),
-            );
         }
     }
 

@@ -10,6 +10,7 @@ pub mod messages;
 pub mod reply;
 pub mod sampling;
 pub mod settings;
+pub mod title;
 
 use gosling_extensions::config::ExtensionConfig;
 use gosling_extensions::runtime::SessionRuntime;

@@ -4,6 +4,12 @@
 use gosling_llm::{ChatMessage, Part, Role};
 use serde_json::{json, Value};
 
+/// Metadata key of an assistant message saved as far as it got when its answer stopped short
+/// (Stop, a model error mid-stream); the web page shows it as "stopped".
+pub const STOPPED: &str = "goslingStopped";
+/// Metadata key of the message keeping a failed turn's error (as the `Error` event said it).
+pub const ERROR: &str = "goslingError";
+
 pub fn metadata() -> Value {
     json!({ "userVisible": true, "agentVisible": true })
 }

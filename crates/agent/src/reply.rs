@@ -121,6 +121,12 @@ pub struct Turn {
     pub conversation: Vec<Value>,
     /// Keeps other turns out of this session while this one lives.
     _running: crate::TurnGuard,
+    /// The name this turn gave the session from its first message, and the session's
+    /// `updated_at` then (for front ends that announce titles: ACP).
+    pub titled: Option<(String, String)>,
+    /// For a session's first exchange: the provider asked for a better title once the turn has
+    /// answered, the first-message name and the first message (`agent::title`).
+    model_title: Option<(Box<dyn Provider>, String, String)>,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -204,6 +210,7 @@ impl Turn {
         let provider = llm::from_settings(&settings).map_err(Error::Model)?;
         let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
         // A new message is appended; an override rewrites the stored conversation.
+        let first_text = crate::title::message_text(&user_message);
         let conversation = match override_conversation {
             Some(mut conversation) => {
                 conversation.push(user_message);
@@ -217,7 +224,17 @@ impl Turn {
                 conversation
             }
         };
+        // The first message names the session at once; the model may improve on it later.
+        let titled = crate::title::name_from_first_message(&host.sessions, session_id, &first_text);
+        let model_title = match &titled {
+            Some((name, _)) if crate::title::model_titles(&setting) => {
+                llm::from_settings(&settings).ok().map(|p| (p, name.clone(), first_text.clone()))
+            }
+            _ => None,
+        };
         Ok(Turn {
+            titled,
+            model_title,
             session_id: session_id.to_string(),
             runtime,
             provider,
@@ -238,6 +255,33 @@ impl Turn {
         if let Err(e) = r {
             log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
         }
+    }
+
+    /// An answer that stopped short (Stop, a dropped client, a model error mid-stream) is saved
+    /// as far as it got, marked `goslingStopped` in its metadata, in its place in the
+    /// conversation; watchers get the same mark on the message's id (its text reached them
+    /// already). Nothing is saved when no text came.
+    fn save_stopped(&mut self, reply_id: &str, partial: &str, out: &Out) {
+        if partial.is_empty() {
+            return;
+        }
+        let mut m = msg::message(reply_id, "assistant", vec![msg::text(partial)]);
+        m["metadata"][msg::STOPPED] = Value::Bool(true);
+        self.save(&m);
+        self.conversation.push(m);
+        let mut mark = msg::message(reply_id, "assistant", Vec::new());
+        mark["metadata"][msg::STOPPED] = Value::Bool(true);
+        out.message(mark);
+    }
+
+    /// A turn that failed keeps its error in the conversation, as shown live: a notification
+    /// the person sees and the model does not (`agentVisible: false`), marked `goslingError`.
+    fn save_error(&self, error: &str) {
+        let note = json!({ "type": "systemNotification", "notificationType": "inlineMessage", "msg": error });
+        let mut m = msg::message(&msg::new_id(), "assistant", vec![note]);
+        m["metadata"]["agentVisible"] = Value::Bool(false);
+        m["metadata"][msg::ERROR] = Value::Bool(true);
+        self.save(&m);
     }
 
     fn system_prompt(&self) -> String {
@@ -283,6 +327,10 @@ impl Turn {
         elicitations.watch(&self.session_id, sink.clone());
         let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
         let result = self.run_inner(&mut out, &cancel);
+        match &result {
+            Err(e) => self.save_error(&e.to_string()),
+            Ok(()) => self.ask_for_title(),
+        }
         elicitations.unwatch(&self.session_id, &sink);
         self.record_tokens(&out.tokens);
         let session_id = self.session_id.clone();
@@ -303,6 +351,26 @@ impl Turn {
                 }
             }
         }
+    }
+
+    /// After the first exchange: the model is asked for a title in the background, from the
+    /// first message and the answer (not after a Stop: there is no whole answer).
+    fn ask_for_title(&mut self) {
+        let Some((provider, fallback, first)) = self.model_title.take() else { return };
+        let last = self.conversation.last().filter(|m| m["role"] == "assistant");
+        let stopped = last.is_some_and(|m| m["metadata"][msg::STOPPED] == true);
+        let answer = last.map(crate::title::message_text).unwrap_or_default();
+        if stopped || answer.trim().is_empty() {
+            return;
+        }
+        crate::title::spawn_model_title(
+            provider,
+            self.sessions.clone(),
+            self.session_id.clone(),
+            fallback,
+            first,
+            answer,
+        );
     }
 
     fn record_tokens(&self, t: &Tokens) {
@@ -331,6 +399,8 @@ impl Turn {
             };
             let reply_id = msg::new_id();
             let mut client_gone = false;
+            // The text streamed so far: saved as far as it got when the answer stops short.
+            let mut partial = String::new();
             let completion = {
                 let mut on_delta = |d: Delta| -> bool {
                     if client_gone || is_cancelled(cancel) {
@@ -339,6 +409,7 @@ impl Turn {
                     }
                     match d {
                         Delta::Text(t) => {
+                            partial.push_str(t);
                             if !out.message(msg::message(&reply_id, "assistant", vec![msg::text(t)])) {
                                 client_gone = true;
                                 return false;
@@ -352,9 +423,15 @@ impl Turn {
                 self.provider.complete_cancellable(&request, &mut on_delta, &|| is_cancelled(cancel))
             };
             let completion = match completion {
-                Ok(c) => c,
-                Err(llm::Error::Cancelled) => return Ok(()),
-                Err(e) => return Err(super::Error::Model(e)),
+                Ok(c) if !client_gone => c,
+                Ok(_) | Err(llm::Error::Cancelled) => {
+                    self.save_stopped(&reply_id, &partial, out);
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.save_stopped(&reply_id, &partial, out);
+                    return Err(super::Error::Model(e));
+                }
             };
             if let Some(u) = &completion.usage {
                 out.tokens.input = u.input_tokens as i64;

@@ -103,3 +103,34 @@ pub fn remove(host: &Host, key: &str, is_secret: bool) -> Result<bool, Error> {
 pub fn all(host: &Host) -> Result<serde_json::Map<String, Value>, atomic::Error> {
     host.store.all()
 }
+
+/// The model settings the web page's Settings dialog shows, and which secrets go with them.
+pub const SHOWN: [&str; 6] =
+    ["GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE", "OPENAI_HOST", "ANTHROPIC_HOST", "OLLAMA_HOST"];
+pub const SHOWN_SECRETS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+
+/// The settings in force (`SHOWN`: the environment's value, else the stored one), which of
+/// them come from the environment (a stored value, if any, is overridden: a Save changes the
+/// store, not what runs), and which secrets are set — as `true`, never their values.
+pub fn in_force(host: &Host) -> Value {
+    let from_env = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty());
+    let mut values = serde_json::Map::new();
+    let mut environment = Vec::new();
+    for k in SHOWN {
+        if let Some(v) = host.setting(k) {
+            values.insert(k.into(), Value::String(v));
+        }
+        if from_env(k) {
+            environment.push(Value::String(k.into()));
+        }
+    }
+    let mut secrets = serde_json::Map::new();
+    for k in SHOWN_SECRETS {
+        let set = from_env(k) || host.store.get_secret(k).ok().flatten().is_some();
+        secrets.insert(k.into(), Value::Bool(set));
+        if from_env(k) {
+            environment.push(Value::String(k.into()));
+        }
+    }
+    serde_json::json!({ "values": values, "from_environment": environment, "secrets_set": secrets })
+}

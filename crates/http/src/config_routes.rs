@@ -90,7 +90,13 @@ pub fn sign_out(app: &App, raw_name: &str) -> R {
 
 pub fn get_all(app: &App) -> R {
     // Values an extension carries in `envs`/`headers` (imported tokens) are never shown.
-    Ok(Response::json(200, &json!({ "config": gosling_extensions::config::masked_config(app.store.all()?) })))
+    // `in_force`: the model settings a turn uses now, and which the environment sets (gosling's
+    // addition, for the web page's Settings; secrets only as set or not).
+    Ok(Response::json(
+        200,
+        &json!({ "config": gosling_extensions::config::masked_config(app.store.all()?),
+                 "in_force": gosling_agent::settings::in_force(app) }),
+    ))
 }
 
 #[derive(serde::Deserialize)]

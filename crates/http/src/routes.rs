@@ -327,6 +327,7 @@ const ROUTES: &[(&str, &str, Handler)] = &[
     ("POST", "/sessions/{id}/reply", |a, r, id| session::reply(a, id, r)),
     ("GET", "/sessions/{id}/events", |a, r, id| session::events(a, id, r)),
     ("POST", "/sessions/{id}/cancel", |a, r, id| session::cancel(a, id, r)),
+    ("PUT", "/sessions/{id}/name", |a, r, id| session::rename(a, id, r)),
     ("GET", "/sessions/{id}/extensions", |a, _, id| desktop::session_extensions(a, id)),
 ];
 

@@ -134,6 +134,27 @@ pub fn cancel(app: &App, id: &str, req: &Request) -> R {
     Ok(Response::empty(200))
 }
 
+#[derive(Deserialize)]
+struct NameReq {
+    name: String,
+}
+
+/// goose's `PUT /sessions/{id}/name` (`{"name": …}`): the person names the session; the name
+/// is kept from then on (`user_set_name`: no title from a message or the model replaces it).
+/// 400 for an empty or over-long name (`agent::title::check_name` says which).
+pub fn rename(app: &App, id: &str, req: &Request) -> R {
+    let r: NameReq = req.json()?;
+    let name = gosling_agent::title::check_name(&r.name).map_err(ApiError::bad_request)?;
+    let renamed = app.sessions.update_meta(id, |s| {
+        s.name = name;
+        s.user_set_name = true;
+    })?;
+    match renamed {
+        Some(()) => Ok(Response::empty(200)),
+        None => Err(ApiError::not_found(format!("Session {id} not found"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -37,6 +37,20 @@ pub fn load_or_create(state_dir: &Path) -> Result<(String, PathBuf), Error> {
     ))
 }
 
+/// Where the web page's one-time sign-in link is kept: `<state dir>/login-link`.
+pub const LOGIN_LINK: &str = "login-link";
+
+/// Keeps the web page's one-time sign-in link (`…/#login=TOKEN`, never the key) in
+/// `<state dir>/login-link`, 0600, written atomically (tmp + rename: a link planted at that
+/// name is replaced, never followed), for a person whose gosling was started without a
+/// terminal (desktop, systemd, a script). The token works once and expires; each start
+/// replaces the file.
+pub fn write_login_link(state_dir: &Path, link: &str) -> Result<PathBuf, Error> {
+    let path = state_dir.join(LOGIN_LINK);
+    atomic::write_atomic(&path, format!("{link}\n").as_bytes())?;
+    Ok(path)
+}
+
 /// The key in `path`; `None` when there is no such file.
 fn read(path: &Path) -> Result<Option<String>, Error> {
     let what_to_do = "delete it to have a new key generated at the next start (clients then need the new one), or set GOOSE_SERVER__SECRET_KEY";

@@ -366,8 +366,20 @@ function renderContent(message, c, rid, live) {
   }
 }
 function renderMessage(message, rid, live) {
-  if (message.metadata && message.metadata.userVisible === false) return;
+  const meta = message.metadata || {};
+  if (meta.userVisible === false) return;
+  // A failed turn's error, kept in the conversation: shown as it was live.
+  if (meta.goslingError) {
+    const note = (message.content || []).find((c) => c.type === "systemNotification");
+    $("log").append(el("div", { class: "msg error", role: "alert", text: "Error: " + (note ? note.msg : "") }));
+    return;
+  }
   for (const c of message.content || []) renderContent(message, c, rid, live);
+  // An answer saved as far as it got when it was stopped.
+  if (meta.goslingStopped) {
+    const m = msgEntry(message);
+    if (!m.node.querySelector(".stopped")) m.node.append(el("span", { class: "stopped", text: "stopped" }));
+  }
 }
 
 function showConversation(conv) {
@@ -385,6 +397,56 @@ function setBusy() {
   $("send-btn").hidden = busy;
   $("send-btn").disabled = busy || !cur;
   $("message-input").disabled = !cur;
+}
+
+// ---------- header: title, provider, model, mode ----------
+let inForce = { values: {}, from_environment: [], secrets_set: {} };
+async function loadInForce() {
+  const c = await apiJson("GET", "/config");
+  inForce = (c && c.in_force) || inForce;
+  return inForce;
+}
+function showTitle() {
+  $("session-title").textContent = cur ? cur.name || "Session " + cur.id : "No session";
+  $("rename-btn").hidden = !cur;
+}
+// What a turn of this session uses: the session's own provider, model and mode, else the
+// settings in force.
+function showModel() {
+  const box = $("session-model");
+  box.replaceChildren();
+  if (!cur) return;
+  const s = cur.session || {};
+  const v = inForce.values || {};
+  const provider = s.provider_name || v.GOOSE_PROVIDER;
+  const model = (s.model_config && s.model_config.model_name) || v.GOOSE_MODEL;
+  const mode = s.goose_mode || v.GOOSE_MODE || "auto";
+  box.append(el("span", { class: "provider", title: "Provider", text: provider || "no provider set" }),
+    el("span", { class: "model", title: "Model", text: model || "no model set" }),
+    el("span", { class: "mode", title: "Tool approval mode", text: "mode: " + mode }));
+}
+// Titles arrive after the first exchange (the model is asked in the background): the list
+// and the header follow.
+async function refreshTitles() {
+  await loadSessions();
+  const mine = cur && sessions.find((s) => s.id === cur.id);
+  if (mine && mine.name && mine.name !== cur.name && $("title-form").hidden) { cur.name = mine.name; showTitle(); }
+}
+function editTitle() {
+  if (!cur) return;
+  $("title-input").value = cur.name || "";
+  $("title-row").hidden = true;
+  $("title-form").hidden = false;
+  $("title-input").focus();
+  $("title-input").select();
+}
+function closeTitle() { $("title-form").hidden = true; $("title-row").hidden = false; }
+async function saveTitle() {
+  const name = $("title-input").value.trim();
+  await api("PUT", "/sessions/" + cur.id + "/name", { name });
+  cur.name = name;
+  closeTitle(); showTitle();
+  await loadSessions();
 }
 
 // ---------- event stream ----------
@@ -467,7 +529,8 @@ function handleEvent(ev) {
       for (const card of cards.values()) if (card.dataset.state === "running" || card.dataset.state === "waiting") setCardState(card, "interrupted");
       setBusy();
       status("Done.");
-      loadSessions().catch(() => {});
+      refreshTitles().catch(() => {});
+      for (const ms of [1500, 5000]) setTimeout(() => refreshTitles().catch(() => {}), ms);
       break;
     case "UpdateConversation":
       showConversation(ev.conversation);
@@ -558,10 +621,11 @@ async function openSession(id, results) {
     const r = await apiJson("POST", "/agent/resume", { session_id: id, load_model_and_extensions: true });
     s = r.session; results = r.extension_results;
   } else s = await apiJson("GET", "/sessions/" + id);
-  cur = { id, working_dir: s.working_dir, name: s.name };
+  cur = { id, working_dir: s.working_dir, name: s.name, session: s };
   localStorage.setItem("gosling-last-session", id);
-  $("session-title").textContent = s.name || "Session " + id;
+  showTitle();
   $("session-dir").textContent = s.working_dir || "";
+  showModel();
   showConversation(s.conversation);
   const box = $("ext-results");
   box.replaceChildren();
@@ -833,6 +897,32 @@ async function checkJson() {
 const HOST_KEYS = { openai: "OPENAI_HOST", anthropic: "ANTHROPIC_HOST", ollama: "OLLAMA_HOST" };
 const API_KEYS = { openai: "OPENAI_API_KEY", anthropic: "ANTHROPIC_API_KEY" };
 const upsert = (k, value, isSecret) => apiJson("POST", "/config/upsert", { key: k, value, is_secret: isSecret });
+// The form shows the values in force (GET /config's `in_force`); a value the environment sets
+// is marked, since it wins over whatever is saved. Saving stores only what was changed.
+let shownSettings = {};
+async function openSettings() {
+  $("settings-msg").textContent = "";
+  $("settings-dialog").showModal();
+  await loadInForce();
+  fillSettings();
+}
+function fillSettings() {
+  const v = inForce.values || {};
+  const env = new Set(inForce.from_environment || []);
+  const provider = v.GOOSE_PROVIDER || "";
+  const shown = { provider, model: v.GOOSE_MODEL || "", mode: v.GOOSE_MODE || "", host: (HOST_KEYS[provider] && v[HOST_KEYS[provider]]) || "" };
+  $("set-provider").value = shown.provider; $("set-model").value = shown.model;
+  $("set-mode").value = shown.mode; $("set-host").value = shown.host;
+  $("set-apikey").value = "";
+  const keyName = API_KEYS[provider];
+  $("set-apikey").placeholder = keyName && (inForce.secrets_set || {})[keyName] ? keyName + " is set (type to replace)" : "";
+  const envOf = { GOOSE_PROVIDER: "GOOSE_PROVIDER", GOOSE_MODEL: "GOOSE_MODEL", GOOSE_MODE: "GOOSE_MODE", HOST: HOST_KEYS[provider], API_KEY: keyName };
+  for (const n of document.querySelectorAll("#settings-form .env-note")) {
+    const k = envOf[n.dataset.env];
+    n.textContent = k && env.has(k) ? "set by the environment (" + k + "): a saved value does not apply while it is set" : "";
+  }
+  shownSettings = shown;
+}
 async function saveSettings() {
   $("settings-msg").textContent = "Saving…";
   const provider = $("set-provider").value;
@@ -842,12 +932,15 @@ async function saveSettings() {
   const mode = $("set-mode").value;
   if (host && !HOST_KEYS[provider]) throw new Error("Choose a provider to set its host.");
   if (apiKey && !API_KEYS[provider]) throw new Error("Choose openai or anthropic to set an API key.");
-  if (mode) await upsert("GOOSE_MODE", mode, false);
-  if (provider) await upsert("GOOSE_PROVIDER", provider, false);
-  if (model) await upsert("GOOSE_MODEL", model, false);
-  if (host) await upsert(HOST_KEYS[provider], host, false);
+  const was = shownSettings;
+  if (mode && mode !== was.mode) await upsert("GOOSE_MODE", mode, false);
+  if (provider && provider !== was.provider) await upsert("GOOSE_PROVIDER", provider, false);
+  if (model && model !== was.model) await upsert("GOOSE_MODEL", model, false);
+  if (host && (host !== was.host || provider !== was.provider)) await upsert(HOST_KEYS[provider], host, false);
   if (apiKey) await upsert(API_KEYS[provider], apiKey, true);
-  $("settings-form").reset();
+  await loadInForce();
+  fillSettings();
+  showModel();
   $("settings-msg").textContent = "Settings saved.";
 }
 
@@ -857,7 +950,7 @@ function onSubmit(id, f, errEl) { on(id, "submit", (e) => { e.preventDefault(); 
 function signedIn() {
   $("key-dialog").close();
   guard(async () => {
-    await loadSessions();
+    await Promise.all([loadSessions(), loadInForce()]);
     const last = localStorage.getItem("gosling-last-session");
     if (!cur && last && sessions.some((s) => s.id === last)) await openSession(last);
   });
@@ -879,7 +972,7 @@ async function init() {
     if (follower) follower.abort();
     cur = null; sessions = []; active = new Set();
     resetLog(); renderSessions(); setBusy();
-    $("session-title").textContent = "No session"; $("session-dir").textContent = "";
+    showTitle(); showModel(); $("session-dir").textContent = "";
     askKey("");
   });
   // Without a key there is nothing to go back to: Esc does not close the sign-in dialog.
@@ -898,7 +991,11 @@ async function init() {
   on("side-open", "click", () => { $("sidebar").classList.add("open"); $("session-search").focus(); });
   on("side-close", "click", () => { $("sidebar").classList.remove("open"); $("side-open").focus(); });
   on("open-extensions", "click", () => { $("ext-error").textContent = ""; $("ext-dialog").showModal(); guard(refreshExtensions, $("ext-error")); });
-  on("open-settings", "click", () => $("settings-dialog").showModal());
+  on("open-settings", "click", () => guard(openSettings, $("settings-msg")));
+  on("rename-btn", "click", editTitle);
+  on("title-cancel", "click", closeTitle);
+  on("title-input", "keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); closeTitle(); } });
+  onSubmit("title-form", saveTitle);
   onSubmit("composer", send);
   on("message-input", "keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); guard(send); }

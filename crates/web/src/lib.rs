@@ -51,6 +51,16 @@ mod tests {
     }
 
     #[test]
+    fn page_references_no_external_url() {
+        for path in PATHS {
+            let (_, body) = asset(path).unwrap();
+            for bad in ["http://", "https://", "url(//", "src=\"//", "href=\"//", "@import"] {
+                assert!(!body.contains(bad), "{path} references {bad}…; the page loads nothing from elsewhere");
+            }
+        }
+    }
+
+    #[test]
     fn scripts_never_parse_html() {
         for path in ["/app.js", "/markdown.js"] {
             let (_, js) = asset(path).unwrap();

@@ -14,7 +14,7 @@
 
   function safeUrl(u) {
     try {
-      const url = new URL(u.trim(), "http://invalid.invalid/");
+      const url = new URL(u.trim());
       if ((url.protocol === "http:" || url.protocol === "https:") && /^https?:/i.test(u.trim())) return url.href;
     } catch (_) { /* not a URL */ }
     return null;
@@ -169,6 +169,74 @@
   const startsBlock = (l, next) => FENCE.test(l) || heading(l) || isRule(l) || /^ {0,3}>/.test(l) || LIST.test(l)
     || (l.includes("|") && next !== undefined && delimRow(next));
 
+  // A small highlighter for the common languages: one forward scan marking comments, strings,
+  // numbers and keywords as spans of text (classes tk-c, tk-s, tk-n, tk-k; colours in
+  // style.css, light and dark). Anything else stays plain text; so does a block over MAX_HL.
+  const MAX_HL = 200000;
+  const kw = (s) => new Set(s.split(" "));
+  const C_LIKE = { line: "//", block: true, quotes: "\"'" };
+  const LANGS = {
+    js: Object.assign({ quotes: "\"'`", kw: kw("async await break case catch class const continue default delete do else export extends false finally for from function if import in instanceof let new null of return static super switch this throw true try typeof undefined var void while yield interface type enum implements private public readonly as") }, { line: "//", block: true }),
+    py: { line: "#", quotes: "\"'", kw: kw("and as assert async await break class continue def del elif else except False finally for from global if import in is lambda None nonlocal not or pass raise return self True try while with yield match case") },
+    rs: Object.assign({ kw: kw("as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move mut pub ref return self Self static struct super trait true type unsafe use where while Some None Ok Err") }, C_LIKE, { quotes: "\"" }),
+    sh: { line: "#", quotes: "\"'", kw: kw("if then else elif fi for while until do done case esac in function return export local set unset echo exit cd") },
+    json: { quotes: "\"", kw: kw("true false null") },
+    go: Object.assign({ kw: kw("break case chan const continue default defer else fallthrough for func go goto if import interface map package range return select struct switch type var nil true false") }, C_LIKE, { quotes: "\"'`" }),
+    c: Object.assign({ kw: kw("auto break case char class const continue default delete do double else enum extern false float for goto if inline int long namespace new nullptr private protected public return short signed sizeof static struct switch template this throw true try typedef union unsigned using virtual void volatile while bool boolean final import package String var val fun override") }, C_LIKE),
+  };
+  const ALIAS = { javascript: "js", jsx: "js", ts: "js", tsx: "js", typescript: "js", mjs: "js", python: "py", py3: "py",
+    rust: "rs", bash: "sh", shell: "sh", zsh: "sh", console: "sh", golang: "go", cpp: "c", "c++": "c", h: "c", hpp: "c",
+    java: "c", cs: "c", csharp: "c", kotlin: "c", swift: "c", jsonc: "json" };
+  function highlight(code, lang) {
+    const key = String(lang || "").toLowerCase();
+    const L = LANGS[ALIAS[key] || key];
+    if (!L || code.length > MAX_HL) return null;
+    const frag = document.createDocumentFragment();
+    const n = code.length;
+    let plain = 0;
+    const put = (start, end, cls) => {
+      if (start > plain) frag.append(code.slice(plain, start));
+      frag.append(h("span", cls, code.slice(start, end)));
+      plain = end;
+    };
+    const word = /[A-Za-z_$][\w$]*/y;
+    const num = /(?:0[xob][\da-fA-F_]+|\d[\d_]*(?:\.\d[\d_]*)?(?:[eE][+-]?\d+)?)[a-zA-Z\d_]*/y;
+    let i = 0;
+    while (i < n) {
+      const c = code[i];
+      if (L.line && code.startsWith(L.line, i)) {
+        let e = code.indexOf("\n", i);
+        if (e < 0) e = n;
+        put(i, e, "tk-c"); i = e; continue;
+      }
+      if (L.block && c === "/" && code[i + 1] === "*") {
+        let e = code.indexOf("*/", i + 2);
+        e = e < 0 ? n : e + 2;
+        put(i, e, "tk-c"); i = e; continue;
+      }
+      if (L.quotes.includes(c)) {
+        let e = i + 1;
+        while (e < n && code[e] !== c && (c === "`" || code[e] !== "\n")) e += code[e] === "\\" ? 2 : 1;
+        e = Math.min(n, e + 1);
+        put(i, e, "tk-s"); i = e; continue;
+      }
+      if (/[A-Za-z_$]/.test(c) && !(i > 0 && /[\w$]/.test(code[i - 1]))) {
+        word.lastIndex = i;
+        const w = word.exec(code)[0];
+        if (L.kw.has(w)) put(i, i + w.length, "tk-k");
+        i += w.length; continue;
+      }
+      if (/\d/.test(c) && !(i > 0 && /[\w$.]/.test(code[i - 1]))) {
+        num.lastIndex = i;
+        const m = num.exec(code)[0];
+        put(i, i + m.length, "tk-n"); i += m.length; continue;
+      }
+      i += 1;
+    }
+    if (plain < n) frag.append(code.slice(plain));
+    return frag;
+  }
+
   function codeBlock(code, lang) {
     const wrap = h("div", "code");
     const bar = h("div", "code-bar");
@@ -183,7 +251,10 @@
     });
     bar.append(btn);
     const pre = h("pre");
-    pre.append(h("code", lang ? "language-" + lang.replace(/[^\w-]/g, "") : null, code));
+    const codeEl = h("code", lang ? "language-" + lang.replace(/[^\w-]/g, "") : null);
+    const lit = highlight(code, lang);
+    if (lit) { codeEl.append(lit); codeEl.classList.add("hl"); } else codeEl.textContent = code;
+    pre.append(codeEl);
     wrap.append(bar, pre);
     return wrap;
   }
@@ -314,5 +385,5 @@
     blocks(String(src).replace(/\r\n?/g, "\n").split("\n"), 0, frag);
     return frag;
   }
-  root.goslingMarkdown = { render, safeUrl };
+  root.goslingMarkdown = { render, safeUrl, highlight };
 })(typeof window !== "undefined" ? window : globalThis);
