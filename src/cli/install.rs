@@ -12,6 +12,7 @@
 use crate::config::{config_dir, Env, ProcessEnv};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
+use crate::extensions::consent::{self, shown_value};
 use crate::extensions::deeplink::{check_not_replacing, plan_install, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
@@ -151,7 +152,9 @@ fn install(flags: &Flags) -> Result<ExitCode, Failure> {
         ask("Install this extension? [y/N] ", "not installed", "install")?;
     }
     fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)?;
-    let entry = plan.entry();
+    let mut entry = plan.entry();
+    // The person approved what was printed (on the terminal, or with --yes).
+    consent::stamp(&mut entry.config, consent::Origin::Link);
     let existed = store.upsert_extension(&entry)?;
     log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
     report_saved(&entry, existed, &plan.missing_secrets, &plan.refused_secrets);
@@ -243,7 +246,8 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
     }
     let store = store.expect("opened unless dry run");
     let total = accepted.len();
-    for (entry, u) in accepted {
+    for (mut entry, u) in accepted {
+        consent::stamp(&mut entry.config, consent::Origin::Import);
         let existed = store.upsert_extension(&entry)?;
         log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
         report_saved(&entry, existed, &u.missing, &u.refused);
@@ -263,34 +267,6 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
         }))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Whether a variable or header name marks its value as a secret: one of its words (split on
-/// `_` and `-`) is KEY, TOKEN, SECRET, PASSWORD, … or it is `Authorization`/`Cookie`.
-fn names_a_secret(name: &str) -> bool {
-    const WORDS: &str = "KEY APIKEY TOKEN SECRET PASSWORD PASSWD PASS PWD PAT CREDENTIAL CREDENTIALS AUTH \
-        AUTHORIZATION COOKIE PRIVATE SIGNATURE";
-    name.to_ascii_uppercase().split(['_', '-']).any(|w| crate::util::in_words(WORDS, w))
-}
-
-/// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):
-/// a reference is not a secret itself.
-fn only_references(value: &str) -> bool {
-    use crate::wire::template::{pieces, Piece};
-    pieces(value).iter().all(|p| match p {
-        Piece::Var(_) => true,
-        Piece::Text(t) => t.trim().is_empty() || t.trim() == "Bearer" || !t.chars().any(char::is_alphanumeric),
-    })
-}
-
-/// A value as the import listing shows it: as written, or masked when its name marks it as a
-/// secret and it is not just a reference.
-fn shown_value(name: &str, value: &str) -> String {
-    if names_a_secret(name) && !only_references(value) {
-        format!("(hidden: {} characters)", value.chars().count())
-    } else {
-        format!("{:?}", printable(value))
-    }
 }
 
 /// One config, as the import listing shows it: what runs, and every environment variable and
@@ -327,6 +303,10 @@ fn print_config(c: &ExtensionConfig) {
         }
         _ => {}
     }
+    for r in consent::risks(c) {
+        println!("    risk:    {r}");
+    }
+    println!("    digest:  {}", consent::digest(c));
 }
 
 /// What a link will install, from the plan's summary.
@@ -393,6 +373,10 @@ fn print_plan(plan: &InstallPlan) {
     for w in &plan.warnings {
         println!("  warning:     {}", printable(w));
     }
+    for r in s.get("risks").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        println!("  risk:        {r}");
+    }
+    println!("  digest:      {}", text("digest"));
 }
 
 fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String], refused: &[String]) {

@@ -1,5 +1,6 @@
 //! Extension configs (goose's shapes), and later their runtime, deep links and policy.
 pub mod config;
+pub mod consent;
 pub mod deeplink;
 pub mod import;
 pub mod policy;

@@ -452,6 +452,9 @@ impl SessionRuntime {
                 .map_err(|e| ActivateError::Refused(e.to_string()))?;
             warnings.iter().for_each(|w| log::warn!("session {}: {w}", self.session_id));
         }
+        // A config from elsewhere (link, import, recipe) runs only as the person approved it.
+        crate::extensions::consent::check_activation(&config, self.deps.policy.as_ref())
+            .map_err(|e| ActivateError::Refused(e.to_string()))?;
         let t = Instant::now();
         let (backend, tools) = match &config.kind {
             Kind::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
@@ -521,13 +524,26 @@ impl SessionRuntime {
         let mut missing = Vec::new();
         // The OAuth client secret is read by `oauth_settings`, never put in the environment.
         let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
+        let mut unmapped = Vec::new();
         for k in secret_names(config).into_iter().filter(|k| oauth_key.as_ref() != Some(k)) {
+            // Only the secrets the person mapped to this extension (its consent record).
+            if !crate::extensions::consent::may_read(config, &k) {
+                unmapped.push(k);
+                continue;
+            }
             match (self.deps.secret)(&k) {
                 Some(v) => {
                     out.insert(k, v);
                 }
                 None => missing.push(k),
             }
+        }
+        if !unmapped.is_empty() {
+            return Err(ActivateError::Refused(format!(
+                "consent: extension {} reads {}, which the person did not approve for it; nothing was started: review its summary and approve it again",
+                config.name(),
+                unmapped.join(", ")
+            )));
         }
         if !missing.is_empty() {
             return Err(ActivateError::Config(Unresolved { missing, refused: Vec::new() }.explain()));
@@ -603,7 +619,11 @@ impl SessionRuntime {
                 // waits in the background for the browser.
                 let auth = self.deps.tokens.as_ref().map(|store| {
                     let sign_in = SignIn::Background { wait: SIGN_IN_WAIT };
-                    let settings = oauth_settings(config, &*self.deps.secret, store.clone(), sign_in)?;
+                    // The client secret too comes only from the secrets mapped to this extension.
+                    let mapped = |k: &str| {
+                        crate::extensions::consent::may_read(config, k).then(|| (self.deps.secret)(k)).flatten()
+                    };
+                    let settings = oauth_settings(config, &mapped, store.clone(), sign_in)?;
                     Ok::<_, ActivateError>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
                 });
                 let spec = HttpSpec {
