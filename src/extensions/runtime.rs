@@ -82,6 +82,9 @@ pub fn oauth_settings(
 ) -> Result<OAuthSettings, ActivateError> {
     let o = config.oauth().map_err(|e| ActivateError::Config(e.message))?;
     let client_secret = o.client_secret_key.as_ref().map(|k| secret(k).ok_or_else(|| {
+        if crate::extensions::config::is_reserved_secret(k) {
+            return ActivateError::Refused(crate::extensions::config::reserved_secret_message(k, "oauth.client_secret_key"));
+        }
         ActivateError::Config(format!(
             "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
         ))

@@ -273,6 +273,18 @@ fn a_secret_reaches_only_the_extension_it_is_mapped_to() {
     let r = s.post("/agent/start", json!({"working_dir": work.path(), "recipe": {"title":"t","extensions":[oauth]}}));
     assert_eq!(r.status, 403, "{}", r.text());
     assert!(!rec.headers().contains(TOKEN) && !rec.headers().contains(SECRET), "{}", rec.headers());
+    // `gosling auth NAME` reads the client secret by the same rules: a reserved name, or a name
+    // only this process's environment has, is never read, and nothing is contacted.
+    let lone = Recorder::start();
+    for (key, env_value) in [("OPENAI_API_KEY", "sk-env-openai-a9"), ("ENV_ONLY_CLIENT_SECRET", "env-only-c4")] {
+        let mut cfg = json!({"type":"streamable_http","name":"Lone","description":"","uri":lone.url,"timeout":10});
+        cfg["oauth"] = json!({"client_id": "c", "client_secret_key": key});
+        assert_eq!(s.post("/config/extensions", json!({"name":"Lone","enabled":false,"config":cfg})).status, 200);
+        let out = gosling(&s.home).args(["auth", "Lone"]).env(key, env_value).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("client_secret_key") && err.contains(key), "{err}");
+        assert_eq!(lone.headers(), "", "gosling auth contacted the server without its client secret");
+    }
 
     // Installed from a link and approved with the summary that lists the secret: it is sent.
     let link = format!(
