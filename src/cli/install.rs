@@ -23,9 +23,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 pub const INSTALL_USAGE: &str = "\
-Usage: gosling install [--check] [--yes] [--secrets-from-env] [--wait] 'goose://extension?…'
-  --check             validate the link against the policy and print what it would install; write nothing
+Usage: gosling install [--check] [--yes | --approve=DIGEST] [--secrets-from-env] [--wait] 'goose://extension?…'
+  --check             validate the link against the policy and print what it would install and its digest; write nothing
   --yes               do not ask for confirmation (required when stdin is not a terminal)
+  --approve=DIGEST    install without asking only if the link's launch has this digest (from --check)
   --secrets-from-env  take missing secrets from environment variables of the same name
   --wait              on a terminal, wait for Enter before exiting (for the goose:// handler's window)
 ";
@@ -45,6 +46,8 @@ struct Flags {
     dry_run: bool,
     secrets_from_env: bool,
     wait: bool,
+    /// `--approve=DIGEST`: the digest of the launch the person reviewed.
+    approve: Option<String>,
 }
 
 /// A command line `install`/`import` cannot use.
@@ -74,6 +77,9 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, FlagError> {
             "--dry-run" if known => f.dry_run = true,
             "--secrets-from-env" if known => f.secrets_from_env = true,
             "--wait" if known => f.wait = true,
+            s if s.starts_with("--approve=") && allowed.contains(&"--approve") => {
+                f.approve = Some(s["--approve=".len()..].to_string())
+            }
             s if s.starts_with('-') && s.len() > 1 => return Err(FlagError::UnknownOption(s.to_string())),
             _ => f.positional.push(a.clone()),
         }
@@ -104,7 +110,7 @@ fn flags_of(cmd: &str, usage: &str, args: &[String], allowed: &[&str]) -> Result
 
 /// `gosling install …` (arguments after `install`).
 pub fn install_main(args: &[String]) -> ExitCode {
-    let allowed = ["--check", "--yes", "--secrets-from-env", "--wait"];
+    let allowed = ["--check", "--yes", "--approve", "--secrets-from-env", "--wait"];
     let flags = match flags_of("install", INSTALL_USAGE, args, &allowed) {
         Ok(f) => f,
         Err(code) => return code,
@@ -148,7 +154,10 @@ fn install(flags: &Flags) -> Result<ExitCode, Failure> {
     let key = plan.config.key();
     check_not_replacing(store.extension(&key)?.as_ref(), &plan.config)?;
     let terminal = std::io::stdin().is_terminal();
-    if !flags.yes {
+    if let Some(digest) = &flags.approve {
+        // Scripted: the digest the person reviewed (`--check`) must be this link's launch.
+        consent::check_approval(&plan.config, Some(digest), &policy)?;
+    } else if !flags.yes {
         ask("Install this extension? [y/N] ", "not installed", "install")?;
     }
     fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)?;

@@ -262,6 +262,8 @@ fn is_loopback(host: &str) -> bool {
     h.eq_ignore_ascii_case("localhost") || h.starts_with("127.") || h == "[::1]"
 }
 
+const DEVELOPER: &str = "the developer builtin runs the shell commands the model chooses, as you, in the working dir";
+
 /// What is risky about this launch, in plain words, for the person deciding.
 pub fn risks(config: &ExtensionConfig) -> Vec<String> {
     let mut out = Vec::new();
@@ -278,6 +280,7 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
                 "interpreter" => out.push(format!(
                     "`{cmd_p}` is an interpreter: it runs the script or module named in its arguments as you"
                 )),
+                "gosling" if args.iter().any(|a| a == "developer") => out.push(DEVELOPER.into()),
                 "gosling" | "known" => {}
                 _ => out.push(format!(
                     "`{cmd_p}` is a program gosling does not know: it runs as you, with access to your files and network"
@@ -328,6 +331,7 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
             }
         }
         Kind::InlinePython { .. } => out.push("runs the Python code it carries, as you".into()),
+        Kind::Builtin { .. } if config.key() == "developer" => out.push(DEVELOPER.into()),
         Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } | Kind::Sse { .. } => {}
     }
     for k in secret_names(config) {

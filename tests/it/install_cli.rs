@@ -422,3 +422,28 @@ fn terminal_confirmation_and_hidden_secret_prompt() {
     assert!(r.stdout.contains("not installed: cancelled"), "{}", r.stdout);
     assert!(!home.join("config/config.json").exists());
 }
+
+/// Issue 27 finding 1 on the command line: `--check` prints the launch's digest, and
+/// `--approve=DIGEST` installs without asking only when the link's launch has that digest.
+#[test]
+fn install_with_an_approved_digest_pins_the_launch() {
+    let home = TempDir::new("icli");
+    let r = run(cli(&home).args(["install", "--check", FETCH]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let digest = r.stdout.lines().find_map(|l| l.trim().strip_prefix("digest:")).unwrap().trim().to_string();
+    assert!(digest.starts_with("sha256:"), "{}", r.stdout);
+    assert!(r.stdout.contains("risk:        `uvx` downloads a package"), "{}", r.stdout);
+    // The link changed after the digest was reviewed (another argument, another program).
+    for changed in [
+        FETCH.replace("arg=mcp-server-fetch", "arg=mcp-server-fetch&arg=--x"),
+        FETCH.replace("cmd=uvx&arg=mcp-server-fetch", "cmd=npx&arg=mcp-server-fetch"),
+    ] {
+        let r = run(cli(&home).args(["install", &format!("--approve={digest}"), &changed]));
+        assert_eq!(r.code, Some(1), "{changed}: {}", r.stdout);
+        assert!(r.stderr.contains("not the launch that was approved"), "{}", r.stderr);
+        assert!(!home.join("config/config.json").exists() || config_json(&home)["extensions"]["fetch"].is_null());
+    }
+    let r = run(cli(&home).args(["install", &format!("--approve={digest}"), FETCH]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(config_json(&home)["extensions"]["fetch"]["gosling_consent"]["digest"], digest.as_str());
+}

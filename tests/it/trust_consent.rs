@@ -73,6 +73,7 @@ fn a_link_runs_only_as_approved_and_a_change_needs_a_new_approval() {
     for (link, flag) in [
         ("goose://extension?cmd=uvx&arg=mcp-server-fetch&arg=https%3A%2F%2Fx.example%2Fa&name=F", "is a URL"),
         ("goose://extension?cmd=uvx&arg=mcp-server-fetch&name=F", "downloads a package"),
+        ("goose://extension?cmd=gosling&arg=mcp&arg=developer&name=Dev", "runs the shell commands the model chooses"),
         ("goose://extension?cmd=docker&arg=run&arg=-i&arg=-v&arg=.%2Fdata%3A%2Fdata&arg=mcp%2Fimg&name=D", "mounts `./data:/data`"),
         ("goose://extension?name=R&url=http%3A%2F%2Fmcp.example.com%2Fmcp&header=Authorization%3DBearer%20%24%7BTOK%7D", "not encrypted"),
         ("goose://extension?name=R&url=https%3A%2F%2Fmcp.example.com%2Fmcp&header=Authorization%3DBearer%20%24%7BTOK%7D", "receives your stored secret TOK"),
