@@ -12,7 +12,7 @@
 use crate::config::{config_dir, Env, ProcessEnv};
 use crate::extensions::config::ExtensionStore;
 use crate::extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
-use crate::extensions::consent::{self, shown_value};
+use crate::extensions::consent;
 use crate::extensions::deeplink::{check_not_replacing, plan_install, InstallPlan};
 use crate::extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use crate::extensions::policy::{InstallSource, Policy};
@@ -207,8 +207,9 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
     println!("{} server(s) in {}", items.len(), path.display());
     let mut accepted: Vec<(ExtensionEntry, Unresolved)> = Vec::new();
     let mut refused = 0;
+    let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
     for item in items {
-        print_config(&item.config);
+        print_config(&item.config, &present);
         for w in &item.warnings {
             println!("    warning: {}", printable(w));
         }
@@ -217,7 +218,6 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
                 for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
                     println!("    warning: {}", printable(w));
                 }
-                let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
                 let u = unresolved(&item.config, &present);
                 if !u.missing.is_empty() {
                     println!("    secrets needed: {} (saved disabled until they are set)", u.missing.join(", "));
@@ -278,44 +278,40 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// One config, as the import listing shows it: what runs, and every environment variable and
-/// header with its value (masked only where the name marks it as a secret), so nothing the file
-/// sets reaches an extension unseen.
-fn print_config(c: &ExtensionConfig) {
+/// One config, as the import listing shows it, from the one summary (`consent::summary`): what
+/// runs, every environment variable and header with its value (masked only where the name
+/// marks it as a secret), so nothing the file sets reaches an extension unseen; the risks and
+/// the digest the answer approves.
+fn print_config(c: &ExtensionConfig, present: &dyn Fn(&str) -> bool) {
+    let s = consent::summary(c, present);
+    let text = |v: &Value| v.as_str().map(printable).unwrap_or_default();
+    let shown = |e: &Value| if e["masked"] == true { text(&e["value"]) } else { format!("{:?}", text(&e["value"])) };
     println!("  {} ({}, key {})", printable(c.name()), c.type_name(), c.key());
-    let print_env = |envs: &std::collections::BTreeMap<String, String>, env_keys: &[String]| {
-        for (k, v) in envs {
-            println!("    env:     {}={}", printable(k), shown_value(k, v));
-        }
-        for k in env_keys {
-            if crate::extensions::config::is_reserved_secret(k) {
-                println!("    env:     {} (one of gosling's own secrets: never read)", printable(k));
-            } else {
-                println!("    env:     {} (read from the secrets store)", printable(k));
-            }
-        }
-    };
-    match &c.kind {
-        Kind::Stdio { cmd, args, envs, env_keys } => {
-            println!("    runs:    {}", shell_words(cmd, args));
-            print_env(envs, env_keys);
-        }
-        Kind::StreamableHttp { uri, headers, envs, env_keys } => {
-            println!("    server:  {}", printable(uri));
-            for (h, v) in headers {
-                println!("    header:  {}: {}", printable(h), shown_value(h, v));
-            }
-            print_env(envs, env_keys);
-        }
-        Kind::Sse { uri } => {
-            println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or("")))
-        }
+    if let Kind::Stdio { cmd, args, .. } = &c.kind {
+        println!("    runs:    {}", shell_words(cmd, args));
+    }
+    match (c.type_name(), s.get("url")) {
+        ("sse", Some(url)) => println!("    server:  {} (legacy SSE, will not run)", text(url)),
+        (_, Some(url)) => println!("    server:  {}", text(url)),
         _ => {}
     }
-    for r in consent::risks(c) {
-        println!("    risk:    {r}");
+    for h in s.get("header_values").and_then(Value::as_array).into_iter().flatten() {
+        println!("    header:  {}: {}", text(&h["name"]), shown(h));
     }
-    println!("    digest:  {}", consent::digest(c));
+    for e in s.get("env").and_then(Value::as_array).into_iter().flatten() {
+        let name = text(&e["name"]);
+        if e["secret"] != true {
+            println!("    env:     {name}={}", shown(e));
+        } else if crate::extensions::config::is_reserved_secret(&name) {
+            println!("    env:     {name} (one of gosling's own secrets: never read)");
+        } else {
+            println!("    env:     {name} (read from the secrets store)");
+        }
+    }
+    for r in s.get("risks").and_then(Value::as_array).into_iter().flatten() {
+        println!("    risk:    {}", text(r));
+    }
+    println!("    digest:  {}", text(&s["digest"]));
 }
 
 /// What a link will install, from the plan's summary.

@@ -242,14 +242,27 @@ fn only_references(value: &str) -> bool {
     })
 }
 
-/// A value as summaries show it: as written, or masked when its name marks it as a secret and
-/// it is not just a reference.
-pub fn shown_value(name: &str, value: &str) -> String {
+/// A value as summaries show it: `(value, masked)` — as written, or `(hidden: N characters)`
+/// when its name marks it as a secret and it is not just a reference.
+pub fn shown_value(name: &str, value: &str) -> (String, bool) {
     if names_a_secret(name) && !only_references(value) {
-        format!("(hidden: {} characters)", value.chars().count())
+        (format!("(hidden: {} characters)", value.chars().count()), true)
     } else {
-        format!("{:?}", printable(value))
+        (value.to_string(), false)
     }
+}
+
+fn merge(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+/// One `{"name", "value", "masked"}` entry of a summary.
+fn shown_entry(name: &str, value: &str) -> Value {
+    let (value, masked) = shown_value(name, value);
+    json!({"name": name, "value": value, "masked": masked})
 }
 
 fn host_of(url: &str) -> &str {
@@ -356,7 +369,7 @@ pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Valu
     s.insert("type".into(), json!(c.type_name()));
     let env_list = |envs: &std::collections::BTreeMap<String, String>, env_keys: &[String]| {
         let mut v: Vec<Value> =
-            envs.iter().map(|(k, val)| json!({"name": k, "value": shown_value(k, val), "secret": false})).collect();
+            envs.iter().map(|(k, val)| merge(shown_entry(k, val), json!({"secret": false}))).collect();
         v.extend(env_keys.iter().filter(|k| !envs.contains_key(*k)).map(|k| json!({"name": k, "secret": true})));
         Value::Array(v)
     };
@@ -369,10 +382,7 @@ pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Valu
         Kind::StreamableHttp { uri, envs, env_keys, headers } => {
             s.insert("url".into(), json!(uri));
             s.insert("headers".into(), json!(headers.keys().collect::<Vec<_>>()));
-            s.insert(
-                "header_values".into(),
-                Value::Array(headers.iter().map(|(k, v)| json!({"name": k, "value": shown_value(k, v)})).collect()),
-            );
+            s.insert("header_values".into(), Value::Array(headers.iter().map(|(k, v)| shown_entry(k, v)).collect()));
             s.insert("env".into(), env_list(envs, env_keys));
         }
         Kind::InlinePython { dependencies, .. } => {
