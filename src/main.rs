@@ -18,7 +18,8 @@ Usage:
                                            (needs GOOSE_SERVER__SECRET_KEY; see serve --help)
   gosling acp                              serve the Agent Client Protocol on stdin/stdout (for
                                            editors: Zed, JetBrains, Neovim, Emacs, acpx)
-  gosling install [--check] [--yes] LINK   install an extension from a goose://extension?… link
+  gosling install [--check] [--yes | --approve=DIGEST] LINK
+                                           install an extension from a goose://extension?… link
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout

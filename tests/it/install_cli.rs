@@ -89,8 +89,13 @@ fn install_yes_persists_and_missing_secret_keeps_it_disabled() {
     let r = run(cli(&home).args(["install", "--yes", FETCH]));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stdout.contains("installed Fetch (key fetch), enabled for new sessions"), "{}", r.stdout);
+    let mut stored = config_json(&home)["extensions"]["fetch"].clone();
+    // The approval of what was shown is recorded with the entry (issue 27 finding 1).
+    let consent = stored.as_object_mut().unwrap().remove("gosling_consent").unwrap();
+    assert_eq!(consent["origin"], "link");
+    assert!(r.stdout.contains(&format!("digest:      {}", consent["digest"].as_str().unwrap())), "{}", r.stdout);
     assert_eq!(
-        config_json(&home)["extensions"]["fetch"],
+        stored,
         json!({"enabled":true,"type":"stdio","name":"Fetch","description":"Fetch pages","cmd":"uvx","args":["mcp-server-fetch"],"envs":{},"env_keys":[],"timeout":300,"available_tools":[]})
     );
 
@@ -290,9 +295,12 @@ fn import_claude_desktop_file_with_three_servers() {
     assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
     let want = [
         "3 server(s) in ",
-        "  fetch (stdio, key fetch)\n    runs:    uvx mcp-server-fetch\n    env:     FETCH_UA=\"gosling-test\"\n    ok\n",
-        "  Docs Remote (streamable_http, key docsremote)\n    server:  https://docs.example.com/mcp\n    header:  Authorization: \"Bearer ${DOCS_TOKEN}\"\n    env:     DOCS_TOKEN (read from the secrets store)\n    secrets needed: DOCS_TOKEN (saved disabled until they are set)\n    ok\n",
-        "  legacy (sse, key legacy)\n    server:  http://localhost:8000/sse (legacy SSE, will not run)\n    warning: 'legacy': SSE is unsupported, migrate to streamable_http",
+        "  fetch (stdio, key fetch)\n    runs:    uvx mcp-server-fetch\n    env:     FETCH_UA=\"gosling-test\"\n    risk:    `uvx` downloads a package",
+        "  Docs Remote (streamable_http, key docsremote)\n    server:  https://docs.example.com/mcp\n    header:  Authorization: \"Bearer ${DOCS_TOKEN}\"\n    env:     DOCS_TOKEN (read from the secrets store)\n    risk:    connects to the remote server docs.example.com",
+        "    risk:    receives your stored secret DOCS_TOKEN\n    digest:  sha256:",
+        "    secrets needed: DOCS_TOKEN (saved disabled until they are set)\n    ok\n",
+        "  legacy (sse, key legacy)\n    server:  http://localhost:8000/sse (legacy SSE, will not run)\n    digest:  sha256:",
+        "    warning: 'legacy': SSE is unsupported, migrate to streamable_http",
         "dry run: nothing was written (3 would be imported, 0 refused)",
     ];
     for w in want {
@@ -308,7 +316,15 @@ fn import_claude_desktop_file_with_three_servers() {
     let r = run(cli(&home).args(["import", "--yes", f]));
     assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("imported 3, refused 0"), "{}", r.stdout);
-    let ext = &config_json(&home)["extensions"];
+    let mut ext = config_json(&home)["extensions"].clone();
+    for (_, e) in ext.as_object_mut().unwrap() {
+        // Each entry records the person's approval of what was listed (issue 27 finding 1).
+        let consent = e.as_object_mut().unwrap().remove("gosling_consent").unwrap();
+        assert!(
+            consent["origin"] == "import" && consent["digest"].as_str().unwrap().starts_with("sha256:"),
+            "{consent}"
+        );
+    }
     assert_eq!(
         ext["fetch"],
         json!({"enabled":true,"type":"stdio","name":"fetch","description":"","cmd":"uvx","args":["mcp-server-fetch"],"envs":{"FETCH_UA":"gosling-test"},"env_keys":[],"timeout":300,"available_tools":[]})
@@ -405,4 +421,29 @@ fn terminal_confirmation_and_hidden_secret_prompt() {
     assert_eq!(r.code, Some(1), "{}", r.stdout);
     assert!(r.stdout.contains("not installed: cancelled"), "{}", r.stdout);
     assert!(!home.join("config/config.json").exists());
+}
+
+/// Issue 27 finding 1 on the command line: `--check` prints the launch's digest, and
+/// `--approve=DIGEST` installs without asking only when the link's launch has that digest.
+#[test]
+fn install_with_an_approved_digest_pins_the_launch() {
+    let home = TempDir::new("icli");
+    let r = run(cli(&home).args(["install", "--check", FETCH]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let digest = r.stdout.lines().find_map(|l| l.trim().strip_prefix("digest:")).unwrap().trim().to_string();
+    assert!(digest.starts_with("sha256:"), "{}", r.stdout);
+    assert!(r.stdout.contains("risk:        `uvx` downloads a package"), "{}", r.stdout);
+    // The link changed after the digest was reviewed (another argument, another program).
+    for changed in [
+        FETCH.replace("arg=mcp-server-fetch", "arg=mcp-server-fetch&arg=--x"),
+        FETCH.replace("cmd=uvx&arg=mcp-server-fetch", "cmd=npx&arg=mcp-server-fetch"),
+    ] {
+        let r = run(cli(&home).args(["install", &format!("--approve={digest}"), &changed]));
+        assert_eq!(r.code, Some(1), "{changed}: {}", r.stdout);
+        assert!(r.stderr.contains("not the launch that was approved"), "{}", r.stderr);
+        assert!(!home.join("config/config.json").exists() || config_json(&home)["extensions"]["fetch"].is_null());
+    }
+    let r = run(cli(&home).args(["install", &format!("--approve={digest}"), FETCH]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(config_json(&home)["extensions"]["fetch"]["gosling_consent"]["digest"], digest.as_str());
 }

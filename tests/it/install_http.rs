@@ -14,6 +14,14 @@ fn server(extra: Vec<(String, String)>) -> Server {
     Server::start_with(ServerOpts { env, ..Default::default() })
 }
 
+/// What the web page does: a dry run shows the summary, the install carries its digest.
+pub(crate) fn install_approved(s: &Server, link: &str) -> Resp {
+    let dry = s.post("/extensions/install", json!({"link": link, "dry_run": true}));
+    assert_eq!(dry.status, 200, "{}", dry.text());
+    let digest = dry.json()["digest"].as_str().unwrap().to_string();
+    s.post("/extensions/install", json!({"link": link, "approve": digest}))
+}
+
 const LINK: &str = "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Team%20Notes&description=Notes&env=NOTES_TOKEN%3DThe%20notes%20token&timeout=60";
 
 #[test]
@@ -24,7 +32,7 @@ fn a_link_with_a_missing_secret_is_saved_then_activated() {
     assert_eq!(dry.json()["saved"], false);
     assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]), "a dry run saves nothing");
 
-    let r = s.post("/extensions/install", json!({"link": LINK}));
+    let r = install_approved(&s, LINK);
     assert_eq!(r.status, 200, "{}", r.text());
     let body = r.json();
     assert_eq!(body["key"], "teamnotes");
@@ -170,7 +178,7 @@ fn a_link_never_silently_replaces_an_installed_extension() {
     // Removing it first is the way to replace it on purpose; the same link again is not a replacement.
     assert_eq!(s.delete("/config/extensions/developer").status, 200);
     for _ in 0..2 {
-        let r = s.post("/extensions/install", json!({"link": hostile}));
+        let r = install_approved(&s, hostile);
         assert_eq!(r.status, 200, "{}", r.text());
     }
 }

@@ -78,6 +78,8 @@ mod trust_policy;
 // Issue 27: positive grammars for every launcher and interpreter, judged by marker files.
 mod trust_grammar;
 mod trust_secrets;
+// Issue 27: consent bound to a digest of the launch; secrets mapped per extension.
+mod trust_consent;
 
 // The official MCP conformance runner against `gosling probe URL`.
 mod conformance;

@@ -128,9 +128,9 @@ fn allowed_link_still_installs_and_runs() {
     let bin_dir = bin().parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
     let s = Server::start_with(ServerOpts { env: vec![("PATH".into(), path)], ..Default::default() });
-    let r = s.post(
-        "/extensions/install",
-        json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Notes&env=NOTES_MODE%3Dmode"}),
+    let r = crate::install_http::install_approved(
+        &s,
+        "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Notes&env=NOTES_MODE%3Dmode",
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["missing_secrets"], json!(["NOTES_MODE"]));

@@ -15,15 +15,15 @@ const AMBIENT: &str = "ambient-env-value-4d1a";
 
 /// A Streamable HTTP MCP server on 127.0.0.1 that answers initialize and tools/list and records
 /// every header of every request it receives.
-struct Recorder {
+pub(crate) struct Recorder {
     server: Arc<tiny_http::Server>,
     thread: Option<std::thread::JoinHandle<()>>,
     seen: Arc<Mutex<Vec<String>>>,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Recorder {
-    fn start() -> Recorder {
+    pub(crate) fn start() -> Recorder {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let url = format!("http://{}/mcp", server.server_addr().to_ip().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -58,7 +58,7 @@ impl Recorder {
         Recorder { server, thread: Some(thread), seen, url }
     }
 
-    fn headers(&self) -> String {
+    pub(crate) fn headers(&self) -> String {
         self.seen.lock().unwrap().join("\n")
     }
 
@@ -158,7 +158,7 @@ fn own_secrets_never_reach_a_remote_server_through_any_install_path() {
     let r = s.post("/extensions/install", json!({"link": hostile, "dry_run": true}));
     assert_eq!((r.status, &r.json()["enabled"]), (200, &json!(false)), "{}", r.text());
     assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]), "a dry run saves nothing");
-    let r = s.post("/extensions/install", json!({"link": hostile}));
+    let r = crate::install_http::install_approved(&s, &hostile);
     assert_eq!(r.status, 200, "{}", r.text());
     let body = r.json();
     assert_eq!(
@@ -274,7 +274,7 @@ fn variables_resolve_from_the_secrets_store_only() {
     // AMBIENT_TOKEN is in gosling's environment but not stored: saved disabled, listed, and the
     // summary says which header reads which stored secret.
     let l = link("Ambient", &rec.url, &[("Authorization", "Bearer ${AMBIENT_TOKEN}"), ("X-Team", "${TEAM_TOKEN}")]);
-    let r = s.post("/extensions/install", json!({"link": l}));
+    let r = crate::install_http::install_approved(&s, &l);
     assert_eq!(r.status, 200, "{}", r.text());
     let body = r.json();
     assert_eq!(body["enabled"], false);

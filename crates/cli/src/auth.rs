@@ -116,7 +116,11 @@ fn run(name: &str, sign_in: SignIn, forget: bool) -> Result<String, Error> {
     if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
         return Err(Error::OwnAuthorization(name.to_string()));
     }
-    let secret = |k: &str| store.get_secret(k).ok().flatten().or_else(|| std::env::var(k).ok());
+    // The rules of an activation: the secrets store only (never this process's environment),
+    // never one of gosling's own secrets, and only a secret mapped to this extension.
+    let secret = |k: &str| {
+        gosling_extensions::consent::may_read(&config, k).then(|| store.get_secret(k).ok().flatten()).flatten()
+    };
     let settings =
         oauth_settings(&config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in).map_err(Error::Settings)?;
     let timeout = Duration::from_secs(config.timeout_secs().max(1));

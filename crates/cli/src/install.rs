@@ -12,6 +12,7 @@
 use gosling_config::{config_dir, Env, ProcessEnv};
 use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
+use gosling_extensions::consent;
 use gosling_extensions::deeplink::{check_not_replacing, plan_install, InstallPlan};
 use gosling_extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
 use gosling_extensions::policy::{InstallSource, Policy};
@@ -22,9 +23,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 pub const INSTALL_USAGE: &str = "\
-Usage: gosling install [--check] [--yes] [--secrets-from-env] [--wait] 'goose://extension?…'
-  --check             validate the link against the policy and print what it would install; write nothing
+Usage: gosling install [--check] [--yes | --approve=DIGEST] [--secrets-from-env] [--wait] 'goose://extension?…'
+  --check             validate the link against the policy and print what it would install and its digest; write nothing
   --yes               do not ask for confirmation (required when stdin is not a terminal)
+  --approve=DIGEST    install without asking only if the link's launch has this digest (from --check)
   --secrets-from-env  take missing secrets from environment variables of the same name
   --wait              on a terminal, wait for Enter before exiting (for the goose:// handler's window)
 ";
@@ -44,6 +46,8 @@ struct Flags {
     dry_run: bool,
     secrets_from_env: bool,
     wait: bool,
+    /// `--approve=DIGEST`: the digest of the launch the person reviewed.
+    approve: Option<String>,
 }
 
 /// A command line `install`/`import` cannot use.
@@ -73,6 +77,9 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> Result<Flags, FlagError> {
             "--dry-run" if known => f.dry_run = true,
             "--secrets-from-env" if known => f.secrets_from_env = true,
             "--wait" if known => f.wait = true,
+            s if s.starts_with("--approve=") && allowed.contains(&"--approve") => {
+                f.approve = Some(s["--approve=".len()..].to_string())
+            }
             s if s.starts_with('-') && s.len() > 1 => return Err(FlagError::UnknownOption(s.to_string())),
             _ => f.positional.push(a.clone()),
         }
@@ -103,7 +110,7 @@ fn flags_of(cmd: &str, usage: &str, args: &[String], allowed: &[&str]) -> Result
 
 /// `gosling install …` (arguments after `install`).
 pub fn install_main(args: &[String]) -> ExitCode {
-    let allowed = ["--check", "--yes", "--secrets-from-env", "--wait"];
+    let allowed = ["--check", "--yes", "--approve", "--secrets-from-env", "--wait"];
     let flags = match flags_of("install", INSTALL_USAGE, args, &allowed) {
         Ok(f) => f,
         Err(code) => return code,
@@ -147,11 +154,16 @@ fn install(flags: &Flags) -> Result<ExitCode, Failure> {
     let key = plan.config.key();
     check_not_replacing(store.extension(&key)?.as_ref(), &plan.config)?;
     let terminal = std::io::stdin().is_terminal();
-    if !flags.yes {
+    if let Some(digest) = &flags.approve {
+        // Scripted: the digest the person reviewed (`--check`) must be this link's launch.
+        consent::check_approval(&plan.config, Some(digest), &policy)?;
+    } else if !flags.yes {
         ask("Install this extension? [y/N] ", "not installed", "install")?;
     }
     fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)?;
-    let entry = plan.entry();
+    let mut entry = plan.entry();
+    // The person approved what was printed (on the terminal, or with --yes).
+    consent::stamp(&mut entry.config, consent::Origin::Link);
     let existed = store.upsert_extension(&entry)?;
     log::debug!("install: {} extension {key} from a goose:// link", if existed { "updated" } else { "added" });
     report_saved(&entry, existed, &plan.missing_secrets, &plan.refused_secrets);
@@ -195,8 +207,9 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
     println!("{} server(s) in {}", items.len(), path.display());
     let mut accepted: Vec<(ExtensionEntry, Unresolved)> = Vec::new();
     let mut refused = 0;
+    let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
     for item in items {
-        print_config(&item.config);
+        print_config(&item.config, &present);
         for w in &item.warnings {
             println!("    warning: {}", printable(w));
         }
@@ -205,7 +218,6 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
                 for w in ws.iter().filter(|w| !item.warnings.iter().any(|iw| iw.starts_with(w.as_str()))) {
                     println!("    warning: {}", printable(w));
                 }
-                let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
                 let u = unresolved(&item.config, &present);
                 if !u.missing.is_empty() {
                     println!("    secrets needed: {} (saved disabled until they are set)", u.missing.join(", "));
@@ -243,7 +255,8 @@ fn import(flags: &Flags) -> Result<ExitCode, Failure> {
     }
     let store = store.expect("opened unless dry run");
     let total = accepted.len();
-    for (entry, u) in accepted {
+    for (mut entry, u) in accepted {
+        consent::stamp(&mut entry.config, consent::Origin::Import);
         let existed = store.upsert_extension(&entry)?;
         log::debug!("import: {} extension {}", if existed { "updated" } else { "added" }, entry.config.key());
         report_saved(&entry, existed, &u.missing, &u.refused);
@@ -265,68 +278,40 @@ fn shell_words(cmd: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// Whether a variable or header name marks its value as a secret: one of its words (split on
-/// `_` and `-`) is KEY, TOKEN, SECRET, PASSWORD, … or it is `Authorization`/`Cookie`.
-fn names_a_secret(name: &str) -> bool {
-    const WORDS: &str = "KEY APIKEY TOKEN SECRET PASSWORD PASSWD PASS PWD PAT CREDENTIAL CREDENTIALS AUTH \
-        AUTHORIZATION COOKIE PRIVATE SIGNATURE";
-    name.to_ascii_uppercase().split(['_', '-']).any(|w| gosling_util::in_words(WORDS, w))
-}
-
-/// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):
-/// a reference is not a secret itself.
-fn only_references(value: &str) -> bool {
-    use gosling_wire::template::{pieces, Piece};
-    pieces(value).iter().all(|p| match p {
-        Piece::Var(_) => true,
-        Piece::Text(t) => t.trim().is_empty() || t.trim() == "Bearer" || !t.chars().any(char::is_alphanumeric),
-    })
-}
-
-/// A value as the import listing shows it: as written, or masked when its name marks it as a
-/// secret and it is not just a reference.
-fn shown_value(name: &str, value: &str) -> String {
-    if names_a_secret(name) && !only_references(value) {
-        format!("(hidden: {} characters)", value.chars().count())
-    } else {
-        format!("{:?}", printable(value))
-    }
-}
-
-/// One config, as the import listing shows it: what runs, and every environment variable and
-/// header with its value (masked only where the name marks it as a secret), so nothing the file
-/// sets reaches an extension unseen.
-fn print_config(c: &ExtensionConfig) {
+/// One config, as the import listing shows it, from the one summary (`consent::summary`): what
+/// runs, every environment variable and header with its value (masked only where the name
+/// marks it as a secret), so nothing the file sets reaches an extension unseen; the risks and
+/// the digest the answer approves.
+fn print_config(c: &ExtensionConfig, present: &dyn Fn(&str) -> bool) {
+    let s = consent::summary(c, present);
+    let text = |v: &Value| v.as_str().map(printable).unwrap_or_default();
+    let shown = |e: &Value| if e["masked"] == true { text(&e["value"]) } else { format!("{:?}", text(&e["value"])) };
     println!("  {} ({}, key {})", printable(c.name()), c.type_name(), c.key());
-    let print_env = |envs: &std::collections::BTreeMap<String, String>, env_keys: &[String]| {
-        for (k, v) in envs {
-            println!("    env:     {}={}", printable(k), shown_value(k, v));
-        }
-        for k in env_keys {
-            if gosling_extensions::config::is_reserved_secret(k) {
-                println!("    env:     {} (one of gosling's own secrets: never read)", printable(k));
-            } else {
-                println!("    env:     {} (read from the secrets store)", printable(k));
-            }
-        }
-    };
-    match &c.kind {
-        Kind::Stdio { cmd, args, envs, env_keys } => {
-            println!("    runs:    {}", shell_words(cmd, args));
-            print_env(envs, env_keys);
-        }
-        Kind::StreamableHttp { uri, headers, envs, env_keys } => {
-            println!("    server:  {}", printable(uri));
-            for (h, v) in headers {
-                println!("    header:  {}: {}", printable(h), shown_value(h, v));
-            }
-            print_env(envs, env_keys);
-        }
-        Kind::Sse { uri } => {
-            println!("    server:  {} (legacy SSE, will not run)", printable(uri.as_deref().unwrap_or("")))
-        }
+    if let Kind::Stdio { cmd, args, .. } = &c.kind {
+        println!("    runs:    {}", shell_words(cmd, args));
+    }
+    match (c.type_name(), s.get("url")) {
+        ("sse", Some(url)) => println!("    server:  {} (legacy SSE, will not run)", text(url)),
+        (_, Some(url)) => println!("    server:  {}", text(url)),
         _ => {}
     }
+    for h in s.get("header_values").and_then(Value::as_array).into_iter().flatten() {
+        println!("    header:  {}: {}", text(&h["name"]), shown(h));
+    }
+    for e in s.get("env").and_then(Value::as_array).into_iter().flatten() {
+        let name = text(&e["name"]);
+        if e["secret"] != true {
+            println!("    env:     {name}={}", shown(e));
+        } else if gosling_extensions::config::is_reserved_secret(&name) {
+            println!("    env:     {name} (one of gosling's own secrets: never read)");
+        } else {
+            println!("    env:     {name} (read from the secrets store)");
+        }
+    }
+    for r in s.get("risks").and_then(Value::as_array).into_iter().flatten() {
+        println!("    risk:    {}", text(r));
+    }
+    println!("    digest:  {}", text(&s["digest"]));
 }
 
 /// What a link will install, from the plan's summary.
@@ -393,6 +378,10 @@ fn print_plan(plan: &InstallPlan) {
     for w in &plan.warnings {
         println!("  warning:     {}", printable(w));
     }
+    for r in s.get("risks").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        println!("  risk:        {r}");
+    }
+    println!("  digest:      {}", text("digest"));
 }
 
 fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String], refused: &[String]) {

@@ -924,7 +924,8 @@ pub struct OAuthConfig {
     /// A client registered with the authorization server by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
-    /// The name of the secret (secrets store, then environment) holding the client secret.
+    /// The name of the stored secret holding the client secret (the secrets store only, never
+    /// the environment; never one of gosling's own; only if mapped to this extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret_key: Option<String>,
     /// Scopes to ask for besides those the server's challenge names.

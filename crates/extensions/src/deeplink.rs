@@ -17,9 +17,7 @@
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
-use crate::config::{
-    name_to_key, secret_names, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED,
-};
+use crate::config::{secret_names, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
 use crate::policy::{InstallSource, Policy, PolicyError};
 use gosling_util::printable;
 use gosling_wire::percent::form_decode;
@@ -60,7 +58,7 @@ fn err(param: &str, rule: impl Into<String>) -> LinkError {
 /// how to replace it on purpose. Installing the same config again is fine.
 pub fn check_not_replacing(existing: Option<&ExtensionEntry>, config: &ExtensionConfig) -> Result<(), LinkError> {
     match existing {
-        Some(e) if e.config != *config => {
+        Some(e) if crate::consent::stripped(&e.config) != crate::consent::stripped(config) => {
             let key = config.key();
             Err(err(
                 "name",
@@ -437,32 +435,18 @@ pub fn plan_install(
         warnings.push(format!("policy: own-secrets rule: {}; it is saved disabled", only.explain()));
     }
     let (missing_secrets, refused_secrets) = (unresolved.missing, unresolved.refused);
-    let mut summary = json!({
-        "name": parsed.name,
-        "key": name_to_key(&parsed.name),
-        "type": config.type_name(),
-    });
+    // The one summary every front end shows (`consent::summary`), with what only a link has:
+    // the description each `env` parameter gives, its id and installation notes.
+    let mut summary = crate::consent::summary(&config, secret_present);
     let s = summary.as_object_mut().expect("an object");
-    match &parsed.source {
-        LinkSource::Stdio { cmd, args } => {
-            s.insert("command".into(), json!(cmd));
-            s.insert("args".into(), json!(args));
-        }
-        LinkSource::StreamableHttp { url } => {
-            s.insert("url".into(), json!(url));
-            s.insert("headers".into(), json!(parsed.headers.iter().map(|(k, _)| k).collect::<Vec<_>>()));
+    if let Some(Value::Array(env)) = s.get_mut("env") {
+        for e in env.iter_mut() {
+            let name = e["name"].as_str().unwrap_or_default().to_string();
+            if let Some(p) = parsed.envs.iter().find(|p| p.key == name) {
+                e["description"] = json!(p.description);
+            }
         }
     }
-    s.insert(
-        "env".into(),
-        Value::Array(parsed.envs.iter().map(|e| json!({"name": e.key, "description": e.description})).collect()),
-    );
-    s.insert("secrets".into(), json!(secret_names(&config)));
-    s.insert("reads".into(), Value::Array(secret_uses(&config, secret_present)));
-    s.insert("missing_secrets".into(), json!(missing_secrets));
-    s.insert("refused_secrets".into(), json!(refused_secrets));
-    s.insert("timeout".into(), json!(config.timeout_secs()));
-    s.insert("description".into(), json!(parsed.description));
     if let Some(id) = &parsed.id {
         s.insert("id".into(), json!(id));
     }

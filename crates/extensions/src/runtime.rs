@@ -82,6 +82,9 @@ pub fn oauth_settings(
 ) -> Result<OAuthSettings, ActivateError> {
     let o = config.oauth().map_err(|e| ActivateError::Config(e.message))?;
     let client_secret = o.client_secret_key.as_ref().map(|k| secret(k).ok_or_else(|| {
+        if crate::config::is_reserved_secret(k) {
+            return ActivateError::Refused(crate::config::reserved_secret_message(k, "oauth.client_secret_key"));
+        }
         ActivateError::Config(format!(
             "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
         ))
@@ -452,6 +455,9 @@ impl SessionRuntime {
                 .map_err(|e| ActivateError::Refused(e.to_string()))?;
             warnings.iter().for_each(|w| log::warn!("session {}: {w}", self.session_id));
         }
+        // A config from elsewhere (link, import, recipe) runs only as the person approved it.
+        crate::consent::check_activation(&config, self.deps.policy.as_ref())
+            .map_err(|e| ActivateError::Refused(e.to_string()))?;
         let t = Instant::now();
         let (backend, tools) = match &config.kind {
             Kind::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
@@ -521,13 +527,26 @@ impl SessionRuntime {
         let mut missing = Vec::new();
         // The OAuth client secret is read by `oauth_settings`, never put in the environment.
         let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
+        let mut unmapped = Vec::new();
         for k in secret_names(config).into_iter().filter(|k| oauth_key.as_ref() != Some(k)) {
+            // Only the secrets the person mapped to this extension (its consent record).
+            if !crate::consent::may_read(config, &k) {
+                unmapped.push(k);
+                continue;
+            }
             match (self.deps.secret)(&k) {
                 Some(v) => {
                     out.insert(k, v);
                 }
                 None => missing.push(k),
             }
+        }
+        if !unmapped.is_empty() {
+            return Err(ActivateError::Refused(format!(
+                "consent: extension {} reads {}, which the person did not approve for it; nothing was started: review its summary and approve it again",
+                config.name(),
+                unmapped.join(", ")
+            )));
         }
         if !missing.is_empty() {
             return Err(ActivateError::Config(Unresolved { missing, refused: Vec::new() }.explain()));
@@ -603,7 +622,9 @@ impl SessionRuntime {
                 // waits in the background for the browser.
                 let auth = self.deps.tokens.as_ref().map(|store| {
                     let sign_in = SignIn::Background { wait: SIGN_IN_WAIT };
-                    let settings = oauth_settings(config, &*self.deps.secret, store.clone(), sign_in)?;
+                    // The client secret too comes only from the secrets mapped to this extension.
+                    let mapped = |k: &str| crate::consent::may_read(config, k).then(|| (self.deps.secret)(k)).flatten();
+                    let settings = oauth_settings(config, &mapped, store.clone(), sign_in)?;
                     Ok::<_, ActivateError>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
                 });
                 let spec = HttpSpec {

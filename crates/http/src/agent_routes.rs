@@ -56,6 +56,12 @@ struct StartReq {
     recipe_id: Option<String>,
     recipe_deeplink: Option<String>,
     extension_overrides: Option<Vec<Value>>,
+    /// Digests (`summary.digest`) of the recipe's extensions the person approved.
+    #[serde(default)]
+    approve: Vec<String>,
+    /// With a recipe: answer the summaries of its extensions, start nothing.
+    #[serde(default)]
+    dry_run: bool,
 }
 
 fn parse_configs(values: &[Value], field: &str) -> Result<Vec<ExtensionConfig>, ApiError> {
@@ -104,7 +110,7 @@ pub fn start(app: &App, req: &Request) -> R {
         }
         (None, None, recipe) => recipe.clone(),
     };
-    let configs = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
+    let mut configs = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
         Some(list) => parse_configs(list, "recipe.extensions")?,
         None => match &r.extension_overrides {
             Some(list) => parse_configs(list, "extension_overrides")?,
@@ -115,6 +121,11 @@ pub fn start(app: &App, req: &Request) -> R {
     let from_recipe = recipe.as_ref().and_then(|rc| rc.get("extensions")).is_some_and(Value::is_array);
     for c in &configs {
         app.check_policy(c, if from_recipe { InstallSource::Recipe } else { InstallSource::AddExtension })?;
+    }
+    if from_recipe {
+        if let Some(answer) = recipe_consent(app, &mut configs, &r.approve, r.dry_run)? {
+            return Ok(answer);
+        }
     }
     let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
     let mut session = app.sessions.create(&r.working_dir, values)?;
@@ -127,6 +138,53 @@ pub fn start(app: &App, req: &Request) -> R {
     install_runtime(app, rt);
     log::info!("session {} started in {}", session.id, session.working_dir);
     Ok(Response::json(200, &session_json(&session)))
+}
+
+/// Consent for a recipe's extensions (`extensions::consent`): each runs only when the person
+/// approved its exact launch — its digest is in `approve`, or an installed extension has the
+/// same launch — or the operator's allowlist names it exactly. Otherwise the answer is 428 with
+/// the summary of each extension to approve (a recipe cannot bring its own approval: any
+/// `gosling_consent` in it is dropped). Approved configs are stamped, so the session's stored
+/// copies are checked again on resume. `dry_run`: the summaries, nothing started.
+fn recipe_consent(
+    app: &App,
+    configs: &mut [ExtensionConfig],
+    approve: &[String],
+    dry_run: bool,
+) -> Result<Option<Response>, ApiError> {
+    use gosling_extensions::consent;
+    let stored = app.store.extensions()?.entries;
+    let present = |name: &str| (app.runtime_deps.secret)(name).is_some();
+    let mut summaries = Vec::new();
+    let mut pending = Vec::new();
+    for c in configs.iter_mut() {
+        consent::strip(c);
+        let digest = consent::digest(c);
+        let installed = stored.iter().any(|e| consent::digest(&consent::stripped(&e.config)) == digest);
+        let approved = approve.iter().any(|a| a.trim() == digest) || installed || consent::allowlisted(c, &app.policy);
+        let mut summary = consent::summary(c, &present);
+        summary["approved"] = json!(approved);
+        if !approved {
+            pending.push(format!("{:?} ({digest})", c.name()));
+        }
+        summaries.push(summary);
+    }
+    if dry_run {
+        return Ok(Some(Response::json(200, &json!({ "extensions": summaries }))));
+    }
+    if !pending.is_empty() {
+        let message = format!(
+            "consent: the recipe's extensions came from elsewhere and run only after you approve each exact launch: review \
+             their summaries (`extensions` here, or the same request with \"dry_run\": true) and send the digests you approve \
+             in \"approve\": not approved: {}",
+            pending.join(", ")
+        );
+        return Ok(Some(Response::json(428, &json!({ "message": message, "extensions": summaries }))));
+    }
+    for c in configs.iter_mut() {
+        consent::stamp(c, consent::Origin::Recipe);
+    }
+    Ok(None)
 }
 
 #[derive(Deserialize)]

@@ -30,8 +30,12 @@ pub fn post_extension(app: &App, req: &Request) -> R {
         .get("config")
         .cloned()
         .ok_or_else(|| ApiError::bad_request("`config` (an ExtensionConfig object) is required"))?;
-    let config = ExtensionConfig::from_value(config)?;
+    let mut config = ExtensionConfig::from_value(config)?;
     config.validate()?;
+    // Saved through the authenticated API (Desktop calls this after its own confirmation): the
+    // person's own config, their approval of this launch and of the secrets it names. A record
+    // of an approval from elsewhere is dropped (`extensions::consent`).
+    gosling_extensions::consent::strip(&mut config);
     app.check_policy(&config, gosling_extensions::policy::InstallSource::ConfigApi)?;
     // An extension whose secrets are not stored yet is saved disabled (on every install path),
     // so no session tries to start it; the answer says which secrets and how to store them.

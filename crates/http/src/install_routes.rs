@@ -1,11 +1,17 @@
 //! `POST /extensions/install`: the deep-link install flow for UIs (gosling's own route; goose
 //! does this in Desktop). Parse and check the link against the policy, persist the config,
 //! and say which secrets are missing and how to provide them before it can be activated.
+//!
+//! Consent (`extensions::consent`): a dry run answers the summary and its `digest`; the real
+//! install carries the digest the person approved (`"approve": "sha256:…"`) and is refused
+//! with 409 when the link's launch differs from it (or 428 when none is given and the
+//! operator's allowlist does not name the launch exactly). The saved entry records the approval.
 
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::{policy_error, App};
 use gosling_extensions::config::ExtensionStore;
+use gosling_extensions::consent;
 use gosling_extensions::deeplink::{self, InstallError};
 use serde::Deserialize;
 use serde_json::json;
@@ -16,6 +22,9 @@ struct InstallReq {
     /// Validate and describe only; nothing is saved.
     #[serde(default)]
     dry_run: bool,
+    /// The summary's `digest` the person approved; required to save unless allowlisted.
+    #[serde(default)]
+    approve: Option<String>,
 }
 
 pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
@@ -28,7 +37,7 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     for w in &plan.warnings {
         log::warn!("install: {w}");
     }
-    let entry = plan.entry();
+    let mut entry = plan.entry();
     let key = entry.config.key();
     deeplink::check_not_replacing(app.store.extension(&key)?.as_ref(), &entry.config)
         .map_err(|l| ApiError::new(409, l.to_string()))?;
@@ -45,6 +54,13 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
         "set the missing secrets, then enable it with POST /config/extensions and activate it with /agent/add_extension"
     };
     if !r.dry_run {
+        consent::check_approval(&entry.config, r.approve.as_deref(), &app.policy).map_err(|e| match e {
+            consent::ConsentError::Needed { .. } => ApiError::new(428, e.to_string()),
+            consent::ConsentError::Changed { .. } | consent::ConsentError::Malformed { .. } => {
+                ApiError::new(409, e.to_string())
+            }
+        })?;
+        consent::stamp(&mut entry.config, consent::Origin::Link);
         let existed = app.store.upsert_extension(&entry)?;
         log::info!(
             "install: extension {key} {} (enabled: {})",
@@ -65,6 +81,7 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
             "refused_secrets": plan.refused_secrets,
             "next": next,
             "warnings": plan.warnings,
+            "digest": plan.summary["digest"],
             "summary": plan.summary,
         }),
     ))

@@ -773,6 +773,7 @@ function describePlan(plan) {
     row("Reads stored secrets", el("ul", {}, ...sm.reads.map((r) => el("li", {}, r.where + " \u2190 ", el("code", { text: r.secret }),
       r.refused ? " (refused: one of gosling's own secrets)" : r.stored ? " (stored)" : " (not stored yet)"))));
   }
+  if ((sm.risks || []).length) row("Risks", el("ul", { class: "warnings" }, ...sm.risks.map((x) => el("li", { text: x }))));
   row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
   row("Installation notes", sm.installation_notes);
   if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.map((s) => typeof s === "string" ? s : JSON.stringify(s)).join(", "));
@@ -789,7 +790,7 @@ async function checkInstall(link) {
   const plan = await apiJson("POST", "/extensions/install", { link, dry_run: true });
   const go = button("Install " + plan.name, () => guard(async () => {
     go.disabled = true;
-    const done = await apiJson("POST", "/extensions/install", { link, dry_run: false });
+    const done = await apiJson("POST", "/extensions/install", { link, dry_run: false, approve: plan.digest });
     out.replaceChildren(el("p", { text: "Saved " + done.name + (done.enabled ? " (enabled)." : " (disabled until its secrets are set).") }));
     if ((done.refused_secrets || []).length) out.append(el("p", { text: "It stays disabled: " + done.next }));
     else if ((done.missing_secrets || []).length) out.append(secretsForm(done));
@@ -859,7 +860,7 @@ async function checkJson() {
     try {
       const plan = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: true });
       out.append(el("h3", { text: it.name }), describePlan(plan));
-      ok.push(it);
+      ok.push(Object.assign(it, { digest: plan.digest }));
     } catch (e) {
       out.append(el("h3", { text: it.name }), el("p", { class: "error", role: "alert", text: e.message }));
     }
@@ -870,7 +871,7 @@ async function checkJson() {
     go.disabled = true;
     for (const it of ok) {
       try {
-        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false });
+        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false, approve: it.digest });
         const still = [];
         for (const m of done.missing_secrets || []) {
           const k = typeof m === "string" ? m : m.name || m.key;

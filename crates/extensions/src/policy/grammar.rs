@@ -968,3 +968,19 @@ pub fn launch_dir(cmd: &str, working_dir: &Path, home: Option<&Path>) -> PathBuf
         _ => working_dir.to_path_buf(),
     }
 }
+
+/// What kind of program `cmd` is, in the words of the install summary: `launcher` (npx, uvx,
+/// jbang: fetches a package and runs it), `container` (docker, podman), `interpreter` (node,
+/// python: runs a script), `gosling` (a builtin), `refused` (a recognised interpreter, shell or
+/// code-running tool) or `other` (a program the person named).
+pub fn program_family(cmd: &str) -> &'static str {
+    match classify(cmd) {
+        Program::Npx | Program::Uvx | Program::Jbang => "launcher",
+        Program::Container => "container",
+        Program::Node | Program::Python => "interpreter",
+        Program::Gosling => "gosling",
+        Program::Cu | Program::IChing => "known",
+        Program::Refused => "refused",
+        Program::Unknown => "other",
+    }
+}

@@ -47,7 +47,7 @@ mod yaml;
 
 pub use allowlist::{argv_matches, AllowlistError, MAX_ALLOWLIST_BYTES};
 pub use error::PolicyError;
-pub use grammar::{check_launch, launch_dir, RUNS};
+pub use grammar::{check_launch, launch_dir, program_family, RUNS};
 pub use yaml::{parse_allowlist_yaml, YamlError, YamlProblem};
 
 use crate::config::{ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
@@ -224,6 +224,34 @@ impl Policy {
             Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } => {}
         }
         Ok(warnings)
+    }
+
+    /// Whether the operator's allowlist names this exact launch, so it may run without the
+    /// person's consent (`extensions::consent`): a stdio command line equal word for word to an
+    /// entry without a trailing `*` (a wildcard admits arguments nobody reviewed), or a remote
+    /// URL equal to an entry of the local file's `urls`. The rules of `check` still apply.
+    pub fn allowlists_exactly(&self, config: &ExtensionConfig) -> bool {
+        let exact =
+            |entry: &String, argv: &[&str]| entry.split_whitespace().last() != Some("*") && argv_matches(argv, entry);
+        match &config.kind {
+            Kind::Stdio { cmd, args, .. } => {
+                let argv: Vec<&str> = std::iter::once(cmd.as_str()).chain(args.iter().map(String::as_str)).collect();
+                let remote = match &self.remote {
+                    Some((_, Remote::Loaded(list))) => list.iter().any(|e| exact(e, &argv)),
+                    _ => false,
+                };
+                remote
+                    || self
+                        .local
+                        .as_ref()
+                        .and_then(|l| l.commands.as_ref())
+                        .is_some_and(|list| list.iter().any(|e| exact(e, &argv)))
+            }
+            Kind::StreamableHttp { uri, .. } => {
+                self.local.as_ref().and_then(|l| l.urls.as_ref()).is_some_and(|list| list.iter().any(|u| u == uri))
+            }
+            _ => false,
+        }
     }
 
     fn has_command_list(&self) -> bool {

@@ -1,0 +1,489 @@
+//! Consent: the person approves the exact launch of an extension that came from elsewhere (a
+//! `goose://` link, an imported `mcpServers` file, a recipe) before it runs.
+//!
+//! - `launch` is the canonical form of what runs: program and every argument (or URL, header
+//!   names and values as written, `${VAR}` references unexpanded), environment names with their
+//!   literal values, the secrets it reads by name, OAuth client settings, inline code. `digest`
+//!   is its SHA-256. The display name, description and timeout are not part of it.
+//! - `summary` is the one description every front end shows (install route and web page,
+//!   `gosling install`, `gosling import`, recipes): the launch with secret-looking values masked,
+//!   which stored secret each header and variable reads, and `risks` in plain words, plus the
+//!   digest to approve.
+//! - An approved config carries its record in the `gosling_consent` field of the stored entry
+//!   (kept by goose-compatible readers as an unknown field): where it came from (`origin`), the
+//!   approved `digest` and the `secrets` the person let it read. `check_activation` refuses one
+//!   from elsewhere whose launch no longer has the approved digest (unless the operator's
+//!   allowlist names it exactly), and `may_read` limits every secret lookup to the record's
+//!   `secrets`. Configs written through the authenticated config API (what Desktop calls after
+//!   its own confirmation) are the person's own: the API drops any record (`strip`), which is
+//!   their approval of the launch and of the secrets it names, and keeps goose's bytes.
+//!
+//! Pure: no I/O.
+
+use crate::config::{
+    disallowed_env_message, is_reserved_secret, name_to_key, secret_names, untrusted_env_message, ExtensionConfig, Kind,
+};
+use crate::policy::{program_family, Policy};
+use gosling_util::printable;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+/// The field of a stored extension entry that holds its consent record.
+pub const FIELD: &str = "gosling_consent";
+
+/// Where an approved config came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A `goose://extension?…` link (`gosling install`, `POST /extensions/install`, the web page).
+    Link,
+    /// An `mcpServers` file (`gosling import`).
+    Import,
+    /// A recipe's `extensions` (`/agent/start`).
+    Recipe,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Link => "link",
+            Origin::Import => "import",
+            Origin::Recipe => "recipe",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Origin> {
+        [Origin::Link, Origin::Import, Origin::Recipe].into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// A consent record: `{"origin": …, "digest": "sha256:…", "secrets": [NAME, …]}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consent {
+    pub origin: Origin,
+    pub digest: String,
+    /// The stored secrets the person let this extension read.
+    pub secrets: Vec<String>,
+}
+
+/// Why an install or an activation needs the person's approval first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsentError {
+    /// Nothing approved this launch (no `approve` given, not on the allowlist).
+    Needed { name: String, digest: String },
+    /// The launch differs from the one approved.
+    Changed { name: String, approved: String, now: String },
+    /// A stored record that cannot be read.
+    Malformed { name: String, detail: String },
+}
+
+impl fmt::Display for ConsentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConsentError::Needed { name, digest } => write!(
+                f,
+                "consent: extension {:?} came from elsewhere and runs only after you approve its launch: review its summary \
+                 and send its digest as approve ({digest})",
+                printable(name)
+            ),
+            ConsentError::Changed { name, approved, now } => write!(
+                f,
+                "consent: extension {:?} is not the launch that was approved (approved {approved}, now {now}); nothing was \
+                 saved or started: review its summary again and approve the new digest (a stored extension: save it through \
+                 Desktop's settings or POST /config/extensions, which is your approval, or remove it and install it again)",
+                printable(name)
+            ),
+            ConsentError::Malformed { name, detail } => write!(
+                f,
+                "consent: the stored approval of extension {:?} cannot be read ({detail}); save the extension again through \
+                 Desktop's settings or POST /config/extensions",
+                printable(name)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConsentError {}
+
+/// The canonical launch of `config` (see the module header). Keys in a fixed order, maps sorted.
+pub fn launch(config: &ExtensionConfig) -> Value {
+    let mut m = Map::new();
+    m.insert("type".into(), json!(config.type_name()));
+    m.insert("key".into(), json!(config.key()));
+    match &config.kind {
+        Kind::Stdio { cmd, args, envs, .. } => {
+            m.insert("cmd".into(), json!(cmd));
+            m.insert("args".into(), json!(args));
+            m.insert("envs".into(), json!(envs));
+        }
+        Kind::StreamableHttp { uri, envs, headers, .. } => {
+            m.insert("url".into(), json!(uri));
+            m.insert("headers".into(), json!(headers));
+            m.insert("envs".into(), json!(envs));
+            if let Some(o) = config.extra.get("oauth") {
+                m.insert("oauth".into(), o.clone());
+            }
+        }
+        Kind::InlinePython { code, dependencies } => {
+            m.insert("code".into(), json!(code));
+            m.insert("dependencies".into(), json!(dependencies));
+        }
+        Kind::Sse { uri } => {
+            m.insert("url".into(), json!(uri));
+        }
+        Kind::Frontend { tools, .. } => {
+            m.insert("tools".into(), json!(tools));
+        }
+        Kind::Builtin { .. } | Kind::Platform { .. } => {}
+    }
+    m.insert("secrets".into(), json!(secret_names(config)));
+    Value::Object(m)
+}
+
+/// `sha256:` and the hex SHA-256 of the canonical launch's JSON.
+pub fn digest(config: &ExtensionConfig) -> String {
+    let bytes = serde_json::to_vec(&launch(config)).expect("a JSON value serializes");
+    format!("sha256:{}", gosling_util::hex(&gosling_util::sha256(&bytes)))
+}
+
+/// The consent record `config` carries, if any.
+pub fn consent_of(config: &ExtensionConfig) -> Result<Option<Consent>, ConsentError> {
+    let Some(v) = config.extra.get(FIELD) else { return Ok(None) };
+    let bad = |detail: &str| ConsentError::Malformed { name: config.name().to_string(), detail: detail.into() };
+    let origin = v.get("origin").and_then(Value::as_str).and_then(Origin::parse).ok_or_else(|| bad("no origin"))?;
+    let digest = v.get("digest").and_then(Value::as_str).ok_or_else(|| bad("no digest"))?.to_string();
+    let secrets = match v.get("secrets") {
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => return Err(bad("no secrets list")),
+    };
+    Ok(Some(Consent { origin, digest, secrets }))
+}
+
+/// Removes any consent record (content from elsewhere never brings its own approval).
+pub fn strip(config: &mut ExtensionConfig) {
+    config.extra.shift_remove(FIELD);
+}
+
+/// `config` without its consent record, to compare launches.
+pub fn stripped(config: &ExtensionConfig) -> ExtensionConfig {
+    let mut c = config.clone();
+    strip(&mut c);
+    c
+}
+
+/// Records that the person approved `config` as it is now, from `origin`: its digest, and the
+/// secrets it reads (never gosling's own) as the ones it may read.
+pub fn stamp(config: &mut ExtensionConfig, origin: Origin) {
+    strip(config);
+    let secrets: Vec<String> = secret_names(config).into_iter().filter(|k| !is_reserved_secret(k)).collect();
+    let record = json!({"origin": origin.as_str(), "digest": digest(config), "secrets": secrets});
+    config.extra.insert(FIELD.into(), record);
+}
+
+/// Whether the operator's allowlist admits this launch without asking: the exact command line
+/// or URL is listed (`Policy::allowlists_exactly`) and it reads no stored secret (which secrets
+/// an extension gets is the person's call, never the allowlist's).
+pub fn allowlisted(config: &ExtensionConfig, policy: &Policy) -> bool {
+    policy.allowlists_exactly(config) && secret_names(config).is_empty()
+}
+
+/// For an install from elsewhere: Ok when `approve` is this launch's digest or the allowlist
+/// admits it; otherwise what the person must approve, or that it changed since.
+pub fn check_approval(config: &ExtensionConfig, approve: Option<&str>, policy: &Policy) -> Result<(), ConsentError> {
+    let now = digest(&stripped(config));
+    match approve.map(str::trim) {
+        Some(a) if a == now => Ok(()),
+        Some(a) if !a.is_empty() => {
+            Err(ConsentError::Changed { name: config.name().to_string(), approved: a.to_string(), now })
+        }
+        _ if allowlisted(config, policy) => Ok(()),
+        _ => Err(ConsentError::Needed { name: config.name().to_string(), digest: now }),
+    }
+}
+
+/// At every activation: a config from elsewhere runs only with the digest it was approved with
+/// (or when the allowlist admits it exactly). Configs without a record (the person's own) pass.
+pub fn check_activation(config: &ExtensionConfig, policy: Option<&Policy>) -> Result<(), ConsentError> {
+    let Some(c) = consent_of(config)? else { return Ok(()) };
+    let now = digest(&stripped(config));
+    if now == c.digest || policy.is_some_and(|p| allowlisted(config, p)) {
+        return Ok(());
+    }
+    Err(ConsentError::Changed { name: config.name().to_string(), approved: c.digest, now })
+}
+
+/// Whether `config` may read the stored secret `name`: never one of gosling's own; with a
+/// consent record, only the secrets the person mapped to it.
+pub fn may_read(config: &ExtensionConfig, name: &str) -> bool {
+    if is_reserved_secret(name) {
+        return false;
+    }
+    match consent_of(config) {
+        Ok(None) => true,
+        Ok(Some(c)) => c.secrets.iter().any(|s| s == name),
+        Err(_) => false,
+    }
+}
+
+/// Whether a variable or header name marks its value as a secret: one of its words (split on
+/// `_` and `-`) is KEY, TOKEN, SECRET, PASSWORD, … or it is `Authorization`/`Cookie`.
+pub fn names_a_secret(name: &str) -> bool {
+    const WORDS: &str = "KEY APIKEY TOKEN SECRET PASSWORD PASSWD PASS PWD PAT CREDENTIAL CREDENTIALS AUTH \
+        AUTHORIZATION COOKIE PRIVATE SIGNATURE";
+    name.to_ascii_uppercase().split(['_', '-']).any(|w| gosling_util::in_words(WORDS, w))
+}
+
+/// Whether `value` is nothing but `${VAR}` references (and punctuation or a `Bearer` scheme):
+/// a reference is not a secret itself.
+fn only_references(value: &str) -> bool {
+    use gosling_wire::template::{pieces, Piece};
+    pieces(value).iter().all(|p| match p {
+        Piece::Var(_) => true,
+        Piece::Text(t) => t.trim().is_empty() || t.trim() == "Bearer" || !t.chars().any(char::is_alphanumeric),
+    })
+}
+
+/// A value as summaries show it: `(value, masked)` — as written, or `(hidden: N characters)`
+/// when its name marks it as a secret and it is not just a reference.
+pub fn shown_value(name: &str, value: &str) -> (String, bool) {
+    if names_a_secret(name) && !only_references(value) {
+        (format!("(hidden: {} characters)", value.chars().count()), true)
+    } else {
+        (value.to_string(), false)
+    }
+}
+
+fn merge(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+/// One `{"name", "value", "masked"}` entry of a summary.
+fn shown_entry(name: &str, value: &str) -> Value {
+    let (value, masked) = shown_value(name, value);
+    json!({"name": name, "value": value, "masked": masked})
+}
+
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+fn is_loopback(host: &str) -> bool {
+    let h = host.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h);
+    h.eq_ignore_ascii_case("localhost") || h.starts_with("127.") || h == "[::1]"
+}
+
+const DEVELOPER: &str = "the developer builtin runs the shell commands the model chooses, as you, in the working dir";
+
+/// What is risky about this launch, in plain words, for the person deciding.
+pub fn risks(config: &ExtensionConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    match &config.kind {
+        Kind::Stdio { cmd, args, envs, env_keys } => {
+            let cmd_p = printable(cmd);
+            match program_family(cmd) {
+                "launcher" => out.push(format!(
+                    "`{cmd_p}` downloads a package from a public registry and runs its code as you, with access to your files and network"
+                )),
+                "container" => out.push(format!(
+                    "`{cmd_p}` runs a container image; the image is downloaded if missing and runs what its publisher put in it"
+                )),
+                "interpreter" => out.push(format!(
+                    "`{cmd_p}` is an interpreter: it runs the script or module named in its arguments as you"
+                )),
+                "gosling" if args.iter().any(|a| a == "developer") => out.push(DEVELOPER.into()),
+                "gosling" | "known" => {}
+                _ => out.push(format!(
+                    "`{cmd_p}` is a program gosling does not know: it runs as you, with access to your files and network"
+                )),
+            }
+            let mut mount_next = false;
+            for a in args {
+                let ap = printable(a);
+                let lower = a.to_ascii_lowercase();
+                if mount_next {
+                    out.push(format!("mounts `{ap}` from this machine into the container"));
+                    mount_next = false;
+                } else if matches!(a.as_str(), "-v" | "--volume" | "--mount") {
+                    mount_next = true;
+                } else if let Some(m) = ["--volume=", "--mount=", "-v"].iter().find_map(|p| a.strip_prefix(p)) {
+                    if !m.is_empty() && program_family(cmd) == "container" {
+                        out.push(format!("mounts `{}` from this machine into the container", printable(m)));
+                    }
+                }
+                if lower.contains("://") {
+                    out.push(format!("argument `{ap}` is a URL: the program may fetch and run what it points to"));
+                } else if lower.starts_with("data:") || lower.contains("=data:") {
+                    out.push(format!("argument `{ap}` is inline data (data:), which may carry code"));
+                }
+                if !a.starts_with('-') && matches!(program_family(a), "launcher" | "interpreter" | "refused") {
+                    out.push(format!(
+                        "argument `{ap}` names another launcher, interpreter or shell: what it runs is not shown here"
+                    ));
+                }
+            }
+            for k in envs.keys().chain(env_keys.iter()) {
+                if disallowed_env_message(k).is_some() || untrusted_env_message(k).is_some() {
+                    out.push(format!(
+                        "variable `{}` can change where the program loads code, configuration or trust from",
+                        printable(k)
+                    ));
+                }
+            }
+        }
+        Kind::StreamableHttp { uri, .. } => {
+            let host = host_of(uri);
+            out.push(format!(
+                "connects to the remote server {}: your requests and the tools' answers go through it",
+                printable(host)
+            ));
+            if uri.to_ascii_lowercase().starts_with("http://") && !is_loopback(host) {
+                out.push("the connection is not encrypted (http://): anyone on the network path can read it".into());
+            }
+        }
+        Kind::InlinePython { .. } => out.push("runs the Python code it carries, as you".into()),
+        Kind::Builtin { .. } if config.key() == "developer" => out.push(DEVELOPER.into()),
+        Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } | Kind::Sse { .. } => {}
+    }
+    for k in secret_names(config) {
+        if is_reserved_secret(&k) {
+            out.push(format!("asks for {}, one of gosling's own secrets: it is never sent", printable(&k)));
+        } else {
+            out.push(format!("receives your stored secret {}", printable(&k)));
+        }
+    }
+    out
+}
+
+/// The one summary of what a config will run, for every front end. `present(NAME)`: is the
+/// secret stored? Values whose names mark them as secrets are masked; stored secrets are named,
+/// never shown. Ends with `risks` and the `digest` to approve.
+pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Value {
+    let c = stripped(config);
+    let unresolved = crate::config::unresolved(&c, present);
+    let mut s = Map::new();
+    s.insert("name".into(), json!(c.name()));
+    s.insert("key".into(), json!(name_to_key(c.name())));
+    s.insert("type".into(), json!(c.type_name()));
+    let env_list = |envs: &std::collections::BTreeMap<String, String>, env_keys: &[String]| {
+        let mut v: Vec<Value> =
+            envs.iter().map(|(k, val)| merge(shown_entry(k, val), json!({"secret": false}))).collect();
+        v.extend(env_keys.iter().filter(|k| !envs.contains_key(*k)).map(|k| json!({"name": k, "secret": true})));
+        Value::Array(v)
+    };
+    match &c.kind {
+        Kind::Stdio { cmd, args, envs, env_keys } => {
+            s.insert("command".into(), json!(cmd));
+            s.insert("args".into(), json!(args));
+            s.insert("env".into(), env_list(envs, env_keys));
+        }
+        Kind::StreamableHttp { uri, envs, env_keys, headers } => {
+            s.insert("url".into(), json!(uri));
+            s.insert("headers".into(), json!(headers.keys().collect::<Vec<_>>()));
+            s.insert("header_values".into(), Value::Array(headers.iter().map(|(k, v)| shown_entry(k, v)).collect()));
+            s.insert("env".into(), env_list(envs, env_keys));
+        }
+        Kind::InlinePython { dependencies, .. } => {
+            s.insert("dependencies".into(), json!(dependencies));
+        }
+        Kind::Sse { uri } => {
+            s.insert("url".into(), json!(uri));
+        }
+        Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } => {}
+    }
+    s.insert("secrets".into(), json!(secret_names(&c)));
+    s.insert("reads".into(), Value::Array(crate::deeplink::secret_uses(&c, present)));
+    s.insert("missing_secrets".into(), json!(unresolved.missing));
+    s.insert("refused_secrets".into(), json!(unresolved.refused));
+    s.insert("timeout".into(), json!(c.timeout_secs()));
+    s.insert("description".into(), json!(c.description));
+    s.insert("risks".into(), json!(risks(&c)));
+    s.insert("digest".into(), json!(digest(&c)));
+    Value::Object(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(v: Value) -> ExtensionConfig {
+        ExtensionConfig::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_digest_covers_the_launch_and_nothing_else() {
+        let base =
+            json!({"type":"stdio","name":"x","cmd":"npx","args":["-y","pkg"],"envs":{"LOG":"1"},"env_keys":["TOKEN"]});
+        let d = digest(&cfg(base.clone()));
+        assert!(d.starts_with("sha256:") && d.len() == 7 + 64, "{d}");
+        let mut other = base.clone();
+        other["description"] = json!("changed words");
+        other["timeout"] = json!(60);
+        assert_eq!(digest(&cfg(other)), d);
+        for (field, v) in [
+            ("args", json!(["-y", "pkg2"])),
+            ("cmd", json!("uvx")),
+            ("envs", json!({"LOG":"2"})),
+            ("env_keys", json!(["OTHER"])),
+            ("name", json!("y")),
+        ] {
+            let mut changed = base.clone();
+            changed[field] = v;
+            assert_ne!(digest(&cfg(changed)), d, "{field}");
+        }
+        let mut stamped = cfg(base);
+        stamp(&mut stamped, Origin::Link);
+        assert_eq!(digest(&stripped(&stamped)), d);
+        assert_eq!(consent_of(&stamped).unwrap().unwrap().secrets, ["TOKEN"]);
+    }
+
+    #[test]
+    fn activation_refuses_a_changed_launch_from_elsewhere_only() {
+        let mut c = cfg(json!({"type":"stdio","name":"x","cmd":"npx","args":["pkg"]}));
+        stamp(&mut c, Origin::Link);
+        assert!(check_activation(&c, None).is_ok());
+        if let Kind::Stdio { args, .. } = &mut c.kind {
+            args.push("--evil".into());
+        }
+        let e = check_activation(&c, None).unwrap_err();
+        assert!(matches!(e, ConsentError::Changed { .. }) && e.to_string().contains("approve the new digest"), "{e}");
+        // Saved by the person (the config API drops the record): their own.
+        assert!(check_activation(&stripped(&c), None).is_ok());
+    }
+
+    #[test]
+    fn secrets_are_read_only_as_mapped() {
+        let mut c = cfg(json!({"type":"stdio","name":"x","cmd":"npx","args":["pkg"],"env_keys":["A"]}));
+        assert!(may_read(&c, "A") && may_read(&c, "B") && !may_read(&c, "OPENAI_API_KEY"));
+        stamp(&mut c, Origin::Recipe);
+        assert!(may_read(&c, "A") && !may_read(&c, "B"));
+    }
+
+    #[test]
+    fn risks_name_urls_interpreters_nested_launchers_and_mounts() {
+        let r = risks(&cfg(
+            json!({"type":"stdio","name":"x","cmd":"docker","args":["run","-v","./d:/d","img","python","https://x.example/a"]}),
+        ));
+        let all = r.join("\n");
+        for want in ["container image", "mounts `./d:/d`", "names another launcher", "is a URL"] {
+            assert!(all.contains(want), "{want}: {all}");
+        }
+        let r = risks(&cfg(json!({"type":"stdio","name":"x","cmd":"node","args":["data:text/javascript,1"]})));
+        assert!(r.iter().any(|x| x.contains("interpreter")) && r.iter().any(|x| x.contains("data:")), "{r:?}");
+        let r = risks(&cfg(
+            json!({"type":"streamable_http","name":"r","uri":"http://h.example/mcp","headers":{"A":"${T}"}}),
+        ));
+        assert!(r.iter().any(|x| x.contains("not encrypted")) && r.iter().any(|x| x.contains("secret T")), "{r:?}");
+    }
+
+    #[test]
+    fn summaries_mask_secret_values() {
+        let c = cfg(
+            json!({"type":"stdio","name":"x","cmd":"npx","args":["pkg"],"envs":{"API_TOKEN":"sekrit-value","LEVEL":"info"}}),
+        );
+        let s = summary(&c, &|_| false).to_string();
+        assert!(!s.contains("sekrit") && s.contains("hidden: 12 characters") && s.contains("info"), "{s}");
+    }
+}
