@@ -25,6 +25,7 @@ use crate::config::{
 };
 use crate::policy::{program_family, Policy};
 use gosling_util::printable;
+use gosling_wire::template::vars;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -394,7 +395,7 @@ pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Valu
         Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } => {}
     }
     s.insert("secrets".into(), json!(secret_names(&c)));
-    s.insert("reads".into(), Value::Array(crate::deeplink::secret_uses(&c, present)));
+    s.insert("reads".into(), Value::Array(secret_uses(&c, present)));
     s.insert("missing_secrets".into(), json!(unresolved.missing));
     s.insert("refused_secrets".into(), json!(unresolved.refused));
     s.insert("timeout".into(), json!(c.timeout_secs()));
@@ -402,6 +403,46 @@ pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Valu
     s.insert("risks".into(), json!(risks(&c)));
     s.insert("digest".into(), json!(digest(&c)));
     Value::Object(s)
+}
+
+/// For the install summary: where each stored secret is read, `{"where": "header
+/// Authorization" | "env API_KEY", "secret": NAME, "stored": bool, "refused": bool}` (refused:
+/// one of gosling's own secrets, never read), in config order. Values are never included.
+pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Vec<Value> {
+    let names = secret_names(config);
+    let mut out = Vec::new();
+    let mut push = |place: String, secret: &str| {
+        if names.iter().any(|n| n == secret) {
+            let refused = is_reserved_secret(secret);
+            out.push(
+                json!({"where": place, "secret": secret, "stored": !refused && present(secret), "refused": refused}),
+            );
+        }
+    };
+    match &config.kind {
+        Kind::Stdio { env_keys, .. } => env_keys.iter().for_each(|k| push(format!("env {k}"), k)),
+        Kind::StreamableHttp { env_keys, headers, .. } => {
+            for (h, v) in headers {
+                for var in vars(v) {
+                    push(format!("header {h}"), &var);
+                }
+            }
+            for k in env_keys {
+                if !headers.values().any(|v| vars(v).contains(k)) {
+                    push(format!("env {k}"), k);
+                }
+            }
+            if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
+                push("oauth.client_secret_key".into(), &k);
+            }
+        }
+        Kind::Sse { .. }
+        | Kind::Builtin { .. }
+        | Kind::Platform { .. }
+        | Kind::Frontend { .. }
+        | Kind::InlinePython { .. } => {}
+    }
+    out
 }
 
 #[cfg(test)]

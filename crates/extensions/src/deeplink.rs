@@ -17,7 +17,7 @@
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
-use crate::config::{secret_names, ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
+use crate::config::{ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
 use crate::policy::{InstallSource, Policy, PolicyError};
 use gosling_util::printable;
 use gosling_wire::percent::form_decode;
@@ -322,46 +322,6 @@ impl DeepLink {
     }
 }
 
-/// For the install summary: where each stored secret is read, `{"where": "header
-/// Authorization" | "env API_KEY", "secret": NAME, "stored": bool, "refused": bool}` (refused:
-/// one of gosling's own secrets, never read), in config order. Values are never included.
-pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Vec<Value> {
-    let names = secret_names(config);
-    let mut out = Vec::new();
-    let mut push = |place: String, secret: &str| {
-        if names.iter().any(|n| n == secret) {
-            let refused = crate::config::is_reserved_secret(secret);
-            out.push(
-                json!({"where": place, "secret": secret, "stored": !refused && present(secret), "refused": refused}),
-            );
-        }
-    };
-    match &config.kind {
-        Kind::Stdio { env_keys, .. } => env_keys.iter().for_each(|k| push(format!("env {k}"), k)),
-        Kind::StreamableHttp { env_keys, headers, .. } => {
-            for (h, v) in headers {
-                for var in vars(v) {
-                    push(format!("header {h}"), &var);
-                }
-            }
-            for k in env_keys {
-                if !headers.values().any(|v| vars(v).contains(k)) {
-                    push(format!("env {k}"), k);
-                }
-            }
-            if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
-                push("oauth.client_secret_key".into(), &k);
-            }
-        }
-        Kind::Sse { .. }
-        | Kind::Builtin { .. }
-        | Kind::Platform { .. }
-        | Kind::Frontend { .. }
-        | Kind::InlinePython { .. } => {}
-    }
-    out
-}
-
 /// A link refused by the parser or by the policy.
 #[derive(Debug)]
 pub enum InstallError {
@@ -611,7 +571,7 @@ mod tests {
         assert_eq!(c["env_keys"], json!(["EXTRA", "TOKEN"]));
         assert_eq!(c["uri"], "https://mcp.example.com/mcp");
         assert_eq!(c["timeout"], 300);
-        assert_eq!(secret_names(&l.to_config()), l.required_secrets());
+        assert_eq!(crate::config::secret_names(&l.to_config()), l.required_secrets());
     }
 
     #[test]
