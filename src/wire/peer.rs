@@ -31,6 +31,10 @@ pub struct Flavour {
     /// The notification that cancels a request, in both directions; its params carry the
     /// request's id as `requestId`.
     pub cancel_method: &'static str,
+    /// Whether a call we give up on (deadline, cancel signal) is cancelled with `cancel_method`
+    /// (MCP: yes; ACP: no — `$/cancel_request` is unstable and Goose Desktop rejects it; the
+    /// prompt's own `session/cancel` already tells the editor).
+    pub cancel_sent: bool,
     /// Whether a cancellation carries a `reason` (MCP does; ACP's has only the id).
     pub cancel_reason: bool,
     /// Whether a request the other side cancelled is left unanswered (MCP asks so; ACP wants
@@ -43,6 +47,7 @@ pub struct Flavour {
 pub const MCP_CLIENT: Flavour = Flavour {
     who: "mcp: the server",
     cancel_method: "notifications/cancelled",
+    cancel_sent: true,
     cancel_reason: true,
     silent_when_cancelled: true,
 };
@@ -50,10 +55,12 @@ pub const MCP_CLIENT: Flavour = Flavour {
 /// MCP, seen from a server (the builtins): the same rules, the other side is the client.
 pub const MCP_SERVER: Flavour = Flavour { who: "mcp: the client", ..MCP_CLIENT };
 
-/// ACP v1: `$/cancel_request` with the id only; a cancelled request is still answered.
+/// ACP v1: `$/cancel_request` (received; not sent, see `cancel_sent`) with the id only; a
+/// cancelled request is still answered.
 pub const ACP: Flavour = Flavour {
     who: "acp: the editor",
     cancel_method: "$/cancel_request",
+    cancel_sent: false,
     cancel_reason: false,
     silent_when_cancelled: false,
 };
@@ -89,7 +96,9 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
         match self {
             CallError::Remote { who, error } => write!(f, "{who} answered error {}: {}", error.code, error.message),
             CallError::Timeout { who, method, after } => write!(f, "{who} did not answer {method} within {after:?}"),
-            CallError::Cancelled { who, method } => write!(f, "{who}: {method} was cancelled while waiting for the answer"),
+            CallError::Cancelled { who, method } => {
+                write!(f, "{who}: {method} was cancelled while waiting for the answer")
+            }
             CallError::Closed(e) | CallError::Send(e) => e.fmt(f),
         }
     }
@@ -419,9 +428,14 @@ impl<O: Outbound> Peer<O> {
         lock(&self.close_reason).clone().unwrap_or_else(|| self.out.gone())
     }
 
-    /// Forgets call `id` and tells the other side with the flavour's cancellation.
+    /// Forgets call `id` and tells the other side with the flavour's cancellation (when it
+    /// sends one).
     fn abandon(&self, id: &Id, reason: &str) {
         lock(&self.pending).remove(id);
+        if !self.flavour.cancel_sent {
+            log::info!("{}: request {id} abandoned ({reason})", self.flavour.who);
+            return;
+        }
         log::info!("{}: request {id} abandoned ({reason}); sending {}", self.flavour.who, self.flavour.cancel_method);
         let params = match self.flavour.cancel_reason {
             true => json!({ "requestId": id, "reason": reason }),
@@ -645,7 +659,10 @@ mod tests {
         // Answers to ids nobody waits for change nothing (and are logged at debug).
         assert!(!p.complete(&Id::Num(999), Ok(json!(1))));
         assert!(p.receive(Message::Response { id: Id::Str("x".into()), result: json!(1) }, &Echo::default()).is_none());
-        p.receive(Message::Error { id: Some(id.clone()), error: ErrorObject::new(-32002, "no such file") }, &Echo::default());
+        p.receive(
+            Message::Error { id: Some(id.clone()), error: ErrorObject::new(-32002, "no such file") },
+            &Echo::default(),
+        );
         let e = c.join().unwrap().unwrap_err();
         assert_eq!(e, CallError::Remote { who: "acp: the editor", error: ErrorObject::new(-32002, "no such file") });
         assert_eq!(e.to_string(), "acp: the editor answered error -32002: no such file");
@@ -656,18 +673,24 @@ mod tests {
 
     #[test]
     fn a_deadline_ends_the_wait_and_sends_the_flavours_cancellation() {
+        let id_only = Flavour { cancel_reason: false, ..MCP_CLIENT };
         for (flavour, params) in [
-            (MCP_CLIENT, json!({ "requestId": 1, "reason": "timed out" })),
-            (ACP, json!({ "requestId": 1 })),
+            (MCP_CLIENT, Some(json!({ "requestId": 1, "reason": "timed out" }))),
+            (id_only, Some(json!({ "requestId": 1 }))),
+            (ACP, None),
         ] {
             let (p, wire) = peer(flavour, 4);
             let started = Instant::now();
             let r = p.call("slow", None, Duration::from_millis(50), None);
             let waited = started.elapsed();
-            assert!(matches!(&r, Err(CallError::Timeout { method, after, .. }) if method == "slow" && *after == Duration::from_millis(50)), "{r:?}");
+            assert!(
+                matches!(&r, Err(CallError::Timeout { method, after, .. }) if method == "slow" && *after == Duration::from_millis(50)),
+                "{r:?}"
+            );
             assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(2), "{waited:?}");
             let sent = wire.take();
-            assert_eq!(sent[1], Message::notification(flavour.cancel_method, Some(params)));
+            let cancellation = params.map(|p| Message::notification(flavour.cancel_method, Some(p)));
+            assert_eq!(sent.get(1), cancellation.as_ref(), "{flavour:?}");
             // The late answer is dropped.
             assert!(!p.complete(&Id::Num(1), Ok(json!({}))));
         }
@@ -735,7 +758,9 @@ mod tests {
         let now = p.receive(Message::request(Id::Num(7), "ping", None), &h);
         assert_eq!(now, Some(Message::Response { id: Id::Num(7), result: json!({}) }));
         let unknown = p.receive(Message::request(Id::Str("u".into()), "nope", None), &h);
-        assert!(matches!(unknown, Some(Message::Error { id: Some(Id::Str(_)), error }) if error.code == METHOD_NOT_FOUND));
+        assert!(
+            matches!(unknown, Some(Message::Error { id: Some(Id::Str(_)), error }) if error.code == METHOD_NOT_FOUND)
+        );
         assert!(p.receive(Message::request(Id::Num(8), "slow", None), &h).is_none());
         assert_eq!(p.inbound_count(), 1);
         lock(&h.later).pop().unwrap().respond(Ok(json!("done")));
