@@ -65,7 +65,7 @@ impl Conn {
     /// A connection over any transport. The client's requests are answered by the reader's
     /// dispatch (`session::Agent`), not through the peer's in-flight table.
     pub fn with_outbound(out: Box<dyn Outbound>) -> Conn {
-        Conn { peer: Peer::new(peer::ACP, Wire(out), 0) }
+        Conn { peer: Peer::new(peer::ACP, "acp", Wire(out), 0) }
     }
 
     /// Sends one message whole (a line, a frame); false when the client is gone.

@@ -211,11 +211,11 @@ impl<O: Outbound> Responder<O> {
     /// stay silent then. The slot is given back after the answer is written.
     pub fn respond(self, answer: Result<Value, ErrorObject>) {
         if self.cancel.by_peer() && self.peer.flavour.silent_when_cancelled {
-            log::debug!("{}: request {} was cancelled; not answering", self.peer.flavour.who, self.id);
+            log::debug!("{}: request {} was cancelled; not answering", self.peer.label, self.id);
             return;
         }
         if self.peer.send(&reply(self.id.clone(), answer)).is_err() {
-            log::debug!("{}: cannot send the answer to request {}", self.peer.flavour.who, self.id);
+            log::debug!("{}: cannot send the answer to request {}", self.peer.label, self.id);
         }
     }
 }
@@ -242,6 +242,8 @@ enum Reply<E> {
 
 pub struct Peer<O: Outbound> {
     flavour: Flavour,
+    /// Names this connection in log lines (`mcp developer`, `acp`).
+    label: String,
     out: O,
     next_id: AtomicI64,
     pending: Mutex<HashMap<Id, Sender<Reply<O::Error>>>>,
@@ -255,9 +257,10 @@ pub struct Peer<O: Outbound> {
 impl<O: Outbound> Peer<O> {
     /// A peer sending through `out`, answering at most `max_in_flight` requests of the other
     /// side later at once (those answered at once are not counted).
-    pub fn new(flavour: Flavour, out: O, max_in_flight: usize) -> Arc<Peer<O>> {
+    pub fn new(flavour: Flavour, label: impl Into<String>, out: O, max_in_flight: usize) -> Arc<Peer<O>> {
         Arc::new(Peer {
             flavour,
+            label: label.into(),
             out,
             next_id: AtomicI64::new(1),
             pending: Mutex::new(HashMap::new()),
@@ -309,7 +312,7 @@ impl<O: Outbound> Peer<O> {
             lock(&self.pending).remove(&id);
             return Err(CallError::Closed(self.reason()));
         }
-        log::debug!("{}: -> {method} ({id})", self.flavour.who);
+        log::debug!("{}: -> {method} ({id})", self.label);
         let msg = Message::request(id.clone(), method, params);
         let pending = Pending {
             peer: self.clone(),
@@ -349,7 +352,7 @@ impl<O: Outbound> Peer<O> {
                 })
                 .is_ok(),
             None => {
-                log::debug!("{}: dropping an answer to unknown or finished request {id}", self.flavour.who);
+                log::debug!("{}: dropping an answer to unknown or finished request {id}", self.label);
                 false
             }
         }
@@ -368,21 +371,21 @@ impl<O: Outbound> Peer<O> {
                 self.complete(&id, Err(error));
             }
             Message::Error { id: None, error } => {
-                log::warn!("{} sent an error without an id: {error}", self.flavour.who)
+                log::warn!("{}: the other side sent an error without an id: {error}", self.label)
             }
             Message::Notification { method, params } if method == self.flavour.cancel_method => {
                 let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(Id::from_value);
                 match target.and_then(|t| lock(&self.inbound).get(&t).cloned().map(|c| (t, c))) {
                     Some((t, c)) => {
-                        log::debug!("{}: cancelled its request {t}", self.flavour.who);
+                        log::debug!("{}: the other side cancelled its request {t}", self.label);
                         c.cancel();
                     }
-                    None => log::debug!("{}: {method} for no request in flight", self.flavour.who),
+                    None => log::debug!("{}: {method} for no request in flight", self.label),
                 }
             }
             Message::Notification { method, params } => handler.notification(&method, params),
             Message::Request { id, method, params } => {
-                log::debug!("{}: request {method} ({id})", self.flavour.who);
+                log::debug!("{}: <- request {method} ({id})", self.label);
                 let req = Incoming { peer: self, id: id.clone(), method, params };
                 if let Answer::Now(answer) = handler.request(req) {
                     return Some(reply(id, answer));
@@ -433,10 +436,10 @@ impl<O: Outbound> Peer<O> {
     fn abandon(&self, id: &Id, reason: &str) {
         lock(&self.pending).remove(id);
         if !self.flavour.cancel_sent {
-            log::info!("{}: request {id} abandoned ({reason})", self.flavour.who);
+            log::info!("{}: request {id} abandoned ({reason})", self.label);
             return;
         }
-        log::info!("{}: request {id} abandoned ({reason}); sending {}", self.flavour.who, self.flavour.cancel_method);
+        log::info!("{}: request {id} abandoned ({reason}); sending {}", self.label, self.flavour.cancel_method);
         let params = match self.flavour.cancel_reason {
             true => json!({ "requestId": id, "reason": reason }),
             false => json!({ "requestId": id }),
@@ -584,7 +587,7 @@ mod tests {
 
     fn peer(flavour: Flavour, max: usize) -> (Arc<Peer<Arc<Wire>>>, Arc<Wire>) {
         let wire = Arc::new(Wire::default());
-        (Peer::new(flavour, wire.clone(), max), wire)
+        (Peer::new(flavour, "test", wire.clone(), max), wire)
     }
 
     fn request_id(m: &Message) -> Id {
