@@ -527,7 +527,7 @@ impl Shared {
                 return Ok(r?);
             }
         }
-        Ok(pending.wait(cancel)?)
+        Ok(pending.wait(cancel)?) // wait: bounded by the call's deadline (`Pending::wait`)
     }
 
     /// Gives the reading side back: what the lead read but has not handed out yet is handled

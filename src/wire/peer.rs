@@ -337,7 +337,7 @@ impl<O: Outbound> Peer<O> {
     ) -> Result<Value, CallError<O::Error>> {
         let (pending, msg) = self.begin(method, params, timeout)?;
         self.out.send(&msg).map_err(CallError::Send)?;
-        pending.wait(cancel)
+        pending.wait(cancel) // wait: bounded by the call's deadline (`Pending::wait`)
     }
 
     /// Hands an answer to the call waiting for it; false (and a debug line) when none waits —
