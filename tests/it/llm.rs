@@ -189,7 +189,7 @@ fn openai_stream_cut_in_the_middle() {
     let (r, deltas) = run(&*openai(&fake), &ask("x"));
     assert_eq!(deltas, ["par", "tial"], "deltas already streamed stay streamed");
     let e = r.unwrap_err();
-    assert!(matches!(e, Error::Protocol(_)), "{e:?}");
+    assert!(matches!(e, Error::StreamCut { .. }), "{e:?}");
     assert!(e.to_string().contains("stream ended before completion"), "{e}");
 }
 
@@ -197,6 +197,7 @@ fn openai_stream_cut_in_the_middle() {
 fn openai_clean_close_without_done_or_finish_is_a_cut() {
     let fake = FakeLlm::start(vec![Reply::sse(&[oa_text("a")])]);
     let e = run(&*openai(&fake), &ask("x")).0.unwrap_err();
+    assert!(matches!(e, Error::StreamCut { after_bytes, source: None } if after_bytes > 0), "{e:?}");
     assert!(e.to_string().contains("stream ended before completion"), "{e}");
 }
 
@@ -436,7 +437,7 @@ fn anthropic_cut_malformed_stall_and_error_event() {
     let (r, deltas) = run(&*p, &ask("x"));
     assert_eq!(deltas, ["par"]);
     let e = r.unwrap_err();
-    assert!(matches!(e, Error::Protocol(_)) && e.to_string().contains("stream ended before completion"), "{e:?}");
+    assert!(matches!(e, Error::StreamCut { .. }) && e.to_string().contains("stream ended before completion"), "{e:?}");
 
     let e = run(&*p, &ask("x")).0.unwrap_err();
     assert!(matches!(e, Error::Protocol(_)) && e.to_string().contains("malformed JSON"), "{e:?}");
@@ -666,7 +667,7 @@ fn llmock_stream_faults_are_errors_not_half_answers() {
             continue;
         }
         let e = r.expect_err(&format!("{fault} in {format} must fail"));
-        assert!(matches!(e, Error::Protocol(_)), "{fault}/{format}: {e:?}");
+        assert!(matches!(e, Error::Protocol(_) | Error::StreamCut { .. }), "{fault}/{format}: {e:?}");
         eprintln!("{fault}/{format}: {} deltas, then: {e}", deltas.len());
     }
 }

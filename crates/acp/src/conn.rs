@@ -1,53 +1,59 @@
 //! The client connection: every outgoing message goes through one `Outbound` of the
 //! transport (`transport.rs`: a line on stdout, or a WebSocket text frame), and requests to the
-//! client (`session/request_permission`, `fs/*`) are matched to their answers by id. The
-//! reader (`mod.rs`) hands answers in with `deliver`.
+//! client (`session/request_permission`, `fs/*`, `elicitation/create`) go through the one
+//! JSON-RPC peer (`wire::peer`, ACP flavour: ids, a deadline on every wait, every waiting
+//! request failed when the connection closes; a wait given up sends nothing, as Goose Desktop
+//! expects). The reader (`mod.rs`) hands answers in with `deliver`.
 
 use crate::transport::{LineWriter, Outbound};
-use crossbeam_channel::{bounded, Receiver, Sender};
-use gosling_util::lock;
+use crossbeam_channel::Receiver;
 use gosling_wire::jsonrpc::{ErrorObject, Id, Message};
+use gosling_wire::peer::{self, Peer};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::fmt;
 use std::io::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Why a request to the client got no result.
-#[derive(Debug)]
-pub enum CallError {
-    /// The client answered with a JSON-RPC error.
-    Rpc(ErrorObject),
-    /// No answer within the deadline.
-    Timeout { method: String, after: Duration },
-    /// The caller's cancel signal fired (the prompt was cancelled) before the answer came.
-    Cancelled,
-    /// The connection is closed (stdin ended or stdout failed).
-    Closed,
-}
+/// Why a request to the client got no result: the peer's error, `Closed` and `Send` carrying
+/// [`Gone`].
+pub type CallError = peer::CallError<Gone>;
 
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Rpc(e) => write!(f, "acp: the editor answered error {}: {}", e.code, e.message),
-            CallError::Timeout { method, after } => {
-                write!(f, "acp: the editor did not answer {method} within {after:?}")
-            }
-            CallError::Cancelled => write!(f, "acp: cancelled while waiting for the editor"),
-            CallError::Closed => write!(f, "acp: the editor connection is closed"),
-        }
+/// The editor connection is closed (stdin ended, stdout failed, the WebSocket went).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone;
+
+impl fmt::Display for Gone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("acp: the editor connection is closed")
     }
 }
 
-impl std::error::Error for CallError {}
+impl std::error::Error for Gone {}
+
+/// The transport's `Outbound` as the peer's: one encoded message per send.
+pub struct Wire(Box<dyn Outbound>);
+
+impl peer::Outbound for Wire {
+    type Error = Gone;
+    fn send(&self, m: &Message) -> Result<(), Gone> {
+        let text = m.encode();
+        log::trace!("acp send: {text}");
+        match self.0.send(text) {
+            // wait: a slow client's back-pressure (bounded by the transport)
+            true => Ok(()),
+            false => Err(Gone),
+        }
+    }
+    fn gone(&self) -> Gone {
+        Gone
+    }
+}
 
 type Answer = Result<Value, ErrorObject>;
 
 pub struct Conn {
-    out: Box<dyn Outbound>,
-    next_id: AtomicI64,
-    pending: Mutex<HashMap<i64, Sender<Answer>>>,
+    peer: Arc<Peer<Wire>>,
 }
 
 impl Conn {
@@ -56,20 +62,19 @@ impl Conn {
         Conn::with_outbound(Box::new(LineWriter::new(out)))
     }
 
-    /// A connection over any transport.
+    /// A connection over any transport. The client's requests are answered by the reader's
+    /// dispatch (`session::Agent`), not through the peer's in-flight table.
     pub fn with_outbound(out: Box<dyn Outbound>) -> Conn {
-        Conn { out, next_id: AtomicI64::new(1), pending: Mutex::new(HashMap::new()) }
+        Conn { peer: Peer::new(peer::ACP, "acp", Wire(out), 0) }
     }
 
     /// Sends one message whole (a line, a frame); false when the client is gone.
     pub fn send(&self, m: &Message) -> bool {
-        let text = m.encode();
-        log::trace!("acp send: {text}");
-        self.out.send(text) // wait: a slow client's back-pressure (bounded by the transport)
+        self.peer.send(m).is_ok()
     }
 
     pub fn notify(&self, method: &str, params: Value) -> bool {
-        self.send(&Message::notification(method, Some(params)))
+        self.peer.notify(method, Some(params)).is_ok()
     }
 
     /// A `session/update` notification of session `sid`.
@@ -78,11 +83,7 @@ impl Conn {
     }
 
     pub fn respond(&self, id: Id, answer: Answer) {
-        let m = match answer {
-            Ok(result) => Message::Response { id, result },
-            Err(error) => Message::Error { id: Some(id), error },
-        };
-        self.send(&m);
+        self.send(&peer::reply(id, answer));
     }
 
     /// Sends a request to the client and waits for its answer, at most `timeout`, or until
@@ -94,39 +95,16 @@ impl Conn {
         timeout: Duration,
         cancel: Option<&Receiver<()>>,
     ) -> Result<Value, CallError> {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = bounded(1);
-        lock(&self.pending).insert(n, tx);
-        let forget = || lock(&self.pending).remove(&n);
-        log::debug!("acp: request {n} {method} to the editor");
-        if !self.send(&Message::request(Id::Num(n), method, Some(params))) {
-            forget();
-            return Err(CallError::Closed);
-        }
-        let never = crossbeam_channel::never();
-        let cancel = cancel.unwrap_or(&never);
-        crossbeam_channel::select! {
-            recv(rx) -> a => match a {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(CallError::Rpc(e)),
-                Err(_) => Err(CallError::Closed),
-            },
-            recv(cancel) -> _ => { forget(); Err(CallError::Cancelled) },
-            default(timeout) => { forget(); Err(CallError::Timeout { method: method.to_string(), after: timeout }) },
-        }
+        self.peer.call(method, Some(params), timeout, cancel)
     }
 
     /// Hands the client's answer to the waiting request; false when nothing waits for it.
     pub fn deliver(&self, id: &Id, answer: Answer) -> bool {
-        let Id::Num(n) = id else { return false };
-        match lock(&self.pending).remove(n) {
-            Some(tx) => tx.try_send(answer).is_ok(),
-            None => false,
-        }
+        self.peer.complete(id, answer)
     }
 
     /// Fails every waiting request (the editor is gone).
     pub fn close(&self) {
-        lock(&self.pending).clear();
+        self.peer.close(Gone);
     }
 }

@@ -894,7 +894,7 @@ impl Agent {
                     "deny_once"
                 }
             },
-            Err(CallError::Cancelled) => return,
+            Err(CallError::Cancelled { .. }) => return,
             Err(e) => {
                 log::warn!("acp: session {sid}: {e}; the tool call is declined");
                 "deny_once"

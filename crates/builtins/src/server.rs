@@ -1,13 +1,14 @@
 //! A small synchronous MCP server over stdin/stdout for the builtin extensions.
 //!
 //! Framing is newline-delimited JSON-RPC (`wire::jsonrpc`). stdout carries only protocol
-//! lines; logs go to stderr. The reading thread answers `initialize`, `ping` and
+//! lines; logs go to stderr. Messages go through the one JSON-RPC peer (`wire::peer`, MCP
+//! flavour seen from a server). The reading thread answers `initialize`, `ping` and
 //! `tools/list` itself; each `tools/call` runs on its own worker thread (at most
-//! `MAX_IN_FLIGHT` at once) so a long shell command does not block pings, and
-//! `notifications/cancelled` sets that call's `Cancel` flag (the call's answer is then not
-//! sent, as MCP asks). stdin EOF cancels what is still running and returns. Lines are
-//! bounded (`MAX_LINE`); an over-long or unparseable line is answered with -32700 and the
-//! server keeps serving.
+//! `MAX_IN_FLIGHT` at once: the peer's in-flight bound) so a long shell command does not block
+//! pings, and `notifications/cancelled` sets that call's `Cancel` flag (the peer then does not
+//! send the call's answer, as MCP asks). stdin EOF cancels what is still running and returns.
+//! Lines are bounded (`MAX_LINE`); an over-long or unparseable line is answered with -32700
+//! and the server keeps serving.
 //!
 //! It does not implement resources, prompts, logging or any server→client request: the
 //! builtins only have tools.
@@ -16,13 +17,18 @@ use super::error::{Error, ToolError};
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message};
 use gosling_wire::mcp_version;
+use gosling_wire::peer::{self, Answer, Busy, Handler, Incoming, Peer};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The cancellation flag of one running tool call: set by the client (`notifications/cancelled`:
+/// the call is then not answered) or by shutdown (stdin EOF, SIGTERM: the call is answered if
+/// stdout still works). The peer's.
+pub use gosling_wire::peer::Cancel;
 
 /// The builtin extensions this binary can serve, in the order error messages list them.
 pub const KNOWN: &[&str] = &["developer", "memory"];
@@ -41,34 +47,6 @@ const EOF_GRACE: Duration = Duration::from_secs(2);
 
 /// How long shutdown waits for cancelled calls to wind down.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A cancellation flag shared between the reading thread and one running tool call.
-/// Set by the client (`notifications/cancelled`: the call is then not answered) or by
-/// shutdown (stdin EOF, SIGTERM: the call is answered if stdout still works).
-#[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicU8>);
-
-const BY_CLIENT: u8 = 1;
-const BY_SHUTDOWN: u8 = 2;
-
-impl Cancel {
-    pub fn new() -> Cancel {
-        Cancel::default()
-    }
-    /// Cancels at the client's request.
-    pub fn cancel(&self) {
-        let _ = self.0.compare_exchange(0, BY_CLIENT, Ordering::SeqCst, Ordering::SeqCst);
-    }
-    fn shutdown(&self) {
-        let _ = self.0.compare_exchange(0, BY_SHUTDOWN, Ordering::SeqCst, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst) != 0
-    }
-    fn by_client(&self) -> bool {
-        self.0.load(Ordering::SeqCst) == BY_CLIENT
-    }
-}
 
 /// The result of one tool call: MCP `CallToolResult` with one text item. A failure the
 /// model can fix (bad path, not found, timeout) is `is_error: true`, never a JSON-RPC error.
@@ -152,48 +130,65 @@ pub fn serve_io(builtin: Arc<dyn Builtin>, input: impl BufRead, output: Box<dyn 
     run(builtin, input, output, false)
 }
 
+/// stdout as the peer's way out: one line per message, flushed. A failed write means the client
+/// is gone (said once).
+struct Out {
+    name: &'static str,
+    out: Mutex<Box<dyn Write + Send>>,
+    closed: AtomicBool,
+}
+
+/// The client is gone (stdout failed).
+#[derive(Debug, Clone)]
+struct Gone;
+
+impl peer::Outbound for Out {
+    type Error = Gone;
+    fn send(&self, msg: &Message) -> Result<(), Gone> {
+        let mut line = msg.encode();
+        line.push('\n');
+        let mut out = lock(&self.out);
+        match out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if !self.closed.swap(true, Ordering::SeqCst) {
+                    log::warn!("builtin {}: cannot write to stdout ({e}); the client is gone", self.name);
+                }
+                Err(Gone)
+            }
+        }
+    }
+    fn gone(&self) -> Gone {
+        Gone
+    }
+}
+
 struct Shared {
     builtin: Arc<dyn Builtin>,
     /// The builtin's tools, as `tools/list` answers, and their names.
     tools: Vec<Value>,
     tool_names: Vec<String>,
-    out: Mutex<Box<dyn Write + Send>>,
-    /// Set when stdout failed: the client is gone.
-    out_closed: AtomicBool,
-    in_flight: Mutex<HashMap<Id, Cancel>>,
+    peer: Arc<Peer<Out>>,
 }
 
 impl Shared {
     fn send(&self, msg: &Message) {
-        let mut line = msg.encode();
-        line.push('\n');
-        let mut out = lock(&self.out);
-        if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
-            if !self.out_closed.swap(true, Ordering::SeqCst) {
-                log::warn!("builtin {}: cannot write to stdout ({e}); the client is gone", self.builtin.name());
-            }
-        }
-    }
-
-    fn reply(&self, id: Id, result: Value) {
-        self.send(&Message::Response { id, result });
+        let _ = self.peer.send(msg);
     }
 
     fn reply_error(&self, id: Option<Id>, code: i64, message: String) {
         self.send(&Message::Error { id, error: ErrorObject::new(code, message) });
     }
 
-    fn cancel_all(&self) {
-        for c in lock(&self.in_flight).values() {
-            c.shutdown();
-        }
+    fn out_closed(&self) -> bool {
+        self.peer.outbound().closed.load(Ordering::SeqCst)
     }
 
     /// Waits up to `limit` until no call is running; true when none is.
     fn drain(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         loop {
-            if lock(&self.in_flight).is_empty() {
+            if self.peer.inbound_count() == 0 {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -209,7 +204,7 @@ impl Shared {
         if self.drain(EOF_GRACE) {
             return;
         }
-        self.cancel_all();
+        self.peer.cancel_inbound();
         if !self.drain(DRAIN_TIMEOUT) {
             log::warn!("builtin {}: calls still running after {DRAIN_TIMEOUT:?}; exiting anyway", self.builtin.name());
         }
@@ -223,13 +218,12 @@ fn run(
     watch_signals: bool,
 ) -> Result<(), Error> {
     let tools = builtin.tools();
+    let out = Out { name: builtin.name(), out: Mutex::new(output), closed: AtomicBool::new(false) };
     let shared = Arc::new(Shared {
         tool_names: tools.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect(),
         tools,
+        peer: Peer::new(peer::MCP_SERVER, format!("builtin {}", builtin.name()), out, MAX_IN_FLIGHT),
         builtin,
-        out: Mutex::new(output),
-        out_closed: AtomicBool::new(false),
-        in_flight: Mutex::new(HashMap::new()),
     });
     if watch_signals {
         gosling_sys::install_shutdown_handler();
@@ -240,7 +234,7 @@ fn run(
                 std::thread::sleep(Duration::from_millis(100));
                 if gosling_sys::shutdown_requested() {
                     log::info!("builtin {}: terminated; cancelling running calls", s.builtin.name());
-                    s.cancel_all();
+                    s.peer.cancel_inbound();
                     s.drain(DRAIN_TIMEOUT);
                     std::process::exit(0);
                 }
@@ -267,7 +261,7 @@ fn run(
                 }
             }
         }
-        if shared.out_closed.load(Ordering::SeqCst) {
+        if shared.out_closed() {
             break;
         }
     }
@@ -291,70 +285,57 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
             return shared.reply_error(id, jsonrpc::INVALID_REQUEST, format!("invalid request: {e}"));
         }
     };
-    match msg {
-        Message::Request { id, method, params } => {
-            log::debug!("builtin {name}: request {method} id {id}");
-            handle_request(shared, id, &method, params);
-        }
-        Message::Notification { method, params } => {
-            log::debug!("builtin {name}: notification {method}");
-            if method == "notifications/cancelled" {
-                let target = params.as_ref().and_then(|p| p.get("requestId")).and_then(Id::from_value);
-                if let Some(target) = target {
-                    if let Some(c) = lock(&shared.in_flight).get(&target) {
-                        log::debug!("builtin {name}: cancelling request {target}");
-                        c.cancel();
-                    }
-                }
-            }
-            // notifications/initialized and anything else need no action.
-        }
-        Message::Response { id, .. } => {
-            log::debug!("builtin {name}: ignoring a response (id {id}); we send no requests")
-        }
-        Message::Error { error, .. } => log::debug!("builtin {name}: ignoring an error response: {error}"),
+    if let Some(answer) = shared.peer.receive(msg, &Router(shared)) {
+        shared.send(&answer);
     }
 }
 
-fn handle_request(shared: &Arc<Shared>, id: Id, method: &str, params: Option<Value>) {
-    let name = shared.builtin.name();
-    match method {
-        "initialize" => {
-            let asked = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            let version = asked
-                .filter(|v| mcp_version::is_known(v) && !mcp_version::is_modern(v))
-                .unwrap_or(mcp_version::PREFERRED);
-            shared.reply(
-                id,
-                json!({
+/// The server's side of the peer: the client's requests and notifications.
+struct Router<'a>(&'a Arc<Shared>);
+
+impl Handler<Out> for Router<'_> {
+    fn request(&self, req: Incoming<'_, Out>) -> Answer {
+        let shared = self.0;
+        let name = shared.builtin.name();
+        match req.method.as_str() {
+            "initialize" => {
+                let asked = req.params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+                let version = asked
+                    .filter(|v| mcp_version::is_known(v) && !mcp_version::is_modern(v))
+                    .unwrap_or(mcp_version::PREFERRED);
+                Answer::Now(Ok(json!({
                     "protocolVersion": version,
                     "capabilities": {"tools": {"listChanged": false}},
                     "serverInfo": {"name": format!("gosling-{name}"), "version": env!("CARGO_PKG_VERSION")},
                     "instructions": shared.builtin.instructions(),
-                }),
-            );
-        }
-        "ping" => shared.reply(id, json!({})),
-        "tools/list" => shared.reply(id, json!({"tools": shared.tools})),
-        "tools/call" => {
-            if let Err((code, message)) = start_call(shared, id.clone(), params) {
-                shared.reply_error(Some(id), code, message);
+                })))
             }
+            "ping" => Answer::Now(Ok(json!({}))),
+            "tools/list" => Answer::Now(Ok(json!({"tools": shared.tools}))),
+            "tools/call" => match start_call(shared, &req) {
+                Ok(()) => Answer::Later,
+                Err((code, message)) => Answer::Now(Err(ErrorObject::new(code, message))),
+            },
+            method => Answer::Now(Err(ErrorObject::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                format!("method {method:?} not found; gosling-{name} serves tools only"),
+            ))),
         }
-        _ => shared.reply_error(
-            Some(id),
-            jsonrpc::METHOD_NOT_FOUND,
-            format!("method {method:?} not found; gosling-{name} serves tools only"),
-        ),
+    }
+
+    /// `notifications/initialized` and anything else need no action (the peer handles
+    /// `notifications/cancelled`).
+    fn notification(&self, method: &str, _params: Option<Value>) {
+        log::debug!("builtin {}: notification {method}", self.0.builtin.name());
     }
 }
 
 /// Checks a `tools/call` and runs it on its own worker thread, which answers it; the
 /// JSON-RPC error (code, message) when it cannot run.
-fn start_call(shared: &Arc<Shared>, id: Id, params: Option<Value>) -> Result<(), (i64, String)> {
+fn start_call(shared: &Arc<Shared>, req: &Incoming<'_, Out>) -> Result<(), (i64, String)> {
     let name = shared.builtin.name();
-    let params = params.unwrap_or(Value::Null);
     let invalid = |message: String| (jsonrpc::INVALID_PARAMS, message);
+    let params = req.params.as_ref().unwrap_or(&Value::Null);
     let Some(tool) = params.get("name").and_then(Value::as_str) else {
         return Err(invalid("tools/call needs `params.name` (a string)".into()));
     };
@@ -366,22 +347,17 @@ fn start_call(shared: &Arc<Shared>, id: Id, params: Option<Value>) -> Result<(),
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(invalid("tools/call `params.arguments` must be an object".into())),
     };
-    let cancel = Cancel::new();
-    {
-        let mut in_flight = lock(&shared.in_flight);
-        if in_flight.contains_key(&id) {
-            return Err((jsonrpc::INVALID_REQUEST, format!("request id {id} is already in use by a running call")));
+    let id = &req.id;
+    let responder = req.defer().map_err(|busy| match busy {
+        Busy::DuplicateId => (jsonrpc::INVALID_REQUEST, format!("request id {id} is already in use by a running call")),
+        Busy::Full { max } => {
+            (jsonrpc::INTERNAL_ERROR, format!("{max} tool calls are already running; wait for one to finish"))
         }
-        if in_flight.len() >= MAX_IN_FLIGHT {
-            let message = format!("{MAX_IN_FLIGHT} tool calls are already running; wait for one to finish");
-            return Err((jsonrpc::INTERNAL_ERROR, message));
-        }
-        in_flight.insert(id.clone(), cancel.clone());
-    }
+    })?;
     let s = shared.clone();
     let tool = tool.to_string();
-    let call_id = id.clone();
     let spawned = std::thread::Builder::new().name(format!("builtin-call-{id}")).spawn(move || {
+        let cancel = responder.cancel().clone();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.builtin.call(&tool, &args, &cancel)))
             .unwrap_or_else(|_| {
                 ToolOutcome::error(format!(
@@ -389,17 +365,12 @@ fn start_call(shared: &Arc<Shared>, id: Id, params: Option<Value>) -> Result<(),
                     s.builtin.name()
                 ))
             });
-        if cancel.by_client() {
-            log::debug!("builtin {}: request {call_id} was cancelled; not answering", s.builtin.name());
-        } else {
-            s.reply(call_id.clone(), outcome.to_result());
-        }
-        // Only now: shutdown waits for an empty map before the process exits.
-        lock(&s.in_flight).remove(&call_id);
+        // Not sent when the client cancelled the call; the slot is given back only after the
+        // answer is written (shutdown waits for no call in flight before the process exits).
+        responder.respond(Ok(outcome.to_result()));
     });
     spawned.map(drop).map_err(|e| {
         log::error!("builtin {name}: cannot start a worker thread: {e}");
-        lock(&shared.in_flight).remove(&id);
         (jsonrpc::INTERNAL_ERROR, format!("cannot start a worker thread: {e}; retry later"))
     })
 }

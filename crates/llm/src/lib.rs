@@ -169,8 +169,13 @@ pub enum Error {
     Timeout { host: String, after: Duration },
     /// The response stream sent no byte for `after` (GOSLING_LLM_STALL_SECS).
     Stalled { after: Duration },
-    /// The stream broke the wire format: malformed JSON in a chunk, a cut before the end.
+    /// The stream broke the wire format: malformed JSON in a chunk, an answer that is not a
+    /// stream.
     Protocol(String),
+    /// The stream ended before the answer was complete, after `after_bytes` bytes: closed early
+    /// (`source` `None`) or broken by a read error (`source`). Retried when nothing reached the
+    /// caller yet (`retry_cut_streams`).
+    StreamCut { after_bytes: usize, source: Option<Box<ureq::Error>> },
     /// The provider reported an error inside the stream (an `error` event or chunk).
     Remote(String),
     /// The response exceeded `Settings::max_response_bytes`.
@@ -198,6 +203,13 @@ impl fmt::Display for Error {
                 write!(f, "llm: the model's stream stalled (no data for {after:?}); retry, or raise GOSLING_LLM_STALL_SECS for slow local models")
             }
             Error::Protocol(m) => write!(f, "llm: {m}"),
+            Error::StreamCut { after_bytes, source: None } => write!(
+                f,
+                "llm: stream ended before completion (after {after_bytes} bytes); the server closed the connection early, retry"
+            ),
+            Error::StreamCut { after_bytes, source: Some(e) } => {
+                write!(f, "llm: stream ended before completion (after {after_bytes} bytes): {e}; retry")
+            }
             Error::Remote(m) => write!(f, "llm: the provider reported an error mid-stream: {m}"),
             Error::TooLarge { limit } => {
                 write!(f, "llm: the response exceeded {limit} bytes; raise GOSLING_LLM_MAX_RESPONSE_BYTES")
@@ -207,7 +219,14 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::StreamCut { source: Some(e), .. } => Some(&**e),
+            _ => None,
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Settings
@@ -627,11 +646,8 @@ fn exchange(
     if complete_without_marker() {
         return Ok(());
     }
-    Err(Error::Protocol(format!("{STREAM_CUT} (after {total} bytes); the server closed the connection early, retry")))
+    Err(Error::StreamCut { after_bytes: total, source: None })
 }
-
-/// How a cut stream's `Error::Protocol` message starts.
-pub(crate) const STREAM_CUT: &str = "stream ended before completion";
 
 /// Runs `attempt` again (up to `max_attempts` in all) when the stream was cut before any text
 /// reached the caller — a tool-call-only answer or a cut before the first token — so nothing
@@ -645,11 +661,9 @@ fn retry_cut_streams(
     loop {
         let delivered = Cell::new(false);
         match attempt(&delivered) {
-            Err(Error::Protocol(m))
-                if m.starts_with(STREAM_CUT) && !delivered.get() && n < s.max_attempts && !cancelled() =>
-            {
+            Err(e @ Error::StreamCut { .. }) if !delivered.get() && n < s.max_attempts && !cancelled() => {
                 log::warn!(
-                    "llm: the {} stream was cut before any text ({m}); retrying (attempt {n} of {})",
+                    "llm: the {} stream was cut before any text ({e}); retrying (attempt {n} of {})",
                     s.provider,
                     s.max_attempts
                 );
@@ -710,7 +724,7 @@ fn read_error(e: std::io::Error, s: &Settings, total: usize) -> Error {
         {
             Error::Stalled { after: s.stall_timeout }
         }
-        other => Error::Protocol(format!("{STREAM_CUT} (after {total} bytes): {other}; retry")),
+        other => Error::StreamCut { after_bytes: total, source: Some(Box::new(other)) },
     }
 }
 
@@ -770,6 +784,40 @@ mod tests {
         fn get(&self, key: &str) -> Option<String> {
             self.0.get(key).map(|s| s.to_string())
         }
+    }
+    /// The retry of a cut stream is decided on the variant: a `StreamCut` before any text is
+    /// tried again, one after text is not, and no other error is, whatever its words.
+    #[test]
+    fn only_a_stream_cut_before_any_text_is_retried() {
+        let mut s = Settings::new("openai", "m", "http://h:1");
+        s.max_attempts = 3;
+        let cut = || Error::StreamCut { after_bytes: 10, source: None };
+        let mut tries = 0;
+        let r = retry_cut_streams(&s, &|| false, |_| {
+            tries += 1;
+            if tries < 3 {
+                Err(cut())
+            } else {
+                Ok(Completion::default())
+            }
+        });
+        assert!(r.is_ok() && tries == 3, "{r:?} after {tries}");
+        tries = 0;
+        let r = retry_cut_streams(&s, &|| false, |delivered| {
+            tries += 1;
+            delivered.set(true);
+            Err(cut())
+        });
+        assert!(matches!(r, Err(Error::StreamCut { .. })) && tries == 1, "text was delivered: not retried");
+        tries = 0;
+        let r = retry_cut_streams(&s, &|| false, |_| {
+            tries += 1;
+            Err(Error::Protocol("stream ended before completion, in words only".into()))
+        });
+        assert!(matches!(r, Err(Error::Protocol(_))) && tries == 1, "words decide nothing");
+        let e = Error::StreamCut { after_bytes: 3, source: Some(Box::new(ureq::Error::ConnectionFailed)) };
+        assert!(std::error::Error::source(&e).is_some(), "the read error is the source");
+        assert!(e.to_string().starts_with("llm: stream ended before completion (after 3 bytes): "), "{e}");
     }
 
     fn none(_: &str) -> Option<String> {

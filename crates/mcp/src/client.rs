@@ -1,28 +1,29 @@
 //! The MCP client: lifecycle, request multiplexing, primitives, server→client traffic.
 //!
-//! One `Client` per connected server, shared by many threads. Each request gets a fresh id
-//! and a `bounded(1)` slot in the pending map. Whoever reads a message handles it
-//! (`on_message`): the calling thread itself while it leads (`Transport::lead`: it reads the
-//! connection while it waits, so its answer needs no hand-off), else a router thread fed with
-//! `Inbound` by the transport. Handling completes slots by id (unknown, late and duplicate ids
-//! are dropped), answers
-//! the server's own requests (ping, roots/list, elicitation, anything else → method not
-//! found), and routes notifications: progress to the call that asked for it, log messages to
-//! our log, `tools/list_changed` to the tool cache. A call that times out or is cancelled
-//! sends `notifications/cancelled`. When the transport closes, every pending call fails at
-//! once with the transport's reason.
+//! One `Client` per connected server, shared by many threads. Ids, the calls waiting for their
+//! answers, deadlines, `notifications/cancelled` both ways, the bound on server requests
+//! answered at once and the failing of every waiting call when the connection ends are the
+//! one JSON-RPC peer's (`wire::peer`, MCP flavour). Whoever reads a message hands it to the
+//! peer (`on_message`): the calling thread itself while it leads (`Transport::lead`: it reads
+//! the connection while it waits, so its answer needs no hand-off), else a router thread fed
+//! with `Inbound` by the transport. The peer completes calls by id (unknown, late and
+//! duplicate ids are dropped) and passes the server's own requests and notifications to this
+//! client's handler: requests (ping, roots/list, elicitation, anything else → method not
+//! found), notifications (progress to the call that asked for it, log messages to our log,
+//! `tools/list_changed` to the tool cache).
 
 use crate::error::Error;
 use crate::http_error::HttpFailure;
 use crate::transport::{Inbound, Lead, Transport};
-use crossbeam_channel::{bounded, select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use gosling_util::lock;
-use gosling_wire::jsonrpc::{ErrorObject, Id, Message, METHOD_NOT_FOUND};
+use gosling_wire::jsonrpc::{self, ErrorObject, Message, METHOD_NOT_FOUND};
 use gosling_wire::mcp_version::{self, Era, Refusal};
+use gosling_wire::peer::{self, Answer, Busy, GiveUp, Handler, Incoming, Peer};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -97,16 +98,27 @@ pub struct CallContext {
     pub cancel: Option<Receiver<()>>,
 }
 
-enum Slot {
-    Ok(Value),
-    Err(ErrorObject),
-    Closed(Error),
+/// The transport as the peer's way out; a call on a connection that ended without a reason
+/// fails with `Error::Closed`.
+struct Out {
+    extension: String,
+    transport: Arc<dyn Transport>,
+}
+
+impl peer::Outbound for Out {
+    type Error = Error;
+    fn send(&self, msg: &Message) -> Result<(), Error> {
+        self.transport.send(msg)
+    }
+    fn gone(&self) -> Error {
+        Error::Closed { detail: format!("{}: the connection closed", self.extension) }
+    }
 }
 
 struct Shared {
     extension: String,
     transport: Arc<dyn Transport>,
-    pending: Mutex<HashMap<Id, Sender<Slot>>>,
+    peer: Arc<Peer<Out>>,
     /// progressToken → where its notifications go.
     progress: Mutex<HashMap<String, Sender<Value>>>,
     /// Calls in flight that want log messages too.
@@ -117,18 +129,14 @@ struct Shared {
     tools: Mutex<Option<Vec<Value>>>,
     /// Bumped by every `tools/list_changed`: a listing that raced one is not cached.
     tools_generation: AtomicU64,
-    closed: AtomicBool,
-    close_reason: Mutex<Option<Error>>,
-    next_id: AtomicI64,
     /// The `_meta` of every request to a modern (2026-07-28) server; `None` for a legacy one.
     modern: RwLock<Option<Value>>,
-    /// Server requests (elicitation, sampling) being answered on threads of their own.
-    asks_in_flight: Arc<AtomicI64>,
 }
 
 /// The most server requests (elicitation, sampling) of one server answered at once, each on a
-/// thread of its own; more are refused at once, so a flood never costs a thread each.
-pub const MAX_ASKS_IN_FLIGHT: i64 = 4;
+/// thread of its own (the peer's in-flight bound); more are refused at once, so a flood never
+/// costs a thread each.
+pub const MAX_ASKS_IN_FLIGHT: usize = 4;
 
 pub struct Client {
     shared: Arc<Shared>,
@@ -316,63 +324,59 @@ fn initialize(
     Ok((agreed, result, why))
 }
 
-impl Shared {
-    fn fail_all(&self, err: Error) {
-        self.closed.store(true, Ordering::SeqCst);
-        lock(&self.close_reason).get_or_insert(err.clone());
-        let pending: Vec<_> = lock(&self.pending).drain().collect();
-        for (_, tx) in pending {
-            let _ = tx.try_send(Slot::Closed(err.clone()));
-        }
-    }
+/// The client's side of the peer: the server's requests and notifications.
+struct Router<'a>(&'a Arc<Shared>);
 
-    fn reply(id: Id, result: Result<Value, ErrorObject>) -> Message {
-        match result {
-            Ok(result) => Message::Response { id, result },
-            Err(error) => Message::Error { id: Some(id), error },
-        }
-    }
-
-    fn send_reply(&self, reply: &Message) {
-        if let Err(e) = self.transport.send(reply) {
-            log::debug!("mcp {}: answering a server request failed: {e}", self.extension);
-        }
-    }
-
+impl Handler<Out> for Router<'_> {
     /// Requests from the server. Handlers that may block (elicitation, sampling) run on
     /// their own thread, which sends the answer; the others are answered at once, and the
     /// answer is returned for the reader to send (the router through the transport, a lead
     /// through itself, as it must not wait for stdin while it holds the reading side).
-    fn on_request(self: &Arc<Self>, id: Id, method: &str, params: Option<Value>) -> Option<Message> {
-        log::debug!("mcp {}: server request {method} ({id})", self.extension);
-        match method {
-            "ping" => Some(Self::reply(id, Ok(json!({})))),
-            "roots/list" => Some(Self::reply(id, self.answer(method, &Value::Null))),
+    fn request(&self, req: Incoming<'_, Out>) -> Answer {
+        let shared = self.0;
+        match req.method.as_str() {
+            "ping" => Answer::Now(Ok(json!({}))),
+            "roots/list" => Answer::Now(shared.answer(&req.method, &Value::Null)),
             "elicitation/create" | "sampling/createMessage" => {
-                let in_flight = self.asks_in_flight.clone();
-                if in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_ASKS_IN_FLIGHT {
-                    in_flight.fetch_sub(1, Ordering::SeqCst);
-                    let why = format!(
-                        "too many requests at once: this client answers at most {MAX_ASKS_IN_FLIGHT} elicitation or sampling requests of a server at a time; send the next one after an answer"
-                    );
-                    log::info!("mcp {}: {method} refused: {why}", self.extension);
-                    return Some(Self::reply(id, Err(ErrorObject::new(-1, why))));
-                }
-                let (me, method) = (self.clone(), method.to_string());
-                let params = params.unwrap_or(Value::Null);
-                let spawned = thread::Builder::new().name(format!("mcp-ask-{}", self.extension)).spawn(move || {
-                    me.send_reply(&Self::reply(id, me.answer(&method, &params)));
-                    me.asks_in_flight.fetch_sub(1, Ordering::SeqCst);
-                });
+                let responder = match req.defer() {
+                    Ok(r) => r,
+                    Err(Busy::Full { .. }) => {
+                        let why = format!(
+                            "too many requests at once: this client answers at most {MAX_ASKS_IN_FLIGHT} elicitation or sampling requests of a server at a time; send the next one after an answer"
+                        );
+                        log::info!("mcp {}: {} refused: {why}", shared.extension, req.method);
+                        return Answer::Now(Err(ErrorObject::new(-1, why)));
+                    }
+                    Err(Busy::DuplicateId) => {
+                        return Answer::Now(Err(ErrorObject::new(
+                            jsonrpc::INVALID_REQUEST,
+                            format!("request id {} is already in use by a request being answered", req.id),
+                        )))
+                    }
+                };
+                let (me, method) = (shared.clone(), req.method);
+                let params = req.params.unwrap_or(Value::Null);
+                let spawned = thread::Builder::new()
+                    .name(format!("mcp-ask-{}", shared.extension))
+                    .spawn(move || responder.respond(me.answer(&method, &params)));
                 if let Err(e) = spawned {
-                    self.asks_in_flight.fetch_sub(1, Ordering::SeqCst);
-                    log::warn!("mcp {}: cannot start a thread for a server request: {e}", self.extension);
+                    log::warn!("mcp {}: cannot start a thread for a server request: {e}", shared.extension);
                 }
-                None
+                Answer::Later
             }
-            other => {
-                Some(Self::reply(id, Err(ErrorObject::new(METHOD_NOT_FOUND, format!("method not found: {other}")))))
-            }
+            other => Answer::Now(Err(ErrorObject::new(METHOD_NOT_FOUND, format!("method not found: {other}")))),
+        }
+    }
+
+    fn notification(&self, method: &str, params: Option<Value>) {
+        self.0.on_notification(method, params)
+    }
+}
+
+impl Shared {
+    fn send_reply(&self, reply: &Message) {
+        if let Err(e) = self.transport.send(reply) {
+            log::debug!("mcp {}: answering a server request failed: {e}", self.extension);
         }
     }
 
@@ -422,27 +426,18 @@ impl Shared {
                     }
                 }
                 Inbound::Closed(err) => {
-                    self.fail_all(err);
+                    self.peer.close(err);
                     return;
                 }
             }
         }
-        self.fail_all(Error::Closed { detail: format!("{}: the transport ended", self.extension) });
+        self.peer.close(Error::Closed { detail: format!("{}: the transport ended", self.extension) });
     }
 
     /// One message from the server, read by the router or by a caller that leads; returns
     /// the answer to send when it is a request answered at once.
     fn on_message(self: &Arc<Self>, msg: Message) -> Option<Message> {
-        match msg {
-            Message::Response { id, result } => self.complete(&id, Slot::Ok(result)),
-            Message::Error { id: Some(id), error } => self.complete(&id, Slot::Err(error)),
-            Message::Error { id: None, error } => {
-                log::warn!("mcp {}: server sent an error without an id: {error}", self.extension)
-            }
-            Message::Request { id, method, params } => return self.on_request(id, &method, params),
-            Message::Notification { method, params } => self.on_notification(&method, params),
-        }
-        None
+        self.peer.receive(msg, &Router(self))
     }
 
     /// Hands what a lead read to `on_message`, then sends the answers to the server's
@@ -458,17 +453,8 @@ impl Shared {
         open
     }
 
-    fn complete(&self, id: &Id, slot: Slot) {
-        match lock(&self.pending).remove(id) {
-            Some(tx) => {
-                let _ = tx.try_send(slot);
-            }
-            None => log::debug!("mcp {}: dropping a response to unknown or finished request {id}", self.extension),
-        }
-    }
-
     fn notify(&self, method: &str, params: Value) -> Result<(), Error> {
-        self.transport.send(&Message::notification(method, Some(params)))
+        self.peer.notify(method, Some(params))
     }
 
     /// One request/response with a deadline and an optional cancel signal. The calling thread
@@ -497,79 +483,51 @@ impl Shared {
         cancel: Option<&Receiver<()>>,
         may_lead: bool,
     ) -> Result<Value, Error> {
-        if self.closed.load(Ordering::SeqCst) {
-            let reason = lock(&self.close_reason).clone();
-            return Err(reason.unwrap_or_else(|| Error::Closed { detail: format!("{} is closed", self.extension) }));
-        }
         let mut params = params;
         if let Some(meta) = self.modern.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             with_meta(&mut params, meta);
         }
-        let deadline = Instant::now() + timeout;
-        let id = Id::Num(self.next_id.fetch_add(1, Ordering::SeqCst));
-        let (tx, rx) = bounded(1);
-        lock(&self.pending).insert(id.clone(), tx);
+        let (mut pending, msg) = self.peer.begin(method, Some(params), timeout)?;
         // Taken before sending, so no one else can read the answer first.
         let mut lead = if may_lead { self.transport.lead() } else { None };
-        log::debug!("mcp {}: -> {method} ({id})", self.extension);
-        let msg = Message::request(id.clone(), method, Some(params));
         let sent = match lead.as_mut() {
             Some(lead) => lead.send(&msg),
             None => self.transport.send(&msg),
         };
         if let Err(e) = sent {
-            lock(&self.pending).remove(&id);
+            drop(pending);
             if let Some(lead) = lead {
                 self.end_lead(lead);
             }
             return Err(e);
         }
-        let never = crossbeam_channel::never();
-        let cancel = cancel.unwrap_or(&never);
-        let mut outcome = None;
         if let Some(mut lead) = lead {
+            let mut outcome = None;
             let mut cancelled = false;
             loop {
-                if let Ok(slot) = rx.try_recv() {
-                    outcome = Some(slot);
+                if let Some(r) = pending.try_take() {
+                    outcome = Some(r);
                     break;
                 }
-                if !matches!(cancel.try_recv(), Err(crossbeam_channel::TryRecvError::Empty)) {
+                if cancel.is_some_and(|c| !matches!(c.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))) {
                     cancelled = true;
                     break;
                 }
-                let left = deadline.saturating_duration_since(Instant::now());
-                // The connection ended: the router reports how, through the slot.
+                let left = pending.deadline().saturating_duration_since(Instant::now());
+                // The connection ended: the router reports how, through the peer.
                 if left.is_zero() || !self.lead_read(&mut *lead, left.min(LEAD_SLICE)) {
                     break;
                 }
             }
             self.end_lead(lead);
             if cancelled {
-                self.abandon(&id, "operation cancelled");
-                return Err(Error::Cancelled { method: method.to_string() });
+                return Ok(pending.give_up(GiveUp::Cancelled)?);
+            }
+            if let Some(r) = outcome {
+                return Ok(r?);
             }
         }
-        let outcome = match outcome {
-            Some(slot) => Some(slot),
-            None => select! {
-                recv(rx) -> slot => slot.ok(),
-                recv(cancel) -> _ => {
-                    self.abandon(&id, "operation cancelled");
-                    return Err(Error::Cancelled { method: method.to_string() });
-                },
-                default(deadline.saturating_duration_since(Instant::now())) => {
-                    self.abandon(&id, "timed out");
-                    return Err(Error::Timeout { method: method.to_string(), after: timeout });
-                },
-            },
-        };
-        match outcome {
-            Some(Slot::Ok(v)) => Ok(v),
-            Some(Slot::Err(e)) => Err(Error::Rpc(e)),
-            Some(Slot::Closed(e)) => Err(e),
-            None => Err(Error::Closed { detail: format!("{}: the connection closed", self.extension) }),
-        }
+        Ok(pending.wait(cancel)?) // wait: bounded by the call's deadline (`Pending::wait`)
     }
 
     /// Gives the reading side back: what the lead read but has not handed out yet is handled
@@ -581,7 +539,7 @@ impl Shared {
         for reply in replies {
             self.send_reply(&reply);
         }
-        if !lock(&self.pending).is_empty() {
+        if self.peer.pending_count() > 0 {
             self.transport.nudge();
         }
     }
@@ -661,7 +619,7 @@ impl Shared {
     /// ends with the connection.
     fn listen(self: Arc<Self>, filter: Value, timeout: Duration) {
         let mut pause = Duration::from_secs(1);
-        while !self.closed.load(Ordering::SeqCst) {
+        while !self.peer.is_closed() {
             let opened = Instant::now();
             let r = self.request_follow("subscriptions/listen", json!({ "notifications": filter }), LISTEN_WINDOW);
             // Whatever changed while no stream was open is not known: list again when asked.
@@ -688,16 +646,10 @@ impl Shared {
                 }
             }
             let until = Instant::now() + pause;
-            while !self.closed.load(Ordering::SeqCst) && Instant::now() < until {
+            while !self.peer.is_closed() && Instant::now() < until {
                 thread::sleep(Duration::from_millis(50));
             }
         }
-    }
-
-    fn abandon(&self, id: &Id, reason: &str) {
-        lock(&self.pending).remove(id);
-        log::info!("mcp {}: request {id} abandoned ({reason}); sending notifications/cancelled", self.extension);
-        let _ = self.notify("notifications/cancelled", json!({ "requestId": id, "reason": reason }));
     }
 }
 
@@ -709,10 +661,11 @@ impl Client {
         inbound: Receiver<Inbound>,
         opts: ClientOptions,
     ) -> Result<Client, Error> {
+        let out = Out { extension: opts.extension.clone(), transport: transport.clone() };
         let shared = Arc::new(Shared {
             extension: opts.extension.clone(),
             transport: transport.clone(),
-            pending: Mutex::new(HashMap::new()),
+            peer: Peer::new(peer::MCP_CLIENT, format!("mcp {}", opts.extension), out, MAX_ASKS_IN_FLIGHT),
             progress: Mutex::new(HashMap::new()),
             listeners: Mutex::new(HashMap::new()),
             roots: RwLock::new(opts.roots.clone()),
@@ -720,11 +673,7 @@ impl Client {
             sampling: opts.sampling.clone(),
             tools: Mutex::new(None),
             tools_generation: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-            close_reason: Mutex::new(None),
-            next_id: AtomicI64::new(1),
             modern: RwLock::new(None),
-            asks_in_flight: Arc::new(AtomicI64::new(0)),
         });
         {
             let s = shared.clone();
@@ -937,7 +886,7 @@ impl Client {
         }
         let mut params = json!({ "name": name, "arguments": arguments.unwrap_or_else(|| json!({})) });
         let progress = ctx.progress.as_ref().map(|tx| {
-            let call_no = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
+            let call_no = self.shared.peer.next_number();
             let token = format!("{}-{call_no}", self.shared.extension);
             params["_meta"] = json!({ "progressToken": token });
             lock(&self.shared.progress).insert(token.clone(), tx.clone());
@@ -1034,7 +983,7 @@ impl Client {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.shared.closed.load(Ordering::SeqCst)
+        self.shared.peer.is_closed()
     }
 
     /// Recent stderr of a stdio server, for error messages.
@@ -1045,7 +994,7 @@ impl Client {
     /// Ends the connection (stdio: the shutdown ladder). Idempotent.
     pub fn close(&self) {
         self.shared.transport.close();
-        self.shared.fail_all(Error::Closed { detail: format!("{} was shut down", self.shared.extension) });
+        self.shared.peer.close(Error::Closed { detail: format!("{} was shut down", self.shared.extension) });
     }
 }
 
