@@ -110,6 +110,9 @@ mod desktop_acp;
 
 // Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
 mod trust_children;
+// Issue 27 finding 12: daemons that double-fork and clear their environment end with their
+// extension (each extension runs under a reaper of its own).
+mod trust_daemons;
 
 // Issue 13: bounded totals per extension, and no process left behind (setsid grandchildren).
 mod trust_limits;
