@@ -114,6 +114,9 @@ mod trust_children;
 // extension (each extension runs under a reaper of its own).
 mod trust_daemons;
 
+// Issue 27: slow bodies on the routes open without the key never hold the key holders' slots.
+mod trust_slots;
+
 // Issue 13: bounded totals per extension, and no process left behind (setsid grandchildren).
 mod trust_limits;
 
