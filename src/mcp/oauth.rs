@@ -345,6 +345,122 @@ fn strings(v: &Value, key: &str) -> Option<Vec<String>> {
     v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
 }
 
+/// Which network an address is on, for where sign-in requests may go: an MCP server may send
+/// gosling to an address on a network only when it is on that network itself (or on this
+/// machine), so its metadata cannot make gosling reach what only gosling can reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reach {
+    Public,
+    /// RFC 1918, shared address space (100.64/10), benchmarking (198.18/15), IPv6 ULA.
+    Private,
+    /// 169.254/16 (cloud metadata services live here), fe80::/10.
+    LinkLocal,
+    /// 127/8, 0/8, ::1, ::.
+    Loopback,
+}
+
+impl Reach {
+    fn name(self) -> &'static str {
+        match self {
+            Reach::Public => "public",
+            Reach::Private => "private-network",
+            Reach::LinkLocal => "link-local",
+            Reach::Loopback => "loopback",
+        }
+    }
+}
+
+pub fn reach(ip: std::net::IpAddr) -> Reach {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            match (a, b) {
+                (127, _) | (0, _) => Reach::Loopback,
+                (169, 254) => Reach::LinkLocal,
+                (10, _) | (192, 168) => Reach::Private,
+                (172, b) if (16..32).contains(&b) => Reach::Private,
+                (100, b) if (64..128).contains(&b) => Reach::Private,
+                (198, 18 | 19) => Reach::Private,
+                _ => Reach::Public,
+            }
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return reach(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() || v6.is_unspecified() {
+                Reach::Loopback
+            } else if first & 0xffc0 == 0xfe80 {
+                Reach::LinkLocal
+            } else if first & 0xfe00 == 0xfc00 {
+                Reach::Private
+            } else {
+                Reach::Public
+            }
+        }
+    }
+}
+
+/// Scheme, host (without brackets) and port of an http(s) URL; `None` for anything else,
+/// user info (`user@host`) included.
+fn host_port(url: &str) -> Option<(String, String, u16)> {
+    let (origin, _) = split_url(url)?;
+    let (scheme, authority) = origin.split_once("://")?;
+    if authority.contains('@') {
+        return None;
+    }
+    let default = if scheme == "https" { 443 } else { 80 };
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        (h, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse().ok()?,
+        None => default,
+    };
+    (!host.is_empty()).then(|| (scheme.to_string(), host.to_string(), port))
+}
+
+/// Where every address of `host` is (an IP literal is not looked up).
+fn host_reach(host: &str, port: u16) -> Result<Vec<Reach>, String> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(vec![reach(ip)]);
+    }
+    // wait: the system resolver's own timeouts (as every connect of ureq's)
+    let addrs =
+        std::net::ToSocketAddrs::to_socket_addrs(&(host, port)).map_err(|_| "it does not resolve".to_string())?;
+    let out: Vec<Reach> = addrs.map(|a| reach(a.ip())).collect();
+    if out.is_empty() {
+        return Err("it has no address".into());
+    }
+    Ok(out)
+}
+
+/// Whether gosling may send a sign-in request to an endpoint whose addresses are `endpoint`
+/// (scheme `scheme`) on behalf of an MCP server on `server` (the most internal of its
+/// addresses). `same_plain_host`: the endpoint is on the server's own host and the server is
+/// itself plain http (its tokens already travel that way). `Err`: why not.
+pub fn endpoint_allowed(scheme: &str, endpoint: &[Reach], server: Reach, same_plain_host: bool) -> Result<(), String> {
+    if let Some(r) = endpoint.iter().find(|&&r| r != Reach::Public && r != server && server != Reach::Loopback) {
+        return Err(format!(
+            "it is on a {} address and the MCP server is not (an MCP server may point only to its own network or the public one)",
+            r.name()
+        ));
+    }
+    let local = endpoint.iter().all(|&r| r == Reach::Loopback);
+    if scheme != "https" && !local && !same_plain_host {
+        return Err("it is not https (plain http only on this machine or the MCP server's own host)".into());
+    }
+    Ok(())
+}
+
 /// What discovery found out about the authorization server.
 struct Discovery {
     resource: String,
@@ -387,6 +503,37 @@ impl Authorizer {
         canonical_resource(&self.server_url)
     }
 
+    /// Refuses a sign-in request to `url` (the `what` of the authorization server) that the
+    /// MCP server's own origin does not allow (`endpoint_allowed`), before anything is sent.
+    fn check_endpoint(&self, what: &str, url: &str) -> Result<(), HttpFailure> {
+        let refuse = |why: String| {
+            Err(HttpFailure::OAuth(format!("refusing to contact the {what} {}: {why}", display_host(url))))
+        };
+        let Some((scheme, host, port)) = host_port(url) else {
+            return refuse("it is not an http(s) URL".into());
+        };
+        let endpoint = match host_reach(&host, port) {
+            Ok(r) => r,
+            Err(why) => return refuse(why),
+        };
+        let server = host_port(&self.server_url);
+        // A server whose own name does not resolve counts as public (the strictest).
+        let server_reach = server
+            .as_ref()
+            .and_then(|(_, h, p)| host_reach(h, *p).ok())
+            .and_then(|r| r.into_iter().max())
+            .unwrap_or(Reach::Public);
+        let same_plain_host =
+            server.as_ref().is_some_and(|(s, h, _)| s == "http" && scheme == "http" && h.eq_ignore_ascii_case(&host));
+        match endpoint_allowed(&scheme, &endpoint, server_reach, same_plain_host) {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                log::warn!("mcp: {}: {what} {}: {why}", self.extension, display_host(url));
+                refuse(why)
+            }
+        }
+    }
+
     fn current(&self) -> Option<Token> {
         let mut t = self.token.lock().unwrap_or_else(|p| p.into_inner());
         // Forgotten in this process since it was cached (`forget_all` of another Authorizer of
@@ -404,9 +551,25 @@ impl Authorizer {
     fn load(&self) -> Option<Token> {
         let store = &self.settings.store;
         // Every issuer's key starts with the key of an empty issuer.
-        let mut keys = store.keys(&token_key(&self.resource_id(), ""));
+        let resource = self.resource_id();
+        let mut keys = store.keys(&token_key(&resource, ""));
         keys.sort();
-        keys.iter().filter_map(|k| store.get(k)).filter_map(|v| serde_json::from_str::<Token>(&v).ok()).next()
+        keys.iter()
+            .filter_map(|k| Some((k, serde_json::from_str::<Token>(&store.get(k)?).ok()?)))
+            .find(|(k, t)| {
+                // A token goes only to the server and authorization server it was issued for:
+                // a record under this server's key that names another resource or issuer (a
+                // store edited by hand, or by something else) is never sent.
+                let bound = **k == token_key(&resource, &t.issuer) && resource_matches(&t.resource, &self.server_url);
+                if !bound {
+                    log::warn!(
+                        "mcp: {}: ignoring a stored sign-in that was issued for another server or authorization server",
+                        self.extension
+                    );
+                }
+                bound
+            })
+            .map(|(_, t)| t)
     }
 
     fn save(&self, token: Token) {
@@ -523,10 +686,10 @@ impl Authorizer {
         challenge: Option<&str>,
     ) -> Result<(), HttpFailure> {
         match self.sign_in(ch, previous_scope) {
-            Err(f) if f == not_oauth() => {
+            Err(SignInError::NotOAuth) => {
                 Err(HttpFailure::Unauthorized { status, challenge: challenge.map(str::to_string) })
             }
-            r => r,
+            r => r.map_err(SignInError::into_failure),
         }
     }
 
@@ -553,8 +716,14 @@ impl Authorizer {
         self.sign_in_or_refusal(&ch, None, status, challenge.as_deref()).map(|()| true)
     }
 
-    /// A JSON object from a 200 answer to a GET of `url`.
-    fn get_json(&self, url: &str) -> Option<Value> {
+    /// A JSON object from a 200 answer to a GET of `url`; `Err` when `url` is not one the
+    /// server may send us to.
+    fn get_json(&self, what: &str, url: &str) -> Result<Option<Value>, HttpFailure> {
+        self.check_endpoint(what, url)?;
+        Ok(self.fetch_json(url))
+    }
+
+    fn fetch_json(&self, url: &str) -> Option<Value> {
         let resp = self.agent.get(url).header("Accept", "application/json").call();
         let resp = resp.inspect_err(|e| log::debug!("mcp: {}: GET {url} failed: {e}", self.extension)).ok()?;
         let status = resp.status().as_u16();
@@ -563,8 +732,16 @@ impl Authorizer {
     }
 
     fn discover(&self, ch: &Challenge) -> Result<Discovery, HttpFailure> {
-        let prm = ch.resource_metadata.as_ref().and_then(|url| self.get_json(url));
-        let prm = prm.or_else(|| prm_candidates(&self.server_url).iter().find_map(|u| self.get_json(u)));
+        let mut prm = match &ch.resource_metadata {
+            Some(url) => self.get_json("protected-resource metadata", url)?,
+            None => None,
+        };
+        for u in prm_candidates(&self.server_url) {
+            if prm.is_some() {
+                break;
+            }
+            prm = self.get_json("protected-resource metadata", &u)?;
+        }
         let (resource, resource_scopes, issuer) = match &prm {
             Some(p) => {
                 let resource = p.get("resource").and_then(Value::as_str).unwrap_or("").to_string();
@@ -587,7 +764,8 @@ impl Authorizer {
                 (self.resource_id(), None, origin)
             }
         };
-        let meta = as_metadata_candidates(&issuer).iter().find_map(|u| self.get_json(u));
+        self.check_endpoint("authorization server", &issuer)?;
+        let meta = as_metadata_candidates(&issuer).iter().find_map(|u| self.fetch_json(u));
         let guessed = prm.is_none() && meta.is_none();
         let meta = match meta {
             Some(m) => m,
@@ -611,6 +789,11 @@ impl Authorizer {
             return Err(HttpFailure::OAuth(format!(
                 "the authorization server metadata of {issuer} lacks authorization_endpoint or token_endpoint"
             )));
+        }
+        for key in ["authorization_endpoint", "token_endpoint", "registration_endpoint", "revocation_endpoint"] {
+            if let Some(url) = meta.get(key).and_then(Value::as_str) {
+                self.check_endpoint(&key.replace('_', " "), url)?;
+            }
         }
         if strings(&meta, "code_challenge_methods_supported")
             .is_some_and(|methods| !methods.iter().any(|m| m == "S256"))
@@ -658,13 +841,14 @@ impl Authorizer {
 
     /// Dynamic client registration (RFC 7591) for `redirect_uri`; the client is kept in the
     /// token store for the next sign-in.
-    fn register(&self, d: &Discovery, redirect_uri: &str) -> Result<Registration, HttpFailure> {
+    fn register(&self, d: &Discovery, redirect_uri: &str) -> Result<Registration, SignInError> {
         let Some(reg) = d.meta.get("registration_endpoint").and_then(Value::as_str) else {
-            return Err(HttpFailure::OAuth(format!(
+            return Err(SignInError::Failed(HttpFailure::OAuth(format!(
                 "the authorization server {} supports neither dynamic client registration nor (a configured) client ID metadata document; register a client with it and set the extension's oauth.client_id (and oauth.client_secret_key naming a stored secret), or set oauth.client_metadata_url",
                 d.issuer
-            )));
+            ))));
         };
+        self.check_endpoint("registration endpoint", reg)?;
         let supported = strings(&d.meta, "token_endpoint_auth_methods_supported").unwrap_or_default();
         let wanted = ["none", "client_secret_basic", "client_secret_post"]
             .into_iter()
@@ -684,7 +868,11 @@ impl Authorizer {
             .header("Accept", "application/json")
             .send(body.to_string().as_bytes())
             .map_err(|e| {
-                HttpFailure::OAuth(format!("dynamic client registration at {reg} failed: {}", oauth_io(&e)))
+                HttpFailure::OAuth(format!(
+                    "dynamic client registration at {} failed: {}",
+                    display_host(reg),
+                    oauth_io(&e)
+                ))
             })?;
         let status = resp.status().as_u16();
         let v = json_body(resp);
@@ -692,17 +880,17 @@ impl Authorizer {
             if d.guessed {
                 // No metadata anywhere and no registration at the default path: this server
                 // wants other credentials, not OAuth. The caller reports its own 401.
-                return Err(not_oauth());
+                return Err(SignInError::NotOAuth);
             }
-            return Err(HttpFailure::OAuth(format!(
-                "dynamic client registration at {reg} answered {status}{}; register a client by hand and set the extension's oauth.client_id",
+            return Err(SignInError::Failed(HttpFailure::OAuth(format!(
+                "dynamic client registration at {} answered {status}{}; register a client by hand and set the extension's oauth.client_id",
+                display_host(reg),
                 oauth_error_text(&v)
-            )));
+            ))));
         }
-        let id = v
-            .get("client_id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| HttpFailure::OAuth(format!("dynamic client registration at {reg} returned no client_id")))?;
+        let id = v.get("client_id").and_then(Value::as_str).ok_or_else(|| {
+            HttpFailure::OAuth(format!("dynamic client registration at {} returned no client_id", display_host(reg)))
+        })?;
         let secret = v.get("client_secret").and_then(Value::as_str).map(str::to_string);
         let auth_method = match v.get("token_endpoint_auth_method").and_then(Value::as_str) {
             Some(m) => m.to_string(),
@@ -730,12 +918,12 @@ impl Authorizer {
         &self,
         d: &Discovery,
         reuse: bool,
-    ) -> Result<(TcpListener, String, Registration, bool), HttpFailure> {
+    ) -> Result<(TcpListener, String, Registration, bool), SignInError> {
         let bind = |port: u16| {
             TcpListener::bind(("127.0.0.1", port))
                 .map_err(|e| HttpFailure::OAuth(format!("cannot listen on 127.0.0.1 for the sign-in redirect: {e}")))
         };
-        let fresh = || -> Result<(TcpListener, String), HttpFailure> {
+        let fresh = || -> Result<(TcpListener, String), SignInError> {
             let listener = bind(0)?;
             let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
             Ok((listener, format!("http://127.0.0.1:{port}{CALLBACK_PATH}")))
@@ -763,6 +951,9 @@ impl Authorizer {
     /// endpoint refuses an unknown client with a 4xx page instead of sending the browser on
     /// (RFC 6749 §4.1.2.1 forbids redirecting then), where a person would be stuck.
     fn client_refused(&self, url: &str) -> bool {
+        if self.check_endpoint("authorization endpoint", url).is_err() {
+            return false;
+        }
         match self.agent.get(url).call() {
             Ok(resp) => {
                 let status = resp.status().as_u16();
@@ -775,7 +966,7 @@ impl Authorizer {
 
     /// The whole authorization code flow; on success the token is stored. A stored client
     /// the server refuses is forgotten, and a new one registered, once.
-    fn sign_in(self: &Arc<Self>, ch: &Challenge, previous_scope: Option<&str>) -> Result<(), HttpFailure> {
+    fn sign_in(self: &Arc<Self>, ch: &Challenge, previous_scope: Option<&str>) -> Result<(), SignInError> {
         // A background sign-in already waiting for this server's browser: hand out its URL
         // again rather than start another listener (each /agent/resume would).
         let background = matches!(self.settings.sign_in, SignIn::Background { .. });
@@ -784,7 +975,7 @@ impl Authorizer {
                 .get(&self.resource_id())
                 .and_then(|(url, until)| (Instant::now() < *until).then(|| url.clone()))
             {
-                return Err(HttpFailure::SignInRequired { url });
+                return Err(HttpFailure::SignInRequired { url }.into());
             }
         }
         let d = self.discover(ch)?;
@@ -796,9 +987,9 @@ impl Authorizer {
                     d.issuer
                 );
                 self.forget_registration(&d);
-                self.sign_in_as(&d, ch, previous_scope, false).map_err(SignInError::into_failure)
+                self.sign_in_as(&d, ch, previous_scope, false)
             }
-            r => r.map_err(SignInError::into_failure),
+            r => r,
         }
     }
 
@@ -913,13 +1104,12 @@ impl Authorizer {
             }
         }
         let r = rx.recv_timeout(wait + Duration::from_secs(5)).unwrap_or_else(|_| {
-            Err(HttpFailure::OAuth(format!("nobody finished signing in within {wait:?}; run it again")))
+            Err(HttpFailure::OAuth(format!("nobody finished signing in within {wait:?}; run it again")).into())
         });
         match r {
-            Err(HttpFailure::OAuth(why)) if reused && why.contains(": invalid_client") => {
-                Err(SignInError::ClientRefused(why))
-            }
-            r => r.map_err(SignInError::Failed),
+            // Only a stored registration is registered again; a new one refused is an error.
+            Err(SignInError::ClientRefused(why)) if !reused => Err(SignInError::Failed(HttpFailure::OAuth(why))),
+            r => r,
         }
     }
 
@@ -936,6 +1126,7 @@ impl Authorizer {
                     .map(|r| r.into_body().into_with_config().limit(MAX_BODY).read_to_vec());
                 return Ok(());
             }
+            self.check_endpoint("authorization endpoint", &next).map_err(FollowError::Failed)?;
             let resp = self.agent.get(&next).call().map_err(|e| {
                 FollowError::Failed(HttpFailure::OAuth(format!(
                     "fetching the authorization URL failed: {}",
@@ -960,7 +1151,7 @@ impl Authorizer {
     }
     /// Waits for the redirect with our `state`, exchanges the code, stores the token, then
     /// answers the browser.
-    fn await_callback(&self, listener: TcpListener, flow: &Flow, deadline: Instant) -> Result<(), HttpFailure> {
+    fn await_callback(&self, listener: TcpListener, flow: &Flow, deadline: Instant) -> Result<(), SignInError> {
         let _ = listener.set_nonblocking(true);
         loop {
             // wait: the listener is non-blocking; the loop checks the deadline
@@ -968,12 +1159,16 @@ impl Authorizer {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
-                        return Err(HttpFailure::OAuth("nobody finished signing in in time; run it again".into()));
+                        return Err(SignInError::Failed(HttpFailure::OAuth(
+                            "nobody finished signing in in time; run it again".into(),
+                        )));
                     }
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
                 }
-                Err(e) => return Err(HttpFailure::OAuth(format!("the sign-in listener failed: {e}"))),
+                Err(e) => {
+                    return Err(SignInError::Failed(HttpFailure::OAuth(format!("the sign-in listener failed: {e}"))))
+                }
             };
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
@@ -995,26 +1190,41 @@ impl Authorizer {
                 continue;
             }
             if let Some(err) = get("error") {
-                let desc = get("error_description").unwrap_or_default();
                 respond(stream, 400, "Sign-in was refused; you can close this tab.");
-                return Err(HttpFailure::OAuth(format!("the authorization server refused the sign-in: {err} {desc}")));
+                let code = known_error_code(&err).unwrap_or("an unrecognised error");
+                return Err(SignInError::Failed(HttpFailure::OAuth(format!(
+                    "the authorization server refused the sign-in: {code}"
+                ))));
             }
             let Some(code) = get("code") else {
                 respond(stream, 400, "The redirect carries no code.");
                 continue;
             };
-            let r = self.exchange(flow, &code);
-            match &r {
-                Ok(()) => respond(stream, 200, "Signed in. You can close this tab and return to gosling."),
-                Err(e) => respond(stream, 500, &format!("Signing in failed: {}", Show(e))),
-            }
-            return r;
+            return match self.exchange(flow, &code) {
+                Ok(()) => {
+                    respond(stream, 200, "Signed in. You can close this tab and return to gosling.");
+                    Ok(())
+                }
+                Err(e) => {
+                    let client_refused =
+                        matches!(&e, TokenError::Refused { code: Some(c), .. } if c == "invalid_client");
+                    let f = e.into_failure();
+                    respond(stream, 500, &format!("Signing in failed: {}", Show(&f)));
+                    match f {
+                        HttpFailure::OAuth(why) if client_refused => Err(SignInError::ClientRefused(why)),
+                        f => Err(SignInError::Failed(f)),
+                    }
+                }
+            };
         }
     }
 
     /// POSTs a token request as the client `t` names (its endpoint, id, secret and method).
     fn token_request(&self, t: &Token, mut params: Vec<(&str, String)>) -> Result<Value, TokenError> {
         let endpoint = &t.token_endpoint;
+        // A token's refresh goes only to the token endpoint it was issued by, and only if the
+        // server may still send us there.
+        self.check_endpoint("token endpoint", endpoint).map_err(|f| TokenError::Refused { failure: f, code: None })?;
         let mut req = self.agent.post(endpoint).header("Accept", "application/json");
         match (t.auth_method.as_str(), &t.client_secret) {
             ("client_secret_basic", Some(secret)) => {
@@ -1037,22 +1247,27 @@ impl Authorizer {
             .send(form(&params).as_bytes())
             .map_err(|e| {
                 TokenError::Unreachable(HttpFailure::OAuth(format!(
-                    "the token request to {endpoint} failed: {}",
+                    "the token request to {} failed: {}",
+                    display_host(endpoint),
                     oauth_io(&e)
                 )))
             })?;
         let status = resp.status().as_u16();
         let v = json_body(resp);
         if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
-            return Err(TokenError::Refused(HttpFailure::OAuth(format!(
-                "the token endpoint {endpoint} answered {status}{}",
-                oauth_error_text(&v)
-            ))));
+            return Err(TokenError::Refused {
+                failure: HttpFailure::OAuth(format!(
+                    "the token endpoint {} answered {status}{}",
+                    display_host(endpoint),
+                    oauth_error_text(&v)
+                )),
+                code: oauth_error_code(&v).map(str::to_string),
+            });
         }
         Ok(v)
     }
 
-    fn exchange(&self, flow: &Flow, code: &str) -> Result<(), HttpFailure> {
+    fn exchange(&self, flow: &Flow, code: &str) -> Result<(), TokenError> {
         let params = vec![
             ("grant_type", "authorization_code".to_string()),
             ("code", code.to_string()),
@@ -1060,7 +1275,7 @@ impl Authorizer {
             ("code_verifier", flow.verifier.clone()),
             ("resource", flow.client.resource.clone()),
         ];
-        let v = self.token_request(&flow.client, params).map_err(TokenError::into_failure)?;
+        let v = self.token_request(&flow.client, params)?;
         let token = flow.client.renewed(&v);
         log::info!("mcp: {}: signed in with {}", self.extension, flow.client.issuer);
         self.save(token);
@@ -1078,14 +1293,14 @@ impl Authorizer {
         ];
         let v = match self.token_request(t, params) {
             Ok(v) => v,
-            Err(TokenError::Refused(e)) => {
+            Err(TokenError::Refused { failure, code }) => {
                 // The refresh token is spent or revoked: forget it so the next 401 signs in;
                 // a client the server no longer knows is registered again then.
                 self.forget(t);
-                if matches!(&e, HttpFailure::OAuth(why) if why.contains(": invalid_client")) {
+                if code.as_deref() == Some("invalid_client") {
                     self.settings.store.put(&registration_key(&self.resource_id(), &t.issuer), None);
                 }
-                return Err(e);
+                return Err(failure);
             }
             // Unreachable for now: keep the token and its refresh token for the next try.
             Err(TokenError::Unreachable(e)) => return Err(e),
@@ -1110,12 +1325,6 @@ fn pending() -> std::sync::MutexGuard<'static, HashMap<String, (String, Instant)
     PENDING.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The marker `client_identity` returns for a server that shows no sign of OAuth; callers
-/// replace it with the server's real 401 (which tells the user to configure headers).
-fn not_oauth() -> HttpFailure {
-    HttpFailure::Unauthorized { status: 401, challenge: Some("(no OAuth metadata)".into()) }
-}
-
 /// The first of the client-secret methods the authorization server lists, else Basic.
 fn secret_method(meta: &Value) -> String {
     let supported = strings(meta, "token_endpoint_auth_methods_supported").unwrap_or_default();
@@ -1130,6 +1339,9 @@ fn secret_method(meta: &Value) -> String {
 /// anything else.
 enum SignInError {
     ClientRefused(String),
+    /// The server shows no sign of OAuth (no metadata, no registration at the default path):
+    /// callers report the server's own 401 instead, which says to configure headers.
+    NotOAuth,
     Failed(HttpFailure),
 }
 
@@ -1145,6 +1357,7 @@ impl SignInError {
             SignInError::ClientRefused(why) => {
                 HttpFailure::OAuth(format!("the authorization server refused the client: {why}"))
             }
+            SignInError::NotOAuth => HttpFailure::Unauthorized { status: 401, challenge: None },
             SignInError::Failed(f) => f,
         }
     }
@@ -1159,13 +1372,17 @@ enum FollowError {
 /// A failed token request: no answer (keep what we have), or an answer refusing it.
 enum TokenError {
     Unreachable(HttpFailure),
-    Refused(HttpFailure),
+    /// With the answer's registered OAuth error code, if it had one.
+    Refused {
+        failure: HttpFailure,
+        code: Option<String>,
+    },
 }
 
 impl TokenError {
     fn into_failure(self) -> HttpFailure {
         match self {
-            TokenError::Unreachable(f) | TokenError::Refused(f) => f,
+            TokenError::Unreachable(f) | TokenError::Refused { failure: f, .. } => f,
         }
     }
 }
@@ -1216,12 +1433,44 @@ fn json_body(resp: ureq::http::Response<ureq::Body>) -> Value {
     serde_json::from_slice(&body).unwrap_or(Value::Null)
 }
 
-/// `: error (description)` of an OAuth error body (never echoes anything else of it).
+/// The error codes OAuth registers (RFC 6749 §4.1.2.1 and §5.2, RFC 7591 §3.2.2, RFC 8707,
+/// RFC 6750): the only text of an authorization server's error answer we repeat.
+const OAUTH_ERROR_CODES: &[&str] = &[
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+    "access_denied",
+    "unsupported_response_type",
+    "server_error",
+    "temporarily_unavailable",
+    "invalid_redirect_uri",
+    "invalid_client_metadata",
+    "invalid_software_statement",
+    "unapproved_software_statement",
+    "invalid_target",
+    "invalid_token",
+    "insufficient_scope",
+];
+
+/// The registered OAuth error code of an error answer, if it has one.
+fn oauth_error_code(v: &Value) -> Option<&'static str> {
+    known_error_code(v.get("error").and_then(Value::as_str)?)
+}
+
+fn known_error_code(code: &str) -> Option<&'static str> {
+    OAUTH_ERROR_CODES.iter().find(|c| **c == code).copied()
+}
+
+/// `: CODE` for an error answer with a registered OAuth error code, `: an unrecognised error`
+/// for one with another, else nothing. Never echoes the answer itself (its description, or an
+/// internal service's error page, stays out of our messages).
 fn oauth_error_text(v: &Value) -> String {
-    let clean = |s: &str| s.chars().filter(|c| !c.is_control()).take(200).collect::<String>();
-    match (v.get("error").and_then(Value::as_str), v.get("error_description").and_then(Value::as_str)) {
-        (Some(e), Some(d)) => format!(": {} ({})", clean(e), clean(d)),
-        (Some(e), None) => format!(": {}", clean(e)),
+    match (v.get("error").and_then(Value::as_str), oauth_error_code(v)) {
+        (_, Some(code)) => format!(": {code}"),
+        (Some(_), None) => ": an unrecognised error".into(),
         _ => String::new(),
     }
 }
@@ -1299,6 +1548,7 @@ pub fn open_in_browser(url: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn challenges_parse() {
@@ -1383,6 +1633,69 @@ mod tests {
         assert!(needs_refresh(3550, 0, Some(3600)));
         assert!(!needs_refresh(2, 0, Some(10)));
         assert!(needs_refresh(8, 0, Some(10)));
+    }
+
+    #[test]
+    fn addresses_are_placed_on_their_network() {
+        let r = |s: &str| reach(s.parse().unwrap());
+        assert_eq!(r("127.0.0.1"), Reach::Loopback);
+        assert_eq!(r("0.0.0.0"), Reach::Loopback);
+        assert_eq!(r("::1"), Reach::Loopback);
+        assert_eq!(r("::ffff:127.0.0.1"), Reach::Loopback);
+        assert_eq!(r("169.254.169.254"), Reach::LinkLocal);
+        assert_eq!(r("fe80::1"), Reach::LinkLocal);
+        for p in ["10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "100.64.0.1", "fd00::1"] {
+            assert_eq!(r(p), Reach::Private, "{p}");
+        }
+        for p in ["8.8.8.8", "172.32.0.1", "192.0.2.2", "2001:db8::1"] {
+            assert_eq!(r(p), Reach::Public, "{p}");
+        }
+    }
+
+    #[test]
+    fn endpoints_go_only_where_the_server_may_send_us() {
+        use Reach::*;
+        // A public server: public https only.
+        assert!(endpoint_allowed("https", &[Public], Public, false).is_ok());
+        for inner in [Loopback, Private, LinkLocal] {
+            let e = endpoint_allowed("https", &[Public, inner], Public, false).unwrap_err();
+            assert!(e.contains(inner.name()), "{e}");
+        }
+        assert!(endpoint_allowed("http", &[Public], Public, false).unwrap_err().contains("not https"));
+        assert!(endpoint_allowed("http", &[Public], Public, true).is_ok(), "the server's own plain-http host");
+        // A private-network server: its network and the public one, never this machine's.
+        assert!(endpoint_allowed("https", &[Private], Private, false).is_ok());
+        assert!(endpoint_allowed("https", &[Loopback], Private, false).is_err());
+        assert!(endpoint_allowed("https", &[LinkLocal], Private, false).is_err());
+        // A server on this machine is a program the user runs: anything, plain http locally.
+        for any in [Public, Private, LinkLocal, Loopback] {
+            assert!(endpoint_allowed("https", &[any], Loopback, false).is_ok());
+        }
+        assert!(endpoint_allowed("http", &[Loopback], Loopback, false).is_ok());
+    }
+
+    #[test]
+    fn urls_split_into_scheme_host_and_port() {
+        let hp = |u: &str| host_port(u).map(|(s, h, p)| format!("{s} {h} {p}"));
+        assert_eq!(hp("https://AS.example/token").as_deref(), Some("https as.example 443"));
+        assert_eq!(hp("http://127.0.0.1:8080/x?y").as_deref(), Some("http 127.0.0.1 8080"));
+        assert_eq!(hp("http://[::1]:9/x").as_deref(), Some("http ::1 9"));
+        assert_eq!(hp("https://user@169.254.169.254/"), None, "user info is refused");
+        assert_eq!(hp("file:///etc/passwd"), None);
+        assert_eq!(hp("http://h:notaport/"), None);
+    }
+
+    #[test]
+    fn error_answers_are_summarised_never_echoed() {
+        let t = |v: Value| oauth_error_text(&v);
+        assert_eq!(
+            t(json!({"error": "invalid_grant", "error_description": "token abc123 revoked"})),
+            ": invalid_grant"
+        );
+        assert_eq!(t(json!({"error": "db password is hunter2"})), ": an unrecognised error");
+        assert_eq!(t(json!({"message": "internal"})), "");
+        assert_eq!(oauth_error_code(&json!({"error": "invalid_client"})), Some("invalid_client"));
+        assert_eq!(oauth_error_code(&json!({"error": "invalid_client_x"})), None);
     }
 
     #[test]
