@@ -461,6 +461,47 @@ pub fn endpoint_allowed(scheme: &str, endpoint: &[Reach], server: Reach, same_pl
     Ok(())
 }
 
+/// The most internal network the MCP server at `server_url` is on; a name that does not
+/// resolve counts as public (the strictest).
+fn server_reach(server_url: &str) -> Reach {
+    host_port(server_url)
+        .and_then(|(_, h, p)| host_reach(&h, p).ok())
+        .and_then(|r| r.into_iter().max())
+        .unwrap_or(Reach::Public)
+}
+
+/// The name resolver of the sign-in agent: every address a connection is about to use is
+/// checked against the MCP server's network again (`endpoint_allowed`), so a name whose DNS
+/// answer changed since `check_endpoint` looked (rebinding) is refused too. Through a proxy
+/// the proxy resolves, and only `check_endpoint`'s look applies.
+#[derive(Debug)]
+struct CheckedResolver {
+    server_url: String,
+    server: std::sync::OnceLock<Reach>,
+}
+
+impl ureq::unversioned::resolver::Resolver for CheckedResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        use ureq::unversioned::resolver::DefaultResolver;
+        let addrs = DefaultResolver::default().resolve(uri, config, timeout)?;
+        let server = *self.server.get_or_init(|| server_reach(&self.server_url));
+        let reaches: Vec<Reach> = addrs.iter().map(|a| reach(a.ip())).collect();
+        // The scheme was judged by `check_endpoint`; here only where the addresses are.
+        endpoint_allowed("https", &reaches, server, true).map_err(|why| {
+            ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("refusing to connect to {}: {why}", uri.host().unwrap_or("")),
+            ))
+        })?;
+        Ok(addrs)
+    }
+}
+
 /// What discovery found out about the authorization server.
 struct Discovery {
     resource: String,
@@ -491,7 +532,11 @@ impl Authorizer {
             server_url: server_url.to_string(),
             extension: extension.to_string(),
             settings,
-            agent: config.new_agent(),
+            agent: ureq::Agent::with_parts(
+                config,
+                ureq::unversioned::transport::DefaultConnector::new(),
+                CheckedResolver { server_url: server_url.to_string(), server: std::sync::OnceLock::new() },
+            ),
             timeout,
             token: Mutex::new(None),
             forgets_seen: std::sync::atomic::AtomicU64::new(0),
@@ -517,12 +562,7 @@ impl Authorizer {
             Err(why) => return refuse(why),
         };
         let server = host_port(&self.server_url);
-        // A server whose own name does not resolve counts as public (the strictest).
-        let server_reach = server
-            .as_ref()
-            .and_then(|(_, h, p)| host_reach(h, *p).ok())
-            .and_then(|r| r.into_iter().max())
-            .unwrap_or(Reach::Public);
+        let server_reach = server_reach(&self.server_url);
         let same_plain_host =
             server.as_ref().is_some_and(|(s, h, _)| s == "http" && scheme == "http" && h.eq_ignore_ascii_case(&host));
         match endpoint_allowed(&scheme, &endpoint, server_reach, same_plain_host) {
@@ -1119,11 +1159,15 @@ impl Authorizer {
         let mut next = url.to_string();
         for _ in 0..10 {
             if next.starts_with(redirect_uri) {
-                let _ = self
-                    .agent
-                    .get(&next)
-                    .call()
-                    .map(|r| r.into_body().into_with_config().limit(MAX_BODY).read_to_vec());
+                // Our own loopback listener: the one address the checked agent must not refuse.
+                let local: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .max_redirects(0)
+                    .timeout_global(Some(self.timeout.clamp(Duration::from_secs(5), Duration::from_secs(60))))
+                    .proxy(None)
+                    .build()
+                    .into();
+                let _ = local.get(&next).call().map(|r| r.into_body().into_with_config().limit(MAX_BODY).read_to_vec());
                 return Ok(());
             }
             self.check_endpoint("authorization endpoint", &next).map_err(FollowError::Failed)?;
