@@ -515,7 +515,7 @@ struct Discovery {
 
 impl Authorizer {
     pub fn new(server_url: &str, extension: &str, timeout: Duration, settings: Settings) -> Authorizer {
-        let roots = crate::mcp::streamable_http::root_certs().unwrap_or_else(|e| {
+        let roots = crate::mcp::tls_roots::root_certs().unwrap_or_else(|e| {
             log::warn!("mcp: {extension}: {e}; using the platform's certificates for sign-in");
             ureq::tls::RootCerts::PlatformVerifier
         });
