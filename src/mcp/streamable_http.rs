@@ -40,7 +40,7 @@ pub struct HttpSpec {
     pub timeout: Duration,
     /// The extension's name, for error messages.
     pub extension: String,
-    /// OAuth for a server that needs sign-in (mcp/oauth.rs): its token goes in the
+    /// OAuth for a server that needs sign-in (mcp/oauth/): its token goes in the
     /// `Authorization` header (unless `headers` set one), and a 401/403 goes to it.
     pub auth: Option<Arc<crate::mcp::oauth::Authorizer>>,
 }
