@@ -120,6 +120,16 @@ mod desktop_acp;
 
 // Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
 mod trust_children;
+// Issue 27 finding 12: daemons that double-fork and clear their environment end with their
+// extension (each extension runs under a reaper of its own).
+mod trust_daemons;
+
+// Issue 27: slow bodies on the routes open without the key never hold the key holders' slots.
+mod trust_slots;
+
+// Issue 27 finding 11: OAuth requests only where the MCP server's own origin allows; tokens
+// only to the server and issuer they were issued for.
+mod oauth_ssrf;
 
 // Issue 13: bounded totals per extension, and no process left behind (setsid grandchildren).
 mod trust_limits;

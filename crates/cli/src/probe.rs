@@ -14,7 +14,7 @@
 //! tools, resources, resource templates and prompts the server declared (a declared list the
 //! server does not implement becomes a line in `notes`) — or the tool's result, the prompt, the
 //! resource. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
-//! that needs sign-in gets the OAuth flow (mcp/oauth.rs); tokens go to the secrets store. Run
+//! that needs sign-in gets the OAuth flow (mcp/oauth/); tokens go to the secrets store. Run
 //! by the MCP conformance runner (`MCP_CONFORMANCE_SCENARIO` set, URL last), it plays the
 //! scenario instead (`conformance`, in builds with the `test-hooks` feature; `cli::probe_main`
 //! dispatches).

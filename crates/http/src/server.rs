@@ -186,10 +186,12 @@ impl Server {
             max_connections: Some(limits.max_connections),
         };
         let slots = Slots::new(limits.max_requests);
+        let open = Slots::new(OPEN_SLOTS);
         let serve: tiny_http::RequestHandler = Arc::new(move |rq| {
             // A panic outside the handler's own guard (writing the response) must not take
             // the connection's thread down with it unlogged.
-            if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, &slots, &*gate, &*handler))).is_err() {
+            let pools = (&slots, &open);
+            if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, pools, &*gate, &*handler))).is_err() {
                 log::error!("http: serving a request panicked outside its handler");
             }
         });
@@ -290,6 +292,22 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Requests with a body on the paths open without the key (`auth::EXEMPT`: `POST /auth/login`,
+/// `POST /mcp-app-guest`, …) are read before anything proves the client holds a secret, so
+/// they never take one of the `max_requests` slots: they share `OPEN_SLOTS` of their own,
+/// wait for one at most `OPEN_SLOT_WAIT`, and their body must come within
+/// `OPEN_BODY_GRACE` (then at `MIN_BODY_RATE`). Slow unauthenticated bodies can delay other
+/// such requests (a login), never a client with the key.
+const OPEN_SLOTS: usize = 4;
+const OPEN_SLOT_WAIT: Duration = Duration::from_millis(500);
+const OPEN_BODY_GRACE: Duration = Duration::from_secs(2);
+
+fn open_with_body(rq: &tiny_http::Request) -> bool {
+    let path = rq.url().split('?').next().unwrap_or("");
+    crate::auth::is_exempt(path)
+        && (rq.body_length().unwrap_or(0) > 0 || rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding")))
+}
+
 /// `GET /status` without a body needs no slot, so health checks answer even when the cap is
 /// full of long streams or slow uploads.
 fn needs_no_slot(rq: &tiny_http::Request) -> bool {
@@ -299,15 +317,33 @@ fn needs_no_slot(rq: &tiny_http::Request) -> bool {
         && !rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"))
 }
 
-fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, gate: &Gate, handler: &Handler) {
+fn serve_one(rq: tiny_http::Request, limits: &Limits, pools: (&Slots, &Slots), gate: &Gate, handler: &Handler) {
+    let (slots, open) = pools;
     let head = head(&rq);
     if let Some(resp) = gate(&head) {
         log::debug!("http: {} {} answered from its head: {}", head.method, head.path, resp.status);
         let _ = respond(rq, resp);
         return;
     }
+    let mut grace = limits.io_timeout * 2;
     let slot = if needs_no_slot(&rq) {
         None
+    } else if open_with_body(&rq) {
+        grace = grace.min(OPEN_BODY_GRACE);
+        match open.take(OPEN_SLOT_WAIT) {
+            Some(slot) => Some(slot),
+            None => {
+                log::warn!("http: {OPEN_SLOTS} bodies for routes open without the key in flight; answering 503");
+                let e = ApiError::new(
+                    503,
+                    format!(
+                        "server busy: {OPEN_SLOTS} requests without the key are sending their bodies; retry shortly"
+                    ),
+                );
+                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
+                return;
+            }
+        }
     } else {
         match slots.take(SLOT_WAIT) {
             Some(slot) => Some(slot),
@@ -320,7 +356,7 @@ fn serve_one(rq: tiny_http::Request, limits: &Limits, slots: &Slots, gate: &Gate
             }
         }
     };
-    handle(rq, head, limits.max_body, limits.io_timeout * 2, handler, slot);
+    handle(rq, head, limits.max_body, grace, handler, slot);
 }
 
 /// The request without its body.

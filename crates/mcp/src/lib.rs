@@ -9,6 +9,7 @@ pub mod params;
 pub mod schema;
 pub mod stdio;
 pub mod streamable_http;
+pub mod tls_roots;
 pub mod transport;
 
 use client::{Client, ClientOptions};

@@ -149,7 +149,7 @@ impl StdioTransport {
             }
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = gosling_sys::spawn_tied(cmd).map_err(|e| {
+        let mut child = gosling_sys::spawn_contained(cmd).map_err(|e| {
             let hint = if e.kind() == std::io::ErrorKind::NotFound {
                 format!("`{}` was not found; check the extension's cmd and PATH", spec.cmd)
             } else {

@@ -40,7 +40,7 @@ pub struct HttpSpec {
     pub timeout: Duration,
     /// The extension's name, for error messages.
     pub extension: String,
-    /// OAuth for a server that needs sign-in (mcp/oauth.rs): its token goes in the
+    /// OAuth for a server that needs sign-in (mcp/oauth/): its token goes in the
     /// `Authorization` header (unless `headers` set one), and a 401/403 goes to it.
     pub auth: Option<Arc<crate::oauth::Authorizer>>,
 }
@@ -808,7 +808,9 @@ fn build_agent(spec: &HttpSpec) -> Result<ureq::Agent, Error> {
     let t = spec.timeout;
     let short = t.min(Duration::from_secs(30));
     let tls = ureq::tls::TlsConfig::builder()
-        .root_certs(root_certs().map_err(|e| Error::Other(format!("extension `{}`: {e}", spec.extension)))?)
+        .root_certs(
+            crate::tls_roots::root_certs().map_err(|e| Error::Other(format!("extension `{}`: {e}", spec.extension)))?,
+        )
         .build();
     let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -826,67 +828,6 @@ fn build_agent(spec: &HttpSpec) -> Result<ureq::Agent, Error> {
         .tls_config(tls)
         .build();
     Ok(config.new_agent())
-}
-
-/// Well-known system CA bundles, read when `SSL_CERT_FILE` adds to (rather than replaces) them.
-const SYSTEM_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-];
-
-/// Why the `SSL_CERT_FILE` bundle cannot be used; says what to do.
-#[derive(Debug)]
-pub enum CaBundleError {
-    Unreadable { path: std::path::PathBuf, error: std::io::Error },
-    NoCertificate { path: std::path::PathBuf },
-}
-
-impl std::fmt::Display for CaBundleError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CaBundleError::Unreadable { path, error } => write!(
-                f,
-                "cannot read SSL_CERT_FILE {}: {error}; point it at a PEM CA bundle or unset it",
-                path.display()
-            ),
-            CaBundleError::NoCertificate { path } => write!(
-                f,
-                "SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CaBundleError {}
-
-/// The platform verifier by default; with `SSL_CERT_FILE`, that bundle plus the system's.
-pub(crate) fn root_certs() -> Result<ureq::tls::RootCerts, CaBundleError> {
-    let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
-        return Ok(ureq::tls::RootCerts::PlatformVerifier);
-    };
-    let path = std::path::PathBuf::from(path);
-    let pem = std::fs::read(&path).map_err(|error| CaBundleError::Unreadable { path: path.clone(), error })?;
-    let mut certs = pem_certs(&pem);
-    if certs.is_empty() {
-        return Err(CaBundleError::NoCertificate { path });
-    }
-    if let Some(sys) = SYSTEM_BUNDLES.iter().find_map(|bundle| std::fs::read(bundle).ok()) {
-        certs.extend(pem_certs(&sys));
-    }
-    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
-}
-
-fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
-    ureq::tls::parse_pem(pem)
-        .filter_map(|item| match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Substitutes `${VAR}` (spaces allowed inside the braces) and `$VAR` in header values from

@@ -76,10 +76,199 @@ pub fn shutdown_requested() -> bool {
 
 type SpawnJob = (Command, mpsc::Sender<io::Result<Child>>);
 
+/// Like `spawn_tied`, but `cmd` runs under a reaper of its own: the process we get back (its
+/// pid, its process group, its exit status) is a fork of ours that is a child subreaper for
+/// everything `cmd` starts. A descendant whose parent dies — a daemon that double-forks,
+/// calls `setsid` and clears its environment — becomes the reaper's child, not ours, and
+/// whenever `cmd` exits or the reaper gets SIGTERM/SIGINT/SIGHUP (the stop ladder's group
+/// signal; gosling dying, through the parent-death signal) the reaper kills its whole subtree
+/// and reaps it before it exits itself, with `cmd`'s status. What it cannot reach (a
+/// descendant that is still a child of a live process outside its subtree) stays the
+/// caller's to end, as before (`end_orphans`).
+pub fn spawn_contained(cmd: Command) -> io::Result<Child> {
+    spawn(cmd, true)
+}
+
+/// The reaper's fork, as the last of the child's hooks (`spawn_tied`'s run first, in the
+/// process that becomes the reaper).
+fn add_reaper(cmd: &mut Command) {
+    // SAFETY: runs in the forked child after `spawn_tied`'s own hook and calls only
+    // async-signal-safe functions (fork, prctl, getpid/getppid, sigprocmask, sigtimedwait,
+    // waitpid, kill, open/read/close, clock_gettime, nanosleep, signal, _exit) and the raw
+    // close_range system call; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            let parent = libc::getppid();
+            if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let reaper = libc::getpid();
+            match libc::fork() {
+                -1 => Err(io::Error::last_os_error()),
+                0 => {
+                    // The program itself: dies with its reaper (which ends it anyway).
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    if libc::getppid() != reaper {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                }
+                main => reaper::run(main, parent),
+            }
+        });
+    }
+}
+
+/// The reaper's side of `spawn_contained`: runs in a forked copy of this process between fork
+/// and exec, so it may use nothing that allocates or takes a lock.
+mod reaper {
+    use std::io;
+
+    /// How long after a stop signal the program may take to exit before its subtree is
+    /// killed anyway (the stop ladder's SIGKILL of the group comes later than this).
+    const GRACE_MS: i64 = 700;
+
+    fn now_ms() -> i64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes only into `ts`.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    }
+
+    /// Reaps every exited child; records `main`'s status. False once there is no child left.
+    fn reap_all(main: libc::pid_t, main_status: &mut Option<libc::c_int>) -> bool {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes only `status`.
+            let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if rc == main {
+                *main_status = Some(status);
+            } else if rc == 0 {
+                return true;
+            } else if rc < 0 {
+                return false;
+            }
+        }
+    }
+
+    /// Sends `sig` to every current child (listed by the kernel in
+    /// /proc/thread-self/children; the reaper has one thread). Their pids cannot be reused
+    /// before we reap them. False when the list cannot be read.
+    fn signal_children(sig: libc::c_int) -> bool {
+        // SAFETY: open/read/close on a NUL-terminated literal and a stack buffer we own; kill
+        // on pids that are our unreaped children.
+        unsafe {
+            let fd = libc::open(c"/proc/thread-self/children".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return false;
+            }
+            let mut buf = [0u8; 1024];
+            let mut pid: libc::pid_t = 0;
+            loop {
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                for &b in &buf[..n as usize] {
+                    if b.is_ascii_digit() {
+                        pid = pid.saturating_mul(10).saturating_add((b - b'0') as libc::pid_t);
+                    } else {
+                        if pid > 1 {
+                            libc::kill(pid, sig);
+                        }
+                        pid = 0;
+                    }
+                }
+            }
+            if pid > 1 {
+                libc::kill(pid, sig);
+            }
+            libc::close(fd);
+            true
+        }
+    }
+
+    fn sleep_ms(ms: i64) {
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: ms * 1_000_000 };
+        // SAFETY: nanosleep reads `ts`; an early wake-up is harmless.
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    }
+
+    /// Never returns: waits for `main` or a stop signal, then kills and reaps the whole subtree
+    /// and exits as `main` did.
+    pub fn run(main: libc::pid_t, parent: libc::pid_t) -> io::Result<()> {
+        // SAFETY: see `spawn_contained`: system calls on memory we own, nothing allocated.
+        unsafe {
+            // The pipes and the spawn's error pipe belong to the program, not to us: gosling
+            // must see EOF when the program closes them.
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                for fd in 0..1024 {
+                    libc::close(fd);
+                }
+            }
+            // gosling dying (even by SIGKILL) ends the subtree too.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD] {
+                libc::sigaddset(&mut set, sig);
+            }
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            let mut main_status = None;
+            let mut stop_at: Option<i64> = if libc::getppid() != parent { Some(now_ms()) } else { None };
+            loop {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let wait = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
+                // wait: at most 100 ms, then the loop looks again
+                let sig = libc::sigtimedwait(&set, &mut info, &wait);
+                let stop = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP) || libc::getppid() != parent;
+                if stop && stop_at.is_none() && main_status.is_none() {
+                    stop_at = Some(now_ms() + GRACE_MS);
+                    libc::kill(main, libc::SIGTERM);
+                }
+                let any = reap_all(main, &mut main_status);
+                if main_status.is_some() || !any || stop_at.is_some_and(|t| now_ms() >= t) {
+                    break;
+                }
+            }
+            // Kill every child, reap, and again: a killed child's own children become ours.
+            for _ in 0..2000 {
+                if !signal_children(libc::SIGKILL) && main_status.is_none() {
+                    // No list of children (no /proc): the program at least; what it left
+                    // behind is gosling's to end (`end_orphans`).
+                    libc::kill(main, libc::SIGKILL);
+                }
+                if !reap_all(main, &mut main_status) {
+                    break;
+                }
+                sleep_ms(2);
+            }
+            match main_status {
+                Some(st) if libc::WIFEXITED(st) => libc::_exit(libc::WEXITSTATUS(st)),
+                Some(st) if libc::WIFSIGNALED(st) => {
+                    // Exit as the program did: by its signal.
+                    let sig = libc::WTERMSIG(st);
+                    libc::signal(sig, libc::SIG_DFL);
+                    libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+                    libc::kill(libc::getpid(), sig);
+                    libc::_exit(128 + sig)
+                }
+                _ => libc::_exit(128 + libc::SIGKILL),
+            }
+        }
+    }
+}
+
 /// Spawns `cmd` as the leader of a new process group that receives SIGKILL if this server
 /// dies, even by SIGKILL. Linux ties PR_SET_PDEATHSIG to the *thread* that forked, so every
 /// spawn happens on one long-lived thread instead of the short-lived request threads.
-pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
+pub fn spawn_tied(cmd: Command) -> io::Result<Child> {
+    spawn(cmd, false)
+}
+
+fn spawn(mut cmd: Command, contained: bool) -> io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
     cmd.process_group(0);
     let parent = std::process::id();
@@ -106,6 +295,9 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
             }
             Ok(())
         });
+    }
+    if contained {
+        add_reaper(&mut cmd);
     }
     // The spawner starts with the first spawn; without a thread for it (a resource shortage)
     // this spawn fails and the next one tries again. Two first spawns at once may both start
