@@ -3,7 +3,6 @@ use std::io::Result as IoResult;
 use std::io::{BufRead, BufReader, BufWriter, ErrorKind};
 
 use std::net::SocketAddr;
-use std::str::FromStr;
 
 use crate::common::{HTTPVersion, Method};
 use crate::util::RefinedTcpStream;
@@ -144,14 +143,17 @@ impl ClientConnection {
             line.extend_from_slice(&available[..take]);
             self.next_header_source.consume(take);
 
-            // The clock is read once per buffer taken (a slow client's every read), not per byte.
-            if self.head_deadline.is_some_and(|d| started.elapsed() > d) {
+            // A bare LF does not end a line (as upstream); CRLF does.
+            let done = newline.is_some() && line.ends_with(b"\r\n");
+            if done {
+                line.truncate(line.len() - 2);
+            }
+            // The clock is read before every further read of the head (a slow client's every
+            // byte) and at its end, not per byte nor per line taken from the buffer.
+            if (!done || line.is_empty()) && self.head_deadline.is_some_and(|d| started.elapsed() > d) {
                 return Err(ReadError::ReadIoError(IoError::new(ErrorKind::TimedOut, "request head too slow")));
             }
-
-            // A bare LF does not end a line (as upstream); CRLF does.
-            if newline.is_some() && line.ends_with(b"\r\n") {
-                line.truncate(line.len() - 2);
+            if done {
                 if !line.is_ascii() {
                     return Err(ReadError::ReadIoError(IoError::new(ErrorKind::InvalidInput, "Header is not in ASCII")));
                 }
@@ -182,8 +184,8 @@ impl ClientConnection {
                     if line.is_empty() {
                         break;
                     };
-                    headers.push(match FromStr::from_str(ascii_str(&line).trim()) {
-                        Ok(h) => h,
+                    headers.push(match parse_header(&line) {
+                        Some(h) => h,
                         _ => return Err(ReadError::WrongHeader(version)),
                     });
                 }
@@ -354,6 +356,38 @@ impl Iterator for ClientConnection {
     }
 }
 
+/// gosling patch: a header line (checked ASCII) as `Header::from_str` took it, trimmed: the
+/// field up to the first `:` (no whitespace in it), the value after it trimmed; on the bytes,
+/// without `str` splitting and Unicode trimming (PATCHES.md 18).
+fn parse_header(line: &[u8]) -> Option<crate::Header> {
+    // char::is_whitespace on ASCII: TAB, LF, VT, FF, CR, space.
+    fn ws(b: &u8) -> bool {
+        matches!(b, b'\t'..=b'\r' | b' ')
+    }
+    fn trim(mut s: &[u8]) -> &[u8] {
+        while let [first, rest @ ..] = s {
+            if !ws(first) {
+                break;
+            }
+            s = rest;
+        }
+        while let [rest @ .., last] = s {
+            if !ws(last) {
+                break;
+            }
+            s = rest;
+        }
+        s
+    }
+    let line = trim(line);
+    let colon = line.iter().position(|&b| b == b':')?;
+    let (field, value) = (&line[..colon], trim(&line[colon + 1..]));
+    if field.iter().any(ws) {
+        return None;
+    }
+    crate::Header::from_bytes(field, value).ok()
+}
+
 /// A line `read_next_line` checked to be ASCII, as `&str`.
 fn ascii_str(line: &[u8]) -> &str {
     std::str::from_utf8(line).unwrap_or("")
@@ -389,6 +423,20 @@ fn parse_request_line(line: &str) -> Result<(Method, String, HTTPVersion), ReadE
 
 #[cfg(test)]
 mod test {
+    #[test]
+    fn header_lines_parse_as_header_from_str_did() {
+        use std::str::FromStr;
+        let lines = [
+            "Host: localhost", "host:localhost:8080", "  X-A :  b c  ", "X-A\t: b", "Empty:", ": no name",
+            "No colon", "X\x0bY: v", "A: \x0bv\x0b", "A: b:c", "A:\t\tb\t",
+        ];
+        for l in lines {
+            let ours = super::parse_header(l.as_bytes()).map(|h| (h.field.to_string(), h.value.to_string()));
+            let upstream = crate::Header::from_str(l.trim()).ok().map(|h| (h.field.to_string(), h.value.to_string()));
+            assert_eq!(ours, upstream, "{l:?}");
+        }
+    }
+
     #[test]
     fn test_parse_request_line() {
         let (method, path, ver) = super::parse_request_line("GET /hello HTTP/1.1").unwrap();
