@@ -711,3 +711,49 @@ fn heads_without_the_key_never_hold_a_request_slot() {
     assert_eq!(s.get("/config").status, 200);
     drop(held);
 }
+
+/// Sends `head` (a whole request head) on a new connection and returns the raw answer up to
+/// the connection's close, `Date` lines left out (they differ from one second to the next).
+fn raw_answer(addr: &str, head: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).unwrap();
+    String::from_utf8(out).unwrap().split("\r\n").filter(|l| !l.starts_with("Date: ")).collect::<Vec<_>>().join("\r\n")
+}
+
+/// `GET /status` without an `Origin` is answered by the server's short path (issue 30), with an
+/// `Origin` by the route: the answers are the same bytes, and the gate (Host, origin) still
+/// refuses first on both.
+#[test]
+fn status_answers_alike_on_the_short_path_and_the_route() {
+    let s = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_CORS_ORIGINS".into(), "http://ui.example:8080".into())],
+        ..Default::default()
+    });
+    let host = &s.addr;
+    let ask = |extra: &str| {
+        raw_answer(&s.addr, &format!("GET /status HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"))
+    };
+    let short = ask("");
+    assert!(short.starts_with("HTTP/1.1 200 OK\r\n"), "{short}");
+    assert!(short.ends_with("\r\n\r\nok"), "{short}");
+    assert!(short.contains("\r\nContent-Type: text/plain; charset=utf-8\r\n"), "{short}");
+    assert!(short.contains("\r\nContent-Length: 2\r\n"), "{short}");
+    // A same-origin `Origin` takes the route (no CORS headers either way): the same bytes.
+    assert_eq!(ask(&format!("Origin: http://{host}\r\n")), short);
+    // A configured origin gets its CORS headers from the route.
+    let cors = ask("Origin: http://ui.example:8080\r\n");
+    assert!(cors.contains("\r\nAccess-Control-Allow-Origin: http://ui.example:8080\r\n"), "{cors}");
+    // Refused before either path: a foreign Host, a foreign origin.
+    let rebinding = raw_answer(&s.addr, "GET /status HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+    assert!(rebinding.starts_with("HTTP/1.1 403 "), "{rebinding}");
+    assert!(ask("Origin: https://evil.example\r\n").starts_with("HTTP/1.1 403 "));
+    // Two requests in one write (the head reader takes a buffer at a time): both answered, in order.
+    let two = raw_answer(
+        &s.addr,
+        &format!("GET /status HTTP/1.1\r\nHost: {host}\r\n\r\nGET /nope HTTP/1.1\r\nHost: {host}\r\nX-Secret-Key: {SECRET}\r\nConnection: close\r\n\r\n"),
+    );
+    assert!(two.starts_with("HTTP/1.1 200 OK\r\n") && two.contains("ok") && two.contains("HTTP/1.1 404 "), "{two}");
+}

@@ -69,10 +69,11 @@ impl FromStr for TransferEncoding {
     }
 }
 
-/// Builds a Date: header with the current date.
-fn build_date_header() -> Header {
+/// Calls `f` with the current date as the `Date` header's value.
+fn with_date<T>(f: impl FnOnce(&[u8]) -> T) -> T {
     // gosling patch: formatted here (src/util/date.rs) instead of by the httpdate crate, once
-    // a second per thread (a keep-alive connection's responses mostly share their second).
+    // a second per thread (a keep-alive connection's responses mostly share their second),
+    // and written straight into the head (PATCHES.md 18).
     thread_local! {
         static LAST: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
     }
@@ -83,8 +84,41 @@ fn build_date_header() -> Header {
         if last.0 != secs {
             *last = (secs, crate::util::date::imf_fixdate(now));
         }
-        Header::from_bytes(&b"Date"[..], last.1.as_bytes()).unwrap()
+        f(last.1.as_bytes())
     })
+}
+
+/// gosling patch: the headers the library adds itself (`Connection`/`Upgrade`, `Server`,
+/// `Date`, and after the response's own, `Content-Length` or `Transfer-Encoding`), written
+/// straight into the head instead of each becoming a `Header` (two allocations each) inserted
+/// at the front of the response's list (PATCHES.md 18). The order on the wire is upstream's.
+struct Added<'a> {
+    upgrade: Option<&'a str>,
+    server: bool,
+    date: bool,
+    transfer_encoding: Option<TransferEncoding>,
+    content_length: Option<usize>,
+}
+
+fn push_header(head: &mut Vec<u8>, field: &[u8], value: &[u8]) {
+    head.extend_from_slice(field);
+    head.extend_from_slice(b": ");
+    head.extend_from_slice(value);
+    head.extend_from_slice(b"\r\n");
+}
+
+fn push_decimal(head: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    head.extend_from_slice(&digits[i..]);
 }
 
 fn write_message_header<W>(
@@ -92,6 +126,7 @@ fn write_message_header<W>(
     http_version: &HTTPVersion,
     status_code: &StatusCode,
     headers: &[Header],
+    added: Added<'_>,
 ) -> IoResult<()>
 where
     W: Write,
@@ -107,16 +142,32 @@ where
     head.push(b' ');
     match status_code.0 {
         c @ 100..=999 => head.extend_from_slice(&[b'0' + (c / 100) as u8, b'0' + (c / 10 % 10) as u8, b'0' + (c % 10) as u8]),
-        c => head.extend_from_slice(c.to_string().as_bytes()),
+        c => push_decimal(&mut head, c as usize),
     }
     head.push(b' ');
     head.extend_from_slice(status_code.default_reason_phrase().as_bytes());
     head.extend_from_slice(b"\r\n");
+    if let Some(upgrade) = added.upgrade {
+        push_header(&mut head, b"Connection", b"upgrade");
+        push_header(&mut head, b"Upgrade", upgrade.as_bytes());
+    }
+    if added.server {
+        push_header(&mut head, b"Server", b"tiny-http (Rust)");
+    }
+    if added.date {
+        with_date(|date| push_header(&mut head, b"Date", date));
+    }
     for header in headers.iter() {
-        head.extend_from_slice(header.field.as_str().as_ref());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(header.value.as_str().as_ref());
-        head.extend_from_slice(b"\r\n");
+        push_header(&mut head, header.field.as_str().as_ref(), header.value.as_str().as_ref());
+    }
+    match (added.transfer_encoding, added.content_length) {
+        (Some(TransferEncoding::Chunked), _) => push_header(&mut head, b"Transfer-Encoding", b"chunked"),
+        (Some(TransferEncoding::Identity), Some(n)) => {
+            head.extend_from_slice(b"Content-Length: ");
+            push_decimal(&mut head, n);
+            head.extend_from_slice(b"\r\n");
+        }
+        _ => {}
     }
     head.extend_from_slice(b"\r\n");
     writer.write_all(&head)?;
@@ -363,46 +414,32 @@ where
             self.chunked_threshold(),
         ));
 
-        // add `Date` if not in the headers
-        if !self.headers.iter().any(|h| h.field.equiv("Date")) {
-            self.headers.insert(0, build_date_header());
-        }
-
-        // add `Server` if not in the headers
-        if !self.headers.iter().any(|h| h.field.equiv("Server")) {
-            self.headers.insert(
-                0,
-                Header::from_bytes(&b"Server"[..], &b"tiny-http (Rust)"[..]).unwrap(),
-            );
-        }
-
-        // handling upgrade
-        if let Some(upgrade) = upgrade {
-            self.headers.insert(
-                0,
-                Header::from_bytes(&b"Upgrade"[..], upgrade.as_bytes()).unwrap(),
-            );
-            self.headers.insert(
-                0,
-                Header::from_bytes(&b"Connection"[..], &b"upgrade"[..]).unwrap(),
-            );
+        let date = !self.headers.iter().any(|h| h.field.equiv("Date"));
+        let server = !self.headers.iter().any(|h| h.field.equiv("Server"));
+        if upgrade.is_some() {
             transfer_encoding = None;
         }
 
         // if the transfer encoding is identity, the content length must be known ; therefore if
         // we don't know it, we buffer the entire response first here
         // while this is an expensive operation, it is only ever needed for clients using HTTP 1.0
-        let (mut reader, data_length): (Box<dyn Read>, _) =
-            match (self.data_length, transfer_encoding) {
-                (Some(l), _) => (Box::new(self.reader), Some(l)),
-                (None, Some(TransferEncoding::Identity)) => {
-                    let mut buf = Vec::new();
-                    self.reader.read_to_end(&mut buf)?;
-                    let l = buf.len();
-                    (Box::new(Cursor::new(buf)), Some(l))
-                }
-                _ => (Box::new(self.reader), None),
-            };
+        // gosling patch: borrowed, not boxed (one allocation less per response).
+        let mut buffered = None;
+        let data_length = match (self.data_length, transfer_encoding) {
+            (Some(l), _) => Some(l),
+            (None, Some(TransferEncoding::Identity)) => {
+                let mut buf = Vec::new();
+                self.reader.read_to_end(&mut buf)?;
+                let l = buf.len();
+                buffered = Some(Cursor::new(buf));
+                Some(l)
+            }
+            _ => None,
+        };
+        let reader: &mut dyn Read = match buffered.as_mut() {
+            Some(cursor) => cursor,
+            None => &mut self.reader,
+        };
 
         // checking whether to ignore the body of the response
         let do_not_send_body = do_not_send_body
@@ -412,34 +449,13 @@ where
                 _ => false,
             };
 
-        // preparing headers for transfer
-        match transfer_encoding {
-            Some(TransferEncoding::Chunked) => self
-                .headers
-                .push(Header::from_bytes(&b"Transfer-Encoding"[..], &b"chunked"[..]).unwrap()),
-
-            Some(TransferEncoding::Identity) => {
-                assert!(data_length.is_some());
-                let data_length = data_length.unwrap();
-
-                self.headers.push(
-                    Header::from_bytes(
-                        &b"Content-Length"[..],
-                        format!("{}", data_length).as_bytes(),
-                    )
-                    .unwrap(),
-                )
-            }
-
-            _ => (),
-        };
-
         // sending headers
         write_message_header(
             writer.by_ref(),
             &http_version,
             &self.status_code,
             &self.headers,
+            Added { upgrade, server, date, transfer_encoding, content_length: data_length },
         )?;
 
         // sending the body
@@ -449,7 +465,7 @@ where
                     // gosling patch: our encoder (src/util/chunked.rs), finished explicitly
                     // so a failed last chunk is reported.
                     let mut writer = crate::util::ChunkedEncoder::new(writer);
-                    io::copy(&mut reader, &mut writer)?;
+                    io::copy(reader, &mut writer)?;
                     writer.finish()?;
                 }
 
@@ -458,7 +474,7 @@ where
                     let data_length = data_length.unwrap();
 
                     if data_length >= 1 {
-                        io::copy(&mut reader, &mut writer)?;
+                        io::copy(reader, &mut writer)?;
                     }
                 }
 

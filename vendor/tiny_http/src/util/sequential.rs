@@ -1,5 +1,5 @@
 use std::io::Result as IoResult;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -157,6 +157,28 @@ impl<R: Read + Send> Read for SequentialReader<R> {
         let result = reader.read(buf);
         self.inner = SequentialReaderInner::MyTurn(reader);
         result
+    }
+}
+
+/// gosling patch: the head is read a buffer at a time (PATCHES.md 18) instead of a byte at
+/// a time through `Read::bytes`.
+impl<R: BufRead + Send> BufRead for SequentialReader<R> {
+    fn fill_buf(&mut self) -> IoResult<&[u8]> {
+        if let SequentialReaderInner::Waiting(_) = self.inner {
+            if let SequentialReaderInner::Waiting(recv) = mem::replace(&mut self.inner, SequentialReaderInner::Empty) {
+                self.inner = SequentialReaderInner::MyTurn(recv.recv());
+            }
+        }
+        match self.inner {
+            SequentialReaderInner::MyTurn(ref mut reader) => reader.fill_buf(),
+            _ => unreachable!(),
+        }
+    }
+
+    fn consume(&mut self, amt: usize) {
+        if let SequentialReaderInner::MyTurn(ref mut reader) = self.inner {
+            reader.consume(amt)
+        }
     }
 }
 
