@@ -3,7 +3,7 @@
 
 use crate::bus::Buses;
 use crate::elicit::Elicitations;
-use crate::reply::{Confirmations, Mode};
+use crate::permissions::{Confirmations, Mode};
 use crate::sampling::Sampling;
 use crate::Agents;
 use gosling_config::Config;

@@ -7,6 +7,7 @@ pub mod elicit;
 pub mod events;
 pub mod host;
 pub mod messages;
+pub mod permissions;
 pub mod reply;
 pub mod sampling;
 pub mod settings;

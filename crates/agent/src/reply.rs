@@ -11,7 +11,7 @@
 use crate::elicit::Elicitations;
 use crate::events::{Event, Sink};
 use crate::messages::{self as msg, Tokens};
-use crossbeam_channel::{bounded, select, Receiver, Sender};
+use crossbeam_channel::{bounded, select, Receiver};
 use gosling_extensions::runtime::SessionRuntime;
 use gosling_llm::{self as llm, ChatRequest, Delta, Provider, ToolSpec};
 use gosling_mcp::client::CallContext;
@@ -25,82 +25,8 @@ use std::time::Duration;
 /// How long a tool call waits for the person's confirmation before it is declined.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
 
-/// goose's permission modes; `auto` when neither the session nor the settings name one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    #[default]
-    Auto,
-    Approve,
-    SmartApprove,
-    Chat,
-}
-
-impl Mode {
-    /// goose's GOOSE_MODE: the session's, else the setting, else auto.
-    pub fn resolve(session_mode: Option<&str>, setting: &dyn Fn(&str) -> Option<String>) -> Mode {
-        session_mode
-            .and_then(Mode::parse)
-            .or_else(|| setting("GOOSE_MODE").as_deref().and_then(Mode::parse))
-            .unwrap_or_default()
-    }
-
-    const NAMES: [(Mode, &'static str); 4] =
-        [(Mode::Auto, "auto"), (Mode::Approve, "approve"), (Mode::SmartApprove, "smart_approve"), (Mode::Chat, "chat")];
-
-    pub fn parse(s: &str) -> Option<Mode> {
-        Mode::NAMES.iter().find(|(_, name)| *name == s).map(|(m, _)| *m)
-    }
-
-    /// goose's name of the mode (`smart_approve`).
-    pub fn name(self) -> &'static str {
-        Mode::NAMES.iter().find(|(m, _)| *m == self).map_or("auto", |(_, name)| name)
-    }
-}
-
-/// Tool confirmations awaited by running turns, keyed by tool request id.
-#[derive(Default)]
-pub struct Confirmations {
-    waiting: Mutex<HashMap<String, Sender<String>>>,
-}
-
-/// The session field listing the tools the person allowed "always" in it: kept with the
-/// session, so the answer holds whichever front end (HTTP API, web page, ACP) or process asks
-/// next.
-pub const ALWAYS_ALLOWED: &str = "gosling_always_allowed";
-/// The same for the tools the person refused "always" (ACP's `reject_always`, the decision
-/// `always_deny`): declined without asking again in this session.
-pub const ALWAYS_DENIED: &str = "gosling_always_denied";
-
-/// A tool-name list kept in a session's metadata.
-fn name_set(s: &gosling_store::sessions::Session, key: &str) -> std::collections::HashSet<String> {
-    s.extra
-        .get(key)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| Some(t.as_str()?.to_string()))
-        .collect()
-}
-
-impl Confirmations {
-    fn wait_for(&self, id: &str) -> Receiver<String> {
-        let (tx, rx) = bounded(1);
-        lock(&self.waiting).insert(id.to_string(), tx);
-        rx
-    }
-
-    fn forget(&self, id: &str) {
-        lock(&self.waiting).remove(id);
-    }
-
-    /// Delivers the user's decision; false when no turn waits for this id.
-    pub fn answer(&self, id: &str, action: &str) -> bool {
-        match lock(&self.waiting).remove(id) {
-            Some(tx) => tx.try_send(action.to_string()).is_ok(),
-            None => false,
-        }
-    }
-}
+pub use crate::permissions::{Confirmations, Mode, ALWAYS_ALLOWED, ALWAYS_DENIED};
+use crate::permissions::name_set;
 
 pub struct Turn {
     pub session_id: String,
@@ -110,7 +36,7 @@ pub struct Turn {
     pub confirmations: Arc<Confirmations>,
     pub mode: Mode,
     /// goose's per-tool permission levels (`always_allow`, `ask_before`, `never_allow`),
-    /// stored under `settings::TOOL_PERMISSIONS`.
+    /// stored under `permissions::TOOL_PERMISSIONS`.
     pub permissions: HashMap<String, String>,
     /// Tools allowed "always" in this session (`ALWAYS_ALLOWED`).
     always: Mutex<std::collections::HashSet<String>>,
@@ -175,7 +101,7 @@ You can use the tools of the extensions listed below. Call tools when they help;
 
 /// The stored per-tool permission levels (a malformed entry is ignored).
 fn tool_permissions(host: &crate::host::Host) -> HashMap<String, String> {
-    match host.store.get(crate::settings::TOOL_PERMISSIONS) {
+    match host.store.get(crate::permissions::TOOL_PERMISSIONS) {
         Ok(Some(Value::Object(m))) => m.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect(),
         _ => HashMap::new(),
     }

@@ -21,7 +21,7 @@
 //! answers. Every request is audited as the tool `sampling/createMessage` (arguments hashed).
 
 use crate::elicit::Elicitations;
-use crate::reply::Mode;
+use crate::permissions::Mode;
 use gosling_llm::{self as llm, ChatMessage, ChatRequest, Part, Role};
 use gosling_store::audit::{AuditLog, Entry};
 use gosling_store::sessions::SessionStore;

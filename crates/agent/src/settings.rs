@@ -8,9 +8,7 @@ use gosling_store::atomic;
 use serde_json::Value;
 use std::fmt;
 
-/// The config key holding goose's per-tool permission levels (`{tool: level}`), which every
-/// turn honours (`reply::Turn::approved`).
-pub const TOOL_PERMISSIONS: &str = "tool_permissions";
+pub use crate::permissions::TOOL_PERMISSIONS;
 
 /// What a read of a secret shows: that it is set, never its value.
 pub const SECRET_MASK: &str = "********";

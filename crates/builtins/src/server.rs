@@ -108,19 +108,9 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
 }
 
-/// Builds the builtin called `name` from the process environment.
-pub fn make(name: &str) -> Result<Arc<dyn Builtin>, Error> {
-    match name {
-        "developer" => Ok(Arc::new(super::developer::Developer::from_env()?)),
-        "memory" => Ok(Arc::new(super::memory::Memory::from_env()?)),
-        _ => Err(Error::Unknown { name: name.to_string() }),
-    }
-}
-
-/// Serves the builtin `name` on this process's stdin/stdout until stdin reaches EOF.
+/// Serves `builtin` (called `name`) on this process's stdin/stdout until stdin reaches EOF.
 /// SIGTERM/SIGINT cancel running calls (killing their shell commands) and exit.
-pub fn serve(name: &str) -> Result<(), Error> {
-    let builtin = make(name)?;
+pub fn serve_stdio(name: &str, builtin: Arc<dyn Builtin>) -> Result<(), Error> {
     log::debug!("builtin {name}: serving MCP on stdio");
     run(builtin, io::stdin().lock(), Box::new(io::stdout()), true)
 }
@@ -571,7 +561,7 @@ mod tests {
         let state = Path::new("/state");
         let err = launch("x", exe, state).unwrap_err().to_string();
         assert_eq!(err, "unknown builtin extension x; known builtins: developer, memory");
-        assert_eq!(make("x").err().map(|e| e.to_string()), Some(err));
+        assert_eq!(crate::make("x").err().map(|e| e.to_string()), Some(err));
         let l = launch("memory", exe, state).unwrap();
         assert_eq!((l.program.as_path(), l.args.as_slice()), (exe, ["mcp", "memory"].map(String::from).as_slice()));
         assert_eq!(l.env, [("GOSLING_STATE_DIR".to_string(), "/state".to_string())]);
