@@ -292,9 +292,7 @@ fn only_store_writes_files() {
 /// (remove it).
 const CIRCLES_TO_BREAK: &[(&str, &[&str])] = &[
     ("acp", &["conn", "fs", "goose", "session", "transport"]),
-    ("builtins", &["developer", "memory", "server", "text_editor"]),
     ("extensions", &["policy::allowlist", "policy::error"]),
-    ("mcp", &["oauth", "streamable_http"]),
 ];
 
 /// A layer's modules (`client`, `policy::grammar`; the crate root is left out: it wires its
