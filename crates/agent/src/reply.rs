@@ -25,8 +25,8 @@ use std::time::Duration;
 /// How long a tool call waits for the person's confirmation before it is declined.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
 
-pub use crate::permissions::{Confirmations, Mode, ALWAYS_ALLOWED, ALWAYS_DENIED};
 use crate::permissions::name_set;
+pub use crate::permissions::{Confirmations, Mode, ALWAYS_ALLOWED, ALWAYS_DENIED};
 
 pub struct Turn {
     pub session_id: String,

@@ -3,10 +3,8 @@
 //! and how an entry matches: a whole command line (`argv_matches`), a URL prefix ending at a
 //! boundary (`url_has_prefix`).
 
-use super::error::PolicyError;
-use super::yaml::YamlError;
+use super::error::{AllowlistError, PolicyError};
 use serde_json::Value;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -65,28 +63,6 @@ pub(super) fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), Policy
     }
     let local = LocalList { path: path.to_path_buf(), commands: list("commands")?, urls: list("urls")? };
     Ok((local, extra))
-}
-
-/// Why goose's allowlist (`GOOSE_ALLOWLIST`) could not be used, for the message that
-/// refuses installs while it is unavailable.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AllowlistError {
-    NotHttp,
-    Fetch(String),
-    Status(u16),
-    /// The YAML could not be read as goose's allowlist.
-    Yaml(YamlError),
-}
-
-impl fmt::Display for AllowlistError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AllowlistError::NotHttp => write!(f, "it must be an http:// or https:// URL"),
-            AllowlistError::Fetch(e) => write!(f, "{e}"),
-            AllowlistError::Status(s) => write!(f, "HTTP status {s}"),
-            AllowlistError::Yaml(e) => write!(f, "{e}"),
-        }
-    }
 }
 
 /// GETs the allowlist, bounded in time and size.

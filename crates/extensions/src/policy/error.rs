@@ -1,7 +1,7 @@
 //! `PolicyError`: every refusal of the trust policy, each naming the rule, the argument or
 //! variable at fault, and what to do. Only the text lives here; the rules decide elsewhere.
 
-use super::allowlist::AllowlistError;
+use super::yaml::YamlError;
 use crate::config::ConfigError;
 use gosling_util::printable;
 use std::fmt;
@@ -105,6 +105,28 @@ impl std::error::Error for PolicyError {
             Some(e)
         } else {
             None
+        }
+    }
+}
+
+/// Why goose's allowlist (`GOOSE_ALLOWLIST`) could not be used, for the message that
+/// refuses installs while it is unavailable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AllowlistError {
+    NotHttp,
+    Fetch(String),
+    Status(u16),
+    /// The YAML could not be read as goose's allowlist.
+    Yaml(YamlError),
+}
+
+impl fmt::Display for AllowlistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowlistError::NotHttp => write!(f, "it must be an http:// or https:// URL"),
+            AllowlistError::Fetch(e) => write!(f, "{e}"),
+            AllowlistError::Status(s) => write!(f, "HTTP status {s}"),
+            AllowlistError::Yaml(e) => write!(f, "{e}"),
         }
     }
 }

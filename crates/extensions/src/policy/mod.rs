@@ -45,8 +45,8 @@ mod error;
 mod grammar;
 mod yaml;
 
-pub use allowlist::{argv_matches, AllowlistError, MAX_ALLOWLIST_BYTES};
-pub use error::PolicyError;
+pub use allowlist::{argv_matches, MAX_ALLOWLIST_BYTES};
+pub use error::{AllowlistError, PolicyError};
 pub use grammar::{check_launch, launch_dir, program_family, RUNS};
 pub use yaml::{parse_allowlist_yaml, YamlError, YamlProblem};
 
