@@ -232,6 +232,35 @@ fn a_stopped_answer_is_saved_as_far_as_it_got_marked_stopped_in_order() {
     assert_eq!(conv[5]["content"][0]["msg"], live_error["error"], "the saved error is the one shown live");
 }
 
+/// A message sent while no model is usable (here: no API key) is answered live with an error;
+/// after a reload the conversation shows the same two things, in order, and the model will not
+/// read the error.
+#[test]
+fn a_message_no_model_could_answer_keeps_its_error_after_a_reload() {
+    let env = [("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "any")];
+    let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let s = Server::start_with(ServerOpts { env, ..Default::default() });
+    let sid = new_session(&s);
+    let mut ev = Events::open(&s, &sid);
+    let rid = send(&s, &sid, 8, "Is anyone there?");
+    ev.until("Finish", finished(&rid));
+    let live_error = ev
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v["type"] == "Error" && v["chat_request_id"] == rid.as_str())
+        .unwrap_or_else(|| panic!("no Error event: {}", ev.text));
+    assert!(live_error["error"].as_str().unwrap().contains("OPENAI_API_KEY"), "{live_error}");
+    let conv = session(&s, &sid)["conversation"].as_array().unwrap().clone();
+    let roles: Vec<_> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant"], "{conv:#?}");
+    assert_eq!(conv[0]["content"][0]["text"], "Is anyone there?");
+    assert_eq!(conv[1]["metadata"]["goslingError"], true);
+    assert_eq!(conv[1]["metadata"]["agentVisible"], false, "the model never reads the error");
+    assert_eq!(conv[1]["content"][0]["msg"], live_error["error"], "the saved error is the one shown live");
+}
+
 #[test]
 fn config_says_which_settings_are_in_force_and_which_the_environment_overrides() {
     let Some(mock) = Llmock::start(&[]) else { return };

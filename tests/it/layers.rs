@@ -287,13 +287,6 @@ fn only_store_writes_files() {
     assert!(wrong.is_empty(), "files written outside the store:\n{}", wrong.join("\n"));
 }
 
-/// Circles among a layer's own modules still to be broken (issue 26 item 7), each as its sorted
-/// members. A new circle fails the test; so does an entry here that is no longer a circle
-/// (remove it).
-const CIRCLES_TO_BREAK: &[(&str, &[&str])] = &[
-    ("acp", &["conn", "fs", "goose", "session", "transport"]),
-];
-
 /// A layer's modules (`client`, `policy::grammar`; the crate root is left out: it wires its
 /// modules) and, for each, the modules it names as `crate::m` or `super::m`.
 fn module_graph(layer: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
@@ -360,28 +353,14 @@ fn circles(graph: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Vec<
     out
 }
 
+/// No circles among a layer's own modules (issue 26 item 7): each module of a layer imports
+/// only modules that do not import it back, directly or through others; the crate root wires.
 #[test]
-fn no_new_circles_inside_a_layer() {
+fn no_circles_inside_a_layer() {
     let mut wrong = Vec::new();
     for (layer, _) in ALLOWED {
-        let found = circles(&module_graph(layer));
-        let known: Vec<Vec<String>> = CIRCLES_TO_BREAK
-            .iter()
-            .filter(|(l, _)| l == layer)
-            .map(|(_, m)| m.iter().map(|s| s.to_string()).collect())
-            .collect();
-        for c in &found {
-            if !known.contains(c) {
-                wrong.push(format!("crates/{layer}: a new circle among {}", c.join(", ")));
-            }
-        }
-        for k in &known {
-            if !found.contains(k) {
-                wrong.push(format!(
-                    "crates/{layer}: {} is no longer a circle: remove it from CIRCLES_TO_BREAK",
-                    k.join(", ")
-                ));
-            }
+        for c in circles(&module_graph(layer)) {
+            wrong.push(format!("crates/{layer}: a circle among {}", c.join(", ")));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

@@ -5,13 +5,11 @@
 //! request failed when the connection closes; a wait given up sends nothing, as Goose Desktop
 //! expects). The reader (`mod.rs`) hands answers in with `deliver`.
 
-use crate::transport::{LineWriter, Outbound};
 use crossbeam_channel::Receiver;
 use gosling_wire::jsonrpc::{ErrorObject, Id, Message};
 use gosling_wire::peer::{self, Peer};
 use serde_json::Value;
 use std::fmt;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +48,13 @@ impl peer::Outbound for Wire {
     }
 }
 
+/// Where a connection's messages go: one encoded JSON-RPC message per call, sent whole (a
+/// line, a text frame). Called from any thread; may block while the peer is slow.
+pub trait Outbound: Send + Sync {
+    /// False when the peer is gone (the message was not sent).
+    fn send(&self, message: String) -> bool;
+}
+
 type Answer = Result<Value, ErrorObject>;
 
 pub struct Conn {
@@ -57,11 +62,6 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection writing one line per message to `out` (stdio).
-    pub fn new(out: Box<dyn Write + Send>) -> Conn {
-        Conn::with_outbound(Box::new(LineWriter::new(out)))
-    }
-
     /// A connection over any transport. The client's requests are answered by the reader's
     /// dispatch (`session::Agent`), not through the peer's in-flight table.
     pub fn with_outbound(out: Box<dyn Outbound>) -> Conn {

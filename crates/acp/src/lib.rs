@@ -17,6 +17,7 @@ pub mod conn;
 pub mod fs;
 pub mod goose;
 pub mod session;
+pub mod shapes;
 pub mod transport;
 pub mod updates;
 
@@ -67,8 +68,8 @@ impl std::error::Error for Error {}
 
 /// Serves ACP on stdin/stdout over the core `main` built (`core::build`) until stdin ends.
 pub fn run(app: Arc<Host>) -> Result<(), Error> {
-    let conn = Arc::new(Conn::new(Box::new(io::stdout())));
-    let agent = Arc::new(session::Agent::new(app.clone(), conn.clone()));
+    let conn = Arc::new(Conn::with_outbound(Box::new(transport::LineWriter::new(io::stdout()))));
+    let agent = Arc::new(session::Agent::new(app.clone(), conn.clone(), goose::call));
     log::info!("gosling {} serving ACP v{PROTOCOL_VERSION} on stdio", env!("CARGO_PKG_VERSION"));
     let r = serve(&agent, &conn, &mut LineReader::new(io::stdin().lock(), MAX_LINE));
     conn.close();

@@ -72,7 +72,16 @@ pub struct Agent {
     /// The client takes ACP's form-mode `elicitation/create` (`clientCapabilities.elicitation.form`).
     forms: AtomicBool,
     open: Mutex<HashMap<String, Arc<Open>>>,
+    /// Answers goose's own methods (`_goose/…`, the `goose` module), given by whoever wires the
+    /// connection, so the standard methods here do not depend on goose's.
+    goose: GooseMethods,
 }
+
+/// The prefix of goose's own methods.
+pub const GOOSE_METHODS: &str = "_goose/";
+
+/// The answerer of goose's own methods (`goose::call`).
+pub type GooseMethods = fn(&Arc<Agent>, &str, &Value) -> Reply;
 
 pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
@@ -133,10 +142,11 @@ fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
 }
 
 impl Agent {
-    pub fn new(app: Arc<Host>, conn: Arc<Conn>) -> Agent {
+    pub fn new(app: Arc<Host>, conn: Arc<Conn>, goose: GooseMethods) -> Agent {
         Agent {
             app,
             conn,
+            goose,
             custom_notifications: AtomicBool::new(false),
             fs: Mutex::default(),
             forms: AtomicBool::new(false),
@@ -155,10 +165,10 @@ impl Agent {
             "session/delete" => self.delete(&params),
             "session/close" => self.close(&params),
             "session/set_config_option" => self.set_config_option(&params),
-            m if crate::goose::is_goose(m) => {
+            m if m.starts_with(GOOSE_METHODS) => {
                 // Some start extensions or wait for them: answered from their own thread.
-                let (me, method) = (self.clone(), m.to_string());
-                self.spawn(id, move || crate::goose::call(&me, &method, &params));
+                let (me, method, goose) = (self.clone(), m.to_string(), self.goose);
+                self.spawn(id, move || goose(&me, &method, &params));
                 return;
             }
             "session/new" | "session/load" => {
@@ -371,7 +381,7 @@ impl Agent {
         let list = list.as_array().ok_or_else(|| invalid_params("`_meta.enabledExtensions` must be an array"))?;
         let mut out = Vec::new();
         for (i, e) in list.iter().enumerate() {
-            let c = crate::goose::from_goose_extension(e)
+            let c = crate::shapes::from_goose_extension(e)
                 .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {e}")))?;
             self.check_policy(&c)
                 .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {}", e.message)))?;
@@ -530,7 +540,7 @@ impl Agent {
                 && cwd.is_none_or(|c| s.working_dir == c)
         });
         all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
-        let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::goose::session_info).collect();
+        let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
         let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
         Ok(json!({ "sessions": page, "nextCursor": next }))
     }

@@ -20,12 +20,7 @@ use std::sync::{Arc, Mutex};
 /// How much of an over-limit message is kept to find its id.
 pub const PEEK: usize = 4096;
 
-/// Where a connection's messages go: one encoded JSON-RPC message per call, sent whole (a
-/// line, a text frame). Called from any thread; may block while the peer is slow.
-pub trait Outbound: Send + Sync {
-    /// False when the peer is gone (the message was not sent).
-    fn send(&self, message: String) -> bool;
-}
+pub use crate::conn::Outbound;
 
 /// stdio's outbound: one line per message, flushed.
 pub struct LineWriter<W>(Mutex<W>);
@@ -141,7 +136,7 @@ impl<R: BufRead> Inbox for LineReader<R> {
 /// fail; the host and its extensions stay up for the next connection.
 pub fn serve_connection(host: Arc<Host>, outbound: Box<dyn Outbound>, mut inbox: impl Inbox) {
     let conn = Arc::new(super::conn::Conn::with_outbound(outbound));
-    let agent = Arc::new(super::session::Agent::new(host, conn.clone()));
+    let agent = Arc::new(super::session::Agent::new(host, conn.clone(), super::goose::call));
     let mut prompted = std::collections::HashSet::new();
     let mut watch = Watch { inner: &mut inbox, prompted: &mut prompted };
     if let Err(e) = super::serve(&agent, &conn, &mut watch) {

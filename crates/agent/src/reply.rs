@@ -107,6 +107,16 @@ fn tool_permissions(host: &crate::host::Host) -> HashMap<String, String> {
     }
 }
 
+/// A turn's error as the conversation keeps it: a notification the person sees and the model
+/// does not (`agentVisible: false`), marked `goslingError`.
+fn error_note(error: &str) -> Value {
+    let note = json!({ "type": "systemNotification", "notificationType": "inlineMessage", "msg": error });
+    let mut m = msg::message(&msg::new_id(), "assistant", vec![note]);
+    m["metadata"]["agentVisible"] = Value::Bool(false);
+    m["metadata"][msg::ERROR] = Value::Bool(true);
+    m
+}
+
 impl Turn {
     /// The turn for a new user message: the session, its running agent, the model settings;
     /// the message is saved before the turn starts.
@@ -127,13 +137,12 @@ impl Turn {
         let running = host.agents.begin_turn(session_id).ok_or_else(|| Error::Busy(session_id.to_string()))?;
         let model =
             session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str).map(str::to_string);
-        let settings = llm::Settings::resolve(
+        let resolved = llm::Settings::resolve(
             &gosling_config::ProcessEnv,
             &setting,
             (session.provider_name.as_deref(), model.as_deref()),
         )
-        .map_err(Error::Model)?;
-        let provider = llm::from_settings(&settings).map_err(Error::Model)?;
+        .and_then(|settings| llm::from_settings(&settings).map(|provider| (settings, provider)));
         let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
         // A new message is appended; an override rewrites the stored conversation.
         let first_text = crate::title::message_text(&user_message);
@@ -148,6 +157,18 @@ impl Turn {
                 let mut conversation = session.conversation.unwrap_or_default();
                 conversation.push(user_message);
                 conversation
+            }
+        };
+        // No usable model: the message and why it got no answer stay in the conversation, as
+        // the person saw them live.
+        let (settings, provider) = match resolved {
+            Ok(m) => m,
+            Err(e) => {
+                let r = host.sessions.append_message(session_id, &error_note(&e.to_string()));
+                if let Err(s) = r {
+                    log::error!("reply: cannot save the error of session {session_id}: {s}");
+                }
+                return Err(Error::Model(e));
             }
         };
         // The first message names the session at once; the model may improve on it later.
@@ -203,11 +224,7 @@ impl Turn {
     /// A turn that failed keeps its error in the conversation, as shown live: a notification
     /// the person sees and the model does not (`agentVisible: false`), marked `goslingError`.
     fn save_error(&self, error: &str) {
-        let note = json!({ "type": "systemNotification", "notificationType": "inlineMessage", "msg": error });
-        let mut m = msg::message(&msg::new_id(), "assistant", vec![note]);
-        m["metadata"]["agentVisible"] = Value::Bool(false);
-        m["metadata"][msg::ERROR] = Value::Bool(true);
-        self.save(&m);
+        self.save(&error_note(error));
     }
 
     fn system_prompt(&self) -> String {

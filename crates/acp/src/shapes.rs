@@ -1,0 +1,115 @@
+//! goose's JSON shapes over ACP, shared by the standard methods (`session`) and goose's own
+//! (`goose`): a session's listing entry with the `_meta` Desktop reads, and goose's extension
+//! form (`GooseExtension`) to and from an extension config. Pure: no I/O.
+
+use gosling_extensions::config::{ExtensionConfig, Kind};
+use gosling_store::sessions::Session;
+use serde_json::{json, Map, Value};
+
+/// ACP's SessionInfo with the `_meta` keys goose's Desktop reads (goose-serve.md §4.4).
+pub fn session_info(s: &Session) -> Value {
+    let model = s.model_config.as_ref().and_then(|m| m.get("model_name")).cloned();
+    json!({
+        "sessionId": s.id,
+        "cwd": s.working_dir,
+        "title": s.name,
+        "updatedAt": s.updated_at,
+        "_meta": {
+            "messageCount": s.message_count,
+            "createdAt": s.created_at,
+            "lastMessageAt": s.updated_at,
+            "archivedAt": null,
+            "projectId": null,
+            "providerId": s.provider_name,
+            "modelId": model,
+            "sessionType": s.session_type,
+            "userSetName": s.user_set_name,
+            "hasRecipe": s.recipe.is_some(),
+        },
+    })
+}
+
+/// goose's GooseExtension for a config; `None` for the kinds Desktop cannot show (sse,
+/// frontend, inline_python).
+pub fn to_goose_extension(c: &ExtensionConfig) -> Option<Value> {
+    let pairs = |m: &std::collections::BTreeMap<String, String>| -> Vec<Value> {
+        m.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect()
+    };
+    let mut v = match &c.kind {
+        Kind::Builtin { display_name } => {
+            json!({ "type": "builtin", "name": c.name, "description": c.description, "display_name": display_name, "timeout": c.timeout, "bundled": c.bundled })
+        }
+        Kind::Platform { display_name } => {
+            json!({ "type": "platform", "name": c.name, "description": c.description, "display_name": display_name, "bundled": c.bundled })
+        }
+        Kind::Stdio { cmd, args, envs, env_keys } => json!({
+            "type": "mcp", "server": { "name": c.name, "command": cmd, "args": args, "env": pairs(envs) },
+            "envKeys": env_keys, "description": c.description, "timeout": c.timeout, "bundled": c.bundled,
+        }),
+        Kind::StreamableHttp { uri, env_keys, headers, .. } => json!({
+            "type": "mcp", "server": { "type": "http", "name": c.name, "url": uri, "headers": pairs(headers) },
+            "envKeys": env_keys, "description": c.description, "timeout": c.timeout, "bundled": c.bundled,
+        }),
+        Kind::Sse { .. } | Kind::Frontend { .. } | Kind::InlinePython { .. } => return None,
+    };
+    if !c.available_tools.is_empty() {
+        v["available_tools"] = json!(c.available_tools);
+    }
+    Some(v)
+}
+
+/// A GooseExtension from the client as a goose extension config (checked by `validate`; the
+/// caller applies the trust policy).
+pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let opt = |k: &str| e.get(k).filter(|v| !v.is_null()).cloned();
+    let mut v = match e.get("type").and_then(Value::as_str) {
+        Some(t @ ("builtin" | "platform")) => {
+            let mut v = json!({ "type": t, "name": s("name"), "description": s("description") });
+            if let Some(d) = opt("display_name") {
+                v["display_name"] = d;
+            }
+            v
+        }
+        Some("mcp") => {
+            let server = e.get("server").ok_or("a `mcp` extension needs `server` (an ACP McpServer)")?;
+            let name = server.get("name").and_then(Value::as_str).unwrap_or("");
+            let pairs = |k: &str| -> Map<String, Value> {
+                server
+                    .get(k)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| Some((p.get("name")?.as_str()?.to_string(), p.get("value")?.clone())))
+                    .collect()
+            };
+            let env_keys = e.get("envKeys").cloned().unwrap_or_else(|| json!([]));
+            match server.get("type").and_then(Value::as_str) {
+                None | Some("stdio") => json!({
+                    "type": "stdio", "name": name, "description": s("description"),
+                    "cmd": server.get("command").and_then(Value::as_str).ok_or(format!("extension {name}: `server.command` is missing"))?,
+                    "args": server.get("args").cloned().unwrap_or_else(|| json!([])), "envs": pairs("env"), "env_keys": env_keys,
+                }),
+                Some("http") => json!({
+                    "type": "streamable_http", "name": name, "description": s("description"),
+                    "uri": server.get("url").and_then(Value::as_str).ok_or(format!("extension {name}: `server.url` is missing"))?,
+                    "headers": pairs("headers"), "env_keys": env_keys,
+                }),
+                Some(other) => {
+                    return Err(format!(
+                    "extension {name}: MCP transport {other:?} is not supported; use stdio or http (Streamable HTTP)"
+                ))
+                }
+            }
+        }
+        other => return Err(format!("unknown extension type {other:?}; use builtin, platform or mcp")),
+    };
+    for k in ["timeout", "bundled", "available_tools"] {
+        if let Some(x) = opt(k) {
+            v[k] = x;
+        }
+    }
+    let c = ExtensionConfig::from_value(v).map_err(|e| e.to_string())?;
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
