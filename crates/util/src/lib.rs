@@ -145,55 +145,29 @@ mod sha_tests {
 }
 
 /// Base64 (RFC 4648): the URL-safe alphabet without padding (§5; PKCE, random tokens) or the
-/// standard one with padding (§4; HTTP Basic credentials).
+/// standard one with padding (§4; HTTP Basic credentials). The `base64` crate (already in the
+/// build through ureq) does the work.
 pub fn base64_encode(data: &[u8], url_safe: bool) -> String {
-    let alphabet: &[u8; 64] = if url_safe {
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use base64::Engine;
+    if url_safe {
+        URL_SAFE_NO_PAD.encode(data)
     } else {
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    };
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let n = chunk.len();
-        let v = u32::from(chunk[0]) << 16
-            | u32::from(*chunk.get(1).unwrap_or(&0)) << 8
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= n {
-                out.push(char::from(alphabet[(v >> (18 - 6 * i) & 63) as usize]));
-            } else if !url_safe {
-                out.push('=');
-            }
-        }
+        STANDARD.encode(data)
     }
-    out
 }
 
-/// Decodes standard or URL-safe base64, padded or not; whitespace is ignored.
+/// Decodes standard or URL-safe base64 (one alphabet per text), padded or not; whitespace is
+/// ignored. `None` for anything else.
 pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            b'=' => break,
-            b' ' | b'\n' | b'\r' | b'\t' => continue,
-            _ => return None,
-        };
-        acc = (acc << 6) | v as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    use base64::engine::general_purpose::{GeneralPurpose, PAD_INDIFFERENT};
+    use base64::{alphabet, Engine};
+    const LENIENT: base64::engine::GeneralPurposeConfig = PAD_INDIFFERENT.with_decode_allow_trailing_bits(true);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&alphabet::STANDARD, LENIENT);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&alphabet::URL_SAFE, LENIENT);
+    let text: String = s.chars().filter(|c| !matches!(c, ' ' | '\n' | '\r' | '\t')).collect();
+    let engine = if text.contains(['-', '_']) { &URL_SAFE } else { &STANDARD };
+    engine.decode(text).ok()
 }
 
 #[cfg(test)]

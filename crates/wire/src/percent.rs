@@ -1,9 +1,12 @@
 //! Percent-encoding, in one place: the strict decoder for `goose://` links, the lenient one for
-//! request paths and queries (and `a=b&c` pairs), and the form encoder. Pure.
+//! request paths and queries (and `a=b&c` pairs), and the form encoder. Pure. The bytes are
+//! decoded and encoded by the `percent-encoding` crate (already in the build through ureq);
+//! what is ours is the strictness and the `+` rule.
 
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
-}
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// Everything but RFC 3986's unreserved characters is escaped.
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// Why a strict decode failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,61 +30,27 @@ impl std::fmt::Display for PercentError {
 /// by two hex digits, or bytes that are not UTF-8, are errors.
 pub fn form_decode(raw: &str) -> Result<String, PercentError> {
     let b = raw.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b'%' => match (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 3;
-                }
-                _ => return Err(PercentError::BadEscape { at: raw[i..].chars().take(3).collect() }),
-            },
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
+    // The crate keeps a malformed escape as it is: refuse one first, naming it.
+    if let Some(i) = (0..b.len()).find(|&i| {
+        b[i] == b'%'
+            && !(b.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    }) {
+        return Err(PercentError::BadEscape { at: raw[i..].chars().take(3).collect() });
     }
-    String::from_utf8(out).map_err(|_| PercentError::NotUtf8)
+    let spaced = raw.replace('+', " ");
+    percent_decode_str(&spaced).decode_utf8().map(|s| s.into_owned()).map_err(|_| PercentError::NotUtf8)
 }
 
 /// Lenient, for paths and queries: a malformed escape is kept literally, `+` is kept, invalid
 /// UTF-8 is replaced.
 pub fn decode_lenient(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 /// `application/x-www-form-urlencoded` of one value: everything but the unreserved characters
 /// (RFC 3986) as `%XX`.
 pub fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
 /// `a=b&c=d` split and decoded leniently, `+` read as a space (query strings, form bodies).
