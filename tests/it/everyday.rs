@@ -88,6 +88,16 @@ impl Events {
         Events { conn, text: String::new() }
     }
 
+    /// The Error event request `rid` got, as shown live.
+    fn error_of(&self, rid: &str) -> Value {
+        self.text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|v| v["type"] == "Error" && v["chat_request_id"] == rid)
+            .unwrap_or_else(|| panic!("no Error event: {}", self.text))
+    }
+
     fn until(&mut self, what: &str, f: impl Fn(&str) -> bool) {
         let end = Instant::now() + Duration::from_secs(30);
         let mut buf = [0u8; 8192];
@@ -215,13 +225,7 @@ fn a_stopped_answer_is_saved_as_far_as_it_got_marked_stopped_in_order() {
     script(&mock, json!([{ "type": "fail", "status": 400, "message": "model says no", "times": 1 }]));
     let rid = send(&s, &sid, 6, "And now fail");
     ev.until("the third Finish", finished(&rid));
-    let live_error = ev
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .find(|v| v["type"] == "Error" && v["chat_request_id"] == rid.as_str())
-        .unwrap_or_else(|| panic!("no Error event: {}", ev.text));
+    let live_error = ev.error_of(&rid);
     let conv = session(&s, &sid)["conversation"].as_array().unwrap().clone();
     let roles: Vec<_> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant", "user", "assistant"], "{conv:#?}");
@@ -244,13 +248,7 @@ fn a_message_no_model_could_answer_keeps_its_error_after_a_reload() {
     let mut ev = Events::open(&s, &sid);
     let rid = send(&s, &sid, 8, "Is anyone there?");
     ev.until("Finish", finished(&rid));
-    let live_error = ev
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .find(|v| v["type"] == "Error" && v["chat_request_id"] == rid.as_str())
-        .unwrap_or_else(|| panic!("no Error event: {}", ev.text));
+    let live_error = ev.error_of(&rid);
     assert!(live_error["error"].as_str().unwrap().contains("OPENAI_API_KEY"), "{live_error}");
     let conv = session(&s, &sid)["conversation"].as_array().unwrap().clone();
     let roles: Vec<_> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
