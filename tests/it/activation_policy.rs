@@ -77,3 +77,43 @@ fn an_extension_the_allowlist_no_longer_admits_does_not_start_on_resume_restart_
     refused(results.iter().find(|x| x["name"] == "everything").expect("a result for it"), "everything");
     assert_eq!(results.iter().find(|x| x["name"] == "developer").unwrap()["success"], true, "{results:?}");
 }
+
+/// Issue 27 item 6, "the current policy": the allowlist is read again when its file changes, so
+/// the next activation is judged by it without a restart — tightened, loosened, and refused with
+/// the reason when the file no longer reads.
+#[test]
+fn a_changed_allowlist_is_in_force_at_the_next_activation_without_a_restart() {
+    let peers = require_peers!();
+    let s = Server::start();
+    let work = TempDir::new("work");
+    let wd = work.path().to_str().unwrap().to_string();
+    let everything = everything_stdio_config(peers, "everything");
+    let r = s.post("/agent/start", json!({"working_dir": wd, "extension_overrides": [everything]}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let restart = |what: &str| {
+        let r = s.post("/agent/restart", json!({"session_id": id}));
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+        let results = r.json()["extension_results"].as_array().unwrap().clone();
+        results.into_iter().find(|x| x["name"] == "everything").unwrap_or_else(|| panic!("{what}: no result"))
+    };
+    assert_eq!(restart("no allowlist")["success"], true);
+
+    // Tightened while the server runs: the next activation is refused, saying why.
+    let file = s.home.join("config/allowlist.json");
+    std::fs::write(&file, json!({"commands": ["gosling mcp memory"], "urls": []}).to_string()).unwrap();
+    refused(&restart("an allowlist without its command"), "everything");
+    assert!(!tool_names(&s, &id).iter().any(|t| t.starts_with("everything__")));
+
+    // A file that no longer reads: refused, naming the file and the problem.
+    std::fs::write(&file, "{ not json").unwrap();
+    let r = restart("a malformed allowlist");
+    assert_eq!(r["success"], false, "{r}");
+    let e = r["error"].as_str().unwrap_or_default();
+    assert!(e.contains("allowlist.json") && e.contains("cannot be used"), "{e}");
+
+    // Removed: no allowlist again, and it starts.
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(restart("the allowlist removed")["success"], true);
+    assert!(tool_names(&s, &id).iter().any(|t| t.starts_with("everything__")));
+}

@@ -55,6 +55,7 @@ use allowlist::{fetch, read_local, redact_url, url_has_prefix, LocalList};
 use gosling_config::Env;
 use gosling_util::printable;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// goose's allowed stdio commands for links, plus `gosling` (our own builtins).
 pub const DEFAULT_COMMANDS: [&str; 9] =
@@ -99,31 +100,35 @@ enum Remote {
     Unavailable(AllowlistError),
 }
 
-/// The policy in force. Build it with `from_env` (or `permissive` when none is configured).
+/// The rules read from the environment and the allowlist file at one moment; `Policy` keeps the
+/// current ones.
 #[derive(Debug, Clone)]
-pub struct Policy {
+struct Rules {
     allowed_commands: Vec<String>,
     remote: Option<(String, Remote)>,
     local: Option<LocalList>,
     warn_only: bool,
+    /// The allowlist file changed and no longer reads (where, why): everything is refused.
+    broken: Option<(String, String)>,
 }
 
-impl Policy {
+impl Rules {
     /// No allowlist, the default commands, refusals are refusals.
-    pub fn permissive() -> Policy {
-        Policy {
+    fn permissive() -> Rules {
+        Rules {
             allowed_commands: DEFAULT_COMMANDS.iter().map(|s| s.to_string()).collect(),
             remote: None,
             local: None,
             warn_only: false,
+            broken: None,
         }
     }
 
     /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
     /// now; a failed fetch does not fail here but makes every check refuse, see the module
     /// header). Errors are setup mistakes: a bad env value, a missing or malformed file.
-    pub fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Policy, PolicyError> {
-        let mut p = Policy::permissive();
+    fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Rules, PolicyError> {
+        let mut p = Rules::permissive();
         if let Some(list) = env.get("GOSLING_ALLOWED_COMMANDS") {
             for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                 if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
@@ -176,18 +181,21 @@ impl Policy {
     }
 
     /// The commands rule 1 admits, defaults first.
-    pub fn allowed_commands(&self) -> &[String] {
+    fn allowed_commands(&self) -> &[String] {
         &self.allowed_commands
     }
 
     /// Whether any allowlist (remote or local) is configured.
-    pub fn has_allowlist(&self) -> bool {
+    fn has_allowlist(&self) -> bool {
         self.remote.is_some() || self.local.is_some()
     }
 
     /// Checks `config` added through `source`. Ok carries warnings to show the user (allowlist
     /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
-    pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
+    fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
+        if let Some((origin, detail)) = &self.broken {
+            return Err(PolicyError::Setup { origin: origin.clone(), detail: detail.clone() });
+        }
         check_env(config)?;
         if source.is_from_elsewhere() {
             check_env_from_elsewhere(config)?;
@@ -230,7 +238,10 @@ impl Policy {
     /// person's consent (`extensions::consent`): a stdio command line equal word for word to an
     /// entry without a trailing `*` (a wildcard admits arguments nobody reviewed), or a remote
     /// URL equal to an entry of the local file's `urls`. The rules of `check` still apply.
-    pub fn allowlists_exactly(&self, config: &ExtensionConfig) -> bool {
+    fn allowlists_exactly(&self, config: &ExtensionConfig) -> bool {
+        if self.broken.is_some() {
+            return false;
+        }
         let exact =
             |entry: &String, argv: &[&str]| entry.split_whitespace().last() != Some("*") && argv_matches(argv, entry);
         match &config.kind {
@@ -342,6 +353,128 @@ impl Policy {
                 Ok(())
             }
         }
+    }
+}
+
+/// The policy in force. Build it with `from_env` (or `permissive` when none is configured).
+/// Clones share it. Every use first looks at the local allowlist file (one `stat`): when it has
+/// changed since it was read (written, replaced, created or removed), the rules are read again
+/// from it and from the policy's variables as they were at start (`GOOSE_ALLOWLIST` fetched
+/// again), so every activation is judged by the allowlist as it is now, without a restart. A
+/// file that no longer reads makes every check refuse, naming the problem, until it is fixed.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    live: Arc<Live>,
+}
+
+#[derive(Debug)]
+struct Live {
+    /// The file's identity when the rules were read, and the rules.
+    current: Mutex<(Option<FileStamp>, Arc<Rules>)>,
+    /// Where the rules come from, to read them again; `None` for `permissive`.
+    source: Option<Source>,
+}
+
+#[derive(Debug)]
+struct Source {
+    /// The policy's variables as they were at start (a running server's environment does not
+    /// change; the file does).
+    env: Vec<(String, String)>,
+    config_dir: PathBuf,
+    file: PathBuf,
+}
+
+/// What tells a changed file: device, inode, size, modification time (ns).
+type FileStamp = (u64, u64, u64, i128);
+
+/// The variables `Rules::from_env` reads.
+const POLICY_VARS: &[&str] =
+    &["GOSLING_ALLOWED_COMMANDS", "GOSLING_ALLOWLIST_FILE", "GOOSE_ALLOWLIST", "GOOSE_ALLOWLIST_WARNING"];
+
+/// The policy's variables as saved at start.
+struct SavedEnv<'a>(&'a [(String, String)]);
+
+impl Env for SavedEnv<'_> {
+    fn get(&self, key: &str) -> Option<String> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+}
+
+/// The allowlist file's identity now; `None` when there is none.
+fn stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.dev(), m.ino(), m.len(), i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec())))
+}
+
+impl Policy {
+    /// No allowlist, the default commands, refusals are refusals.
+    pub fn permissive() -> Policy {
+        let live = Live { current: Mutex::new((None, Arc::new(Rules::permissive()))), source: None };
+        Policy { live: Arc::new(live) }
+    }
+
+    /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
+    /// now; a failed fetch does not fail here but makes every check refuse, see the module
+    /// header). Errors are setup mistakes: a bad env value, a missing or malformed file.
+    pub fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Policy, PolicyError> {
+        let saved: Vec<(String, String)> =
+            POLICY_VARS.iter().filter_map(|k| Some((k.to_string(), env.get(k)?))).collect();
+        let file = match env.get("GOSLING_ALLOWLIST_FILE") {
+            Some(f) => PathBuf::from(f),
+            None => config_dir.join("allowlist.json"),
+        };
+        let before = stamp(&file);
+        let rules = Rules::from_env(&SavedEnv(&saved), config_dir)?;
+        let source = Source { env: saved, config_dir: config_dir.to_path_buf(), file };
+        let live = Live { current: Mutex::new((before, Arc::new(rules))), source: Some(source) };
+        Ok(Policy { live: Arc::new(live) })
+    }
+
+    /// The rules in force now: read again when the allowlist file changed.
+    fn rules(&self) -> Arc<Rules> {
+        let mut current = gosling_util::lock(&self.live.current);
+        if let Some(src) = &self.live.source {
+            let now = stamp(&src.file);
+            if now != current.0 {
+                let file = src.file.display().to_string();
+                let rules = match Rules::from_env(&SavedEnv(&src.env), &src.config_dir) {
+                    Ok(rules) => {
+                        log::info!("policy: {file} changed; its rules are in force now");
+                        rules
+                    }
+                    Err(e) => {
+                        log::error!("policy: {file} changed and cannot be used ({e}); every extension is refused");
+                        let detail = format!("the allowlist changed and cannot be used ({e}); every extension is refused until it is fixed");
+                        Rules { broken: Some((file, detail)), ..Rules::permissive() }
+                    }
+                };
+                *current = (now, Arc::new(rules));
+            }
+        }
+        current.1.clone()
+    }
+
+    /// The commands rule 1 admits, defaults first.
+    pub fn allowed_commands(&self) -> Vec<String> {
+        self.rules().allowed_commands().to_vec()
+    }
+
+    /// Whether any allowlist (remote or local) is configured.
+    pub fn has_allowlist(&self) -> bool {
+        self.rules().has_allowlist()
+    }
+
+    /// Checks `config` added through `source`. Ok carries warnings to show the user (allowlist
+    /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
+    pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
+        self.rules().check(config, source)
+    }
+
+    /// Whether the operator's allowlist names this exact launch (`Rules::allowlists_exactly`):
+    /// it may run without the person's consent.
+    pub fn allowlists_exactly(&self, config: &ExtensionConfig) -> bool {
+        self.rules().allowlists_exactly(config)
     }
 }
 
