@@ -1,7 +1,8 @@
 //! Issue 27 finding 7: every activation re-checks the trust policy in force. A session's
-//! stored extension that the allowlist (`<config dir>/allowlist.json`, read at start-up) no
-//! longer admits does not start after a restart — on `/agent/resume`, `/agent/restart`,
-//! `/agent/update_working_dir` or ACP `session/load` — and the answer says why.
+//! stored extension that the allowlist (`<config dir>/allowlist.json`) no longer admits does
+//! not start — on `/agent/resume`, `/agent/restart`, `/agent/update_working_dir` or ACP
+//! `session/load`, after a server restart or with the file changed under a running server — and
+//! the answer says why.
 
 use crate::fake_llm::FakeLlm;
 use crate::require_peers;
