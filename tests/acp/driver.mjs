@@ -145,6 +145,14 @@ await app.connectWith(stream, async (ctx) => {
       case "raw":
         await call(ctx, step.method, step.params);
         break;
+      case "wait_update": {
+        // Until `count` updates of `kind` have arrived (some come after a prompt's answer), or
+        // `ms` (20 s) have passed; the test then says what was missing.
+        const seen = () => transcript.filter((e) => e.kind === "update" && e.update.sessionUpdate === step.kind).length;
+        const end = Date.now() + (step.ms ?? 20000);
+        while (seen() < step.count && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+        break;
+      }
       default:
         throw new Error(`unknown step ${JSON.stringify(step)}`);
     }

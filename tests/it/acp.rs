@@ -671,3 +671,30 @@ fn sdk_a_turn_over_gosling_max_turns_stops_with_max_turn_requests() {
     assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "max_turn_requests"}), "{t:?}");
     assert_eq!(updates(&t, "tool_call_update").last().unwrap()["status"], "completed", "the one turn's tool ran");
 }
+
+/// Issue 29: the session is named from its first message at once, and again when the model's
+/// short title replaces that name after the first exchange — both announced to the editor as
+/// `session_info_update`, the second after the prompt's answer.
+#[test]
+fn the_models_title_reaches_the_editor_after_the_first_exchange() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-title");
+    let cwd = work_dir(&home);
+    script_model(
+        &mock,
+        json!([{"type": "reply", "text": "Paris is lovely in May."}, {"type": "reply", "text": "Trip to Paris"}]),
+    );
+    let script = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd},
+        {"do": "prompt", "text": "Where should I go in May?"},
+        {"do": "wait_update", "kind": "session_info_update", "count": 2},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_SESSION_TITLES", "model")], script);
+    let titles: Vec<&str> = updates(&t, "session_info_update").iter().filter_map(|u| u["title"].as_str()).collect();
+    assert_eq!(titles, ["Where should I go in May?", "Trip to Paris"], "{t:?}");
+    let answered = t.iter().position(|e| e["kind"] == "response" && e["method"] == "session/prompt").unwrap();
+    let retitled = t.iter().rposition(|e| e["update"]["sessionUpdate"] == "session_info_update").unwrap();
+    assert!(retitled > answered, "the model's title comes after the answer");
+}

@@ -684,14 +684,20 @@ impl Agent {
             .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
         let content = updates::prompt_content(blocks).map_err(invalid_params)?;
         let user = msg::message(&msg::new_id(), "user", content);
-        let turn = self.prepare_turn(sid, user)?;
-        // The core named the session from its first message (`agent::title`): announced.
-        if let Some((title, updated)) = &turn.titled {
-            self.conn.update(
+        let mut turn = self.prepare_turn(sid, user)?;
+        // The core named the session from its first message (`agent::title`): announced, and
+        // again when the model's title replaces it after the turn.
+        let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
+            conn.update(
                 sid,
                 json!({ "sessionUpdate": "session_info_update", "title": title, "updatedAt": updated,
                         "_meta": { "userSetName": false } }),
             );
+        };
+        if let Some((title, updated)) = &turn.titled {
+            announce(&self.conn, sid, title, updated);
+            let (conn, sid) = (self.conn.clone(), sid.to_string());
+            turn.on_model_title = Some(Box::new(move |title, updated| announce(&conn, &sid, &title, &updated)));
         }
         let first_status = match turn.mode {
             Mode::Auto | Mode::Chat => "in_progress",

@@ -53,6 +53,9 @@ pub struct Turn {
     /// For a session's first exchange: the provider asked for a better title once the turn has
     /// answered, the first-message name and the first message (`agent::title`).
     model_title: Option<(Box<dyn Provider>, String, String)>,
+    /// Told the model's title and the session's `updated_at` when it replaces the first-message
+    /// name (for front ends that announce titles: ACP's `session_info_update`).
+    pub on_model_title: Option<crate::title::OnTitle>,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -182,6 +185,7 @@ impl Turn {
         Ok(Turn {
             titled,
             model_title,
+            on_model_title: None,
             session_id: session_id.to_string(),
             runtime,
             provider,
@@ -313,6 +317,7 @@ impl Turn {
             fallback,
             first,
             answer,
+            self.on_model_title.take(),
         );
     }
 

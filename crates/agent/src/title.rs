@@ -114,16 +114,19 @@ pub fn ask_model(provider: &dyn Provider, first: &str, answer: &str, deadline: D
 
 /// Replaces the first-message name `fallback` of session `sid` by the model's `title`, unless
 /// the person named the session meanwhile (or it was renamed otherwise). True when replaced.
-pub fn apply_model_title(sessions: &SessionStore, sid: &str, fallback: &str, title: &str) -> bool {
+pub fn apply_model_title(sessions: &SessionStore, sid: &str, fallback: &str, title: &str) -> Option<String> {
     let r = sessions.update_meta(sid, |s| {
         let ours = !s.user_set_name && s.name == fallback;
         if ours {
             s.name = title.to_string();
         }
-        ours
+        ours.then(|| s.updated_at.clone())
     });
-    matches!(r, Ok(Some(true)))
+    r.ok().flatten().flatten()
 }
+
+/// Told a session's new title and its `updated_at` (see `spawn_model_title`).
+pub type OnTitle = Box<dyn FnOnce(String, String) + Send>;
 
 /// After a session's first exchange: asks the model for a title on a thread of its own (the
 /// turn has ended; nothing waits for it).
@@ -134,11 +137,15 @@ pub fn spawn_model_title(
     fallback: String,
     first: String,
     answer: String,
+    on_title: Option<OnTitle>,
 ) {
     let spawned = std::thread::Builder::new().name("session-title".into()).spawn(move || {
         if let Some(title) = ask_model(provider.as_ref(), &first, &answer, MODEL_DEADLINE) {
-            if apply_model_title(&sessions, &sid, &fallback, &title) {
+            if let Some(updated) = apply_model_title(&sessions, &sid, &fallback, &title) {
                 log::info!("title: session {sid} is now titled by the model");
+                if let Some(tell) = on_title {
+                    tell(title, updated);
+                }
             }
         }
     });
