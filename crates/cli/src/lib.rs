@@ -12,7 +12,7 @@ pub mod probe;
 pub fn probe_main(args: &[String]) -> std::process::ExitCode {
     #[cfg(feature = "test-hooks")]
     if let Ok(scenario) = std::env::var("MCP_CONFORMANCE_SCENARIO") {
-        if !args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help") {
+        if !probe::asks_for_help(args) {
             return conformance::main(args, &scenario);
         }
     }

@@ -378,12 +378,16 @@ pub fn describe(client: &Client) -> Result<Value, gosling_mcp::error::Error> {
 }
 
 pub fn main(args: &[String]) -> ExitCode {
-    // `--help` before `--` is ours; after it, it belongs to the command being probed.
-    if args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help") {
+    if asks_for_help(args) {
         println!("{USAGE}\n\n{}", HELP);
         return ExitCode::SUCCESS;
     }
     finish(parse(args).map_err(Failed::Usage).and_then(|a| run(&a)))
+}
+
+/// `-h`/`--help` before `--` (after it, it belongs to the command being probed).
+pub(crate) fn asks_for_help(args: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help")
 }
 
 /// Prints what a probe found, or why it failed, and gives the exit code.

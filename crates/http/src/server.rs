@@ -302,19 +302,19 @@ const OPEN_SLOTS: usize = 4;
 const OPEN_SLOT_WAIT: Duration = Duration::from_millis(500);
 const OPEN_BODY_GRACE: Duration = Duration::from_secs(2);
 
+/// Whether a request carries a body: a non-zero length or a transfer encoding.
+fn has_body(rq: &tiny_http::Request) -> bool {
+    rq.body_length().unwrap_or(0) > 0 || rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"))
+}
+
 fn open_with_body(rq: &tiny_http::Request) -> bool {
-    let path = rq.url().split('?').next().unwrap_or("");
-    crate::auth::is_exempt(path)
-        && (rq.body_length().unwrap_or(0) > 0 || rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding")))
+    crate::auth::is_exempt(rq.url().split('?').next().unwrap_or("")) && has_body(rq)
 }
 
 /// `GET /status` without a body needs no slot, so health checks answer even when the cap is
 /// full of long streams or slow uploads.
 fn needs_no_slot(rq: &tiny_http::Request) -> bool {
-    *rq.method() == tiny_http::Method::Get
-        && rq.url().split('?').next() == Some("/status")
-        && rq.body_length().unwrap_or(0) == 0
-        && !rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding"))
+    *rq.method() == tiny_http::Method::Get && rq.url().split('?').next() == Some("/status") && !has_body(rq)
 }
 
 /// `GET /status`'s answer: the route (routes.rs) and `serve_one`'s short path both give it.
@@ -334,7 +334,7 @@ fn serve_one(rq: tiny_http::Request, limits: &Limits, pools: (&Slots, &Slots), g
     // A health check that passed the gate (Host, origin, key) and asks for no CORS headers is
     // answered here, without the body reader, the handler's `Request`/`Response` and the route
     // lookup: the same bytes the route gives (issue 30: `/status` against the do-nothing floor).
-    if status && head.path == "/status" && head.header("origin").is_none() {
+    if status && head.header("origin").is_none() {
         let answer = tiny_http::Response::new(
             tiny_http::StatusCode(200),
             vec![tiny_http::Header::from_bytes(&b"Content-Type"[..], STATUS_TYPE.as_bytes()).expect("ASCII")],

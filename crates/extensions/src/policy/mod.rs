@@ -140,10 +140,7 @@ impl Rules {
                 p.allow_command(c);
             }
         }
-        let (file, explicit) = match env.get("GOSLING_ALLOWLIST_FILE") {
-            Some(f) => (PathBuf::from(f), true),
-            None => (config_dir.join("allowlist.json"), false),
-        };
+        let (file, explicit) = allowlist_file(env, config_dir);
         if explicit || file.exists() {
             let (local, extra) = read_local(&file)?;
             for c in extra {
@@ -400,6 +397,15 @@ impl Env for SavedEnv<'_> {
     }
 }
 
+/// The local allowlist file: `GOSLING_ALLOWLIST_FILE` (named, so it must exist) or
+/// `<config dir>/allowlist.json` (read when present).
+fn allowlist_file(env: &dyn Env, config_dir: &Path) -> (PathBuf, bool) {
+    match env.get("GOSLING_ALLOWLIST_FILE") {
+        Some(f) => (PathBuf::from(f), true),
+        None => (config_dir.join("allowlist.json"), false),
+    }
+}
+
 /// The allowlist file's identity now; `None` when there is none.
 fn stamp(path: &Path) -> Option<FileStamp> {
     use std::os::unix::fs::MetadataExt;
@@ -420,10 +426,7 @@ impl Policy {
     pub fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Policy, PolicyError> {
         let saved: Vec<(String, String)> =
             POLICY_VARS.iter().filter_map(|k| Some((k.to_string(), env.get(k)?))).collect();
-        let file = match env.get("GOSLING_ALLOWLIST_FILE") {
-            Some(f) => PathBuf::from(f),
-            None => config_dir.join("allowlist.json"),
-        };
+        let (file, _) = allowlist_file(env, config_dir);
         let before = stamp(&file);
         let rules = Rules::from_env(&SavedEnv(&saved), config_dir)?;
         let source = Source { env: saved, config_dir: config_dir.to_path_buf(), file };
