@@ -604,6 +604,11 @@ impl Driver {
             let mut events = Vec::new();
             let fed = self.decoder.feed(&self.buf[..n], &mut events);
             for ev in events {
+                // A ping's pong goes out before the answer to any message after it (a client
+                // may time its pings against our replies), unless the socket is full.
+                if matches!(ev, Event::Text(_)) && !self.control.is_empty() {
+                    self.write()?;
+                }
                 self.event(ev);
             }
             if let Err(v) = fed {
