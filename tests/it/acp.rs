@@ -498,6 +498,61 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
     assert_eq!(a.answer(json!(11))["result"]["protocolVersion"], 1, "still serving");
 }
 
+/// The client's requests go through the one JSON-RPC peer: at most 64 per connection are
+/// answered later at once (each holds a thread), an id still being answered is refused, requests
+/// answered at once still are, and a slot given back is taken again.
+#[test]
+fn requests_answered_later_are_bounded_per_connection_and_their_ids_unique() {
+    let _peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    script_model(&mock, Value::Array(vec![json!({"type": "slow_first_token", "seconds": 120}); 64]));
+    let home = TempDir::new("acp-inflight");
+    let cwd = work_dir(&home);
+    let mut a = Raw::start(&home, Some(&mock));
+    let new_session = |id: u64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd": cwd, "mcpServers":[]}}).to_string()
+    };
+    let mut sids = Vec::new();
+    for id in 100..164 {
+        a.send(&new_session(id));
+        let r = a.answer(json!(id));
+        sids.push(r["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{r}")).to_string());
+    }
+    // 64 prompts, each waiting for the model: every slot taken.
+    for (i, sid) in sids.iter().enumerate() {
+        let p = json!({"jsonrpc":"2.0","id":200 + i,"method":"session/prompt","params":{"sessionId": sid, "prompt":[{"type":"text","text":"wait"}]}});
+        a.send(&p.to_string());
+    }
+    a.send(&new_session(200));
+    let e = a.answer(json!(200));
+    assert_eq!(e["error"]["code"], -32600, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("request id 200 is still being answered"), "{e}");
+    a.send(&new_session(300));
+    let e = a.answer(json!(300));
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("64 requests of this connection are being answered already"),
+        "{e}"
+    );
+    a.send(r#"{"jsonrpc":"2.0","id":301,"method":"initialize","params":{"protocolVersion":1}}"#);
+    assert_eq!(a.answer(json!(301))["result"]["protocolVersion"], 1, "answered at once, needing no slot");
+    // One prompt ends: its slot is given back once its answer is written.
+    a.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId": sids[0]}}).to_string());
+    assert_eq!(a.answer(json!(200))["result"]["stopReason"], "cancelled");
+    let started = Instant::now();
+    let mut id = 400;
+    loop {
+        a.send(&new_session(id));
+        let r = a.answer(json!(id));
+        if r["result"]["sessionId"].is_string() {
+            break;
+        }
+        assert!(r["error"]["message"].as_str().unwrap().contains("being answered already"), "{r}");
+        assert!(started.elapsed() < Duration::from_secs(30), "the slot was never given back: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+        id += 1;
+    }
+}
+
 /// acpx (headless ACP CLI) runs `gosling acp` as a custom agent.
 fn acpx(peers: &Peers, home: &TempDir, mock: &Llmock, args: &[&str], extra: &[(&str, &str)], exit: i32) -> String {
     let cwd = work_dir(home);

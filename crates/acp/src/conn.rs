@@ -3,10 +3,13 @@
 //! client (`session/request_permission`, `fs/*`, `elicitation/create`) go through the one
 //! JSON-RPC peer (`wire::peer`, ACP flavour: ids, a deadline on every wait, every waiting
 //! request failed when the connection closes; a wait given up sends nothing, as Goose Desktop
-//! expects). The reader (`mod.rs`) hands answers in with `deliver`.
+//! expects). The client's own requests come in through the same peer (`Conn::receive`): answered
+//! at once by the dispatch (`session::Agent`), or later from a thread of their own holding one of
+//! `MAX_IN_FLIGHT` slots (an id still being answered is refused); the peer matches the client's
+//! answers to our requests by id.
 
 use crossbeam_channel::Receiver;
-use gosling_wire::jsonrpc::{ErrorObject, Id, Message};
+use gosling_wire::jsonrpc::{ErrorObject, Message};
 use gosling_wire::peer::{self, Peer};
 use serde_json::Value;
 use std::fmt;
@@ -55,17 +58,29 @@ pub trait Outbound: Send + Sync {
     fn send(&self, message: String) -> bool;
 }
 
-type Answer = Result<Value, ErrorObject>;
+/// The client's requests answered later (prompts, `session/new`, goose's methods) at once, per
+/// connection; one more is refused with an error saying so. Each holds a thread.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// A request of the client, as the dispatch sees it.
+pub type Incoming<'a> = peer::Incoming<'a, Wire>;
 
 pub struct Conn {
     peer: Arc<Peer<Wire>>,
 }
 
 impl Conn {
-    /// A connection over any transport. The client's requests are answered by the reader's
-    /// dispatch (`session::Agent`), not through the peer's in-flight table.
+    /// A connection over any transport.
     pub fn with_outbound(out: Box<dyn Outbound>) -> Conn {
-        Conn { peer: Peer::new(peer::ACP, "acp", Wire(out), 0) }
+        Conn { peer: Peer::new(peer::ACP, "acp", Wire(out), MAX_IN_FLIGHT) }
+    }
+
+    /// One message of the client: its requests and notifications go to `handler` (an answer
+    /// given at once is sent here), its answers to the calls waiting for them.
+    pub fn receive(&self, m: Message, handler: &dyn peer::Handler<Wire>) {
+        if let Some(answer) = self.peer.receive(m, handler) {
+            self.send(&answer);
+        }
     }
 
     /// Sends one message whole (a line, a frame); false when the client is gone.
@@ -82,10 +97,6 @@ impl Conn {
         self.notify("session/update", serde_json::json!({ "sessionId": sid, "update": update }))
     }
 
-    pub fn respond(&self, id: Id, answer: Answer) {
-        self.send(&peer::reply(id, answer));
-    }
-
     /// Sends a request to the client and waits for its answer, at most `timeout`, or until
     /// `cancel` fires (a message or its sender dropped).
     pub fn request(
@@ -98,13 +109,10 @@ impl Conn {
         self.peer.call(method, Some(params), timeout, cancel)
     }
 
-    /// Hands the client's answer to the waiting request; false when nothing waits for it.
-    pub fn deliver(&self, id: &Id, answer: Answer) -> bool {
-        self.peer.complete(id, answer)
-    }
-
-    /// Fails every waiting request (the editor is gone).
+    /// Fails every waiting request (the editor is gone) and flags the client's requests still
+    /// being answered as cancelled by shutdown.
     pub fn close(&self) {
         self.peer.close(Gone);
+        self.peer.cancel_inbound();
     }
 }

@@ -112,17 +112,7 @@ fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, input: &mut dyn Inbox) -
             continue;
         }
         match Message::parse(&line) {
-            Ok(Message::Request { id, method, params }) => agent.request(id, &method, params.unwrap_or(Value::Null)),
-            Ok(Message::Notification { method, params }) => agent.notification(&method, params.unwrap_or(Value::Null)),
-            Ok(Message::Response { id, result }) => {
-                if !conn.deliver(&id, Ok(result)) {
-                    log::debug!("acp: an answer for {id} that nothing waits for (late or unknown)");
-                }
-            }
-            Ok(Message::Error { id: Some(id), error }) => {
-                conn.deliver(&id, Err(error));
-            }
-            Ok(Message::Error { id: None, error }) => log::warn!("acp: the client reported an error: {error}"),
+            Ok(m) => conn.receive(m, agent),
             Err(e) => {
                 log::warn!("acp: {e}");
                 let (code, id) = match &e {

@@ -2,7 +2,7 @@
 //! `session/set_mode`, `session/prompt` (with `session/request_permission` to the client in
 //! approve modes) and the `session/cancel` notification.
 
-use crate::conn::{CallError, Conn};
+use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
 use crate::updates::{self, Live};
 use crate::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
@@ -19,7 +19,8 @@ use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::SessionRuntime;
 use gosling_store::sessions::Session;
 use gosling_util::lock;
-use gosling_wire::jsonrpc::{ErrorObject, Id, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
+use gosling_wire::jsonrpc::{ErrorObject, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
+use gosling_wire::peer::{self, Busy, Responder};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -141,6 +142,48 @@ fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
     configs.iter().filter_map(|c| serde_json::to_value(c).ok()).collect()
 }
 
+/// The reader's dispatch: the client's requests and notifications, through the one peer.
+impl peer::Handler<Wire> for Arc<Agent> {
+    fn request(&self, req: Incoming<'_>) -> peer::Answer {
+        Agent::request(self, req)
+    }
+    fn notification(&self, method: &str, params: Option<Value>) {
+        Agent::notification(self, method, params.unwrap_or(Value::Null))
+    }
+}
+
+/// One of the connection's `MAX_IN_FLIGHT` slots for answering `req` later, or the error that
+/// says why not.
+fn take_slot(req: &Incoming<'_>) -> Result<Responder<Wire>, ErrorObject> {
+    req.defer().map_err(|busy| match busy {
+        Busy::Full { max } => ErrorObject::new(
+            INTERNAL_ERROR,
+            format!("acp: {max} requests of this connection are being answered already; wait for one to finish"),
+        ),
+        Busy::DuplicateId => ErrorObject::new(
+            INVALID_REQUEST,
+            format!("acp: request id {} is still being answered; give each request a fresh id", req.id),
+        ),
+    })
+}
+
+/// Answers `req` from a thread of its own with what `f` returns.
+fn later(req: &Incoming<'_>, f: impl FnOnce() -> Reply + Send + 'static) -> peer::Answer {
+    match take_slot(req) {
+        Ok(responder) => run_later(responder, f),
+        Err(e) => peer::Answer::Now(Err(e)),
+    }
+}
+
+fn run_later(responder: Responder<Wire>, f: impl FnOnce() -> Reply + Send + 'static) -> peer::Answer {
+    // The responder (and its slot) goes with the thread, or is dropped with the closure if no
+    // thread starts.
+    match std::thread::Builder::new().name("acp-request".into()).spawn(move || responder.respond(f())) {
+        Ok(_) => peer::Answer::Later,
+        Err(e) => peer::Answer::Now(Err(ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}")))),
+    }
+}
+
 impl Agent {
     pub fn new(app: Arc<Host>, conn: Arc<Conn>, goose: GooseMethods) -> Agent {
         Agent {
@@ -154,10 +197,12 @@ impl Agent {
         }
     }
 
-    /// Dispatches one request; slow methods answer from their own thread.
-    pub fn request(self: &Arc<Self>, id: Id, method: &str, params: Value) {
-        log::debug!("acp: request {id} {method}");
-        let answer = match method {
+    /// Dispatches one request: answered at once, or later from a thread of its own (methods
+    /// that start extensions, wait for the model or for the person).
+    pub fn request(self: &Arc<Self>, req: Incoming<'_>) -> peer::Answer {
+        let (method, params) = (req.method.as_str(), req.params.clone().unwrap_or(Value::Null));
+        log::debug!("acp: request {} {method}", req.id);
+        peer::Answer::Now(match method {
             "initialize" => self.initialize(&params),
             "authenticate" => self.authenticate(&params),
             "session/set_mode" => self.set_mode(&params),
@@ -166,46 +211,41 @@ impl Agent {
             "session/close" => self.close(&params),
             "session/set_config_option" => self.set_config_option(&params),
             m if m.starts_with(GOOSE_METHODS) => {
-                // Some start extensions or wait for them: answered from their own thread.
+                // Some start extensions or wait for them.
                 let (me, method, goose) = (self.clone(), m.to_string(), self.goose);
-                self.spawn(id, move || goose(&me, &method, &params));
-                return;
+                return later(&req, move || goose(&me, &method, &params));
             }
-            "session/new" | "session/load" => {
-                let (me, method) = (self.clone(), method.to_string());
-                self.spawn(
-                    id,
-                    move || if method == "session/new" { me.new_session(&params) } else { me.load(&params) },
-                );
-                return;
+            "session/new" => {
+                let me = self.clone();
+                return later(&req, move || me.new_session(&params));
             }
-            "session/prompt" => match self.begin_prompt(&params) {
-                Ok((open, sid, cancel_rx, cancelled)) => {
-                    let me = self.clone();
-                    self.spawn(id, move || {
-                        let r = me.prompt(&sid, &open, &params, cancel_rx, &cancelled);
-                        *lock(&open.running) = None;
-                        r
-                    });
-                    return;
+            "session/load" => {
+                let me = self.clone();
+                return later(&req, move || me.load(&params));
+            }
+            "session/prompt" => {
+                // The slot first: a prompt refused for want of one leaves nothing marked running.
+                let responder = match take_slot(&req) {
+                    Ok(r) => r,
+                    Err(e) => return peer::Answer::Now(Err(e)),
+                };
+                match self.begin_prompt(&params) {
+                    Ok((open, sid, cancel_rx, cancelled)) => {
+                        let me = self.clone();
+                        return run_later(responder, move || {
+                            let r = me.prompt(&sid, &open, &params, cancel_rx, &cancelled);
+                            *lock(&open.running) = None;
+                            r
+                        });
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
-            },
+            }
             other => Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method {other:?}; gosling acp serves {METHODS}"),
             )),
-        };
-        self.conn.respond(id, answer);
-    }
-
-    fn spawn(&self, id: Id, f: impl FnOnce() -> Reply + Send + 'static) {
-        let conn = self.conn.clone();
-        let rid = id.clone();
-        let r = std::thread::Builder::new().name("acp-request".into()).spawn(move || conn.respond(rid, f()));
-        if let Err(e) = r {
-            self.conn.respond(id, Err(ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}"))));
-        }
+        })
     }
 
     pub fn notification(&self, method: &str, params: Value) {
