@@ -9,7 +9,7 @@
 //! answers to our requests by id.
 
 use crossbeam_channel::Receiver;
-use gosling_wire::jsonrpc::{ErrorObject, Message};
+use gosling_wire::jsonrpc::Message;
 use gosling_wire::peer::{self, Peer};
 use serde_json::Value;
 use std::fmt;
