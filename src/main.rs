@@ -72,8 +72,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("acp") => exit(acp(), ExitCode::FAILURE),
-        Some("install") => gosling::cli::install::install_main(&args[1..]),
-        Some("import") => gosling::cli::install::import_main(&args[1..]),
+        Some("install") => gosling::cli::install::install_main(&opener(), &args[1..]),
+        Some("import") => gosling::cli::install::import_main(&opener(), &args[1..]),
         Some("mcp") => match args.get(1).map(String::as_str) {
             Some("-h") | Some("--help") => {
                 println!("usage: gosling mcp NAME\nserves a builtin extension as an MCP server on stdin/stdout; known builtins: {}", gosling::builtins::KNOWN.join(", "));
@@ -85,13 +85,21 @@ fn main() -> ExitCode {
             }
             Some(name) => exit(gosling::builtins::serve(name), ExitCode::from(2)),
         },
-        Some("probe") => gosling::cli::probe_main(&args[1..]),
-        Some("auth") => gosling::cli::auth::main(&args[1..]),
+        Some("probe") => gosling::cli::probe_main(&opener(), &args[1..]),
+        Some("auth") => gosling::cli::auth::main(&opener(), &args[1..]),
         Some(other) => {
             eprintln!("gosling: unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)
         }
     }
+}
+
+/// What the CLI commands open (the config store, the trust policy), resolved from the process
+/// environment as the servers' core resolves it. The commands hold sign-in tokens and secrets
+/// typed at the terminal, so they get the servers' hardening too.
+fn opener() -> gosling::cli::Opener<'static> {
+    gosling::core::harden();
+    gosling::cli::Opener::new(&gosling::config::ProcessEnv)
 }
 
 /// Success, or the error printed and `failure`.

@@ -151,7 +151,7 @@ fn container_mode_keeps_secret_values_off_the_command_line() {
 /// `nobody`, from a copy of the binary in a world-readable dir (the clone may live where
 /// `nobody` cannot enter).
 #[test]
-fn no_server_mode_lets_a_same_user_process_read_its_environment() {
+fn no_server_mode_nor_command_lets_a_same_user_process_read_its_environment() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
@@ -203,8 +203,14 @@ fn no_server_mode_lets_a_same_user_process_read_its_environment() {
     let _ = control.wait();
     assert!(ok && text.contains(LEAKS[0].1), "the reader can read an ordinary process's environ: {text:?}");
 
-    let modes: &[(&str, &[&str])] =
-        &[("agent", &["agent", "--port", "0"]), ("serve", &["serve", "--port", "0"]), ("acp", &["acp"])];
+    // The CLI commands hold tokens and typed secrets: hardened the same way (the probe's child
+    // starting proves the probe got that far).
+    let modes: &[(&str, &[&str])] = &[
+        ("agent", &["agent", "--port", "0"]),
+        ("serve", &["serve", "--port", "0"]),
+        ("acp", &["acp"]),
+        ("probe", &["probe", "--", "/bin/sh", "-c", "touch started; exec sleep 30"]),
+    ];
     for (name, args) in modes {
         let home = TempDir::new(&format!("tc-modes-{name}"));
         let mut child = spawn(args, &home);
@@ -219,6 +225,11 @@ fn no_server_mode_lets_a_same_user_process_read_its_environment() {
             assert!(line.contains("\"protocolVersion\":1"), "{name}: {line}");
             let (ok, text) = reads_environ(child.id());
             drop(stdin);
+            assert!(!ok && !text.contains(LEAKS[0].1), "{name}: same-user read of environ succeeded: {text:?}");
+        } else if *name == "probe" {
+            let started = wait_for(std::time::Duration::from_secs(30), || home.join("started").exists().then_some(()));
+            assert!(started.is_some(), "the probe started its child");
+            let (ok, text) = reads_environ(child.id());
             assert!(!ok && !text.contains(LEAKS[0].1), "{name}: same-user read of environ succeeded: {text:?}");
         } else {
             while !line.contains("listening on") {

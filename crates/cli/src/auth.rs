@@ -8,19 +8,17 @@
 //! printed redirect port (`ssh -L PORT:127.0.0.1:PORT`) or open the URL on the remote host.
 //! Exit 0 when signed in (or when the server needs no sign-in), 1 with the error, 2 for usage.
 
-use gosling_config::{config_dir, ProcessEnv};
 use gosling_extensions::config::{name_to_key, Kind};
 use gosling_extensions::config::{ExtensionConfig, ExtensionStore};
 use gosling_extensions::runtime::{oauth_settings, SecretsTokens};
 use gosling_mcp::oauth::{Authorizer, SignIn};
-use gosling_store::config_store::ConfigStore;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 const USAGE: &str = "usage: gosling auth [--sign-in browser|follow] [--forget] NAME|URL";
 
-pub fn main(args: &[String]) -> ExitCode {
+pub fn main(open: &crate::Opener, args: &[String]) -> ExitCode {
     let mut sign_in = SignIn::Browser { wait: super::probe::BROWSER_WAIT };
     let mut name = None;
     let mut forget = false;
@@ -45,7 +43,7 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     }
     let Some(name) = name else { return usage("name the extension (or give the URL) to sign in to") };
-    match run(&name, sign_in, forget) {
+    match run(open, &name, sign_in, forget) {
         Ok(msg) => {
             println!("{msg}");
             ExitCode::SUCCESS
@@ -95,9 +93,8 @@ impl std::fmt::Display for Error {
     }
 }
 
-fn run(name: &str, sign_in: SignIn, forget: bool) -> Result<String, Error> {
-    let dir = config_dir(&ProcessEnv);
-    let store = Arc::new(ConfigStore::open(&dir).map_err(Error::Store)?);
+fn run(open: &crate::Opener, name: &str, sign_in: SignIn, forget: bool) -> Result<String, Error> {
+    let store = Arc::new(open.store().map_err(Error::Store)?);
     let key = name_to_key(name);
     let config = match store.extension(&key).map_err(Error::Store)? {
         Some(entry) => entry.config,
@@ -143,7 +140,7 @@ fn run(name: &str, sign_in: SignIn, forget: bool) -> Result<String, Error> {
         })
     })?;
     Ok(if signed_in {
-        format!("signed in to {name}; the tokens are stored in {}", dir.join("secrets.json").display())
+        format!("signed in to {name}; the tokens are stored in {}", open.config_dir().join("secrets.json").display())
     } else {
         format!("{name} ({uri}) did not ask for a sign-in; nothing to do")
     })

@@ -20,15 +20,15 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// `gosling probe ARGS` run by the conformance runner: a URL target plays `scenario`; anything
 /// else is an ordinary probe.
-pub fn main(args: &[String], scenario: &str) -> ExitCode {
+pub fn main(open: &crate::Opener, args: &[String], scenario: &str) -> ExitCode {
     probe::finish(probe::parse(args).map_err(Failed::Usage).and_then(|a| match &a.target {
         Target::Url(url) => {
-            let settings = probe::oauth_settings(&a.oauth).map_err(Failed::Usage)?;
+            let settings = probe::oauth_settings(open, &a.oauth).map_err(Failed::Usage)?;
             let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
             let auth = conformance_auth(url, context.as_deref(), settings);
             run(url, Some(scenario), Some(auth)).map_err(Failed::Server)
         }
-        Target::Stdio(_) => probe::run(&a),
+        Target::Stdio(_) => probe::run(open, &a),
     }))
 }
 

@@ -9,13 +9,14 @@
 //!
 //! Exit codes: 0 done (or `--check`/`--dry-run` passed), 1 refused or failed, 2 usage error.
 
-use gosling_config::{config_dir, Env, ProcessEnv};
+use crate::Opener;
+use gosling_config::Env;
 use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::config::{unresolved, ExtensionConfig, ExtensionEntry, Kind, Unresolved};
 use gosling_extensions::consent;
 use gosling_extensions::deeplink::{check_not_replacing, plan_install, InstallPlan};
 use gosling_extensions::import::{parse_mcp_servers, MAX_IMPORT_BYTES};
-use gosling_extensions::policy::{InstallSource, Policy};
+use gosling_extensions::policy::InstallSource;
 use gosling_store::config_store::ConfigStore;
 use gosling_util::printable;
 use serde_json::Value;
@@ -109,13 +110,13 @@ fn flags_of(cmd: &str, usage: &str, args: &[String], allowed: &[&str]) -> Result
 }
 
 /// `gosling install …` (arguments after `install`).
-pub fn install_main(args: &[String]) -> ExitCode {
+pub fn install_main(open: &Opener, args: &[String]) -> ExitCode {
     let allowed = ["--check", "--yes", "--approve", "--secrets-from-env", "--wait"];
     let flags = match flags_of("install", INSTALL_USAGE, args, &allowed) {
         Ok(f) => f,
         Err(code) => return code,
     };
-    let code = install(&flags).unwrap_or_else(|e| fail("install", e));
+    let code = install(open, &flags).unwrap_or_else(|e| fail("install", e));
     if flags.wait && std::io::stdin().is_terminal() {
         confirm("Press Enter to close. ");
     }
@@ -125,15 +126,13 @@ pub fn install_main(args: &[String]) -> ExitCode {
 /// What `install` or `import` failed on; printed by `fail`.
 type Failure = Box<dyn std::error::Error>;
 
-fn install(flags: &Flags) -> Result<ExitCode, Failure> {
-    let env = ProcessEnv;
-    let dir = config_dir(&env);
-    let policy = Policy::from_env(&env, &dir)?;
+fn install(open: &Opener, flags: &Flags) -> Result<ExitCode, Failure> {
+    let policy = open.policy()?;
     let link = &flags.positional[0];
 
     if flags.check {
         // Look at stored secrets only if a config exists: --check never creates files.
-        let store = if dir.join("secrets.json").exists() { ConfigStore::open(&dir).ok() } else { None };
+        let store = open.existing_store("secrets.json").and_then(Result::ok);
         let present = |k: &str| store.as_ref().is_some_and(|s| s.get_secret(k).ok().flatten().is_some());
         let plan = plan_install(link, &policy, &present)?;
         print_plan(&plan);
@@ -147,7 +146,7 @@ fn install(flags: &Flags) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let store = ConfigStore::open(&dir)?;
+    let store = open.store()?;
     let present = |k: &str| store.get_secret(k).ok().flatten().is_some();
     let mut plan = plan_install(link, &policy, &present)?;
     print_plan(&plan);
@@ -160,7 +159,7 @@ fn install(flags: &Flags) -> Result<ExitCode, Failure> {
     } else if !flags.yes {
         ask("Install this extension? [y/N] ", "not installed", "install")?;
     }
-    fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, &env)?;
+    fill_secrets(&store, &mut plan.missing_secrets, &plan.summary, terminal, flags.secrets_from_env, open.env())?;
     let mut entry = plan.entry();
     // The person approved what was printed (on the terminal, or with --yes).
     consent::stamp(&mut entry.config, consent::Origin::Link);
@@ -185,24 +184,25 @@ fn ask(question: &str, outcome: &str, verb: &str) -> Result<(), Failure> {
 }
 
 /// `gosling import …` (arguments after `import`).
-pub fn import_main(args: &[String]) -> ExitCode {
+pub fn import_main(open: &Opener, args: &[String]) -> ExitCode {
     match flags_of("import", IMPORT_USAGE, args, &["--dry-run", "--yes"]) {
-        Ok(flags) => import(&flags).unwrap_or_else(|e| fail("import", e)),
+        Ok(flags) => import(open, &flags).unwrap_or_else(|e| fail("import", e)),
         Err(code) => code,
     }
 }
 
-fn import(flags: &Flags) -> Result<ExitCode, Failure> {
+fn import(open: &Opener, flags: &Flags) -> Result<ExitCode, Failure> {
     let path = std::path::Path::new(&flags.positional[0]);
     let cannot_read = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
     if std::fs::metadata(path).map_err(cannot_read)?.len() > MAX_IMPORT_BYTES as u64 {
         return Err(format!("{}: larger than {MAX_IMPORT_BYTES} bytes", path.display()).into());
     }
     let items = parse_mcp_servers(&std::fs::read_to_string(path).map_err(cannot_read)?)?;
-    let env = ProcessEnv;
-    let dir = config_dir(&env);
-    let policy = Policy::from_env(&env, &dir)?;
-    let store = if flags.dry_run && !dir.join("config.json").exists() { None } else { Some(ConfigStore::open(&dir)?) };
+    let policy = open.policy()?;
+    let store = match flags.dry_run {
+        true => open.existing_store("config.json").transpose()?,
+        false => Some(open.store()?),
+    };
 
     println!("{} server(s) in {}", items.len(), path.display());
     let mut accepted: Vec<(ExtensionEntry, Unresolved)> = Vec::new();

@@ -313,11 +313,10 @@ pub(super) fn base_options(timeout: Duration) -> ClientOptions {
 
 /// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
 /// later probe or the server reuses them; without a usable store, to memory.
-pub(crate) fn oauth_settings(o: &OAuthArgs) -> Result<Settings, UsageError> {
+pub(crate) fn oauth_settings(open: &crate::Opener, o: &OAuthArgs) -> Result<Settings, UsageError> {
     let secret = |var: &String| std::env::var(var).map_err(|_| UsageError::SecretUnset(var.clone()));
     let client_secret = o.client_secret_env.as_ref().map(secret).transpose()?;
-    let dir = gosling_config::config_dir(&gosling_config::ProcessEnv);
-    let store: Arc<dyn TokenStore> = match gosling_store::config_store::ConfigStore::open(&dir) {
+    let store: Arc<dyn TokenStore> = match open.store() {
         Ok(s) => Arc::new(gosling_extensions::runtime::SecretsTokens(Arc::new(s))),
         Err(e) => {
             log::warn!("{e}; sign-in tokens are kept in memory only");
@@ -377,12 +376,12 @@ pub fn describe(client: &Client) -> Result<Value, gosling_mcp::error::Error> {
     Ok(out)
 }
 
-pub fn main(args: &[String]) -> ExitCode {
+pub fn main(open: &crate::Opener, args: &[String]) -> ExitCode {
     if asks_for_help(args) {
         println!("{USAGE}\n\n{}", HELP);
         return ExitCode::SUCCESS;
     }
-    finish(parse(args).map_err(Failed::Usage).and_then(|a| run(&a)))
+    finish(parse(args).map_err(Failed::Usage).and_then(|a| run(open, &a)))
 }
 
 /// `-h`/`--help` before `--` (after it, it belongs to the command being probed).
@@ -415,7 +414,7 @@ pub(crate) enum Failed {
 }
 
 /// Connects, does what `a` asks and returns what to print.
-pub(crate) fn run(a: &Args) -> Result<String, Failed> {
+pub(crate) fn run(open: &crate::Opener, a: &Args) -> Result<String, Failed> {
     let connected = match &a.target {
         Target::Stdio(cmd) => {
             let spec =
@@ -423,7 +422,7 @@ pub(crate) fn run(a: &Args) -> Result<String, Failed> {
             gosling_mcp::connect_stdio(&spec, options(a))
         }
         Target::Url(url) => {
-            let settings = oauth_settings(&a.oauth).map_err(Failed::Usage)?;
+            let settings = oauth_settings(open, &a.oauth).map_err(Failed::Usage)?;
             let spec = HttpSpec {
                 uri: url.clone(),
                 headers: Vec::new(),
