@@ -18,7 +18,7 @@ use super::error::{Error, ToolError};
 use super::server::{opt_str_arg, opt_u64_arg, str_arg, working_dir_from_env, Builtin, Cancel, ToolOutcome};
 use super::text_editor::{checked_text, TextEditor, TextFiles};
 use gosling_util::lock;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::fs;
 use std::io::{self, Read};
@@ -221,6 +221,33 @@ impl Developer {
     }
 }
 
+/// The tools, as MCP `Tool` objects (JSON text: far smaller in the binary than the code that
+/// would build it); `tools()` fills in the descriptions that name the limits.
+const TOOLS: &str = r#"[
+{"name": "shell", "title": "Run a shell command", "description": "",
+ "inputSchema": {"type": "object", "properties": {
+   "command": {"type": "string", "description": "The command line, run by sh -c"},
+   "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 0, "description": "Kill the command after this many seconds"}},
+   "required": ["command"]},
+ "annotations": {"title": "Run a shell command", "destructiveHint": true, "openWorldHint": true}},
+{"name": "text_editor", "title": "View or edit a file",
+ "description": "View, create/overwrite, or edit a file in the working directory. command=view (path, optional view_range [start, end] 1-based, end -1 for the end), command=write (path, file_text; creates parent directories), command=str_replace (path, old_str, new_str; old_str must occur exactly once), command=insert (path, insert_line, new_str; 0 inserts at the top), command=undo_edit (path; reverts the last write/str_replace/insert of that file in this session).",
+ "inputSchema": {"type": "object", "properties": {
+   "command": {"type": "string", "enum": ["view", "write", "str_replace", "insert", "undo_edit"]},
+   "path": {"type": "string", "description": "File path, relative to the working directory"},
+   "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+   "file_text": {"type": "string", "description": "Full new content for command=write"},
+   "old_str": {"type": "string", "description": "Exact text to replace for command=str_replace"},
+   "new_str": {"type": "string", "description": "Replacement text for command=str_replace, inserted text for command=insert"},
+   "insert_line": {"type": "integer", "minimum": 0, "description": "For command=insert: insert after this line (0 = at the top)"}},
+   "required": ["command", "path"]},
+ "annotations": {"title": "View or edit a file", "destructiveHint": true, "openWorldHint": false}},
+{"name": "list_directory", "title": "List a directory", "description": "",
+ "inputSchema": {"type": "object", "properties": {
+   "path": {"type": "string", "description": "Directory path, relative to the working directory (default \".\")"}}},
+ "annotations": {"title": "List a directory", "readOnlyHint": true, "openWorldHint": false}}
+]"#;
+
 impl Builtin for Developer {
     fn name(&self) -> &'static str {
         "developer"
@@ -247,53 +274,12 @@ impl Builtin for Developer {
     }
 
     fn tools(&self) -> Vec<Value> {
-        vec![
-            json!({
-                "name": "shell",
-                "title": "Run a shell command",
-                "description": format!("Run a shell command (`sh -c`) in the working directory and return its exit code and combined output. Times out after timeout_secs (default {DEFAULT_TIMEOUT_SECS}, max {MAX_TIMEOUT_SECS}); output is capped at {} KiB.", (OUTPUT_HEAD + OUTPUT_TAIL) >> 10),
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "command": {"type": "string", "description": "The command line, run by sh -c"},
-                        "timeout_secs": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Kill the command after this many seconds"}
-                    },
-                    "required": ["command"]
-                },
-                "annotations": {"title": "Run a shell command", "destructiveHint": true, "openWorldHint": true}
-            }),
-            json!({
-                "name": "text_editor",
-                "title": "View or edit a file",
-                "description": "View, create/overwrite, or edit a file in the working directory. command=view (path, optional view_range [start, end] 1-based, end -1 for the end), command=write (path, file_text; creates parent directories), command=str_replace (path, old_str, new_str; old_str must occur exactly once), command=insert (path, insert_line, new_str; 0 inserts at the top), command=undo_edit (path; reverts the last write/str_replace/insert of that file in this session).",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "command": {"type": "string", "enum": ["view", "write", "str_replace", "insert", "undo_edit"]},
-                        "path": {"type": "string", "description": "File path, relative to the working directory"},
-                        "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
-                        "file_text": {"type": "string", "description": "Full new content for command=write"},
-                        "old_str": {"type": "string", "description": "Exact text to replace for command=str_replace"},
-                        "new_str": {"type": "string", "description": "Replacement text for command=str_replace, inserted text for command=insert"},
-                        "insert_line": {"type": "integer", "minimum": 0, "description": "For command=insert: insert after this line (0 = at the top)"}
-                    },
-                    "required": ["command", "path"]
-                },
-                "annotations": {"title": "View or edit a file", "destructiveHint": true, "openWorldHint": false}
-            }),
-            json!({
-                "name": "list_directory",
-                "title": "List a directory",
-                "description": format!("List the entries of a directory (default: the working directory), sorted by name, with type and size; at most {MAX_LIST_ENTRIES} entries."),
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Directory path, relative to the working directory (default \".\")"}
-                    }
-                },
-                "annotations": {"title": "List a directory", "readOnlyHint": true, "openWorldHint": false}
-            }),
-        ]
+        let mut tools = crate::server::tool_list(TOOLS);
+        // The limits in the descriptions are the constants'.
+        tools[0]["description"] = format!("Run a shell command (`sh -c`) in the working directory and return its exit code and combined output. Times out after timeout_secs (default {DEFAULT_TIMEOUT_SECS}, max {MAX_TIMEOUT_SECS}); output is capped at {} KiB.", (OUTPUT_HEAD + OUTPUT_TAIL) >> 10).into();
+        tools[0]["inputSchema"]["properties"]["timeout_secs"]["maximum"] = MAX_TIMEOUT_SECS.into();
+        tools[2]["description"] = format!("List the entries of a directory (default: the working directory), sorted by name, with type and size; at most {MAX_LIST_ENTRIES} entries.").into();
+        tools
     }
 
     fn call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> ToolOutcome {
@@ -497,12 +483,21 @@ fn run_shell(command: &str, dir: &Path, timeout: Duration, cancel: &Cancel) -> T
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn tmp(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("gosling-dev-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         fs::canonicalize(&d).unwrap()
+    }
+
+    #[test]
+    fn the_tool_list_is_json_with_an_object_schema_per_tool() {
+        let tools = crate::server::tool_list(TOOLS);
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["shell", "text_editor", "list_directory"]);
+        assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object" && t["annotations"]["title"] == t["title"]));
     }
 
     #[test]

@@ -281,24 +281,41 @@ fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
     Ok(tags)
 }
 
-/// A tool whose arguments are a category (or `"*"`) and the scope: its name, title and the
-/// one hint it sets.
-fn category_tool((name, title, hint): (&str, &str, &str), description: &str, is_global: &Value) -> Value {
-    json!({
-        "name": name,
-        "title": title,
-        "description": description,
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "category": {"type": "string", "description": "Category name, or \"*\" for all"},
-                "is_global": is_global
-            },
-            "required": ["category"]
-        },
-        "annotations": {"title": title, hint: true, "openWorldHint": false}
-    })
-}
+/// The tools, as MCP `Tool` objects (JSON text: far smaller in the binary than the code that
+/// would build it).
+const TOOLS: &str = r#"[
+{"name": "remember_memory", "title": "Remember a note",
+ "description": "Store a note under a category, optionally with tags. is_global=true keeps it for every project; otherwise it belongs to the current working directory.",
+ "inputSchema": {"type": "object", "properties": {
+   "category": {"type": "string", "description": "Short category name (letters, digits, space, _ - .)"},
+   "data": {"type": "string", "description": "The text to remember"},
+   "tags": {"type": "array", "items": {"type": "string"}},
+   "is_global": {"type": "boolean", "description": "true: notes shared by every project; false: notes of this working directory; omitted: both (default false when remembering)"}},
+   "required": ["category", "data"]},
+ "annotations": {"title": "Remember a note", "openWorldHint": false}},
+{"name": "retrieve_memories", "title": "Retrieve notes",
+ "description": "Return the notes of a category, or of all categories with \"*\".",
+ "inputSchema": {"type": "object", "properties": {
+   "category": {"type": "string", "description": "Category name, or \"*\" for all"},
+   "is_global": {"type": "boolean", "description": "true: notes shared by every project; false: notes of this working directory; omitted: both (default false when remembering)"}},
+   "required": ["category"]},
+ "annotations": {"title": "Retrieve notes", "readOnlyHint": true, "openWorldHint": false}},
+{"name": "remove_memory_category", "title": "Forget a category",
+ "description": "Delete every note of a category (\"*\" deletes all categories).",
+ "inputSchema": {"type": "object", "properties": {
+   "category": {"type": "string", "description": "Category name, or \"*\" for all"},
+   "is_global": {"type": "boolean", "description": "true: notes shared by every project; false: notes of this working directory; omitted: both (default false when remembering)"}},
+   "required": ["category"]},
+ "annotations": {"title": "Forget a category", "destructiveHint": true, "openWorldHint": false}},
+{"name": "remove_specific_memory", "title": "Forget one note",
+ "description": "Delete the note of a category whose text is exactly memory_content.",
+ "inputSchema": {"type": "object", "properties": {
+   "category": {"type": "string"},
+   "memory_content": {"type": "string", "description": "The exact text of the note"},
+   "is_global": {"type": "boolean", "description": "true: notes shared by every project; false: notes of this working directory; omitted: both (default false when remembering)"}},
+   "required": ["category", "memory_content"]},
+ "annotations": {"title": "Forget one note", "destructiveHint": true, "openWorldHint": false}}
+]"#;
 
 /// FNV-1a, 64-bit: a stable file name for a working directory (not a security boundary).
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -335,50 +352,7 @@ impl Builtin for Memory {
     }
 
     fn tools(&self) -> Vec<Value> {
-        let is_global = json!({"type": "boolean", "description": "true: notes shared by every project; false: notes of this working directory; omitted: both (default false when remembering)"});
-        vec![
-            json!({
-                "name": "remember_memory",
-                "title": "Remember a note",
-                "description": "Store a note under a category, optionally with tags. is_global=true keeps it for every project; otherwise it belongs to the current working directory.",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "category": {"type": "string", "description": "Short category name (letters, digits, space, _ - .)"},
-                        "data": {"type": "string", "description": "The text to remember"},
-                        "tags": {"type": "array", "items": {"type": "string"}},
-                        "is_global": is_global
-                    },
-                    "required": ["category", "data"]
-                },
-                "annotations": {"title": "Remember a note", "openWorldHint": false}
-            }),
-            category_tool(
-                ("retrieve_memories", "Retrieve notes", "readOnlyHint"),
-                "Return the notes of a category, or of all categories with \"*\".",
-                &is_global,
-            ),
-            category_tool(
-                ("remove_memory_category", "Forget a category", "destructiveHint"),
-                "Delete every note of a category (\"*\" deletes all categories).",
-                &is_global,
-            ),
-            json!({
-                "name": "remove_specific_memory",
-                "title": "Forget one note",
-                "description": "Delete the note of a category whose text is exactly memory_content.",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "category": {"type": "string"},
-                        "memory_content": {"type": "string", "description": "The exact text of the note"},
-                        "is_global": is_global
-                    },
-                    "required": ["category", "memory_content"]
-                },
-                "annotations": {"title": "Forget one note", "destructiveHint": true, "openWorldHint": false}
-            }),
-        ]
+        crate::server::tool_list(TOOLS)
     }
 
     fn call(&self, tool: &str, args: &Map<String, Value>, _cancel: &Cancel) -> ToolOutcome {
@@ -400,6 +374,14 @@ mod tests {
     fn call(m: &Memory, tool: &str, args: Value) -> ToolOutcome {
         let Value::Object(a) = args else { unreachable!() };
         m.call(tool, &a, &Cancel::new())
+    }
+
+    #[test]
+    fn the_tool_list_is_json_with_an_object_schema_per_tool() {
+        let tools = crate::server::tool_list(TOOLS);
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["remember_memory", "retrieve_memories", "remove_memory_category", "remove_specific_memory"]);
+        assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object" && t["annotations"]["title"] == t["title"]));
     }
 
     #[test]

@@ -75,6 +75,12 @@ impl<E: Into<String>> From<Result<String, E>> for ToolOutcome {
     }
 }
 
+/// A builtin's tool list from its JSON text (a constant of the builtin; each builtin's unit test
+/// `the_tool_list_is_json_with_an_object_schema_per_tool` parses it).
+pub fn tool_list(text: &str) -> Vec<Value> {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("a builtin's tool list is not valid JSON: {e}"))
+}
+
 /// One builtin extension: its tools and how to run them.
 pub trait Builtin: Send + Sync + 'static {
     /// The builtin's name as in `gosling mcp NAME` (serverInfo is `gosling-NAME`).
