@@ -501,9 +501,12 @@ fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
             w.write_all(b"0\r\n\r\n")?;
             w.flush()
         }
-        Body::Bytes(bytes) => {
-            rq.respond(with_headers(tiny_http::Response::from_data(bytes).with_status_code(status), &headers))
-        }
+        // A body of known length goes with its Content-Length, never chunked (tiny_http chunks
+        // bodies over 32 KiB: an 8 MB session list became 1,024 chunks for the client to undo).
+        Body::Bytes(bytes) => rq.respond(with_headers(
+            tiny_http::Response::from_data(bytes).with_status_code(status).with_chunked_threshold(usize::MAX),
+            &headers,
+        )),
         Body::Empty => rq.respond(with_headers(tiny_http::Response::empty(status), &headers)),
         Body::Upgrade(f) => {
             let fd = rq.raw_fd();

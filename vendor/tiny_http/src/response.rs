@@ -474,7 +474,17 @@ where
                     let data_length = data_length.unwrap();
 
                     if data_length >= 1 {
-                        io::copy(reader, &mut writer)?;
+                        // gosling patch: in 64 KiB writes, not io::copy's 8 KiB ones.
+                        let mut buf = vec![0u8; data_length.min(64 << 10)];
+                        loop {
+                            let n = match reader.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => n,
+                                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                                Err(e) => return Err(e),
+                            };
+                            writer.write_all(&buf[..n])?;
+                        }
                     }
                 }
 
