@@ -119,3 +119,18 @@ fn prompts_are_fetched() {
     assert!(ok, "{err}");
     assert!(v["messages"][0]["content"]["text"].as_str().unwrap_or("").contains("fn main() {}"), "{v}");
 }
+
+/// A pinned modern revision makes `server/discover` the first message, which waits for the
+/// server's start-up: a server that takes longer than the 10 s a started server gets to answer
+/// it (npx fetching a package, a cold Python) is still spoken to in the modern revision, not
+/// taken for a legacy one.
+#[test]
+fn a_slow_starting_server_is_not_taken_for_a_legacy_one() {
+    let peers = require_peers!();
+    let home = TempDir::new("probe-slow-start");
+    let script = format!("sleep 12; exec '{}' '{}'", peers.python(), peers.get("MCP_PEER_PY_SERVER"));
+    let (ok, v, err) = probe(&home, &["--protocol-version", "2026-07-28", "--", "/bin/sh", "-c", &script]);
+    assert!(ok, "{err}");
+    assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
+    assert!(v["negotiation"].as_str().unwrap().contains("server/discover offered 2026-07-28"), "{v}");
+}

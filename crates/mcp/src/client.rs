@@ -38,8 +38,11 @@ pub const MAX_LIST_ITEMS: usize = 10_000;
 /// The largest tool result or resource read kept (JSON bytes); one message is also bounded by
 /// the transport (a stdio line, an HTTP body or SSE event).
 pub const MAX_RESULT_BYTES: usize = 8 << 20;
-/// The longest wait for the answer to the modern probe (`server/discover`) before taking the
-/// server for a legacy one that ignores requests before `initialize`.
+/// The longest wait for the answer to the modern probe (`server/discover`) sent after the
+/// server refused `initialize` (so it is up), before taking it for a legacy one that ignores
+/// requests before `initialize`. As the first message (a pinned modern revision) the probe gets
+/// the whole start-up wait instead: a server still starting (npx fetching it, a cold Python) is
+/// not a legacy server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Rounds of a multi-round-trip request (input required, answered, retried) before giving up.
 const MAX_INPUT_ROUNDS: usize = 8;
@@ -241,10 +244,13 @@ fn negotiate(
             Err(e) => return Err(e),
         }
     }
+    let probe_timeout = match refused {
+        Some(_) => opts.timeout.min(PROBE_TIMEOUT),
+        None => opts.timeout,
+    };
     let refused = refused.map(|r| format!("{r}; ")).unwrap_or_default();
     let level = log_level_name(log::max_level());
     let mut version = pin.unwrap_or(mcp_version::MODERN).to_string();
-    let probe_timeout = opts.timeout.min(PROBE_TIMEOUT);
     for _ in 0..2 {
         let meta = mcp_version::request_meta(&version, client_info, caps, level);
         let answer = shared.request("server/discover", json!({ "_meta": meta }), probe_timeout, None);
