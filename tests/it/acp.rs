@@ -500,7 +500,8 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
 
 /// The client's requests go through the one JSON-RPC peer: at most 64 per connection are
 /// answered later at once (each holds a thread), an id still being answered is refused, requests
-/// answered at once still are, and a slot given back is taken again.
+/// answered at once still are, `$/cancel_request` stops a prompt, and a slot given back is taken
+/// again.
 #[test]
 fn requests_answered_later_are_bounded_per_connection_and_their_ids_unique() {
     let _peers = require_peers!();
@@ -535,8 +536,9 @@ fn requests_answered_later_are_bounded_per_connection_and_their_ids_unique() {
     );
     a.send(r#"{"jsonrpc":"2.0","id":301,"method":"initialize","params":{"protocolVersion":1}}"#);
     assert_eq!(a.answer(json!(301))["result"]["protocolVersion"], 1, "answered at once, needing no slot");
-    // One prompt ends: its slot is given back once its answer is written.
-    a.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId": sids[0]}}).to_string());
+    // One prompt ends, cancelled by its request id (ACP's `$/cancel_request`): it answers
+    // `cancelled`, and its slot is given back once that answer is written.
+    a.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":200}}"#);
     assert_eq!(a.answer(json!(200))["result"]["stopReason"], "cancelled");
     let started = Instant::now();
     let mut id = 400;

@@ -231,9 +231,9 @@ impl Agent {
                 };
                 match self.begin_prompt(&params) {
                     Ok((open, sid, cancel_rx, cancelled)) => {
-                        let me = self.clone();
+                        let (me, asked) = (self.clone(), responder.cancel().clone());
                         return run_later(responder, move || {
-                            let r = me.prompt(&sid, &open, &params, cancel_rx, &cancelled);
+                            let r = me.prompt(&sid, &open, &params, (cancel_rx, &asked), &cancelled);
                             *lock(&open.running) = None;
                             r
                         });
@@ -250,20 +250,23 @@ impl Agent {
 
     pub fn notification(&self, method: &str, params: Value) {
         match method {
-            "session/cancel" => {
-                let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("");
-                let open = lock(&self.open).get(sid).cloned();
-                match open.and_then(|o| {
-                    lock(&o.running).as_mut().map(|r| {
-                        r.cancelled.store(true, Ordering::SeqCst);
-                        r.cancel.take()
-                    })
-                }) {
-                    Some(_) => log::info!("acp: session {sid}: prompt cancelled"),
-                    None => log::debug!("acp: session/cancel for {sid:?}: no prompt is running"),
-                }
-            }
+            "session/cancel" => self.cancel_prompt(params.get("sessionId").and_then(Value::as_str).unwrap_or("")),
             other => log::debug!("acp: ignoring the notification {other}"),
+        }
+    }
+
+    /// Stops the prompt running in session `sid`: it answers `cancelled` (`session/cancel`, or
+    /// `$/cancel_request` naming the prompt's request).
+    fn cancel_prompt(&self, sid: &str) {
+        let open = lock(&self.open).get(sid).cloned();
+        match open.and_then(|o| {
+            lock(&o.running).as_mut().map(|r| {
+                r.cancelled.store(true, Ordering::SeqCst);
+                r.cancel.take()
+            })
+        }) {
+            Some(_) => log::info!("acp: session {sid}: prompt cancelled"),
+            None => log::debug!("acp: cancel for session {sid:?}: no prompt is running"),
         }
     }
 
@@ -716,8 +719,17 @@ impl Agent {
         })
     }
 
-    /// Runs one turn and streams it as `session/update`s; answers the stop reason.
-    fn prompt(&self, sid: &str, open: &Open, p: &Value, cancel: Receiver<()>, cancelled: &AtomicBool) -> Reply {
+    /// Runs one turn and streams it as `session/update`s; answers the stop reason. `cancel`: the
+    /// channel `session/cancel` closes, and the flag `$/cancel_request` for this prompt (or the
+    /// connection's end) sets.
+    fn prompt(
+        &self,
+        sid: &str,
+        open: &Open,
+        p: &Value,
+        (cancel, asked): (Receiver<()>, &peer::Cancel),
+        cancelled: &AtomicBool,
+    ) -> Reply {
         let blocks = p
             .get("prompt")
             .and_then(Value::as_array)
@@ -769,6 +781,9 @@ impl Agent {
         let mut open_calls: Vec<String> = Vec::new();
         let mut cancelled_at = None;
         loop {
+            if asked.is_cancelled() && !cancelled.load(Ordering::SeqCst) {
+                self.cancel_prompt(sid);
+            }
             let ev = crossbeam_channel::select! {
                 recv(rx) -> ev => match ev {
                     Ok(ev) => ev,
