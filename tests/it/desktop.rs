@@ -554,7 +554,7 @@ fn c_cancel_mid_turn_then_a_new_message() {
             oa_finish("tool_calls"),
             OA_DONE.to_string(),
         ]),
-        Reply::sse(&[oa_text("fresh answer"), oa_finish("stop"), OA_DONE.to_string()]),
+        text_turn("fresh answer"),
     ]);
     let d = Desktop::start(&llm_env(&llm.url()));
     let mut everything = everything_stdio_config(peers, "everything");
@@ -687,15 +687,8 @@ fn d_extensions_page_and_e_a_deep_link() {
 #[test]
 fn elicitation_reaches_the_person_and_their_answer_the_extension() {
     let peers = require_peers!();
-    let call = || {
-        Reply::sse(&[
-            oa_tool(0, Some(("el", "everything__trigger-elicitation-request")), "{}"),
-            oa_finish("tool_calls"),
-            OA_DONE.to_string(),
-        ])
-    };
-    let answer = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
-    let llm = FakeLlm::start(vec![call(), answer("thanks"), call(), answer("ok"), call(), answer("gave up")]);
+    let call = || tool_turn("el", "everything__trigger-elicitation-request", "{}");
+    let llm = FakeLlm::start(vec![call(), text_turn("thanks"), call(), text_turn("ok"), call(), text_turn("gave up")]);
     let mut env = llm_env(&llm.url());
     env.push(("GOSLING_ELICITATION_TIMEOUT_SECS", "2".into()));
     let d = Desktop::start(&env);
@@ -783,10 +776,7 @@ fn elicitation_reaches_the_person_and_their_answer_the_extension() {
 #[test]
 fn an_input_required_elicitation_of_a_2026_server_reaches_the_person() {
     let peers = require_peers!();
-    let llm = FakeLlm::start(vec![
-        Reply::sse(&[oa_tool(0, Some(("g", "py__greet")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
-        Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
-    ]);
+    let llm = FakeLlm::start(vec![tool_turn("g", "py__greet", "{}"), text_turn("done")]);
     let d = Desktop::start(&llm_env(&llm.url()));
     let py = json!({"type": "stdio", "name": "py", "description": "", "cmd": peers.python(), "args": [peers.get("MCP_PEER_PY_SERVER")], "timeout": 60,
         "protocol_version": "2026-07-28"});
@@ -826,10 +816,7 @@ fn answer_the_elicitation(d: &Desktop, id: &str, events: &mut Events, rid: &str,
 #[test]
 fn a_ctx_elicit_of_a_session_server_reaches_the_person_by_default() {
     let peers = require_peers!();
-    let llm = FakeLlm::start(vec![
-        Reply::sse(&[oa_tool(0, Some(("h", "py__hello")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
-        Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
-    ]);
+    let llm = FakeLlm::start(vec![tool_turn("h", "py__hello", "{}"), text_turn("done")]);
     let d = Desktop::start(&llm_env(&llm.url()));
     let peer = crate::support::py_http(peers, "");
     let py = json!({"type": "streamable_http", "name": "py", "description": "", "uri": peer.url, "timeout": 60});
@@ -862,9 +849,8 @@ fn answer_sampling(d: &Desktop, id: &str, events: &mut Events, extension: &str, 
 #[test]
 fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
     let peers = require_peers!();
-    let call =
-        || Reply::sse(&[oa_tool(0, Some(("c", "py__capital")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]);
-    let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
+    let call = || tool_turn("c", "py__capital", "{}");
+    let text = text_turn;
     // Auto: the turn's call, the server's sampling request once allowed, the final answer.
     // Approve: the same after the tool's confirmation; then a call whose sampling is denied.
     let llm = FakeLlm::start(vec![
@@ -977,7 +963,7 @@ fn unprompted_sampling_is_refused_with_the_reason() {
 }
 
 fn flood_call(args: Value) -> Reply {
-    Reply::sse(&[oa_tool(0, Some(("f", "fl__flood")), &args.to_string()), oa_finish("tool_calls"), OA_DONE.to_string()])
+    tool_turn("f", "fl__flood", &args.to_string())
 }
 
 /// The `flood` tool's summary in a finished turn: `{"ok": [...], "errors": {...}, "meta": [...]}`.
@@ -994,7 +980,7 @@ fn flood_summary(done: &[(Option<u64>, Value)]) -> Value {
 /// a prompt over 1 MiB is refused.
 #[test]
 fn a_sampling_grant_skips_the_question_but_not_the_bounds() {
-    let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
+    let text = text_turn;
     let mut script = vec![flood_call(json!({"count": 1, "maxTokens": 4_000_000_000u64})), text("first"), text("done")];
     script.push(flood_call(json!({"count": 12, "sequential": true})));
     script.extend((0..10).map(|i| text(&format!("answer {i}"))));
@@ -1043,18 +1029,12 @@ fn a_sampling_grant_skips_the_question_but_not_the_bounds() {
     assert_eq!(llm.requests().len(), 3 + 12 + 2, "no model call for the oversized one");
 }
 
-fn proc_status(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = s.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {s}"));
-    line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
-}
-
 /// A server that sends 200 sampling requests at once gets a bounded number asked about (nobody
 /// answers them here, so they are refused after the elicitation deadline) and every other one
 /// refused at once, with the reason; gosling's threads and peak memory stay bounded.
 #[test]
 fn a_sampling_flood_is_refused_with_bounded_threads_and_memory() {
-    let text = |t: &str| Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()]);
+    let text = text_turn;
     let llm = FakeLlm::start(vec![flood_call(json!({"count": 200, "maxTokens": 100})), text("done")]);
     let mut env = llm_env(&llm.url());
     env.push(("GOSLING_ELICITATION_TIMEOUT_SECS", "2".into()));

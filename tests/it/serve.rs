@@ -3,7 +3,7 @@
 //! `/status` polled over HTTPS pinned to that fingerprint; the certificate kept and reused;
 //! and the refusals (no secret, bad flags), each saying what to fix.
 
-use crate::support::{free_port, gosling, http_with, wait_for, TempDir, SECRET};
+use crate::support::{free_port, gosling, http_with, terminate, TempDir, SECRET};
 use crate::tls::{connect, exchange_json, PREFIX};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -29,6 +29,16 @@ impl Serve {
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
+    /// Desktop's WebSocket: `wss://…/acp?token=…` with `Origin: file://`, pinned to the printed
+    /// fingerprint, upgraded (101).
+    pub fn acp(&self) -> crate::websocket::Client {
+        let pin = self.fingerprint.as_deref().expect("serve --tls prints its fingerprint");
+        let tls = connect(&self.addr(), pin).expect("a handshake pinned to the printed fingerprint");
+        let c = crate::websocket::Client::open(Box::new(tls), &crate::websocket::acp_path(), &[("Origin", "file://")]);
+        assert_eq!(c.status, 101, "{}", c.body);
+        c
+    }
+
     /// One request over a connection pinned to the printed fingerprint.
     pub fn https(&self, method: &str, path: &str, secret: Option<&str>) -> (u16, String) {
         let pin = self.fingerprint.as_deref().expect("a --tls server");
@@ -40,12 +50,7 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let stopped = wait_for(Duration::from_secs(10), || self.child.try_wait().ok().flatten());
-        if stopped.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        terminate(&mut self.child);
     }
 }
 
@@ -128,8 +133,15 @@ pub(crate) fn launch(home: &TempDir, mut cmd: Command, port: u16, tls: bool) -> 
 
 /// `gosling serve` exactly as Desktop starts it.
 pub(crate) fn start_as_desktop(home: &TempDir, extra: &[&str]) -> Serve {
+    start_as_desktop_with(home, extra, &[])
+}
+
+/// `start_as_desktop` with `env` added to its environment (the model, the mode).
+pub(crate) fn start_as_desktop_with(home: &TempDir, extra: &[&str], env: &[(String, String)]) -> Serve {
     let port = free_port();
-    launch(home, desktop_command(home, port, extra), port, true).unwrap_or_else(|e| panic!("{e}"))
+    let mut cmd = desktop_command(home, port, extra);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    launch(home, cmd, port, true).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn mode(p: &std::path::Path) -> u32 {

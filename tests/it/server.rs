@@ -1,7 +1,7 @@
 //! The HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up.
 
 use crate::contract;
-use crate::support::{gosling, http, http_with, wait_for, Server, ServerOpts, TempDir, SECRET};
+use crate::support::{gosling, http, http_with, rss_kib, wait_for, Server, ServerOpts, TempDir, SECRET};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -508,23 +508,13 @@ fn the_default_connection_limit_follows_the_descriptor_limit() {
     assert!(!s.stderr().contains("Too many open files"), "{}", s.stderr());
 }
 
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
     // One connection sends requests as fast as it can and never reads an answer. Each
     // connection has one request in flight at a time, so the rest waits in the kernel's socket
     // buffers, not in the server's memory (tiny_http used to queue them all: ~100 MB in 3 s).
     let s = Server::start();
-    let before = rss_kb(s.pid());
+    let before = rss_kib(s.pid());
     let c = TcpStream::connect(&s.addr).unwrap();
     c.set_nonblocking(true).unwrap();
     let rq = format!("GET /config HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").repeat(50);
@@ -541,22 +531,34 @@ fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
     let t = Instant::now();
     assert_eq!(s.get("/config").status, 200);
     assert!(t.elapsed() < Duration::from_secs(5), "another client waited {:?}", t.elapsed());
-    let grown = rss_kb(s.pid()).saturating_sub(before);
+    let grown = rss_kib(s.pid()).saturating_sub(before);
     assert!(grown < 20_000, "the server grew by {grown} KB");
     drop(c);
 }
 
-#[test]
-fn the_one_time_login_link_gives_the_key_once() {
+/// A server told to print its one-time login link (GOSLING_PRINT_LOGIN_LINK=1): the server and
+/// the log line with the link.
+pub(crate) fn with_login_link() -> (Server, String) {
     let s = Server::start_with(ServerOpts {
         env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())],
         ..Default::default()
     });
     let line =
-        wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string))
-            .expect("login link printed");
+        wait_for(Duration::from_secs(30), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no login link printed within 30 s: {}", s.stderr()));
+    (s, line)
+}
+
+/// The token of a login link: what follows `#login=`.
+pub(crate) fn login_token(line: &str) -> String {
+    line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+#[test]
+fn the_one_time_login_link_gives_the_key_once() {
+    let (s, line) = with_login_link();
     assert!(!line.contains(SECRET), "the link carries a token, not the key");
-    let token = line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let token = login_token(&line);
     let body = json!({"token": token}).to_string();
     let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
     assert_eq!(r.status, 200);

@@ -155,6 +155,13 @@ pub fn shared_bin() -> PathBuf {
     .clone()
 }
 
+/// A `work` dir in `home` for sessions: its canonical path, as an editor sends it as `cwd`.
+pub fn work_dir(home: &TempDir) -> String {
+    let w = home.join("work");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::canonicalize(w).unwrap().display().to_string()
+}
+
 /// A `gosling` command with isolated config/state dirs and no inherited secrets.
 pub fn gosling(home: &TempDir) -> Command {
     gosling_at(&bin(), home)
@@ -352,20 +359,56 @@ impl Server {
     }
 }
 
+/// A server that runs `gosling mcp NAME` by bare command name, as a goose:// link names it
+/// (the binary's dir first on PATH), with `extra` in its environment.
+pub fn server_with_gosling_on_path(extra: Vec<(String, String)>) -> Server {
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut env = vec![("PATH".to_string(), path)];
+    env.extend(extra);
+    Server::start_with(ServerOpts { env, ..Default::default() })
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
-        // SIGTERM first so the server runs its shutdown ladder for children, then make sure.
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
+}
+
+/// Stops a gosling process: SIGTERM first, so that it runs its shutdown ladder for its
+/// children, then `reap_within` 10 s.
+pub fn terminate(child: &mut Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    reap_within(child, Duration::from_secs(10));
+}
+
+/// Waits up to `grace` for `child` to exit on its own (told to stop, or its stdin closed),
+/// then kills it; reaped either way.
+pub fn reap_within(child: &mut Child, grace: Duration) {
+    if wait_for(grace, || child.try_wait().ok().flatten()).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// `POST /agent/start` in `working_dir`, answered 200: the new session's id. `overrides` are
+/// the session's extension configs; `None` takes the enabled extensions of the config.
+pub fn start_session(s: &Server, working_dir: &Path, overrides: Option<Vec<Value>>) -> String {
+    let mut body = serde_json::json!({ "working_dir": working_dir });
+    if let Some(list) = overrides {
+        body["extension_overrides"] = Value::Array(list);
+    }
+    let r = s.post("/agent/start", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["id"].as_str().unwrap_or_else(|| panic!("no id: {}", r.text())).to_string()
+}
+
+/// `POST /agent/resume` that loads the model and the extensions, answered 200: the answer,
+/// whose `extension_results` say which extensions started and why others did not.
+pub fn resume(s: &Server, id: &str) -> Value {
+    let r = s.post("/agent/resume", serde_json::json!({"session_id": id, "load_model_and_extensions": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
 }
 
 /// An HTTP response, whatever its status.
@@ -445,6 +488,23 @@ pub fn pid_alive(pid: u32) -> bool {
         Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
         Err(_) => false,
     }
+}
+
+/// A number field of `/proc/PID/status` (`Threads:`, or a size in KiB such as `VmRSS:`).
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {s}"));
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+/// The resident memory of `pid`, KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    proc_status(pid, "VmRSS:")
+}
+
+/// The peak resident memory of `pid` so far, KiB.
+pub fn hwm_kib(pid: u32) -> u64 {
+    proc_status(pid, "VmHWM:")
 }
 
 /// Direct children of `pid` (from /proc), to check that no extension process is left behind.
