@@ -804,28 +804,34 @@ fn an_acp_turn_over_the_websocket_reaches_an_events_follower() {
     let new = c.call(2, "session/new", json!({"cwd":cwd,"mcpServers":[]}));
     let sid = new["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{new}")).to_string();
 
-    // The follower, over its own connection, before the turn starts.
+    // The follower, over its own connection, attached before the turn starts: its stream's
+    // first ping is written once it follows the session's events.
     let mut follower = std::net::TcpStream::connect(&s.addr).unwrap();
-    follower.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    follower.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         follower,
         "GET /sessions/{sid}/events HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nAccept: text/event-stream\r\n\r\n"
     )
     .unwrap();
-    let seen = std::thread::spawn(move || {
-        let (mut raw, mut buf) = (String::new(), [0u8; 4096]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !(raw.contains("words from the model") && raw.contains("\"type\":\"Finish\""))
-            && Instant::now() < deadline
-        {
+    /// Reads `follower` into `raw` until `done` holds, it ends, or 60 s pass.
+    fn read_until(follower: &mut std::net::TcpStream, raw: &mut String, done: impl Fn(&str) -> bool) {
+        let (deadline, mut buf) = (Instant::now() + Duration::from_secs(60), [0u8; 4096]);
+        while !done(raw) && Instant::now() < deadline {
             match follower.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => raw.push_str(&String::from_utf8_lossy(&buf[..n])),
             }
         }
+    }
+    let mut raw = String::new();
+    read_until(&mut follower, &mut raw, |r| r.contains(": ping"));
+    assert!(raw.contains(": ping"), "the follower's stream did not start: {raw}");
+    let seen = std::thread::spawn(move || {
+        read_until(&mut follower, &mut raw, |r| {
+            r.contains("words from the model") && r.contains("\"type\":\"Finish\"")
+        });
         raw
     });
-    std::thread::sleep(Duration::from_millis(300));
     let r = c.call(3, "session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"say something"}]}));
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     let raw = seen.join().unwrap();

@@ -195,12 +195,11 @@ fn a_typescript_sdk_v2_server_over_http_is_spoken_to_in_2026_07_28_when_pinned()
 fn probe_prints_the_negotiated_revision_and_why() {
     let peers = require_peers!();
     let home = TempDir::new("probe2026");
-    // A legacy server and a dual-era one get the handshake first; the modern revision when
-    // the extension (here probe's --protocol-version) pins it.
+    // A legacy server and a dual-era one get the handshake first; a pinned legacy revision
+    // too. (The modern revision when pinned: over HTTP, below.)
     for (legacy, pin, version, why) in [
         (false, None, "2025-11-25", "initialize answered 2025-11-25"),
         (true, None, "2025-11-25", "initialize answered 2025-11-25"),
-        (false, Some("2026-07-28"), "2026-07-28", "server/discover offered 2026-07-28"),
         (true, Some("2025-06-18"), "2025-06-18", "protocol_version 2025-06-18 set for the extension"),
     ] {
         let mut cmd = gosling(&home);
@@ -228,16 +227,27 @@ fn probe_prints_the_negotiated_revision_and_why() {
     let out = gosling(&home).args(["probe", "--protocol-version", "2030-01-01", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2025-11-25, 2026-07-28"));
-    // Over HTTP, the legacy server's session.
+    // Over HTTP, the legacy server's session; and the dual-era server pinned to the modern
+    // revision. (Pinned, gosling's first request is server/discover, which it gives at most
+    // 10 s; over stdio those 10 s would include the Python server's start, which a loaded
+    // machine can take longer for. Here the server listens before the probe starts.)
     let port = free_port();
     let mut cmd = std::process::Command::new(peers.python());
     cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
-    let peer = spawn_http_peer(cmd, port, "/mcp");
-    let out = gosling(&home).args(["probe", &peer.url]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["protocolVersion"], "2025-11-25", "{v}");
-    assert!(v["negotiation"].as_str().unwrap().starts_with("initialize answered"), "{v}");
+    let legacy = spawn_http_peer(cmd, port, "/mcp");
+    let dual = py_http(peers);
+    for (url, pin, version, why) in [
+        (&legacy.url, None, "2025-11-25", "initialize answered 2025-11-25"),
+        (&dual.url, Some("2026-07-28"), "2026-07-28", "server/discover offered 2026-07-28"),
+    ] {
+        let mut cmd = gosling(&home);
+        cmd.arg("probe").args(pin.map(|p| ["--protocol-version", p]).iter().flatten()).arg(url);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["protocolVersion"], version, "{v}");
+        assert!(v["negotiation"].as_str().unwrap().starts_with(why), "{v}");
+    }
 }
 
 /// The Python SDK 2.x server over HTTP (dual-era).
