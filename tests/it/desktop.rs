@@ -476,7 +476,7 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
     assert_eq!(data["actionType"], "toolConfirmation");
     assert_eq!(data["toolName"], "everything__echo");
     // The one that leaves has seen the confirmation request, then goes.
-    let seen = leaving.until(Duration::from_secs(10), |e| e["message"]["content"][0]["type"] == "actionRequired");
+    let seen = leaving.until(Duration::from_secs(30), |e| e["message"]["content"][0]["type"] == "actionRequired");
     let last_id = seen.last().unwrap().0.unwrap();
     drop(leaving);
     // A second message while this one runs: goose's 400.
@@ -509,16 +509,16 @@ fn b_a_message_calls_a_real_tool_after_confirmation_two_followers_and_a_reconnec
     assert!(!contents(&all_first, "text").is_empty(), "the model answered after the tool result");
     assert_eq!(all_first.last().unwrap().1["reason"], "stop");
     // The second follower saw exactly the same events.
-    let all_second = second.until(Duration::from_secs(10), is_finish);
+    let all_second = second.until(Duration::from_secs(30), is_finish);
     assert_eq!(all_second, all_first, "two followers, one stream");
     // The reconnect with Last-Event-ID got exactly what came after it.
-    let resumed = late.until(Duration::from_secs(10), is_finish);
+    let resumed = late.until(Duration::from_secs(30), is_finish);
     let after: Vec<(Option<u64>, Value)> = all_first.iter().filter(|(i, _)| i.unwrap() > last_id).cloned().collect();
     assert_eq!(resumed, after, "nothing lost, nothing repeated");
     // A client that was away for long enough is told to reload: its id is older than the
     // buffer only after 512 more events, so here a replay from 0 gives everything instead.
     let mut replay = d.events(&id, None);
-    let everything_again = replay.until(Duration::from_secs(10), is_finish);
+    let everything_again = replay.until(Duration::from_secs(30), is_finish);
     assert_eq!(everything_again, all_first);
     // The stream stays open after Finish: pings keep coming, numbered, every 500 ms. The
     // interval is measured over four of them: one ping read late (a loaded machine) moves it
@@ -566,14 +566,14 @@ fn c_cancel_mid_turn_then_a_new_message() {
     let mut events = d.events(&id, None);
     // Cancel while the model streams: the LLM connection is dropped, Finish follows.
     let rid = d.send(&id, "think hard");
-    events.until(Duration::from_secs(10), |e| e["type"] == "Message");
+    events.until(Duration::from_secs(30), |e| e["type"] == "Message");
     let t = Instant::now();
     let r = d.post(&format!("/sessions/{id}/cancel"), json!({"request_id": rid}));
     assert_eq!((r.status, r.body.as_str()), (200, ""));
     Desktop::check_status("POST", "/sessions/{id}/cancel", &r);
-    let finish = events.until(Duration::from_secs(10), is_finish);
+    let finish = events.until(Duration::from_secs(30), is_finish);
     assert_eq!(finish.last().unwrap().1["chat_request_id"], rid.as_str());
-    assert!(wait_for(Duration::from_secs(5), || llm.client_gone().then_some(())).is_some(), "LLM stream dropped");
+    assert!(wait_for(Duration::from_secs(30), || llm.client_gone().then_some(())).is_some(), "LLM stream dropped");
     assert!(t.elapsed() < Duration::from_secs(4), "stopped within about a second: {:?}", t.elapsed());
     // Cancel while a tool runs: the MCP server gets notifications/cancelled.
     let rid = d.send(&id, "run the long thing");
@@ -582,9 +582,9 @@ fn c_cancel_mid_turn_then_a_new_message() {
     });
     let r = d.post(&format!("/sessions/{id}/cancel"), json!({"request_id": rid}));
     assert_eq!(r.status, 200);
-    let finish = events.until(Duration::from_secs(10), is_finish);
+    let finish = events.until(Duration::from_secs(30), is_finish);
     assert_eq!(finish.last().unwrap().1["chat_request_id"], rid.as_str());
-    let cancelled = wait_for(Duration::from_secs(5), || {
+    let cancelled = wait_for(Duration::from_secs(30), || {
         d.server.stderr().contains("abandoned (operation cancelled)").then_some(())
     });
     assert!(cancelled.is_some(), "the tool call was cancelled with notifications/cancelled");
@@ -625,7 +625,7 @@ fn d_extensions_page_and_e_a_deep_link() {
     // No model configured: the request is accepted, its Error says what to set, Finish follows.
     let mut events = d.events(&id, None);
     let rid = d.send(&id, "hello?");
-    let failed = events.until(Duration::from_secs(10), is_finish);
+    let failed = events.until(Duration::from_secs(30), is_finish);
     assert_desktop_fields(&failed, &rid);
     assert_eq!(failed.len(), 2, "{failed:?}");
     assert_eq!(failed[0].1["type"], "Error");
@@ -1118,14 +1118,14 @@ fn one_turn_per_session_across_reply_and_the_session_api() {
 
     // The session API's turn runs; a /reply meanwhile is refused and saves nothing.
     d.send(&id, "think hard");
-    events.until(Duration::from_secs(10), |e| e["type"] == "Message");
+    events.until(Duration::from_secs(30), |e| e["type"] == "Message");
     let r = d.post("/reply", json!({"session_id": id, "user_message": user_text("the second message")}));
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("already answering a message"), "{}", r.body);
     let conversation = d.get(&format!("/sessions/{id}")).json()["conversation"].to_string();
     assert!(!conversation.contains("the second message"), "{conversation}");
     d.post(&format!("/sessions/{id}/cancel"), json!({"request_id": ""}));
-    events.until(Duration::from_secs(10), is_finish);
+    events.until(Duration::from_secs(30), is_finish);
 
     // A /reply turn runs; the session API answers busy meanwhile.
     let mut reply = d.reply_stream(&json!({"session_id": id, "user_message": user_text("think again")}));
@@ -1163,7 +1163,7 @@ fn the_next_message_is_taken_the_moment_finish_is_seen() {
     for round in 0..ROUNDS {
         // `send` asserts the message was taken (200), not refused as busy (400).
         d.send(&id, &format!("question {round}"));
-        events.until(Duration::from_secs(10), is_finish);
+        events.until(Duration::from_secs(30), is_finish);
         let session = d.get(&format!("/sessions/{id}")).json();
         assert_eq!(session["accumulated_output_tokens"], json!(2 * round + 1), "tokens saved before Finish");
         let mut reply =
@@ -1189,10 +1189,13 @@ fn event_stream_followers_hold_no_request_slot() {
     let id = start_and_open(&d, vec![]);
     let _first = d.events(&id, None);
     let _second = d.events(&id, None);
+    // The pinned TLS connection first: the time measured is the request's alone.
+    let mut conn = BufReader::new(connect(&d.server.addr, &d.pin).expect("the pinned handshake"));
     let t = Instant::now();
-    let r = d.get("/sessions");
+    let r = exchange_json(&mut conn, "GET", "/sessions", Some(SECRET), None).expect("an HTTPS exchange");
+    let took = t.elapsed();
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(t.elapsed() < Duration::from_millis(900), "served at once, not after waiting for a slot");
+    assert!(took < Duration::from_millis(900), "served at once, not after waiting for a slot: {took:?}");
 }
 
 #[test]
@@ -1232,7 +1235,7 @@ fn a_follower_older_than_the_replay_buffer_is_told_to_reload() {
     let last = all.last().unwrap().0.unwrap();
     // Within the buffer: exactly the rest.
     let mut near = d.events(&id, Some(last - 3));
-    let rest = near.until(Duration::from_secs(10), is_finish);
+    let rest = near.until(Duration::from_secs(30), is_finish);
     assert_eq!(rest.iter().map(|(i, _)| i.unwrap()).collect::<Vec<_>>(), vec![last - 2, last - 1, last]);
     // Older than the 512 kept: one `id: 0` Error frame, then the stream ends.
     let mut far = d.events(&id, Some(1));

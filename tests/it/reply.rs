@@ -333,7 +333,7 @@ fn client_disconnect_cancels_the_tool_call() {
     let t = Instant::now();
     drop(stream);
     let cancelled =
-        wait_for(Duration::from_secs(5), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
+        wait_for(Duration::from_secs(30), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
     assert!(cancelled.is_some(), "the tool call was cancelled after the client left");
     assert!(t.elapsed() < Duration::from_secs(3), "cancelled within about a second: {:?}", t.elapsed());
     assert_eq!(s.get("/config").status, 200, "still serving");

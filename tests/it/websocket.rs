@@ -26,9 +26,9 @@ pub(crate) struct Client {
 
 pub(crate) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 
-/// A plain TCP connection to the server (10 s read timeout).
+/// A plain TCP connection to the server (30 s read timeout).
 pub(crate) fn tcp(s: &Server) -> Box<dyn Io> {
-    tcp_timeout(s, Duration::from_secs(10))
+    tcp_timeout(s, Duration::from_secs(30))
 }
 
 pub(crate) fn tcp_timeout(s: &Server, read: Duration) -> Box<dyn Io> {
