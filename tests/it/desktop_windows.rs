@@ -69,24 +69,12 @@ fn two_windows_and_an_editor_share_one_state_dir() {
 
     // A turn in each window at once, and one from the editor into the first window's session.
     std::thread::scope(|scope| {
-        scope.spawn(|| {
-            let r = result(
-                &mut d1,
-                20,
-                "session/prompt",
-                json!({"sessionId": s1, "prompt": [{"type": "text", "text": "from window one"}]}),
-            );
-            assert_eq!(r["stopReason"], "end_turn");
-        });
-        scope.spawn(|| {
-            let r = result(
-                &mut d2,
-                20,
-                "session/prompt",
-                json!({"sessionId": s2, "prompt": [{"type": "text", "text": "from window two"}]}),
-            );
-            assert_eq!(r["stopReason"], "end_turn");
-        });
+        for (d, sid, text) in [(&mut d1, &s1, "from window one"), (&mut d2, &s2, "from window two")] {
+            scope.spawn(move || {
+                let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]});
+                assert_eq!(result(d, 20, "session/prompt", prompt)["stopReason"], "end_turn", "{text}");
+            });
+        }
     });
     editor.call("session/load", json!({"sessionId": s1, "cwd": cwd, "mcpServers": []}));
     let r = editor
