@@ -128,9 +128,13 @@ fn a_ten_thousand_message_session_loads_over_the_websocket_with_bounded_memory()
 
     let s = Server::start_in(home, ServerOpts::default());
     // Listed (the index loads in the background): the session is there before the load.
-    assert!(wait_for(Duration::from_secs(10), || s.get("/sessions").text().contains(id).then_some(())).is_some());
+    assert!(wait_for(Duration::from_secs(60), || s.get("/sessions").text().contains(id).then_some(())).is_some());
     let before = hwm_kib(s.pid());
-    let mut c = Client::connect(&s);
+    // Reads wait up to 2 minutes: a loaded machine can take long to begin the replay, and the
+    // point is that the socket never drops (a close frame or the connection's end fails the read).
+    let tcp = crate::websocket::tcp_timeout(&s, Duration::from_secs(120));
+    let mut c = Client::open(tcp, &crate::websocket::acp_path(), &[]);
+    assert_eq!(c.status, 101, "{}", c.body);
     c.initialize(0);
     let started = Instant::now();
     // The socket stays open: a close fails the read with its code.

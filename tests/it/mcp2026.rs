@@ -59,10 +59,11 @@ fn connect(peers: &Peers, sdk: Sdk, http: bool, person: &Arc<Person>, pin: Optio
         args.push("legacy".into());
     }
     if http {
-        let port = free_port();
-        let mut cmd = std::process::Command::new(&program);
-        cmd.args(&args).arg("http").arg(port.to_string());
-        let peer = spawn_http_peer(cmd, port, "/mcp");
+        let peer = spawn_http_peer("/mcp", |port| {
+            let mut cmd = std::process::Command::new(&program);
+            cmd.args(&args).arg("http").arg(port.to_string());
+            cmd
+        });
         let spec =
             HttpSpec { uri: peer.url.clone(), headers: vec![], timeout: TIMEOUT, extension: "py".into(), auth: None };
         (gosling::mcp::connect_http(&spec, options(person, pin)).expect("connect over HTTP"), Some(peer))
@@ -231,11 +232,8 @@ fn probe_prints_the_negotiated_revision_and_why() {
     // revision. (Pinned, gosling's first request is server/discover, which it gives at most
     // 10 s; over stdio those 10 s would include the Python server's start, which a loaded
     // machine can take longer for. Here the server listens before the probe starts.)
-    let port = free_port();
-    let mut cmd = std::process::Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
-    let legacy = spawn_http_peer(cmd, port, "/mcp");
-    let dual = py_http(peers);
+    let legacy = py_http(peers, "legacy");
+    let dual = py_http(peers, "");
     for (url, pin, version, why) in [
         (&legacy.url, None, "2025-11-25", "initialize answered 2025-11-25"),
         (&dual.url, Some("2026-07-28"), "2026-07-28", "server/discover offered 2026-07-28"),
@@ -250,20 +248,12 @@ fn probe_prints_the_negotiated_revision_and_why() {
     }
 }
 
-/// The Python SDK 2.x server over HTTP (dual-era).
-fn py_http(peers: &Peers) -> PeerProc {
-    let port = free_port();
-    let mut cmd = std::process::Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "http", &port.to_string()]);
-    spawn_http_peer(cmd, port, "/mcp")
-}
-
 /// issue 28: the subscriptions/listen stream stays open as long as the server keeps it, not
 /// just the extension's timeout (+ 10 s, as the whole-body bound of every answer had it).
 #[test]
 fn the_listen_stream_stays_open_past_three_times_the_timeout() {
     let peers = require_peers!();
-    let peer = py_http(peers);
+    let peer = py_http(peers, "");
     let person = Arc::new(Person { asked: Mutex::new(Vec::new()) });
     let timeout = Duration::from_secs(3);
     let spec = HttpSpec { uri: peer.url.clone(), headers: vec![], timeout, extension: "py".into(), auth: None };
@@ -295,7 +285,7 @@ fn the_listen_stream_stays_open_past_three_times_the_timeout() {
 #[test]
 fn an_x_mcp_header_argument_is_sent_as_an_mcp_param_header() {
     let peers = require_peers!();
-    let peer = py_http(peers);
+    let peer = py_http(peers, "");
     let home = TempDir::new("xmcp");
     let out = gosling(&home)
         .args(["probe", "--protocol-version", "2026-07-28", "--call", "route", "--args"])
@@ -345,7 +335,7 @@ fn an_x_mcp_header_argument_is_sent_as_an_mcp_param_header() {
 #[test]
 fn by_default_a_session_keeps_elicitation_and_state() {
     let peers = require_peers!();
-    let peer = py_http(peers);
+    let peer = py_http(peers, "");
     let home = TempDir::new("session-default");
     let hello = |pin: Option<&str>| {
         let mut cmd = gosling(&home);
@@ -400,10 +390,7 @@ fn by_default_a_session_keeps_elicitation_and_state() {
     assert_eq!(counts, ["1", "2", "3"]);
 
     // A legacy-only server (2025-11-25) through the same API.
-    let port = free_port();
-    let mut cmd = std::process::Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
-    let legacy = spawn_http_peer(cmd, port, "/mcp");
+    let legacy = py_http(peers, "legacy");
     let ext = json!({"type": "streamable_http", "name": "old", "description": "", "uri": legacy.url, "timeout": 30});
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
     assert_eq!(add.status, 200, "{}", add.text());

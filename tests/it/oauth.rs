@@ -10,10 +10,11 @@ use std::process::Command;
 use std::time::Duration;
 
 fn fake(args: &[&str]) -> PeerProc {
-    let port = free_port();
-    let mut cmd = Command::new("python3");
-    cmd.arg(manifest_dir().join("tests/fakes/oauth_mcp.py")).arg(port.to_string()).args(args);
-    spawn_http_peer(cmd, port, "/mcp")
+    spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new("python3");
+        cmd.arg(manifest_dir().join("tests/fakes/oauth_mcp.py")).arg(port.to_string()).args(args);
+        cmd
+    })
 }
 
 fn base(fake: &PeerProc) -> String {

@@ -21,12 +21,15 @@ struct AuthPeer {
 
 /// The authorization server and the MCP (resource) server; access tokens live `secs`.
 fn auth_peer(peers: &Peers, secs: u64) -> AuthPeer {
-    let (as_port, rs_port) = (free_port(), free_port());
-    let mut cmd = Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_AUTH_SERVER"), &as_port.to_string(), &rs_port.to_string(), &secs.to_string()]);
-    let proc = spawn_http_peer(cmd, rs_port, "/mcp");
-    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", as_port)).ok());
-    assert!(ok.is_some(), "the authorization server did not listen");
+    // The authorization server's port is chosen with the resource server's, for each try.
+    let mut as_port = 0;
+    let mut proc = spawn_http_peer("/mcp", |rs_port| {
+        as_port = free_port();
+        let mut cmd = Command::new(peers.python());
+        cmd.args([peers.get("MCP_PEER_PY_AUTH_SERVER"), &as_port.to_string(), &rs_port.to_string(), &secs.to_string()]);
+        cmd
+    });
+    assert!(proc.listens_on(as_port), "the authorization server did not listen on {as_port}");
     AuthPeer { mcp: proc.url.clone(), _proc: proc, issuer: format!("http://127.0.0.1:{as_port}") }
 }
 
@@ -202,11 +205,12 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
 #[test]
 fn fastmcp_with_its_in_memory_oauth_provider() {
     let peers = require_peers!();
-    let port = free_port();
-    let mut cmd = Command::new(peers.get("MCP_PEER_FASTMCP_PYTHON"));
-    cmd.args([peers.get("MCP_PEER_FASTMCP_SERVER"), &port.to_string(), "6"]);
-    let fm = spawn_http_peer(cmd, port, "/mcp");
-    let base = format!("http://127.0.0.1:{port}");
+    let fm = spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.get("MCP_PEER_FASTMCP_PYTHON"));
+        cmd.args([peers.get("MCP_PEER_FASTMCP_SERVER"), &port.to_string(), "6"]);
+        cmd
+    });
+    let base = format!("http://127.0.0.1:{}", fm.port);
     let clients = || http("GET", &format!("{base}/admin/stats"), None, None).json()["clients"].as_i64();
     let s = Server::start();
     let id = signed_in_session(&s, "remote", &remote(&fm.url));
@@ -261,15 +265,18 @@ fn fastmcp_with_its_in_memory_oauth_provider() {
 #[test]
 fn the_typescript_sdk_oauth_demo() {
     let peers = require_peers!();
-    let (port, auth_port) = (free_port(), free_port());
-    let mut cmd = Command::new(peers.node());
-    cmd.arg(peers.get("MCP_PEER_TS_OAUTH_DEMO"))
-        .arg("--oauth")
-        .env("MCP_PORT", port.to_string())
-        .env("MCP_AUTH_PORT", auth_port.to_string());
-    let _demo = spawn_http_peer(cmd, port, "/mcp");
-    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", auth_port)).ok());
-    assert!(ok.is_some(), "the demo authorization server did not listen");
+    let mut auth_port = 0;
+    let mut demo = spawn_http_peer("/mcp", |port| {
+        auth_port = free_port();
+        let mut cmd = Command::new(peers.node());
+        cmd.arg(peers.get("MCP_PEER_TS_OAUTH_DEMO"))
+            .arg("--oauth")
+            .env("MCP_PORT", port.to_string())
+            .env("MCP_AUTH_PORT", auth_port.to_string());
+        cmd
+    });
+    assert!(demo.listens_on(auth_port), "the demo authorization server did not listen on {auth_port}");
+    let port = demo.port;
     // The demo names itself `localhost` in its metadata.
     let url = format!("http://localhost:{port}/mcp");
     let mut ext = remote(&url);

@@ -67,7 +67,7 @@ fn ssrf_fake(ip: IpAddr, mode: &str, internal: &str) -> PeerProc {
     let child = cmd.spawn().expect("spawn the fake");
     let ok = wait_for(Duration::from_secs(30), || TcpStream::connect((ip, port)).ok());
     assert!(ok.is_some(), "the fake did not listen on {ip}:{port}");
-    PeerProc { child, url: format!("http://{ip}:{port}/mcp") }
+    PeerProc { child, url: format!("http://{ip}:{port}/mcp"), port }
 }
 
 fn session(s: &Server) -> String {

@@ -534,6 +534,8 @@ pub fn free_port() -> u16 {
 pub struct PeerProc {
     pub child: Child,
     pub url: String,
+    /// The loopback port it serves on (HTTP peers).
+    pub port: u16,
 }
 
 impl Drop for PeerProc {
@@ -547,33 +549,91 @@ impl Drop for PeerProc {
     }
 }
 
-/// Starts a peer that serves HTTP on `port`, waits until it accepts connections.
-pub fn spawn_http_peer(mut cmd: Command, port: u16, path: &str) -> PeerProc {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    let child = cmd.spawn().expect("spawn peer");
-    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
-    assert!(ok.is_some(), "peer did not listen on {port} within 30 s");
-    PeerProc { child, url: format!("http://127.0.0.1:{port}{path}") }
+impl PeerProc {
+    /// Waits up to 60 s until this peer (or a process it started) listens on `port`; false
+    /// when it exits first (another process took the port: see `spawn_http_peer`).
+    pub fn listens_on(&mut self, port: u16) -> bool {
+        let pid = self.child.id();
+        let up = wait_for(Duration::from_secs(60), || {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Some(false);
+            }
+            listener_inode(port).filter(|inode| owns_socket(pid, inode)).map(|_| true)
+        });
+        assert!(up.is_some(), "the peer did not listen on {port} within 60 s");
+        up == Some(true)
+    }
 }
 
-/// py_server.py over Streamable HTTP; `mode` is "", "json" or "stateless".
-pub fn py_http(peers: &Peers, mode: &str) -> PeerProc {
-    let port = free_port();
-    let mut cmd = Command::new(peers.python());
-    cmd.arg(peers.get("MCP_PEER_PY_SERVER")).arg("http").arg(port.to_string());
-    if !mode.is_empty() {
-        cmd.arg(mode);
+/// The inode of the socket listening on loopback `port` (`/proc/net/tcp` and `tcp6`).
+fn listener_inode(port: u16) -> Option<String> {
+    let port = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
+        let text = std::fs::read_to_string(table).ok()?;
+        text.lines().skip(1).find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[1].ends_with(&port) && f[3] == "0A").then(|| f[9].to_string())
+        })
+    })
+}
+
+/// True when `pid` or one of its descendants holds the socket `inode`.
+fn owns_socket(pid: u32, inode: &str) -> bool {
+    let link = format!("socket:[{inode}]");
+    std::iter::once(pid).chain(descendants(pid)).any(|p| {
+        std::fs::read_dir(format!("/proc/{p}/fd"))
+            .map(|fds| fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy() == link)))
+            .unwrap_or(false)
+    })
+}
+
+/// Starts the HTTP peer that `cmd_for(port)` builds, on a free loopback port, and waits until
+/// the peer itself listens there; its URL ends in `path`. `free_port` lets go of the port it
+/// found, so another process (a server of another test) may bind it first: the peer then
+/// exits, and it is started again on another port (three tries).
+pub fn spawn_http_peer(path: &str, mut cmd_for: impl FnMut(u16) -> Command) -> PeerProc {
+    use std::os::unix::process::CommandExt;
+    for _ in 0..3 {
+        let port = free_port();
+        let mut cmd = cmd_for(port);
+        cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().expect("spawn peer");
+        let mut peer = PeerProc { child, url: format!("http://127.0.0.1:{port}{path}"), port };
+        if peer.listens_on(port) {
+            return peer;
+        }
     }
-    spawn_http_peer(cmd, port, "/mcp")
+    panic!("the peer exited before listening, on three free ports in a row")
+}
+
+/// py_server.py over Streamable HTTP; `mode` is "", "json" or "stateless", after "legacy" for
+/// the server that speaks only the legacy, session-based revisions.
+pub fn py_http(peers: &Peers, mode: &str) -> PeerProc {
+    spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.python());
+        cmd.arg(peers.get("MCP_PEER_PY_SERVER"));
+        let mode = match mode.strip_prefix("legacy") {
+            Some(rest) => {
+                cmd.arg("legacy");
+                rest.trim()
+            }
+            None => mode,
+        };
+        cmd.arg("http").arg(port.to_string());
+        if !mode.is_empty() {
+            cmd.arg(mode);
+        }
+        cmd
+    })
 }
 
 /// server-everything over Streamable HTTP.
 pub fn everything_http(peers: &Peers) -> PeerProc {
-    let port = free_port();
-    let mut cmd = Command::new(peers.node());
-    cmd.arg(peers.get("MCP_PEER_EVERYTHING")).arg("streamableHttp").env("PORT", port.to_string());
-    spawn_http_peer(cmd, port, "/mcp")
+    spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.node());
+        cmd.arg(peers.get("MCP_PEER_EVERYTHING")).arg("streamableHttp").env("PORT", port.to_string());
+        cmd
+    })
 }
 
 /// The stdio config of server-everything.

@@ -22,6 +22,8 @@ pub(crate) struct Client {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// Why the last read gave nothing: the server closed, or the read failed (a timeout).
+    ended: String,
 }
 
 pub(crate) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
@@ -64,7 +66,8 @@ impl Client {
         head.push_str("\r\n");
         io.write_all(head.as_bytes()).unwrap();
         io.flush().unwrap();
-        let mut c = Client { io, buf: Vec::new(), status: 0, headers: Vec::new(), body: String::new() };
+        let mut c =
+            Client { io, buf: Vec::new(), status: 0, headers: Vec::new(), body: String::new(), ended: String::new() };
         let end = loop {
             if let Some(i) = c.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i;
@@ -108,7 +111,14 @@ impl Client {
     fn fill(&mut self) -> bool {
         let mut b = [0u8; 65536];
         match self.io.read(&mut b) {
-            Ok(0) | Err(_) => false,
+            Ok(0) => {
+                self.ended = "the server closed the connection".into();
+                false
+            }
+            Err(e) => {
+                self.ended = format!("reading failed: {e} (a timeout: the server sent nothing)");
+                false
+            }
             Ok(n) => {
                 self.buf.extend_from_slice(&b[..n]);
                 true
@@ -159,7 +169,7 @@ impl Client {
     /// The next text message as JSON (pings answered, pongs skipped).
     pub(crate) fn text(&mut self) -> Value {
         loop {
-            let (fin, op, p) = self.frame().expect("a text frame, got the end of the connection");
+            let Some((fin, op, p)) = self.frame() else { panic!("a text frame, got none: {}", self.ended) };
             match op {
                 0x1 => {
                     assert!(fin, "the server sends whole messages");
