@@ -37,9 +37,20 @@ impl Answer {
 impl Desktop {
     /// Starts gosling the way Desktop does: `agent`, GOOSE_PORT, a secret, no GOOSE_TLS.
     fn start(env: &[(&str, String)]) -> Desktop {
-        let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        env.push(("GOOSE_PORT".into(), free_port().to_string()));
-        let server = Server::start_with(ServerOpts { env, default_tls: true, ..ServerOpts::default() });
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        // A port of its own, as Desktop picks one: `free_port` lets go of it, and another
+        // process may take it first; then the start is tried again on another (three tries).
+        let mut tries = Vec::new();
+        let server = loop {
+            let mut env = env.clone();
+            env.push(("GOOSE_PORT".into(), free_port().to_string()));
+            let opts = ServerOpts { env, default_tls: true, ..ServerOpts::default() };
+            match Server::try_start_in(TempDir::new("srv"), opts) {
+                Ok(s) => break s,
+                Err((_, e)) if e.contains("Address already in use") && tries.len() < 2 => tries.push(e),
+                Err((_, e)) => panic!("{e}\n(earlier tries: {tries:?})"),
+            }
+        };
         assert!(server.tls, "gosling serves HTTPS by default, as goosed 1.34");
         let pin = fingerprint_line(&server);
         Desktop { server, pin }

@@ -565,6 +565,11 @@ impl PeerProc {
     }
 }
 
+/// True when `pid` (or one of its descendants) listens on `port`.
+pub fn listening_on(pid: u32, port: u16) -> bool {
+    listener_inode(port).is_some_and(|inode| owns_socket(pid, &inode))
+}
+
 /// The inode of the socket listening on loopback `port` (`/proc/net/tcp` and `tcp6`).
 fn listener_inode(port: u16) -> Option<String> {
     let port = format!(":{port:04X}");
