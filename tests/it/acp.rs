@@ -5,7 +5,7 @@
 
 use crate::llmock::Llmock;
 use crate::require_peers;
-use crate::support::{bin, everything_stdio_config, manifest_dir, Peers, Server, ServerOpts, TempDir};
+use crate::support::{bin, everything_stdio_config, manifest_dir, work_dir, Peers, Server, ServerOpts, TempDir};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -71,13 +71,6 @@ fn agent_text(t: &[Value]) -> String {
     updates(t, "agent_message_chunk").iter().map(|u| u["content"]["text"].as_str().unwrap_or("")).collect()
 }
 
-/// Queues llmock behaviours (`POST /_llmock/scenario`).
-fn script_model(mock: &Llmock, behaviors: Value) {
-    let url = format!("{}/_llmock/scenario", mock.openai_host());
-    let r = crate::support::http("POST", &url, None, Some(json!({ "behaviors": behaviors }).to_string().as_bytes()));
-    assert_eq!(r.status, 201, "llmock takes the scenario: {}", r.text());
-}
-
 fn echo_then(text: &str) -> Value {
     json!([
         {"type": "reply", "tool_calls": [{"name": "everything__echo", "arguments": {"message": "hello"}}]},
@@ -89,12 +82,6 @@ fn echo_then(text: &str) -> Value {
 fn everything(peers: &Peers) -> Value {
     let c = everything_stdio_config(peers, "everything");
     json!({ "name": "everything", "command": c["cmd"], "args": c["args"], "env": [] })
-}
-
-fn work_dir(home: &TempDir) -> String {
-    let w = home.join("work");
-    std::fs::create_dir_all(&w).unwrap();
-    std::fs::canonicalize(w).unwrap().display().to_string()
 }
 
 #[test]
@@ -137,8 +124,7 @@ fn sdk_prompt_calls_the_editors_mcp_servers_streams_text_and_a_plan() {
     let remote = crate::support::everything_http(peers);
     let both = json!([{"name": "everything__echo", "arguments": {"message": "hello"}}, {"name": "remote__echo", "arguments": {"message": "far"}}]);
     let plan = "Plan:\n- [x] read the request\n- [ ] echo it twice\n";
-    script_model(
-        &mock,
+    mock.script(
         json!([{"type": "reply", "text": plan, "tool_calls": both}, {"type": "reply", "text": "the tools said hello"}]),
     );
     let http =
@@ -198,7 +184,7 @@ fn sdk_approve_mode_asks_the_editor_allow_always_and_reject() {
     let mut behaviors = echo_then("first").as_array().unwrap().clone();
     behaviors.extend(echo_then("second").as_array().unwrap().clone());
     behaviors.extend(echo_then("third").as_array().unwrap().clone());
-    script_model(&mock, Value::Array(behaviors));
+    mock.script(Value::Array(behaviors));
     let script = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
@@ -235,7 +221,7 @@ fn sdk_cancel_stops_the_model_stream_a_permission_wait_and_a_running_tool() {
     // The first answer takes a minute to start; the cancel must not wait for it. The second
     // asks for a tool (declined by the cancel), the third starts a minute-long tool call.
     let long = json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-long-running-operation", "arguments": {"duration": 60, "steps": 60}}]});
-    script_model(&mock, json!([{"type": "slow_first_token", "seconds": 60}, long, long]));
+    mock.script(json!([{"type": "slow_first_token", "seconds": 60}, long, long]));
     let script = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
@@ -268,7 +254,7 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-load");
     let cwd = work_dir(&home);
-    script_model(&mock, echo_then("remembered"));
+    mock.script(echo_then("remembered"));
     let first = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
@@ -283,7 +269,7 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
         responses(&t, "session/new")[0]["result"]["sessionId"].as_str().unwrap().to_string()
     };
     // A new `gosling acp` process: load replays the conversation, then the session goes on.
-    script_model(&mock, json!([{"type": "reply", "text": "still here"}]));
+    mock.script(json!([{"type": "reply", "text": "still here"}]));
     let second = json!({"steps": [
         {"do": "initialize"},
         {"do": "load", "sessionId": id, "cwd": cwd},
@@ -325,7 +311,7 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
     assert_eq!(r.status, 200, "{}", r.text());
     let web_id = r.json()["id"].as_str().unwrap().to_string();
     let home = s.kill();
-    script_model(&mock, json!([{"type": "reply", "text": "hello from the editor"}]));
+    mock.script(json!([{"type": "reply", "text": "hello from the editor"}]));
     let third = json!({"steps": [
         {"do": "initialize"},
         {"do": "load", "sessionId": web_id, "cwd": cwd},
@@ -361,7 +347,7 @@ fn sdk_developer_file_tools_go_through_the_editor_when_it_offers_fs() {
             {"type": "reply", "text": text},
         ])
     };
-    script_model(&mock, edits("edited"));
+    mock.script(edits("edited"));
     let script = json!({"fs": true, "buffers": {file.clone(): "unsaved editor buffer\n"}, "steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd},
@@ -386,7 +372,7 @@ fn sdk_developer_file_tools_go_through_the_editor_when_it_offers_fs() {
     assert_eq!(updates(&t, "tool_call")[1]["kind"], "edit");
     assert_eq!(updates(&t, "tool_call")[0]["locations"][0]["path"], file);
     // Without fs in the client capabilities, the builtin uses the disk as always.
-    script_model(&mock, edits("edited on disk"));
+    mock.script(edits("edited on disk"));
     let script = json!({"fs": false, "steps": [{"do": "initialize"}, {"do": "new", "cwd": cwd}, {"do": "prompt", "text": "edit notes"}]});
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
     assert!(!t.iter().any(|e| e["kind"] == "fs_read" || e["kind"] == "fs_write"));
@@ -445,7 +431,7 @@ impl Drop for Raw {
 fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
     let _peers = require_peers!();
     let Some(mock) = Llmock::start(&[]) else { return };
-    script_model(&mock, json!([{"type": "slow_first_token", "seconds": 60}]));
+    mock.script(json!([{"type": "slow_first_token", "seconds": 60}]));
     let home = TempDir::new("acp-bad");
     let cwd = work_dir(&home);
     let mut a = Raw::start(&home, Some(&mock));
@@ -484,10 +470,7 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
     assert!(a.answer(json!(8))["error"]["message"].as_str().unwrap().contains("promptCapabilities.image"));
     a.send(&prompt(9, json!([{"type":"text","text":"slow one"}])));
     // Wait until the model was asked, then a second prompt is refused while the first runs.
-    let asked = crate::support::wait_for(Duration::from_secs(30), || {
-        let r = crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).json();
-        (r["count"].as_u64()? > 0).then_some(())
-    });
+    let asked = crate::support::wait_for(Duration::from_secs(30), || (mock.request_count() > 0).then_some(()));
     assert!(asked.is_some(), "the first prompt reached the model");
     a.send(&prompt(10, json!([{"type":"text","text":"too soon"}])));
     let e = a.answer(json!(10));
@@ -581,13 +564,10 @@ fn acpx_exec_runs_a_prompt_and_answers_permissions() {
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-acpx");
     enable_developer(&home);
-    script_model(
-        &mock,
-        json!([
-            {"type": "reply", "tool_calls": [{"name": "developer__list_directory", "arguments": {"path": "."}}]},
-            {"type": "reply", "text": "listed it"},
-        ]),
-    );
+    mock.script(json!([
+        {"type": "reply", "tool_calls": [{"name": "developer__list_directory", "arguments": {"path": "."}}]},
+        {"type": "reply", "text": "listed it"},
+    ]));
     let m = acpx_messages(&acpx(
         peers,
         &home,
@@ -608,13 +588,10 @@ fn acpx_exec_runs_a_prompt_and_answers_permissions() {
         .collect();
     assert_eq!(text, "listed it");
     // --deny-all: the same call is declined and the turn still ends normally.
-    script_model(
-        &mock,
-        json!([
-            {"type": "reply", "tool_calls": [{"name": "developer__list_directory", "arguments": {"path": "."}}]},
-            {"type": "reply", "text": "could not"},
-        ]),
-    );
+    mock.script(json!([
+        {"type": "reply", "tool_calls": [{"name": "developer__list_directory", "arguments": {"path": "."}}]},
+        {"type": "reply", "text": "could not"},
+    ]));
     // acpx exits 5 (its PERMISSION_DENIED) when every permission request was denied.
     let m = acpx_messages(&acpx(
         peers,
@@ -643,7 +620,7 @@ fn prompt_with_an_elicitation(
     let cwd = work_dir(&home);
     let ask =
         json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]});
-    script_model(&mock, json!([ask, {"type": "reply", "text": "asked"}]));
+    mock.script(json!([ask, {"type": "reply", "text": "asked"}]));
     let mut script = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
@@ -694,7 +671,7 @@ fn sdk_a_tools_progress_is_shown_on_its_tool_call() {
     let home = TempDir::new("acp-progress");
     let cwd = work_dir(&home);
     let long = json!({"type": "reply", "tool_calls": [{"name": "everything__trigger-long-running-operation", "arguments": {"duration": 2, "steps": 2}}]});
-    script_model(&mock, json!([long, {"type": "reply", "text": "done"}]));
+    mock.script(json!([long, {"type": "reply", "text": "done"}]));
     let script = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
@@ -718,7 +695,7 @@ fn sdk_a_turn_over_gosling_max_turns_stops_with_max_turn_requests() {
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-maxturns");
     let cwd = work_dir(&home);
-    script_model(&mock, echo_then("never said"));
+    mock.script(echo_then("never said"));
     let script = json!({"steps": [
         {"do": "initialize"},
         {"do": "new", "cwd": cwd, "mcpServers": [everything(peers)]},
@@ -738,8 +715,7 @@ fn the_models_title_reaches_the_editor_after_the_first_exchange() {
     let Some(mock) = Llmock::start(&[]) else { return };
     let home = TempDir::new("acp-title");
     let cwd = work_dir(&home);
-    script_model(
-        &mock,
+    mock.script(
         json!([{"type": "reply", "text": "Paris is lovely in May."}, {"type": "reply", "text": "Trip to Paris"}]),
     );
     let script = json!({"steps": [

@@ -263,15 +263,22 @@ fn shell_output_is_capped_with_a_note() {
     assert!(s.close().success());
 }
 
-#[test]
-fn ping_is_answered_during_a_shell_call_and_cancel_kills_it() {
-    let (home, wd) = setup("bi-cancel");
+/// `gosling mcp developer`, initialized, running the shell call (request id 1) `sleep 120` in
+/// the background and waiting for it: the home, the server, and the pid of `sleep`.
+fn running_sleep(tag: &str) -> (TempDir, Mcp, u32) {
+    let (home, wd) = setup(tag);
     let mut s = Mcp::start(&home, "developer", &wd, &[]);
     s.initialize();
     s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
     let pid_file = wd.join("sleep.pid");
     let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()))
         .expect("the shell wrote its pid");
+    (home, s, pid)
+}
+
+#[test]
+fn ping_is_answered_during_a_shell_call_and_cancel_kills_it() {
+    let (_home, mut s, pid) = running_sleep("bi-cancel");
     // The call is running; ping is still answered.
     let r = s.request(2, "ping", json!({}));
     assert_eq!(r["result"], json!({}));
@@ -286,13 +293,7 @@ fn ping_is_answered_during_a_shell_call_and_cancel_kills_it() {
 
 #[test]
 fn stdin_eof_exits_and_kills_a_running_command() {
-    let (home, wd) = setup("bi-eof");
-    let mut s = Mcp::start(&home, "developer", &wd, &[]);
-    s.initialize();
-    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
-    let pid_file = wd.join("sleep.pid");
-    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()))
-        .expect("the shell wrote its pid");
+    let (_home, s, pid) = running_sleep("bi-eof");
     let status = s.close();
     assert!(status.success(), "{status}");
     assert!(wait_for(WAIT, || (!pid_alive(pid)).then_some(())).is_some(), "sleep {pid} survived the server");
@@ -492,13 +493,7 @@ fn unknown_builtin_is_a_clear_error() {
 
 #[test]
 fn sigterm_exits_and_kills_a_running_command() {
-    let (home, wd) = setup("bi-term");
-    let mut s = Mcp::start(&home, "developer", &wd, &[]);
-    s.initialize();
-    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 120 & echo $! > sleep.pid; wait"}}}));
-    let pid_file = wd.join("sleep.pid");
-    let pid: u32 = wait_for(WAIT, || std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()))
-        .expect("the shell wrote its pid");
+    let (_home, mut s, pid) = running_sleep("bi-term");
     let status = std::process::Command::new("kill").arg("-TERM").arg(s.child.id().to_string()).status().unwrap();
     assert!(status.success());
     let exit = wait_for(WAIT, || s.child.try_wait().unwrap()).expect("server exits on SIGTERM");

@@ -12,21 +12,9 @@ fn records(path: &std::path::Path) -> Vec<Value> {
 
 #[test]
 fn set_level_task_only_tools_and_output_schema() {
-    let llm = FakeLlm::start(vec![
-        Reply::sse(&[
-            oa_tool(0, Some(("c1", "features__weather")), "{}"),
-            oa_finish("tool_calls"),
-            OA_DONE.to_string(),
-        ]),
-        Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
-    ]);
+    let llm = FakeLlm::start(vec![tool_turn("c1", "features__weather", "{}"), text_turn("done")]);
     let s = Server::start_with(ServerOpts {
-        env: vec![
-            ("RUST_LOG".into(), "debug".into()),
-            ("GOOSE_PROVIDER".into(), "openai".into()),
-            ("GOOSE_MODEL".into(), "m".into()),
-            ("OPENAI_HOST".into(), llm.url()),
-        ],
+        env: [vec![("RUST_LOG".into(), "debug".into())], llm.env("m")].concat(),
         ..Default::default()
     });
     let record = s.home.join("features.jsonl");

@@ -9,7 +9,7 @@
 
 use crate::fake_llm::{oa_finish, oa_text, oa_tool, oa_usage, FakeLlm, Reply, OA_DONE};
 use crate::require_peers;
-use crate::support::{bin, manifest_dir, Peers, TempDir};
+use crate::support::{bin, manifest_dir, reap_within, work_dir, Peers, TempDir};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -41,16 +41,9 @@ impl Wire for StdioWire {
 
 impl Drop for StdioWire {
     fn drop(&mut self) {
+        // `gosling acp` ends at the end of its input.
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        reap_within(&mut self.child, Duration::from_secs(10));
     }
 }
 
@@ -97,11 +90,7 @@ impl Wire for WssWire {
 }
 
 fn connect_wss(serve: &crate::serve::Serve) -> Box<dyn Wire> {
-    let pin = serve.fingerprint.as_deref().expect("serve --tls prints its fingerprint");
-    let tls = crate::tls::connect(&serve.addr(), pin).expect("a handshake pinned to the printed fingerprint");
-    let c = crate::websocket::Client::open(Box::new(tls), &crate::websocket::acp_path(), &[("Origin", "file://")]);
-    assert_eq!(c.status, 101, "{}", c.body);
-    Box::new(WssWire(c))
+    Box::new(WssWire(serve.acp()))
 }
 
 /// Desktop's side: requests with ids, the permission answers it will give (by option kind),
@@ -237,6 +226,21 @@ impl Desktop {
         self.answer(id, method)
     }
 
+    /// A new session in `cwd` with the `enabled` extensions (Desktop's `enabledExtensions`): its id.
+    fn new_session(&mut self, cwd: &str, enabled: &[Value]) -> String {
+        let new = self.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":enabled}}));
+        new["sessionId"].as_str().unwrap_or_else(|| panic!("no sessionId: {new}")).to_string()
+    }
+
+    /// (tool call id, status) of every terminal `tool_call_update` (completed or failed), in order.
+    fn finals(&self) -> Vec<(&str, &str)> {
+        self.updates("tool_call_update")
+            .into_iter()
+            .filter(|u| matches!(u["status"].as_str(), Some("completed" | "failed")))
+            .map(|u| (u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()))
+            .collect()
+    }
+
     fn updates(&self, kind: &str) -> Vec<&Value> {
         self.seen
             .iter()
@@ -244,6 +248,34 @@ impl Desktop {
             .map(|m| &m["params"]["update"])
             .collect()
     }
+}
+
+/// The environment of a `gosling acp` (or `serve`) over `home`'s dirs, its sessions named
+/// from their first message, plus `more`.
+fn home_env(home: &TempDir, more: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
+        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
+        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
+        ("HOME", home.path().display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    env.extend(more);
+    env
+}
+
+/// gpt-4o at the fake `llm`, tool calls in goose's `mode` (`approve` asks before each one).
+fn model_env(llm: &FakeLlm, mode: &str) -> Vec<(String, String)> {
+    let mut env = llm.env("gpt-4o");
+    env.push(("GOOSE_MODE".into(), mode.into()));
+    env
+}
+
+/// server-everything over stdio, as Desktop passes an enabled extension.
+fn everything(peers: &Peers) -> Value {
+    json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]})
 }
 
 /// Every collected value against its schema definition; panics listing the problems.
@@ -293,30 +325,13 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
         echo_call("call_3"),
     ]);
     let home = TempDir::new("desktop-acp");
-    let work = home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
-    let env: Vec<(String, String)> = [
-        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
-        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
-        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
-        ("HOME", home.path().display().to_string()),
-        ("GOOSE_PROVIDER", "openai".into()),
-        ("GOOSE_MODEL", "gpt-4o".into()),
-        ("OPENAI_HOST", llm.url()),
-        ("GOOSE_MODE", "approve".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let cwd = work_dir(&home);
+    let env = home_env(&home, model_env(&llm, "approve"));
 
     // Started as Desktop 1.41+ starts its bundled goose: `serve --tls --platform desktop --host
     // 127.0.0.1 --port P`, the secret in the environment; stdout read for the fingerprint,
     // `/status` polled pinned to it; then `wss://…/acp?token=…` with `Origin: file://`.
-    let port = crate::support::free_port();
-    let mut cmd = crate::serve::desktop_command(&home, port, &[]);
-    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let serve = crate::serve::launch(&home, cmd, port, true).unwrap();
+    let serve = crate::serve::start_as_desktop_with(&home, &[], &env);
 
     let initialize = json!({"protocolVersion":1,"_meta":{"goose/useLoginShellPath":true},
         "clientCapabilities":{"elicitation":{"form":{}},"_meta":{"goose":{"mcpHostCapabilities":{"extensions":{}},"customNotifications":true,"recipeParameterRequests":true}}},
@@ -349,10 +364,9 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     let list = d.call("session/list", json!({"_meta":{"types":["user","scheduled"]}}));
     assert_eq!(list["sessions"], json!([]));
 
-    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
     let new = d.call(
         "session/new",
-        json!({"cwd":cwd,"mcpServers":[],"_meta":{"client":"goose-desktop","enabledExtensions":[everything]}}),
+        json!({"cwd":cwd,"mcpServers":[],"_meta":{"client":"goose-desktop","enabledExtensions":[everything(peers)]}}),
     );
     let sid = new["sessionId"].as_str().unwrap().to_string();
     // Desktop's enabled extension, and serve's default `--with-builtin developer`.
@@ -385,13 +399,7 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
         calls[0]["_meta"]["goose"]["toolCall"],
         json!({"toolName":"everything__echo","extensionName":"everything"})
     );
-    let finals: Vec<(&str, &str)> = d
-        .updates("tool_call_update")
-        .iter()
-        .filter(|u| matches!(u["status"].as_str(), Some("completed" | "failed")))
-        .map(|u| (u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()))
-        .collect();
-    assert_eq!(finals, [("call_1", "completed"), ("call_2", "failed")]);
+    assert_eq!(d.finals(), [("call_1", "completed"), ("call_2", "failed")]);
     // Every chunk of one message keeps that message's id.
     let chunks = d.updates("agent_message_chunk");
     assert!(!chunks.is_empty());
@@ -456,32 +464,14 @@ fn always_allow_and_turns_cross_front_ends() {
     let peers = require_peers!();
     let llm = FakeLlm::start(vec![echo_call("call_a"), text("acp done"), echo_call("call_b"), text("http done")]);
     let home = TempDir::new("one-model");
-    let work = home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
-    let model: Vec<(String, String)> = [
-        ("GOOSE_PROVIDER", "openai".to_string()),
-        ("GOOSE_MODEL", "gpt-4o".into()),
-        ("OPENAI_HOST", llm.url()),
-        ("GOOSE_MODE", "approve".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let mut env = model.clone();
-    env.extend([
-        ("GOSLING_CONFIG_DIR".to_string(), home.join("config").display().to_string()),
-        ("GOSLING_STATE_DIR".to_string(), home.join("state").display().to_string()),
-        ("GOSLING_SESSION_TITLES".to_string(), "first_message".to_string()),
-        ("HOME".to_string(), home.path().display().to_string()),
-    ]);
+    let cwd = work_dir(&home);
+    let model = model_env(&llm, "approve");
+    let env = home_env(&home, model.clone());
 
     // ACP: the tool is allowed "always".
     let mut d = Desktop::new(&env);
     d.call("initialize", json!({"protocolVersion":1}));
-    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
-    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
-    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let sid = d.new_session(&cwd, &[everything(peers)]);
     d.answers.push_back("allow_always");
     assert_eq!(
         d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"from acp"}]}))["stopReason"],
@@ -533,18 +523,8 @@ fn says(e: &Value, code: i64, words: &[&str]) {
 fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
     let peers = require_peers!();
     let home = TempDir::new("goose-methods");
-    let work = home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
-    let env: Vec<(String, String)> = [
-        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
-        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
-        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
-        ("HOME", home.path().display().to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let cwd = work_dir(&home);
+    let env = home_env(&home, Vec::new());
     let mut d = Desktop::new(&env);
     d.call("initialize", json!({"protocolVersion":1}));
     const BAD: i64 = -32602;
@@ -617,7 +597,7 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
         BAD,
         &["not supported"],
     );
-    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
+    let everything = everything(peers);
     d.call("_goose/unstable/config/extensions/add", json!({"extension":everything,"enabled":true}));
     d.call("_goose/unstable/config/extensions/set-enabled", json!({"configKey":"everything","enabled":false}));
     let list = d.call("_goose/unstable/config/extensions/list", json!({}));
@@ -756,27 +736,11 @@ fn reject_always_holds_for_the_session() {
     let peers = require_peers!();
     let llm = FakeLlm::start(vec![echo_call("call_1"), text("refused"), echo_call("call_2"), text("refused again")]);
     let home = TempDir::new("reject-always");
-    let work = home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
-    let env: Vec<(String, String)> = [
-        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
-        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
-        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
-        ("HOME", home.path().display().to_string()),
-        ("GOOSE_PROVIDER", "openai".into()),
-        ("GOOSE_MODEL", "gpt-4o".into()),
-        ("OPENAI_HOST", llm.url()),
-        ("GOOSE_MODE", "approve".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let cwd = work_dir(&home);
+    let env = home_env(&home, model_env(&llm, "approve"));
     let mut d = Desktop::new(&env);
     d.call("initialize", json!({"protocolVersion":1}));
-    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
-    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
-    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let sid = d.new_session(&cwd, &[everything(peers)]);
     d.answers.push_back("reject_always");
     for text in ["first", "second"] {
         let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":text}]}));
@@ -792,13 +756,7 @@ fn reject_always_holds_for_the_session() {
     for k in ["allow_once", "allow_always", "reject_once", "reject_always"] {
         assert!(kinds[0].contains(&k), "{k} offered: {kinds:?}");
     }
-    let finals: Vec<(&str, &str)> = d
-        .updates("tool_call_update")
-        .iter()
-        .filter(|u| matches!(u["status"].as_str(), Some("completed" | "failed")))
-        .map(|u| (u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()))
-        .collect();
-    assert_eq!(finals, [("call_1", "failed"), ("call_2", "failed")]);
+    assert_eq!(d.finals(), [("call_1", "failed"), ("call_2", "failed")]);
     let checks = std::mem::take(&mut d.checks);
     check_schemas(peers, &checks);
 }
@@ -810,31 +768,15 @@ fn a_never_allow_tool_permission_declines_without_asking() {
     let peers = require_peers!();
     let llm = FakeLlm::start(vec![echo_call("call_1"), text("declined")]);
     let home = TempDir::new("never-allow");
-    let work = home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
-    let env: Vec<(String, String)> = [
-        ("GOSLING_CONFIG_DIR", home.join("config").display().to_string()),
-        ("GOSLING_STATE_DIR", home.join("state").display().to_string()),
-        ("GOSLING_SESSION_TITLES", "first_message".to_string()),
-        ("HOME", home.path().display().to_string()),
-        ("GOOSE_PROVIDER", "openai".into()),
-        ("GOOSE_MODEL", "gpt-4o".into()),
-        ("OPENAI_HOST", llm.url()),
-        ("GOOSE_MODE", "auto".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let cwd = work_dir(&home);
+    let env = home_env(&home, model_env(&llm, "auto"));
     let mut d = Desktop::new(&env);
     d.call("initialize", json!({"protocolVersion":1}));
     d.call(
         "_goose/unstable/tools/permissions/set",
         json!({"toolPermissions":[{"toolName":"everything__echo","permission":"never_allow"}]}),
     );
-    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[peers.get("MCP_PEER_EVERYTHING"),"stdio"],"env":[]},"envKeys":[]});
-    let new = d.call("session/new", json!({"cwd":cwd,"mcpServers":[],"_meta":{"enabledExtensions":[everything]}}));
-    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let sid = d.new_session(&cwd, &[everything(peers)]);
     let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo"}]}));
     assert_eq!(r["stopReason"], "end_turn");
     assert!(!d.seen.iter().any(|m| m["method"] == "session/request_permission"), "nothing asked");
@@ -855,44 +797,41 @@ fn an_acp_turn_over_the_websocket_reaches_an_events_follower() {
     use crate::support::{Server, ServerOpts, SECRET};
     use std::io::Read;
     let llm = FakeLlm::start(vec![text("words from the model")]);
-    let s = Server::start_with(ServerOpts {
-        env: vec![
-            ("GOOSE_PROVIDER".into(), "openai".into()),
-            ("GOOSE_MODEL".into(), "gpt-4o".into()),
-            ("OPENAI_HOST".into(), llm.url()),
-        ],
-        ..ServerOpts::default()
-    });
-    let work = s.home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = std::fs::canonicalize(&work).unwrap().display().to_string();
+    let s = Server::start_with(ServerOpts { env: llm.env("gpt-4o"), ..ServerOpts::default() });
+    let cwd = work_dir(&s.home);
     let mut c = crate::websocket::Client::connect(&s);
     c.call(1, "initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
     let new = c.call(2, "session/new", json!({"cwd":cwd,"mcpServers":[]}));
     let sid = new["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{new}")).to_string();
 
-    // The follower, over its own connection, before the turn starts.
+    // The follower, over its own connection, attached before the turn starts: its stream's
+    // first ping is written once it follows the session's events.
     let mut follower = std::net::TcpStream::connect(&s.addr).unwrap();
-    follower.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    follower.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         follower,
         "GET /sessions/{sid}/events HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nAccept: text/event-stream\r\n\r\n"
     )
     .unwrap();
-    let seen = std::thread::spawn(move || {
-        let (mut raw, mut buf) = (String::new(), [0u8; 4096]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !(raw.contains("words from the model") && raw.contains("\"type\":\"Finish\""))
-            && Instant::now() < deadline
-        {
+    /// Reads `follower` into `raw` until `done` holds, it ends, or 60 s pass.
+    fn read_until(follower: &mut std::net::TcpStream, raw: &mut String, done: impl Fn(&str) -> bool) {
+        let (deadline, mut buf) = (Instant::now() + Duration::from_secs(60), [0u8; 4096]);
+        while !done(raw) && Instant::now() < deadline {
             match follower.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => raw.push_str(&String::from_utf8_lossy(&buf[..n])),
             }
         }
+    }
+    let mut raw = String::new();
+    read_until(&mut follower, &mut raw, |r| r.contains(": ping"));
+    assert!(raw.contains(": ping"), "the follower's stream did not start: {raw}");
+    let seen = std::thread::spawn(move || {
+        read_until(&mut follower, &mut raw, |r| {
+            r.contains("words from the model") && r.contains("\"type\":\"Finish\"")
+        });
         raw
     });
-    std::thread::sleep(Duration::from_millis(300));
     let r = c.call(3, "session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"say something"}]}));
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     let raw = seen.join().unwrap();

@@ -26,12 +26,6 @@ fn server(mock: &Llmock, extra: &[(&str, &str)]) -> Server {
     Server::start_with(ServerOpts { env, ..Default::default() })
 }
 
-fn script(mock: &Llmock, behaviors: Value) {
-    let url = format!("{}/_llmock/scenario", mock.openai_host());
-    let r = http("POST", &url, None, Some(json!({ "behaviors": behaviors }).to_string().as_bytes()));
-    assert_eq!(r.status, 201, "{}", r.text());
-}
-
 /// Waits until llmock has used every scripted behaviour.
 fn script_used(mock: &Llmock) {
     let url = format!("{}/_llmock/scenario", mock.openai_host());
@@ -120,11 +114,8 @@ fn sessions_are_titled_by_the_model_after_the_first_exchange_and_a_name_set_by_h
     let Some(mock) = Llmock::start(&[]) else { return };
     let s = server(&mock, &[]);
     // The answer, then the title the model is asked for once the exchange is over.
-    script(
-        &mock,
-        json!([{ "type": "reply", "text": "Paris is lovely in May." },
-        { "type": "reply", "text": "Title: \"Planning a Paris trip\"" }]),
-    );
+    mock.script(json!([{ "type": "reply", "text": "Paris is lovely in May." },
+        { "type": "reply", "text": "Title: \"Planning a Paris trip\"" }]));
     let sid = new_session(&s);
     let mut ev = Events::open(&s, &sid);
     let rid = send(&s, &sid, 1, "Help me plan a trip to Paris\nin May, for two.");
@@ -161,7 +152,7 @@ fn sessions_are_titled_by_the_model_after_the_first_exchange_and_a_name_set_by_h
     // replace it, and the model is not asked for a title at all.
     let named = new_session(&s);
     assert_eq!(call(&s, "PUT", &format!("/sessions/{named}/name"), json!({ "name": "Mine" })).status, 200);
-    script(&mock, json!([{ "type": "reply", "text": "Sure." }, { "type": "reply", "text": "Model title" }]));
+    mock.script(json!([{ "type": "reply", "text": "Sure." }, { "type": "reply", "text": "Model title" }]));
     let mut ev = Events::open(&s, &named);
     let rid = send(&s, &named, 2, "Rename me, if you dare");
     ev.until("Finish", finished(&rid));
@@ -178,7 +169,7 @@ fn without_a_usable_model_title_the_first_message_names_the_session() {
     let s = server(&mock, &[]);
     // The model's answer to the title request holds no title (just quotes): the first line of
     // the first message stays.
-    script(&mock, json!([{ "type": "reply", "text": "Done." }, { "type": "reply", "text": "\"\"" }]));
+    mock.script(json!([{ "type": "reply", "text": "Done." }, { "type": "reply", "text": "\"\"" }]));
     let sid = new_session(&s);
     let mut ev = Events::open(&s, &sid);
     let rid = send(&s, &sid, 3, "\n  Summarise the release notes  \nof version 2");
@@ -195,11 +186,8 @@ fn a_stopped_answer_is_saved_as_far_as_it_got_marked_stopped_in_order() {
     let Some(mock) = Llmock::start(&[]) else { return };
     let s = server(&mock, &[("GOSLING_SESSION_TITLES", "first_message")]);
     let long = (0..60).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
-    script(
-        &mock,
-        json!([{ "type": "reply", "text": long },
-        { "type": "stream_fault", "kind": "stall", "after_chunks": 4, "stall_seconds": 30 }]),
-    );
+    mock.script(json!([{ "type": "reply", "text": long },
+        { "type": "stream_fault", "kind": "stall", "after_chunks": 4, "stall_seconds": 30 }]));
     let sid = new_session(&s);
     let mut ev = Events::open(&s, &sid);
     let rid = send(&s, &sid, 4, "Tell me a long story");
@@ -219,10 +207,10 @@ fn a_stopped_answer_is_saved_as_far_as_it_got_marked_stopped_in_order() {
     assert!(!partial.is_empty() && long.starts_with(partial) && partial.len() < long.len(), "{partial:?}");
 
     // The next exchange follows it, in order; a turn that fails keeps its error as shown live.
-    script(&mock, json!([{ "type": "reply", "text": "A shorter one." }]));
+    mock.script(json!([{ "type": "reply", "text": "A shorter one." }]));
     let rid = send(&s, &sid, 5, "A short one then");
     ev.until("the second Finish", finished(&rid));
-    script(&mock, json!([{ "type": "fail", "status": 400, "message": "model says no", "times": 1 }]));
+    mock.script(json!([{ "type": "fail", "status": 400, "message": "model says no", "times": 1 }]));
     let rid = send(&s, &sid, 6, "And now fail");
     ev.until("the third Finish", finished(&rid));
     let live_error = ev.error_of(&rid);

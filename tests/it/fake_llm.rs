@@ -128,6 +128,16 @@ impl FakeLlm {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The environment that points gosling at this fake: provider `openai`, `model`, and
+    /// `OPENAI_HOST` here.
+    pub fn env(&self, model: &str) -> Vec<(String, String)> {
+        vec![
+            ("GOOSE_PROVIDER".into(), "openai".into()),
+            ("GOOSE_MODEL".into(), model.into()),
+            ("OPENAI_HOST".into(), self.url()),
+        ]
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.lock().unwrap().requests.clone()
     }
@@ -243,6 +253,16 @@ pub fn oa_tool(index: u64, id_name: Option<(&str, &str)>, args: &str) -> String 
     oa(
         json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": null}]}),
     )
+}
+
+/// An OpenAI model turn that answers `t` and stops.
+pub fn text_turn(t: &str) -> Reply {
+    Reply::sse(&[oa_text(t), oa_finish("stop"), OA_DONE.to_string()])
+}
+
+/// An OpenAI model turn that calls one tool, `name`, with the JSON `args`; the call's id is `id`.
+pub fn tool_turn(id: &str, name: &str, args: &str) -> Reply {
+    Reply::sse(&[oa_tool(0, Some((id, name)), args), oa_finish("tool_calls"), OA_DONE.to_string()])
 }
 
 pub fn oa_finish(reason: &str) -> String {

@@ -97,8 +97,7 @@ fn kill_9_during_session_writes_leaves_every_session_loadable() {
 
 /// The environment of a server whose model is `llm`.
 pub fn llm_env(llm: &FakeLlm) -> ServerOpts {
-    let env = [("GOOSE_PROVIDER", "openai".to_string()), ("GOOSE_MODEL", "m".to_string()), ("OPENAI_HOST", llm.url())];
-    ServerOpts { env: env.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), ..Default::default() }
+    ServerOpts { env: llm.env("m"), ..Default::default() }
 }
 
 /// The user messages of a conversation with their texts, and whether the next message is the
@@ -119,7 +118,7 @@ fn turns(conversation: &[Value]) -> Vec<(String, bool)> {
 fn kill_9_mid_append_loses_no_acknowledged_message() {
     // Every turn appends a 256 KiB user message and the model's answer; three sessions take
     // turns back to back while the server is killed, three times over.
-    let answer = || Reply::sse(&[oa_text("ok"), oa_finish("stop"), OA_DONE.to_string()]);
+    let answer = || text_turn("ok");
     let llm = FakeLlm::start((0..3000).map(|_| answer()).collect());
     let mut s = Server::start_with(llm_env(&llm));
     let ids: Vec<String> = (0..3)

@@ -5,15 +5,6 @@
 use crate::support::*;
 use serde_json::json;
 
-/// A server that can run `gosling mcp NAME` by bare command name, as a link names it.
-fn server(extra: Vec<(String, String)>) -> Server {
-    let bin_dir = bin().parent().unwrap().to_path_buf();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let mut env = vec![("PATH".to_string(), path)];
-    env.extend(extra);
-    Server::start_with(ServerOpts { env, ..Default::default() })
-}
-
 /// What the web page does: a dry run shows the summary, the install carries its digest.
 pub(crate) fn install_approved(s: &Server, link: &str) -> Resp {
     let dry = s.post("/extensions/install", json!({"link": link, "dry_run": true}));
@@ -26,7 +17,7 @@ const LINK: &str = "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Team%2
 
 #[test]
 fn a_link_with_a_missing_secret_is_saved_then_activated() {
-    let s = server(vec![]);
+    let s = server_with_gosling_on_path(vec![]);
     let dry = s.post("/extensions/install", json!({"link": LINK, "dry_run": true}));
     assert_eq!(dry.status, 200, "{}", dry.text());
     assert_eq!(dry.json()["saved"], false);
@@ -78,7 +69,7 @@ fn a_link_with_a_missing_secret_is_saved_then_activated() {
 
 #[test]
 fn bad_links_are_400_with_the_rule() {
-    let s = server(vec![]);
+    let s = server_with_gosling_on_path(vec![]);
     for (link, needle) in [
         ("http://extension?cmd=npx&name=x", "goose://"),
         ("goose://extension?cmd=npx&arg=-c&arg=touch%20x&name=x", "-c"),
@@ -100,7 +91,7 @@ fn an_allowlist_is_enforced_on_every_install_path() {
     let home = TempDir::new("allow");
     let list = home.join("allowlist.json");
     std::fs::write(&list, json!({"commands": ["gosling mcp memory"], "urls": []}).to_string()).unwrap();
-    let s = server(vec![("GOSLING_ALLOWLIST_FILE".into(), list.display().to_string())]);
+    let s = server_with_gosling_on_path(vec![("GOSLING_ALLOWLIST_FILE".into(), list.display().to_string())]);
     // Allowed: exactly the listed command.
     let ok =
         s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=mem"}));
@@ -143,7 +134,7 @@ fn an_allowlist_is_enforced_on_every_install_path() {
 /// `gosling install`; the installed one is untouched. The same link installed twice is fine.
 #[test]
 fn a_link_never_silently_replaces_an_installed_extension() {
-    let s = server(vec![]);
+    let s = server_with_gosling_on_path(vec![]);
     let builtin = json!({"type":"builtin","name":"developer","description":"","timeout":300,"bundled":true});
     let r = s.post("/config/extensions", json!({"name":"developer","enabled":true,"config":builtin}));
     assert_eq!(r.status, 200, "{}", r.text());

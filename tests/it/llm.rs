@@ -26,6 +26,13 @@ fn anthropic(fake: &FakeLlm) -> Box<dyn Provider> {
     llm::from_settings(&settings("anthropic", &fake.url())).unwrap()
 }
 
+/// A `provider` client of `fake` that gives up on a stream silent for a second.
+fn giving_up_after_a_silent_second(provider: &str, fake: &FakeLlm) -> Box<dyn Provider> {
+    let mut s = settings(provider, &fake.url());
+    s.stall_timeout = Duration::from_secs(1);
+    llm::from_settings(&s).unwrap()
+}
+
 fn echo_tool() -> ToolSpec {
     ToolSpec {
         name: "echo".into(),
@@ -124,11 +131,7 @@ fn openai_two_parallel_tool_calls_with_arguments_split_mid_token() {
 
 #[test]
 fn openai_invalid_tool_arguments_come_back_raw() {
-    let fake = FakeLlm::start(vec![Reply::sse(&[
-        oa_tool(0, Some(("c1", "echo")), "{\"message\": oops"),
-        oa_finish("tool_calls"),
-        OA_DONE.to_string(),
-    ])]);
+    let fake = FakeLlm::start(vec![tool_turn("c1", "echo", "{\"message\": oops")]);
     let c = run(&*openai(&fake), &ask("x")).0.unwrap();
     assert_eq!(c.tool_calls[0].arguments, Err(gosling::llm::BadArguments { raw: "{\"message\": oops".to_string() }));
 }
@@ -153,7 +156,7 @@ fn openai_429_with_retry_after_then_success() {
     let fake = FakeLlm::start(vec![
         Reply::error(429, json!({"error": {"message": "slow down"}})).header("Retry-After", "0"),
         Reply::error(429, json!({"error": {"message": "slow down"}})).header("Retry-After", "1"),
-        Reply::sse(&[oa_text("ok"), oa_finish("stop"), OA_DONE.to_string()]),
+        text_turn("ok"),
     ]);
     let c = run(&*openai(&fake), &ask("x")).0.unwrap();
     assert_eq!(c.text, "ok");
@@ -223,9 +226,7 @@ fn openai_stall_is_an_error() {
         .then(Step::Sleep(Duration::from_secs(8)))
         .then(Step::Send(OA_DONE.as_bytes().to_vec()));
     let fake = FakeLlm::start(vec![reply]);
-    let mut s = settings("openai", &fake.url());
-    s.stall_timeout = Duration::from_secs(1);
-    let p = llm::from_settings(&s).unwrap();
+    let p = giving_up_after_a_silent_second("openai", &fake);
     let (r, deltas) = run(&*p, &ask("x"));
     assert_eq!(deltas, ["slow"]);
     let e = r.unwrap_err();
@@ -298,7 +299,7 @@ fn unreachable_host_is_named() {
 
 #[test]
 fn openai_conversation_with_tool_results() {
-    let fake = FakeLlm::start(vec![Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()])]);
+    let fake = FakeLlm::start(vec![text_turn("done")]);
     let req = ChatRequest {
         system: String::new(),
         messages: vec![
@@ -430,9 +431,7 @@ fn anthropic_cut_malformed_stall_and_error_event() {
         an("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
     ]);
     let fake = FakeLlm::start(vec![cut, malformed, stall, overloaded]);
-    let mut s = settings("anthropic", &fake.url());
-    s.stall_timeout = Duration::from_secs(1);
-    let p = llm::from_settings(&s).unwrap();
+    let p = giving_up_after_a_silent_second("anthropic", &fake);
 
     let (r, deltas) = run(&*p, &ask("x"));
     assert_eq!(deltas, ["par"]);
@@ -637,11 +636,7 @@ fn cancelled_is_polled_while_the_model_is_silent() {
 #[test]
 fn a_stream_cut_before_any_text_is_retried() {
     let cut = Reply::sse(&[oa_tool(0, Some(("c1", "echo")), "{\"mes")]).then(Step::Cut);
-    let whole = Reply::sse(&[
-        oa_tool(0, Some(("c2", "echo")), "{\"message\":\"x\"}"),
-        oa_finish("tool_calls"),
-        OA_DONE.to_string(),
-    ]);
+    let whole = tool_turn("c2", "echo", "{\"message\":\"x\"}");
     let fake = FakeLlm::start(vec![cut, whole]);
     let c = run(&*openai(&fake), &ask("x")).0.unwrap();
     assert_eq!(c.tool_calls.len(), 1, "the cut attempt's partial call is discarded: {c:?}");

@@ -11,7 +11,8 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{agent, peers, wait_for};
+use crate::support::{agent, http, peers, wait_for};
+use serde_json::{json, Value};
 
 pub struct Llmock {
     pub port: u16,
@@ -47,6 +48,20 @@ impl Llmock {
     /// Base URL for OpenAI-compatible settings (OPENAI_HOST).
     pub fn openai_host(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Queues behaviours for the next requests (`POST /_llmock/scenario`), e.g.
+    /// `[{"type": "reply", "text": "…"}]`.
+    pub fn script(&self, behaviors: Value) {
+        let url = format!("{}/_llmock/scenario", self.openai_host());
+        let r = http("POST", &url, None, Some(json!({ "behaviors": behaviors }).to_string().as_bytes()));
+        assert_eq!(r.status, 201, "llmock takes the scenario: {}", r.text());
+    }
+
+    /// How many model requests llmock has received (`GET /_llmock/requests`).
+    pub fn request_count(&self) -> u64 {
+        let r = http("GET", &format!("{}/_llmock/requests", self.openai_host()), None, None).json();
+        r["count"].as_u64().unwrap_or_else(|| panic!("llmock's request log has no count: {r}"))
     }
 
     /// Base URL for Anthropic settings (ANTHROPIC_HOST); the path v1/messages follows.

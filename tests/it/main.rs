@@ -100,6 +100,8 @@ mod faults;
 
 // Sign-in (OAuth) to a protected Streamable HTTP server: over the API, `gosling auth`, probe.
 mod oauth;
+// The person's side of a sign-in, shared by the OAuth tests.
+mod sign_in;
 // Sign-in against the Python SDK's own authorization server (issue 28).
 mod oauth_sdk;
 

@@ -59,10 +59,11 @@ fn connect(peers: &Peers, sdk: Sdk, http: bool, person: &Arc<Person>, pin: Optio
         args.push("legacy".into());
     }
     if http {
-        let port = free_port();
-        let mut cmd = std::process::Command::new(&program);
-        cmd.args(&args).arg("http").arg(port.to_string());
-        let peer = spawn_http_peer(cmd, port, "/mcp");
+        let peer = spawn_http_peer("/mcp", |port| {
+            let mut cmd = std::process::Command::new(&program);
+            cmd.args(&args).arg("http").arg(port.to_string());
+            cmd
+        });
         let spec =
             HttpSpec { uri: peer.url.clone(), headers: vec![], timeout: TIMEOUT, extension: "py".into(), auth: None };
         (gosling::mcp::connect_http(&spec, options(person, pin)).expect("connect over HTTP"), Some(peer))
@@ -195,12 +196,11 @@ fn a_typescript_sdk_v2_server_over_http_is_spoken_to_in_2026_07_28_when_pinned()
 fn probe_prints_the_negotiated_revision_and_why() {
     let peers = require_peers!();
     let home = TempDir::new("probe2026");
-    // A legacy server and a dual-era one get the handshake first; the modern revision when
-    // the extension (here probe's --protocol-version) pins it.
+    // A legacy server and a dual-era one get the handshake first; a pinned legacy revision
+    // too. (The modern revision when pinned: over HTTP, below.)
     for (legacy, pin, version, why) in [
         (false, None, "2025-11-25", "initialize answered 2025-11-25"),
         (true, None, "2025-11-25", "initialize answered 2025-11-25"),
-        (false, Some("2026-07-28"), "2026-07-28", "server/discover offered 2026-07-28"),
         (true, Some("2025-06-18"), "2025-06-18", "protocol_version 2025-06-18 set for the extension"),
     ] {
         let mut cmd = gosling(&home);
@@ -228,24 +228,24 @@ fn probe_prints_the_negotiated_revision_and_why() {
     let out = gosling(&home).args(["probe", "--protocol-version", "2030-01-01", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2025-11-25, 2026-07-28"));
-    // Over HTTP, the legacy server's session.
-    let port = free_port();
-    let mut cmd = std::process::Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
-    let peer = spawn_http_peer(cmd, port, "/mcp");
-    let out = gosling(&home).args(["probe", &peer.url]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["protocolVersion"], "2025-11-25", "{v}");
-    assert!(v["negotiation"].as_str().unwrap().starts_with("initialize answered"), "{v}");
-}
-
-/// The Python SDK 2.x server over HTTP (dual-era).
-fn py_http(peers: &Peers) -> PeerProc {
-    let port = free_port();
-    let mut cmd = std::process::Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "http", &port.to_string()]);
-    spawn_http_peer(cmd, port, "/mcp")
+    // Over HTTP, the legacy server's session; and the dual-era server pinned to the modern
+    // revision. (Pinned, gosling's first request is server/discover, which it gives at most
+    // 10 s; over stdio those 10 s would include the Python server's start, which a loaded
+    // machine can take longer for. Here the server listens before the probe starts.)
+    let legacy = py_http(peers, "legacy");
+    let dual = py_http(peers, "");
+    for (url, pin, version, why) in [
+        (&legacy.url, None, "2025-11-25", "initialize answered 2025-11-25"),
+        (&dual.url, Some("2026-07-28"), "2026-07-28", "server/discover offered 2026-07-28"),
+    ] {
+        let mut cmd = gosling(&home);
+        cmd.arg("probe").args(pin.map(|p| ["--protocol-version", p]).iter().flatten()).arg(url);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["protocolVersion"], version, "{v}");
+        assert!(v["negotiation"].as_str().unwrap().starts_with(why), "{v}");
+    }
 }
 
 /// issue 28: the subscriptions/listen stream stays open as long as the server keeps it, not
@@ -253,7 +253,7 @@ fn py_http(peers: &Peers) -> PeerProc {
 #[test]
 fn the_listen_stream_stays_open_past_three_times_the_timeout() {
     let peers = require_peers!();
-    let peer = py_http(peers);
+    let peer = py_http(peers, "");
     let person = Arc::new(Person { asked: Mutex::new(Vec::new()) });
     let timeout = Duration::from_secs(3);
     let spec = HttpSpec { uri: peer.url.clone(), headers: vec![], timeout, extension: "py".into(), auth: None };
@@ -285,7 +285,7 @@ fn the_listen_stream_stays_open_past_three_times_the_timeout() {
 #[test]
 fn an_x_mcp_header_argument_is_sent_as_an_mcp_param_header() {
     let peers = require_peers!();
-    let peer = py_http(peers);
+    let peer = py_http(peers, "");
     let home = TempDir::new("xmcp");
     let out = gosling(&home)
         .args(["probe", "--protocol-version", "2026-07-28", "--call", "route", "--args"])
@@ -335,7 +335,7 @@ fn an_x_mcp_header_argument_is_sent_as_an_mcp_param_header() {
 #[test]
 fn by_default_a_session_keeps_elicitation_and_state() {
     let peers = require_peers!();
-    let peer = py_http(peers);
+    let peer = py_http(peers, "");
     let home = TempDir::new("session-default");
     let hello = |pin: Option<&str>| {
         let mut cmd = gosling(&home);
@@ -390,10 +390,7 @@ fn by_default_a_session_keeps_elicitation_and_state() {
     assert_eq!(counts, ["1", "2", "3"]);
 
     // A legacy-only server (2025-11-25) through the same API.
-    let port = free_port();
-    let mut cmd = std::process::Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_SERVER"), "legacy", "http", &port.to_string()]);
-    let legacy = spawn_http_peer(cmd, port, "/mcp");
+    let legacy = py_http(peers, "legacy");
     let ext = json!({"type": "streamable_http", "name": "old", "description": "", "uri": legacy.url, "timeout": 30});
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
     assert_eq!(add.status, 200, "{}", add.text());

@@ -10,87 +10,24 @@ use gosling::mcp::transport::{Inbound, Transport};
 use gosling::wire::jsonrpc::{Id, Message};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A peer process, killed when dropped.
-pub struct Peer {
-    child: Child,
-    pub url: String,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_listening(child: &mut Child, port: u16, what: &str) {
-    let ok = wait_for(Duration::from_secs(60), || {
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("{what} exited early with {st}");
-        }
-        TcpStream::connect(("127.0.0.1", port)).ok()
-    });
-    assert!(ok.is_some(), "{what} did not listen on {port} within 60 s");
-}
-
-pub fn start_everything(peers: &Peers) -> Peer {
-    let port = free_port();
-    let mut child = Command::new(peers.node())
-        .arg(peers.get("MCP_PEER_EVERYTHING"))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start server-everything");
-    wait_listening(&mut child, port, "server-everything");
-    Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
-}
-
-/// py_server.py over HTTP; `mode` is "", "json" or "stateless", optionally after "legacy"
-/// (the server then speaks only the legacy, session-based revisions).
-pub fn start_py(peers: &Peers, mode: &str) -> Peer {
-    let port = free_port();
-    let mut cmd = Command::new(peers.python());
-    cmd.arg(peers.get("MCP_PEER_PY_SERVER"));
-    let mode = match mode.strip_prefix("legacy") {
-        Some(rest) => {
-            cmd.arg("legacy");
-            rest.trim()
-        }
-        None => mode,
-    };
-    cmd.arg("http").arg(port.to_string());
-    if !mode.is_empty() {
-        cmd.arg(mode);
-    }
-    let mut child =
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start py_server");
-    wait_listening(&mut child, port, "py_server");
-    Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
-}
-
 /// One of the misbehaving servers of tests/fakes/bad_mcp_http.py.
-pub fn start_fake(mode: &str) -> Peer {
+pub fn start_fake(mode: &str) -> PeerProc {
     start_script("bad_mcp_http.py", mode)
 }
 
 /// A python script of tests/fakes that prints "PORT <n>" once it listens.
-fn start_script(name: &str, arg: &str) -> Peer {
+fn start_script(name: &str, arg: &str) -> PeerProc {
     let script = manifest_dir().join("tests/fakes").join(name);
     let mut child = Command::new("python3")
         .arg(script)
         .arg(arg)
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -100,7 +37,7 @@ fn start_script(name: &str, arg: &str) -> Peer {
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let port: u16 =
         line.trim().strip_prefix("PORT ").unwrap_or_else(|| panic!("fake printed {line:?}")).parse().unwrap();
-    Peer { child, url: format!("http://127.0.0.1:{port}/mcp") }
+    PeerProc { child, url: format!("http://127.0.0.1:{port}/mcp"), port }
 }
 
 /// A minimal JSON-RPC driver over the transport (the client proper is tested elsewhere):
@@ -202,7 +139,7 @@ impl Drop for Driver {
 #[test]
 fn server_everything_over_streamable_http() {
     let peers = require_peers!();
-    let peer = start_everything(peers);
+    let peer = everything_http(peers);
     let mut d = Driver::new(&peer.url, Duration::from_secs(30));
     let init = d.initialize().unwrap();
     assert!(init["serverInfo"]["name"].is_string(), "{init}");
@@ -242,9 +179,9 @@ fn server_everything_over_streamable_http() {
     assert!(got >= before + 2, "no periodic log message arrived on the GET stream within 30 s ({got})");
 }
 
-fn python_round_trip(mode: &str) -> (Driver, Peer) {
+fn python_round_trip(mode: &str) -> (Driver, PeerProc) {
     let peers = peers().unwrap();
-    let peer = start_py(peers, mode);
+    let peer = py_http(peers, mode);
     let mut d = Driver::new(&peer.url, Duration::from_secs(30));
     let init = d.initialize().unwrap_or_else(|e| panic!("initialize ({mode}): {e}"));
     assert_eq!(init["serverInfo"]["name"], "py-peer");
@@ -281,7 +218,7 @@ fn python_server_stateless() {
 #[test]
 fn python_server_expired_session_is_reinitialized_transparently() {
     let peers = require_peers!();
-    let peer = start_py(peers, "");
+    let peer = py_http(peers, "");
     let mut d = Driver::new(&peer.url, Duration::from_secs(30));
     d.initialize().unwrap();
     assert_eq!(d.call_text("add", json!({"a": 1, "b": 1})), "2");
@@ -536,7 +473,7 @@ fn sse_extension_fails_fast_without_network_io() {
 #[test]
 fn streamable_http_extension_end_to_end_with_headers_and_errors() {
     let peers = require_peers!();
-    let py = start_py(peers, "");
+    let py = py_http(peers, "");
     let s = Server::start();
     let id = agent_session(&s);
     let cfg = json!({"type":"streamable_http","name":"py","description":"","uri":py.url,"envs":{"TOKEN":"t0k"},"headers":{"X-Token":"${TOKEN}"},"timeout":60});
@@ -607,7 +544,7 @@ fn shared_client_over_python_server_in_every_mode() {
         ("legacy", None),
         ("legacy json", None),
     ] {
-        let py = start_py(peers, mode);
+        let py = py_http(peers, mode);
         let (client, t) = client_for(&py.url, pin);
         let names: Vec<String> =
             client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
@@ -626,7 +563,7 @@ fn shared_client_over_python_server_in_every_mode() {
 #[test]
 fn shared_client_survives_an_expired_session() {
     let peers = require_peers!();
-    let py = start_py(peers, "legacy json");
+    let py = py_http(peers, "legacy json");
     let (client, t) = client_for(&py.url, None);
     assert_eq!(add_via(&client, 1, 2), "3");
     let old = t.session_id().unwrap();

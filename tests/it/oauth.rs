@@ -3,17 +3,18 @@
 // auth` and `gosling probe`. The test plays the browser: it opens the URL gosling hands out
 // and follows the redirects to gosling's loopback listener.
 
+use crate::sign_in::{browse, remote, session_with_config_extensions, sign_in_url, signed_in_session, whoami, AuthCli};
 use crate::support::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 fn fake(args: &[&str]) -> PeerProc {
-    let port = free_port();
-    let mut cmd = Command::new("python3");
-    cmd.arg(manifest_dir().join("tests/fakes/oauth_mcp.py")).arg(port.to_string()).args(args);
-    spawn_http_peer(cmd, port, "/mcp")
+    spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new("python3");
+        cmd.arg(manifest_dir().join("tests/fakes/oauth_mcp.py")).arg(port.to_string()).args(args);
+        cmd
+    })
 }
 
 fn base(fake: &PeerProc) -> String {
@@ -24,51 +25,8 @@ fn stats(fake: &PeerProc) -> Value {
     http("GET", &format!("{}/admin/stats", base(fake)), None, None).json()
 }
 
-/// The authorization URL in a sign-in message: the word after "open ".
-fn sign_in_url(msg: &str) -> String {
-    msg.split("open ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no URL to open in {msg:?}"))
-        .to_string()
-}
-
-/// Plays the browser: GET the URL and each redirect; the last answer's status and body.
-fn browse(url: &str) -> (u16, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut next = url.to_string();
-    for _ in 0..5 {
-        let resp = agent.get(&next).call().expect("GET");
-        let status = resp.status().as_u16();
-        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let body = resp.into_body().read_to_string().unwrap_or_default();
-        match location {
-            Some(l) if (300..400).contains(&status) => next = l,
-            _ => return (status, body),
-        }
-    }
-    panic!("too many redirects from {url}")
-}
-
 fn ext(fake: &PeerProc) -> Value {
-    json!({"type": "streamable_http", "name": "remote", "description": "", "uri": fake.url, "timeout": 30})
-}
-
-fn start_session(s: &Server) -> (String, Value) {
-    let work = TempDir::new("work");
-    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
-    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
-    std::mem::forget(work);
-    (id, res)
-}
-
-fn whoami(s: &Server, id: &str) -> Resp {
-    s.post("/agent/call_tool", json!({"session_id": id, "name": "remote__whoami", "arguments": {}}))
+    remote(&fake.url)
 }
 
 fn trace_server(home: TempDir) -> Server {
@@ -85,7 +43,7 @@ fn sign_in_over_http_then_refresh_and_restart_without_a_second_sign_in() {
     );
 
     // Not signed in: the extension result says so and carries the URL to open.
-    let (id, res) = start_session(&s);
+    let (id, res) = session_with_config_extensions(&s);
     let r = &res["extension_results"][0];
     assert_eq!(r["success"], false, "{res}");
     let msg = r["error"].as_str().unwrap();
@@ -94,7 +52,7 @@ fn sign_in_over_http_then_refresh_and_restart_without_a_second_sign_in() {
     assert!(url.starts_with(&format!("{}/authorize?", base(&fake))), "{url}");
     assert!(url.contains("code_challenge_method=S256") && url.contains("resource="), "{url}");
     // Another session meanwhile gets the same sign-in, not a second one.
-    let (_, again) = start_session(&s);
+    let (_, again) = session_with_config_extensions(&s);
     assert_eq!(sign_in_url(again["extension_results"][0]["error"].as_str().unwrap()), url);
     // Adding it to a session answers 424 (a dependency needs the person), with the same URL.
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext(&fake)}));
@@ -134,7 +92,7 @@ fn sign_in_over_http_then_refresh_and_restart_without_a_second_sign_in() {
     let log1 = s.stderr();
     let home = s.kill();
     let s = trace_server(home);
-    let (id, res) = start_session(&s);
+    let (id, res) = session_with_config_extensions(&s);
     assert_eq!(res["extension_results"][0]["success"], true, "{res}");
     let call = whoami(&s, &id);
     assert_eq!(call.status, 200, "{}", call.text());
@@ -170,15 +128,7 @@ fn a_token_is_refreshed_before_it_expires() {
     // waiting for the server's 401.
     let fake = fake(&["1"]);
     let s = Server::start();
-    assert_eq!(
-        s.post("/config/extensions", json!({"name": "remote", "enabled": true, "config": ext(&fake)})).status,
-        200
-    );
-    let (id, res) = start_session(&s);
-    let url = sign_in_url(res["extension_results"][0]["error"].as_str().unwrap());
-    assert_eq!(browse(&url).0, 200);
-    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext(&fake)}));
-    assert_eq!(add.status, 200, "{}", add.text());
+    let id = signed_in_session(&s, "remote", &ext(&fake));
     let unauthorized_before = stats(&fake)["mcp_unauthorized"].as_i64().unwrap();
     let refreshed = wait_for(Duration::from_secs(15), || {
         assert_eq!(whoami(&s, &id).status, 200);
@@ -196,32 +146,11 @@ fn gosling_auth_signs_in_from_a_terminal_and_probe_reuses_the_token() {
     let mut entry = ext(&fake);
     entry["enabled"] = json!(true);
     std::fs::write(home.join("config/config.json"), json!({"extensions": {"remote": entry}}).to_string()).unwrap();
-    let mut child = gosling(&home)
-        .args(["auth", "remote"])
-        .env_remove("DISPLAY")
-        .env_remove("WAYLAND_DISPLAY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut auth = AuthCli::start(&home, &["remote"]);
     // The URL is printed (no desktop here to open it); the test opens it.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut printed = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let url = loop {
-        let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "gosling auth ended without a URL: {printed}");
-        printed.push_str(&line);
-        if let Some(u) = line.split_whitespace().find(|w| w.contains("/authorize?")) {
-            break u.to_string();
-        }
-        assert!(Instant::now() < deadline, "no URL within 30 s: {printed}");
-    };
+    let url = auth.next_url();
     assert_eq!(browse(&url).0, 200);
-    let out = child.wait_with_output().unwrap();
-    let mut rest = String::new();
-    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    let (out, rest) = auth.finish();
     assert!(out.status.success(), "{}{rest}", String::from_utf8_lossy(&out.stdout));
     assert!(rest.contains("ssh -L"), "the SSH hint: {rest}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("signed in to remote"));
@@ -245,7 +174,7 @@ fn refusals_say_what_to_configure() {
 
     // A client secret named in the config but not stored.
     let s = Server::start();
-    let (id, _) = start_session(&s);
+    let (id, _) = session_with_config_extensions(&s);
     let mut cfg = ext(&fake);
     cfg["oauth"] = json!({"client_id": "mine", "client_secret_key": "REMOTE_CLIENT_SECRET"});
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));

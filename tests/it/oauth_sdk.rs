@@ -5,10 +5,12 @@
 // in the form and follows the redirects to gosling's loopback listener (issue 28).
 
 use crate::require_peers;
+use crate::sign_in::{
+    browser, follow, remote, session_with_config_extensions, sign_in_url, signed_in_session, whoami, AuthCli,
+};
 use crate::support::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 struct AuthPeer {
@@ -19,42 +21,20 @@ struct AuthPeer {
 
 /// The authorization server and the MCP (resource) server; access tokens live `secs`.
 fn auth_peer(peers: &Peers, secs: u64) -> AuthPeer {
-    let (as_port, rs_port) = (free_port(), free_port());
-    let mut cmd = Command::new(peers.python());
-    cmd.args([peers.get("MCP_PEER_PY_AUTH_SERVER"), &as_port.to_string(), &rs_port.to_string(), &secs.to_string()]);
-    let proc = spawn_http_peer(cmd, rs_port, "/mcp");
-    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", as_port)).ok());
-    assert!(ok.is_some(), "the authorization server did not listen");
+    // The authorization server's port is chosen with the resource server's, for each try.
+    let mut as_port = 0;
+    let mut proc = spawn_http_peer("/mcp", |rs_port| {
+        as_port = free_port();
+        let mut cmd = Command::new(peers.python());
+        cmd.args([peers.get("MCP_PEER_PY_AUTH_SERVER"), &as_port.to_string(), &rs_port.to_string(), &secs.to_string()]);
+        cmd
+    });
+    assert!(proc.listens_on(as_port), "the authorization server did not listen on {as_port}");
     AuthPeer { mcp: proc.url.clone(), _proc: proc, issuer: format!("http://127.0.0.1:{as_port}") }
 }
 
 fn stats(p: &AuthPeer) -> Value {
     http("GET", &format!("{}/admin/stats", p.issuer), None, None).json()
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
-
-/// Follows redirects from `url` (GET); the last URL, status and body.
-fn follow(agent: &ureq::Agent, url: &str) -> (String, u16, String) {
-    let mut next = url.to_string();
-    for _ in 0..5 {
-        let resp = agent.get(&next).call().expect("GET");
-        let status = resp.status().as_u16();
-        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let body = resp.into_body().read_to_string().unwrap_or_default();
-        match location {
-            Some(l) if (300..400).contains(&status) => next = l,
-            _ => return (next, status, body),
-        }
-    }
-    panic!("too many redirects from {url}")
 }
 
 /// The person: opens the sign-in URL, fills in the login form, and lands on gosling's page.
@@ -64,7 +44,7 @@ fn sign_in_as_a_person(p: &AuthPeer, url: &str) -> (u16, String) {
 
 /// `sign_in_as_a_person`, with `meanwhile` run between the login page and its submission.
 fn sign_in_as_a_person_with(p: &AuthPeer, url: &str, meanwhile: impl FnOnce()) -> (u16, String) {
-    let agent = agent();
+    let agent = browser();
     let (at, status, form) = follow(&agent, url);
     assert_eq!(status, 200, "the login page: {form}");
     assert!(at.starts_with(&format!("{}/login?", p.issuer)) && form.contains("password"), "{at}: {form}");
@@ -83,25 +63,8 @@ fn sign_in_as_a_person_with(p: &AuthPeer, url: &str, meanwhile: impl FnOnce()) -
     (status, page)
 }
 
-/// The URL in a "needs sign-in" message: the word after "open ".
-fn sign_in_url(msg: &str) -> String {
-    msg.split("open ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("{msg}")).to_string()
-}
-
 fn ext(p: &AuthPeer) -> Value {
-    json!({"type": "streamable_http", "name": "remote", "description": "", "uri": p.mcp, "timeout": 30})
-}
-
-fn start_session(s: &Server) -> (String, Value) {
-    let work = TempDir::new("work");
-    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
-    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
-    std::mem::forget(work);
-    (id, res)
-}
-
-fn whoami(s: &Server, id: &str) -> Resp {
-    s.post("/agent/call_tool", json!({"session_id": id, "name": "remote__whoami", "arguments": {}}))
+    remote(&p.mcp)
 }
 
 #[test]
@@ -112,7 +75,7 @@ fn the_python_sdk_authorization_server_signs_in_refreshes_reauthorizes_and_forge
     assert_eq!(s.post("/config/extensions", json!({"name": "remote", "enabled": true, "config": ext(&p)})).status, 200);
 
     // Not signed in: the URL to open.
-    let (id, res) = start_session(&s);
+    let (id, res) = session_with_config_extensions(&s);
     let msg = res["extension_results"][0]["error"].as_str().unwrap().to_string();
     assert!(msg.contains("needs sign-in"), "{res}");
     let url = sign_in_url(&msg);
@@ -177,7 +140,7 @@ fn the_python_sdk_authorization_server_signs_in_refreshes_reauthorizes_and_forge
     let again = gosling(&home).args(["auth", "remote", "--forget"]).output().unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing was stored"));
     let s = Server::start_in(home, ServerOpts::default());
-    let (_, res) = start_session(&s);
+    let (_, res) = session_with_config_extensions(&s);
     assert!(res["extension_results"][0]["error"].as_str().unwrap().contains("needs sign-in"), "{res}");
 }
 
@@ -197,25 +160,10 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
     assert!(t.elapsed() < Duration::from_secs(15), "said so only after {:?}", t.elapsed());
 
     let sign_in = |home: &TempDir| {
-        let mut child = gosling(home)
-            .args(["auth", &p.mcp])
-            .env_remove("DISPLAY")
-            .env_remove("WAYLAND_DISPLAY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let url = loop {
-            let mut line = String::new();
-            assert!(err.read_line(&mut line).unwrap() > 0, "gosling auth ended without a URL");
-            if let Some(u) = line.split_whitespace().find(|w| w.contains("/authorize?")) {
-                break u.to_string();
-            }
-        };
+        let mut auth = AuthCli::start(home, &[&p.mcp]);
+        let url = auth.next_url();
         assert_eq!(sign_in_as_a_person(&p, &url).0, 200);
-        let out = child.wait_with_output().unwrap();
+        let (out, _) = auth.finish();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
         String::from_utf8_lossy(&out.stdout).to_string()
     };
@@ -236,32 +184,16 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
     // The server forgets the client while the person signs in: the token endpoint's refusal is
     // what the browser's page says, and gosling registers again and hands out a new URL.
     http("POST", &format!("{}/admin/revoke", p.issuer), None, Some(b"{}"));
-    let mut child = gosling(&home)
-        .args(["auth", &p.mcp])
-        .env_remove("DISPLAY")
-        .env_remove("WAYLAND_DISPLAY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut next_url = || loop {
-        let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "gosling auth ended without a URL");
-        if let Some(u) = line.split_whitespace().find(|w| w.contains("/authorize?")) {
-            break u.to_string();
-        }
-    };
-    let url = next_url();
+    let mut auth = AuthCli::start(&home, &[&p.mcp]);
+    let url = auth.next_url();
     let (status, page) = sign_in_as_a_person_with(&p, &url, || {
         http("POST", &format!("{}/admin/forget", p.issuer), None, Some(b"{}"));
     });
     assert_eq!(status, 500, "{page}");
     assert!(page.contains("invalid_client") && page.contains("token endpoint"), "{page}");
-    let url = next_url();
+    let url = auth.next_url();
     assert_eq!(sign_in_as_a_person(&p, &url).0, 200);
-    let out = child.wait_with_output().unwrap();
+    let (out, _) = auth.finish();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     assert_eq!(stats(&p)["registrations"].as_i64(), Some(3));
 }
@@ -273,24 +205,16 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
 #[test]
 fn fastmcp_with_its_in_memory_oauth_provider() {
     let peers = require_peers!();
-    let port = free_port();
-    let mut cmd = Command::new(peers.get("MCP_PEER_FASTMCP_PYTHON"));
-    cmd.args([peers.get("MCP_PEER_FASTMCP_SERVER"), &port.to_string(), "6"]);
-    let fm = spawn_http_peer(cmd, port, "/mcp");
-    let base = format!("http://127.0.0.1:{port}");
+    let fm = spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.get("MCP_PEER_FASTMCP_PYTHON"));
+        cmd.args([peers.get("MCP_PEER_FASTMCP_SERVER"), &port.to_string(), "6"]);
+        cmd
+    });
+    let base = format!("http://127.0.0.1:{}", fm.port);
     let clients = || http("GET", &format!("{base}/admin/stats"), None, None).json()["clients"].as_i64();
-    let ext = json!({"type": "streamable_http", "name": "remote", "description": "", "uri": fm.url, "timeout": 30});
     let s = Server::start();
-    assert_eq!(s.post("/config/extensions", json!({"name": "remote", "enabled": true, "config": ext})).status, 200);
-    let (id, res) = start_session(&s);
-    let url = sign_in_url(res["extension_results"][0]["error"].as_str().unwrap());
-    let (_, status, page) = follow(&agent(), &url);
-    assert_eq!(status, 200, "{page}");
-    assert!(page.contains("Signed in"), "{page}");
-    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
-    assert_eq!(add.status, 200, "{}", add.text());
-    let call =
-        |s: &Server| s.post("/agent/call_tool", json!({"session_id": id, "name": "remote__whoami", "arguments": {}}));
+    let id = signed_in_session(&s, "remote", &remote(&fm.url));
+    let call = |s: &Server| whoami(s, &id);
     let c = call(&s);
     assert_eq!(c.status, 200, "{}", c.text());
     assert!(c.text().contains("signed in (fastmcp)"), "{}", c.text());
@@ -308,7 +232,7 @@ fn fastmcp_with_its_in_memory_oauth_provider() {
     let c = call(&s);
     assert_eq!(c.status, 424, "{}", c.text());
     let url = sign_in_url(c.json()["message"].as_str().unwrap());
-    assert_eq!(follow(&agent(), &url).1, 200);
+    assert_eq!(follow(&browser(), &url).1, 200);
     let ok = wait_for(Duration::from_secs(10), || (call(&s).status == 200).then_some(()));
     assert!(ok.is_some(), "no call works after signing in again");
     assert_eq!(clients(), Some(1), "the registered client was used again");
@@ -341,27 +265,24 @@ fn fastmcp_with_its_in_memory_oauth_provider() {
 #[test]
 fn the_typescript_sdk_oauth_demo() {
     let peers = require_peers!();
-    let (port, auth_port) = (free_port(), free_port());
-    let mut cmd = Command::new(peers.node());
-    cmd.arg(peers.get("MCP_PEER_TS_OAUTH_DEMO"))
-        .arg("--oauth")
-        .env("MCP_PORT", port.to_string())
-        .env("MCP_AUTH_PORT", auth_port.to_string());
-    let _demo = spawn_http_peer(cmd, port, "/mcp");
-    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", auth_port)).ok());
-    assert!(ok.is_some(), "the demo authorization server did not listen");
+    let mut auth_port = 0;
+    let mut demo = spawn_http_peer("/mcp", |port| {
+        auth_port = free_port();
+        let mut cmd = Command::new(peers.node());
+        cmd.arg(peers.get("MCP_PEER_TS_OAUTH_DEMO"))
+            .arg("--oauth")
+            .env("MCP_PORT", port.to_string())
+            .env("MCP_AUTH_PORT", auth_port.to_string());
+        cmd
+    });
+    assert!(demo.listens_on(auth_port), "the demo authorization server did not listen on {auth_port}");
+    let port = demo.port;
     // The demo names itself `localhost` in its metadata.
     let url = format!("http://localhost:{port}/mcp");
-    let ext = json!({"type": "streamable_http", "name": "demo", "description": "", "uri": url, "timeout": 30});
+    let mut ext = remote(&url);
+    ext["name"] = json!("demo");
     let s = Server::start();
-    assert_eq!(s.post("/config/extensions", json!({"name": "demo", "enabled": true, "config": ext})).status, 200);
-    let (id, res) = start_session(&s);
-    let open = sign_in_url(res["extension_results"][0]["error"].as_str().unwrap());
-    let (_, status, page) = follow(&agent(), &open);
-    assert_eq!(status, 200, "{page}");
-    assert!(page.contains("Signed in"), "{page}");
-    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
-    assert_eq!(add.status, 200, "{}", add.text());
+    let id = signed_in_session(&s, "demo", &ext);
     let call =
         s.post("/agent/call_tool", json!({"session_id": id, "name": "demo__greet", "arguments": {"name": "Ada"}}));
     assert_eq!(call.status, 200, "{}", call.text());

@@ -67,19 +67,20 @@ fn ssrf_fake(ip: IpAddr, mode: &str, internal: &str) -> PeerProc {
     let child = cmd.spawn().expect("spawn the fake");
     let ok = wait_for(Duration::from_secs(30), || TcpStream::connect((ip, port)).ok());
     assert!(ok.is_some(), "the fake did not listen on {ip}:{port}");
-    PeerProc { child, url: format!("http://{ip}:{port}/mcp") }
+    PeerProc { child, url: format!("http://{ip}:{port}/mcp"), port }
 }
 
 fn session(s: &Server) -> String {
     let work = TempDir::new("ssrf-work");
-    let r = s.post("/agent/start", json!({"working_dir": work.path()}));
-    std::mem::forget(work);
-    r.json()["id"].as_str().unwrap().to_string()
+    let id = start_session(s, work.path(), None);
+    std::mem::forget(work); // the session's working dir outlives this helper
+    id
 }
 
 /// Adds the remote extension; its status and message.
 fn add(s: &Server, id: &str, uri: &str) -> (u16, String) {
-    let config = json!({"type": "streamable_http", "name": "remote", "description": "", "uri": uri, "timeout": 10});
+    let mut config = crate::sign_in::remote(uri);
+    config["timeout"] = json!(10);
     let r = s.post("/agent/add_extension", json!({"session_id": id, "config": config}));
     (r.status, r.json()["message"].as_str().unwrap_or_default().to_string())
 }

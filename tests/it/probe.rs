@@ -63,38 +63,16 @@ fn a_server_that_needs_a_token_gets_it_from_env_or_env_file() {
     let (ok, _, err) = probe(&home, &["--", peers.python(), &sdk_server(), "needs_token"]);
     assert!(!ok && err.contains("PROBE_DEMO_TOKEN is not set"), "{err}");
     let token = "probe-demo-token-value-1234";
-    let (ok, v, err) = probe(
-        &home,
-        &[
-            "--call",
-            "token_length",
-            "--env",
-            &format!("PROBE_DEMO_TOKEN={token}"),
-            "--",
-            peers.python(),
-            &sdk_server(),
-            "needs_token",
-        ],
-    );
-    assert!(ok, "{err}");
-    assert_eq!(v["content"][0]["text"], format!("token length {}", token.len()), "{v}");
+    // Given on the command line, or in a file: the server gets it.
     let file = home.join("server.env");
     std::fs::write(&file, format!("# the server's token\nexport PROBE_DEMO_TOKEN=\"{token}\"\n")).unwrap();
-    let (ok, v, err) = probe(
-        &home,
-        &[
-            "--call",
-            "token_length",
-            "--env-file",
-            file.to_str().unwrap(),
-            "--",
-            peers.python(),
-            &sdk_server(),
-            "needs_token",
-        ],
-    );
-    assert!(ok, "{err}");
-    assert_eq!(v["content"][0]["text"], format!("token length {}", token.len()), "{v}");
+    let pair = format!("PROBE_DEMO_TOKEN={token}");
+    for (flag, value) in [("--env", pair.as_str()), ("--env-file", file.to_str().unwrap())] {
+        let (ok, v, err) =
+            probe(&home, &["--call", "token_length", flag, value, "--", peers.python(), &sdk_server(), "needs_token"]);
+        assert!(ok, "{flag}: {err}");
+        assert_eq!(v["content"][0]["text"], format!("token length {}", token.len()), "{flag}: {v}");
+    }
     // A URL has no environment: refused, without repeating the value.
     let (ok, _, err) = probe(&home, &["--env", &format!("PROBE_DEMO_TOKEN={token}"), "http://127.0.0.1:1/mcp"]);
     assert!(!ok && err.contains("stdio") && !err.contains(token), "{err}");

@@ -125,11 +125,9 @@ fn session(s: &Server, peers: &Peers, tools: &[&str], more: Vec<Value>) -> Strin
     ext["available_tools"] = json!(tools);
     let mut exts = vec![ext];
     exts.extend(more);
-    let r = s.post("/agent/start", json!({"working_dir": work, "extension_overrides": exts}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    let id = r.json()["id"].as_str().unwrap().to_string();
-    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
-    assert!(res.json()["extension_results"].as_array().unwrap().iter().all(|r| r["success"] == true), "{}", res.text());
+    let id = start_session(s, &work, Some(exts));
+    let res = resume(s, &id);
+    assert!(res["extension_results"].as_array().unwrap().iter().all(|r| r["success"] == true), "{res}");
     id
 }
 
@@ -211,7 +209,7 @@ fn split_tool_arguments_and_parallel_calls_run_the_real_tool() {
             oa_finish("tool_calls"),
             OA_DONE.to_string(),
         ]),
-        Reply::sse(&[oa_text("both done"), oa_finish("stop"), OA_DONE.to_string()]),
+        text_turn("both done"),
     ]);
     let s = server_with_llm(&llm.url(), "openai", &[]);
     let id = session(&s, peers, &["echo"], vec![]);
@@ -245,7 +243,7 @@ fn bad_tool_calls_go_back_to_the_model() {
             oa_finish("tool_calls"),
             OA_DONE.to_string(),
         ]),
-        Reply::sse(&[oa_text("sorry"), oa_finish("stop"), OA_DONE.to_string()]),
+        text_turn("sorry"),
     ]);
     let s = server_with_llm(&llm.url(), "openai", &[]);
     let id = session(&s, peers, &["echo"], vec![]);
@@ -264,7 +262,7 @@ fn rate_limit_is_retried_and_server_errors_reported() {
     let peers = require_peers!();
     let llm = FakeLlm::start(vec![
         Reply::error(429, json!({"error": {"message": "slow down"}})).header("Retry-After", "0"),
-        Reply::sse(&[oa_text("after retry"), oa_finish("stop"), OA_DONE.to_string()]),
+        text_turn("after retry"),
         Reply::error(500, json!({"error": {"message": "boom"}})),
         Reply::error(500, json!({"error": {"message": "boom"}})),
         Reply::error(500, json!({"error": {"message": "boom"}})),
@@ -319,11 +317,11 @@ fn no_provider_is_an_error_event_naming_the_settings() {
 #[test]
 fn client_disconnect_cancels_the_tool_call() {
     let peers = require_peers!();
-    let llm = FakeLlm::start(vec![Reply::sse(&[
-        oa_tool(0, Some(("long", "everything__trigger-long-running-operation")), "{\"duration\": 30, \"steps\": 30}"),
-        oa_finish("tool_calls"),
-        OA_DONE.to_string(),
-    ])]);
+    let llm = FakeLlm::start(vec![tool_turn(
+        "long",
+        "everything__trigger-long-running-operation",
+        "{\"duration\": 30, \"steps\": 30}",
+    )]);
     let s = server_with_llm(&llm.url(), "openai", &[]);
     let id = session(&s, peers, &["trigger-long-running-operation"], vec![]);
     let mut stream = ReplyStream::open(&s, &id, user_text("run the long thing"));
@@ -335,7 +333,7 @@ fn client_disconnect_cancels_the_tool_call() {
     let t = Instant::now();
     drop(stream);
     let cancelled =
-        wait_for(Duration::from_secs(5), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
+        wait_for(Duration::from_secs(30), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
     assert!(cancelled.is_some(), "the tool call was cancelled after the client left");
     assert!(t.elapsed() < Duration::from_secs(3), "cancelled within about a second: {:?}", t.elapsed());
     assert_eq!(s.get("/config").status, 200, "still serving");
@@ -347,14 +345,8 @@ fn approve_flow(action: &str) -> Option<Vec<Value>> {
         crate::support::say_skipped("needs the test peers");
         return None;
     };
-    let llm = FakeLlm::start(vec![
-        Reply::sse(&[
-            oa_tool(0, Some(("ask1", "everything__echo")), "{\"message\":\"approved?\"}"),
-            oa_finish("tool_calls"),
-            OA_DONE.to_string(),
-        ]),
-        Reply::sse(&[oa_text("ok"), oa_finish("stop"), OA_DONE.to_string()]),
-    ]);
+    let llm =
+        FakeLlm::start(vec![tool_turn("ask1", "everything__echo", "{\"message\":\"approved?\"}"), text_turn("ok")]);
     let s = server_with_llm(&llm.url(), "openai", &[("GOOSE_MODE", "approve")]);
     let id = session(&s, peers, &["echo"], vec![]);
     let tools = s.get(&format!("/agent/tools?session_id={id}")).json();
@@ -396,10 +388,7 @@ fn approve_mode_declines_the_tool_after_deny() {
 #[test]
 fn frontend_tools_are_handed_to_the_client() {
     let peers = require_peers!();
-    let llm = FakeLlm::start(vec![
-        Reply::sse(&[oa_tool(0, Some(("fe1", "ui__pick_file")), "{}"), oa_finish("tool_calls"), OA_DONE.to_string()]),
-        Reply::sse(&[oa_text("you picked a.txt"), oa_finish("stop"), OA_DONE.to_string()]),
-    ]);
+    let llm = FakeLlm::start(vec![tool_turn("fe1", "ui__pick_file", "{}"), text_turn("you picked a.txt")]);
     let s = server_with_llm(&llm.url(), "openai", &[]);
     let ui = json!({"type":"frontend","name":"ui","description":"","tools":[{"name":"pick_file","description":"Ask the user for a file","inputSchema":{"type":"object","properties":{}}}]});
     let id = session(&s, peers, &["echo"], vec![ui]);

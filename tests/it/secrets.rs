@@ -12,22 +12,10 @@ const STORED_SECRET: &str = "stored-secret-hygiene-7890";
 
 #[test]
 fn no_secret_reaches_the_log_at_trace_level() {
-    let llm = FakeLlm::start(vec![
-        Reply::sse(&[
-            oa_tool(0, Some(("c1", "fake__echo")), "{\"message\":\"via the model\"}"),
-            oa_finish("tool_calls"),
-            OA_DONE.to_string(),
-        ]),
-        Reply::sse(&[oa_text("done"), oa_finish("stop"), OA_DONE.to_string()]),
-    ]);
+    let llm = FakeLlm::start(vec![tool_turn("c1", "fake__echo", "{\"message\":\"via the model\"}"), text_turn("done")]);
     let s = Server::start_with(ServerOpts {
-        env: vec![
-            ("RUST_LOG".into(), "trace".into()),
-            ("GOOSE_PROVIDER".into(), "openai".into()),
-            ("GOOSE_MODEL".into(), "m".into()),
-            ("OPENAI_HOST".into(), llm.url()),
-            ("OPENAI_API_KEY".into(), PROVIDER_KEY.into()),
-        ],
+        env: [vec![("RUST_LOG".into(), "trace".into()), ("OPENAI_API_KEY".into(), PROVIDER_KEY.into())], llm.env("m")]
+            .concat(),
         ..Default::default()
     });
     assert_eq!(

@@ -3,7 +3,7 @@
 //! `/status` polled over HTTPS pinned to that fingerprint; the certificate kept and reused;
 //! and the refusals (no secret, bad flags), each saying what to fix.
 
-use crate::support::{free_port, gosling, http_with, wait_for, TempDir, SECRET};
+use crate::support::{free_port, gosling, http_with, listening_on, terminate, TempDir, SECRET};
 use crate::tls::{connect, exchange_json, PREFIX};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -29,6 +29,16 @@ impl Serve {
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
+    /// Desktop's WebSocket: `wss://…/acp?token=…` with `Origin: file://`, pinned to the printed
+    /// fingerprint, upgraded (101).
+    pub fn acp(&self) -> crate::websocket::Client {
+        let pin = self.fingerprint.as_deref().expect("serve --tls prints its fingerprint");
+        let tls = connect(&self.addr(), pin).expect("a handshake pinned to the printed fingerprint");
+        let c = crate::websocket::Client::open(Box::new(tls), &crate::websocket::acp_path(), &[("Origin", "file://")]);
+        assert_eq!(c.status, 101, "{}", c.body);
+        c
+    }
+
     /// One request over a connection pinned to the printed fingerprint.
     pub fn https(&self, method: &str, path: &str, secret: Option<&str>) -> (u16, String) {
         let pin = self.fingerprint.as_deref().expect("a --tls server");
@@ -40,12 +50,7 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let stopped = wait_for(Duration::from_secs(10), || self.child.try_wait().ok().flatten());
-        if stopped.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        terminate(&mut self.child);
     }
 }
 
@@ -111,7 +116,8 @@ pub(crate) fn launch(home: &TempDir, mut cmd: Command, port: u16, tls: bool) -> 
         }
     };
     loop {
-        if status_ok() {
+        // This child's answer: another process may hold the port (see `launch_on_a_free_port`).
+        if status_ok() && listening_on(child.id(), port) {
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
@@ -126,10 +132,34 @@ pub(crate) fn launch(home: &TempDir, mut cmd: Command, port: u16, tls: bool) -> 
     Ok(Serve { child, port, fingerprint, stderr_path, to_fingerprint, to_status })
 }
 
+/// `launch` of the command `cmd_for(port)` builds, on a free port: `free_port` lets go of the
+/// port it found and another process may bind it first, so a start that fails because the
+/// address is in use is tried again on another port (three tries).
+pub(crate) fn launch_on_a_free_port(home: &TempDir, tls: bool, cmd_for: impl Fn(u16) -> Command) -> Serve {
+    let mut errors = Vec::new();
+    for _ in 0..3 {
+        let port = free_port();
+        match launch(home, cmd_for(port), port, tls) {
+            Ok(s) => return s,
+            Err(e) if e.contains("Address already in use") => errors.push(e),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("three ports in a row were taken: {errors:?}")
+}
+
 /// `gosling serve` exactly as Desktop starts it.
 pub(crate) fn start_as_desktop(home: &TempDir, extra: &[&str]) -> Serve {
-    let port = free_port();
-    launch(home, desktop_command(home, port, extra), port, true).unwrap_or_else(|e| panic!("{e}"))
+    start_as_desktop_with(home, extra, &[])
+}
+
+/// `start_as_desktop` with `env` added to its environment (the model, the mode).
+pub(crate) fn start_as_desktop_with(home: &TempDir, extra: &[&str], env: &[(String, String)]) -> Serve {
+    launch_on_a_free_port(home, true, |port| {
+        let mut cmd = desktop_command(home, port, extra);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        cmd
+    })
 }
 
 fn mode(p: &std::path::Path) -> u32 {
@@ -238,10 +268,11 @@ fn without_the_secret_serve_refuses_to_start_and_says_what_to_set() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "no fingerprint line for a server that does not start");
     // Told it may: it starts (plain HTTP without --tls) with a generated secret in the state dir.
-    let port = free_port();
-    let mut cmd = gosling(&home);
-    cmd.args(["serve", "--dangerously-unauthenticated", "--port", &port.to_string()]);
-    let s = launch(&home, cmd, port, false).unwrap_or_else(|e| panic!("{e}"));
+    let s = launch_on_a_free_port(&home, false, |port| {
+        let mut cmd = gosling(&home);
+        cmd.args(["serve", "--dangerously-unauthenticated", "--port", &port.to_string()]);
+        cmd
+    });
     let generated = std::fs::read_to_string(home.join("state/secret-key")).unwrap();
     let url = format!("http://127.0.0.1:{}/config", s.port);
     assert_eq!(http_with("GET", &url, &[], None).status, 401);
@@ -288,11 +319,12 @@ fn bad_flags_say_what_to_fix_and_help_starts_nothing() {
 #[test]
 fn allowed_origins_are_let_through_and_others_refused() {
     let home = TempDir::new("serve-origin");
-    let port = free_port();
-    let mut cmd = gosling(&home);
-    cmd.args(["serve", "--port", &port.to_string(), "--allowed-origin", "http://localhost:5173"])
-        .env("GOOSE_SERVER__SECRET_KEY", SECRET);
-    let s = launch(&home, cmd, port, false).unwrap_or_else(|e| panic!("{e}"));
+    let s = launch_on_a_free_port(&home, false, |port| {
+        let mut cmd = gosling(&home);
+        cmd.args(["serve", "--port", &port.to_string(), "--allowed-origin", "http://localhost:5173"])
+            .env("GOOSE_SERVER__SECRET_KEY", SECRET);
+        cmd
+    });
     let url = format!("http://127.0.0.1:{}/config", s.port);
     let ask = |origin: &str| http_with("GET", &url, &[("X-Secret-Key", SECRET), ("Origin", origin)], None).status;
     assert_eq!(ask("http://localhost:5173"), 200);

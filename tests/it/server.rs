@@ -1,7 +1,7 @@
 //! The HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up.
 
 use crate::contract;
-use crate::support::{gosling, http, http_with, wait_for, Server, ServerOpts, TempDir, SECRET};
+use crate::support::{gosling, http, http_with, rss_kib, wait_for, Server, ServerOpts, TempDir, SECRET};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -204,16 +204,9 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     });
     // 200 idle connections (no request at all, slow-loris style) never take a request slot.
     let idle = idle_connections(&s.addr, 200);
-    // cap - 1 slow bodies hold request slots.
-    let mut slow: Vec<TcpStream> = (0..cap - 1).map(|_| slow_request(&s.addr)).collect();
-    std::thread::sleep(Duration::from_millis(300));
-    trickle(&mut slow);
-    let t = Instant::now();
-    assert_eq!(s.get("/config").status, 200);
-    assert!(t.elapsed() < Duration::from_secs(2), "/config took {:?}", t.elapsed());
-    // One more slow request fills the cap: the next request waits briefly for a slot, then is
-    // refused with 503 + Retry-After...
-    slow.push(slow_request(&s.addr));
+    // `cap` slow bodies hold every request slot: the next request waits briefly for a slot,
+    // then is refused with 503 + Retry-After...
+    let mut slow: Vec<TcpStream> = (0..cap).map(|_| slow_request(&s.addr)).collect();
     let busy = wait_for(Duration::from_secs(20), || {
         trickle(&mut slow);
         let r = s.get("/config");
@@ -228,6 +221,18 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     let st = http("GET", &s.url("/status"), None, None);
     assert_eq!((st.status, st.text().as_str()), (200, "ok"));
     assert!(t.elapsed() < Duration::from_millis(900), "/status at the cap took {:?}", t.elapsed());
+    // One slow client leaves: its slot is given back, and with cap - 1 slow bodies still holding
+    // theirs (the 503 above showed them all held), requests are served, at once.
+    drop(slow.pop());
+    let freed = wait_for(Duration::from_secs(20), || {
+        trickle(&mut slow);
+        (s.get("/config").status == 200).then_some(())
+    });
+    assert!(freed.is_some(), "the slot of the slow client that left was not given back");
+    trickle(&mut slow);
+    let t = Instant::now();
+    assert_eq!(s.get("/config").status, 200);
+    assert!(t.elapsed() < Duration::from_secs(2), "/config took {:?}", t.elapsed());
     // Once the slow clients go quiet, the read timeout frees them (408) and the server serves again.
     let mut buf = String::new();
     slow[0].set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -281,7 +286,20 @@ fn keep_alive_clients_at_the_cap_never_get_503() {
 
 /// Reads one response (with a Content-Length body) from `c`; returns its status and any bytes
 /// read past it.
-fn read_response(c: &mut TcpStream, mut buf: Vec<u8>) -> (u16, Vec<u8>) {
+fn read_response(c: &mut TcpStream, buf: Vec<u8>) -> (u16, Vec<u8>) {
+    let (status, _, rest) = read_response_parts(c, buf);
+    (status, rest)
+}
+
+/// One response (Content-Length framed) on a connection kept open: its status and body.
+fn read_response_body(c: &mut TcpStream) -> (u16, String) {
+    let (status, body, rest) = read_response_parts(c, Vec::new());
+    assert!(rest.is_empty(), "nothing follows the answer: {rest:?}");
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Reads one response from `buf` and then `c`: its status, its body and what follows it.
+fn read_response_parts(c: &mut TcpStream, mut buf: Vec<u8>) -> (u16, Vec<u8>, Vec<u8>) {
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -292,7 +310,9 @@ fn read_response(c: &mut TcpStream, mut buf: Vec<u8>) -> (u16, Vec<u8>) {
                 .unwrap_or(0);
             if buf.len() >= end + 4 + len {
                 let status = head[9..12].parse().unwrap();
-                return (status, buf.split_off(end + 4 + len));
+                let rest = buf.split_off(end + 4 + len);
+                let body = buf.split_off(end + 4);
+                return (status, body, rest);
             }
         }
         let n = c.read(&mut chunk).unwrap();
@@ -407,9 +427,9 @@ fn idle_connections(addr: &str, n: usize) -> Vec<TcpStream> {
     (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect()
 }
 
-/// True when the server closes `c` (or resets it) without answering, within 5 s.
+/// True when the server closes `c` (or resets it) without answering, within 20 s.
 fn closed_unanswered(mut c: TcpStream) -> bool {
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut buf = [0u8; 64];
     match c.read(&mut buf) {
         Ok(0) => true,
@@ -424,9 +444,10 @@ fn at_the_connection_limit_the_oldest_idle_connection_makes_room() {
         env: vec![("GOSLING_MAX_CONNECTIONS".into(), "20".into())],
         ..Default::default()
     });
-    // 20 idle connections fill the limit; each new one closes the one idle the longest.
+    // 20 idle connections fill the limit; each new one closes the one idle the longest. (The
+    // server accepts connections in the order they were made and counts each as it accepts
+    // it, so a later one finds the 20 counted: no need to wait for them.)
     let mut held = idle_connections(&s.addr, 20);
-    std::thread::sleep(Duration::from_millis(300));
     for _ in 0..3 {
         let mut c = TcpStream::connect(&s.addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -435,7 +456,7 @@ fn at_the_connection_limit_the_oldest_idle_connection_makes_room() {
         assert!(closed_unanswered(held.remove(0)), "the oldest idle connection was closed");
         held.push(c); // now the newest idle one
     }
-    let logged = wait_for(Duration::from_secs(5), || s.stderr().contains("idle the longest").then_some(()));
+    let logged = wait_for(Duration::from_secs(30), || s.stderr().contains("idle the longest").then_some(()));
     assert!(logged.is_some(), "{}", s.stderr());
     // The newer idle connections are still open and usable.
     let mut last = held.pop().unwrap();
@@ -444,24 +465,54 @@ fn at_the_connection_limit_the_oldest_idle_connection_makes_room() {
     assert_eq!(status, 200);
 }
 
+/// `n` new connections, each busy with a request that is never done: following the event
+/// stream of a session (started on the first of them), known to be followed once the stream's
+/// first ping arrives.
+fn following_connections(s: &Server, n: usize) -> Vec<TcpStream> {
+    let mut conns = idle_connections(&s.addr, n);
+    let body = json!({ "working_dir": std::env::temp_dir() }).to_string();
+    let c = &mut conns[0];
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        c,
+        "POST /agent/start HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let (status, body) = read_response_body(c);
+    assert_eq!(status, 200, "{body}");
+    let started: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let id = started["id"].as_str().unwrap_or_else(|| panic!("no session id: {body}")).to_string();
+    for c in &mut conns {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(c, "GET /sessions/{id}/events HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").unwrap();
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains(": ping") {
+            let n = c.read(&mut chunk).unwrap();
+            assert!(n > 0, "the event stream ended: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&chunk[..n]);
+        }
+    }
+    conns
+}
+
 #[test]
 fn at_the_connection_limit_with_none_idle_a_new_connection_is_closed() {
     let s = Server::start_with(ServerOpts {
         env: vec![("GOSLING_MAX_CONNECTIONS".into(), "4".into())],
         ..Default::default()
     });
-    // Four requests in progress (bodies still arriving): no connection is idle.
-    let mut busy: Vec<TcpStream> = (0..4).map(|_| slow_request(&s.addr)).collect();
-    std::thread::sleep(Duration::from_millis(300));
-    trickle(&mut busy);
-    // A connection past the limit is told why at once, then closed.
+    // Four requests in progress (event streams being answered): no connection is idle.
+    let busy = following_connections(&s, 4);
+    // A connection past the limit is told why without sending a request, then closed.
     let mut extra = TcpStream::connect(&s.addr).unwrap();
-    extra.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut answer = String::new();
     let _ = extra.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
     assert!(answer.contains("Retry-After: 1") && answer.contains("too many open connections"), "{answer:?}");
-    let logged = wait_for(Duration::from_secs(5), || s.stderr().contains("none idle").then_some(()));
+    let logged = wait_for(Duration::from_secs(30), || s.stderr().contains("none idle").then_some(()));
     assert!(logged.is_some(), "{}", s.stderr());
     drop(busy);
     // Connections are refused until the busy ones have ended: keep asking.
@@ -500,22 +551,12 @@ fn the_default_connection_limit_follows_the_descriptor_limit() {
     // closes the oldest idle one instead of exhausting descriptors the server needs for files
     // and children.
     let s = Server::start_with(ServerOpts { fd_limit: Some((128, 128)), ..Default::default() });
+    // (Accepted in order and counted as accepted: the request below comes after all 48.)
     let mut held = idle_connections(&s.addr, 48);
-    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
     assert!(closed_unanswered(held.remove(0)));
     drop(held);
     assert!(!s.stderr().contains("Too many open files"), "{}", s.stderr());
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
 }
 
 #[test]
@@ -524,7 +565,7 @@ fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
     // connection has one request in flight at a time, so the rest waits in the kernel's socket
     // buffers, not in the server's memory (tiny_http used to queue them all: ~100 MB in 3 s).
     let s = Server::start();
-    let before = rss_kb(s.pid());
+    let before = rss_kib(s.pid());
     let c = TcpStream::connect(&s.addr).unwrap();
     c.set_nonblocking(true).unwrap();
     let rq = format!("GET /config HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").repeat(50);
@@ -541,22 +582,34 @@ fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
     let t = Instant::now();
     assert_eq!(s.get("/config").status, 200);
     assert!(t.elapsed() < Duration::from_secs(5), "another client waited {:?}", t.elapsed());
-    let grown = rss_kb(s.pid()).saturating_sub(before);
+    let grown = rss_kib(s.pid()).saturating_sub(before);
     assert!(grown < 20_000, "the server grew by {grown} KB");
     drop(c);
 }
 
-#[test]
-fn the_one_time_login_link_gives_the_key_once() {
+/// A server told to print its one-time login link (GOSLING_PRINT_LOGIN_LINK=1): the server and
+/// the log line with the link.
+pub(crate) fn with_login_link() -> (Server, String) {
     let s = Server::start_with(ServerOpts {
         env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())],
         ..Default::default()
     });
     let line =
-        wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string))
-            .expect("login link printed");
+        wait_for(Duration::from_secs(30), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no login link printed within 30 s: {}", s.stderr()));
+    (s, line)
+}
+
+/// The token of a login link: what follows `#login=`.
+pub(crate) fn login_token(line: &str) -> String {
+    line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+#[test]
+fn the_one_time_login_link_gives_the_key_once() {
+    let (s, line) = with_login_link();
     assert!(!line.contains(SECRET), "the link carries a token, not the key");
-    let token = line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let token = login_token(&line);
     let body = json!({"token": token}).to_string();
     let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
     assert_eq!(r.status, 200);
@@ -716,7 +769,7 @@ fn heads_without_the_key_never_hold_a_request_slot() {
 /// the connection's close, `Date` lines left out (they differ from one second to the next).
 fn raw_answer(addr: &str, head: &str) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     c.write_all(head.as_bytes()).unwrap();
     let mut out = Vec::new();
     c.read_to_end(&mut out).unwrap();

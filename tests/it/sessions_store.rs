@@ -18,7 +18,7 @@ fn sessions_dir(home: &TempDir) -> PathBuf {
 }
 
 fn answer(text: &str) -> Reply {
-    Reply::sse(&[oa_text(text), oa_finish("stop"), OA_DONE.to_string()])
+    text_turn(text)
 }
 
 /// One turn; the events' text.

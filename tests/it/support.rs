@@ -155,6 +155,13 @@ pub fn shared_bin() -> PathBuf {
     .clone()
 }
 
+/// A `work` dir in `home` for sessions: its canonical path, as an editor sends it as `cwd`.
+pub fn work_dir(home: &TempDir) -> String {
+    let w = home.join("work");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::canonicalize(w).unwrap().display().to_string()
+}
+
 /// A `gosling` command with isolated config/state dirs and no inherited secrets.
 pub fn gosling(home: &TempDir) -> Command {
     gosling_at(&bin(), home)
@@ -352,20 +359,56 @@ impl Server {
     }
 }
 
+/// A server that runs `gosling mcp NAME` by bare command name, as a goose:// link names it
+/// (the binary's dir first on PATH), with `extra` in its environment.
+pub fn server_with_gosling_on_path(extra: Vec<(String, String)>) -> Server {
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut env = vec![("PATH".to_string(), path)];
+    env.extend(extra);
+    Server::start_with(ServerOpts { env, ..Default::default() })
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
-        // SIGTERM first so the server runs its shutdown ladder for children, then make sure.
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
+}
+
+/// Stops a gosling process: SIGTERM first, so that it runs its shutdown ladder for its
+/// children, then `reap_within` 10 s.
+pub fn terminate(child: &mut Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    reap_within(child, Duration::from_secs(10));
+}
+
+/// Waits up to `grace` for `child` to exit on its own (told to stop, or its stdin closed),
+/// then kills it; reaped either way.
+pub fn reap_within(child: &mut Child, grace: Duration) {
+    if wait_for(grace, || child.try_wait().ok().flatten()).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// `POST /agent/start` in `working_dir`, answered 200: the new session's id. `overrides` are
+/// the session's extension configs; `None` takes the enabled extensions of the config.
+pub fn start_session(s: &Server, working_dir: &Path, overrides: Option<Vec<Value>>) -> String {
+    let mut body = serde_json::json!({ "working_dir": working_dir });
+    if let Some(list) = overrides {
+        body["extension_overrides"] = Value::Array(list);
+    }
+    let r = s.post("/agent/start", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["id"].as_str().unwrap_or_else(|| panic!("no id: {}", r.text())).to_string()
+}
+
+/// `POST /agent/resume` that loads the model and the extensions, answered 200: the answer,
+/// whose `extension_results` say which extensions started and why others did not.
+pub fn resume(s: &Server, id: &str) -> Value {
+    let r = s.post("/agent/resume", serde_json::json!({"session_id": id, "load_model_and_extensions": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
 }
 
 /// An HTTP response, whatever its status.
@@ -447,6 +490,23 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// A number field of `/proc/PID/status` (`Threads:`, or a size in KiB such as `VmRSS:`).
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {s}"));
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+/// The resident memory of `pid`, KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    proc_status(pid, "VmRSS:")
+}
+
+/// The peak resident memory of `pid` so far, KiB.
+pub fn hwm_kib(pid: u32) -> u64 {
+    proc_status(pid, "VmHWM:")
+}
+
 /// Direct children of `pid` (from /proc), to check that no extension process is left behind.
 pub fn child_pids(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -474,6 +534,8 @@ pub fn free_port() -> u16 {
 pub struct PeerProc {
     pub child: Child,
     pub url: String,
+    /// The loopback port it serves on (HTTP peers).
+    pub port: u16,
 }
 
 impl Drop for PeerProc {
@@ -487,33 +549,96 @@ impl Drop for PeerProc {
     }
 }
 
-/// Starts a peer that serves HTTP on `port`, waits until it accepts connections.
-pub fn spawn_http_peer(mut cmd: Command, port: u16, path: &str) -> PeerProc {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    let child = cmd.spawn().expect("spawn peer");
-    let ok = wait_for(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
-    assert!(ok.is_some(), "peer did not listen on {port} within 30 s");
-    PeerProc { child, url: format!("http://127.0.0.1:{port}{path}") }
+impl PeerProc {
+    /// Waits up to 60 s until this peer (or a process it started) listens on `port`; false
+    /// when it exits first (another process took the port: see `spawn_http_peer`).
+    pub fn listens_on(&mut self, port: u16) -> bool {
+        let pid = self.child.id();
+        let up = wait_for(Duration::from_secs(60), || {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Some(false);
+            }
+            listener_inode(port).filter(|inode| owns_socket(pid, inode)).map(|_| true)
+        });
+        assert!(up.is_some(), "the peer did not listen on {port} within 60 s");
+        up == Some(true)
+    }
 }
 
-/// py_server.py over Streamable HTTP; `mode` is "", "json" or "stateless".
-pub fn py_http(peers: &Peers, mode: &str) -> PeerProc {
-    let port = free_port();
-    let mut cmd = Command::new(peers.python());
-    cmd.arg(peers.get("MCP_PEER_PY_SERVER")).arg("http").arg(port.to_string());
-    if !mode.is_empty() {
-        cmd.arg(mode);
+/// True when `pid` (or one of its descendants) listens on `port`.
+pub fn listening_on(pid: u32, port: u16) -> bool {
+    listener_inode(port).is_some_and(|inode| owns_socket(pid, &inode))
+}
+
+/// The inode of the socket listening on loopback `port` (`/proc/net/tcp` and `tcp6`).
+fn listener_inode(port: u16) -> Option<String> {
+    let port = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
+        let text = std::fs::read_to_string(table).ok()?;
+        text.lines().skip(1).find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[1].ends_with(&port) && f[3] == "0A").then(|| f[9].to_string())
+        })
+    })
+}
+
+/// True when `pid` or one of its descendants holds the socket `inode`.
+fn owns_socket(pid: u32, inode: &str) -> bool {
+    let link = format!("socket:[{inode}]");
+    std::iter::once(pid).chain(descendants(pid)).any(|p| {
+        std::fs::read_dir(format!("/proc/{p}/fd"))
+            .map(|fds| fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy() == link)))
+            .unwrap_or(false)
+    })
+}
+
+/// Starts the HTTP peer that `cmd_for(port)` builds, on a free loopback port, and waits until
+/// the peer itself listens there; its URL ends in `path`. `free_port` lets go of the port it
+/// found, so another process (a server of another test) may bind it first: the peer then
+/// exits, and it is started again on another port (three tries).
+pub fn spawn_http_peer(path: &str, mut cmd_for: impl FnMut(u16) -> Command) -> PeerProc {
+    use std::os::unix::process::CommandExt;
+    for _ in 0..3 {
+        let port = free_port();
+        let mut cmd = cmd_for(port);
+        cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().expect("spawn peer");
+        let mut peer = PeerProc { child, url: format!("http://127.0.0.1:{port}{path}"), port };
+        if peer.listens_on(port) {
+            return peer;
+        }
     }
-    spawn_http_peer(cmd, port, "/mcp")
+    panic!("the peer exited before listening, on three free ports in a row")
+}
+
+/// py_server.py over Streamable HTTP; `mode` is "", "json" or "stateless", after "legacy" for
+/// the server that speaks only the legacy, session-based revisions.
+pub fn py_http(peers: &Peers, mode: &str) -> PeerProc {
+    spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.python());
+        cmd.arg(peers.get("MCP_PEER_PY_SERVER"));
+        let mode = match mode.strip_prefix("legacy") {
+            Some(rest) => {
+                cmd.arg("legacy");
+                rest.trim()
+            }
+            None => mode,
+        };
+        cmd.arg("http").arg(port.to_string());
+        if !mode.is_empty() {
+            cmd.arg(mode);
+        }
+        cmd
+    })
 }
 
 /// server-everything over Streamable HTTP.
 pub fn everything_http(peers: &Peers) -> PeerProc {
-    let port = free_port();
-    let mut cmd = Command::new(peers.node());
-    cmd.arg(peers.get("MCP_PEER_EVERYTHING")).arg("streamableHttp").env("PORT", port.to_string());
-    spawn_http_peer(cmd, port, "/mcp")
+    spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.node());
+        cmd.arg(peers.get("MCP_PEER_EVERYTHING")).arg("streamableHttp").env("PORT", port.to_string());
+        cmd
+    })
 }
 
 /// The stdio config of server-everything.

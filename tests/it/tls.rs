@@ -435,14 +435,23 @@ fn a_burst_of_tls_connections_is_answered_and_one_over_the_cap_is_told_why() {
         assert_eq!(exchange(c, "GET", "/status", None).unwrap().status, 200, "connection {i}");
     }
     assert!(started.elapsed() < Duration::from_secs(2), "16 TLS connections took {:?}", started.elapsed());
-    // Idle connections make room for new ones, so make all 16 busy: a request whose large body
-    // is still arriving holds each one. The 17th is then refused, and told why.
+    // Idle connections make room for new ones, so make all 16 busy: each follows the event
+    // stream of a session (a request that is never done), known to be followed once the
+    // stream's first ping arrives. The 17th is then refused, and told why.
+    let body = serde_json::json!({ "working_dir": std::env::temp_dir() });
+    let started = exchange_json(&mut held[0], "POST", "/agent/start", Some(SECRET), Some(&body)).unwrap();
+    assert_eq!(started.status, 200, "{}", started.body);
+    let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["id"].as_str().unwrap().to_string();
     for c in &mut held {
-        let head = format!("POST /config/upsert HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{{");
+        let head = format!("GET /sessions/{id}/events HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n");
         c.get_mut().write_all(head.as_bytes()).unwrap();
         c.get_mut().flush().unwrap();
+        let mut line = String::new();
+        while !line.starts_with(": ping") {
+            line.clear();
+            assert!(c.read_line(&mut line).unwrap() > 0, "the event stream ended");
+        }
     }
-    std::thread::sleep(Duration::from_millis(300));
     let mut extra = BufReader::new(connect(&server.addr, &pin).unwrap());
     let mut answer = String::new();
     let _ = extra.read_to_string(&mut answer);

@@ -38,10 +38,8 @@ fn unprivileged_leaky_server(work: &TempDir) -> Server {
 }
 
 fn start(s: &Server, work: &TempDir, exts: Vec<Value>) -> String {
-    let r = s.post("/agent/start", json!({"working_dir": work.path(), "extension_overrides": exts}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    let id = r.json()["id"].as_str().unwrap().to_string();
-    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
+    let id = start_session(s, work.path(), Some(exts));
+    let res = resume(s, &id);
     for r in res["extension_results"].as_array().unwrap() {
         assert_eq!(r["success"], true, "{res}");
     }

@@ -19,15 +19,6 @@ fn marker_program(dir: &TempDir) -> (PathBuf, PathBuf) {
     (prog, mark)
 }
 
-/// A server that runs `gosling mcp NAME` by bare name, with `extra` in its environment.
-fn server(extra: Vec<(String, String)>) -> Server {
-    let bin_dir = bin().parent().unwrap().to_path_buf();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let mut env = vec![("PATH".to_string(), path)];
-    env.extend(extra);
-    Server::start_with(ServerOpts { env, ..Default::default() })
-}
-
 fn dry(s: &Server, link: &str) -> Value {
     let r = s.post("/extensions/install", json!({"link": link, "dry_run": true}));
     assert_eq!(r.status, 200, "{}", r.text());
@@ -58,7 +49,7 @@ fn result_of<'a>(results: &'a Value, name: &str) -> &'a Value {
 /// again; the summary flags risks in plain words.
 #[test]
 fn a_link_runs_only_as_approved_and_a_change_needs_a_new_approval() {
-    let s = server(vec![]);
+    let s = server_with_gosling_on_path(vec![]);
     let work = TempDir::new("consent-work");
     let bins = TempDir::new("consent-bin");
     let (prog, mark) = marker_program(&bins);
@@ -150,7 +141,7 @@ fn an_exactly_allowlisted_launch_runs_without_asking() {
     let home = TempDir::new("consent-allow");
     let list = home.join("allowlist.json");
     std::fs::write(&list, json!({"commands": ["gosling mcp memory"]}).to_string()).unwrap();
-    let s = server(vec![("GOSLING_ALLOWLIST_FILE".into(), list.display().to_string())]);
+    let s = server_with_gosling_on_path(vec![("GOSLING_ALLOWLIST_FILE".into(), list.display().to_string())]);
     let work = TempDir::new("consent-allow-work");
     let r = s.post("/extensions/install", json!({"link": "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Mem"}));
     assert_eq!(r.status, 200, "{}", r.text());
@@ -176,7 +167,7 @@ fn an_exactly_allowlisted_launch_runs_without_asking() {
 fn a_recipes_extensions_are_judged_and_consented_like_links() {
     let bins = TempDir::new("consent-recipe-bin");
     let (prog, mark) = marker_program(&bins);
-    let s = server(vec![("GOSLING_ALLOWED_COMMANDS".into(), prog.display().to_string())]);
+    let s = server_with_gosling_on_path(vec![("GOSLING_ALLOWED_COMMANDS".into(), prog.display().to_string())]);
     let work = TempDir::new("consent-recipe-work");
     let m = mark.display().to_string();
     let stdio = |name: &str, cmd: &str, args: Vec<String>| json!({"type":"stdio","name":name,"cmd":cmd,"args":args,"timeout":10});
@@ -254,7 +245,7 @@ fn a_secret_reaches_only_the_extension_it_is_mapped_to() {
     const TOKEN: &str = "ghp-mapped-only-5e1f";
     const OTHER: &str = "other-secret-b7d0";
     let rec = Recorder::start();
-    let s = server(vec![]);
+    let s = server_with_gosling_on_path(vec![]);
     let work = TempDir::new("consent-secret-work");
     for (k, v) in [("GITHUB_TOKEN", TOKEN), ("OTHER_SECRET", OTHER)] {
         assert_eq!(s.post("/config/upsert", json!({"key": k, "value": v, "is_secret": true})).status, 200);

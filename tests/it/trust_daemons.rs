@@ -17,9 +17,7 @@ fn fake(mode: &str, dir: &Path) -> Value {
 }
 
 fn session(s: &Server, work: &TempDir) -> String {
-    let r = s.post("/agent/start", json!({"working_dir": work.path()}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["id"].as_str().unwrap().to_string()
+    start_session(s, work.path(), None)
 }
 
 fn add(s: &Server, id: &str, mode: &str, dir: &Path) {

@@ -66,6 +66,14 @@ fn symlinked_state_and_config_files_are_refused_at_start() {
     }
 }
 
+/// A session in `work` with the developer builtin, resumed: its id.
+fn developer_session(s: &Server, work: &TempDir) -> String {
+    let developer = json!({"type":"builtin","name":"developer","description":"","timeout":30});
+    let id = start_session(s, work.path(), Some(vec![developer]));
+    resume(s, &id);
+    id
+}
+
 #[test]
 fn links_planted_while_running_are_not_followed() {
     let s = Server::start();
@@ -75,17 +83,7 @@ fn links_planted_while_running_are_not_followed() {
     let state = s.home.join("state");
     // The audit log, planted before the first tool call.
     symlink(&outside, state.join("audit.jsonl")).unwrap();
-    let id = s
-        .post(
-            "/agent/start",
-            json!({"working_dir": work.path(), "extension_overrides": [
-        {"type":"builtin","name":"developer","description":"","timeout":30}]}),
-        )
-        .json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+    let id = developer_session(&s, &work);
     let r = s.post(
         "/agent/call_tool",
         json!({"session_id": id, "name": "developer__shell", "arguments": {"command": "true"}}),
@@ -121,17 +119,7 @@ fn the_developer_write_cannot_escape_through_a_swapped_symlink() {
     let (real, link, d) = (work.join("dir_real"), work.join("dir_link"), work.join("d"));
     std::fs::create_dir(&real).unwrap();
     symlink(outside.path(), &link).unwrap();
-    let id = s
-        .post(
-            "/agent/start",
-            json!({"working_dir": work.path(), "extension_overrides": [
-        {"type":"builtin","name":"developer","description":"","timeout":30}]}),
-        )
-        .json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
+    let id = developer_session(&s, &work);
     // `d` flips between the real directory and a link to the outside, as fast as it can.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let swapper = {

@@ -3,7 +3,7 @@
 //! framing. Each class is tried with several members: the refused ones refused with their
 //! message, the allowed ones still working.
 
-use crate::support::{http, http_with, wait_for, Server, ServerOpts, SECRET};
+use crate::support::{http, http_with, wait_for, Resp, Server, ServerOpts, SECRET};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -128,18 +128,15 @@ fn foreign_origins_are_refused_and_configured_ones_get_cors() {
     assert_eq!((r.status, r.header("access-control-allow-origin")), (200, Some("null")));
 }
 
-#[test]
-fn guessing_the_key_is_rate_limited_per_peer() {
-    let s = Server::start();
-    // A missing key is not a guess.
-    for _ in 0..40 {
-        assert_eq!(http("GET", &s.url("/config"), None, None).status, 401);
-    }
+/// Makes up to `most` wrong guesses (`guess(i)`, answered 401) until one is answered 429:
+/// that comes after 20 or more (typos are allowed), with a Retry-After of 1 to 5 s and a
+/// message that says to wait. The message.
+fn limited_after_some_guesses(most: usize, what: &str, mut guess: impl FnMut(usize) -> Resp) -> String {
     let mut limited = None;
-    for i in 0..60 {
-        let r = http("GET", &s.url("/config"), Some(&format!("guess-{i}")), None);
+    for i in 0..most {
+        let r = guess(i);
         match r.status {
-            401 => assert!(r.json()["message"].as_str().unwrap().contains("wrong X-Secret-Key")),
+            401 => {}
             429 => {
                 limited = Some((i, r));
                 break;
@@ -147,13 +144,31 @@ fn guessing_the_key_is_rate_limited_per_peer() {
             other => panic!("guess {i}: {other} {}", r.text()),
         }
     }
-    let (after, r) = limited.expect("guessing is limited");
-    assert!(after >= 20, "some wrong keys are allowed first (typos): limited after {after}");
+    let (after, r) = limited.expect(what);
+    assert!(after >= 20, "some wrong guesses are allowed first (typos): limited after {after}");
     let wait: u64 = r.header("retry-after").expect("Retry-After").parse().unwrap();
     assert!((1..=5).contains(&wait), "{wait}");
     let m = r.json()["message"].as_str().unwrap().to_string();
-    assert!(m.contains("too many failed attempts") && m.contains("127.0.0.1") && m.contains("wait"), "{m}");
-    let logged = wait_for(Duration::from_secs(5), || s.stderr().contains("too many wrong keys").then_some(()));
+    assert!(m.contains("too many failed attempts") && m.contains("wait"), "{m}");
+    m
+}
+
+#[test]
+fn guessing_the_key_is_rate_limited_per_peer() {
+    let s = Server::start();
+    // A missing key is not a guess.
+    for _ in 0..40 {
+        assert_eq!(http("GET", &s.url("/config"), None, None).status, 401);
+    }
+    let m = limited_after_some_guesses(60, "guessing is limited", |i| {
+        let r = http("GET", &s.url("/config"), Some(&format!("guess-{i}")), None);
+        if r.status == 401 {
+            assert!(r.json()["message"].as_str().unwrap().contains("wrong X-Secret-Key"));
+        }
+        r
+    });
+    assert!(m.contains("127.0.0.1"), "{m}");
+    let logged = wait_for(Duration::from_secs(30), || s.stderr().contains("too many wrong keys").then_some(()));
     assert!(logged.is_some(), "the server log says so once: {}", s.stderr());
     assert_eq!(s.stderr().matches("too many wrong keys").count(), 1);
     // While limited, even the right key is refused (so a refusal says nothing about a guess),
@@ -186,14 +201,8 @@ fn many_parallel_clients_with_the_key_are_never_limited() {
 
 #[test]
 fn a_wrong_login_token_never_burns_the_real_one() {
-    let s = Server::start_with(ServerOpts {
-        env: vec![("GOSLING_PRINT_LOGIN_LINK".into(), "1".into())],
-        ..Default::default()
-    });
-    let line =
-        wait_for(Duration::from_secs(5), || s.stderr().lines().find(|l| l.contains("#login=")).map(str::to_string))
-            .expect("login link printed");
-    let token = line.split("#login=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let (s, line) = crate::server::with_login_link();
+    let token = crate::server::login_token(&line);
     for wrong in ["", "0", "wrong", &token[..token.len() - 1], &format!("{token}0")] {
         let body = json!({ "token": wrong }).to_string();
         let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
@@ -288,24 +297,9 @@ fn guessing_the_proxy_secret_or_the_acp_token_is_rate_limited_too() {
             _ => http("GET", &s.url(&format!("/acp?token={g}")), None, None),
         }
     };
-    let mut limited = None;
-    for i in 0..80 {
-        let r = guess(i);
-        match r.status {
-            401 => {}
-            429 => {
-                limited = Some((i, r));
-                break;
-            }
-            other => panic!("guess {i}: {other} {}", r.text()),
-        }
-    }
-    let (after, r) = limited.expect("guessing the proxy secret is limited (it was not: issue 27 finding 5)");
-    assert!(after >= 20, "some wrong guesses are allowed first: limited after {after}");
-    let wait: u64 = r.header("retry-after").expect("Retry-After").parse().unwrap();
-    assert!((1..=5).contains(&wait), "{wait}");
-    let m = r.json()["message"].as_str().unwrap().to_string();
-    assert!(m.contains("too many failed attempts") && m.contains("`secret` parameter") && m.contains("wait"), "{m}");
+    let m =
+        limited_after_some_guesses(80, "guessing the proxy secret is limited (it was not: issue 27 finding 5)", guess);
+    assert!(m.contains("`secret` parameter"), "{m}");
     // Every kind of guess is refused now, and so is the right secret from this peer, on the
     // proxy pages and with the header: a refusal says nothing about the guess.
     for i in 0..5 {

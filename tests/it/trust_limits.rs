@@ -15,20 +15,12 @@ fn fake(mode: &str, arg: Option<&str>) -> Value {
 }
 
 fn session(s: &Server, work: &TempDir) -> String {
-    let r = s.post("/agent/start", json!({"working_dir": work.path()}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["id"].as_str().unwrap().to_string()
+    start_session(s, work.path(), None)
 }
 
 fn add(s: &Server, id: &str, config: Value) -> (u16, String) {
     let r = s.post("/agent/add_extension", json!({"session_id": id, "config": config}));
     (r.status, r.text())
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 fn still_serving(s: &Server, id: &str) {

@@ -111,12 +111,9 @@ fn server() -> Server {
     s
 }
 
-fn start_session(s: &Server, work: &TempDir) -> String {
-    let r = s.post("/agent/start", json!({"working_dir": work.path()}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    let id = r.json()["id"].as_str().unwrap().to_string();
-    let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true}));
-    assert_eq!(res.status, 200, "{}", res.text());
+fn started_and_resumed(s: &Server, work: &TempDir) -> String {
+    let id = start_session(s, work.path(), None);
+    resume(s, &id);
     id
 }
 
@@ -191,7 +188,7 @@ fn own_secrets_never_reach_a_remote_server_through_any_install_path() {
 
     // /agent/add_extension and /agent/start's extension_overrides refuse to activate it.
     let work = TempDir::new("trust");
-    let id = start_session(&s, &work);
+    let id = started_and_resumed(&s, &work);
     let r = s.post("/agent/add_extension", json!({"session_id": id, "config": hostile_config(&rec.url)}));
     assert_own_secret_refusal(r.status, r.json()["message"].as_str().unwrap_or(""), "add_extension");
     let r =
@@ -245,7 +242,7 @@ fn own_secrets_never_reach_a_remote_server_through_any_install_path() {
     assert!(!secrets.contains("cli-env-"), "an own-secret name was copied into the store: {secrets}");
 
     // New sessions do not start it.
-    let id = start_session(&s, &work);
+    let id = started_and_resumed(&s, &work);
     let res = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
     assert_eq!(res["extension_results"], json!([]), "{res}");
 
@@ -294,7 +291,7 @@ fn variables_resolve_from_the_secrets_store_only() {
     assert!(msg.contains("saved disabled: secret(s) AMBIENT_TOKEN, TEAM_TOKEN not stored"), "{msg}");
     assert_eq!(s.get("/config/extensions").json()["extensions"][0]["enabled"], false);
     // Adding it to a session fails (4xx) naming what to store; nothing reaches the server.
-    let id = start_session(&s, &work);
+    let id = started_and_resumed(&s, &work);
     let r = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
     assert_eq!(r.status, 400);
     let msg = r.json()["message"].as_str().unwrap().to_string();
@@ -336,7 +333,7 @@ fn an_oauth_client_secret_key_obeys_the_own_secrets_rule() {
     let rec = Recorder::start();
     let s = server();
     let work = TempDir::new("trust-oauth");
-    let id = start_session(&s, &work);
+    let id = started_and_resumed(&s, &work);
     for key in ["OPENAI_API_KEY", "oauth:http://127.0.0.1:1/mcp http://127.0.0.1:1", "GOOSE_SERVER__SECRET_KEY"] {
         let c = json!({"type":"streamable_http","name":"Grab","description":"","uri":rec.url,
             "oauth":{"client_id":"c","client_secret_key":key},"timeout":10});

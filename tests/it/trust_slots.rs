@@ -28,6 +28,14 @@ fn answer(c: &mut TcpStream, wait: Duration) -> Option<u16> {
     String::from_utf8_lossy(&buf[..n]).split_whitespace().nth(1)?.parse().ok()
 }
 
+/// True when an answer has begun to arrive on `c` (it is left there to be read).
+fn answered_yet(c: &TcpStream) -> bool {
+    c.set_nonblocking(true).unwrap();
+    let got = matches!(c.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+    c.set_nonblocking(false).unwrap();
+    got
+}
+
 #[test]
 fn slow_unauthenticated_bodies_never_hold_the_key_holders_slots() {
     let cap = 8;
@@ -49,7 +57,9 @@ fn slow_unauthenticated_bodies_never_hold_the_key_holders_slots() {
             slow_open(&s.addr, m, p)
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // The open routes' few slots are full once the first slow body is refused (503).
+    let full = wait_for(Duration::from_secs(30), || slow.iter().any(answered_yet).then_some(()));
+    assert!(full.is_some(), "no slow body was refused: the open routes' slots never filled");
     // While they are all connected, the person with the key is served at once, again and again.
     let t = Instant::now();
     for i in 0..cap * 3 {

@@ -5,7 +5,7 @@
 //! client), the message limit, and a slow reader's bounded memory. Independent client
 //! libraries (Node `ws`, Python `websockets`) are in `websocket_peers.rs`.
 
-use crate::support::{http_with, Server, ServerOpts, SECRET};
+use crate::support::{http_with, hwm_kib, rss_kib, Server, ServerOpts, SECRET};
 use gosling::wire::websocket::{self as ws, Opcode};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -22,13 +22,15 @@ pub(crate) struct Client {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// Why the last read gave nothing: the server closed, or the read failed (a timeout).
+    ended: String,
 }
 
 pub(crate) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 
-/// A plain TCP connection to the server (10 s read timeout).
+/// A plain TCP connection to the server (30 s read timeout).
 pub(crate) fn tcp(s: &Server) -> Box<dyn Io> {
-    tcp_timeout(s, Duration::from_secs(10))
+    tcp_timeout(s, Duration::from_secs(30))
 }
 
 pub(crate) fn tcp_timeout(s: &Server, read: Duration) -> Box<dyn Io> {
@@ -64,7 +66,8 @@ impl Client {
         head.push_str("\r\n");
         io.write_all(head.as_bytes()).unwrap();
         io.flush().unwrap();
-        let mut c = Client { io, buf: Vec::new(), status: 0, headers: Vec::new(), body: String::new() };
+        let mut c =
+            Client { io, buf: Vec::new(), status: 0, headers: Vec::new(), body: String::new(), ended: String::new() };
         let end = loop {
             if let Some(i) = c.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i;
@@ -108,7 +111,14 @@ impl Client {
     fn fill(&mut self) -> bool {
         let mut b = [0u8; 65536];
         match self.io.read(&mut b) {
-            Ok(0) | Err(_) => false,
+            Ok(0) => {
+                self.ended = "the server closed the connection".into();
+                false
+            }
+            Err(e) => {
+                self.ended = format!("reading failed: {e} (a timeout: the server sent nothing)");
+                false
+            }
             Ok(n) => {
                 self.buf.extend_from_slice(&b[..n]);
                 true
@@ -159,7 +169,7 @@ impl Client {
     /// The next text message as JSON (pings answered, pongs skipped).
     pub(crate) fn text(&mut self) -> Value {
         loop {
-            let (fin, op, p) = self.frame().expect("a text frame, got the end of the connection");
+            let Some((fin, op, p)) = self.frame() else { panic!("a text frame, got none: {}", self.ended) };
             match op {
                 0x1 => {
                     assert!(fin, "the server sends whole messages");
@@ -173,15 +183,33 @@ impl Client {
         }
     }
 
-    /// Sends a request and reads messages until its answer.
+    /// Sends a request and reads messages until its answer: the answer.
     pub(crate) fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.request(id, method, params).pop().unwrap()
+    }
+
+    /// Sends a request: every message up to its answer (notifications, the replay of a
+    /// `session/load`), the answer last.
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Vec<Value> {
         self.send_text(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut seen = Vec::new();
         loop {
             let m = self.text();
-            if m["id"] == json!(id) && m.get("method").is_none() {
-                return m;
+            let done = m["id"] == json!(id) && m.get("method").is_none();
+            seen.push(m);
+            if done {
+                return seen;
             }
         }
+    }
+
+    /// `initialize` at ACP version 1: the answer.
+    pub(crate) fn initialize(&mut self, id: u64) -> Value {
+        self.call(
+            id,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+        )
     }
 
     /// Reads until the server's close frame: its code and reason (text messages before it are
@@ -208,18 +236,10 @@ fn close_of(p: &[u8]) -> (u16, String) {
     (u16::from_be_bytes([p[0], p[1]]), String::from_utf8(p[2..].to_vec()).unwrap())
 }
 
-fn initialize(c: &mut Client, id: u64) -> Value {
-    c.call(
-        id,
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
-    )
-}
-
 /// After fuzzing: the server is alive and logged no panic.
 fn still_serving(s: &Server) {
     let mut c = Client::connect(s);
-    assert_eq!(initialize(&mut c, 1)["result"]["protocolVersion"], 1);
+    assert_eq!(c.initialize(1)["result"]["protocolVersion"], 1);
     assert!(!s.stderr().contains("panicked"), "{}", s.stderr());
 }
 
@@ -232,7 +252,7 @@ fn handshake_initialize_and_the_close_handshake() {
     assert_eq!(c.header("upgrade").map(str::to_ascii_lowercase).as_deref(), Some("websocket"));
     let id = c.header("acp-connection-id").expect("Acp-Connection-Id on the 101").to_string();
     assert_eq!(id.len(), 36, "{id}");
-    let r = initialize(&mut c, 1);
+    let r = c.initialize(1);
     assert_eq!(r["result"]["protocolVersion"], 1, "{r}");
     assert_eq!(r["result"]["agentCapabilities"]["loadSession"], true);
     // The same dispatch and error answers as stdio.
@@ -246,7 +266,7 @@ fn handshake_initialize_and_the_close_handshake() {
     assert!(e["error"]["message"].as_str().unwrap().contains("batches"), "{e}");
     // Binary frames are ignored (logged); the connection goes on.
     c.send(true, Opcode::Binary, b"\x00\x01");
-    assert_eq!(initialize(&mut c, 3)["result"]["protocolVersion"], 1);
+    assert_eq!(c.initialize(3)["result"]["protocolVersion"], 1);
     // A fragmented request with a ping between its fragments.
     let msg = json!({"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":1}}).to_string();
     let (a, b) = msg.as_bytes().split_at(10);
@@ -565,7 +585,7 @@ fn a_hundred_pings_in_a_burst_are_all_answered() {
     for i in 0..100u32 {
         assert_eq!(c.frame(), Some((true, 0xA, i.to_be_bytes().to_vec())), "pong {i}");
     }
-    assert_eq!(initialize(&mut c, 1)["result"]["protocolVersion"], 1);
+    assert_eq!(c.initialize(1)["result"]["protocolVersion"], 1);
 }
 
 #[test]
@@ -596,7 +616,7 @@ fn a_message_over_the_limit_is_answered_never_dropped() {
     assert_eq!(e["id"], 77, "{e}");
     assert_eq!(e["error"]["code"], -32600);
     assert!(e["error"]["message"].as_str().unwrap().contains(&format!("longer than {limit} bytes")), "{e}");
-    assert_eq!(initialize(&mut c, 2)["result"]["protocolVersion"], 1, "the connection goes on");
+    assert_eq!(c.initialize(2)["result"]["protocolVersion"], 1, "the connection goes on");
     // Over the limit with no id in its first bytes: 1009 with the reason.
     let mut c = Client::connect(&s);
     let mut f = vec![0x81, 0xFF];
@@ -608,12 +628,6 @@ fn a_message_over_the_limit_is_answered_never_dropped() {
     assert_eq!(code, 1009, "{reason}");
     assert!(reason.contains("limit"), "{reason}");
     still_serving(&s);
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -633,7 +647,7 @@ fn a_slow_reader_does_not_grow_the_servers_memory_and_is_closed_with_a_reason() 
         frames.extend(ws::client_frame(true, Opcode::Text, m.as_bytes(), [3, 1, 4, 1]));
     }
     let mut c = Client::connect(&s);
-    assert_eq!(initialize(&mut c, 0)["result"]["protocolVersion"], 1);
+    assert_eq!(c.initialize(0)["result"]["protocolVersion"], 1);
     let before = rss_kib(s.pid());
     let mut io = std::mem::replace(&mut c.io, Box::new(std::io::Cursor::new(Vec::new())));
     let writer = std::thread::spawn(move || {
@@ -689,7 +703,7 @@ fn an_idle_client_is_pinged_and_one_that_never_answers_is_closed() {
         c.send(true, Opcode::Pong, &p);
         pings += 1;
     }
-    assert_eq!(initialize(&mut c, 1)["result"]["protocolVersion"], 1);
+    assert_eq!(c.initialize(1)["result"]["protocolVersion"], 1);
     // One that never answers is closed with 1008 after the deadline.
     let mut c = Client::connect(&s);
     let t = Instant::now();
@@ -707,7 +721,7 @@ fn over_tls_the_same() {
     let tls = crate::tls::connect(&s.addr, &pin).unwrap();
     let mut c = Client::open(Box::new(tls), &acp_path(), &[("Origin", "file://")]);
     assert_eq!(c.status, 101, "{}", c.body);
-    assert_eq!(initialize(&mut c, 1)["result"]["protocolVersion"], 1);
+    assert_eq!(c.initialize(1)["result"]["protocolVersion"], 1);
     // Full duplex under the one TLS lock: a burst of large requests whose answers are written
     // while more requests are still being read.
     let name = "n".repeat(64 << 10);
@@ -751,19 +765,6 @@ fn over_tls_the_same() {
     assert_eq!(c.status, 403);
 }
 
-/// Messages up to the answer to `id`, the answer last.
-fn until_answer(c: &mut Client, id: u64) -> Vec<Value> {
-    let mut seen = Vec::new();
-    loop {
-        let m = c.text();
-        let done = m["id"] == json!(id) && m.get("method").is_none();
-        seen.push(m);
-        if done {
-            return seen;
-        }
-    }
-}
-
 #[test]
 fn each_socket_is_a_connection_and_sessions_outlive_it() {
     let Some(mock) = crate::llmock::Llmock::start(&[]) else { return };
@@ -775,25 +776,16 @@ fn each_socket_is_a_connection_and_sessions_outlive_it() {
         ],
         ..ServerOpts::default()
     });
-    let script = |behaviors: Value| {
-        let url = format!("{}/_llmock/scenario", mock.openai_host());
-        let r =
-            crate::support::http("POST", &url, None, Some(json!({ "behaviors": behaviors }).to_string().as_bytes()));
-        assert_eq!(r.status, 201, "{}", r.text());
-    };
-    let cwd = s.home.join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    let cwd = std::fs::canonicalize(cwd).unwrap().display().to_string();
+    let cwd = crate::support::work_dir(&s.home);
     // Socket A: a session and a prompt.
-    script(json!([{"type": "reply", "text": "remembered"}]));
+    mock.script(json!([{"type": "reply", "text": "remembered"}]));
     let mut a = Client::connect(&s);
-    initialize(&mut a, 1);
+    a.initialize(1);
     let sid = a.call(2, "session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
         .as_str()
         .unwrap()
         .to_string();
-    a.send_text(&json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": sid, "prompt":[{"type":"text","text":"hi"}]}}));
-    let seen = until_answer(&mut a, 3);
+    let seen = a.request(3, "session/prompt", json!({"sessionId": sid, "prompt":[{"type":"text","text":"hi"}]}));
     assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn", "{seen:?}");
     let text: String = seen
         .iter()
@@ -804,11 +796,10 @@ fn each_socket_is_a_connection_and_sessions_outlive_it() {
     // Socket B, while A is still open: its own connection (a prompt for a session it has not
     // opened is refused), then session/load replays the conversation on B only.
     let mut b = Client::connect(&s);
-    initialize(&mut b, 1);
+    b.initialize(1);
     let e = b.call(2, "session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}));
     assert!(e["error"]["message"].as_str().unwrap().contains("session/load"), "{e}");
-    b.send_text(&json!({"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId": sid, "cwd": cwd, "mcpServers": []}}));
-    let replay = until_answer(&mut b, 3);
+    let replay = b.request(3, "session/load", json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}));
     assert!(replay.last().unwrap().get("error").is_none(), "{replay:?}");
     let kinds: Vec<&str> = replay.iter().filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str()).collect();
     assert_eq!(kinds.first(), Some(&"user_message_chunk"), "{kinds:?}");
@@ -818,12 +809,9 @@ fn each_socket_is_a_connection_and_sessions_outlive_it() {
     assert_eq!(a.close_frame().map(|c| c.0), Some(1000));
     // A prompt running when its socket drops is cancelled (the model stalls; no one would
     // read the answer).
-    script(json!([{"type": "slow_first_token", "seconds": 60}]));
+    mock.script(json!([{"type": "slow_first_token", "seconds": 60}]));
     b.send_text(&json!({"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId": sid, "prompt":[{"type":"text","text":"slow"}]}}));
-    let asked = crate::support::wait_for(Duration::from_secs(30), || {
-        let r = crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).json();
-        (r["count"].as_u64()? >= 2).then_some(())
-    });
+    let asked = crate::support::wait_for(Duration::from_secs(30), || (mock.request_count() >= 2).then_some(()));
     assert!(asked.is_some(), "the slow prompt reached the model");
     drop(b);
     let cancelled = crate::support::wait_for(Duration::from_secs(10), || {
@@ -832,9 +820,9 @@ fn each_socket_is_a_connection_and_sessions_outlive_it() {
     assert!(cancelled.is_some(), "{}", s.stderr());
     // And the session opens again on a new socket.
     let mut c = Client::connect(&s);
-    initialize(&mut c, 1);
-    c.send_text(&json!({"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId": sid, "cwd": cwd, "mcpServers": []}}));
-    assert!(until_answer(&mut c, 2).last().unwrap().get("error").is_none());
+    c.initialize(1);
+    let replay = c.request(2, "session/load", json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}));
+    assert!(replay.last().unwrap().get("error").is_none(), "{replay:?}");
 }
 
 #[test]
@@ -845,17 +833,11 @@ fn open_websockets_hold_no_request_slot() {
     });
     let mut open: Vec<Client> = (0..6).map(|_| Client::connect(&s)).collect();
     for (i, c) in open.iter_mut().enumerate() {
-        assert_eq!(initialize(c, i as u64)["result"]["protocolVersion"], 1);
+        assert_eq!(c.initialize(i as u64)["result"]["protocolVersion"], 1);
     }
     // Six sockets open past a cap of two requests: the API still answers at once.
     let r = crate::support::http("GET", &s.url("/config"), Some(SECRET), None);
     assert_eq!(r.status, 200, "{}", r.text());
-}
-
-fn hwm_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 #[test]

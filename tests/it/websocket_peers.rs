@@ -28,6 +28,21 @@ fn run(peers: &Peers, s: &Server, node: bool) -> Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
+/// Runs the client (Node's when `node`) against a plain and a TLS server; checks what both
+/// clients report, then `more` for what only this one does. `more` gets the report and the
+/// server.
+fn over_plain_and_tls(peers: &Peers, node: bool, more: impl Fn(&Value, &Server)) {
+    for tls in [false, true] {
+        let s = Server::start_with(ServerOpts {
+            args: vec![if tls { "--tls" } else { "--no-tls" }.into()],
+            ..ServerOpts::default()
+        });
+        let v = run(peers, &s, node);
+        check(&v, tls);
+        more(&v, &s);
+    }
+}
+
 fn check(v: &Value, tls: bool) {
     assert_eq!(v["wrongToken"], 401, "{v}");
     assert_eq!(v["noToken"], 401, "{v}");
@@ -48,33 +63,21 @@ fn check(v: &Value, tls: bool) {
 #[test]
 fn node_ws_client() {
     let peers = require_peers!();
-    for tls in [false, true] {
-        let s = Server::start_with(ServerOpts {
-            args: vec![if tls { "--tls" } else { "--no-tls" }.into()],
-            ..ServerOpts::default()
-        });
-        let v = run(peers, &s, true);
-        check(&v, tls);
+    over_plain_and_tls(peers, true, |v, s| {
         assert_eq!(v["devOrigin"], 101, "{v}");
         assert_eq!(v["session"]["afterBinary"], 1, "{v}");
         assert_eq!(v["session"]["pong"], "are you there", "{v}");
         assert_eq!(v["session"]["binaryFrames"], 0, "{v}");
         assert!(s.stderr().contains("ignored a binary message of 3 bytes"), "{}", s.stderr());
-    }
+    });
 }
 
 #[test]
 fn python_websockets_client() {
     let peers = require_peers!();
-    for tls in [false, true] {
-        let s = Server::start_with(ServerOpts {
-            args: vec![if tls { "--tls" } else { "--no-tls" }.into()],
-            ..ServerOpts::default()
-        });
-        let v = run(peers, &s, false);
-        check(&v, tls);
+    over_plain_and_tls(peers, false, |v, _| {
         assert_eq!(v["nullOrigin"], 101, "{v}");
         assert_eq!(v["session"]["fragmented"], 1, "{v}");
         assert!(v["session"]["pongSeconds"].as_f64().is_some(), "{v}");
-    }
+    });
 }
