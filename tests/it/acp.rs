@@ -489,7 +489,7 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
 fn requests_answered_later_are_bounded_per_connection_and_their_ids_unique() {
     let _peers = require_peers!();
     let Some(mock) = Llmock::start(&[]) else { return };
-    script_model(&mock, Value::Array(vec![json!({"type": "slow_first_token", "seconds": 120}); 64]));
+    mock.script(Value::Array(vec![json!({"type": "slow_first_token", "seconds": 120}); 64]));
     let home = TempDir::new("acp-inflight");
     let cwd = work_dir(&home);
     let mut a = Raw::start(&home, Some(&mock));
