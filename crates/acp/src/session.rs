@@ -142,6 +142,39 @@ fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
     configs.iter().filter_map(|c| serde_json::to_value(c).ok()).collect()
 }
 
+/// What waits for a prompt's answer to be written (the model's title of the session).
+#[derive(Default)]
+struct AfterAnswer(Mutex<(bool, Vec<Box<dyn FnOnce() + Send>>)>);
+
+impl AfterAnswer {
+    fn new() -> Arc<AfterAnswer> {
+        Arc::default()
+    }
+
+    /// Runs `f` now if the answer is out, else once it is.
+    fn then(&self, f: Box<dyn FnOnce() + Send>) {
+        let mut g = lock(&self.0);
+        if g.0 {
+            drop(g);
+            f();
+        } else {
+            g.1.push(f);
+        }
+    }
+
+    /// The answer is written: what waited runs.
+    fn answered(&self) {
+        let held = {
+            let mut g = lock(&self.0);
+            g.0 = true;
+            std::mem::take(&mut g.1)
+        };
+        for f in held {
+            f();
+        }
+    }
+}
+
 /// The reader's dispatch: the client's requests and notifications, through the one peer.
 impl peer::Handler<Wire> for Arc<Agent> {
     fn request(&self, req: Incoming<'_>) -> peer::Answer {
@@ -170,15 +203,24 @@ fn take_slot(req: &Incoming<'_>) -> Result<Responder<Wire>, ErrorObject> {
 /// Answers `req` from a thread of its own with what `f` returns.
 fn later(req: &Incoming<'_>, f: impl FnOnce() -> Reply + Send + 'static) -> peer::Answer {
     match take_slot(req) {
-        Ok(responder) => run_later(responder, f),
+        Ok(responder) => run_later(responder, f, || ()),
         Err(e) => peer::Answer::Now(Err(e)),
     }
 }
 
-fn run_later(responder: Responder<Wire>, f: impl FnOnce() -> Reply + Send + 'static) -> peer::Answer {
+/// Answers from a thread of its own with what `f` returns, then runs `then`.
+fn run_later(
+    responder: Responder<Wire>,
+    f: impl FnOnce() -> Reply + Send + 'static,
+    then: impl FnOnce() + Send + 'static,
+) -> peer::Answer {
     // The responder (and its slot) goes with the thread, or is dropped with the closure if no
     // thread starts.
-    match std::thread::Builder::new().name("acp-request".into()).spawn(move || responder.respond(f())) {
+    let run = move || {
+        responder.respond(f());
+        then();
+    };
+    match std::thread::Builder::new().name("acp-request".into()).spawn(run) {
         Ok(_) => peer::Answer::Later,
         Err(e) => peer::Answer::Now(Err(ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}")))),
     }
@@ -232,11 +274,17 @@ impl Agent {
                 match self.begin_prompt(&params) {
                     Ok((open, sid, cancel_rx, cancelled)) => {
                         let (me, asked) = (self.clone(), responder.cancel().clone());
-                        return run_later(responder, move || {
-                            let r = me.prompt(&sid, &open, &params, (cancel_rx, &asked), &cancelled);
-                            *lock(&open.running) = None;
-                            r
-                        });
+                        let gate = AfterAnswer::new();
+                        let after = gate.clone();
+                        return run_later(
+                            responder,
+                            move || {
+                                let r = me.prompt(&sid, &open, &params, (cancel_rx, &asked), &cancelled, &gate);
+                                *lock(&open.running) = None;
+                                r
+                            },
+                            move || after.answered(),
+                        );
                     }
                     Err(e) => Err(e),
                 }
@@ -729,6 +777,7 @@ impl Agent {
         p: &Value,
         (cancel, asked): (Receiver<()>, &peer::Cancel),
         cancelled: &AtomicBool,
+        after_answer: &Arc<AfterAnswer>,
     ) -> Reply {
         let blocks = p
             .get("prompt")
@@ -748,8 +797,11 @@ impl Agent {
         };
         if let Some((title, updated)) = &turn.titled {
             announce(&self.conn, sid, title, updated);
-            let (conn, sid) = (self.conn.clone(), sid.to_string());
-            turn.on_model_title = Some(Box::new(move |title, updated| announce(&conn, &sid, &title, &updated)));
+            // The model's title names the exchange: the editor hears of it after the answer.
+            let (conn, sid, gate) = (self.conn.clone(), sid.to_string(), after_answer.clone());
+            turn.on_model_title = Some(Box::new(move |title, updated| {
+                gate.then(Box::new(move || announce(&conn, &sid, &title, &updated)))
+            }));
         }
         let first_status = match turn.mode {
             Mode::Auto | Mode::Chat => "in_progress",
