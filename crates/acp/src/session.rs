@@ -144,7 +144,9 @@ fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
 
 /// What waits for a prompt's answer to be written (the model's title of the session).
 #[derive(Default)]
-struct AfterAnswer(Mutex<(bool, Vec<Box<dyn FnOnce() + Send>>)>);
+struct AfterAnswer(Mutex<(bool, Vec<Deferred>)>);
+
+type Deferred = Box<dyn FnOnce() + Send>;
 
 impl AfterAnswer {
     fn new() -> Arc<AfterAnswer> {
@@ -152,7 +154,7 @@ impl AfterAnswer {
     }
 
     /// Runs `f` now if the answer is out, else once it is.
-    fn then(&self, f: Box<dyn FnOnce() + Send>) {
+    fn then(&self, f: Deferred) {
         let mut g = lock(&self.0);
         if g.0 {
             drop(g);
