@@ -32,9 +32,11 @@
 //! place and migrated on their first change. A file that cannot be read is reported with its
 //! name and left untouched, never replaced or silently dropped.
 //!
-//! Not here: what a message means (agent/messages.rs).
+//! Not here: goose's message format (message.rs: this file stores its `Message`s as their
+//! JSON lines) or what a message means (agent/messages.rs).
 
 use crate::atomic::{self, Error};
+use crate::message::Message;
 use gosling_util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
@@ -47,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// goose's `Session` (snake_case). `conversation` holds goose `Message` JSON objects.
+/// goose's `Session` (snake_case).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Session {
     pub id: String,
@@ -66,7 +68,7 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goose_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<Vec<Value>>,
+    pub conversation: Option<Vec<Message>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,7 +222,7 @@ fn remove_if_present(path: &Path) -> Result<bool, Error> {
 }
 
 /// The messages of a conversation file's bytes, one per `\n`-terminated line, numbered from
-/// `first_line` (1-based) in errors: as `Value`s, or as `IgnoredAny` to check and count them
+/// `first_line` (1-based) in errors: as `Message`s, or as `IgnoredAny` to check and count them
 /// without keeping them. A last line without its `\n` is left out and its length returned.
 fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<T>, usize), Error> {
     let mut out = Vec::new();
@@ -228,7 +230,7 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) 
     while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
         let line = &bytes[start..start + n];
         let v = serde_json::from_slice(line).map_err(|e| {
-            corrupt(path, format!("line {} is not a JSON message ({e})", first_line + out.len() as u64))
+            corrupt(path, format!("line {} is not a goose message ({e})", first_line + out.len() as u64))
         })?;
         out.push(v);
         start += n + 1;
@@ -237,7 +239,7 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) 
 }
 
 /// Messages as conversation-file lines, each ending in `\n`.
-fn encode_lines(path: &Path, messages: &[Value]) -> Result<Vec<u8>, Error> {
+fn encode_lines(path: &Path, messages: &[Message]) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::new();
     for m in messages {
         serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(path, e.to_string()))?;
@@ -362,7 +364,7 @@ impl SessionStore {
 
     /// Appends one message to the conversation: one write and one fsync of its file,
     /// whatever the conversation's length. `false` when the session does not exist.
-    pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
+    pub fn append_message(&self, id: &str, message: &Message) -> Result<bool, Error> {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let path = st.messages_path(id);
@@ -393,7 +395,7 @@ impl SessionStore {
 
     /// Replaces the whole conversation (goose's `override_conversation`): the file is
     /// rewritten atomically. `false` when the session does not exist.
-    pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
+    pub fn replace_conversation(&self, id: &str, conversation: &[Message]) -> Result<bool, Error> {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let file = st.write_messages(&st.messages_path(id), conversation)?;
@@ -729,7 +731,7 @@ impl Inner {
     }
 
     /// Replaces a conversation file atomically; where it ends.
-    fn write_messages(&self, path: &Path, conversation: &[Value]) -> Result<FilePos, Error> {
+    fn write_messages(&self, path: &Path, conversation: &[Message]) -> Result<FilePos, Error> {
         atomic::write_atomic(path, &encode_lines(path, conversation)?)?;
         let stat = std::fs::symlink_metadata(path).map_err(|e| atomic::io_err(path, e))?;
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
@@ -756,7 +758,7 @@ impl Inner {
     }
 
     /// The conversation as its file holds it, up to its last whole line.
-    fn read_conversation(&self, d: &Derived) -> Result<Vec<Value>, Error> {
+    fn read_conversation(&self, d: &Derived) -> Result<Vec<Message>, Error> {
         let id = &d.session.id;
         if d.legacy {
             let path = self.legacy_path(id);
@@ -1008,8 +1010,9 @@ mod tests {
         d
     }
 
-    fn message(i: usize) -> Value {
-        json!({"id": format!("m{i}"), "role": "user", "created": i, "content": [{"type": "text", "text": format!("hello {i}")}], "metadata": {}})
+    fn message(i: usize) -> Message {
+        let v = json!({"id": format!("m{i}"), "role": "user", "created": i, "content": [{"type": "text", "text": format!("hello {i}")}], "metadata": {}});
+        Message::from_value(v).unwrap()
     }
 
     #[test]
@@ -1133,6 +1136,26 @@ mod tests {
         assert!(std::fs::read_to_string(&path).unwrap().contains("{not json"));
     }
 
+    #[test]
+    fn a_line_that_is_json_but_no_goose_message_is_an_error_and_nothing_is_rewritten() {
+        let d = tmpdir("not-a-message");
+        let st = SessionStore::open(&d).unwrap();
+        let id = st.create("/w", vec![]).unwrap().id;
+        st.append_message(&id, &message(0)).unwrap();
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        // Another program appends a line of its own (the metadata is not told: it is counted).
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"role\":\"system\",\"created\":1,\"content\":[]}\n").unwrap();
+        drop(f);
+        let before = std::fs::read(&path).unwrap();
+        let e = st.get(&id).unwrap_err().to_string();
+        assert!(e.contains(&format!("{id}.jsonl")) && e.contains("line 2 is not a goose message"), "{e}");
+        assert!(e.contains("`role`") && e.contains("left untouched"), "{e}");
+        // A change that would rewrite the conversation fails too; the file is as it was.
+        assert!(st.update(&id, |s| s.conversation = Some(vec![message(5)])).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
     fn write_legacy(dir: &Path) -> Value {
         let legacy = json!({
             "id": "20250101_1", "name": "Old", "working_dir": "/w", "created_at": "2025-01-01T10:00:00Z",
@@ -1195,7 +1218,7 @@ mod tests {
                 let (st, id) = (st.clone(), id.clone());
                 std::thread::spawn(move || {
                     for i in 0..150 {
-                        let m = json!({"id": format!("w{w}-{i}"), "role": "user", "created": i, "content": [], "metadata": {}});
+                        let m = Message::new(format!("w{w}-{i}"), crate::message::Role::User, Vec::new());
                         assert!(st.append_message(&id, &m).unwrap());
                     }
                 })
@@ -1209,7 +1232,7 @@ mod tests {
         for w in 0..4 {
             let mine: Vec<&str> = conversation
                 .iter()
-                .filter_map(|m| m["id"].as_str())
+                .filter_map(|m| m.id.as_deref())
                 .filter(|i| i.starts_with(&format!("w{w}-")))
                 .collect();
             let expected: Vec<String> = (0..150).map(|i| format!("w{w}-{i}")).collect();
