@@ -503,12 +503,11 @@ impl Agent {
                 )))
             }
         };
-        let s = self.app.sessions.update_meta(sid, move |s| {
+        let options = self.app.sessions.update_meta(sid, move |s| {
             change(s);
-            s.clone()
+            self.config_options(s)
         });
-        let s = s.map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-        let options = self.config_options(&s);
+        let options = options.map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
         self.conn.update(sid, json!({ "sessionUpdate": "config_option_update", "configOptions": options }));
         Ok(json!({ "configOptions": options }))
     }

@@ -502,7 +502,7 @@ impl Turn {
 
     /// Runs the calls (in parallel), forwarding progress as Notification events.
     fn run_tools(&self, calls: &[llm::ToolCallOut], out: &Out, cancel: &Receiver<()>) -> Vec<Content> {
-        let mut slots: Vec<Option<Content>> = vec![None; calls.len()];
+        let mut slots: Vec<Option<Content>> = calls.iter().map(|_| None).collect();
         let mut running = Vec::new();
         // Cancel fan-out: each call gets its own receiver, closed when the turn is cancelled.
         let mut cancel_senders = Vec::new();

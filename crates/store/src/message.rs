@@ -43,7 +43,7 @@ impl Role {
 }
 
 /// goose's `Message`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Message {
     pub id: Option<String>,
     pub role: Role,
@@ -190,12 +190,32 @@ const NOTIFICATION_KINDS: [(NotificationKind, &str); 3] = [
     (NotificationKind::CreditsExhausted, "creditsExhausted"),
 ];
 
+// By hand, to keep it out of line: a derived clone is inlined into every clone of what holds
+// messages (a `Session`, a conversation), several kilobytes of the binary each time.
+impl Clone for Message {
+    #[inline(never)]
+    fn clone(&self) -> Message {
+        Message {
+            id: self.id.clone(),
+            role: self.role,
+            created: self.created,
+            content: self.content.clone(),
+            metadata: self.metadata.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+}
+
 impl Message {
     /// A new message with goose's default metadata (visible to both), created now.
     pub fn new(id: impl Into<String>, role: Role, content: Vec<Content>) -> Message {
+        Message::with_id(id.into(), role, content)
+    }
+
+    fn with_id(id: String, role: Role, content: Vec<Content>) -> Message {
         let created =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        Message { id: Some(id.into()), role, created, content, metadata: Metadata::default(), extra: Extra::new() }
+        Message { id: Some(id), role, created, content, metadata: Metadata::default(), extra: Extra::new() }
     }
 
     /// The text of its text blocks, joined by spaces.
@@ -214,25 +234,25 @@ impl Message {
     /// A message from goose's JSON; what is wrong when it is not one.
     pub fn from_value(v: Value) -> Result<Message, String> {
         let Value::Object(mut m) = v else { return Err("a message must be a JSON object".into()) };
-        let id = match m.shift_remove("id") {
+        let id = match take(&mut m, "id") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s),
             Some(_) => return Err("a message's `id` must be a string".into()),
         };
-        let role = match m.shift_remove("role") {
+        let role = match take(&mut m, "role") {
             Some(Value::String(r)) if r == "user" => Role::User,
             Some(Value::String(r)) if r == "assistant" => Role::Assistant,
             _ => return Err("a message's `role` must be \"user\" or \"assistant\"".into()),
         };
-        let created = match m.shift_remove("created").as_ref().and_then(Value::as_i64) {
+        let created = match take(&mut m, "created").as_ref().and_then(Value::as_i64) {
             Some(t) => t,
             None => return Err("a message's `created` must be an integer (Unix seconds)".into()),
         };
-        let content = match m.shift_remove("content") {
+        let content = match take(&mut m, "content") {
             Some(Value::Array(a)) => a.into_iter().map(Content::from_value).collect(),
             _ => return Err("a message's `content` must be an array".into()),
         };
-        let metadata = match m.shift_remove("metadata") {
+        let metadata = match take(&mut m, "metadata") {
             None => Metadata::default(),
             Some(Value::Object(md)) => Metadata::from_map(md)?,
             Some(_) => return Err("a message's `metadata` must be an object".into()),
@@ -256,7 +276,7 @@ impl Message {
 
 impl Metadata {
     fn from_map(mut m: Map<String, Value>) -> Result<Metadata, String> {
-        let mut flag = |key: &str, default: bool| match m.shift_remove(key) {
+        let mut flag = |key: &str, default: bool| match take(&mut m, key) {
             None => Ok(default),
             Some(Value::Bool(b)) => Ok(b),
             Some(_) => Err(format!("a message's `metadata.{key}` must be a boolean")),
@@ -291,8 +311,8 @@ impl Content {
     /// `Other` (kept whole) otherwise.
     pub fn from_value(v: Value) -> Content {
         let Value::Object(mut m) = v else { return Content::Other(v) };
-        let kind = m.get("type").and_then(Value::as_str).unwrap_or("").to_string();
-        let is_str = |m: &Map<String, Value>, k: &str| m.get(k).is_some_and(Value::is_string);
+        let kind = field(&m, "type").and_then(Value::as_str).unwrap_or("").to_string();
+        let is_str = |m: &Map<String, Value>, k: &str| field(m, k).is_some_and(Value::is_string);
         let c = match kind.as_str() {
             "text" if is_str(&m, "text") => Content::Text(Text { text: take_str(&mut m, "text"), extra: Extra::new() }),
             "image" if is_str(&m, "data") && is_str(&m, "mimeType") => Content::Image(Image {
@@ -300,11 +320,13 @@ impl Content {
                 mime_type: take_str(&mut m, "mimeType"),
                 extra: Extra::new(),
             }),
-            "toolRequest" | "frontendToolRequest" if is_str(&m, "id") && status_fits(m.get("toolCall"), call_fits) => {
+            "toolRequest" | "frontendToolRequest"
+                if is_str(&m, "id") && status_fits(field(&m, "toolCall"), call_fits) =>
+            {
                 let call = take_status(&mut m, "toolCall").map(|v| {
                     let Value::Object(mut c) = v else { unreachable!("checked by call_fits") };
                     let name = take_str(&mut c, "name");
-                    let arguments = c.shift_remove("arguments").unwrap_or(Value::Null);
+                    let arguments = take(&mut c, "arguments").unwrap_or(Value::Null);
                     ToolCall { name, arguments, extra: c }
                 });
                 let r = ToolRequest { id: take_str(&mut m, "id"), call, extra: Extra::new() };
@@ -313,27 +335,27 @@ impl Content {
                     _ => Content::FrontendToolRequest(r),
                 }
             }
-            "toolResponse" if is_str(&m, "id") && status_fits(m.get("toolResult"), |_| true) => {
+            "toolResponse" if is_str(&m, "id") && status_fits(field(&m, "toolResult"), |_| true) => {
                 let result = take_status(&mut m, "toolResult");
                 Content::ToolResponse(ToolResponse { id: take_str(&mut m, "id"), result, extra: Extra::new() })
             }
-            "actionRequired" if m.get("data").is_some_and(action_fits) => {
-                let Some(Value::Object(mut d)) = m.shift_remove("data") else { unreachable!("checked by action_fits") };
+            "actionRequired" if field(&m, "data").is_some_and(action_fits) => {
+                let Some(Value::Object(mut d)) = take(&mut m, "data") else { unreachable!("checked by action_fits") };
                 let id = take_str(&mut d, "id");
-                let mut take = |k: &str| d.shift_remove(k).unwrap_or(Value::Null);
-                let data = match take("actionType").as_str() {
+                let mut pop = |k: &str| take(&mut d, k).unwrap_or(Value::Null);
+                let data = match pop("actionType").as_str() {
                     Some("toolConfirmation") => Action::ToolConfirmation {
                         id,
-                        tool_name: take("toolName").as_str().unwrap_or_default().to_string(),
-                        arguments: take("arguments"),
-                        prompt: take("prompt").as_str().map(str::to_string),
+                        tool_name: pop("toolName").as_str().unwrap_or_default().to_string(),
+                        arguments: pop("arguments"),
+                        prompt: pop("prompt").as_str().map(str::to_string),
                     },
                     Some("elicitation") => Action::Elicitation {
                         id,
-                        message: take("message").as_str().unwrap_or_default().to_string(),
-                        requested_schema: take("requested_schema"),
+                        message: pop("message").as_str().unwrap_or_default().to_string(),
+                        requested_schema: pop("requested_schema"),
                     },
-                    _ => Action::ElicitationResponse { id, user_data: take("user_data") },
+                    _ => Action::ElicitationResponse { id, user_data: pop("user_data") },
                 };
                 Content::ActionRequired(ActionRequired { data, extra: Extra::new() })
             }
@@ -346,10 +368,10 @@ impl Content {
                 Content::RedactedThinking(RedactedThinking { data: take_str(&mut m, "data"), extra: Extra::new() })
             }
             "systemNotification" if is_str(&m, "msg") => {
-                let kind = m.get("notificationType").and_then(Value::as_str);
+                let kind = field(&m, "notificationType").and_then(Value::as_str);
                 match NOTIFICATION_KINDS.iter().find(|(_, name)| Some(*name) == kind) {
                     Some((kind, _)) => {
-                        m.shift_remove("notificationType");
+                        take(&mut m, "notificationType");
                         let msg = take_str(&mut m, "msg");
                         Content::SystemNotification(SystemNotification { kind: *kind, msg, extra: Extra::new() })
                     }
@@ -358,7 +380,7 @@ impl Content {
             }
             _ => return Content::Other(Value::Object(m)),
         };
-        m.shift_remove("type");
+        take(&mut m, "type");
         c.with_extra(m)
     }
 
@@ -467,7 +489,24 @@ impl Content {
 }
 
 fn put(m: &mut Map<String, Value>, key: &str, v: impl Into<Value>) {
-    m.insert(key.to_string(), v.into());
+    put_value(m, key, v.into())
+}
+
+// The map's hashing is inlined where its methods are called: one copy each for every field
+// (not one per field) keeps the codec small.
+#[inline(never)]
+fn put_value(m: &mut Map<String, Value>, key: &str, v: Value) {
+    m.insert(key.to_string(), v);
+}
+
+#[inline(never)]
+fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    m.get(key)
+}
+
+#[inline(never)]
+fn take(m: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    m.shift_remove(key)
 }
 
 fn with_extra(mut m: Map<String, Value>, extra: &Extra) -> Value {
@@ -479,7 +518,7 @@ fn with_extra(mut m: Map<String, Value>, extra: &Extra) -> Value {
 
 /// Removes `key` (checked to hold a string) and returns its string.
 fn take_str(m: &mut Map<String, Value>, key: &str) -> String {
-    match m.shift_remove(key) {
+    match take(m, key) {
         Some(Value::String(s)) => s,
         _ => String::new(),
     }
@@ -490,17 +529,17 @@ fn take_str(m: &mut Map<String, Value>, key: &str) -> String {
 fn status_fits(v: Option<&Value>, value_fits: fn(&Value) -> bool) -> bool {
     let Some(Value::Object(o)) = v else { return false };
     o.len() == 2
-        && match o.get("status").and_then(Value::as_str) {
-            Some("success") => o.get("value").is_some_and(value_fits),
-            Some("error") => o.get("error").is_some_and(Value::is_string),
+        && match field(o, "status").and_then(Value::as_str) {
+            Some("success") => field(o, "value").is_some_and(value_fits),
+            Some("error") => field(o, "error").is_some_and(Value::is_string),
             _ => false,
         }
 }
 
 /// Removes the wrapper at `key` (checked by `status_fits`): its value, or its error.
 fn take_status(m: &mut Map<String, Value>, key: &str) -> Result<Value, String> {
-    let Some(Value::Object(mut o)) = m.shift_remove(key) else { return Err(String::new()) };
-    match o.shift_remove("value") {
+    let Some(Value::Object(mut o)) = take(m, key) else { return Err(String::new()) };
+    match take(&mut o, "value") {
         Some(v) => Ok(v),
         None => Err(take_str(&mut o, "error")),
     }
@@ -523,26 +562,26 @@ fn status(r: Result<Value, String>) -> Value {
 
 /// A tool call's params: an object with a string `name` (`arguments`, when present, any JSON).
 fn call_fits(v: &Value) -> bool {
-    v.get("name").is_some_and(Value::is_string)
+    v.as_object().and_then(|o| field(o, "name")).is_some_and(Value::is_string)
 }
 
 /// An `actionRequired`'s `data`: one of goose's three shapes, with no other key.
 fn action_fits(v: &Value) -> bool {
     let Value::Object(d) = v else { return false };
-    let keys: &[&str] = match d.get("actionType").and_then(Value::as_str) {
-        Some("toolConfirmation") if d.get("toolName").is_some_and(Value::is_string) => {
-            if !d.get("prompt").is_none_or(|p| p.is_string() || p.is_null()) {
+    let keys: &[&str] = match field(d, "actionType").and_then(Value::as_str) {
+        Some("toolConfirmation") if field(d, "toolName").is_some_and(Value::is_string) => {
+            if !field(d, "prompt").is_none_or(|p| p.is_string() || p.is_null()) {
                 return false;
             }
             &["actionType", "id", "toolName", "arguments", "prompt"]
         }
-        Some("elicitation") if d.get("message").is_some_and(Value::is_string) => {
+        Some("elicitation") if field(d, "message").is_some_and(Value::is_string) => {
             &["actionType", "id", "message", "requested_schema"]
         }
         Some("elicitationResponse") => &["actionType", "id", "user_data"],
         _ => return false,
     };
-    d.get("id").is_some_and(Value::is_string) && d.keys().all(|k| keys.contains(&k.as_str()))
+    field(d, "id").is_some_and(Value::is_string) && d.keys().all(|k| keys.contains(&k.as_str()))
 }
 
 impl Serialize for Message {

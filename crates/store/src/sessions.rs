@@ -50,7 +50,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// goose's `Session` (snake_case).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+// Not `Clone`: the store moves a session from its files to its caller and back, and a derived
+// clone (with the conversation's) cost 14 KB of the binary.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Session {
     pub id: String,
     pub name: String,
@@ -153,16 +155,18 @@ struct Meta {
 }
 
 impl Meta {
-    fn new(mut session: Session) -> Meta {
-        session.conversation = None;
-        let json = serde_json::to_string(&session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
-        Meta { id: session.id.into(), updated_at: session.updated_at.into(), json }
+    /// The listing of `session`, which has no conversation (`None`).
+    fn new(session: &Session) -> Meta {
+        let json = serde_json::to_string(session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
+        Meta { id: session.id.as_str().into(), updated_at: session.updated_at.as_str().into(), json }
     }
 
     /// The session, without its conversation.
     fn session(&self) -> Result<Session, Error> {
         // The JSON is our own serialization of a Session; failing to read it back is a bug.
-        serde_json::from_str(&self.json)
+        // Read as bytes, as the metadata files are: one copy of the (flattening, so large)
+        // deserializer of a Session rather than two.
+        serde_json::from_slice(self.json.as_bytes())
             .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
     }
 }
@@ -331,7 +335,7 @@ impl SessionStore {
             st.write_meta(&s, FilePos::default())?;
         }
         st.note(&s.id);
-        lock(&st.index).insert(s.id.clone(), Arc::new(Meta::new(s.clone())));
+        lock(&st.index).insert(s.id.clone(), Arc::new(Meta::new(&s)));
         Ok(Session { conversation: Some(Vec::new()), ..s })
     }
 
@@ -339,9 +343,8 @@ impl SessionStore {
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
         let st = &self.inner;
         st.with_session(id, false, |d| {
-            let mut s = d.session.clone();
-            s.conversation = Some(st.read_conversation(d)?);
-            Ok((None, s))
+            let conversation = st.read_conversation(&d)?;
+            Ok((None, Session { conversation: Some(conversation), ..d.session }))
         })
     }
 
@@ -381,7 +384,7 @@ impl SessionStore {
             if created {
                 sync_dir(&st.dir)?;
             }
-            let mut s = d.session.clone();
+            let mut s = d.session;
             s.message_count += 1;
             s.updated_at = gosling_util::now_rfc3339();
             let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
@@ -399,7 +402,7 @@ impl SessionStore {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let file = st.write_messages(&st.messages_path(id), conversation)?;
-            let mut s = d.session.clone();
+            let mut s = d.session;
             s.message_count = conversation.len() as u64;
             Ok((Some(st.save(s, file)?), ()))
         })?;
@@ -412,16 +415,16 @@ impl SessionStore {
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
-            let before = &d.session;
-            let mut s = before.clone();
+            let (file, mut s) = (d.file, d.session);
+            let (before_id, count) = (s.id.clone(), s.message_count);
             let r = f(&mut s);
             if s.conversation.is_some() {
                 log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
             }
-            s.id = before.id.clone();
-            s.message_count = before.message_count;
+            s.id = before_id;
+            s.message_count = count;
             s.conversation = None;
-            Ok((Some(st.save(s, d.file)?), r))
+            Ok((Some(st.save(s, file)?), r))
         })
     }
 
@@ -431,8 +434,9 @@ impl SessionStore {
     pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
-            let before = st.read_conversation(d)?;
-            let mut s = d.session.clone();
+            let before = st.read_conversation(&d)?;
+            let before_id = d.session.id.clone();
+            let mut s = d.session;
             s.conversation = Some(before.clone());
             let r = f(&mut s);
             let after = s.conversation.take().unwrap_or_default();
@@ -453,7 +457,7 @@ impl SessionStore {
             } else {
                 st.write_messages(&path, &after)?
             };
-            s.id = d.session.id.clone();
+            s.id = before_id;
             s.message_count = after.len() as u64;
             Ok((Some(st.save(s, file)?), r))
         })
@@ -563,7 +567,7 @@ impl Inner {
         &self,
         id: &str,
         exclusive: bool,
-        f: impl FnOnce(&Derived) -> Result<(Option<Session>, R), Error>,
+        f: impl FnOnce(Derived) -> Result<(Option<Session>, R), Error>,
     ) -> Result<Option<R>, Error> {
         let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
         let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
@@ -576,10 +580,10 @@ impl Inner {
                 d.torn = 0;
             }
         }
-        let (new, r) = f(&d)?;
+        let (new, r) = f(d)?;
         drop(guard);
         if let Some(s) = new {
-            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(s)));
+            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
             self.note(id);
         }
         Ok(Some(r))
@@ -877,7 +881,7 @@ impl Inner {
                     if d.torn > 0 {
                         d = self.repair(&id).unwrap_or(d);
                     }
-                    loaded.insert(id, Arc::new(Meta::new(d.session)));
+                    loaded.insert(id, Arc::new(Meta::new(&d.session)));
                 }
                 Ok(None) => {}
                 Err(e) => log::warn!("{e}; the session is left out of the list"),
@@ -973,7 +977,7 @@ impl Inner {
         for id in ids {
             match self.derive(id, false) {
                 Ok(Some(d)) => {
-                    lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(d.session)));
+                    lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&d.session)));
                 }
                 Ok(None) => {
                     lock(&self.index).remove(id);
