@@ -1,8 +1,8 @@
 //! goose's conversation as Rust types: `Message`, its `Content` blocks, tool calls and their
 //! results, in the lowest layer that needs them (the session store persists them). The core
-//! (store, agent, acp, http) passes these around; goose's JSON exists only
-//! where a message crosses an edge — a line of a session's `.jsonl` file, an HTTP body, an ACP
-//! frame — through the `Serialize`/`Deserialize` impls here.
+//! (store, agent, acp, http) passes these around; goose's JSON exists only where a message
+//! crosses an edge — a line of a session's `.jsonl` file, an HTTP body, an event frame —
+//! through the `Serialize`/`Deserialize` impls here (ACP's updates are built from the fields).
 //!
 //! Lossless: a message written by goose or an older gosling loads and saves without losing a
 //! field. Unknown keys of a message, its metadata, a content block and a tool call are kept in
@@ -11,12 +11,13 @@
 //! type, a key goose's closed shapes — `toolCall`, `toolResult`, `actionRequired.data` — do not
 //! have), is kept whole as `Content::Other`. Equivalent, not identical: keys come back in
 //! gosling's order, an explicit `null` of an optional field (`id`, `prompt`, a tool call's
-//! `arguments`) comes back absent, and a missing `metadata` comes back as goose's default.
+//! `arguments`) and a `false` of gosling's own marks come back absent, and a missing
+//! `metadata` comes back as goose's default.
 //!
 //! The codec goes through `serde_json::Value` (parsed once, then moved field by field into the
-//! types) rather than derived visitors: the binary has `Value`'s code already, and derived
-//! visitors for a dozen shapes, instantiated per deserializer, would cost more than the static
-//! binary's size budget has room for.
+//! types) rather than derived visitors: the binary has `Value`'s code already, while derived
+//! visitors for a dozen shapes would be instantiated once per deserializer type, and the static
+//! binary's size budget is tight (BENCHMARKS.md).
 //!
 //! Tool arguments and tool results stay `Value`: they are whatever JSON the model and the MCP
 //! servers send. Not here: what a message means to the model (`agent::messages`).
