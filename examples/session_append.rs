@@ -6,18 +6,19 @@
 //!
 //!     session_append DIR N ROUNDS  →  one JSON line of figures in milliseconds
 
-use gosling::store::{atomic, sessions::SessionStore};
-use serde_json::{json, Value};
+use gosling::store::{atomic, message::Message, sessions::SessionStore};
+use serde_json::json;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Instant;
 
-fn message(i: usize) -> Value {
-    json!({
+fn message(i: usize) -> Message {
+    let m = json!({
         "id": format!("msg_{i:08}"), "role": if i.is_multiple_of(2) { "user" } else { "assistant" }, "created": 1_763_900_000 + i,
         "content": [{"type": "text", "text": format!("message {i}: a line of conversation of a typical length, neither short nor long, to be stored")}],
         "metadata": {"userVisible": true, "agentVisible": true}
-    })
+    });
+    Message::from_value(m).expect("a goose message")
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

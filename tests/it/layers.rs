@@ -287,6 +287,38 @@ fn only_store_writes_files() {
     assert!(wrong.is_empty(), "files written outside the store:\n{}", wrong.join("\n"));
 }
 
+/// The core's conversation is typed: goose's message JSON is read and written only by
+/// `store/src/message.rs` (at the edges: a session file's lines, an HTTP body, an event), so no
+/// other code names its keys — store, agent, acp and http use `Message` and `Content` fields and
+/// `match`. Test code may build messages as JSON.
+#[test]
+fn goose_message_json_is_read_and_written_only_by_the_message_module() {
+    // Keys and tags of goose's Message, MessageContent and MessageMetadata that no other
+    // protocol gosling speaks uses (not `toolCall`: ACP's permission requests have one too).
+    const KEYS: &[&str] = &[
+        "\"toolRequest\"",
+        "\"frontendToolRequest\"",
+        "\"toolResponse\"",
+        "\"toolResult\"",
+        "\"actionRequired\"",
+        "\"actionType\"",
+        "\"systemNotification\"",
+        "\"notificationType\"",
+        "\"userVisible\"",
+        "\"agentVisible\"",
+        "\"goslingStopped\"",
+        "\"goslingError\"",
+    ];
+    let mut wrong = Vec::new();
+    for (rel, file) in sources().iter().filter(|(rel, _)| rel != "crates/store/src/message.rs") {
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        for k in KEYS.iter().filter(|k| text.contains(**k)) {
+            wrong.push(format!("{rel}: {k}"));
+        }
+    }
+    assert!(wrong.is_empty(), "goose message JSON handled outside store/src/message.rs:\n{}", wrong.join("\n"));
+}
+
 /// A layer's modules (`client`, `policy::grammar`; the crate root is left out: it wires its
 /// modules) and, for each, the modules it names as `crate::m` or `super::m`.
 fn module_graph(layer: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {

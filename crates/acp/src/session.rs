@@ -596,12 +596,11 @@ impl Agent {
                 )))
             }
         };
-        let s = self.app.sessions.update_meta(sid, move |s| {
+        let options = self.app.sessions.update_meta(sid, move |s| {
             change(s);
-            s.clone()
+            self.config_options(s)
         });
-        let s = s.map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-        let options = self.config_options(&s);
+        let options = options.map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
         self.conn.update(sid, json!({ "sessionUpdate": "config_option_update", "configOptions": options }));
         Ok(json!({ "configOptions": options }))
     }
@@ -756,7 +755,7 @@ impl Agent {
 
     /// The turn for a new user message, prepared exactly as `/reply` prepares it (the message
     /// is saved before the turn starts).
-    fn prepare_turn(&self, sid: &str, user_message: Value) -> Result<Turn, ErrorObject> {
+    fn prepare_turn(&self, sid: &str, user_message: gosling_store::message::Message) -> Result<Turn, ErrorObject> {
         use gosling_agent::Error;
         Turn::prepare(&self.app, sid, user_message, None).map_err(|e| match e {
             Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
@@ -786,7 +785,7 @@ impl Agent {
             .and_then(Value::as_array)
             .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
         let content = updates::prompt_content(blocks).map_err(invalid_params)?;
-        let user = msg::message(&msg::new_id(), "user", content);
+        let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, content);
         let mut turn = self.prepare_turn(sid, user)?;
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.

@@ -2,6 +2,7 @@
 //! `session/load`), and the goose user message an ACP prompt becomes. Pure: no I/O.
 
 use gosling_agent::messages as msg;
+use gosling_store::message::{Action, Content, Message, Role, ToolRequest, ToolResponse};
 use serde_json::{json, Value};
 
 /// What one goose message of a running turn asks the ACP side to do.
@@ -92,19 +93,14 @@ pub fn tool_progress(id: &str, params: &Value) -> Option<Value> {
 }
 
 /// The `tool_call_update` closing a call, from goose's toolResponse content.
-pub fn tool_result(c: &Value) -> Value {
-    let id = c.get("id").and_then(Value::as_str).unwrap_or("");
-    let r = c.get("toolResult").cloned().unwrap_or(Value::Null);
-    let (status, blocks, raw) = match r.get("status").and_then(Value::as_str) {
-        Some("success") => {
-            let v = r.get("value").cloned().unwrap_or(Value::Null);
-            let (content, is_error) = msg::result_content(&v);
-            (if is_error { "failed" } else { "completed" }, content, v)
+pub fn tool_result(r: &ToolResponse) -> Value {
+    let id = &r.id;
+    let (status, blocks, raw) = match &r.result {
+        Ok(v) => {
+            let (content, is_error) = msg::result_content(v);
+            (if is_error { "failed" } else { "completed" }, content, v.clone())
         }
-        _ => {
-            let e = r.get("error").and_then(Value::as_str).unwrap_or("tool call failed").to_string();
-            ("failed", vec![msg::text(&e)], json!({ "error": e }))
-        }
+        Err(e) => ("failed", vec![msg::text_item(e)], json!({ "error": e })),
     };
     let content: Vec<Value> =
         blocks.into_iter().filter_map(content_block).map(|b| json!({"type": "content", "content": b})).collect();
@@ -127,7 +123,7 @@ fn chunk(kind: &str, text: &str) -> Value {
 /// What a goose message streamed by a running turn becomes. `first_status` is the status of
 /// a new tool call: `in_progress` when it runs at once, `pending` when it may wait for the
 /// person.
-pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
+pub fn live(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
     let mut out = live_updates(message, first_status, cwd);
     for l in &mut out {
         if let Live::Update(u) = l {
@@ -141,24 +137,25 @@ pub fn live(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
 /// carries the message's id (ACP's `messageId`, and `_meta.goose.messageId` with its
 /// `created` time), so chunks of different messages are never merged; a tool call names its
 /// tool and extension (`_meta.goose.toolCall`), since the title is for people.
-pub fn with_message_meta(u: &mut Value, message: &Value) {
-    let Some(id) = message.get("id").and_then(Value::as_str) else { return };
-    let created = message.get("created").cloned().unwrap_or(Value::Null);
+pub fn with_message_meta(u: &mut Value, message: &Message) {
+    let Some(id) = &message.id else { return };
     let kind = u["sessionUpdate"].as_str().unwrap_or("").to_string();
-    let mut goose = json!({ "messageId": id, "created": created });
+    let mut goose = json!({ "messageId": id, "created": message.created });
     match kind.as_str() {
         "agent_message_chunk" | "user_message_chunk" | "agent_thought_chunk" => {
             u["messageId"] = json!(id);
         }
         "tool_call" => {
+            let call = u["toolCallId"].as_str();
             let name = message
-                .get("content")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|c| c.get("id") == u.get("toolCallId"))
-                .and_then(|c| c.pointer("/toolCall/value/name"))
-                .and_then(Value::as_str)
+                .content
+                .iter()
+                .find_map(|c| match c {
+                    Content::ToolRequest(r) | Content::FrontendToolRequest(r) if Some(r.id.as_str()) == call => {
+                        r.call.as_ref().ok().map(|c| c.name.as_str())
+                    }
+                    _ => None,
+                })
                 .unwrap_or("");
             let extension = name.split_once("__").map_or("", |(e, _)| e);
             goose["toolCall"] = json!({ "toolName": name, "extensionName": extension });
@@ -169,58 +166,47 @@ pub fn with_message_meta(u: &mut Value, message: &Value) {
     u["_meta"] = json!({ "goose": goose });
 }
 
-fn live_updates(message: &Value, first_status: &str, cwd: &str) -> Vec<Live> {
-    let role = message.get("role").and_then(Value::as_str).unwrap_or("assistant");
+fn live_updates(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
     let mut out = Vec::new();
-    for c in message.get("content").and_then(Value::as_array).into_iter().flatten() {
-        match c.get("type").and_then(Value::as_str) {
-            Some("text") if role == "assistant" => {
-                let t = c.get("text").and_then(Value::as_str).unwrap_or("");
-                if !t.is_empty() {
-                    out.push(Live::Update(chunk("agent_message_chunk", t)));
-                }
+    for c in &message.content {
+        match c {
+            Content::Text(t) if message.role == Role::Assistant && !t.text.is_empty() => {
+                out.push(Live::Update(chunk("agent_message_chunk", &t.text)));
             }
-            Some("toolRequest") => out.extend(request(c, first_status, cwd).map(Live::Update)),
-            Some("toolResponse") => out.push(Live::Update(tool_result(c))),
-            Some("actionRequired")
-                if c.pointer("/data/actionType").and_then(Value::as_str) == Some("toolConfirmation") =>
-            {
-                let d = &c["data"];
-                out.push(Live::Permission {
-                    id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
-                    tool: d.get("toolName").and_then(Value::as_str).unwrap_or("").to_string(),
-                    arguments: d.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                });
-            }
-            Some("actionRequired") if c.pointer("/data/actionType").and_then(Value::as_str) == Some("elicitation") => {
-                let d = &c["data"];
-                out.push(Live::Elicitation {
-                    id: d.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
-                    message: d.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
-                    schema: d.get("requested_schema").cloned().unwrap_or_else(|| json!({"type": "object"})),
-                });
-            }
+            Content::ToolRequest(r) => out.push(Live::Update(request(r, first_status, cwd))),
+            Content::ToolResponse(r) => out.push(Live::Update(tool_result(r))),
+            Content::ActionRequired(a) => match &a.data {
+                Action::ToolConfirmation { id, tool_name, arguments, .. } => out.push(Live::Permission {
+                    id: id.clone(),
+                    tool: tool_name.clone(),
+                    arguments: if arguments.is_null() { json!({}) } else { arguments.clone() },
+                }),
+                Action::Elicitation { id, message, requested_schema } => out.push(Live::Elicitation {
+                    id: id.clone(),
+                    message: message.clone(),
+                    schema: if requested_schema.is_null() {
+                        json!({"type": "object"})
+                    } else {
+                        requested_schema.clone()
+                    },
+                }),
+                Action::ElicitationResponse { .. } => {}
+            },
             _ => {}
         }
     }
     out
 }
 
-fn request(c: &Value, status: &str, cwd: &str) -> Option<Value> {
-    let id = c.get("id").and_then(Value::as_str)?;
-    match c.get("toolCall") {
-        Some(call) if call.get("status").and_then(Value::as_str) == Some("success") => {
-            let v = &call["value"];
-            let name = v.get("name").and_then(Value::as_str).unwrap_or("tool");
-            Some(tool_call(id, name, v.get("arguments").unwrap_or(&json!({})), status, cwd))
+fn request(r: &ToolRequest, status: &str, cwd: &str) -> Value {
+    match &r.call {
+        Ok(call) if call.arguments.is_null() => tool_call(&r.id, &call.name, &json!({}), status, cwd),
+        Ok(call) => tool_call(&r.id, &call.name, &call.arguments, status, cwd),
+        Err(e) => {
+            let mut u = tool_call(&r.id, "invalid tool call", &json!({}), "failed", cwd);
+            u["content"] = json!([{ "type": "content", "content": msg::text_item(e) }]);
+            u
         }
-        Some(call) => {
-            let e = call.get("error").and_then(Value::as_str).unwrap_or("invalid tool call");
-            let mut u = tool_call(id, "invalid tool call", &json!({}), "failed", cwd);
-            u["content"] = json!([{ "type": "content", "content": msg::text(e) }]);
-            Some(u)
-        }
-        None => None,
     }
 }
 
@@ -249,23 +235,18 @@ pub fn plan(text: &str) -> Option<Value> {
 
 /// A stored conversation replayed for `session/load`: user and agent text as chunks, each
 /// tool call announced, then closed with its result.
-pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
+pub fn replay(conversation: &[Message], cwd: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    for m in conversation {
-        if m.pointer("/metadata/userVisible").and_then(Value::as_bool) == Some(false) {
-            continue;
-        }
-        let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+    for m in conversation.iter().filter(|m| m.metadata.user_visible) {
         let first = out.len();
-        for c in m.get("content").and_then(Value::as_array).into_iter().flatten() {
-            match c.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    let t = c.get("text").and_then(Value::as_str).unwrap_or("");
-                    let kind = if role == "assistant" { "agent_message_chunk" } else { "user_message_chunk" };
-                    out.push(chunk(kind, t));
+        for c in &m.content {
+            match c {
+                Content::Text(t) => {
+                    let kind = if m.role == Role::Assistant { "agent_message_chunk" } else { "user_message_chunk" };
+                    out.push(chunk(kind, &t.text));
                 }
-                Some("toolRequest") | Some("frontendToolRequest") => out.extend(request(c, "pending", cwd)),
-                Some("toolResponse") => out.push(tool_result(c)),
+                Content::ToolRequest(r) | Content::FrontendToolRequest(r) => out.push(request(r, "pending", cwd)),
+                Content::ToolResponse(r) => out.push(tool_result(r)),
                 _ => {}
             }
         }
@@ -279,21 +260,21 @@ pub fn replay(conversation: &[Value], cwd: &str) -> Vec<Value> {
 /// The goose MessageContent of an ACP prompt. Text and resource links are the baseline;
 /// embedded resources (`embeddedContext`) come in as text naming their URI. Images and audio
 /// are refused: gosling advertises neither.
-pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Value>, String> {
+pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Content>, String> {
     let mut out = Vec::new();
     for (i, b) in prompt.iter().enumerate() {
         match b.get("type").and_then(Value::as_str) {
-            Some("text") => out.push(msg::text(b.get("text").and_then(Value::as_str).unwrap_or(""))),
+            Some("text") => out.push(Content::text(b.get("text").and_then(Value::as_str).unwrap_or(""))),
             Some("resource_link") => {
                 let uri = b.get("uri").and_then(Value::as_str).unwrap_or("");
                 let name = b.get("name").and_then(Value::as_str).unwrap_or(uri);
-                out.push(msg::text(&format!("[{name}]({uri})")));
+                out.push(Content::text(format!("[{name}]({uri})")));
             }
             Some("resource") => {
                 let r = b.get("resource").cloned().unwrap_or(Value::Null);
                 let uri = r.get("uri").and_then(Value::as_str).unwrap_or("");
                 match r.get("text").and_then(Value::as_str) {
-                    Some(t) => out.push(msg::text(&format!("Content of {uri}:\n```\n{t}\n```"))),
+                    Some(t) => out.push(Content::text(format!("Content of {uri}:\n```\n{t}\n```"))),
                     None => {
                         return Err(format!(
                             "prompt[{i}]: the embedded resource {uri:?} has no text; gosling takes text resources only"
@@ -335,10 +316,10 @@ mod tests {
 
     #[test]
     fn live_messages_become_updates() {
-        let m = msg::message(
+        let m = Message::new(
             "m1",
-            "assistant",
-            vec![msg::text("hi"), msg::tool_request("t1", "developer__shell", &Ok(json!({"command": "ls"})))],
+            Role::Assistant,
+            vec![Content::text("hi"), msg::tool_request("t1", "developer__shell", &Ok(json!({"command": "ls"})))],
         );
         let l = live(&m, "in_progress", "/p");
         assert_eq!(l.len(), 2);
@@ -347,15 +328,15 @@ mod tests {
             (u["sessionUpdate"].as_str(), u["status"].as_str(), u["kind"].as_str()),
             (Some("tool_call"), Some("in_progress"), Some("execute"))
         );
-        let r = msg::message(
+        let r = Message::new(
             "m2",
-            "user",
-            vec![msg::tool_response("t1", Ok(&json!({"content": [{"type": "text", "text": "a"}], "isError": true})))],
+            Role::User,
+            vec![msg::tool_response("t1", Ok(json!({"content": [{"type": "text", "text": "a"}], "isError": true})))],
         );
         let Live::Update(u) = &live(&r, "pending", "/p")[0] else { panic!() };
         assert_eq!(u["status"], "failed");
         assert_eq!(u["content"][0]["content"]["text"], "a");
-        let c = msg::message("m3", "assistant", vec![msg::tool_confirmation("t2", "x__y", &json!({"a": 1}))]);
+        let c = Message::new("m3", Role::Assistant, vec![msg::tool_confirmation("t2", "x__y", &json!({"a": 1}))]);
         assert_eq!(
             live(&c, "pending", "/p"),
             vec![Live::Permission { id: "t2".into(), tool: "x__y".into(), arguments: json!({"a": 1}) }]
@@ -378,13 +359,13 @@ mod tests {
     #[test]
     fn replay_and_prompts() {
         let conv = vec![
-            msg::message("a", "user", vec![msg::text("q")]),
-            msg::message(
+            Message::new("a", Role::User, vec![Content::text("q")]),
+            Message::new(
                 "b",
-                "assistant",
-                vec![msg::text("r"), msg::tool_request("t", "x__y", &Ok(json!({"path": "f"})))],
+                Role::Assistant,
+                vec![Content::text("r"), msg::tool_request("t", "x__y", &Ok(json!({"path": "f"})))],
             ),
-            msg::message("c", "user", vec![msg::tool_response("t", Err("boom"))]),
+            Message::new("c", Role::User, vec![msg::tool_response("t", Err("boom".into()))]),
         ];
         let u = replay(&conv, "/w");
         let kinds: Vec<_> = u.iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("")).collect();
@@ -396,7 +377,7 @@ mod tests {
             json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
         ])
         .unwrap();
-        assert!(p[1]["text"].as_str().unwrap().contains("body"));
+        assert!(matches!(&p[1], Content::Text(t) if t.text.contains("body")), "{p:?}");
         assert!(prompt_content(&[json!({"type": "image", "data": "", "mimeType": "image/png"})])
             .unwrap_err()
             .contains("promptCapabilities.image"));

@@ -8,6 +8,7 @@
 use crate::events::{Event, Sink};
 use crate::messages::{self as msg, Tokens};
 use crossbeam_channel::{bounded, Sender};
+use gosling_store::message::{Action, ActionRequired, Content, Message, Role};
 use gosling_util::lock;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -62,14 +63,12 @@ impl Answer {
 }
 
 /// The elicitationResponse in a user message, if it carries one: `(id, answer)`.
-pub fn response_in(user_message: &Value) -> Option<(String, Answer)> {
-    user_message.get("content")?.as_array()?.iter().find_map(|c| {
-        let data = c.get("data").filter(|_| c.get("type").and_then(Value::as_str) == Some("actionRequired"))?;
-        if data.get("actionType").and_then(Value::as_str) != Some("elicitationResponse") {
-            return None;
+pub fn response_in(user_message: &Message) -> Option<(String, Answer)> {
+    user_message.content.iter().find_map(|c| match c {
+        Content::ActionRequired(ActionRequired { data: Action::ElicitationResponse { id, user_data }, .. }) => {
+            Some((id.clone(), Answer::from_user_data(user_data)))
         }
-        let id = data.get("id")?.as_str()?.to_string();
-        Some((id, Answer::from_user_data(data.get("user_data").unwrap_or(&Value::Null))))
+        _ => None,
     })
 }
 
@@ -135,11 +134,9 @@ impl Elicitations {
         lock(&self.waiting).insert(id.clone(), Waiting { session: session.to_string(), answer: tx });
         let message = params.get("message").and_then(Value::as_str).unwrap_or("").to_string();
         let schema = params.get("requestedSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
-        let content = json!({
-            "type": "actionRequired",
-            "data": { "actionType": "elicitation", "id": id, "message": message, "requested_schema": schema }
-        });
-        let m = msg::message(&msg::new_id(), "assistant", vec![content]);
+        let data = Action::Elicitation { id: id.clone(), message, requested_schema: schema };
+        let content = Content::ActionRequired(ActionRequired { data, extra: Default::default() });
+        let m = Message::new(msg::new_id(), Role::Assistant, vec![content]);
         if !sink.emit(Event::Message { message: m, tokens: Tokens::default() }) {
             self.forget(&id);
             return Answer::Cancel.result();
@@ -186,9 +183,10 @@ mod tests {
         assert_eq!(Answer::from_permission("allow_once"), Answer::Accept(json!({})));
         assert_eq!(Answer::from_permission("deny_once"), Answer::Decline);
         assert_eq!(Answer::from_permission("cancel"), Answer::Cancel);
-        let m = json!({"role":"user","content":[{"type":"actionRequired","data":{"actionType":"elicitationResponse","id":"e1","user_data":{"x":1}}}]});
+        let m = json!({"role":"user","created":1,"content":[{"type":"actionRequired","data":{"actionType":"elicitationResponse","id":"e1","user_data":{"x":1}}}]});
+        let m = Message::from_value(m).unwrap();
         assert_eq!(response_in(&m), Some(("e1".to_string(), Answer::Accept(json!({"x":1})))));
-        assert_eq!(response_in(&json!({"content":[{"type":"text","text":"hi"}]})), None);
+        assert_eq!(response_in(&Message::new("m", Role::User, vec![Content::text("hi")])), None);
     }
 
     #[test]
@@ -203,6 +201,7 @@ mod tests {
             e.ask("s", "ext", &json!({"message": "name?", "requestedSchema": {"type": "object"}}))
         });
         let Ok(Event::Message { message, .. }) = rx.recv_timeout(Duration::from_secs(5)) else { panic!() };
+        let message = message.to_value();
         let data = &message["content"][0]["data"];
         assert_eq!((data["actionType"].as_str(), data["message"].as_str()), (Some("elicitation"), Some("name?")));
         assert!(el.answer(data["id"].as_str().unwrap(), Answer::Accept(json!({"name": "B"}))));
@@ -211,6 +210,7 @@ mod tests {
         let e = el.clone();
         let h = std::thread::spawn(move || e.ask("s", "ext", &json!({})));
         let Ok(Event::Message { message, .. }) = rx.recv_timeout(Duration::from_secs(5)) else { panic!() };
+        let message = message.to_value();
         assert_eq!(h.join().unwrap()["action"], "cancel");
         assert!(!el.answer(message["content"][0]["data"]["id"].as_str().unwrap(), Answer::Decline));
         el.unwatch("s", &sink);

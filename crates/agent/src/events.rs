@@ -6,6 +6,7 @@
 
 use crate::messages::Tokens;
 use crossbeam_channel::Sender;
+use gosling_store::message::Message;
 use serde_json::{json, Value};
 
 /// One event of a turn, as goose's `MessageEvent` names them.
@@ -13,7 +14,7 @@ use serde_json::{json, Value};
 pub enum Event {
     /// A goose Message (a streamed text chunk, a tool request, a tool response, an
     /// actionRequired confirmation or elicitation).
-    Message { message: Value, tokens: Tokens },
+    Message { message: Message, tokens: Tokens },
     /// An MCP notification (progress, log message) of the tool call `request_id`.
     Notification { request_id: String, method: String, params: Value },
     /// The turn failed; the text says what to fix.
@@ -27,7 +28,7 @@ impl Event {
     pub fn to_json(&self) -> Value {
         match self {
             Event::Message { message, tokens } => {
-                json!({ "type": "Message", "message": message, "token_state": tokens.state() })
+                json!({ "type": "Message", "message": message.to_value(), "token_state": tokens.state() })
             }
             Event::Notification { request_id, method, params } => json!({
                 "type": "Notification", "request_id": request_id, "message": { "method": method, "params": params }

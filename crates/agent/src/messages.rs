@@ -1,61 +1,44 @@
-//! goose's `Message` / `MessageContent` / `MessageEvent` JSON, and the conversion between a
-//! goose conversation and the provider-neutral `llm` messages.
+//! What gosling puts in a goose conversation (the tool requests, responses and confirmations
+//! of a turn, with their wording), goose's token and tool-call JSON, and the conversation as
+//! the model sees it (provider-neutral `llm` messages). The message types themselves are
+//! `store::message`'s.
 
 use gosling_llm::{ChatMessage, Part, Role};
+use gosling_store::message::{Action, ActionRequired, Content, Message, ToolCall, ToolRequest, ToolResponse};
 use serde_json::{json, Value};
-
-/// Metadata key of an assistant message saved as far as it got when its answer stopped short
-/// (Stop, a model error mid-stream); the web page shows it as "stopped".
-pub const STOPPED: &str = "goslingStopped";
-/// Metadata key of the message keeping a failed turn's error (as the `Error` event said it).
-pub const ERROR: &str = "goslingError";
-
-pub fn metadata() -> Value {
-    json!({ "userVisible": true, "agentVisible": true })
-}
 
 /// A fresh message id.
 pub fn new_id() -> String {
     format!("msg_{}", gosling_util::random_hex(8))
 }
 
-pub fn message(id: &str, role: &str, content: Vec<Value>) -> Value {
-    json!({ "id": id, "role": role, "created": gosling_util::unix_secs(), "content": content, "metadata": metadata() })
-}
-
-pub fn text(t: &str) -> Value {
-    json!({ "type": "text", "text": t })
-}
-
-pub fn tool_request(id: &str, name: &str, arguments: &Result<Value, gosling_llm::BadArguments>) -> Value {
+/// A model's tool call; arguments that are not JSON become goose's `toolCall` error.
+pub fn tool_request(id: &str, name: &str, arguments: &Result<Value, gosling_llm::BadArguments>) -> Content {
     let call = match arguments {
-        Ok(args) => json!({ "status": "success", "value": { "name": name, "arguments": args } }),
-        Err(bad) => {
-            json!({ "status": "error", "error": format!("-32602: invalid JSON arguments for {name}: {}", bad.raw) })
-        }
+        Ok(args) => Ok(ToolCall { name: name.to_string(), arguments: args.clone(), extra: Default::default() }),
+        Err(bad) => Err(format!("-32602: invalid JSON arguments for {name}: {}", bad.raw)),
     };
-    json!({ "type": "toolRequest", "id": id, "toolCall": call })
+    Content::ToolRequest(ToolRequest { id: id.to_string(), call, extra: Default::default() })
 }
 
-pub fn frontend_tool_request(id: &str, name: &str, arguments: &Value) -> Value {
-    json!({ "type": "frontendToolRequest", "id": id, "toolCall": { "status": "success", "value": { "name": name, "arguments": arguments } } })
+pub fn frontend_tool_request(id: &str, name: &str, arguments: &Value) -> Content {
+    let call = ToolCall { name: name.to_string(), arguments: arguments.clone(), extra: Default::default() };
+    Content::FrontendToolRequest(ToolRequest { id: id.to_string(), call: Ok(call), extra: Default::default() })
 }
 
 /// A tool response: an MCP CallToolResult on success, goose's `{status:"error"}` otherwise.
-pub fn tool_response(id: &str, result: Result<&Value, &str>) -> Value {
-    let r = match result {
-        Ok(v) => json!({ "status": "success", "value": v }),
-        Err(e) => json!({ "status": "error", "error": e }),
-    };
-    json!({ "type": "toolResponse", "id": id, "toolResult": r })
+pub fn tool_response(id: &str, result: Result<Value, String>) -> Content {
+    Content::ToolResponse(ToolResponse { id: id.to_string(), result, extra: Default::default() })
 }
 
-pub fn tool_confirmation(id: &str, tool: &str, arguments: &Value) -> Value {
-    json!({
-        "type": "actionRequired",
-        "data": { "actionType": "toolConfirmation", "id": id, "toolName": tool, "arguments": arguments,
-                  "prompt": format!("Allow {tool} to run with these arguments?") }
-    })
+pub fn tool_confirmation(id: &str, tool: &str, arguments: &Value) -> Content {
+    let data = Action::ToolConfirmation {
+        id: id.to_string(),
+        tool_name: tool.to_string(),
+        arguments: arguments.clone(),
+        prompt: Some(format!("Allow {tool} to run with these arguments?")),
+    };
+    Content::ActionRequired(ActionRequired { data, extra: Default::default() })
 }
 
 /// goose's TokenState (camelCase, all required).
@@ -104,40 +87,35 @@ pub fn result_content(v: &Value) -> (Vec<Value>, bool) {
     }
 }
 
+/// An MCP text content item (what a failed tool call tells the model and the editor).
+pub fn text_item(t: &str) -> Value {
+    json!({ "type": "text", "text": t })
+}
+
 /// The conversation as the model sees it: agent-visible messages, text and tool traffic.
-pub fn to_llm(conversation: &[Value]) -> Vec<ChatMessage> {
+pub fn to_llm(conversation: &[Message]) -> Vec<ChatMessage> {
     let mut out = Vec::new();
-    for m in conversation {
-        if m.pointer("/metadata/agentVisible").and_then(Value::as_bool) == Some(false) {
-            continue;
-        }
-        let role = match m.get("role").and_then(Value::as_str) {
-            Some("assistant") => Role::Assistant,
-            _ => Role::User,
+    for m in conversation.iter().filter(|m| m.metadata.agent_visible) {
+        let role = match m.role {
+            gosling_store::message::Role::Assistant => Role::Assistant,
+            gosling_store::message::Role::User => Role::User,
         };
         let mut parts = Vec::new();
-        for c in m.get("content").and_then(Value::as_array).into_iter().flatten() {
-            match c.get("type").and_then(Value::as_str) {
-                Some("text") => parts.push(Part::Text(c.get("text").and_then(Value::as_str).unwrap_or("").to_string())),
-                Some("toolRequest") | Some("frontendToolRequest") => {
-                    let id = c.get("id").and_then(Value::as_str).unwrap_or("").to_string();
-                    let call = c.get("toolCall").cloned().unwrap_or(Value::Null);
-                    if let Some(v) = call.get("value") {
-                        parts.push(Part::ToolCall {
-                            id,
-                            name: v.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-                            arguments: v.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                        });
+        for c in &m.content {
+            match c {
+                Content::Text(t) => parts.push(Part::Text(t.text.clone())),
+                Content::ToolRequest(r) | Content::FrontendToolRequest(r) => {
+                    if let Ok(call) = &r.call {
+                        let arguments = if call.arguments.is_null() { json!({}) } else { call.arguments.clone() };
+                        parts.push(Part::ToolCall { id: r.id.clone(), name: call.name.clone(), arguments });
                     }
                 }
-                Some("toolResponse") => {
-                    let id = c.get("id").and_then(Value::as_str).unwrap_or("").to_string();
-                    let r = c.get("toolResult").cloned().unwrap_or(Value::Null);
-                    let (content, is_error) = match r.get("status").and_then(Value::as_str) {
-                        Some("success") => result_content(r.get("value").unwrap_or(&Value::Null)),
-                        _ => (vec![text(r.get("error").and_then(Value::as_str).unwrap_or("tool call failed"))], true),
+                Content::ToolResponse(r) => {
+                    let (content, is_error) = match &r.result {
+                        Ok(v) => result_content(v),
+                        Err(e) => (vec![text_item(e)], true),
                     };
-                    parts.push(Part::ToolResult { id, content, is_error });
+                    parts.push(Part::ToolResult { id: r.id.clone(), content, is_error });
                 }
                 _ => {}
             }
@@ -152,18 +130,25 @@ pub fn to_llm(conversation: &[Value]) -> Vec<ChatMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gosling_store::message::Role::{Assistant, User};
 
     #[test]
     fn conversation_round_trip_to_llm() {
+        let mut hidden = Message::new("m3", User, vec![Content::text("hidden")]);
+        hidden.metadata.agent_visible = false;
         let conv = vec![
-            message("m0", "user", vec![text("hi")]),
-            message("m1", "assistant", vec![text("calling"), tool_request("t1", "x__echo", &Ok(json!({"m":"a"})))]),
-            message(
-                "m2",
-                "user",
-                vec![tool_response("t1", Ok(&json!({"content":[{"type":"text","text":"a"}],"isError":false})))],
+            Message::new("m0", User, vec![Content::text("hi")]),
+            Message::new(
+                "m1",
+                Assistant,
+                vec![Content::text("calling"), tool_request("t1", "x__echo", &Ok(json!({"m":"a"})))],
             ),
-            json!({"role":"user","created":0,"content":[{"type":"text","text":"hidden"}],"metadata":{"userVisible":true,"agentVisible":false}}),
+            Message::new(
+                "m2",
+                User,
+                vec![tool_response("t1", Ok(json!({"content":[{"type":"text","text":"a"}],"isError":false})))],
+            ),
+            hidden,
         ];
         let m = to_llm(&conv);
         assert_eq!(m.len(), 3);

@@ -15,6 +15,7 @@ use crossbeam_channel::{bounded, select, Receiver};
 use gosling_extensions::runtime::SessionRuntime;
 use gosling_llm::{self as llm, ChatRequest, Delta, Provider, ToolSpec};
 use gosling_mcp::client::CallContext;
+use gosling_store::message::{Content, Message, NotificationKind, Role, SystemNotification};
 use gosling_store::sessions::SessionStore;
 use gosling_util::lock;
 use serde_json::{json, Value};
@@ -44,7 +45,7 @@ pub struct Turn {
     never: Mutex<std::collections::HashSet<String>>,
     pub max_turns: usize,
     /// The conversation before this turn (already including the new user message).
-    pub conversation: Vec<Value>,
+    pub conversation: Vec<Message>,
     /// Keeps other turns out of this session while this one lives.
     _running: crate::TurnGuard,
     /// The name this turn gave the session from its first message, and the session's
@@ -70,7 +71,7 @@ struct Out {
 }
 
 impl Out {
-    fn message(&self, m: Value) -> bool {
+    fn message(&self, m: Message) -> bool {
         self.sink.emit(Event::Message { message: m, tokens: self.tokens })
     }
 }
@@ -112,11 +113,12 @@ fn tool_permissions(host: &crate::host::Host) -> HashMap<String, String> {
 
 /// A turn's error as the conversation keeps it: a notification the person sees and the model
 /// does not (`agentVisible: false`), marked `goslingError`.
-fn error_note(error: &str) -> Value {
-    let note = json!({ "type": "systemNotification", "notificationType": "inlineMessage", "msg": error });
-    let mut m = msg::message(&msg::new_id(), "assistant", vec![note]);
-    m["metadata"]["agentVisible"] = Value::Bool(false);
-    m["metadata"][msg::ERROR] = Value::Bool(true);
+fn error_note(error: &str) -> Message {
+    let note =
+        SystemNotification { kind: NotificationKind::InlineMessage, msg: error.to_string(), extra: Default::default() };
+    let mut m = Message::new(msg::new_id(), Role::Assistant, vec![Content::SystemNotification(note)]);
+    m.metadata.agent_visible = false;
+    m.metadata.error = true;
     m
 }
 
@@ -126,8 +128,8 @@ impl Turn {
     pub fn prepare(
         host: &crate::host::Host,
         session_id: &str,
-        user_message: Value,
-        override_conversation: Option<Vec<Value>>,
+        user_message: Message,
+        override_conversation: Option<Vec<Message>>,
     ) -> Result<Turn, crate::Error> {
         use crate::Error;
         let setting = |k: &str| host.setting(k);
@@ -148,7 +150,7 @@ impl Turn {
         .and_then(|settings| llm::from_settings(&settings).map(|provider| (settings, provider)));
         let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
         // A new message is appended; an override rewrites the stored conversation.
-        let first_text = crate::title::message_text(&user_message);
+        let first_text = user_message.text();
         let conversation = match override_conversation {
             Some(mut conversation) => {
                 conversation.push(user_message);
@@ -201,7 +203,7 @@ impl Turn {
         })
     }
 
-    fn save(&self, m: &Value) {
+    fn save(&self, m: &Message) {
         let r = self.sessions.append_message(&self.session_id, m);
         if let Err(e) = r {
             log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
@@ -216,12 +218,12 @@ impl Turn {
         if partial.is_empty() {
             return;
         }
-        let mut m = msg::message(reply_id, "assistant", vec![msg::text(partial)]);
-        m["metadata"][msg::STOPPED] = Value::Bool(true);
+        let mut m = Message::new(reply_id, Role::Assistant, vec![Content::text(partial)]);
+        m.metadata.stopped = true;
         self.save(&m);
         self.conversation.push(m);
-        let mut mark = msg::message(reply_id, "assistant", Vec::new());
-        mark["metadata"][msg::STOPPED] = Value::Bool(true);
+        let mut mark = Message::new(reply_id, Role::Assistant, Vec::new());
+        mark.metadata.stopped = true;
         out.message(mark);
     }
 
@@ -304,9 +306,9 @@ impl Turn {
     /// first message and the answer (not after a Stop: there is no whole answer).
     fn ask_for_title(&mut self) {
         let Some((provider, fallback, first)) = self.model_title.take() else { return };
-        let last = self.conversation.last().filter(|m| m["role"] == "assistant");
-        let stopped = last.is_some_and(|m| m["metadata"][msg::STOPPED] == true);
-        let answer = last.map(crate::title::message_text).unwrap_or_default();
+        let last = self.conversation.last().filter(|m| m.role == Role::Assistant);
+        let stopped = last.is_some_and(|m| m.metadata.stopped);
+        let answer = last.map(Message::text).unwrap_or_default();
         if stopped || answer.trim().is_empty() {
             return;
         }
@@ -358,7 +360,7 @@ impl Turn {
                     match d {
                         Delta::Text(t) => {
                             partial.push_str(t);
-                            if !out.message(msg::message(&reply_id, "assistant", vec![msg::text(t)])) {
+                            if !out.message(Message::new(&reply_id, Role::Assistant, vec![Content::text(t)])) {
                                 client_gone = true;
                                 return false;
                             }
@@ -390,7 +392,7 @@ impl Turn {
             // The assistant message as stored: all its text, then its tool requests.
             let mut content = Vec::new();
             if !completion.text.is_empty() {
-                content.push(msg::text(&completion.text));
+                content.push(Content::text(completion.text.as_str()));
             }
             let mut frontend = Vec::new();
             for call in &completion.tool_calls {
@@ -403,12 +405,12 @@ impl Turn {
                     _ => msg::tool_request(&call.id, &call.name, &call.arguments),
                 };
                 // Stream each request (the text was streamed already).
-                if !out.message(msg::message(&reply_id, "assistant", vec![c.clone()])) {
+                if !out.message(Message::new(&reply_id, Role::Assistant, vec![c.clone()])) {
                     return Ok(());
                 }
                 content.push(c);
             }
-            let assistant = msg::message(&reply_id, "assistant", content);
+            let assistant = Message::new(reply_id, Role::Assistant, content);
             self.save(&assistant);
             self.conversation.push(assistant);
             if completion.tool_calls.is_empty() || !frontend.is_empty() {
@@ -419,7 +421,7 @@ impl Turn {
             if is_cancelled(cancel) {
                 return Ok(());
             }
-            let m = msg::message(&msg::new_id(), "user", responses);
+            let m = Message::new(msg::new_id(), Role::User, responses);
             self.save(&m);
             if !out.message(m.clone()) {
                 return Ok(());
@@ -453,7 +455,7 @@ impl Turn {
         }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
         let rx = self.confirmations.wait_for(&call.id);
-        let m = msg::message(&msg::new_id(), "assistant", vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
+        let m = Message::new(msg::new_id(), Role::Assistant, vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
         if !out.message(m) {
             self.confirmations.forget(&call.id);
             return Err(());
@@ -499,8 +501,8 @@ impl Turn {
     }
 
     /// Runs the calls (in parallel), forwarding progress as Notification events.
-    fn run_tools(&self, calls: &[llm::ToolCallOut], out: &Out, cancel: &Receiver<()>) -> Vec<Value> {
-        let mut slots: Vec<Option<Value>> = vec![None; calls.len()];
+    fn run_tools(&self, calls: &[llm::ToolCallOut], out: &Out, cancel: &Receiver<()>) -> Vec<Content> {
+        let mut slots: Vec<Option<Content>> = calls.iter().map(|_| None).collect();
         let mut running = Vec::new();
         // Cancel fan-out: each call gets its own receiver, closed when the turn is cancelled.
         let mut cancel_senders = Vec::new();
@@ -508,14 +510,14 @@ impl Turn {
             let args = match &call.arguments {
                 Ok(a) => a.clone(),
                 Err(bad) => {
-                    slots[i] = Some(msg::tool_response(&call.id, Err(&format!("-32602: {bad}"))));
+                    slots[i] = Some(msg::tool_response(&call.id, Err(format!("-32602: {bad}"))));
                     continue;
                 }
             };
             match self.approved(call, out, cancel) {
                 Ok(true) => {}
                 Ok(false) => {
-                    slots[i] = Some(msg::tool_response(&call.id, Err("the user declined to run this tool")));
+                    slots[i] = Some(msg::tool_response(&call.id, Err("the user declined to run this tool".into())));
                     continue;
                 }
                 Err(()) => return Vec::new(),
@@ -559,8 +561,8 @@ impl Turn {
                 Err(gosling_extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
             });
             slots[i] = Some(match r {
-                Ok(v) => msg::tool_response(&id, Ok(&msg::call_tool_response(v))),
-                Err(e) => msg::tool_response(&id, Err(&format!("-32603: {e}"))),
+                Ok(v) => msg::tool_response(&id, Ok(msg::call_tool_response(v))),
+                Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),
             });
         }
         slots.into_iter().flatten().collect()
@@ -573,7 +575,7 @@ pub const MAX_REPLY_RESULT_BYTES: usize = 16 << 20;
 
 /// Keeps tool responses while their total stays within `MAX_REPLY_RESULT_BYTES`; a response
 /// past it is replaced by an error the model reads (so it can ask for less).
-fn bound_results(responses: Vec<Value>, used: &mut usize) -> Vec<Value> {
+fn bound_results(responses: Vec<Content>, used: &mut usize) -> Vec<Content> {
     responses
         .into_iter()
         .map(|r| {
@@ -582,10 +584,13 @@ fn bound_results(responses: Vec<Value>, used: &mut usize) -> Vec<Value> {
                 *used += len;
                 return r;
             }
-            let id = r["id"].as_str().unwrap_or_default().to_string();
+            let id = match &r {
+                Content::ToolResponse(t) => t.id.as_str(),
+                _ => "",
+            };
             msg::tool_response(
-                &id,
-                Err(&format!(
+                id,
+                Err(format!(
                     "the tool's result ({len} bytes) was dropped: this reply's tool results would exceed {} MiB, \
                      the most gosling keeps for one reply; ask for less (a narrower query, a range, a summary)",
                     MAX_REPLY_RESULT_BYTES >> 20
@@ -603,16 +608,19 @@ mod tests {
     #[test]
     fn tool_results_of_one_reply_are_bounded_in_total() {
         let big =
-            |id: &str| msg::tool_response(id, Ok(&json!({"content": [{"type": "text", "text": "x".repeat(6 << 20)}]})));
+            |id: &str| msg::tool_response(id, Ok(json!({"content": [{"type": "text", "text": "x".repeat(6 << 20)}]})));
+        let result = |c: &Content| match c {
+            Content::ToolResponse(r) => (r.id.clone(), r.result.clone().map(|_| ())),
+            other => panic!("{other:?}"),
+        };
         let mut used = 0;
-        let kept = bound_results(vec![big("a"), big("b"), big("c")], &mut used);
-        assert_eq!(kept[0]["toolResult"]["status"], "success");
-        assert_eq!(kept[1]["toolResult"]["status"], "success");
-        assert_eq!(kept[2]["toolResult"]["status"], "error");
-        assert!(kept[2]["toolResult"]["error"].as_str().unwrap().contains("16 MiB"));
-        assert_eq!(kept[2]["id"], "c");
+        let kept: Vec<_> = bound_results(vec![big("a"), big("b"), big("c")], &mut used).iter().map(result).collect();
+        assert_eq!(kept[0], ("a".to_string(), Ok(())));
+        assert_eq!(kept[1], ("b".to_string(), Ok(())));
+        let (id, dropped) = &kept[2];
+        assert!(id == "c" && dropped.as_ref().unwrap_err().contains("16 MiB"), "{kept:?}");
         assert!(used <= MAX_REPLY_RESULT_BYTES);
         // The budget spans the reply's turns.
-        assert_eq!(bound_results(vec![big("d")], &mut used)[0]["toolResult"]["status"], "error");
+        assert!(result(&bound_results(vec![big("d")], &mut used)[0]).1.is_err());
     }
 }

@@ -11,7 +11,6 @@
 
 use gosling_llm::{ChatMessage, ChatRequest, Delta, Part, Provider, Role};
 use gosling_store::sessions::SessionStore;
-use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// The most characters of a title, from the first message or the model.
@@ -29,16 +28,6 @@ Answer with the title only: no quotes, no punctuation at the end, no explanation
 /// Whether the model is asked for titles (`GOSLING_SESSION_TITLES`, default `model`).
 pub fn model_titles(setting: &dyn Fn(&str) -> Option<String>) -> bool {
     setting("GOSLING_SESSION_TITLES").is_none_or(|v| v.trim() != "first_message")
-}
-
-/// The text of a goose message (its text parts, joined by spaces).
-pub fn message_text(m: &Value) -> String {
-    let parts = m.get("content").and_then(Value::as_array).into_iter().flatten();
-    parts
-        .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|c| c.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// A title from free text: its first non-empty line, trimmed, at most `TITLE_CHARS`

@@ -9,6 +9,7 @@ use crate::state::App;
 use gosling_extensions::config::ExtensionConfig;
 use gosling_llm as llm;
 use gosling_llm::catalog::PROVIDERS;
+use gosling_store::message::Content;
 use gosling_store::sessions::Session;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -109,9 +110,9 @@ pub fn insights(app: &App) -> R {
 fn conversation_text(s: &Session) -> String {
     let mut out = String::new();
     for m in s.conversation.iter().flatten() {
-        for c in m.get("content").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(t) = c.get("text").and_then(Value::as_str) {
-                out.push_str(t);
+        for c in &m.content {
+            if let Content::Text(t) = c {
+                out.push_str(&t.text);
                 out.push('\n');
             }
         }

@@ -8,6 +8,7 @@ use gosling_agent::elicit;
 use gosling_agent::events::{ChannelSink, Event, Sink};
 use gosling_agent::messages as msg;
 use gosling_agent::reply::Turn;
+use gosling_store::message::Message;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::io::{self, Write};
@@ -24,29 +25,28 @@ struct ChatReq {
     session_id: String,
     user_message: Value,
     #[serde(default)]
-    override_conversation: Option<Vec<Value>>,
+    override_conversation: Option<Vec<Message>>,
 }
 
 /// Events queued between the turn and the socket; a slow client applies backpressure.
 const EVENT_QUEUE: usize = 256;
 
-/// Completes a client's user message with what goose's Message requires.
-pub fn normalize_user_message(mut m: Value) -> Result<Value, ApiError> {
+/// A client's user message, completed with what goose's Message requires.
+pub fn normalize_user_message(mut m: Value) -> Result<Message, ApiError> {
     let o = m.as_object_mut().ok_or_else(|| ApiError::new(422, "`user_message` must be a Message object"))?;
     if !o.get("content").is_some_and(Value::is_array) {
         return Err(ApiError::new(422, "`user_message.content` must be an array of MessageContent"));
     }
     o.entry("role").or_insert(json!("user"));
     o.entry("created").or_insert(json!(gosling_util::unix_secs()));
-    o.entry("metadata").or_insert(msg::metadata());
     if o.get("id").is_none_or(Value::is_null) {
         o.insert("id".into(), json!(msg::new_id()));
     }
-    Ok(m)
+    Message::from_value(m).map_err(|e| ApiError::new(422, format!("`user_message`: {e}")))
 }
 
 /// Delivers the elicitation answer a user message carries; None when it carries none.
-pub fn answer_elicitation(app: &App, user_message: &Value) -> Option<bool> {
+pub fn answer_elicitation(app: &App, user_message: &Message) -> Option<bool> {
     let (id, answer) = elicit::response_in(user_message)?;
     let delivered = app.elicitations.answer(&id, answer);
     if !delivered {

@@ -37,7 +37,7 @@ struct ReplyReq {
     request_id: String,
     user_message: Value,
     #[serde(default)]
-    override_conversation: Option<Vec<Value>>,
+    override_conversation: Option<Vec<gosling_store::message::Message>>,
 }
 
 pub fn reply(app: &App, id: &str, req: &Request) -> R {

@@ -32,9 +32,11 @@
 //! place and migrated on their first change. A file that cannot be read is reported with its
 //! name and left untouched, never replaced or silently dropped.
 //!
-//! Not here: what a message means (agent/messages.rs).
+//! Not here: goose's message format (message.rs: this file stores its `Message`s as their
+//! JSON lines) or what a message means (agent/messages.rs).
 
 use crate::atomic::{self, Error};
+use crate::message::Message;
 use gosling_util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
@@ -47,8 +49,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// goose's `Session` (snake_case). `conversation` holds goose `Message` JSON objects.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// goose's `Session` (snake_case).
+// Not `Clone`: the store moves a session from its files to its caller and back, and a derived
+// clone (with the conversation's) cost 14 KB of the binary.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Session {
     pub id: String,
     pub name: String,
@@ -66,7 +70,7 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goose_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<Vec<Value>>,
+    pub conversation: Option<Vec<Message>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,16 +155,18 @@ struct Meta {
 }
 
 impl Meta {
-    fn new(mut session: Session) -> Meta {
-        session.conversation = None;
-        let json = serde_json::to_string(&session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
-        Meta { id: session.id.into(), updated_at: session.updated_at.into(), json }
+    /// The listing of `session`, which has no conversation (`None`).
+    fn new(session: &Session) -> Meta {
+        let json = serde_json::to_string(session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
+        Meta { id: session.id.as_str().into(), updated_at: session.updated_at.as_str().into(), json }
     }
 
     /// The session, without its conversation.
     fn session(&self) -> Result<Session, Error> {
         // The JSON is our own serialization of a Session; failing to read it back is a bug.
-        serde_json::from_str(&self.json)
+        // Read as bytes, as the metadata files are: one copy of the (flattening, so large)
+        // deserializer of a Session rather than two.
+        serde_json::from_slice(self.json.as_bytes())
             .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
     }
 }
@@ -220,7 +226,7 @@ fn remove_if_present(path: &Path) -> Result<bool, Error> {
 }
 
 /// The messages of a conversation file's bytes, one per `\n`-terminated line, numbered from
-/// `first_line` (1-based) in errors: as `Value`s, or as `IgnoredAny` to check and count them
+/// `first_line` (1-based) in errors: as `Message`s, or as `IgnoredAny` to check and count them
 /// without keeping them. A last line without its `\n` is left out and its length returned.
 fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) -> Result<(Vec<T>, usize), Error> {
     let mut out = Vec::new();
@@ -228,7 +234,7 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) 
     while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
         let line = &bytes[start..start + n];
         let v = serde_json::from_slice(line).map_err(|e| {
-            corrupt(path, format!("line {} is not a JSON message ({e})", first_line + out.len() as u64))
+            corrupt(path, format!("line {} is not a goose message ({e})", first_line + out.len() as u64))
         })?;
         out.push(v);
         start += n + 1;
@@ -237,7 +243,7 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) 
 }
 
 /// Messages as conversation-file lines, each ending in `\n`.
-fn encode_lines(path: &Path, messages: &[Value]) -> Result<Vec<u8>, Error> {
+fn encode_lines(path: &Path, messages: &[Message]) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::new();
     for m in messages {
         serde_json::to_writer(&mut bytes, m).map_err(|e| corrupt(path, e.to_string()))?;
@@ -329,7 +335,7 @@ impl SessionStore {
             st.write_meta(&s, FilePos::default())?;
         }
         st.note(&s.id);
-        lock(&st.index).insert(s.id.clone(), Arc::new(Meta::new(s.clone())));
+        lock(&st.index).insert(s.id.clone(), Arc::new(Meta::new(&s)));
         Ok(Session { conversation: Some(Vec::new()), ..s })
     }
 
@@ -337,9 +343,8 @@ impl SessionStore {
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
         let st = &self.inner;
         st.with_session(id, false, |d| {
-            let mut s = d.session.clone();
-            s.conversation = Some(st.read_conversation(d)?);
-            Ok((None, s))
+            let conversation = st.read_conversation(&d)?;
+            Ok((None, Session { conversation: Some(conversation), ..d.session }))
         })
     }
 
@@ -362,7 +367,7 @@ impl SessionStore {
 
     /// Appends one message to the conversation: one write and one fsync of its file,
     /// whatever the conversation's length. `false` when the session does not exist.
-    pub fn append_message(&self, id: &str, message: &Value) -> Result<bool, Error> {
+    pub fn append_message(&self, id: &str, message: &Message) -> Result<bool, Error> {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let path = st.messages_path(id);
@@ -379,7 +384,7 @@ impl SessionStore {
             if created {
                 sync_dir(&st.dir)?;
             }
-            let mut s = d.session.clone();
+            let mut s = d.session;
             s.message_count += 1;
             s.updated_at = gosling_util::now_rfc3339();
             let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
@@ -393,11 +398,11 @@ impl SessionStore {
 
     /// Replaces the whole conversation (goose's `override_conversation`): the file is
     /// rewritten atomically. `false` when the session does not exist.
-    pub fn replace_conversation(&self, id: &str, conversation: &[Value]) -> Result<bool, Error> {
+    pub fn replace_conversation(&self, id: &str, conversation: &[Message]) -> Result<bool, Error> {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let file = st.write_messages(&st.messages_path(id), conversation)?;
-            let mut s = d.session.clone();
+            let mut s = d.session;
             s.message_count = conversation.len() as u64;
             Ok((Some(st.save(s, file)?), ()))
         })?;
@@ -410,16 +415,16 @@ impl SessionStore {
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
-            let before = &d.session;
-            let mut s = before.clone();
+            let (file, mut s) = (d.file, d.session);
+            let (before_id, count) = (s.id.clone(), s.message_count);
             let r = f(&mut s);
             if s.conversation.is_some() {
                 log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
             }
-            s.id = before.id.clone();
-            s.message_count = before.message_count;
+            s.id = before_id;
+            s.message_count = count;
             s.conversation = None;
-            Ok((Some(st.save(s, d.file)?), r))
+            Ok((Some(st.save(s, file)?), r))
         })
     }
 
@@ -429,8 +434,9 @@ impl SessionStore {
     pub fn update<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
-            let before = st.read_conversation(d)?;
-            let mut s = d.session.clone();
+            let before = st.read_conversation(&d)?;
+            let before_id = d.session.id.clone();
+            let mut s = d.session;
             s.conversation = Some(before.clone());
             let r = f(&mut s);
             let after = s.conversation.take().unwrap_or_default();
@@ -451,7 +457,7 @@ impl SessionStore {
             } else {
                 st.write_messages(&path, &after)?
             };
-            s.id = d.session.id.clone();
+            s.id = before_id;
             s.message_count = after.len() as u64;
             Ok((Some(st.save(s, file)?), r))
         })
@@ -561,7 +567,7 @@ impl Inner {
         &self,
         id: &str,
         exclusive: bool,
-        f: impl FnOnce(&Derived) -> Result<(Option<Session>, R), Error>,
+        f: impl FnOnce(Derived) -> Result<(Option<Session>, R), Error>,
     ) -> Result<Option<R>, Error> {
         let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
         let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
@@ -574,10 +580,10 @@ impl Inner {
                 d.torn = 0;
             }
         }
-        let (new, r) = f(&d)?;
+        let (new, r) = f(d)?;
         drop(guard);
         if let Some(s) = new {
-            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(s)));
+            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
             self.note(id);
         }
         Ok(Some(r))
@@ -729,7 +735,7 @@ impl Inner {
     }
 
     /// Replaces a conversation file atomically; where it ends.
-    fn write_messages(&self, path: &Path, conversation: &[Value]) -> Result<FilePos, Error> {
+    fn write_messages(&self, path: &Path, conversation: &[Message]) -> Result<FilePos, Error> {
         atomic::write_atomic(path, &encode_lines(path, conversation)?)?;
         let stat = std::fs::symlink_metadata(path).map_err(|e| atomic::io_err(path, e))?;
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
@@ -756,7 +762,7 @@ impl Inner {
     }
 
     /// The conversation as its file holds it, up to its last whole line.
-    fn read_conversation(&self, d: &Derived) -> Result<Vec<Value>, Error> {
+    fn read_conversation(&self, d: &Derived) -> Result<Vec<Message>, Error> {
         let id = &d.session.id;
         if d.legacy {
             let path = self.legacy_path(id);
@@ -875,7 +881,7 @@ impl Inner {
                     if d.torn > 0 {
                         d = self.repair(&id).unwrap_or(d);
                     }
-                    loaded.insert(id, Arc::new(Meta::new(d.session)));
+                    loaded.insert(id, Arc::new(Meta::new(&d.session)));
                 }
                 Ok(None) => {}
                 Err(e) => log::warn!("{e}; the session is left out of the list"),
@@ -971,7 +977,7 @@ impl Inner {
         for id in ids {
             match self.derive(id, false) {
                 Ok(Some(d)) => {
-                    lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(d.session)));
+                    lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&d.session)));
                 }
                 Ok(None) => {
                     lock(&self.index).remove(id);
@@ -1008,8 +1014,9 @@ mod tests {
         d
     }
 
-    fn message(i: usize) -> Value {
-        json!({"id": format!("m{i}"), "role": "user", "created": i, "content": [{"type": "text", "text": format!("hello {i}")}], "metadata": {}})
+    fn message(i: usize) -> Message {
+        let v = json!({"id": format!("m{i}"), "role": "user", "created": i, "content": [{"type": "text", "text": format!("hello {i}")}], "metadata": {}});
+        Message::from_value(v).unwrap()
     }
 
     #[test]
@@ -1133,6 +1140,57 @@ mod tests {
         assert!(std::fs::read_to_string(&path).unwrap().contains("{not json"));
     }
 
+    #[test]
+    fn a_conversation_written_by_goose_is_rewritten_without_losing_a_field() {
+        let d = tmpdir("goose-lines");
+        let st = SessionStore::open(&d).unwrap();
+        let id = st.create("/w", vec![]).unwrap().id;
+        // What goose (or a later goose) may have written: fields and blocks gosling does not know.
+        let lines = [
+            json!({"id": "g1", "role": "user", "created": 1, "content": [{"type": "text", "text": "hi",
+                "annotations": {"audience": ["user"]}}, {"type": "image", "data": "aGk=", "mimeType": "image/png"}],
+                "metadata": {"userVisible": true, "agentVisible": true}}),
+            json!({"id": null, "role": "assistant", "created": 2, "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "toolRequest", "id": "t1", "toolCall": {"status": "success",
+                    "value": {"name": "x__y", "arguments": {"a": 1}, "_meta": {"m": 1}}}, "metadata": {"k": 2}},
+                {"type": "toolConfirmationRequest", "id": "t1", "toolName": "x__y", "arguments": {}},
+                {"type": "someFutureBlock", "payload": [1, 2]}],
+                "metadata": {"userVisible": true, "agentVisible": false, "futureFlag": "on"}, "futureField": 3}),
+        ];
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        std::fs::write(&path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+        let conversation = st.get(&id).unwrap().unwrap().conversation.unwrap();
+        // A rewrite (goose's override_conversation) writes what it read.
+        st.replace_conversation(&id, &conversation).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let mut expected = lines.to_vec();
+        // `id: null` is goose's "no id": it comes back absent.
+        expected[1].as_object_mut().unwrap().remove("id");
+        assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn a_line_that_is_json_but_no_goose_message_is_an_error_and_nothing_is_rewritten() {
+        let d = tmpdir("not-a-message");
+        let st = SessionStore::open(&d).unwrap();
+        let id = st.create("/w", vec![]).unwrap().id;
+        st.append_message(&id, &message(0)).unwrap();
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        // Another program appends a line of its own (the metadata is not told: it is counted).
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"role\":\"system\",\"created\":1,\"content\":[]}\n").unwrap();
+        drop(f);
+        let before = std::fs::read(&path).unwrap();
+        let e = st.get(&id).unwrap_err().to_string();
+        assert!(e.contains(&format!("{id}.jsonl")) && e.contains("line 2 is not a goose message"), "{e}");
+        assert!(e.contains("`role`") && e.contains("left untouched"), "{e}");
+        // A change that would rewrite the conversation fails too; the file is as it was.
+        assert!(st.update(&id, |s| s.conversation = Some(vec![message(5)])).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
     fn write_legacy(dir: &Path) -> Value {
         let legacy = json!({
             "id": "20250101_1", "name": "Old", "working_dir": "/w", "created_at": "2025-01-01T10:00:00Z",
@@ -1195,7 +1253,7 @@ mod tests {
                 let (st, id) = (st.clone(), id.clone());
                 std::thread::spawn(move || {
                     for i in 0..150 {
-                        let m = json!({"id": format!("w{w}-{i}"), "role": "user", "created": i, "content": [], "metadata": {}});
+                        let m = Message::new(format!("w{w}-{i}"), crate::message::Role::User, Vec::new());
                         assert!(st.append_message(&id, &m).unwrap());
                     }
                 })
@@ -1209,7 +1267,7 @@ mod tests {
         for w in 0..4 {
             let mine: Vec<&str> = conversation
                 .iter()
-                .filter_map(|m| m["id"].as_str())
+                .filter_map(|m| m.id.as_deref())
                 .filter(|i| i.starts_with(&format!("w{w}-")))
                 .collect();
             let expected: Vec<String> = (0..150).map(|i| format!("w{w}-{i}")).collect();
