@@ -345,7 +345,12 @@ fn status_answers_before_the_sessions_are_read_and_the_listing_then_has_them_all
     // The loader logs how long the index took when it is done: not yet.
     let err = s.stderr();
     assert!(!err.contains("sessions indexed"), "/status waited for the session index:\n{err}");
-    let list = s.get("/sessions").json();
+    let r = s.get("/sessions");
+    // A body of known length (here over a megabyte) goes whole with its Content-Length, not chunked.
+    assert!(r.body.len() > 1 << 20, "{}", r.body.len());
+    assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
+    assert_eq!(r.header("transfer-encoding"), None);
+    let list = r.json();
     let sessions = list["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), COUNT);
     assert!(sessions.iter().all(|x| x["message_count"] == 2), "each conversation counted");

@@ -175,6 +175,9 @@ where
     Ok(())
 }
 
+/// gosling patch: bodies longer than this are written a buffer of this size at a time.
+const BIG_BODY: usize = 64 << 10;
+
 fn choose_transfer_encoding(
     status_code: StatusCode,
     request_headers: &[Header],
@@ -473,9 +476,10 @@ where
                     assert!(data_length.is_some());
                     let data_length = data_length.unwrap();
 
-                    if data_length >= 1 {
-                        // gosling patch: in 64 KiB writes, not io::copy's 8 KiB ones.
-                        let mut buf = vec![0u8; data_length.min(64 << 10)];
+                    // gosling patch: a large body in 64 KiB writes, not io::copy's 8 KiB
+                    // ones; a small one as before (its stack buffer, no allocation).
+                    if data_length > BIG_BODY {
+                        let mut buf = vec![0u8; BIG_BODY];
                         loop {
                             let n = match reader.read(&mut buf) {
                                 Ok(0) => break,
@@ -485,6 +489,8 @@ where
                             };
                             writer.write_all(&buf[..n])?;
                         }
+                    } else if data_length >= 1 {
+                        io::copy(reader, &mut writer)?;
                     }
                 }
 
