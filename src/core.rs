@@ -21,7 +21,7 @@ pub enum Error {
     /// The state or config dir, or a file in it (the store's error names it).
     Store(atomic::Error),
     /// The extension policy (an allowlist setting) cannot be read.
-    Policy(gosling_extensions::policy::PolicyError),
+    Policy(gosling_extensions::Error),
 }
 
 impl fmt::Display for Error {

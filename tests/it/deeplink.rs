@@ -2,8 +2,9 @@
 //! (`plan_install` with the default policy) and through the real binary (`install --check`).
 
 use crate::support::{gosling, TempDir};
-use gosling::extensions::deeplink::{plan_install, InstallError};
-use gosling::extensions::policy::{Policy, PolicyError};
+use gosling::extensions::deeplink::plan_install;
+use gosling::extensions::policy::{Policy, Refusal};
+use gosling::extensions::Error;
 use serde_json::{json, Value};
 
 enum Want {
@@ -210,22 +211,23 @@ fn check_library(link: &str, want: &Want) {
     let got = plan_install(link, &Policy::permissive(), &|_| false);
     match (want, got) {
         (Config(v), Ok(plan)) => assert_eq!(&serde_json::to_value(&plan.config).unwrap(), v, "link {link:?}"),
-        (Link(param, rule), Err(InstallError::Link(e))) => {
-            assert_eq!(e.param, *param, "link {link:?}: {e}");
-            assert!(e.rule.contains(rule), "link {link:?}: rule {:?} lacks {rule:?}", e.rule);
+        (Link(param, rule), Err(e @ Error::Link { .. })) => {
+            let Error::Link { param: p, rule: r } = &e else { unreachable!() };
+            assert_eq!(p, param, "link {link:?}: {e}");
+            assert!(r.contains(rule), "link {link:?}: rule {r:?} lacks {rule:?}");
             assert!(e.to_string().starts_with(&format!("deeplink: `{param}`: ")), "{e}");
         }
-        (Policy(rule), Err(InstallError::Policy(e))) => {
+        (Policy(rule), Err(Error::Refused(e))) => {
             assert!(
                 matches!(
                     e,
-                    PolicyError::CommandNotAllowed { .. }
-                        | PolicyError::InlineCode { .. }
-                        | PolicyError::ShellMetacharacter { .. }
-                        | PolicyError::NotAPackage { .. }
-                        | PolicyError::ContainerReach { .. }
-                        | PolicyError::EnvRefused { .. }
-                        | PolicyError::ReservedSecret { .. }
+                    Refusal::CommandNotAllowed { .. }
+                        | Refusal::InlineCode { .. }
+                        | Refusal::ShellMetacharacter { .. }
+                        | Refusal::NotAPackage { .. }
+                        | Refusal::ContainerReach { .. }
+                        | Refusal::EnvRefused { .. }
+                        | Refusal::ReservedSecret { .. }
                 ),
                 "{e}"
             );

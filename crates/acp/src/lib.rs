@@ -48,7 +48,7 @@ pub enum Error {
     /// The config or state directory cannot be opened (the store says which file and why).
     Store(gosling_store::atomic::Error),
     /// The extension policy (allowlist) cannot be read.
-    Policy(gosling_extensions::policy::PolicyError),
+    Policy(gosling_extensions::Error),
     /// Reading from the client failed.
     Io(io::Error),
 }

@@ -8,7 +8,7 @@ use crate::sampling::Sampling;
 use crate::Agents;
 use gosling_config::Config;
 use gosling_extensions::config::{ExtensionConfig, Unresolved};
-use gosling_extensions::policy::{InstallSource, Policy, PolicyError};
+use gosling_extensions::policy::{InstallSource, Policy};
 use gosling_extensions::runtime::{Deps, SecretsTokens};
 use gosling_store::audit::{AuditLimits, AuditLog};
 use gosling_store::config_store::ConfigStore;
@@ -101,7 +101,11 @@ impl Host {
 
     /// The trust policy for installs and activations, enforced on every path that can add or
     /// activate an extension. Warnings (allowlist in warning mode) are logged.
-    pub fn policy_check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<(), PolicyError> {
+    pub fn policy_check(
+        &self,
+        config: &ExtensionConfig,
+        source: InstallSource,
+    ) -> Result<(), gosling_extensions::Error> {
         for w in self.policy.check(config, source)? {
             log::warn!("{w}");
         }

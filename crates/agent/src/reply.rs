@@ -557,9 +557,8 @@ impl Turn {
         }
         for (i, id, h, _) in running {
             // wait: the loop above ran until no call thread was left running
-            let r = h.join().unwrap_or_else(|_| {
-                Err(gosling_extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
-            });
+            let r =
+                h.join().unwrap_or_else(|_| Err(gosling_extensions::Error::UnknownTool("tool call panicked".into())));
             slots[i] = Some(match r {
                 Ok(v) => msg::tool_response(&id, Ok(msg::call_tool_response(v))),
                 Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),

@@ -10,7 +10,9 @@
 
 use gosling_extensions::config::{name_to_key, Kind};
 use gosling_extensions::config::{ExtensionConfig, ExtensionStore};
+use gosling_extensions::error::Invalid;
 use gosling_extensions::runtime::{oauth_settings, SecretsTokens};
+use gosling_extensions::Error::InvalidConfig;
 use gosling_mcp::oauth::{Authorizer, SignIn};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -64,10 +66,17 @@ fn usage(e: &str) -> ExitCode {
 #[derive(Debug)]
 enum Error {
     Store(gosling_store::atomic::Error),
-    NoSuchExtension { name: String, config: std::path::PathBuf },
-    NotHttp { name: String, kind: &'static str },
+    NoSuchExtension {
+        name: String,
+        config: std::path::PathBuf,
+    },
+    NotHttp {
+        name: String,
+        kind: &'static str,
+    },
     OwnAuthorization(String),
-    Settings(gosling_extensions::runtime::ActivateError),
+    /// Reading the extension, or its sign-in settings.
+    Extensions(gosling_extensions::Error),
     SignIn(gosling_mcp::error::Error),
 }
 
@@ -87,7 +96,7 @@ impl std::fmt::Display for Error {
                 f,
                 "extension {name:?} sets its own Authorization header; remove it from the extension's headers to sign in with OAuth"
             ),
-            Error::Settings(e) => write!(f, "{e}"),
+            Error::Extensions(e) => write!(f, "{e}"),
             Error::SignIn(e) => write!(f, "{e}"),
         }
     }
@@ -96,12 +105,12 @@ impl std::fmt::Display for Error {
 fn run(open: &crate::Opener, name: &str, sign_in: SignIn, forget: bool) -> Result<String, Error> {
     let store = Arc::new(open.store().map_err(Error::Store)?);
     let key = name_to_key(name);
-    let config = match store.extension(&key).map_err(Error::Store)? {
+    let config = match store.extension(&key).map_err(Error::Extensions)? {
         Some(entry) => entry.config,
         // A server not (yet) in the config: by its URL, with no OAuth settings of its own.
         None if name.starts_with("http://") || name.starts_with("https://") => {
             ExtensionConfig::from_value(serde_json::json!({"type": "streamable_http", "name": "remote", "uri": name}))
-                .map_err(|e| Error::Settings(gosling_extensions::runtime::ActivateError::Config(e.message)))?
+                .map_err(|e| Error::Extensions(InvalidConfig(Invalid::Config(Box::new(e)))))?
         }
         None => {
             return Err(Error::NoSuchExtension { name: name.to_string(), config: store.config_path().to_path_buf() })
@@ -119,7 +128,7 @@ fn run(open: &crate::Opener, name: &str, sign_in: SignIn, forget: bool) -> Resul
         gosling_extensions::consent::may_read(&config, k).then(|| store.get_secret(k).ok().flatten()).flatten()
     };
     let settings =
-        oauth_settings(&config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in).map_err(Error::Settings)?;
+        oauth_settings(&config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in).map_err(Error::Extensions)?;
     let timeout = Duration::from_secs(config.timeout_secs().max(1));
     let auth = Arc::new(Authorizer::new(uri, config.name(), timeout, settings));
     if forget {

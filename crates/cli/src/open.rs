@@ -5,7 +5,7 @@
 //! the command it runs.
 
 use gosling_config::{config_dir, Env};
-use gosling_extensions::policy::{Policy, PolicyError};
+use gosling_extensions::policy::Policy;
 use gosling_store::atomic;
 use gosling_store::config_store::ConfigStore;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ impl<'a> Opener<'a> {
         self.dir.join(file).exists().then(|| self.store())
     }
 
-    pub fn policy(&self) -> Result<Policy, PolicyError> {
+    pub fn policy(&self) -> Result<Policy, gosling_extensions::Error> {
         Policy::from_env(self.env, &self.dir)
     }
 }

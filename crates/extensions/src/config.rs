@@ -6,6 +6,7 @@
 //! came. This module only describes and checks configs; starting them is `extensions::runtime`'s
 //! job.
 
+use crate::error::Error;
 use gosling_store::atomic::Error as StoreError;
 use gosling_store::config_store::ConfigStore;
 use gosling_util::{in_words, word_matches};
@@ -175,15 +176,6 @@ pub const RESERVED_SECRET_NAMES: &str = "GOOGLE_API_KEY GEMINI_API_KEY AZURE_OPE
 pub fn is_reserved_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     RESERVED_SECRET_PREFIXES.iter().any(|p| upper.starts_with(p)) || in_words(RESERVED_SECRET_NAMES, &upper)
-}
-
-/// The message for a reserved name used as an extension variable (`field`: env_keys, headers).
-pub fn reserved_secret_message(name: &str, field: &str) -> String {
-    format!(
-        "{field}: {name} is one of gosling's own secrets or settings (server key, TLS, model provider); \
-         an extension may never read it, even if a value is stored under that name; give the extension \
-         its own secret under another name"
-    )
 }
 
 /// The store lookups a config needs, split: `missing` are not stored yet (the user can store
@@ -499,23 +491,9 @@ pub struct ExtensionEntry {
     pub config: ExtensionConfig,
 }
 
-/// A config that cannot be used as given. `field` names the offending field.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigError {
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid extension config: `{}`: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-fn cfg_err(field: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError { field: field.to_string(), message: message.into() }
+/// `Error::Config`: `field` is the offending field.
+fn cfg_err(field: &str, message: impl Into<String>) -> Error {
+    Error::Config { field: field.to_string(), message: message.into() }
 }
 
 pub const TYPES: [&str; 7] = ["stdio", "streamable_http", "builtin", "frontend", "inline_python", "sse", "platform"];
@@ -534,7 +512,7 @@ pub fn runtime_key(name: &str) -> String {
 impl ExtensionConfig {
     /// Parses a config from JSON with messages that say what to fix, rather than serde's
     /// generic ones, for the mistakes people actually make.
-    pub fn from_value(v: Value) -> Result<ExtensionConfig, ConfigError> {
+    pub fn from_value(v: Value) -> Result<ExtensionConfig, Error> {
         let obj = v.as_object().ok_or_else(|| cfg_err("config", "must be a JSON object"))?;
         let ty = match obj.get("type") {
             Some(Value::String(t)) => t.as_str(),
@@ -607,7 +585,7 @@ impl ExtensionConfig {
 
     /// gosling's optional `oauth` object of a `streamable_http` entry (goose has no such
     /// fields; kept in the entry's extra keys, so goose ignores it). `Err` says what is wrong.
-    pub fn oauth(&self) -> Result<OAuthConfig, ConfigError> {
+    pub fn oauth(&self) -> Result<OAuthConfig, Error> {
         match self.kind {
             Kind::StreamableHttp { .. } => match self.extra.get("oauth") {
                 None | Some(Value::Null) => Ok(OAuthConfig::default()),
@@ -622,7 +600,7 @@ impl ExtensionConfig {
     /// gosling's optional `protocol_version` of a stdio or streamable_http entry: the MCP
     /// revision to speak to this server, pinned (goose has no such field; kept in the entry's
     /// extra keys, so goose ignores it). `None`: gosling chooses (see `mcp::client`).
-    pub fn protocol_version(&self) -> Result<Option<String>, ConfigError> {
+    pub fn protocol_version(&self) -> Result<Option<String>, Error> {
         match self.extra.get("protocol_version") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(v)) if gosling_wire::mcp_version::is_known(v) => Ok(Some(v.clone())),
@@ -654,7 +632,7 @@ impl ExtensionConfig {
 
     /// Checks that go beyond the shape: things that would make activation fail for sure.
     /// goose stores such configs anyway; we refuse them at the door with the fix.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), Error> {
         if self.name.trim().is_empty() && !matches!(self.kind, Kind::Sse { .. }) {
             return Err(cfg_err("name", "must not be empty"));
         }
@@ -685,7 +663,7 @@ impl ExtensionConfig {
     }
 }
 
-fn check_env_names<'a>(envs: impl Iterator<Item = &'a String>, env_keys: &'a [String]) -> Result<(), ConfigError> {
+fn check_env_names<'a>(envs: impl Iterator<Item = &'a String>, env_keys: &'a [String]) -> Result<(), Error> {
     for k in envs.chain(env_keys.iter()) {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
             return Err(cfg_err("envs", format!("{k:?} is not a valid environment variable name")));
@@ -720,17 +698,17 @@ pub struct Extensions {
 
 /// The config store's extension entries in goose's shape.
 pub trait ExtensionStore {
-    fn extensions(&self) -> Result<Extensions, StoreError>;
-    fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, StoreError>;
+    fn extensions(&self) -> Result<Extensions, Error>;
+    fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, Error>;
     /// Creates or replaces the entry under its config's key; returns whether it existed.
-    fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, StoreError>;
+    fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, Error>;
 }
 
 impl ExtensionStore for ConfigStore {
-    fn extensions(&self) -> Result<Extensions, StoreError> {
+    fn extensions(&self) -> Result<Extensions, Error> {
         let mut entries = Vec::new();
         let mut warnings = Vec::new();
-        for (key, value) in self.extension_values()? {
+        for (key, value) in self.extension_values().map_err(Error::Store)? {
             match serde_json::from_value::<ExtensionEntry>(value) {
                 Ok(entry) => {
                     if matches!(entry.config.kind, Kind::Sse { .. }) {
@@ -747,16 +725,18 @@ impl ExtensionStore for ConfigStore {
         Ok(Extensions { entries, warnings })
     }
 
-    fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, StoreError> {
+    fn extension(&self, key: &str) -> Result<Option<ExtensionEntry>, Error> {
         Ok(self.extensions()?.entries.into_iter().find(|e| e.config.key() == key))
     }
 
-    fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, StoreError> {
-        let value = serde_json::to_value(entry).map_err(|e| StoreError::Corrupt {
-            path: self.config_path().to_path_buf(),
-            detail: format!("extension {} cannot be written as JSON: {e}", entry.config.key()),
+    fn upsert_extension(&self, entry: &ExtensionEntry) -> Result<bool, Error> {
+        let value = serde_json::to_value(entry).map_err(|e| {
+            Error::Store(StoreError::Corrupt {
+                path: self.config_path().to_path_buf(),
+                detail: format!("extension {} cannot be written as JSON: {e}", entry.config.key()),
+            })
         })?;
-        self.upsert_extension_value(&entry.config.key(), value)
+        self.upsert_extension_value(&entry.config.key(), value).map_err(Error::Store)
     }
 }
 
@@ -816,19 +796,25 @@ mod tests {
         assert_eq!(back["installation_notes"], "n");
     }
 
+    /// The field and message of an `Error::Config`.
+    fn config_error(e: Error) -> (String, String) {
+        match e {
+            Error::Config { field, message } => (field, message),
+            e => panic!("not a config error: {e}"),
+        }
+    }
+
     #[test]
     fn helpful_errors() {
-        let e = ExtensionConfig::from_value(json!({"type":"streamable_http","name":"r","url":"http://h"})).unwrap_err();
-        assert_eq!(e.field, "url");
-        assert!(e.message.contains("use `uri`"), "{e}");
-        let e = ExtensionConfig::from_value(json!({"type":"stdio","name":"r","cmd":"x"})).unwrap_err();
-        assert_eq!(e.field, "args");
-        let e = ExtensionConfig::from_value(json!({"type":"ftp","name":"r"})).unwrap_err();
-        assert_eq!(e.field, "type");
-        let e = ExtensionConfig::from_value(json!({"name":"r"})).unwrap_err();
-        assert_eq!(e.field, "type");
-        let e = ExtensionConfig::from_value(json!({"type":"stdio","name":"r","cmd":"x","args":"a"})).unwrap_err();
-        assert!(e.message.contains("invalid type"), "{e}");
+        let from = |v| config_error(ExtensionConfig::from_value(v).unwrap_err());
+        let (field, message) = from(json!({"type":"streamable_http","name":"r","url":"http://h"}));
+        assert_eq!(field, "url");
+        assert!(message.contains("use `uri`"), "{message}");
+        assert_eq!(from(json!({"type":"stdio","name":"r","cmd":"x"})).0, "args");
+        assert_eq!(from(json!({"type":"ftp","name":"r"})).0, "type");
+        assert_eq!(from(json!({"name":"r"})).0, "type");
+        let (_, message) = from(json!({"type":"stdio","name":"r","cmd":"x","args":"a"}));
+        assert!(message.contains("invalid type"), "{message}");
     }
 
     #[test]
@@ -957,8 +943,8 @@ mod oauth_tests {
             serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","oauth":{"client_secret":"x"}}),
         )
         .unwrap();
-        let e = c.oauth().unwrap_err();
-        assert!(e.message.contains("client_secret_key") && !e.message.contains("\"x\""), "{e}");
+        let Error::Config { message, .. } = c.oauth().unwrap_err() else { panic!("not a config error") };
+        assert!(message.contains("client_secret_key") && !message.contains("\"x\""), "{message}");
     }
 }
 

@@ -23,11 +23,11 @@
 use crate::config::{
     disallowed_env_message, is_reserved_secret, name_to_key, secret_names, untrusted_env_message, ExtensionConfig, Kind,
 };
+use crate::error::Error;
 use crate::policy::{program_family, Policy};
 use gosling_util::printable;
 use gosling_wire::template::vars;
 use serde_json::{json, Map, Value};
-use std::fmt;
 
 /// The field of a stored extension entry that holds its consent record.
 pub const FIELD: &str = "gosling_consent";
@@ -65,45 +65,6 @@ pub struct Consent {
     /// The stored secrets the person let this extension read.
     pub secrets: Vec<String>,
 }
-
-/// Why an install or an activation needs the person's approval first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConsentError {
-    /// Nothing approved this launch (no `approve` given, not on the allowlist).
-    Needed { name: String, digest: String },
-    /// The launch differs from the one approved.
-    Changed { name: String, approved: String, now: String },
-    /// A stored record that cannot be read.
-    Malformed { name: String, detail: String },
-}
-
-impl fmt::Display for ConsentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConsentError::Needed { name, digest } => write!(
-                f,
-                "consent: extension {:?} came from elsewhere and runs only after you approve its launch: review its summary \
-                 and send its digest as approve ({digest})",
-                printable(name)
-            ),
-            ConsentError::Changed { name, approved, now } => write!(
-                f,
-                "consent: extension {:?} is not the launch that was approved (approved {approved}, now {now}); nothing was \
-                 saved or started: review its summary again and approve the new digest (a stored extension: save it through \
-                 Desktop's settings or POST /config/extensions, which is your approval, or remove it and install it again)",
-                printable(name)
-            ),
-            ConsentError::Malformed { name, detail } => write!(
-                f,
-                "consent: the stored approval of extension {:?} cannot be read ({detail}); save the extension again through \
-                 Desktop's settings or POST /config/extensions",
-                printable(name)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ConsentError {}
 
 /// The canonical launch of `config` (see the module header). Keys in a fixed order, maps sorted.
 pub fn launch(config: &ExtensionConfig) -> Value {
@@ -147,9 +108,9 @@ pub fn digest(config: &ExtensionConfig) -> String {
 }
 
 /// The consent record `config` carries, if any.
-pub fn consent_of(config: &ExtensionConfig) -> Result<Option<Consent>, ConsentError> {
+pub fn consent_of(config: &ExtensionConfig) -> Result<Option<Consent>, Error> {
     let Some(v) = config.extra.get(FIELD) else { return Ok(None) };
-    let bad = |detail: &str| ConsentError::Malformed { name: config.name().to_string(), detail: detail.into() };
+    let bad = |detail: &str| Error::ConsentMalformed { name: config.name().to_string(), detail: detail.into() };
     let origin = v.get("origin").and_then(Value::as_str).and_then(Origin::parse).ok_or_else(|| bad("no origin"))?;
     let digest = v.get("digest").and_then(Value::as_str).ok_or_else(|| bad("no digest"))?.to_string();
     let secrets = match v.get("secrets") {
@@ -189,27 +150,27 @@ pub fn allowlisted(config: &ExtensionConfig, policy: &Policy) -> bool {
 
 /// For an install from elsewhere: Ok when `approve` is this launch's digest or the allowlist
 /// admits it; otherwise what the person must approve, or that it changed since.
-pub fn check_approval(config: &ExtensionConfig, approve: Option<&str>, policy: &Policy) -> Result<(), ConsentError> {
+pub fn check_approval(config: &ExtensionConfig, approve: Option<&str>, policy: &Policy) -> Result<(), Error> {
     let now = digest(&stripped(config));
     match approve.map(str::trim) {
         Some(a) if a == now => Ok(()),
         Some(a) if !a.is_empty() => {
-            Err(ConsentError::Changed { name: config.name().to_string(), approved: a.to_string(), now })
+            Err(Error::ConsentChanged { name: config.name().to_string(), approved: a.to_string(), now })
         }
         _ if allowlisted(config, policy) => Ok(()),
-        _ => Err(ConsentError::Needed { name: config.name().to_string(), digest: now }),
+        _ => Err(Error::ConsentNeeded { name: config.name().to_string(), digest: now }),
     }
 }
 
 /// At every activation: a config from elsewhere runs only with the digest it was approved with
 /// (or when the allowlist admits it exactly). Configs without a record (the person's own) pass.
-pub fn check_activation(config: &ExtensionConfig, policy: Option<&Policy>) -> Result<(), ConsentError> {
+pub fn check_activation(config: &ExtensionConfig, policy: Option<&Policy>) -> Result<(), Error> {
     let Some(c) = consent_of(config)? else { return Ok(()) };
     let now = digest(&stripped(config));
     if now == c.digest || policy.is_some_and(|p| allowlisted(config, p)) {
         return Ok(());
     }
-    Err(ConsentError::Changed { name: config.name().to_string(), approved: c.digest, now })
+    Err(Error::ConsentChanged { name: config.name().to_string(), approved: c.digest, now })
 }
 
 /// Whether `config` may read the stored secret `name`: never one of gosling's own; with a
@@ -489,7 +450,7 @@ mod tests {
             args.push("--evil".into());
         }
         let e = check_activation(&c, None).unwrap_err();
-        assert!(matches!(e, ConsentError::Changed { .. }) && e.to_string().contains("approve the new digest"), "{e}");
+        assert!(matches!(e, Error::ConsentChanged { .. }) && e.to_string().contains("approve the new digest"), "{e}");
         // Saved by the person (the config API drops the record): their own.
         assert!(check_activation(&stripped(&c), None).is_ok());
     }

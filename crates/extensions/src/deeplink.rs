@@ -18,12 +18,12 @@
 //! This module does no I/O.
 
 use crate::config::{ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
-use crate::policy::{InstallSource, Policy, PolicyError};
+use crate::error::Error;
+use crate::policy::{InstallSource, Policy};
 use gosling_util::printable;
 use gosling_wire::percent::form_decode;
 use gosling_wire::template::vars;
 use serde_json::{json, Map, Value};
-use std::fmt;
 
 /// Longest link accepted, in bytes.
 pub const MAX_LINK_LEN: usize = 32 * 1024;
@@ -33,30 +33,16 @@ pub const MAX_PARAMS: usize = 256;
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
 const MAX_SHORT_FIELD: usize = 256;
 
-/// A rejected link: `param` is the query parameter (or `scheme`, `host`, `link`) at fault and
+/// `Error::Link`: `param` is the query parameter (or `scheme`, `host`, `link`) at fault and
 /// `rule` says what it must look like.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkError {
-    pub param: String,
-    pub rule: String,
-}
-
-impl fmt::Display for LinkError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "deeplink: `{}`: {}", self.param, self.rule)
-    }
-}
-
-impl std::error::Error for LinkError {}
-
-fn err(param: &str, rule: impl Into<String>) -> LinkError {
-    LinkError { param: param.to_string(), rule: rule.into() }
+fn err(param: &str, rule: impl Into<String>) -> Error {
+    Error::Link { param: param.to_string(), rule: rule.into() }
 }
 
 /// A link (or an import) never silently replaces an installed extension: when `existing` (the
 /// entry stored under the new config's key) differs from `config`, the install is refused with
 /// how to replace it on purpose. Installing the same config again is fine.
-pub fn check_not_replacing(existing: Option<&ExtensionEntry>, config: &ExtensionConfig) -> Result<(), LinkError> {
+pub fn check_not_replacing(existing: Option<&ExtensionEntry>, config: &ExtensionConfig) -> Result<(), Error> {
     match existing {
         Some(e) if crate::consent::stripped(&e.config) != crate::consent::stripped(config) => {
             let key = config.key();
@@ -112,7 +98,7 @@ const SINGLE: [&str; 9] =
     ["name", "cmd", "url", "transport", "type", "id", "description", "timeout", "installation_notes"];
 
 /// Parses a `goose://extension?…` link. Pure; see the module header for the rules.
-pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
+pub fn parse(link: &str) -> Result<DeepLink, Error> {
     let link = link.trim();
     if link.len() > MAX_LINK_LEN {
         return Err(err("link", format!("is {} bytes long; at most {MAX_LINK_LEN} are accepted", link.len())));
@@ -247,7 +233,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
             {
                 return Err(err(tkey, format!("{:?} is not supported with url; use streamable_http", printable(t))));
             }
-            check_url(&url)?;
+            check_url(&url).map_err(|rule| err("url", rule))?;
             if !args.is_empty() {
                 return Err(err("arg", "arguments apply only to cmd (stdio) extensions, not to url"));
             }
@@ -271,7 +257,7 @@ pub fn parse(link: &str) -> Result<DeepLink, LinkError> {
         let Some((k, v)) = raw.split_once('=') else {
             return Err(err("header", format!("{:?} must be Name=Value", printable(&raw))));
         };
-        check_header(k, v)?;
+        check_header(k, v).map_err(|rule| err("header", rule))?;
         if headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k)) {
             return Err(err("header", format!("{k} is given more than once")));
         }
@@ -322,31 +308,6 @@ impl DeepLink {
     }
 }
 
-/// A link refused by the parser or by the policy.
-#[derive(Debug)]
-pub enum InstallError {
-    Link(LinkError),
-    Policy(PolicyError),
-}
-
-impl fmt::Display for InstallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InstallError::Link(e) => e.fmt(f),
-            InstallError::Policy(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for InstallError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            InstallError::Link(e) => Some(e),
-            InstallError::Policy(e) => Some(e),
-        }
-    }
-}
-
 /// What installing a link will do, for a confirmation screen or an HTTP answer.
 #[derive(Debug, Clone)]
 pub struct InstallPlan {
@@ -375,14 +336,10 @@ impl InstallPlan {
 
 /// Parses `link`, applies `policy` as for a deep link, and says what installing would do.
 /// `secret_present(NAME)` tells whether a secret is stored (the secrets store only).
-pub fn plan_install(
-    link: &str,
-    policy: &Policy,
-    secret_present: &dyn Fn(&str) -> bool,
-) -> Result<InstallPlan, InstallError> {
-    let parsed = parse(link).map_err(InstallError::Link)?;
+pub fn plan_install(link: &str, policy: &Policy, secret_present: &dyn Fn(&str) -> bool) -> Result<InstallPlan, Error> {
+    let parsed = parse(link)?;
     let config = parsed.to_config();
-    let mut warnings = policy.check(&config, InstallSource::DeepLink).map_err(InstallError::Policy)?;
+    let mut warnings = policy.check(&config, InstallSource::DeepLink)?;
     if !parsed.ignored.is_empty() {
         warnings.push(format!(
             "ignored unknown link parameters: {}",
@@ -418,7 +375,7 @@ pub fn plan_install(
 }
 
 /// A one-line field: no control characters, bounded length.
-fn check_line(param: &str, v: &str, max: usize) -> Result<(), LinkError> {
+fn check_line(param: &str, v: &str, max: usize) -> Result<(), Error> {
     if v.chars().any(char::is_control) {
         return Err(err(param, "must not contain control characters (newlines, tabs, escapes)"));
     }
@@ -429,7 +386,7 @@ fn check_line(param: &str, v: &str, max: usize) -> Result<(), LinkError> {
 }
 
 /// Free text (descriptions, notes): newlines and tabs allowed, other control characters not.
-fn check_text(param: &str, v: &str) -> Result<(), LinkError> {
+fn check_text(param: &str, v: &str) -> Result<(), Error> {
     if v.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return Err(err(param, "must not contain control characters other than newline and tab"));
     }
@@ -439,7 +396,7 @@ fn check_text(param: &str, v: &str) -> Result<(), LinkError> {
     Ok(())
 }
 
-fn parse_timeout(t: &str) -> Result<u64, LinkError> {
+fn parse_timeout(t: &str) -> Result<u64, Error> {
     let rule = || {
         err("timeout", format!("{:?} is not a whole number of seconds between 1 and {MAX_TIMEOUT_SECS}", printable(t)))
     };
@@ -453,36 +410,36 @@ fn parse_timeout(t: &str) -> Result<u64, LinkError> {
 }
 
 /// http(s) only, with a host, no credentials, no spaces or control characters. Imports use it too.
-pub(crate) fn check_url(url: &str) -> Result<(), LinkError> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let lower = url.to_ascii_lowercase();
     let rest = if lower.starts_with("https://") {
         &url[8..]
     } else if lower.starts_with("http://") {
         &url[7..]
     } else {
-        return Err(err("url", format!("{:?} must be an http:// or https:// URL", printable(url))));
+        return Err(format!("{:?} must be an http:// or https:// URL", printable(url)));
     };
     if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(err("url", "must not contain spaces or control characters (percent-encode them)"));
+        return Err("must not contain spaces or control characters (percent-encode them)".into());
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.is_empty() || authority.starts_with(':') {
-        return Err(err("url", format!("{:?} has no host", printable(url))));
+        return Err(format!("{:?} has no host", printable(url)));
     }
     if authority.contains('@') {
-        return Err(err(
-            "url",
-            "must not carry credentials (user:password@); send them with header=Authorization=… and an env secret",
-        ));
+        return Err(
+            "must not carry credentials (user:password@); send them with header=Authorization=… and an env secret"
+                .into(),
+        );
     }
     if url.len() > 4096 {
-        return Err(err("url", "is longer than 4096 bytes"));
+        return Err("is longer than 4096 bytes".into());
     }
     Ok(())
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes. Which names are refused is the policy's call.
-fn check_env_name(param: &str, key: &str) -> Result<(), LinkError> {
+fn check_env_name(param: &str, key: &str) -> Result<(), Error> {
     let ok = !key.is_empty()
         && key.len() <= 128
         && key.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
@@ -505,22 +462,16 @@ const MANAGED_HEADERS: [&str; 8] =
 
 /// A header a link or an import may set: a token name, not one the transport manages (`Host`,
 /// `Content-Length`, …), a value without control characters (no CR/LF), bounded.
-pub(crate) fn check_header(name: &str, value: &str) -> Result<(), LinkError> {
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), String> {
     let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || name.len() > 256 || !name.bytes().all(tchar) {
-        return Err(err("header", format!("{:?} is not a valid HTTP header name", printable(name))));
+        return Err(format!("{:?} is not a valid HTTP header name", printable(name)));
     }
     if MANAGED_HEADERS.iter().any(|m| m.eq_ignore_ascii_case(name)) {
-        return Err(err(
-            "header",
-            format!("{name} is set by the HTTP transport and cannot be given in a link or an import"),
-        ));
+        return Err(format!("{name} is set by the HTTP transport and cannot be given in a link or an import"));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') || value.len() > 8192 {
-        return Err(err(
-            "header",
-            format!("the value of {name} must be at most 8192 bytes without control characters"),
-        ));
+        return Err(format!("the value of {name} must be at most 8192 bytes without control characters"));
     }
     Ok(())
 }

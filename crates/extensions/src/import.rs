@@ -11,9 +11,9 @@
 //! we do not use are reported as warnings, never silently dropped. This module parses only; the policy and the store are the caller's.
 
 use crate::config::{name_to_key, ExtensionConfig, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
+use crate::error::Error;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// Largest file accepted, in bytes.
 pub const MAX_IMPORT_BYTES: usize = 4 << 20;
@@ -28,40 +28,21 @@ pub struct ImportItem {
     pub warnings: Vec<String>,
 }
 
-/// A file or entry that cannot be imported. `entry` is the server's name (None for the file
-/// as a whole), `field` the offending field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportError {
-    pub entry: Option<String>,
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for ImportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.entry {
-            Some(e) => write!(f, "import: mcpServers.{}.{}: {}", gosling_util::printable(e), self.field, self.message),
-            None => write!(f, "import: `{}`: {}", self.field, self.message),
-        }
-    }
-}
-
-impl std::error::Error for ImportError {}
-
-fn ierr(entry: &str, field: &str, message: impl Into<String>) -> ImportError {
-    ImportError { entry: Some(entry.to_string()), field: field.to_string(), message: message.into() }
+/// `Error::Import` for the server `entry`'s `field`.
+fn ierr(entry: &str, field: &str, message: impl Into<String>) -> Error {
+    Error::Import { entry: Some(entry.to_string()), field: field.to_string(), message: message.into() }
 }
 
 /// Fields every importer understands; others are reported.
 const KNOWN: [&str; 8] = ["command", "args", "env", "url", "headers", "type", "disabled", "transport"];
 
 /// Parses the text of an `mcpServers` file, entries in file order.
-pub fn parse_mcp_servers(text: &str) -> Result<Vec<ImportItem>, ImportError> {
-    let top = |field: &str, message: String| ImportError { entry: None, field: field.to_string(), message };
+pub fn parse_mcp_servers(text: &str) -> Result<Vec<ImportItem>, Error> {
+    let top = |field: &str, message: String| Error::Import { entry: None, field: field.to_string(), message };
     if text.len() > MAX_IMPORT_BYTES {
         return Err(top("file", format!("is larger than {MAX_IMPORT_BYTES} bytes")));
     }
-    let doc: Value = serde_json::from_str(text).map_err(|e| top("file", format!("is not valid JSON: {e}")))?;
+    let doc: Value = serde_json::from_str(text).map_err(Error::ImportJson)?;
     let servers = match doc.get("mcpServers") {
         Some(Value::Object(m)) => m,
         Some(_) => return Err(top("mcpServers", "must be an object mapping server names to their settings".into())),
@@ -81,7 +62,7 @@ pub fn parse_mcp_servers(text: &str) -> Result<Vec<ImportItem>, ImportError> {
     Ok(items)
 }
 
-fn string_map(entry: &str, field: &str, v: Option<&Value>) -> Result<BTreeMap<String, String>, ImportError> {
+fn string_map(entry: &str, field: &str, v: Option<&Value>) -> Result<BTreeMap<String, String>, Error> {
     let mut out = BTreeMap::new();
     match v {
         None | Some(Value::Null) => {}
@@ -101,7 +82,7 @@ fn string_map(entry: &str, field: &str, v: Option<&Value>) -> Result<BTreeMap<St
     Ok(out)
 }
 
-fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
+fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, Error> {
     if name.trim().is_empty() {
         return Err(ierr(name, "name", "server names must not be blank"));
     }
@@ -122,7 +103,7 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
         Some(_) => return Err(ierr(name, "type", "must be a string: stdio, http or sse")),
     };
     let enabled = !matches!(obj.get("disabled"), Some(Value::Bool(true)));
-    let str_field = |f: &str| -> Result<Option<String>, ImportError> {
+    let str_field = |f: &str| -> Result<Option<String>, Error> {
         match obj.get(f) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -198,11 +179,11 @@ fn parse_entry(name: &str, v: &Value) -> Result<ImportItem, ImportError> {
             };
             // The same URL and header rules as a link: no credentials in the URL, no `Host` or
             // other transport-managed header, no CR/LF in a value.
-            crate::deeplink::check_url(&url).map_err(|e| ierr(name, "url", e.rule))?;
+            crate::deeplink::check_url(&url).map_err(|rule| ierr(name, "url", rule))?;
             let mut headers = string_map(name, "headers", obj.get("headers"))?;
             for (h, v) in &headers {
                 crate::deeplink::check_header(h, v)
-                    .map_err(|e| ierr(name, &format!("headers.{}", gosling_util::printable(h)), e.rule))?;
+                    .map_err(|rule| ierr(name, &format!("headers.{}", gosling_util::printable(h)), rule))?;
             }
             if sse {
                 warnings.push(format!(

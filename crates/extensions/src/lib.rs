@@ -1,8 +1,12 @@
-//! Extension configs (goose's shapes), and later their runtime, deep links and policy.
+//! Extension configs (goose's shapes), their runtime, deep links, imports, consent and the trust
+//! policy. Every fallible function here fails with the one `Error` (`error.rs`).
 #![deny(unsafe_code)]
 pub mod config;
 pub mod consent;
 pub mod deeplink;
+pub mod error;
 pub mod import;
 pub mod policy;
 pub mod runtime;
+
+pub use error::Error;

@@ -9,6 +9,7 @@
 //! Invariant: a child process never outlives its `ActiveExtension` (close on remove and drop).
 
 use crate::config::{runtime_key, secret_names, ExtensionConfig, Kind, Unresolved};
+use crate::error::{Blocked, Error, Invalid};
 use crate::policy::InstallSource;
 use gosling_mcp::client::{CallContext, Client, ClientOptions};
 use gosling_mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
@@ -17,7 +18,6 @@ use gosling_mcp::streamable_http::HttpSpec;
 use gosling_util::lock;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
@@ -79,15 +79,15 @@ pub fn oauth_settings(
     secret: &dyn Fn(&str) -> Option<String>,
     store: Arc<dyn TokenStore>,
     sign_in: SignIn,
-) -> Result<OAuthSettings, ActivateError> {
-    let o = config.oauth().map_err(|e| ActivateError::Config(e.message))?;
+) -> Result<OAuthSettings, Error> {
+    let o = config.oauth().map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
     let client_secret = o.client_secret_key.as_ref().map(|k| secret(k).ok_or_else(|| {
         if crate::config::is_reserved_secret(k) {
-            return ActivateError::Refused(crate::config::reserved_secret_message(k, "oauth.client_secret_key"));
+            return Error::NotStarted(Blocked::OwnSecret { name: k.clone(), field: "oauth.client_secret_key" });
         }
-        ActivateError::Config(format!(
+        Error::InvalidConfig(Invalid::Message(format!(
             "the OAuth client secret {k:?} (oauth.client_secret_key) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
-        ))
+        )))
     }));
     Ok(OAuthSettings {
         client_id: o.client_id,
@@ -111,73 +111,6 @@ pub type Sampler = Arc<dyn Fn(&str, &str, &Value) -> Result<Value, gosling_wire:
 /// the unprefixed tool name and the arguments, it returns an MCP CallToolResult, or `None` to
 /// let the extension answer as usual.
 pub type ToolDelegate = Arc<dyn Fn(&ExtensionConfig, &str, Option<&Value>) -> Option<Value> + Send + Sync>;
-
-/// Why an extension could not be activated; Display is goose's ExtensionError text.
-#[derive(Debug, Clone)]
-pub enum ActivateError {
-    /// The config cannot run as given (goose: "invalid config: ...").
-    Config(String),
-    /// Starting or initializing the server failed.
-    Start(gosling_mcp::error::Error),
-    /// gosling itself failed (no thread, the disk), not the config or the server.
-    Internal(String),
-    /// The trust policy in force (allowlist, allowed commands, grammars) refuses it.
-    Refused(String),
-}
-
-impl fmt::Display for ActivateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ActivateError::Config(m) => write!(f, "invalid config: {m}"),
-            ActivateError::Start(e) => write!(f, "failed to initialize MCP client: {e}"),
-            ActivateError::Internal(m) => write!(f, "internal error: {m}"),
-            ActivateError::Refused(e) => write!(
-                f,
-                "not started: the current trust policy refuses it: {e} (change the allowlist or remove the extension)"
-            ),
-        }
-    }
-}
-
-/// Why a tool call or resource read failed before reaching a result.
-#[derive(Debug, Clone)]
-pub enum CallError {
-    /// No active extension provides this tool (or it is filtered by `available_tools`).
-    UnknownTool(String),
-    UnknownExtension(String),
-    /// A `frontend` tool: the client must execute it.
-    Frontend(String),
-    /// The extension's child died and is being restarted.
-    Restarting {
-        extension: String,
-        detail: String,
-    },
-    Mcp {
-        extension: String,
-        error: Box<gosling_mcp::error::Error>,
-    },
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::UnknownTool(t) => {
-                write!(f, "tool {t:?} not found; list the session's tools with GET /agent/tools")
-            }
-            CallError::UnknownExtension(e) => {
-                write!(f, "extension {e:?} is not active in this session; add it with /agent/add_extension")
-            }
-            CallError::Frontend(t) => write!(
-                f,
-                "frontend tool execution requires the frontend host: {t} is run by the client, not the server"
-            ),
-            CallError::Restarting { extension, detail } => {
-                write!(f, "extension {extension} is restarting after its process exited; retry shortly. {detail}")
-            }
-            CallError::Mcp { extension, error } => write!(f, "extension {extension}: {error}"),
-        }
-    }
-}
 
 /// goose's `ExtensionLoadResult`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -207,11 +140,11 @@ pub struct ActiveExtension {
 }
 
 impl ActiveExtension {
-    fn client(&self) -> Result<Arc<Client>, CallError> {
+    fn client(&self) -> Result<Arc<Client>, Error> {
         match &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             Backend::Mcp(c) => Ok(c.clone()),
-            Backend::Restarting(d) => Err(CallError::Restarting { extension: self.key.clone(), detail: d.clone() }),
-            Backend::Frontend => Err(CallError::Frontend(self.key.clone())),
+            Backend::Restarting(d) => Err(Error::Restarting { extension: self.key.clone(), detail: d.clone() }),
+            Backend::Frontend => Err(Error::FrontendTool(self.key.clone())),
         }
     }
 
@@ -246,12 +179,12 @@ impl ActiveExtension {
             .collect()
     }
 
-    fn refresh_tools(&self) -> Result<(), CallError> {
+    fn refresh_tools(&self) -> Result<(), Error> {
         if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             if c.capabilities().get("tools").is_some() {
                 let tools = c
                     .list_tools()
-                    .map_err(|error| CallError::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
+                    .map_err(|error| Error::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
                 *self.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
             }
         }
@@ -428,8 +361,8 @@ impl SessionRuntime {
             .map(|(name, h)| {
                 let r = match h {
                     // wait: an activation is bounded by the extension's timeout
-                    Ok(h) => h.join().unwrap_or_else(|_| Err(ActivateError::Internal("activation panicked".into()))),
-                    Err(e) => Err(ActivateError::Internal(format!("cannot start a thread: {e}"))),
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(Error::Panicked)),
+                    Err(e) => Err(Error::Thread(e)),
                 };
                 match r {
                     Ok(()) => LoadResult { name, success: true, error: None },
@@ -443,7 +376,7 @@ impl SessionRuntime {
     }
 
     /// Activates one extension; already active (same key) is a silent success.
-    pub fn add(self: &Arc<Self>, config: ExtensionConfig) -> Result<(), ActivateError> {
+    pub fn add(self: &Arc<Self>, config: ExtensionConfig) -> Result<(), Error> {
         let key = runtime_key(config.name());
         if self.extensions.read().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
             return Ok(());
@@ -452,19 +385,19 @@ impl SessionRuntime {
         if let Some(policy) = &self.deps.policy {
             let warnings = policy
                 .check(&config, InstallSource::AddExtension)
-                .map_err(|e| ActivateError::Refused(e.to_string()))?;
+                .map_err(|e| Error::NotStarted(Blocked::Check(Box::new(e))))?;
             warnings.iter().for_each(|w| log::warn!("session {}: {w}", self.session_id));
         }
         // A config from elsewhere (link, import, recipe) runs only as the person approved it.
         crate::consent::check_activation(&config, self.deps.policy.as_ref())
-            .map_err(|e| ActivateError::Refused(e.to_string()))?;
+            .map_err(|e| Error::NotStarted(Blocked::Check(Box::new(e))))?;
         let t = Instant::now();
         let (backend, tools) = match &config.kind {
             Kind::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
             _ => {
                 let client = Arc::new(self.connect(&config)?);
                 let tools = if client.capabilities().get("tools").is_some() {
-                    client.list_tools().map_err(ActivateError::Start)?
+                    client.list_tools().map_err(Error::Start)?
                 } else {
                     Vec::new()
                 };
@@ -510,7 +443,7 @@ impl SessionRuntime {
             // Checked by `validate` when the config came in; a bad one left in a hand-edited
             // file is reported there too, and gosling chooses meanwhile.
             protocol_version: config.protocol_version().unwrap_or_else(|e| {
-                log::warn!("extension {}: {}", config.name(), e.message);
+                log::warn!("extension {}: {e}", config.name());
                 None
             }),
         }
@@ -520,9 +453,9 @@ impl SessionRuntime {
     /// store (`config::secret_names`: `env_keys`, header variables) resolved there and only
     /// there. A refused name (code-loading families, gosling's own secrets) or a missing secret
     /// stops activation with the reason; gosling's process environment is never consulted.
-    fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, ActivateError> {
-        crate::policy::check_env(config).map_err(|e| ActivateError::Config(e.to_string()))?;
-        crate::policy::check_own_secrets(config).map_err(|e| ActivateError::Config(e.to_string()))?;
+    fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, Error> {
+        crate::policy::check_env(config).map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
+        crate::policy::check_own_secrets(config).map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
         let mut out = config.vars().map(|v| v.envs.clone()).unwrap_or_default();
         let mut missing = Vec::new();
         // The OAuth client secret is read by `oauth_settings`, never put in the environment.
@@ -542,42 +475,38 @@ impl SessionRuntime {
             }
         }
         if !unmapped.is_empty() {
-            return Err(ActivateError::Refused(format!(
-                "consent: extension {} reads {}, which the person did not approve for it; nothing was started: review its summary and approve it again",
-                config.name(),
-                unmapped.join(", ")
-            )));
+            return Err(Error::NotStarted(Blocked::Unmapped { name: config.name().to_string(), secrets: unmapped }));
         }
         if !missing.is_empty() {
-            return Err(ActivateError::Config(Unresolved { missing, refused: Vec::new() }.explain()));
+            return Err(Error::InvalidConfig(Invalid::Message(Unresolved { missing, refused: Vec::new() }.explain())));
         }
         Ok(out)
     }
 
-    fn connect(&self, config: &ExtensionConfig) -> Result<Client, ActivateError> {
+    fn connect(&self, config: &ExtensionConfig) -> Result<Client, Error> {
         let opts = self.client_options(config);
         let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
         let name = &config.name;
         let spec = match &config.kind {
             Kind::Sse { .. } => {
-                return Err(ActivateError::Start(gosling_mcp::error::Error::SseUnsupported { extension: name.clone() }))
+                return Err(Error::Start(gosling_mcp::error::Error::SseUnsupported { extension: name.clone() }))
             }
             Kind::Platform { .. } => {
-                return Err(ActivateError::Config(format!(
+                return Err(Error::InvalidConfig(Invalid::Message(format!(
                     "platform extension {name} is part of goose itself and is not available in gosling"
-                )))
+                ))))
             }
             Kind::Frontend { .. } => {
-                return Err(ActivateError::Config(
+                return Err(Error::InvalidConfig(Invalid::Message(
                     "Invalid extension type: Frontend extensions cannot be added as server extensions".into(),
-                ))
+                )))
             }
             Kind::Stdio { cmd, args, .. } => {
                 // The grammar again (a stored config may predate it), container mounts resolved
                 // inside the working dir, and launchers started where no project config steers them.
                 let work = self.working_dir();
-                let args =
-                    crate::policy::check_launch(cmd, args, &work).map_err(|e| ActivateError::Config(e.to_string()))?;
+                let args = crate::policy::check_launch(cmd, args, &work)
+                    .map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
                 let home = std::env::var_os("HOME").map(PathBuf::from);
                 let mut env = self.resolve_env(config)?;
                 if cwd.is_some() {
@@ -596,13 +525,13 @@ impl SessionRuntime {
             Kind::Builtin { .. } => {
                 let builtin = runtime_key(name);
                 if GOOSE_ONLY_BUILTINS.contains(&builtin.as_str()) {
-                    return Err(ActivateError::Config(format!(
+                    return Err(Error::InvalidConfig(Invalid::Message(format!(
                         "builtin extension {name} is part of goose and not available in gosling (its builtins are {}); disable it, or add an MCP server that does the same",
                         gosling_builtins::KNOWN.join(", ")
-                    )));
+                    ))));
                 }
                 let launch = gosling_builtins::launch(&builtin, &self.deps.self_exe, &self.deps.state_dir)
-                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                    .map_err(|e| Error::InvalidConfig(Invalid::Builtin(e)))?;
                 StdioSpec {
                     cmd: launch.program.display().to_string(),
                     args: launch.args,
@@ -617,7 +546,7 @@ impl SessionRuntime {
             Kind::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
                 let headers = gosling_mcp::streamable_http::substitute_headers(headers, &env)
-                    .map_err(|e| ActivateError::Config(e.to_string()))?;
+                    .map_err(|e| Error::InvalidConfig(Invalid::Headers(e)))?;
                 // Sign-in over the API: the URL goes into the error, the loopback listener
                 // waits in the background for the browser.
                 let auth = self.deps.tokens.as_ref().map(|store| {
@@ -625,7 +554,7 @@ impl SessionRuntime {
                     // The client secret too comes only from the secrets mapped to this extension.
                     let mapped = |k: &str| crate::consent::may_read(config, k).then(|| (self.deps.secret)(k)).flatten();
                     let settings = oauth_settings(config, &mapped, store.clone(), sign_in)?;
-                    Ok::<_, ActivateError>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
+                    Ok::<_, Error>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
                 });
                 let spec = HttpSpec {
                     uri: uri.clone(),
@@ -634,10 +563,10 @@ impl SessionRuntime {
                     extension: config.name().to_string(),
                     auth: auth.transpose()?,
                 };
-                return gosling_mcp::connect_http(&spec, opts).map_err(ActivateError::Start);
+                return gosling_mcp::connect_http(&spec, opts).map_err(Error::Start);
             }
         };
-        gosling_mcp::connect_stdio(&spec, opts).map_err(ActivateError::Start)
+        gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)
     }
 
     /// Deactivates by name (normalized); false when it was not active.
@@ -684,7 +613,7 @@ impl SessionRuntime {
     }
 
     /// Finds the extension for a prefixed tool name: the active key that prefixes it.
-    fn resolve_tool(&self, prefixed: &str) -> Result<(Arc<ActiveExtension>, String), CallError> {
+    fn resolve_tool(&self, prefixed: &str) -> Result<(Arc<ActiveExtension>, String), Error> {
         let mut best: Option<(Arc<ActiveExtension>, String)> = None;
         for ext in self.active() {
             if let Some(rest) = prefixed.strip_prefix(ext.key.as_str()).and_then(|r| r.strip_prefix("__")) {
@@ -693,10 +622,10 @@ impl SessionRuntime {
                 }
             }
         }
-        let (ext, tool) = best.ok_or_else(|| CallError::UnknownTool(prefixed.to_string()))?;
+        let (ext, tool) = best.ok_or_else(|| Error::UnknownTool(prefixed.to_string()))?;
         let allowed = &ext.config.available_tools;
         if !allowed.is_empty() && !allowed.contains(&tool) {
-            return Err(CallError::UnknownTool(prefixed.to_string()));
+            return Err(Error::UnknownTool(prefixed.to_string()));
         }
         Ok((ext, tool))
     }
@@ -713,7 +642,7 @@ impl SessionRuntime {
         prefixed: &str,
         arguments: Option<Value>,
         ctx: &CallContext,
-    ) -> Result<Value, CallError> {
+    ) -> Result<Value, Error> {
         self.wait_loaded();
         let _used = self.touch();
         let t = Instant::now();
@@ -723,10 +652,10 @@ impl SessionRuntime {
             Some(v) => Ok(v),
             None => ext.client().and_then(|c| {
                 c.call_tool(&tool, arguments.clone(), ctx)
-                    .map_err(|error| CallError::Mcp { extension: ext.key.clone(), error: Box::new(error) })
+                    .map_err(|error| Error::Mcp { extension: ext.key.clone(), error: Box::new(error) })
             }),
         };
-        if let Err(CallError::Mcp { .. }) = &result {
+        if let Err(Error::Mcp { .. }) = &result {
             self.notice_failure(&ext);
         }
         let status = match &result {
@@ -769,13 +698,13 @@ impl SessionRuntime {
     }
 
     /// `resources/read` on one extension, normalized as goose's ReadResourceResponse.
-    pub fn read_resource(self: &Arc<Self>, extension: &str, uri: &str) -> Result<Value, CallError> {
+    pub fn read_resource(self: &Arc<Self>, extension: &str, uri: &str) -> Result<Value, Error> {
         self.wait_loaded();
         let _used = self.touch();
         let key = runtime_key(extension);
-        let ext = self.get(&key).ok_or_else(|| CallError::UnknownExtension(extension.to_string()))?;
+        let ext = self.get(&key).ok_or_else(|| Error::UnknownExtension(extension.to_string()))?;
         let client = ext.client()?;
-        client.read_resource(uri).map_err(|error| CallError::Mcp { extension: key, error: Box::new(error) })
+        client.read_resource(uri).map_err(|error| Error::Mcp { extension: key, error: Box::new(error) })
     }
 
     /// After a failed call: if the child is gone, swap in `Restarting` and restart it with
@@ -879,9 +808,9 @@ fn inline_python_spec(
     code: &str,
     deps: &[String],
     cwd: Option<PathBuf>,
-) -> Result<StdioSpec, ActivateError> {
+) -> Result<StdioSpec, Error> {
     let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
-    gosling_store::atomic::write_atomic(&file, code.as_bytes()).map_err(|e| ActivateError::Internal(e.to_string()))?;
+    gosling_store::atomic::write_atomic(&file, code.as_bytes()).map_err(Error::Script)?;
     let file = file.display().to_string();
     if find_in_path("uvx").is_some() {
         let mut args = vec!["--with".to_string(), "mcp".to_string()];
@@ -896,9 +825,9 @@ fn inline_python_spec(
     let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
     if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none()
     {
-        return Err(ActivateError::Config(format!(
+        return Err(Error::InvalidConfig(Invalid::Message(format!(
             "inline_python extension {name} needs uvx (to install its dependencies) or a Python with the `mcp` package; neither uvx nor {python} was found on PATH (set GOSLING_PYTHON)"
-        )));
+        ))));
     }
     if !deps.is_empty() {
         log::warn!("inline_python {name}: uvx not found; running with {python}, which must already have {deps:?}");

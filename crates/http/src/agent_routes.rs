@@ -7,7 +7,7 @@ use gosling_agent::session_extensions;
 use gosling_extensions::config::ExtensionConfig;
 use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::policy::InstallSource;
-use gosling_extensions::runtime::{tool_info, ActivateError, CallError, LoadResult, SessionRuntime};
+use gosling_extensions::runtime::{tool_info, LoadResult, SessionRuntime};
 use gosling_mcp::client::CallContext;
 use gosling_store::sessions::Session;
 use serde::Deserialize;
@@ -298,15 +298,10 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     rt.wait_loaded();
     rt.add(config.clone()).map_err(|e| {
         // goose answers 500 to every activation failure; one the client can fix (a refused
-        // variable, an unset OAuth client secret) is a 400 here, with goose's message.
-        let status = match e {
-            ActivateError::Config(_) => 400,
-            ActivateError::Refused(_) => 403,
-            // Its server needs someone to sign in first: the message carries the URL to open.
-            ActivateError::Start(ref error) if needs_sign_in(error) => 424,
-            ActivateError::Start(_) | ActivateError::Internal(_) => 500,
-        };
-        ApiError::new(status, format!("Failed to add extension: {e}"))
+        // variable, an unset OAuth client secret) is a 4xx here (`ApiError::from`), with goose's
+        // message.
+        let e = ApiError::from(e);
+        ApiError::new(e.status, format!("Failed to add extension: {}", e.message))
     })?;
     gosling_agent::keep_session_extension(&app.sessions, &r.session_id, config.name(), Some(&config))?;
     Ok(Response::empty(200))
@@ -327,27 +322,6 @@ pub fn remove_extension(app: &App, req: &Request) -> R {
     Ok(Response::empty(200))
 }
 
-fn call_error(e: CallError) -> ApiError {
-    match e {
-        CallError::UnknownTool(_) | CallError::UnknownExtension(_) => ApiError::not_found(e.to_string()),
-        // goose's 424: the tool belongs to the client.
-        CallError::Frontend(_) => ApiError::new(424, e.to_string()),
-        // The extension is down for now; a retry later may work.
-        CallError::Restarting { .. } => ApiError::new(503, e.to_string()),
-        // Its server needs someone to sign in (again): 424, as /agent/add_extension answers,
-        // with the URL to open in the message.
-        CallError::Mcp { ref error, .. } if needs_sign_in(error) => ApiError::new(424, e.to_string()),
-        CallError::Mcp { .. } => ApiError::internal(e.to_string()),
-    }
-}
-
-fn needs_sign_in(e: &gosling_mcp::error::Error) -> bool {
-    matches!(
-        e,
-        gosling_mcp::error::Error::Http { failure: gosling_mcp::http_error::HttpFailure::SignInRequired { .. }, .. }
-    )
-}
-
 #[derive(Deserialize)]
 struct ReadReq {
     session_id: String,
@@ -358,7 +332,7 @@ struct ReadReq {
 pub fn read_resource(app: &App, req: &Request) -> R {
     let r: ReadReq = req.json()?;
     let rt = runtime(app, &r.session_id)?;
-    let result = rt.read_resource(&r.extension_name, &r.uri).map_err(call_error)?;
+    let result = rt.read_resource(&r.extension_name, &r.uri)?;
     let first = result.get("contents").and_then(Value::as_array).and_then(|c| c.first()).cloned();
     let first = first.ok_or_else(|| ApiError::not_found(format!("resource {} has no contents", r.uri)))?;
     let text = match (first.get("text").and_then(Value::as_str), first.get("blob").and_then(Value::as_str)) {
@@ -396,7 +370,7 @@ pub fn call_tool(app: &App, req: &Request) -> R {
         _ => None,
     };
     let ctx = CallContext { progress: None, cancel: None };
-    let result = rt.call_tool(&r.name, args, &ctx).map_err(call_error)?;
+    let result = rt.call_tool(&r.name, args, &ctx)?;
     Ok(Response::json(200, &gosling_agent::messages::call_tool_response(result)))
 }
 

@@ -35,8 +35,43 @@ impl From<gosling_store::atomic::Error> for ApiError {
     }
 }
 
-impl From<gosling_extensions::config::ConfigError> for ApiError {
-    fn from(e: gosling_extensions::config::ConfigError) -> ApiError {
-        ApiError::bad_request(e.to_string())
+/// Every failure of the extensions layer: what the client can fix is a 4xx (a refusal of the
+/// policy 403, a missing or changed approval 428 and 409, a server that needs someone to sign
+/// in 424 with the URL to open, a tool the client runs itself 424), what is ours a 500.
+impl From<gosling_extensions::Error> for ApiError {
+    fn from(e: gosling_extensions::Error) -> ApiError {
+        use gosling_extensions::Error as E;
+        let status = match &e {
+            E::Config { .. }
+            | E::Link { .. }
+            | E::Import { .. }
+            | E::ImportJson(_)
+            | E::PolicyConfig(_)
+            | E::InvalidConfig(_) => 400,
+            E::Refused(_) | E::NotStarted(_) => 403,
+            E::ConsentNeeded { .. } => 428,
+            E::ConsentChanged { .. } | E::ConsentMalformed { .. } => 409,
+            E::UnknownTool(_) | E::UnknownExtension(_) => 404,
+            // goose's 424: the tool belongs to the client.
+            E::FrontendTool(_) => 424,
+            // Its server needs someone to sign in (again): the message carries the URL to open.
+            E::Start(error) if needs_sign_in(error) => 424,
+            E::Mcp { error, .. } if needs_sign_in(error) => 424,
+            // The extension is down for now; a retry later may work.
+            E::Restarting { .. } => 503,
+            E::Store(_) => {
+                log::error!("{e}");
+                500
+            }
+            E::PolicySetup { .. } | E::Start(_) | E::Mcp { .. } | E::Panicked | E::Thread(_) | E::Script(_) => 500,
+        };
+        ApiError::new(status, e.to_string())
     }
+}
+
+fn needs_sign_in(e: &gosling_mcp::error::Error) -> bool {
+    matches!(
+        e,
+        gosling_mcp::error::Error::Http { failure: gosling_mcp::http_error::HttpFailure::SignInRequired { .. }, .. }
+    )
 }

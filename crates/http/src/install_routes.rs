@@ -9,10 +9,10 @@
 
 use crate::error::ApiError;
 use crate::server::{Request, Response};
-use crate::state::{policy_error, App};
+use crate::state::App;
 use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::consent;
-use gosling_extensions::deeplink::{self, InstallError};
+use gosling_extensions::deeplink;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -30,17 +30,14 @@ struct InstallReq {
 pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     let r: InstallReq = req.json()?;
     let present = |name: &str| (app.runtime_deps.secret)(name).is_some();
-    let plan = deeplink::plan_install(&r.link, &app.policy, &present).map_err(|e| match e {
-        InstallError::Link(l) => ApiError::bad_request(l.to_string()),
-        InstallError::Policy(p) => policy_error(p),
-    })?;
+    let plan = deeplink::plan_install(&r.link, &app.policy, &present)?;
     for w in &plan.warnings {
         log::warn!("install: {w}");
     }
     let mut entry = plan.entry();
     let key = entry.config.key();
     deeplink::check_not_replacing(app.store.extension(&key)?.as_ref(), &entry.config)
-        .map_err(|l| ApiError::new(409, l.to_string()))?;
+        .map_err(|e| ApiError::new(409, e.to_string()))?;
     let how = plan
         .missing_secrets
         .iter()
@@ -54,12 +51,8 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
         "set the missing secrets, then enable it with POST /config/extensions and activate it with /agent/add_extension"
     };
     if !r.dry_run {
-        consent::check_approval(&entry.config, r.approve.as_deref(), &app.policy).map_err(|e| match e {
-            consent::ConsentError::Needed { .. } => ApiError::new(428, e.to_string()),
-            consent::ConsentError::Changed { .. } | consent::ConsentError::Malformed { .. } => {
-                ApiError::new(409, e.to_string())
-            }
-        })?;
+        // 428 when nothing approved it, 409 when the approval is for another launch.
+        consent::check_approval(&entry.config, r.approve.as_deref(), &app.policy)?;
         consent::stamp(&mut entry.config, consent::Origin::Link);
         let existed = app.store.upsert_extension(&entry)?;
         log::info!(

@@ -6,26 +6,9 @@ use crate::error::ApiError;
 use crate::proxy::GuestPages;
 use gosling_agent::host::Host;
 use gosling_extensions::config::ExtensionConfig;
-use gosling_extensions::policy::{InstallSource, PolicyError};
+use gosling_extensions::policy::InstallSource;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Policy refusals are the client's to fix (403); a broken policy setup is ours (500).
-pub fn policy_error(e: PolicyError) -> ApiError {
-    match e {
-        PolicyError::CommandNotAllowed { .. }
-        | PolicyError::InlineCode { .. }
-        | PolicyError::ShellMetacharacter { .. }
-        | PolicyError::NotAPackage { .. }
-        | PolicyError::ContainerReach { .. }
-        | PolicyError::EnvRefused { .. }
-        | PolicyError::ReservedSecret { .. }
-        | PolicyError::NotAllowlisted { .. }
-        | PolicyError::AllowlistUnavailable { .. } => ApiError::new(403, e.to_string()),
-        PolicyError::InvalidConfig(_) => ApiError::bad_request(e.to_string()),
-        PolicyError::Setup { .. } => ApiError::internal(e.to_string()),
-    }
-}
 
 pub struct App {
     pub host: Arc<Host>,
@@ -58,6 +41,6 @@ impl App {
 
     /// `Host::policy_check` with its refusal as the API error a client sees.
     pub fn check_policy(&self, config: &ExtensionConfig, source: InstallSource) -> Result<(), ApiError> {
-        self.host.policy_check(config, source).map_err(policy_error)
+        Ok(self.host.policy_check(config, source)?)
     }
 }

@@ -3,7 +3,7 @@
 //! and how an entry matches: a whole command line (`argv_matches`), a URL prefix ending at a
 //! boundary (`url_has_prefix`).
 
-use super::error::{AllowlistError, PolicyError};
+use crate::error::{Error, Unavailable};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,9 +20,9 @@ pub(super) struct LocalList {
 }
 
 /// Reads the local allowlist file: `(list, allowed_commands)`.
-pub(super) fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), PolicyError> {
+pub(super) fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), Error> {
     let origin = || path.display().to_string();
-    let setup = |detail: String| PolicyError::Setup { origin: origin(), detail };
+    let setup = |detail: String| Error::PolicySetup { origin: origin(), detail };
     let meta = std::fs::metadata(path).map_err(|e| {
         setup(format!("cannot read the allowlist file: {e}; create it or unset GOSLING_ALLOWLIST_FILE"))
     })?;
@@ -34,7 +34,7 @@ pub(super) fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), Policy
     let obj = v
         .as_object()
         .ok_or_else(|| setup(r#"must be a JSON object like {"commands": [...], "urls": [...]}"#.into()))?;
-    let list = |key: &str| -> Result<Option<Vec<String>>, PolicyError> {
+    let list = |key: &str| -> Result<Option<Vec<String>>, Error> {
         match obj.get(key) {
             None => Ok(None),
             Some(Value::Array(a)) => a
@@ -66,10 +66,10 @@ pub(super) fn read_local(path: &Path) -> Result<(LocalList, Vec<String>), Policy
 }
 
 /// GETs the allowlist, bounded in time and size.
-pub(super) fn fetch(url: &str) -> Result<String, AllowlistError> {
+pub(super) fn fetch(url: &str) -> Result<String, Unavailable> {
     let lower = url.to_ascii_lowercase();
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err(AllowlistError::NotHttp);
+        return Err(Unavailable::NotHttp);
     }
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -77,13 +77,13 @@ pub(super) fn fetch(url: &str) -> Result<String, AllowlistError> {
         .max_redirects(5)
         .build()
         .new_agent();
-    let mut resp = agent.get(url).call().map_err(|e| AllowlistError::Fetch(e.to_string()))?;
+    let mut resp = agent.get(url).call().map_err(|e| Unavailable::Fetch(e.to_string()))?;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
-        return Err(AllowlistError::Status(status));
+        return Err(Unavailable::Status(status));
     }
     let body = resp.body_mut().with_config().limit(MAX_ALLOWLIST_BYTES).read_to_string();
-    body.map_err(|e| AllowlistError::Fetch(e.to_string()))
+    body.map_err(|e| Unavailable::Fetch(e.to_string()))
 }
 
 /// Whether the command line `argv` is approved by the allowlist `entry`: the entry's words

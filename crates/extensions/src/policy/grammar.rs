@@ -9,7 +9,7 @@
 //!
 //! `check_args` is pure. `resolve_mounts` (at activation) and `launch_dir` read the file system.
 
-use super::error::PolicyError;
+use crate::error::{Error, Refusal};
 use gosling_util::in_words;
 use std::path::{Component, Path, PathBuf};
 
@@ -92,12 +92,12 @@ fn classify(prog: &str) -> Program {
     Program::Unknown
 }
 
-fn grammar(cmd: &str, arg: &str, rule: &'static str, why: String) -> PolicyError {
-    PolicyError::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why, rule }
+fn grammar(cmd: &str, arg: &str, rule: &'static str, why: String) -> Refusal {
+    Refusal::InlineCode { cmd: cmd.to_string(), arg: arg.to_string(), why, rule }
 }
 
-fn not_package(cmd: &str, arg: &str, why: impl Into<String>) -> PolicyError {
-    PolicyError::NotAPackage { cmd: cmd.to_string(), arg: arg.to_string(), why: why.into() }
+fn not_package(cmd: &str, arg: &str, why: impl Into<String>) -> Refusal {
+    Refusal::NotAPackage { cmd: cmd.to_string(), arg: arg.to_string(), why: why.into() }
 }
 
 /// The words of `list`, comma-separated, for a message.
@@ -108,17 +108,17 @@ fn shown(list: &str) -> String {
 const METACHARS: [&str; 8] = ["$(", "`", ";", "&&", "||", "|", "\n", "\r"];
 
 /// Rules 2–4 for one command line; see the module header and docs/install.md for the grammar.
-pub fn check_args(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+pub(super) fn check_args(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     for arg in args {
         if let Some(m) = METACHARS.iter().find(|m| arg.contains(**m)) {
-            return Err(PolicyError::ShellMetacharacter { arg: arg.clone(), pattern: m });
+            return Err(Refusal::ShellMetacharacter { arg: arg.clone(), pattern: m });
         }
     }
     check_program(cmd, cmd, args, false)
 }
 
 /// `prog` with `args`, run directly (`nested` false) or as what a container runs.
-fn check_program(cmd: &str, prog: &str, args: &[String], nested: bool) -> Result<(), PolicyError> {
+fn check_program(cmd: &str, prog: &str, args: &[String], nested: bool) -> Result<(), Refusal> {
     match classify(prog) {
         Program::Npx => check_npx(cmd, args),
         Program::Uvx => check_uvx(cmd, args),
@@ -167,7 +167,7 @@ fn check_program(cmd: &str, prog: &str, args: &[String], nested: bool) -> Result
 }
 
 /// What a launcher runs (its package's program) may not itself be a launcher or interpreter.
-fn not_nested(cmd: &str, program: &str) -> Result<(), PolicyError> {
+fn not_nested(cmd: &str, program: &str) -> Result<(), Refusal> {
     match classify(program) {
         Program::Unknown => Ok(()),
         _ => Err(grammar(
@@ -184,7 +184,7 @@ fn not_nested(cmd: &str, program: &str) -> Result<(), PolicyError> {
 }
 
 /// A script path for an interpreter: a file (no URL, no `data:`), with one of `exts`.
-fn check_script(cmd: &str, interp: &str, script: &str, exts: &[&str]) -> Result<(), PolicyError> {
+fn check_script(cmd: &str, interp: &str, script: &str, exts: &[&str]) -> Result<(), Refusal> {
     let lower = script.to_ascii_lowercase();
     let scheme = lower.split_once(':').is_some_and(|(s, _)| s.len() > 1 && s.bytes().all(|b| b.is_ascii_alphabetic()));
     if script.starts_with('-') || scheme || !exts.iter().any(|e| lower.ends_with(e)) {
@@ -203,7 +203,7 @@ fn check_script(cmd: &str, interp: &str, script: &str, exts: &[&str]) -> Result<
 
 /// node: `node [OPTION…] [--] SCRIPT.{js,mjs,cjs} [ARGS…]`. Option names are compared with `_`
 /// read as `-`, as node does.
-fn check_node(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+fn check_node(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     const FLAGS: &str = "--no-warnings --no-deprecation --enable-source-maps --trace-warnings --trace-deprecation \
         --trace-uncaught --preserve-symlinks --preserve-symlinks-main";
     const NUMBERS: &str = "--max-old-space-size --max-semi-space-size --stack-size";
@@ -248,7 +248,7 @@ fn check_node(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
 
 /// python: `python [FLAG…] (SCRIPT.{py,pyz} | -m MODULE) [ARGS…]`, FLAG one of `-u -B -E -I -s
 /// -S -O -OO -q -P -b -bb` (or a cluster of those letters).
-fn check_python(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+fn check_python(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     const LETTERS: &str = "uBEIsSOqPb";
     let mut i = 0;
     while let Some(a) = args.get(i) {
@@ -299,7 +299,7 @@ fn check_python(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
     check_script(cmd, "python", script, &[".py", ".pyz"])
 }
 
-fn no_path_or_url(cmd: &str, spec: &str, what: &str) -> Result<(), PolicyError> {
+fn no_path_or_url(cmd: &str, spec: &str, what: &str) -> Result<(), Refusal> {
     let lower = spec.to_ascii_lowercase();
     if spec.contains("://") || lower.starts_with("git+") || lower.starts_with("file:") || lower.starts_with("data:") {
         return Err(not_package(cmd, spec, format!("it is a URL; {what}")));
@@ -315,7 +315,7 @@ fn no_path_or_url(cmd: &str, spec: &str, what: &str) -> Result<(), PolicyError> 
 
 /// npm: `name`, `@scope/name`, each optionally `@version-or-tag`. Returns the package's name
 /// without its scope (the program npx runs).
-fn check_npm_spec(cmd: &str, spec: &str) -> Result<String, PolicyError> {
+fn check_npm_spec(cmd: &str, spec: &str) -> Result<String, Refusal> {
     const WHAT: &str = "npx runs a registry package: `name`, `@scope/name` or `name@version`";
     no_path_or_url(cmd, spec, WHAT)?;
     let part = |s: &str| {
@@ -350,7 +350,7 @@ fn check_npm_spec(cmd: &str, spec: &str) -> Result<String, PolicyError> {
 }
 
 /// PyPI (uvx): `name`, `name[extra,…]`, with `==1.0`, `>=1,<2`, `~=1.2` or `@1.0`/`@latest`.
-fn check_pypi_spec(cmd: &str, spec: &str) -> Result<String, PolicyError> {
+fn check_pypi_spec(cmd: &str, spec: &str) -> Result<String, Refusal> {
     const WHAT: &str = "uvx runs a registry package: `name`, `name==1.0`, `name[extra]` or `name@latest`";
     no_path_or_url(cmd, spec, WHAT)?;
     let end = spec.find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c))).unwrap_or(spec.len());
@@ -373,7 +373,7 @@ fn check_pypi_spec(cmd: &str, spec: &str) -> Result<String, PolicyError> {
 }
 
 /// An executable a package provides (`--from`/`--package` name the package): a plain name.
-fn check_bin_name(cmd: &str, bin: &str) -> Result<String, PolicyError> {
+fn check_bin_name(cmd: &str, bin: &str) -> Result<String, Refusal> {
     no_path_or_url(cmd, bin, "name one of the package's executables")?;
     if bin.is_empty() || bin.starts_with('-') || !bin.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     {
@@ -389,8 +389,8 @@ fn launcher_options(
     args: &[String],
     flags: &str,
     valued: &str,
-    mut check: impl FnMut(&str, &str) -> Result<(), PolicyError>,
-) -> Result<usize, PolicyError> {
+    mut check: impl FnMut(&str, &str) -> Result<(), Refusal>,
+) -> Result<usize, Refusal> {
     let launcher = program_name(cmd);
     let mut i = 0;
     while i < args.len() {
@@ -432,7 +432,7 @@ fn launcher_options(
 
 /// npx: `npx [-y|--yes|--no|-q|--quiet|--silent|--prefer-offline|--prefer-online|--offline]…
 /// [-p|--package SPEC]… PACKAGE [ARGS…]`.
-fn check_npx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+fn check_npx(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     // As goose does: `-c`/`--call` anywhere (npm reads its options after the package too).
     if let Some(a) = args.iter().find(|a| {
         let opt = a.split_once('=').map_or(a.as_str(), |(o, _)| o);
@@ -459,7 +459,7 @@ fn check_npx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
 }
 
 /// uvx: `uvx [FLAG…] [--from SPEC] [--with SPEC[,SPEC…]]… [-p|--python VERSION] PACKAGE [ARGS…]`.
-fn check_uvx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+fn check_uvx(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     let mut from = false;
     let i = launcher_options(
         cmd,
@@ -494,7 +494,7 @@ fn check_uvx(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
 }
 
 /// jbang: `jbang [run] [FLAG…] [--java|-j VERSION] (GROUP:ARTIFACT:VERSION | ALIAS[@CATALOG]) [ARGS…]`.
-fn check_jbang(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+fn check_jbang(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     let args = if args.first().is_some_and(|a| a == "run") { &args[1..] } else { args };
     let i =
         launcher_options(cmd, args, "-q --quiet --fresh --verbose -o --offline --no-cache", "--java -j", |_, v| {
@@ -576,8 +576,8 @@ struct Opt {
 /// Parses `run [OPTION…] IMAGE [COMMAND…]` as the engine's flag parser does (long options with
 /// `=` or a separate value, short clusters `-it`, a short value glued `-v./d:/d` or `-v=./d:/d`).
 /// Returns the options, where `run` ends and the image's index.
-fn parse_container(cmd: &str, args: &[String]) -> Result<(Vec<Opt>, usize), PolicyError> {
-    let reach = |arg: &str, why: String| PolicyError::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
+fn parse_container(cmd: &str, args: &[String]) -> Result<(Vec<Opt>, usize), Refusal> {
+    let reach = |arg: &str, why: String| Refusal::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
     let start = match args.first().map(String::as_str) {
         Some("run") => 1,
         Some("container") if args.get(1).is_some_and(|a| a == "run") => 2,
@@ -663,11 +663,11 @@ fn parse_container(cmd: &str, args: &[String]) -> Result<(Vec<Opt>, usize), Poli
 
 /// A host path a container may mount: written relative to the session's working dir (`.` or
 /// `./sub`, where the engine runs), never leaving it (`..`), resolved at activation.
-fn check_bind_source(cmd: &str, arg: &str, src: &str) -> Result<(), PolicyError> {
+fn check_bind_source(cmd: &str, arg: &str, src: &str) -> Result<(), Refusal> {
     let rel = src == "." || src.starts_with("./");
     let escapes = Path::new(src).components().any(|c| matches!(c, Component::ParentDir));
     if !rel || escapes || src.contains('\\') {
-        return Err(PolicyError::ContainerReach {
+        return Err(Refusal::ContainerReach {
             cmd: cmd.into(),
             arg: arg.into(),
             why: format!(
@@ -796,9 +796,9 @@ fn mount_fields(v: &str) -> Result<(Option<String>, MountFields), String> {
 /// docker/podman: `run [OPTION…] IMAGE [COMMAND [ARGS…]]` with the options of
 /// `CONTAINER_OPTIONS` only, mounts only inside the working dir, no entrypoint override; the
 /// container's command passes the grammar of what it runs.
-fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
+fn check_container(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     let (opts, image_at) = parse_container(cmd, args)?;
-    let reach = |arg: &str, why: String| PolicyError::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
+    let reach = |arg: &str, why: String| Refusal::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
     for o in &opts {
         let shown = format!("{} {}", o.name, o.text);
         let v = o.text.as_str();
@@ -808,10 +808,7 @@ fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
             Value::Env => {
                 let name = v.split('=').next().unwrap_or("");
                 if crate::config::is_reserved_secret(name) {
-                    return Err(PolicyError::ReservedSecret {
-                        field: format!("{cmd} run {}", o.name),
-                        name: name.into(),
-                    });
+                    return Err(Refusal::ReservedSecret { field: format!("{cmd} run {}", o.name), name: name.into() });
                 }
             }
             Value::Text => {
@@ -872,15 +869,19 @@ fn check_container(cmd: &str, args: &[String]) -> Result<(), PolicyError> {
 /// run — for a container, each bind source (`./sub`) replaced by its canonical path, which must
 /// lie inside the canonical working dir (symlinks followed, so a link pointing out of it is
 /// refused), and the working dir must not be `/`. Other programs' arguments come back as they are.
-pub fn check_launch(cmd: &str, args: &[String], working_dir: &Path) -> Result<Vec<String>, PolicyError> {
+pub fn check_launch(cmd: &str, args: &[String], working_dir: &Path) -> Result<Vec<String>, Error> {
+    launch_args(cmd, args, working_dir).map_err(Error::Refused)
+}
+
+fn launch_args(cmd: &str, args: &[String], working_dir: &Path) -> Result<Vec<String>, Refusal> {
     check_args(cmd, args)?;
     if classify(cmd) != Program::Container {
         return Ok(args.to_vec());
     }
     let (opts, _) = parse_container(cmd, args)?;
     let mut out = args.to_vec();
-    let reach = |arg: &str, why: String| PolicyError::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
-    let inside = |src: &str| -> Result<String, PolicyError> {
+    let reach = |arg: &str, why: String| Refusal::ContainerReach { cmd: cmd.into(), arg: arg.into(), why };
+    let inside = |src: &str| -> Result<String, Refusal> {
         let root = std::fs::canonicalize(working_dir)
             .map_err(|e| reach(src, format!("the working dir {} cannot be resolved: {e}", working_dir.display())))?;
         if root == Path::new("/") {

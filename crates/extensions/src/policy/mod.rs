@@ -41,16 +41,16 @@
 //! that rule 4 reads `HOME` to recognise the user's home directory in a mount.
 
 mod allowlist;
-mod error;
 mod grammar;
 mod yaml;
 
+pub use crate::error::{Malformed, Refusal, Unavailable, YamlProblem};
 pub use allowlist::{argv_matches, MAX_ALLOWLIST_BYTES};
-pub use error::{AllowlistError, PolicyError};
 pub use grammar::{check_launch, launch_dir, program_family, RUNS};
-pub use yaml::{parse_allowlist_yaml, YamlError, YamlProblem};
+use yaml::parse_allowlist_yaml;
 
 use crate::config::{ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
+use crate::error::Error;
 use allowlist::{fetch, read_local, redact_url, url_has_prefix, LocalList};
 use gosling_config::Env;
 use gosling_util::printable;
@@ -97,7 +97,7 @@ impl InstallSource {
 #[derive(Debug, Clone)]
 enum Remote {
     Loaded(Vec<String>),
-    Unavailable(AllowlistError),
+    Unavailable(Unavailable),
 }
 
 /// The rules read from the environment and the allowlist file at one moment; `Policy` keeps the
@@ -127,12 +127,12 @@ impl Rules {
     /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
     /// now; a failed fetch does not fail here but makes every check refuse, see the module
     /// header). Errors are setup mistakes: a bad env value, a missing or malformed file.
-    fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Rules, PolicyError> {
+    fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Rules, Error> {
         let mut p = Rules::permissive();
         if let Some(list) = env.get("GOSLING_ALLOWED_COMMANDS") {
             for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                 if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
-                    return Err(PolicyError::Setup {
+                    return Err(Error::PolicySetup {
                         origin: "GOSLING_ALLOWED_COMMANDS".into(),
                         detail: format!("{c:?} is not a command name (comma-separated names, no spaces)"),
                     });
@@ -151,7 +151,7 @@ impl Rules {
         if let Some(real_url) = env.get("GOOSE_ALLOWLIST") {
             // Shown in messages and logs without credentials or query (it may carry a token).
             let url = redact_url(&real_url);
-            let state = match fetch(&real_url).and_then(|t| parse_allowlist_yaml(&t).map_err(AllowlistError::Yaml)) {
+            let state = match fetch(&real_url).and_then(|t| parse_allowlist_yaml(&t).map_err(Unavailable::Yaml)) {
                 Ok(list) => {
                     if list.is_empty() {
                         log::warn!("policy: GOOSE_ALLOWLIST={url} lists no commands; as in goose, an empty allowlist allows every command");
@@ -189,9 +189,9 @@ impl Rules {
 
     /// Checks `config` added through `source`. Ok carries warnings to show the user (allowlist
     /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
-    fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
+    fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, Error> {
         if let Some((origin, detail)) = &self.broken {
-            return Err(PolicyError::Setup { origin: origin.clone(), detail: detail.clone() });
+            return Err(Error::PolicySetup { origin: origin.clone(), detail: detail.clone() });
         }
         check_env(config)?;
         if source.is_from_elsewhere() {
@@ -202,23 +202,23 @@ impl Rules {
         if matches!(source, InstallSource::AddExtension | InstallSource::Recipe) {
             check_own_secrets(config)?;
         }
-        config.validate().map_err(PolicyError::InvalidConfig)?;
+        config.validate().map_err(|e| Error::PolicyConfig(Box::new(e)))?;
         let mut warnings = Vec::new();
         match &config.kind {
             Kind::Stdio { cmd, args, .. } => {
                 if source.checks_commands() && !self.allowed_commands.iter().any(|a| a == cmd) {
-                    return Err(PolicyError::CommandNotAllowed {
+                    return Err(Error::Refused(Refusal::CommandNotAllowed {
                         cmd: cmd.to_string(),
                         allowed: self.allowed_commands.clone(),
-                    });
+                    }));
                 }
-                grammar::check_args(cmd, args)?;
+                grammar::check_args(cmd, args).map_err(Error::Refused)?;
                 self.check_command_allowlist(cmd, args, &mut warnings)?;
             }
             Kind::StreamableHttp { uri, .. } => self.check_url_allowlist(uri, &mut warnings)?,
             Kind::InlinePython { .. } => {
                 if self.has_command_list() {
-                    let e = PolicyError::NotAllowlisted {
+                    let e = Refusal::NotAllowlisted {
                         what: format!("inline_python extension {}", config.name),
                         lists: format!("{} (inline Python runs arbitrary code)", self.lists()),
                     };
@@ -277,22 +277,17 @@ impl Rules {
         v.join(" or ")
     }
 
-    fn refuse_or_warn(&self, e: PolicyError, warnings: &mut Vec<String>) -> Result<(), PolicyError> {
+    fn refuse_or_warn(&self, e: Refusal, warnings: &mut Vec<String>) -> Result<(), Error> {
         if self.warn_only {
             log::warn!("{e} (installing anyway: GOOSE_ALLOWLIST_WARNING=true)");
             warnings.push(format!("{e} (installing anyway because GOOSE_ALLOWLIST_WARNING=true)"));
             Ok(())
         } else {
-            Err(e)
+            Err(Error::Refused(e))
         }
     }
 
-    fn check_command_allowlist(
-        &self,
-        cmd: &str,
-        args: &[String],
-        warnings: &mut Vec<String>,
-    ) -> Result<(), PolicyError> {
+    fn check_command_allowlist(&self, cmd: &str, args: &[String], warnings: &mut Vec<String>) -> Result<(), Error> {
         let argv: Vec<&str> = std::iter::once(cmd).chain(args.iter().map(String::as_str)).collect();
         let line = argv.join(" ");
         let mut configured = false;
@@ -308,7 +303,7 @@ impl Rules {
                 }
                 Remote::Unavailable(detail) => {
                     configured = true;
-                    unavailable = Some(PolicyError::AllowlistUnavailable { url: url.clone(), detail: detail.clone() });
+                    unavailable = Some(Refusal::AllowlistUnavailable { url: url.clone(), detail: detail.clone() });
                 }
             }
         }
@@ -321,18 +316,18 @@ impl Rules {
         if !configured {
             return Ok(());
         }
-        let e = unavailable.unwrap_or_else(|| PolicyError::NotAllowlisted { what: line, lists: self.lists() });
+        let e = unavailable.unwrap_or_else(|| Refusal::NotAllowlisted { what: line, lists: self.lists() });
         self.refuse_or_warn(e, warnings)
     }
 
-    fn check_url_allowlist(&self, uri: &str, warnings: &mut Vec<String>) -> Result<(), PolicyError> {
+    fn check_url_allowlist(&self, uri: &str, warnings: &mut Vec<String>) -> Result<(), Error> {
         match &self.local {
             Some(LocalList { urls: Some(list), path, .. }) => {
                 if list.iter().any(|p| url_has_prefix(uri, p)) {
                     Ok(())
                 } else {
                     self.refuse_or_warn(
-                        PolicyError::NotAllowlisted {
+                        Refusal::NotAllowlisted {
                             what: uri.to_string(),
                             lists: format!("the urls of {}", path.display()),
                         },
@@ -423,7 +418,7 @@ impl Policy {
     /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
     /// now; a failed fetch does not fail here but makes every check refuse, see the module
     /// header). Errors are setup mistakes: a bad env value, a missing or malformed file.
-    pub fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Policy, PolicyError> {
+    pub fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Policy, Error> {
         let saved: Vec<(String, String)> =
             POLICY_VARS.iter().filter_map(|k| Some((k.to_string(), env.get(k)?))).collect();
         let (file, _) = allowlist_file(env, config_dir);
@@ -470,7 +465,7 @@ impl Policy {
 
     /// Checks `config` added through `source`. Ok carries warnings to show the user (allowlist
     /// in warning mode, remote server not covered, legacy sse); Err says which rule refused.
-    pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, PolicyError> {
+    pub fn check(&self, config: &ExtensionConfig, source: InstallSource) -> Result<Vec<String>, Error> {
         self.rules().check(config, source)
     }
 
@@ -483,10 +478,10 @@ impl Policy {
 
 /// Rule 5 for every variable a config names: the `envs` and `env_keys` names and the
 /// variables its headers refer to.
-pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
+pub fn check_env(config: &ExtensionConfig) -> Result<(), Error> {
     for (name, field) in named_vars(config, true).into_iter().filter(|(_, f)| *f != OAUTH_FIELD) {
         if let Some(message) = crate::config::disallowed_env_message(&name) {
-            return Err(PolicyError::EnvRefused { field: field.into(), name, message });
+            return Err(Error::Refused(Refusal::EnvRefused { field: field.into(), name, message }));
         }
     }
     Ok(())
@@ -494,14 +489,14 @@ pub fn check_env(config: &ExtensionConfig) -> Result<(), PolicyError> {
 
 /// Rule 5 for links, imports and recipes: the names of the variables the child gets (`envs`,
 /// `env_keys`) pass the positive rule of `config::untrusted_env_message`.
-pub fn check_env_from_elsewhere(config: &ExtensionConfig) -> Result<(), PolicyError> {
+pub fn check_env_from_elsewhere(config: &ExtensionConfig) -> Result<(), Error> {
     // A stored secret of gosling's own is rule 6's (saved disabled, with that reason).
     let own = |name: &str, field: &str| field == "env_keys" && crate::config::is_reserved_secret(name);
     for (name, field) in
         named_vars(config, true).into_iter().filter(|(n, f)| *f != "headers" && *f != OAUTH_FIELD && !own(n, f))
     {
         if let Some(message) = crate::config::untrusted_env_message(&name) {
-            return Err(PolicyError::EnvRefused { field: field.into(), name, message });
+            return Err(Error::Refused(Refusal::EnvRefused { field: field.into(), name, message }));
         }
     }
     Ok(())
@@ -510,9 +505,9 @@ pub fn check_env_from_elsewhere(config: &ExtensionConfig) -> Result<(), PolicyEr
 /// Rule 6 for activation: no name the config reads from the secrets store (`env_keys`, header
 /// variables) is one of gosling's own. A literal value in `envs` is the user's own text and is
 /// not read from the store.
-pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), PolicyError> {
+pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), Error> {
     match named_vars(config, false).into_iter().find(|(n, _)| crate::config::is_reserved_secret(n)) {
-        Some((name, field)) => Err(PolicyError::ReservedSecret { field: field.into(), name }),
+        Some((name, field)) => Err(Error::Refused(Refusal::ReservedSecret { field: field.into(), name })),
         None => Ok(()),
     }
 }
@@ -578,7 +573,7 @@ mod tests {
         }
         for bad in ["bash", "/usr/bin/npx", "./npx", "NPX", "npx ", "python3", "node"] {
             let e = p.check(&stdio(bad, &[]), InstallSource::DeepLink).unwrap_err();
-            assert!(matches!(e, PolicyError::CommandNotAllowed { .. }), "{bad}: {e}");
+            assert!(matches!(e, Error::Refused(Refusal::CommandNotAllowed { .. })), "{bad}: {e}");
             assert!(e.to_string().contains("allowed-commands rule"), "{e}");
             assert!(p.check(&stdio(bad, &[]), InstallSource::Import).is_err());
             // On the API paths rule 1 does not apply, the grammars do.
@@ -760,11 +755,13 @@ mod tests {
                 assert!(
                     matches!(
                         e,
-                        PolicyError::InlineCode { .. }
-                            | PolicyError::ShellMetacharacter { .. }
-                            | PolicyError::NotAPackage { .. }
-                            | PolicyError::ContainerReach { .. }
-                            | PolicyError::ReservedSecret { .. }
+                        Error::Refused(
+                            Refusal::InlineCode { .. }
+                                | Refusal::ShellMetacharacter { .. }
+                                | Refusal::NotAPackage { .. }
+                                | Refusal::ContainerReach { .. }
+                                | Refusal::ReservedSecret { .. }
+                        )
                     ),
                     "{cmd} {args:?}: {e}"
                 );
@@ -996,7 +993,7 @@ mod tests {
         // `node` was added to rule 1 by the file, but the allowlist still has the last word.
         assert!(matches!(
             p.check(&stdio("node", &["x.js"]), InstallSource::DeepLink),
-            Err(PolicyError::NotAllowlisted { .. })
+            Err(Error::Refused(Refusal::NotAllowlisted { .. }))
         ));
     }
 
@@ -1058,7 +1055,7 @@ mod tests {
         // Port 9 on loopback: nothing listens there; the connect fails at once.
         let p = Policy::from_env(&env(&[("GOOSE_ALLOWLIST", "http://127.0.0.1:9/allowlist.yaml")]), &d).unwrap();
         let e = p.check(&stdio("uvx", &["mcp-server-fetch"]), InstallSource::ConfigApi).unwrap_err();
-        assert!(matches!(e, PolicyError::AllowlistUnavailable { .. }), "{e}");
+        assert!(matches!(e, Error::Refused(Refusal::AllowlistUnavailable { .. })), "{e}");
         assert!(e.to_string().contains("unset GOOSE_ALLOWLIST"), "{e}");
         let b = ExtensionConfig::from_value(json!({"type":"builtin","name":"developer"})).unwrap();
         assert!(p.check(&b, InstallSource::ConfigApi).is_ok());

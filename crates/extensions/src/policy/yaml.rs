@@ -1,63 +1,12 @@
 //! goose's allowlist YAML (`GOOSE_ALLOWLIST`): only the block form `extensions:` / `- command: …`
 //! with plain, single- or double-quoted scalars on one line. Pure: no I/O.
 
-use std::fmt;
-
-/// Why the text is not goose's allowlist.
-#[derive(Debug, Clone, PartialEq)]
-pub enum YamlError {
-    /// A line of the YAML (1-based) and what is wrong with it.
-    Line(usize, YamlProblem),
-    NoExtensionsKey,
-    /// The 1-based item without a command.
-    EmptyCommand(usize),
-}
-
-impl fmt::Display for YamlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            YamlError::Line(n, p) => write!(f, "line {n}: {p}"),
-            YamlError::NoExtensionsKey => write!(f, "no top-level `extensions:` key"),
-            YamlError::EmptyCommand(i) => write!(f, "extensions item {i} has no non-empty `command`"),
-        }
-    }
-}
-
-/// What is wrong with one line of the allowlist YAML.
-#[derive(Debug, Clone, PartialEq)]
-pub enum YamlProblem {
-    NotBlockForm,
-    BadListItem,
-    FlowMapping,
-    TwoCommands,
-    CommandOutsideItem,
-    Unterminated(char),
-    BadEscape(char),
-}
-
-impl fmt::Display for YamlProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            YamlProblem::NotBlockForm => {
-                write!(f, "only the block list form `extensions:` / `  - command: …` is supported")
-            }
-            YamlProblem::BadListItem => write!(f, "expected `- ` to start a list item"),
-            YamlProblem::FlowMapping => {
-                write!(f, "flow mappings ({{…}}) are not supported; write `- id: …` / `  command: …`")
-            }
-            YamlProblem::TwoCommands => write!(f, "an item has two `command` keys"),
-            YamlProblem::CommandOutsideItem => write!(f, "`command` outside a list item"),
-            YamlProblem::Unterminated('\'') => write!(f, "unterminated single-quoted value"),
-            YamlProblem::Unterminated(_) => write!(f, "unterminated double-quoted value"),
-            YamlProblem::BadEscape(c) => write!(f, "unsupported escape \\{c} in a double-quoted value"),
-        }
-    }
-}
+use crate::error::{Malformed, YamlProblem};
 
 /// Parses goose's allowlist YAML: a top-level `extensions:` list whose items carry `command:`
 /// (plain, single- or double-quoted scalars). Only that block form is understood; anything that
 /// would leave an item without a command is an error rather than a silently shorter list.
-pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, YamlError> {
+pub(crate) fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, Malformed> {
     let mut in_list = false;
     let mut seen_key = false;
     let mut items: Vec<Option<String>> = Vec::new();
@@ -76,7 +25,7 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, YamlError> {
                 match rest {
                     "" => in_list = true,
                     "[]" => {}
-                    _ => return Err(YamlError::Line(n + 1, YamlProblem::NotBlockForm)),
+                    _ => return Err(Malformed::Line(n + 1, YamlProblem::NotBlockForm)),
                 }
             }
             continue;
@@ -87,7 +36,7 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, YamlError> {
         let mut entry = body;
         if let Some(rest) = body.strip_prefix('-') {
             if !(rest.is_empty() || rest.starts_with(' ')) {
-                return Err(YamlError::Line(n + 1, YamlProblem::BadListItem));
+                return Err(Malformed::Line(n + 1, YamlProblem::BadListItem));
             }
             items.push(None);
             entry = rest.trim_start();
@@ -96,24 +45,24 @@ pub fn parse_allowlist_yaml(text: &str) -> Result<Vec<String>, YamlError> {
             }
         }
         if entry.starts_with('{') {
-            return Err(YamlError::Line(n + 1, YamlProblem::FlowMapping));
+            return Err(Malformed::Line(n + 1, YamlProblem::FlowMapping));
         }
         if let Some(value) = entry.strip_prefix("command:") {
-            let cmd = yaml_scalar(value).map_err(|p| YamlError::Line(n + 1, p))?;
+            let cmd = yaml_scalar(value).map_err(|p| Malformed::Line(n + 1, p))?;
             match items.last_mut() {
                 Some(slot) if slot.is_none() => *slot = Some(cmd),
-                Some(_) => return Err(YamlError::Line(n + 1, YamlProblem::TwoCommands)),
-                None => return Err(YamlError::Line(n + 1, YamlProblem::CommandOutsideItem)),
+                Some(_) => return Err(Malformed::Line(n + 1, YamlProblem::TwoCommands)),
+                None => return Err(Malformed::Line(n + 1, YamlProblem::CommandOutsideItem)),
             }
         }
     }
     if !seen_key {
-        return Err(YamlError::NoExtensionsKey);
+        return Err(Malformed::NoExtensionsKey);
     }
     items
         .into_iter()
         .enumerate()
-        .map(|(i, c)| c.filter(|c| !c.trim().is_empty()).ok_or(YamlError::EmptyCommand(i + 1)))
+        .map(|(i, c)| c.filter(|c| !c.trim().is_empty()).ok_or(Malformed::EmptyCommand(i + 1)))
         .collect()
 }
 
