@@ -84,7 +84,8 @@ pub fn also_on_bus(
     Arc::new(bus::Also { main, bus })
 }
 
-/// Why a turn could not start, or stopped short of a final answer.
+/// The agent layer's one error: why a turn could not start or stopped short of a final
+/// answer, or why a setting could not be changed (`settings`).
 #[derive(Debug)]
 pub enum Error {
     /// No such session.
@@ -93,12 +94,16 @@ pub enum Error {
     NoAgent(String),
     /// The model settings are incomplete or wrong (`llm` says what to set).
     Model(gosling_llm::Error),
-    /// Reading or saving the session failed.
-    Store(gosling_store::atomic::Error),
+    /// Reading or saving the session's messages failed.
+    SaveMessage(gosling_store::atomic::Error),
     /// The turn used its `GOSLING_MAX_TURNS` model turns without reaching a final answer.
     OutOfTurns(usize),
     /// A turn already runs in this session (from any front end).
     Busy(String),
+    /// A setting's key is empty, too long, or `extensions`; the message says what to use.
+    BadKey(&'static str),
+    /// Reading or writing the settings failed.
+    Store(gosling_store::atomic::Error),
 }
 
 impl fmt::Display for Error {
@@ -110,7 +115,9 @@ impl fmt::Display for Error {
                 "Agent not initialized: session {id:?} has no running agent; call /agent/resume with load_model_and_extensions: true"
             ),
             Error::Model(e) => write!(f, "{e}"),
-            Error::Store(e) => write!(f, "Failed to save the message: {e}"),
+            Error::SaveMessage(e) => write!(f, "Failed to save the message: {e}"),
+            Error::BadKey(why) => f.write_str(why),
+            Error::Store(e) => write!(f, "{e}"),
             Error::Busy(id) => {
                 write!(f, "session {id} is already answering a message; wait for it to finish, or cancel it")
             }
@@ -121,7 +128,19 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Model(e) => Some(e),
+            Error::SaveMessage(e) | Error::Store(e) => Some(e),
+            Error::SessionNotFound(_)
+            | Error::NoAgent(_)
+            | Error::OutOfTurns(_)
+            | Error::Busy(_)
+            | Error::BadKey(_) => None,
+        }
+    }
+}
 
 /// Runs a turn in the background as request `request_id` of the session's bus: its events are
 /// published there, a failure to start is an Error event, and Finish always comes last
