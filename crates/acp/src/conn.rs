@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// Why a request to the client got no result: the peer's error, `Closed` and `Send` carrying
 /// [`Gone`].
-pub type CallError = peer::CallError<Gone>;
+pub type CallError = gosling_wire::Error<Gone>;
 
 /// The editor connection is closed (stdin ended, stdout failed, the WebSocket went).
 #[derive(Debug, Clone, PartialEq, Eq)]

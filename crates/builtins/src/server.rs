@@ -270,11 +270,11 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
     let name = shared.builtin.name();
     let msg = match Message::parse(bytes) {
         Ok(m) => m,
-        Err(jsonrpc::ParseError::Json(e)) => {
+        Err(gosling_wire::Error::NotJson(e)) => {
             log::warn!("builtin {name}: unparseable input line: {e}");
             return shared.reply_error(None, jsonrpc::PARSE_ERROR, format!("parse error: not JSON ({e})"));
         }
-        Err(e @ jsonrpc::ParseError::Invalid(_)) => {
+        Err(e) => {
             log::warn!("builtin {name}: {e}");
             // Answer with the id when it is readable, as JSON-RPC asks.
             let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(Id::from_value));

@@ -71,14 +71,16 @@ impl std::error::Error for Error {}
 /// The peer's outcome of a call, as this layer's error: the server's error object, the
 /// deadline and cancellation keep their variants, and a closed connection or a failed send is
 /// the transport's own error.
-impl From<gosling_wire::peer::CallError<Error>> for Error {
-    fn from(e: gosling_wire::peer::CallError<Error>) -> Error {
-        use gosling_wire::peer::CallError;
+impl From<gosling_wire::Error<Error>> for Error {
+    fn from(e: gosling_wire::Error<Error>) -> Error {
+        use gosling_wire::Error as CallError;
         match e {
             CallError::Remote { error, .. } => Error::Rpc(error),
             CallError::Timeout { method, after, .. } => Error::Timeout { method, after },
             CallError::Cancelled { method, .. } => Error::Cancelled { method },
             CallError::Closed(e) | CallError::Send(e) => e,
+            // The peer fails a call with the variants above only.
+            other => Error::Other(other.to_string()),
         }
     }
 }
