@@ -764,7 +764,7 @@ impl Agent {
             Error::SaveMessage(e) | Error::Store(e) => store_error(e),
             e @ (Error::OutOfTurns(_) | Error::BadKey(_)) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
             // The session is answering a prompt sent through the HTTP API meanwhile.
-            e @ Error::Busy(_) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+            e @ (Error::Busy(_) | Error::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         })
     }
 

@@ -100,6 +100,8 @@ pub enum Error {
     OutOfTurns(usize),
     /// A turn already runs in this session (from any front end).
     Busy(String),
+    /// The session's event bus already runs a request (goose's words: `bus::BUSY`).
+    RequestActive,
     /// A setting's key is empty, too long, or `extensions`; the message says what to use.
     BadKey(&'static str),
     /// Reading or writing the settings failed.
@@ -116,6 +118,7 @@ impl fmt::Display for Error {
             ),
             Error::Model(e) => write!(f, "{e}"),
             Error::SaveMessage(e) => write!(f, "Failed to save the message: {e}"),
+            Error::RequestActive => f.write_str(bus::BUSY),
             Error::BadKey(why) => f.write_str(why),
             Error::Store(e) => write!(f, "{e}"),
             Error::Busy(id) => {
@@ -137,21 +140,23 @@ impl std::error::Error for Error {
             | Error::NoAgent(_)
             | Error::OutOfTurns(_)
             | Error::Busy(_)
-            | Error::BadKey(_) => None,
+            | Error::BadKey(_)
+            | Error::RequestActive => None,
         }
     }
 }
 
 /// Runs a turn in the background as request `request_id` of the session's bus: its events are
 /// published there, a failure to start is an Error event, and Finish always comes last
-/// (after completion, cancel and error). `Err(bus::BUSY)` when a request is already active.
+/// (after completion, cancel and error). `Err(Error::RequestActive)` when a request is already
+/// active.
 pub fn start_request(
     bus: &Arc<bus::Bus>,
     request_id: &str,
     turn: Result<reply::Turn, Error>,
     elicitations: Arc<elicit::Elicitations>,
-) -> Result<(), &'static str> {
-    let (cancel, done) = bus.begin(request_id)?;
+) -> Result<(), Error> {
+    let (cancel, done) = bus.begin(request_id).ok_or(Error::RequestActive)?;
     let sink: Arc<dyn events::Sink> = Arc::new(bus::BusSink { bus: bus.clone(), request_id: request_id.to_string() });
     let (b, rid) = (bus.clone(), request_id.to_string());
     let spawned = std::thread::Builder::new().name("session-turn".into()).spawn(move || {
