@@ -35,7 +35,7 @@ pub enum Error {
     Store(atomic::Error),
     /// The core (stores, policy) could not be built.
     Core(crate::core::Error),
-    Tls(gosling_tls::TlsError),
+    Tls(gosling_tls::Error),
     Listen {
         addr: SocketAddr,
         source: io::Error,

@@ -16,11 +16,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Why a request to the client got no result: the peer's error, `Closed` and `Send` carrying
-/// [`Gone`].
-pub type CallError = peer::CallError<Gone>;
+/// Why a request to the client got no result: the wire layer's error, `Closed` and `Send`
+/// carrying [`Gone`].
+pub type CallError = gosling_wire::Error<Gone>;
 
-/// The editor connection is closed (stdin ended, stdout failed, the WebSocket went).
+/// The editor connection is closed (stdin ended, stdout failed, the WebSocket went): the
+/// transport's condition a failed call carries, shown as its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gone;
 
@@ -29,8 +30,6 @@ impl fmt::Display for Gone {
         f.write_str("acp: the editor connection is closed")
     }
 }
-
-impl std::error::Error for Gone {}
 
 /// The transport's `Outbound` as the peer's: one encoded message per send.
 pub struct Wire(Box<dyn Outbound>);

@@ -13,7 +13,7 @@
 use crate::conn::Conn;
 use gosling_builtins::developer::{unrestricted_from_env, WorkDir};
 use gosling_builtins::text_editor::{checked_text, TextEditor, TextFiles};
-use gosling_builtins::{ToolError, ToolOutcome};
+use gosling_builtins::ToolOutcome;
 use gosling_extensions::config::{runtime_key, ExtensionConfig, Kind};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -44,12 +44,12 @@ struct EditorFiles {
 }
 
 /// The editor's `fs/*` request gave no usable answer.
-fn delegate(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ToolError {
-    ToolError::Delegate(e.into())
+fn delegate(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> gosling_builtins::Error {
+    gosling_builtins::Error::Delegate(e.into())
 }
 
 impl TextFiles for EditorFiles {
-    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, ToolError> {
+    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, gosling_builtins::Error> {
         let p = json!({ "sessionId": self.session_id, "path": path.display().to_string() });
         let v = self.conn.request("fs/read_text_file", p, FS_TIMEOUT, None).map_err(delegate)?;
         match v.get("content") {
@@ -58,13 +58,13 @@ impl TextFiles for EditorFiles {
         }
     }
 
-    fn write(&self, path: &Path, _shown: &str, text: &str) -> Result<(), ToolError> {
+    fn write(&self, path: &Path, _shown: &str, text: &str) -> Result<(), gosling_builtins::Error> {
         let p = json!({ "sessionId": self.session_id, "path": path.display().to_string(), "content": text });
         self.conn.request("fs/write_text_file", p, FS_TIMEOUT, None).map(|_| ()).map_err(delegate)
     }
 
-    fn remove(&self, _path: &Path, shown: &str) -> Result<(), ToolError> {
-        Err(ToolError::Refused(format!(
+    fn remove(&self, _path: &Path, shown: &str) -> Result<(), gosling_builtins::Error> {
+        Err(gosling_builtins::Error::Refused(format!(
             "{shown} was created in this session and the editor cannot delete files; remove it with the shell tool"
         )))
     }

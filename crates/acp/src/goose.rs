@@ -117,10 +117,11 @@ fn is_secret(p: &Value) -> bool {
     p.get("isSecret").and_then(Value::as_bool).unwrap_or(false)
 }
 
-fn setting_error(e: settings::Error) -> ErrorObject {
+fn setting_error(e: gosling_agent::Error) -> ErrorObject {
     match e {
-        settings::Error::BadKey(why) => invalid_params(why),
-        settings::Error::Store(e) => store_error(e),
+        gosling_agent::Error::BadKey(why) => invalid_params(why),
+        gosling_agent::Error::Store(e) | gosling_agent::Error::SaveMessage(e) => store_error(e),
+        e => ErrorObject::new(gosling_wire::jsonrpc::INTERNAL_ERROR, e.to_string()),
     }
 }
 

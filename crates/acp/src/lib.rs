@@ -23,7 +23,7 @@ pub mod updates;
 
 use conn::Conn;
 use gosling_agent::host::Host;
-use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message, ParseError};
+use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message};
 use serde_json::Value;
 use std::fmt;
 use std::io;
@@ -116,8 +116,8 @@ fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, input: &mut dyn Inbox) -
             Err(e) => {
                 log::warn!("acp: {e}");
                 let (code, id) = match &e {
-                    ParseError::Json(_) => (jsonrpc::PARSE_ERROR, None),
-                    ParseError::Invalid(_) => (jsonrpc::INVALID_REQUEST, id_of(&line)),
+                    gosling_wire::Error::NotJson(_) => (jsonrpc::PARSE_ERROR, None),
+                    _ => (jsonrpc::INVALID_REQUEST, id_of(&line)),
                 };
                 conn.send(&Message::Error { id, error: ErrorObject::new(code, e.to_string()) });
             }

@@ -761,10 +761,10 @@ impl Agent {
             Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
             // The editor shows auth errors as "log in": here, set the provider variables.
             Error::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
-            Error::Store(e) => store_error(e),
-            e @ Error::OutOfTurns(_) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
+            Error::SaveMessage(e) | Error::Store(e) => store_error(e),
+            e @ (Error::OutOfTurns(_) | Error::BadKey(_)) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
             // The session is answering a prompt sent through the HTTP API meanwhile.
-            e @ Error::Busy(_) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+            e @ (Error::Busy(_) | Error::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         })
     }
 

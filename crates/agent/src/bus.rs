@@ -131,17 +131,17 @@ impl Bus {
         self.lock().active.iter().map(|a| a.id.clone()).collect()
     }
 
-    /// Registers `id` as the session's active request; `Err(BUSY)` while another runs.
+    /// Registers `id` as the session's active request; `None` while another runs.
     /// Returns the turn's cancel receiver and the sender it drops when it is done.
-    pub fn begin(&self, id: &str) -> Result<(Receiver<()>, Sender<()>), &'static str> {
+    pub fn begin(&self, id: &str) -> Option<(Receiver<()>, Sender<()>)> {
         let mut s = self.lock();
         if s.active.is_some() {
-            return Err(BUSY);
+            return None;
         }
         let (cancel_tx, cancel_rx) = crossbeam_channel::bounded(1);
         let (done_tx, done_rx) = crossbeam_channel::bounded(1);
         s.active = Some(ActiveRequest { id: id.to_string(), cancel: Some(cancel_tx), done: done_rx });
-        Ok((cancel_rx, done_tx))
+        Some((cancel_rx, done_tx))
     }
 
     /// The request `id` ended (no-op when a cancel already cleared it).
@@ -290,7 +290,7 @@ mod tests {
     fn one_active_request_and_cancel() {
         let bus = Bus::default();
         let (cancel, done) = bus.begin("a").unwrap();
-        assert_eq!(bus.begin("b").unwrap_err(), BUSY);
+        assert!(bus.begin("b").is_none(), "one request at a time");
         assert_eq!(bus.active_ids(), vec!["a".to_string()]);
         let turn = std::thread::spawn(move || {
             // The turn sees the cancel, then ends.

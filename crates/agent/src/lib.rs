@@ -84,7 +84,8 @@ pub fn also_on_bus(
     Arc::new(bus::Also { main, bus })
 }
 
-/// Why a turn could not start, or stopped short of a final answer.
+/// The agent layer's one error: why a turn could not start or stopped short of a final
+/// answer, or why a setting could not be changed (`settings`).
 #[derive(Debug)]
 pub enum Error {
     /// No such session.
@@ -93,12 +94,18 @@ pub enum Error {
     NoAgent(String),
     /// The model settings are incomplete or wrong (`llm` says what to set).
     Model(gosling_llm::Error),
-    /// Reading or saving the session failed.
-    Store(gosling_store::atomic::Error),
+    /// Reading or saving the session's messages failed.
+    SaveMessage(gosling_store::atomic::Error),
     /// The turn used its `GOSLING_MAX_TURNS` model turns without reaching a final answer.
     OutOfTurns(usize),
     /// A turn already runs in this session (from any front end).
     Busy(String),
+    /// The session's event bus already runs a request (goose's words: `bus::BUSY`).
+    RequestActive,
+    /// A setting's key is empty, too long, or `extensions`; the message says what to use.
+    BadKey(&'static str),
+    /// Reading or writing the settings failed.
+    Store(gosling_store::atomic::Error),
 }
 
 impl fmt::Display for Error {
@@ -110,7 +117,10 @@ impl fmt::Display for Error {
                 "Agent not initialized: session {id:?} has no running agent; call /agent/resume with load_model_and_extensions: true"
             ),
             Error::Model(e) => write!(f, "{e}"),
-            Error::Store(e) => write!(f, "Failed to save the message: {e}"),
+            Error::SaveMessage(e) => write!(f, "Failed to save the message: {e}"),
+            Error::RequestActive => f.write_str(bus::BUSY),
+            Error::BadKey(why) => f.write_str(why),
+            Error::Store(e) => write!(f, "{e}"),
             Error::Busy(id) => {
                 write!(f, "session {id} is already answering a message; wait for it to finish, or cancel it")
             }
@@ -121,18 +131,32 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Model(e) => Some(e),
+            Error::SaveMessage(e) | Error::Store(e) => Some(e),
+            Error::SessionNotFound(_)
+            | Error::NoAgent(_)
+            | Error::OutOfTurns(_)
+            | Error::Busy(_)
+            | Error::BadKey(_)
+            | Error::RequestActive => None,
+        }
+    }
+}
 
 /// Runs a turn in the background as request `request_id` of the session's bus: its events are
 /// published there, a failure to start is an Error event, and Finish always comes last
-/// (after completion, cancel and error). `Err(bus::BUSY)` when a request is already active.
+/// (after completion, cancel and error). `Err(Error::RequestActive)` when a request is already
+/// active.
 pub fn start_request(
     bus: &Arc<bus::Bus>,
     request_id: &str,
     turn: Result<reply::Turn, Error>,
     elicitations: Arc<elicit::Elicitations>,
-) -> Result<(), &'static str> {
-    let (cancel, done) = bus.begin(request_id)?;
+) -> Result<(), Error> {
+    let (cancel, done) = bus.begin(request_id).ok_or(Error::RequestActive)?;
     let sink: Arc<dyn events::Sink> = Arc::new(bus::BusSink { bus: bus.clone(), request_id: request_id.to_string() });
     let (b, rid) = (bus.clone(), request_id.to_string());
     let spawned = std::thread::Builder::new().name("session-turn".into()).spawn(move || {

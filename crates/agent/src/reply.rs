@@ -136,7 +136,7 @@ impl Turn {
         let session = host
             .sessions
             .get(session_id)
-            .map_err(Error::Store)?
+            .map_err(Error::SaveMessage)?
             .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
         let runtime = host.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
         let running = host.agents.begin_turn(session_id).ok_or_else(|| Error::Busy(session_id.to_string()))?;
@@ -154,11 +154,11 @@ impl Turn {
         let conversation = match override_conversation {
             Some(mut conversation) => {
                 conversation.push(user_message);
-                host.sessions.replace_conversation(session_id, &conversation).map_err(Error::Store)?;
+                host.sessions.replace_conversation(session_id, &conversation).map_err(Error::SaveMessage)?;
                 conversation
             }
             None => {
-                host.sessions.append_message(session_id, &user_message).map_err(Error::Store)?;
+                host.sessions.append_message(session_id, &user_message).map_err(Error::SaveMessage)?;
                 let mut conversation = session.conversation.unwrap_or_default();
                 conversation.push(user_message);
                 conversation

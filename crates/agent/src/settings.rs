@@ -4,40 +4,14 @@
 //! the store, as in a turn; `extensions` is managed through the extension calls only.
 
 use crate::host::Host;
+use crate::Error;
 use gosling_store::atomic;
 use serde_json::Value;
-use std::fmt;
 
 pub use crate::permissions::TOOL_PERMISSIONS;
 
 /// What a read of a secret shows: that it is set, never its value.
 pub const SECRET_MASK: &str = "********";
-
-/// Why a setting could not be changed.
-#[derive(Debug)]
-pub enum Error {
-    /// The key is empty, too long, or `extensions`; the message says what to use.
-    BadKey(&'static str),
-    Store(atomic::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::BadKey(why) => f.write_str(why),
-            Error::Store(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::BadKey(_) => None,
-            Error::Store(e) => Some(e),
-        }
-    }
-}
 
 fn check_key(key: &str) -> Result<(), Error> {
     if key.trim().is_empty() || key.len() > 256 {

@@ -14,7 +14,7 @@
 //! `text_editor` itself is `text_editor::TextEditor` over `WorkDir` (the disk); acp/ runs the
 //! same editor over the editor's buffers, confined by a `WorkDir` of the session's cwd.
 
-use super::error::{Error, ToolError};
+use super::error::Error;
 use super::server::{opt_str_arg, opt_u64_arg, str_arg, working_dir_from_env, Builtin, Cancel, ToolOutcome};
 use super::text_editor::{checked_text, TextEditor, TextFiles};
 use gosling_util::lock;
@@ -65,7 +65,7 @@ impl WorkDir {
     }
 
     /// Resolves a tool's path argument (relative to the working dir) and enforces confinement.
-    pub fn resolve(&self, input: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve(&self, input: &str) -> Result<PathBuf, Error> {
         resolve_in(&self.root, input, self.unrestricted)
     }
 
@@ -98,7 +98,7 @@ impl WorkDir {
         path.strip_prefix(&self.root).map_err(|_| io::Error::from_raw_os_error(libc::EXDEV))
     }
 
-    fn create_parents(&self, path: &Path, shown: &str) -> Result<(), ToolError> {
+    fn create_parents(&self, path: &Path, shown: &str) -> Result<(), Error> {
         let Some(parent) = path.parent() else { return Ok(()) };
         let r = if self.unrestricted {
             fs::create_dir_all(parent)
@@ -108,7 +108,7 @@ impl WorkDir {
         r.map_err(|e| file_err(e, "create the directories of", shown))
     }
 
-    fn list(&self, path: &Path, shown: &str) -> Result<String, ToolError> {
+    fn list(&self, path: &Path, shown: &str) -> Result<String, Error> {
         // Listed through the descriptor (its /proc/self/fd entry names exactly that directory).
         let dir = self.open_at(path, Access::Dir).map_err(|e| file_err(e, "list", shown))?;
         let via = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir)));
@@ -148,27 +148,27 @@ impl WorkDir {
 }
 
 impl TextFiles for WorkDir {
-    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, ToolError> {
+    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, Error> {
         let file = self.open_at(path, Access::Read).map_err(|e| file_err(e, "read", shown))?;
         let meta = file.metadata().map_err(|e| file_err(e, "read", shown))?;
         if meta.is_dir() {
-            return Err(ToolError::Refused(format!("{shown} is a directory")));
+            return Err(Error::Refused(format!("{shown} is a directory")));
         }
         if meta.len() > limit {
-            return Err(ToolError::TooBig { shown: shown.to_string(), size: Some(meta.len()), limit });
+            return Err(Error::TooBig { shown: shown.to_string(), size: Some(meta.len()), limit });
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| file_err(e, "read", shown))?;
         checked_text(bytes, shown, limit)
     }
 
-    fn write(&self, path: &Path, shown: &str, text: &str) -> Result<(), ToolError> {
+    fn write(&self, path: &Path, shown: &str, text: &str) -> Result<(), Error> {
         self.create_parents(path, shown)?;
         let mut f = self.open_at(path, Access::Write).map_err(|e| file_err(e, "write", shown))?;
         io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| file_err(e, "write", shown))
     }
 
-    fn remove(&self, path: &Path, shown: &str) -> Result<(), ToolError> {
+    fn remove(&self, path: &Path, shown: &str) -> Result<(), Error> {
         let r = if self.unrestricted {
             fs::remove_file(path)
         } else {
@@ -195,27 +195,27 @@ impl Developer {
         Ok(Developer { dir: WorkDir::open(dir, unrestricted)?, editor: TextEditor::default() })
     }
 
-    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> Result<ToolOutcome, ToolError> {
+    fn shell(&self, args: &Map<String, Value>, cancel: &Cancel) -> Result<ToolOutcome, Error> {
         let command = str_arg(args, "command")?;
         if command.trim().is_empty() {
-            return Err(ToolError::Refused("`command` is empty; pass the shell command to run".into()));
+            return Err(Error::Refused("`command` is empty; pass the shell command to run".into()));
         }
         let timeout = opt_u64_arg(args, "timeout_secs")?.unwrap_or(DEFAULT_TIMEOUT_SECS);
         if !(1..=MAX_TIMEOUT_SECS).contains(&timeout) {
             let why = format!("timeout_secs {timeout} is out of range; use 1 to {MAX_TIMEOUT_SECS}");
-            return Err(ToolError::Refused(why));
+            return Err(Error::Refused(why));
         }
         Ok(run_shell(command, &self.dir.root, Duration::from_secs(timeout), cancel))
     }
 
-    fn text_editor(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn text_editor(&self, args: &Map<String, Value>) -> Result<String, Error> {
         str_arg(args, "command")?;
         let path = self.dir.resolve(str_arg(args, "path")?)?;
         let shown = self.dir.show(&path);
         self.editor.run(&self.dir, &path, &shown, args)
     }
 
-    fn list_directory(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn list_directory(&self, args: &Map<String, Value>) -> Result<String, Error> {
         let path = self.dir.resolve(opt_str_arg(args, "path")?.unwrap_or("."))?;
         self.dir.list(&path, &self.dir.show(&path))
     }
@@ -287,7 +287,7 @@ impl Builtin for Developer {
             "shell" => self.shell(args, cancel),
             "text_editor" => self.text_editor(args).map(ToolOutcome::ok),
             "list_directory" => self.list_directory(args).map(ToolOutcome::ok),
-            other => Err(ToolError::UnknownTool(other.to_string())),
+            other => Err(Error::UnknownTool(other.to_string())),
         };
         r.unwrap_or_else(|e| ToolOutcome::error(format!("developer: {e}")))
     }
@@ -296,12 +296,12 @@ impl Builtin for Developer {
 /// Resolves `input` against `root` (already canonical) following symlinks one component at a
 /// time, so `..` and links are judged by where they really lead. Components that do not exist
 /// yet are appended as written. Unless `unrestricted`, the result must lie inside `root`.
-pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBuf, ToolError> {
+pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBuf, Error> {
     if input.is_empty() {
-        return Err(ToolError::Refused("`path` is empty; pass a path relative to the working directory".into()));
+        return Err(Error::Refused("`path` is empty; pass a path relative to the working directory".into()));
     }
     if input.contains('\0') {
-        return Err(ToolError::Refused("`path` contains a NUL byte".into()));
+        return Err(Error::Refused("`path` contains a NUL byte".into()));
     }
     let given = Path::new(input);
     let mut cur = if given.is_absolute() { PathBuf::from("/") } else { root.to_path_buf() };
@@ -319,7 +319,7 @@ pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBu
             Component::Normal(name) => {
                 let next = cur.join(name);
                 if !missing && fs::symlink_metadata(&next).is_ok() {
-                    cur = fs::canonicalize(&next).map_err(|source| ToolError::Unresolvable {
+                    cur = fs::canonicalize(&next).map_err(|source| Error::Unresolvable {
                         input: input.to_string(),
                         at: next.clone(),
                         source,
@@ -332,7 +332,7 @@ pub fn resolve_in(root: &Path, input: &str, unrestricted: bool) -> Result<PathBu
         }
     }
     if !unrestricted && !cur.starts_with(root) {
-        return Err(ToolError::Outside { input: input.to_string(), resolved: cur, root: root.to_path_buf() });
+        return Err(Error::Outside { input: input.to_string(), resolved: cur, root: root.to_path_buf() });
     }
     Ok(cur)
 }
@@ -345,8 +345,8 @@ enum Access {
     Dir,
 }
 
-fn file_err(source: io::Error, verb: &'static str, shown: &str) -> ToolError {
-    ToolError::File { verb, shown: shown.to_string(), source }
+fn file_err(source: io::Error, verb: &'static str, shown: &str) -> Error {
+    Error::File { verb, shown: shown.to_string(), source }
 }
 
 /// Keeps the first `OUTPUT_HEAD` and the last `OUTPUT_TAIL` bytes of a stream.

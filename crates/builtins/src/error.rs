@@ -1,5 +1,6 @@
-//! The builtins' errors. `Error`: a builtin cannot start or serve. `ToolError`: one tool call
-//! failed in a way the model can fix; its text goes back as the result with `isError: true`.
+//! The builtins' one error: a builtin cannot start or serve (`Unknown`, `Setup`,
+//! `SignalThread`, `WorkDir`), or one tool call failed in a way the model can fix (the other
+//! variants; its text goes back as the call's result with `isError: true`).
 
 use gosling_store::atomic;
 use std::path::PathBuf;
@@ -16,37 +17,8 @@ pub enum Error {
     /// The developer's working directory (`GOOSE_WORKING_DIR`, the cwd, or an ACP session's
     /// cwd) cannot be resolved or opened.
     WorkDir { dir: PathBuf, source: io::Error },
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Unknown { name } => {
-                write!(f, "unknown builtin extension {name}; known builtins: {}", super::KNOWN.join(", "))
-            }
-            Error::Setup { builtin, reason } => write!(f, "{builtin}: {reason}"),
-            Error::SignalThread(e) => write!(f, "builtin: cannot start the signal thread: {e}"),
-            Error::WorkDir { dir, source } => write!(
-                f,
-                "developer: working directory {} is not usable: {source}; set GOOSE_WORKING_DIR (or the session's cwd) to an existing directory",
-                dir.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::SignalThread(e) | Error::WorkDir { source: e, .. } => Some(e),
-            Error::Unknown { .. } | Error::Setup { .. } => None,
-        }
-    }
-}
-
-/// Why one tool call failed. Each message names the argument or the state and what to do.
-#[derive(Debug)]
-pub enum ToolError {
+    // The rest: one tool call failed in a way the model can fix; each message names the
+    // argument or the state and what to do.
     /// A required argument is absent (or null).
     Missing { key: String, kind: &'static str },
     /// An argument has the wrong JSON type.
@@ -74,15 +46,25 @@ pub enum ToolError {
     Delegate(Box<dyn std::error::Error + Send + Sync>),
 }
 
-impl fmt::Display for ToolError {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ToolError::Missing { key, kind } => write!(f, "missing required argument `{key}` ({kind})"),
-            ToolError::WrongType { key, kind } => write!(f, "argument `{key}` must be {kind}"),
-            ToolError::Refused(why) => f.write_str(why),
-            ToolError::Store(e) => write!(f, "{e}"),
-            ToolError::UnknownTool(name) => write!(f, "no tool {name:?}"),
-            ToolError::File { verb, shown, source } => match source.raw_os_error() {
+            Error::Unknown { name } => {
+                write!(f, "unknown builtin extension {name}; known builtins: {}", super::KNOWN.join(", "))
+            }
+            Error::Setup { builtin, reason } => write!(f, "{builtin}: {reason}"),
+            Error::SignalThread(e) => write!(f, "builtin: cannot start the signal thread: {e}"),
+            Error::WorkDir { dir, source } => write!(
+                f,
+                "developer: working directory {} is not usable: {source}; set GOOSE_WORKING_DIR (or the session's cwd) to an existing directory",
+                dir.display()
+            ),
+            Error::Missing { key, kind } => write!(f, "missing required argument `{key}` ({kind})"),
+            Error::WrongType { key, kind } => write!(f, "argument `{key}` must be {kind}"),
+            Error::Refused(why) => f.write_str(why),
+            Error::Store(e) => write!(f, "{e}"),
+            Error::UnknownTool(name) => write!(f, "no tool {name:?}"),
+            Error::File { verb, shown, source } => match source.raw_os_error() {
                 Some(libc::EXDEV) => write!(
                     f,
                     "cannot {verb} {shown}: it leads outside the working directory (through a symbolic link or `..`) at the moment of use; use a path inside it"
@@ -93,52 +75,53 @@ impl fmt::Display for ToolError {
                 ),
                 _ => write!(f, "cannot {verb} {shown}: {source}"),
             },
-            ToolError::Outside { input, resolved, root } => write!(
+            Error::Outside { input, resolved, root } => write!(
                 f,
                 "{input} resolves to {}, which is outside the working directory {}; use a path inside it",
                 resolved.display(),
                 root.display()
             ),
-            ToolError::Unresolvable { input, at, source } => write!(
+            Error::Unresolvable { input, at, source } => write!(
                 f,
                 "{input}: cannot resolve {} ({source}); a symlink may point to a missing target",
                 at.display()
             ),
-            ToolError::TooBig { shown, size: Some(size), limit } => {
+            Error::TooBig { shown, size: Some(size), limit } => {
                 write!(f, "{shown} is {size} bytes, over the {limit}-byte limit")
             }
-            ToolError::TooBig { shown, size: None, limit } => write!(f, "{shown} is over the {limit}-byte limit"),
-            ToolError::NotText { shown, binary: true } => {
+            Error::TooBig { shown, size: None, limit } => write!(f, "{shown} is over the {limit}-byte limit"),
+            Error::NotText { shown, binary: true } => {
                 write!(f, "{shown} looks like a binary file; use the shell tool (e.g. xxd or file) to inspect it")
             }
-            ToolError::NotText { shown, binary: false } => {
+            Error::NotText { shown, binary: false } => {
                 write!(f, "{shown} is not UTF-8 text; use the shell tool to inspect it")
             }
-            ToolError::Delegate(e) => write!(f, "{e}"),
+            Error::Delegate(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for ToolError {
+impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ToolError::Store(e) => Some(e),
-            ToolError::File { source, .. } | ToolError::Unresolvable { source, .. } => Some(source),
-            ToolError::Delegate(e) => Some(e.as_ref()),
+            Error::SignalThread(e) | Error::WorkDir { source: e, .. } => Some(e),
+            Error::File { source, .. } | Error::Unresolvable { source, .. } => Some(source),
+            Error::Store(e) => Some(e),
+            Error::Delegate(e) => Some(e.as_ref()),
             _ => None,
         }
     }
 }
 
-impl From<atomic::Error> for ToolError {
-    fn from(e: atomic::Error) -> ToolError {
-        ToolError::Store(e)
+impl From<atomic::Error> for Error {
+    fn from(e: atomic::Error) -> Error {
+        Error::Store(e)
     }
 }
 
 /// The model reads a tool error as text.
-impl From<ToolError> for String {
-    fn from(e: ToolError) -> String {
+impl From<Error> for String {
+    fn from(e: Error) -> String {
         e.to_string()
     }
 }

@@ -13,7 +13,7 @@ pub mod memory;
 pub mod server;
 pub mod text_editor;
 
-pub use error::{Error, ToolError};
+pub use error::Error;
 pub use server::{launch, ToolOutcome, KNOWN};
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //!
 //! Document shape: `{"working_dir"?: str, "categories": {CATEGORY: [{"data", "tags", "saved_at"}]}}`.
 
-use super::error::{Error, ToolError};
+use super::error::Error;
 use super::server::{opt_bool_arg, str_arg, working_dir_from_env, Builtin, Cancel, ToolOutcome};
 use gosling_store::atomic;
 use serde_json::{json, Map, Value};
@@ -81,7 +81,7 @@ impl Memory {
     }
 
     /// The scopes a read or removal looks at: the one asked for, or both.
-    fn scopes(args: &Map<String, Value>) -> Result<Vec<Scope>, ToolError> {
+    fn scopes(args: &Map<String, Value>) -> Result<Vec<Scope>, Error> {
         Ok(match opt_bool_arg(args, "is_global")? {
             Some(true) => vec![Scope::Global],
             Some(false) => vec![Scope::Local],
@@ -89,7 +89,7 @@ impl Memory {
         })
     }
 
-    fn update<R>(&self, scope: Scope, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, ToolError> {
+    fn update<R>(&self, scope: Scope, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, Error> {
         let wd = self.working_dir.display().to_string();
         atomic::update_json(&self.file(scope), |doc| {
             if !doc.get("categories").is_some_and(Value::is_object) {
@@ -101,24 +101,24 @@ impl Memory {
             let Some(Value::Object(cats)) = doc.get_mut("categories") else { unreachable!("inserted above") };
             f(cats)
         })
-        .map_err(ToolError::Store)
+        .map_err(Error::Store)
     }
 
-    fn read(&self, scope: Scope) -> Result<Map<String, Value>, ToolError> {
+    fn read(&self, scope: Scope) -> Result<Map<String, Value>, Error> {
         match atomic::read_object(&self.file(scope))?.remove("categories") {
             Some(Value::Object(m)) => Ok(m),
             _ => Ok(Map::new()),
         }
     }
 
-    fn remember(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn remember(&self, args: &Map<String, Value>) -> Result<String, Error> {
         let category = category_arg(args, false)?;
         let data = str_arg(args, "data")?.trim();
         if data.is_empty() {
-            return Err(ToolError::Refused("`data` is empty; pass the text to remember".into()));
+            return Err(Error::Refused("`data` is empty; pass the text to remember".into()));
         }
         if data.len() > MAX_NOTE_BYTES {
-            return Err(ToolError::Refused(format!(
+            return Err(Error::Refused(format!(
                 "`data` is {} bytes; notes are limited to {MAX_NOTE_BYTES} bytes, store a summary",
                 data.len()
             )));
@@ -136,7 +136,7 @@ impl Memory {
                 return Ok(false);
             }
             if notes.len() >= MAX_NOTES_PER_CATEGORY {
-                return Err(ToolError::Refused(format!(
+                return Err(Error::Refused(format!(
                     "category {category:?} already holds {MAX_NOTES_PER_CATEGORY} notes; remove some or use another category"
                 )));
             }
@@ -150,7 +150,7 @@ impl Memory {
         })
     }
 
-    fn retrieve(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn retrieve(&self, args: &Map<String, Value>) -> Result<String, Error> {
         let category = category_arg(args, true)?;
         let mut out = String::new();
         for scope in Memory::scopes(args)? {
@@ -185,11 +185,11 @@ impl Memory {
         &self,
         args: &Map<String, Value>,
         remove: impl Fn(&mut Map<String, Value>) -> usize,
-    ) -> Result<usize, ToolError> {
+    ) -> Result<usize, Error> {
         Memory::scopes(args)?.into_iter().map(|scope| self.update(scope, &remove)).sum()
     }
 
-    fn remove_category(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn remove_category(&self, args: &Map<String, Value>) -> Result<String, Error> {
         let category = category_arg(args, true)?;
         let removed = self.remove_in_scopes(args, |cats| {
             if category == "*" {
@@ -207,13 +207,11 @@ impl Memory {
         })
     }
 
-    fn remove_specific(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn remove_specific(&self, args: &Map<String, Value>) -> Result<String, Error> {
         let category = category_arg(args, false)?;
         let content = str_arg(args, "memory_content")?.trim().to_string();
         if content.is_empty() {
-            return Err(ToolError::Refused(
-                "`memory_content` is empty; pass the exact text of the note to remove".into(),
-            ));
+            return Err(Error::Refused("`memory_content` is empty; pass the exact text of the note to remove".into()));
         }
         let removed = self.remove_in_scopes(args, |cats| {
             let Some(Value::Array(notes)) = cats.get_mut(&category) else { return 0 };
@@ -226,7 +224,7 @@ impl Memory {
             n
         })?;
         if removed == 0 {
-            return Err(ToolError::Refused(format!(
+            return Err(Error::Refused(format!(
                 "no note with exactly that text in category {category:?}; retrieve_memories shows the stored text to copy"
             )));
         }
@@ -235,13 +233,13 @@ impl Memory {
 }
 
 /// The `category` argument, trimmed and lower-cased; `*` only where `allow_all`.
-fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, ToolError> {
+fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, Error> {
     let raw = str_arg(args, "category")?.trim();
     if raw == "*" {
         return if allow_all {
             Ok("*".into())
         } else {
-            Err(ToolError::Refused("category \"*\" is only for retrieving or removing; name one category".into()))
+            Err(Error::Refused("category \"*\" is only for retrieving or removing; name one category".into()))
         };
     }
     validate_category(raw)?;
@@ -250,8 +248,8 @@ fn category_arg(args: &Map<String, Value>, allow_all: bool) -> Result<String, To
 
 /// Category names: 1..=64 characters of letters, digits, space, `_`, `-`, `.`; no path
 /// separators and not starting with a dot.
-pub fn validate_category(name: &str) -> Result<(), ToolError> {
-    let refuse = |why: String| Err(ToolError::Refused(why));
+pub fn validate_category(name: &str) -> Result<(), Error> {
+    let refuse = |why: String| Err(Error::Refused(why));
     if name.is_empty() {
         return refuse("`category` is empty; pass a short name like \"preferences\"".into());
     }
@@ -264,8 +262,8 @@ pub fn validate_category(name: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
-    let wrong = || ToolError::WrongType { key: "tags".into(), kind: "a list of strings" };
+fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, Error> {
+    let wrong = || Error::WrongType { key: "tags".into(), kind: "a list of strings" };
     let tags: Vec<String> = match args.get("tags") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => {
@@ -276,7 +274,7 @@ fn tags_arg(args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
     };
     let tags: Vec<String> = tags.into_iter().filter(|t| !t.is_empty()).collect();
     if tags.len() > 32 || tags.iter().any(|t| t.len() > 64) {
-        return Err(ToolError::Refused("too many or too long tags; use at most 32 tags of up to 64 bytes".into()));
+        return Err(Error::Refused("too many or too long tags; use at most 32 tags of up to 64 bytes".into()));
     }
     Ok(tags)
 }
@@ -361,7 +359,7 @@ impl Builtin for Memory {
             "retrieve_memories" => self.retrieve(args),
             "remove_memory_category" => self.remove_category(args),
             "remove_specific_memory" => self.remove_specific(args),
-            other => Err(ToolError::UnknownTool(other.to_string())),
+            other => Err(Error::UnknownTool(other.to_string())),
         };
         r.map_err(|e| format!("memory: {e}")).into()
     }

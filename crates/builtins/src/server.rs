@@ -13,7 +13,7 @@
 //! It does not implement resources, prompts, logging or any server→client request: the
 //! builtins only have tools.
 
-use super::error::{Error, ToolError};
+use super::error::Error;
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message};
 use gosling_wire::mcp_version;
@@ -270,11 +270,11 @@ fn handle_line(shared: &Arc<Shared>, bytes: &[u8]) {
     let name = shared.builtin.name();
     let msg = match Message::parse(bytes) {
         Ok(m) => m,
-        Err(jsonrpc::ParseError::Json(e)) => {
+        Err(gosling_wire::Error::NotJson(e)) => {
             log::warn!("builtin {name}: unparseable input line: {e}");
             return shared.reply_error(None, jsonrpc::PARSE_ERROR, format!("parse error: not JSON ({e})"));
         }
-        Err(e @ jsonrpc::ParseError::Invalid(_)) => {
+        Err(e) => {
             log::warn!("builtin {name}: {e}");
             // Answer with the id when it is readable, as JSON-RPC asks.
             let id = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("id").and_then(Id::from_value));
@@ -429,22 +429,22 @@ pub fn working_dir_from_env() -> io::Result<PathBuf> {
 // the model can fix its call.
 
 /// A required string argument.
-pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
-    opt_str_arg(args, key)?.ok_or_else(|| ToolError::Missing { key: key.into(), kind: "a string" })
+pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, Error> {
+    opt_str_arg(args, key)?.ok_or_else(|| Error::Missing { key: key.into(), kind: "a string" })
 }
 
 /// An optional string argument.
-pub fn opt_str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ToolError> {
+pub fn opt_str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, Error> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "a string" }),
+        Some(_) => Err(Error::WrongType { key: key.into(), kind: "a string" }),
     }
 }
 
 /// An optional non-negative integer argument (a whole-number float or numeric string is accepted).
-pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, ToolError> {
-    let wrong = || ToolError::WrongType { key: key.into(), kind: "a non-negative whole number" };
+pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, Error> {
+    let wrong = || Error::WrongType { key: key.into(), kind: "a non-negative whole number" };
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
@@ -458,13 +458,13 @@ pub fn opt_u64_arg(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, 
 }
 
 /// An optional boolean argument (`"true"`/`"false"` strings are accepted).
-pub fn opt_bool_arg(args: &Map<String, Value>, key: &str) -> Result<Option<bool>, ToolError> {
+pub fn opt_bool_arg(args: &Map<String, Value>, key: &str) -> Result<Option<bool>, Error> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(Value::String(s)) if s == "true" => Ok(Some(true)),
         Some(Value::String(s)) if s == "false" => Ok(Some(false)),
-        Some(_) => Err(ToolError::WrongType { key: key.into(), kind: "true or false" }),
+        Some(_) => Err(Error::WrongType { key: key.into(), kind: "true or false" }),
     }
 }
 

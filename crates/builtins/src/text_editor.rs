@@ -7,7 +7,7 @@
 //! buffers through ACP's `fs/*` requests (`acp::fs`). Paths arrive resolved and confined by
 //! the caller; this module reads and writes only through its `TextFiles`.
 
-use super::error::ToolError;
+use super::error::Error;
 use super::server::{opt_u64_arg, str_arg};
 use gosling_util::lock;
 use serde_json::{Map, Value};
@@ -29,12 +29,12 @@ pub const UNDO_FILES: usize = 100;
 pub trait TextFiles {
     /// The text of `path`; more than `limit` bytes, a binary file or non-UTF-8 is refused
     /// (`checked_text`).
-    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, ToolError>;
+    fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, Error>;
     /// Replaces `path`'s content with `text`, creating the file (and, where it can, its
     /// directories).
-    fn write(&self, path: &Path, shown: &str, text: &str) -> Result<(), ToolError>;
+    fn write(&self, path: &Path, shown: &str, text: &str) -> Result<(), Error>;
     /// Removes `path`, undoing its creation.
-    fn remove(&self, path: &Path, shown: &str) -> Result<(), ToolError>;
+    fn remove(&self, path: &Path, shown: &str) -> Result<(), Error>;
     /// Where a write lands, appended to its report (`""` for the disk).
     fn place(&self) -> &'static str {
         ""
@@ -43,14 +43,14 @@ pub trait TextFiles {
 
 /// Turns a file's bytes into text, refusing what is over `limit`, binary (a NUL in the first
 /// 8 KiB) or not UTF-8.
-pub fn checked_text(bytes: Vec<u8>, shown: &str, limit: u64) -> Result<String, ToolError> {
+pub fn checked_text(bytes: Vec<u8>, shown: &str, limit: u64) -> Result<String, Error> {
     if bytes.len() as u64 > limit {
-        return Err(ToolError::TooBig { shown: shown.to_string(), size: None, limit });
+        return Err(Error::TooBig { shown: shown.to_string(), size: None, limit });
     }
     if bytes[..bytes.len().min(8192)].contains(&0) {
-        return Err(ToolError::NotText { shown: shown.to_string(), binary: true });
+        return Err(Error::NotText { shown: shown.to_string(), binary: true });
     }
-    String::from_utf8(bytes).map_err(|_| ToolError::NotText { shown: shown.to_string(), binary: false })
+    String::from_utf8(bytes).map_err(|_| Error::NotText { shown: shown.to_string(), binary: false })
 }
 
 /// A file's state before an edit.
@@ -74,13 +74,13 @@ impl TextEditor {
         path: &Path,
         shown: &str,
         args: &Map<String, Value>,
-    ) -> Result<String, ToolError> {
+    ) -> Result<String, Error> {
         match str_arg(args, "command")? {
             "view" => view(files, path, shown, args.get("view_range")),
             "write" => {
                 let text = str_arg(args, "file_text")?;
                 if path.is_dir() {
-                    return Err(ToolError::Refused(format!("{shown} is a directory; give a file path")));
+                    return Err(Error::Refused(format!("{shown} is a directory; give a file path")));
                 }
                 let existed = path.exists();
                 let before = if existed {
@@ -96,7 +96,7 @@ impl TextEditor {
             "str_replace" => {
                 let old = str_arg(args, "old_str")?;
                 let new = str_arg(args, "new_str")
-                    .map_err(|e| ToolError::Refused(format!("{e}; pass \"\" to delete old_str")))?;
+                    .map_err(|e| Error::Refused(format!("{e}; pass \"\" to delete old_str")))?;
                 let content = files.read(path, shown, MAX_EDIT_BYTES)?;
                 let updated = replace_once(&content, old, new).map_err(|e| in_file(shown, e))?;
                 files.write(path, shown, &updated)?;
@@ -106,7 +106,7 @@ impl TextEditor {
             }
             "insert" => {
                 let after = opt_u64_arg(args, "insert_line")?
-                    .ok_or(ToolError::Missing { key: "insert_line".into(), kind: "0 = before the first line" })?;
+                    .ok_or(Error::Missing { key: "insert_line".into(), kind: "0 = before the first line" })?;
                 let new = str_arg(args, "new_str")?;
                 let content = files.read(path, shown, MAX_EDIT_BYTES)?;
                 let updated = insert_after_line(&content, after, new).map_err(|e| in_file(shown, e))?;
@@ -117,7 +117,7 @@ impl TextEditor {
             "undo_edit" => {
                 let before = lock(&self.history).get_mut(path).and_then(Vec::pop);
                 match before {
-                    None => Err(ToolError::Refused(format!("no edit of {shown} to undo in this session"))),
+                    None => Err(Error::Refused(format!("no edit of {shown} to undo in this session"))),
                     Some(Before::Absent) => {
                         files.remove(path, shown)?;
                         Ok(format!("undid the creation of {shown} (removed it)"))
@@ -128,7 +128,7 @@ impl TextEditor {
                     }
                 }
             }
-            other => Err(ToolError::Refused(format!(
+            other => Err(Error::Refused(format!(
                 "unknown text_editor command {other:?}; use view, write, str_replace, insert or undo_edit"
             ))),
         }
@@ -153,17 +153,17 @@ impl TextEditor {
     }
 }
 
-fn in_file(shown: &str, e: ToolError) -> ToolError {
-    ToolError::Refused(format!("{shown}: {e}"))
+fn in_file(shown: &str, e: Error) -> Error {
+    Error::Refused(format!("{shown}: {e}"))
 }
 
 /// `view`: the file's lines numbered, all of them or `range` ([start, end], 1-based, end -1 =
 /// to the end), printing at most about `MAX_VIEW_BYTES`.
-fn view(files: &dyn TextFiles, path: &Path, shown: &str, range: Option<&Value>) -> Result<String, ToolError> {
+fn view(files: &dyn TextFiles, path: &Path, shown: &str, range: Option<&Value>) -> Result<String, Error> {
     if path.is_dir() {
-        return Err(ToolError::Refused(format!("{shown} is a directory; use list_directory to see its entries")));
+        return Err(Error::Refused(format!("{shown} is a directory; use list_directory to see its entries")));
     }
-    let refuse = |why: &str| ToolError::Refused(why.to_string());
+    let refuse = |why: &str| Error::Refused(why.to_string());
     let range = match range {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) if a.len() == 2 => {
@@ -179,8 +179,8 @@ fn view(files: &dyn TextFiles, path: &Path, shown: &str, range: Option<&Value>) 
     };
     let limit = if range.is_some() { MAX_EDIT_BYTES } else { MAX_VIEW_BYTES };
     let content = match files.read(path, shown, limit) {
-        Err(e @ ToolError::TooBig { .. }) if range.is_none() => {
-            return Err(ToolError::Refused(format!("{e}; pass view_range to see part of it")))
+        Err(e @ Error::TooBig { .. }) if range.is_none() => {
+            return Err(Error::Refused(format!("{e}; pass view_range to see part of it")))
         }
         r => r?,
     };
@@ -191,7 +191,7 @@ fn view(files: &dyn TextFiles, path: &Path, shown: &str, range: Option<&Value>) 
     let (start, end) = range.unwrap_or((1, usize::MAX));
     let end = end.min(total);
     if start > total {
-        return Err(ToolError::Refused(format!("{shown} has {total} lines; view_range starts after the end")));
+        return Err(Error::Refused(format!("{shown} has {total} lines; view_range starts after the end")));
     }
     let mut out = format!("{shown} (lines {start}-{end} of {total})\n");
     let mut shown_bytes = 0usize;
@@ -209,26 +209,26 @@ fn view(files: &dyn TextFiles, path: &Path, shown: &str, range: Option<&Value>) 
 
 /// Replaces the single occurrence of `old` in `content`; zero or several occurrences are errors
 /// that say how many there were.
-fn replace_once(content: &str, old: &str, new: &str) -> Result<String, ToolError> {
+fn replace_once(content: &str, old: &str, new: &str) -> Result<String, Error> {
     if old.is_empty() {
-        return Err(ToolError::Refused("old_str is empty; pass the exact text to replace".into()));
+        return Err(Error::Refused("old_str is empty; pass the exact text to replace".into()));
     }
     match content.matches(old).count() {
         1 => Ok(content.replacen(old, new, 1)),
-        0 => Err(ToolError::Refused(
+        0 => Err(Error::Refused(
             "old_str was not found; view the file and copy the exact text, including whitespace and indentation".into(),
         )),
-        n => Err(ToolError::Refused(format!(
+        n => Err(Error::Refused(format!(
             "old_str occurs {n} times; include more surrounding lines so it matches exactly once"
         ))),
     }
 }
 
 /// Inserts `new` after line `after` (0 = at the top). `new` becomes whole lines.
-fn insert_after_line(content: &str, after: u64, new: &str) -> Result<String, ToolError> {
+fn insert_after_line(content: &str, after: u64, new: &str) -> Result<String, Error> {
     let total = content.lines().count() as u64;
     if after > total {
-        return Err(ToolError::Refused(format!("insert_line {after} is past the end; the file has {total} lines")));
+        return Err(Error::Refused(format!("insert_line {after} is past the end; the file has {total} lines")));
     }
     let mut offset = 0;
     for _ in 0..after {
@@ -260,15 +260,15 @@ mod tests {
     struct Mem(RefCell<HashMap<PathBuf, String>>);
 
     impl TextFiles for Mem {
-        fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, ToolError> {
-            let text = self.0.borrow().get(path).cloned().ok_or_else(|| ToolError::Refused(format!("no {shown}")))?;
+        fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, Error> {
+            let text = self.0.borrow().get(path).cloned().ok_or_else(|| Error::Refused(format!("no {shown}")))?;
             checked_text(text.into_bytes(), shown, limit)
         }
-        fn write(&self, path: &Path, _: &str, text: &str) -> Result<(), ToolError> {
+        fn write(&self, path: &Path, _: &str, text: &str) -> Result<(), Error> {
             self.0.borrow_mut().insert(path.to_path_buf(), text.to_string());
             Ok(())
         }
-        fn remove(&self, path: &Path, _: &str) -> Result<(), ToolError> {
+        fn remove(&self, path: &Path, _: &str) -> Result<(), Error> {
             self.0.borrow_mut().remove(path);
             Ok(())
         }

@@ -153,11 +153,26 @@ fn parse_num<T: std::str::FromStr>(env: &dyn Env, key: &'static str, default: T)
     }
 }
 
-/// A setting in the environment that cannot be used, with what it should be.
+/// The config layer's one error: a setting in the environment that cannot be used, or a
+/// working directory that was refused; the message says what to send instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    BadValue { key: &'static str, value: String, expected: &'static str },
-    TooSmall { key: &'static str, min: u64 },
+    BadValue {
+        key: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    TooSmall {
+        key: &'static str,
+        min: u64,
+    },
+    /// An empty working directory (goose answers it with words of its own).
+    EmptyWorkingDir,
+    RelativeWorkingDir(String),
+    /// `~` with no absolute `HOME`.
+    WorkingDirWithoutHome(String),
+    MissingWorkingDir(String),
+    WorkingDirNotADirectory(String),
 }
 
 impl std::fmt::Display for Error {
@@ -165,6 +180,21 @@ impl std::fmt::Display for Error {
         match self {
             Error::BadValue { key, value, expected } => write!(f, "config: {key}={value:?} is not {expected}"),
             Error::TooSmall { key, min } => write!(f, "config: {key} must be at least {min}"),
+            Error::EmptyWorkingDir => {
+                write!(f, "the working directory is empty; give an absolute path to an existing directory")
+            }
+            Error::RelativeWorkingDir(d) => {
+                write!(f, "working directory {d:?} is a relative path; give an absolute path (starting with / or ~/)")
+            }
+            Error::WorkingDirWithoutHome(d) => {
+                write!(f, "working directory {d:?} starts with ~ but HOME is not set; give an absolute path")
+            }
+            Error::MissingWorkingDir(d) => {
+                write!(f, "working directory {d:?} does not exist; create it or pick an existing directory")
+            }
+            Error::WorkingDirNotADirectory(d) => {
+                write!(f, "working directory {d:?} is not a directory (it is a file); pick a directory")
+            }
         }
     }
 }
@@ -250,55 +280,20 @@ fn audit_max_bytes(env: &dyn Env) -> Result<u64, Error> {
     Ok(max_bytes)
 }
 
-/// A fixed environment for tests of code that reads settings.
-/// Why a working directory was refused; the message says what to send instead.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkingDirError {
-    Empty,
-    Relative(String),
-    NoHome(String),
-    Missing(String),
-    NotADirectory(String),
-}
-
-impl std::fmt::Display for WorkingDirError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WorkingDirError::Empty => {
-                write!(f, "the working directory is empty; give an absolute path to an existing directory")
-            }
-            WorkingDirError::Relative(d) => {
-                write!(f, "working directory {d:?} is a relative path; give an absolute path (starting with / or ~/)")
-            }
-            WorkingDirError::NoHome(d) => {
-                write!(f, "working directory {d:?} starts with ~ but HOME is not set; give an absolute path")
-            }
-            WorkingDirError::Missing(d) => {
-                write!(f, "working directory {d:?} does not exist; create it or pick an existing directory")
-            }
-            WorkingDirError::NotADirectory(d) => {
-                write!(f, "working directory {d:?} is not a directory (it is a file); pick a directory")
-            }
-        }
-    }
-}
-
-impl std::error::Error for WorkingDirError {}
-
 /// The one rule for a session's working directory, for every front end (HTTP, ACP, the page):
 /// an existing absolute directory; `~` and `~/x` are expanded against `HOME` from `env`.
 /// Returns the path as it will be stored (expanded, otherwise as given).
-pub fn working_dir(raw: &str, env: &dyn Env) -> Result<PathBuf, WorkingDirError> {
+pub fn working_dir(raw: &str, env: &dyn Env) -> Result<PathBuf, Error> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Err(WorkingDirError::Empty);
+        return Err(Error::EmptyWorkingDir);
     }
     let path = match raw.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => {
             let home = env
                 .get("HOME")
                 .filter(|h| h.starts_with('/'))
-                .ok_or_else(|| WorkingDirError::NoHome(raw.to_string()))?;
+                .ok_or_else(|| Error::WorkingDirWithoutHome(raw.to_string()))?;
             let rest = rest.trim_start_matches('/');
             if rest.is_empty() {
                 PathBuf::from(home)
@@ -309,15 +304,16 @@ pub fn working_dir(raw: &str, env: &dyn Env) -> Result<PathBuf, WorkingDirError>
         _ => PathBuf::from(raw),
     };
     if !path.is_absolute() {
-        return Err(WorkingDirError::Relative(raw.to_string()));
+        return Err(Error::RelativeWorkingDir(raw.to_string()));
     }
     match std::fs::metadata(&path) {
         Ok(m) if m.is_dir() => Ok(path),
-        Ok(_) => Err(WorkingDirError::NotADirectory(path.display().to_string())),
-        Err(_) => Err(WorkingDirError::Missing(path.display().to_string())),
+        Ok(_) => Err(Error::WorkingDirNotADirectory(path.display().to_string())),
+        Err(_) => Err(Error::MissingWorkingDir(path.display().to_string())),
     }
 }
 
+/// A fixed environment for tests of code that reads settings.
 #[cfg(test)]
 pub(crate) struct MapEnv(pub std::collections::HashMap<&'static str, &'static str>);
 

@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
 use crate::websocket;
-use gosling_wire::websocket::{self as ws, HandshakeError};
+use gosling_wire::websocket as ws;
 use std::sync::Arc;
 
 /// Response headers a browser page may read (Desktop reads the connection id).
@@ -33,7 +33,7 @@ pub fn get(app: &Arc<App>, req: &Request) -> Result<Response, ApiError> {
         });
     }
     let accept = ws::check_upgrade(&req.method, &header).map_err(|e| {
-        let version = matches!(e, HandshakeError::Version(_));
+        let version = matches!(e, gosling_wire::Error::Version(_));
         (ApiError::bad_request(e.to_string()), version)
     });
     let accept = match accept {

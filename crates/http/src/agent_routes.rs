@@ -89,11 +89,11 @@ fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
 
 /// The session's working dir by the one rule (`config::working_dir`), or a 400 naming the problem.
 fn checked_working_dir(raw: &str, what: &str) -> Result<String, ApiError> {
-    use gosling_config::{working_dir, ProcessEnv, WorkingDirError};
+    use gosling_config::{working_dir, Error, ProcessEnv};
     match working_dir(raw, &ProcessEnv) {
         Ok(dir) => Ok(dir.display().to_string()),
         // goose's words for an empty one.
-        Err(WorkingDirError::Empty) => Err(ApiError::bad_request("Working directory cannot be empty")),
+        Err(Error::EmptyWorkingDir) => Err(ApiError::bad_request("Working directory cannot be empty")),
         Err(e) => Err(ApiError::bad_request(format!("{what}: {e}"))),
     }
 }

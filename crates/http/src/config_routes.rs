@@ -118,10 +118,11 @@ struct KeyQuery {
     is_secret: bool,
 }
 
-fn setting_error(e: settings::Error) -> ApiError {
+fn setting_error(e: gosling_agent::Error) -> ApiError {
     match e {
-        settings::Error::BadKey(why) => ApiError::bad_request(why),
-        settings::Error::Store(e) => e.into(),
+        gosling_agent::Error::BadKey(why) => ApiError::bad_request(why),
+        gosling_agent::Error::Store(e) | gosling_agent::Error::SaveMessage(e) => e.into(),
+        e => ApiError::internal(e.to_string()),
     }
 }
 

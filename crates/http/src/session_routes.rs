@@ -68,7 +68,8 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
         // Anything else (model settings, a store failure) is told on the stream, as goose does.
         other => other,
     };
-    gosling_agent::start_request(&bus, &r.request_id, turn, app.elicitations.clone()).map_err(ApiError::bad_request)?;
+    gosling_agent::start_request(&bus, &r.request_id, turn, app.elicitations.clone())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     log::info!("session {id}: request {} started", r.request_id);
     Ok(accepted)
 }

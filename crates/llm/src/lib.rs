@@ -89,6 +89,7 @@ pub struct ToolCallOut {
 }
 
 /// Tool-call arguments the model wrote that are not JSON: the raw text, to show the model.
+/// Part of what the model said, not an error of this layer (that is `Error`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadArguments {
     pub raw: String,
@@ -99,8 +100,6 @@ impl std::fmt::Display for BadArguments {
         write!(f, "the arguments are not valid JSON: {}", self.raw)
     }
 }
-
-impl std::error::Error for BadArguments {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {

@@ -33,6 +33,10 @@ pub enum Error {
     TooLarge { extension: String, what: String, limit: String },
     /// A header value uses `${VAR}`/`$VAR` that neither `envs` nor `env_keys` defines.
     HeaderVariable { header: String, var: String },
+    /// `SSL_CERT_FILE` cannot be read. Shown inside the message of what it stopped.
+    CaBundleUnreadable { path: std::path::PathBuf, error: std::sync::Arc<std::io::Error> },
+    /// `SSL_CERT_FILE` holds no PEM certificate. Shown inside the message of what it stopped.
+    CaBundleEmpty { path: std::path::PathBuf },
 }
 
 impl fmt::Display for Error {
@@ -62,23 +66,42 @@ impl fmt::Display for Error {
                 f,
                 "mcp: header `{header}` uses the variable {var}, which is not set; add {var} to the extension's envs or env_keys"
             ),
+            Error::CaBundleUnreadable { path, error } => write!(
+                f,
+                "cannot read SSL_CERT_FILE {}: {error}; point it at a PEM CA bundle or unset it",
+                path.display()
+            ),
+            Error::CaBundleEmpty { path } => write!(
+                f,
+                "SSL_CERT_FILE {} holds no PEM certificate; point it at a PEM CA bundle or unset it",
+                path.display()
+            ),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::CaBundleUnreadable { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// The peer's outcome of a call, as this layer's error: the server's error object, the
 /// deadline and cancellation keep their variants, and a closed connection or a failed send is
 /// the transport's own error.
-impl From<gosling_wire::peer::CallError<Error>> for Error {
-    fn from(e: gosling_wire::peer::CallError<Error>) -> Error {
-        use gosling_wire::peer::CallError;
+impl From<gosling_wire::Error<Error>> for Error {
+    fn from(e: gosling_wire::Error<Error>) -> Error {
+        use gosling_wire::Error as CallError;
         match e {
             CallError::Remote { error, .. } => Error::Rpc(error),
             CallError::Timeout { method, after, .. } => Error::Timeout { method, after },
             CallError::Cancelled { method, .. } => Error::Cancelled { method },
             CallError::Closed(e) | CallError::Send(e) => e,
+            // The peer fails a call with the variants above only.
+            other => Error::Other(other.to_string()),
         }
     }
 }

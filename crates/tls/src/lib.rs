@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// Why HTTPS could not be set up. Each names the variable or file to fix.
 #[derive(Debug)]
-pub enum TlsError {
+pub enum Error {
     /// Only one of GOOSE_TLS_CERT_PATH / GOOSE_TLS_KEY_PATH is set: set both, or neither for a
     /// self-signed certificate.
     HalfConfigured { set: &'static str, missing: &'static str },
@@ -37,36 +37,36 @@ pub enum TlsError {
     Generate(String),
 }
 
-impl fmt::Display for TlsError {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TlsError::HalfConfigured { set, missing } => write!(
+            Error::HalfConfigured { set, missing } => write!(
                 f,
                 "tls: {set} is set but {missing} is not; set both (PEM certificate chain and private key) or neither (a self-signed certificate is made at start)"
             ),
-            TlsError::Read { var, path, source } => write!(f, "tls: cannot read {var} {}: {source}", path.display()),
-            TlsError::BadPem { var, path, problem } => write!(f, "tls: {var} {}: {problem}", path.display()),
-            TlsError::Rejected { cert, key, reason } => write!(
+            Error::Read { var, path, source } => write!(f, "tls: cannot read {var} {}: {source}", path.display()),
+            Error::BadPem { var, path, problem } => write!(f, "tls: {var} {}: {problem}", path.display()),
+            Error::Rejected { cert, key, reason } => write!(
                 f,
                 "tls: the certificate in GOOSE_TLS_CERT_PATH {} and the key in GOOSE_TLS_KEY_PATH {} cannot be used: {reason}",
                 cert.display(),
                 key.display()
             ),
-            TlsError::Generate(why) => write!(f, "tls: cannot make the self-signed certificate: {why}"),
+            Error::Generate(why) => write!(f, "tls: cannot make the self-signed certificate: {why}"),
         }
     }
 }
 
-impl std::error::Error for TlsError {
+impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            TlsError::Read { source, .. } => Some(source),
+            Error::Read { source, .. } => Some(source),
             _ => None,
         }
     }
 }
 
-/// What is wrong with a PEM file's content (the file is named by `TlsError::BadPem`).
+/// What is wrong with a PEM file's content (the file is named by `Error::BadPem`).
 #[derive(Debug)]
 pub enum PemProblem {
     /// Not UTF-8: most likely binary DER.
@@ -158,16 +158,16 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// Makes an ECDSA P-256 certificate for `host` (unless unspecified, e.g. `0.0.0.0`), plus
 /// `localhost` and `127.0.0.1`, valid from a day ago for a year, `CN=gosling`.
-pub fn self_signed(host: IpAddr, now_unix: i64) -> Result<SelfSigned, TlsError> {
+pub fn self_signed(host: IpAddr, now_unix: i64) -> Result<SelfSigned, Error> {
     use ring::rand::SecureRandom;
     use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING as ALG};
     let rng = ring::rand::SystemRandom::new();
     let pkcs8 =
-        EcdsaKeyPair::generate_pkcs8(&ALG, &rng).map_err(|_| TlsError::Generate("no randomness for the key".into()))?;
+        EcdsaKeyPair::generate_pkcs8(&ALG, &rng).map_err(|_| Error::Generate("no randomness for the key".into()))?;
     let pair = EcdsaKeyPair::from_pkcs8(&ALG, pkcs8.as_ref(), &rng)
-        .map_err(|e| TlsError::Generate(format!("the new key does not load: {e}")))?;
+        .map_err(|e| Error::Generate(format!("the new key does not load: {e}")))?;
     let mut serial = [0u8; 16];
-    rng.fill(&mut serial).map_err(|_| TlsError::Generate("no randomness for the serial".into()))?;
+    rng.fill(&mut serial).map_err(|_| Error::Generate("no randomness for the serial".into()))?;
     serial[0] = (serial[0] & 0x7f) | 0x40; // positive, and 16 bytes long
     let mut ips = vec![IpAddr::from([127, 0, 0, 1])];
     if !host.is_unspecified() && !ips.contains(&host) {
@@ -183,7 +183,7 @@ pub fn self_signed(host: IpAddr, now_unix: i64) -> Result<SelfSigned, TlsError> 
         ips: &ips,
         public_key: pair.public_key().as_ref(),
     });
-    let signature = pair.sign(&rng, &tbs).map_err(|_| TlsError::Generate("signing failed".into()))?;
+    let signature = pair.sign(&rng, &tbs).map_err(|_| Error::Generate("signing failed".into()))?;
     Ok(SelfSigned { cert_der: cert::certificate(&tbs, signature.as_ref()), key_pkcs8: pkcs8.as_ref().to_vec() })
 }
 
@@ -199,33 +199,33 @@ fn server_config(
 
 impl ServerTls {
     /// From the process config: the files when both are named, else self-signed for `host`.
-    pub fn from_config(cfg: &TlsConfig, host: IpAddr) -> Result<ServerTls, TlsError> {
+    pub fn from_config(cfg: &TlsConfig, host: IpAddr) -> Result<ServerTls, Error> {
         match (&cfg.cert_path, &cfg.key_path) {
             (Some(cert), Some(key)) => ServerTls::from_files(cert, key),
-            (Some(_), None) => Err(TlsError::HalfConfigured { set: CERT_VAR, missing: KEY_VAR }),
-            (None, Some(_)) => Err(TlsError::HalfConfigured { set: KEY_VAR, missing: CERT_VAR }),
+            (Some(_), None) => Err(Error::HalfConfigured { set: CERT_VAR, missing: KEY_VAR }),
+            (None, Some(_)) => Err(Error::HalfConfigured { set: KEY_VAR, missing: CERT_VAR }),
             (None, None) => ServerTls::generate(host, gosling_util::unix_secs()),
         }
     }
 
-    pub fn generate(host: IpAddr, now_unix: i64) -> Result<ServerTls, TlsError> {
+    pub fn generate(host: IpAddr, now_unix: i64) -> Result<ServerTls, Error> {
         ServerTls::from_self_signed(&self_signed(host, now_unix)?)
     }
 
     /// Serves a self-signed pair made by `self_signed` (just now, or kept from an earlier start
     /// by the caller, which owns where it lives).
-    pub fn from_self_signed(made: &SelfSigned) -> Result<ServerTls, TlsError> {
+    pub fn from_self_signed(made: &SelfSigned) -> Result<ServerTls, Error> {
         let fingerprint = cert::fingerprint(&made.cert_der);
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pkcs8.clone()));
         let config = server_config(vec![CertificateDer::from(made.cert_der.clone())], key)
-            .map_err(|e| TlsError::Generate(format!("rustls refused it: {e}")))?;
+            .map_err(|e| Error::Generate(format!("rustls refused it: {e}")))?;
         Ok(ServerTls { config: Arc::new(config), fingerprint })
     }
 
     /// A PEM certificate chain (leaf first) and a PEM private key: PKCS#8 (`PRIVATE KEY`),
     /// SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE KEY`), unencrypted.
-    pub fn from_files(cert_path: &Path, key_path: &Path) -> Result<ServerTls, TlsError> {
-        let bad = |problem| TlsError::BadPem { var: CERT_VAR, path: cert_path.into(), problem };
+    pub fn from_files(cert_path: &Path, key_path: &Path) -> Result<ServerTls, Error> {
+        let bad = |problem| Error::BadPem { var: CERT_VAR, path: cert_path.into(), problem };
         let chain = CertificateDer::pem_slice_iter(&read_pem(CERT_VAR, cert_path)?)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad(PemProblem::Syntax(e)))?;
@@ -234,7 +234,7 @@ impl ServerTls {
         }
         let key = read_key(key_path)?;
         let fingerprint = cert::fingerprint(&chain[0]);
-        let config = server_config(chain, key).map_err(|e| TlsError::Rejected {
+        let config = server_config(chain, key).map_err(|e| Error::Rejected {
             cert: cert_path.into(),
             key: key_path.into(),
             reason: e.to_string(),
@@ -254,17 +254,17 @@ impl ServerTls {
 }
 
 /// The file's bytes, refused early when they are not text (so DER gets its own message).
-fn read_pem(var: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
-    let bytes = std::fs::read(path).map_err(|source| TlsError::Read { var, path: path.into(), source })?;
+fn read_pem(var: &'static str, path: &Path) -> Result<Vec<u8>, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Read { var, path: path.into(), source })?;
     if std::str::from_utf8(&bytes).is_err() {
-        return Err(TlsError::BadPem { var, path: path.into(), problem: PemProblem::NotText });
+        return Err(Error::BadPem { var, path: path.into(), problem: PemProblem::NotText });
     }
     Ok(bytes)
 }
 
 /// The one unencrypted private key (PKCS#8, SEC1 or PKCS#1) in the key file.
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bad = |problem| TlsError::BadPem { var: KEY_VAR, path: path.into(), problem };
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, Error> {
+    let bad = |problem| Error::BadPem { var: KEY_VAR, path: path.into(), problem };
     let bytes = read_pem(KEY_VAR, path)?;
     // rustls's reader skips `ENCRYPTED PRIVATE KEY` blocks and cannot read RFC 1421 headers
     // (`Proc-Type: 4,ENCRYPTED`): name the real problem before it says "no key".

@@ -8,6 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
 
+pub use crate::error::ErrorObject;
+use crate::Error;
+
 /// Standard error codes (JSON-RPC 2.0 §5.1).
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -40,27 +43,6 @@ impl fmt::Display for Id {
             Id::Num(n) => write!(f, "{n}"),
             Id::Str(s) => write!(f, "{s:?}"),
         }
-    }
-}
-
-/// The `error` member of a failed response.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ErrorObject {
-    pub code: i64,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl ErrorObject {
-    pub fn new(code: i64, message: impl Into<String>) -> ErrorObject {
-        ErrorObject { code, message: message.into(), data: None }
-    }
-}
-
-impl fmt::Display for ErrorObject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
     }
 }
 
@@ -121,26 +103,6 @@ impl Serialize for Message {
     }
 }
 
-/// Why bytes are not a JSON-RPC message. Carries enough to log and to answer with.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ParseError {
-    /// Not JSON at all (the serde message says where).
-    Json(String),
-    /// JSON, but not a JSON-RPC 2.0 message object; the string says which rule failed.
-    Invalid(&'static str),
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParseError::Json(e) => write!(f, "jsonrpc: not JSON: {e}"),
-            ParseError::Invalid(why) => write!(f, "jsonrpc: not a JSON-RPC 2.0 message: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
-
 impl Message {
     pub fn request(id: Id, method: impl Into<String>, params: Option<Value>) -> Message {
         Message::Request { id, method: method.into(), params }
@@ -151,32 +113,32 @@ impl Message {
     }
 
     /// Parses one message. Leading/trailing whitespace (a `\r` before `\n`) is allowed.
-    pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| ParseError::Json(e.to_string()))?;
+    pub fn parse(bytes: &[u8]) -> Result<Message, Error> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| Error::NotJson(e.to_string()))?;
         Message::from_value(value)
     }
 
-    pub fn from_value(value: Value) -> Result<Message, ParseError> {
+    pub fn from_value(value: Value) -> Result<Message, Error> {
         let Value::Object(mut obj) = value else {
-            return Err(ParseError::Invalid("expected a JSON object"));
+            return Err(Error::NotJsonRpc("expected a JSON object"));
         };
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Err(ParseError::Invalid("`jsonrpc` must be \"2.0\""));
+            return Err(Error::NotJsonRpc("`jsonrpc` must be \"2.0\""));
         }
         let params = obj.remove("params");
         if let Some(p) = &params {
             if !p.is_object() && !p.is_array() && !p.is_null() {
-                return Err(ParseError::Invalid("`params` must be an object or array"));
+                return Err(Error::NotJsonRpc("`params` must be an object or array"));
             }
         }
         let params = params.filter(|p| !p.is_null());
         let id = match obj.get("id") {
             None => None,
             Some(Value::Null) => None,
-            Some(v) => Some(Id::from_value(v).ok_or(ParseError::Invalid("`id` must be a string or integer"))?),
+            Some(v) => Some(Id::from_value(v).ok_or(Error::NotJsonRpc("`id` must be a string or integer"))?),
         };
         if let Some(method) = obj.get("method") {
-            let method = method.as_str().ok_or(ParseError::Invalid("`method` must be a string"))?.to_string();
+            let method = method.as_str().ok_or(Error::NotJsonRpc("`method` must be a string"))?.to_string();
             return Ok(match id {
                 Some(id) => Message::Request { id, method, params },
                 None => Message::Notification { method, params },
@@ -184,19 +146,19 @@ impl Message {
         }
         if let Some(err) = obj.remove("error") {
             let Value::Object(mut e) = err else {
-                return Err(ParseError::Invalid("`error` must be an object"));
+                return Err(Error::NotJsonRpc("`error` must be an object"));
             };
             let code =
-                e.get("code").and_then(Value::as_i64).ok_or(ParseError::Invalid("`error.code` must be an integer"))?;
+                e.get("code").and_then(Value::as_i64).ok_or(Error::NotJsonRpc("`error.code` must be an integer"))?;
             let message = e.get("message").and_then(Value::as_str).unwrap_or("").to_string();
             let data = e.remove("data");
             return Ok(Message::Error { id, error: ErrorObject { code, message, data } });
         }
         if let Some(result) = obj.remove("result") {
-            let id = id.ok_or(ParseError::Invalid("a response needs an `id`"))?;
+            let id = id.ok_or(Error::NotJsonRpc("a response needs an `id`"))?;
             return Ok(Message::Response { id, result });
         }
-        Err(ParseError::Invalid("neither `method`, `result` nor `error`"))
+        Err(Error::NotJsonRpc("neither `method`, `result` nor `error`"))
     }
 
     /// Compact JSON without a trailing newline. serde_json escapes control characters, so the

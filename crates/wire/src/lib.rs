@@ -2,6 +2,7 @@
 //! percent-decoding, the `${VAR}` grammar, the WebSocket codec (RFC 6455) and the one JSON-RPC
 //! peer (`peer.rs`: ids, pending calls, cancellation, sending through a trait). No I/O here.
 #![deny(unsafe_code)]
+mod error;
 pub mod jsonrpc;
 pub mod mcp_version;
 pub mod peer;
@@ -9,3 +10,5 @@ pub mod percent;
 pub mod sse;
 pub mod template;
 pub mod websocket;
+
+pub use error::Error;

@@ -14,11 +14,11 @@
 //! ([`Peer::receive`]). Nothing here spawns a thread.
 
 use crate::jsonrpc::{ErrorObject, Id, Message};
+use crate::Error;
 use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
 use gosling_util::lock;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,44 +73,6 @@ pub trait Outbound: Send + Sync + 'static {
     fn send(&self, msg: &Message) -> Result<(), Self::Error>;
     /// The error of a call on a connection that ended without a reason being given.
     fn gone(&self) -> Self::Error;
-}
-
-/// Why a call got no result.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CallError<E> {
-    /// The other side answered with a JSON-RPC error.
-    Remote { who: &'static str, error: ErrorObject },
-    /// No answer by the deadline; the flavour's cancellation was sent.
-    Timeout { who: &'static str, method: String, after: Duration },
-    /// The caller's cancel signal fired first; the flavour's cancellation was sent.
-    Cancelled { who: &'static str, method: String },
-    /// The connection is closed; the reason given to [`Peer::close`] (or the transport's
-    /// [`Outbound::gone`]).
-    Closed(E),
-    /// The transport could not send the request.
-    Send(E),
-}
-
-impl<E: fmt::Display> fmt::Display for CallError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::Remote { who, error } => write!(f, "{who} answered error {}: {}", error.code, error.message),
-            CallError::Timeout { who, method, after } => write!(f, "{who} did not answer {method} within {after:?}"),
-            CallError::Cancelled { who, method } => {
-                write!(f, "{who}: {method} was cancelled while waiting for the answer")
-            }
-            CallError::Closed(e) | CallError::Send(e) => e.fmt(f),
-        }
-    }
-}
-
-impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            CallError::Closed(e) | CallError::Send(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// A cancellation flag shared between the peer and the code answering one request of the other
@@ -300,9 +262,9 @@ impl<O: Outbound> Peer<O> {
         method: &str,
         params: Option<Value>,
         timeout: Duration,
-    ) -> Result<(Pending<O>, Message), CallError<O::Error>> {
+    ) -> Result<(Pending<O>, Message), Error<O::Error>> {
         if self.closed.load(Ordering::SeqCst) {
-            return Err(CallError::Closed(self.reason()));
+            return Err(Error::Closed(self.reason()));
         }
         let id = Id::Num(self.next_number());
         let (tx, rx) = bounded(1);
@@ -310,7 +272,7 @@ impl<O: Outbound> Peer<O> {
         // A close between the check and the insert would miss this slot: check again.
         if self.closed.load(Ordering::SeqCst) {
             lock(&self.pending).remove(&id);
-            return Err(CallError::Closed(self.reason()));
+            return Err(Error::Closed(self.reason()));
         }
         log::debug!("{}: -> {method} ({id})", self.label);
         let msg = Message::request(id.clone(), method, params);
@@ -334,9 +296,9 @@ impl<O: Outbound> Peer<O> {
         params: Option<Value>,
         timeout: Duration,
         cancel: Option<&Receiver<()>>,
-    ) -> Result<Value, CallError<O::Error>> {
+    ) -> Result<Value, Error<O::Error>> {
         let (pending, msg) = self.begin(method, params, timeout)?;
-        self.out.send(&msg).map_err(CallError::Send)?;
+        self.out.send(&msg).map_err(Error::Send)?;
         pending.wait(cancel) // wait: bounded by the call's deadline (`Pending::wait`)
     }
 
@@ -477,7 +439,7 @@ impl<O: Outbound> Pending<O> {
     }
 
     /// The answer if it has come (a caller reading the connection itself polls this).
-    pub fn try_take(&mut self) -> Option<Result<Value, CallError<O::Error>>> {
+    pub fn try_take(&mut self) -> Option<Result<Value, Error<O::Error>>> {
         match self.rx.try_recv() {
             Ok(r) => Some(self.finish(Some(r))),
             Err(TryRecvError::Empty) => None,
@@ -487,7 +449,7 @@ impl<O: Outbound> Pending<O> {
 
     /// Waits for the answer until the deadline or until `cancel` fires; either sends the
     /// flavour's cancellation.
-    pub fn wait(mut self, cancel: Option<&Receiver<()>>) -> Result<Value, CallError<O::Error>> {
+    pub fn wait(mut self, cancel: Option<&Receiver<()>>) -> Result<Value, Error<O::Error>> {
         let never = crossbeam_channel::never();
         let cancel = cancel.unwrap_or(&never);
         select! {
@@ -498,29 +460,29 @@ impl<O: Outbound> Pending<O> {
     }
 
     /// Stops waiting: forgets the call, sends the flavour's cancellation, and returns the error.
-    pub fn give_up(mut self, why: GiveUp) -> Result<Value, CallError<O::Error>> {
+    pub fn give_up(mut self, why: GiveUp) -> Result<Value, Error<O::Error>> {
         self.done = true;
         let who = self.peer.flavour.who;
         let method = std::mem::take(&mut self.method);
         match why {
             GiveUp::Cancelled => {
                 self.peer.abandon(&self.id, "operation cancelled");
-                Err(CallError::Cancelled { who, method })
+                Err(Error::Cancelled { who, method })
             }
             GiveUp::Timeout => {
                 self.peer.abandon(&self.id, "timed out");
-                Err(CallError::Timeout { who, method, after: self.timeout })
+                Err(Error::Timeout { who, method, after: self.timeout })
             }
         }
     }
 
-    fn finish(&mut self, r: Option<Reply<O::Error>>) -> Result<Value, CallError<O::Error>> {
+    fn finish(&mut self, r: Option<Reply<O::Error>>) -> Result<Value, Error<O::Error>> {
         self.done = true;
         match r {
             Some(Reply::Ok(v)) => Ok(v),
-            Some(Reply::Err(error)) => Err(CallError::Remote { who: self.peer.flavour.who, error }),
-            Some(Reply::Closed(e)) => Err(CallError::Closed(e)),
-            None => Err(CallError::Closed(self.peer.reason())),
+            Some(Reply::Err(error)) => Err(Error::Remote { who: self.peer.flavour.who, error }),
+            Some(Reply::Closed(e)) => Err(Error::Closed(e)),
+            None => Err(Error::Closed(self.peer.reason())),
         }
     }
 }
@@ -537,6 +499,7 @@ impl<O: Outbound> Drop for Pending<O> {
 mod tests {
     use super::*;
     use crate::jsonrpc::METHOD_NOT_FOUND;
+    use std::fmt;
     use std::thread;
 
     /// Records what the peer sends; fails sends once `down` is set.
@@ -667,7 +630,7 @@ mod tests {
             &Echo::default(),
         );
         let e = c.join().unwrap().unwrap_err();
-        assert_eq!(e, CallError::Remote { who: "acp: the editor", error: ErrorObject::new(-32002, "no such file") });
+        assert_eq!(e, Error::Remote { who: "acp: the editor", error: ErrorObject::new(-32002, "no such file") });
         assert_eq!(e.to_string(), "acp: the editor answered error -32002: no such file");
         // A second answer to the same id finds nothing.
         assert!(!p.complete(&id, Ok(json!(1))));
@@ -687,7 +650,7 @@ mod tests {
             let r = p.call("slow", None, Duration::from_millis(50), None);
             let waited = started.elapsed();
             assert!(
-                matches!(&r, Err(CallError::Timeout { method, after, .. }) if method == "slow" && *after == Duration::from_millis(50)),
+                matches!(&r, Err(Error::Timeout { method, after, .. }) if method == "slow" && *after == Duration::from_millis(50)),
                 "{r:?}"
             );
             assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(2), "{waited:?}");
@@ -710,7 +673,7 @@ mod tests {
         wire.wait_for(1);
         tx.send(()).unwrap();
         let r = c.join().unwrap();
-        assert!(matches!(&r, Err(CallError::Cancelled { method, .. }) if method == "tools/call"), "{r:?}");
+        assert!(matches!(&r, Err(Error::Cancelled { method, .. }) if method == "tools/call"), "{r:?}");
         let sent = wire.take();
         assert_eq!(
             sent,
@@ -736,10 +699,10 @@ mod tests {
         p.close(Down("the child exited"));
         p.close(Down("a second reason is not kept"));
         for c in callers {
-            assert_eq!(c.join().unwrap(), Err(CallError::Closed(Down("the child exited"))));
+            assert_eq!(c.join().unwrap(), Err(Error::Closed(Down("the child exited"))));
         }
         assert!(started.elapsed() < Duration::from_secs(2), "failed at once");
-        assert_eq!(p.call("y", None, Duration::from_secs(30), None), Err(CallError::Closed(Down("the child exited"))));
+        assert_eq!(p.call("y", None, Duration::from_secs(30), None), Err(Error::Closed(Down("the child exited"))));
         assert!(p.is_closed() && p.pending_count() == 0);
         assert!(wire.take().is_empty(), "nothing is sent on a closed peer");
     }
@@ -748,10 +711,11 @@ mod tests {
     fn a_failed_send_is_the_transports_error_and_leaves_nothing_pending() {
         let (p, wire) = peer(ACP, 4);
         wire.down.store(true, Ordering::SeqCst);
-        assert_eq!(p.call("x", None, Duration::from_secs(30), None), Err(CallError::Send(Down("the wire is down"))));
+        assert_eq!(p.call("x", None, Duration::from_secs(30), None), Err(Error::Send(Down("the wire is down"))));
         assert_eq!(p.pending_count(), 0);
-        let e: Box<dyn std::error::Error> = Box::new(CallError::Send(std::io::Error::other("broken pipe")));
-        assert_eq!(e.source().map(|s| s.to_string()), Some("broken pipe".into()));
+        // Shown as the transport's own error, which the peer's user folds into its layer's.
+        let e: Box<dyn std::error::Error> = Box::new(Error::Send(Down("broken pipe")));
+        assert_eq!(e.to_string(), "broken pipe");
     }
 
     #[test]

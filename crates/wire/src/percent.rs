@@ -3,42 +3,25 @@
 //! decoded and encoded by the `percent-encoding` crate (already in the build through ureq);
 //! what is ours is the strictness and the `+` rule.
 
+use crate::Error;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// Everything but RFC 3986's unreserved characters is escaped.
 const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
-/// Why a strict decode failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PercentError {
-    /// A `%` not followed by two hex digits; `at` is the text from the `%` (up to 3 chars).
-    BadEscape { at: String },
-    /// The decoded bytes are not UTF-8.
-    NotUtf8,
-}
-
-impl std::fmt::Display for PercentError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PercentError::BadEscape { at } => write!(f, "has an invalid percent escape {at:?}; write % as %25"),
-            PercentError::NotUtf8 => write!(f, "decodes to bytes that are not UTF-8; percent-encode text as UTF-8"),
-        }
-    }
-}
-
 /// `application/x-www-form-urlencoded`, strict: `+` → space, `%XX` → byte; a `%` not followed
 /// by two hex digits, or bytes that are not UTF-8, are errors.
-pub fn form_decode(raw: &str) -> Result<String, PercentError> {
+pub fn form_decode(raw: &str) -> Result<String, Error> {
     let b = raw.as_bytes();
     // The crate keeps a malformed escape as it is: refuse one first, naming it.
     if let Some(i) = (0..b.len()).find(|&i| {
         b[i] == b'%'
             && !(b.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
     }) {
-        return Err(PercentError::BadEscape { at: raw[i..].chars().take(3).collect() });
+        return Err(Error::BadEscape { at: raw[i..].chars().take(3).collect() });
     }
     let spaced = raw.replace('+', " ");
-    percent_decode_str(&spaced).decode_utf8().map(|s| s.into_owned()).map_err(|_| PercentError::NotUtf8)
+    percent_decode_str(&spaced).decode_utf8().map(|s| s.into_owned()).map_err(|_| Error::NotUtf8)
 }
 
 /// Lenient, for paths and queries: a malformed escape is kept literally, `+` is kept, invalid
@@ -72,8 +55,8 @@ mod tests {
     #[test]
     fn strict_and_lenient() {
         assert_eq!(form_decode("a+b%20c%2B").unwrap(), "a b c+");
-        assert_eq!(form_decode("%zz").unwrap_err(), PercentError::BadEscape { at: "%zz".into() });
-        assert_eq!(form_decode("%ff").unwrap_err(), PercentError::NotUtf8);
+        assert_eq!(form_decode("%zz").unwrap_err(), Error::BadEscape { at: "%zz".into() });
+        assert_eq!(form_decode("%ff").unwrap_err(), Error::NotUtf8);
         assert_eq!(decode_lenient("My%20Tool"), "My Tool");
         assert_eq!(decode_lenient("100%"), "100%");
         assert_eq!(decode_lenient("%zz%4"), "%zz%4");

@@ -7,7 +7,7 @@
 //! between `\r` and `\n` and inside a UTF-8 sequence. A line longer than `max_line` is an error
 //! rather than unbounded growth.
 
-use std::fmt;
+use crate::Error;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -18,21 +18,6 @@ pub struct Event {
     /// The last `id:` seen on this stream so far (the spec's "last event ID buffer").
     pub id: Option<String>,
 }
-
-/// The decoder's only failure: a peer that never ends its line, or an event whose `data:`
-/// lines together exceed the limit (each line short, the event without end).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineTooLong {
-    pub limit: usize,
-}
-
-impl fmt::Display for LineTooLong {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sse: a line or event exceeded {} bytes", self.limit)
-    }
-}
-
-impl std::error::Error for LineTooLong {}
 
 #[derive(Debug)]
 pub struct Decoder {
@@ -71,7 +56,7 @@ impl Decoder {
     }
 
     /// Feeds a chunk; returns the events completed by it, in order.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, LineTooLong> {
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, Error> {
         let mut out = Vec::new();
         let mut rest = chunk;
         if self.after_cr && !rest.is_empty() {
@@ -109,11 +94,11 @@ impl Decoder {
         self.reset_event();
     }
 
-    fn push_bytes(&mut self, b: &[u8]) -> Result<(), LineTooLong> {
+    fn push_bytes(&mut self, b: &[u8]) -> Result<(), Error> {
         if self.line.len() + self.data.len() + b.len() > self.max_line {
             self.line.clear();
             self.reset_event();
-            return Err(LineTooLong { limit: self.max_line });
+            return Err(Error::LineTooLong { limit: self.max_line });
         }
         self.line.extend_from_slice(b);
         Ok(())
@@ -216,7 +201,7 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(err, Some(LineTooLong { limit: 1000 }), "ten lines of 96 bytes fit, twenty do not");
+        assert_eq!(err, Some(Error::LineTooLong { limit: 1000 }), "ten lines of 96 bytes fit, twenty do not");
         assert!(d.data.is_empty(), "nothing of the refused event is kept");
         // Events under the limit still pass, one after another.
         let ok = format!("data: {}\n\n", "y".repeat(900));
@@ -285,7 +270,7 @@ mod tests {
     #[test]
     fn long_line_is_an_error() {
         let mut d = Decoder::new(8);
-        assert_eq!(d.feed(b"data: 0123456789"), Err(LineTooLong { limit: 8 }));
+        assert_eq!(d.feed(b"data: 0123456789"), Err(Error::LineTooLong { limit: 8 }));
     }
 
     #[test]

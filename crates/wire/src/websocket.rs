@@ -13,6 +13,8 @@
 //! the rest is skipped, and it is reported as [`Event::TooBig`]. Binary messages are counted
 //! and dropped (ACP has none).
 
+use crate::Error;
+
 /// The GUID of RFC 6455 §1.3, appended to the client's key.
 pub const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /// The only protocol version (RFC 6455 §4.1, `Sec-WebSocket-Version`).
@@ -75,40 +77,8 @@ impl Opcode {
 // ---------------------------------------------------------------------------------------------
 // The opening handshake
 
-/// Why an upgrade request is refused (answered 400 with this message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandshakeError {
-    NotGet,
-    NoUpgrade,
-    NoConnectionUpgrade,
-    /// `Sec-WebSocket-Version` missing or other than 13; the answer carries
-    /// `Sec-WebSocket-Version: 13` (RFC 6455 §4.4).
-    Version(Option<String>),
-    /// `Sec-WebSocket-Key` missing or not the base64 of 16 bytes.
-    Key(Option<String>),
-}
-
-impl std::fmt::Display for HandshakeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HandshakeError::NotGet => f.write_str("a WebSocket upgrade must be a GET request"),
-            HandshakeError::NoUpgrade => f.write_str("send `Upgrade: websocket` to open a WebSocket"),
-            HandshakeError::NoConnectionUpgrade => {
-                f.write_str("a WebSocket upgrade needs `Connection: Upgrade` (RFC 6455 §4.1)")
-            }
-            HandshakeError::Version(None) => {
-                f.write_str("missing `Sec-WebSocket-Version`; this server speaks version 13")
-            }
-            HandshakeError::Version(Some(v)) => {
-                write!(f, "unsupported `Sec-WebSocket-Version: {v}`; this server speaks version 13 (RFC 6455)")
-            }
-            HandshakeError::Key(None) => f.write_str("missing `Sec-WebSocket-Key`"),
-            HandshakeError::Key(Some(k)) => {
-                write!(f, "`Sec-WebSocket-Key: {k}` is not the base64 of 16 bytes (RFC 6455 §4.1)")
-            }
-        }
-    }
-}
+// Why an upgrade request is refused: `Error::NotGet` … `Error::Key` (answered 400 with the
+// message).
 
 /// Whether `value` (a comma-separated header list) holds `token`, case-insensitively.
 pub fn has_token(value: &str, token: &str) -> bool {
@@ -123,25 +93,25 @@ pub fn wants_upgrade(header: &dyn Fn(&str) -> Option<String>) -> bool {
 
 /// Checks an upgrade request (RFC 6455 §4.2.1) and returns the `Sec-WebSocket-Accept` value.
 /// `header` looks a header up by lower-case name.
-pub fn check_upgrade(method: &str, header: &dyn Fn(&str) -> Option<String>) -> Result<String, HandshakeError> {
+pub fn check_upgrade(method: &str, header: &dyn Fn(&str) -> Option<String>) -> Result<String, Error> {
     if method != "GET" {
-        return Err(HandshakeError::NotGet);
+        return Err(Error::NotGet);
     }
     if !wants_upgrade(header) {
-        return Err(HandshakeError::NoUpgrade);
+        return Err(Error::NoUpgrade);
     }
     if !header("connection").is_some_and(|c| has_token(&c, "upgrade")) {
-        return Err(HandshakeError::NoConnectionUpgrade);
+        return Err(Error::NoConnectionUpgrade);
     }
     match header("sec-websocket-version") {
         Some(v) if v.trim() == VERSION => {}
-        other => return Err(HandshakeError::Version(other)),
+        other => return Err(Error::Version(other)),
     }
-    let key = header("sec-websocket-key").ok_or(HandshakeError::Key(None))?;
+    let key = header("sec-websocket-key").ok_or(Error::Key(None))?;
     let key = key.trim();
     let decoded = gosling_util::base64_decode(key).filter(|k| k.len() == 16 && key.len() == 24 && key.ends_with("=="));
     if decoded.is_none() {
-        return Err(HandshakeError::Key(Some(key.chars().take(64).collect())));
+        return Err(Error::Key(Some(key.chars().take(64).collect())));
     }
     Ok(accept_key(key))
 }
@@ -604,25 +574,22 @@ mod tests {
             }
         };
         assert_eq!(check_upgrade("GET", &h).unwrap(), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
-        assert_eq!(check_upgrade("POST", &h), Err(HandshakeError::NotGet));
+        assert_eq!(check_upgrade("POST", &h), Err(Error::NotGet));
         let without = |skip: &'static str, value: Option<&'static str>| {
             move |name: &str| if name == skip { value.map(String::from) } else { h(name) }
         };
         assert_eq!(
             check_upgrade("GET", &without("sec-websocket-version", Some("8"))),
-            Err(HandshakeError::Version(Some("8".into())))
+            Err(Error::Version(Some("8".into())))
         );
-        assert_eq!(check_upgrade("GET", &without("sec-websocket-version", None)), Err(HandshakeError::Version(None)));
-        assert_eq!(check_upgrade("GET", &without("sec-websocket-key", None)), Err(HandshakeError::Key(None)));
+        assert_eq!(check_upgrade("GET", &without("sec-websocket-version", None)), Err(Error::Version(None)));
+        assert_eq!(check_upgrade("GET", &without("sec-websocket-key", None)), Err(Error::Key(None)));
         assert!(matches!(
             check_upgrade("GET", &without("sec-websocket-key", Some("c2hvcnQ="))),
-            Err(HandshakeError::Key(Some(_)))
+            Err(Error::Key(Some(_)))
         ));
-        assert_eq!(
-            check_upgrade("GET", &without("connection", Some("keep-alive"))),
-            Err(HandshakeError::NoConnectionUpgrade)
-        );
-        assert_eq!(check_upgrade("GET", &without("upgrade", Some("h2c"))), Err(HandshakeError::NoUpgrade));
+        assert_eq!(check_upgrade("GET", &without("connection", Some("keep-alive"))), Err(Error::NoConnectionUpgrade));
+        assert_eq!(check_upgrade("GET", &without("upgrade", Some("h2c"))), Err(Error::NoUpgrade));
         assert!(check_upgrade("GET", &without("upgrade", Some("WebSocket"))).is_ok(), "case-insensitive");
     }
 
