@@ -3,77 +3,15 @@
 //! `serve` takes `goose serve`'s command line (Goose Desktop 1.41+ starts it): the secret is
 //! required, and its self-signed certificate is kept under the config dir and reused.
 
+use crate::Error;
 use gosling_config::{Config, SecretSource};
 use gosling_http::server::{Limits, Server};
 use gosling_http::state::App;
 use gosling_store::atomic;
-use std::fmt;
 use std::io::{self, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Why `gosling agent` could not start; each says what to change.
-#[derive(Debug)]
-pub enum Error {
-    /// A command-line argument gosling does not know.
-    UnknownArgument(String),
-    /// A flag without the value it needs (`--port`, `--host`), and what that value is.
-    MissingValue {
-        flag: &'static str,
-        expected: &'static str,
-    },
-    Config(gosling_config::Error),
-    /// `gosling serve` without `GOOSE_SERVER__SECRET_KEY` and without
-    /// `--dangerously-unauthenticated`.
-    ServeNeedsSecret,
-    /// `--with-builtin` named something gosling does not have.
-    UnknownBuiltin(String),
-    /// Listening beyond this machine needs a secret key the person chose.
-    NoSecret(IpAddr),
-    /// The state or config dir, or a file in it (the store's error names it).
-    Store(atomic::Error),
-    /// The core (stores, policy) could not be built.
-    Core(crate::core::Error),
-    Tls(gosling_tls::Error),
-    Listen {
-        addr: SocketAddr,
-        source: io::Error,
-    },
-    Serve(io::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::UnknownArgument(a) => write!(f, "agent: unknown argument {a:?}; see --help"),
-            Error::MissingValue { flag, expected } => write!(f, "{flag} needs {expected}"),
-            Error::Config(e) => write!(f, "{e}"),
-            Error::ServeNeedsSecret => write!(
-                f,
-                "serve: GOOSE_SERVER__SECRET_KEY is not set; set it to the secret clients send (Goose Desktop sets it when it starts the backend), or pass --dangerously-unauthenticated to start with a generated one in the state dir"
-            ),
-            Error::UnknownBuiltin(name) => write!(
-                f,
-                "serve: --with-builtin {name:?}: no such builtin; gosling has {}",
-                gosling_builtins::KNOWN.join(", ")
-            ),
-            Error::NoSecret(host) => write!(
-                f,
-                "agent: refusing to listen on {host} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY"
-            ),
-            Error::Store(e) => write!(f, "{e}"),
-            Error::Core(e) => write!(f, "{e}"),
-            Error::Tls(e) => write!(f, "{e}"),
-            Error::Listen { addr, source } => {
-                write!(f, "agent: cannot listen on {addr}: {source}; pick another port with GOOSE_PORT or --port")
-            }
-            Error::Serve(e) => write!(f, "agent: cannot start the HTTP server: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// Without `GOOSE_SERVER__SECRET_KEY`, the random secret kept in a 0600 file in the state dir
 /// for clients on this machine (never a fixed default): made once, then reused.
@@ -172,7 +110,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         return Err(Error::NoSecret(cfg.host));
     }
     let hardened = crate::core::harden();
-    crate::core::check_dirs(&cfg).map_err(Error::Core)?;
+    crate::core::check_dirs(&cfg)?;
     resolve_secret(&mut cfg)?;
     let tls = match (&mode, cfg.tls.enabled, &cfg.tls.cert_path, &cfg.tls.key_path) {
         (_, false, _, _) => None,
@@ -202,7 +140,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
     }
     let state_dir = cfg.state_dir.clone();
-    let app = Arc::new(App::new(crate::core::build(cfg).map_err(Error::Core)?));
+    let app = Arc::new(App::new(crate::core::build(cfg)?));
     gosling_sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
     // its first request); printed before the server accepts connections.

@@ -6,41 +6,13 @@
 //! bind, print or serve: the front ends do (`agent_cmd`, `acp`). Imported by `main.rs` and
 //! `agent_cmd.rs` only.
 
+use crate::Error;
 use gosling_agent::host::Host;
 use gosling_config::{Config, ProcessEnv};
 use gosling_extensions::policy::Policy;
-use gosling_store::atomic;
 use gosling_store::config_store::ConfigStore;
 use gosling_store::sessions::SessionStore;
-use std::fmt;
 use std::sync::Arc;
-
-/// Why the core could not be built; each names the file or setting to fix.
-#[derive(Debug)]
-pub enum Error {
-    /// The state or config dir, or a file in it (the store's error names it).
-    Store(atomic::Error),
-    /// The extension policy (an allowlist setting) cannot be read.
-    Policy(gosling_extensions::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Store(e) => write!(f, "{e}"),
-            Error::Policy(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Store(e) => Some(e),
-            Error::Policy(e) => Some(e),
-        }
-    }
-}
 
 /// What the hardening left in force.
 #[derive(Debug, Clone, Copy)]

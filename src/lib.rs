@@ -7,6 +7,9 @@
 
 pub mod agent_cmd;
 pub mod core;
+mod error;
+
+pub use error::Error;
 
 pub use gosling_acp as acp;
 pub use gosling_agent as agent;

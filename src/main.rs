@@ -1,6 +1,7 @@
 //! `gosling`: parse the command line, set up logging, run a subcommand, map errors to exit codes.
 
-use gosling::agent_cmd::{Error as AgentError, Mode, Serve};
+use gosling::agent_cmd::{Mode, Serve};
+use gosling::Error as AgentError;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -162,15 +163,13 @@ fn wants_help(args: &[String]) -> bool {
 }
 
 /// `gosling acp`: the core, hardened as every server mode, then ACP on stdio.
-fn acp() -> Result<(), gosling::acp::Error> {
-    use gosling::acp::Error;
-    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, Some(0), None).map_err(Error::Config)?;
+fn acp() -> Result<(), AgentError> {
+    let start = |e| AgentError::AcpStart(Box::new(e));
+    let cfg = gosling::config::Config::from_env(&gosling::config::ProcessEnv, Some(0), None)
+        .map_err(|e| start(AgentError::Config(e)))?;
     gosling::core::harden();
-    let host = gosling::core::build(cfg).map_err(|e| match e {
-        gosling::core::Error::Store(e) => Error::Store(e),
-        gosling::core::Error::Policy(e) => Error::Policy(e),
-    })?;
-    let r = gosling::acp::run(host);
+    let host = gosling::core::build(cfg).map_err(start)?;
+    let r = gosling::acp::run(host).map_err(AgentError::Acp);
     gosling::agent_cmd::end_orphans();
     r
 }

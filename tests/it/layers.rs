@@ -411,3 +411,27 @@ fn the_circle_finder_sees_a_circle_and_not_a_chain() {
     assert_eq!(circles(&g(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])), [["a", "b", "c"]]);
     assert!(circles(&g(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
 }
+
+/// One public error type per layer: in each crate (and the root package) the only type that
+/// implements `std::error::Error` is the one named `Error`; detail callers match on is a plain
+/// enum carried by one of its variants. Test code may define its own.
+#[test]
+fn one_error_type_per_layer() {
+    let mut found: std::collections::BTreeMap<String, BTreeSet<String>> = std::collections::BTreeMap::new();
+    for (rel, file) in sources() {
+        let text = code(&std::fs::read_to_string(&file).unwrap());
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("error::Error for ") {
+            rest = &rest[i + "error::Error for ".len()..];
+            let ty: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            found.entry(layer_of(&rel).to_string()).or_default().insert(format!("{ty} ({rel})"));
+        }
+    }
+    assert!(found.len() >= 10, "found the layers' error types: {found:?}");
+    let wrong: Vec<String> = found
+        .iter()
+        .filter(|(_, types)| types.len() > 1 || types.iter().any(|t| !t.starts_with("Error ")))
+        .map(|(layer, types)| format!("{layer}: {}", types.iter().cloned().collect::<Vec<_>>().join(", ")))
+        .collect();
+    assert!(wrong.is_empty(), "layers with more than their one `Error`:\n{}", wrong.join("\n"));
+}

@@ -40,15 +40,10 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// can embed whole files and images).
 pub const MAX_LINE: usize = 64 << 20;
 
-/// Why `gosling acp` could not start or stopped.
+/// The acp layer's one error: why `run` stopped (its start, over a core built by `main`,
+/// cannot fail).
 #[derive(Debug)]
 pub enum Error {
-    /// A setting in the environment is wrong (it says which and what it should be).
-    Config(gosling_config::Error),
-    /// The config or state directory cannot be opened (the store says which file and why).
-    Store(gosling_store::atomic::Error),
-    /// The extension policy (allowlist) cannot be read.
-    Policy(gosling_extensions::Error),
     /// Reading from the client failed.
     Io(io::Error),
 }
@@ -56,15 +51,18 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Config(e) => write!(f, "acp: cannot start: {e}"),
-            Error::Store(e) => write!(f, "acp: cannot start: {e}"),
-            Error::Policy(e) => write!(f, "acp: cannot start: {e}"),
             Error::Io(e) => write!(f, "acp: reading from the editor failed: {e}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+        }
+    }
+}
 
 /// Serves ACP on stdin/stdout over the core `main` built (`core::build`) until stdin ends.
 pub fn run(app: Arc<Host>) -> Result<(), Error> {
