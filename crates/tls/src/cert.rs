@@ -206,14 +206,7 @@ pub fn fingerprint(der: &[u8]) -> String {
 
 /// PEM armour for `der` under `label` (RFC 7468: base64 lines of 64 characters).
 pub fn pem(label: &str, der: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut b64 = String::with_capacity(der.len().div_ceil(3) * 4);
-    for chunk in der.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
-        for i in 0..4 {
-            b64.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 0x3f) as usize] as char } else { '=' });
-        }
-    }
+    let b64 = gosling_util::base64_encode(der, false);
     let mut out = format!("-----BEGIN {label}-----\n");
     for line in b64.as_bytes().chunks(64) {
         out.push_str(std::str::from_utf8(line).unwrap_or_default());
