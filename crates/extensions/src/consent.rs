@@ -227,9 +227,17 @@ fn shown_entry(name: &str, value: &str) -> Value {
     json!({"name": name, "value": value, "masked": masked})
 }
 
-fn host_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+/// The host (and port) a URL really reaches, read by `http::Uri` (in the build through ureq):
+/// `https://trusted.example@other.example/` is shown as `other.example`. A URL it cannot read
+/// is shown whole.
+fn host_of(url: &str) -> String {
+    match url.trim().parse::<ureq::http::Uri>().ok().as_ref().and_then(|u| u.authority()) {
+        Some(a) => match a.port() {
+            Some(p) => format!("{}:{p}", a.host()),
+            None => a.host().to_string(),
+        },
+        None => url.to_string(),
+    }
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -299,9 +307,9 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
             let host = host_of(uri);
             out.push(format!(
                 "connects to the remote server {}: your requests and the tools' answers go through it",
-                printable(host)
+                printable(&host)
             ));
-            if uri.to_ascii_lowercase().starts_with("http://") && !is_loopback(host) {
+            if uri.to_ascii_lowercase().starts_with("http://") && !is_loopback(&host) {
                 out.push("the connection is not encrypted (http://): anyone on the network path can read it".into());
             }
         }
@@ -478,6 +486,18 @@ mod tests {
             json!({"type":"streamable_http","name":"r","uri":"http://h.example/mcp","headers":{"A":"${T}"}}),
         ));
         assert!(r.iter().any(|x| x.contains("not encrypted")) && r.iter().any(|x| x.contains("secret T")), "{r:?}");
+        // The host the URL really reaches is named, not the user info dressed as one.
+        let r = risks(&cfg(
+            json!({"type":"streamable_http","name":"r","uri":"https://docs.example.com@evil.example:8443/mcp"}),
+        ));
+        assert!(
+            r.iter()
+                .any(|x| x
+                    .ends_with("remote server evil.example:8443: your requests and the tools' answers go through it")),
+            "{r:?}"
+        );
+        let r = risks(&cfg(json!({"type":"streamable_http","name":"r","uri":"http://127.0.0.1:9/mcp"})));
+        assert!(!r.iter().any(|x| x.contains("not encrypted")), "loopback: {r:?}");
     }
 
     #[test]

@@ -63,19 +63,25 @@ pub fn parse_challenge(header: &str) -> Challenge {
     }
 }
 
+/// An http(s) URL read by `http::Uri` (already in the build through ureq): its scheme,
+/// lower-cased, and authority; `None` for anything else.
+fn http_uri(url: &str) -> Option<(String, ureq::http::Uri)> {
+    let uri: ureq::http::Uri = url.trim().parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    if (scheme != "http" && scheme != "https") || uri.authority().is_none_or(|a| a.as_str().is_empty()) {
+        return None;
+    }
+    Some((scheme, uri))
+}
+
 /// `scheme://authority` and the path (no query or fragment) of an http(s) URL.
 pub(super) fn split_url(url: &str) -> Option<(String, String)> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
-        return None;
-    }
-    let rest = rest.split(['#', '?']).next().unwrap_or("");
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    if authority.is_empty() {
-        return None;
-    }
-    Some((format!("{scheme}://{}", authority.to_ascii_lowercase()), path.to_string()))
+    let (scheme, uri) = http_uri(url)?;
+    let authority = uri.authority()?.as_str().to_ascii_lowercase();
+    // `Uri` reads an absent path as `/`; the path as written is kept (`/` and none differ).
+    let path =
+        if uri.path() == "/" && !url.split(['?', '#']).next().unwrap_or("").ends_with('/') { "" } else { uri.path() };
+    Some((format!("{scheme}://{authority}"), path.to_string()))
 }
 
 /// The canonical URI of an MCP server: lower-case scheme and host, no fragment or query, no
@@ -238,26 +244,21 @@ pub fn reach(ip: std::net::IpAddr) -> Reach {
 /// Scheme, host (without brackets) and port of an http(s) URL; `None` for anything else,
 /// user info (`user@host`) included.
 pub(super) fn host_port(url: &str) -> Option<(String, String, u16)> {
-    let (origin, _) = split_url(url)?;
-    let (scheme, authority) = origin.split_once("://")?;
-    if authority.contains('@') {
+    let (scheme, uri) = http_uri(url)?;
+    let authority = uri.authority()?;
+    if authority.as_str().contains('@') {
         return None;
     }
-    let default = if scheme == "https" { 443 } else { 80 };
-    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        let (h, after) = rest.split_once(']')?;
-        (h, after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
+    // `Authority` leaves a port that is not a number out rather than refusing it.
+    let after_host = &authority.as_str()[authority.as_str().rfind(']').map_or(0, |i| i + 1)..];
+    let port = match authority.port_u16() {
+        Some(p) => p,
+        None if after_host.contains(':') => return None,
+        None if scheme == "https" => 443,
+        None => 80,
     };
-    let port = match port {
-        Some(p) => p.parse().ok()?,
-        None => default,
-    };
-    (!host.is_empty()).then(|| (scheme.to_string(), host.to_string(), port))
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+    (!host.is_empty()).then_some((scheme, host, port))
 }
 
 /// Where every address of `host` is (an IP literal is not looked up).
