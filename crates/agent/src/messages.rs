@@ -5,6 +5,7 @@
 
 use gosling_llm::{ChatMessage, Part, Role};
 use gosling_store::message::{Action, ActionRequired, Content, Message, ToolCall, ToolRequest, ToolResponse};
+use gosling_wire::mcp_types::CallToolResult;
 use serde_json::{json, Value};
 
 /// A fresh message id.
@@ -60,19 +61,11 @@ impl Tokens {
     }
 }
 
-/// goose's CallToolResponse from an MCP CallToolResult (`isError` defaults to false).
-pub fn call_tool_response(mut result: Value) -> Value {
-    let mut take = |key: &str| result.get_mut(key).map(Value::take).filter(|v| !v.is_null());
-    let content = take("content").unwrap_or_else(|| json!([]));
-    let is_error = take("isError").and_then(|v| v.as_bool()).unwrap_or(false);
-    let mut out = json!({ "content": content, "isError": is_error });
-    if let Some(s) = take("structuredContent") {
-        out["structuredContent"] = s;
-    }
-    if let Some(m) = take("_meta") {
-        out["_meta"] = m;
-    }
-    out
+/// goose's CallToolResponse JSON from an MCP CallToolResult: the result's own JSON with
+/// `isError` always present (false when the server left it out); keys gosling does not know
+/// are kept.
+pub fn call_tool_response(result: CallToolResult) -> Value {
+    CallToolResult { is_error: Some(result.is_error()), ..result }.to_value()
 }
 
 /// A tool result as goose stores it: a CallToolResult, or (older sessions) a bare array; its

@@ -250,8 +250,8 @@ impl Turn {
             .into_iter()
             .map(|t| ToolSpec {
                 name: t.name.clone(),
-                description: t.tool.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
-                input_schema: t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+                description: t.tool.description.clone().unwrap_or_default(),
+                input_schema: gosling_extensions::runtime::input_schema(&t.tool),
             })
             .collect()
     }
@@ -492,12 +492,7 @@ impl Turn {
     }
 
     fn read_only(&self, prefixed: &str) -> bool {
-        self.runtime
-            .tools(None)
-            .iter()
-            .find(|t| t.name == prefixed)
-            .and_then(|t| t.tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool))
-            .unwrap_or(false)
+        self.runtime.tools(None).iter().find(|t| t.name == prefixed).is_some_and(|t| t.tool.read_only())
     }
 
     /// Runs the calls (in parallel), forwarding progress as Notification events.
