@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// Each layer (a crate under crates/, `gosling-NAME`) and the layers it may depend on. The layers:
 /// http/cli → agent → extensions → mcp → wire, with llm and store beside (usable from agent
-/// and up; store also from extensions), acp beside http (http serves it at `/acp`), and a
+/// and up; store also from extensions; both import wire, whose formats are theirs too: JSON-RPC
+/// for llm, MCP's data types for the tool results in store's conversation), acp beside http (http serves it at `/acp`), and a
 /// foundation (util, sys, config, tls) everyone may use. builtins are separate programs served by
 /// this binary (`gosling mcp NAME`); extensions import only their spawn spec. The composition root
 /// (the `gosling` package: main, lib, agent_cmd, core) wires them and is imported by nobody.

@@ -556,7 +556,7 @@ impl Turn {
                 Err(gosling_extensions::runtime::CallError::UnknownTool("tool call panicked".into()))
             });
             slots[i] = Some(match r {
-                Ok(v) => msg::tool_response(&id, Ok(msg::call_tool_response(v))),
+                Ok(r) => msg::tool_response(&id, Ok(r)),
                 Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),
             });
         }
@@ -598,12 +598,11 @@ fn bound_results(responses: Vec<Content>, used: &mut usize) -> Vec<Content> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use gosling_wire::mcp_types::CallToolResult;
 
     #[test]
     fn tool_results_of_one_reply_are_bounded_in_total() {
-        let big =
-            |id: &str| msg::tool_response(id, Ok(json!({"content": [{"type": "text", "text": "x".repeat(6 << 20)}]})));
+        let big = |id: &str| msg::tool_response(id, Ok(CallToolResult::text("x".repeat(6 << 20), false)));
         let result = |c: &Content| match c {
             Content::ToolResponse(r) => (r.id.clone(), r.result.clone().map(|_| ())),
             other => panic!("{other:?}"),

@@ -289,6 +289,16 @@ impl CallToolResult {
 
     /// The result's JSON as MCP has it (`isError` only when the server sent it).
     pub fn to_value(&self) -> Value {
+        self.encode(self.is_error)
+    }
+
+    /// The result's JSON with `isError` always written (false when the server left it out), for
+    /// the formats that require it (goose's `CallToolResponse`).
+    pub fn to_value_with_is_error(&self) -> Value {
+        self.encode(Some(self.is_error()))
+    }
+
+    fn encode(&self, is_error: Option<bool>) -> Value {
         let mut m = Map::new();
         // A `content` that was not an array is still in `extra`: it is written back instead.
         if !self.extra.contains_key("content") {
@@ -297,7 +307,7 @@ impl CallToolResult {
         if let Some(s) = &self.structured_content {
             put(&mut m, "structuredContent", s.clone());
         }
-        if let Some(e) = self.is_error {
+        if let Some(e) = is_error {
             put(&mut m, "isError", Value::Bool(e));
         }
         if let Some(meta) = &self.meta {
@@ -601,6 +611,10 @@ mod tests {
             assert_eq!(r.to_value(), v);
         }
         assert!(!CallToolResult::from_value(json!({"content": []})).unwrap().is_error());
+        assert_eq!(
+            CallToolResult::from_value(json!({"content": [], "x": 1})).unwrap().to_value_with_is_error(),
+            json!({"content": [], "isError": false, "x": 1})
+        );
         assert_eq!(CallToolResult::from_value(json!({})).unwrap().to_value(), json!({"content": []}));
         assert!(CallToolResult::from_value(json!([1])).is_err());
         assert_eq!(
