@@ -320,6 +320,26 @@ fn goose_message_json_is_read_and_written_only_by_the_message_module() {
     assert!(wrong.is_empty(), "goose message JSON handled outside store/src/message.rs:\n{}", wrong.join("\n"));
 }
 
+#[test]
+fn mcp_tool_and_result_json_is_read_and_written_only_by_mcp_types() {
+    // Keys of MCP's Tool and CallToolResult that the core reads through `wire::mcp_types`
+    // (not `inputSchema`/`outputSchema`: goose's ACP tool listing has them too). The builtins
+    // are separate programs speaking MCP's JSON, so they are left out.
+    const KEYS: &[&str] =
+        &["\"isError\"", "\"structuredContent\"", "\"readOnlyHint\"", "\"destructiveHint\"", "\"taskSupport\""];
+    let mut wrong = Vec::new();
+    for (rel, file) in sources()
+        .iter()
+        .filter(|(rel, _)| rel != "crates/wire/src/mcp_types.rs" && !rel.starts_with("crates/builtins/"))
+    {
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        for k in KEYS.iter().filter(|k| text.contains(**k)) {
+            wrong.push(format!("{rel}: {k}"));
+        }
+    }
+    assert!(wrong.is_empty(), "MCP tool/result JSON handled outside wire/src/mcp_types.rs:\n{}", wrong.join("\n"));
+}
+
 /// A layer's modules (`client`, `policy::grammar`; the crate root is left out: it wires its
 /// modules) and, for each, the modules it names as `crate::m` or `super::m`.
 fn module_graph(layer: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {

@@ -441,13 +441,16 @@ fn put_str(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
 }
 
 /// Removes `key` when its value passes `fits`; a value that does not stays (in what becomes
-/// `extra`).
+/// `extra`), except an explicit `null`, which is taken for absent and removed.
 #[inline(never)]
 fn take_if(m: &mut Map<String, Value>, key: &str, fits: fn(&Value) -> bool) -> Option<Value> {
-    if m.get(key).is_some_and(fits) {
-        m.shift_remove(key)
-    } else {
-        None
+    match m.get(key) {
+        Some(v) if fits(v) => m.shift_remove(key),
+        Some(Value::Null) => {
+            m.shift_remove(key);
+            None
+        }
+        _ => None,
     }
 }
 
@@ -616,6 +619,14 @@ mod tests {
             json!({"content": [], "isError": false, "x": 1})
         );
         assert_eq!(CallToolResult::from_value(json!({})).unwrap().to_value(), json!({"content": []}));
+        // An explicit null of a known key is taken for absent.
+        let r = CallToolResult::from_value(
+            json!({"content": null, "structuredContent": null, "isError": null, "_meta": null}),
+        )
+        .unwrap();
+        assert_eq!(r.to_value_with_is_error(), json!({"content": [], "isError": false}));
+        let t = Tool::from_value(json!({"name": "t", "description": null, "outputSchema": null})).unwrap();
+        assert_eq!(t.to_value(), json!({"name": "t"}));
         assert!(CallToolResult::from_value(json!([1])).is_err());
         assert_eq!(
             CallToolResult::text("boom", true).to_value(),
