@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// Each layer (a crate under crates/, `gosling-NAME`) and the layers it may depend on. The layers:
 /// http/cli → agent → extensions → mcp → wire, with llm and store beside (usable from agent
-/// and up; store also from extensions), acp beside http (http serves it at `/acp`), and a
+/// and up; store also from extensions; both import wire, whose formats are theirs too: JSON-RPC
+/// for llm, MCP's data types for the tool results in store's conversation), acp beside http (http serves it at `/acp`), and a
 /// foundation (util, sys, config, tls) everyone may use. builtins are separate programs served by
 /// this binary (`gosling mcp NAME`); extensions import only their spawn spec. The composition root
 /// (the `gosling` package: main, lib, agent_cmd, core) wires them and is imported by nobody.
@@ -317,6 +318,26 @@ fn goose_message_json_is_read_and_written_only_by_the_message_module() {
         }
     }
     assert!(wrong.is_empty(), "goose message JSON handled outside store/src/message.rs:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn mcp_tool_and_result_json_is_read_and_written_only_by_mcp_types() {
+    // Keys of MCP's Tool and CallToolResult that the core reads through `wire::mcp_types`
+    // (not `inputSchema`/`outputSchema`: goose's ACP tool listing has them too). The builtins
+    // are separate programs speaking MCP's JSON, so they are left out.
+    const KEYS: &[&str] =
+        &["\"isError\"", "\"structuredContent\"", "\"readOnlyHint\"", "\"destructiveHint\"", "\"taskSupport\""];
+    let mut wrong = Vec::new();
+    for (rel, file) in sources()
+        .iter()
+        .filter(|(rel, _)| rel != "crates/wire/src/mcp_types.rs" && !rel.starts_with("crates/builtins/"))
+    {
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        for k in KEYS.iter().filter(|k| text.contains(**k)) {
+            wrong.push(format!("{rel}: {k}"));
+        }
+    }
+    assert!(wrong.is_empty(), "MCP tool/result JSON handled outside wire/src/mcp_types.rs:\n{}", wrong.join("\n"));
 }
 
 /// A layer's modules (`client`, `policy::grammar`; the crate root is left out: it wires its

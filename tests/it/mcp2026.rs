@@ -11,6 +11,7 @@ use crate::support::*;
 use gosling::mcp::client::{CallContext, Client, ClientOptions, ElicitationHandler};
 use gosling::mcp::stdio::StdioSpec;
 use gosling::mcp::streamable_http::HttpSpec;
+use gosling::wire::mcp_types::{CallToolResult, ContentBlock, Tool};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,8 +78,12 @@ fn text(result: &Value) -> String {
     result["content"].as_array().map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect()).unwrap_or_default()
 }
 
-fn names(tools: &[Value]) -> Vec<String> {
-    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_string)).collect()
+fn call_text(result: &CallToolResult) -> String {
+    result.content.iter().filter_map(ContentBlock::as_text).collect()
+}
+
+fn names(tools: &[Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.clone()).collect()
 }
 
 /// One server, one era, one transport: everything a session does with it.
@@ -112,7 +117,7 @@ fn speaks(sdk: Sdk, http: bool, pin: bool) {
         assert!(tools.contains(&t.to_string()), "{what}: {tools:?}");
     }
     let r = c.call_tool("add", Some(json!({"a": 20, "b": 22})), &CallContext::default()).unwrap();
-    assert_eq!(text(&r), "42", "{what}: {r}");
+    assert_eq!(call_text(&r), "42", "{what}: {r}");
     let (uri, greeting) =
         if sdk == Sdk::TypeScript { ("greeting://world", "Hello, world!") } else { ("greeting://bob", "Hello, bob!") };
     let r = c.read_resource(uri).unwrap();
@@ -123,7 +128,7 @@ fn speaks(sdk: Sdk, http: bool, pin: bool) {
     // An elicitation inside a tool: a modern server returns input-required and gets the
     // answer on the retry; a legacy one asks with elicitation/create. Same handler either way.
     let r = c.call_tool("greet", Some(json!({})), &CallContext::default()).unwrap();
-    assert_eq!(text(&r), "Hello, Ada!", "{what}: {r}");
+    assert_eq!(call_text(&r), "Hello, Ada!", "{what}: {r}");
     let asked = person.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{what}: asked once: {asked:?}");
     assert_eq!(asked[0]["message"], "What is your name?", "{what}");
@@ -131,7 +136,7 @@ fn speaks(sdk: Sdk, http: bool, pin: bool) {
     // Roots, asked the same two ways (Python only: the TypeScript peer has no roots tool).
     if sdk != Sdk::TypeScript {
         let r = c.call_tool("roots", Some(json!({})), &CallContext::default()).unwrap();
-        assert_eq!(text(&r), "file:///srv/gosling-roots-test", "{what}: {r}");
+        assert_eq!(call_text(&r), "file:///srv/gosling-roots-test", "{what}: {r}");
     }
 
     // List freshness: a tool added at run time shows up without a restart (modern:
@@ -147,7 +152,7 @@ fn speaks(sdk: Sdk, http: bool, pin: bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let r = c.call_tool("fresh", Some(json!({"text": "hi"})), &CallContext::default()).unwrap();
-    assert_eq!(text(&r), "fresh:hi", "{what}: {r}");
+    assert_eq!(call_text(&r), "fresh:hi", "{what}: {r}");
     c.close();
 }
 
@@ -259,7 +264,7 @@ fn the_listen_stream_stays_open_past_three_times_the_timeout() {
     let spec = HttpSpec { uri: peer.url.clone(), headers: vec![], timeout, extension: "py".into(), auth: None };
     let c = gosling::mcp::connect_http(&spec, ClientOptions { timeout, ..options(&person, Some("2026-07-28")) })
         .expect("connect");
-    let listens = || text(&c.call_tool("listens", Some(json!({})), &CallContext::default()).unwrap());
+    let listens = || call_text(&c.call_tool("listens", Some(json!({})), &CallContext::default()).unwrap());
     let deadline = Instant::now() + Duration::from_secs(10);
     while listens() != "1" {
         assert!(Instant::now() < deadline, "no subscriptions/listen opened: {}", listens());

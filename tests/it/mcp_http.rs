@@ -529,7 +529,7 @@ fn client_for(url: &str, pin: Option<&str>) -> (gosling::mcp::client::Client, Ar
 
 fn add_via(client: &gosling::mcp::client::Client, a: i64, b: i64) -> String {
     let r = client.call_tool("add", Some(json!({"a": a, "b": b})), &Default::default()).expect("tools/call add");
-    r["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}")).to_string()
+    r.content.first().and_then(|b| b.as_text()).unwrap_or_else(|| panic!("{r}")).to_string()
 }
 
 #[test]
@@ -546,8 +546,7 @@ fn shared_client_over_python_server_in_every_mode() {
     ] {
         let py = py_http(peers, mode);
         let (client, t) = client_for(&py.url, pin);
-        let names: Vec<String> =
-            client.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        let names: Vec<String> = client.list_tools().unwrap().iter().map(|t| t.name.clone()).collect();
         assert!(names.contains(&"add".to_string()) && names.contains(&"echo".to_string()), "mode {mode:?}: {names:?}");
         assert_eq!(add_via(&client, 2, 3), "5", "mode {mode:?}");
         let r = client.read_resource("greeting://Ada").unwrap();

@@ -8,6 +8,7 @@ use crossbeam_channel::bounded;
 use gosling::mcp::client::{CallContext, Client, ClientOptions};
 use gosling::mcp::error::Error;
 use gosling::mcp::stdio::{StdioSpec, StdioTransport};
+use gosling::wire::mcp_types::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -52,8 +53,8 @@ fn assert_gone(pid: u32) {
     assert!(gone.is_some(), "child {pid} is still running");
 }
 
-fn text(result: &Value) -> String {
-    result["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+fn text(result: &CallToolResult) -> String {
+    result.content.iter().filter_map(ContentBlock::as_text).collect::<Vec<_>>().join("\n")
 }
 
 fn everything(peers: &Peers) -> (Client, u32) {
@@ -70,7 +71,7 @@ fn server_everything_tools_resources_prompts_and_ping() {
     let (c, pid) = everything(peers);
     assert_eq!(c.protocol_version(), "2025-11-25", "initialize asks for 2025-11-25 and takes what the server answers");
     let tools = c.list_tools().unwrap();
-    assert!(tools.len() >= 10 && tools.iter().any(|t| t["name"] == "echo"), "{tools:?}");
+    assert!(tools.len() >= 10 && tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     assert!(text(&c.call_tool("echo", Some(json!({"message": "hi"})), &CallContext::default()).unwrap()).contains("hi"));
     let resources = c.list_resources().unwrap();
     let uri = resources[0]["uri"].as_str().unwrap();
@@ -162,7 +163,7 @@ fn server_memory_creates_and_reads_entities() {
     s.env.push(("MEMORY_FILE_PATH".into(), mem.join("memory.jsonl").display().to_string()));
     let (c, pid) = connect(&s, opts(Duration::from_secs(30), None));
     let c = c.unwrap();
-    assert!(c.list_tools().unwrap().iter().any(|t| t["name"] == "create_entities"));
+    assert!(c.list_tools().unwrap().iter().any(|t| t.name == "create_entities"));
     c.call_tool(
         "create_entities",
         Some(json!({"entities": [{"name": "gosling", "entityType": "program", "observations": ["small"]}]})),
@@ -232,9 +233,7 @@ fn answers_in_pieces_and_news_between_calls_are_both_read() {
     let record = dir.path().join("record.jsonl");
     let (c, pid) = connect(&fake("trickle", Some(&record)), opts(Duration::from_secs(30), None));
     let c = c.unwrap();
-    let names = |c: &Client| {
-        c.list_tools().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
-    };
+    let names = |c: &Client| c.list_tools().unwrap().iter().map(|t| t.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&c), ["echo", "slow"]);
     for i in 0..3 {
         let r = c.call_tool("echo", Some(json!({"message": format!("piece {i}")})), &CallContext::default()).unwrap();

@@ -13,8 +13,8 @@
 use crate::conn::Conn;
 use gosling_builtins::developer::{unrestricted_from_env, WorkDir};
 use gosling_builtins::text_editor::{checked_text, TextEditor, TextFiles};
-use gosling_builtins::ToolOutcome;
 use gosling_extensions::config::{runtime_key, ExtensionConfig, Kind};
+use gosling_wire::mcp_types::CallToolResult;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -90,7 +90,7 @@ impl EditorFs {
     }
 
     /// The runtime's delegate entry: `Some(CallToolResult)` for the calls the editor answers.
-    pub fn call(&self, ext: &ExtensionConfig, tool: &str, args: Option<&Value>) -> Option<Value> {
+    pub fn call(&self, ext: &ExtensionConfig, tool: &str, args: Option<&Value>) -> Option<CallToolResult> {
         if !(matches!(ext.kind, Kind::Builtin { .. }) && runtime_key(&ext.name) == "developer") || tool != "text_editor"
         {
             return None;
@@ -109,11 +109,10 @@ impl EditorFs {
             log::debug!("acp: text_editor {command} {shown} through the editor");
             self.editor.run(&self.files, &path, &shown, args).map(Some)
         });
-        let outcome = match r {
-            Ok(None) => return None,
-            Ok(Some(text)) => ToolOutcome::ok(text),
-            Err(e) => ToolOutcome::error(format!("developer: {e}")),
-        };
-        Some(outcome.to_result())
+        match r {
+            Ok(None) => None,
+            Ok(Some(text)) => Some(CallToolResult::text(text, false)),
+            Err(e) => Some(CallToolResult::text(format!("developer: {e}"), true)),
+        }
     }
 }

@@ -336,7 +336,7 @@ fn tools(agent: &Agent, p: &Value) -> Reply {
             let permission = stored.get(&t.name).cloned().unwrap_or_else(|| info["permission"].clone());
             let mut item = json!({ "name": info["name"], "description": info["description"], "parameters": info["parameters"],
                     "inputSchema": info["input_schema"], "permission": permission });
-            if let Some(out) = t.tool.get("outputSchema") {
+            if let Some(out) = &t.tool.output_schema {
                 item["outputSchema"] = out.clone();
             }
             item

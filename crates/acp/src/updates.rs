@@ -3,6 +3,7 @@
 
 use gosling_agent::messages as msg;
 use gosling_store::message::{Action, Content, Message, Role, ToolRequest, ToolResponse};
+use gosling_wire::mcp_types::ContentBlock;
 use serde_json::{json, Value};
 
 /// What one goose message of a running turn asks the ACP side to do.
@@ -96,23 +97,24 @@ pub fn tool_progress(id: &str, params: &Value) -> Option<Value> {
 pub fn tool_result(r: &ToolResponse) -> Value {
     let id = &r.id;
     let (status, blocks, raw) = match &r.result {
-        Ok(v) => {
-            let (content, is_error) = msg::result_content(v);
-            (if is_error { "failed" } else { "completed" }, content, v.clone())
-        }
+        Ok(t) => (
+            if t.is_error() { "failed" } else { "completed" },
+            t.content().iter().filter_map(content_block).collect(),
+            t.to_value(),
+        ),
         Err(e) => ("failed", vec![msg::text_item(e)], json!({ "error": e })),
     };
-    let content: Vec<Value> =
-        blocks.into_iter().filter_map(content_block).map(|b| json!({"type": "content", "content": b})).collect();
+    let content: Vec<Value> = blocks.into_iter().map(|b| json!({"type": "content", "content": b})).collect();
     json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status, "content": content, "rawOutput": raw })
 }
 
-/// An MCP content item as an ACP ContentBlock (the shapes are the same for text, image,
-/// audio, resource_link and resource; anything else is dropped).
-fn content_block(c: Value) -> Option<Value> {
-    match c.get("type").and_then(Value::as_str) {
-        Some("text") | Some("image") | Some("audio") | Some("resource_link") | Some("resource") => Some(c),
-        _ => None,
+/// An MCP content block as an ACP ContentBlock (the shapes are the same for text, image,
+/// audio, resource_link and resource; a kind ACP does not have is left out of `content`, and
+/// stays in `rawOutput`).
+fn content_block(c: &ContentBlock) -> Option<Value> {
+    match c {
+        ContentBlock::Other(_) => None,
+        c => Some(c.to_value()),
     }
 }
 
@@ -303,6 +305,7 @@ pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Content>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gosling_wire::mcp_types::CallToolResult;
 
     #[test]
     fn kinds_and_titles() {
@@ -328,11 +331,7 @@ mod tests {
             (u["sessionUpdate"].as_str(), u["status"].as_str(), u["kind"].as_str()),
             (Some("tool_call"), Some("in_progress"), Some("execute"))
         );
-        let r = Message::new(
-            "m2",
-            Role::User,
-            vec![msg::tool_response("t1", Ok(json!({"content": [{"type": "text", "text": "a"}], "isError": true})))],
-        );
+        let r = Message::new("m2", Role::User, vec![msg::tool_response("t1", Ok(CallToolResult::text("a", true)))]);
         let Live::Update(u) = &live(&r, "pending", "/p")[0] else { panic!() };
         assert_eq!(u["status"], "failed");
         assert_eq!(u["content"][0]["content"]["text"], "a");

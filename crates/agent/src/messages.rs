@@ -4,7 +4,10 @@
 //! `store::message`'s.
 
 use gosling_llm::{ChatMessage, Part, Role};
-use gosling_store::message::{Action, ActionRequired, Content, Message, ToolCall, ToolRequest, ToolResponse};
+use gosling_store::message::{
+    Action, ActionRequired, Content, Message, ToolCall, ToolRequest, ToolResponse, ToolResult,
+};
+use gosling_wire::mcp_types::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 
 /// A fresh message id.
@@ -27,8 +30,12 @@ pub fn frontend_tool_request(id: &str, name: &str, arguments: &Value) -> Content
 }
 
 /// A tool response: an MCP CallToolResult on success, goose's `{status:"error"}` otherwise.
-pub fn tool_response(id: &str, result: Result<Value, String>) -> Content {
-    Content::ToolResponse(ToolResponse { id: id.to_string(), result, extra: Default::default() })
+pub fn tool_response(id: &str, result: Result<CallToolResult, String>) -> Content {
+    Content::ToolResponse(ToolResponse {
+        id: id.to_string(),
+        result: result.map(|r| ToolResult::Call(Box::new(r))),
+        extra: Default::default(),
+    })
 }
 
 pub fn tool_confirmation(id: &str, tool: &str, arguments: &Value) -> Content {
@@ -60,31 +67,11 @@ impl Tokens {
     }
 }
 
-/// goose's CallToolResponse from an MCP CallToolResult (`isError` defaults to false).
-pub fn call_tool_response(mut result: Value) -> Value {
-    let mut take = |key: &str| result.get_mut(key).map(Value::take).filter(|v| !v.is_null());
-    let content = take("content").unwrap_or_else(|| json!([]));
-    let is_error = take("isError").and_then(|v| v.as_bool()).unwrap_or(false);
-    let mut out = json!({ "content": content, "isError": is_error });
-    if let Some(s) = take("structuredContent") {
-        out["structuredContent"] = s;
-    }
-    if let Some(m) = take("_meta") {
-        out["_meta"] = m;
-    }
-    out
-}
-
-/// A tool result as goose stores it: a CallToolResult, or (older sessions) a bare array; its
-/// content and whether it is an error.
-pub fn result_content(v: &Value) -> (Vec<Value>, bool) {
-    match v {
-        Value::Array(a) => (a.clone(), false),
-        _ => (
-            v.get("content").and_then(Value::as_array).cloned().unwrap_or_default(),
-            v.get("isError").and_then(Value::as_bool).unwrap_or(false),
-        ),
-    }
+/// goose's CallToolResponse JSON from an MCP CallToolResult: the result's own JSON with
+/// `isError` always present (false when the server left it out); keys gosling does not know
+/// are kept.
+pub fn call_tool_response(result: &CallToolResult) -> Value {
+    result.to_value_with_is_error()
 }
 
 /// An MCP text content item (what a failed tool call tells the model and the editor).
@@ -112,7 +99,7 @@ pub fn to_llm(conversation: &[Message]) -> Vec<ChatMessage> {
                 }
                 Content::ToolResponse(r) => {
                     let (content, is_error) = match &r.result {
-                        Ok(v) => result_content(v),
+                        Ok(t) => (t.content().iter().map(ContentBlock::to_value).collect(), t.is_error()),
                         Err(e) => (vec![text_item(e)], true),
                     };
                     parts.push(Part::ToolResult { id: r.id.clone(), content, is_error });
@@ -143,11 +130,7 @@ mod tests {
                 Assistant,
                 vec![Content::text("calling"), tool_request("t1", "x__echo", &Ok(json!({"m":"a"})))],
             ),
-            Message::new(
-                "m2",
-                User,
-                vec![tool_response("t1", Ok(json!({"content":[{"type":"text","text":"a"}],"isError":false})))],
-            ),
+            Message::new("m2", User, vec![tool_response("t1", Ok(CallToolResult::text("a", false)))]),
             hidden,
         ];
         let m = to_llm(&conv);

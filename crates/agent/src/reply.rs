@@ -250,8 +250,8 @@ impl Turn {
             .into_iter()
             .map(|t| ToolSpec {
                 name: t.name.clone(),
-                description: t.tool.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
-                input_schema: t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+                description: t.tool.description.clone().unwrap_or_default(),
+                input_schema: gosling_extensions::runtime::input_schema(&t.tool),
             })
             .collect()
     }
@@ -492,12 +492,7 @@ impl Turn {
     }
 
     fn read_only(&self, prefixed: &str) -> bool {
-        self.runtime
-            .tools(None)
-            .iter()
-            .find(|t| t.name == prefixed)
-            .and_then(|t| t.tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool))
-            .unwrap_or(false)
+        self.runtime.tools(None).iter().find(|t| t.name == prefixed).is_some_and(|t| t.tool.read_only())
     }
 
     /// Runs the calls (in parallel), forwarding progress as Notification events.
@@ -560,7 +555,7 @@ impl Turn {
             let r =
                 h.join().unwrap_or_else(|_| Err(gosling_extensions::Error::UnknownTool("tool call panicked".into())));
             slots[i] = Some(match r {
-                Ok(v) => msg::tool_response(&id, Ok(msg::call_tool_response(v))),
+                Ok(r) => msg::tool_response(&id, Ok(r)),
                 Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),
             });
         }
@@ -602,12 +597,11 @@ fn bound_results(responses: Vec<Content>, used: &mut usize) -> Vec<Content> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use gosling_wire::mcp_types::CallToolResult;
 
     #[test]
     fn tool_results_of_one_reply_are_bounded_in_total() {
-        let big =
-            |id: &str| msg::tool_response(id, Ok(json!({"content": [{"type": "text", "text": "x".repeat(6 << 20)}]})));
+        let big = |id: &str| msg::tool_response(id, Ok(CallToolResult::text("x".repeat(6 << 20), false)));
         let result = |c: &Content| match c {
             Content::ToolResponse(r) => (r.id.clone(), r.result.clone().map(|_| ())),
             other => panic!("{other:?}"),

@@ -11,6 +11,7 @@ use gosling_mcp::client::{CallContext, ClientOptions};
 use gosling_mcp::error::Error;
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn};
 use gosling_mcp::streamable_http::HttpSpec;
+use gosling_wire::mcp_types::Tool;
 use serde_json::Value;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -52,19 +53,19 @@ pub fn run(url: &str, scenario: Option<&str>, auth: Option<Arc<Authorizer>>) -> 
         );
         let tools = if client.capabilities().get("tools").is_some() { client.list_tools()? } else { Vec::new() };
         for t in &tools {
-            out.push_str(&format!("tool: {}\n", t["name"].as_str().unwrap_or("?")));
+            out.push_str(&format!("tool: {}\n", t.name));
         }
-        let to_call: Vec<&Value> = match scenario {
-            Some("tools_call") => tools.iter().filter(|t| t["name"] == "add_numbers").collect(),
+        let to_call: Vec<&Tool> = match scenario {
+            Some("tools_call") => tools.iter().filter(|t| t.name == "add_numbers").collect(),
             Some(s) if s.starts_with("elicitation") || s == "sse-retry" || s.starts_with("auth/") => {
                 tools.iter().collect()
             }
             _ => Vec::new(),
         };
         for t in to_call {
-            let name = t["name"].as_str().unwrap_or("");
-            let r = client.call_tool(name, Some(sample_arguments(&t["inputSchema"])), &CallContext::default())?;
-            out.push_str(&format!("call {name}: {}\n", r["content"]));
+            let name = t.name.as_str();
+            let r = client.call_tool(name, Some(sample_arguments(&t.input_schema)), &CallContext::default())?;
+            out.push_str(&format!("call {name}: {}\n", r.to_value()["content"]));
         }
         Ok(out)
     })();

@@ -23,6 +23,7 @@ use gosling_mcp::client::{CallContext, Client, ClientOptions};
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn, TokenStore};
 use gosling_mcp::stdio::StdioSpec;
 use gosling_mcp::streamable_http::HttpSpec;
+use gosling_wire::mcp_types::Tool;
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -361,7 +362,7 @@ pub fn describe(client: &Client) -> Result<Value, gosling_mcp::error::Error> {
         Err(e) => Err(e),
     };
     if caps.get("tools").is_some() {
-        list("tools", "tools/list", client.list_tools())?;
+        list("tools", "tools/list", client.list_tools().map(|ts| ts.iter().map(Tool::to_value).collect()))?;
     }
     if caps.get("resources").is_some() {
         list("resources", "resources/list", client.list_resources())?;
@@ -436,11 +437,13 @@ pub(crate) fn run(open: &crate::Opener, a: &Args) -> Result<String, Failed> {
     let client = connected.map_err(Failed::Server)?;
     let result = match &a.action {
         Action::Describe => describe(&client),
-        Action::Call(tool, args, 1) => client.call_tool(tool, Some(args.clone()), &CallContext::default()),
+        Action::Call(tool, args, 1) => {
+            client.call_tool(tool, Some(args.clone()), &CallContext::default()).map(|r| r.to_value())
+        }
         // Several calls on one connection (one MCP session): a JSON array of their results, to
         // see what a server keeps between calls.
         Action::Call(tool, args, n) => (0..*n)
-            .map(|_| client.call_tool(tool, Some(args.clone()), &CallContext::default()))
+            .map(|_| client.call_tool(tool, Some(args.clone()), &CallContext::default()).map(|r| r.to_value()))
             .collect::<Result<Vec<Value>, _>>()
             .map(Value::Array),
         Action::Prompt(name, args) => client.get_prompt(name, Some(args.clone())),

@@ -16,6 +16,7 @@ use gosling_mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenSto
 use gosling_mcp::stdio::StdioSpec;
 use gosling_mcp::streamable_http::HttpSpec;
 use gosling_util::lock;
+use gosling_wire::mcp_types::{CallToolResult, Tool};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -110,7 +111,7 @@ pub type Sampler = Arc<dyn Fn(&str, &str, &Value) -> Result<Value, gosling_wire:
 /// routes the developer builtin's file edits through the editor. Given the extension's config,
 /// the unprefixed tool name and the arguments, it returns an MCP CallToolResult, or `None` to
 /// let the extension answer as usual.
-pub type ToolDelegate = Arc<dyn Fn(&ExtensionConfig, &str, Option<&Value>) -> Option<Value> + Send + Sync>;
+pub type ToolDelegate = Arc<dyn Fn(&ExtensionConfig, &str, Option<&Value>) -> Option<CallToolResult> + Send + Sync>;
 
 /// goose's `ExtensionLoadResult`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -134,7 +135,7 @@ pub struct ActiveExtension {
     pub config: ExtensionConfig,
     backend: RwLock<Backend>,
     /// Last good tool list, so tools stay listed while the extension restarts.
-    tools: RwLock<Vec<Value>>,
+    tools: RwLock<Vec<Tool>>,
     /// Set once the extension is removed: no more restarts.
     removed: std::sync::atomic::AtomicBool,
 }
@@ -166,17 +167,11 @@ impl ActiveExtension {
         }
     }
 
-    /// Tools after the `available_tools` filter (unprefixed MCP Tool objects).
-    fn visible_tools(&self) -> Vec<Value> {
+    /// Tools after the `available_tools` filter (unprefixed MCP tools).
+    fn visible_tools(&self) -> Vec<Tool> {
         let allowed = &self.config.available_tools;
         let tools = self.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
-        tools
-            .into_iter()
-            .filter(|t| {
-                allowed.is_empty()
-                    || t.get("name").and_then(Value::as_str).is_some_and(|n| allowed.iter().any(|a| a == n))
-            })
-            .collect()
+        tools.into_iter().filter(|t| allowed.is_empty() || allowed.contains(&t.name)).collect()
     }
 
     fn refresh_tools(&self) -> Result<(), Error> {
@@ -204,7 +199,8 @@ pub struct SessionTool {
     /// `<extension key>__<tool name>`.
     pub name: String,
     pub extension: String,
-    pub tool: Value,
+    /// The MCP tool, unprefixed.
+    pub tool: Tool,
 }
 
 /// The extensions of one session.
@@ -393,7 +389,7 @@ impl SessionRuntime {
             .map_err(|e| Error::NotStarted(Blocked::Check(Box::new(e))))?;
         let t = Instant::now();
         let (backend, tools) = match &config.kind {
-            Kind::Frontend { tools, .. } => (Backend::Frontend, tools.clone()),
+            Kind::Frontend { tools, .. } => (Backend::Frontend, frontend_tools(&key, tools)),
             _ => {
                 let client = Arc::new(self.connect(&config)?);
                 let tools = if client.capabilities().get("tools").is_some() {
@@ -604,8 +600,7 @@ impl SessionRuntime {
                 self.notice_failure(&ext);
             }
             for tool in ext.visible_tools() {
-                let Some(n) = tool.get("name").and_then(Value::as_str) else { continue };
-                out.push(SessionTool { name: format!("{}__{n}", ext.key), extension: ext.key.clone(), tool });
+                out.push(SessionTool { name: format!("{}__{}", ext.key, tool.name), extension: ext.key.clone(), tool });
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -642,7 +637,7 @@ impl SessionRuntime {
         prefixed: &str,
         arguments: Option<Value>,
         ctx: &CallContext,
-    ) -> Result<Value, Error> {
+    ) -> Result<CallToolResult, Error> {
         self.wait_loaded();
         let _used = self.touch();
         let t = Instant::now();
@@ -659,7 +654,7 @@ impl SessionRuntime {
             self.notice_failure(&ext);
         }
         let status = match &result {
-            Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error",
+            Ok(r) if r.is_error() => "tool_error",
             Ok(_) => "ok",
             Err(_) => "error",
         };
@@ -835,15 +830,36 @@ fn inline_python_spec(
     Ok(StdioSpec { cmd: python, args: vec![file], cwd, ..Default::default() })
 }
 
+/// The tool's `inputSchema`, `{"type": "object"}` when it has none.
+pub fn input_schema(t: &Tool) -> Value {
+    match &t.input_schema {
+        Value::Null => json!({"type": "object"}),
+        s => s.clone(),
+    }
+}
+
+/// A frontend extension's tools from its config (MCP Tool JSON); an item without a string
+/// `name` is left out (logged), as a server's would be.
+fn frontend_tools(key: &str, tools: &[Value]) -> Vec<Tool> {
+    tools
+        .iter()
+        .filter_map(|v| {
+            Tool::from_value(v.clone())
+                .map_err(|v| log::warn!("frontend extension {key}: not listing {v} (a tool has a string name)"))
+                .ok()
+        })
+        .collect()
+}
+
 /// goose's ToolInfo for `GET /agent/tools`.
 pub fn tool_info(t: &SessionTool, permission: Option<&str>) -> Value {
-    let schema = t.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+    let schema = input_schema(&t.tool);
     let mut params: Vec<String> =
         schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
     params.sort();
     json!({
         "name": t.name,
-        "description": t.tool.get("description").and_then(Value::as_str).unwrap_or(""),
+        "description": t.tool.description.as_deref().unwrap_or(""),
         "parameters": params,
         "permission": permission,
         "input_schema": schema,

@@ -371,7 +371,7 @@ pub fn call_tool(app: &App, req: &Request) -> R {
     };
     let ctx = CallContext { progress: None, cancel: None };
     let result = rt.call_tool(&r.name, args, &ctx)?;
-    Ok(Response::json(200, &gosling_agent::messages::call_tool_response(result)))
+    Ok(Response::json(200, &gosling_agent::messages::call_tool_response(&result)))
 }
 
 pub fn list_sessions(app: &App) -> R {

@@ -18,6 +18,7 @@ use crate::transport::{Inbound, Lead, Transport};
 use crossbeam_channel::{Receiver, Sender};
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{self, ErrorObject, Message, METHOD_NOT_FOUND};
+use gosling_wire::mcp_types::{CallToolResult, Tool};
 use gosling_wire::mcp_version::{self, Era, Refusal};
 use gosling_wire::peer::{self, Answer, Busy, GiveUp, Handler, Incoming, Peer};
 use serde_json::{json, Value};
@@ -129,7 +130,7 @@ struct Shared {
     roots: RwLock<Option<Vec<PathBuf>>>,
     elicitation: Option<ElicitationHandler>,
     sampling: Option<SamplingHandler>,
-    tools: Mutex<Option<Vec<Value>>>,
+    tools: Mutex<Option<Vec<Tool>>>,
     /// Bumped by every `tools/list_changed`: a listing that raced one is not cached.
     tools_generation: AtomicU64,
     /// The `_meta` of every request to a modern (2026-07-28) server; `None` for a legacy one.
@@ -833,34 +834,36 @@ impl Client {
 
     /// The server's tools (all pages), cached until `notifications/tools/list_changed`.
     /// Tools that must run as tasks (`execution.taskSupport: "required"`) are left out: this
-    /// client does not run tasks, and a plain call of one would only fail.
-    pub fn list_tools(&self) -> Result<Vec<Value>, Error> {
+    /// client does not run tasks, and a plain call of one would only fail. So is an item that is
+    /// not a tool (no string `name`: it could not be called).
+    pub fn list_tools(&self) -> Result<Vec<Tool>, Error> {
         if let Some(t) = lock(&self.shared.tools).clone() {
             return Ok(t);
         }
         let generation = self.shared.tools_generation.load(Ordering::SeqCst);
-        let mut tools = self.list_all("tools", "tools/list", "tools")?;
-        tools.retain(|t| {
-            let task_only = t.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required");
-            if task_only {
-                log::info!(
+        let listed = self.list_all("tools", "tools/list", "tools")?;
+        let mut tools = Vec::with_capacity(listed.len());
+        for item in listed {
+            match Tool::from_value(item) {
+                Ok(t) if t.task_only() => log::info!(
                     "mcp {}: not listing tool {} (it requires task augmentation, which gosling does not run)",
                     self.shared.extension,
-                    t["name"]
-                );
+                    t.name
+                ),
+                Ok(t) => tools.push(t),
+                Err(v) => log::warn!("mcp {}: not listing {v} (a tool has a string name)", self.shared.extension),
             }
-            !task_only
-        });
+        }
         if mcp_version::is_modern(&self.protocol_version) {
             // 2026-07-28: a tool whose x-mcp-header annotations break the rules MUST be dropped;
             // the others' annotated arguments travel as Mcp-Param-* headers too.
-            tools.retain(|t| match crate::params::invalid(&t["inputSchema"]) {
+            tools.retain(|t| match crate::params::invalid(&t.input_schema) {
                 None => true,
                 Some(why) => {
                     log::warn!(
                         "mcp {}: not listing tool {} (invalid x-mcp-header: {why})",
                         self.shared.extension,
-                        t["name"]
+                        t.name
                     );
                     false
                 }
@@ -868,8 +871,8 @@ impl Client {
             let maps = tools
                 .iter()
                 .filter_map(|t| {
-                    let map = crate::params::header_map(&t["inputSchema"]);
-                    (!map.is_empty()).then(|| (t["name"].as_str().unwrap_or_default().to_string(), map))
+                    let map = crate::params::header_map(&t.input_schema);
+                    (!map.is_empty()).then(|| (t.name.clone(), map))
                 })
                 .collect();
             self.shared.transport.set_param_headers(maps);
@@ -882,7 +885,7 @@ impl Client {
     }
 
     /// `tools/call`; returns the CallToolResult (an `isError` result is not an `Err`).
-    pub fn call_tool(&self, name: &str, arguments: Option<Value>, ctx: &CallContext) -> Result<Value, Error> {
+    pub fn call_tool(&self, name: &str, arguments: Option<Value>, ctx: &CallContext) -> Result<CallToolResult, Error> {
         if mcp_version::is_modern(&self.protocol_version) && lock(&self.shared.tools).is_none() {
             // The tool's x-mcp-header arguments are known from its listing only (a call made
             // without one, as probe's --call, would lack its Mcp-Param-* headers).
@@ -907,13 +910,26 @@ impl Client {
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
         let result = self.bounded(r?, || format!("the result of tool {name}"))?;
+        let result = CallToolResult::from_value(result).map_err(|v| {
+            let kind = match v {
+                Value::Array(_) => "an array",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "null",
+            };
+            Error::Other(format!(
+                "{}: the result of tool {name} is {kind}, not a CallToolResult object; the server is broken",
+                self.shared.extension
+            ))
+        })?;
         Ok(self.check_output(name, result))
     }
 
     /// A result whose `structuredContent` does not match the tool's `outputSchema` becomes an
     /// error result the model sees (the spec: clients SHOULD validate structured results).
-    fn check_output(&self, name: &str, result: Value) -> Value {
-        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+    fn check_output(&self, name: &str, result: CallToolResult) -> CallToolResult {
+        if result.is_error() {
             return result;
         }
         let schema = self
@@ -922,9 +938,9 @@ impl Client {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .and_then(|ts| ts.iter().find(|t| t["name"] == name).and_then(|t| t.get("outputSchema").cloned()));
+            .and_then(|ts| ts.iter().find(|t| t.name == name).and_then(|t| t.output_schema.clone()));
         let Some(schema) = schema else { return result };
-        let problem = match result.get("structuredContent") {
+        let problem = match &result.structured_content {
             None => Some("the result has no structuredContent although the tool declares an outputSchema".to_string()),
             Some(sc) => crate::schema::mismatch(&schema, sc),
         };
@@ -935,10 +951,10 @@ impl Client {
                     "mcp {}: tool {name} returned output that does not match its outputSchema: {p}",
                     self.shared.extension
                 );
-                json!({
-                    "content": [{"type": "text", "text": format!("Tool {name} returned output that does not match its declared outputSchema: {p}")}],
-                    "isError": true,
-                })
+                CallToolResult::text(
+                    format!("Tool {name} returned output that does not match its declared outputSchema: {p}"),
+                    true,
+                )
             }
         }
     }

@@ -1,4 +1,6 @@
 //! The MCP client: one `Client` per running extension, over a stdio child or Streamable HTTP.
+//! Its tools and tool results are Rust types (`gosling_wire::mcp_types`: `Tool`,
+//! `CallToolResult`), read off the JSON once, after the size bound.
 //! Invariant: mcp/ never imports http/ or agent/.
 #![deny(unsafe_code)]
 pub mod client;

@@ -19,9 +19,15 @@
 //! visitors for a dozen shapes would be instantiated once per deserializer type, and the static
 //! binary's size budget is tight (BENCHMARKS.md).
 //!
-//! Tool arguments and tool results stay `Value`: they are whatever JSON the model and the MCP
-//! servers send. Not here: what a message means to the model (`agent::messages`).
+//! A tool response's result is typed too (`ToolResult`): goose's `CallToolResponse` is an MCP
+//! `CallToolResult` (`wire::mcp_types`, lossless the same way; written with `isError` always,
+//! as goose does, so one stored without it comes back with `false`), and older sessions' bare
+//! content array is kept as one. A `toolResult` value that is neither an object nor an array is
+//! not goose's shape: its block is kept whole as `Content::Other`. Tool arguments stay `Value`:
+//! they are whatever JSON the model sends. Not here: what a message means to the model
+//! (`agent::messages`).
 
+use gosling_wire::mcp_types::{CallToolResult, ContentBlock};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -127,13 +133,52 @@ pub struct ToolCall {
     pub extra: Extra,
 }
 
-/// A `toolResponse`: an MCP `CallToolResult` (or, in older sessions, a bare content array), or
-/// goose's `toolResult: {status: "error", error}`.
+/// A `toolResponse`: the tool's result, or goose's `toolResult: {status: "error", error}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResponse {
     pub id: String,
-    pub result: Result<Value, String>,
+    pub result: Result<ToolResult, String>,
     pub extra: Extra,
+}
+
+/// What a successful `toolResponse` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolResult {
+    /// goose's `CallToolResponse`: the MCP `CallToolResult` (boxed: it is ten times the size of
+    /// the other variant).
+    Call(Box<CallToolResult>),
+    /// Older sessions: a bare array of content blocks.
+    Content(Vec<ContentBlock>),
+}
+
+impl ToolResult {
+    pub fn content(&self) -> &[ContentBlock] {
+        match self {
+            ToolResult::Call(r) => &r.content,
+            ToolResult::Content(c) => c,
+        }
+    }
+
+    /// Whether the tool failed (`isError`; a bare array never did).
+    pub fn is_error(&self) -> bool {
+        matches!(self, ToolResult::Call(r) if r.is_error())
+    }
+
+    /// goose's JSON of the result (a `CallToolResponse` always has `isError`).
+    pub fn to_value(&self) -> Value {
+        match self {
+            ToolResult::Call(r) => r.to_value_with_is_error(),
+            ToolResult::Content(c) => Value::Array(c.iter().map(ContentBlock::to_value).collect()),
+        }
+    }
+
+    /// From goose's JSON: an object or an array (checked by `result_fits`).
+    fn from_value(v: Value) -> ToolResult {
+        match v {
+            Value::Array(a) => ToolResult::Content(a.into_iter().map(ContentBlock::from_value).collect()),
+            v => ToolResult::Call(Box::new(CallToolResult::from_value(v).unwrap_or_default())),
+        }
+    }
 }
 
 /// An `actionRequired` block: something only the person can answer.
@@ -336,8 +381,8 @@ impl Content {
                     _ => Content::FrontendToolRequest(r),
                 }
             }
-            "toolResponse" if is_str(&m, "id") && status_fits(field(&m, "toolResult"), |_| true) => {
-                let result = take_status(&mut m, "toolResult");
+            "toolResponse" if is_str(&m, "id") && status_fits(field(&m, "toolResult"), result_fits) => {
+                let result = take_status(&mut m, "toolResult").map(ToolResult::from_value);
                 Content::ToolResponse(ToolResponse { id: take_str(&mut m, "id"), result, extra: Extra::new() })
             }
             "actionRequired" if field(&m, "data").is_some_and(action_fits) => {
@@ -435,7 +480,7 @@ impl Content {
             Content::ToolResponse(r) => {
                 kind("toolResponse");
                 put(&mut m, "id", r.id.as_str());
-                put(&mut m, "toolResult", status(r.result.clone()));
+                put(&mut m, "toolResult", status(r.result.as_ref().map(ToolResult::to_value).map_err(String::clone)));
                 &r.extra
             }
             Content::ActionRequired(a) => {
@@ -561,6 +606,11 @@ fn status(r: Result<Value, String>) -> Value {
     Value::Object(m)
 }
 
+/// A tool response's value: a `CallToolResponse` object or (older sessions) a content array.
+fn result_fits(v: &Value) -> bool {
+    v.is_object() || v.is_array()
+}
+
 /// A tool call's params: an object with a string `name` (`arguments`, when present, any JSON).
 fn call_fits(v: &Value) -> bool {
     v.as_object().and_then(|o| field(o, "name")).is_some_and(Value::is_string)
@@ -655,16 +705,29 @@ mod tests {
         let Content::FrontendToolRequest(r) = c else { panic!("{c:?}") };
         assert_eq!(r.call.unwrap().arguments, Value::Null, "no arguments stays no arguments");
 
-        let result = json!({"content": [{"type": "text", "text": "a"}], "isError": false});
+        let result = json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {"n": 1},
+            "isError": false, "_meta": {"m": 1}, "later": true});
         let c = one(json!({"type": "toolResponse", "id": "t1", "toolResult": {"status": "success", "value": result}}));
-        assert!(matches!(c, Content::ToolResponse(ToolResponse { result: Ok(ref v), .. }) if *v == result), "{c:?}");
+        let Content::ToolResponse(ToolResponse { result: Ok(ToolResult::Call(ref r)), .. }) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!((r.content[0].as_text(), r.is_error(), r.extra.len()), (Some("a"), false, 1));
+        assert_eq!(c.to_value()["toolResult"]["value"], result);
+        // goose always writes isError: one stored without it comes back false.
+        let c = Content::from_value(json!({"type": "toolResponse", "id": "t1",
+            "toolResult": {"status": "success", "value": {"content": []}}}));
+        assert_eq!(c.to_value()["toolResult"]["value"], json!({"content": [], "isError": false}));
         let c =
             one(json!({"type": "toolResponse", "id": "t1", "toolResult": {"status": "error", "error": "declined"}}));
         assert!(matches!(c, Content::ToolResponse(ToolResponse { result: Err(ref e), .. }) if e == "declined"));
         // Older sessions: a bare content array.
         let c = one(json!({"type": "toolResponse", "id": "t1",
             "toolResult": {"status": "success", "value": [{"type": "text", "text": "a"}]}}));
-        assert!(matches!(c, Content::ToolResponse(ToolResponse { result: Ok(Value::Array(_)), .. })));
+        let Content::ToolResponse(ToolResponse { result: Ok(ToolResult::Content(ref blocks)), .. }) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(blocks[0].as_text(), Some("a"));
+        assert_eq!(c.to_value()["toolResult"]["value"], json!([{"type": "text", "text": "a"}]));
 
         let c = one(json!({"type": "actionRequired", "data": {"actionType": "toolConfirmation", "id": "t1",
             "toolName": "dev__shell", "arguments": {"command": "ls"}, "prompt": "Allow?"}}));
@@ -708,6 +771,7 @@ mod tests {
             json!({"type": "text", "text": 5}),
             json!({"type": "toolRequest", "id": "t1", "toolCall": {"status": "success", "value": {"name": "x"}, "more": 1}}),
             json!({"type": "toolResponse", "id": "t1", "toolResult": {"status": "pending"}}),
+            json!({"type": "toolResponse", "id": "t1", "toolResult": {"status": "success", "value": "done"}}),
             json!({"type": "actionRequired", "data": {"actionType": "elicitation", "id": "e1", "message": "m", "new": 1}}),
             json!({"type": "systemNotification", "notificationType": "newKind", "msg": "m"}),
             json!("a bare string"),

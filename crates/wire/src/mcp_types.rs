@@ -1,0 +1,636 @@
+//! MCP data as Rust types (spec revisions 2025-06-18 and 2025-11-25): a server's `Tool`, the
+//! `CallToolResult` of `tools/call` and its `ContentBlock`s. The MCP client (`mcp::Client`)
+//! reads them off the wire and everything above it (extensions, agent, acp, http) passes them
+//! around; goose's and ACP's JSON are made from them at the edges.
+//!
+//! Lossless: gosling forwards what a server sent, so nothing is dropped. Keys a type does not
+//! interpret are kept in `extra` (in the order they came) and written back after the known ones;
+//! a known key whose value is not of the spec's type is kept in `extra` as it came (the typed
+//! field stays `None`); a content block of a kind gosling does not know, or of a known kind
+//! without the spec's required fields, is kept whole as `ContentBlock::Other`. Equivalent, not
+//! identical: keys come back in the spec's order, an explicit `null` of an optional field comes
+//! back absent, and a result without `content` comes back with an empty one. A content block's
+//! `annotations` and `_meta` stay in its `extra`.
+//!
+//! Schemas (`inputSchema`, `outputSchema`) and `structuredContent` stay `Value`: they are JSON
+//! Schema and whatever JSON the server declares. The codec goes through `Value` by hand rather
+//! than derived visitors, as `store::message` does (one copy of the code, binary size).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Keys a type does not interpret, in the order they came.
+pub type Extra = Map<String, Value>;
+
+/// An MCP `Tool` as `tools/list` returns it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tool {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (`Value::Null` when the server sent none).
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, when the tool declares one.
+    pub output_schema: Option<Value>,
+    pub annotations: Option<ToolAnnotations>,
+    pub icons: Option<Vec<Icon>>,
+    pub execution: Option<ToolExecution>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// A tool's behaviour hints (`annotations`): untrusted unless the server is trusted.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolAnnotations {
+    pub title: Option<String>,
+    pub read_only_hint: Option<bool>,
+    pub destructive_hint: Option<bool>,
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: Option<bool>,
+    pub extra: Extra,
+}
+
+/// An icon of a tool (or of a resource link).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Icon {
+    pub src: String,
+    pub mime_type: Option<String>,
+    pub sizes: Option<Vec<String>>,
+    /// `light` or `dark`.
+    pub theme: Option<String>,
+    pub extra: Extra,
+}
+
+/// How a tool runs (`execution`, 2025-11-25): `taskSupport` is `forbidden`, `optional` or
+/// `required`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolExecution {
+    pub task_support: Option<String>,
+    pub extra: Extra,
+}
+
+/// The result of `tools/call`. An `isError` result is the tool's failure, for the model to see.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CallToolResult {
+    pub content: Vec<ContentBlock>,
+    pub structured_content: Option<Value>,
+    /// As the server sent it: `None` when it left `isError` out (meaning false).
+    pub is_error: Option<bool>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// One block of a tool result's `content`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentBlock {
+    Text(TextContent),
+    Image(Media),
+    Audio(Media),
+    ResourceLink(ResourceLink),
+    /// An embedded resource (`type: "resource"`).
+    Resource(EmbeddedResource),
+    /// A block of another kind (a newer server's), or of a known kind without its required
+    /// fields: kept whole, forwarded unchanged.
+    Other(Value),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TextContent {
+    pub text: String,
+    pub extra: Extra,
+}
+
+/// An image or audio block: base64 `data` of `mime_type`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Media {
+    pub data: String,
+    pub mime_type: String,
+    pub extra: Extra,
+}
+
+/// A link to a resource the client may read (`type: "resource_link"`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResourceLink {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+    pub extra: Extra,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EmbeddedResource {
+    pub resource: ResourceContents,
+    pub extra: Extra,
+}
+
+/// A resource's contents: `text` or base64 `blob`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResourceContents {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub text: Option<String>,
+    pub blob: Option<String>,
+    pub extra: Extra,
+}
+
+impl Tool {
+    /// A tool from its JSON; `Err` (the value back) when it is not an object with a string
+    /// `name`, which no tool can be called without.
+    pub fn from_value(v: Value) -> Result<Tool, Value> {
+        let Value::Object(mut m) = v else { return Err(v) };
+        let Some(name) = take_string(&mut m, "name") else { return Err(Value::Object(m)) };
+        Ok(Tool {
+            name,
+            title: take_string(&mut m, "title"),
+            description: take_string(&mut m, "description"),
+            input_schema: take_if(&mut m, "inputSchema", |v| !v.is_null()).unwrap_or(Value::Null),
+            output_schema: take_if(&mut m, "outputSchema", |v| !v.is_null()),
+            annotations: take_object(&mut m, "annotations").map(ToolAnnotations::from_map),
+            icons: take_if(&mut m, "icons", |v| v.as_array().is_some_and(|a| a.iter().all(icon_fits))).map(|v| {
+                let Value::Array(a) = v else { unreachable!("checked by icon_fits") };
+                a.into_iter().map(Icon::from_value).collect()
+            }),
+            execution: take_object(&mut m, "execution")
+                .map(|mut e| ToolExecution { task_support: take_string(&mut e, "taskSupport"), extra: e }),
+            meta: take_object(&mut m, "_meta"),
+            extra: m,
+        })
+    }
+
+    /// The tool's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "name", Value::String(self.name.clone()));
+        put_str(&mut m, "title", &self.title);
+        put_str(&mut m, "description", &self.description);
+        if !self.input_schema.is_null() {
+            put(&mut m, "inputSchema", self.input_schema.clone());
+        }
+        if let Some(s) = &self.output_schema {
+            put(&mut m, "outputSchema", s.clone());
+        }
+        if let Some(a) = &self.annotations {
+            put(&mut m, "annotations", a.to_value());
+        }
+        if let Some(icons) = &self.icons {
+            put(&mut m, "icons", Value::Array(icons.iter().map(Icon::to_value).collect()));
+        }
+        if let Some(e) = &self.execution {
+            let mut x = Map::new();
+            put_str(&mut x, "taskSupport", &e.task_support);
+            put(&mut m, "execution", with_extra(x, &e.extra));
+        }
+        if let Some(meta) = &self.meta {
+            put(&mut m, "_meta", Value::Object(meta.clone()));
+        }
+        with_extra(m, &self.extra)
+    }
+
+    /// The tool's `readOnlyHint` (false when it gives none).
+    pub fn read_only(&self) -> bool {
+        self.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false)
+    }
+
+    /// True when the tool can only run as a task (`execution.taskSupport: "required"`).
+    pub fn task_only(&self) -> bool {
+        self.execution.as_ref().and_then(|e| e.task_support.as_deref()) == Some("required")
+    }
+}
+
+impl ToolAnnotations {
+    fn from_map(mut m: Map<String, Value>) -> ToolAnnotations {
+        ToolAnnotations {
+            title: take_string(&mut m, "title"),
+            read_only_hint: take_bool(&mut m, "readOnlyHint"),
+            destructive_hint: take_bool(&mut m, "destructiveHint"),
+            idempotent_hint: take_bool(&mut m, "idempotentHint"),
+            open_world_hint: take_bool(&mut m, "openWorldHint"),
+            extra: m,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put_str(&mut m, "title", &self.title);
+        for (k, b) in [
+            ("readOnlyHint", self.read_only_hint),
+            ("destructiveHint", self.destructive_hint),
+            ("idempotentHint", self.idempotent_hint),
+            ("openWorldHint", self.open_world_hint),
+        ] {
+            if let Some(b) = b {
+                put(&mut m, k, Value::Bool(b));
+            }
+        }
+        with_extra(m, &self.extra)
+    }
+}
+
+/// An icon: an object with a string `src`.
+fn icon_fits(v: &Value) -> bool {
+    v.get("src").is_some_and(Value::is_string)
+}
+
+impl Icon {
+    /// An icon from JSON checked by `icon_fits`.
+    fn from_value(v: Value) -> Icon {
+        let Value::Object(mut m) = v else { return Icon::default() };
+        Icon {
+            src: take_string(&mut m, "src").unwrap_or_default(),
+            mime_type: take_string(&mut m, "mimeType"),
+            sizes: take_if(&mut m, "sizes", |v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string))).map(
+                |v| match v {
+                    Value::Array(a) => a.into_iter().filter_map(|s| s.as_str().map(str::to_string)).collect(),
+                    _ => Vec::new(),
+                },
+            ),
+            theme: take_string(&mut m, "theme"),
+            extra: m,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "src", Value::String(self.src.clone()));
+        put_str(&mut m, "mimeType", &self.mime_type);
+        if let Some(s) = &self.sizes {
+            put(&mut m, "sizes", Value::Array(s.iter().cloned().map(Value::String).collect()));
+        }
+        put_str(&mut m, "theme", &self.theme);
+        with_extra(m, &self.extra)
+    }
+}
+
+impl CallToolResult {
+    /// A result of one text block; `is_error` says whether it is the tool's failure.
+    pub fn text(text: impl Into<String>, is_error: bool) -> CallToolResult {
+        CallToolResult { content: vec![ContentBlock::text(text)], is_error: Some(is_error), ..Default::default() }
+    }
+
+    /// A result from its JSON; `Err` (the value back) when it is not an object.
+    pub fn from_value(v: Value) -> Result<CallToolResult, Value> {
+        let Value::Object(mut m) = v else { return Err(v) };
+        let content = match take_if(&mut m, "content", Value::is_array) {
+            Some(Value::Array(a)) => a.into_iter().map(ContentBlock::from_value).collect(),
+            _ => Vec::new(),
+        };
+        Ok(CallToolResult {
+            content,
+            structured_content: take_if(&mut m, "structuredContent", |v| !v.is_null()),
+            is_error: take_bool(&mut m, "isError"),
+            meta: take_object(&mut m, "_meta"),
+            extra: m,
+        })
+    }
+
+    /// The result's JSON as MCP has it (`isError` only when the server sent it).
+    pub fn to_value(&self) -> Value {
+        self.encode(self.is_error)
+    }
+
+    /// The result's JSON with `isError` always written (false when the server left it out), for
+    /// the formats that require it (goose's `CallToolResponse`).
+    pub fn to_value_with_is_error(&self) -> Value {
+        self.encode(Some(self.is_error()))
+    }
+
+    fn encode(&self, is_error: Option<bool>) -> Value {
+        let mut m = Map::new();
+        // A `content` that was not an array is still in `extra`: it is written back instead.
+        if !self.extra.contains_key("content") {
+            put(&mut m, "content", Value::Array(self.content.iter().map(ContentBlock::to_value).collect()));
+        }
+        if let Some(s) = &self.structured_content {
+            put(&mut m, "structuredContent", s.clone());
+        }
+        if let Some(e) = is_error {
+            put(&mut m, "isError", Value::Bool(e));
+        }
+        if let Some(meta) = &self.meta {
+            put(&mut m, "_meta", Value::Object(meta.clone()));
+        }
+        with_extra(m, &self.extra)
+    }
+
+    /// Whether the tool failed (`isError`, false when absent).
+    pub fn is_error(&self) -> bool {
+        self.is_error.unwrap_or(false)
+    }
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> ContentBlock {
+        ContentBlock::Text(TextContent { text: text.into(), extra: Extra::new() })
+    }
+
+    /// The text of a text block.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Text(t) => Some(&t.text),
+            _ => None,
+        }
+    }
+
+    /// A block from its JSON: typed when its kind and shape are the spec's, `Other` otherwise.
+    pub fn from_value(v: Value) -> ContentBlock {
+        let Value::Object(mut m) = v else { return ContentBlock::Other(v) };
+        let is_str = |m: &Map<String, Value>, k: &str| m.get(k).is_some_and(Value::is_string);
+        let media = |m: &mut Map<String, Value>| Media {
+            data: take_string(m, "data").unwrap_or_default(),
+            mime_type: take_string(m, "mimeType").unwrap_or_default(),
+            extra: Extra::new(),
+        };
+        let kind = m.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+        let mut block = match kind.as_str() {
+            "text" if is_str(&m, "text") => ContentBlock::Text(TextContent {
+                text: take_string(&mut m, "text").unwrap_or_default(),
+                extra: Extra::new(),
+            }),
+            "image" if is_str(&m, "data") && is_str(&m, "mimeType") => ContentBlock::Image(media(&mut m)),
+            "audio" if is_str(&m, "data") && is_str(&m, "mimeType") => ContentBlock::Audio(media(&mut m)),
+            "resource_link" if is_str(&m, "uri") && is_str(&m, "name") => ContentBlock::ResourceLink(ResourceLink {
+                uri: take_string(&mut m, "uri").unwrap_or_default(),
+                name: take_string(&mut m, "name").unwrap_or_default(),
+                title: take_string(&mut m, "title"),
+                description: take_string(&mut m, "description"),
+                mime_type: take_string(&mut m, "mimeType"),
+                extra: Extra::new(),
+            }),
+            "resource" if m.get("resource").is_some_and(|r| r.get("uri").is_some_and(Value::is_string)) => {
+                let Some(Value::Object(mut r)) = m.shift_remove("resource") else { unreachable!("checked above") };
+                let resource = ResourceContents {
+                    uri: take_string(&mut r, "uri").unwrap_or_default(),
+                    mime_type: take_string(&mut r, "mimeType"),
+                    text: take_string(&mut r, "text"),
+                    blob: take_string(&mut r, "blob"),
+                    extra: r,
+                };
+                ContentBlock::Resource(EmbeddedResource { resource, extra: Extra::new() })
+            }
+            _ => return ContentBlock::Other(Value::Object(m)),
+        };
+        m.shift_remove("type");
+        match &mut block {
+            ContentBlock::Text(TextContent { extra, .. })
+            | ContentBlock::Image(Media { extra, .. })
+            | ContentBlock::Audio(Media { extra, .. })
+            | ContentBlock::ResourceLink(ResourceLink { extra, .. })
+            | ContentBlock::Resource(EmbeddedResource { extra, .. }) => *extra = m,
+            ContentBlock::Other(_) => {}
+        }
+        block
+    }
+
+    /// The block's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        let kind = |m: &mut Map<String, Value>, k: &str| put(m, "type", Value::String(k.to_string()));
+        let extra = match self {
+            ContentBlock::Other(v) => return v.clone(),
+            ContentBlock::Text(t) => {
+                kind(&mut m, "text");
+                put(&mut m, "text", Value::String(t.text.clone()));
+                &t.extra
+            }
+            ContentBlock::Image(i) | ContentBlock::Audio(i) => {
+                kind(&mut m, if matches!(self, ContentBlock::Image(_)) { "image" } else { "audio" });
+                put(&mut m, "data", Value::String(i.data.clone()));
+                put(&mut m, "mimeType", Value::String(i.mime_type.clone()));
+                &i.extra
+            }
+            ContentBlock::ResourceLink(l) => {
+                kind(&mut m, "resource_link");
+                put(&mut m, "uri", Value::String(l.uri.clone()));
+                put(&mut m, "name", Value::String(l.name.clone()));
+                put_str(&mut m, "title", &l.title);
+                put_str(&mut m, "description", &l.description);
+                put_str(&mut m, "mimeType", &l.mime_type);
+                &l.extra
+            }
+            ContentBlock::Resource(e) => {
+                kind(&mut m, "resource");
+                let r = &e.resource;
+                let mut x = Map::new();
+                put(&mut x, "uri", Value::String(r.uri.clone()));
+                put_str(&mut x, "mimeType", &r.mime_type);
+                put_str(&mut x, "text", &r.text);
+                put_str(&mut x, "blob", &r.blob);
+                put(&mut m, "resource", with_extra(x, &r.extra));
+                &e.extra
+            }
+        };
+        with_extra(m, extra)
+    }
+}
+
+// The map's hashing is inlined where its methods are called: one copy each (not one per field)
+// keeps the codec small, as in `store::message`.
+#[inline(never)]
+fn put(m: &mut Map<String, Value>, key: &str, v: Value) {
+    m.insert(key.to_string(), v);
+}
+
+fn put_str(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
+    if let Some(s) = v {
+        put(m, key, Value::String(s.clone()));
+    }
+}
+
+/// Removes `key` when its value passes `fits`; a value that does not stays (in what becomes
+/// `extra`), except an explicit `null`, which is taken for absent and removed.
+#[inline(never)]
+fn take_if(m: &mut Map<String, Value>, key: &str, fits: fn(&Value) -> bool) -> Option<Value> {
+    match m.get(key) {
+        Some(v) if fits(v) => m.shift_remove(key),
+        Some(Value::Null) => {
+            m.shift_remove(key);
+            None
+        }
+        _ => None,
+    }
+}
+
+fn take_string(m: &mut Map<String, Value>, key: &str) -> Option<String> {
+    match take_if(m, key, Value::is_string) {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn take_bool(m: &mut Map<String, Value>, key: &str) -> Option<bool> {
+    take_if(m, key, Value::is_boolean).and_then(|v| v.as_bool())
+}
+
+fn take_object(m: &mut Map<String, Value>, key: &str) -> Option<Map<String, Value>> {
+    match take_if(m, key, Value::is_object) {
+        Some(Value::Object(o)) => Some(o),
+        _ => None,
+    }
+}
+
+fn with_extra(mut m: Map<String, Value>, extra: &Extra) -> Value {
+    for (k, v) in extra {
+        m.entry(k.as_str()).or_insert_with(|| v.clone());
+    }
+    Value::Object(m)
+}
+
+/// The JSON text (for messages and logs).
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_value().fmt(f)
+    }
+}
+
+/// The JSON text (for messages and logs).
+impl std::fmt::Display for CallToolResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_value().fmt(f)
+    }
+}
+
+impl Serialize for Tool {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Tool {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tool, D::Error> {
+        Tool::from_value(Value::deserialize(d)?)
+            .map_err(|_| serde::de::Error::custom("an MCP tool is an object with a string `name`"))
+    }
+}
+
+impl Serialize for CallToolResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CallToolResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CallToolResult, D::Error> {
+        CallToolResult::from_value(Value::deserialize(d)?)
+            .map_err(|_| serde::de::Error::custom("an MCP CallToolResult is an object"))
+    }
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ContentBlock, D::Error> {
+        Ok(ContentBlock::from_value(Value::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_with_every_field_round_trips_typed() {
+        let v = json!({
+            "name": "add", "title": "Add", "description": "adds",
+            "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}}},
+            "outputSchema": {"type": "object"},
+            "annotations": {"title": "Adder", "readOnlyHint": true, "destructiveHint": false,
+                "idempotentHint": true, "openWorldHint": false, "x-new-hint": 1},
+            "icons": [{"src": "https://example.com/a.png", "mimeType": "image/png", "sizes": ["48x48"], "theme": "dark", "x": 2}],
+            "execution": {"taskSupport": "optional", "later": true},
+            "_meta": {"k": "v"},
+            "x-later-field": [1, 2]
+        });
+        let t = Tool::from_value(v.clone()).unwrap();
+        assert_eq!(t.name, "add");
+        assert!(t.read_only());
+        assert!(!t.task_only());
+        assert_eq!(t.annotations.as_ref().unwrap().extra["x-new-hint"], 1);
+        assert_eq!(t.icons.as_ref().unwrap()[0].sizes.as_deref(), Some(&["48x48".to_string()][..]));
+        assert_eq!(t.extra["x-later-field"], json!([1, 2]));
+        assert_eq!(t.to_value(), v);
+        assert_eq!(serde_json::to_value(serde_json::from_value::<Tool>(v.clone()).unwrap()).unwrap(), v);
+    }
+
+    #[test]
+    fn a_tool_keeps_known_keys_of_another_type_and_needs_a_name() {
+        let v = json!({"name": "t", "title": 5, "annotations": "odd", "icons": [{"no": "src"}], "inputSchema": {}});
+        let t = Tool::from_value(v.clone()).unwrap();
+        assert_eq!((t.title.as_ref(), t.annotations.as_ref(), t.icons.as_ref()), (None, None, None));
+        assert_eq!(t.to_value(), v);
+        assert!(Tool::from_value(json!({"description": "nameless"})).is_err());
+        assert!(Tool::from_value(json!("tool")).is_err());
+    }
+
+    #[test]
+    fn every_content_kind_round_trips_and_unknown_ones_are_kept_whole() {
+        let blocks = json!([
+            {"type": "text", "text": "hi", "annotations": {"audience": ["user"], "priority": 1}, "_meta": {"a": 1}},
+            {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+            {"type": "audio", "data": "aGk=", "mimeType": "audio/wav", "x": 1},
+            {"type": "resource_link", "uri": "file:///a", "name": "a", "title": "A", "description": "d",
+                "mimeType": "text/plain", "size": 3, "icons": []},
+            {"type": "resource", "resource": {"uri": "file:///b", "mimeType": "text/plain", "text": "b", "_meta": {}}},
+            {"type": "resource", "resource": {"uri": "file:///c", "blob": "Yw=="}},
+            {"type": "hologram", "frames": 3},
+            {"type": "text", "text": 7},
+            "not an object"
+        ]);
+        let parsed: Vec<ContentBlock> = serde_json::from_value(blocks.clone()).unwrap();
+        let kinds: Vec<&str> = parsed
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text(_) => "text",
+                ContentBlock::Image(_) => "image",
+                ContentBlock::Audio(_) => "audio",
+                ContentBlock::ResourceLink(_) => "link",
+                ContentBlock::Resource(_) => "resource",
+                ContentBlock::Other(_) => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["text", "image", "audio", "link", "resource", "resource", "other", "other", "other"]);
+        assert_eq!(parsed[0].as_text(), Some("hi"));
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), blocks);
+    }
+
+    #[test]
+    fn a_result_round_trips_with_is_error_as_sent() {
+        for v in [
+            json!({"content": [{"type": "text", "text": "3"}], "structuredContent": {"sum": 3}, "isError": false,
+                "_meta": {"m": 1}, "x-extra": true}),
+            json!({"content": []}),
+            json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+            json!({"content": "odd", "toolResult": 1}),
+        ] {
+            let r = CallToolResult::from_value(v.clone()).unwrap();
+            assert_eq!(r.to_value(), v);
+        }
+        assert!(!CallToolResult::from_value(json!({"content": []})).unwrap().is_error());
+        assert_eq!(
+            CallToolResult::from_value(json!({"content": [], "x": 1})).unwrap().to_value_with_is_error(),
+            json!({"content": [], "isError": false, "x": 1})
+        );
+        assert_eq!(CallToolResult::from_value(json!({})).unwrap().to_value(), json!({"content": []}));
+        // An explicit null of a known key is taken for absent.
+        let r = CallToolResult::from_value(
+            json!({"content": null, "structuredContent": null, "isError": null, "_meta": null}),
+        )
+        .unwrap();
+        assert_eq!(r.to_value_with_is_error(), json!({"content": [], "isError": false}));
+        let t = Tool::from_value(json!({"name": "t", "description": null, "outputSchema": null})).unwrap();
+        assert_eq!(t.to_value(), json!({"name": "t"}));
+        assert!(CallToolResult::from_value(json!([1])).is_err());
+        assert_eq!(
+            CallToolResult::text("boom", true).to_value(),
+            json!({"content": [{"type": "text", "text": "boom"}], "isError": true})
+        );
+    }
+}
