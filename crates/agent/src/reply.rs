@@ -551,9 +551,9 @@ impl Turn {
             std::thread::sleep(Duration::from_millis(10));
         }
         for (i, id, h, _) in running {
+            let panicked = || gosling_extensions::Error::UnknownTool("tool call panicked".into());
             // wait: the loop above ran until no call thread was left running
-            let r =
-                h.join().unwrap_or_else(|_| Err(gosling_extensions::Error::UnknownTool("tool call panicked".into())));
+            let r = h.join().unwrap_or_else(|_| Err(panicked()));
             slots[i] = Some(match r {
                 Ok(r) => msg::tool_response(&id, Ok(r)),
                 Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),
