@@ -322,11 +322,20 @@ fn goose_message_json_is_read_and_written_only_by_the_message_module() {
 
 #[test]
 fn mcp_tool_and_result_json_is_read_and_written_only_by_mcp_types() {
-    // Keys of MCP's Tool and CallToolResult that the core reads through `wire::mcp_types`
-    // (not `inputSchema`/`outputSchema`: goose's ACP tool listing has them too). The builtins
-    // are separate programs speaking MCP's JSON, so they are left out.
-    const KEYS: &[&str] =
-        &["\"isError\"", "\"structuredContent\"", "\"readOnlyHint\"", "\"destructiveHint\"", "\"taskSupport\""];
+    // Keys of MCP's Tool, CallToolResult, Resource(Template), ReadResourceResult and Prompt that
+    // the core reads through `wire::mcp_types` (not `inputSchema`/`outputSchema`: goose's ACP
+    // tool listing has them too). The builtins are separate programs speaking MCP's JSON, so they
+    // are left out.
+    const KEYS: &[&str] = &[
+        "\"isError\"",
+        "\"structuredContent\"",
+        "\"readOnlyHint\"",
+        "\"destructiveHint\"",
+        "\"taskSupport\"",
+        "\"uriTemplate\"",
+        "\"blob\"",
+        "\"contents\"",
+    ];
     let mut wrong = Vec::new();
     for (rel, file) in sources()
         .iter()

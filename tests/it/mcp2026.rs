@@ -121,9 +121,9 @@ fn speaks(sdk: Sdk, http: bool, pin: bool) {
     let (uri, greeting) =
         if sdk == Sdk::TypeScript { ("greeting://world", "Hello, world!") } else { ("greeting://bob", "Hello, bob!") };
     let r = c.read_resource(uri).unwrap();
-    assert_eq!(r["contents"][0]["text"], greeting, "{what}: {r}");
+    assert_eq!(r.contents[0].as_text(), Some(greeting), "{what}: {r}");
     let r = c.get_prompt("review", Some(json!({"code": "x = 1"}))).unwrap();
-    assert!(r["messages"][0]["content"]["text"].as_str().unwrap().contains("x = 1"), "{what}: {r}");
+    assert!(r.messages[0].content.as_text().unwrap().contains("x = 1"), "{what}: {r}");
 
     // An elicitation inside a tool: a modern server returns input-required and gets the
     // answer on the retry; a legacy one asks with elicitation/create. Same handler either way.

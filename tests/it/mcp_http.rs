@@ -550,7 +550,7 @@ fn shared_client_over_python_server_in_every_mode() {
         assert!(names.contains(&"add".to_string()) && names.contains(&"echo".to_string()), "mode {mode:?}: {names:?}");
         assert_eq!(add_via(&client, 2, 3), "5", "mode {mode:?}");
         let r = client.read_resource("greeting://Ada").unwrap();
-        assert_eq!(r["contents"][0]["text"], "Hello, Ada!", "mode {mode:?}");
+        assert_eq!(r.contents[0].as_text(), Some("Hello, Ada!"), "mode {mode:?}");
         // Sessions are a legacy thing: a 2026-07-28 exchange has none.
         let legacy = pin.is_none();
         assert_eq!(client.protocol_version() == "2026-07-28", !legacy, "mode {mode:?}");

@@ -74,17 +74,16 @@ fn server_everything_tools_resources_prompts_and_ping() {
     assert!(tools.len() >= 10 && tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     assert!(text(&c.call_tool("echo", Some(json!({"message": "hi"})), &CallContext::default()).unwrap()).contains("hi"));
     let resources = c.list_resources().unwrap();
-    let uri = resources[0]["uri"].as_str().unwrap();
-    let read = c.read_resource(uri).unwrap();
-    assert!(!read["contents"].as_array().unwrap().is_empty());
+    let read = c.read_resource(&resources[0].uri).unwrap();
+    assert!(!read.contents.is_empty());
     assert!(!c.list_resource_templates().unwrap().is_empty());
     let prompts = c.list_prompts().unwrap();
     let simple = prompts
         .iter()
-        .find(|p| p["arguments"].as_array().is_none_or(|a| a.iter().all(|x| x["required"] != true)))
+        .find(|p| p.arguments.as_ref().is_none_or(|a| a.iter().all(|x| x.required != Some(true))))
         .expect("a prompt without required arguments");
-    let got = c.get_prompt(simple["name"].as_str().unwrap(), None).unwrap();
-    assert!(!got["messages"].as_array().unwrap().is_empty());
+    let got = c.get_prompt(&simple.name, None).unwrap();
+    assert!(!got.messages.is_empty());
     c.ping().unwrap();
     c.close();
     assert_gone(pid);
@@ -182,7 +181,7 @@ fn python_sdk_server_calls_a_tool_and_gets_a_prompt() {
         connect(&spec(peers.python(), &[peers.get("MCP_PEER_PY_SERVER")]), opts(Duration::from_secs(30), None));
     let c = c.unwrap();
     assert!(text(&c.call_tool("add", Some(json!({"a": 20, "b": 22})), &CallContext::default()).unwrap()).contains("42"));
-    assert!(c.get_prompt("review", Some(json!({"code": "x = 1"}))).unwrap()["messages"][0].is_object());
+    assert!(!c.get_prompt("review", Some(json!({"code": "x = 1"}))).unwrap().messages.is_empty());
     c.close();
     assert_gone(pid);
 }

@@ -23,7 +23,7 @@ use gosling_mcp::client::{CallContext, Client, ClientOptions};
 use gosling_mcp::oauth::{Authorizer, MemoryStore, Settings, SignIn, TokenStore};
 use gosling_mcp::stdio::StdioSpec;
 use gosling_mcp::streamable_http::HttpSpec;
-use gosling_wire::mcp_types::Tool;
+use gosling_wire::mcp_types::{Prompt, Resource, ResourceTemplate, Tool};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -365,11 +365,19 @@ pub fn describe(client: &Client) -> Result<Value, gosling_mcp::error::Error> {
         list("tools", "tools/list", client.list_tools().map(|ts| ts.iter().map(Tool::to_value).collect()))?;
     }
     if caps.get("resources").is_some() {
-        list("resources", "resources/list", client.list_resources())?;
-        list("resourceTemplates", "resources/templates/list", client.list_resource_templates())?;
+        list(
+            "resources",
+            "resources/list",
+            client.list_resources().map(|rs| rs.iter().map(Resource::to_value).collect()),
+        )?;
+        list(
+            "resourceTemplates",
+            "resources/templates/list",
+            client.list_resource_templates().map(|ts| ts.iter().map(ResourceTemplate::to_value).collect()),
+        )?;
     }
     if caps.get("prompts").is_some() {
-        list("prompts", "prompts/list", client.list_prompts())?;
+        list("prompts", "prompts/list", client.list_prompts().map(|ps| ps.iter().map(Prompt::to_value).collect()))?;
     }
     if !notes.is_empty() {
         out["notes"] = json!(notes);
@@ -446,8 +454,8 @@ pub(crate) fn run(open: &crate::Opener, a: &Args) -> Result<String, Failed> {
             .map(|_| client.call_tool(tool, Some(args.clone()), &CallContext::default()).map(|r| r.to_value()))
             .collect::<Result<Vec<Value>, _>>()
             .map(Value::Array),
-        Action::Prompt(name, args) => client.get_prompt(name, Some(args.clone())),
-        Action::Read(uri) => client.read_resource(uri),
+        Action::Prompt(name, args) => client.get_prompt(name, Some(args.clone())).map(|r| r.to_value()),
+        Action::Read(uri) => client.read_resource(uri).map(|r| r.to_value()),
     };
     client.close();
     let v = result.map_err(Failed::Server)?;

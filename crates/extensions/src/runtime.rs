@@ -16,7 +16,7 @@ use gosling_mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenSto
 use gosling_mcp::stdio::StdioSpec;
 use gosling_mcp::streamable_http::HttpSpec;
 use gosling_util::lock;
-use gosling_wire::mcp_types::{CallToolResult, Tool};
+use gosling_wire::mcp_types::{CallToolResult, ReadResourceResult, Resource, Tool};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -671,7 +671,7 @@ impl SessionRuntime {
 
     /// The `ui://` resources (MCP Apps) of every active extension that offers resources, as
     /// `(extension key, MCP Resource)`. An extension whose listing fails is left out (logged).
-    pub fn ui_resources(self: &Arc<Self>) -> Vec<(String, Value)> {
+    pub fn ui_resources(self: &Arc<Self>) -> Vec<(String, Resource)> {
         self.wait_loaded();
         let _used = self.touch();
         let mut out = Vec::new();
@@ -681,19 +681,18 @@ impl SessionRuntime {
                 continue;
             }
             match client.list_resources() {
-                Ok(list) => out.extend(
-                    list.into_iter()
-                        .filter(|r| r.get("uri").and_then(Value::as_str).is_some_and(|u| u.starts_with("ui://")))
-                        .map(|r| (ext.key.clone(), r)),
-                ),
+                Ok(list) => {
+                    out.extend(list.into_iter().filter(|r| r.uri.starts_with("ui://")).map(|r| (ext.key.clone(), r)))
+                }
                 Err(e) => log::warn!("session {}: listing resources of {} failed: {e}", self.session_id, ext.key),
             }
         }
         out
     }
 
-    /// `resources/read` on one extension, normalized as goose's ReadResourceResponse.
-    pub fn read_resource(self: &Arc<Self>, extension: &str, uri: &str) -> Result<Value, Error> {
+    /// `resources/read` on one extension (goose's ReadResourceResponse is made from it at the
+    /// HTTP edge).
+    pub fn read_resource(self: &Arc<Self>, extension: &str, uri: &str) -> Result<ReadResourceResult, Error> {
         self.wait_loaded();
         let _used = self.touch();
         let key = runtime_key(extension);

@@ -10,6 +10,7 @@ use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{tool_info, LoadResult, SessionRuntime};
 use gosling_mcp::client::CallContext;
 use gosling_store::sessions::Session;
+use gosling_wire::mcp_types::ResourceContents;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -333,23 +334,26 @@ pub fn read_resource(app: &App, req: &Request) -> R {
     let r: ReadReq = req.json()?;
     let rt = runtime(app, &r.session_id)?;
     let result = rt.read_resource(&r.extension_name, &r.uri)?;
-    let first = result.get("contents").and_then(Value::as_array).and_then(|c| c.first()).cloned();
+    let first = result.contents.into_iter().next();
     let first = first.ok_or_else(|| ApiError::not_found(format!("resource {} has no contents", r.uri)))?;
-    let text = match (first.get("text").and_then(Value::as_str), first.get("blob").and_then(Value::as_str)) {
-        (Some(t), _) => t.to_string(),
-        (None, Some(b)) => {
-            let bytes = gosling_util::base64_decode(b)
+    let (uri, mime_type, text, meta) = match first {
+        ResourceContents::Text(t) => (t.uri, t.mime_type, t.text, t.meta),
+        ResourceContents::Blob(b) => {
+            let bytes = gosling_util::base64_decode(&b.blob)
                 .ok_or_else(|| ApiError::internal("resource blob is not valid base64"))?;
-            String::from_utf8(bytes).map_err(|_| ApiError::internal("resource blob is not UTF-8 text"))?
+            let text = String::from_utf8(bytes).map_err(|_| ApiError::internal("resource blob is not UTF-8 text"))?;
+            (b.uri, b.mime_type, text, b.meta)
         }
-        (None, None) => return Err(ApiError::internal("resource contents have neither `text` nor `blob`")),
+        ResourceContents::Other(_) => {
+            return Err(ApiError::internal("resource contents have no string `uri` and `text` or `blob`"))
+        }
     };
-    let mut out = json!({ "uri": first.get("uri").and_then(Value::as_str).unwrap_or(&r.uri), "text": text });
-    if let Some(m) = first.get("mimeType").filter(|m| m.is_string()) {
-        out["mimeType"] = m.clone();
+    let mut out = json!({ "uri": uri, "text": text });
+    if let Some(m) = mime_type {
+        out["mimeType"] = Value::String(m);
     }
-    if let Some(m) = first.get("_meta").filter(|m| m.is_object()) {
-        out["_meta"] = m.clone();
+    if let Some(m) = meta {
+        out["_meta"] = Value::Object(m);
     }
     Ok(Response::json(200, &out))
 }

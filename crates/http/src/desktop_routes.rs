@@ -212,15 +212,15 @@ pub fn list_apps(app: &App, req: &Request) -> R {
             .into_iter()
             .map(|(ext, r)| {
                 let mut a = json!({
-                    "uri": r.get("uri").cloned().unwrap_or(Value::Null),
-                    "name": r.get("name").and_then(Value::as_str).unwrap_or(""),
-                    "mimeType": r.get("mimeType").and_then(Value::as_str).unwrap_or("text/html;profile=mcp-app"),
+                    "uri": r.uri,
+                    "name": r.name,
+                    "mimeType": r.mime_type.as_deref().unwrap_or("text/html;profile=mcp-app"),
                     "mcpServers": [ext],
                     // A window size (goose's schema requires one; gosling's apps name none).
                     "width": 800, "height": 600, "resizable": true,
                 });
-                if let Some(d) = r.get("description").filter(|d| d.is_string()) {
-                    a["description"] = d.clone();
+                if let Some(d) = r.description {
+                    a["description"] = Value::String(d);
                 }
                 a
             })

@@ -18,7 +18,9 @@ use crate::transport::{Inbound, Lead, Transport};
 use crossbeam_channel::{Receiver, Sender};
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{self, ErrorObject, Message, METHOD_NOT_FOUND};
-use gosling_wire::mcp_types::{CallToolResult, Tool};
+use gosling_wire::mcp_types::{
+    CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool,
+};
 use gosling_wire::mcp_version::{self, Era, Refusal};
 use gosling_wire::peer::{self, Answer, Busy, GiveUp, Handler, Incoming, Peer};
 use serde_json::{json, Value};
@@ -53,6 +55,18 @@ const LEAD_SLICE: Duration = Duration::from_millis(20);
 const LISTEN_WINDOW: Duration = Duration::from_secs(600);
 /// The longest pause before opening a dropped `subscriptions/listen` again.
 const LISTEN_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// What a JSON value that is not an object is, for error messages.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Array(_) => "an array",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::Object(_) => "an object",
+        Value::Null => "null",
+    }
+}
 
 /// The size of `v` as compact JSON, without building the text.
 fn json_len(v: &Value) -> usize {
@@ -911,16 +925,10 @@ impl Client {
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
         let result = self.bounded(r?, || format!("the result of tool {name}"))?;
         let result = CallToolResult::from_value(result).map_err(|v| {
-            let kind = match v {
-                Value::Array(_) => "an array",
-                Value::String(_) => "a string",
-                Value::Number(_) => "a number",
-                Value::Bool(_) => "a boolean",
-                _ => "null",
-            };
             Error::Other(format!(
-                "{}: the result of tool {name} is {kind}, not a CallToolResult object; the server is broken",
-                self.shared.extension
+                "{}: the result of tool {name} is {}, not a CallToolResult object; the server is broken",
+                self.shared.extension,
+                json_kind(&v)
             ))
         })?;
         Ok(self.check_output(name, result))
@@ -971,31 +979,64 @@ impl Client {
         Ok(v)
     }
 
-    pub fn list_resources(&self) -> Result<Vec<Value>, Error> {
-        self.list_all("resources", "resources/list", "resources")
+    /// The server's resources (all pages). An item that is not a resource (no string `uri` and
+    /// `name`) is left out (logged).
+    pub fn list_resources(&self) -> Result<Vec<Resource>, Error> {
+        let listed = self.list_all("resources", "resources/list", "resources")?;
+        Ok(self.typed(listed, Resource::from_value, "a resource has a string uri and name"))
     }
 
-    pub fn list_resource_templates(&self) -> Result<Vec<Value>, Error> {
-        self.list_all("resources", "resources/templates/list", "resourceTemplates")
+    /// The server's resource templates (all pages). An item that is not a template (no string
+    /// `uriTemplate` and `name`) is left out (logged).
+    pub fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, Error> {
+        let listed = self.list_all("resources", "resources/templates/list", "resourceTemplates")?;
+        Ok(self.typed(listed, ResourceTemplate::from_value, "a resource template has a string uriTemplate and name"))
     }
 
-    pub fn read_resource(&self, uri: &str) -> Result<Value, Error> {
+    /// The server's prompts (all pages). An item that is not a prompt (no string `name`) is left
+    /// out (logged).
+    pub fn list_prompts(&self) -> Result<Vec<Prompt>, Error> {
+        let listed = self.list_all("prompts", "prompts/list", "prompts")?;
+        Ok(self.typed(listed, Prompt::from_value, "a prompt has a string name"))
+    }
+
+    /// Listed items as `T`, leaving out (logged) those that are not.
+    fn typed<T>(&self, listed: Vec<Value>, from: fn(Value) -> Result<T, Value>, rule: &str) -> Vec<T> {
+        listed
+            .into_iter()
+            .filter_map(|item| {
+                from(item).map_err(|v| log::warn!("mcp {}: not listing {v} ({rule})", self.shared.extension)).ok()
+            })
+            .collect()
+    }
+
+    /// `resources/read`; a result that is not an object is an error.
+    pub fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, Error> {
         self.require("resources")?;
         let r = self.shared.request_with_input("resources/read", json!({ "uri": uri }), self.timeout, None)?;
-        self.bounded(r, || format!("resource {uri}"))
+        let r = self.bounded(r, || format!("resource {uri}"))?;
+        ReadResourceResult::from_value(r)
+            .map_err(|v| self.not_an_object(&format!("the contents of resource {uri}"), &v))
     }
 
-    pub fn list_prompts(&self) -> Result<Vec<Value>, Error> {
-        self.list_all("prompts", "prompts/list", "prompts")
-    }
-
-    pub fn get_prompt(&self, name: &str, arguments: Option<Value>) -> Result<Value, Error> {
+    /// `prompts/get`; a result that is not an object is an error.
+    pub fn get_prompt(&self, name: &str, arguments: Option<Value>) -> Result<GetPromptResult, Error> {
         self.require("prompts")?;
         let mut params = json!({ "name": name });
         if let Some(a) = arguments {
             params["arguments"] = a;
         }
-        self.shared.request_with_input("prompts/get", params, self.timeout, None)
+        let r = self.shared.request_with_input("prompts/get", params, self.timeout, None)?;
+        GetPromptResult::from_value(r).map_err(|v| self.not_an_object(&format!("prompt {name}"), &v))
+    }
+
+    /// The error for a result (`what`) that is `v`, not an object.
+    fn not_an_object(&self, what: &str, v: &Value) -> Error {
+        Error::Other(format!(
+            "{}: {what} is {}, not an object; the server is broken",
+            self.shared.extension,
+            json_kind(v)
+        ))
     }
 
     /// Checks the server answers: `ping` (legacy), `server/discover` (modern, which has no ping).

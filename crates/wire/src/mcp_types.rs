@@ -1,5 +1,7 @@
 //! MCP data as Rust types (spec revisions 2025-06-18 and 2025-11-25): a server's `Tool`, the
-//! `CallToolResult` of `tools/call` and its `ContentBlock`s. The MCP client (`mcp::Client`)
+//! `CallToolResult` of `tools/call` and its `ContentBlock`s; its `Resource`s and
+//! `ResourceTemplate`s, the `ReadResourceResult` of `resources/read` and its `ResourceContents`;
+//! its `Prompt`s and the `GetPromptResult` of `prompts/get`. The MCP client (`mcp::Client`)
 //! reads them off the wire and everything above it (extensions, agent, acp, http) passes them
 //! around; goose's and ACP's JSON are made from them at the edges.
 //!
@@ -7,10 +9,13 @@
 //! interpret are kept in `extra` (in the order they came) and written back after the known ones;
 //! a known key whose value is not of the spec's type is kept in `extra` as it came (the typed
 //! field stays `None`); a content block of a kind gosling does not know, or of a known kind
-//! without the spec's required fields, is kept whole as `ContentBlock::Other`. Equivalent, not
-//! identical: keys come back in the spec's order, an explicit `null` of an optional field comes
-//! back absent, and a result without `content` comes back with an empty one. A content block's
-//! `annotations` and `_meta` stay in its `extra`.
+//! without the spec's required fields, is kept whole as `ContentBlock::Other` (a resource's
+//! contents as `ResourceContents::Other`); a list of icons, prompt arguments or prompt messages
+//! with an item not of the spec's shape stays in `extra` whole. Equivalent, not identical: keys
+//! come back in the spec's order, an explicit `null` of an optional field comes back absent, and
+//! a result without `content` (`contents`, `messages`) comes back with an empty one. The
+//! `annotations` of a content block, resource or template, and a content block's `_meta`, stay in
+//! its `extra`.
 //!
 //! Schemas (`inputSchema`, `outputSchema`) and `structuredContent` stay `Value`: they are JSON
 //! Schema and whatever JSON the server declares. The codec goes through `Value` by hand rather
@@ -121,19 +126,124 @@ pub struct ResourceLink {
     pub extra: Extra,
 }
 
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EmbeddedResource {
     pub resource: ResourceContents,
     pub extra: Extra,
 }
 
-/// A resource's contents: `text` or base64 `blob`.
+/// A resource's contents (embedded in a content block, or read by `resources/read`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceContents {
+    /// `TextResourceContents`: a string `text`.
+    Text(TextResourceContents),
+    /// `BlobResourceContents`: base64 `blob`.
+    Blob(BlobResourceContents),
+    /// Contents of another shape (no string `uri`, or neither a string `text` nor `blob`): kept
+    /// whole, forwarded unchanged.
+    Other(Value),
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ResourceContents {
+pub struct TextResourceContents {
     pub uri: String,
     pub mime_type: Option<String>,
-    pub text: Option<String>,
-    pub blob: Option<String>,
+    pub text: String,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlobResourceContents {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    /// Base64.
+    pub blob: String,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// A resource as `resources/list` returns it. Its `annotations` stay in `extra`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Resource {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+    /// The size in bytes, when the server knows it.
+    pub size: Option<u64>,
+    pub icons: Option<Vec<Icon>>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// A template of resource URIs (RFC 6570) as `resources/templates/list` returns it. Its
+/// `annotations` stay in `extra`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResourceTemplate {
+    pub uri_template: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+    pub icons: Option<Vec<Icon>>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// The result of `resources/read`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadResourceResult {
+    pub contents: Vec<ResourceContents>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// A prompt (template) as `prompts/list` returns it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Prompt {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// As the server sent them: `None` when it left `arguments` out.
+    pub arguments: Option<Vec<PromptArgument>>,
+    pub icons: Option<Vec<Icon>>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// An argument a prompt takes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromptArgument {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub required: Option<bool>,
+    pub extra: Extra,
+}
+
+/// The result of `prompts/get`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GetPromptResult {
+    pub description: Option<String>,
+    pub messages: Vec<PromptMessage>,
+    /// `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    pub extra: Extra,
+}
+
+/// One message of a prompt: `role` (`user` or `assistant`) and one content block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptMessage {
+    pub role: String,
+    pub content: ContentBlock,
     pub extra: Extra,
 }
 
@@ -150,10 +260,7 @@ impl Tool {
             input_schema: take_if(&mut m, "inputSchema", |v| !v.is_null()).unwrap_or(Value::Null),
             output_schema: take_if(&mut m, "outputSchema", |v| !v.is_null()),
             annotations: take_object(&mut m, "annotations").map(ToolAnnotations::from_map),
-            icons: take_if(&mut m, "icons", |v| v.as_array().is_some_and(|a| a.iter().all(icon_fits))).map(|v| {
-                let Value::Array(a) = v else { unreachable!("checked by icon_fits") };
-                a.into_iter().map(Icon::from_value).collect()
-            }),
+            icons: take_icons(&mut m),
             execution: take_object(&mut m, "execution")
                 .map(|mut e| ToolExecution { task_support: take_string(&mut e, "taskSupport"), extra: e }),
             meta: take_object(&mut m, "_meta"),
@@ -176,17 +283,13 @@ impl Tool {
         if let Some(a) = &self.annotations {
             put(&mut m, "annotations", a.to_value());
         }
-        if let Some(icons) = &self.icons {
-            put(&mut m, "icons", Value::Array(icons.iter().map(Icon::to_value).collect()));
-        }
+        put_icons(&mut m, &self.icons);
         if let Some(e) = &self.execution {
             let mut x = Map::new();
             put_str(&mut x, "taskSupport", &e.task_support);
             put(&mut m, "execution", with_extra(x, &e.extra));
         }
-        if let Some(meta) = &self.meta {
-            put(&mut m, "_meta", Value::Object(meta.clone()));
-        }
+        put_meta(&mut m, &self.meta);
         with_extra(m, &self.extra)
     }
 
@@ -233,6 +336,26 @@ impl ToolAnnotations {
 /// An icon: an object with a string `src`.
 fn icon_fits(v: &Value) -> bool {
     v.get("src").is_some_and(Value::is_string)
+}
+
+/// `icons`, when every item is an icon (else the list stays in `extra`).
+fn take_icons(m: &mut Map<String, Value>) -> Option<Vec<Icon>> {
+    match take_if(m, "icons", |v| v.as_array().is_some_and(|a| a.iter().all(icon_fits))) {
+        Some(Value::Array(a)) => Some(a.into_iter().map(Icon::from_value).collect()),
+        _ => None,
+    }
+}
+
+fn put_icons(m: &mut Map<String, Value>, icons: &Option<Vec<Icon>>) {
+    if let Some(icons) = icons {
+        put(m, "icons", Value::Array(icons.iter().map(Icon::to_value).collect()));
+    }
+}
+
+fn put_meta(m: &mut Map<String, Value>, meta: &Option<Map<String, Value>>) {
+    if let Some(meta) = meta {
+        put(m, "_meta", Value::Object(meta.clone()));
+    }
 }
 
 impl Icon {
@@ -361,14 +484,7 @@ impl ContentBlock {
                 extra: Extra::new(),
             }),
             "resource" if m.get("resource").is_some_and(|r| r.get("uri").is_some_and(Value::is_string)) => {
-                let Some(Value::Object(mut r)) = m.shift_remove("resource") else { unreachable!("checked above") };
-                let resource = ResourceContents {
-                    uri: take_string(&mut r, "uri").unwrap_or_default(),
-                    mime_type: take_string(&mut r, "mimeType"),
-                    text: take_string(&mut r, "text"),
-                    blob: take_string(&mut r, "blob"),
-                    extra: r,
-                };
+                let resource = ResourceContents::from_value(m.shift_remove("resource").unwrap_or_default());
                 ContentBlock::Resource(EmbeddedResource { resource, extra: Extra::new() })
             }
             _ => return ContentBlock::Other(Value::Object(m)),
@@ -413,17 +529,279 @@ impl ContentBlock {
             }
             ContentBlock::Resource(e) => {
                 kind(&mut m, "resource");
-                let r = &e.resource;
-                let mut x = Map::new();
-                put(&mut x, "uri", Value::String(r.uri.clone()));
-                put_str(&mut x, "mimeType", &r.mime_type);
-                put_str(&mut x, "text", &r.text);
-                put_str(&mut x, "blob", &r.blob);
-                put(&mut m, "resource", with_extra(x, &r.extra));
+                put(&mut m, "resource", e.resource.to_value());
                 &e.extra
             }
         };
         with_extra(m, extra)
+    }
+}
+
+impl ResourceContents {
+    /// Contents from their JSON: `Text` when `text` is a string, else `Blob` when `blob` is, both
+    /// with a string `uri`; `Other` otherwise.
+    pub fn from_value(v: Value) -> ResourceContents {
+        let fits = |k: &str| v.get("uri").is_some_and(Value::is_string) && v.get(k).is_some_and(Value::is_string);
+        let text = fits("text");
+        if !text && !fits("blob") {
+            return ResourceContents::Other(v);
+        }
+        let Value::Object(mut m) = v else { unreachable!("checked by fits") };
+        let uri = take_string(&mut m, "uri").unwrap_or_default();
+        let mime_type = take_string(&mut m, "mimeType");
+        if text {
+            let text = take_string(&mut m, "text").unwrap_or_default();
+            let meta = take_object(&mut m, "_meta");
+            ResourceContents::Text(TextResourceContents { uri, mime_type, text, meta, extra: m })
+        } else {
+            let blob = take_string(&mut m, "blob").unwrap_or_default();
+            let meta = take_object(&mut m, "_meta");
+            ResourceContents::Blob(BlobResourceContents { uri, mime_type, blob, meta, extra: m })
+        }
+    }
+
+    /// The contents' JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        let (uri, mime_type, (key, body), meta, extra) = match self {
+            ResourceContents::Other(v) => return v.clone(),
+            ResourceContents::Text(t) => (&t.uri, &t.mime_type, ("text", &t.text), &t.meta, &t.extra),
+            ResourceContents::Blob(b) => (&b.uri, &b.mime_type, ("blob", &b.blob), &b.meta, &b.extra),
+        };
+        put(&mut m, "uri", Value::String(uri.clone()));
+        put_str(&mut m, "mimeType", mime_type);
+        put(&mut m, key, Value::String(body.clone()));
+        put_meta(&mut m, meta);
+        with_extra(m, extra)
+    }
+
+    /// The `uri` (`None` for `Other` contents without a string one).
+    pub fn uri(&self) -> Option<&str> {
+        match self {
+            ResourceContents::Text(t) => Some(&t.uri),
+            ResourceContents::Blob(b) => Some(&b.uri),
+            ResourceContents::Other(v) => v.get("uri").and_then(Value::as_str),
+        }
+    }
+
+    /// The text of text contents.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            ResourceContents::Text(t) => Some(&t.text),
+            _ => None,
+        }
+    }
+}
+
+impl Resource {
+    /// A resource from its JSON; `Err` (the value back) when it is not an object with a string
+    /// `uri` and `name`.
+    pub fn from_value(v: Value) -> Result<Resource, Value> {
+        if !["uri", "name"].iter().all(|k| v.get(k).is_some_and(Value::is_string)) {
+            return Err(v);
+        }
+        let Value::Object(mut m) = v else { return Err(v) };
+        Ok(Resource {
+            uri: take_string(&mut m, "uri").unwrap_or_default(),
+            name: take_string(&mut m, "name").unwrap_or_default(),
+            title: take_string(&mut m, "title"),
+            description: take_string(&mut m, "description"),
+            mime_type: take_string(&mut m, "mimeType"),
+            size: take_if(&mut m, "size", Value::is_u64).and_then(|v| v.as_u64()),
+            icons: take_icons(&mut m),
+            meta: take_object(&mut m, "_meta"),
+            extra: m,
+        })
+    }
+
+    /// The resource's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "uri", Value::String(self.uri.clone()));
+        put(&mut m, "name", Value::String(self.name.clone()));
+        put_str(&mut m, "title", &self.title);
+        put_str(&mut m, "description", &self.description);
+        put_str(&mut m, "mimeType", &self.mime_type);
+        if let Some(n) = self.size {
+            put(&mut m, "size", Value::from(n));
+        }
+        put_icons(&mut m, &self.icons);
+        put_meta(&mut m, &self.meta);
+        with_extra(m, &self.extra)
+    }
+}
+
+impl ResourceTemplate {
+    /// A template from its JSON; `Err` (the value back) when it is not an object with a string
+    /// `uriTemplate` and `name`.
+    pub fn from_value(v: Value) -> Result<ResourceTemplate, Value> {
+        if !["uriTemplate", "name"].iter().all(|k| v.get(k).is_some_and(Value::is_string)) {
+            return Err(v);
+        }
+        let Value::Object(mut m) = v else { return Err(v) };
+        Ok(ResourceTemplate {
+            uri_template: take_string(&mut m, "uriTemplate").unwrap_or_default(),
+            name: take_string(&mut m, "name").unwrap_or_default(),
+            title: take_string(&mut m, "title"),
+            description: take_string(&mut m, "description"),
+            mime_type: take_string(&mut m, "mimeType"),
+            icons: take_icons(&mut m),
+            meta: take_object(&mut m, "_meta"),
+            extra: m,
+        })
+    }
+
+    /// The template's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "uriTemplate", Value::String(self.uri_template.clone()));
+        put(&mut m, "name", Value::String(self.name.clone()));
+        put_str(&mut m, "title", &self.title);
+        put_str(&mut m, "description", &self.description);
+        put_str(&mut m, "mimeType", &self.mime_type);
+        put_icons(&mut m, &self.icons);
+        put_meta(&mut m, &self.meta);
+        with_extra(m, &self.extra)
+    }
+}
+
+impl ReadResourceResult {
+    /// A result from its JSON; `Err` (the value back) when it is not an object.
+    pub fn from_value(v: Value) -> Result<ReadResourceResult, Value> {
+        let Value::Object(mut m) = v else { return Err(v) };
+        let contents = match take_if(&mut m, "contents", Value::is_array) {
+            Some(Value::Array(a)) => a.into_iter().map(ResourceContents::from_value).collect(),
+            _ => Vec::new(),
+        };
+        Ok(ReadResourceResult { contents, meta: take_object(&mut m, "_meta"), extra: m })
+    }
+
+    /// The result's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        // A `contents` that was not an array is still in `extra`: it is written back instead.
+        if !self.extra.contains_key("contents") {
+            put(&mut m, "contents", Value::Array(self.contents.iter().map(ResourceContents::to_value).collect()));
+        }
+        put_meta(&mut m, &self.meta);
+        with_extra(m, &self.extra)
+    }
+}
+
+/// A prompt argument: an object with a string `name`.
+fn argument_fits(v: &Value) -> bool {
+    v.get("name").is_some_and(Value::is_string)
+}
+
+/// A prompt message: an object with a string `role` and a `content`.
+fn message_fits(v: &Value) -> bool {
+    v.get("role").is_some_and(Value::is_string) && v.get("content").is_some_and(|c| !c.is_null())
+}
+
+impl Prompt {
+    /// A prompt from its JSON; `Err` (the value back) when it is not an object with a string
+    /// `name`.
+    pub fn from_value(v: Value) -> Result<Prompt, Value> {
+        if !v.get("name").is_some_and(Value::is_string) {
+            return Err(v);
+        }
+        let Value::Object(mut m) = v else { return Err(v) };
+        Ok(Prompt {
+            name: take_string(&mut m, "name").unwrap_or_default(),
+            title: take_string(&mut m, "title"),
+            description: take_string(&mut m, "description"),
+            arguments: match take_if(&mut m, "arguments", |v| v.as_array().is_some_and(|a| a.iter().all(argument_fits)))
+            {
+                Some(Value::Array(a)) => Some(a.into_iter().map(PromptArgument::from_value).collect()),
+                _ => None,
+            },
+            icons: take_icons(&mut m),
+            meta: take_object(&mut m, "_meta"),
+            extra: m,
+        })
+    }
+
+    /// The prompt's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "name", Value::String(self.name.clone()));
+        put_str(&mut m, "title", &self.title);
+        put_str(&mut m, "description", &self.description);
+        if let Some(a) = &self.arguments {
+            put(&mut m, "arguments", Value::Array(a.iter().map(PromptArgument::to_value).collect()));
+        }
+        put_icons(&mut m, &self.icons);
+        put_meta(&mut m, &self.meta);
+        with_extra(m, &self.extra)
+    }
+}
+
+impl PromptArgument {
+    /// An argument from JSON checked by `argument_fits`.
+    fn from_value(v: Value) -> PromptArgument {
+        let Value::Object(mut m) = v else { return PromptArgument::default() };
+        PromptArgument {
+            name: take_string(&mut m, "name").unwrap_or_default(),
+            title: take_string(&mut m, "title"),
+            description: take_string(&mut m, "description"),
+            required: take_bool(&mut m, "required"),
+            extra: m,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "name", Value::String(self.name.clone()));
+        put_str(&mut m, "title", &self.title);
+        put_str(&mut m, "description", &self.description);
+        if let Some(r) = self.required {
+            put(&mut m, "required", Value::Bool(r));
+        }
+        with_extra(m, &self.extra)
+    }
+}
+
+impl GetPromptResult {
+    /// A result from its JSON; `Err` (the value back) when it is not an object.
+    pub fn from_value(v: Value) -> Result<GetPromptResult, Value> {
+        let Value::Object(mut m) = v else { return Err(v) };
+        let description = take_string(&mut m, "description");
+        let messages = match take_if(&mut m, "messages", |v| v.as_array().is_some_and(|a| a.iter().all(message_fits))) {
+            Some(Value::Array(a)) => a.into_iter().map(PromptMessage::from_value).collect(),
+            _ => Vec::new(),
+        };
+        Ok(GetPromptResult { description, messages, meta: take_object(&mut m, "_meta"), extra: m })
+    }
+
+    /// The result's JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put_str(&mut m, "description", &self.description);
+        // `messages` not of the spec's shape are still in `extra`: they are written back instead.
+        if !self.extra.contains_key("messages") {
+            put(&mut m, "messages", Value::Array(self.messages.iter().map(PromptMessage::to_value).collect()));
+        }
+        put_meta(&mut m, &self.meta);
+        with_extra(m, &self.extra)
+    }
+}
+
+impl PromptMessage {
+    /// A message from JSON checked by `message_fits`.
+    fn from_value(v: Value) -> PromptMessage {
+        let Value::Object(mut m) = v else { unreachable!("checked by message_fits") };
+        PromptMessage {
+            role: take_string(&mut m, "role").unwrap_or_default(),
+            content: ContentBlock::from_value(m.shift_remove("content").unwrap_or_default()),
+            extra: m,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        put(&mut m, "role", Value::String(self.role.clone()));
+        put(&mut m, "content", self.content.to_value());
+        with_extra(m, &self.extra)
     }
 }
 
@@ -531,6 +909,51 @@ impl<'de> Deserialize<'de> for ContentBlock {
     }
 }
 
+/// `Display` (the JSON text, for messages and logs) and serde through `Value` for a type with
+/// `from_value` (returning `Result`, `Err` meaning "not of this type": `what` says what it is)
+/// and `to_value`.
+macro_rules! through_value {
+    ($($t:ident: $what:literal),* $(,)?) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.to_value().fmt(f)
+            }
+        }
+
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.to_value().serialize(s)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                $t::from_value(Value::deserialize(d)?).map_err(|_| serde::de::Error::custom($what))
+            }
+        }
+    )*};
+}
+
+through_value! {
+    Resource: "an MCP resource is an object with a string `uri` and `name`",
+    ResourceTemplate: "an MCP resource template is an object with a string `uriTemplate` and `name`",
+    ReadResourceResult: "an MCP ReadResourceResult is an object",
+    Prompt: "an MCP prompt is an object with a string `name`",
+    GetPromptResult: "an MCP GetPromptResult is an object",
+}
+
+impl Serialize for ResourceContents {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceContents {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ResourceContents, D::Error> {
+        Ok(ResourceContents::from_value(Value::deserialize(d)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,5 +1055,123 @@ mod tests {
             CallToolResult::text("boom", true).to_value(),
             json!({"content": [{"type": "text", "text": "boom"}], "isError": true})
         );
+    }
+
+    #[test]
+    fn resources_and_templates_round_trip_typed_and_need_their_required_keys() {
+        let v = json!({
+            "uri": "ui://app/main", "name": "main", "title": "Main", "description": "the app",
+            "mimeType": "text/html;profile=mcp-app", "size": 1024,
+            "icons": [{"src": "https://example.com/i.svg"}], "_meta": {"ui": {"csp": {}}},
+            "annotations": {"audience": ["user"], "priority": 0.5}, "x-later": 1
+        });
+        let r = Resource::from_value(v.clone()).unwrap();
+        assert_eq!((r.uri.as_str(), r.name.as_str(), r.size), ("ui://app/main", "main", Some(1024)));
+        assert_eq!(r.extra["annotations"]["priority"], 0.5);
+        assert_eq!(r.to_value(), v);
+        assert_eq!(serde_json::to_value(serde_json::from_value::<Resource>(v.clone()).unwrap()).unwrap(), v);
+        // A known key of another type stays as it came.
+        let odd = json!({"uri": "a://b", "name": "b", "size": -1, "icons": "none", "title": null});
+        let r = Resource::from_value(odd).unwrap();
+        assert_eq!((r.size, r.icons.as_ref(), r.title.as_ref()), (None, None, None));
+        assert_eq!(r.to_value(), json!({"uri": "a://b", "name": "b", "size": -1, "icons": "none"}));
+        assert!(Resource::from_value(json!({"uri": "a://b"})).is_err());
+        assert!(Resource::from_value(json!({"name": "b", "uri": 1})).is_err());
+        assert!(Resource::from_value(json!(["a://b"])).is_err());
+
+        let v = json!({"uriTemplate": "greeting://{name}", "name": "greeting", "mimeType": "text/plain",
+            "annotations": {"lastModified": "2025-01-01T00:00:00Z"}, "_meta": {}, "x": [1]});
+        let t = ResourceTemplate::from_value(v.clone()).unwrap();
+        assert_eq!(t.uri_template, "greeting://{name}");
+        assert_eq!(t.to_value(), v);
+        assert!(ResourceTemplate::from_value(json!({"uri": "greeting://x", "name": "g"})).is_err());
+    }
+
+    #[test]
+    fn read_results_keep_unknown_contents_whole() {
+        let v = json!({
+            "contents": [
+                {"uri": "file:///a", "mimeType": "text/plain", "text": "a", "_meta": {"m": 1}, "x": true},
+                {"uri": "file:///b", "blob": "Yg=="},
+                {"uri": "file:///c", "mimeType": "text/plain"},
+                {"text": "no uri"},
+                7
+            ],
+            "_meta": {"k": "v"}, "x-extra": "kept"
+        });
+        let r = ReadResourceResult::from_value(v.clone()).unwrap();
+        let kinds: Vec<&str> = r
+            .contents
+            .iter()
+            .map(|c| match c {
+                ResourceContents::Text(_) => "text",
+                ResourceContents::Blob(_) => "blob",
+                ResourceContents::Other(_) => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["text", "blob", "other", "other", "other"]);
+        assert_eq!((r.contents[0].uri(), r.contents[0].as_text()), (Some("file:///a"), Some("a")));
+        assert_eq!((r.contents[2].uri(), r.contents[3].uri()), (Some("file:///c"), None));
+        assert_eq!(r.to_value(), v);
+        assert_eq!(serde_json::to_value(serde_json::from_value::<ReadResourceResult>(v.clone()).unwrap()).unwrap(), v);
+        for v in [json!({"contents": "odd"}), json!({"contents": []})] {
+            assert_eq!(ReadResourceResult::from_value(v.clone()).unwrap().to_value(), v);
+        }
+        assert_eq!(
+            ReadResourceResult::from_value(json!({"contents": null})).unwrap().to_value(),
+            json!({"contents": []})
+        );
+        assert!(ReadResourceResult::from_value(json!("contents")).is_err());
+        // Text wins when both are there; the blob stays in `extra`.
+        let both = json!({"uri": "a://b", "text": "t", "blob": "Yg=="});
+        let c = ResourceContents::from_value(both.clone());
+        assert_eq!(c.as_text(), Some("t"));
+        assert_eq!(c.to_value(), both);
+    }
+
+    #[test]
+    fn prompts_and_prompt_results_round_trip_typed() {
+        let v = json!({
+            "name": "review", "title": "Review", "description": "reviews code",
+            "arguments": [{"name": "code", "title": "Code", "description": "the code", "required": true, "x": 1},
+                {"name": "style"}],
+            "icons": [{"src": "data:image/png;base64,AA=="}], "_meta": {"a": 1}, "x-later": null
+        });
+        let p = Prompt::from_value(v.clone()).unwrap();
+        let args = p.arguments.as_ref().unwrap();
+        assert_eq!((args[0].name.as_str(), args[0].required, args[1].required), ("code", Some(true), None));
+        assert_eq!(p.to_value(), v);
+        assert_eq!(serde_json::to_value(serde_json::from_value::<Prompt>(v.clone()).unwrap()).unwrap(), v);
+        // Arguments with one that is not an argument stay whole, as they came.
+        let odd = json!({"name": "p", "arguments": [{"name": "a"}, {"required": true}]});
+        let p = Prompt::from_value(odd.clone()).unwrap();
+        assert!(p.arguments.is_none());
+        assert_eq!(p.to_value(), odd);
+        assert_eq!(Prompt::from_value(json!({"name": "p"})).unwrap().to_value(), json!({"name": "p"}));
+        assert!(Prompt::from_value(json!({"title": "nameless"})).is_err());
+
+        let v = json!({
+            "description": "a review",
+            "messages": [
+                {"role": "user", "content": {"type": "text", "text": "review x = 1"}},
+                {"role": "assistant", "content": {"type": "resource", "resource": {"uri": "file:///x", "text": "x"}}},
+                {"role": "user", "content": {"type": "hologram", "frames": 2}, "x": 1}
+            ],
+            "_meta": {"m": true}, "x-extra": [1]
+        });
+        let r = GetPromptResult::from_value(v.clone()).unwrap();
+        assert_eq!(r.messages.len(), 3);
+        assert_eq!((r.messages[0].role.as_str(), r.messages[0].content.as_text()), ("user", Some("review x = 1")));
+        assert!(matches!(r.messages[1].content, ContentBlock::Resource(_)));
+        assert!(matches!(r.messages[2].content, ContentBlock::Other(_)));
+        assert_eq!(r.to_value(), v);
+        assert_eq!(serde_json::to_value(serde_json::from_value::<GetPromptResult>(v.clone()).unwrap()).unwrap(), v);
+        // Messages with one that is not a message stay whole, as they came.
+        let odd = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "a"}}, {"role": "user"}]});
+        let r = GetPromptResult::from_value(odd.clone()).unwrap();
+        assert!(r.messages.is_empty());
+        assert_eq!(r.to_value(), odd);
+        assert_eq!(GetPromptResult::from_value(json!({})).unwrap().to_value(), json!({"messages": []}));
+        assert!(GetPromptResult::from_value(json!(null)).is_err());
     }
 }
