@@ -1019,7 +1019,7 @@ impl Client {
             .map_err(|v| self.not_an_object(&format!("the contents of resource {uri}"), &v))
     }
 
-    /// `prompts/get`; a result that is not an object is an error.
+    /// `prompts/get`, bounded as a tool result is; a result that is not an object is an error.
     pub fn get_prompt(&self, name: &str, arguments: Option<Value>) -> Result<GetPromptResult, Error> {
         self.require("prompts")?;
         let mut params = json!({ "name": name });
@@ -1027,6 +1027,7 @@ impl Client {
             params["arguments"] = a;
         }
         let r = self.shared.request_with_input("prompts/get", params, self.timeout, None)?;
+        let r = self.bounded(r, || format!("prompt {name}"))?;
         GetPromptResult::from_value(r).map_err(|v| self.not_an_object(&format!("prompt {name}"), &v))
     }
 
