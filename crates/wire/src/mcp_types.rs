@@ -857,58 +857,6 @@ fn with_extra(mut m: Map<String, Value>, extra: &Extra) -> Value {
     Value::Object(m)
 }
 
-/// The JSON text (for messages and logs).
-impl std::fmt::Display for Tool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.to_value().fmt(f)
-    }
-}
-
-/// The JSON text (for messages and logs).
-impl std::fmt::Display for CallToolResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.to_value().fmt(f)
-    }
-}
-
-impl Serialize for Tool {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_value().serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Tool {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tool, D::Error> {
-        Tool::from_value(Value::deserialize(d)?)
-            .map_err(|_| serde::de::Error::custom("an MCP tool is an object with a string `name`"))
-    }
-}
-
-impl Serialize for CallToolResult {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_value().serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for CallToolResult {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CallToolResult, D::Error> {
-        CallToolResult::from_value(Value::deserialize(d)?)
-            .map_err(|_| serde::de::Error::custom("an MCP CallToolResult is an object"))
-    }
-}
-
-impl Serialize for ContentBlock {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_value().serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for ContentBlock {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ContentBlock, D::Error> {
-        Ok(ContentBlock::from_value(Value::deserialize(d)?))
-    }
-}
-
 /// `Display` (the JSON text, for messages and logs) and serde through `Value` for a type with
 /// `from_value` (returning `Result`, `Err` meaning "not of this type": `what` says what it is)
 /// and `to_value`.
@@ -935,6 +883,8 @@ macro_rules! through_value {
 }
 
 through_value! {
+    Tool: "an MCP tool is an object with a string `name`",
+    CallToolResult: "an MCP CallToolResult is an object",
     Resource: "an MCP resource is an object with a string `uri` and `name`",
     ResourceTemplate: "an MCP resource template is an object with a string `uriTemplate` and `name`",
     ReadResourceResult: "an MCP ReadResourceResult is an object",
@@ -942,17 +892,25 @@ through_value! {
     GetPromptResult: "an MCP GetPromptResult is an object",
 }
 
-impl Serialize for ResourceContents {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_value().serialize(s)
-    }
+/// Serde through `Value` for a type whose `from_value` takes anything (what it does not know
+/// is kept as `Other`).
+macro_rules! through_value_total {
+    ($($t:ident),* $(,)?) => {$(
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.to_value().serialize(s)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                Ok($t::from_value(Value::deserialize(d)?))
+            }
+        }
+    )*};
 }
 
-impl<'de> Deserialize<'de> for ResourceContents {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ResourceContents, D::Error> {
-        Ok(ResourceContents::from_value(Value::deserialize(d)?))
-    }
-}
+through_value_total!(ContentBlock, ResourceContents);
 
 #[cfg(test)]
 mod tests {
