@@ -27,6 +27,7 @@
 //! they are whatever JSON the model sends. Not here: what a message means to the model
 //! (`agent::messages`).
 
+use gosling_wire::fields::{put, with_extra};
 use gosling_wire::mcp_types::{CallToolResult, ContentBlock};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -534,17 +535,8 @@ impl Content {
     }
 }
 
-fn put(m: &mut Map<String, Value>, key: &str, v: impl Into<Value>) {
-    put_value(m, key, v.into())
-}
-
-// The map's hashing is inlined where its methods are called: one copy each for every field
-// (not one per field) keeps the codec small.
-#[inline(never)]
-fn put_value(m: &mut Map<String, Value>, key: &str, v: Value) {
-    m.insert(key.to_string(), v);
-}
-
+// The map's hashing is inlined where its methods are called: one copy each (not one per field)
+// keeps the codec small.
 #[inline(never)]
 fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     m.get(key)
@@ -553,13 +545,6 @@ fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 #[inline(never)]
 fn take(m: &mut Map<String, Value>, key: &str) -> Option<Value> {
     m.shift_remove(key)
-}
-
-fn with_extra(mut m: Map<String, Value>, extra: &Extra) -> Value {
-    for (k, v) in extra {
-        m.entry(k.as_str()).or_insert_with(|| v.clone());
-    }
-    Value::Object(m)
 }
 
 /// Removes `key` (checked to hold a string) and returns its string.

@@ -21,6 +21,9 @@
 //! Schema and whatever JSON the server declares. The codec goes through `Value` by hand rather
 //! than derived visitors, as `store::message` does (one copy of the code, binary size).
 
+use crate::fields::{
+    has_strings, put, put_list, put_meta, put_str, take_bool, take_if, take_list, take_object, take_string, with_extra,
+};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -260,7 +263,7 @@ impl Tool {
             input_schema: take_if(&mut m, "inputSchema", |v| !v.is_null()).unwrap_or(Value::Null),
             output_schema: take_if(&mut m, "outputSchema", |v| !v.is_null()),
             annotations: take_object(&mut m, "annotations").map(ToolAnnotations::from_map),
-            icons: take_icons(&mut m),
+            icons: take_list(&mut m, "icons", icon_fits, Icon::from_value),
             execution: take_object(&mut m, "execution")
                 .map(|mut e| ToolExecution { task_support: take_string(&mut e, "taskSupport"), extra: e }),
             meta: take_object(&mut m, "_meta"),
@@ -338,23 +341,9 @@ fn icon_fits(v: &Value) -> bool {
     v.get("src").is_some_and(Value::is_string)
 }
 
-/// `icons`, when every item is an icon (else the list stays in `extra`).
-fn take_icons(m: &mut Map<String, Value>) -> Option<Vec<Icon>> {
-    match take_if(m, "icons", |v| v.as_array().is_some_and(|a| a.iter().all(icon_fits))) {
-        Some(Value::Array(a)) => Some(a.into_iter().map(Icon::from_value).collect()),
-        _ => None,
-    }
-}
-
 fn put_icons(m: &mut Map<String, Value>, icons: &Option<Vec<Icon>>) {
     if let Some(icons) = icons {
-        put(m, "icons", Value::Array(icons.iter().map(Icon::to_value).collect()));
-    }
-}
-
-fn put_meta(m: &mut Map<String, Value>, meta: &Option<Map<String, Value>>) {
-    if let Some(meta) = meta {
-        put(m, "_meta", Value::Object(meta.clone()));
+        put_list(m, "icons", icons, Icon::to_value);
     }
 }
 
@@ -365,12 +354,10 @@ impl Icon {
         Icon {
             src: take_string(&mut m, "src").unwrap_or_default(),
             mime_type: take_string(&mut m, "mimeType"),
-            sizes: take_if(&mut m, "sizes", |v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string))).map(
-                |v| match v {
-                    Value::Array(a) => a.into_iter().filter_map(|s| s.as_str().map(str::to_string)).collect(),
-                    _ => Vec::new(),
-                },
-            ),
+            sizes: take_list(&mut m, "sizes", Value::is_string, |s| match s {
+                Value::String(s) => s,
+                _ => String::new(),
+            }),
             theme: take_string(&mut m, "theme"),
             extra: m,
         }
@@ -381,7 +368,7 @@ impl Icon {
         put(&mut m, "src", Value::String(self.src.clone()));
         put_str(&mut m, "mimeType", &self.mime_type);
         if let Some(s) = &self.sizes {
-            put(&mut m, "sizes", Value::Array(s.iter().cloned().map(Value::String).collect()));
+            put_list(&mut m, "sizes", s, |s| Value::String(s.clone()));
         }
         put_str(&mut m, "theme", &self.theme);
         with_extra(m, &self.extra)
@@ -397,10 +384,7 @@ impl CallToolResult {
     /// A result from its JSON; `Err` (the value back) when it is not an object.
     pub fn from_value(v: Value) -> Result<CallToolResult, Value> {
         let Value::Object(mut m) = v else { return Err(v) };
-        let content = match take_if(&mut m, "content", Value::is_array) {
-            Some(Value::Array(a)) => a.into_iter().map(ContentBlock::from_value).collect(),
-            _ => Vec::new(),
-        };
+        let content = take_list(&mut m, "content", |_| true, ContentBlock::from_value).unwrap_or_default();
         Ok(CallToolResult {
             content,
             structured_content: take_if(&mut m, "structuredContent", |v| !v.is_null()),
@@ -425,7 +409,7 @@ impl CallToolResult {
         let mut m = Map::new();
         // A `content` that was not an array is still in `extra`: it is written back instead.
         if !self.extra.contains_key("content") {
-            put(&mut m, "content", Value::Array(self.content.iter().map(ContentBlock::to_value).collect()));
+            put_list(&mut m, "content", &self.content, ContentBlock::to_value);
         }
         if let Some(s) = &self.structured_content {
             put(&mut m, "structuredContent", s.clone());
@@ -433,9 +417,7 @@ impl CallToolResult {
         if let Some(e) = is_error {
             put(&mut m, "isError", Value::Bool(e));
         }
-        if let Some(meta) = &self.meta {
-            put(&mut m, "_meta", Value::Object(meta.clone()));
-        }
+        put_meta(&mut m, &self.meta);
         with_extra(m, &self.extra)
     }
 
@@ -597,7 +579,7 @@ impl Resource {
     /// A resource from its JSON; `Err` (the value back) when it is not an object with a string
     /// `uri` and `name`.
     pub fn from_value(v: Value) -> Result<Resource, Value> {
-        if !["uri", "name"].iter().all(|k| v.get(k).is_some_and(Value::is_string)) {
+        if !has_strings(&v, &["uri", "name"]) {
             return Err(v);
         }
         let Value::Object(mut m) = v else { return Err(v) };
@@ -608,7 +590,7 @@ impl Resource {
             description: take_string(&mut m, "description"),
             mime_type: take_string(&mut m, "mimeType"),
             size: take_if(&mut m, "size", Value::is_u64).and_then(|v| v.as_u64()),
-            icons: take_icons(&mut m),
+            icons: take_list(&mut m, "icons", icon_fits, Icon::from_value),
             meta: take_object(&mut m, "_meta"),
             extra: m,
         })
@@ -635,7 +617,7 @@ impl ResourceTemplate {
     /// A template from its JSON; `Err` (the value back) when it is not an object with a string
     /// `uriTemplate` and `name`.
     pub fn from_value(v: Value) -> Result<ResourceTemplate, Value> {
-        if !["uriTemplate", "name"].iter().all(|k| v.get(k).is_some_and(Value::is_string)) {
+        if !has_strings(&v, &["uriTemplate", "name"]) {
             return Err(v);
         }
         let Value::Object(mut m) = v else { return Err(v) };
@@ -645,7 +627,7 @@ impl ResourceTemplate {
             title: take_string(&mut m, "title"),
             description: take_string(&mut m, "description"),
             mime_type: take_string(&mut m, "mimeType"),
-            icons: take_icons(&mut m),
+            icons: take_list(&mut m, "icons", icon_fits, Icon::from_value),
             meta: take_object(&mut m, "_meta"),
             extra: m,
         })
@@ -669,10 +651,7 @@ impl ReadResourceResult {
     /// A result from its JSON; `Err` (the value back) when it is not an object.
     pub fn from_value(v: Value) -> Result<ReadResourceResult, Value> {
         let Value::Object(mut m) = v else { return Err(v) };
-        let contents = match take_if(&mut m, "contents", Value::is_array) {
-            Some(Value::Array(a)) => a.into_iter().map(ResourceContents::from_value).collect(),
-            _ => Vec::new(),
-        };
+        let contents = take_list(&mut m, "contents", |_| true, ResourceContents::from_value).unwrap_or_default();
         Ok(ReadResourceResult { contents, meta: take_object(&mut m, "_meta"), extra: m })
     }
 
@@ -681,7 +660,7 @@ impl ReadResourceResult {
         let mut m = Map::new();
         // A `contents` that was not an array is still in `extra`: it is written back instead.
         if !self.extra.contains_key("contents") {
-            put(&mut m, "contents", Value::Array(self.contents.iter().map(ResourceContents::to_value).collect()));
+            put_list(&mut m, "contents", &self.contents, ResourceContents::to_value);
         }
         put_meta(&mut m, &self.meta);
         with_extra(m, &self.extra)
@@ -702,7 +681,7 @@ impl Prompt {
     /// A prompt from its JSON; `Err` (the value back) when it is not an object with a string
     /// `name`.
     pub fn from_value(v: Value) -> Result<Prompt, Value> {
-        if !v.get("name").is_some_and(Value::is_string) {
+        if !has_strings(&v, &["name"]) {
             return Err(v);
         }
         let Value::Object(mut m) = v else { return Err(v) };
@@ -710,12 +689,8 @@ impl Prompt {
             name: take_string(&mut m, "name").unwrap_or_default(),
             title: take_string(&mut m, "title"),
             description: take_string(&mut m, "description"),
-            arguments: match take_if(&mut m, "arguments", |v| v.as_array().is_some_and(|a| a.iter().all(argument_fits)))
-            {
-                Some(Value::Array(a)) => Some(a.into_iter().map(PromptArgument::from_value).collect()),
-                _ => None,
-            },
-            icons: take_icons(&mut m),
+            arguments: take_list(&mut m, "arguments", argument_fits, PromptArgument::from_value),
+            icons: take_list(&mut m, "icons", icon_fits, Icon::from_value),
             meta: take_object(&mut m, "_meta"),
             extra: m,
         })
@@ -728,7 +703,7 @@ impl Prompt {
         put_str(&mut m, "title", &self.title);
         put_str(&mut m, "description", &self.description);
         if let Some(a) = &self.arguments {
-            put(&mut m, "arguments", Value::Array(a.iter().map(PromptArgument::to_value).collect()));
+            put_list(&mut m, "arguments", a, PromptArgument::to_value);
         }
         put_icons(&mut m, &self.icons);
         put_meta(&mut m, &self.meta);
@@ -766,10 +741,7 @@ impl GetPromptResult {
     pub fn from_value(v: Value) -> Result<GetPromptResult, Value> {
         let Value::Object(mut m) = v else { return Err(v) };
         let description = take_string(&mut m, "description");
-        let messages = match take_if(&mut m, "messages", |v| v.as_array().is_some_and(|a| a.iter().all(message_fits))) {
-            Some(Value::Array(a)) => a.into_iter().map(PromptMessage::from_value).collect(),
-            _ => Vec::new(),
-        };
+        let messages = take_list(&mut m, "messages", message_fits, PromptMessage::from_value).unwrap_or_default();
         Ok(GetPromptResult { description, messages, meta: take_object(&mut m, "_meta"), extra: m })
     }
 
@@ -779,7 +751,7 @@ impl GetPromptResult {
         put_str(&mut m, "description", &self.description);
         // `messages` not of the spec's shape are still in `extra`: they are written back instead.
         if !self.extra.contains_key("messages") {
-            put(&mut m, "messages", Value::Array(self.messages.iter().map(PromptMessage::to_value).collect()));
+            put_list(&mut m, "messages", &self.messages, PromptMessage::to_value);
         }
         put_meta(&mut m, &self.meta);
         with_extra(m, &self.extra)
@@ -803,58 +775,6 @@ impl PromptMessage {
         put(&mut m, "content", self.content.to_value());
         with_extra(m, &self.extra)
     }
-}
-
-// The map's hashing is inlined where its methods are called: one copy each (not one per field)
-// keeps the codec small, as in `store::message`.
-#[inline(never)]
-fn put(m: &mut Map<String, Value>, key: &str, v: Value) {
-    m.insert(key.to_string(), v);
-}
-
-fn put_str(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
-    if let Some(s) = v {
-        put(m, key, Value::String(s.clone()));
-    }
-}
-
-/// Removes `key` when its value passes `fits`; a value that does not stays (in what becomes
-/// `extra`), except an explicit `null`, which is taken for absent and removed.
-#[inline(never)]
-fn take_if(m: &mut Map<String, Value>, key: &str, fits: fn(&Value) -> bool) -> Option<Value> {
-    match m.get(key) {
-        Some(v) if fits(v) => m.shift_remove(key),
-        Some(Value::Null) => {
-            m.shift_remove(key);
-            None
-        }
-        _ => None,
-    }
-}
-
-fn take_string(m: &mut Map<String, Value>, key: &str) -> Option<String> {
-    match take_if(m, key, Value::is_string) {
-        Some(Value::String(s)) => Some(s),
-        _ => None,
-    }
-}
-
-fn take_bool(m: &mut Map<String, Value>, key: &str) -> Option<bool> {
-    take_if(m, key, Value::is_boolean).and_then(|v| v.as_bool())
-}
-
-fn take_object(m: &mut Map<String, Value>, key: &str) -> Option<Map<String, Value>> {
-    match take_if(m, key, Value::is_object) {
-        Some(Value::Object(o)) => Some(o),
-        _ => None,
-    }
-}
-
-fn with_extra(mut m: Map<String, Value>, extra: &Extra) -> Value {
-    for (k, v) in extra {
-        m.entry(k.as_str()).or_insert_with(|| v.clone());
-    }
-    Value::Object(m)
 }
 
 /// `Display` (the JSON text, for messages and logs) and serde through `Value` for a type with
