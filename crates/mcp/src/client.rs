@@ -856,18 +856,17 @@ impl Client {
         }
         let generation = self.shared.tools_generation.load(Ordering::SeqCst);
         let listed = self.list_all("tools", "tools/list", "tools")?;
-        let mut tools = Vec::with_capacity(listed.len());
-        for item in listed {
-            match Tool::from_value(item) {
-                Ok(t) if t.task_only() => log::info!(
+        let mut tools = self.typed(listed, Tool::from_value, "a tool has a string name");
+        tools.retain(|t| {
+            if t.task_only() {
+                log::info!(
                     "mcp {}: not listing tool {} (it requires task augmentation, which gosling does not run)",
                     self.shared.extension,
                     t.name
-                ),
-                Ok(t) => tools.push(t),
-                Err(v) => log::warn!("mcp {}: not listing {v} (a tool has a string name)", self.shared.extension),
+                );
             }
-        }
+            !t.task_only()
+        });
         if mcp_version::is_modern(&self.protocol_version) {
             // 2026-07-28: a tool whose x-mcp-header annotations break the rules MUST be dropped;
             // the others' annotated arguments travel as Mcp-Param-* headers too.
@@ -924,13 +923,8 @@ impl Client {
         }
         log::debug!("mcp {}: tools/call {name} took {:?}", self.shared.extension, started.elapsed());
         let result = self.bounded(r?, || format!("the result of tool {name}"))?;
-        let result = CallToolResult::from_value(result).map_err(|v| {
-            Error::Other(format!(
-                "{}: the result of tool {name} is {}, not a CallToolResult object; the server is broken",
-                self.shared.extension,
-                json_kind(&v)
-            ))
-        })?;
+        let result = CallToolResult::from_value(result)
+            .map_err(|v| self.not_an_object(&format!("the result of tool {name}"), "a CallToolResult object", &v))?;
         Ok(self.check_output(name, result))
     }
 
@@ -1016,7 +1010,7 @@ impl Client {
         let r = self.shared.request_with_input("resources/read", json!({ "uri": uri }), self.timeout, None)?;
         let r = self.bounded(r, || format!("resource {uri}"))?;
         ReadResourceResult::from_value(r)
-            .map_err(|v| self.not_an_object(&format!("the contents of resource {uri}"), &v))
+            .map_err(|v| self.not_an_object(&format!("the contents of resource {uri}"), "an object", &v))
     }
 
     /// `prompts/get`, bounded as a tool result is; a result that is not an object is an error.
@@ -1028,13 +1022,13 @@ impl Client {
         }
         let r = self.shared.request_with_input("prompts/get", params, self.timeout, None)?;
         let r = self.bounded(r, || format!("prompt {name}"))?;
-        GetPromptResult::from_value(r).map_err(|v| self.not_an_object(&format!("prompt {name}"), &v))
+        GetPromptResult::from_value(r).map_err(|v| self.not_an_object(&format!("prompt {name}"), "an object", &v))
     }
 
-    /// The error for a result (`what`) that is `v`, not an object.
-    fn not_an_object(&self, what: &str, v: &Value) -> Error {
+    /// The error for a result (`what`) that is `v`, not the object it must be (`expected`).
+    fn not_an_object(&self, what: &str, expected: &str, v: &Value) -> Error {
         Error::Other(format!(
-            "{}: {what} is {}, not an object; the server is broken",
+            "{}: {what} is {}, not {expected}; the server is broken",
             self.shared.extension,
             json_kind(v)
         ))
