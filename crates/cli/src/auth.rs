@@ -10,9 +10,7 @@
 
 use gosling_extensions::config::{name_to_key, Kind};
 use gosling_extensions::config::{ExtensionConfig, ExtensionStore};
-use gosling_extensions::error::Invalid;
 use gosling_extensions::runtime::{oauth_settings, SecretsTokens};
-use gosling_extensions::Error::InvalidConfig;
 use gosling_mcp::oauth::{Authorizer, SignIn};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -110,7 +108,7 @@ fn run(open: &crate::Opener, name: &str, sign_in: SignIn, forget: bool) -> Resul
         // A server not (yet) in the config: by its URL, with no OAuth settings of its own.
         None if name.starts_with("http://") || name.starts_with("https://") => {
             ExtensionConfig::from_value(serde_json::json!({"type": "streamable_http", "name": "remote", "uri": name}))
-                .map_err(|e| Error::Extensions(InvalidConfig(Invalid::Config(Box::new(e)))))?
+                .map_err(|e| Error::Extensions(gosling_extensions::Error::invalid_config(e)))?
         }
         None => {
             return Err(Error::NoSuchExtension { name: name.to_string(), config: store.config_path().to_path_buf() })

@@ -71,6 +71,18 @@ pub enum Error {
     Store(gosling_store::atomic::Error),
 }
 
+impl Error {
+    /// A config error as goose's activation text ("invalid config: ...").
+    pub fn invalid_config(e: Error) -> Error {
+        Error::InvalidConfig(Invalid::Config(Box::new(e)))
+    }
+
+    /// A policy or consent refusal of a launch, as activation reports it ("not started: ...").
+    pub fn not_started(e: Error) -> Error {
+        Error::NotStarted(Blocked::Check(Box::new(e)))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

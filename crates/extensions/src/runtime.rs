@@ -81,7 +81,7 @@ pub fn oauth_settings(
     store: Arc<dyn TokenStore>,
     sign_in: SignIn,
 ) -> Result<OAuthSettings, Error> {
-    let o = config.oauth().map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
+    let o = config.oauth().map_err(Error::invalid_config)?;
     let client_secret = o.client_secret_key.as_ref().map(|k| secret(k).ok_or_else(|| {
         if crate::config::is_reserved_secret(k) {
             return Error::NotStarted(Blocked::OwnSecret { name: k.clone(), field: "oauth.client_secret_key" });
@@ -379,14 +379,11 @@ impl SessionRuntime {
         }
         // Every activation re-checks the policy in force now, not the one at install time.
         if let Some(policy) = &self.deps.policy {
-            let warnings = policy
-                .check(&config, InstallSource::AddExtension)
-                .map_err(|e| Error::NotStarted(Blocked::Check(Box::new(e))))?;
+            let warnings = policy.check(&config, InstallSource::AddExtension).map_err(Error::not_started)?;
             warnings.iter().for_each(|w| log::warn!("session {}: {w}", self.session_id));
         }
         // A config from elsewhere (link, import, recipe) runs only as the person approved it.
-        crate::consent::check_activation(&config, self.deps.policy.as_ref())
-            .map_err(|e| Error::NotStarted(Blocked::Check(Box::new(e))))?;
+        crate::consent::check_activation(&config, self.deps.policy.as_ref()).map_err(Error::not_started)?;
         let t = Instant::now();
         let (backend, tools) = match &config.kind {
             Kind::Frontend { tools, .. } => (Backend::Frontend, frontend_tools(&key, tools)),
@@ -450,8 +447,8 @@ impl SessionRuntime {
     /// there. A refused name (code-loading families, gosling's own secrets) or a missing secret
     /// stops activation with the reason; gosling's process environment is never consulted.
     fn resolve_env(&self, config: &ExtensionConfig) -> Result<BTreeMap<String, String>, Error> {
-        crate::policy::check_env(config).map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
-        crate::policy::check_own_secrets(config).map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
+        crate::policy::check_env(config).map_err(Error::invalid_config)?;
+        crate::policy::check_own_secrets(config).map_err(Error::invalid_config)?;
         let mut out = config.vars().map(|v| v.envs.clone()).unwrap_or_default();
         let mut missing = Vec::new();
         // The OAuth client secret is read by `oauth_settings`, never put in the environment.
@@ -501,8 +498,7 @@ impl SessionRuntime {
                 // The grammar again (a stored config may predate it), container mounts resolved
                 // inside the working dir, and launchers started where no project config steers them.
                 let work = self.working_dir();
-                let args = crate::policy::check_launch(cmd, args, &work)
-                    .map_err(|e| Error::InvalidConfig(Invalid::Config(Box::new(e))))?;
+                let args = crate::policy::check_launch(cmd, args, &work).map_err(Error::invalid_config)?;
                 let home = std::env::var_os("HOME").map(PathBuf::from);
                 let mut env = self.resolve_env(config)?;
                 if cwd.is_some() {
