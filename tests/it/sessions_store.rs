@@ -105,15 +105,74 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
         one["conversation"].as_array().unwrap().iter().filter_map(|m| m["content"][0]["text"].as_str()).collect();
     assert_eq!(texts, ["first", "one", "second", "three"]);
 
+    // Read as far as it goes, marked with why (the file and line), its good message shown.
     let r = s.get(&format!("/sessions/{bad}"));
-    assert_eq!(r.status, 500);
-    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let one = r.json();
+    let msg = one["gosling_damaged"].as_str().unwrap().to_string();
     assert!(msg.contains(&format!("{bad}.jsonl")) && msg.contains("line 2"), "{msg}");
     assert!(msg.contains("left untouched"), "{msg}");
-    // Still listed (from its metadata), and its file is as it was.
+    assert_eq!(one["conversation"].as_array().unwrap().len(), 1);
+    assert_eq!(one["conversation"][0]["content"][0]["text"], "first");
+    // Still listed, marked, and its file is as it was.
     let list = s.get("/sessions").json();
-    assert!(list["sessions"].as_array().unwrap().iter().any(|x| x["id"] == bad.as_str()));
+    let entry = list["sessions"].as_array().unwrap().iter().find(|x| x["id"] == bad.as_str()).unwrap().clone();
+    assert!(entry["gosling_damaged"].as_str().is_some(), "{entry}");
     assert_eq!(std::fs::read(&bad_file).unwrap(), bytes);
+}
+
+/// Issue 38, item 3: a session whose metadata file was cut short, and one whose conversation
+/// gained a line that is not JSON, both stay listed after a restart — marked with what is wrong
+/// and what to do — with their good messages readable, and neither file is changed.
+#[test]
+fn a_damaged_session_stays_listed_marked_and_readable_and_its_files_are_untouched() {
+    let llm = FakeLlm::start(vec![answer("one"), answer("two")]);
+    let s = Server::start_with(llm_env(&llm));
+    let start = || s.post("/agent/start", json!({"working_dir": s.home.path(), "extension_overrides": []})).json();
+    let (cut, garbled) = (start()["id"].as_str().unwrap().to_string(), start()["id"].as_str().unwrap().to_string());
+    turn(&s, &cut, "kept words");
+    turn(&s, &garbled, "kept too");
+    let home = s.kill();
+    let dir = sessions_dir(&home);
+    let meta = dir.join(format!("{cut}.meta.json"));
+    let whole = std::fs::read(&meta).unwrap();
+    std::fs::write(&meta, &whole[..whole.len() / 2]).unwrap();
+    let lines = dir.join(format!("{garbled}.jsonl"));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&lines).unwrap();
+    std::io::Write::write_all(&mut f, b"this is not json\n").unwrap();
+    drop(f);
+    let files = |dir: &std::path::Path| {
+        let mut all: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json" || x == "jsonl"))
+            .map(|p| (p.clone(), std::fs::read(p).unwrap()))
+            .collect();
+        all.sort();
+        all
+    };
+    let before = files(&dir);
+
+    let s = Server::start_in(home, llm_env(&llm));
+    let list = s.get("/sessions").json();
+    contract::check("GET", "/sessions", 200, &list);
+    let sessions = list["sessions"].as_array().unwrap();
+    for (id, file) in [(&cut, format!("{cut}.meta.json")), (&garbled, format!("{garbled}.jsonl"))] {
+        let entry =
+            sessions.iter().find(|x| x["id"] == id.as_str()).unwrap_or_else(|| panic!("{id} not listed: {list}"));
+        let why = entry["gosling_damaged"].as_str().unwrap_or_else(|| panic!("{id} not marked: {entry}"));
+        assert!(why.contains(&file) && why.contains("fix or move the file away"), "{why}");
+        assert_eq!(entry["message_count"], 2, "{entry}");
+        let one = s.get(&format!("/sessions/{id}"));
+        assert_eq!(one.status, 200, "{}", one.text());
+        let one = one.json();
+        assert!(one["gosling_damaged"].is_string(), "{one}");
+        let texts: Vec<&str> =
+            one["conversation"].as_array().unwrap().iter().filter_map(|m| m["content"][0]["text"].as_str()).collect();
+        assert_eq!(texts.len(), 2, "{one}");
+    }
+    assert_eq!(before, files(&sessions_dir(&s.home)), "a damaged session's files are left as they were");
+    assert!(s.stderr().contains("listed as damaged"), "{}", s.stderr());
 }
 
 /// `gosling acp` on stdio, one JSON-RPC line at a time.

@@ -101,6 +101,11 @@ fn user() -> String {
 /// The `extension_data` key holding the session's extension set (goose's).
 pub const ENABLED_EXTENSIONS: &str = "enabled_extensions.v0";
 
+/// The key a damaged session's listing carries: why its files do not read whole (the store's
+/// error, which names the file and what to do). Set only when the session is read; never
+/// written to its files.
+pub const DAMAGED_KEY: &str = "gosling_damaged";
+
 /// The key of the metadata file recording where the conversation file ended; never on the wire.
 const FILE_KEY: &str = "gosling_conversation_file";
 
@@ -340,12 +345,26 @@ impl SessionStore {
     }
 
     /// The session with its conversation (read from its file, under a shared lock).
+    /// A session whose files do not read whole (a corrupt line, a truncated metadata file) is
+    /// returned as far as it reads — its good messages, marked with `DAMAGED_KEY` — and its
+    /// files are left untouched.
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
         let st = &self.inner;
-        st.with_session(id, false, |d| {
+        let whole = st.with_session(id, false, |d| {
             let conversation = st.read_conversation(&d)?;
             Ok((None, Session { conversation: Some(conversation), ..d.session }))
-        })
+        });
+        match whole {
+            Err(e @ Error::Corrupt { .. }) => {
+                let mut s = st.read_damaged(id, &e, true).ok_or(e)?;
+                // Listed as damaged from now on too (the listing had it as its metadata says).
+                let conversation = s.conversation.take();
+                lock(&st.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
+                s.conversation = conversation;
+                Ok(Some(s))
+            }
+            other => other,
+        }
     }
 
     /// The session without its conversation (`conversation` is `None`): from the index once
@@ -361,8 +380,11 @@ impl SessionStore {
                 return m.session().map(Some);
             }
         }
-        // Not indexed: a file repaired by hand, or the error that kept it out of the index.
-        Ok(st.derive(id, false)?.map(|d| d.session))
+        // Not indexed: a file repaired by hand, or damaged since.
+        match st.derive(id, false) {
+            Err(e @ Error::Corrupt { .. }) => st.read_damaged(id, &e, false).map(Some).ok_or(e),
+            other => Ok(other?.map(|d| d.session)),
+        }
     }
 
     /// Appends one message to the conversation: one write and one fsync of its file,
@@ -884,7 +906,13 @@ impl Inner {
                     loaded.insert(id, Arc::new(Meta::new(&d.session)));
                 }
                 Ok(None) => {}
-                Err(e) => log::warn!("{e}; the session is left out of the list"),
+                Err(e) => match self.read_damaged(&id, &e, false) {
+                    Some(s) => {
+                        log::warn!("{e}; the session is listed as damaged, its good messages readable");
+                        loaded.insert(id, Arc::new(Meta::new(&s)));
+                    }
+                    None => log::warn!("{e}; the session is left out of the list"),
+                },
             }
         }
         for id in messages_files {
@@ -915,6 +943,67 @@ impl Inner {
             log::warn!("{e}; session {id} is listed as far as its whole lines go");
             None
         })
+    }
+
+    /// A session whose files do not read whole, as far as they read, marked with
+    /// `DAMAGED_KEY` (`why`): the metadata if it parses (else a stand-in named after the id,
+    /// dated by the files), the conversation's lines that are goose messages (with
+    /// `messages`; counted either way). Reads only; nothing is written, locked or cut. `None`
+    /// when `why` is not about these files' contents (a link, an unsafe dir: not followed) or
+    /// the session has no file at all.
+    fn read_damaged(&self, id: &str, why: &Error, messages: bool) -> Option<Session> {
+        if !matches!(why, Error::Corrupt { .. }) || !valid_id(id) {
+            return None;
+        }
+        let (meta_path, lines_path) = (self.meta_path(id), self.messages_path(id));
+        let legacy = self.legacy_path(id);
+        let meta = atomic::read_file(&meta_path).ok().flatten();
+        let old = atomic::read_file(&legacy).ok().flatten();
+        let lines = atomic::read_file(&lines_path).ok().flatten();
+        if meta.is_none() && old.is_none() && lines.is_none() {
+            return None;
+        }
+        let parsed = meta.as_deref().or(old.as_deref()).and_then(|b| serde_json::from_slice::<Session>(b).ok());
+        let mtime = [&meta_path, &legacy, &lines_path]
+            .iter()
+            .filter_map(|p| std::fs::symlink_metadata(p).ok())
+            .map(|m| m.mtime())
+            .max()
+            .unwrap_or(0);
+        let dated = gosling_util::rfc3339(mtime);
+        let mut session = parsed.unwrap_or_else(|| Session {
+            name: format!("Damaged session {id}"),
+            created_at: dated.clone(),
+            updated_at: dated.clone(),
+            session_type: user(),
+            ..Session::default()
+        });
+        session.id = id.to_string();
+        session.extra.remove(FILE_KEY);
+        let mut conversation = session.conversation.take().unwrap_or_default();
+        let mut skipped = 0usize;
+        if let Some(bytes) = &lines {
+            // Whole lines only; a line that is no goose message is skipped, not dropped.
+            let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            for line in bytes[..whole].split(|&b| b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)) {
+                match serde_json::from_slice::<Message>(line) {
+                    Ok(m) => conversation.push(m),
+                    Err(_) => skipped += 1,
+                }
+            }
+        }
+        session.message_count = conversation.len() as u64;
+        if dated > session.updated_at {
+            session.updated_at = dated;
+        }
+        let mut note = why.to_string();
+        if skipped > 0 {
+            let s = if skipped == 1 { "" } else { "s" };
+            note.push_str(&format!(" ({skipped} unreadable line{s} not shown)"));
+        }
+        session.extra.insert(DAMAGED_KEY.into(), Value::String(note));
+        session.conversation = messages.then_some(conversation);
+        Some(session)
     }
 
     fn is_loaded(&self) -> bool {
@@ -982,10 +1071,16 @@ impl Inner {
                 Ok(None) => {
                     lock(&self.index).remove(id);
                 }
-                Err(e) => {
-                    log::warn!("{e}; the session is left out of the list");
-                    lock(&self.index).remove(id);
-                }
+                Err(e) => match self.read_damaged(id, &e, false) {
+                    Some(s) => {
+                        log::warn!("{e}; the session is listed as damaged, its good messages readable");
+                        lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
+                    }
+                    None => {
+                        log::warn!("{e}; the session is left out of the list");
+                        lock(&self.index).remove(id);
+                    }
+                },
             }
         }
         cursor.offset += whole as u64;
@@ -1052,9 +1147,13 @@ mod tests {
         drop(st);
         std::fs::write(d.join("sessions").join(format!("{id}.meta.json")), b"{not json").unwrap();
         let st = SessionStore::open(&d).unwrap();
-        assert!(st.list().unwrap().is_empty());
-        let e = st.get(&id).unwrap_err().to_string();
+        // Listed and readable, marked with why.
+        let listed = st.list().unwrap();
+        assert_eq!(listed.len(), 1);
+        let e = listed[0].extra[DAMAGED_KEY].as_str().unwrap();
         assert!(e.contains(&format!("{id}.meta.json")) && e.contains("left untouched"), "{e}");
+        let s = st.get(&id).unwrap().unwrap();
+        assert!(s.extra.contains_key(DAMAGED_KEY) && s.conversation == Some(vec![]));
         assert!(st.delete(&id).unwrap());
         assert!(st.get(&id).unwrap().is_none());
     }
@@ -1134,10 +1233,15 @@ mod tests {
         f.seek(SeekFrom::Start(second)).unwrap();
         f.write_all(b"{not json").unwrap();
         drop(f);
-        let e = SessionStore::open(&d).unwrap().get(&id).unwrap_err().to_string();
-        assert!(e.contains(&format!("{id}.jsonl")) && e.contains("line 2"), "{e}");
+        let before = std::fs::read(&path).unwrap();
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.get(&id).unwrap().unwrap();
+        let e = s.extra[DAMAGED_KEY].as_str().unwrap();
+        assert!(e.contains(&format!("{id}.jsonl")) && e.contains("line 2") && e.contains("1 unreadable line"), "{e}");
+        // The good message is readable.
+        assert_eq!(s.conversation.unwrap(), vec![message(0)]);
         // Nothing was changed on disk.
-        assert!(std::fs::read_to_string(&path).unwrap().contains("{not json"));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
     #[test]
@@ -1183,8 +1287,15 @@ mod tests {
         f.write_all(b"{\"role\":\"system\",\"created\":1,\"content\":[]}\n").unwrap();
         drop(f);
         let before = std::fs::read(&path).unwrap();
-        let e = st.get(&id).unwrap_err().to_string();
+        // The line is JSON, so the listing counts it; reading the session finds it is no message.
+        assert!(!st.list().unwrap()[0].extra.contains_key(DAMAGED_KEY));
+        let s = st.get(&id).unwrap().unwrap();
+        let e = s.extra[DAMAGED_KEY].as_str().unwrap();
         assert!(e.contains(&format!("{id}.jsonl")) && e.contains("line 2 is not a goose message"), "{e}");
+        assert_eq!(s.conversation.unwrap(), vec![message(0)]);
+        // Listed as damaged from then on.
+        let listed = st.list().unwrap();
+        assert!(listed[0].extra.contains_key(DAMAGED_KEY), "{:?}", listed[0]);
         assert!(e.contains("`role`") && e.contains("left untouched"), "{e}");
         // A change that would rewrite the conversation fails too; the file is as it was.
         assert!(st.update(&id, |s| s.conversation = Some(vec![message(5)])).is_err());
