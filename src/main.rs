@@ -22,6 +22,11 @@ Usage:
   gosling install [--check] [--yes | --approve=DIGEST] LINK
                                            install an extension from a goose://extension?… link
   gosling import [--dry-run] [--yes] FILE  import mcpServers (Claude Desktop, Cursor, .mcp.json)
+  gosling secret set NAME | list | remove NAME
+                                           store a secret (value from standard input, never
+                                           echoed), list the stored names, forget one
+  gosling extensions list | enable NAME | disable NAME | remove NAME
+                                           the configured extensions, switched on or off
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout
   gosling probe [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env N=V]…
@@ -86,6 +91,8 @@ fn main() -> ExitCode {
             }
             Some(name) => exit(gosling::builtins::serve(name), ExitCode::from(2)),
         },
+        Some("secret") => gosling::cli::manage::secret_main(&opener(), &args[1..]),
+        Some("extensions") => gosling::cli::manage::extensions_main(&opener(), &args[1..]),
         Some("probe") => gosling::cli::probe_main(&opener(), &args[1..]),
         Some("auth") => gosling::cli::auth::main(&opener(), &args[1..]),
         Some(other) => {

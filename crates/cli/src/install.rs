@@ -398,9 +398,11 @@ fn report_saved(entry: &ExtensionEntry, existed: bool, missing: &[String], refus
         );
     } else {
         println!(
-            "{verb} {name} (key {key}) but left it disabled: missing secret(s) {}; set them in Goose Desktop's extension settings, \
-             with POST /config/upsert {{\"key\": \"{}\", \"value\": \"…\", \"is_secret\": true}}, or by re-running the install on a terminal, then enable the extension",
+            "{verb} {name} (key {key}) but left it disabled: missing secret(s) {}; store each with `gosling secret set {}` \
+             (the value is read from standard input), then `gosling extensions enable {key}` — or in the web page's Settings, \
+             Goose Desktop's extension settings, or with POST /config/upsert {{\"key\": \"{}\", \"value\": \"…\", \"is_secret\": true}}",
             missing.join(", "),
+            missing[0],
             missing[0]
         );
     }
@@ -418,14 +420,14 @@ fn confirm(question: &str) -> bool {
 }
 
 /// Turns terminal echo off for as long as it lives (through `stty`, argv only; best effort).
-struct NoEcho;
+pub(crate) struct NoEcho;
 
 fn stty(setting: &str) {
     let _ = std::process::Command::new("stty").arg(setting).stdin(std::process::Stdio::inherit()).status();
 }
 
 impl NoEcho {
-    fn new() -> NoEcho {
+    pub(crate) fn new() -> NoEcho {
         stty("-echo");
         NoEcho
     }

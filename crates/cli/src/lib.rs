@@ -5,6 +5,7 @@ pub mod auth;
 #[cfg(feature = "test-hooks")]
 pub mod conformance;
 pub mod install;
+pub mod manage;
 pub mod open;
 pub mod probe;
 

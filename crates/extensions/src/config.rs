@@ -198,7 +198,8 @@ impl Unresolved {
         if let Some(first) = self.missing.first() {
             parts.push(format!(
                 "secret(s) {} not stored; extensions read variables only from the secrets store, never from gosling's environment: \
-                 store each with POST /config/upsert {{\"key\":\"{first}\",\"value\":\"...\",\"is_secret\":true}}",
+                 store each with `gosling secret set {first}` (value on standard input), in the web page's Settings, \
+                 or with POST /config/upsert {{\"key\":\"{first}\",\"value\":\"...\",\"is_secret\":true}}",
                 self.missing.join(", ")
             ));
         }

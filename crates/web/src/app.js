@@ -107,7 +107,7 @@ function renderSessions() {
   for (const s of shown) {
     const when = s.updated_at ? new Date(s.updated_at) : null;
     const b = button("", () => guard(() => openSession(s.id)), { "aria-current": cur && cur.id === s.id ? "true" : "false" });
-    b.append(el("span", { class: "name", text: s.name || s.id }),
+    b.append(el("span", { class: "name", text: s.name || s.id }, s.gosling_damaged ? el("span", { class: "badge failed", text: "damaged" }) : null),
       el("span", { class: "meta", text: (when && !isNaN(when) ? when.toLocaleString() + " · " : "") + (s.message_count || 0) + " messages · " + (s.working_dir || "") }));
     list.append(el("li", {}, b));
   }
@@ -205,9 +205,11 @@ function toolResultParts(result) {
   return { text: texts.join("\n"), images, failed: !!(v && v.isError) };
 }
 
+// A provider may reuse a tool-call id later in a session: each message gets its own card, and the
+// map points at the newest (a response follows its request).
 function toolCard(id, call, parent) {
   let card = cards.get(id);
-  if (card) return card;
+  if (card && parent.contains(card)) return card;
   const ok = call && call.status === "success";
   const name = ok ? call.value.name : "(invalid tool call)";
   const [ext, tool] = name.includes("__") ? [name.split("__")[0], name.split("__").slice(1).join("__")] : ["", name];
@@ -347,8 +349,8 @@ function renderContent(message, c, rid, live) {
         if (a) for (const b of a.box.querySelectorAll("button, input, select")) b.disabled = true;
         break;
       }
-      if (asks.has(data.id)) break;
       const node = msgEntry(message).node;
+      if (asks.has(data.id) && node.contains(asks.get(data.id).box)) break;
       const box = data.actionType === "elicitation" ? elicitForm(data, rid) : data.actionType === "toolConfirmation" ? confirmBox(data, rid) : null;
       if (!box) { node.append(el("p", { class: "note", text: "Action required: " + data.actionType })); break; }
       node.append(box);
@@ -612,15 +614,33 @@ async function follow(sid) {
   }
 }
 
-async function openSession(id, results) {
-  status("Opening session…");
+// While a session opens (its extensions may take seconds to start) the page shows none: nothing
+// typed can land in the previous session, and no Stop or approval of it stays on screen. Of
+// several opens, the last one asked for wins.
+let opening = 0;
+function leaveSession(note) {
   if (follower) follower.abort();
-  active = new Set(); lastSeq = 0;
+  follower = null;
+  cur = null; active = new Set(); lastSeq = 0; pending.clear();
+  resetLog();
+  $("log").append(el("div", { class: "empty", text: note }));
+  showTitle(); showModel();
+  $("session-title").textContent = note;
+  $("session-dir").textContent = "";
+  $("ext-results").replaceChildren();
+  setBusy();
+  renderSessions();
+}
+async function openSession(id, results) {
+  const mine = ++opening;
+  status("Opening session…");
+  leaveSession("Opening session…");
   let s = null;
   if (!results) {
     const r = await apiJson("POST", "/agent/resume", { session_id: id, load_model_and_extensions: true });
     s = r.session; results = r.extension_results;
   } else s = await apiJson("GET", "/sessions/" + id);
+  if (mine !== opening) return;
   cur = { id, working_dir: s.working_dir, name: s.name, session: s };
   localStorage.setItem("gosling-last-session", id);
   showTitle();
@@ -629,6 +649,9 @@ async function openSession(id, results) {
   showConversation(s.conversation);
   const box = $("ext-results");
   box.replaceChildren();
+  if (s.gosling_damaged) {
+    box.append(el("p", { class: "error", role: "alert", text: "This session is damaged: only its readable messages are shown, and its files are left as they are. " + s.gosling_damaged }));
+  }
   loadResults = new Map();
   for (const r of results || []) {
     loadResults.set(r.name, r);
@@ -981,11 +1004,17 @@ async function init() {
   on("new-session", "click", openNewDialog);
   onSubmit("start-form", async () => {
     const dir = $("workdir").value.trim();
-    const s = await apiJson("POST", "/agent/start", { working_dir: dir });
-    rememberDir(s.working_dir || dir); // as the server stored it (~ expanded)
+    const mine = ++opening;
     $("new-dialog").close();
+    leaveSession("Starting a new session…");
     status("Starting extensions…");
-    await openSession(s.id);
+    let s;
+    try { s = await apiJson("POST", "/agent/start", { working_dir: dir }); } catch (e) {
+      $("new-dialog").showModal();
+      throw e;
+    }
+    rememberDir(s.working_dir || dir); // as the server stored it (~ expanded)
+    if (mine === opening) await openSession(s.id);
     await loadSessions();
   }, $("start-error"));
   on("session-search", "input", renderSessions);
