@@ -15,14 +15,15 @@ use std::time::Duration;
 
 /// Without `GOOSE_SERVER__SECRET_KEY`, the random secret kept in a 0600 file in the state dir
 /// for clients on this machine (never a fixed default): made once, then reused.
-fn resolve_secret(cfg: &mut Config) -> Result<(), Error> {
+/// Whether the key was generated now (else read from the file an earlier start made).
+fn resolve_secret(cfg: &mut Config) -> Result<bool, Error> {
     if !cfg.secret.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
-    let (secret, path) = gosling_store::secret_key::load_or_create(&cfg.state_dir).map_err(Error::Store)?;
+    let (secret, path, created) = gosling_store::secret_key::load_or_create(&cfg.state_dir).map_err(Error::Store)?;
     cfg.secret = secret;
     cfg.secret_source = SecretSource::Generated(path);
-    Ok(())
+    Ok(created)
 }
 
 /// A line on stdout for the client that started us, flushed at once; a closed stdout is not
@@ -97,6 +98,48 @@ fn kept_tls(cfg: &Config) -> Result<gosling_tls::ServerTls, Error> {
     Ok(tls)
 }
 
+/// `gosling agent`'s first start on a config dir without `config.json`: the builtins of
+/// `GOSLING_FIRST_RUN_EXTENSIONS` (default `developer`, as goose Desktop has it; `none` for
+/// none) are saved enabled, so a new user's model has tools at once, and the page's Extensions
+/// dialog switches them. Written through the store; an existing config is never touched.
+fn first_run_extensions(cfg: &Config) -> Result<(), Error> {
+    let path = cfg.config_dir.join("config.json");
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Ok(());
+    }
+    let wanted = std::env::var("GOSLING_FIRST_RUN_EXTENSIONS").unwrap_or_else(|_| "developer".into());
+    let mut names: Vec<&str> = wanted.split(',').map(str::trim).filter(|n| !n.is_empty() && *n != "none").collect();
+    names.retain(|n| {
+        let known = gosling_builtins::KNOWN.contains(n);
+        if !known {
+            log::warn!(
+                "GOSLING_FIRST_RUN_EXTENSIONS: no builtin {n:?} (gosling has {}); left out",
+                gosling_builtins::KNOWN.join(", ")
+            );
+        }
+        known
+    });
+    if names.is_empty() {
+        return Ok(());
+    }
+    let store = gosling_store::config_store::ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
+    for name in &names {
+        let mut display = name.to_string();
+        display[..1].make_ascii_uppercase();
+        let entry = serde_json::json!({
+            "enabled": true, "type": "builtin", "name": name, "description": "", "display_name": display,
+            "timeout": 300, "bundled": true, "available_tools": []
+        });
+        store.upsert_extension_value(name, entry).map_err(Error::Store)?;
+    }
+    log::info!(
+        "first start on {}: builtin extensions enabled for new sessions: {} (GOSLING_FIRST_RUN_EXTENSIONS=none for none)",
+        cfg.config_dir.display(),
+        names.join(", ")
+    );
+    Ok(())
+}
+
 pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     if let Mode::Serve(s) = &mode {
         if cfg.secret.is_empty() && !s.unauthenticated {
@@ -111,7 +154,10 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     }
     let hardened = crate::core::harden();
     crate::core::check_dirs(&cfg)?;
-    resolve_secret(&mut cfg)?;
+    let generated = resolve_secret(&mut cfg)?;
+    if matches!(mode, Mode::Agent) {
+        first_run_extensions(&cfg)?;
+    }
     let tls = match (&mode, cfg.tls.enabled, &cfg.tls.cert_path, &cfg.tls.key_path) {
         (_, false, _, _) => None,
         (Mode::Serve(_), true, None, None) => Some(kept_tls(&cfg)?),
@@ -137,7 +183,11 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     let limits =
         Limits { max_requests: cfg.max_requests, max_body: cfg.max_body, io_timeout: cfg.io_timeout, max_connections };
     if let SecretSource::Generated(path) = &cfg.secret_source {
-        eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
+        if generated {
+            eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; generated a secret key in {}", path.display());
+        } else {
+            eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; using the secret key kept in {}", path.display());
+        }
     }
     let state_dir = cfg.state_dir.clone();
     let app = Arc::new(App::new(crate::core::build(cfg)?));
@@ -158,11 +208,12 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     .map_err(Error::Serve)?;
     log::info!("gosling {} serving on {}://{}", env!("CARGO_PKG_VERSION"), server.scheme(), server.addr());
     // The one-time link for the web page (never the key itself) reaches the person however
-    // gosling was started: kept in a 0600 file in the state dir, whose path (not the link) goes
+    // gosling was started: kept in a 0600 file of this server's port in the state dir (other
+    // servers on the same state dir keep theirs), whose path (not the link) goes
     // to stdout; a person at a terminal (or GOSLING_PRINT_LOGIN_LINK) also gets it on stderr.
     if let Some(token) = app.login.peek() {
         let link = format!("{}://{}/#login={token}", server.scheme(), server.addr());
-        match gosling_store::secret_key::write_login_link(&state_dir, &link) {
+        match gosling_store::secret_key::write_login_link(&state_dir, server.addr().port(), &link) {
             Ok(path) => {
                 announce(&format!("gosling: web page sign-in link (works once, for 10 minutes) in {}", path.display()))
             }

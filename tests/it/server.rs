@@ -1,7 +1,7 @@
 //! The HTTP foundation: auth, readiness, proxy pages, limits, panics, slow clients, start-up.
 
 use crate::contract;
-use crate::support::{gosling, http, http_with, rss_kib, wait_for, Server, ServerOpts, TempDir, SECRET};
+use crate::support::{gosling, http, http_with, rss_kib, wait_for, Resp, Server, ServerOpts, TempDir, SECRET};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -613,9 +613,93 @@ fn the_one_time_login_link_gives_the_key_once() {
     let body = json!({"token": token}).to_string();
     let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
     assert_eq!(r.status, 200);
-    assert_eq!(r.json()["secret_key"], SECRET);
+    assert!(!r.text().contains(SECRET), "the key is never sent to the page");
+    assert!(r.header("set-cookie").is_some_and(|c| c.contains("HttpOnly")), "a sign-in cookie");
     let again = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
     assert_eq!(again.status, 401, "works once");
+}
+
+/// The cookie `POST /auth/login` sets, as `name=value`, with its attributes.
+fn login_cookie(r: &Resp) -> (String, String) {
+    let set = r.header("set-cookie").unwrap_or_else(|| panic!("no Set-Cookie: {}", r.text())).to_string();
+    (set.split(';').next().unwrap().to_string(), set)
+}
+
+/// Issue 38 item 5: the web page's sign-in is a cookie — HttpOnly, SameSite=Strict, bounded in
+/// time, named per port — given for the one-time link or the key typed once, standing for the
+/// key only on the page's own requests (never for another site, never on /acp), ended by
+/// sign-out and by a restart; the key itself never in an answer.
+#[test]
+fn the_web_page_signs_in_with_a_cookie_that_lasts_until_sign_out_or_restart() {
+    let (s, line) = with_login_link();
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let token = login_token(&line);
+    let r = http("POST", &s.url("/auth/login"), None, Some(json!({ "token": token }).to_string().as_bytes()));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.text().contains(SECRET));
+    let (cookie, set) = login_cookie(&r);
+    assert!(cookie.starts_with(&format!("gosling_login_{port}=")), "{set}");
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=604800"] {
+        assert!(set.contains(attr), "{attr} missing: {set}");
+    }
+    assert!(!set.contains("Secure"), "plain HTTP: no Secure flag ({set})");
+    let page = |extra: &[(&str, &str)]| {
+        let mut h = vec![("Cookie", cookie.as_str())];
+        h.extend_from_slice(extra);
+        http_with("GET", &s.url("/sessions"), &h, None).status
+    };
+    assert_eq!(page(&[("Sec-Fetch-Site", "same-origin")]), 200, "the page's fetch (Chromium marks it)");
+    assert_eq!(page(&[("X-Gosling-Page", "1")]), 200, "the page's own header");
+    let own = s.url("");
+    assert_eq!(page(&[("Origin", own.trim_end_matches('/'))]), 200, "its own origin");
+    // Not for a request the browser does not mark as the page's own, nor from another site or port.
+    assert_eq!(page(&[]), 401);
+    assert_eq!(page(&[("Sec-Fetch-Site", "same-site")]), 401, "a page on another port of this machine");
+    assert_eq!(page(&[("Sec-Fetch-Site", "cross-site")]), 401);
+    // A wrong cookie, another port's name: refused.
+    let wrong = format!("gosling_login_{port}={}", "0".repeat(64));
+    let r = http_with("GET", &s.url("/sessions"), &[("Cookie", &wrong), ("X-Gosling-Page", "1")], None);
+    assert_eq!(r.status, 401);
+    assert!(r.json()["message"].as_str().unwrap().contains("X-Secret-Key"), "{}", r.text());
+    let other = cookie.replacen(&format!("gosling_login_{port}"), "gosling_login_1", 1);
+    assert_eq!(http_with("GET", &s.url("/sessions"), &[("Cookie", &other), ("X-Gosling-Page", "1")], None).status, 401);
+    // Never on /acp (its key is the token).
+    let r = http_with("GET", &s.url("/acp"), &[("Cookie", &cookie), ("Sec-Fetch-Site", "same-origin")], None);
+    assert_eq!(r.status, 401, "{}", r.text());
+
+    // The key typed once signs in the same way; a wrong key is refused saying where the key is.
+    let r = http("POST", &s.url("/auth/login"), None, Some(json!({ "secret_key": "nope" }).to_string().as_bytes()));
+    assert_eq!(r.status, 401);
+    assert!(r.json()["message"].as_str().unwrap().contains("secret-key in gosling's state dir"), "{}", r.text());
+    assert!(r.header("set-cookie").is_none());
+    let r = http("POST", &s.url("/auth/login"), None, Some(json!({ "secret_key": SECRET }).to_string().as_bytes()));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.text().contains(SECRET));
+    let (second, _) = login_cookie(&r);
+    let r = http("POST", &s.url("/auth/login"), None, Some(br#"{"token":"a","secret_key":"b"}"#));
+    assert_eq!(r.status, 400);
+    assert!(r.json()["message"].as_str().unwrap().contains("either `token`"), "{}", r.text());
+
+    // Sign-out ends that sign-in only; the cookie is cleared.
+    let r = http_with("POST", &s.url("/auth/logout"), &[("Cookie", &cookie)], Some(b"{}"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["signed_out"], true);
+    assert!(r.header("set-cookie").unwrap().contains("Max-Age=0"));
+    assert_eq!(page(&[("X-Gosling-Page", "1")]), 401, "signed out");
+    let ok = http_with("GET", &s.url("/sessions"), &[("Cookie", &second), ("X-Gosling-Page", "1")], None);
+    assert_eq!(ok.status, 200, "the other sign-in stays");
+    // A restart signs every page out.
+    let home = s.kill();
+    let s = Server::start_in(home, ServerOpts::default());
+    let second = second.replacen(
+        &format!("gosling_login_{port}"),
+        &format!("gosling_login_{}", s.addr.rsplit(':').next().unwrap()),
+        1,
+    );
+    assert_eq!(
+        http_with("GET", &s.url("/sessions"), &[("Cookie", &second), ("X-Gosling-Page", "1")], None).status,
+        401
+    );
 }
 
 #[test]
@@ -634,7 +718,8 @@ fn without_a_terminal_the_login_link_is_kept_in_a_private_file_named_on_stdout()
     let line = s.early_stdout.iter().find(|l| l.contains("sign-in link")).expect("the file is named on stdout");
     assert!(!line.contains("#login="), "stdout names the file, not the link: {line}");
     let path = std::path::PathBuf::from(line.rsplit(" in ").next().unwrap());
-    assert_eq!(path, s.home.join("state").join("login-link"), "{line}");
+    let port = s.addr.rsplit(':').next().unwrap();
+    assert_eq!(path, s.home.join("state").join(format!("login-link-{port}")), "{line}");
     let meta = std::fs::symlink_metadata(&path).unwrap();
     assert!(meta.is_file(), "the planted link was replaced by a file");
     assert_eq!(meta.mode() & 0o777, 0o600, "the file is private");
@@ -646,7 +731,7 @@ fn without_a_terminal_the_login_link_is_kept_in_a_private_file_named_on_stdout()
     let body = json!({ "token": token }).to_string();
     let r = http("POST", &s.url("/auth/login"), None, Some(body.as_bytes()));
     assert_eq!(r.status, 200);
-    assert_eq!(r.json()["secret_key"], SECRET);
+    assert!(r.header("set-cookie").is_some() && !r.text().contains(SECRET), "{}", r.text());
 }
 
 #[test]

@@ -333,6 +333,24 @@ fn the_generated_key_is_kept_across_restarts_and_never_replaced_by_a_second_serv
     let b = Server::start_with(on_dirs_of(&a.home, no_secret()));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), key, "the second server left the key file alone");
     assert!(accepts(&a, &key) && accepts(&b, &key), "one key for both");
+    // Honest words (issue 38 item 5): only the server that made the key says it generated one.
+    assert!(a.stderr().contains("generated a secret key in"), "{}", a.stderr());
+    assert!(b.stderr().contains("using the secret key kept in") && !b.stderr().contains("generated"), "{}", b.stderr());
+    // One login link per server: the second keeps its own, the first's still works.
+    let link_of = |s: &Server| {
+        let line = s.early_stdout.iter().find(|l| l.contains("sign-in link")).unwrap().clone();
+        let path = std::path::PathBuf::from(line.rsplit(" in ").next().unwrap());
+        assert_eq!(
+            path.file_name().unwrap().to_str().unwrap(),
+            format!("login-link-{}", s.addr.rsplit(':').next().unwrap())
+        );
+        std::fs::read_to_string(path).unwrap()
+    };
+    let (link_a, link_b) = (link_of(&a), link_of(&b));
+    assert!(link_a.starts_with(&a.url("/#login=")) && link_b.starts_with(&b.url("/#login=")), "{link_a} {link_b}");
+    let token = link_a.trim_end().split("#login=").nth(1).unwrap();
+    let r = http("POST", &a.url("/auth/login"), None, Some(json!({ "token": token }).to_string().as_bytes()));
+    assert_eq!(r.status, 200, "the first server's link still works: {}", r.text());
     drop(b);
     let home = a.kill();
     let a = Server::start_in(home, no_secret());

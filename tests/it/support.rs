@@ -176,6 +176,9 @@ pub fn gosling_at(exe: &Path, home: &TempDir) -> Command {
         // Sessions are named from their first message: no extra title request to the test's
         // fake model after each first exchange (tests of the model's titles set `model`).
         .env("GOSLING_SESSION_TITLES", "first_message")
+        // No builtin added to a fresh config at `gosling agent`'s first start: each test names
+        // the extensions it runs (the default is tested in `web`).
+        .env("GOSLING_FIRST_RUN_EXTENSIONS", "none")
         .env_remove("GOOSE_SERVER__SECRET_KEY")
         .env_remove("GOOSE_PORT")
         .env_remove("GOOSE_TLS")

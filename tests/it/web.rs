@@ -84,3 +84,43 @@ fn no_cors_headers_for_foreign_origins() {
         assert!(r.header("access-control-allow-origin").is_none(), "{path}: {:?}", r.headers);
     }
 }
+
+/// Issue 38 item 2: `gosling agent`'s first start on a fresh config enables the developer
+/// builtin (as goose Desktop and `gosling serve` have it), so a new session's model has tools at
+/// once; switched off, it stays off at the next start (only a config without `config.json` gets
+/// it); `GOSLING_FIRST_RUN_EXTENSIONS=none` leaves the config empty.
+#[test]
+fn the_first_start_gives_new_sessions_the_developer_builtin() {
+    use serde_json::json;
+    let first =
+        ServerOpts { env: vec![("GOSLING_FIRST_RUN_EXTENSIONS".into(), "developer".into())], ..Default::default() };
+    let s = Server::start_with(first);
+    let ex = s.get("/config/extensions").json();
+    let dev = ex["extensions"].as_array().unwrap().iter().find(|e| e["name"] == "developer").cloned();
+    let dev = dev.unwrap_or_else(|| panic!("no developer builtin on a first start: {ex}"));
+    assert_eq!((dev["type"].as_str(), dev["enabled"].as_bool()), (Some("builtin"), Some(true)), "{dev}");
+    let id = s.post("/agent/start", json!({"working_dir": s.home.path()})).json()["id"].as_str().unwrap().to_string();
+    let r = s.post("/agent/resume", json!({"session_id": id, "load_model_and_extensions": true})).json();
+    assert!(
+        r["extension_results"].as_array().unwrap().iter().any(|x| x["name"] == "developer" && x["success"] == true),
+        "{r}"
+    );
+    let tools = s.get(&format!("/agent/tools?session_id={id}")).json();
+    assert!(tools.as_array().unwrap().iter().any(|t| t["name"] == "developer__shell"), "{tools}");
+    // Switched off in the page (POST /config/extensions): a restart does not turn it on again.
+    let mut config = dev.clone();
+    config.as_object_mut().unwrap().remove("enabled");
+    let r = s.post("/config/extensions", json!({"name": "developer", "config": config, "enabled": false}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let home = s.kill();
+    let s = Server::start_in(
+        home,
+        ServerOpts { env: vec![("GOSLING_FIRST_RUN_EXTENSIONS".into(), "developer".into())], ..Default::default() },
+    );
+    let ex = s.get("/config/extensions").json();
+    let dev = ex["extensions"].as_array().unwrap().iter().find(|e| e["name"] == "developer").unwrap().clone();
+    assert_eq!(dev["enabled"], false, "{ex}");
+    // `none`: nothing is added.
+    let s = Server::start();
+    assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]));
+}

@@ -77,13 +77,14 @@ pub fn all(host: &Host) -> Result<serde_json::Map<String, Value>, atomic::Error>
 }
 
 /// The model settings the web page's Settings dialog shows, and which secrets go with them.
-pub const SHOWN: [&str; 6] =
-    ["GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE", "OPENAI_HOST", "ANTHROPIC_HOST", "OLLAMA_HOST"];
+pub const SHOWN: [&str; 7] =
+    ["GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE", "OPENAI_HOST", "OPENAI_BASE_PATH", "ANTHROPIC_HOST", "OLLAMA_HOST"];
 pub const SHOWN_SECRETS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 /// The settings in force (`SHOWN`: the environment's value, else the stored one), which of
 /// them come from the environment (a stored value, if any, is overridden: a Save changes the
-/// store, not what runs), and which secrets are set — as `true`, never their values.
+/// store, not what runs), which secrets are set — as `true`, never their values — and the
+/// names of the stored secrets.
 pub fn in_force(host: &Host) -> Value {
     let from_env = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty());
     let mut values = serde_json::Map::new();
@@ -104,5 +105,10 @@ pub fn in_force(host: &Host) -> Value {
             environment.push(Value::String(k.into()));
         }
     }
-    serde_json::json!({ "values": values, "from_environment": environment, "secrets_set": secrets })
+    // The names of every stored secret (never a value; sign-in records left out), so the page
+    // shows what is stored.
+    let mut names: Vec<String> =
+        host.store.secret_names().unwrap_or_default().into_iter().filter(|n| !n.starts_with("oauth:")).collect();
+    names.sort();
+    serde_json::json!({ "values": values, "from_environment": environment, "secrets_set": secrets, "secret_names": names })
 }

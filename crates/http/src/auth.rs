@@ -5,13 +5,14 @@ use gosling_util::lock;
 /// Paths reachable without the header (compared exactly, query ignored). The proxy pages
 /// check a `secret` query parameter themselves. `/`, `/app.js` and `/style.css` are the
 /// built-in web page's static assets (src/web), which hold nothing secret.
-pub const EXEMPT: [&str; 9] = [
+pub const EXEMPT: [&str; 10] = [
     "/status",
     "/health",
     "/mcp-ui-proxy",
     "/mcp-app-proxy",
     "/mcp-app-guest",
     "/auth/login",
+    "/auth/logout",
     "/",
     "/app.js",
     "/style.css",
@@ -74,6 +75,80 @@ impl LoginToken {
         }
         right
     }
+}
+
+/// The web page's sign-ins: `POST /auth/login` (the one-time link's token, or the key typed
+/// once) opens one and sets its random id as an HttpOnly, SameSite=Strict cookie (Secure over
+/// HTTPS), so the key itself never reaches the page's storage and every tab of the browser is
+/// signed in. Kept in memory only: a restart signs every page out, as does `POST /auth/logout`
+/// for its own; each lasts `lifetime` at most. The cookie stands for the key only on requests
+/// the browser marks as the page's own (`routes::authorized`), never on `/acp`.
+pub struct LoginSessions {
+    ids: std::sync::Mutex<Vec<(String, std::time::Instant)>>,
+    lifetime: std::time::Duration,
+}
+
+impl LoginSessions {
+    /// Sign-ins kept at most; past it the oldest is signed out.
+    const MAX: usize = 64;
+
+    pub fn new(lifetime: std::time::Duration) -> LoginSessions {
+        LoginSessions { ids: std::sync::Mutex::new(Vec::new()), lifetime }
+    }
+
+    pub fn lifetime(&self) -> std::time::Duration {
+        self.lifetime
+    }
+
+    /// A new sign-in's id (32 random bytes, hex).
+    pub fn open(&self) -> String {
+        let id = gosling_util::random_hex(32);
+        let mut ids = lock(&self.ids);
+        let lifetime = self.lifetime;
+        ids.retain(|(_, born)| born.elapsed() < lifetime);
+        if ids.len() >= Self::MAX {
+            ids.remove(0);
+        }
+        ids.push((id.clone(), std::time::Instant::now()));
+        id
+    }
+
+    /// Whether `given` is a sign-in still open (compared in constant time with each).
+    pub fn valid(&self, given: &str) -> bool {
+        let ids = lock(&self.ids);
+        let mut found = false;
+        for (id, born) in ids.iter() {
+            found |= secret_matches(given.as_bytes(), id.as_bytes()) && born.elapsed() < self.lifetime;
+        }
+        found
+    }
+
+    /// Signs `given` out; true when it was signed in.
+    pub fn close(&self, given: &str) -> bool {
+        let mut ids = lock(&self.ids);
+        let before = ids.len();
+        ids.retain(|(id, _)| !secret_matches(given.as_bytes(), id.as_bytes()));
+        ids.len() != before
+    }
+}
+
+/// The sign-in cookie's name for the server a request reached: the port is part of it, since
+/// browsers share cookies across the ports of a host (two servers on one machine each keep
+/// their own sign-in).
+pub fn login_cookie_name(host_header: Option<&str>) -> String {
+    let port = host_header
+        .and_then(|h| h.rsplit_once(':'))
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    match port {
+        Some(p) => format!("gosling_login_{p}"),
+        None => "gosling_login".to_string(),
+    }
+}
+
+/// The value of cookie `name` in a `Cookie` header.
+pub fn cookie<'a>(header: Option<&'a str>, name: &str) -> Option<&'a str> {
+    header?.split(';').filter_map(|kv| kv.trim().split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v.trim())
 }
 
 /// Failed guesses at the secret key, a proxy page's `secret` or the login token, limited per peer address: a token
@@ -176,6 +251,23 @@ mod tests {
         let t = LoginToken::new(std::time::Duration::ZERO);
         let tok = t.peek().unwrap();
         assert!(!t.redeem(&tok), "an expired token does not work");
+    }
+
+    #[test]
+    fn login_sessions_open_check_close_and_expire() {
+        let l = LoginSessions::new(std::time::Duration::from_secs(60));
+        let id = l.open();
+        assert_eq!(id.len(), 64);
+        assert!(l.valid(&id) && !l.valid("") && !l.valid(&id[1..]));
+        assert!(l.close(&id) && !l.valid(&id) && !l.close(&id));
+        let l = LoginSessions::new(std::time::Duration::ZERO);
+        assert!(!l.valid(&l.open()), "an expired sign-in is no sign-in");
+        assert_eq!(login_cookie_name(Some("127.0.0.1:3000")), "gosling_login_3000");
+        assert_eq!(login_cookie_name(Some("[::1]:80")), "gosling_login_80");
+        assert_eq!(login_cookie_name(Some("localhost")), "gosling_login");
+        assert_eq!(login_cookie_name(Some("h:x;y")), "gosling_login");
+        assert_eq!(cookie(Some("a=1; gosling_login_3000=abc ; b=2"), "gosling_login_3000"), Some("abc"));
+        assert_eq!(cookie(Some("xgosling_login=abc"), "gosling_login"), None);
     }
 
     #[test]

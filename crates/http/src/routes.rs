@@ -248,12 +248,33 @@ fn token_required(app: &App) -> bool {
     !app.secret().is_empty()
 }
 
+/// The web page's sign-in cookie, when the request is the page's own: the browser marks it
+/// as a fetch of the same origin (`Sec-Fetch-Site: same-origin`, or an `Origin` that is this
+/// server), or it carries the page's `X-Gosling-Page` header (which no other origin can send
+/// without a CORS preflight that is refused, or that grants no credentials). Another site, or
+/// a page on another port of this machine (same-site to a browser), never gets the cookie to
+/// stand for the key. Never on `/acp`.
+fn signed_in(app: &App, req: &Request) -> bool {
+    if req.path == ACP {
+        return false;
+    }
+    let host = req.header("host").unwrap_or("");
+    let own_origin = req
+        .header("origin")
+        .and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")))
+        .is_some_and(|o| o == host);
+    let own =
+        req.header("sec-fetch-site") == Some("same-origin") || own_origin || req.header("x-gosling-page").is_some();
+    own && auth::cookie(req.header("cookie"), &auth::login_cookie_name(req.header("host")))
+        .is_some_and(|id| app.signed_in.valid(id))
+}
+
 fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
     if auth::is_exempt(&req.path) {
         return Ok(());
     }
     let given = given_key(req);
-    if auth::secret_matches(given.as_bytes(), app.secret().as_bytes()) {
+    if auth::secret_matches(given.as_bytes(), app.secret().as_bytes()) || (given.is_empty() && signed_in(app, req)) {
         Ok(())
     } else {
         let why = match (given.is_empty(), req.path == ACP) {
@@ -290,6 +311,9 @@ const ROUTES: &[(&str, &str, Handler)] = &[
     ("GET", "/mcp-app-guest", |a, r, _| a.guests.get(r, a.secret())),
     ("POST", "/mcp-app-guest", |a, r, _| a.guests.post(r, a.secret())),
     ("POST", "/auth/login", |a, r, _| login(a, r)),
+    ("POST", "/auth/logout", |a, r, _| Ok(logout(a, r))),
+    // Whether this browser's page is signed in (so the page asks without a failed request).
+    ("GET", "/auth/login", |a, r, _| Ok(Response::json(200, &serde_json::json!({ "signed_in": signed_in(a, r) })))),
     ("GET", "/config", |a, _, _| config::get_all(a)),
     ("GET", "/config/extensions", |a, _, _| config::get_extensions(a)),
     ("POST", "/config/extensions", |a, r, _| config::post_extension(a, r)),
@@ -396,20 +420,50 @@ fn route(app: &Arc<App>, req: &Request) -> R {
     Err(ApiError::new(405, format!("method {m} is not allowed on {path}; use {}", methods.join(" or "))))
 }
 
-/// `POST /auth/login`: the one-time login token for the secret key.
+/// `POST /auth/login`: signs the web page in — with the one-time login link's `token`, or the
+/// `secret_key` typed once — as a cookie (`auth::LoginSessions`); the key is never sent back.
 fn login(app: &App, req: &Request) -> R {
     #[derive(serde::Deserialize)]
     struct Login {
-        token: String,
+        #[serde(default)]
+        token: Option<String>,
+        #[serde(default)]
+        secret_key: Option<String>,
     }
     let l: Login = req.json()?;
-    if app.login.redeem(&l.token) {
-        log::info!("the one-time login link was used");
-        Ok(Response::json(200, &serde_json::json!({ "secret_key": app.secret() })))
-    } else {
-        Err(ApiError::new(
-            401,
-            "this login link is wrong, expired or already used; restart gosling for a new one or enter the secret key",
-        ))
+    let right = match (&l.token, &l.secret_key) {
+        (Some(t), None) => app.login.redeem(t),
+        (None, Some(k)) => auth::secret_matches(k.as_bytes(), app.secret().as_bytes()),
+        _ => return Err(ApiError::bad_request("give either `token` (the login link's) or `secret_key`")),
+    };
+    if !right {
+        let e = if l.token.is_some() {
+            "this login link is wrong, expired or already used; restart gosling for a new one or enter the secret key"
+        } else {
+            "wrong secret key: it is GOOSE_SERVER__SECRET_KEY, or the file secret-key in gosling's state dir when that is unset"
+        };
+        return Err(ApiError::new(401, e));
     }
+    log::info!("the web page signed in ({})", if l.token.is_some() { "one-time login link" } else { "secret key" });
+    let id = app.signed_in.open();
+    let secs = app.signed_in.lifetime().as_secs();
+    let cookie = format!(
+        "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={secs}{}",
+        auth::login_cookie_name(req.header("host")),
+        if app.config.tls.enabled { "; Secure" } else { "" }
+    );
+    Ok(Response::json(200, &serde_json::json!({ "signed_in": true, "expires_in_secs": secs }))
+        .with_header("Set-Cookie", &cookie)
+        .with_header("Cache-Control", "no-store"))
+}
+
+/// `POST /auth/logout`: signs this browser's page out (its cookie's sign-in ends now).
+fn logout(app: &App, req: &Request) -> Response {
+    let name = auth::login_cookie_name(req.header("host"));
+    let was = auth::cookie(req.header("cookie"), &name).is_some_and(|id| app.signed_in.close(id));
+    if was {
+        log::info!("the web page signed out");
+    }
+    let expired = format!("{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    Response::json(200, &serde_json::json!({ "signed_out": was })).with_header("Set-Cookie", &expired)
 }

@@ -1,7 +1,7 @@
 //! The state every request handler borrows: the agent layer's `Host` and what only HTTP has
 //! (the MCP-UI guest pages, the web page's one-time login token, the guess limit).
 
-use crate::auth::{LoginToken, Throttle};
+use crate::auth::{LoginSessions, LoginToken, Throttle};
 use crate::error::ApiError;
 use crate::proxy::GuestPages;
 use gosling_agent::host::Host;
@@ -10,10 +10,15 @@ use gosling_extensions::policy::InstallSource;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a sign-in of the web page lasts (then the page asks again).
+pub const LOGIN_LIFETIME: Duration = Duration::from_secs(7 * 86_400);
+
 pub struct App {
     pub host: Arc<Host>,
     pub guests: GuestPages,
     pub login: LoginToken,
+    /// The web page's sign-ins (cookies), in memory: a restart signs every page out.
+    pub signed_in: LoginSessions,
     /// Failed key and login-token guesses per peer.
     pub throttle: Throttle,
 }
@@ -31,6 +36,7 @@ impl App {
             host,
             guests: GuestPages::default(),
             login: LoginToken::new(Duration::from_secs(600)),
+            signed_in: LoginSessions::new(LOGIN_LIFETIME),
             throttle: Throttle::new(),
         }
     }

@@ -18,17 +18,18 @@ use std::path::{Path, PathBuf};
 /// Hex digits of a generated key (32 random bytes).
 const KEY_LEN: usize = 64;
 
-/// The generated key of `state_dir` and its file: read if present, else created.
-pub fn load_or_create(state_dir: &Path) -> Result<(String, PathBuf), Error> {
+/// The generated key of `state_dir`, its file, and whether this call created it (else it was
+/// read: a start after the first, or another server's).
+pub fn load_or_create(state_dir: &Path) -> Result<(String, PathBuf, bool), Error> {
     let path = state_dir.join("secret-key");
     // A second round only after losing the race to create it.
     for _ in 0..2 {
         if let Some(key) = read(&path)? {
-            return Ok((key, path));
+            return Ok((key, path, false));
         }
         let key = gosling_util::random_hex(KEY_LEN / 2);
         if create(&path, &key)? {
-            return Ok((key, path));
+            return Ok((key, path, true));
         }
     }
     Err(atomic::io_err(
@@ -37,16 +38,40 @@ pub fn load_or_create(state_dir: &Path) -> Result<(String, PathBuf), Error> {
     ))
 }
 
-/// Where the web page's one-time sign-in link is kept: `<state dir>/login-link`.
+/// Where the web page's one-time sign-in links are kept: `<state dir>/login-link-PORT`, one
+/// file per server (several may share a state dir).
 pub const LOGIN_LINK: &str = "login-link";
 
-/// Keeps the web page's one-time sign-in link (`…/#login=TOKEN`, never the key) in
-/// `<state dir>/login-link`, 0600, written atomically (tmp + rename: a link planted at that
-/// name is replaced, never followed), for a person whose gosling was started without a
-/// terminal (desktop, systemd, a script). The token works once and expires; each start
-/// replaces the file.
-pub fn write_login_link(state_dir: &Path, link: &str) -> Result<PathBuf, Error> {
-    let path = state_dir.join(LOGIN_LINK);
+/// How long a login link works; a link file older than this is removed when a server starts.
+pub const LOGIN_LINK_LIFETIME: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Keeps the web page's one-time sign-in link (`…/#login=TOKEN`, never the key) of the server
+/// listening on `port` in `<state dir>/login-link-PORT`, 0600, written atomically (tmp +
+/// rename: a link planted at that name is replaced, never followed), for a person whose
+/// gosling was started without a terminal (desktop, systemd, a script). The token works once
+/// and expires; a server's next start on that port replaces its file, and other servers'
+/// files stay (those past the token's lifetime are removed: they no longer work).
+pub fn write_login_link(state_dir: &Path, port: u16, link: &str) -> Result<PathBuf, Error> {
+    if let Ok(dir) = fs::read_dir(state_dir) {
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let stale = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("login-link-"))
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && entry
+                    .metadata()
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > LOGIN_LINK_LIFETIME);
+            if stale {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+    let path = state_dir.join(format!("{LOGIN_LINK}-{port}"));
     atomic::write_atomic(&path, format!("{link}\n").as_bytes())?;
     Ok(path)
 }

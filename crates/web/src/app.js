@@ -1,12 +1,12 @@
 // gosling's built-in page: a plain client of the session API Goose Desktop uses
 // (POST /sessions/{id}/reply, GET /sessions/{id}/events, POST /sessions/{id}/cancel).
 // No build step, no inline script (the CSP forbids it). Text from a model, a tool or the server
-// only ever becomes text nodes (textContent, or markdown.js, which builds DOM nodes). The secret
-// key lives in sessionStorage (this tab only); recent working directories in localStorage.
+// only ever becomes text nodes (textContent, or markdown.js, which builds DOM nodes). Sign-in is
+// an HttpOnly cookie the server sets for the login link or the key typed once (POST /auth/login):
+// the key never stays in the page or its storage; recent working directories in localStorage.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const KEY_STORE = "gosling-secret-key";
 const DIRS_STORE = "gosling-recent-dirs";
 const LONG_RESULT = 1200;
 const md = () => window.goslingMarkdown;
@@ -36,7 +36,7 @@ function button(text, f, attrs) {
   return b;
 }
 function status(msg) { $("status").textContent = msg || ""; }
-function key() { return sessionStorage.getItem(KEY_STORE) || ""; }
+let signedInNow = false;
 function uuid() {
   const b = crypto.getRandomValues(new Uint8Array(16));
   b[6] = (b[6] & 0x0f) | 0x40; b[8] = (b[8] & 0x3f) | 0x80;
@@ -46,9 +46,10 @@ function uuid() {
 
 // ---------- HTTP ----------
 async function api(method, path, body, signal, extraHeaders) {
-  const headers = Object.assign({ "X-Secret-Key": key() }, extraHeaders || {});
+  // The sign-in cookie goes with the page's own requests; this header marks them as such.
+  const headers = Object.assign({ "X-Gosling-Page": "1" }, extraHeaders || {});
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const resp = await fetch(path, { method, headers, signal, credentials: "omit", cache: "no-store",
+  const resp = await fetch(path, { method, headers, signal, credentials: "same-origin", cache: "no-store",
     body: body === undefined ? undefined : JSON.stringify(body) });
   if (!resp.ok) {
     let msg = resp.status + " " + resp.statusText;
@@ -58,7 +59,7 @@ async function api(method, path, body, signal, extraHeaders) {
     } catch (_) { /* body unreadable */ }
     const err = new Error(msg);
     err.status = resp.status;
-    if (resp.status === 401) askKey(msg);
+    if (resp.status === 401) askKey("Not signed in (the server restarted, or the sign-in ended or was signed out): open the sign-in link gosling printed, or enter the secret key.");
     throw err;
   }
   return resp;
@@ -73,25 +74,36 @@ async function guard(f, errEl) {
 }
 
 // ---------- sign in ----------
-// `#key=K` or `#login=T` (the one-time token gosling prints, traded via POST /auth/login).
-// Fragments never reach the server; we drop it from the URL at once.
+// `#key=K` or `#login=T` (the one-time token gosling prints): traded via POST /auth/login for
+// the sign-in cookie. Fragments never reach the server; we drop it from the URL at once.
+async function login(body) {
+  const r = await fetch("/auth/login", { method: "POST", credentials: "same-origin", cache: "no-store",
+    headers: { "Content-Type": "application/json", "X-Gosling-Page": "1" }, body: JSON.stringify(body) });
+  let j = {};
+  try { j = await r.json(); } catch (_) { /* not JSON */ }
+  if (!r.ok) throw new Error(j.message || r.status + " " + r.statusText);
+  signedInNow = true;
+}
 async function takeKeyFromFragment() {
   const frag = new URLSearchParams(location.hash.replace(/^#/, ""));
   const k = frag.get("key");
-  const login = frag.get("login");
-  if (k === null && login === null) return;
+  const token = frag.get("login");
+  if (k === null && token === null) return;
   history.replaceState(null, "", location.pathname + location.search);
-  if (k !== null) { sessionStorage.setItem(KEY_STORE, k); return; }
+  try { await login(k !== null ? { secret_key: k } : { token }); } catch (e) {
+    $("key-error").textContent = (k !== null ? "The key in the link did not work: " : "The login link did not work: ") + e.message;
+  }
+}
+// Whether this browser is signed in (its cookie), without a failed request.
+async function checkSignedIn() {
   try {
-    const r = await fetch("/auth/login", { method: "POST", credentials: "omit", cache: "no-store",
-      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token: login }) });
-    const j = await r.json();
-    if (r.ok && j.secret_key) sessionStorage.setItem(KEY_STORE, j.secret_key);
-    else $("key-error").textContent = j.message || "The login link did not work; enter the secret key.";
-  } catch (e) { $("key-error").textContent = "The login link did not work: " + e.message; }
+    const r = await fetch("/auth/login", { credentials: "same-origin", cache: "no-store", headers: { "X-Gosling-Page": "1" } });
+    signedInNow = r.ok && (await r.json()).signed_in === true;
+  } catch (_) { signedInNow = false; }
+  return signedInNow;
 }
 function askKey(msg) {
-  sessionStorage.removeItem(KEY_STORE);
+  signedInNow = false;
   if (msg) $("key-error").textContent = msg;
   if (!$("key-dialog").open) $("key-dialog").showModal();
 }
@@ -254,12 +266,15 @@ function confirmBox(data, rid) {
     const r = await apiJson("POST", "/action-required/tool-confirmation", { id: data.id, action, sessionId: cur.id, principalType: "Tool" });
     if (r && r.status === "unknown") box.append(el("p", { class: "error", text: "Too late: " + (r.message || "this tool call is no longer waiting.") }));
     else {
-      box.append(el("p", { class: "note", text: action === "allow_once" ? "Allowed." : "Denied." }));
-      if (card && card.dataset.state === "waiting") setCardState(card, action === "allow_once" ? "running" : "failed");
+      const allowed = action === "allow_once" || action === "always_allow";
+      box.append(el("p", { class: "note", text: action === "always_allow" ? "Allowed; " + data.toolName + " runs without asking for the rest of this session." : allowed ? "Allowed." : "Denied." }));
+      if (card && card.dataset.state === "waiting") setCardState(card, allowed ? "running" : "failed");
     }
   }, null);
   const acts = el("div", { class: "actions" },
-    button("Allow once", () => answer("allow_once"), { class: "primary" }), button("Deny", () => answer("deny_once")));
+    button("Allow once", () => answer("allow_once"), { class: "primary" }),
+    button("Always allow", () => answer("always_allow"), { title: "Allow " + (data.toolName || "this tool") + " without asking again in this session" }),
+    button("Deny", () => answer("deny_once")));
   box.append(acts);
   asks.set(data.id, { box, rid });
   return box;
@@ -411,6 +426,7 @@ async function loadInForce() {
 function showTitle() {
   $("session-title").textContent = cur ? cur.name || "Session " + cur.id : "No session";
   $("rename-btn").hidden = !cur;
+  if (!cur) $("session-mode-row").hidden = true;
 }
 // What a turn of this session uses: the session's own provider, model and mode, else the
 // settings in force.
@@ -426,6 +442,33 @@ function showModel() {
   box.append(el("span", { class: "provider", title: "Provider", text: provider || "no provider set" }),
     el("span", { class: "model", title: "Model", text: model || "no model set" }),
     el("span", { class: "mode", title: "Tool approval mode", text: "mode: " + mode }));
+  $("session-mode-row").hidden = false;
+  $("session-mode").value = mode;
+}
+// The header follows what is in force now (a restart, another tab's Settings).
+async function refreshInForce() {
+  try { await loadInForce(); } catch (_) { return; }
+  showModel();
+  firstRun();
+}
+// No model yet: say so where the conversation goes, and lead to Settings.
+function firstRun() {
+  const none = !(inForce.values || {}).GOOSE_PROVIDER;
+  let note = $("first-run");
+  if (!none) { if (note) note.remove(); return; }
+  if (note) return;
+  note = el("div", { id: "first-run", class: "msg error", role: "alert" },
+    el("p", { text: "No model is set up yet: choose a provider, a model and its API key in Settings, and gosling can answer." }),
+    button("Open Settings", () => guard(openSettings, $("settings-msg")), { class: "primary" }));
+  $("main").insertBefore(note, $("log"));
+}
+async function setSessionMode() {
+  if (!cur) return;
+  const mode = $("session-mode").value;
+  await api("POST", "/agent/update_session", { session_id: cur.id, goose_mode: mode });
+  cur.session.goose_mode = mode;
+  showModel();
+  status("This session's tool approval: " + mode + ".");
 }
 // Titles arrive after the first exchange (the model is asked in the background): the list
 // and the header follow.
@@ -521,7 +564,8 @@ function handleEvent(ev) {
     }
     case "Error":
       if (!active.has(rid)) break;
-      $("log").append(el("div", { class: "msg error", role: "alert", text: "Error: " + ev.error }));
+      $("log").append(el("div", { class: "msg error", role: "alert" }, "Error: " + ev.error,
+        /GOOSE_PROVIDER|GOOSE_MODEL|API_KEY|provider|model/i.test(String(ev.error)) ? button("Open Settings", () => guard(openSettings, $("settings-msg"))) : null));
       scrollDown();
       break;
     case "Finish":
@@ -531,6 +575,7 @@ function handleEvent(ev) {
       for (const card of cards.values()) if (card.dataset.state === "running" || card.dataset.state === "waiting") setCardState(card, "interrupted");
       setBusy();
       status("Done.");
+      refreshInForce();
       refreshTitles().catch(() => {});
       for (const ms of [1500, 5000]) setTimeout(() => refreshTitles().catch(() => {}), ms);
       break;
@@ -583,6 +628,7 @@ async function follow(sid) {
     try {
       const resp = await api("GET", "/sessions/" + sid + "/events", undefined, inner.signal,
         lastSeq > 0 ? { "Last-Event-ID": String(lastSeq) } : undefined);
+      if ($("conn").textContent) refreshInForce(); // back after a drop: the server may have restarted
       $("conn").textContent = "";
       replaying = lastSeq === 0;
       pending.clear();
@@ -704,6 +750,8 @@ function autosize() {
 let loadResults = new Map();
 const nameToKey = (n) => n.replace(/\s/g, "").toLowerCase();
 async function refreshExtensions() {
+  const c = await apiJson("GET", "/config").catch(() => null);
+  toolPermissions = ((c && c.config) || {}).tool_permissions || {};
   const [r, tools] = await Promise.all([apiJson("GET", "/config/extensions"),
     cur ? apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(cur.id)).catch(() => null) : null]);
   const inSession = cur ? ((await apiJson("GET", "/sessions/" + cur.id + "/extensions").catch(() => ({}))).extensions || []).map((e) => e.name) : [];
@@ -747,14 +795,39 @@ async function refreshExtensions() {
         $("ext-error").textContent = ext.name + ": signed out" + (r.forgotten ? "" : " (no stored sign-in)") + ".";
       }, $("ext-error")), { "aria-label": "Sign out of " + ext.name }));
     }
+    if (cur && ext.enabled && state === "not in this session") {
+      item.querySelector(".ext-row").append(button("Add to this session", () => guard(async () => {
+        const config = Object.assign({}, ext); delete config.enabled;
+        await addToSession(config);
+        await refreshExtensions();
+      }, $("ext-error")), { "aria-label": "Add " + ext.name + " to this session" }));
+    }
     if (lr && !lr.success) item.append(el("pre", { class: "error", text: lr.error || "" }), signInLink(lr.error) || "");
     if (mine.length) {
       item.append(el("details", {}, el("summary", { text: mine.length + " tools" }),
-        el("ul", {}, ...mine.map((t) => el("li", {}, el("code", { text: t.name.slice(prefix.length) }), t.description ? " — " + t.description : "")))));
+        el("ul", {}, ...mine.map((t) => el("li", { class: "tool-row" }, el("code", { text: t.name.slice(prefix.length) }), t.description ? " — " + t.description : "", permissionSelect(t.name))))));
     }
     list.append(item);
   }
   if (!list.children.length) list.append(el("li", { class: "muted", text: "No extensions configured." }));
+}
+// goose's per-tool permission (config key tool_permissions, {tool: level}), which every turn of
+// every session honours; "mode" leaves the tool to the session's mode.
+let toolPermissions = {};
+function permissionSelect(tool) {
+  const sel = el("select", { "aria-label": "Permission for " + tool, "data-tool": tool },
+    el("option", { value: "", text: "as the mode says" }), el("option", { value: "always_allow", text: "always allow" }),
+    el("option", { value: "ask_before", text: "ask before" }), el("option", { value: "never_allow", text: "never allow" }));
+  sel.value = toolPermissions[tool] || "";
+  sel.addEventListener("change", () => guard(async () => {
+    const c = await apiJson("GET", "/config");
+    const now = Object.assign({}, ((c && c.config) || {}).tool_permissions || {});
+    if (sel.value) now[tool] = sel.value; else delete now[tool];
+    await apiJson("POST", "/config/upsert", { key: "tool_permissions", value: now, is_secret: false });
+    toolPermissions = now;
+    $("ext-error").textContent = tool + ": " + (sel.value ? sel.value.replace("_", " ") : "as the mode says") + ".";
+  }, $("ext-error")));
+  return sel;
 }
 async function addToSession(config) {
   if (!cur) return;
@@ -769,9 +842,21 @@ function selectTab(name) {
     $("pane-" + t).hidden = !on;
   }
 }
-function extFormConfig() {
-  const name = $("ext-name").value.trim();
+// Only the fields of the chosen type are shown.
+function showTypeFields() {
   const type = document.querySelector("input[name=ext-type]:checked").value;
+  for (const d of document.querySelectorAll("#ext-form [data-for]")) d.hidden = !d.dataset.for.split(" ").includes(type);
+  $("ext-name").required = type !== "builtin";
+  $("ext-name").parentElement.querySelector("label[for=ext-name]").hidden = type === "builtin";
+  $("ext-name").hidden = type === "builtin";
+}
+function extFormConfig() {
+  const type = document.querySelector("input[name=ext-type]:checked").value;
+  if (type === "builtin") {
+    const b = $("ext-builtin").value;
+    return { type, name: b, description: "", display_name: b.charAt(0).toUpperCase() + b.slice(1), timeout: 300, bundled: true, available_tools: [] };
+  }
+  const name = $("ext-name").value.trim();
   const config = { type, name, description: "", timeout: parseInt($("ext-timeout").value, 10) || 300,
     env_keys: $("ext-envkeys").value.split(",").map((s) => s.trim()).filter(Boolean), envs: {} };
   if (type === "stdio") {
@@ -796,7 +881,9 @@ function describePlan(plan) {
     row("Reads stored secrets", el("ul", {}, ...sm.reads.map((r) => el("li", {}, r.where + " \u2190 ", el("code", { text: r.secret }),
       r.refused ? " (refused: one of gosling's own secrets)" : r.stored ? " (stored)" : " (not stored yet)"))));
   }
-  if ((sm.risks || []).length) row("Risks", el("ul", { class: "warnings" }, ...sm.risks.map((x) => el("li", { text: x }))));
+  // `…` in a risk line is code: shown as such, not as backticks.
+  const codeSpans = (x) => String(x).split("`").map((part, i) => i % 2 ? el("code", { text: part }) : part);
+  if ((sm.risks || []).length) row("Risks", el("ul", { class: "warnings" }, ...sm.risks.map((x) => el("li", {}, ...codeSpans(x)))));
   row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
   row("Installation notes", sm.installation_notes);
   if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.map((s) => typeof s === "string" ? s : JSON.stringify(s)).join(", "));
@@ -937,10 +1024,13 @@ function fillSettings() {
   const shown = { provider, model: v.GOOSE_MODEL || "", mode: v.GOOSE_MODE || "", host: (HOST_KEYS[provider] && v[HOST_KEYS[provider]]) || "" };
   $("set-provider").value = shown.provider; $("set-model").value = shown.model;
   $("set-mode").value = shown.mode; $("set-host").value = shown.host;
+  shown.basePath = v.OPENAI_BASE_PATH || "";
+  $("set-basepath").value = shown.basePath;
+  $("secret-names").textContent = (inForce.secret_names || []).join(", ") || "none";
   $("set-apikey").value = "";
   const keyName = API_KEYS[provider];
   $("set-apikey").placeholder = keyName && (inForce.secrets_set || {})[keyName] ? keyName + " is set (type to replace)" : "";
-  const envOf = { GOOSE_PROVIDER: "GOOSE_PROVIDER", GOOSE_MODEL: "GOOSE_MODEL", GOOSE_MODE: "GOOSE_MODE", HOST: HOST_KEYS[provider], API_KEY: keyName };
+  const envOf = { GOOSE_PROVIDER: "GOOSE_PROVIDER", GOOSE_MODEL: "GOOSE_MODEL", GOOSE_MODE: "GOOSE_MODE", HOST: HOST_KEYS[provider], API_KEY: keyName, BASE_PATH: "OPENAI_BASE_PATH" };
   for (const n of document.querySelectorAll("#settings-form .env-note")) {
     const k = envOf[n.dataset.env];
     n.textContent = k && env.has(k) ? "set by the environment (" + k + "): a saved value does not apply while it is set" : "";
@@ -954,6 +1044,7 @@ async function saveSettings() {
   const host = $("set-host").value.trim();
   const apiKey = $("set-apikey").value;
   const mode = $("set-mode").value;
+  const basePath = $("set-basepath").value.trim();
   if (host && !HOST_KEYS[provider]) throw new Error("Choose a provider to set its host.");
   if (apiKey && !API_KEYS[provider]) throw new Error("Choose openai or anthropic to set an API key.");
   const was = shownSettings;
@@ -961,11 +1052,17 @@ async function saveSettings() {
   if (provider && provider !== was.provider) await upsert("GOOSE_PROVIDER", provider, false);
   if (model && model !== was.model) await upsert("GOOSE_MODEL", model, false);
   if (host && (host !== was.host || provider !== was.provider)) await upsert(HOST_KEYS[provider], host, false);
+  if (basePath !== (was.basePath || "")) {
+    if (basePath) await upsert("OPENAI_BASE_PATH", basePath, false);
+    else await apiJson("POST", "/config/remove", { key: "OPENAI_BASE_PATH", is_secret: false });
+  }
   if (apiKey) await upsert(API_KEYS[provider], apiKey, true);
   await loadInForce();
   fillSettings();
   showModel();
+  firstRun();
   $("settings-msg").textContent = "Settings saved.";
+  $("settings-msg").scrollIntoView({ block: "nearest" });
 }
 
 // ---------- wiring ----------
@@ -975,6 +1072,7 @@ function signedIn() {
   $("key-dialog").close();
   guard(async () => {
     await Promise.all([loadSessions(), loadInForce()]);
+    firstRun();
     const last = localStorage.getItem("gosling-last-session");
     if (!cur && last && sessions.some((s) => s.id === last)) await openSession(last);
   });
@@ -985,14 +1083,15 @@ async function init() {
     for (const b of d.querySelectorAll("button.close")) b.addEventListener("click", () => d.close());
   }
   onSubmit("key-form", async () => {
-    sessionStorage.setItem(KEY_STORE, $("key-input").value);
+    const typed = $("key-input").value;
     $("key-input").value = "";
-    try { await apiJson("GET", "/sessions"); } catch (e) { $("key-error").textContent = e.message; throw e; }
+    await login({ secret_key: typed });
     $("key-error").textContent = "";
     signedIn();
   }, $("key-error"));
-  on("key-forget", "click", () => {
-    sessionStorage.removeItem(KEY_STORE);
+  on("key-forget", "click", async () => {
+    await fetch("/auth/logout", { method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json", "X-Gosling-Page": "1" }, body: "{}" }).catch(() => {});
     if (follower) follower.abort();
     cur = null; sessions = []; active = new Set();
     resetLog(); renderSessions(); setBusy();
@@ -1000,7 +1099,7 @@ async function init() {
     askKey("");
   });
   // Without a key there is nothing to go back to: Esc does not close the sign-in dialog.
-  on("key-dialog", "cancel", (e) => { if (!key()) e.preventDefault(); });
+  on("key-dialog", "cancel", (e) => { if (!signedInNow) e.preventDefault(); });
   on("new-session", "click", openNewDialog);
   onSubmit("start-form", async () => {
     const dir = $("workdir").value.trim();
@@ -1053,8 +1152,13 @@ async function init() {
     await apiJson("POST", "/config/extensions", { name: config.name, config, enabled: true });
     if ($("ext-session").checked) await addToSession(config);
     $("ext-form").reset();
+    showTypeFields();
     await refreshExtensions();
   }, $("ext-error"));
+  for (const r of document.querySelectorAll("input[name=ext-type]")) r.addEventListener("change", showTypeFields);
+  showTypeFields();
+  on("session-mode", "change", () => guard(setSessionMode));
+  window.addEventListener("focus", () => { if (signedInNow) refreshInForce(); });
   onSubmit("install-form", () => checkInstall($("install-link").value.trim()), $("ext-error"));
   onSubmit("json-form", async () => checkJson(), $("ext-error"));
   onSubmit("settings-form", saveSettings, $("settings-msg"));
@@ -1063,12 +1167,15 @@ async function init() {
     if (!name) throw new Error("Give the secret a name.");
     await upsert(name, $("secret-value").value, true);
     $("secret-value").value = "";
+    await loadInForce();
+    $("secret-names").textContent = (inForce.secret_names || []).join(", ") || "none";
     $("settings-msg").textContent = "Secret " + name + " saved.";
+    $("settings-msg").scrollIntoView({ block: "nearest" });
   }, $("settings-msg"));
   setBusy();
-  window.addEventListener("hashchange", async () => { await takeKeyFromFragment(); if (key()) signedIn(); });
+  window.addEventListener("hashchange", async () => { await takeKeyFromFragment(); if (signedInNow) signedIn(); });
   await takeKeyFromFragment();
-  if (key()) signedIn(); else askKey();
+  if (signedInNow || await checkSignedIn()) signedIn(); else askKey();
 }
 
 document.addEventListener("DOMContentLoaded", init);
