@@ -29,7 +29,7 @@ Usage:
                                            the configured extensions, switched on or off
   gosling mcp NAME                         serve a builtin extension (developer, memory) as an
                                            MCP server on stdin/stdout
-  gosling probe [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env N=V]…
+  gosling probe [--call TOOL [--args JSON] [--times N] | --prompt NAME [--args JSON] | --read URI] [--env N=V]…
                 [--env-file FILE] (-- CMD ARGS… | URL)
                                            connect to one MCP server and show what it offers
   gosling auth NAME                        sign in (OAuth) to a configured streamable_http

@@ -193,7 +193,7 @@ async function main() {
   //    described, the stored secrets named; "Settings saved." where it is seen; the note goes.
   await page.click("#first-run button:text('Open Settings')");
   await page.waitForSelector("#settings-dialog[open]");
-  must((await page.getAttribute("#set-host", "placeholder")).includes("https://"), "no host example");
+  must((await page.getAttribute("#set-host", "placeholder")).includes("api.openai.com"), "no host example");
   must(await page.locator("#set-basepath").count(), "no base path field");
   must((await page.textContent("#set-mode option[value=smart_approve]")).includes("ask only before tools that may change things"), "smart_approve is not described");
   await page.selectOption("#set-provider", "openai");

@@ -526,3 +526,58 @@ fn the_oldest_audit_files_beyond_the_kept_number_are_removed() {
     let err = String::from_utf8_lossy(&err.stderr);
     assert!(err.contains("GOSLING_AUDIT_MAX_BYTES must be at least 4096"), "{err}");
 }
+
+/// Issue 38 item 9: start-up errors name the real cause and the fix — a config dir that is a
+/// file, a config.json this user may not read (as an unprivileged user: root reads anything),
+/// a dir of another owner — never "check the directory exists and is writable", "File exists
+/// (os error 17)" or a `chmod 700` that would not help.
+#[test]
+fn start_up_errors_name_the_real_cause_and_the_fix() {
+    let start_err = |home: &TempDir, as_nobody: bool| {
+        use std::os::unix::process::CommandExt;
+        let exe = if as_nobody { shared_bin() } else { bin() };
+        let mut cmd = gosling_at(&exe, home);
+        cmd.args(["agent", "--port", "0"]).env("GOOSE_SERVER__SECRET_KEY", SECRET).env("GOOSE_TLS", "false");
+        if as_nobody {
+            cmd.uid(65534).gid(65534);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success(), "it started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // A file where the config dir goes.
+    let home = TempDir::new("why-file");
+    std::fs::write(home.join("config"), b"not a dir").unwrap();
+    let err = start_err(&home, false);
+    assert!(err.contains("it is a file, not a directory") && err.contains("GOSLING_CONFIG_DIR"), "{err}");
+    assert!(!err.contains("os error 17") && !err.contains("check the directory exists"), "{err}");
+    if gosling::sys::euid() != 0 {
+        return;
+    }
+    // A config.json its user may not read.
+    use std::os::unix::fs::PermissionsExt;
+    let home = TempDir::new("why-unreadable");
+    for d in ["config", "state"] {
+        std::fs::create_dir(home.join(d)).unwrap();
+        std::fs::set_permissions(home.join(d), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    std::fs::write(home.join("config/config.json"), b"{}").unwrap();
+    std::fs::set_permissions(home.join("config/config.json"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    for p in [home.path().to_path_buf(), home.join("config"), home.join("state"), home.join("config/config.json")] {
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    let err = start_err(&home, true);
+    assert!(err.contains("config.json") && err.contains("ermission denied") && err.contains("may not use it"), "{err}");
+    assert!(err.contains("chmod 600") && !err.contains("check the directory exists"), "{err}");
+    // A state dir of another user: not "chmod 700", which would not help.
+    let home = TempDir::new("why-owner");
+    std::fs::create_dir(home.join("state")).unwrap();
+    std::fs::set_permissions(home.join("state"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(home.join("state"), Some(65534), Some(65534)).unwrap();
+    let err = start_err(&home, false);
+    assert!(
+        err.contains("is owned by uid 65534") && err.contains("GOSLING_STATE_DIR") && err.contains("chown"),
+        "{err}"
+    );
+    assert!(!err.contains("chmod 700"), "{err}");
+}

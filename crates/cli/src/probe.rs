@@ -4,7 +4,7 @@
 //! ```text
 //! gosling probe [OPTIONS] [--env NAME=VALUE]… [--env-file FILE] -- CMD ARGS…   (stdio)
 //! gosling probe [OPTIONS] [SIGN-IN OPTIONS] URL                              (Streamable HTTP)
-//!   OPTIONS: --timeout SECS, and one of --call TOOL | --prompt NAME (with --args JSON) | --read URI
+//!   OPTIONS: --timeout SECS, and one of --call TOOL | --prompt NAME (each with --args JSON) | --read URI
 //!   SIGN-IN: --client-id ID, --client-secret-env VAR, --scope S…, --client-metadata-url URL,
 //!            --sign-in browser|follow
 //! ```
@@ -35,7 +35,7 @@ prints what it offers as JSON: tools, prompts, resources; or calls one tool (--c
 prompt (--prompt) or reads one resource (--read). Exit 0 on success, 1 when the server fails,
 2 for a usage error.";
 
-const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--times N] | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
+const USAGE: &str = "usage: gosling probe [--timeout SECS] [--call TOOL [--args JSON] [--times N] | --prompt NAME [--args JSON] | --read URI] [--env NAME=VALUE]… [--env-file FILE] [--client-id ID] [--client-secret-env VAR] [--scope S]… [--client-metadata-url URL] [--sign-in browser|follow] [--protocol-version REV] (-- CMD ARGS… | URL)";
 
 pub(crate) enum Target {
     Stdio(Vec<String>),

@@ -36,7 +36,21 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, source } => {
-                write!(f, "store: {}: {source}; check the directory exists and is writable", path.display())
+                // What to do depends on what went wrong.
+                let fix = if source.kind() == io::ErrorKind::PermissionDenied {
+                    format!(
+                        "this user (uid {}) may not use it: make it yours (`chown`) and private (`chmod 600` a file, \
+                         `chmod 700` a directory), or give gosling dirs of its own (GOSLING_CONFIG_DIR, GOSLING_STATE_DIR)",
+                        gosling_sys::euid()
+                    )
+                } else if source.kind() == io::ErrorKind::AlreadyExists || source.raw_os_error() == Some(libc::ENOTDIR) {
+                    "a file is where gosling needs a directory: move it away, or give gosling dirs of its own \
+                     (GOSLING_CONFIG_DIR, GOSLING_STATE_DIR)"
+                        .to_string()
+                } else {
+                    "check the directory exists and is writable".to_string()
+                };
+                write!(f, "store: {}: {source}; {fix}", path.display())
             }
             Error::Corrupt { path, detail } => write!(
                 f,
@@ -48,9 +62,7 @@ impl fmt::Display for Error {
                 "store: {} is a symbolic link; gosling does not follow links in its state and config dirs — replace it with the real file or directory, or remove it",
                 path.display()
             ),
-            Error::UnsafeDir { path, detail } => {
-                write!(f, "store: {} {detail}; run `chmod 700 {}` (and make it yours)", path.display(), path.display())
-            }
+            Error::UnsafeDir { path, detail } => write!(f, "store: {} {detail}", path.display()),
         }
     }
 }
@@ -91,10 +103,19 @@ pub fn check_private_dir(dir: &Path) -> Result<(), Error> {
     let meta = fs::metadata(dir).map_err(|e| io_err(dir, e))?;
     let unsafe_dir = |detail| Err(Error::UnsafeDir { path: dir.to_path_buf(), detail });
     if meta.uid() != gosling_sys::euid() {
-        return unsafe_dir(format!("is owned by uid {}, not by this user (uid {})", meta.uid(), gosling_sys::euid()));
+        return unsafe_dir(format!(
+            "is owned by uid {}, not by this user (uid {}); give gosling dirs of this user's own (GOSLING_CONFIG_DIR, \
+             GOSLING_STATE_DIR), or `chown` it to this user",
+            meta.uid(),
+            gosling_sys::euid()
+        ));
     }
     if meta.mode() & 0o022 != 0 {
-        return unsafe_dir(format!("is writable by its group or others (mode {:o})", meta.mode() & 0o777));
+        return unsafe_dir(format!(
+            "is writable by its group or others (mode {:o}); run `chmod 700 {}`",
+            meta.mode() & 0o777,
+            dir.display()
+        ));
     }
     Ok(())
 }
@@ -123,7 +144,16 @@ pub fn refuse_symlinks(dir: &Path, names: &[&str]) -> Result<(), Error> {
 
 /// Creates `dir` (and parents) with mode 0700 if missing.
 pub fn ensure_dir(dir: &Path) -> Result<(), Error> {
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io_err(dir, e))
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
+        // A file where the directory (or one above it) goes: say so rather than "File exists".
+        let file_in_way = e.kind() == io::ErrorKind::AlreadyExists || e.raw_os_error() == Some(libc::ENOTDIR);
+        match dir.ancestors().find(|a| fs::metadata(a).is_ok_and(|m| !m.is_dir())) {
+            Some(file) if file_in_way => {
+                io_err(file, io::Error::new(io::ErrorKind::AlreadyExists, "it is a file, not a directory"))
+            }
+            _ => io_err(dir, e),
+        }
+    })
 }
 
 use std::os::unix::fs::DirBuilderExt;

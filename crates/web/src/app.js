@@ -382,13 +382,18 @@ function renderContent(message, c, rid, live) {
     default: break;
   }
 }
+// A turn's error, live or saved; one about the model leads to Settings.
+function errorEntry(text) {
+  return el("div", { class: "msg error", role: "alert" }, "Error: " + text,
+    /GOOSE_PROVIDER|GOOSE_MODEL|API_KEY|provider|model/i.test(String(text)) ? button("Open Settings", () => guard(openSettings, $("settings-msg"))) : null);
+}
 function renderMessage(message, rid, live) {
   const meta = message.metadata || {};
   if (meta.userVisible === false) return;
   // A failed turn's error, kept in the conversation: shown as it was live.
   if (meta.goslingError) {
     const note = (message.content || []).find((c) => c.type === "systemNotification");
-    $("log").append(el("div", { class: "msg error", role: "alert", text: "Error: " + (note ? note.msg : "") }));
+    $("log").append(errorEntry(note ? note.msg : ""));
     return;
   }
   for (const c of message.content || []) renderContent(message, c, rid, live);
@@ -564,8 +569,7 @@ function handleEvent(ev) {
     }
     case "Error":
       if (!active.has(rid)) break;
-      $("log").append(el("div", { class: "msg error", role: "alert" }, "Error: " + ev.error,
-        /GOOSE_PROVIDER|GOOSE_MODEL|API_KEY|provider|model/i.test(String(ev.error)) ? button("Open Settings", () => guard(openSettings, $("settings-msg"))) : null));
+      $("log").append(errorEntry(ev.error));
       scrollDown();
       break;
     case "Finish":
