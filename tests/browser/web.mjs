@@ -142,6 +142,8 @@ async function main() {
     OPENAI_API_KEY: "sk-llmock",
     RUST_LOG: "info",
     GOSLING_PRINT_LOGIN_LINK: "1",
+    // The extensions this scenario adds, no builtin (tests/browser/daily.mjs has the default).
+    GOSLING_FIRST_RUN_EXTENSIONS: "none",
     // Plain HTTP: headless Chromium would refuse the self-signed certificate of the default.
     GOOSE_TLS: "false",
     // The pasted mcpServers snippet meets the links' policy: let it run the peers' interpreters.
@@ -168,9 +170,11 @@ async function main() {
   // link) and one 424 (the extension that needs sign-in) are expected; anything else (a CSP
   // violation, a stray 401) fails.
   const expected = { "401 (Unauthorized)": 1, "403 (Forbidden)": 1, "424 (Failed Dependency)": 1 };
+  let restarting = false; // while the server restarts, the page's reconnects are refused
   const watch = (p) => {
     p.on("console", (m) => {
       if (m.type() !== "error") return;
+      if (restarting && /ERR_CONNECTION_REFUSED|401 \(Unauthorized\)/.test(m.text())) return;
       const st = /status of (\d{3} \([^)]*\))/.exec(m.text());
       if (st && expected[st[1]] > 0) expected[st[1]] -= 1;
       else consoleErrors.push(m.text());
@@ -653,6 +657,7 @@ async function main() {
   //     the page asks again; the new server's login link signs it in and the session is back.
   const port = new URL(base).port;
   const exited = new Promise((r) => srv.once("exit", r));
+  restarting = true;
   srv.kill("SIGTERM");
   await exited;
   const srv2 = start(BIN, ["agent", "--port", port], env, path.join(ART, "gosling-restarted.log"));
@@ -666,6 +671,7 @@ async function main() {
   }
   await page.goto(/(http:\/\/\S+#login=\w+)/.exec(newLink)[1]);
   await page.waitForSelector("#key-dialog", { state: "hidden" });
+  restarting = false;
   await page.waitForSelector(".msg.assistant .md >> text=AFTER-STOP-AND-ERROR");
   await page.waitForSelector("#session-title:text-is('Markdown, renamed by hand')");
   await llmock(llmPort, [{ type: "reply", text: "AFTER-RESTART" }]);

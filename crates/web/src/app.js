@@ -870,7 +870,10 @@ function extFormConfig() {
   return config;
 }
 
-function describePlan(plan) {
+// `given`: secrets the pasted snippet itself provides (saved when added): not missing.
+function describePlan(plan, given) {
+  given = new Set(given || []);
+  const nameOf = (m) => typeof m === "string" ? m : m.name || m.key;
   const sm = plan.summary || {};
   const dl = el("dl", { class: "plan" });
   const row = (k, v) => { if (v !== undefined && v !== null && v !== "") dl.append(el("dt", { text: k }), el("dd", {}, v)); };
@@ -890,9 +893,12 @@ function describePlan(plan) {
   if ((sm.risks || []).length) row("Risks", el("ul", { class: "warnings" }, ...sm.risks.map((x) => el("li", {}, ...codeSpans(x)))));
   row("Timeout", sm.timeout !== undefined ? sm.timeout + " s" : undefined);
   row("Installation notes", sm.installation_notes);
-  if ((plan.missing_secrets || []).length) row("Missing secrets", plan.missing_secrets.map((s) => typeof s === "string" ? s : JSON.stringify(s)).join(", "));
+  const missing = (plan.missing_secrets || []).map(nameOf).filter((n) => !given.has(n));
+  const fromSnippet = (plan.missing_secrets || []).map(nameOf).filter((n) => given.has(n));
+  if (fromSnippet.length) row("Secrets from the snippet", fromSnippet.join(", ") + " (saved as secrets when added)");
+  if (missing.length) row("Missing secrets", missing.join(", ") + " (Settings → Other secrets, or gosling secret set NAME)");
   if ((plan.refused_secrets || []).length) row("Refused (gosling's own secrets, never sent)", plan.refused_secrets.join(", "));
-  if ((plan.how_to_provide || []).length) row("How to provide", el("ul", {}, ...plan.how_to_provide.map((x) => el("li", { text: typeof x === "string" ? x : JSON.stringify(x) }))));
+  if (missing.length && (plan.how_to_provide || []).length) row("How to provide", el("ul", {}, ...plan.how_to_provide.map((x) => el("li", { text: typeof x === "string" ? x : JSON.stringify(x) }))));
   const box = el("div", { class: "plan-box" }, dl);
   if ((plan.warnings || []).length) box.append(el("ul", { class: "warnings" }, ...plan.warnings.map((w) => el("li", { text: "Warning: " + w }))));
   box.append(el("details", {}, el("summary", { text: "Full configuration" }), el("pre", { text: JSON.stringify(plan.config, null, 2) })));
@@ -973,7 +979,7 @@ async function checkJson() {
   for (const it of items) {
     try {
       const plan = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: true });
-      out.append(el("h3", { text: it.name }), describePlan(plan));
+      out.append(el("h3", { text: it.name }), describePlan(plan, Object.keys(it.values)));
       ok.push(Object.assign(it, { digest: plan.digest }));
     } catch (e) {
       out.append(el("h3", { text: it.name }), el("p", { class: "error", role: "alert", text: e.message }));
