@@ -257,6 +257,13 @@ async function main() {
   await page.waitForSelector("#ext-results :text('slowpoke')");
   const second = await page.evaluate(() => localStorage.getItem("gosling-last-session"));
   must(second && second !== first, "a new session was not opened");
+  //    (item 10) A new session asked for while this one is still empty reuses it.
+  const count = (await gosling("GET", "/sessions")).json.sessions.length;
+  await page.click("#new-session");
+  await page.fill("#workdir", workdir);
+  await page.click("#start-form button[type=submit]");
+  await page.waitForSelector("#status:text('This session is still empty: it is your new chat.')");
+  must((await gosling("GET", "/sessions")).json.sessions.length === count, "an empty session was not reused");
   must((await gosling("DELETE", "/config/extensions/slowpoke")).status === 200, "remove the slow extension");
 
   // 6. Item 4: a provider that repeats a tool-call id: both calls get a card, live and after a

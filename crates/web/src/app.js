@@ -1113,6 +1113,13 @@ async function init() {
   on("new-session", "click", openNewDialog);
   onSubmit("start-form", async () => {
     const dir = $("workdir").value.trim();
+    // The current session is still an empty "New Chat" in this directory: it is the new chat
+    // (no pile of empty sessions).
+    if (cur && cur.working_dir === dir && cur.name === "New Chat" && !$("log").querySelector(".msg")) {
+      $("new-dialog").close();
+      status("This session is still empty: it is your new chat.");
+      return;
+    }
     const mine = ++opening;
     $("new-dialog").close();
     leaveSession("Starting a new session…");
