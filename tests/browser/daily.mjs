@@ -328,6 +328,7 @@ async function main() {
   await page.waitForSelector("#ext-results :text('This session is damaged')");
   await page.waitForSelector(".msg.assistant >> text=HELLO-FIRST");
   await page.waitForSelector("#session-list .badge:text('damaged')");
+  must(await page.locator("#message-input").isDisabled(), "a damaged session takes messages (its file would be written)");
   must(Buffer.compare(before, fs.readFileSync(file)) === 0, "the damaged session's file was changed");
   await shot(page, "damaged-session");
 

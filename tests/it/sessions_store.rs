@@ -119,6 +119,12 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     let entry = list["sessions"].as_array().unwrap().iter().find(|x| x["id"] == bad.as_str()).unwrap().clone();
     assert!(entry["gosling_damaged"].as_str().is_some(), "{entry}");
     assert_eq!(std::fs::read(&bad_file).unwrap(), bytes);
+    // A turn in it is refused, saying why, and writes nothing: the file stays as it was.
+    let r = s.post("/agent/resume", json!({"session_id": bad, "load_model_and_extensions": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = s.post("/reply", json!({"session_id": bad, "user_message": user_text("more")}));
+    assert!(r.text().contains("is not valid") && r.text().contains("line 2"), "{} {}", r.status, r.text());
+    assert_eq!(std::fs::read(&bad_file).unwrap(), bytes);
 }
 
 /// Issue 38, item 3: a session whose metadata file was cut short, and one whose conversation

@@ -594,6 +594,11 @@ impl Inner {
         let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
         let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
         if exclusive {
+            if self.marked_damaged(id) {
+                // Found damaged when it was read: nothing is written to it until it reads whole
+                // again (fixed by hand), so its files stay as they are.
+                self.read_conversation(&d)?;
+            }
             if d.legacy {
                 d = self.migrate(id)?;
             }
@@ -943,6 +948,11 @@ impl Inner {
             log::warn!("{e}; session {id} is listed as far as its whole lines go");
             None
         })
+    }
+
+    /// Whether the index lists session `id` as damaged (`read_damaged`).
+    fn marked_damaged(&self, id: &str) -> bool {
+        lock(&self.index).get(id).is_some_and(|m| m.json.contains(&format!("\"{DAMAGED_KEY}\":")))
     }
 
     /// A session whose files do not read whole, as far as they read, marked with
@@ -1297,9 +1307,19 @@ mod tests {
         let listed = st.list().unwrap();
         assert!(listed[0].extra.contains_key(DAMAGED_KEY), "{:?}", listed[0]);
         assert!(e.contains("`role`") && e.contains("left untouched"), "{e}");
-        // A change that would rewrite the conversation fails too; the file is as it was.
+        // A change that would rewrite the conversation fails too, and so does an append or a
+        // metadata change of the session found damaged; the files are as they were.
         assert!(st.update(&id, |s| s.conversation = Some(vec![message(5)])).is_err());
+        let e = st.append_message(&id, &message(6)).unwrap_err().to_string();
+        assert!(e.contains("line 2 is not a goose message"), "{e}");
+        assert!(st.update_meta(&id, |s| s.name = "x".into()).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), before);
+        // Fixed by hand (the stray line removed): written to again, and no longer marked.
+        let good = before.iter().position(|&b| b == b'\n').unwrap() + 1;
+        std::fs::write(&path, &before[..good]).unwrap();
+        assert!(st.append_message(&id, &message(7)).unwrap());
+        assert!(!st.list().unwrap()[0].extra.contains_key(DAMAGED_KEY));
+        assert_eq!(st.get(&id).unwrap().unwrap().conversation.unwrap(), vec![message(0), message(7)]);
     }
 
     fn write_legacy(dir: &Path) -> Value {

@@ -417,8 +417,10 @@ function setBusy() {
   const busy = active.size > 0;
   $("stop-btn").hidden = !busy;
   $("send-btn").hidden = busy;
-  $("send-btn").disabled = busy || !cur;
-  $("message-input").disabled = !cur;
+  // A damaged session is read-only: gosling writes nothing to it until its files are fixed.
+  const closed = !cur || !!(cur.session && cur.session.gosling_damaged);
+  $("send-btn").disabled = busy || closed;
+  $("message-input").disabled = closed;
 }
 
 // ---------- header: title, provider, model, mode ----------
@@ -700,7 +702,7 @@ async function openSession(id, results) {
   const box = $("ext-results");
   box.replaceChildren();
   if (s.gosling_damaged) {
-    box.append(el("p", { class: "error", role: "alert", text: "This session is damaged: only its readable messages are shown, and its files are left as they are. " + s.gosling_damaged }));
+    box.append(el("p", { class: "error", role: "alert", text: "This session is damaged: its readable messages are shown, and nothing is written to it until its file is fixed or moved. " + s.gosling_damaged }));
   }
   loadResults = new Map();
   for (const r of results || []) {
