@@ -895,3 +895,21 @@ fn status_answers_alike_on_the_short_path_and_the_route() {
     );
     assert!(two.starts_with("HTTP/1.1 200 OK\r\n") && two.contains("ok") && two.contains("HTTP/1.1 404 "), "{two}");
 }
+
+/// Issue 38 item 5: over HTTPS (`gosling agent`'s default) the web page's sign-in cookie is
+/// also `Secure`, so a browser never sends it over plain HTTP.
+#[test]
+fn over_https_the_sign_in_cookie_is_secure() {
+    use crate::tls::{connect, exchange_json, fingerprint_line};
+    let s = Server::start_with(ServerOpts { default_tls: true, ..Default::default() });
+    let pin = fingerprint_line(&s);
+    let mut c = std::io::BufReader::new(connect(&s.addr, &pin).unwrap());
+    let r = exchange_json(&mut c, "POST", "/auth/login", None, Some(&json!({ "secret_key": SECRET }))).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.contains(SECRET), "{}", r.body);
+    let set = r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("set-cookie")).map(|(_, v)| v.clone());
+    let set = set.unwrap_or_else(|| panic!("no Set-Cookie: {:?}", r.headers));
+    for attr in ["; Secure", "HttpOnly", "SameSite=Strict"] {
+        assert!(set.contains(attr), "{attr} missing: {set}");
+    }
+}
