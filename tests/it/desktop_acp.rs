@@ -349,6 +349,15 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
         providers["entries"].as_array().unwrap().iter().map(|e| e["providerId"].as_str().unwrap()).collect();
     assert_eq!(ids, ["openai", "anthropic", "ollama"]);
     assert_eq!(providers["entries"][0]["configured"], true);
+    // Both Desktops' required keys: 1.41–1.45's `category`, 1.5x's `available`,
+    // `visibleInSetup` and `deprecated`.
+    for e in providers["entries"].as_array().unwrap() {
+        assert_eq!(e["available"], e["configured"], "{e}");
+        assert_eq!(
+            (&e["visibleInSetup"], &e["deprecated"], &e["category"]),
+            (&json!(true), &json!(false), &json!("model"))
+        );
+    }
     // Desktop syncs its bundled extensions at start, then lists them.
     d.call(
         "_goose/unstable/config/extensions/add",
@@ -633,14 +642,37 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
         "_goose/unstable/session/extensions/add",
         json!({"sessionId":sid,"extension":{"type":"builtin","name":"memory"}}),
     );
-    let names: Vec<String> = d.call("_goose/unstable/session/extensions/list", json!({"sessionId":sid}))["extensions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().or(e["server"]["name"].as_str()).unwrap().to_string())
-        .collect();
-    assert!(names.contains(&"memory".to_string()) && names.contains(&"everything".to_string()), "{names:?}");
+    // One entry that Desktop 1.41–1.45 (a bare GooseExtension, checked against 1.45's schema
+    // here) and 1.5x (`{extension, extensionKey}`) both accept.
+    let keys = |d: &mut Desktop| -> Vec<String> {
+        let list = d.call("_goose/unstable/session/extensions/list", json!({"sessionId":sid}));
+        list["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                assert_eq!(e["extension"]["type"], e["type"], "{e}");
+                e["extensionKey"].as_str().unwrap_or_else(|| panic!("no extensionKey: {e}")).to_string()
+            })
+            .collect()
+    };
+    let mut names = keys(&mut d);
+    names.sort();
+    assert_eq!(names, ["broken", "everything", "memory"]);
+    says(
+        &d.call_err("_goose/unstable/session/extensions/remove", json!({"sessionId":sid})),
+        BAD,
+        &["`extensionKey`", "`name`"],
+    );
+    // 1.5x removes by extensionKey, 1.45 by name.
+    d.call("_goose/unstable/session/extensions/remove", json!({"sessionId":sid,"extensionKey":"memory"}));
+    assert_eq!(keys(&mut d), ["broken", "everything"]);
+    d.call(
+        "_goose/unstable/session/extensions/add",
+        json!({"sessionId":sid,"extension":{"type":"builtin","name":"memory"}}),
+    );
     d.call("_goose/unstable/session/extensions/remove", json!({"sessionId":sid,"name":"memory"}));
+    assert_eq!(keys(&mut d), ["broken", "everything"]);
     let tools = d.call("_goose/unstable/tools/list", json!({"sessionId":sid,"extensionName":"everything"}));
     let echo =
         tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == "everything__echo").expect("echo").clone();
