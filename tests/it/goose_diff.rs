@@ -52,15 +52,15 @@ const OPAQUE_KEYS: &[&str] =
 /// does not). A user message with "echo" calls the `…__echo` tool offered; a tool result is
 /// answered "done"; "slow" holds the answer until `release` (the cancel step); else "Hello
 /// there".
-struct Model {
+pub(crate) struct Model {
     port: u16,
     /// Requests for the slow answer seen so far.
-    slow: Arc<AtomicUsize>,
-    release: Arc<AtomicBool>,
+    pub slow: Arc<AtomicUsize>,
+    pub release: Arc<AtomicBool>,
 }
 
 impl Model {
-    fn start() -> Model {
+    pub(crate) fn start() -> Model {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let (slow, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
@@ -227,7 +227,7 @@ fn start_goose(peers: &Peers, home: &TempDir, model: &Model) -> Serve {
 }
 
 /// `gosling serve` the same way.
-fn start_gosling(home: &TempDir, model: &Model) -> Serve {
+pub(crate) fn start_gosling(home: &TempDir, model: &Model) -> Serve {
     launch_on_a_free_port(home, false, |port| {
         let mut cmd = gosling(home);
         cmd.args(["serve", "--platform", "desktop", "--enable-scheduler", "--host", "127.0.0.1", "--port"])

@@ -36,6 +36,9 @@ mod serve;
 // compared; intended differences and open gaps in tests/contract/goose-differences.json.
 mod goose_diff;
 
+// Fork and truncate (edit a sent message) over ACP: the conversation cut at a message.
+mod history;
+
 // /config/extensions and the key/value config routes.
 mod config_api;
 

@@ -9,7 +9,7 @@
 //! the stores), shared with the HTTP routes.
 
 use crate::invalid_params;
-use crate::session::{session_not_found, store_error, str_param, Agent, Reply};
+use crate::session::{agent_error, session_not_found, store_error, str_param, Agent, Reply};
 use crate::shapes::{from_goose_extension, session_extension_entry, session_info, to_goose_extension};
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key, ExtensionEntry, ExtensionStore};
@@ -67,6 +67,14 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             Ok(json!({ "session": session_info(&s) }))
         }
         "session/rename" => rename(agent, p),
+        "session/conversation/truncate" => {
+            let sid = str_param(p, "sessionId")?;
+            let from = p.get("truncateFrom").and_then(Value::as_i64).ok_or_else(|| {
+                invalid_params("`truncateFrom` must be a whole number: the `created` time (unix seconds) of the first message to drop")
+            })?;
+            gosling_agent::history::truncate(&agent.app, sid, from).map_err(agent_error)?;
+            Ok(json!({}))
+        }
         "session/export" => {
             let sid = str_param(p, "sessionId")?;
             let s = agent.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;

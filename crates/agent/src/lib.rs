@@ -5,6 +5,7 @@
 pub mod bus;
 pub mod elicit;
 pub mod events;
+pub mod history;
 pub mod host;
 pub mod messages;
 pub mod permissions;
