@@ -349,7 +349,11 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
         "session/prompt",
         json!({"sessionId":sid,"prompt":[{"type":"text","text":"please echo hi"}]}),
     );
-    d.call("session/prompt text", "session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"hello"}]}));
+    d.call(
+        "session/prompt text",
+        "session/prompt",
+        json!({"sessionId":sid,"prompt":[{"type":"text","text":"hello to the zebra"}]}),
+    );
     // Cancel while the model has not answered yet.
     let before = d.model.slow.load(Ordering::SeqCst);
     let id = d.send("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"a slow one"}]}));
@@ -363,7 +367,8 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     d.model.release.store(true, Ordering::SeqCst);
     assert_eq!(cancelled["stopReason"], "cancelled");
     d.call("session/list", "session/list", json!({"_meta":{"types":["user","scheduled"]}}));
-    d.call("session/list query", "session/list", json!({"_meta":{"types":["user","scheduled"],"query":"echo"}}));
+    // A word of the second message only: neither server's title has it.
+    d.call("session/list query", "session/list", json!({"_meta":{"types":["user","scheduled"],"query":"zebra"}}));
     d.call(
         "session/list query none",
         "session/list",
@@ -434,7 +439,7 @@ impl Shape {
             Value::String(s) if ENUM_KEYS.contains(&key) => {
                 self.values.insert(s.clone());
             }
-            Value::Array(items) => {
+            Value::Array(items) if !items.is_empty() => {
                 let shape = self.items.get_or_insert_with(Box::default);
                 for i in items {
                     shape.add(i, key);
@@ -450,7 +455,7 @@ impl Shape {
     }
 }
 
-/// One difference: where, what kind (`missing`, `extra`, `type`, `value`, `answer`), and the
+/// One difference: where, what kind (`missing`, `extra`, `type`, `value`, `empty`, `answer`), and the
 /// detail shown to a person.
 struct Diff {
     at: String,
@@ -492,8 +497,15 @@ fn compare(at: &str, goose: &Shape, ours: &Shape, out: &mut Vec<Diff>) {
             }
         }
     }
-    if let (Some(gi), Some(oi)) = (&goose.items, &ours.items) {
-        compare(&format!("{at}[]"), gi, oi, out);
+    match (&goose.items, &ours.items) {
+        (Some(gi), Some(oi)) => compare(&format!("{at}[]"), gi, oi, out),
+        // Items only goose found (a search, a listing): gosling's array is always empty here.
+        (Some(_), None) if o.contains("array") => out.push(Diff {
+            at: format!("{at}[]"),
+            what: "empty",
+            detail: "goose lists items here, gosling none".into(),
+        }),
+        _ => {}
     }
 }
 
