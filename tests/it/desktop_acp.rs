@@ -871,3 +871,30 @@ fn an_acp_turn_over_the_websocket_reaches_an_events_follower() {
     assert!(raw.contains("\"type\":\"Message\"") && raw.contains("words from the model"), "the model's answer: {raw}");
     assert!(raw.contains("\"type\":\"Finish\""), "and the end of the turn: {raw}");
 }
+
+#[test]
+fn the_apps_page_lists_the_mcp_apps_of_live_sessions() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![]);
+    let home = TempDir::new("desktop-apps");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    assert_eq!(d.call("_goose/unstable/apps/list", json!({}))["apps"], json!([]), "no live session, no app");
+    let script = manifest_dir().join("tests/fakes/ui_app_mcp.py").display().to_string();
+    let app = json!({"type":"mcp","server":{"name":"clockwork","command":peers.python(),"args":[script],"env":[]},"envKeys":[]});
+    let sid = d.new_session(&cwd, &[app]);
+    // The extension's `ui://` resource (not its other one), with its HTML.
+    let apps = d.call("_goose/unstable/apps/list", json!({"sessionId":sid}))["apps"].clone();
+    assert_eq!(
+        apps,
+        json!([{"uri":"ui://clock/app","name":"clock","description":"A clock","mimeType":"text/html;profile=mcp-app",
+            "text":"<p>12:00</p>","mcpServers":["clockwork"],"width":800,"height":600,"resizable":true}])
+    );
+    // Without a session: every live session's apps, each once.
+    d.new_session(&cwd, &[]);
+    assert_eq!(d.call("_goose/unstable/apps/list", json!({}))["apps"], apps);
+    // A session that is not live offers none.
+    assert_eq!(d.call("_goose/unstable/apps/list", json!({"sessionId":"20200101_1"}))["apps"], json!([]));
+    check_schemas(peers, &d.checks);
+}

@@ -10,7 +10,7 @@
 
 use crate::invalid_params;
 use crate::session::{agent_error, session_not_found, store_error, str_param, Agent, Reply};
-use crate::shapes::{from_goose_extension, session_extension_entry, session_info, to_goose_extension};
+use crate::shapes::{from_goose_extension, goose_app, session_extension_entry, session_info, to_goose_extension};
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key, ExtensionEntry, ExtensionStore};
 use gosling_extensions::policy::InstallSource;
@@ -116,6 +116,11 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
         "tools/permissions/set" => set_permissions(agent, p),
         "preferences/read" => preferences(agent, p),
         "preferences/save" => save_preferences(agent, p),
+        "apps/list" => {
+            let session = p.get("sessionId").and_then(Value::as_str);
+            let apps: Vec<Value> = gosling_agent::apps::list(&agent.app, session).iter().map(goose_app).collect();
+            Ok(json!({ "apps": apps }))
+        }
         "slash-commands/list" => Ok(json!({ "availableCommands": [] })),
         "agent-mentions/list" => Ok(json!({ "agents": [] })),
         // Desktop polls these on load; gosling has no recipes or scheduler.

@@ -125,3 +125,21 @@ pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)
 }
+
+/// goose's app entry (`apps/list`) for an MCP App an extension offers: its resource, its HTML
+/// in `text`, the extension in `mcpServers`, and a window size (gosling's apps name none).
+pub fn goose_app(a: &gosling_agent::apps::App) -> Value {
+    let r = &a.resource;
+    let mut v = json!({
+        "uri": r.uri, "name": r.name,
+        "mimeType": r.mime_type.as_deref().unwrap_or("text/html;profile=mcp-app"),
+        "mcpServers": [a.extension], "width": 800, "height": 600, "resizable": true,
+    });
+    if let Some(d) = &r.description {
+        v["description"] = json!(d);
+    }
+    if let Some(t) = &a.html {
+        v["text"] = json!(t);
+    }
+    v
+}
