@@ -898,3 +898,34 @@ fn the_apps_page_lists_the_mcp_apps_of_live_sessions() {
     assert_eq!(d.call("_goose/unstable/apps/list", json!({"sessionId":"20200101_1"}))["apps"], json!([]));
     check_schemas(peers, &d.checks);
 }
+
+#[test]
+fn history_search_finds_sessions_by_what_was_said() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("Stripes, mostly."), text("Noted.")]);
+    let home = TempDir::new("desktop-search");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let zebra = d.new_session(&cwd, &[]);
+    d.call("session/prompt", json!({"sessionId":zebra,"prompt":[{"type":"text","text":"hello"}]}));
+    d.call("session/prompt", json!({"sessionId":zebra,"prompt":[{"type":"text","text":"What does a Zebra wear?"}]}));
+    d.new_session(&cwd, &[]);
+    let ids = |d: &mut Desktop, q: &str| -> Vec<String> {
+        let r = d.call("session/list", json!({"_meta":{"types":["user"],"query":q}}));
+        assert_eq!(r["_meta"]["searchComplete"], true, "{r}");
+        r["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap().to_string()).collect()
+    };
+    // Not in the title ("hello"): in the second message, and in the model's answer; any case.
+    assert_eq!(ids(&mut d, "zebra"), std::slice::from_ref(&zebra));
+    assert_eq!(ids(&mut d, "STRIPES"), std::slice::from_ref(&zebra));
+    assert_eq!(ids(&mut d, "hello"), std::slice::from_ref(&zebra), "the title still counts");
+    // What the stored JSON says around the messages is not something said.
+    assert_eq!(ids(&mut d, "assistant"), Vec::<String>::new());
+    assert_eq!(ids(&mut d, "giraffe"), Vec::<String>::new());
+    // Without a query every session is listed, and no search is reported.
+    let all = d.call("session/list", json!({"_meta":{"types":["user"]}}));
+    assert_eq!(all["sessions"].as_array().unwrap().len(), 2, "{all}");
+    assert!(all.get("_meta").is_none(), "{all}");
+    check_schemas(peers, &d.checks);
+}

@@ -49,6 +49,10 @@ const PROMPT_TICK: Duration = Duration::from_secs(1);
 /// Turn events queued before the writer; a slow editor applies backpressure.
 const EVENT_QUEUE: usize = 256;
 
+/// How long `session/list` with a `query` reads messages (newest sessions first) before it
+/// answers with what it found.
+const SEARCH_BUDGET: Duration = Duration::from_millis(80);
+
 const METHODS: &str = "initialize, authenticate, session/new, session/load, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
 
 /// A prompt in flight: dropping `cancel` stops the turn.
@@ -642,14 +646,26 @@ impl Agent {
         };
         let mut all = self.app.sessions.list().map_err(store_error)?;
         all.retain(|s| {
-            (types.is_empty() || types.contains(&s.session_type.as_str()))
-                && query.as_ref().is_none_or(|q| s.name.to_lowercase().contains(q.as_str()))
-                && cwd.is_none_or(|c| s.working_dir == c)
+            (types.is_empty() || types.contains(&s.session_type.as_str())) && cwd.is_none_or(|c| s.working_dir == c)
         });
         all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        let mut searched = None;
+        if let Some(q) = &query {
+            // A title that holds the query, or (newest first, within the budget) a message.
+            let named = |s: &Session| s.name.to_lowercase().contains(q.as_str());
+            let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id.as_str()).collect();
+            let found = gosling_store::search::sessions_saying(&self.app.sessions, &others, q, SEARCH_BUDGET);
+            all.retain(|s| named(s) || found.ids.contains(&s.id));
+            searched = Some(found.complete);
+        }
         let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
         let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
-        Ok(json!({ "sessions": page, "nextCursor": next }))
+        let mut answer = json!({ "sessions": page, "nextCursor": next });
+        if let Some(complete) = searched {
+            // False: the budget ran out before the oldest sessions' messages were read.
+            answer["_meta"] = json!({ "searchComplete": complete });
+        }
+        Ok(answer)
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
