@@ -438,7 +438,7 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
     a.send("{not json");
     let e = a.answer(Value::Null);
     assert_eq!(e["error"]["code"], -32700, "{e}");
-    a.send(r#"{"jsonrpc":"2.0","id":1,"method":"session/fork","params":{}}"#);
+    a.send(r#"{"jsonrpc":"2.0","id":1,"method":"session/stop","params":{}}"#);
     let e = a.answer(json!(1));
     assert_eq!(e["error"]["code"], -32601);
     assert!(e["error"]["message"].as_str().unwrap().contains("gosling acp serves initialize"), "{e}");

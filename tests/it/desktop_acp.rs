@@ -349,6 +349,15 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
         providers["entries"].as_array().unwrap().iter().map(|e| e["providerId"].as_str().unwrap()).collect();
     assert_eq!(ids, ["openai", "anthropic", "ollama"]);
     assert_eq!(providers["entries"][0]["configured"], true);
+    // Both Desktops' required keys: 1.41–1.45's `category`, 1.5x's `available`,
+    // `visibleInSetup` and `deprecated`.
+    for e in providers["entries"].as_array().unwrap() {
+        assert_eq!(e["available"], e["configured"], "{e}");
+        assert_eq!(
+            (&e["visibleInSetup"], &e["deprecated"], &e["category"]),
+            (&json!(true), &json!(false), &json!("model"))
+        );
+    }
     // Desktop syncs its bundled extensions at start, then lists them.
     d.call(
         "_goose/unstable/config/extensions/add",
@@ -633,14 +642,37 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
         "_goose/unstable/session/extensions/add",
         json!({"sessionId":sid,"extension":{"type":"builtin","name":"memory"}}),
     );
-    let names: Vec<String> = d.call("_goose/unstable/session/extensions/list", json!({"sessionId":sid}))["extensions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().or(e["server"]["name"].as_str()).unwrap().to_string())
-        .collect();
-    assert!(names.contains(&"memory".to_string()) && names.contains(&"everything".to_string()), "{names:?}");
+    // One entry that Desktop 1.41–1.45 (a bare GooseExtension, checked against 1.45's schema
+    // here) and 1.5x (`{extension, extensionKey}`) both accept.
+    let keys = |d: &mut Desktop| -> Vec<String> {
+        let list = d.call("_goose/unstable/session/extensions/list", json!({"sessionId":sid}));
+        list["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                assert_eq!(e["extension"]["type"], e["type"], "{e}");
+                e["extensionKey"].as_str().unwrap_or_else(|| panic!("no extensionKey: {e}")).to_string()
+            })
+            .collect()
+    };
+    let mut names = keys(&mut d);
+    names.sort();
+    assert_eq!(names, ["broken", "everything", "memory"]);
+    says(
+        &d.call_err("_goose/unstable/session/extensions/remove", json!({"sessionId":sid})),
+        BAD,
+        &["`extensionKey`", "`name`"],
+    );
+    // 1.5x removes by extensionKey, 1.45 by name.
+    d.call("_goose/unstable/session/extensions/remove", json!({"sessionId":sid,"extensionKey":"memory"}));
+    assert_eq!(keys(&mut d), ["broken", "everything"]);
+    d.call(
+        "_goose/unstable/session/extensions/add",
+        json!({"sessionId":sid,"extension":{"type":"builtin","name":"memory"}}),
+    );
     d.call("_goose/unstable/session/extensions/remove", json!({"sessionId":sid,"name":"memory"}));
+    assert_eq!(keys(&mut d), ["broken", "everything"]);
     let tools = d.call("_goose/unstable/tools/list", json!({"sessionId":sid,"extensionName":"everything"}));
     let echo =
         tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == "everything__echo").expect("echo").clone();
@@ -838,4 +870,62 @@ fn an_acp_turn_over_the_websocket_reaches_an_events_follower() {
     assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
     assert!(raw.contains("\"type\":\"Message\"") && raw.contains("words from the model"), "the model's answer: {raw}");
     assert!(raw.contains("\"type\":\"Finish\""), "and the end of the turn: {raw}");
+}
+
+#[test]
+fn the_apps_page_lists_the_mcp_apps_of_live_sessions() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![]);
+    let home = TempDir::new("desktop-apps");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    assert_eq!(d.call("_goose/unstable/apps/list", json!({}))["apps"], json!([]), "no live session, no app");
+    let script = manifest_dir().join("tests/fakes/ui_app_mcp.py").display().to_string();
+    let app = json!({"type":"mcp","server":{"name":"clockwork","command":peers.python(),"args":[script],"env":[]},"envKeys":[]});
+    let sid = d.new_session(&cwd, &[app]);
+    // The extension's `ui://` resource (not its other one), with its HTML.
+    let apps = d.call("_goose/unstable/apps/list", json!({"sessionId":sid}))["apps"].clone();
+    assert_eq!(
+        apps,
+        json!([{"uri":"ui://clock/app","name":"clock","description":"A clock","mimeType":"text/html;profile=mcp-app",
+            "text":"<p>12:00</p>","mcpServers":["clockwork"],"width":800,"height":600,"resizable":true}])
+    );
+    // Without a session: every live session's apps, each once.
+    d.new_session(&cwd, &[]);
+    assert_eq!(d.call("_goose/unstable/apps/list", json!({}))["apps"], apps);
+    // A session that is not live offers none.
+    assert_eq!(d.call("_goose/unstable/apps/list", json!({"sessionId":"20200101_1"}))["apps"], json!([]));
+    check_schemas(peers, &d.checks);
+}
+
+#[test]
+fn history_search_finds_sessions_by_what_was_said() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("Stripes, mostly."), text("Noted.")]);
+    let home = TempDir::new("desktop-search");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let zebra = d.new_session(&cwd, &[]);
+    d.call("session/prompt", json!({"sessionId":zebra,"prompt":[{"type":"text","text":"hello"}]}));
+    d.call("session/prompt", json!({"sessionId":zebra,"prompt":[{"type":"text","text":"What does a Zebra wear?"}]}));
+    d.new_session(&cwd, &[]);
+    let ids = |d: &mut Desktop, q: &str| -> Vec<String> {
+        let r = d.call("session/list", json!({"_meta":{"types":["user"],"query":q}}));
+        assert_eq!(r["_meta"]["searchComplete"], true, "{r}");
+        r["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap().to_string()).collect()
+    };
+    // Not in the title ("hello"): in the second message, and in the model's answer; any case.
+    assert_eq!(ids(&mut d, "zebra"), std::slice::from_ref(&zebra));
+    assert_eq!(ids(&mut d, "STRIPES"), std::slice::from_ref(&zebra));
+    assert_eq!(ids(&mut d, "hello"), std::slice::from_ref(&zebra), "the title still counts");
+    // What the stored JSON says around the messages is not something said.
+    assert_eq!(ids(&mut d, "assistant"), Vec::<String>::new());
+    assert_eq!(ids(&mut d, "giraffe"), Vec::<String>::new());
+    // Without a query every session is listed, and no search is reported.
+    let all = d.call("session/list", json!({"_meta":{"types":["user"]}}));
+    assert_eq!(all["sessions"].as_array().unwrap().len(), 2, "{all}");
+    assert!(all.get("_meta").is_none(), "{all}");
+    check_schemas(peers, &d.checks);
 }

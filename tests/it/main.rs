@@ -32,6 +32,13 @@ mod tls;
 mod desktop_windows;
 mod serve;
 
+// The same Desktop 1.5x ACP sequence to goose serve 1.52 itself and to gosling serve, shapes
+// compared; intended differences and open gaps in tests/contract/goose-differences.json.
+mod goose_diff;
+
+// Fork and truncate (edit a sent message) over ACP: the conversation cut at a message.
+mod history;
+
 // /config/extensions and the key/value config routes.
 mod config_api;
 

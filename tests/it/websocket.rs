@@ -256,7 +256,7 @@ fn handshake_initialize_and_the_close_handshake() {
     assert_eq!(r["result"]["protocolVersion"], 1, "{r}");
     assert_eq!(r["result"]["agentCapabilities"]["loadSession"], true);
     // The same dispatch and error answers as stdio.
-    let e = c.call(2, "session/fork", json!({}));
+    let e = c.call(2, "session/stop", json!({}));
     assert_eq!(e["error"]["code"], -32601, "{e}");
     c.send(true, Opcode::Text, b"{not json");
     assert_eq!(c.text()["error"]["code"], -32700);

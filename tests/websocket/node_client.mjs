@@ -52,7 +52,7 @@ function session(url) {
       }
       const init = await call(1, "initialize", { protocolVersion: 1, clientCapabilities: {}, clientInfo: { name: "ws", version: "8" } });
       result.protocolVersion = init.result?.protocolVersion;
-      const unknown = await call(2, "session/fork", {});
+      const unknown = await call(2, "session/stop", {});
       result.unknownCode = unknown.error?.code;
       // A 1 MiB message each way.
       const big = await call(3, "x".repeat(1 << 20), {});

@@ -43,7 +43,7 @@ async def session(url):
                     return m
 
         r["protocolVersion"] = (await call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}}))["result"]["protocolVersion"]
-        r["unknownCode"] = (await call(2, "session/fork", {}))["error"]["code"]
+        r["unknownCode"] = (await call(2, "session/stop", {}))["error"]["code"]
         big = await call(3, "y" * (1 << 20), {})
         r["bigCode"] = big["error"]["code"]
         r["bigAnswerBytes"] = len(json.dumps(big))

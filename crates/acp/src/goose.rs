@@ -9,8 +9,8 @@
 //! the stores), shared with the HTTP routes.
 
 use crate::invalid_params;
-use crate::session::{session_not_found, store_error, str_param, Agent, Reply};
-use crate::shapes::{from_goose_extension, session_info, to_goose_extension};
+use crate::session::{agent_error, session_not_found, store_error, str_param, Agent, Reply};
+use crate::shapes::{from_goose_extension, goose_app, session_extension_entry, session_info, to_goose_extension};
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key, ExtensionEntry, ExtensionStore};
 use gosling_extensions::policy::InstallSource;
@@ -67,6 +67,14 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             Ok(json!({ "session": session_info(&s) }))
         }
         "session/rename" => rename(agent, p),
+        "session/conversation/truncate" => {
+            let sid = str_param(p, "sessionId")?;
+            let from = p.get("truncateFrom").and_then(Value::as_i64).ok_or_else(|| {
+                invalid_params("`truncateFrom` must be a whole number: the `created` time (unix seconds) of the first message to drop")
+            })?;
+            gosling_agent::history::truncate(&agent.app, sid, from).map_err(agent_error)?;
+            Ok(json!({}))
+        }
         "session/export" => {
             let sid = str_param(p, "sessionId")?;
             let s = agent.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
@@ -84,7 +92,7 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             let sid = str_param(p, "sessionId")?;
             let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
             let list: Vec<Value> =
-                gosling_agent::session_extensions(&s).iter().filter_map(to_goose_extension).collect();
+                gosling_agent::session_extensions(&s).iter().filter_map(session_extension_entry).collect();
             Ok(json!({ "extensions": list }))
         }
         "session/extensions/add" => {
@@ -94,13 +102,25 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             Ok(json!({}))
         }
         "session/extensions/remove" => {
-            agent.remove_session_extension(str_param(p, "sessionId")?, str_param(p, "name")?)?;
+            // Desktop 1.5x names it by `extensionKey`, 1.41–1.45 by `name`.
+            let key = match p.get("extensionKey").and_then(Value::as_str) {
+                Some(k) => k,
+                None => p.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    invalid_params("missing the string parameter `extensionKey` (or `name`, as Desktop 1.45 sends it)")
+                })?,
+            };
+            agent.remove_session_extension(str_param(p, "sessionId")?, key)?;
             Ok(json!({}))
         }
         "tools/list" => tools(agent, p),
         "tools/permissions/set" => set_permissions(agent, p),
         "preferences/read" => preferences(agent, p),
         "preferences/save" => save_preferences(agent, p),
+        "apps/list" => {
+            let session = p.get("sessionId").and_then(Value::as_str);
+            let apps: Vec<Value> = gosling_agent::apps::list(&agent.app, session).iter().map(goose_app).collect();
+            Ok(json!({ "apps": apps }))
+        }
         "slash-commands/list" => Ok(json!({ "availableCommands": [] })),
         "agent-mentions/list" => Ok(json!({ "agents": [] })),
         // Desktop polls these on load; gosling has no recipes or scheduler.
@@ -183,10 +203,14 @@ fn providers(agent: &Agent, p: &Value) -> Value {
                 .iter()
                 .map(|m| json!({ "id": m.name, "name": m.name, "contextLimit": m.context_limit, "recommended": m.name == c.default_model }))
                 .collect();
+            let configured = catalog::is_configured(c.name, &|k| agent.app.setting(k));
             json!({
                 "providerId": c.name, "providerName": c.display_name, "description": c.description,
                 "defaultModel": c.default_model,
-                "configured": catalog::is_configured(c.name, &|k| agent.app.setting(k)),
+                "configured": configured,
+                // `category` for Desktop 1.41–1.45's schema, `available`, `visibleInSetup` and
+                // `deprecated` for 1.5x's: each ignores the other's keys.
+                "available": configured, "visibleInSetup": true, "deprecated": false, "acp": false,
                 "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": [],
                 "supportsRefresh": false, "refreshing": false, "models": models, "stale": false,
             })

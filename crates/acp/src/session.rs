@@ -49,7 +49,11 @@ const PROMPT_TICK: Duration = Duration::from_secs(1);
 /// Turn events queued before the writer; a slow editor applies backpressure.
 const EVENT_QUEUE: usize = 256;
 
-const METHODS: &str = "initialize, authenticate, session/new, session/load, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, the session/cancel notification and goose's _goose/unstable/* methods";
+/// How long `session/list` with a `query` reads messages (newest sessions first) before it
+/// answers with what it found.
+const SEARCH_BUDGET: Duration = Duration::from_millis(80);
+
+const METHODS: &str = "initialize, authenticate, session/new, session/load, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
 
 /// A prompt in flight: dropping `cancel` stops the turn.
 struct Running {
@@ -90,6 +94,17 @@ pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorObject {
 
 pub(crate) fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObject> {
     p.get(k).and_then(Value::as_str).ok_or_else(|| invalid_params(format!("missing the string parameter `{k}`")))
+}
+
+/// An error of the core's session operations (`agent::history`), as ACP says it.
+pub(crate) fn agent_error(e: gosling_agent::Error) -> ErrorObject {
+    use gosling_agent::Error;
+    match e {
+        Error::SessionNotFound(id) => session_not_found(&id),
+        Error::Busy(_) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+        Error::Store(e) | Error::SaveMessage(e) => store_error(e),
+        e => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
+    }
 }
 
 pub(crate) fn session_not_found(id: &str) -> ErrorObject {
@@ -266,6 +281,10 @@ impl Agent {
             "session/load" => {
                 let me = self.clone();
                 return later(&req, move || me.load(&params));
+            }
+            "session/fork" => {
+                let me = self.clone();
+                return later(&req, move || me.fork(&params));
             }
             "session/prompt" => {
                 // The slot first: a prompt refused for want of one leaves nothing marked running.
@@ -627,14 +646,26 @@ impl Agent {
         };
         let mut all = self.app.sessions.list().map_err(store_error)?;
         all.retain(|s| {
-            (types.is_empty() || types.contains(&s.session_type.as_str()))
-                && query.as_ref().is_none_or(|q| s.name.to_lowercase().contains(q.as_str()))
-                && cwd.is_none_or(|c| s.working_dir == c)
+            (types.is_empty() || types.contains(&s.session_type.as_str())) && cwd.is_none_or(|c| s.working_dir == c)
         });
         all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        let mut searched = None;
+        if let Some(q) = &query {
+            // A title that holds the query, or (newest first, within the budget) a message.
+            let named = |s: &Session| s.name.to_lowercase().contains(q.as_str());
+            let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id.as_str()).collect();
+            let found = gosling_store::search::sessions_saying(&self.app.sessions, &others, q, SEARCH_BUDGET);
+            all.retain(|s| named(s) || found.ids.contains(&s.id));
+            searched = Some(found.complete);
+        }
         let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
         let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
-        Ok(json!({ "sessions": page, "nextCursor": next }))
+        let mut answer = json!({ "sessions": page, "nextCursor": next });
+        if let Some(complete) = searched {
+            // False: the budget ran out before the oldest sessions' messages were read.
+            answer["_meta"] = json!({ "searchComplete": complete });
+        }
+        Ok(answer)
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
@@ -723,6 +754,34 @@ impl Agent {
             "configOptions": self.config_options(&session),
             "_meta": { "extensionResults": results, "workingDir": cwd },
         }))
+    }
+
+    /// `session/fork` (ACP, unstable): a new session with the conversation up to
+    /// `_meta.conversationBefore` (the `created` time of the first message left out, unix
+    /// seconds; all of it without), made by the core (`agent::history::fork`), then opened as
+    /// `session/load` opens one; the answer is load's with the new `sessionId`.
+    fn fork(&self, p: &Value) -> Reply {
+        let sid = str_param(p, "sessionId")?;
+        let cwd = Self::cwd(p)?;
+        let before = match p.pointer("/_meta/conversationBefore") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_i64().ok_or_else(|| {
+                invalid_params("`_meta.conversationBefore` must be a whole number: the `created` time (unix seconds) of the first message to leave out")
+            })?),
+        };
+        let new = gosling_agent::history::fork(&self.app, sid, before, &cwd).map_err(agent_error)?;
+        let servers = p.get("mcpServers").cloned().unwrap_or_else(|| json!([]));
+        let mut answer = self.load(&json!({ "sessionId": new.id, "cwd": cwd, "mcpServers": servers }))?;
+        answer["sessionId"] = json!(new.id);
+        // goose adds the new session's listing `_meta` (messageCount, createdAt, …).
+        if let (Some(meta), Value::Object(info)) =
+            (answer["_meta"].as_object_mut(), &crate::shapes::session_info(&new)["_meta"])
+        {
+            for (k, v) in info {
+                meta.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        Ok(answer)
     }
 
     /// Claims the session for one prompt: a second prompt while one runs is refused.

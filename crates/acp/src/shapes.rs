@@ -58,6 +58,18 @@ pub fn to_goose_extension(c: &ExtensionConfig) -> Option<Value> {
     Some(v)
 }
 
+/// An entry of `session/extensions/list` that Desktop 1.41–1.45 and 1.5x both accept: 1.45's
+/// schema wants a bare GooseExtension, 1.5x's `{extension, extensionKey}`; neither schema
+/// forbids other keys (their zod objects drop them), so the entry is the GooseExtension with
+/// the two 1.5x keys added. `extensionKey` is the key `session/extensions/remove` takes.
+pub fn session_extension_entry(c: &ExtensionConfig) -> Option<Value> {
+    let g = to_goose_extension(c)?;
+    let mut entry = g.clone();
+    entry["extension"] = g;
+    entry["extensionKey"] = json!(gosling_extensions::config::runtime_key(c.name()));
+    Some(entry)
+}
+
 /// A GooseExtension from the client as a goose extension config (checked by `validate`; the
 /// caller applies the trust policy).
 pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
@@ -112,4 +124,22 @@ pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
     let c = ExtensionConfig::from_value(v).map_err(|e| e.to_string())?;
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)
+}
+
+/// goose's app entry (`apps/list`) for an MCP App an extension offers: its resource, its HTML
+/// in `text`, the extension in `mcpServers`, and a window size (gosling's apps name none).
+pub fn goose_app(a: &gosling_agent::apps::App) -> Value {
+    let r = &a.resource;
+    let mut v = json!({
+        "uri": r.uri, "name": r.name,
+        "mimeType": r.mime_type.as_deref().unwrap_or("text/html;profile=mcp-app"),
+        "mcpServers": [a.extension], "width": 800, "height": 600, "resizable": true,
+    });
+    if let Some(d) = &r.description {
+        v["description"] = json!(d);
+    }
+    if let Some(t) = &a.html {
+        v["text"] = json!(t);
+    }
+    v
 }

@@ -2,9 +2,11 @@
 //! events and the session event bus, and elicitations.
 #![deny(unsafe_code)]
 
+pub mod apps;
 pub mod bus;
 pub mod elicit;
 pub mod events;
+pub mod history;
 pub mod host;
 pub mod messages;
 pub mod permissions;
@@ -211,6 +213,11 @@ impl Agents {
 
     pub fn get(&self, id: &str) -> Option<Arc<SessionRuntime>> {
         lock(&self.runtimes).get(id).cloned()
+    }
+
+    /// Every live session's runtime.
+    pub fn all(&self) -> Vec<Arc<SessionRuntime>> {
+        lock(&self.runtimes).values().cloned().collect()
     }
 
     /// Installs a runtime, returning the one it replaced (the caller shuts that down).

@@ -6,5 +6,6 @@ pub mod atomic;
 pub mod audit;
 pub mod config_store;
 pub mod message;
+pub mod search;
 pub mod secret_key;
 pub mod sessions;

@@ -485,6 +485,12 @@ impl SessionStore {
         })
     }
 
+    /// The files that may hold session `id`'s conversation (its message lines, then the
+    /// earlier one-file layout), for `search`.
+    pub(crate) fn conversation_files(&self, id: &str) -> [PathBuf; 2] {
+        [self.inner.messages_path(id), self.inner.legacy_path(id)]
+    }
+
     /// All sessions, newest first, without their conversations: parsed from the index (a few
     /// µs each), no session file is read. Sessions whose files could not be read are not
     /// listed (a warning named each file).

@@ -1,0 +1,126 @@
+//! Search over what was said in sessions (Desktop's history search: `session/list`'s
+//! `query`), bounded in time: sessions are read newest first, each conversation file once,
+//! until the budget is spent; the answer says whether every session was read. A line is parsed
+//! only when its bytes hold the query (case-insensitive), then matched against the text blocks
+//! of the message alone, so a query that names a JSON key ("role") finds nothing.
+
+use crate::atomic;
+use crate::message::Message;
+use crate::sessions::SessionStore;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+/// The most read of one conversation file: a larger one is searched in its first 16 MiB.
+const MAX_FILE: u64 = 16 << 20;
+
+/// What a search found.
+pub struct Found {
+    /// The sessions whose messages say the query.
+    pub ids: HashSet<String>,
+    /// Every session given was read (false: the budget ran out first; the oldest were not).
+    pub complete: bool,
+}
+
+/// The sessions among `ids` (newest first) with a message whose text holds `query`, ignoring
+/// case, within about `budget`. A file that cannot be read counts as not matching (logged).
+pub fn sessions_saying(store: &SessionStore, ids: &[&str], query: &str, budget: Duration) -> Found {
+    let deadline = Instant::now() + budget;
+    let needle = query.to_lowercase();
+    let mut found = Found { ids: HashSet::new(), complete: true };
+    if needle.trim().is_empty() {
+        return found;
+    }
+    for (n, id) in ids.iter().enumerate() {
+        if n > 0 && Instant::now() >= deadline {
+            found.complete = false;
+            break;
+        }
+        // The first file that exists holds the conversation.
+        if store.conversation_files(id).iter().find_map(|path| says(path, &needle)) == Some(true) {
+            found.ids.insert(id.to_string());
+        }
+    }
+    found
+}
+
+/// Whether the conversation in `path` (a file of message lines, or the earlier one-file
+/// layout with a `conversation` array) has a message whose text holds `needle` (lower case);
+/// `None` when there is no such file.
+fn says(path: &std::path::Path, needle: &str) -> Option<bool> {
+    let mut bytes = Vec::new();
+    let read = atomic::open_read(path).and_then(|f| f.take(MAX_FILE).read_to_end(&mut bytes));
+    match read {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            log::warn!("search: {}", atomic::io_err(path, e));
+            return Some(false);
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lower = text.to_lowercase();
+    // Where JSON escapes the query's characters the bytes cannot hold it: parse every line.
+    let escaped = needle.chars().any(|c| c == '"' || c == '\\' || c.is_control());
+    if !escaped && !lower.contains(needle) {
+        return Some(false);
+    }
+    if path.extension().is_some_and(|e| e == "json") {
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let list = v.get("conversation").and_then(Value::as_array).cloned().unwrap_or_default();
+        return Some(list.into_iter().any(|m| message_says(m, needle)));
+    }
+    Some(
+        text.lines()
+            .filter(|l| escaped || l.to_lowercase().contains(needle))
+            .any(|l| serde_json::from_str::<Value>(l).is_ok_and(|m| message_says(m, needle))),
+    )
+}
+
+fn message_says(v: Value, needle: &str) -> bool {
+    Message::from_value(v).is_ok_and(|m| m.text().to_lowercase().contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message(role: &str, text: &str) -> Message {
+        let v = json!({"role": role, "created": 1, "content": [{"type": "text", "text": text}], "metadata": {}});
+        Message::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn finds_what_was_said_not_the_json_around_it() {
+        let d = std::env::temp_dir().join(format!("gosling-search-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let st = SessionStore::open(&d).unwrap();
+        let a = st.create("/w", vec![]).unwrap().id;
+        let b = st.create("/w", vec![]).unwrap().id;
+        let c = st.create("/w", vec![]).unwrap().id;
+        st.append_message(&a, &message("user", "Where is the Zebra?")).unwrap();
+        st.append_message(&a, &message("assistant", "In the \"zoo\", née Tiergarten")).unwrap();
+        st.append_message(&b, &message("user", "nothing here")).unwrap();
+        let ids = [a.as_str(), b.as_str(), c.as_str()];
+        let found = |q: &str| {
+            let f = sessions_saying(&st, &ids, q, Duration::from_secs(10));
+            assert!(f.complete);
+            let mut v: Vec<String> = f.ids.into_iter().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(found("zebra"), std::slice::from_ref(&a), "case is ignored");
+        assert_eq!(found("NÉE"), std::slice::from_ref(&a), "beyond ASCII too");
+        assert_eq!(found("\"zoo\""), std::slice::from_ref(&a), "quotes, which JSON escapes");
+        assert!(found("role").is_empty(), "a JSON key is not something said");
+        assert!(found("created").is_empty());
+        assert!(found("giraffe").is_empty());
+        assert!(found("  ").is_empty(), "a blank query finds nothing");
+        // No budget left: the newest session is still read, the rest are not.
+        let f = sessions_saying(&st, &ids[1..], "zebra", Duration::ZERO);
+        assert!(!f.complete && f.ids.is_empty());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
