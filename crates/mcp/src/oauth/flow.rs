@@ -60,6 +60,12 @@ pub(super) struct Flow {
     pub(super) redirect_uri: String,
     pub(super) verifier: String,
     pub(super) state: String,
+    /// The authorization server advertised `authorization_response_iss_parameter_supported`:
+    /// a redirect without `iss` is refused (RFC 9207 §2.4).
+    pub(super) iss_required: bool,
+    /// The issuer a redirect's `iss` must equal: the metadata's (which equals the one the
+    /// resource metadata named, checked at discovery).
+    pub(super) issuer: String,
 }
 
 impl Authorizer {
@@ -112,8 +118,11 @@ impl Authorizer {
             .into_iter()
             .find(|m| supported.iter().any(|s| s == m))
             .unwrap_or("none");
+        // The redirect is a loopback listener on this machine: a native application
+        // (OpenID Connect Dynamic Client Registration §2, which MCP requires since 2026-07-28).
         let body = serde_json::json!({
             "client_name": self.settings.client_name,
+            "application_type": "native",
             "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
@@ -237,6 +246,9 @@ impl Authorizer {
             }
         }
         let d = self.discover(ch)?;
+        if !matches!(self.grant, Grant::AuthorizationCode) {
+            return self.machine_sign_in(&d, ch, previous_scope).map_err(SignInError::Failed);
+        }
         match self.sign_in_as(&d, ch, previous_scope, true) {
             Err(SignInError::ClientRefused(why)) => {
                 log::info!(
@@ -303,6 +315,9 @@ impl Authorizer {
             redirect_uri: redirect_uri.clone(),
             verifier,
             state,
+            iss_required: d.meta.get("authorization_response_iss_parameter_supported").and_then(Value::as_bool)
+                == Some(true),
+            issuer: d.meta.get("issuer").and_then(Value::as_str).unwrap_or(&d.issuer).to_string(),
         };
         let wait = match self.settings.sign_in {
             SignIn::Browser { wait } | SignIn::Background { wait } => wait,
@@ -429,10 +444,18 @@ impl Authorizer {
                 // every SDK client sends it: so do we.
                 params.push(("client_id", t.client_id.clone()));
             }
+            ("private_key_jwt", _) => {
+                let assertion = self.client_assertion(t).map_err(|f| TokenError::Refused { failure: f, code: None })?;
+                params.push(("client_id", t.client_id.clone()));
+                params.push(("client_assertion_type", CLIENT_ASSERTION_JWT.to_string()));
+                params.push(("client_assertion", assertion));
+            }
             ("client_secret_post", Some(secret)) => {
                 params.push(("client_id", t.client_id.clone()));
                 params.push(("client_secret", secret.clone()));
             }
+            // A workload's JWT-bearer grant may name no client at all.
+            _ if t.client_id.is_empty() => {}
             _ => params.push(("client_id", t.client_id.clone())),
         }
         let resp = req

@@ -30,9 +30,13 @@ use std::time::{Duration, Instant};
 
 mod callback;
 mod flow;
+mod grant;
+mod jws;
 mod metadata;
 pub use callback::*;
 pub use flow::*;
+pub use grant::*;
+pub use jws::SigningKey;
 pub use metadata::*;
 
 /// Where tokens are kept, keyed by `token_key(resource, issuer)`. Values are JSON and secret.
@@ -155,6 +159,10 @@ pub struct Authorizer {
     forgets_seen: std::sync::atomic::AtomicU64,
     /// Held during a sign-in or refresh, so concurrent 401s start one flow.
     flow: Mutex<()>,
+    /// How tokens are got (`with_grant`): a person's sign-in unless configured otherwise.
+    grant: Grant,
+    /// The client's key for `private_key_jwt` (`with_client_key`).
+    client_key: Option<SigningKey>,
 }
 
 /// How many times each server's sign-in was forgotten in this process (by resource): live
@@ -251,7 +259,22 @@ impl Authorizer {
             token: Mutex::new(None),
             forgets_seen: std::sync::atomic::AtomicU64::new(0),
             flow: Mutex::new(()),
+            grant: Grant::AuthorizationCode,
+            client_key: None,
         }
+    }
+
+    /// Gets tokens with `grant` instead of a person's sign-in (see `grant`).
+    pub fn with_grant(mut self, grant: Grant) -> Authorizer {
+        self.grant = grant;
+        self
+    }
+
+    /// Authenticates the client at the token endpoint with a JWT signed by `key`
+    /// (`private_key_jwt`) instead of a secret.
+    pub fn with_client_key(mut self, key: SigningKey) -> Authorizer {
+        self.client_key = Some(key);
+        self
     }
 
     fn resource_id(&self) -> String {
