@@ -310,6 +310,7 @@ impl Authorizer {
                 client_id: client.client_id,
                 client_secret: client.client_secret,
                 auth_method: client.auth_method,
+                dpop: supports_dpop(&d.meta),
                 ..Token::default()
             },
             redirect_uri: redirect_uri.clone(),
@@ -427,13 +428,53 @@ impl Authorizer {
         Err(FollowError::Failed(HttpFailure::OAuth("the authorization URL redirected more than 10 times".into())))
     }
 
-    /// POSTs a token request as the client `t` names (its endpoint, id, secret and method).
-    pub(super) fn token_request(&self, t: &Token, mut params: Vec<(&str, String)>) -> Result<Value, TokenError> {
+    /// POSTs a token request as the client `t` names (its endpoint, id, secret and method),
+    /// with a DPoP proof when `t` is DPoP-bound, sent once more with the server's nonce when
+    /// it asks for one (RFC 9449 §8).
+    pub(super) fn token_request(&self, t: &Token, params: Vec<(&str, String)>) -> Result<Value, TokenError> {
         let endpoint = &t.token_endpoint;
         // A token's refresh goes only to the token endpoint it was issued by, and only if the
         // server may still send us there.
         self.check_endpoint("token endpoint", endpoint).map_err(|f| TokenError::Refused { failure: f, code: None })?;
+        let mut attempt = 0;
+        loop {
+            let (status, nonce, v) = self.token_post(t, params.clone())?;
+            if let Some(n) = &nonce {
+                self.keep_nonce(Nonce::TokenEndpoint, n);
+            }
+            let wants_nonce = status == 400 && v.get("error").and_then(Value::as_str) == Some("use_dpop_nonce");
+            if t.dpop && wants_nonce && nonce.is_some() && attempt == 0 {
+                attempt += 1;
+                continue;
+            }
+            if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
+                return Err(TokenError::Refused {
+                    failure: HttpFailure::OAuth(format!(
+                        "the token endpoint {} answered {status}{}",
+                        display_host(endpoint),
+                        oauth_error_text(&v)
+                    )),
+                    code: oauth_error_code(&v).map(str::to_string),
+                });
+            }
+            return Ok(v);
+        }
+    }
+
+    /// One POST of a token request: its status, `DPoP-Nonce` header and JSON body.
+    fn token_post(
+        &self,
+        t: &Token,
+        mut params: Vec<(&str, String)>,
+    ) -> Result<(u16, Option<String>, Value), TokenError> {
+        let endpoint = &t.token_endpoint;
         let mut req = self.agent.post(endpoint).header("Accept", "application/json");
+        if t.dpop {
+            let proof = self
+                .dpop_proof("POST", endpoint, self.nonce(Nonce::TokenEndpoint).as_deref(), None)
+                .map_err(|f| TokenError::Refused { failure: f, code: None })?;
+            req = req.header("DPoP", proof);
+        }
         match (t.auth_method.as_str(), &t.client_secret) {
             ("client_secret_basic", Some(secret)) => {
                 let cred =
@@ -469,18 +510,8 @@ impl Authorizer {
                 )))
             })?;
         let status = resp.status().as_u16();
-        let v = json_body(resp);
-        if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
-            return Err(TokenError::Refused {
-                failure: HttpFailure::OAuth(format!(
-                    "the token endpoint {} answered {status}{}",
-                    display_host(endpoint),
-                    oauth_error_text(&v)
-                )),
-                code: oauth_error_code(&v).map(str::to_string),
-            });
-        }
-        Ok(v)
+        let nonce = resp.headers().get("dpop-nonce").and_then(|v| v.to_str().ok()).map(str::to_string);
+        Ok((status, nonce, json_body(resp)))
     }
 
     pub(super) fn exchange(&self, flow: &Flow, code: &str) -> Result<(), TokenError> {

@@ -92,6 +92,7 @@ impl Authorizer {
             client_id: client_id.unwrap_or_default(),
             client_secret: self.settings.client_secret.clone(),
             auth_method,
+            dpop: supports_dpop(&d.meta),
             ..Token::default()
         })
     }

@@ -19,8 +19,8 @@ pub fn parse_challenge(header: &str) -> Challenge {
     let mut c = Challenge::default();
     let header = header.trim();
     let mut rest = match header.split_once(char::is_whitespace) {
-        Some((scheme, r)) if scheme.eq_ignore_ascii_case("bearer") => r,
-        _ if header.eq_ignore_ascii_case("bearer") => "",
+        Some((scheme, r)) if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("dpop") => r,
+        _ if header.eq_ignore_ascii_case("bearer") || header.eq_ignore_ascii_case("dpop") => "",
         _ => header,
     };
     loop {

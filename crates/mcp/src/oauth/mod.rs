@@ -18,6 +18,7 @@
 //! and codes are never logged and never put in an error message.
 
 use crate::http_error::HttpFailure;
+use dpop::{supports_dpop, Nonce};
 use gosling_util::base64_encode;
 use gosling_wire::percent::form_encode;
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod callback;
+mod dpop;
 mod flow;
 mod grant;
 mod jws;
@@ -127,6 +129,9 @@ struct Token {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_secret: Option<String>,
     auth_method: String,
+    /// Before the token: its requests carry DPoP proofs; after: the token is DPoP-bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    dpop: bool,
 }
 
 impl Token {
@@ -141,6 +146,9 @@ impl Token {
             expires_at: v.get("expires_in").and_then(Value::as_i64).map(|s| now + s),
             issued_at: now,
             scope: text("scope").unwrap_or_else(|| self.scope.clone()),
+            // Proofs were sent, and the server says it bound the token to the key (a server
+            // that issued a Bearer token anyway gets it back as Bearer, RFC 9449 §5).
+            dpop: self.dpop && text("token_type").is_some_and(|t| t.eq_ignore_ascii_case("dpop")),
             ..self.clone()
         }
     }
@@ -163,6 +171,10 @@ pub struct Authorizer {
     grant: Grant,
     /// The client's key for `private_key_jwt` (`with_client_key`).
     client_key: Option<SigningKey>,
+    /// This server's DPoP key, once loaded or made (`dpop`).
+    dpop_key: Mutex<Option<Arc<SigningKey>>>,
+    /// The last DPoP nonces of the token endpoint and of the MCP server.
+    nonces: Mutex<(Option<String>, Option<String>)>,
 }
 
 /// How many times each server's sign-in was forgotten in this process (by resource): live
@@ -261,6 +273,8 @@ impl Authorizer {
             flow: Mutex::new(()),
             grant: Grant::AuthorizationCode,
             client_key: None,
+            dpop_key: Mutex::new(None),
+            nonces: Mutex::new((None, None)),
         }
     }
 
@@ -395,6 +409,14 @@ impl Authorizer {
         round: u32,
     ) -> Result<(), HttpFailure> {
         let ch = challenge.map(parse_challenge).unwrap_or_default();
+        // A DPoP nonce the server wants (its `DPoP-Nonce` already kept): send it once more.
+        if status == 401
+            && ch.error.as_deref() == Some("use_dpop_nonce")
+            && round == 0
+            && self.nonce(Nonce::Resource).is_some()
+        {
+            return Ok(());
+        }
         let step_up = status == 403 && ch.error.as_deref() == Some("insufficient_scope");
         if status == 403 && !step_up {
             return Err(HttpFailure::Unauthorized { status, challenge: challenge.map(str::to_string) });
