@@ -9,7 +9,11 @@ Serves on 127.0.0.1:PORT:
   POST /register                              dynamic client registration (public clients)
   GET  /authorize                             approves at once: redirects with a code
   POST /token                                 authorization_code (PKCE S256 and resource
-                                              checked) and refresh_token grants
+                                              checked) and refresh_token grants; without a
+                                              person: client_credentials for the client
+                                              `svc` (secret `svc-secret`, HTTP Basic) and the
+                                              JWT-bearer grant for the workload token
+                                              `workload.jwt.token` (no refresh tokens)
   POST /mcp                                   MCP (JSON answers) for a valid bearer token,
                                               else 401 with a resource_metadata challenge
   GET  /admin/stats                           counts, and every token issued (for the test
@@ -42,7 +46,8 @@ codes = {}  # code -> (client_id, challenge, redirect_uri, resource)
 access = {}  # token -> expires_at
 refresh = {}  # refresh token -> client_id
 stats = {"registrations": 0, "authorizations": 0, "authorization_code": 0, "refresh_token": 0,
-         "mcp_unauthorized": 0, "tokens": []}
+         "client_credentials": 0, "jwt_bearer": 0, "refused": [], "mcp_unauthorized": 0, "tokens": []}
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 def s256(verifier):
@@ -81,9 +86,10 @@ class Handler(BaseHTTPRequestHandler):
                 "token_endpoint": f"{BASE}/token",
                 "registration_endpoint": f"{BASE}/register",
                 "response_types_supported": ["code"],
-                "grant_types_supported": ["authorization_code", "refresh_token"],
+                "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials",
+                                          JWT_BEARER],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["none"],
+                "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
                 "scopes_supported": ["mcp:tools"],
             }
             if NO_DCR:
@@ -139,6 +145,22 @@ class Handler(BaseHTTPRequestHandler):
                         return self.send_json(400, {"error": "invalid_grant"})
                     del refresh[f["refresh_token"]]
                     expires_in = 3600
+                elif grant in ("client_credentials", JWT_BEARER):
+                    basic = self.headers.get("Authorization", "")
+                    if grant == "client_credentials":
+                        ok = basic == "Basic " + base64.b64encode(b"svc:svc-secret").decode()
+                    else:
+                        ok = f.get("assertion") == "workload.jwt.token"
+                    if not ok or f.get("resource") != RESOURCE:
+                        stats["refused"].append(grant)
+                        return self.send_json(401 if grant == "client_credentials" else 400,
+                                              {"error": "invalid_client" if grant == "client_credentials" else "invalid_grant"})
+                    key = "client_credentials" if grant == "client_credentials" else "jwt_bearer"
+                    stats[key] += 1
+                    tok = "at-" + secrets.token_urlsafe(24)
+                    access[tok] = time.time() + 3600
+                    stats["tokens"].append(tok)
+                    return self.send_json(200, {"access_token": tok, "token_type": "Bearer", "expires_in": 3600})
                 else:
                     return self.send_json(400, {"error": "unsupported_grant_type"})
                 stats[grant] += 1
