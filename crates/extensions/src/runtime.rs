@@ -933,3 +933,34 @@ pub fn tool_info(t: &SessionTool, permission: Option<&str>) -> Value {
         "input_schema": schema,
     })
 }
+
+#[cfg(test)]
+mod token_file_tests {
+    use super::read_token_file;
+
+    #[test]
+    fn workload_token_files_are_read_plainly_or_refused_with_the_setting() {
+        let d = std::env::temp_dir().join(format!("gosling-token-file-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("token");
+        std::fs::write(&f, "eyJ.a.b\n").unwrap();
+        assert_eq!(read_token_file(&f).unwrap(), "eyJ.a.b");
+        let link = d.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let e = read_token_file(&link).unwrap_err();
+        assert!(e.contains("symbolic link") && e.contains("oauth.token_file"), "{e}");
+        let e = read_token_file(&d.join("missing")).unwrap_err();
+        assert!(e.contains("does not exist") && e.contains("oauth.token_file"), "{e}");
+        for (name, bytes) in [("empty", b"  \n".to_vec()), ("binary", vec![0xff, 0xfe]), ("spaced", b"a b".to_vec())] {
+            let p = d.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            let e = read_token_file(&p).unwrap_err();
+            assert!(e.contains("oauth.token_file"), "{name}: {e}");
+        }
+        let big = d.join("big");
+        std::fs::write(&big, vec![b'a'; 65 << 10]).unwrap();
+        assert!(read_token_file(&big).unwrap_err().contains("64 KiB"));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

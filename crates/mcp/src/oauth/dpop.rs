@@ -138,6 +138,54 @@ mod tests {
         assert_eq!(htu("http://h:1/mcp"), "http://h:1/mcp");
     }
 
+    fn authorizer(store: Arc<MemoryStore>) -> Authorizer {
+        let settings = Settings {
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
+            client_metadata_url: None,
+            client_name: "gosling".into(),
+            sign_in: SignIn::Follow,
+            store,
+        };
+        Authorizer::new("http://127.0.0.1:9/mcp", "t", Duration::from_secs(5), settings)
+    }
+
+    #[test]
+    fn nonces_are_kept_only_when_printable_and_short() {
+        let a = authorizer(Arc::new(MemoryStore::default()));
+        a.resource_nonce("n-1_x.y");
+        assert_eq!(a.nonce(Nonce::Resource).as_deref(), Some("n-1_x.y"));
+        for bad in ["a\r\nInjected: 1", "with space", "\u{e9}", &"x".repeat(513)] {
+            a.resource_nonce(bad);
+            assert_eq!(a.nonce(Nonce::Resource).as_deref(), Some("n-1_x.y"), "{bad:?} was kept");
+        }
+        assert_eq!(a.nonce(Nonce::TokenEndpoint), None);
+        // No token: no Authorization header at all (the server's 401 starts a sign-in).
+        assert!(a.request_headers("POST", "http://127.0.0.1:9/mcp").is_empty());
+    }
+
+    #[test]
+    fn the_key_is_made_once_and_kept_per_server() {
+        let store = Arc::new(MemoryStore::default());
+        let a = authorizer(store.clone());
+        let proof = a.dpop_proof("POST", "http://127.0.0.1:9/token?x=1", Some("n"), Some("tok")).unwrap();
+        let parts: Vec<&str> = proof.split('.').collect();
+        let claims: Value = serde_json::from_slice(&gosling_util::base64_decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(claims["htu"], "http://127.0.0.1:9/token");
+        assert_eq!((claims["htm"].as_str(), claims["nonce"].as_str()), (Some("POST"), Some("n")));
+        assert_eq!(claims["ath"], base64_encode(&gosling_util::sha256(b"tok"), true));
+        let header: Value = serde_json::from_slice(&gosling_util::base64_decode(parts[0]).unwrap()).unwrap();
+        assert!(header["jwk"].get("d").is_none(), "no private part in the proof: {header}");
+        // Another authorizer of the same server (a restart) proves with the same key.
+        let again = authorizer(store.clone());
+        let second = again.dpop_proof("GET", "http://127.0.0.1:9/mcp", None, None).unwrap();
+        let h2: Value =
+            serde_json::from_slice(&gosling_util::base64_decode(second.split('.').next().unwrap()).unwrap()).unwrap();
+        assert_eq!(h2["jwk"], header["jwk"]);
+        assert_eq!(store.keys("oauth-dpop:").len(), 1);
+    }
+
     #[test]
     fn dpop_only_with_es256() {
         assert!(supports_dpop(&serde_json::json!({"dpop_signing_alg_values_supported": ["RS256", "ES256"]})));
