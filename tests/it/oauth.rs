@@ -279,9 +279,10 @@ fn a_workload_token_file_signs_in_with_gosling_auth() {
     assert_eq!(stats(&fake2)["jwt_bearer"].as_i64(), Some(0));
 }
 
-/// A P-256 test key (PKCS#8 PEM) whose public half `tests/fakes/oauth_mcp.py` knows as the
+/// A P-256 test key (PKCS#8 PEM) whose public half `tests/fakes/oauth_mcp.py` (and
+/// `oauth_authlib.py`) know as the
 /// client `svc-jwt`'s. A fixture, not a secret.
-const SVC_JWT_KEY: &str = "-----BEGIN PRIVATE KEY-----
+pub(crate) const SVC_JWT_KEY: &str = "-----BEGIN PRIVATE KEY-----
 MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgLH02H2XLcGCPtEhr
 U5lDVQwsXK6tYri+gtF85i2YkHyhRANCAASkg3CERC2VyuE/MvlPhJumcH/DvNjP
 CjPmvHaiW3KiKtCzDF1TOuY61qUBcs4xb+5xIY66s/HQziHh4mEQ5Y4e
