@@ -9,7 +9,18 @@ Serves on 127.0.0.1:PORT:
   POST /register                              dynamic client registration (public clients)
   GET  /authorize                             approves at once: redirects with a code
   POST /token                                 authorization_code (PKCE S256 and resource
-                                              checked) and refresh_token grants
+                                              checked) and refresh_token grants; without a
+                                              person (no refresh tokens): client_credentials
+                                              for the client `svc` (secret `svc-secret`, HTTP
+                                              Basic) and for `svc-jwt` (private_key_jwt, ES256
+                                              verified with the key below), the JWT-bearer
+                                              grant for the workload token `workload.jwt.token`
+                                              and, as `svc`, for the identity assertion grant
+                                              `jag-alice`
+  POST /idp/token                             an enterprise identity provider: token exchange
+                                              of the ID token `id-token-of-alice` (client
+                                              `gosling-at-idp`) for `jag-alice`, an identity
+                                              assertion grant for this server
   POST /mcp                                   MCP (JSON answers) for a valid bearer token,
                                               else 401 with a resource_metadata challenge
   GET  /admin/stats                           counts, and every token issued (for the test
@@ -42,7 +53,67 @@ codes = {}  # code -> (client_id, challenge, redirect_uri, resource)
 access = {}  # token -> expires_at
 refresh = {}  # refresh token -> client_id
 stats = {"registrations": 0, "authorizations": 0, "authorization_code": 0, "refresh_token": 0,
-         "mcp_unauthorized": 0, "tokens": []}
+         "client_credentials": 0, "jwt_bearer": 0, "refused": [], "mcp_unauthorized": 0, "tokens": []}
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+stats.update({"private_key_jwt": 0, "token_exchange": 0, "enterprise": 0})
+
+# The public half of the P-256 key tests/it/oauth.rs stores for `svc-jwt` (a test fixture).
+SVC_JWT_KEY = (0xa4837084442d95cae13f32f94f849ba6707fc3bcd8cf0a33e6bc76a25b72a22a,
+               0xd0b30c5d533ae63ad6a50172ce316fee71218ebab3f1d0ce21e1e26110e58e1e)
+
+# ECDSA P-256 verification (FIPS 186-4), affine coordinates: enough for a test server.
+P = 0xffffffff00000001000000000000000000000000ffffffffffffffffffffffff
+N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551
+G = (0x6b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296,
+     0x4fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5)
+
+
+def ec_add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a[0] == b[0] and (a[1] + b[1]) % P == 0:
+        return None
+    if a == b:
+        m = (3 * a[0] * a[0] - 3) * pow(2 * a[1], -1, P) % P
+    else:
+        m = (b[1] - a[1]) * pow(b[0] - a[0], -1, P) % P
+    x = (m * m - a[0] - b[0]) % P
+    return (x, (m * (a[0] - x) - a[1]) % P)
+
+
+def ec_mul(k, pt):
+    out = None
+    while k:
+        if k & 1:
+            out = ec_add(out, pt)
+        pt = ec_add(pt, pt)
+        k >>= 1
+    return out
+
+
+def b64url(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def es256_claims(jwt, key):
+    """The claims of an ES256 compact JWS signed by `key`, else None."""
+    try:
+        h, c, sig = jwt.split(".")
+        if json.loads(b64url(h)).get("alg") != "ES256":
+            return None
+        raw = b64url(sig)
+        r, s_ = int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")
+        if len(raw) != 64 or not (0 < r < N and 0 < s_ < N):
+            return None
+        e = int.from_bytes(hashlib.sha256(f"{h}.{c}".encode()).digest(), "big")
+        w = pow(s_, -1, N)
+        x = ec_add(ec_mul(e * w % N, G), ec_mul(r * w % N, key))
+        return json.loads(b64url(c)) if x is not None and x[0] % N == r else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def s256(verifier):
@@ -81,9 +152,10 @@ class Handler(BaseHTTPRequestHandler):
                 "token_endpoint": f"{BASE}/token",
                 "registration_endpoint": f"{BASE}/register",
                 "response_types_supported": ["code"],
-                "grant_types_supported": ["authorization_code", "refresh_token"],
+                "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials",
+                                          JWT_BEARER],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["none"],
+                "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
                 "scopes_supported": ["mcp:tools"],
             }
             if NO_DCR:
@@ -139,6 +211,30 @@ class Handler(BaseHTTPRequestHandler):
                         return self.send_json(400, {"error": "invalid_grant"})
                     del refresh[f["refresh_token"]]
                     expires_in = 3600
+                elif grant in ("client_credentials", JWT_BEARER):
+                    svc = self.headers.get("Authorization", "") == "Basic " + base64.b64encode(b"svc:svc-secret").decode()
+                    key = None
+                    if grant == "client_credentials" and f.get("client_assertion_type") == \
+                            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+                        claims = es256_claims(f.get("client_assertion", ""), SVC_JWT_KEY) or {}
+                        if (claims.get("iss") == claims.get("sub") == f.get("client_id") == "svc-jwt"
+                                and claims.get("aud") == BASE and claims.get("exp", 0) > time.time()):
+                            key = "private_key_jwt"
+                    elif grant == "client_credentials":
+                        key = "client_credentials" if svc else None
+                    elif f.get("assertion") == "workload.jwt.token":
+                        key = "jwt_bearer"
+                    elif f.get("assertion") == "jag-alice" and svc:
+                        key = "enterprise"
+                    if key is None or f.get("resource") != RESOURCE:
+                        stats["refused"].append(grant)
+                        return self.send_json(401 if grant == "client_credentials" else 400,
+                                              {"error": "invalid_client" if grant == "client_credentials" else "invalid_grant"})
+                    stats[key] += 1
+                    tok = "at-" + secrets.token_urlsafe(24)
+                    access[tok] = time.time() + 3600
+                    stats["tokens"].append(tok)
+                    return self.send_json(200, {"access_token": tok, "token_type": "Bearer", "expires_in": 3600})
                 else:
                     return self.send_json(400, {"error": "unsupported_grant_type"})
                 stats[grant] += 1
@@ -149,6 +245,20 @@ class Handler(BaseHTTPRequestHandler):
                 stats["tokens"] += [tok, rt]
             return self.send_json(200, {"access_token": tok, "token_type": "Bearer", "expires_in": expires_in,
                                         "refresh_token": rt, "scope": "mcp:tools"})
+        if url.path == "/idp/token":
+            f = dict(urllib.parse.parse_qsl(raw.decode()))
+            ok = (f.get("grant_type") == TOKEN_EXCHANGE and f.get("subject_token") == "id-token-of-alice"
+                  and f.get("subject_token_type") == "urn:ietf:params:oauth:token-type:id_token"
+                  and f.get("requested_token_type") == "urn:ietf:params:oauth:token-type:id-jag"
+                  and f.get("audience") == BASE and f.get("resource") == RESOURCE
+                  and f.get("client_id") == "gosling-at-idp")
+            with lock:
+                if not ok:
+                    stats["refused"].append("token_exchange")
+                    return self.send_json(400, {"error": "invalid_request"})
+                stats["token_exchange"] += 1
+            return self.send_json(200, {"access_token": "jag-alice", "token_type": "N_A",
+                                        "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"})
         if url.path == "/admin/expire":
             with lock:
                 for k in access:

@@ -327,41 +327,165 @@ fn conformance_auth_offline_access_not_supported() {
     auth_scenario("auth/offline-access-not-supported", &["sep-2207-offline-access-not-requested"]);
 }
 
-/// Extension scenarios gosling does not implement: machine-to-machine `client_credentials`
-/// (with a client secret or a signed JWT assertion) and enterprise cross-app access (token
-/// exchange of an ID-JAG). gosling signs a person in with the authorization code flow, which
-/// is what these servers see instead, so exactly the extension's own checks fail.
-fn unsupported_extension(scenario: &str, failing: &[&str]) {
+// The authorization extensions: machine-to-machine `client_credentials` (with a client secret
+// or a JWT signed with the client's key) and enterprise cross-app access (an ID token exchanged
+// at the identity provider, then the JWT-bearer grant). The runner's context names the client,
+// its key, the identity provider and the ID token; no person signs in.
+
+#[test]
+fn conformance_auth_client_credentials_jwt() {
     let peers = require_peers!();
-    let Run { checks, report, .. } = run_runner(peers, scenario, CIMD);
-    let mut failed: Vec<&str> =
-        checks.iter().filter(|c| c["status"] == "FAILURE").filter_map(|c| c["id"].as_str()).collect();
-    failed.sort();
-    failed.dedup();
-    // FIXME: implement these extensions; today these checks fail and nothing else does.
-    assert_eq!(failed, failing, "scenario {scenario}\n{report}");
+    run_scenario_with(peers, "auth/client-credentials-jwt", CIMD, &["client-credentials-jwt-verified"]);
 }
 
 #[test]
-fn conformance_auth_client_credentials_jwt_unsupported() {
-    unsupported_extension(
-        "auth/client-credentials-jwt",
-        &["client-credentials-grant-type", "client-credentials-jwt-verified"],
-    );
+fn conformance_auth_client_credentials_basic() {
+    let peers = require_peers!();
+    run_scenario_with(peers, "auth/client-credentials-basic", CIMD, &["client-credentials-basic-auth"]);
 }
 
 #[test]
-fn conformance_auth_client_credentials_basic_unsupported() {
-    unsupported_extension(
-        "auth/client-credentials-basic",
-        &["client-credentials-basic-auth", "client-credentials-grant-type"],
-    );
-}
-
-#[test]
-fn conformance_auth_cross_app_access_unsupported() {
-    unsupported_extension(
+fn conformance_auth_cross_app_access() {
+    let peers = require_peers!();
+    run_scenario_with(
+        peers,
         "auth/cross-app-access-complete-flow",
-        &["complete-flow-jwt-bearer", "complete-flow-token-exchange"],
+        CIMD,
+        &["complete-flow-token-exchange", "complete-flow-jwt-bearer"],
     );
+}
+
+// The newest runner (`MCP_PEER_CONFORMANCE_NEXT`, 0.2.0-alpha.12): `client --requirements
+// 2026-07-28` plays every client scenario the 2026-07-28 revision requires, and those it runs
+// without scoring (the authorization extensions, scenarios added after the revision shipped),
+// each at the revision's wire version (`MCP_CONFORMANCE_PROTOCOL_VERSION`), in parallel. Which
+// scenarios those are comes from the runner's own frozen requirements file.
+
+/// The client scenarios of the runner's requirements for `revision`: the scored ones, then the
+/// ones run without scoring.
+fn required_client_scenarios(runner: &Path, revision: &str) -> (Vec<String>, Vec<String>) {
+    let file = runner.parent().and_then(Path::parent).map(|p| p.join("requirements").join(format!("{revision}.yaml")));
+    let file = file.unwrap_or_default();
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+    let (mut scored, mut unscored) = (Vec::new(), Vec::new());
+    let mut section = "";
+    let mut pending: Option<String> = None;
+    for line in text.lines() {
+        if !line.starts_with(' ') && line.ends_with(':') {
+            section = line.trim_end_matches(':');
+            continue;
+        }
+        let item = line.trim();
+        match section {
+            "client" => {
+                if let Some(s) = item.strip_prefix("- ") {
+                    scored.push(s.to_string());
+                }
+            }
+            "not_scored" => {
+                if let Some(s) = item.strip_prefix("- scenario: ") {
+                    pending = Some(s.to_string());
+                } else if item == "leg: client" {
+                    unscored.extend(pending.take());
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(!scored.is_empty(), "no client scenarios in {}", file.display());
+    (scored, unscored)
+}
+
+/// Runs `--requirements REVISION` once; returns each scenario's checks (by scenario name) and
+/// the runner's report.
+fn run_requirements(peers: &Peers, revision: &str) -> (Vec<(String, Vec<Value>, String)>, String) {
+    let home = TempDir::new("conformance-next");
+    let out = home.join("out");
+    let command = format!("{} probe{CIMD}", bin().display());
+    let stdout_path = home.join("runner.stdout");
+    let mut child = Command::new(peers.node())
+        .arg(peers.get("MCP_PEER_CONFORMANCE_NEXT"))
+        .args(["client", "--command", &command, "--requirements", revision, "-o"])
+        .arg(&out)
+        .env("GOSLING_CONFIG_DIR", home.join("config"))
+        .env("GOSLING_STATE_DIR", home.join("state"))
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the conformance runner");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("conformance runner --requirements {revision} did not finish within 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let report = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    // out/<scenario>-<timestamp>/checks.json, auth scenarios one directory deeper (auth/...).
+    let mut runs = Vec::new();
+    let mut dirs = vec![out.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("read {}: {e}\n{report}", d.display())).flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            let checks = p.join("checks.json");
+            if !checks.exists() {
+                dirs.push(p);
+                continue;
+            }
+            let rel = p.strip_prefix(&out).unwrap().to_string_lossy().to_string();
+            // Strip the "-<ISO timestamp>" the runner appends: "-" and 24 characters.
+            let name = rel[..rel.len().saturating_sub(25)].to_string();
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&checks).unwrap()).unwrap();
+            let stderr = std::fs::read_to_string(p.join("stderr.txt")).unwrap_or_default();
+            runs.push((name, v.as_array().cloned().unwrap_or_default(), stderr));
+        }
+    }
+    (runs, report)
+}
+
+/// Each scenario's checks: some SUCCESS, no FAILURE or WARNING. Returns what is wrong, if anything.
+fn judge(name: &str, runs: &[(String, Vec<Value>, String)]) -> Option<String> {
+    let Some((_, checks, stderr)) = runs.iter().find(|(n, ..)| n == name) else {
+        return Some(format!("{name}: the runner left no checks.json"));
+    };
+    let bad: Vec<String> = checks
+        .iter()
+        .filter(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
+        .map(|c| format!("{} {}: {}", c["id"], c["status"], c.get("errorMessage").unwrap_or(&c["description"])))
+        .collect();
+    if !bad.is_empty() {
+        let tail: String =
+            stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        return Some(format!("{name}:\n  {}\n  client stderr (tail):\n{tail}", bad.join("\n  ")));
+    }
+    if !checks.iter().any(|c| c["status"] == "SUCCESS") {
+        return Some(format!("{name}: no check succeeded (the client never got far enough)"));
+    }
+    None
+}
+
+#[test]
+fn conformance_next_requirements_2026_07_28() {
+    let peers = require_peers!();
+    let runner = PathBuf::from(peers.get("MCP_PEER_CONFORMANCE_NEXT"));
+    let (scored, unscored) = required_client_scenarios(&runner, "2026-07-28");
+    // The revision's requirements are frozen: 32 scored client scenarios, 7 more run unscored.
+    assert_eq!((scored.len(), unscored.len()), (32, 7), "{scored:?} {unscored:?}");
+    let (runs, report) = run_requirements(peers, "2026-07-28");
+    let mut wrong = Vec::new();
+    // Every one of them, the unscored ones too (the authorization extensions included).
+    for name in scored.iter().chain(&unscored) {
+        wrong.extend(judge(name, &runs));
+    }
+    assert!(wrong.is_empty(), "{} scenario(s) fail:\n{}\n\nrunner:\n{report}", wrong.len(), wrong.join("\n"));
 }

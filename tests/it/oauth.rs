@@ -190,3 +190,159 @@ fn refusals_say_what_to_configure() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no extension \"nothing\""));
 }
+
+// Without a person at a browser (docs/install.md, "Signing in without a browser"): the
+// extension's `oauth.grant` names client credentials (secret or private-key JWT), a workload's
+// JWT-bearer grant or enterprise-managed authorization, and the fake's authorization server
+// (and identity provider) issues a token for it. No authorization request, no registration.
+// (No pinned real authorization server offers these grants: the TypeScript SDK's refuses
+// `client_credentials`, the Python SDK's and fastmcp's offer only the browser flow; the
+// conformance runner's scenarios cover them with its own servers, `conformance.rs`.)
+
+#[test]
+fn client_credentials_from_the_extension_config_need_no_browser() {
+    let first = fake(&[]);
+    let s = Server::start();
+    let stored = s.post("/config/upsert", json!({"key": "SVC_SECRET", "value": "svc-secret", "is_secret": true}));
+    assert_eq!(stored.status, 200, "{}", stored.text());
+    let mut cfg = ext(&first);
+    cfg["oauth"] = json!({"grant": "client_credentials", "client_id": "svc", "client_secret_key": "SVC_SECRET"});
+    let (id, _) = session_with_config_extensions(&s);
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = whoami(&s, &id);
+    assert_eq!(call.status, 200, "{}", call.text());
+    assert!(call.text().contains("signed in"), "{}", call.text());
+    let st = stats(&first);
+    assert_eq!(
+        (st["client_credentials"].as_i64(), st["authorizations"].as_i64(), st["registrations"].as_i64()),
+        (Some(1), Some(0), Some(0)),
+        "{st}"
+    );
+
+    // A wrong secret: refused once, said with the token endpoint's answer, no other grant tried.
+    let stored = s.post("/config/upsert", json!({"key": "SVC_SECRET", "value": "wrong", "is_secret": true}));
+    assert_eq!(stored.status, 200);
+    let fake2 = fake(&[]);
+    let mut cfg = ext(&fake2);
+    cfg["name"] = json!("remote2");
+    cfg["oauth"] = json!({"grant": "client_credentials", "client_id": "svc", "client_secret_key": "SVC_SECRET"});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_ne!(add.status, 200, "{}", add.text());
+    assert!(add.text().contains("invalid_client"), "{}", add.text());
+    let st = stats(&fake2);
+    assert_eq!((st["refused"].as_array().map(Vec::len), st["authorizations"].as_i64()), (Some(1), Some(0)), "{st}");
+
+    // A grant the config cannot use is refused by field, with what to set.
+    let mut cfg = ext(&fake2);
+    cfg["name"] = json!("remote3");
+    cfg["oauth"] = json!({"grant": "client_credentials", "client_id": "svc"});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 400, "{}", add.text());
+    assert!(add.text().contains("client_assertion_key"), "{}", add.text());
+}
+
+#[test]
+fn a_workload_token_file_signs_in_with_gosling_auth() {
+    let first = fake(&[]);
+    let home = TempDir::new("auth-wif");
+    std::fs::create_dir_all(home.join("config")).unwrap();
+    let token = home.join("workload-token");
+    std::fs::write(&token, "workload.jwt.token\n").unwrap();
+    let mut entry = ext(&first);
+    entry["enabled"] = json!(true);
+    entry["oauth"] = json!({"grant": "jwt_bearer", "token_file": token.display().to_string()});
+    std::fs::write(home.join("config/config.json"), json!({"extensions": {"remote": entry.clone()}}).to_string())
+        .unwrap();
+    let out = gosling(&home).args(["auth", "remote"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("signed in to remote"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let st = stats(&first);
+    assert_eq!((st["jwt_bearer"].as_i64(), st["authorizations"].as_i64()), (Some(1), Some(0)), "{st}");
+
+    // A link in place of the file is not followed: the error says to name the file itself.
+    let link = home.join("token-link");
+    std::os::unix::fs::symlink(&token, &link).unwrap();
+    let fake2 = fake(&[]);
+    let mut entry = ext(&fake2);
+    entry["enabled"] = json!(true);
+    entry["oauth"] = json!({"grant": "jwt_bearer", "token_file": link.display().to_string()});
+    std::fs::write(home.join("config/config.json"), json!({"extensions": {"remote": entry}}).to_string()).unwrap();
+    let out = gosling(&home).args(["auth", "remote"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("symbolic link") && err.contains("oauth.token_file"), "{err}");
+    assert_eq!(stats(&fake2)["jwt_bearer"].as_i64(), Some(0));
+}
+
+/// A P-256 test key (PKCS#8 PEM) whose public half `tests/fakes/oauth_mcp.py` (and
+/// `oauth_authlib.py`) know as the
+/// client `svc-jwt`'s. A fixture, not a secret.
+pub(crate) const SVC_JWT_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgLH02H2XLcGCPtEhr
+U5lDVQwsXK6tYri+gtF85i2YkHyhRANCAASkg3CERC2VyuE/MvlPhJumcH/DvNjP
+CjPmvHaiW3KiKtCzDF1TOuY61qUBcs4xb+5xIY66s/HQziHh4mEQ5Y4e
+-----END PRIVATE KEY-----
+";
+
+#[test]
+fn a_private_key_and_an_enterprise_identity_provider_from_the_extension_config() {
+    let s = Server::start();
+    let (id, _) = session_with_config_extensions(&s);
+    let store = |k: &str, v: &str| {
+        let r = s.post("/config/upsert", json!({"key": k, "value": v, "is_secret": true}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+
+    // Client credentials, the client authenticated by a JWT its stored key signs (the fake
+    // verifies the ES256 signature, iss, sub, aud and exp).
+    let first = fake(&[]);
+    store("SVC_KEY", SVC_JWT_KEY);
+    let mut cfg = ext(&first);
+    cfg["oauth"] = json!({"grant": "client_credentials", "client_id": "svc-jwt", "client_assertion_key": "SVC_KEY"});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    assert_eq!(whoami(&s, &id).status, 200);
+    let st = stats(&first);
+    assert_eq!((st["private_key_jwt"].as_i64(), st["authorizations"].as_i64()), (Some(1), Some(0)), "{st}");
+
+    // Enterprise-managed: the stored ID token exchanged at the identity provider, the grant it
+    // gives presented as the configured client.
+    let second = fake(&[]);
+    store("AS_SECRET", "svc-secret");
+    store("IDP_ID_TOKEN", "id-token-of-alice");
+    let mut cfg = ext(&second);
+    cfg["name"] = json!("remote2");
+    cfg["oauth"] = json!({"grant": "enterprise_managed", "client_id": "svc", "client_secret_key": "AS_SECRET",
+        "idp": {"token_endpoint": format!("{}/idp/token", base(&second)), "client_id": "gosling-at-idp",
+                "id_token_key": "IDP_ID_TOKEN"}});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    let call = s.post("/agent/call_tool", json!({"session_id": id, "name": "remote2__whoami", "arguments": {}}));
+    assert_eq!(call.status, 200, "{}", call.text());
+    let st = stats(&second);
+    assert_eq!(
+        (st["token_exchange"].as_i64(), st["enterprise"].as_i64(), st["authorizations"].as_i64()),
+        (Some(1), Some(1), Some(0)),
+        "{st}"
+    );
+
+    // A stored key that is not a PKCS#8 P-256 key: refused before anything is sent, saying how.
+    store("BAD_KEY", "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n");
+    let third = fake(&[]);
+    let mut cfg = ext(&third);
+    cfg["name"] = json!("remote3");
+    cfg["oauth"] = json!({"grant": "client_credentials", "client_id": "svc-jwt", "client_assertion_key": "BAD_KEY"});
+    let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+    assert_eq!(add.status, 400, "{}", add.text());
+    assert!(
+        add.text().contains("oauth.client_assertion_key") && add.text().contains("openssl pkcs8"),
+        "{}",
+        add.text()
+    );
+    assert!(!add.text().contains("AAAA"), "the key is never repeated: {}", add.text());
+}

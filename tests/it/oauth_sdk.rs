@@ -293,3 +293,79 @@ fn the_typescript_sdk_oauth_demo() {
     let secrets = std::fs::read_to_string(home.join("config/secrets.json")).unwrap_or_default();
     assert!(!secrets.contains("oauth"), "{secrets}");
 }
+
+// The grants without a browser against a real authorization server: Authlib's (an OAuth 2.0
+// library, pinned through fastmcp's venv; tests/fakes/oauth_authlib.py wires its token endpoint,
+// grants and client authentication to a small MCP server). No pinned MCP SDK serves these
+// grants (the TypeScript SDK's token endpoint refuses client_credentials; the Python SDK's and
+// fastmcp's offer the browser flow only), and none serves token exchange (enterprise-managed
+// authorization) or DPoP: those are covered by the conformance runner's scenarios.
+
+struct AuthlibPeer {
+    proc: PeerProc,
+    /// The workload token the server wrote, as a platform would.
+    token_file: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+fn authlib_peer(peers: &Peers) -> AuthlibPeer {
+    let dir = TempDir::new("authlib");
+    let token_file = dir.join("workload-token");
+    let proc = spawn_http_peer("/mcp", |port| {
+        let mut cmd = Command::new(peers.get("MCP_PEER_FASTMCP_PYTHON"));
+        cmd.arg(manifest_dir().join("tests/fakes/oauth_authlib.py")).arg(port.to_string()).arg(&token_file);
+        cmd
+    });
+    AuthlibPeer { proc, token_file, _dir: dir }
+}
+
+fn authlib_stats(p: &AuthlibPeer) -> Value {
+    http("GET", &p.proc.url.replace("/mcp", "/admin/stats"), None, None).json()
+}
+
+#[test]
+fn grants_without_a_browser_against_authlib() {
+    let peers = require_peers!();
+    let s = Server::start();
+    let (id, _) = session_with_config_extensions(&s);
+    let store = |k: &str, v: &str| {
+        let r = s.post("/config/upsert", json!({"key": k, "value": v, "is_secret": true}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    store("BASIC_SECRET", "basic-secret");
+    store("SVC_KEY", crate::oauth::SVC_JWT_KEY);
+    // A server each: tokens are kept per server (and issuer), whichever extension got them.
+    let (a, b, c) = (authlib_peer(peers), authlib_peer(peers), authlib_peer(peers));
+    let grants = [
+        (
+            "secret",
+            &a,
+            json!({"grant": "client_credentials", "client_id": "svc-basic", "client_secret_key": "BASIC_SECRET"}),
+        ),
+        ("key", &b, json!({"grant": "client_credentials", "client_id": "svc-jwt", "client_assertion_key": "SVC_KEY"})),
+        ("workload", &c, json!({"grant": "jwt_bearer", "token_file": c.token_file.display().to_string()})),
+    ];
+    for (name, p, oauth) in grants {
+        let mut cfg = remote(&p.proc.url);
+        cfg["name"] = json!(name);
+        cfg["oauth"] = oauth;
+        let add = s.post("/agent/add_extension", json!({"session_id": id, "config": cfg}));
+        assert_eq!(add.status, 200, "{name}: {}", add.text());
+        let call =
+            s.post("/agent/call_tool", json!({"session_id": id, "name": format!("{name}__whoami"), "arguments": {}}));
+        assert_eq!(call.status, 200, "{name}: {}", call.text());
+        assert!(call.text().contains("signed in"), "{name}: {}", call.text());
+    }
+    let count = |p: &AuthlibPeer, k: &str| authlib_stats(p)[k].as_i64();
+    assert_eq!(
+        (count(&a, "client_secret_basic"), count(&b, "client_assertion_jwt"), count(&c, "jwt_bearer")),
+        (Some(1), Some(1), Some(1)),
+        "{} {} {}",
+        authlib_stats(&a),
+        authlib_stats(&b),
+        authlib_stats(&c)
+    );
+    for p in [&a, &b, &c] {
+        assert_eq!(authlib_stats(p)["refused"], json!([]), "{}", authlib_stats(p));
+    }
+}

@@ -10,8 +10,8 @@
 
 use gosling_extensions::config::{name_to_key, Kind};
 use gosling_extensions::config::{ExtensionConfig, ExtensionStore};
-use gosling_extensions::runtime::{oauth_settings, SecretsTokens};
-use gosling_mcp::oauth::{Authorizer, SignIn};
+use gosling_extensions::runtime::{oauth_authorizer, SecretsTokens};
+use gosling_mcp::oauth::SignIn;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,10 +125,10 @@ fn run(open: &crate::Opener, name: &str, sign_in: SignIn, forget: bool) -> Resul
     let secret = |k: &str| {
         gosling_extensions::consent::may_read(&config, k).then(|| store.get_secret(k).ok().flatten()).flatten()
     };
-    let settings =
-        oauth_settings(&config, &secret, Arc::new(SecretsTokens(store.clone())), sign_in).map_err(Error::Extensions)?;
     let timeout = Duration::from_secs(config.timeout_secs().max(1));
-    let auth = Arc::new(Authorizer::new(uri, config.name(), timeout, settings));
+    let auth = oauth_authorizer(&config, uri, timeout, &secret, Arc::new(SecretsTokens(store.clone())), sign_in)
+        .map_err(Error::Extensions)?;
+    let auth = Arc::new(auth);
     if forget {
         let n = auth.forget_all();
         return Ok(if n == 0 {

@@ -216,16 +216,17 @@ impl Unresolved {
 }
 
 /// `secret_names(config)` split by `present(NAME)` (is it in the secrets store?) and by the
-/// own-secrets rule.
+/// own-secrets rule. (A missing OAuth secret is reported when signing in, with its field.)
 pub fn unresolved(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Unresolved {
     let mut u = Unresolved::default();
-    // A missing OAuth client secret is reported when signing in, with its field; a reserved one
-    // here, like any other.
-    let oauth_key = config.oauth().ok().and_then(|o| o.client_secret_key);
+    // A missing OAuth secret is reported when signing in, with its field; a reserved one here,
+    // like any other.
+    let oauth_keys: Vec<String> =
+        config.oauth().map(|o| o.secret_keys()).unwrap_or_default().into_iter().map(|(_, k)| k).collect();
     for k in secret_names(config) {
         if is_reserved_secret(&k) {
             u.refused.push(k);
-        } else if !present(&k) && oauth_key.as_ref() != Some(&k) {
+        } else if !present(&k) && !oauth_keys.contains(&k) {
             u.missing.push(k);
         }
     }
@@ -251,8 +252,9 @@ pub fn secret_names(config: &ExtensionConfig) -> Vec<String> {
             }
         }
     }
-    // The OAuth client secret is a stored secret like any other: the same rules, the same summary.
-    if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
+    // The OAuth secrets (client secret, key, identity provider's) are stored secrets like any
+    // other: the same rules, the same summary.
+    for (_, k) in config.oauth().map(|o| o.secret_keys()).unwrap_or_default() {
         if !out.contains(&k) {
             out.push(k);
         }
@@ -590,9 +592,11 @@ impl ExtensionConfig {
         match self.kind {
             Kind::StreamableHttp { .. } => match self.extra.get("oauth") {
                 None | Some(Value::Null) => Ok(OAuthConfig::default()),
-                Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                    cfg_err("oauth", format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\"}}, all optional"))
-                }),
+                Some(v) => serde_json::from_value::<OAuthConfig>(v.clone())
+                    .map_err(|e| {
+                        cfg_err("oauth", format!("the extension's `oauth` object is invalid ({e}); expected {{\"client_id\", \"client_secret_key\", \"scopes\": [...], \"client_metadata_url\", \"grant\", \"client_assertion_key\", \"token_file\", \"idp\": {{...}}}}, all optional (docs/install.md, \"Signing in without a browser\")"))
+                    })
+                    .and_then(|o| o.checked()),
             },
             _ => Ok(OAuthConfig::default()),
         }
@@ -922,6 +926,105 @@ pub struct OAuthConfig {
     /// accept those instead of registration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_metadata_url: Option<String>,
+    /// How tokens are got without a person at a browser: `client_credentials`, `jwt_bearer`
+    /// (workload identity) or `enterprise_managed`; absent: a person signs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+    /// The name of the stored secret holding the client's P-256 private key (PEM, PKCS#8):
+    /// the client authenticates with a signed JWT (`private_key_jwt`) instead of a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_assertion_key: Option<String>,
+    /// `jwt_bearer`: the absolute path of the workload identity token the platform writes
+    /// (read at every grant; not followed if it is a symbolic link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<String>,
+    /// `enterprise_managed`: the enterprise identity provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp: Option<IdpConfig>,
+}
+
+/// The enterprise identity provider of `grant: enterprise_managed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdpConfig {
+    /// Its token endpoint (RFC 8693 token exchange), https.
+    pub token_endpoint: String,
+    /// gosling's client at the identity provider.
+    pub client_id: String,
+    /// The name of the stored secret holding that client's secret, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_key: Option<String>,
+    /// The name of the stored secret holding the person's ID token from the identity provider.
+    pub id_token_key: String,
+}
+
+/// The grants `oauth.grant` may name.
+pub const OAUTH_GRANTS: [&str; 3] = ["client_credentials", "jwt_bearer", "enterprise_managed"];
+
+impl OAuthConfig {
+    /// The names of the stored secrets these settings read, each with its field.
+    pub fn secret_keys(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        out.extend(self.client_secret_key.clone().map(|k| ("oauth.client_secret_key", k)));
+        out.extend(self.client_assertion_key.clone().map(|k| ("oauth.client_assertion_key", k)));
+        if let Some(idp) = &self.idp {
+            out.extend(idp.client_secret_key.clone().map(|k| ("oauth.idp.client_secret_key", k)));
+            out.push(("oauth.idp.id_token_key", idp.id_token_key.clone()));
+        }
+        out
+    }
+
+    /// The settings, if they make sense together; else what to fix.
+    fn checked(self) -> Result<OAuthConfig, Error> {
+        let grant = self.grant.as_deref();
+        if let Some(g) = grant.filter(|g| !OAUTH_GRANTS.contains(g)) {
+            return Err(cfg_err(
+                "oauth.grant",
+                format!("oauth.grant {g:?} is not one gosling knows; use one of {} (or leave it out for a person's sign-in)", OAUTH_GRANTS.join(", ")),
+            ));
+        }
+        let needs =
+            |field: &str, what: &str| Err(cfg_err(field, format!("oauth.grant {} needs {what}", grant.unwrap_or(""))));
+        match grant {
+            Some("client_credentials") if self.client_id.is_none() => return needs("oauth.client_id", "oauth.client_id, the client registered with the authorization server"),
+            Some("client_credentials") if self.client_secret_key.is_none() && self.client_assertion_key.is_none() => {
+                return needs("oauth.client_secret_key", "oauth.client_secret_key or oauth.client_assertion_key (the stored secret or private key the client authenticates with)")
+            }
+            Some("jwt_bearer") if self.token_file.is_none() => return needs("oauth.token_file", "oauth.token_file, the path of the workload identity token"),
+            Some("enterprise_managed") if self.idp.is_none() => return needs("oauth.idp", "oauth.idp {\"token_endpoint\", \"client_id\", \"id_token_key\"}"),
+            Some("enterprise_managed") if self.client_id.is_none() => return needs("oauth.client_id", "oauth.client_id, the client registered with the MCP server's authorization server"),
+            _ => {}
+        }
+        if grant != Some("jwt_bearer") && self.token_file.is_some() {
+            return Err(cfg_err(
+                "oauth.token_file",
+                "oauth.token_file is read only with oauth.grant jwt_bearer; set that, or remove token_file",
+            ));
+        }
+        if grant != Some("enterprise_managed") && self.idp.is_some() {
+            return Err(cfg_err(
+                "oauth.idp",
+                "oauth.idp is used only with oauth.grant enterprise_managed; set that, or remove idp",
+            ));
+        }
+        if let Some(f) = &self.token_file {
+            if !f.starts_with('/') || f.split('/').any(|c| c == "..") {
+                return Err(cfg_err("oauth.token_file", "oauth.token_file must be an absolute path without `..`"));
+            }
+        }
+        if let Some(idp) = &self.idp {
+            if !idp.token_endpoint.starts_with("https://")
+                && !idp.token_endpoint.starts_with("http://127.0.0.1")
+                && !idp.token_endpoint.starts_with("http://localhost")
+            {
+                return Err(cfg_err(
+                    "oauth.idp.token_endpoint",
+                    "oauth.idp.token_endpoint must be an https URL (http only on this machine)",
+                ));
+            }
+        }
+        Ok(self)
+    }
 }
 
 #[cfg(test)]
@@ -946,6 +1049,80 @@ mod oauth_tests {
         .unwrap();
         let Error::Config { message, .. } = c.oauth().unwrap_err() else { panic!("not a config error") };
         assert!(message.contains("client_secret_key") && !message.contains("\"x\""), "{message}");
+    }
+
+    fn oauth_of(o: serde_json::Value) -> Result<OAuthConfig, Error> {
+        ExtensionConfig::from_value(
+            serde_json::json!({"type":"streamable_http","name":"r","uri":"http://h/mcp","oauth":o}),
+        )
+        .unwrap()
+        .oauth()
+    }
+
+    fn refusal(o: serde_json::Value) -> (String, String) {
+        match oauth_of(o) {
+            Err(Error::Config { field, message }) => (field, message),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn grants_without_a_browser_are_configured_whole() {
+        let o = oauth_of(
+            serde_json::json!({"grant":"client_credentials","client_id":"svc","client_assertion_key":"SVC_KEY"}),
+        )
+        .unwrap();
+        assert_eq!(o.secret_keys(), vec![("oauth.client_assertion_key", "SVC_KEY".to_string())]);
+        let o = oauth_of(serde_json::json!({"grant":"jwt_bearer","token_file":"/var/run/secrets/tokens/mcp"})).unwrap();
+        assert_eq!(o.token_file.as_deref(), Some("/var/run/secrets/tokens/mcp"));
+        let o =
+            oauth_of(serde_json::json!({"grant":"enterprise_managed","client_id":"c","client_secret_key":"C_SECRET",
+            "idp":{"token_endpoint":"https://idp.example/token","client_id":"gosling","id_token_key":"IDP_ID_TOKEN"}}))
+            .unwrap();
+        assert_eq!(
+            o.secret_keys(),
+            vec![
+                ("oauth.client_secret_key", "C_SECRET".to_string()),
+                ("oauth.idp.id_token_key", "IDP_ID_TOKEN".to_string())
+            ]
+        );
+        // What is missing or wrong, by field, with what to set.
+        for (o, field, says) in [
+            (
+                serde_json::json!({"grant":"password"}),
+                "oauth.grant",
+                "client_credentials, jwt_bearer, enterprise_managed",
+            ),
+            (serde_json::json!({"grant":"client_credentials"}), "oauth.client_id", "oauth.client_id"),
+            (
+                serde_json::json!({"grant":"client_credentials","client_id":"svc"}),
+                "oauth.client_secret_key",
+                "client_assertion_key",
+            ),
+            (serde_json::json!({"grant":"jwt_bearer"}), "oauth.token_file", "workload identity token"),
+            (serde_json::json!({"grant":"jwt_bearer","token_file":"tokens/mcp"}), "oauth.token_file", "absolute path"),
+            (
+                serde_json::json!({"grant":"jwt_bearer","token_file":"/a/../etc/shadow"}),
+                "oauth.token_file",
+                "without `..`",
+            ),
+            (serde_json::json!({"token_file":"/t"}), "oauth.token_file", "jwt_bearer"),
+            (serde_json::json!({"grant":"enterprise_managed","client_id":"c"}), "oauth.idp", "token_endpoint"),
+            (
+                serde_json::json!({"grant":"enterprise_managed","client_id":"c","idp":{"token_endpoint":"http://idp.example/token","client_id":"g","id_token_key":"K"}}),
+                "oauth.idp.token_endpoint",
+                "https",
+            ),
+            (
+                serde_json::json!({"idp":{"token_endpoint":"https://i/t","client_id":"g","id_token_key":"K"}}),
+                "oauth.idp",
+                "enterprise_managed",
+            ),
+        ] {
+            let (f, m) = refusal(o.clone());
+            assert_eq!(f, field, "{o}: {m}");
+            assert!(m.contains(says), "{o}: {m}");
+        }
     }
 }
 

@@ -401,8 +401,8 @@ pub fn secret_uses(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> 
                     push(format!("env {k}"), k);
                 }
             }
-            if let Some(k) = config.oauth().ok().and_then(|o| o.client_secret_key) {
-                push("oauth.client_secret_key".into(), &k);
+            for (field, k) in config.oauth().map(|o| o.secret_keys()).unwrap_or_default() {
+                push(field.into(), &k);
             }
         }
         Kind::Sse { .. }

@@ -12,7 +12,7 @@ use crate::config::{runtime_key, secret_names, ExtensionConfig, Kind, Unresolved
 use crate::error::{Blocked, Error, Invalid};
 use crate::policy::InstallSource;
 use gosling_mcp::client::{CallContext, Client, ClientOptions};
-use gosling_mcp::oauth::{Authorizer, Settings as OAuthSettings, SignIn, TokenStore};
+use gosling_mcp::oauth::{Authorizer, Grant, Settings as OAuthSettings, SignIn, TokenStore};
 use gosling_mcp::stdio::StdioSpec;
 use gosling_mcp::streamable_http::HttpSpec;
 use gosling_util::lock;
@@ -99,6 +99,79 @@ pub fn oauth_settings(
         sign_in,
         store,
     })
+}
+
+/// The authorizer of a Streamable HTTP extension: `oauth_settings`, and the grant its
+/// `oauth.grant` names (a person's sign-in by default) with the key or tokens it needs. Its
+/// stored secrets are looked up with `secret` now; a workload token file is read at each grant.
+pub fn oauth_authorizer(
+    config: &ExtensionConfig,
+    uri: &str,
+    timeout: Duration,
+    secret: &dyn Fn(&str) -> Option<String>,
+    store: Arc<dyn TokenStore>,
+    sign_in: SignIn,
+) -> Result<Authorizer, Error> {
+    let o = config.oauth().map_err(Error::invalid_config)?;
+    let settings = oauth_settings(config, secret, store, sign_in)?;
+    let needed = |k: &str, field: &'static str| -> Result<String, Error> {
+        secret(k).ok_or_else(|| {
+            if crate::config::is_reserved_secret(k) {
+                return Error::NotStarted(Blocked::OwnSecret { name: k.to_string(), field });
+            }
+            Error::InvalidConfig(Invalid::Message(format!(
+                "the OAuth secret {k:?} ({field}) is not set; store it with POST /config/upsert {{\"key\":\"{k}\",\"value\":\"...\",\"is_secret\":true}}"
+            )))
+        })
+    };
+    let mut auth = Authorizer::new(uri, config.name(), timeout, settings);
+    if let Some(k) = &o.client_assertion_key {
+        let pem = needed(k, "oauth.client_assertion_key")?;
+        let key = gosling_mcp::oauth::SigningKey::from_pem(&pem).map_err(|e| {
+            Error::InvalidConfig(Invalid::Message(format!(
+                "the private key in the stored secret {k:?} (oauth.client_assertion_key) is not usable: {e}"
+            )))
+        })?;
+        auth = auth.with_client_key(key);
+    }
+    let grant = match (o.grant.as_deref(), &o.token_file, &o.idp) {
+        (Some("client_credentials"), ..) => Grant::ClientCredentials,
+        (Some("jwt_bearer"), Some(file), _) => {
+            let file = PathBuf::from(file);
+            Grant::JwtBearer { assertion: Arc::new(move || read_token_file(&file)) }
+        }
+        (Some("enterprise_managed"), _, Some(idp)) => {
+            let id_token = needed(&idp.id_token_key, "oauth.idp.id_token_key")?;
+            Grant::EnterpriseManaged {
+                idp_token_endpoint: idp.token_endpoint.clone(),
+                idp_client_id: idp.client_id.clone(),
+                idp_client_secret: idp
+                    .client_secret_key
+                    .as_ref()
+                    .map(|k| needed(k, "oauth.idp.client_secret_key"))
+                    .transpose()?,
+                id_token: Arc::new(move || Ok(id_token.clone())),
+            }
+        }
+        _ => Grant::AuthorizationCode,
+    };
+    Ok(auth.with_grant(grant))
+}
+
+/// A workload identity token: the file's text, trimmed; not followed if it is a link, bounded.
+fn read_token_file(path: &Path) -> Result<String, String> {
+    let bytes = gosling_store::atomic::read_file(path)
+        .map_err(|e| format!("{e} (oauth.token_file; a symbolic link is not followed: name the file it points to)"))?
+        .ok_or_else(|| format!("{} does not exist (oauth.token_file)", path.display()))?;
+    if bytes.len() > 64 << 10 {
+        return Err(format!("{} is larger than 64 KiB; is it the workload token? (oauth.token_file)", path.display()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{} is not text (oauth.token_file)", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("{} holds no JWT (oauth.token_file)", path.display()));
+    }
+    Ok(token.to_string())
 }
 
 /// See `Deps::elicit`.
@@ -545,8 +618,8 @@ impl SessionRuntime {
                     let sign_in = SignIn::Background { wait: SIGN_IN_WAIT };
                     // The client secret too comes only from the secrets mapped to this extension.
                     let mapped = |k: &str| crate::consent::may_read(config, k).then(|| (self.deps.secret)(k)).flatten();
-                    let settings = oauth_settings(config, &mapped, store.clone(), sign_in)?;
-                    Ok::<_, Error>(Arc::new(Authorizer::new(uri, config.name(), opts.timeout, settings)))
+                    let auth = oauth_authorizer(config, uri, opts.timeout, &mapped, store.clone(), sign_in)?;
+                    Ok::<_, Error>(Arc::new(auth))
                 });
                 let spec = HttpSpec {
                     uri: uri.clone(),
@@ -859,4 +932,35 @@ pub fn tool_info(t: &SessionTool, permission: Option<&str>) -> Value {
         "permission": permission,
         "input_schema": schema,
     })
+}
+
+#[cfg(test)]
+mod token_file_tests {
+    use super::read_token_file;
+
+    #[test]
+    fn workload_token_files_are_read_plainly_or_refused_with_the_setting() {
+        let d = std::env::temp_dir().join(format!("gosling-token-file-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("token");
+        std::fs::write(&f, "eyJ.a.b\n").unwrap();
+        assert_eq!(read_token_file(&f).unwrap(), "eyJ.a.b");
+        let link = d.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let e = read_token_file(&link).unwrap_err();
+        assert!(e.contains("symbolic link") && e.contains("oauth.token_file"), "{e}");
+        let e = read_token_file(&d.join("missing")).unwrap_err();
+        assert!(e.contains("does not exist") && e.contains("oauth.token_file"), "{e}");
+        for (name, bytes) in [("empty", b"  \n".to_vec()), ("binary", vec![0xff, 0xfe]), ("spaced", b"a b".to_vec())] {
+            let p = d.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            let e = read_token_file(&p).unwrap_err();
+            assert!(e.contains("oauth.token_file"), "{name}: {e}");
+        }
+        let big = d.join("big");
+        std::fs::write(&big, vec![b'a'; 65 << 10]).unwrap();
+        assert!(read_token_file(&big).unwrap_err().contains("64 KiB"));
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -185,7 +185,7 @@ impl Transport for HttpTransport {
         inner.get_generation.fetch_add(1, Ordering::SeqCst);
         if let (Some(session), protocol) = inner.session() {
             let req = inner.agent.delete(&inner.spec.uri).config().timeout_global(Some(DELETE_TIMEOUT)).build();
-            match inner.add_headers(req, Some(&session), protocol.as_deref()).call() {
+            match inner.add_headers(req, "DELETE", Some(&session), protocol.as_deref()).call() {
                 Ok(resp) => log::debug!("mcp: {}: DELETE session -> {}", inner.spec.extension, resp.status().as_u16()),
                 Err(e) => log::debug!("mcp: {}: DELETE session failed: {e}", inner.spec.extension),
             }
@@ -229,6 +229,7 @@ impl Inner {
     fn add_headers<B>(
         &self,
         mut req: ureq::RequestBuilder<B>,
+        htm: &str,
         session: Option<&str>,
         protocol: Option<&str>,
     ) -> ureq::RequestBuilder<B> {
@@ -244,8 +245,10 @@ impl Inner {
         if let Some(p) = protocol {
             req = req.header("MCP-Protocol-Version", p);
         }
-        if let Some(token) = self.oauth_token() {
-            req = req.header("Authorization", format!("Bearer {token}"));
+        if let Some(auth) = self.authorizer() {
+            for (k, v) in auth.request_headers(htm, &self.spec.uri) {
+                req = req.header(k, v);
+            }
         }
         req
     }
@@ -285,8 +288,12 @@ impl Inner {
         for (k, v) in routing {
             req = req.header(k.as_str(), v.as_str());
         }
-        let req = self.add_headers(req, session, protocol);
-        req.send(body.as_bytes()).map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))
+        let req = self.add_headers(req, "POST", session, protocol);
+        let resp = req.send(body.as_bytes()).map_err(|e| self.fail(HttpFailure::from_ureq(&e, self.spec.timeout)))?;
+        if let (Some(auth), Some(nonce)) = (self.authorizer(), header(&resp, "dpop-nonce")) {
+            auth.resource_nonce(&nonce);
+        }
+        Ok(resp)
     }
 
     fn send_with_reinit(self: &Arc<Self>, msg: &Message) -> Result<(), Error> {
@@ -597,7 +604,7 @@ impl Inner {
             .timeout_per_read(idle)
             .build()
             .header("Accept", "text/event-stream");
-        req = self.add_headers(req, session.as_deref(), protocol.as_deref());
+        req = self.add_headers(req, "GET", session.as_deref(), protocol.as_deref());
         if let Some(l) = last_event_id {
             req = req.header("Last-Event-ID", l);
         }

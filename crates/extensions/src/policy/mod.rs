@@ -476,10 +476,16 @@ impl Policy {
     }
 }
 
+/// Whether a field of `named_vars` is one of the OAuth settings (their names are stored
+/// secrets, not environment variables).
+fn is_oauth_field(field: &str) -> bool {
+    field.starts_with("oauth.")
+}
+
 /// Rule 5 for every variable a config names: the `envs` and `env_keys` names and the
 /// variables its headers refer to.
 pub fn check_env(config: &ExtensionConfig) -> Result<(), Error> {
-    for (name, field) in named_vars(config, true).into_iter().filter(|(_, f)| *f != OAUTH_FIELD) {
+    for (name, field) in named_vars(config, true).into_iter().filter(|(_, f)| !is_oauth_field(f)) {
         if let Some(message) = crate::config::disallowed_env_message(&name) {
             return Err(Error::Refused(Refusal::EnvRefused { field: field.into(), name, message }));
         }
@@ -493,7 +499,7 @@ pub fn check_env_from_elsewhere(config: &ExtensionConfig) -> Result<(), Error> {
     // A stored secret of gosling's own is rule 6's (saved disabled, with that reason).
     let own = |name: &str, field: &str| field == "env_keys" && crate::config::is_reserved_secret(name);
     for (name, field) in
-        named_vars(config, true).into_iter().filter(|(n, f)| *f != "headers" && *f != OAUTH_FIELD && !own(n, f))
+        named_vars(config, true).into_iter().filter(|(n, f)| *f != "headers" && !is_oauth_field(f) && !own(n, f))
     {
         if let Some(message) = crate::config::untrusted_env_message(&name) {
             return Err(Error::Refused(Refusal::EnvRefused { field: field.into(), name, message }));
@@ -512,9 +518,6 @@ pub fn check_own_secrets(config: &ExtensionConfig) -> Result<(), Error> {
     }
 }
 
-/// Where the OAuth client secret's name is: a stored secret, not an environment variable.
-const OAUTH_FIELD: &str = "oauth.client_secret_key";
-
 /// The variable names a config uses, each with the field it is in: the `envs` names (when
 /// `with_envs`), the `env_keys`, the variables its header values refer to, then the OAuth
 /// client secret's name.
@@ -523,7 +526,8 @@ fn named_vars(config: &ExtensionConfig, with_envs: bool) -> Vec<(String, &'stati
     let envs = envs.keys().filter(|_| with_envs).map(|k| (k.clone(), "envs"));
     let keys = env_keys.iter().map(|k| (k.clone(), "env_keys"));
     let header_vars = headers.into_iter().flat_map(|h| h.values()).flat_map(|v| gosling_wire::template::vars(v));
-    let oauth = config.oauth().ok().and_then(|o| o.client_secret_key).map(|k| (k, OAUTH_FIELD));
+    // The OAuth settings' stored secrets (client secret, key, identity provider's), by field.
+    let oauth = config.oauth().map(|o| o.secret_keys()).unwrap_or_default().into_iter().map(|(f, k)| (k, f));
     envs.chain(keys).chain(header_vars.map(|var| (var, "headers"))).chain(oauth).collect()
 }
 

@@ -126,6 +126,35 @@ impl Authorizer {
                     "the authorization server refused the sign-in: {code}"
                 ))));
             }
+            // RFC 9207: the redirect names the authorization server that sent it, compared
+            // character for character with the issuer we sent the person to (no URL
+            // normalization, §2.4); a mix-up attack answers with another server's code.
+            match get("iss") {
+                Some(iss) if iss != flow.issuer => {
+                    respond(
+                        stream,
+                        400,
+                        "Sign-in was answered by another authorization server; you can close this tab.",
+                    );
+                    return Err(SignInError::Failed(HttpFailure::OAuth(format!(
+                        "the sign-in redirect names the authorization server {} but the sign-in went to {}; refusing it (a mix-up attack, or a misconfigured authorization server)",
+                        display_host(&iss),
+                        flow.issuer
+                    ))));
+                }
+                None if flow.iss_required => {
+                    respond(
+                        stream,
+                        400,
+                        "The redirect lacks the issuer its authorization server promised; you can close this tab.",
+                    );
+                    return Err(SignInError::Failed(HttpFailure::OAuth(format!(
+                        "the authorization server {} promises an iss parameter on its redirect but sent none; refusing the sign-in (RFC 9207)",
+                        flow.issuer
+                    ))));
+                }
+                _ => {}
+            }
             let Some(code) = get("code") else {
                 respond(stream, 400, "The redirect carries no code.");
                 continue;

@@ -60,6 +60,12 @@ pub(super) struct Flow {
     pub(super) redirect_uri: String,
     pub(super) verifier: String,
     pub(super) state: String,
+    /// The authorization server advertised `authorization_response_iss_parameter_supported`:
+    /// a redirect without `iss` is refused (RFC 9207 §2.4).
+    pub(super) iss_required: bool,
+    /// The issuer a redirect's `iss` must equal: the metadata's (which equals the one the
+    /// resource metadata named, checked at discovery).
+    pub(super) issuer: String,
 }
 
 impl Authorizer {
@@ -112,8 +118,11 @@ impl Authorizer {
             .into_iter()
             .find(|m| supported.iter().any(|s| s == m))
             .unwrap_or("none");
+        // The redirect is a loopback listener on this machine: a native application
+        // (OpenID Connect Dynamic Client Registration §2, which MCP requires since 2026-07-28).
         let body = serde_json::json!({
             "client_name": self.settings.client_name,
+            "application_type": "native",
             "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
@@ -237,6 +246,9 @@ impl Authorizer {
             }
         }
         let d = self.discover(ch)?;
+        if !matches!(self.grant, Grant::AuthorizationCode) {
+            return self.machine_sign_in(&d, ch, previous_scope).map_err(SignInError::Failed);
+        }
         match self.sign_in_as(&d, ch, previous_scope, true) {
             Err(SignInError::ClientRefused(why)) => {
                 log::info!(
@@ -298,11 +310,15 @@ impl Authorizer {
                 client_id: client.client_id,
                 client_secret: client.client_secret,
                 auth_method: client.auth_method,
+                dpop: supports_dpop(&d.meta),
                 ..Token::default()
             },
             redirect_uri: redirect_uri.clone(),
             verifier,
             state,
+            iss_required: d.meta.get("authorization_response_iss_parameter_supported").and_then(Value::as_bool)
+                == Some(true),
+            issuer: d.meta.get("issuer").and_then(Value::as_str).unwrap_or(&d.issuer).to_string(),
         };
         let wait = match self.settings.sign_in {
             SignIn::Browser { wait } | SignIn::Background { wait } => wait,
@@ -412,13 +428,53 @@ impl Authorizer {
         Err(FollowError::Failed(HttpFailure::OAuth("the authorization URL redirected more than 10 times".into())))
     }
 
-    /// POSTs a token request as the client `t` names (its endpoint, id, secret and method).
-    pub(super) fn token_request(&self, t: &Token, mut params: Vec<(&str, String)>) -> Result<Value, TokenError> {
+    /// POSTs a token request as the client `t` names (its endpoint, id, secret and method),
+    /// with a DPoP proof when `t` is DPoP-bound, sent once more with the server's nonce when
+    /// it asks for one (RFC 9449 §8).
+    pub(super) fn token_request(&self, t: &Token, params: Vec<(&str, String)>) -> Result<Value, TokenError> {
         let endpoint = &t.token_endpoint;
         // A token's refresh goes only to the token endpoint it was issued by, and only if the
         // server may still send us there.
         self.check_endpoint("token endpoint", endpoint).map_err(|f| TokenError::Refused { failure: f, code: None })?;
+        let mut attempt = 0;
+        loop {
+            let (status, nonce, v) = self.token_post(t, params.clone())?;
+            if let Some(n) = &nonce {
+                self.keep_nonce(Nonce::TokenEndpoint, n);
+            }
+            let wants_nonce = status == 400 && v.get("error").and_then(Value::as_str) == Some("use_dpop_nonce");
+            if t.dpop && wants_nonce && nonce.is_some() && attempt == 0 {
+                attempt += 1;
+                continue;
+            }
+            if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
+                return Err(TokenError::Refused {
+                    failure: HttpFailure::OAuth(format!(
+                        "the token endpoint {} answered {status}{}",
+                        display_host(endpoint),
+                        oauth_error_text(&v)
+                    )),
+                    code: oauth_error_code(&v).map(str::to_string),
+                });
+            }
+            return Ok(v);
+        }
+    }
+
+    /// One POST of a token request: its status, `DPoP-Nonce` header and JSON body.
+    fn token_post(
+        &self,
+        t: &Token,
+        mut params: Vec<(&str, String)>,
+    ) -> Result<(u16, Option<String>, Value), TokenError> {
+        let endpoint = &t.token_endpoint;
         let mut req = self.agent.post(endpoint).header("Accept", "application/json");
+        if t.dpop {
+            let proof = self
+                .dpop_proof("POST", endpoint, self.nonce(Nonce::TokenEndpoint).as_deref(), None)
+                .map_err(|f| TokenError::Refused { failure: f, code: None })?;
+            req = req.header("DPoP", proof);
+        }
         match (t.auth_method.as_str(), &t.client_secret) {
             ("client_secret_basic", Some(secret)) => {
                 let cred =
@@ -429,10 +485,18 @@ impl Authorizer {
                 // every SDK client sends it: so do we.
                 params.push(("client_id", t.client_id.clone()));
             }
+            ("private_key_jwt", _) => {
+                let assertion = self.client_assertion(t).map_err(|f| TokenError::Refused { failure: f, code: None })?;
+                params.push(("client_id", t.client_id.clone()));
+                params.push(("client_assertion_type", CLIENT_ASSERTION_JWT.to_string()));
+                params.push(("client_assertion", assertion));
+            }
             ("client_secret_post", Some(secret)) => {
                 params.push(("client_id", t.client_id.clone()));
                 params.push(("client_secret", secret.clone()));
             }
+            // A workload's JWT-bearer grant may name no client at all.
+            _ if t.client_id.is_empty() => {}
             _ => params.push(("client_id", t.client_id.clone())),
         }
         let resp = req
@@ -446,18 +510,8 @@ impl Authorizer {
                 )))
             })?;
         let status = resp.status().as_u16();
-        let v = json_body(resp);
-        if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
-            return Err(TokenError::Refused {
-                failure: HttpFailure::OAuth(format!(
-                    "the token endpoint {} answered {status}{}",
-                    display_host(endpoint),
-                    oauth_error_text(&v)
-                )),
-                code: oauth_error_code(&v).map(str::to_string),
-            });
-        }
-        Ok(v)
+        let nonce = resp.headers().get("dpop-nonce").and_then(|v| v.to_str().ok()).map(str::to_string);
+        Ok((status, nonce, json_body(resp)))
     }
 
     pub(super) fn exchange(&self, flow: &Flow, code: &str) -> Result<(), TokenError> {

@@ -19,8 +19,8 @@ pub fn parse_challenge(header: &str) -> Challenge {
     let mut c = Challenge::default();
     let header = header.trim();
     let mut rest = match header.split_once(char::is_whitespace) {
-        Some((scheme, r)) if scheme.eq_ignore_ascii_case("bearer") => r,
-        _ if header.eq_ignore_ascii_case("bearer") => "",
+        Some((scheme, r)) if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("dpop") => r,
+        _ if header.eq_ignore_ascii_case("bearer") || header.eq_ignore_ascii_case("dpop") => "",
         _ => header,
     };
     loop {
@@ -513,6 +513,17 @@ impl Authorizer {
                 )))
             }
         };
+        // RFC 8414 §3.3: metadata names the issuer its well-known URL was built from, exactly;
+        // other metadata (poisoned or misplaced) is not used at all. (A 2025-03-26 server
+        // without resource metadata names no issuer: its origin was a guess, not an identifier.)
+        if let Some(named) = meta.get("issuer").and_then(Value::as_str).filter(|_| prm.is_some()) {
+            if named != issuer {
+                return Err(HttpFailure::OAuth(format!(
+                    "the authorization server metadata found for {issuer} names another issuer ({}); refusing to use it (RFC 8414 §3.3: it may be forged or misconfigured)",
+                    display_host(named)
+                )));
+            }
+        }
         if ["authorization_endpoint", "token_endpoint"].iter().any(|k| meta.get(k).and_then(Value::as_str).is_none()) {
             return Err(HttpFailure::OAuth(format!(
                 "the authorization server metadata of {issuer} lacks authorization_endpoint or token_endpoint"

@@ -18,6 +18,7 @@
 //! and codes are never logged and never put in an error message.
 
 use crate::http_error::HttpFailure;
+use dpop::{supports_dpop, Nonce};
 use gosling_util::base64_encode;
 use gosling_wire::percent::form_encode;
 use serde::{Deserialize, Serialize};
@@ -29,10 +30,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod callback;
+mod dpop;
 mod flow;
+mod grant;
+mod jws;
 mod metadata;
 pub use callback::*;
 pub use flow::*;
+pub use grant::*;
+pub use jws::SigningKey;
 pub use metadata::*;
 
 /// Where tokens are kept, keyed by `token_key(resource, issuer)`. Values are JSON and secret.
@@ -123,6 +129,9 @@ struct Token {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_secret: Option<String>,
     auth_method: String,
+    /// Before the token: its requests carry DPoP proofs; after: the token is DPoP-bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    dpop: bool,
 }
 
 impl Token {
@@ -137,6 +146,9 @@ impl Token {
             expires_at: v.get("expires_in").and_then(Value::as_i64).map(|s| now + s),
             issued_at: now,
             scope: text("scope").unwrap_or_else(|| self.scope.clone()),
+            // Proofs were sent, and the server says it bound the token to the key (a server
+            // that issued a Bearer token anyway gets it back as Bearer, RFC 9449 §5).
+            dpop: self.dpop && text("token_type").is_some_and(|t| t.eq_ignore_ascii_case("dpop")),
             ..self.clone()
         }
     }
@@ -155,6 +167,14 @@ pub struct Authorizer {
     forgets_seen: std::sync::atomic::AtomicU64,
     /// Held during a sign-in or refresh, so concurrent 401s start one flow.
     flow: Mutex<()>,
+    /// How tokens are got (`with_grant`): a person's sign-in unless configured otherwise.
+    grant: Grant,
+    /// The client's key for `private_key_jwt` (`with_client_key`).
+    client_key: Option<SigningKey>,
+    /// This server's DPoP key, once loaded or made (`dpop`).
+    dpop_key: Mutex<Option<Arc<SigningKey>>>,
+    /// The last DPoP nonces of the token endpoint and of the MCP server.
+    nonces: Mutex<(Option<String>, Option<String>)>,
 }
 
 /// How many times each server's sign-in was forgotten in this process (by resource): live
@@ -251,7 +271,24 @@ impl Authorizer {
             token: Mutex::new(None),
             forgets_seen: std::sync::atomic::AtomicU64::new(0),
             flow: Mutex::new(()),
+            grant: Grant::AuthorizationCode,
+            client_key: None,
+            dpop_key: Mutex::new(None),
+            nonces: Mutex::new((None, None)),
         }
+    }
+
+    /// Gets tokens with `grant` instead of a person's sign-in (see `grant`).
+    pub fn with_grant(mut self, grant: Grant) -> Authorizer {
+        self.grant = grant;
+        self
+    }
+
+    /// Authenticates the client at the token endpoint with a JWT signed by `key`
+    /// (`private_key_jwt`) instead of a secret.
+    pub fn with_client_key(mut self, key: SigningKey) -> Authorizer {
+        self.client_key = Some(key);
+        self
     }
 
     fn resource_id(&self) -> String {
@@ -372,6 +409,14 @@ impl Authorizer {
         round: u32,
     ) -> Result<(), HttpFailure> {
         let ch = challenge.map(parse_challenge).unwrap_or_default();
+        // A DPoP nonce the server wants (its `DPoP-Nonce` already kept): send it once more.
+        if status == 401
+            && ch.error.as_deref() == Some("use_dpop_nonce")
+            && round == 0
+            && self.nonce(Nonce::Resource).is_some()
+        {
+            return Ok(());
+        }
         let step_up = status == 403 && ch.error.as_deref() == Some("insufficient_scope");
         if status == 403 && !step_up {
             return Err(HttpFailure::Unauthorized { status, challenge: challenge.map(str::to_string) });
