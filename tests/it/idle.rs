@@ -112,3 +112,47 @@ fn an_idle_server_with_a_session_and_stdio_extensions_does_not_wake() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.text().contains("up"), "{}", r.text());
 }
+
+/// Issue 40 item 2, durability kept on the turn's fast path: when the model's request
+/// arrives, the person's message is in the session's conversation file already, and when the
+/// next turn's request arrives, the answer to the first is too (the fake model reads the
+/// session files as each request arrives, before answering). The fdatasync that makes the
+/// message durable precedes the request on the same thread (`SessionStore::append_message`);
+/// a file's content cannot show a sync, so that order is what is checked here.
+#[test]
+fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_next_turn() {
+    use crate::fake_llm::*;
+    use crate::reply::{user_text, ReplyStream};
+    let llm = FakeLlm::start(vec![text_turn("first answer"), text_turn("second answer")]);
+    let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
+    llm.watch_dir(&s.home.join("state/sessions"));
+    let work = TempDir::new("durable-work");
+    let id = start_session(&s, work.path(), Some(vec![]));
+    for q in ["first question", "second question"] {
+        let events = ReplyStream::open(&s, &id, user_text(q)).all();
+        assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("Finish")), "{events:?}");
+    }
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2, "two turns, two model requests (no title request)");
+    let conversation = |i: usize| -> Vec<String> {
+        let file = format!("{id}.jsonl");
+        let (_, text) = reqs[i]
+            .seen
+            .iter()
+            .find(|(name, _)| *name == file)
+            .unwrap_or_else(|| panic!("request {i}: no {file} when the model was asked: {:?}", reqs[i].seen));
+        text.lines()
+            .map(|l| {
+                let m: serde_json::Value = serde_json::from_str(l).expect("whole lines only");
+                let t: String = m["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
+                format!("{}: {t}", m["role"].as_str().unwrap())
+            })
+            .collect()
+    };
+    assert_eq!(conversation(0), ["user: first question"], "the message is saved before the model is asked");
+    assert_eq!(
+        conversation(1),
+        ["user: first question", "assistant: first answer", "user: second question"],
+        "the answer is saved before the next turn asks the model"
+    );
+}
