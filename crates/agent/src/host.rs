@@ -144,7 +144,7 @@ impl Host {
     /// Stops everything that runs children; called once at shutdown.
     pub fn shutdown(&self) {
         self.agents.shutdown_all();
-        if !crate::reply::flush_later(Duration::from_secs(5)) {
+        if !crate::later::flush(Duration::from_secs(5)) {
             log::warn!("the last turns' token counts were not all saved within 5 s");
         }
     }

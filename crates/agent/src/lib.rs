@@ -6,6 +6,7 @@ pub mod bus;
 pub mod elicit;
 pub mod events;
 pub mod host;
+pub mod later;
 pub mod messages;
 pub mod permissions;
 pub mod reply;

@@ -23,56 +23,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-type Job = Box<dyn FnOnce() + Send>;
-
-/// The writer thread's queue (`later`), started with its first job.
-fn writer() -> Option<&'static crossbeam_channel::Sender<Job>> {
-    static WRITER: std::sync::OnceLock<Option<crossbeam_channel::Sender<Job>>> = std::sync::OnceLock::new();
-    WRITER
-        .get_or_init(|| {
-            let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-            let spawned = std::thread::Builder::new().name("session-writer".into()).spawn(move || {
-                // wait: jobs come after turns; asleep (no timer) in between, for the life of the process
-                for job in rx {
-                    job();
-                }
-            });
-            match spawned {
-                Ok(_) => Some(tx),
-                Err(e) => {
-                    log::warn!(
-                        "reply: cannot start the session writer ({e}); token counts are saved on the turn's path"
-                    );
-                    None
-                }
-            }
-        })
-        .as_ref()
-}
-
-/// Runs `job` on the session writer thread, after the jobs queued before it; at once on this
-/// thread when there is no writer.
-fn later(job: Job) {
-    match writer() {
-        Some(tx) => {
-            if let Err(e) = tx.send(job) {
-                (e.into_inner())();
-            }
-        }
-        None => job(),
-    }
-}
-
-/// Waits up to `limit` for the session writer to finish what was queued (at shutdown, so the
-/// last turns' token counts are saved); false when it did not in time.
-pub fn flush_later(limit: Duration) -> bool {
-    let (tx, rx) = bounded::<()>(1);
-    later(Box::new(move || {
-        let _ = tx.send(());
-    }));
-    rx.recv_timeout(limit).is_ok()
-}
-
 /// How long a tool call waits for the person's confirmation before it is declined.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
 
@@ -377,12 +327,12 @@ impl Turn {
         );
     }
 
-    /// The turn's token counts go to the session's metadata on the writer thread (`later`),
+    /// The turn's token counts go to the session's metadata on the writer thread (`crate::later`),
     /// after the turn has answered: an atomic metadata write (two fsyncs and a rename) is not
     /// on the answer's path. Later turns' counts queue behind it, so the sums stay right.
     fn record_tokens(&self, t: &Tokens) {
         let (sessions, id, t) = (self.sessions.clone(), self.session_id.clone(), *t);
-        later(Box::new(move || {
+        crate::later::run(Box::new(move || {
             let r = sessions.update_meta(&id, |s| {
                 s.input_tokens = Some(t.input);
                 s.output_tokens = Some(t.output);
