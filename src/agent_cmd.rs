@@ -226,9 +226,9 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         }
     }
     announce(&format!("gosling listening on {}://{}", server.scheme(), server.addr()));
-    while !gosling_sys::shutdown_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Asleep until SIGTERM/SIGINT: the main thread has nothing else to do, and no timer.
+    // wait: the signal is the only event the main thread waits for
+    while !gosling_sys::wait_shutdown(None) {}
     log::info!("shutting down");
     server.stop();
     app.shutdown();

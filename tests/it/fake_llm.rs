@@ -68,6 +68,9 @@ pub struct Recorded {
     /// Names lower-cased.
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// With `watch_dir`: the `.jsonl` files of that directory as they were when the request
+    /// arrived (name and content), before it was answered.
+    pub seen: Vec<(String, String)>,
 }
 
 impl Recorded {
@@ -84,6 +87,8 @@ struct State {
     client_gone: bool,
     /// Requests are answered but not kept (long runs whose bodies would fill memory).
     forget: bool,
+    /// Read when a request arrives (see `Recorded::seen`).
+    watch: Option<std::path::PathBuf>,
 }
 
 pub struct FakeLlm {
@@ -138,6 +143,12 @@ impl FakeLlm {
         ]
     }
 
+    /// Reads the `.jsonl` files of `dir` when each request arrives, before answering it (what
+    /// the server had written before it asked the model).
+    pub fn watch_dir(&self, dir: &std::path::Path) {
+        self.state.lock().unwrap().watch = Some(dir.to_path_buf());
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.lock().unwrap().requests.clone()
     }
@@ -183,9 +194,18 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     }
     let reply = {
         let mut s = state.lock().unwrap();
+        let mut seen = Vec::new();
+        if let Some(dir) = &s.watch {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".jsonl") {
+                    seen.push((name, std::fs::read_to_string(e.path()).unwrap_or_default()));
+                }
+            }
+        }
         if !s.forget {
             let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            s.requests.push(Recorded { path, headers, body });
+            s.requests.push(Recorded { path, headers, body, seen });
         }
         s.script.pop_front()
     };

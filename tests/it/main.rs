@@ -146,6 +146,9 @@ mod trust_limits;
 // Issue 13: private state/config dirs, no links followed, the developer builtin stays inside.
 mod trust_files;
 
+// Issue 40: idle means idle — no thread of gosling wakes with sessions and extensions open.
+mod idle;
+
 // ARCHITECTURE.md invariants read off the source: import direction, who writes files, and
 // that every wait has a deadline.
 mod layers;

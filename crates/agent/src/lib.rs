@@ -8,6 +8,7 @@ pub mod elicit;
 pub mod events;
 pub mod history;
 pub mod host;
+pub mod later;
 pub mod messages;
 pub mod permissions;
 pub mod reply;
@@ -230,15 +231,24 @@ impl Agents {
     }
 
     /// Stops the extensions of every session unused for `idle` and with no turn running
-    /// (`SessionRuntime::stop_if_idle`); their next use starts them again.
-    pub fn stop_idle(&self, idle: std::time::Duration) {
+    /// (`SessionRuntime::stop_if_idle`); their next use starts them again. Returns when the
+    /// next may be due (`None`: no extension runs).
+    pub fn stop_idle(&self, idle: std::time::Duration) -> Option<std::time::Instant> {
         let all: Vec<_> = lock(&self.runtimes).values().cloned().collect();
+        let mut next: Option<std::time::Instant> = None;
         for rt in all {
-            if lock(&self.running).contains(&rt.session_id) {
-                continue;
-            }
-            rt.stop_if_idle(idle);
+            let at = if lock(&self.running).contains(&rt.session_id) {
+                Some(std::time::Instant::now() + idle)
+            } else {
+                rt.stop_if_idle(idle);
+                rt.idle_at(idle)
+            };
+            next = match (next, at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
+        next
     }
 
     /// Shuts every session's extensions down, in parallel.

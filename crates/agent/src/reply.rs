@@ -177,7 +177,11 @@ impl Turn {
             }
         };
         // The first message names the session at once; the model may improve on it later.
-        let titled = crate::title::name_from_first_message(&host.sessions, session_id, &first_text);
+        // Later turns skip the look (it is a locked metadata write, two fsyncs, before the
+        // model is asked).
+        let first = conversation.iter().filter(|m| m.role == Role::User).count() <= 1;
+        let titled =
+            if first { crate::title::name_from_first_message(&host.sessions, session_id, &first_text) } else { None };
         let model_title = match &titled {
             Some((name, _)) if crate::title::model_titles(&setting) => {
                 llm::from_settings(&settings).ok().map(|p| (p, name.clone(), first_text.clone()))
@@ -323,16 +327,25 @@ impl Turn {
         );
     }
 
+    /// The turn's token counts go to the session's metadata on the writer thread (`crate::later`),
+    /// after the turn has answered: an atomic metadata write (two fsyncs and a rename) is not
+    /// on the answer's path. Later turns' counts queue behind it, so the sums stay right.
     fn record_tokens(&self, t: &Tokens) {
-        let _ = self.sessions.update_meta(&self.session_id, |s| {
-            s.input_tokens = Some(t.input);
-            s.output_tokens = Some(t.output);
-            s.total_tokens = Some(t.input + t.output);
-            s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + t.acc_input);
-            s.accumulated_output_tokens = Some(s.accumulated_output_tokens.unwrap_or(0) + t.acc_output);
-            s.accumulated_total_tokens =
-                Some(s.accumulated_input_tokens.unwrap_or(0) + s.accumulated_output_tokens.unwrap_or(0));
-        });
+        let (sessions, id, t) = (self.sessions.clone(), self.session_id.clone(), *t);
+        crate::later::run(Box::new(move || {
+            let r = sessions.update_meta(&id, |s| {
+                s.input_tokens = Some(t.input);
+                s.output_tokens = Some(t.output);
+                s.total_tokens = Some(t.input + t.output);
+                s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + t.acc_input);
+                s.accumulated_output_tokens = Some(s.accumulated_output_tokens.unwrap_or(0) + t.acc_output);
+                s.accumulated_total_tokens =
+                    Some(s.accumulated_input_tokens.unwrap_or(0) + s.accumulated_output_tokens.unwrap_or(0));
+            });
+            if let Err(e) = r {
+                log::warn!("reply: cannot save the token counts of session {id}: {e}");
+            }
+        }));
     }
 
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {
@@ -499,6 +512,7 @@ impl Turn {
     fn run_tools(&self, calls: &[llm::ToolCallOut], out: &Out, cancel: &Receiver<()>) -> Vec<Content> {
         let mut slots: Vec<Option<Content>> = calls.iter().map(|_| None).collect();
         let mut running = Vec::new();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
         // Cancel fan-out: each call gets its own receiver, closed when the turn is cancelled.
         let mut cancel_senders = Vec::new();
         for (i, call) in calls.iter().enumerate() {
@@ -523,38 +537,66 @@ impl Turn {
             let rt = self.runtime.clone();
             let name = call.name.clone();
             let args = if args.is_object() { Some(args) } else { None };
-            let h = std::thread::spawn(move || {
+            let (k, done) = (running.len(), done_tx.clone());
+            std::thread::spawn(move || {
                 let ctx = CallContext { progress: Some(ptx), cancel: Some(ctx_cancel_rx) };
-                rt.call_tool(&name, args, &ctx)
+                let r = rt.call_tool(&name, args, &ctx);
+                drop(ctx);
+                let _ = done.send((k, r));
             });
-            running.push((i, call.id.clone(), h, prx));
+            running.push((i, call.id.clone(), Some(prx)));
         }
-        // Forward progress until every call finished; on cancel, tell the calls.
-        loop {
-            let mut busy = false;
-            for (_, id, h, prx) in &running {
-                while let Ok(p) = prx.try_recv() {
-                    let method =
-                        p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
-                    let params = p.get("params").cloned().unwrap_or(p.clone());
-                    out.sink.emit(Event::Notification { request_id: id.clone(), method, params });
+        drop(done_tx);
+        // Asleep until a call sends progress, a call ends or the turn is cancelled: the answer
+        // is picked up the moment it comes, with no polling period.
+        let mut results: Vec<Option<Result<_, gosling_extensions::Error>>> = running.iter().map(|_| None).collect();
+        let mut left = running.len();
+        let mut cancel_open = true;
+        while left > 0 {
+            let mut sel = crossbeam_channel::Select::new();
+            let mut progress = Vec::new();
+            for (k, (_, _, prx)) in running.iter().enumerate() {
+                if let Some(prx) = prx {
+                    progress.push((sel.recv(prx), k));
                 }
-                busy |= !h.is_finished();
             }
-            if !busy {
-                break;
-            }
-            if is_cancelled(cancel) {
-                // Dropping the senders disconnects each call's cancel receiver.
+            let done_op = sel.recv(&done_rx);
+            let cancel_op = if cancel_open { Some(sel.recv(cancel)) } else { None };
+            // wait: every call ends: each MCP request has its own timeout, and a cancel ends it sooner
+            let op = sel.select();
+            let index = op.index();
+            if index == done_op {
+                match op.recv(&done_rx) {
+                    Ok((k, r)) => {
+                        // What progress the call sent before it ended goes out first.
+                        if let Some(prx) = running[k].2.take() {
+                            while let Ok(p) = prx.try_recv() {
+                                emit_progress(out, &running[k].1, p);
+                            }
+                        }
+                        results[k] = Some(r);
+                        left -= 1;
+                    }
+                    // Every call thread is gone: those that sent nothing panicked.
+                    Err(_) => break,
+                }
+            } else if Some(index) == cancel_op {
+                // A message or a disconnect: either way the turn is cancelled. Dropping the
+                // senders disconnects each call's cancel receiver.
+                let _ = op.recv(cancel);
                 cancel_senders.clear();
+                cancel_open = false;
+            } else if let Some(&(_, k)) = progress.iter().find(|(o, _)| *o == index) {
+                let prx = running[k].2.as_ref().expect("selected only while open");
+                match op.recv(prx) {
+                    Ok(p) => emit_progress(out, &running[k].1, p),
+                    Err(_) => running[k].2 = None,
+                }
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
-        for (i, id, h, _) in running {
+        for ((i, id, _), r) in running.into_iter().zip(results) {
             let panicked = || gosling_extensions::Error::UnknownTool("tool call panicked".into());
-            // wait: the loop above ran until no call thread was left running
-            let r = h.join().unwrap_or_else(|_| Err(panicked()));
-            slots[i] = Some(match r {
+            slots[i] = Some(match r.unwrap_or_else(|| Err(panicked())) {
                 Ok(r) => msg::tool_response(&id, Ok(r)),
                 Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),
             });
@@ -562,6 +604,13 @@ impl Turn {
         slots.into_iter().flatten().collect()
     }
 }
+/// A call's progress notification as the turn's `Notification` event.
+fn emit_progress(out: &Out, id: &str, p: Value) {
+    let method = p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
+    let params = p.get("params").cloned().unwrap_or(p.clone());
+    out.sink.emit(Event::Notification { request_id: id.to_string(), method, params });
+}
+
 /// The most tool-result JSON one reply keeps (every turn's together). Each result is already
 /// bounded by the MCP client (8 MiB); this bounds their sum, so whatever extensions send, a reply
 /// holds at most this much of it (and the model request built from it a copy).

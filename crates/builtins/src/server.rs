@@ -226,14 +226,14 @@ fn run(
         let s = shared.clone();
         std::thread::Builder::new()
             .name("builtin-signals".into())
-            .spawn(move || loop {
-                std::thread::sleep(Duration::from_millis(100));
-                if gosling_sys::shutdown_requested() {
-                    log::info!("builtin {}: terminated; cancelling running calls", s.builtin.name());
-                    s.peer.cancel_inbound();
-                    s.drain(DRAIN_TIMEOUT);
-                    std::process::exit(0);
-                }
+            .spawn(move || {
+                // Asleep until SIGTERM/SIGINT: no timer ticks while the builtin is idle.
+                // wait: the signal is the only event this thread exists for
+                while !gosling_sys::wait_shutdown(None) {}
+                log::info!("builtin {}: terminated; cancelling running calls", s.builtin.name());
+                s.peer.cancel_inbound();
+                s.drain(DRAIN_TIMEOUT);
+                std::process::exit(0);
             })
             .map_err(Error::SignalThread)?;
     }

@@ -371,6 +371,17 @@ impl SessionRuntime {
         true
     }
 
+    /// When `stop_if_idle(idle)` may next stop something, were the extensions not used before
+    /// then; `None` when there is nothing to stop (none running, or stopped already). A call
+    /// under way moves it on when it ends.
+    pub fn idle_at(&self, idle: Duration) -> Option<Instant> {
+        if lock(&self.idle_stopped).is_some() || self.extensions.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            return None;
+        }
+        let busy = lock(&self.pending).is_some() || self.in_use.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        Some(if busy { Instant::now() + idle } else { *lock(&self.last_used) + idle })
+    }
+
     /// Installs the session's tool delegate (see `ToolDelegate`).
     pub fn set_delegate(&self, delegate: Option<ToolDelegate>) {
         *self.delegate.write().unwrap_or_else(|e| e.into_inner()) = delegate;

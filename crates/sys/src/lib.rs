@@ -10,7 +10,7 @@ use gosling_util::lock;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::thread;
@@ -54,16 +54,36 @@ pub fn exited_unreaped(pid: u32) -> bool {
 }
 
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+/// The write end of the pipe the shutdown handler writes a byte to (-1: none), so a thread can
+/// sleep in `wait_shutdown` until a signal comes instead of looking at the flag by period.
+static SHUTDOWN_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
+static SHUTDOWN_PIPE_READ: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(_sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
+    // Only an atomic store and write(2): both async-signal-safe.
     SHUTDOWN.store(true, Ordering::SeqCst);
+    let fd = SHUTDOWN_PIPE_WRITE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) of one byte from a static to a descriptor we opened and never
+        // close; the end is non-blocking, so a full pipe (a byte is there already) is fine.
+        unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
+    }
 }
 
-/// Installs SIGTERM/SIGINT handlers that set a flag; the server polls `shutdown_requested`.
+/// Installs SIGTERM/SIGINT handlers that set a flag (`shutdown_requested`) and wake
+/// `wait_shutdown`.
 pub fn install_shutdown_handler() {
+    if SHUTDOWN_PIPE_READ.load(Ordering::SeqCst) < 0 {
+        let mut fds = [-1; 2];
+        // SAFETY: pipe2 writes two descriptors into the array we own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
+            SHUTDOWN_PIPE_WRITE.store(fds[1], Ordering::SeqCst);
+            SHUTDOWN_PIPE_READ.store(fds[0], Ordering::SeqCst);
+        }
+    }
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only does an atomic store.
+        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only does an atomic store and
+        // a write(2).
         unsafe {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);
         }
@@ -72,6 +92,22 @@ pub fn install_shutdown_handler() {
 
 pub fn shutdown_requested() -> bool {
     SHUTDOWN.load(Ordering::SeqCst)
+}
+
+/// Sleeps until SIGTERM/SIGINT arrives (`install_shutdown_handler` first) or `timeout` passes
+/// (`None`: no limit), without waking in between; true once shutdown was requested.
+pub fn wait_shutdown(timeout: Option<std::time::Duration>) -> bool {
+    let fd = SHUTDOWN_PIPE_READ.load(Ordering::SeqCst);
+    if shutdown_requested() {
+        return true;
+    }
+    if fd < 0 {
+        // No pipe (out of descriptors at install): look at the flag now and then.
+        thread::sleep(timeout.unwrap_or(std::time::Duration::from_secs(1)).min(std::time::Duration::from_secs(1)));
+    } else {
+        poll_fd(&fd, Ready::Read, timeout);
+    }
+    shutdown_requested()
 }
 
 type SpawnJob = (Command, mpsc::Sender<io::Result<Child>>);
@@ -93,7 +129,7 @@ pub fn spawn_contained(cmd: Command) -> io::Result<Child> {
 /// process that becomes the reaper).
 fn add_reaper(cmd: &mut Command) {
     // SAFETY: runs in the forked child after `spawn_tied`'s own hook and calls only
-    // async-signal-safe functions (fork, prctl, getpid/getppid, sigprocmask, sigtimedwait,
+    // async-signal-safe functions (fork, prctl, getpid/getppid, sigprocmask, sigwaitinfo, sigtimedwait,
     // waitpid, kill, open/read/close, clock_gettime, nanosleep, signal, _exit) and the raw
     // close_range system call; it allocates nothing.
     unsafe {
@@ -220,9 +256,18 @@ mod reaper {
             let mut stop_at: Option<i64> = if libc::getppid() != parent { Some(now_ms()) } else { None };
             loop {
                 let mut info: libc::siginfo_t = std::mem::zeroed();
-                let wait = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
-                // wait: at most 100 ms, then the loop looks again
-                let sig = libc::sigtimedwait(&set, &mut info, &wait);
+                // Asleep until a signal comes: SIGCHLD (the program or a descendant ended),
+                // a stop signal, or gosling's death (the parent-death signal above); only the
+                // grace period after a stop has a deadline. No timer ticks meanwhile.
+                let sig = match stop_at {
+                    // wait: every event that ends the wait is a signal in `set`
+                    None => libc::sigwaitinfo(&set, &mut info),
+                    Some(t) => {
+                        let left = (t - now_ms()).max(0);
+                        let wait = libc::timespec { tv_sec: left / 1000, tv_nsec: (left % 1000) * 1_000_000 };
+                        libc::sigtimedwait(&set, &mut info, &wait)
+                    }
+                };
                 let stop = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP) || libc::getppid() != parent;
                 if stop && stop_at.is_none() && main_status.is_none() {
                     stop_at = Some(now_ms() + GRACE_MS);
@@ -439,14 +484,29 @@ pub fn forget_child(pid: u32) {
 /// Makes this process a child subreaper: a descendant whose parent dies (a daemon that forked
 /// and called `setsid`, out of the extension's process group) becomes our child instead of
 /// init's, so `end_orphans` can still find and end it. Starts a thread that reaps orphans
-/// that exit on their own, so none stays a zombie.
+/// that exit on their own, so none stays a zombie; it wakes only on SIGCHLD. Call it before
+/// any other thread starts (a thread started earlier would not block SIGCHLD, and a SIGCHLD
+/// it took would leave an orphan a zombie until the next one).
 pub fn become_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    thread::Builder::new().name("reaper".into()).spawn(|| loop {
-        thread::sleep(std::time::Duration::from_secs(2));
+    // SIGCHLD is blocked in this thread, and so in every thread started after it (called
+    // before any other starts), and taken by the orphan reaper with sigwaitinfo: it sleeps
+    // until a child ends instead of looking by period. Children start with an empty mask
+    // (std resets it between fork and exec).
+    let set = sigchld_set();
+    // SAFETY: pthread_sigmask reads the set we own.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    thread::Builder::new().name("reaper".into()).spawn(move || loop {
+        let mut info = zeroed_siginfo();
+        // wait: SIGCHLD comes whenever a child of ours ends; nothing else is waited for
+        // SAFETY: sigwaitinfo reads the set and writes `info`, both ours.
+        unsafe { libc::sigwaitinfo(&set, &mut info) };
         for o in orphans() {
             if o.zombie {
                 reap(o.pid);
@@ -454,6 +514,21 @@ pub fn become_subreaper() -> io::Result<()> {
         }
     })?;
     Ok(())
+}
+
+fn sigchld_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset write into a sigset_t we own (all-zero is a valid start).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        set
+    }
+}
+
+fn zeroed_siginfo() -> libc::siginfo_t {
+    // SAFETY: siginfo_t is plain data; all-zero is valid.
+    unsafe { std::mem::zeroed() }
 }
 
 /// A child of ours that `spawn_tied` did not start: an extension's descendant reparented to us.
