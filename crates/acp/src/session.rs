@@ -9,21 +9,22 @@ use crate::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND}
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
 use gosling_agent::events::{ChannelSink, Event};
+use gosling_agent::extension_set::{Origin, StoredExtension};
 use gosling_agent::host::Host;
 use gosling_agent::messages as msg;
+use gosling_agent::ops::{DelegateFor, NewSession, OpenSession, Wait};
+use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
-use gosling_agent::{session_extensions, store_extensions};
-use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
 use gosling_extensions::policy::InstallSource;
-use gosling_extensions::runtime::SessionRuntime;
+use gosling_extensions::runtime::{LoadResult, ToolDelegate};
 use gosling_store::sessions::Session;
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{ErrorObject, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use gosling_wire::peer::{self, Busy, Responder};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,6 +100,25 @@ pub(crate) fn session_not_found(id: &str) -> ErrorObject {
     )
 }
 
+/// A session operation's failure (`agent::ops`) as ACP's error; `sid` names the session.
+pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
+    use gosling_agent::Error as E;
+    match e {
+        E::SessionNotFound(id) | E::NoAgent(id) => session_not_found(if id.is_empty() { sid } else { &id }),
+        // The editor shows auth errors as "log in": here, set the provider variables.
+        E::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
+        E::SaveMessage(e) | E::Store(e) => store_error(e),
+        e @ (E::BadKey(_) | E::UnknownMode(_) | E::MissingSecrets { .. } | E::Refused(_)) => {
+            invalid_params(e.to_string())
+        }
+        // The session is answering a prompt sent through the HTTP API meanwhile.
+        e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+        e @ (E::OutOfTurns(_) | E::NotStarted { .. } | E::Extensions(_)) => {
+            ErrorObject::new(INTERNAL_ERROR, e.to_string())
+        }
+    }
+}
+
 /// An ACP McpServer as a goose extension config: stdio (no `type`, or `stdio`) and `http`
 /// (Streamable HTTP). SSE is refused: MCP replaced it with Streamable HTTP.
 pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
@@ -136,10 +156,6 @@ pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
     let c = ExtensionConfig::from_value(v).map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
     c.validate().map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
     Ok(c)
-}
-
-fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
-    configs.iter().filter_map(|c| serde_json::to_value(c).ok()).collect()
 }
 
 /// What waits for a prompt's answer to be written (the model's title of the session).
@@ -394,14 +410,7 @@ impl Agent {
 
     fn set_mode(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
-        let mode = str_param(p, "modeId")?;
-        if Mode::parse(mode).is_none() {
-            return Err(invalid_params(format!("unknown mode {mode:?}; use auto, approve, smart_approve or chat")));
-        }
-        let done =
-            self.app.sessions.update_meta(sid, |s| s.goose_mode = Some(mode.to_string())).map_err(store_error)?;
-        done.ok_or_else(|| session_not_found(sid))?;
-        log::info!("acp: session {sid}: mode {mode}");
+        self.app.set_mode(sid, str_param(p, "modeId")?).map_err(|e| agent_error(e, sid))?;
         Ok(json!({}))
     }
 
@@ -436,35 +445,37 @@ impl Agent {
             .map_err(|e| invalid_params(format!("cwd: {e}")))
     }
 
-    /// Starts the session's extensions (replacing a runtime it already had), with the
-    /// editor's file system for the developer builtin when the client offers it.
-    fn start_runtime(&self, sid: &str, cwd: &str, configs: Vec<ExtensionConfig>) -> Vec<Value> {
-        let rt = SessionRuntime::new(sid, PathBuf::from(cwd), self.app.runtime_deps.clone());
+    /// The developer builtin's files through the editor's file system, when the client offers it.
+    fn delegate(&self, cwd: &str) -> Option<DelegateFor> {
         let caps = *lock(&self.fs);
-        if caps.read {
-            match EditorFs::new(self.conn.clone(), sid, Path::new(cwd), caps) {
-                Ok(efs) => rt.set_delegate(Some(Arc::new(move |c: &ExtensionConfig, t: &str, a: Option<&Value>| {
-                    efs.call(c, t, a)
-                }))),
-                Err(e) => log::warn!("acp: session {sid}: the editor's file system is not used: {e}"),
+        if !caps.read {
+            return None;
+        }
+        let (conn, cwd) = (self.conn.clone(), PathBuf::from(cwd));
+        Some(Box::new(move |sid: &str| match EditorFs::new(conn, sid, &cwd, caps) {
+            Ok(efs) => {
+                let d: ToolDelegate =
+                    Arc::new(move |c: &ExtensionConfig, t: &str, a: Option<&Value>| efs.call(c, t, a));
+                Some(d)
             }
-        }
-        let mut results = Vec::new();
-        for r in rt.load_all(configs) {
-            match &r.error {
-                Some(e) => {
-                    log::warn!("acp: session {sid}: extension {} did not start: {e}", r.name);
-                    results.push(json!({ "name": r.name, "success": false, "error": e.to_string() }));
-                }
-                None => results.push(json!({ "name": r.name, "success": true })),
+            Err(e) => {
+                log::warn!("acp: session {sid}: the editor's file system is not used: {e}");
+                None
             }
-        }
-        if let Some(old) = self.app.agents.insert(rt) {
-            old.shutdown();
-        }
+        }))
+    }
+
+    /// The session is open on this connection; goose's `extensionResults` of its start.
+    fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<Value> {
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None) });
         lock(&self.open).insert(sid.to_string(), open);
         results
+            .iter()
+            .map(|r| match &r.error {
+                Some(e) => json!({ "name": r.name, "success": false, "error": e }),
+                None => json!({ "name": r.name, "success": true }),
+            })
+            .collect()
     }
 
     /// goose's `_meta.enabledExtensions` of `session/new` (Goose Desktop's choice for the
@@ -488,32 +499,35 @@ impl Agent {
         let client = self.client_servers(p)?;
         let chosen = self.meta_extensions(p)?;
         let keys: HashSet<String> = client.iter().map(|c| runtime_key(c.name())).collect();
-        let mut configs: Vec<ExtensionConfig> = self
-            .app
-            .store
-            .extensions()
-            .map_err(store_error)?
-            .entries
-            .into_iter()
-            .filter(|e| e.enabled && !keys.contains(&runtime_key(e.config.name())))
-            .map(|e| e.config)
-            .collect();
-        if let Some(chosen) = chosen {
+        let error = |e| agent_error(e, "");
+        let mut set = match chosen {
             // The client's list replaces the enabled set (Desktop resolves it from the config).
-            configs = chosen.into_iter().filter(|c| !keys.contains(&runtime_key(c.name()))).collect();
-        }
+            Some(chosen) => self.app.chosen_extensions(chosen).map_err(error)?,
+            None => self.app.enabled_extensions().map_err(error)?,
+        };
+        set.retain(|e| !keys.contains(&runtime_key(e.config.name())));
+        let mut own = client;
         for name in &self.app.config.with_builtins {
-            if !configs.iter().chain(&client).any(|c| runtime_key(c.name()) == runtime_key(name)) {
+            if !set.iter().map(|e| &e.config).chain(&own).any(|c| runtime_key(c.name()) == runtime_key(name)) {
                 let v = json!({ "type": "builtin", "name": name, "description": "", "timeout": 300 });
-                configs.extend(ExtensionConfig::from_value(v).ok());
+                own.extend(ExtensionConfig::from_value(v).ok());
             }
         }
-        for c in &configs {
-            self.check_policy(c)?;
-        }
-        configs.extend(client);
-        let session = self.app.sessions.create(&cwd, to_values(&configs)).map_err(store_error)?;
-        let results = self.start_runtime(&session.id, &cwd, configs);
+        set.extend(own.into_iter().map(|config| StoredExtension { config, origin: Origin::Session }));
+        let new = NewSession {
+            working_dir: cwd.clone(),
+            extensions: set,
+            source: InstallSource::AddExtension,
+            recipe: None,
+            wait: Wait::Started,
+            delegate: self.delegate(&cwd),
+        };
+        let started = self.app.start_session(new).map_err(|e| match e {
+            gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
+            e => agent_error(e, ""),
+        })?;
+        let session = started.session;
+        let results = self.opened(&session.id, &cwd, &started.results);
         log::info!("acp: session {} started in {cwd}", session.id);
         Ok(json!({
             "sessionId": session.id,
@@ -641,21 +655,18 @@ impl Agent {
     fn delete(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
         self.release(sid);
-        if gosling_agent::delete_session(&self.app, sid).map_err(store_error)? {
-            Ok(json!({}))
-        } else {
-            Err(session_not_found(sid))
-        }
+        self.app.delete_session(sid).map_err(|e| agent_error(e, sid))?;
+        Ok(json!({}))
     }
 
     /// `session/close`: the session stays stored; its prompt is cancelled and its extensions stop.
     fn close(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
         self.release(sid);
-        if let Some(rt) = self.app.agents.remove(sid) {
-            rt.shutdown();
+        match self.app.stop_session(sid) {
+            Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(json!({})),
+            Err(e) => Err(agent_error(e, sid)),
         }
-        Ok(json!({}))
     }
 
     /// Cancels a running prompt of `sid` on this connection and forgets the session here.
@@ -668,52 +679,37 @@ impl Agent {
         }
     }
 
-    /// Adds an extension to a live session, as `/agent/add_extension` does: the trust policy,
-    /// its secrets present, started in the session's runtime, kept in its extension set.
+    /// Adds an extension to a live session (`agent::ops`, as `/agent/add_extension`), with the
+    /// same words for the same failures.
     pub(crate) fn add_session_extension(&self, sid: &str, config: ExtensionConfig) -> Result<(), ErrorObject> {
-        self.check_policy(&config)?;
-        let unresolved = self.app.unresolved_secrets(&config);
-        if !unresolved.is_empty() {
-            return Err(invalid_params(format!("extension {}: {}", config.name(), unresolved.explain())));
-        }
-        let rt = self.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
-        rt.wait_loaded();
-        rt.add(config.clone())
-            .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("extension {} did not start: {e}", config.name())))?;
-        gosling_agent::keep_session_extension(&self.app.sessions, sid, config.name(), Some(&config))
-            .map_err(store_error)?
-            .ok_or_else(|| session_not_found(sid))
+        self.app.add_extension(sid, config).map_err(|e| match e {
+            gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
+            e @ gosling_agent::Error::MissingSecrets { .. } => invalid_params(format!("Failed to add extension: {e}")),
+            e @ gosling_agent::Error::NotStarted { .. } => {
+                ErrorObject::new(INTERNAL_ERROR, format!("Failed to add extension: {e}"))
+            }
+            e => agent_error(e, sid),
+        })
     }
 
     pub(crate) fn remove_session_extension(&self, sid: &str, name: &str) -> Result<(), ErrorObject> {
-        let rt = self.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
-        rt.wait_loaded();
-        rt.remove(name);
-        gosling_agent::keep_session_extension(&self.app.sessions, sid, name, None)
-            .map_err(store_error)?
-            .ok_or_else(|| session_not_found(sid))
+        self.app.remove_extension(sid, name).map_err(|e| agent_error(e, sid))
     }
 
+    /// `session/load`: the stored session opened here (its extension set as the person left it,
+    /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
     fn load(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
         let cwd = Self::cwd(p)?;
         let client = self.client_servers(p)?;
-        let mut session = self.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-        let mut configs = session_extensions(&session);
-        let known: HashSet<String> = configs.iter().map(|c| runtime_key(c.name())).collect();
-        let added: Vec<ExtensionConfig> =
-            client.into_iter().filter(|c| !known.contains(&runtime_key(c.name()))).collect();
-        if !added.is_empty() || session.working_dir != cwd {
-            configs.extend(added);
-            let values = to_values(&configs);
-            let change = |s: &mut Session| {
-                s.working_dir = cwd.clone();
-                store_extensions(s, values.clone());
-            };
-            self.app.sessions.update_meta(sid, change).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-            change(&mut session);
-        }
-        let results = self.start_runtime(sid, &cwd, configs);
+        let open =
+            OpenSession { working_dir: Some(cwd.clone()), added: client, restart: true, delegate: self.delegate(&cwd) };
+        let opened = self.app.open_session(sid, open).map_err(|e| match e {
+            gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
+            e => agent_error(e, sid),
+        })?;
+        let session = opened.session;
+        let results = self.opened(sid, &cwd, &opened.results);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
             self.conn.update(sid, u);
         }
@@ -756,16 +752,7 @@ impl Agent {
     /// The turn for a new user message, prepared exactly as `/reply` prepares it (the message
     /// is saved before the turn starts).
     fn prepare_turn(&self, sid: &str, user_message: gosling_store::message::Message) -> Result<Turn, ErrorObject> {
-        use gosling_agent::Error;
-        Turn::prepare(&self.app, sid, user_message, None).map_err(|e| match e {
-            Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
-            // The editor shows auth errors as "log in": here, set the provider variables.
-            Error::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
-            Error::SaveMessage(e) | Error::Store(e) => store_error(e),
-            e @ (Error::OutOfTurns(_) | Error::BadKey(_)) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
-            // The session is answering a prompt sent through the HTTP API meanwhile.
-            e @ (Error::Busy(_) | Error::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
-        })
+        Turn::prepare(&self.app, sid, user_message, None).map_err(|e| agent_error(e, sid))
     }
 
     /// Runs one turn and streams it as `session/update`s; answers the stop reason. `cancel`: the
@@ -984,8 +971,8 @@ impl Agent {
     /// waiting turn. "Always" is remembered for the session by the turn loop
     /// (`reply::Confirmations`), whichever front end asks next.
     fn ask(&self, sid: &str, open: &Open, id: &str, tool: &str, args: &Value, cancel: &Receiver<()>) {
-        let allow = |action: &str| {
-            if !self.app.confirmations.answer(id, action) {
+        let allow = |action: Decision| {
+            if !self.app.confirm_tool(id, action) {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
@@ -1006,25 +993,25 @@ impl Agent {
                 v.pointer("/outcome/outcome").and_then(Value::as_str),
                 v.pointer("/outcome/optionId").and_then(Value::as_str),
             ) {
-                (Some("selected"), Some("allow_once")) => "allow_once",
-                (Some("selected"), Some("allow_always")) => "always_allow",
-                (Some("selected"), Some("reject_once")) => "deny_once",
-                (Some("selected"), Some("reject_always")) => "always_deny",
-                (Some("cancelled"), _) => "cancel",
+                (Some("selected"), Some("allow_once")) => Decision::AllowOnce,
+                (Some("selected"), Some("allow_always")) => Decision::AlwaysAllow,
+                (Some("selected"), Some("reject_once")) => Decision::DenyOnce,
+                (Some("selected"), Some("reject_always")) => Decision::AlwaysDeny,
+                (Some("cancelled"), _) => Decision::Cancel,
                 other => {
                     log::warn!(
                         "acp: session {sid}: unexpected permission outcome {other:?}; the tool call is declined"
                     );
-                    "deny_once"
+                    Decision::DenyOnce
                 }
             },
             Err(CallError::Cancelled { .. }) => return,
             Err(e) => {
                 log::warn!("acp: session {sid}: {e}; the tool call is declined");
-                "deny_once"
+                Decision::DenyOnce
             }
         };
-        if matches!(action, "allow_once" | "always_allow") {
+        if matches!(action, Decision::AllowOnce | Decision::AlwaysAllow) {
             self.conn.update(sid, updates::tool_status(id, "in_progress"));
         }
         allow(action)

@@ -1,11 +1,11 @@
 //! What every front end (http, acp) shares: process config, the trust policy, the stores, the
 //! live session runtimes and the plumbing of running turns. Built once at start.
 
+use crate::agents::Agents;
 use crate::bus::Buses;
 use crate::elicit::Elicitations;
 use crate::permissions::{Confirmations, Mode};
 use crate::sampling::Sampling;
-use crate::Agents;
 use gosling_config::Config;
 use gosling_extensions::config::{ExtensionConfig, Unresolved};
 use gosling_extensions::policy::{InstallSource, Policy};

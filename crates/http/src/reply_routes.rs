@@ -7,6 +7,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit;
 use gosling_agent::events::{ChannelSink, Event, Sink};
 use gosling_agent::messages as msg;
+use gosling_agent::permissions::Decision;
 use gosling_agent::reply::Turn;
 use gosling_store::message::Message;
 use serde::Deserialize;
@@ -163,9 +164,8 @@ pub fn confirm_tool(app: &App, req: &Request) -> R {
     // goose answers 200 either way (its documented statuses are 200/401/500); the `status`
     // field tells a UI whether the answer reached a waiting turn or came too late.
     // The same route answers an elicitation (as goose does): allow → accept, deny → decline.
-    if app.confirmations.answer(&c.id, &c.action)
-        || app.elicitations.answer(&c.id, elicit::Answer::from_permission(&c.action))
-    {
+    let decision = Decision::parse(&c.action).unwrap_or(Decision::Cancel);
+    if app.confirm_tool(&c.id, decision) || app.elicitations.answer(&c.id, elicit::Answer::from_permission(&c.action)) {
         Ok(Response::json(200, &json!({ "status": "delivered" })))
     } else {
         log::info!("tool confirmation for {:?}: nothing is waiting for it (the turn ended or was cancelled)", c.id);
