@@ -22,10 +22,17 @@ struct Acp {
     stdin: ChildStdin,
     lines: Receiver<Value>,
     next: u64,
+    /// The agent's requests to the client seen so far (each answered "reject once").
+    asked: Vec<Value>,
 }
 
 impl Acp {
     fn start(home: &TempDir) -> Acp {
+        Acp::start_with(home, &[])
+    }
+
+    /// With `env` added (the model's settings).
+    fn start_with(home: &TempDir, env: &[(String, String)]) -> Acp {
         let mut cmd = Command::new(bin());
         cmd.arg("acp")
             .env("GOSLING_CONFIG_DIR", home.join("config"))
@@ -39,6 +46,7 @@ impl Acp {
         for k in ["GOOSE_SERVER__SECRET_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOSE_PROVIDER", "GOOSE_MODEL"] {
             cmd.env_remove(k);
         }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = cmd.spawn().expect("start gosling acp");
         let stdin = child.stdin.take().unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
@@ -53,7 +61,7 @@ impl Acp {
                 }
             }
         });
-        let mut a = Acp { child, stdin, lines, next: 0 };
+        let mut a = Acp { child, stdin, lines, next: 0, asked: Vec::new() };
         let init = a.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
         a
@@ -63,8 +71,7 @@ impl Acp {
     fn call(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let id = self.next;
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        self.stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         let until = Instant::now() + ANSWER;
         loop {
             let left = until.saturating_duration_since(Instant::now());
@@ -72,7 +79,18 @@ impl Acp {
             if v.get("method").is_none() && v["id"] == id {
                 return v;
             }
+            if v.get("method").is_some() && v.get("id").is_some() {
+                // A question to the person: declined, so a test that expects none fails on
+                // its assertion rather than waiting.
+                let outcome = json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}});
+                self.send(json!({"jsonrpc": "2.0", "id": v["id"], "result": outcome}));
+                self.asked.push(v);
+            }
         }
+    }
+
+    fn send(&mut self, message: Value) {
+        self.stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
     }
 
     fn ok(&mut self, method: &str, params: Value) -> Value {
@@ -300,4 +318,53 @@ fn an_extension_deleted_from_or_switched_off_in_the_config_is_not_started_by_res
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(a.load(&sid, &cwd), strings(&["beta"]));
     assert_eq!(a.stored(&id), strings(&["alpha", "beta", "gamma"]));
+}
+
+#[test]
+fn always_allow_given_over_http_holds_when_the_editor_runs_the_next_turn() {
+    use crate::fake_llm::{text_turn, tool_turn, FakeLlm};
+    use crate::reply::{user_text, ReplyStream};
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![
+        tool_turn("ask1", "everything__echo", "{\"message\":\"from http\"}"),
+        text_turn("http done"),
+        tool_turn("ask2", "everything__echo", "{\"message\":\"from acp\"}"),
+        text_turn("acp done"),
+    ]);
+    let home = TempDir::new("fe-always");
+    let cwd = work_dir(&home);
+    let mut env = llm.env("gpt-4o");
+    env.push(("GOOSE_MODE".into(), "approve".into()));
+    let s = Server::start_in(home, ServerOpts { env: env.clone(), ..Default::default() });
+    let id = start_session(&s, Path::new(&cwd), Some(vec![everything_stdio_config(peers, "everything")]));
+    assert_eq!(resume(&s, &id), strings(&["everything"]));
+    let mut stream = ReplyStream::open(&s, &id, user_text("echo, with permission"));
+    let ask = stream.until(|e| e.to_string().contains("toolConfirmation"));
+    let items = ask["message"]["content"].as_array().unwrap();
+    let request = items.iter().find(|c| c["type"] == "actionRequired").unwrap()["data"]["id"].clone();
+    let r =
+        s.post("/action-required/tool-confirmation", json!({"id": request, "action": "always_allow", "sessionId": id}));
+    assert_eq!((r.status, r.json()["status"].clone()), (200, json!("delivered")), "{}", r.text());
+    let rest = stream.all();
+    assert!(rest.iter().any(|e| e.to_string().contains("http done")), "{rest:?}");
+    let home = s.kill();
+    // The editor opens the session in another process: the tool runs without asking.
+    let mut a = Acp::start_with(&home, &env);
+    assert_eq!(a.load(&id, &cwd), strings(&["everything"]));
+    let done = a.ok("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "again"}]}));
+    assert_eq!(done["stopReason"], "end_turn");
+    assert_eq!(a.asked, Vec::<Value>::new(), "no permission asked in the editor");
+    let session: Value = {
+        let s = Server::start_in(home, ServerOpts::default());
+        s.get(&format!("/sessions/{id}")).json()
+    };
+    let results: Vec<&Value> = session["conversation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|c| c["type"] == "toolResponse")
+        .collect();
+    assert_eq!(results.len(), 2, "both turns ran the tool: {session}");
+    assert!(results[1].to_string().contains("Echo: from acp"), "{}", results[1]);
 }

@@ -8,8 +8,8 @@
 //! the core's values. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
 //! the stores), shared with the HTTP routes.
 
-use crate::invalid_params;
-use crate::session::{session_not_found, store_error, str_param, Agent, Reply};
+use crate::protocol::invalid_params;
+use crate::session::{agent_error, store_error, str_param, Agent, Reply};
 use crate::shapes::{from_goose_extension, session_info, to_goose_extension};
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key, ExtensionEntry, ExtensionStore};
@@ -63,14 +63,13 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
         "providers/config/delete" => delete_provider_config(agent, p),
         "session/info" => {
             let sid = str_param(p, "sessionId")?;
-            let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+            let s = agent.app.session_meta(sid).map_err(|e| agent_error(e, sid))?;
             Ok(json!({ "session": session_info(&s) }))
         }
         "session/rename" => rename(agent, p),
         "session/export" => {
             let sid = str_param(p, "sessionId")?;
-            let s = agent.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-            Ok(json!({ "data": serde_json::to_string_pretty(&s).unwrap_or_default() }))
+            Ok(json!({ "data": agent.app.export_session(sid).map_err(|e| agent_error(e, sid))? }))
         }
         "config/extensions/list" => config_extensions(agent),
         "config/extensions/add" => add_config_extension(agent, p),
@@ -82,9 +81,8 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
         "config/extensions/set-enabled" => set_enabled(agent, p),
         "session/extensions/list" => {
             let sid = str_param(p, "sessionId")?;
-            let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-            let list: Vec<Value> =
-                gosling_agent::session_extensions(&s).iter().filter_map(to_goose_extension).collect();
+            let configs = agent.app.session_extensions(sid).map_err(|e| agent_error(e, sid))?;
+            let list: Vec<Value> = configs.iter().filter_map(to_goose_extension).collect();
             Ok(json!({ "extensions": list }))
         }
         "session/extensions/add" => {
@@ -248,20 +246,7 @@ fn delete_provider_config(agent: &Agent, p: &Value) -> Reply {
 
 fn rename(agent: &Agent, p: &Value) -> Reply {
     let sid = str_param(p, "sessionId")?;
-    let title = str_param(p, "title")?.trim().to_string();
-    if title.is_empty() || title.len() > 1024 {
-        return Err(invalid_params("`title` must be a non-empty name of at most 1024 bytes"));
-    }
-    let t = title.clone();
-    let done = agent
-        .app
-        .sessions
-        .update_meta(sid, |s| {
-            s.name = t;
-            s.user_set_name = true;
-        })
-        .map_err(store_error)?;
-    done.ok_or_else(|| session_not_found(sid))?;
+    let title = agent.app.rename_session(sid, str_param(p, "title")?).map_err(|e| agent_error(e, sid))?;
     agent.conn.update(
         sid,
         json!({ "sessionUpdate": "session_info_update", "title": title, "_meta": { "userSetName": true } }),
@@ -324,7 +309,7 @@ fn set_enabled(agent: &Agent, p: &Value) -> Reply {
 
 fn tools(agent: &Agent, p: &Value) -> Reply {
     let sid = str_param(p, "sessionId")?;
-    let rt = agent.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
+    let rt = agent.app.runtime(sid).map_err(|e| agent_error(e, sid))?;
     let filter = p.get("extensionName").and_then(Value::as_str).filter(|e| !e.is_empty()).map(runtime_key);
     let stored = permissions(agent);
     let default = agent.app.tool_permission_default(sid);

@@ -4,15 +4,15 @@
 
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
+use crate::protocol::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crate::updates::{self, Live};
-use crate::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
 use gosling_agent::events::{ChannelSink, Event};
 use gosling_agent::extension_set::{Origin, StoredExtension};
 use gosling_agent::host::Host;
 use gosling_agent::messages as msg;
-use gosling_agent::ops::{DelegateFor, NewSession, OpenSession, Wait};
+use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, Wait};
 use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
 use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
@@ -108,9 +108,13 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         // The editor shows auth errors as "log in": here, set the provider variables.
         E::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
         E::SaveMessage(e) | E::Store(e) => store_error(e),
-        e @ (E::BadKey(_) | E::UnknownMode(_) | E::MissingSecrets { .. } | E::Refused(_)) => {
-            invalid_params(e.to_string())
-        }
+        e @ (E::BadKey(_)
+        | E::UnknownMode(_)
+        | E::MissingSecrets { .. }
+        | E::Refused(_)
+        | E::BadName(_)
+        | E::UnknownProvider(_)
+        | E::NoModel) => invalid_params(e.to_string()),
         // The session is answering a prompt sent through the HTTP API meanwhile.
         e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         e @ (E::OutOfTurns(_) | E::NotStarted { .. } | E::Extensions(_)) => {
@@ -584,21 +588,18 @@ impl Agent {
             .get("value")
             .and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_bool().map(|b| b.to_string())))
             .ok_or_else(|| invalid_params("`value` must be the chosen option's value"))?;
-        let change: Box<dyn FnOnce(&mut Session)> = match id {
+        match id {
             "provider" => {
-                let provider = gosling_llm::canonical_provider(&value).ok_or_else(|| {
-                    invalid_params(format!(
-                        "provider {value:?} is not supported by gosling; use openai, anthropic or ollama"
-                    ))
-                })?;
-                Box::new(move |s| s.provider_name = Some(provider.to_string()))
+                let choice = ModelChoice { provider: Some(value), ..Default::default() };
+                self.app.set_model(sid, choice).map_err(|e| agent_error(e, sid))?;
             }
             "model" if !value.trim().is_empty() => {
-                Box::new(move |s| s.model_config = Some(json!({ "model_name": value.trim() })))
+                let choice = ModelChoice { model: Some(value), ..Default::default() };
+                self.app.set_model(sid, choice).map_err(|e| agent_error(e, sid))?;
             }
-            "thinking_effort" if EFFORTS.contains(&value.as_str()) => Box::new(move |s| {
-                s.extra.insert(THINKING_EFFORT.into(), json!(value));
-            }),
+            "thinking_effort" if EFFORTS.contains(&value.as_str()) => {
+                self.app.set_session_value(sid, THINKING_EFFORT, json!(value)).map_err(|e| agent_error(e, sid))?;
+            }
             "model" | "thinking_effort" => {
                 return Err(invalid_params(format!(
                     "{id}: {value:?} is not an option; see the session's configOptions"
@@ -609,12 +610,8 @@ impl Agent {
                     "unknown config option {other:?}; gosling has provider, model and thinking_effort"
                 )))
             }
-        };
-        let options = self.app.sessions.update_meta(sid, move |s| {
-            change(s);
-            self.config_options(s)
-        });
-        let options = options.map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+        }
+        let options = self.config_options(&self.app.session_meta(sid).map_err(|e| agent_error(e, sid))?);
         self.conn.update(sid, json!({ "sessionUpdate": "config_option_update", "configOptions": options }));
         Ok(json!({ "configOptions": options }))
     }
@@ -639,7 +636,7 @@ impl Agent {
                 .and_then(|c| c.parse::<usize>().ok())
                 .ok_or_else(|| invalid_params("`cursor` must be a nextCursor this agent returned"))?,
         };
-        let mut all = self.app.sessions.list().map_err(store_error)?;
+        let mut all = self.app.list_sessions().map_err(|e| agent_error(e, ""))?;
         all.retain(|s| {
             (types.is_empty() || types.contains(&s.session_type.as_str()))
                 && query.as_ref().is_none_or(|q| s.name.to_lowercase().contains(q.as_str()))
@@ -727,8 +724,8 @@ impl Agent {
         let sid = str_param(p, "sessionId")?;
         let open = lock(&self.open).get(sid).cloned();
         let Some(open) = open else {
-            return Err(match self.app.sessions.get_meta(sid) {
-                Ok(Some(_)) => ErrorObject::new(
+            return Err(match self.app.session_meta(sid) {
+                Ok(_) => ErrorObject::new(
                     RESOURCE_NOT_FOUND,
                     format!("session {sid} is not open in this connection; open it with session/load first"),
                 ),
@@ -799,12 +796,11 @@ impl Agent {
         // The turn is the session's, not this connection's: `/sessions/{id}/events` followers
         // (the web page, Desktop 1.34) see it too.
         let request_id = format!("acp-{}", gosling_util::random_hex(8));
-        let sink = gosling_agent::also_on_bus(&self.app, sid, &request_id, Arc::new(ChannelSink(tx)));
-        let elicitations = self.app.elicitations.clone();
-        let turn_cancel = cancel.clone();
+        let sink = self.app.also_on_bus(sid, &request_id, Arc::new(ChannelSink(tx)));
+        let (host, turn_cancel) = (self.app.clone(), cancel.clone());
         let handle = std::thread::Builder::new()
             .name("acp-turn".into())
-            .spawn(move || turn.run(sink, turn_cancel, &elicitations))
+            .spawn(move || host.run_turn(turn, sink, turn_cancel))
             .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
         let mut error = None;
         // The model's text so far, for a plan written as a task list; each new plan is sent.
@@ -873,7 +869,7 @@ impl Agent {
                             }
                             Live::Elicitation { id, message, schema } => {
                                 let answer = self.elicit(sid, &message, &schema, &cancel);
-                                self.app.elicitations.answer(&id, answer);
+                                self.app.answer_elicitation(&id, answer);
                             }
                         }
                     }
@@ -920,7 +916,7 @@ impl Agent {
         if !self.custom_notifications.load(Ordering::SeqCst) {
             return;
         }
-        let s = self.app.sessions.get_meta(sid).ok().flatten();
+        let s = self.app.session_meta(sid).ok();
         let model = s
             .as_ref()
             .and_then(|s| s.model_config.as_ref()?.get("model_name")?.as_str().map(str::to_string))

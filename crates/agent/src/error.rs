@@ -37,6 +37,12 @@ pub enum Error {
     Extensions(Box<gosling_extensions::Error>),
     /// A mode other than goose's four.
     UnknownMode(String),
+    /// A session name that is empty, too long or more than one line (the message says which).
+    BadName(String),
+    /// A provider gosling does not have.
+    UnknownProvider(String),
+    /// An empty model name.
+    NoModel,
 }
 
 impl fmt::Display for Error {
@@ -58,7 +64,14 @@ impl fmt::Display for Error {
             Error::Refused(e) | Error::Extensions(e) => write!(f, "{e}"),
             Error::MissingSecrets { unresolved, .. } => f.write_str(&unresolved.explain()),
             Error::NotStarted { error, .. } => write!(f, "{error}"),
-            Error::UnknownMode(m) => write!(f, "unknown mode {m:?}; use auto, approve, smart_approve or chat"),
+            Error::UnknownMode(m) => {
+                write!(f, "unknown mode {m:?}; {m:?} is not a mode gosling knows: use auto, approve, smart_approve or chat")
+            }
+            Error::BadName(why) => f.write_str(why),
+            Error::UnknownProvider(p) => {
+                write!(f, "provider {p:?} is not supported by gosling; use openai, anthropic or ollama")
+            }
+            Error::NoModel => f.write_str("No model specified; name the model to use"),
             Error::OutOfTurns(n) => {
                 write!(f, "stopped after {n} model turns without a final answer (raise GOSLING_MAX_TURNS to allow more)")
             }
@@ -79,7 +92,10 @@ impl std::error::Error for Error {
             | Error::BadKey(_)
             | Error::RequestActive
             | Error::MissingSecrets { .. }
-            | Error::UnknownMode(_) => None,
+            | Error::UnknownMode(_)
+            | Error::BadName(_)
+            | Error::UnknownProvider(_)
+            | Error::NoModel => None,
         }
     }
 }

@@ -8,10 +8,15 @@
 //! starts only while the config holds it switched on; one added to the session alone starts
 //! from its stored copy.
 
+use crate::bus::Bus;
+use crate::elicit::Answer;
 use crate::error::Error;
+use crate::events::Sink;
 use crate::extension_set::{self, NotStarted, Origin, StoredExtension};
 use crate::host::Host;
 use crate::permissions::{Decision, Mode};
+use crate::reply::{Outcome, Turn};
+use crossbeam_channel::Receiver;
 use gosling_extensions::config::{ExtensionConfig, ExtensionEntry, ExtensionStore, Unresolved};
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{LoadResult, SessionRuntime, ToolDelegate};
@@ -55,6 +60,14 @@ pub struct OpenSession {
     /// Start its extensions again even when they run (else a running session is only joined).
     pub restart: bool,
     pub delegate: Option<DelegateFor>,
+}
+
+/// A session's provider and model (`Host::set_model`); `None` leaves one as it is.
+#[derive(Debug, Default)]
+pub struct ModelChoice {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub context_limit: Option<u64>,
 }
 
 /// A session started or opened.
@@ -199,8 +212,7 @@ impl Host {
 
     /// The session's stored extension set (the configs, as stored).
     pub fn session_extensions(&self, id: &str) -> Result<Vec<ExtensionConfig>, Error> {
-        let s = self.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))?;
-        Ok(extension_set::session_extensions(&s))
+        Ok(extension_set::session_extensions(&self.session_meta(id)?))
     }
 
     /// Stops a session's extensions; it stays stored. `NoAgent` when none run.
@@ -241,9 +253,82 @@ impl Host {
         self.confirmations.answer(request_id, decision.as_str())
     }
 
+    /// Names the session: the person's name, kept from then on (`user_set_name`: no title from
+    /// a message or the model replaces it). The name as kept (`title::check_name`).
+    pub fn rename_session(&self, id: &str, name: &str) -> Result<String, Error> {
+        let name = crate::title::check_name(name).map_err(Error::BadName)?;
+        let kept = name.clone();
+        let done = self.sessions.update_meta(id, |s| {
+            s.name = kept;
+            s.user_set_name = true;
+        });
+        done.map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))?;
+        Ok(name)
+    }
+
+    /// The session with its conversation as one JSON document (goose's export).
+    pub fn export_session(&self, id: &str) -> Result<String, Error> {
+        let s = self.session(id)?;
+        Ok(serde_json::to_string_pretty(&s).expect("a Session always serializes"))
+    }
+
+    /// The session's provider and model (a turn reads them from the session): a provider
+    /// gosling has, a model named; what `choice` leaves out stays.
+    pub fn set_model(&self, id: &str, choice: ModelChoice) -> Result<(), Error> {
+        let provider = match &choice.provider {
+            Some(p) => Some(gosling_llm::canonical_provider(p).ok_or_else(|| Error::UnknownProvider(p.clone()))?),
+            None => None,
+        };
+        let model = match choice.model.as_deref().map(str::trim) {
+            Some("") => return Err(Error::NoModel),
+            Some(m) => {
+                let mut config = serde_json::json!({ "model_name": m, "toolshim": false });
+                if let Some(c) = choice.context_limit {
+                    config["context_limit"] = serde_json::json!(c);
+                }
+                Some(config)
+            }
+            None => None,
+        };
+        let done = self.sessions.update_meta(id, |s| {
+            if let Some(p) = provider {
+                s.provider_name = Some(p.to_string());
+            }
+            if let Some(m) = model {
+                s.model_config = Some(m);
+            }
+        });
+        done.map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
+    }
+
+    /// Keeps a value of a front end's own on the session (ACP's thinking effort): `key` is one
+    /// of gosling's own session fields, never one of goose's.
+    pub fn set_session_value(&self, id: &str, key: &str, value: Value) -> Result<(), Error> {
+        let done = self.sessions.update_meta(id, |s| {
+            s.extra.insert(key.to_string(), value);
+        });
+        done.map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
+    }
+
     /// The running extensions of a session; `NoAgent` when it has none (start or resume it).
     pub fn runtime(&self, id: &str) -> Result<Arc<SessionRuntime>, Error> {
         self.agents.get(id).ok_or_else(|| Error::NoAgent(id.into()))
+    }
+
+    /// Every session without its conversation, as the store orders them.
+    pub fn list_sessions(&self) -> Result<Vec<Session>, Error> {
+        self.sessions.list().map_err(Error::Store)
+    }
+
+    /// Every session's listing entry as one JSON array, built without serializing (the store
+    /// keeps each entry's JSON).
+    pub fn list_sessions_json(&self) -> Result<Vec<u8>, Error> {
+        self.sessions.list_json().map_err(Error::Store)
+    }
+
+    /// The session without its conversation (no conversation read).
+    pub fn session_meta(&self, id: &str) -> Result<Session, Error> {
+        self.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
     }
 
     /// The session with its conversation.
@@ -264,6 +349,43 @@ impl Host {
         if let Some(old) = self.agents.insert(rt) {
             old.shutdown();
         }
+    }
+}
+
+/// Turns and the session's event bus: what the front ends run and follow.
+impl Host {
+    /// Runs a prepared turn (`reply::Turn::prepare`) to its end on this thread: its events go
+    /// to `sink`, an extension's questions through the host's elicitations.
+    pub fn run_turn(&self, turn: Turn, sink: Arc<dyn Sink>, cancel: Receiver<()>) -> Outcome {
+        turn.run(sink, cancel, &self.elicitations)
+    }
+
+    /// Runs `turn` in the background as request `request_id` of the session's event bus
+    /// (`request::start_request`); `RequestActive` when one runs there.
+    pub fn start_request(&self, id: &str, request_id: &str, turn: Result<Turn, Error>) -> Result<(), Error> {
+        crate::request::start_request(&self.buses.get_or_create(id), request_id, turn, self.elicitations.clone())
+    }
+
+    /// The session's event bus, for a follower (created when none is there yet).
+    pub fn follow(&self, id: &str) -> Arc<Bus> {
+        self.buses.get_or_create(id)
+    }
+
+    /// Cancels request `request_id` of the session; `None` when the session has no event bus,
+    /// else whether that request was running.
+    pub fn cancel_request(&self, id: &str, request_id: &str) -> Option<bool> {
+        Some(self.buses.get(id)?.cancel(request_id))
+    }
+
+    /// A turn's sink that also publishes to the session's bus (`request::also_on_bus`), so
+    /// followers see a turn another front end runs.
+    pub fn also_on_bus(&self, id: &str, request_id: &str, main: Arc<dyn Sink>) -> Arc<dyn Sink> {
+        crate::request::also_on_bus(self, id, request_id, main)
+    }
+
+    /// The person's answer to an extension's question; false when nothing waits for `id`.
+    pub fn answer_elicitation(&self, id: &str, answer: Answer) -> bool {
+        self.elicitations.answer(id, answer)
     }
 }
 

@@ -333,7 +333,7 @@ pub fn call_tool(app: &App, req: &Request) -> R {
 
 pub fn list_sessions(app: &App) -> R {
     // The index keeps each session's listing JSON: the body is built without serializing.
-    let list = app.sessions.list_json()?;
+    let list = app.list_sessions_json()?;
     let mut body = Vec::with_capacity(list.len() + 16);
     body.extend_from_slice(b"{\"sessions\":");
     body.extend_from_slice(&list);

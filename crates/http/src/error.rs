@@ -86,9 +86,13 @@ impl From<gosling_agent::Error> for ApiError {
             // goose's "Agent not initialized".
             E::NoAgent(_) => ApiError::new(424, e.to_string()),
             // The provider settings are the client's to set.
-            E::Model(_) | E::BadKey(_) | E::UnknownMode(_) | E::MissingSecrets { .. } => {
-                ApiError::bad_request(e.to_string())
-            }
+            E::Model(_)
+            | E::BadKey(_)
+            | E::UnknownMode(_)
+            | E::MissingSecrets { .. }
+            | E::BadName(_)
+            | E::UnknownProvider(_)
+            | E::NoModel => ApiError::bad_request(e.to_string()),
             E::Busy(_) | E::RequestActive => ApiError::bad_request(e.to_string()),
             E::Refused(e) | E::Extensions(e) | E::NotStarted { error: e, .. } => ApiError::from(*e),
             E::SaveMessage(e) | E::Store(e) => ApiError::from(e),
