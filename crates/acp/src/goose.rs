@@ -12,8 +12,7 @@ use crate::protocol::invalid_params;
 use crate::session::{agent_error, store_error, str_param, Agent, Reply};
 use crate::shapes::{from_goose_extension, session_info, to_goose_extension};
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
-use gosling_extensions::config::{name_to_key, runtime_key, ExtensionEntry, ExtensionStore};
-use gosling_extensions::policy::InstallSource;
+use gosling_extensions::config::{name_to_key, runtime_key};
 use gosling_llm::catalog;
 use gosling_wire::jsonrpc::{ErrorObject, METHOD_NOT_FOUND};
 use serde_json::{json, Map, Value};
@@ -75,7 +74,7 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
         "config/extensions/add" => add_config_extension(agent, p),
         "config/extensions/remove" => {
             let key = str_param(p, "configKey")?;
-            agent.app.store.remove_extension(&name_to_key(key)).map_err(store_error)?;
+            agent.app.remove_config_extension(&name_to_key(key)).map_err(|e| agent_error(e, ""))?;
             Ok(json!({}))
         }
         "config/extensions/set-enabled" => set_enabled(agent, p),
@@ -255,7 +254,7 @@ fn rename(agent: &Agent, p: &Value) -> Reply {
 }
 
 fn config_extensions(agent: &Agent) -> Reply {
-    let ex = agent.app.store.extensions().map_err(store_error)?;
+    let ex = agent.app.config_extensions().map_err(|e| agent_error(e, ""))?;
     let mut warnings = ex.warnings;
     let mut list = Vec::new();
     for e in &ex.entries {
@@ -273,16 +272,16 @@ fn config_extensions(agent: &Agent) -> Reply {
 
 fn add_config_extension(agent: &Agent, p: &Value) -> Reply {
     let config = from_goose_extension(p.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)?;
-    agent
-        .app
-        .policy_check(&config, InstallSource::ConfigApi)
-        .map_err(|e| invalid_params(format!("extension {}: {e}", config.name())))?;
-    let unresolved = agent.app.unresolved_secrets(&config);
-    let enabled = p.get("enabled").and_then(Value::as_bool).unwrap_or(false) && unresolved.is_empty();
-    if !unresolved.is_empty() {
-        log::info!("extension {} saved disabled: {}", config.name(), unresolved.explain());
+    let enabled = p.get("enabled").and_then(Value::as_bool).unwrap_or(false);
+    // The same rules as `/config/extensions` (`agent::config_ops`).
+    let name = config.name().to_string();
+    let saved = agent.app.save_config_extension(config, enabled).map_err(|e| match e {
+        gosling_agent::Error::Refused(e) => invalid_params(format!("extension {name}: {e}")),
+        e => agent_error(e, ""),
+    })?;
+    if !saved.unresolved.is_empty() {
+        log::info!("acp: config/extensions/add: saved switched off: {}", saved.unresolved.explain());
     }
-    agent.app.store.upsert_extension(&ExtensionEntry { enabled, config }).map_err(store_error)?;
     Ok(json!({}))
 }
 
@@ -290,20 +289,12 @@ fn set_enabled(agent: &Agent, p: &Value) -> Reply {
     let key = name_to_key(str_param(p, "configKey")?);
     let enabled =
         p.get("enabled").and_then(Value::as_bool).ok_or_else(|| invalid_params("`enabled` must be true or false"))?;
-    let mut entry = agent
-        .app
-        .store
-        .extension(&key)
-        .map_err(store_error)?
-        .ok_or_else(|| invalid_params(format!("no configured extension has the key {key:?}")))?;
-    if enabled {
-        let unresolved = agent.app.unresolved_secrets(&entry.config);
-        if !unresolved.is_empty() {
-            return Err(invalid_params(format!("extension {key} cannot be enabled: {}", unresolved.explain())));
+    agent.app.enable_config_extension(&key, enabled).map_err(|e| match e {
+        e @ gosling_agent::Error::MissingSecrets { .. } => {
+            invalid_params(format!("extension {key} cannot be enabled: {e}"))
         }
-    }
-    entry.enabled = enabled;
-    agent.app.store.upsert_extension(&entry).map_err(store_error)?;
+        e => agent_error(e, ""),
+    })?;
     Ok(json!({}))
 }
 
@@ -331,8 +322,8 @@ fn tools(agent: &Agent, p: &Value) -> Reply {
 }
 
 fn permissions(agent: &Agent) -> Map<String, Value> {
-    match agent.app.store.get(TOOL_PERMISSIONS) {
-        Ok(Some(Value::Object(m))) => m,
+    match agent.app.config_value(TOOL_PERMISSIONS) {
+        Some(Value::Object(m)) => m,
         _ => Map::new(),
     }
 }
@@ -374,7 +365,7 @@ fn preferences(agent: &Agent, p: &Value) -> Reply {
     };
     let values: Vec<Value> = keys
         .iter()
-        .map(|k| json!({ "key": k, "value": agent.app.store.get(&format!("preferences.{k}")).ok().flatten() }))
+        .map(|k| json!({ "key": k, "value": agent.app.config_value(&format!("preferences.{k}")) }))
         .collect();
     Ok(json!({ "values": values }))
 }

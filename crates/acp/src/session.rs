@@ -114,7 +114,8 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         | E::Refused(_)
         | E::BadName(_)
         | E::UnknownProvider(_)
-        | E::NoModel) => invalid_params(e.to_string()),
+        | E::NoModel
+        | E::NotConfigured(_)) => invalid_params(e.to_string()),
         // The session is answering a prompt sent through the HTTP API meanwhile.
         e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         e @ (E::OutOfTurns(_) | E::NotStarted { .. } | E::Extensions(_)) => {
@@ -432,13 +433,9 @@ impl Agent {
     }
 
     fn check_policy(&self, c: &ExtensionConfig) -> Result<(), ErrorObject> {
-        match self.app.policy.check(c, InstallSource::AddExtension) {
-            Ok(warnings) => {
-                warnings.iter().for_each(|w| log::warn!("{w}"));
-                Ok(())
-            }
-            Err(e) => Err(invalid_params(format!("extension {}: {e}", c.name()))),
-        }
+        self.app
+            .policy_check(c, InstallSource::AddExtension)
+            .map_err(|e| invalid_params(format!("extension {}: {e}", c.name())))
     }
 
     fn cwd(p: &Value) -> Result<String, ErrorObject> {
@@ -511,7 +508,7 @@ impl Agent {
         };
         set.retain(|e| !keys.contains(&runtime_key(e.config.name())));
         let mut own = client;
-        for name in &self.app.config.with_builtins {
+        for name in &self.app.config().with_builtins {
             if !set.iter().map(|e| &e.config).chain(&own).any(|c| runtime_key(c.name()) == runtime_key(name)) {
                 let v = json!({ "type": "builtin", "name": name, "description": "", "timeout": 300 });
                 own.extend(ExtensionConfig::from_value(v).ok());

@@ -43,6 +43,8 @@ pub enum Error {
     UnknownProvider(String),
     /// An empty model name.
     NoModel,
+    /// No extension in the config has this key.
+    NotConfigured(String),
 }
 
 impl fmt::Display for Error {
@@ -72,6 +74,10 @@ impl fmt::Display for Error {
                 write!(f, "provider {p:?} is not supported by gosling; use openai, anthropic or ollama")
             }
             Error::NoModel => f.write_str("No model specified; name the model to use"),
+            Error::NotConfigured(key) => write!(
+                f,
+                "no configured extension has the key {key:?}; list them with GET /config/extensions or _goose/unstable/config/extensions/list"
+            ),
             Error::OutOfTurns(n) => {
                 write!(f, "stopped after {n} model turns without a final answer (raise GOSLING_MAX_TURNS to allow more)")
             }
@@ -95,7 +101,8 @@ impl std::error::Error for Error {
             | Error::UnknownMode(_)
             | Error::BadName(_)
             | Error::UnknownProvider(_)
-            | Error::NoModel => None,
+            | Error::NoModel
+            | Error::NotConfigured(_) => None,
         }
     }
 }

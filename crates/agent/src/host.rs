@@ -16,18 +16,20 @@ use gosling_store::sessions::SessionStore;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Its state is the core's: the front ends reach the stores, runtimes and buses only through
+/// the operations (`ops`, `config_ops`, `settings`).
 pub struct Host {
-    pub config: Config,
+    pub(crate) config: Config,
     /// Built once at start (fetching GOOSE_ALLOWLIST once).
-    pub policy: Policy,
-    pub store: Arc<ConfigStore>,
-    pub sessions: Arc<SessionStore>,
-    pub confirmations: Arc<Confirmations>,
-    pub elicitations: Arc<Elicitations>,
+    pub(crate) policy: Policy,
+    pub(crate) store: Arc<ConfigStore>,
+    pub(crate) sessions: Arc<SessionStore>,
+    pub(crate) confirmations: Arc<Confirmations>,
+    pub(crate) elicitations: Arc<Elicitations>,
     /// The event bus of each session that has a follower or a request.
-    pub buses: Buses,
-    pub agents: Agents,
-    pub runtime_deps: Arc<Deps>,
+    pub(crate) buses: Buses,
+    pub(crate) agents: Agents,
+    pub(crate) runtime_deps: Arc<Deps>,
 }
 
 impl Host {

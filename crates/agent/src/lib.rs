@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod bus;
+pub mod config_ops;
 pub mod elicit;
 pub mod error;
 pub mod events;

@@ -7,7 +7,6 @@ use gosling_agent::extension_set::{Origin, StoredExtension};
 use gosling_agent::ops::{NewSession, OpenSession, Wait};
 use gosling_agent::Error;
 use gosling_extensions::config::ExtensionConfig;
-use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{tool_info, SessionRuntime};
 use gosling_mcp::client::CallContext;
@@ -130,15 +129,15 @@ fn recipe_consent(
     dry_run: bool,
 ) -> Result<Option<Response>, ApiError> {
     use gosling_extensions::consent;
-    let stored = app.store.extensions()?.entries;
-    let present = |name: &str| (app.runtime_deps.secret)(name).is_some();
+    let stored = app.config_extensions()?.entries;
+    let present = |name: &str| app.secret_stored(name);
     let mut summaries = Vec::new();
     let mut pending = Vec::new();
     for c in configs.iter_mut() {
         consent::strip(c);
         let digest = consent::digest(c);
         let installed = stored.iter().any(|e| consent::digest(&consent::stripped(&e.config)) == digest);
-        let approved = approve.iter().any(|a| a.trim() == digest) || installed || consent::allowlisted(c, &app.policy);
+        let approved = approve.iter().any(|a| a.trim() == digest) || installed || consent::allowlisted(c, app.policy());
         let mut summary = consent::summary(c, &present);
         summary["approved"] = json!(approved);
         if !approved {

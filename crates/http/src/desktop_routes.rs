@@ -68,8 +68,8 @@ pub fn set_provider(app: &App, req: &Request) -> R {
     if r.model.trim().is_empty() {
         return Err(ApiError::bad_request("`model` must name a model"));
     }
-    app.store.set("GOOSE_PROVIDER", json!(provider))?;
-    app.store.set("GOOSE_MODEL", json!(r.model.trim()))?;
+    app.set_config_value("GOOSE_PROVIDER", json!(provider))?;
+    app.set_config_value("GOOSE_MODEL", json!(r.model.trim()))?;
     log::info!("provider set to {provider}, model {}", r.model.trim());
     Ok(Response::empty(200))
 }
@@ -134,7 +134,7 @@ pub fn search(app: &App, req: &Request) -> R {
     let after = req.query_param("after_date");
     let before = req.query_param("before_date");
     let mut found = Vec::new();
-    for meta in app.sessions.list()? {
+    for meta in app.list_sessions()? {
         if found.len() >= limit {
             break;
         }
@@ -144,7 +144,12 @@ pub fn search(app: &App, req: &Request) -> R {
             continue;
         }
         let hit = meta.name.to_lowercase().contains(&query)
-            || app.sessions.get(&meta.id)?.is_some_and(|s| conversation_text(&s).to_lowercase().contains(&query));
+            || match app.session(&meta.id) {
+                Ok(s) => conversation_text(&s).to_lowercase().contains(&query),
+                // Deleted meanwhile.
+                Err(gosling_agent::Error::SessionNotFound(_)) => false,
+                Err(e) => return Err(e.into()),
+            };
         if hit {
             found.push(serde_json::to_value(&meta).map_err(|e| ApiError::internal(e.to_string()))?);
         }

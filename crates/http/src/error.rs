@@ -82,7 +82,7 @@ impl From<gosling_agent::Error> for ApiError {
     fn from(e: gosling_agent::Error) -> ApiError {
         use gosling_agent::Error as E;
         match e {
-            E::SessionNotFound(_) => ApiError::not_found(e.to_string()),
+            E::SessionNotFound(_) | E::NotConfigured(_) => ApiError::not_found(e.to_string()),
             // goose's "Agent not initialized".
             E::NoAgent(_) => ApiError::new(424, e.to_string()),
             // The provider settings are the client's to set.
