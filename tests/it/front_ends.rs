@@ -368,3 +368,58 @@ fn always_allow_given_over_http_holds_when_the_editor_runs_the_next_turn() {
     assert_eq!(results.len(), 2, "both turns ran the tool: {session}");
     assert!(results[1].to_string().contains("Echo: from acp"), "{}", results[1]);
 }
+
+#[test]
+fn a_turn_is_stopped_from_the_other_front_end() {
+    use crate::llmock::Llmock;
+    use crate::reply::user_text;
+    use crate::support::wait_for;
+    use crate::websocket::Client;
+    let _peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    mock.script(json!([{"type": "slow_first_token", "seconds": 60}, {"type": "slow_first_token", "seconds": 60}]));
+    let home = TempDir::new("fe-cancel");
+    let cwd = work_dir(&home);
+    let env = vec![
+        ("GOOSE_PROVIDER".to_string(), "openai".to_string()),
+        ("GOOSE_MODEL".to_string(), "mock-model".to_string()),
+        ("OPENAI_HOST".to_string(), mock.openai_host()),
+    ];
+    let s = Server::start_in(home, ServerOpts { env, ..Default::default() });
+    // An editor's prompt (ACP over /acp of this server), stopped over HTTP.
+    let mut ws = Client::connect(&s);
+    ws.initialize(1);
+    let new = ws.call(2, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{new}")).to_string();
+    let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "slowly"}]});
+    ws.send_text(&json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}));
+    // 404 until the prompt's turn is there to stop (its event stream made).
+    let stopped = wait_for(Duration::from_secs(30), || {
+        let r = s.post(&format!("/sessions/{sid}/cancel"), json!({"request_id": "the editor's"}));
+        (r.status == 200).then_some(())
+    });
+    assert!(stopped.is_some(), "POST /sessions/{sid}/cancel was answered 200");
+    let answer = loop {
+        let m = ws.text();
+        if m["id"] == 3 && m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    // A turn started over HTTP (the session API), stopped by the editor's session/cancel.
+    let reply = |request_id: &str| {
+        s.post(
+            &format!("/sessions/{sid}/reply"),
+            json!({"request_id": request_id, "user_message": user_text("slowly")}),
+        )
+    };
+    let r = reply("0196b3f2-7c1a-7d2e-9f00-0123456789a1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(reply("0196b3f2-7c1a-7d2e-9f00-0123456789a2").status, 400, "busy while it runs");
+    ws.send_text(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let freed = wait_for(Duration::from_secs(10), || {
+        let r = reply("0196b3f2-7c1a-7d2e-9f00-0123456789a3");
+        (r.status == 200).then_some(())
+    });
+    assert!(freed.is_some(), "the editor's cancel stopped the HTTP turn and freed the session");
+}

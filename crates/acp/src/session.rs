@@ -321,7 +321,18 @@ impl Agent {
 
     pub fn notification(&self, method: &str, params: Value) {
         match method {
-            "session/cancel" => self.cancel_prompt(params.get("sessionId").and_then(Value::as_str).unwrap_or("")),
+            "session/cancel" => {
+                let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("").to_string();
+                self.cancel_prompt(&sid);
+                // A turn another front end runs in the session (the HTTP API's) stops too; off
+                // the reader thread, since a bus request is given a moment to wind down.
+                let app = self.app.clone();
+                let spawned =
+                    std::thread::Builder::new().name("acp-cancel".into()).spawn(move || app.cancel_turn(&sid));
+                if let Err(e) = spawned {
+                    log::warn!("acp: cannot start a thread to cancel: {e}");
+                }
+            }
             other => log::debug!("acp: ignoring the notification {other}"),
         }
     }
@@ -755,7 +766,7 @@ impl Agent {
     fn prompt(
         &self,
         sid: &str,
-        open: &Open,
+        open: &Arc<Open>,
         p: &Value,
         (cancel, asked): (Receiver<()>, &peer::Cancel),
         cancelled: &AtomicBool,
@@ -793,6 +804,18 @@ impl Agent {
         // The turn is the session's, not this connection's: `/sessions/{id}/events` followers
         // (the web page, Desktop 1.34) see it too.
         let request_id = format!("acp-{}", gosling_util::random_hex(8));
+        // Any front end may stop it (`/sessions/{id}/cancel` naming this request or none).
+        let own = open.clone();
+        let _cancel = self.app.on_cancel(
+            sid,
+            &request_id,
+            Box::new(move || {
+                if let Some(r) = lock(&own.running).as_mut() {
+                    r.cancelled.store(true, Ordering::SeqCst);
+                    r.cancel.take();
+                }
+            }),
+        );
         let sink = self.app.also_on_bus(sid, &request_id, Arc::new(ChannelSink(tx)));
         let (host, turn_cancel) = (self.app.clone(), cancel.clone());
         let handle = std::thread::Builder::new()

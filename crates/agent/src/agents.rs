@@ -66,3 +66,95 @@ impl Agents {
         }
     }
 }
+
+/// A turn's cancel that a front end registered (`Host::on_cancel`): ACP's prompts, which run
+/// outside the session's bus, so that any front end can stop them.
+type CancelHook = Box<dyn Fn() + Send + Sync>;
+
+/// One registered cancel: its key (for the guard), its request id, the hook.
+type Registered = (u64, String, Arc<CancelHook>);
+
+/// The registered cancels, by session, each with its request id.
+#[derive(Default)]
+pub struct Cancels {
+    hooks: Mutex<HashMap<String, Vec<Registered>>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// Keeps a cancel registered; dropped when the turn ends.
+pub struct CancelGuard {
+    cancels: std::sync::Weak<Cancels>,
+    session: String,
+    key: u64,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.cancels.upgrade() {
+            let mut hooks = lock(&c.hooks);
+            if let Some(list) = hooks.get_mut(&self.session) {
+                list.retain(|(k, _, _)| *k != self.key);
+                if list.is_empty() {
+                    hooks.remove(&self.session);
+                }
+            }
+        }
+    }
+}
+
+impl Cancels {
+    /// Registers `hook` as the cancel of request `request_id` in `session`, until the guard drops.
+    pub fn register(self: &Arc<Self>, session: &str, request_id: &str, hook: CancelHook) -> CancelGuard {
+        let key = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let entry = (key, request_id.to_string(), Arc::new(hook));
+        lock(&self.hooks).entry(session.to_string()).or_default().push(entry);
+        CancelGuard { cancels: Arc::downgrade(self), session: session.to_string(), key }
+    }
+
+    /// Runs the cancels of `session` (only `request_id`'s when one is registered under it);
+    /// how many ran.
+    pub fn cancel(&self, session: &str, request_id: Option<&str>) -> usize {
+        let hooks: Vec<Arc<CancelHook>> = {
+            let all = lock(&self.hooks);
+            let list = all.get(session).map(Vec::as_slice).unwrap_or_default();
+            let exact: Vec<_> = list.iter().filter(|(_, r, _)| Some(r.as_str()) == request_id).collect();
+            let chosen = if exact.is_empty() { list.iter().collect() } else { exact };
+            chosen.into_iter().map(|(_, _, h)| h.clone()).collect()
+        };
+        // Run outside the lock: a hook may take locks of its own.
+        hooks.iter().for_each(|h| h());
+        hooks.len()
+    }
+
+    /// Whether `request_id` is registered in `session`.
+    pub fn has(&self, session: &str, request_id: &str) -> bool {
+        lock(&self.hooks).get(session).is_some_and(|l| l.iter().any(|(_, r, _)| r == request_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_cancel_runs_by_its_request_id_or_all_of_the_session_and_goes_with_its_guard() {
+        let cancels = Arc::new(Cancels::default());
+        let (a, b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let hook = |n: &Arc<AtomicUsize>| -> CancelHook {
+            let n = n.clone();
+            Box::new(move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let ga = cancels.register("s", "acp-a", hook(&a));
+        let _gb = cancels.register("s", "acp-b", hook(&b));
+        assert_eq!(cancels.cancel("s", Some("acp-a")), 1);
+        assert_eq!((a.load(Ordering::SeqCst), b.load(Ordering::SeqCst)), (1, 0), "only the one named");
+        assert_eq!(cancels.cancel("s", Some("unknown")), 2, "a name of none: every turn of the session");
+        assert_eq!(cancels.cancel("other", None), 0);
+        drop(ga);
+        assert!(!cancels.has("s", "acp-a") && cancels.has("s", "acp-b"));
+        assert_eq!(cancels.cancel("s", None), 1);
+    }
+}

@@ -1,7 +1,7 @@
 //! What every front end (http, acp) shares: process config, the trust policy, the stores, the
 //! live session runtimes and the plumbing of running turns. Built once at start.
 
-use crate::agents::Agents;
+use crate::agents::{Agents, Cancels};
 use crate::bus::Buses;
 use crate::elicit::Elicitations;
 use crate::permissions::{Confirmations, Mode};
@@ -29,6 +29,8 @@ pub struct Host {
     /// The event bus of each session that has a follower or a request.
     pub(crate) buses: Buses,
     pub(crate) agents: Agents,
+    /// The cancels of turns run outside the buses (ACP's prompts).
+    pub(crate) cancels: Arc<Cancels>,
     pub(crate) runtime_deps: Arc<Deps>,
 }
 
@@ -80,6 +82,7 @@ impl Host {
             elicitations,
             buses: Default::default(),
             agents: Agents::default(),
+            cancels: Arc::default(),
             runtime_deps,
         }
     }

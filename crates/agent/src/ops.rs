@@ -8,6 +8,7 @@
 //! starts only while the config holds it switched on; one added to the session alone starts
 //! from its stored copy.
 
+use crate::agents::CancelGuard;
 use crate::bus::Bus;
 use crate::elicit::Answer;
 use crate::error::Error;
@@ -371,10 +372,36 @@ impl Host {
         self.buses.get_or_create(id)
     }
 
-    /// Cancels request `request_id` of the session; `None` when the session has no event bus,
-    /// else whether that request was running.
+    /// Cancels request `request_id` of the session, whichever front end runs it: an ACP prompt
+    /// registered under that id, else the bus's active request (any, when `request_id` names
+    /// none — goose's behaviour), else any registered turn of the session. `None` when the
+    /// session has no event bus and nothing registered, else whether a turn was running.
     pub fn cancel_request(&self, id: &str, request_id: &str) -> Option<bool> {
-        Some(self.buses.get(id)?.cancel(request_id))
+        if self.cancels.has(id, request_id) {
+            return Some(self.cancels.cancel(id, Some(request_id)) > 0);
+        }
+        let bus = self.buses.get(id);
+        if bus.as_ref().is_some_and(|b| !b.active_ids().is_empty()) {
+            return bus.map(|b| b.cancel(request_id));
+        }
+        let ran = self.cancels.cancel(id, None);
+        (bus.is_some() || ran > 0).then_some(ran > 0)
+    }
+
+    /// Stops whatever turn runs in the session, whichever front end started it (ACP's
+    /// `session/cancel`); false when none ran. Waits a little for a bus request to wind down.
+    pub fn cancel_turn(&self, id: &str) -> bool {
+        let ran = self.cancels.cancel(id, None);
+        let bus = self.buses.get(id).filter(|b| !b.active_ids().is_empty());
+        let cancelled = bus.and_then(|b| Some(b.cancel(&b.active_ids().into_iter().next()?)));
+        cancelled.unwrap_or(false) || ran > 0
+    }
+
+    /// Registers how to stop a turn a front end runs outside the session's bus (an ACP
+    /// prompt), under its request id, so that `cancel_request` and `cancel_turn` reach it from
+    /// any front end; registered until the guard drops.
+    pub fn on_cancel(&self, id: &str, request_id: &str, hook: Box<dyn Fn() + Send + Sync>) -> CancelGuard {
+        self.cancels.register(id, request_id, hook)
     }
 
     /// A turn's sink that also publishes to the session's bus (`request::also_on_bus`), so
