@@ -337,9 +337,10 @@ impl Agent {
         }
     }
 
-    /// Stops the prompt running in session `sid`: it answers `cancelled` (`session/cancel`, or
-    /// `$/cancel_request` naming the prompt's request).
-    fn cancel_prompt(&self, sid: &str) {
+    /// Stops the prompt this connection runs in session `sid` (only its own: the connection's
+    /// end, unlike `session/cancel`, leaves a turn another front end runs alone): it answers
+    /// `cancelled` (`session/cancel`, `$/cancel_request` naming the prompt's request, the end).
+    pub fn cancel_prompt(&self, sid: &str) {
         let open = lock(&self.open).get(sid).cloned();
         match open.and_then(|o| {
             lock(&o.running).as_mut().map(|r| {

@@ -148,7 +148,7 @@ pub fn serve_connection(host: Arc<Host>, outbound: Box<dyn Outbound>, mut inbox:
     }
     conn.close();
     for sid in prompted {
-        agent.notification("session/cancel", serde_json::json!({ "sessionId": sid }));
+        agent.cancel_prompt(&sid);
     }
 }
 
