@@ -124,6 +124,9 @@ mod sessions_store;
 // `gosling acp` driven by the ACP TypeScript SDK's client and acpx, with llmock as the model.
 mod acp;
 
+// Issue 37: one session operation, the same outcome and error on every front end (HTTP, ACP).
+mod front_ends;
+
 // Goose Desktop 1.41+'s ACP sequence, every answer checked against goose's and ACP's schemas.
 mod desktop_acp;
 

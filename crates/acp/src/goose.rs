@@ -8,12 +8,11 @@
 //! the core's values. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
 //! the stores), shared with the HTTP routes.
 
-use crate::invalid_params;
-use crate::session::{agent_error, session_not_found, store_error, str_param, Agent, Reply};
+use crate::protocol::invalid_params;
+use crate::session::{agent_error, store_error, str_param, Agent, Reply};
 use crate::shapes::{from_goose_extension, goose_app, session_extension_entry, session_info, to_goose_extension};
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
-use gosling_extensions::config::{name_to_key, runtime_key, ExtensionEntry, ExtensionStore};
-use gosling_extensions::policy::InstallSource;
+use gosling_extensions::config::{name_to_key, runtime_key};
 use gosling_llm::catalog;
 use gosling_wire::jsonrpc::{ErrorObject, METHOD_NOT_FOUND};
 use serde_json::{json, Map, Value};
@@ -63,7 +62,7 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
         "providers/config/delete" => delete_provider_config(agent, p),
         "session/info" => {
             let sid = str_param(p, "sessionId")?;
-            let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+            let s = agent.app.session_meta(sid).map_err(|e| agent_error(e, sid))?;
             Ok(json!({ "session": session_info(&s) }))
         }
         "session/rename" => rename(agent, p),
@@ -72,27 +71,25 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             let from = p.get("truncateFrom").and_then(Value::as_i64).ok_or_else(|| {
                 invalid_params("`truncateFrom` must be a whole number: the `created` time (unix seconds) of the first message to drop")
             })?;
-            gosling_agent::history::truncate(&agent.app, sid, from).map_err(agent_error)?;
+            gosling_agent::history::truncate(&agent.app, sid, from).map_err(|e| agent_error(e, sid))?;
             Ok(json!({}))
         }
         "session/export" => {
             let sid = str_param(p, "sessionId")?;
-            let s = agent.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-            Ok(json!({ "data": serde_json::to_string_pretty(&s).unwrap_or_default() }))
+            Ok(json!({ "data": agent.app.export_session(sid).map_err(|e| agent_error(e, sid))? }))
         }
         "config/extensions/list" => config_extensions(agent),
         "config/extensions/add" => add_config_extension(agent, p),
         "config/extensions/remove" => {
             let key = str_param(p, "configKey")?;
-            agent.app.store.remove_extension(&name_to_key(key)).map_err(store_error)?;
+            agent.app.remove_config_extension(&name_to_key(key)).map_err(|e| agent_error(e, ""))?;
             Ok(json!({}))
         }
         "config/extensions/set-enabled" => set_enabled(agent, p),
         "session/extensions/list" => {
             let sid = str_param(p, "sessionId")?;
-            let s = agent.app.sessions.get_meta(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-            let list: Vec<Value> =
-                gosling_agent::session_extensions(&s).iter().filter_map(session_extension_entry).collect();
+            let configs = agent.app.session_extensions(sid).map_err(|e| agent_error(e, sid))?;
+            let list: Vec<Value> = configs.iter().filter_map(session_extension_entry).collect();
             Ok(json!({ "extensions": list }))
         }
         "session/extensions/add" => {
@@ -272,20 +269,7 @@ fn delete_provider_config(agent: &Agent, p: &Value) -> Reply {
 
 fn rename(agent: &Agent, p: &Value) -> Reply {
     let sid = str_param(p, "sessionId")?;
-    let title = str_param(p, "title")?.trim().to_string();
-    if title.is_empty() || title.len() > 1024 {
-        return Err(invalid_params("`title` must be a non-empty name of at most 1024 bytes"));
-    }
-    let t = title.clone();
-    let done = agent
-        .app
-        .sessions
-        .update_meta(sid, |s| {
-            s.name = t;
-            s.user_set_name = true;
-        })
-        .map_err(store_error)?;
-    done.ok_or_else(|| session_not_found(sid))?;
+    let title = agent.app.rename_session(sid, str_param(p, "title")?).map_err(|e| agent_error(e, sid))?;
     agent.conn.update(
         sid,
         json!({ "sessionUpdate": "session_info_update", "title": title, "_meta": { "userSetName": true } }),
@@ -294,7 +278,7 @@ fn rename(agent: &Agent, p: &Value) -> Reply {
 }
 
 fn config_extensions(agent: &Agent) -> Reply {
-    let ex = agent.app.store.extensions().map_err(store_error)?;
+    let ex = agent.app.config_extensions().map_err(|e| agent_error(e, ""))?;
     let mut warnings = ex.warnings;
     let mut list = Vec::new();
     for e in &ex.entries {
@@ -312,16 +296,16 @@ fn config_extensions(agent: &Agent) -> Reply {
 
 fn add_config_extension(agent: &Agent, p: &Value) -> Reply {
     let config = from_goose_extension(p.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)?;
-    agent
-        .app
-        .policy_check(&config, InstallSource::ConfigApi)
-        .map_err(|e| invalid_params(format!("extension {}: {e}", config.name())))?;
-    let unresolved = agent.app.unresolved_secrets(&config);
-    let enabled = p.get("enabled").and_then(Value::as_bool).unwrap_or(false) && unresolved.is_empty();
-    if !unresolved.is_empty() {
-        log::info!("extension {} saved disabled: {}", config.name(), unresolved.explain());
+    let enabled = p.get("enabled").and_then(Value::as_bool).unwrap_or(false);
+    // The same rules as `/config/extensions` (`agent::config_ops`).
+    let name = config.name().to_string();
+    let saved = agent.app.save_config_extension(config, enabled).map_err(|e| match e {
+        gosling_agent::Error::Refused(e) => invalid_params(format!("extension {name}: {e}")),
+        e => agent_error(e, ""),
+    })?;
+    if !saved.unresolved.is_empty() {
+        log::info!("acp: config/extensions/add: saved switched off: {}", saved.unresolved.explain());
     }
-    agent.app.store.upsert_extension(&ExtensionEntry { enabled, config }).map_err(store_error)?;
     Ok(json!({}))
 }
 
@@ -329,26 +313,18 @@ fn set_enabled(agent: &Agent, p: &Value) -> Reply {
     let key = name_to_key(str_param(p, "configKey")?);
     let enabled =
         p.get("enabled").and_then(Value::as_bool).ok_or_else(|| invalid_params("`enabled` must be true or false"))?;
-    let mut entry = agent
-        .app
-        .store
-        .extension(&key)
-        .map_err(store_error)?
-        .ok_or_else(|| invalid_params(format!("no configured extension has the key {key:?}")))?;
-    if enabled {
-        let unresolved = agent.app.unresolved_secrets(&entry.config);
-        if !unresolved.is_empty() {
-            return Err(invalid_params(format!("extension {key} cannot be enabled: {}", unresolved.explain())));
+    agent.app.enable_config_extension(&key, enabled).map_err(|e| match e {
+        e @ gosling_agent::Error::MissingSecrets { .. } => {
+            invalid_params(format!("extension {key} cannot be enabled: {e}"))
         }
-    }
-    entry.enabled = enabled;
-    agent.app.store.upsert_extension(&entry).map_err(store_error)?;
+        e => agent_error(e, ""),
+    })?;
     Ok(json!({}))
 }
 
 fn tools(agent: &Agent, p: &Value) -> Reply {
     let sid = str_param(p, "sessionId")?;
-    let rt = agent.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
+    let rt = agent.app.runtime(sid).map_err(|e| agent_error(e, sid))?;
     let filter = p.get("extensionName").and_then(Value::as_str).filter(|e| !e.is_empty()).map(runtime_key);
     let stored = permissions(agent);
     let default = agent.app.tool_permission_default(sid);
@@ -370,8 +346,8 @@ fn tools(agent: &Agent, p: &Value) -> Reply {
 }
 
 fn permissions(agent: &Agent) -> Map<String, Value> {
-    match agent.app.store.get(TOOL_PERMISSIONS) {
-        Ok(Some(Value::Object(m))) => m,
+    match agent.app.config_value(TOOL_PERMISSIONS) {
+        Some(Value::Object(m)) => m,
         _ => Map::new(),
     }
 }
@@ -413,7 +389,7 @@ fn preferences(agent: &Agent, p: &Value) -> Reply {
     };
     let values: Vec<Value> = keys
         .iter()
-        .map(|k| json!({ "key": k, "value": agent.app.store.get(&format!("preferences.{k}")).ok().flatten() }))
+        .map(|k| json!({ "key": k, "value": agent.app.config_value(&format!("preferences.{k}")) }))
         .collect();
     Ok(json!({ "values": values }))
 }

@@ -4,26 +4,27 @@
 
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
+use crate::protocol::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crate::updates::{self, Live};
-use crate::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
 use gosling_agent::events::{ChannelSink, Event};
+use gosling_agent::extension_set::{Origin, StoredExtension};
 use gosling_agent::host::Host;
 use gosling_agent::messages as msg;
+use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, SessionQuery, Wait};
+use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
-use gosling_agent::{session_extensions, store_extensions};
-use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
 use gosling_extensions::policy::InstallSource;
-use gosling_extensions::runtime::SessionRuntime;
+use gosling_extensions::runtime::{LoadResult, ToolDelegate};
 use gosling_store::sessions::Session;
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{ErrorObject, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use gosling_wire::peer::{self, Busy, Responder};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -96,22 +97,35 @@ pub(crate) fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObjec
     p.get(k).and_then(Value::as_str).ok_or_else(|| invalid_params(format!("missing the string parameter `{k}`")))
 }
 
-/// An error of the core's session operations (`agent::history`), as ACP says it.
-pub(crate) fn agent_error(e: gosling_agent::Error) -> ErrorObject {
-    use gosling_agent::Error;
-    match e {
-        Error::SessionNotFound(id) => session_not_found(&id),
-        Error::Busy(_) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
-        Error::Store(e) | Error::SaveMessage(e) => store_error(e),
-        e => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
-    }
-}
-
 pub(crate) fn session_not_found(id: &str) -> ErrorObject {
     ErrorObject::new(
         RESOURCE_NOT_FOUND,
         format!("Session {id} not found; create one with session/new or open it with session/load"),
     )
+}
+
+/// A session operation's failure (`agent::ops`) as ACP's error; `sid` names the session.
+pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
+    use gosling_agent::Error as E;
+    match e {
+        E::SessionNotFound(id) | E::NoAgent(id) => session_not_found(if id.is_empty() { sid } else { &id }),
+        // The editor shows auth errors as "log in": here, set the provider variables.
+        E::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
+        E::SaveMessage(e) | E::Store(e) => store_error(e),
+        e @ (E::BadKey(_)
+        | E::UnknownMode(_)
+        | E::MissingSecrets { .. }
+        | E::Refused(_)
+        | E::BadName(_)
+        | E::UnknownProvider(_)
+        | E::NoModel
+        | E::NotConfigured(_)) => invalid_params(e.to_string()),
+        // The session is answering a prompt sent through the HTTP API meanwhile.
+        e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+        e @ (E::OutOfTurns(_) | E::NotStarted { .. } | E::Extensions(_)) => {
+            ErrorObject::new(INTERNAL_ERROR, e.to_string())
+        }
+    }
 }
 
 /// An ACP McpServer as a goose extension config: stdio (no `type`, or `stdio`) and `http`
@@ -151,10 +165,6 @@ pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
     let c = ExtensionConfig::from_value(v).map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
     c.validate().map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
     Ok(c)
-}
-
-fn to_values(configs: &[ExtensionConfig]) -> Vec<Value> {
-    configs.iter().filter_map(|c| serde_json::to_value(c).ok()).collect()
 }
 
 /// What waits for a prompt's answer to be written (the model's title of the session).
@@ -319,14 +329,26 @@ impl Agent {
 
     pub fn notification(&self, method: &str, params: Value) {
         match method {
-            "session/cancel" => self.cancel_prompt(params.get("sessionId").and_then(Value::as_str).unwrap_or("")),
+            "session/cancel" => {
+                let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("").to_string();
+                self.cancel_prompt(&sid);
+                // A turn another front end runs in the session (the HTTP API's) stops too; off
+                // the reader thread, since a bus request is given a moment to wind down.
+                let app = self.app.clone();
+                let spawned =
+                    std::thread::Builder::new().name("acp-cancel".into()).spawn(move || app.cancel_turn(&sid));
+                if let Err(e) = spawned {
+                    log::warn!("acp: cannot start a thread to cancel: {e}");
+                }
+            }
             other => log::debug!("acp: ignoring the notification {other}"),
         }
     }
 
-    /// Stops the prompt running in session `sid`: it answers `cancelled` (`session/cancel`, or
-    /// `$/cancel_request` naming the prompt's request).
-    fn cancel_prompt(&self, sid: &str) {
+    /// Stops the prompt this connection runs in session `sid` (only its own: the connection's
+    /// end, unlike `session/cancel`, leaves a turn another front end runs alone): it answers
+    /// `cancelled` (`session/cancel`, `$/cancel_request` naming the prompt's request, the end).
+    pub fn cancel_prompt(&self, sid: &str) {
         let open = lock(&self.open).get(sid).cloned();
         match open.and_then(|o| {
             lock(&o.running).as_mut().map(|r| {
@@ -413,14 +435,7 @@ impl Agent {
 
     fn set_mode(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
-        let mode = str_param(p, "modeId")?;
-        if Mode::parse(mode).is_none() {
-            return Err(invalid_params(format!("unknown mode {mode:?}; use auto, approve, smart_approve or chat")));
-        }
-        let done =
-            self.app.sessions.update_meta(sid, |s| s.goose_mode = Some(mode.to_string())).map_err(store_error)?;
-        done.ok_or_else(|| session_not_found(sid))?;
-        log::info!("acp: session {sid}: mode {mode}");
+        self.app.set_mode(sid, str_param(p, "modeId")?).map_err(|e| agent_error(e, sid))?;
         Ok(json!({}))
     }
 
@@ -438,13 +453,9 @@ impl Agent {
     }
 
     fn check_policy(&self, c: &ExtensionConfig) -> Result<(), ErrorObject> {
-        match self.app.policy.check(c, InstallSource::AddExtension) {
-            Ok(warnings) => {
-                warnings.iter().for_each(|w| log::warn!("{w}"));
-                Ok(())
-            }
-            Err(e) => Err(invalid_params(format!("extension {}: {e}", c.name()))),
-        }
+        self.app
+            .policy_check(c, InstallSource::AddExtension)
+            .map_err(|e| invalid_params(format!("extension {}: {e}", c.name())))
     }
 
     fn cwd(p: &Value) -> Result<String, ErrorObject> {
@@ -455,35 +466,37 @@ impl Agent {
             .map_err(|e| invalid_params(format!("cwd: {e}")))
     }
 
-    /// Starts the session's extensions (replacing a runtime it already had), with the
-    /// editor's file system for the developer builtin when the client offers it.
-    fn start_runtime(&self, sid: &str, cwd: &str, configs: Vec<ExtensionConfig>) -> Vec<Value> {
-        let rt = SessionRuntime::new(sid, PathBuf::from(cwd), self.app.runtime_deps.clone());
+    /// The developer builtin's files through the editor's file system, when the client offers it.
+    fn delegate(&self, cwd: &str) -> Option<DelegateFor> {
         let caps = *lock(&self.fs);
-        if caps.read {
-            match EditorFs::new(self.conn.clone(), sid, Path::new(cwd), caps) {
-                Ok(efs) => rt.set_delegate(Some(Arc::new(move |c: &ExtensionConfig, t: &str, a: Option<&Value>| {
-                    efs.call(c, t, a)
-                }))),
-                Err(e) => log::warn!("acp: session {sid}: the editor's file system is not used: {e}"),
+        if !caps.read {
+            return None;
+        }
+        let (conn, cwd) = (self.conn.clone(), PathBuf::from(cwd));
+        Some(Box::new(move |sid: &str| match EditorFs::new(conn, sid, &cwd, caps) {
+            Ok(efs) => {
+                let d: ToolDelegate =
+                    Arc::new(move |c: &ExtensionConfig, t: &str, a: Option<&Value>| efs.call(c, t, a));
+                Some(d)
             }
-        }
-        let mut results = Vec::new();
-        for r in rt.load_all(configs) {
-            match &r.error {
-                Some(e) => {
-                    log::warn!("acp: session {sid}: extension {} did not start: {e}", r.name);
-                    results.push(json!({ "name": r.name, "success": false, "error": e.to_string() }));
-                }
-                None => results.push(json!({ "name": r.name, "success": true })),
+            Err(e) => {
+                log::warn!("acp: session {sid}: the editor's file system is not used: {e}");
+                None
             }
-        }
-        if let Some(old) = self.app.agents.insert(rt) {
-            old.shutdown();
-        }
+        }))
+    }
+
+    /// The session is open on this connection; goose's `extensionResults` of its start.
+    fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<Value> {
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None) });
         lock(&self.open).insert(sid.to_string(), open);
         results
+            .iter()
+            .map(|r| match &r.error {
+                Some(e) => json!({ "name": r.name, "success": false, "error": e }),
+                None => json!({ "name": r.name, "success": true }),
+            })
+            .collect()
     }
 
     /// goose's `_meta.enabledExtensions` of `session/new` (Goose Desktop's choice for the
@@ -507,32 +520,35 @@ impl Agent {
         let client = self.client_servers(p)?;
         let chosen = self.meta_extensions(p)?;
         let keys: HashSet<String> = client.iter().map(|c| runtime_key(c.name())).collect();
-        let mut configs: Vec<ExtensionConfig> = self
-            .app
-            .store
-            .extensions()
-            .map_err(store_error)?
-            .entries
-            .into_iter()
-            .filter(|e| e.enabled && !keys.contains(&runtime_key(e.config.name())))
-            .map(|e| e.config)
-            .collect();
-        if let Some(chosen) = chosen {
+        let error = |e| agent_error(e, "");
+        let mut set = match chosen {
             // The client's list replaces the enabled set (Desktop resolves it from the config).
-            configs = chosen.into_iter().filter(|c| !keys.contains(&runtime_key(c.name()))).collect();
-        }
-        for name in &self.app.config.with_builtins {
-            if !configs.iter().chain(&client).any(|c| runtime_key(c.name()) == runtime_key(name)) {
+            Some(chosen) => self.app.chosen_extensions(chosen).map_err(error)?,
+            None => self.app.enabled_extensions().map_err(error)?,
+        };
+        set.retain(|e| !keys.contains(&runtime_key(e.config.name())));
+        let mut own = client;
+        for name in &self.app.config().with_builtins {
+            if !set.iter().map(|e| &e.config).chain(&own).any(|c| runtime_key(c.name()) == runtime_key(name)) {
                 let v = json!({ "type": "builtin", "name": name, "description": "", "timeout": 300 });
-                configs.extend(ExtensionConfig::from_value(v).ok());
+                own.extend(ExtensionConfig::from_value(v).ok());
             }
         }
-        for c in &configs {
-            self.check_policy(c)?;
-        }
-        configs.extend(client);
-        let session = self.app.sessions.create(&cwd, to_values(&configs)).map_err(store_error)?;
-        let results = self.start_runtime(&session.id, &cwd, configs);
+        set.extend(own.into_iter().map(|config| StoredExtension { config, origin: Origin::Session }));
+        let new = NewSession {
+            working_dir: cwd.clone(),
+            extensions: set,
+            source: InstallSource::AddExtension,
+            recipe: None,
+            wait: Wait::Started,
+            delegate: self.delegate(&cwd),
+        };
+        let started = self.app.start_session(new).map_err(|e| match e {
+            gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
+            e => agent_error(e, ""),
+        })?;
+        let session = started.session;
+        let results = self.opened(&session.id, &cwd, &started.results);
         log::info!("acp: session {} started in {cwd}", session.id);
         Ok(json!({
             "sessionId": session.id,
@@ -589,21 +605,18 @@ impl Agent {
             .get("value")
             .and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_bool().map(|b| b.to_string())))
             .ok_or_else(|| invalid_params("`value` must be the chosen option's value"))?;
-        let change: Box<dyn FnOnce(&mut Session)> = match id {
+        match id {
             "provider" => {
-                let provider = gosling_llm::canonical_provider(&value).ok_or_else(|| {
-                    invalid_params(format!(
-                        "provider {value:?} is not supported by gosling; use openai, anthropic or ollama"
-                    ))
-                })?;
-                Box::new(move |s| s.provider_name = Some(provider.to_string()))
+                let choice = ModelChoice { provider: Some(value), ..Default::default() };
+                self.app.set_model(sid, choice).map_err(|e| agent_error(e, sid))?;
             }
             "model" if !value.trim().is_empty() => {
-                Box::new(move |s| s.model_config = Some(json!({ "model_name": value.trim() })))
+                let choice = ModelChoice { model: Some(value), ..Default::default() };
+                self.app.set_model(sid, choice).map_err(|e| agent_error(e, sid))?;
             }
-            "thinking_effort" if EFFORTS.contains(&value.as_str()) => Box::new(move |s| {
-                s.extra.insert(THINKING_EFFORT.into(), json!(value));
-            }),
+            "thinking_effort" if EFFORTS.contains(&value.as_str()) => {
+                self.app.set_session_value(sid, THINKING_EFFORT, json!(value)).map_err(|e| agent_error(e, sid))?;
+            }
             "model" | "thinking_effort" => {
                 return Err(invalid_params(format!(
                     "{id}: {value:?} is not an option; see the session's configOptions"
@@ -614,12 +627,8 @@ impl Agent {
                     "unknown config option {other:?}; gosling has provider, model and thinking_effort"
                 )))
             }
-        };
-        let options = self.app.sessions.update_meta(sid, move |s| {
-            change(s);
-            self.config_options(s)
-        });
-        let options = options.map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
+        }
+        let options = self.config_options(&self.app.session_meta(sid).map_err(|e| agent_error(e, sid))?);
         self.conn.update(sid, json!({ "sessionUpdate": "config_option_update", "configOptions": options }));
         Ok(json!({ "configOptions": options }))
     }
@@ -634,8 +643,7 @@ impl Agent {
             .flatten()
             .filter_map(Value::as_str)
             .collect();
-        let query =
-            p.pointer("/_meta/query").and_then(Value::as_str).map(str::to_lowercase).filter(|q| !q.trim().is_empty());
+        let query = p.pointer("/_meta/query").and_then(Value::as_str);
         let cwd = p.get("cwd").and_then(Value::as_str);
         let start = match p.get("cursor") {
             None | Some(Value::Null) => 0,
@@ -644,20 +652,8 @@ impl Agent {
                 .and_then(|c| c.parse::<usize>().ok())
                 .ok_or_else(|| invalid_params("`cursor` must be a nextCursor this agent returned"))?,
         };
-        let mut all = self.app.sessions.list().map_err(store_error)?;
-        all.retain(|s| {
-            (types.is_empty() || types.contains(&s.session_type.as_str())) && cwd.is_none_or(|c| s.working_dir == c)
-        });
-        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
-        let mut searched = None;
-        if let Some(q) = &query {
-            // A title that holds the query, or (newest first, within the budget) a message.
-            let named = |s: &Session| s.name.to_lowercase().contains(q.as_str());
-            let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id.as_str()).collect();
-            let found = gosling_store::search::sessions_saying(&self.app.sessions, &others, q, SEARCH_BUDGET);
-            all.retain(|s| named(s) || found.ids.contains(&s.id));
-            searched = Some(found.complete);
-        }
+        let asked = SessionQuery { types, working_dir: cwd, query, budget: SEARCH_BUDGET };
+        let (all, searched) = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
         let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
         let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
         let mut answer = json!({ "sessions": page, "nextCursor": next });
@@ -672,21 +668,18 @@ impl Agent {
     fn delete(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
         self.release(sid);
-        if gosling_agent::delete_session(&self.app, sid).map_err(store_error)? {
-            Ok(json!({}))
-        } else {
-            Err(session_not_found(sid))
-        }
+        self.app.delete_session(sid).map_err(|e| agent_error(e, sid))?;
+        Ok(json!({}))
     }
 
     /// `session/close`: the session stays stored; its prompt is cancelled and its extensions stop.
     fn close(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
         self.release(sid);
-        if let Some(rt) = self.app.agents.remove(sid) {
-            rt.shutdown();
+        match self.app.stop_session(sid) {
+            Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(json!({})),
+            Err(e) => Err(agent_error(e, sid)),
         }
-        Ok(json!({}))
     }
 
     /// Cancels a running prompt of `sid` on this connection and forgets the session here.
@@ -699,52 +692,37 @@ impl Agent {
         }
     }
 
-    /// Adds an extension to a live session, as `/agent/add_extension` does: the trust policy,
-    /// its secrets present, started in the session's runtime, kept in its extension set.
+    /// Adds an extension to a live session (`agent::ops`, as `/agent/add_extension`), with the
+    /// same words for the same failures.
     pub(crate) fn add_session_extension(&self, sid: &str, config: ExtensionConfig) -> Result<(), ErrorObject> {
-        self.check_policy(&config)?;
-        let unresolved = self.app.unresolved_secrets(&config);
-        if !unresolved.is_empty() {
-            return Err(invalid_params(format!("extension {}: {}", config.name(), unresolved.explain())));
-        }
-        let rt = self.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
-        rt.wait_loaded();
-        rt.add(config.clone())
-            .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("extension {} did not start: {e}", config.name())))?;
-        gosling_agent::keep_session_extension(&self.app.sessions, sid, config.name(), Some(&config))
-            .map_err(store_error)?
-            .ok_or_else(|| session_not_found(sid))
+        self.app.add_extension(sid, config).map_err(|e| match e {
+            gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
+            e @ gosling_agent::Error::MissingSecrets { .. } => invalid_params(format!("Failed to add extension: {e}")),
+            e @ gosling_agent::Error::NotStarted { .. } => {
+                ErrorObject::new(INTERNAL_ERROR, format!("Failed to add extension: {e}"))
+            }
+            e => agent_error(e, sid),
+        })
     }
 
     pub(crate) fn remove_session_extension(&self, sid: &str, name: &str) -> Result<(), ErrorObject> {
-        let rt = self.app.agents.get(sid).ok_or_else(|| session_not_found(sid))?;
-        rt.wait_loaded();
-        rt.remove(name);
-        gosling_agent::keep_session_extension(&self.app.sessions, sid, name, None)
-            .map_err(store_error)?
-            .ok_or_else(|| session_not_found(sid))
+        self.app.remove_extension(sid, name).map_err(|e| agent_error(e, sid))
     }
 
+    /// `session/load`: the stored session opened here (its extension set as the person left it,
+    /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
     fn load(&self, p: &Value) -> Reply {
         let sid = str_param(p, "sessionId")?;
         let cwd = Self::cwd(p)?;
         let client = self.client_servers(p)?;
-        let mut session = self.app.sessions.get(sid).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-        let mut configs = session_extensions(&session);
-        let known: HashSet<String> = configs.iter().map(|c| runtime_key(c.name())).collect();
-        let added: Vec<ExtensionConfig> =
-            client.into_iter().filter(|c| !known.contains(&runtime_key(c.name()))).collect();
-        if !added.is_empty() || session.working_dir != cwd {
-            configs.extend(added);
-            let values = to_values(&configs);
-            let change = |s: &mut Session| {
-                s.working_dir = cwd.clone();
-                store_extensions(s, values.clone());
-            };
-            self.app.sessions.update_meta(sid, change).map_err(store_error)?.ok_or_else(|| session_not_found(sid))?;
-            change(&mut session);
-        }
-        let results = self.start_runtime(sid, &cwd, configs);
+        let open =
+            OpenSession { working_dir: Some(cwd.clone()), added: client, restart: true, delegate: self.delegate(&cwd) };
+        let opened = self.app.open_session(sid, open).map_err(|e| match e {
+            gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
+            e => agent_error(e, sid),
+        })?;
+        let session = opened.session;
+        let results = self.opened(sid, &cwd, &opened.results);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
             self.conn.update(sid, u);
         }
@@ -769,7 +747,7 @@ impl Agent {
                 invalid_params("`_meta.conversationBefore` must be a whole number: the `created` time (unix seconds) of the first message to leave out")
             })?),
         };
-        let new = gosling_agent::history::fork(&self.app, sid, before, &cwd).map_err(agent_error)?;
+        let new = gosling_agent::history::fork(&self.app, sid, before, &cwd).map_err(|e| agent_error(e, sid))?;
         let servers = p.get("mcpServers").cloned().unwrap_or_else(|| json!([]));
         let mut answer = self.load(&json!({ "sessionId": new.id, "cwd": cwd, "mcpServers": servers }))?;
         answer["sessionId"] = json!(new.id);
@@ -790,8 +768,8 @@ impl Agent {
         let sid = str_param(p, "sessionId")?;
         let open = lock(&self.open).get(sid).cloned();
         let Some(open) = open else {
-            return Err(match self.app.sessions.get_meta(sid) {
-                Ok(Some(_)) => ErrorObject::new(
+            return Err(match self.app.session_meta(sid) {
+                Ok(_) => ErrorObject::new(
                     RESOURCE_NOT_FOUND,
                     format!("session {sid} is not open in this connection; open it with session/load first"),
                 ),
@@ -815,16 +793,7 @@ impl Agent {
     /// The turn for a new user message, prepared exactly as `/reply` prepares it (the message
     /// is saved before the turn starts).
     fn prepare_turn(&self, sid: &str, user_message: gosling_store::message::Message) -> Result<Turn, ErrorObject> {
-        use gosling_agent::Error;
-        Turn::prepare(&self.app, sid, user_message, None).map_err(|e| match e {
-            Error::SessionNotFound(_) | Error::NoAgent(_) => session_not_found(sid),
-            // The editor shows auth errors as "log in": here, set the provider variables.
-            Error::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
-            Error::SaveMessage(e) | Error::Store(e) => store_error(e),
-            e @ (Error::OutOfTurns(_) | Error::BadKey(_)) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
-            // The session is answering a prompt sent through the HTTP API meanwhile.
-            e @ (Error::Busy(_) | Error::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
-        })
+        Turn::prepare(&self.app, sid, user_message, None).map_err(|e| agent_error(e, sid))
     }
 
     /// Runs one turn and streams it as `session/update`s; answers the stop reason. `cancel`: the
@@ -833,7 +802,7 @@ impl Agent {
     fn prompt(
         &self,
         sid: &str,
-        open: &Open,
+        open: &Arc<Open>,
         p: &Value,
         (cancel, asked): (Receiver<()>, &peer::Cancel),
         cancelled: &AtomicBool,
@@ -871,12 +840,23 @@ impl Agent {
         // The turn is the session's, not this connection's: `/sessions/{id}/events` followers
         // (the web page, Desktop 1.34) see it too.
         let request_id = format!("acp-{}", gosling_util::random_hex(8));
-        let sink = gosling_agent::also_on_bus(&self.app, sid, &request_id, Arc::new(ChannelSink(tx)));
-        let elicitations = self.app.elicitations.clone();
-        let turn_cancel = cancel.clone();
+        // Any front end may stop it (`/sessions/{id}/cancel` naming this request or none).
+        let own = open.clone();
+        let _cancel = self.app.on_cancel(
+            sid,
+            &request_id,
+            Box::new(move || {
+                if let Some(r) = lock(&own.running).as_mut() {
+                    r.cancelled.store(true, Ordering::SeqCst);
+                    r.cancel.take();
+                }
+            }),
+        );
+        let sink = self.app.also_on_bus(sid, &request_id, Arc::new(ChannelSink(tx)));
+        let (host, turn_cancel) = (self.app.clone(), cancel.clone());
         let handle = std::thread::Builder::new()
             .name("acp-turn".into())
-            .spawn(move || turn.run(sink, turn_cancel, &elicitations))
+            .spawn(move || host.run_turn(turn, sink, turn_cancel))
             .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
         let mut error = None;
         // The model's text so far, for a plan written as a task list; each new plan is sent.
@@ -945,7 +925,7 @@ impl Agent {
                             }
                             Live::Elicitation { id, message, schema } => {
                                 let answer = self.elicit(sid, &message, &schema, &cancel);
-                                self.app.elicitations.answer(&id, answer);
+                                self.app.answer_elicitation(&id, answer);
                             }
                         }
                     }
@@ -992,7 +972,7 @@ impl Agent {
         if !self.custom_notifications.load(Ordering::SeqCst) {
             return;
         }
-        let s = self.app.sessions.get_meta(sid).ok().flatten();
+        let s = self.app.session_meta(sid).ok();
         let model = s
             .as_ref()
             .and_then(|s| s.model_config.as_ref()?.get("model_name")?.as_str().map(str::to_string))
@@ -1043,8 +1023,8 @@ impl Agent {
     /// waiting turn. "Always" is remembered for the session by the turn loop
     /// (`reply::Confirmations`), whichever front end asks next.
     fn ask(&self, sid: &str, open: &Open, id: &str, tool: &str, args: &Value, cancel: &Receiver<()>) {
-        let allow = |action: &str| {
-            if !self.app.confirmations.answer(id, action) {
+        let allow = |action: Decision| {
+            if !self.app.confirm_tool(id, action) {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
@@ -1065,25 +1045,25 @@ impl Agent {
                 v.pointer("/outcome/outcome").and_then(Value::as_str),
                 v.pointer("/outcome/optionId").and_then(Value::as_str),
             ) {
-                (Some("selected"), Some("allow_once")) => "allow_once",
-                (Some("selected"), Some("allow_always")) => "always_allow",
-                (Some("selected"), Some("reject_once")) => "deny_once",
-                (Some("selected"), Some("reject_always")) => "always_deny",
-                (Some("cancelled"), _) => "cancel",
+                (Some("selected"), Some("allow_once")) => Decision::AllowOnce,
+                (Some("selected"), Some("allow_always")) => Decision::AlwaysAllow,
+                (Some("selected"), Some("reject_once")) => Decision::DenyOnce,
+                (Some("selected"), Some("reject_always")) => Decision::AlwaysDeny,
+                (Some("cancelled"), _) => Decision::Cancel,
                 other => {
                     log::warn!(
                         "acp: session {sid}: unexpected permission outcome {other:?}; the tool call is declined"
                     );
-                    "deny_once"
+                    Decision::DenyOnce
                 }
             },
             Err(CallError::Cancelled { .. }) => return,
             Err(e) => {
                 log::warn!("acp: session {sid}: {e}; the tool call is declined");
-                "deny_once"
+                Decision::DenyOnce
             }
         };
-        if matches!(action, "allow_once" | "always_allow") {
+        if matches!(action, Decision::AllowOnce | Decision::AlwaysAllow) {
             self.conn.update(sid, updates::tool_status(id, "in_progress"));
         }
         allow(action)

@@ -1,4 +1,4 @@
-//! The transports of an ACP connection. One connection code (`Conn` writing, `super::serve`
+//! The transports of an ACP connection. One connection code (`Conn` writing, [`serve`]
 //! reading and dispatching, `session::Agent` answering) runs over either:
 //!
 //! - stdio (`gosling acp`): one JSON-RPC message per line, [`LineWriter`] and [`LineReader`];
@@ -10,10 +10,14 @@
 //! (only its first bytes are kept, for the request id) and reported as [`Inbound::TooLong`],
 //! which the reader loop answers with a JSON-RPC error.
 
+use crate::conn::Conn;
+use crate::error::Error;
+use crate::{goose, session};
 use crossbeam_channel::Receiver;
 use gosling_agent::host::Host;
 use gosling_util::lock;
-use gosling_wire::jsonrpc::{self, Id};
+use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message};
+use serde_json::Value;
 use std::io::{self, BufRead, Write};
 use std::sync::{Arc, Mutex};
 
@@ -135,17 +139,71 @@ impl<R: BufRead> Inbox for LineReader<R> {
 /// connection started are cancelled (as `session/cancel` would) and requests waiting on it
 /// fail; the host and its extensions stay up for the next connection.
 pub fn serve_connection(host: Arc<Host>, outbound: Box<dyn Outbound>, mut inbox: impl Inbox) {
-    let conn = Arc::new(super::conn::Conn::with_outbound(outbound));
-    let agent = Arc::new(super::session::Agent::new(host, conn.clone(), super::goose::call));
+    let conn = Arc::new(Conn::with_outbound(outbound));
+    let agent = Arc::new(session::Agent::new(host, conn.clone(), goose::call));
     let mut prompted = std::collections::HashSet::new();
     let mut watch = Watch { inner: &mut inbox, prompted: &mut prompted };
-    if let Err(e) = super::serve(&agent, &conn, &mut watch) {
+    if let Err(e) = serve(&agent, &conn, &mut watch) {
         log::info!("acp: connection ended: {e}");
     }
     conn.close();
     for sid in prompted {
-        agent.notification("session/cancel", serde_json::json!({ "sessionId": sid }));
+        agent.cancel_prompt(&sid);
     }
+}
+
+/// Reads messages until the transport ends; every bad message gets an error answer and the
+/// loop goes on. The same loop serves stdio and each WebSocket (`transport.rs`).
+pub(crate) fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, input: &mut dyn Inbox) -> Result<(), Error> {
+    loop {
+        // wait: the editor's stdin or the WebSocket's reader; ends when the client goes
+        let line = match input.next().map_err(Error::Io)? {
+            None => {
+                log::info!("acp: the client closed the connection; stopping");
+                return Ok(());
+            }
+            Some(Inbound::TooLong { id, limit }) => {
+                log::warn!("acp: skipped a message longer than {limit} bytes (id {id:?})");
+                let e = ErrorObject::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!("message longer than {limit} bytes; send smaller prompts"),
+                );
+                conn.send(&Message::Error { id, error: e });
+                continue;
+            }
+            Some(Inbound::Message(m)) => m,
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        log::trace!("acp recv: {}", String::from_utf8_lossy(&line));
+        if line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            log::warn!("acp: refused a JSON-RPC batch");
+            let e = ErrorObject::new(
+                jsonrpc::INVALID_REQUEST,
+                "JSON-RPC batches are not supported; send one message per line (stdio) or per WebSocket text frame",
+            );
+            conn.send(&Message::Error { id: None, error: e });
+            continue;
+        }
+        match Message::parse(&line) {
+            Ok(m) => conn.receive(m, agent),
+            Err(e) => {
+                log::warn!("acp: {e}");
+                let (code, id) = match &e {
+                    gosling_wire::Error::NotJson(_) => (jsonrpc::PARSE_ERROR, None),
+                    _ => (jsonrpc::INVALID_REQUEST, id_of(&line)),
+                };
+                conn.send(&Message::Error { id, error: ErrorObject::new(code, e.to_string()) });
+            }
+        }
+    }
+}
+
+/// The id of a message that is JSON but not valid JSON-RPC, when it has a usable one.
+fn id_of(line: &[u8]) -> Option<Id> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    Id::from_value(v.get("id")?)
 }
 
 /// Notes the sessions a connection prompted, to cancel their turns when it ends.

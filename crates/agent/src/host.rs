@@ -1,11 +1,11 @@
 //! What every front end (http, acp) shares: process config, the trust policy, the stores, the
 //! live session runtimes and the plumbing of running turns. Built once at start.
 
+use crate::agents::{Agents, Cancels};
 use crate::bus::Buses;
 use crate::elicit::Elicitations;
 use crate::permissions::{Confirmations, Mode};
 use crate::sampling::Sampling;
-use crate::Agents;
 use gosling_config::Config;
 use gosling_extensions::config::{ExtensionConfig, Unresolved};
 use gosling_extensions::policy::{InstallSource, Policy};
@@ -16,18 +16,22 @@ use gosling_store::sessions::SessionStore;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Its state is the core's: the front ends reach the stores, runtimes and buses only through
+/// the operations (`ops`, `config_ops`, `settings`).
 pub struct Host {
-    pub config: Config,
+    pub(crate) config: Config,
     /// Built once at start (fetching GOOSE_ALLOWLIST once).
-    pub policy: Policy,
-    pub store: Arc<ConfigStore>,
-    pub sessions: Arc<SessionStore>,
-    pub confirmations: Arc<Confirmations>,
-    pub elicitations: Arc<Elicitations>,
+    pub(crate) policy: Policy,
+    pub(crate) store: Arc<ConfigStore>,
+    pub(crate) sessions: Arc<SessionStore>,
+    pub(crate) confirmations: Arc<Confirmations>,
+    pub(crate) elicitations: Arc<Elicitations>,
     /// The event bus of each session that has a follower or a request.
-    pub buses: Buses,
-    pub agents: Agents,
-    pub runtime_deps: Arc<Deps>,
+    pub(crate) buses: Buses,
+    pub(crate) agents: Agents,
+    /// The cancels of turns run outside the buses (ACP's prompts).
+    pub(crate) cancels: Arc<Cancels>,
+    pub(crate) runtime_deps: Arc<Deps>,
 }
 
 impl Host {
@@ -78,6 +82,7 @@ impl Host {
             elicitations,
             buses: Default::default(),
             agents: Agents::default(),
+            cancels: Arc::default(),
             runtime_deps,
         }
     }

@@ -45,6 +45,38 @@ impl Mode {
     }
 }
 
+/// The person's answer to a tool confirmation: goose's actions (`/action_required/tool_response`
+/// and `/confirm`), ACP's permission options, the web page's buttons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    AllowOnce,
+    /// Allowed, and the tool runs without asking again in this session.
+    AlwaysAllow,
+    DenyOnce,
+    /// Declined, and the tool is declined without asking again in this session.
+    AlwaysDeny,
+    Cancel,
+}
+
+impl Decision {
+    const NAMES: [(Decision, &'static str); 5] = [
+        (Decision::AllowOnce, "allow_once"),
+        (Decision::AlwaysAllow, "always_allow"),
+        (Decision::DenyOnce, "deny_once"),
+        (Decision::AlwaysDeny, "always_deny"),
+        (Decision::Cancel, "cancel"),
+    ];
+
+    /// goose's action name (`always_allow`), as the turn loop reads it.
+    pub fn parse(s: &str) -> Option<Decision> {
+        Decision::NAMES.iter().find(|(_, name)| *name == s).map(|(d, _)| *d)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        Decision::NAMES.iter().find(|(d, _)| *d == self).map_or("cancel", |(_, name)| name)
+    }
+}
+
 /// Tool confirmations awaited by running turns, keyed by tool request id.
 #[derive(Default)]
 pub struct Confirmations {

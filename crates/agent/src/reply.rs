@@ -47,7 +47,7 @@ pub struct Turn {
     /// The conversation before this turn (already including the new user message).
     pub conversation: Vec<Message>,
     /// Keeps other turns out of this session while this one lives.
-    _running: crate::TurnGuard,
+    _running: crate::agents::TurnGuard,
     /// The name this turn gave the session from its first message, and the session's
     /// `updated_at` then (for front ends that announce titles: ACP).
     pub titled: Option<(String, String)>,
@@ -130,8 +130,8 @@ impl Turn {
         session_id: &str,
         user_message: Message,
         override_conversation: Option<Vec<Message>>,
-    ) -> Result<Turn, crate::Error> {
-        use crate::Error;
+    ) -> Result<Turn, crate::error::Error> {
+        use crate::error::Error;
         let setting = |k: &str| host.setting(k);
         let session = host
             .sessions

@@ -3,8 +3,8 @@
 //! never read back (only that it is set); a `GOOSE_*` setting in the environment wins over
 //! the store, as in a turn; `extensions` is managed through the extension calls only.
 
+use crate::error::Error;
 use crate::host::Host;
-use crate::Error;
 use gosling_store::atomic;
 use serde_json::Value;
 

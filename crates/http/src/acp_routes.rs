@@ -49,7 +49,7 @@ pub fn get(app: &Arc<App>, req: &Request) -> Result<Response, ApiError> {
     let host = app.host.clone();
     // A client silent for the socket timeout is pinged, and closed when it stays silent as long
     // again; a client that reads nothing for twice that stalls its senders for good.
-    let t = app.config.io_timeout;
+    let t = app.config().io_timeout;
     let limits = websocket::Limits { ping_idle: t, pong_wait: t, stall: t * 2, ..Default::default() };
     let headers = vec![
         ("Upgrade".to_string(), "websocket".to_string()),

@@ -3,17 +3,17 @@
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
-use gosling_agent::session_extensions;
+use gosling_agent::extension_set::{Origin, StoredExtension};
+use gosling_agent::ops::{NewSession, OpenSession, Wait};
+use gosling_agent::Error;
 use gosling_extensions::config::ExtensionConfig;
-use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::policy::InstallSource;
-use gosling_extensions::runtime::{tool_info, LoadResult, SessionRuntime};
+use gosling_extensions::runtime::{tool_info, SessionRuntime};
 use gosling_mcp::client::CallContext;
 use gosling_store::sessions::Session;
 use gosling_wire::mcp_types::ResourceContents;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 type R = Result<Response, ApiError>;
@@ -22,32 +22,9 @@ fn session_json(s: &Session) -> Value {
     serde_json::to_value(s).expect("a Session always serializes")
 }
 
-/// The session with its conversation.
-fn load_session(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
-    app.sessions.get(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
-}
-
-/// The session without its conversation (no file read).
-fn load_meta(app: &App, id: &str, what: &str) -> Result<Session, ApiError> {
-    app.sessions.get_meta(id)?.ok_or_else(|| ApiError::not_found(format!("{what}: session {id:?} not found")))
-}
-
 /// The running agent of a session; 424 (goose's "Agent not initialized") otherwise.
 fn runtime(app: &App, id: &str) -> Result<Arc<SessionRuntime>, ApiError> {
-    app.agents.get(id).ok_or_else(|| {
-        ApiError::new(424, format!("Agent not initialized: session {id:?} has no running agent; start it with /agent/start or /agent/resume"))
-    })
-}
-
-fn new_runtime(app: &App, id: &str, working_dir: &str) -> Arc<SessionRuntime> {
-    SessionRuntime::new(id, PathBuf::from(working_dir), app.runtime_deps.clone())
-}
-
-/// Replaces the session's runtime (if any) by `rt`, shutting the old one down.
-fn install_runtime(app: &App, rt: Arc<SessionRuntime>) {
-    if let Some(old) = app.agents.insert(rt) {
-        old.shutdown();
-    }
+    Ok(app.runtime(id)?)
 }
 
 #[derive(Deserialize)]
@@ -111,34 +88,32 @@ pub fn start(app: &App, req: &Request) -> R {
         }
         (None, None, recipe) => recipe.clone(),
     };
-    let mut configs = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
-        Some(list) => parse_configs(list, "recipe.extensions")?,
-        None => match &r.extension_overrides {
-            Some(list) => parse_configs(list, "extension_overrides")?,
-            None => app.store.extensions()?.entries.into_iter().filter(|e| e.enabled).map(|e| e.config).collect(),
-        },
+    let extensions = match recipe.as_ref().and_then(|rc| rc.get("extensions")).and_then(Value::as_array) {
+        Some(list) => Some(parse_configs(list, "recipe.extensions")?),
+        None => r.extension_overrides.as_ref().map(|list| parse_configs(list, "extension_overrides")).transpose()?,
     };
     // A recipe's extensions came from elsewhere: the policy's rules for links apply.
     let from_recipe = recipe.as_ref().and_then(|rc| rc.get("extensions")).is_some_and(Value::is_array);
-    for c in &configs {
-        app.check_policy(c, if from_recipe { InstallSource::Recipe } else { InstallSource::AddExtension })?;
-    }
-    if from_recipe {
-        if let Some(answer) = recipe_consent(app, &mut configs, &r.approve, r.dry_run)? {
-            return Ok(answer);
+    let source = if from_recipe { InstallSource::Recipe } else { InstallSource::AddExtension };
+    let extensions = match extensions {
+        Some(mut configs) => {
+            for c in &configs {
+                app.check_policy(c, source)?;
+            }
+            if from_recipe {
+                if let Some(answer) = recipe_consent(app, &mut configs, &r.approve, r.dry_run)? {
+                    return Ok(answer);
+                }
+            }
+            // Chosen for this session (a recipe's, or the client's overrides).
+            configs.into_iter().map(|config| StoredExtension { config, origin: Origin::Session }).collect()
         }
-    }
-    let values: Vec<Value> = configs.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect();
-    let mut session = app.sessions.create(&r.working_dir, values)?;
-    if let Some(rc) = recipe {
-        app.sessions.update_meta(&session.id, |s| s.recipe = Some(rc))?;
-        session = load_session(app, &session.id, "Failed to create session")?;
-    }
-    let rt = new_runtime(app, &session.id, &r.working_dir);
-    rt.load_in_background(configs);
-    install_runtime(app, rt);
-    log::info!("session {} started in {}", session.id, session.working_dir);
-    Ok(Response::json(200, &session_json(&session)))
+        None => app.enabled_extensions()?,
+    };
+    let new =
+        NewSession { working_dir: r.working_dir, extensions, source, recipe, wait: Wait::Background, delegate: None };
+    let opened = app.start_session(new)?;
+    Ok(Response::json(200, &session_json(&opened.session)))
 }
 
 /// Consent for a recipe's extensions (`extensions::consent`): each runs only when the person
@@ -154,15 +129,15 @@ fn recipe_consent(
     dry_run: bool,
 ) -> Result<Option<Response>, ApiError> {
     use gosling_extensions::consent;
-    let stored = app.store.extensions()?.entries;
-    let present = |name: &str| (app.runtime_deps.secret)(name).is_some();
+    let stored = app.config_extensions()?.entries;
+    let present = |name: &str| app.secret_stored(name);
     let mut summaries = Vec::new();
     let mut pending = Vec::new();
     for c in configs.iter_mut() {
         consent::strip(c);
         let digest = consent::digest(c);
         let installed = stored.iter().any(|e| consent::digest(&consent::stripped(&e.config)) == digest);
-        let approved = approve.iter().any(|a| a.trim() == digest) || installed || consent::allowlisted(c, &app.policy);
+        let approved = approve.iter().any(|a| a.trim() == digest) || installed || consent::allowlisted(c, app.policy());
         let mut summary = consent::summary(c, &present);
         summary["approved"] = json!(approved);
         if !approved {
@@ -196,22 +171,18 @@ struct ResumeReq {
 
 pub fn resume(app: &App, req: &Request) -> R {
     let r: ResumeReq = req.json()?;
-    let session = load_meta(app, &r.session_id, "Failed to resume session")?;
+    let not_found = |e| match e {
+        Error::SessionNotFound(id) => {
+            ApiError::not_found(format!("Failed to resume session: session {id:?} not found"))
+        }
+        e => ApiError::from(e),
+    };
     if !r.load_model_and_extensions {
-        let session = load_session(app, &r.session_id, "Failed to resume session")?;
+        let session = app.session(&r.session_id).map_err(not_found)?;
         return Ok(Response::json(200, &json!({ "session": session_json(&session) })));
     }
-    let results = match app.agents.get(&session.id) {
-        Some(rt) => rt.take_results().unwrap_or_default(),
-        None => {
-            let rt = new_runtime(app, &session.id, &session.working_dir);
-            let results = rt.load_all(session_extensions(&session));
-            install_runtime(app, rt);
-            results
-        }
-    };
-    let session = load_session(app, &r.session_id, "Failed to resume session")?;
-    Ok(Response::json(200, &json!({ "session": session_json(&session), "extension_results": results })))
+    let opened = app.open_session(&r.session_id, OpenSession::default()).map_err(not_found)?;
+    Ok(Response::json(200, &json!({ "session": session_json(&opened.session), "extension_results": opened.results })))
 }
 
 #[derive(Deserialize)]
@@ -219,35 +190,25 @@ struct SessionReq {
     session_id: String,
 }
 
-fn restart_runtime(app: &App, session: &Session) -> Vec<LoadResult> {
-    if let Some(old) = app.agents.remove(&session.id) {
-        old.shutdown();
-    }
-    let rt = new_runtime(app, &session.id, &session.working_dir);
-    let results = rt.load_all(session_extensions(session));
-    install_runtime(app, rt);
-    results
-}
-
 pub fn restart(app: &App, req: &Request) -> R {
     let r: SessionReq = req.json()?;
-    let session = load_meta(app, &r.session_id, "Failed to get session")?;
-    let results = restart_runtime(app, &session);
-    Ok(Response::json(200, &json!({ "extension_results": results })))
+    let opened =
+        app.open_session(&r.session_id, OpenSession { restart: true, ..Default::default() }).map_err(|e| match e {
+            Error::SessionNotFound(id) => {
+                ApiError::not_found(format!("Failed to get session: session {id:?} not found"))
+            }
+            e => ApiError::from(e),
+        })?;
+    Ok(Response::json(200, &json!({ "extension_results": opened.results })))
 }
 
 pub fn stop(app: &App, req: &Request) -> R {
     let r: SessionReq = req.json()?;
-    match app.agents.remove(&r.session_id) {
-        Some(rt) => {
-            rt.shutdown();
-            log::info!("session {} stopped", r.session_id);
-            Ok(Response::empty(200))
-        }
-        None => {
-            Err(ApiError::not_found(format!("Failed to stop agent for session {}: no running agent", r.session_id)))
-        }
-    }
+    app.stop_session(&r.session_id).map_err(|e| match e {
+        Error::NoAgent(id) => ApiError::not_found(format!("Failed to stop agent for session {id}: no running agent")),
+        e => ApiError::from(e),
+    })?;
+    Ok(Response::empty(200))
 }
 
 #[derive(Deserialize)]
@@ -259,12 +220,11 @@ struct WorkingDirReq {
 pub fn update_working_dir(app: &App, req: &Request) -> R {
     let r: WorkingDirReq = req.json()?;
     let dir = checked_working_dir(&r.working_dir, "Invalid directory path")?;
-    let updated = app.sessions.update_meta(&r.session_id, |s| s.working_dir = dir)?;
-    if updated.is_none() {
-        return Err(ApiError::not_found(format!("session {:?} not found", r.session_id)));
-    }
-    let session = load_meta(app, &r.session_id, "Failed to get session")?;
-    restart_runtime(app, &session);
+    let open = OpenSession { working_dir: Some(dir), restart: true, ..Default::default() };
+    app.open_session(&r.session_id, open).map_err(|e| match e {
+        Error::SessionNotFound(id) => ApiError::not_found(format!("session {id:?} not found")),
+        e => ApiError::from(e),
+    })?;
     Ok(Response::empty(200))
 }
 
@@ -289,22 +249,17 @@ pub fn add_extension(app: &App, req: &Request) -> R {
     let r: AddReq = req.json()?;
     let config = ExtensionConfig::from_value(r.config)?;
     config.validate()?;
-    app.check_policy(&config, InstallSource::AddExtension)?;
-    let unresolved = app.unresolved_secrets(&config);
-    if !unresolved.missing.is_empty() {
-        let only = gosling_extensions::config::Unresolved { missing: unresolved.missing, refused: Vec::new() };
-        return Err(ApiError::bad_request(format!("Failed to add extension: {}", only.explain())));
-    }
-    let rt = runtime(app, &r.session_id)?;
-    rt.wait_loaded();
-    rt.add(config.clone()).map_err(|e| {
+    app.add_extension(&r.session_id, config).map_err(|e| match e {
+        // The policy's refusal in its own words (403).
+        Error::Refused(e) => ApiError::from(*e),
         // goose answers 500 to every activation failure; one the client can fix (a refused
         // variable, an unset OAuth client secret) is a 4xx here (`ApiError::from`), with goose's
         // message.
-        let e = ApiError::from(e);
-        ApiError::new(e.status, format!("Failed to add extension: {}", e.message))
+        e => {
+            let e = ApiError::from(e);
+            ApiError::new(e.status, format!("Failed to add extension: {}", e.message))
+        }
     })?;
-    gosling_agent::keep_session_extension(&app.sessions, &r.session_id, config.name(), Some(&config))?;
     Ok(Response::empty(200))
 }
 
@@ -316,10 +271,7 @@ struct RemoveReq {
 
 pub fn remove_extension(app: &App, req: &Request) -> R {
     let r: RemoveReq = req.json()?;
-    let rt = runtime(app, &r.session_id)?;
-    rt.wait_loaded();
-    rt.remove(&r.name);
-    gosling_agent::keep_session_extension(&app.sessions, &r.session_id, &r.name, None)?;
+    app.remove_extension(&r.session_id, &r.name)?;
     Ok(Response::empty(200))
 }
 
@@ -380,7 +332,7 @@ pub fn call_tool(app: &App, req: &Request) -> R {
 
 pub fn list_sessions(app: &App) -> R {
     // The index keeps each session's listing JSON: the body is built without serializing.
-    let list = app.sessions.list_json()?;
+    let list = app.list_sessions_json()?;
     let mut body = Vec::with_capacity(list.len() + 16);
     body.extend_from_slice(b"{\"sessions\":");
     body.extend_from_slice(&list);
@@ -389,14 +341,15 @@ pub fn list_sessions(app: &App) -> R {
 }
 
 pub fn get_session(app: &App, id: &str) -> R {
-    let s = load_session(app, id, "Session not found")?;
+    let s = app.session(id).map_err(|e| match e {
+        Error::SessionNotFound(id) => ApiError::not_found(format!("Session not found: session {id:?} not found")),
+        e => ApiError::from(e),
+    })?;
     Ok(Response::json(200, &session_json(&s)))
 }
 
 pub fn delete_session(app: &App, id: &str) -> R {
-    if gosling_agent::delete_session(app, id)? {
-        Ok(Response::empty(200))
-    } else {
-        Err(ApiError::not_found(format!("Session not found: {id:?}")))
-    }
+    // The core's words for a session it does not have, as ACP's `session/delete` says them.
+    app.delete_session(id)?;
+    Ok(Response::empty(200))
 }

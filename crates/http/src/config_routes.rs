@@ -4,14 +4,13 @@ use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
 use gosling_agent::settings;
-use gosling_extensions::config::ExtensionStore;
-use gosling_extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
+use gosling_extensions::config::{name_to_key, ExtensionConfig};
 use serde_json::{json, Value};
 
 type R = Result<Response, ApiError>;
 
 pub fn get_extensions(app: &App) -> R {
-    let ex = app.store.extensions()?;
+    let ex = app.config_extensions()?;
     Ok(Response::json(200, &json!({ "extensions": ex.entries, "warnings": ex.warnings })))
 }
 
@@ -30,23 +29,19 @@ pub fn post_extension(app: &App, req: &Request) -> R {
         .get("config")
         .cloned()
         .ok_or_else(|| ApiError::bad_request("`config` (an ExtensionConfig object) is required"))?;
-    let mut config = ExtensionConfig::from_value(config)?;
+    let config = ExtensionConfig::from_value(config)?;
     config.validate()?;
     // Saved through the authenticated API (Desktop calls this after its own confirmation): the
-    // person's own config, their approval of this launch and of the secrets it names. A record
-    // of an approval from elsewhere is dropped (`extensions::consent`).
-    gosling_extensions::consent::strip(&mut config);
-    app.check_policy(&config, gosling_extensions::policy::InstallSource::ConfigApi)?;
-    // An extension whose secrets are not stored yet is saved disabled (on every install path),
-    // so no session tries to start it; the answer says which secrets and how to store them.
-    let unresolved = app.unresolved_secrets(&config);
-    let enabled = enabled && unresolved.is_empty();
-    let existed = app.store.upsert_extension(&ExtensionEntry { enabled, config })?;
-    log::info!("extension {name} {} (enabled: {enabled})", if existed { "updated" } else { "added" });
-    let verb = if existed { "Updated" } else { "Added" };
+    // person's own config (`agent::config_ops`: the policy, a foreign approval dropped, saved
+    // switched off while a secret it reads is not stored).
+    let saved = app.save_config_extension(config, enabled).map_err(|e| match e {
+        gosling_agent::Error::Refused(e) => ApiError::from(*e),
+        e => ApiError::from(e),
+    })?;
+    let verb = if saved.existed { "Updated" } else { "Added" };
     let mut text = format!("{verb} extension {name}");
-    if !unresolved.is_empty() {
-        text.push_str(&format!(" (saved disabled: {})", unresolved.explain()));
+    if !saved.unresolved.is_empty() {
+        text.push_str(&format!(" (saved disabled: {})", saved.unresolved.explain()));
     }
     Ok(Response::json(200, &Value::String(text)))
 }
@@ -54,8 +49,7 @@ pub fn post_extension(app: &App, req: &Request) -> R {
 pub fn delete_extension(app: &App, raw_name: &str) -> R {
     let name = gosling_wire::percent::decode_lenient(raw_name);
     let key = name_to_key(&name);
-    if app.store.remove_extension(&key)? {
-        log::info!("extension {key} removed");
+    if app.remove_config_extension(&key)? {
         Ok(Response::json(200, &Value::String(format!("Removed extension {name}"))))
     } else {
         Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")))
@@ -68,7 +62,7 @@ pub fn delete_extension(app: &App, raw_name: &str) -> R {
 pub fn sign_out(app: &App, raw_name: &str) -> R {
     let name = gosling_wire::percent::decode_lenient(raw_name);
     let key = name_to_key(&name);
-    let Some(entry) = app.store.extension(&key)? else {
+    let Some(entry) = app.config_extension(&key)? else {
         return Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")));
     };
     let gosling_extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
@@ -84,7 +78,7 @@ pub fn sign_out(app: &App, raw_name: &str) -> R {
         client_metadata_url: None,
         client_name: "gosling".into(),
         sign_in: gosling_mcp::oauth::SignIn::Follow,
-        store: std::sync::Arc::new(gosling_extensions::runtime::SecretsTokens(app.store.clone())),
+        store: app.sign_in_tokens(),
     };
     let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
     let n = gosling_mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings).forget_all();
@@ -98,7 +92,7 @@ pub fn get_all(app: &App) -> R {
     // addition, for the web page's Settings; secrets only as set or not).
     Ok(Response::json(
         200,
-        &json!({ "config": gosling_extensions::config::masked_config(app.store.all()?),
+        &json!({ "config": gosling_extensions::config::masked_config(app.config_values()?),
                  "in_force": gosling_agent::settings::in_force(app) }),
     ))
 }

@@ -68,8 +68,8 @@ pub fn set_provider(app: &App, req: &Request) -> R {
     if r.model.trim().is_empty() {
         return Err(ApiError::bad_request("`model` must name a model"));
     }
-    app.store.set("GOOSE_PROVIDER", json!(provider))?;
-    app.store.set("GOOSE_MODEL", json!(r.model.trim()))?;
+    app.set_config_value("GOOSE_PROVIDER", json!(provider))?;
+    app.set_config_value("GOOSE_MODEL", json!(r.model.trim()))?;
     log::info!("provider set to {provider}, model {}", r.model.trim());
     Ok(Response::empty(200))
 }
@@ -101,7 +101,7 @@ pub fn features() -> R {
 }
 
 pub fn insights(app: &App) -> R {
-    let sessions = app.sessions.list()?;
+    let sessions = app.list_sessions()?;
     let tokens: i64 = sessions.iter().map(|s| s.accumulated_total_tokens.or(s.total_tokens).unwrap_or(0)).sum();
     Ok(Response::json(200, &json!({ "totalSessions": sessions.len(), "totalTokens": tokens })))
 }
@@ -134,7 +134,7 @@ pub fn search(app: &App, req: &Request) -> R {
     let after = req.query_param("after_date");
     let before = req.query_param("before_date");
     let mut found = Vec::new();
-    for meta in app.sessions.list()? {
+    for meta in app.list_sessions()? {
         if found.len() >= limit {
             break;
         }
@@ -144,7 +144,12 @@ pub fn search(app: &App, req: &Request) -> R {
             continue;
         }
         let hit = meta.name.to_lowercase().contains(&query)
-            || app.sessions.get(&meta.id)?.is_some_and(|s| conversation_text(&s).to_lowercase().contains(&query));
+            || match app.session(&meta.id) {
+                Ok(s) => conversation_text(&s).to_lowercase().contains(&query),
+                // Deleted meanwhile.
+                Err(gosling_agent::Error::SessionNotFound(_)) => false,
+                Err(e) => return Err(e.into()),
+            };
         if hit {
             found.push(serde_json::to_value(&meta).map_err(|e| ApiError::internal(e.to_string()))?);
         }
@@ -153,8 +158,7 @@ pub fn search(app: &App, req: &Request) -> R {
 }
 
 pub fn session_extensions(app: &App, id: &str) -> R {
-    let s = app.sessions.get_meta(id)?.ok_or_else(|| ApiError::not_found(format!("Session {id} not found")))?;
-    let mut list = gosling_agent::stored_extensions(&s);
+    let mut list = gosling_agent::stored_extensions(&app.session_meta(id)?);
     list.retain(|v| ExtensionConfig::from_value(v.clone()).is_ok());
     Ok(Response::json(200, &json!({ "extensions": list })))
 }
@@ -168,12 +172,7 @@ pub fn update_from_session(app: &App, req: &Request) -> R {
     let r: SessionId = req.json()?;
     // goose reloads the agent's recipe prompt here; gosling's agent reads the session at each
     // turn, so there is nothing to reload once the agent runs.
-    if app.agents.get(&r.session_id).is_none() {
-        return Err(ApiError::new(
-            424,
-            format!("Agent not initialized: session {:?} has no running agent; call /agent/resume first", r.session_id),
-        ));
-    }
+    app.runtime(&r.session_id)?;
     Ok(Response::empty(200))
 }
 
@@ -186,26 +185,16 @@ struct UpdateSession {
 
 pub fn update_session(app: &App, req: &Request) -> R {
     let r: UpdateSession = req.json()?;
-    if let Some(m) = &r.goose_mode {
-        if gosling_agent::reply::Mode::parse(m).is_none() {
-            return Err(ApiError::bad_request(format!(
-                "goose_mode {m:?} is not a mode; use auto, approve, smart_approve or chat"
-            )));
-        }
-    }
-    let done = app.sessions.update_meta(&r.session_id, |s| {
-        if let Some(m) = &r.goose_mode {
-            s.goose_mode = Some(m.clone());
-        }
+    let Some(mode) = &r.goose_mode else { return Ok(Response::empty(200)) };
+    app.set_mode(&r.session_id, mode).map_err(|e| match e {
+        e @ gosling_agent::Error::SessionNotFound(_) => ApiError::bad_request(e.to_string()),
+        e => e.into(),
     })?;
-    if done.is_none() {
-        return Err(ApiError::bad_request(format!("Session {} not found", r.session_id)));
-    }
     Ok(Response::empty(200))
 }
 
 pub fn list_apps(app: &App, req: &Request) -> R {
-    let apps: Vec<Value> = match req.query_param("session_id").and_then(|id| app.agents.get(&id)) {
+    let apps: Vec<Value> = match req.query_param("session_id").and_then(|id| app.runtime(&id).ok()) {
         None => Vec::new(),
         Some(rt) => rt
             .ui_resources()

@@ -75,3 +75,28 @@ fn needs_sign_in(e: &gosling_mcp::error::Error) -> bool {
         gosling_mcp::error::Error::Http { failure: gosling_mcp::http_error::HttpFailure::SignInRequired { .. }, .. }
     )
 }
+
+/// Every failure of a session operation (`agent::ops`) or a turn: the client's mistakes 4xx,
+/// what is ours 500.
+impl From<gosling_agent::Error> for ApiError {
+    fn from(e: gosling_agent::Error) -> ApiError {
+        use gosling_agent::Error as E;
+        match e {
+            E::SessionNotFound(_) | E::NotConfigured(_) => ApiError::not_found(e.to_string()),
+            // goose's "Agent not initialized".
+            E::NoAgent(_) => ApiError::new(424, e.to_string()),
+            // The provider settings are the client's to set.
+            E::Model(_)
+            | E::BadKey(_)
+            | E::UnknownMode(_)
+            | E::MissingSecrets { .. }
+            | E::BadName(_)
+            | E::UnknownProvider(_)
+            | E::NoModel => ApiError::bad_request(e.to_string()),
+            E::Busy(_) | E::RequestActive => ApiError::bad_request(e.to_string()),
+            E::Refused(e) | E::Extensions(e) | E::NotStarted { error: e, .. } => ApiError::from(*e),
+            E::SaveMessage(e) | E::Store(e) => ApiError::from(e),
+            E::OutOfTurns(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}

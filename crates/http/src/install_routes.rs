@@ -10,7 +10,6 @@
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
-use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::consent;
 use gosling_extensions::deeplink;
 use serde::Deserialize;
@@ -29,14 +28,14 @@ struct InstallReq {
 
 pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     let r: InstallReq = req.json()?;
-    let present = |name: &str| (app.runtime_deps.secret)(name).is_some();
-    let plan = deeplink::plan_install(&r.link, &app.policy, &present)?;
+    let present = |name: &str| app.secret_stored(name);
+    let plan = deeplink::plan_install(&r.link, app.policy(), &present)?;
     for w in &plan.warnings {
         log::warn!("install: {w}");
     }
     let mut entry = plan.entry();
     let key = entry.config.key();
-    deeplink::check_not_replacing(app.store.extension(&key)?.as_ref(), &entry.config)
+    deeplink::check_not_replacing(app.config_extension(&key)?.as_ref(), &entry.config)
         .map_err(|e| ApiError::new(409, e.to_string()))?;
     let how = plan
         .missing_secrets
@@ -52,9 +51,9 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     };
     if !r.dry_run {
         // 428 when nothing approved it, 409 when the approval is for another launch.
-        consent::check_approval(&entry.config, r.approve.as_deref(), &app.policy)?;
+        consent::check_approval(&entry.config, r.approve.as_deref(), app.policy())?;
         consent::stamp(&mut entry.config, consent::Origin::Link);
-        let existed = app.store.upsert_extension(&entry)?;
+        let existed = app.keep_config_extension(&entry)?;
         log::info!(
             "install: extension {key} {} (enabled: {})",
             if existed { "updated" } else { "saved" },

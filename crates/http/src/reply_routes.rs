@@ -7,6 +7,8 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit;
 use gosling_agent::events::{ChannelSink, Event, Sink};
 use gosling_agent::messages as msg;
+use gosling_agent::ops::ModelChoice;
+use gosling_agent::permissions::Decision;
 use gosling_agent::reply::Turn;
 use gosling_store::message::Message;
 use serde::Deserialize;
@@ -48,7 +50,7 @@ pub fn normalize_user_message(mut m: Value) -> Result<Message, ApiError> {
 /// Delivers the elicitation answer a user message carries; None when it carries none.
 pub fn answer_elicitation(app: &App, user_message: &Message) -> Option<bool> {
     let (id, answer) = elicit::response_in(user_message)?;
-    let delivered = app.elicitations.answer(&id, answer);
+    let delivered = app.answer_elicitation(&id, answer);
     if !delivered {
         log::info!("elicitation answer for {id:?}: nothing is waiting for it (answered, timed out or the turn ended)");
     }
@@ -71,10 +73,10 @@ pub fn reply(app: &Arc<App>, req: &Request) -> R {
         match Turn::prepare(&app, &r.session_id, user_message, r.override_conversation) {
             Ok(turn) => {
                 let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
-                let elicitations = app.elicitations.clone();
+                let host = app.host.clone();
                 std::thread::Builder::new()
                     .name("reply-turn".into())
-                    .spawn(move || turn.run(sink, cancel_rx, &elicitations))?;
+                    .spawn(move || host.run_turn(turn, sink, cancel_rx))?;
             }
             Err(e) => {
                 let text = match e {
@@ -119,29 +121,23 @@ struct UpdateProvider {
 
 pub fn update_provider(app: &App, req: &Request) -> R {
     let r: UpdateProvider = req.json()?;
-    let provider = gosling_llm::canonical_provider(&r.provider).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "Failed to create {} provider: unknown provider; use openai, ollama or anthropic",
-            r.provider
-        ))
-    })?;
-    let model = r
-        .model
-        .filter(|m| !m.trim().is_empty())
-        .or_else(|| app.setting("GOOSE_MODEL"))
-        .ok_or_else(|| ApiError::bad_request("No model specified"))?;
-    let mut model_config = json!({ "model_name": model, "toolshim": false });
-    if let Some(c) = r.context_limit {
-        model_config["context_limit"] = json!(c);
-    }
-    let done = app.sessions.update_meta(&r.session_id, |s| {
-        s.provider_name = Some(provider.to_string());
-        s.model_config = Some(model_config);
-    })?;
-    if done.is_none() {
+    let model = r.model.filter(|m| !m.trim().is_empty()).or_else(|| app.setting("GOOSE_MODEL"));
+    let choice = ModelChoice {
+        provider: Some(r.provider.clone()),
+        model: Some(model.unwrap_or_default()),
+        context_limit: r.context_limit,
+    };
+    app.set_model(&r.session_id, choice).map_err(|e| match e {
+        // goose's words for a provider it cannot make.
+        gosling_agent::Error::UnknownProvider(p) => ApiError::bad_request(format!(
+            "Failed to create {p} provider: unknown provider; use openai, ollama or anthropic"
+        )),
         // goose answers 424 here (its agent cannot be created for an unknown session).
-        return Err(ApiError::new(424, format!("session {:?} not found; start it with /agent/start", r.session_id)));
-    }
+        gosling_agent::Error::SessionNotFound(id) => {
+            ApiError::new(424, format!("session {id:?} not found; start it with /agent/start"))
+        }
+        e => e.into(),
+    })?;
     Ok(Response::empty(200))
 }
 
@@ -163,9 +159,8 @@ pub fn confirm_tool(app: &App, req: &Request) -> R {
     // goose answers 200 either way (its documented statuses are 200/401/500); the `status`
     // field tells a UI whether the answer reached a waiting turn or came too late.
     // The same route answers an elicitation (as goose does): allow → accept, deny → decline.
-    if app.confirmations.answer(&c.id, &c.action)
-        || app.elicitations.answer(&c.id, elicit::Answer::from_permission(&c.action))
-    {
+    let decision = Decision::parse(&c.action).unwrap_or(Decision::Cancel);
+    if app.confirm_tool(&c.id, decision) || app.answer_elicitation(&c.id, elicit::Answer::from_permission(&c.action)) {
         Ok(Response::json(200, &json!({ "status": "delivered" })))
     } else {
         log::info!("tool confirmation for {:?}: nothing is waiting for it (the turn ended or was cancelled)", c.id);

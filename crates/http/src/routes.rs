@@ -22,14 +22,14 @@ use std::sync::Arc;
 pub fn gate(app: &Arc<App>, req: &Request) -> Option<Response> {
     // DNS rebinding: a page of another site, its name re-pointed at 127.0.0.1, would reach
     // every route (and the web page) under its own origin; only our own names are answered.
-    if let Err(e) = host_allowed(&app.config, req) {
+    if let Err(e) = host_allowed(app.config(), req) {
         return Some(Response::error(&e));
     }
     // The built-in web page: public static assets, same-origin only (never CORS headers).
     if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
         return Some(r);
     }
-    let origin = match origin_allowed(&app.config, req, token_required(app)) {
+    let origin = match origin_allowed(app.config(), req, token_required(app)) {
         Ok(o) => o,
         Err(e) => return Some(Response::error(&e)),
     };
@@ -85,7 +85,7 @@ pub fn handle(app: &Arc<App>, req: &Request) -> Response {
     if let Some(r) = gate(app, req) {
         return r;
     }
-    let origin = origin_allowed(&app.config, req, token_required(app)).ok().flatten();
+    let origin = origin_allowed(app.config(), req, token_required(app)).ok().flatten();
     let resp: Response = route(app, req).into();
     // The login route and the proxy pages answer 401 only for a wrong (or missing) secret.
     if login_or_proxy(req) && resp.status == 401 && app.throttle.failed(peer_ip(req)) {
@@ -450,7 +450,7 @@ fn login(app: &App, req: &Request) -> R {
     let cookie = format!(
         "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={secs}{}",
         auth::login_cookie_name(req.header("host")),
-        if app.config.tls.enabled { "; Secure" } else { "" }
+        if app.config().tls.enabled { "; Secure" } else { "" }
     );
     Ok(Response::json(200, &serde_json::json!({ "signed_in": true, "expires_in_secs": secs }))
         .with_header("Set-Cookie", &cookie)

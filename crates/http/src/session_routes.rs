@@ -29,7 +29,11 @@ fn is_uuid(s: &str) -> bool {
 }
 
 fn session_exists(app: &App, id: &str) -> Result<bool, ApiError> {
-    Ok(app.sessions.get_meta(id)?.is_some())
+    match app.session_meta(id) {
+        Ok(_) => Ok(true),
+        Err(gosling_agent::Error::SessionNotFound(_)) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -54,8 +58,7 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
         // The answer to a pending elicitation: the running request goes on.
         return Ok(accepted);
     }
-    let bus = app.buses.get_or_create(id);
-    if !bus.active_ids().is_empty() {
+    if !app.follow(id).active_ids().is_empty() {
         return Err(ApiError::bad_request(BUSY));
     }
     let turn = match Turn::prepare(app, id, user_message, r.override_conversation) {
@@ -68,8 +71,7 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
         // Anything else (model settings, a store failure) is told on the stream, as goose does.
         other => other,
     };
-    gosling_agent::start_request(&bus, &r.request_id, turn, app.elicitations.clone())
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    app.start_request(id, &r.request_id, turn).map_err(|e| ApiError::bad_request(e.to_string()))?;
     log::info!("session {id}: request {} started", r.request_id);
     Ok(accepted)
 }
@@ -79,7 +81,7 @@ pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
         return Ok(Response::empty(404));
     }
     let last_event_id = req.header("last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
-    let bus = app.buses.get_or_create(id);
+    let bus = app.follow(id);
     let id = id.to_string();
     // A follower does no work of its own: it needs no request slot while it streams.
     Ok(Response::sse(Box::new(move |w: &mut dyn Write| {
@@ -125,11 +127,10 @@ struct CancelReq {
 
 pub fn cancel(app: &App, id: &str, req: &Request) -> R {
     let r: CancelReq = req.json()?;
-    let bus = app
-        .buses
-        .get(id)
+    let running = app
+        .cancel_request(id, &r.request_id)
         .ok_or_else(|| ApiError::not_found(format!("Session {id} has no event stream; nothing to cancel")))?;
-    if bus.cancel(&r.request_id) {
+    if running {
         log::info!("session {id}: request {} cancelled", r.request_id);
     }
     Ok(Response::empty(200))
@@ -145,15 +146,8 @@ struct NameReq {
 /// 400 for an empty or over-long name (`agent::title::check_name` says which).
 pub fn rename(app: &App, id: &str, req: &Request) -> R {
     let r: NameReq = req.json()?;
-    let name = gosling_agent::title::check_name(&r.name).map_err(ApiError::bad_request)?;
-    let renamed = app.sessions.update_meta(id, |s| {
-        s.name = name;
-        s.user_set_name = true;
-    })?;
-    match renamed {
-        Some(()) => Ok(Response::empty(200)),
-        None => Err(ApiError::not_found(format!("Session {id} not found"))),
-    }
+    app.rename_session(id, &r.name)?;
+    Ok(Response::empty(200))
 }
 
 #[cfg(test)]

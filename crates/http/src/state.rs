@@ -42,7 +42,7 @@ impl App {
     }
 
     pub fn secret(&self) -> &str {
-        &self.host.config.secret
+        &self.host.config().secret
     }
 
     /// `Host::policy_check` with its refusal as the API error a client sees.

@@ -1,0 +1,55 @@
+//! A turn run as a request of the session's event bus: its events published there for every
+//! follower, whichever front end started it.
+
+use crate::error::Error;
+use crate::host::Host;
+use crate::{bus, elicit, events, messages, reply};
+use std::sync::Arc;
+
+/// A turn's sink that also publishes every event to the session's bus under `request_id`, so
+/// a follower of `/sessions/{id}/events` sees a turn another front end (ACP) runs.
+pub fn also_on_bus(
+    host: &Host,
+    session_id: &str,
+    request_id: &str,
+    main: Arc<dyn events::Sink>,
+) -> Arc<dyn events::Sink> {
+    let bus = bus::BusSink { bus: host.buses.get_or_create(session_id), request_id: request_id.to_string() };
+    Arc::new(bus::Also { main, bus })
+}
+
+/// Runs a turn in the background as request `request_id` of the session's bus: its events are
+/// published there, a failure to start is an Error event, and Finish always comes last
+/// (after completion, cancel and error). `Err(Error::RequestActive)` when a request is already
+/// active.
+pub fn start_request(
+    bus: &Arc<bus::Bus>,
+    request_id: &str,
+    turn: Result<reply::Turn, Error>,
+    elicitations: Arc<elicit::Elicitations>,
+) -> Result<(), Error> {
+    let (cancel, done) = bus.begin(request_id).ok_or(Error::RequestActive)?;
+    let sink: Arc<dyn events::Sink> = Arc::new(bus::BusSink { bus: bus.clone(), request_id: request_id.to_string() });
+    let (b, rid) = (bus.clone(), request_id.to_string());
+    let spawned = std::thread::Builder::new().name("session-turn".into()).spawn(move || {
+        let outcome = match turn {
+            Ok(turn) => turn.run(sink.clone(), cancel, &elicitations),
+            Err(e) => {
+                sink.emit(events::Event::Error(e.to_string()));
+                reply::Outcome::Failed
+            }
+        };
+        if outcome.failed() {
+            sink.emit(events::Event::Finish(messages::Tokens::default()));
+        }
+        b.end(&rid);
+        drop(done);
+    });
+    if let Err(e) = spawned {
+        log::error!("session turn: cannot start a thread: {e}");
+        bus.end(request_id);
+        bus.publish(&events::Event::Error(format!("cannot start the turn: {e}")), request_id);
+        bus.publish(&events::Event::Finish(messages::Tokens::default()), request_id);
+    }
+    Ok(())
+}
