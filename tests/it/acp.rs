@@ -232,20 +232,19 @@ fn sdk_cancel_stops_the_model_stream_a_permission_wait_and_a_running_tool() {
         {"do": "prompt", "text": "run long", "cancelWhen": "tool_call"},
         {"do": "prompt", "text": "and now answer"},
     ]});
-    let t0 = Instant::now();
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
     let prompts = responses(&t, "session/prompt");
+    let took = |p: &Value| Duration::from_millis(p["ms"].as_u64().unwrap());
     assert_eq!(prompts[0]["result"], json!({"stopReason": "cancelled"}), "{t:?}");
-    assert!(
-        prompts[0]["ms"].as_u64().unwrap() < 20_000,
-        "cancelled long before the model's first token: {}",
-        prompts[0]
+    crate::support::assert_well_under(
+        took(prompts[0]),
+        Duration::from_secs(60),
+        "cancelled before the model's first token",
     );
     assert_eq!(prompts[1]["result"], json!({"stopReason": "cancelled"}), "cancel while the editor is asked");
     assert_eq!(prompts[2]["result"], json!({"stopReason": "cancelled"}), "cancel while a tool runs");
-    assert!(prompts[2]["ms"].as_u64().unwrap() < 20_000, "the running tool call was stopped: {}", prompts[2]);
+    crate::support::assert_well_under(took(prompts[2]), Duration::from_secs(60), "the running tool call was stopped");
     assert_eq!(prompts[3]["result"]["stopReason"], "end_turn", "the session serves after cancels");
-    assert!(t0.elapsed() < Duration::from_secs(50));
 }
 
 #[test]
