@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment `gosling acp` runs in: isolated dirs, llmock as the model (if any).
 fn acp_env(cmd: &mut Command, home: &TempDir, mock: Option<&Llmock>, extra: &[(&str, &str)]) {
@@ -522,19 +522,17 @@ fn requests_answered_later_are_bounded_per_connection_and_their_ids_unique() {
     // `cancelled`, and its slot is given back once that answer is written.
     a.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":200}}"#);
     assert_eq!(a.answer(json!(200))["result"]["stopReason"], "cancelled");
-    let started = Instant::now();
     let mut id = 400;
-    loop {
-        a.send(&new_session(id));
-        let r = a.answer(json!(id));
-        if r["result"]["sessionId"].is_string() {
-            break;
-        }
-        assert!(r["error"]["message"].as_str().unwrap().contains("being answered already"), "{r}");
-        assert!(started.elapsed() < Duration::from_secs(30), "the slot was never given back: {r}");
-        std::thread::sleep(Duration::from_millis(20));
+    let mut last = Value::Null;
+    let given_back = crate::support::wait_for(Duration::from_secs(30), || {
         id += 1;
-    }
+        a.send(&new_session(id));
+        last = a.answer(json!(id));
+        let busy = last["error"]["message"].as_str().is_some_and(|m| m.contains("being answered already"));
+        (!busy).then_some(())
+    });
+    assert!(given_back.is_some(), "the slot was never given back: {last}");
+    assert!(last["result"]["sessionId"].is_string(), "{last}");
 }
 
 /// acpx (headless ACP CLI) runs `gosling acp` as a custom agent.
