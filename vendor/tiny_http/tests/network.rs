@@ -127,6 +127,18 @@ fn server_crash_results_in_response() {
 /// order.
 #[test]
 fn pipelined_requests_are_read_one_at_a_time() {
+    // On a thread of its own, so that a server that never answers fails the test, in 30 s.
+    let (done, finished) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        pipelined_requests_one_at_a_time();
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(30))
+        .expect("both pipelined requests answered within 30 s");
+}
+
+fn pipelined_requests_one_at_a_time() {
     let (server, mut client) = support::new_one_server_one_client();
 
     (write!(client, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")).unwrap();
