@@ -914,9 +914,14 @@ fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
 
     // Approve mode: the tool is confirmed, then the sampling request is asked about.
     d.post_ok("/agent/update_session", json!({"session_id": id, "goose_mode": "approve"}));
-    let is_ask = |e: &Value| e["type"] == "Message" && e["message"]["content"][0]["type"] == "actionRequired";
+    // The tool's confirmation: the question this turn causes first (not any question).
+    let is_confirmation = |e: &Value| {
+        e["type"] == "Message"
+            && e["message"]["content"][0]["type"] == "actionRequired"
+            && e["message"]["content"][0]["data"]["actionType"] == "toolConfirmation"
+    };
     let confirm_then_answer = |events: &mut Events, allow: bool| {
-        let asked = events.until(Duration::from_secs(30), is_ask);
+        let asked = events.until(Duration::from_secs(30), is_confirmation);
         let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
         assert_eq!(data["actionType"], "toolConfirmation", "{data}");
         let r = d.post(
