@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment `gosling acp` runs in: isolated dirs, llmock as the model (if any).
 fn acp_env(cmd: &mut Command, home: &TempDir, mock: Option<&Llmock>, extra: &[(&str, &str)]) {
@@ -232,20 +232,19 @@ fn sdk_cancel_stops_the_model_stream_a_permission_wait_and_a_running_tool() {
         {"do": "prompt", "text": "run long", "cancelWhen": "tool_call"},
         {"do": "prompt", "text": "and now answer"},
     ]});
-    let t0 = Instant::now();
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
     let prompts = responses(&t, "session/prompt");
+    let took = |p: &Value| Duration::from_millis(p["ms"].as_u64().unwrap());
     assert_eq!(prompts[0]["result"], json!({"stopReason": "cancelled"}), "{t:?}");
-    assert!(
-        prompts[0]["ms"].as_u64().unwrap() < 20_000,
-        "cancelled long before the model's first token: {}",
-        prompts[0]
+    crate::support::assert_well_under(
+        took(prompts[0]),
+        Duration::from_secs(60),
+        "cancelled before the model's first token",
     );
     assert_eq!(prompts[1]["result"], json!({"stopReason": "cancelled"}), "cancel while the editor is asked");
     assert_eq!(prompts[2]["result"], json!({"stopReason": "cancelled"}), "cancel while a tool runs");
-    assert!(prompts[2]["ms"].as_u64().unwrap() < 20_000, "the running tool call was stopped: {}", prompts[2]);
+    crate::support::assert_well_under(took(prompts[2]), Duration::from_secs(60), "the running tool call was stopped");
     assert_eq!(prompts[3]["result"]["stopReason"], "end_turn", "the session serves after cancels");
-    assert!(t0.elapsed() < Duration::from_secs(50));
 }
 
 #[test]
@@ -523,19 +522,17 @@ fn requests_answered_later_are_bounded_per_connection_and_their_ids_unique() {
     // `cancelled`, and its slot is given back once that answer is written.
     a.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":200}}"#);
     assert_eq!(a.answer(json!(200))["result"]["stopReason"], "cancelled");
-    let started = Instant::now();
     let mut id = 400;
-    loop {
-        a.send(&new_session(id));
-        let r = a.answer(json!(id));
-        if r["result"]["sessionId"].is_string() {
-            break;
-        }
-        assert!(r["error"]["message"].as_str().unwrap().contains("being answered already"), "{r}");
-        assert!(started.elapsed() < Duration::from_secs(30), "the slot was never given back: {r}");
-        std::thread::sleep(Duration::from_millis(20));
+    let mut last = Value::Null;
+    let given_back = crate::support::wait_for(Duration::from_secs(30), || {
         id += 1;
-    }
+        a.send(&new_session(id));
+        last = a.answer(json!(id));
+        let busy = last["error"]["message"].as_str().is_some_and(|m| m.contains("being answered already"));
+        (!busy).then_some(())
+    });
+    assert!(given_back.is_some(), "the slot was never given back: {last}");
+    assert!(last["result"]["sessionId"].is_string(), "{last}");
 }
 
 /// acpx (headless ACP CLI) runs `gosling acp` as a custom agent.

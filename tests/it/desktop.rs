@@ -585,7 +585,7 @@ fn c_cancel_mid_turn_then_a_new_message() {
     let finish = events.until(Duration::from_secs(30), is_finish);
     assert_eq!(finish.last().unwrap().1["chat_request_id"], rid.as_str());
     assert!(wait_for(Duration::from_secs(30), || llm.client_gone().then_some(())).is_some(), "LLM stream dropped");
-    assert!(t.elapsed() < Duration::from_secs(4), "stopped within about a second: {:?}", t.elapsed());
+    assert_well_under(t.elapsed(), Duration::from_secs(20), "the model's stream dropped at the cancel, not at its end");
     // Cancel while a tool runs: the MCP server gets notifications/cancelled.
     let rid = d.send(&id, "run the long thing");
     events.until(Duration::from_secs(20), |e| {
@@ -845,16 +845,29 @@ fn a_ctx_elicit_of_a_session_server_reaches_the_person_by_default() {
 /// and show `shown`); `user_data` null declines, `{}` allows once, `{"always": true}` grants.
 fn answer_sampling(d: &Desktop, id: &str, events: &mut Events, extension: &str, shown: &str, user_data: Value) {
     let is_ask = |e: &Value| e["type"] == "Message" && e["message"]["content"][0]["type"] == "actionRequired";
-    let asked = events.until(Duration::from_secs(30), is_ask);
-    let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
-    assert_eq!(data["actionType"], "elicitation", "{data}");
-    let message = data["message"].as_str().unwrap();
-    assert!(message.contains(&format!("{extension} wants to use the model")) && message.contains(shown), "{message}");
+    let answer = |data: &Value, user_data: Value| {
+        let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
+            "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": user_data}}]});
+        let r = d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
+        assert_eq!(r.status, 200, "{}", r.body);
+    };
+    // The question this test caused is the one showing `shown`; another (an extension's own
+    // sampling request, e.g. the flood server's unprompted one when it lands in the turn) is
+    // declined and the wait goes on.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let data = loop {
+        let asked = events.until(deadline.saturating_duration_since(Instant::now()), is_ask);
+        let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
+        assert_eq!(data["actionType"], "elicitation", "{data}");
+        let message = data["message"].as_str().unwrap();
+        if message.contains(shown) {
+            assert!(message.contains(&format!("{extension} wants to use the model")), "{message}");
+            break data;
+        }
+        answer(&data, Value::Null);
+    };
     assert_eq!(data["requested_schema"]["properties"]["always"]["type"], "boolean", "{data}");
-    let response = json!({"id": format!("u-{}", request_id()), "role": "user", "created": 1735725601, "metadata": {"userVisible": false, "agentVisible": false},
-        "content": [{"type": "actionRequired", "data": {"actionType": "elicitationResponse", "id": data["id"], "user_data": user_data}}]});
-    let r = d.post(&format!("/sessions/{id}/reply"), json!({"request_id": request_id(), "user_message": response}));
-    assert_eq!(r.status, 200, "{}", r.body);
+    answer(&data, user_data);
 }
 
 /// An extension's `sampling/createMessage` (issue 16) goes to the session's model only when
@@ -901,9 +914,14 @@ fn sampling_goes_to_the_session_model_and_approve_mode_asks_first() {
 
     // Approve mode: the tool is confirmed, then the sampling request is asked about.
     d.post_ok("/agent/update_session", json!({"session_id": id, "goose_mode": "approve"}));
-    let is_ask = |e: &Value| e["type"] == "Message" && e["message"]["content"][0]["type"] == "actionRequired";
+    // The tool's confirmation: the question this turn causes first (not any question).
+    let is_confirmation = |e: &Value| {
+        e["type"] == "Message"
+            && e["message"]["content"][0]["type"] == "actionRequired"
+            && e["message"]["content"][0]["data"]["actionType"] == "toolConfirmation"
+    };
     let confirm_then_answer = |events: &mut Events, allow: bool| {
-        let asked = events.until(Duration::from_secs(30), is_ask);
+        let asked = events.until(Duration::from_secs(30), is_confirmation);
         let data = asked.last().unwrap().1["message"]["content"][0]["data"].clone();
         assert_eq!(data["actionType"], "toolConfirmation", "{data}");
         let r = d.post(
@@ -1200,13 +1218,12 @@ fn event_stream_followers_hold_no_request_slot() {
     let id = start_and_open(&d, vec![]);
     let _first = d.events(&id, None);
     let _second = d.events(&id, None);
-    // The pinned TLS connection first: the time measured is the request's alone.
+    // A request that found the one slot held would wait for it (the server's slot wait) and
+    // then be answered 503 with Retry-After, since the followers never end: a 200 says it got
+    // the slot.
     let mut conn = BufReader::new(connect(&d.server.addr, &d.pin).expect("the pinned handshake"));
-    let t = Instant::now();
     let r = exchange_json(&mut conn, "GET", "/sessions", Some(SECRET), None).expect("an HTTPS exchange");
-    let took = t.elapsed();
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert!(took < Duration::from_millis(900), "served at once, not after waiting for a slot: {took:?}");
+    assert_eq!(r.status, 200, "served, not refused for want of a slot: {}", r.body);
 }
 
 #[test]

@@ -156,11 +156,16 @@ fn sessions_are_titled_by_the_model_after_the_first_exchange_and_a_name_set_by_h
     let mut ev = Events::open(&s, &named);
     let rid = send(&s, &named, 2, "Rename me, if you dare");
     ev.until("Finish", finished(&rid));
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(session(&s, &named)["name"], "Mine");
     let url = format!("{}/_llmock/scenario", mock.openai_host());
     let pending = http("GET", &url, None, None).json();
     assert_eq!(pending["pending"][0]["text"], "Model title", "no title request for a named session: {pending}");
+    // No title request comes later either: the next turn gets the scripted reply a title
+    // request would have taken, and the name stays.
+    let rid = send(&s, &named, 4, "And another thing");
+    ev.until("the second Finish", finished(&rid));
+    let v = session(&s, &named);
+    assert!(v["conversation"].to_string().contains("Model title"), "the second turn's answer: {v}");
+    assert_eq!(v["name"], "Mine");
 }
 
 #[test]
@@ -175,7 +180,11 @@ fn without_a_usable_model_title_the_first_message_names_the_session() {
     let rid = send(&s, &sid, 3, "\n  Summarise the release notes  \nof version 2");
     ev.until("Finish", finished(&rid));
     script_used(&mock);
-    std::thread::sleep(Duration::from_millis(300));
+    // The title thread says when it has read the model's answer and kept the name.
+    let kept = wait_for(Duration::from_secs(30), || {
+        s.stderr().contains("holds no usable title; the first message names the session").then_some(())
+    });
+    assert!(kept.is_some(), "the title thread never finished: {}", s.stderr());
     let v = session(&s, &sid);
     assert_eq!(v["name"], "Summarise the release notes");
     assert_eq!(v["user_set_name"], false);

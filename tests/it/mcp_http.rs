@@ -281,10 +281,9 @@ fn tls_failure_is_explained() {
 #[test]
 fn timeout_is_explained() {
     let fake = start_fake("stall");
-    let started = Instant::now();
+    // The extension's 2 s timeout answers, not the driver's own 60 s wait ("no answer to").
     let e = init_error(&fake.url, Duration::from_secs(2));
     assert!(e.contains("no answer from") && e.contains("raise the extension's timeout"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(30), "bounded by the extension timeout");
 }
 
 #[test]
@@ -337,10 +336,10 @@ fn redirect_is_not_followed_blindly() {
 #[test]
 fn truncated_stream_fails_the_request_not_the_wait() {
     let fake = start_fake("truncated");
-    let started = Instant::now();
+    // The stream's end is the error, not the timeout's "no answer from".
     let e = init_error(&fake.url, Duration::from_secs(30));
     assert!(e.contains("ended the answer stream") && e.contains("without answering"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(25), "fails when the stream ends, not at the timeout");
+    assert!(!e.contains("no answer from"), "{e}");
 }
 
 #[test]
@@ -454,19 +453,16 @@ fn sse_extension_fails_fast_without_network_io() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let uri = format!("http://{}/sse", listener.local_addr().unwrap());
-    let started = Instant::now();
     let r = s.post(
         "/agent/add_extension",
         json!({"session_id": id, "config": {"type":"sse","name":"legacy","description":"","uri":uri}}),
     );
-    let took = started.elapsed();
     assert!(r.status >= 400, "{} {}", r.status, r.text());
     assert!(
         r.text().contains("SSE is unsupported, migrate to streamable_http") && r.text().contains("uri"),
         "{}",
         r.text()
     );
-    assert!(took < Duration::from_millis(900), "took {took:?}");
     assert!(listener.accept().is_err(), "no connection was made to the sse server");
 }
 

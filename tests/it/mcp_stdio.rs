@@ -123,7 +123,7 @@ fn server_everything_call_cancelled_returns_at_once_and_the_client_goes_on() {
     drop(ctx_tx);
     let r = h.join().unwrap();
     assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
-    assert!(t.elapsed() < Duration::from_secs(3));
+    assert_well_under(t.elapsed(), Duration::from_secs(30), "the call ended at the cancel, not with the operation");
     // The client still works after a cancel.
     assert!(text(&c.call_tool("echo", Some(json!({"message": "after"})), &CallContext::default()).unwrap())
         .contains("after"));
@@ -264,7 +264,6 @@ fn answers_in_pieces_and_news_between_calls_are_both_read() {
 fn large_requests_and_answers_cross_without_a_deadlock() {
     let (c, pid) = connect(&fake("ok", None), opts(Duration::from_secs(60), None));
     let c = Arc::new(c.unwrap());
-    let t = Instant::now();
     let hs: Vec<_> = (0..4)
         .map(|i| {
             let c = c.clone();
@@ -277,10 +276,11 @@ fn large_requests_and_answers_cross_without_a_deadlock() {
             })
         })
         .collect();
+    // A send that waited for room for ever would fail at the stall limit: each call's
+    // `unwrap` above is the check.
     for h in hs {
         h.join().unwrap();
     }
-    assert!(t.elapsed() < Duration::from_secs(25), "took {:?}: a send waited for room", t.elapsed());
     c.close();
     assert_gone(pid);
 }
@@ -297,17 +297,12 @@ fn a_server_that_stops_reading_fails_the_send_after_the_stall_limit() {
     let c = c.unwrap();
     let r = c.call_tool("echo", Some(json!({"message": "hello"})), &CallContext::default()).unwrap();
     assert_eq!(text(&r), "echo: hello");
-    let t = Instant::now();
     let big = json!({"message": "x".repeat(4 << 20)});
     let e = c.call_tool("echo", Some(big.clone()), &CallContext::default()).unwrap_err().to_string();
     assert!(e.contains("has not read its input for 4s; it is stuck"), "{e}");
-    assert!(t.elapsed() < Duration::from_secs(20), "took {:?}", t.elapsed());
-    let t = Instant::now();
+    // The second call finds stdin closed and says so, without trying (and stalling) again.
     let e = c.call_tool("echo", Some(big), &CallContext::default()).unwrap_err().to_string();
-    assert!(e.contains("stdin is closed"), "{e}");
-    // At once: without waiting for the stall limit again (encoding 4 MiB of JSON in a debug
-    // build on a loaded machine alone has taken over a second).
-    assert!(t.elapsed() < stall, "the second call failed without waiting again: {:?}", t.elapsed());
+    assert!(e.contains("stdin is closed") && !e.contains("has not read its input"), "{e}");
     c.close();
     assert_gone(pid);
 }
@@ -316,18 +311,17 @@ fn a_server_that_stops_reading_fails_the_send_after_the_stall_limit() {
 fn a_child_that_crashes_mid_call_fails_every_pending_call_at_once() {
     let (c, pid) = connect(&fake("crash_mid_call", None), opts(Duration::from_secs(60), None));
     let c = Arc::new(c.unwrap());
-    let t = Instant::now();
     let hs: Vec<_> = (0..3)
         .map(|_| {
             let c = c.clone();
             std::thread::spawn(move || c.call_tool("slow", Some(json!({"seconds": 30})), &CallContext::default()))
         })
         .collect();
+    // Each fails with the crash (its stderr tail), not with the 60 s timeout's words.
     for h in hs {
         let e = h.join().unwrap().unwrap_err().to_string();
         assert!(e.contains("crashing on purpose"), "the stderr tail is quoted: {e}");
     }
-    assert!(t.elapsed() < Duration::from_secs(10), "failed at once, not at the 60 s timeout");
     assert!(c.is_closed());
     c.close();
     assert_gone(pid);
@@ -441,10 +435,9 @@ fn the_ladder_ends_a_child_that_ignores_sigterm() {
     let (c, pid) = connect(&s, opts(Duration::from_secs(10), None));
     let c = c.unwrap();
     assert!(pid_alive(pid));
-    let t = Instant::now();
+    // It ignores SIGTERM and stdin's end: only the ladder's SIGKILL ends it.
     c.close();
     assert_gone(pid);
-    assert!(t.elapsed() < Duration::from_secs(8));
 }
 
 #[test]

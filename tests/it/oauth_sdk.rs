@@ -152,12 +152,12 @@ fn gosling_auth_by_url_and_what_it_says_when_a_person_is_needed() {
     let p = auth_peer(peers, 3600);
     let home = TempDir::new("auth-url");
 
-    let t = Instant::now();
+    // The refusal itself is the check: waiting for a person instead would end in the sign-in
+    // wait's own words, not these.
     let out = gosling(&home).args(["auth", "--sign-in", "follow", &p.mcp]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("needs a person") && err.contains("without --sign-in follow"), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(15), "said so only after {:?}", t.elapsed());
 
     let sign_in = |home: &TempDir| {
         let mut auth = AuthCli::start(home, &[&p.mcp]);

@@ -290,13 +290,12 @@ fn broken_streams_end_in_an_error_event() {
     let s =
         server_with_llm(&llm.url(), "openai", &[("GOSLING_LLM_STALL_SECS", "1"), ("GOSLING_LLM_MAX_ATTEMPTS", "1")]);
     let id = session(&s, peers, &["echo"], vec![]);
-    for (prompt, needle) in [("cut", "ended"), ("malformed", "malformed"), ("stall", "")] {
-        let t = Instant::now();
+    // Each error names its cause: the stall is seen after 1 s, not as the stream's end 10 s on.
+    for (prompt, needle) in [("cut", "ended"), ("malformed", "malformed"), ("stall", "stalled")] {
         let events = ReplyStream::open(&s, &id, user_text(prompt)).all();
         let last = events.last().unwrap();
         assert_eq!(last["type"], "Error", "{prompt}: {events:?}");
         assert!(last["error"].as_str().unwrap().to_lowercase().contains(needle), "{prompt}: {last}");
-        assert!(t.elapsed() < Duration::from_secs(30));
         assert!(!texts(&events).is_empty(), "text streamed before the failure stays streamed");
     }
 }
@@ -335,7 +334,11 @@ fn client_disconnect_cancels_the_tool_call() {
     let cancelled =
         wait_for(Duration::from_secs(30), || s.stderr().contains("abandoned (operation cancelled)").then_some(()));
     assert!(cancelled.is_some(), "the tool call was cancelled after the client left");
-    assert!(t.elapsed() < Duration::from_secs(3), "cancelled within about a second: {:?}", t.elapsed());
+    assert_well_under(
+        t.elapsed(),
+        Duration::from_secs(30),
+        "cancelled when the client left, not at the operation's end",
+    );
     assert_eq!(s.get("/config").status, 200, "still serving");
     assert_eq!(llm.requests().len(), 1, "no further model turn");
 }
@@ -356,7 +359,8 @@ fn approve_flow(action: &str) -> Option<Vec<Value>> {
     let data = &contents(std::slice::from_ref(&ask), "actionRequired")[0]["data"];
     assert_eq!(data["actionType"], "toolConfirmation");
     assert_eq!(data["toolName"], "everything__echo");
-    std::thread::sleep(Duration::from_millis(700)); // the turn waits (Pings keep the stream alive)
+    // The turn waits for the answer: the stream goes quiet but for a Ping that keeps it alive.
+    stream.until(|e| e["type"] == "Ping");
     let r = s.post("/action-required/tool-confirmation", json!({"id": data["id"], "action": action, "sessionId": id}));
     assert_eq!(r.status, 200, "{}", r.text());
     contract::check_resp("POST", "/action-required/tool-confirmation", &r);
@@ -426,6 +430,6 @@ fn client_disconnect_drops_the_llm_stream() {
     let t = Instant::now();
     let gone = wait_for(Duration::from_secs(10), || llm.client_gone().then_some(()));
     assert!(gone.is_some(), "the LLM connection was dropped after the client left");
-    assert!(t.elapsed() < Duration::from_secs(3), "dropped within about a second: {:?}", t.elapsed());
+    assert_well_under(t.elapsed(), Duration::from_secs(20), "dropped when the client left, not at the stream's end");
     assert_eq!(s.get("/config").status, 200);
 }

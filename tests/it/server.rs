@@ -215,12 +215,11 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     .expect("a request past the cap gets 503");
     assert_eq!(busy.header("retry-after"), Some("1"));
     assert!(busy.json()["message"].as_str().unwrap().contains("retry"));
-    // ...while /status needs no slot and still answers at once.
+    // ...while /status needs no slot and still answers (one that waited for a slot would get
+    // the 503 above: every slot stays held).
     trickle(&mut slow);
-    let t = Instant::now();
     let st = http("GET", &s.url("/status"), None, None);
     assert_eq!((st.status, st.text().as_str()), (200, "ok"));
-    assert!(t.elapsed() < Duration::from_millis(900), "/status at the cap took {:?}", t.elapsed());
     // One slow client leaves: its slot is given back, and with cap - 1 slow bodies still holding
     // theirs (the 503 above showed them all held), requests are served, at once.
     drop(slow.pop());
@@ -230,9 +229,7 @@ fn slow_clients_cannot_starve_status_and_the_cap_answers_503() {
     });
     assert!(freed.is_some(), "the slot of the slow client that left was not given back");
     trickle(&mut slow);
-    let t = Instant::now();
-    assert_eq!(s.get("/config").status, 200);
-    assert!(t.elapsed() < Duration::from_secs(2), "/config took {:?}", t.elapsed());
+    assert_eq!(s.get("/config").status, 200, "served with the freed slot, not refused 503");
     // Once the slow clients go quiet, the read timeout frees them (408) and the server serves again.
     let mut buf = String::new();
     slow[0].set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -359,36 +356,38 @@ fn slow_loris_headers_are_cut_off_at_the_io_timeout() {
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.write_all(b"GET /status HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let t = Instant::now();
     let mut out = String::new();
     // The connection is closed without an answer (an unsolicited 408 on a keep-alive
     // connection would be read by clients as the answer to their next request).
     let n = c.read_to_string(&mut out).expect("closed by the server, not by our read timeout");
     assert_eq!((n, out.as_str()), (0, ""));
-    assert!(t.elapsed() < Duration::from_secs(15));
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
 
-/// Sends `byte` every ~`every` (under the server's 1 s read timeout) for up to 20 s, until the
-/// server answers a whole head or closes the connection; returns how long that took and what
-/// it sent.
-fn trickle_until_cut_off(c: &mut TcpStream, byte: &[u8], every: Duration) -> (Duration, String) {
+/// Sends `byte` every ~`every` (under the server's 1 s read timeout) for up to 60 s (a
+/// deadline for the test, 30 times the server's), until the server answers a whole head or
+/// closes the connection; returns whether the server did (rather than the deadline passing)
+/// and what it sent.
+fn trickle_until_cut_off(c: &mut TcpStream, byte: &[u8], every: Duration) -> (bool, String) {
     c.set_read_timeout(Some(every)).unwrap();
-    let t = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut out = Vec::new();
     let mut buf = [0u8; 256];
-    while t.elapsed() < Duration::from_secs(20) && !out.windows(4).any(|w| w == b"\r\n\r\n") {
+    while Instant::now() < deadline {
+        if out.windows(4).any(|w| w == b"\r\n\r\n") {
+            return (true, String::from_utf8_lossy(&out).into_owned());
+        }
         if c.write_all(byte).is_err() {
-            break;
+            return (true, String::from_utf8_lossy(&out).into_owned());
         }
         match c.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return (true, String::from_utf8_lossy(&out).into_owned()),
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => break,
+            Err(_) => return (true, String::from_utf8_lossy(&out).into_owned()),
         }
     }
-    (t.elapsed(), String::from_utf8_lossy(&out).into_owned())
+    (false, String::from_utf8_lossy(&out).into_owned())
 }
 
 #[test]
@@ -401,8 +400,8 @@ fn a_trickled_request_head_is_cut_off() {
     });
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.write_all(b"GET /status HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").unwrap();
-    let (took, out) = trickle_until_cut_off(&mut c, b"a", Duration::from_millis(500));
-    assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
+    let (cut_off, out) = trickle_until_cut_off(&mut c, b"a", Duration::from_millis(500));
+    assert!(cut_off, "the server let the trickle go on for a minute: {out:?}");
     assert!(out.is_empty() || out.starts_with("HTTP/1.1 408"), "{out:?}");
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
@@ -416,8 +415,8 @@ fn a_trickled_request_body_is_cut_off() {
         ..Default::default()
     });
     let mut c = slow_request(&s.addr);
-    let (took, out) = trickle_until_cut_off(&mut c, b" ", Duration::from_millis(300));
-    assert!(took < Duration::from_secs(15), "the trickle went on for {took:?}");
+    let (cut_off, out) = trickle_until_cut_off(&mut c, b" ", Duration::from_millis(300));
+    assert!(cut_off, "the server let the trickle go on for a minute: {out:?}");
     assert!(out.starts_with("HTTP/1.1 408"), "{out:?}");
     assert_eq!(http("GET", &s.url("/status"), None, None).status, 200);
 }
@@ -579,9 +578,9 @@ fn a_client_pipelining_without_reading_cannot_grow_memory_or_block_others() {
         }
     }
     assert!(sent > 100_000, "the client got {sent} bytes of requests out");
-    let t = Instant::now();
+    // Another client is served while the pipelining one is still connected (blocked behind it,
+    // this request would wait for as long as that connection stays open: past the end).
     assert_eq!(s.get("/config").status, 200);
-    assert!(t.elapsed() < Duration::from_secs(5), "another client waited {:?}", t.elapsed());
     let grown = rss_kib(s.pid()).saturating_sub(before);
     assert!(grown < 20_000, "the server grew by {grown} KB");
     drop(c);
@@ -776,12 +775,14 @@ fn cors_only_for_configured_origins() {
 }
 
 /// Opens `n` connections at once on a fresh server, then sends `GET /status` on each and keeps
-/// them open; every one must be answered within `within` of its request.
-fn burst(s: &Server, n: usize, within: Duration) {
+/// them open; every one must be answered well within the server's idle timeout (30 s): a
+/// connection left waiting for a thread waits for another connection to go idle that long.
+fn burst(s: &Server, n: usize) {
+    let io_timeout = Duration::from_secs(30);
     let mut conns = idle_connections(&s.addr, n);
     let sent = Instant::now();
     for c in &mut conns {
-        c.set_read_timeout(Some(within + Duration::from_secs(5))).unwrap();
+        c.set_read_timeout(Some(io_timeout + Duration::from_secs(5))).unwrap();
         write!(c, "GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     }
     let mut slowest = Duration::ZERO;
@@ -790,7 +791,7 @@ fn burst(s: &Server, n: usize, within: Duration) {
         assert_eq!(status, 200, "connection {i} of {n}");
         slowest = slowest.max(sent.elapsed());
     }
-    assert!(slowest < within, "{n} new connections: the last answered after {slowest:?} (limit {within:?})");
+    crate::support::assert_well_under(slowest, io_timeout, &format!("{n} new connections, the last one answered"));
 }
 
 #[test]
@@ -798,9 +799,9 @@ fn a_burst_of_new_connections_is_answered_at_once() {
     // Each on a fresh server: the first connections are where a lazily grown pool of threads
     // left some waiting for others to go idle.
     for _ in 0..3 {
-        burst(&Server::start(), 16, Duration::from_millis(500));
+        burst(&Server::start(), 16);
     }
-    burst(&Server::start(), 256, Duration::from_secs(2));
+    burst(&Server::start(), 256);
 }
 
 /// Issue 27 finding 6: heads that fail the Host, Origin or key check are answered from the
@@ -839,13 +840,12 @@ fn heads_without_the_key_never_hold_a_request_slot() {
         let text = String::from_utf8_lossy(&buf[..n]).to_string();
         assert!(text.starts_with(&format!("HTTP/1.1 {want}")) && text.contains(*why), "{text:?}");
     }
-    // While they are all still connected, the person with the key is served at once.
-    let t = Instant::now();
+    // While they are all still connected, the person with the key is served: a request that
+    // found the slots held would wait a second and be refused 503.
     for _ in 0..cap * 2 {
         let r = s.post("/config/upsert", json!({"key": "k", "value": "v", "is_secret": false}));
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    assert!(t.elapsed() < Duration::from_secs(5), "served in {:?}", t.elapsed());
     assert_eq!(s.get("/config").status, 200);
     drop(held);
 }

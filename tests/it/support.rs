@@ -485,6 +485,18 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
     }
 }
 
+/// Asserts that `took` (measured from the step the test caused, set-up excluded) is well under
+/// `would_take`: the time the thing would take if it waited for what it must not wait for (a
+/// timeout, the rest of a stream, a model's first token). Under half of it: a ratio that holds
+/// on a loaded 2-core machine, where an absolute bound of a second does not.
+#[track_caller]
+pub fn assert_well_under(took: Duration, would_take: Duration, what: &str) {
+    assert!(
+        took * 2 < would_take,
+        "{what}: took {took:?}, not well under the {would_take:?} it takes when it waits for what it must not"
+    );
+}
+
 /// True while a process with this pid exists (and is not a zombie).
 pub fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

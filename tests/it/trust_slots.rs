@@ -7,7 +7,7 @@ use crate::support::{http, wait_for, Server, ServerOpts};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A request on an open path whose head promises a body it does not send (one byte of it).
 fn slow_open(addr: &str, method: &str, path: &str) -> TcpStream {
@@ -60,30 +60,26 @@ fn slow_unauthenticated_bodies_never_hold_the_key_holders_slots() {
     // The open routes' few slots are full once the first slow body is refused (503).
     let full = wait_for(Duration::from_secs(30), || slow.iter().any(answered_yet).then_some(()));
     assert!(full.is_some(), "no slow body was refused: the open routes' slots never filled");
-    // While they are all connected, the person with the key is served at once, again and again.
-    let t = Instant::now();
+    // While they are all connected, the person with the key is served, again and again (a
+    // request that found no slot would wait a second and be refused 503).
     for i in 0..cap * 3 {
         let r = s.post("/config/upsert", json!({"key": format!("k{i}"), "value": "v", "is_secret": false}));
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    assert!(t.elapsed() < Duration::from_secs(5), "served in {:?}", t.elapsed());
     let st = http("GET", &s.url("/status"), None, None);
     assert_eq!(st.status, 200);
     // All but the few that got an open slot were refused at once (busy), not left waiting for
     // a slot; those few are cut off for their slow body (408) or still held (a body that sends
     // nothing waits out the I/O timeout) — never more than `OPEN_SLOTS` (4) of them.
-    let t = Instant::now();
     let statuses: Vec<Option<u16>> = slow.iter_mut().map(|c| answer(c, Duration::from_secs(5))).collect();
     let busy = statuses.iter().filter(|s| **s == Some(503)).count();
     assert!(busy >= 64 - 4, "503 for {busy} of 64: {statuses:?}");
     assert!(statuses.iter().all(|s| matches!(s, Some(503 | 408) | None)), "{statuses:?}");
-    assert!(t.elapsed() < Duration::from_secs(30), "answers took {:?}", t.elapsed());
     drop(slow);
 
     // A body that trickles (a byte every 300 ms, under the minimum rate) is cut off soon after
     // the open routes' short grace.
     let mut c = slow_open(&s.addr, "POST", "/auth/login");
-    let t = Instant::now();
     let cut = wait_for(Duration::from_secs(20), || {
         if c.write_all(b" ").is_err() {
             return Some(None);
@@ -91,7 +87,6 @@ fn slow_unauthenticated_bodies_never_hold_the_key_holders_slots() {
         answer(&mut c, Duration::from_millis(300)).map(Some)
     });
     assert_eq!(cut.flatten(), Some(408), "a trickled login body is cut off");
-    assert!(t.elapsed() < Duration::from_secs(10), "cut off after {:?}", t.elapsed());
 
     // With them gone, a login is answered on its merits (a wrong token: 401), not 503.
     let r = http("POST", &s.url("/auth/login"), None, Some(br#"{"token":"not-the-token"}"#));

@@ -148,3 +148,70 @@ mod tests { fn t() { rx.recv(); } }
     let found: Vec<usize> = unbounded(src).into_iter().map(|(n, _, _)| n).collect();
     assert_eq!(found, [3, 5, 7, 11, 13, 15, 16, 17, 19, 20]);
 }
+
+/// What the integration tests may not do with the clock (issue 37 item 6), in one test file's
+/// code: assert on an elapsed time (`assert!(t.elapsed() < …)`: use the event that shows the
+/// requirement, or `support::assert_well_under` where the time is the requirement), or assert
+/// right after a sleep (wait for the event instead). (line number, line, what to do).
+fn clock_checks(text: &str) -> Vec<(usize, String, &'static str)> {
+    let lines = code_lines(text);
+    let mut out = Vec::new();
+    let mut after_sleep: Option<usize> = None;
+    for (n, (code, _)) in lines.iter().enumerate() {
+        let code = code.trim();
+        if code.is_empty() {
+            continue;
+        }
+        let asserts = code.starts_with("assert") && !code.starts_with("assert_well_under");
+        if asserts && code.contains("elapsed()") {
+            out.push((n + 1, code.to_string(), "assert on the event that shows it, or assert_well_under"));
+        }
+        if let (true, Some(_)) = (asserts, after_sleep) {
+            out.push((n + 1, code.to_string(), "wait for the event instead of sleeping"));
+        }
+        after_sleep = code.starts_with("std::thread::sleep(").then_some(n);
+    }
+    out
+}
+
+#[test]
+fn tests_wait_on_events_not_on_the_clock() {
+    let dir = crate::support::manifest_dir().join("tests/it");
+    let mut wrong = Vec::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        // This file and layers.rs hold the checkers' own examples.
+        if !name.ends_with(".rs") || name == "waits.rs" {
+            continue;
+        }
+        files += 1;
+        for (line, code, fix) in clock_checks(&std::fs::read_to_string(&path).unwrap()) {
+            wrong.push(format!("tests/it/{name}:{line}: {code}\n    {fix}"));
+        }
+    }
+    assert!(files > 30, "found the test files ({files})");
+    assert!(wrong.is_empty(), "tests that lean on the clock:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_clock_checker_sees_each_form() {
+    let src = r#"
+fn t() {
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert_well_under(t.elapsed(), Duration::from_secs(30), "x");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(a, b);
+    std::thread::sleep(Duration::from_millis(300));
+    // a comment between
+    let r = get();
+    assert_eq!(r, 1);
+    std::thread::sleep(Duration::from_millis(300));
+
+    assert!(ok);
+}
+"#;
+    let found: Vec<usize> = clock_checks(src).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(found, [3, 6, 13]);
+}

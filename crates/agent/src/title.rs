@@ -93,7 +93,10 @@ pub fn ask_model(provider: &dyn Provider, first: &str, answer: &str, deadline: D
     let start = Instant::now();
     let mut on_delta = |_: Delta| start.elapsed() < deadline;
     match provider.complete_cancellable(&request(first, answer), &mut on_delta, &|| start.elapsed() >= deadline) {
-        Ok(c) => from_model(&c.text),
+        Ok(c) => from_model(&c.text).or_else(|| {
+            log::info!("title: the model's answer holds no usable title; the first message names the session");
+            None
+        }),
         Err(e) => {
             log::info!("title: the model gave no title ({e}); the first message names the session");
             None

@@ -10,10 +10,11 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    clip, parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink,
-    ToolCallOut, ToolSpec, Usage,
-};
+use crate::error::Error;
+use crate::settings::Settings;
+use crate::stream::{Call, Flow, Sink};
+use crate::text::{clip, content_as_text, parse_arguments, parse_chunk};
+use crate::types::{ChatRequest, Completion, Part, Role, ToolCallOut, ToolSpec, Usage};
 
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -35,7 +36,7 @@ fn result_blocks(content: &[Value]) -> Vec<Value> {
                            "data": c.get("data").and_then(Value::as_str).unwrap_or("")}
             })),
             _ => {
-                let text = super::content_as_text(std::slice::from_ref(c));
+                let text = content_as_text(std::slice::from_ref(c));
                 if !text.is_empty() {
                     out.push(json!({"type": "text", "text": text}));
                 }

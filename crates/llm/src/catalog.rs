@@ -29,8 +29,8 @@ pub const PROVIDERS: [Provider; 3] = [
         doc_link: "https://platform.openai.com/docs/models",
         keys: &[
             ("OPENAI_API_KEY", false, true, None),
-            ("OPENAI_HOST", false, false, Some(crate::OPENAI_DEFAULT_HOST)),
-            ("OPENAI_BASE_PATH", false, false, Some(crate::OPENAI_DEFAULT_PATH)),
+            ("OPENAI_HOST", false, false, Some(crate::settings::OPENAI_DEFAULT_HOST)),
+            ("OPENAI_BASE_PATH", false, false, Some(crate::settings::OPENAI_DEFAULT_PATH)),
         ],
         models: &[
             Model { name: "gpt-4o", context_limit: 128_000 },
@@ -47,7 +47,7 @@ pub const PROVIDERS: [Provider; 3] = [
         description: "Claude models through Anthropic's Messages API",
         default_model: "claude-sonnet-4-5",
         doc_link: "https://docs.anthropic.com/en/docs/about-claude/models",
-        keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some(crate::ANTHROPIC_DEFAULT_HOST))],
+        keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some(crate::settings::ANTHROPIC_DEFAULT_HOST))],
         models: &[
             Model { name: "claude-sonnet-4-5", context_limit: 200_000 },
             Model { name: "claude-opus-4-1", context_limit: 200_000 },
@@ -61,7 +61,7 @@ pub const PROVIDERS: [Provider; 3] = [
         description: "Local models served by Ollama",
         default_model: "qwen3",
         doc_link: "https://ollama.com/library",
-        keys: &[("OLLAMA_HOST", true, false, Some(crate::OLLAMA_DEFAULT_HOST))],
+        keys: &[("OLLAMA_HOST", true, false, Some(crate::settings::OLLAMA_DEFAULT_HOST))],
         models: &[
             Model { name: "qwen3", context_limit: 40_960 },
             Model { name: "llama3.2", context_limit: 131_072 },
@@ -73,7 +73,7 @@ pub const PROVIDERS: [Provider; 3] = [
 /// Whether gosling could run `provider` with the current settings (the same check a turn
 /// makes, with any model).
 pub fn is_configured(provider: &str, setting: &dyn Fn(&str) -> Option<String>) -> bool {
-    crate::Settings::resolve(&gosling_config::ProcessEnv, setting, (Some(provider), Some("any"))).is_ok()
+    crate::settings::Settings::resolve(&gosling_config::ProcessEnv, setting, (Some(provider), Some("any"))).is_ok()
 }
 
 /// The catalogue entry of `name` (a canonical provider name).

@@ -10,10 +10,11 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    parse_arguments, parse_chunk, Call, ChatRequest, Completion, Error, Flow, Part, Role, Settings, Sink, ToolCallOut,
-    ToolSpec, Usage,
-};
+use crate::error::Error;
+use crate::settings::Settings;
+use crate::stream::{Call, Flow, Sink};
+use crate::text::{clip, content_as_text, parse_arguments, parse_chunk};
+use crate::types::{ChatRequest, Completion, Part, Role, ToolCallOut, ToolSpec, Usage};
 
 /// The request's headers: the key as a bearer token, when there is one.
 pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
@@ -62,7 +63,7 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
                 let mut images = Vec::new();
                 for p in &m.parts {
                     if let Part::ToolResult { id, content, is_error } = p {
-                        let mut text = super::content_as_text(content);
+                        let mut text = content_as_text(content);
                         if *is_error && !text.starts_with("Error") {
                             text = format!("Error: {text}");
                         }
@@ -129,7 +130,7 @@ pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error>
         let v = parse_chunk(&s.provider, data)?;
         if let Some(e) = v.get("error") {
             let msg = e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string());
-            return Err(Error::Remote(super::clip(&msg, 300)));
+            return Err(Error::Remote(clip(&msg, 300)));
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             out.usage = Some(Usage {

@@ -8,7 +8,9 @@ use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{clip, Error, Settings};
+use crate::error::Error;
+use crate::settings::Settings;
+use crate::text::clip;
 
 /// Largest error body read to build a message.
 const MAX_ERROR_BODY: u64 = 64 * 1024;

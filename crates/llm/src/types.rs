@@ -1,0 +1,122 @@
+//! The neutral conversation types a provider takes and returns, and the `Provider` trait. The
+//! turn loop (agent/) converts goose messages to and from these.
+
+use crate::error::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    /// A tool call the assistant made earlier in the conversation.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    /// The result of a tool call, sent back in a user message. `content` holds MCP content
+    /// blocks (`{"type":"text","text":…}`, `{"type":"image","data":…,"mimeType":…}`, …).
+    ToolResult {
+        id: String,
+        content: Vec<serde_json::Value>,
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object (MCP's `inputSchema`).
+    pub input_schema: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+    /// Empty: no tools are offered.
+    pub tools: Vec<ToolSpec>,
+    /// A cap on the answer's tokens from the caller (an extension's sampling request):
+    /// OpenAI-style providers get `max_tokens`; Anthropic's required one is lowered to it.
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallOut {
+    pub id: String,
+    pub name: String,
+    /// `Err` holds the raw text the model produced when it was not valid JSON, so the loop can
+    /// send it back to the model as a tool error. Empty arguments become `Ok({})`.
+    pub arguments: Result<serde_json::Value, BadArguments>,
+}
+
+/// Tool-call arguments the model wrote that are not JSON: the raw text, to show the model.
+/// Part of what the model said, not an error of this layer (that is `Error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadArguments {
+    pub raw: String,
+}
+
+impl std::fmt::Display for BadArguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the arguments are not valid JSON: {}", self.raw)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Completion {
+    /// All streamed text, concatenated.
+    pub text: String,
+    /// In the order the model started them.
+    pub tool_calls: Vec<ToolCallOut>,
+    /// None when the server sent no usage.
+    pub usage: Option<Usage>,
+    /// The provider's own words: OpenAI `stop`/`tool_calls`/`length`, Anthropic
+    /// `end_turn`/`tool_use`/`max_tokens`.
+    pub stop_reason: Option<String>,
+}
+
+/// A piece of the completion, handed to the caller as soon as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta<'a> {
+    Text(&'a str),
+}
+
+pub trait Provider: Send + Sync {
+    /// "openai", "ollama" or "anthropic" (the canonical name, after aliases).
+    fn name(&self) -> &str;
+    /// Streams one completion. `on_delta` returns false to abort (the client went away): the
+    /// HTTP stream is dropped and `Error::Cancelled` returned. Text already passed to `on_delta`
+    /// stays delivered even when an error follows.
+    fn complete(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool) -> Result<Completion, Error> {
+        self.complete_cancellable(req, on_delta, &|| false)
+    }
+
+    /// As `complete`, and `cancelled` is polled about every 100 ms while the provider is silent
+    /// (waiting for the headers, between chunks, during a retry's wait): when it returns true
+    /// the call returns `Error::Cancelled` at once. Use it to stop within a second of a client
+    /// hanging up even when the model sends nothing for a while.
+    fn complete_cancellable(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut dyn FnMut(Delta) -> bool,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Completion, Error>;
+}
