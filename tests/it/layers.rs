@@ -354,8 +354,6 @@ fn mcp_tool_and_result_json_is_read_and_written_only_by_mcp_types() {
 /// crate's code has moved into modules. For these the root is left out of the module graph
 /// (as before issue 37): circles among their modules are still found.
 const ROOTS_NOT_YET_MOVED: &[(&str, &str)] = &[
-    ("agent", "the session operations move into the core's modules this session (issue 37 item 1)"),
-    ("acp", "typed ACP replaces the root's helpers this session (issue 37 item 3)"),
     ("sys", "its 700 lines move with the idle/turn overhead work this session"),
     ("web", "the page's asset table moves with the web/CLI work this session"),
     ("builtins", "`make` and `serve` (two functions): the builtins' owner this session"),
