@@ -27,6 +27,8 @@ import {
   acpSaveDefaults,
   acpReadThinkingEffort,
 } from 'desktop/acp/providers';
+import { fetchCanonicalModelInfo } from 'desktop/utils/canonical';
+import { acpSteerSession } from 'desktop/acp/prompt';
 import {
   getConfiguredExtensions,
   getConfiguredGooseExtensions,
@@ -72,7 +74,13 @@ function describe(e: unknown): string {
   if (e && typeof e === 'object' && 'issues' in e && Array.isArray((e as { issues: unknown[] }).issues)) {
     // zod: Desktop's own schema check rejected the answer
     const issues = (e as { issues: { path: unknown[]; message: string; code?: string }[] }).issues;
-    return 'schema check: ' + issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    const seen = new Map<string, number>();
+    for (const i of issues) {
+      const where = i.path.map((p) => (typeof p === 'number' ? '*' : String(p))).join('.') || '(root)';
+      const key = `${where}: ${i.message}`;
+      seen.set(key, (seen.get(key) ?? 0) + 1);
+    }
+    return 'schema check: ' + [...seen].map(([k, n]) => (n > 1 ? `${k} (x${n})` : k)).join('; ');
   }
   if (e instanceof Error) {
     const data = (e as Error & { data?: unknown }).data;
@@ -343,19 +351,38 @@ async function main(): Promise<void> {
     check(r === 'ok', `turn ended with ${r}`);
   });
 
-  await step('chat: cancel a running turn (stop)', async () => {
-    await llmock([{ type: 'slow_first_token', seconds: 8 }]);
-    const t0 = performance.now();
-    const done = submit(sid, 'this turn will be stopped');
+  await step('chat: context meter (canonical model info, then provider known models)', async () => {
+    // ChatInput's token limit: canonical model info first, then the provider's known models
+    const info = await fetchCanonicalModelInfo('openai', 'gpt-4o-mini');
+    let limit = info?.contextLimit ?? 0;
+    if (!limit) {
+      const openai = (await acpListProviderDetails()).find((p) => p.name === 'openai');
+      limit = openai?.metadata?.known_models?.find((m) => m.name === 'gpt-4o-mini')?.context_limit ?? 0;
+    }
+    check(limit > 0, 'no context limit for gpt-4o-mini: the meter shows none');
+  });
+
+  // A slow turn: steer it, then stop it.
+  await llmock([{ type: 'slow_first_token', seconds: 8 }]);
+  const t0 = performance.now();
+  let running: Promise<string | undefined> | undefined;
+  await step('chat: a slow turn starts', async () => {
+    running = submit(sid, 'this turn will be stopped');
     await until('the turn to start', 5_000, () => !!snapshot(sid)?.activePromptAttemptId);
-    await new Promise((r) => setTimeout(r, 200));
+  });
+  await step('chat: steer the running turn (activeRunId, session/steer)', async () => {
+    await until('session_info_update with _meta.goose.activeRunId', 3_000, () => !!snapshot(sid)?.activeRunId);
+    await acpSteerSession(sid, userMessage('also mention giraffes') as never, snapshot(sid)!.activeRunId!);
+  });
+  await step('chat: cancel the running turn (stop)', async () => {
+    check(running, 'no running turn');
     const t1 = performance.now();
     acpChatSessionController.stop(sid);
-    await done;
+    await running;
     const ms = Math.round(performance.now() - t1);
     check(performance.now() - t0 < 7_000, 'the turn ran to its end instead of stopping');
     check(!snapshot(sid)?.activePromptAttemptId, 'still running');
-    console.log(`      cancel settled ${ms} ms after stop`);
+    console.log(`      the prompt's answer came ${ms} ms after stop`);
   });
 
   // 6. History: list, search by what was said, rename, export.
