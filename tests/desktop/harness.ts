@@ -26,7 +26,12 @@ import {
   acpReadDefaults,
   acpSaveDefaults,
   acpReadThinkingEffort,
+  acpSetSessionProviderModel,
 } from 'desktop/acp/providers';
+import { listSlashCommandItems, listAgentMentionItems } from 'desktop/acp/autocomplete';
+import { getDiagnosticsReport } from 'desktop/acp/diagnostics';
+import { listRecipes } from 'desktop/acp/recipe';
+import { acpListSchedules } from 'desktop/acp/schedules';
 import { fetchCanonicalModelInfo } from 'desktop/utils/canonical';
 import { acpSteerSession } from 'desktop/acp/prompt';
 import {
@@ -36,14 +41,20 @@ import {
   setConfigExtensionEnabled,
   removeConfigExtension,
 } from 'desktop/acp/extensions';
-import { getSessionExtensions } from 'desktop/acp/session-extensions';
-import { listTools } from 'desktop/acp/permissions';
+import {
+  getSessionExtensions,
+  addSessionExtension,
+  removeSessionExtension,
+} from 'desktop/acp/session-extensions';
+import { listTools, setToolPermissions } from 'desktop/acp/permissions';
 import {
   acpListSessions,
   acpRenameSession,
   acpExportSession,
   acpForkSession,
   acpDeleteSession,
+  acpUpdateWorkingDir,
+  acpImportSession,
 } from 'desktop/acp/sessions';
 import { acpChatSessionController } from 'desktop/acp/chatSessionController';
 import { acpChatSessionStore, acpChatSessionActions } from 'desktop/acp/chatSessionStore';
@@ -335,6 +346,33 @@ async function main(): Promise<void> {
     check(tools.length > 0, 'no tools');
   });
 
+  await step('chat: model picker (session provider, then model)', async () => {
+    const applied = await acpSetSessionProviderModel(sid, 'openai', 'gpt-4o-mini');
+    check(applied.modelId === 'gpt-4o-mini', `the session reports ${JSON.stringify(applied)}`);
+  });
+  await step('chat: composer autocomplete (slash commands, @-mentions)', async () => {
+    await listSlashCommandItems(cwd);
+    await listAgentMentionItems(cwd, sid);
+  });
+  await step('chat: add an extension to the session, then remove it', async () => {
+    await addSessionExtension(sid, probe as never);
+    const names = (await getSessionExtensions(sid)).map((e) => e.name);
+    check(names.includes('headlessprobe'), `the session's extensions are ${names.join(', ')}`);
+    await removeSessionExtension(sid, 'headlessprobe');
+    const after = (await getSessionExtensions(sid)).map((e) => e.name);
+    check(!after.includes('headlessprobe'), 'the removed extension is still on the session');
+  });
+  await step('settings: tool permission (ask before) set', async () => {
+    const tools = await listTools(sid);
+    check(tools.length > 0, 'no tools');
+    await setToolPermissions([{ toolName: tools[0].name, permission: 'ask_before' }]);
+  });
+  await step('chat: working directory change', async () => {
+    const other = path.join(home, 'other');
+    fs.mkdirSync(other, { recursive: true });
+    await acpUpdateWorkingDir(sid, other);
+    await acpUpdateWorkingDir(sid, cwd);
+  });
   await step('chat: prompt with a tool call and a permission (allow once)', async () => {
     const done = submit(sid, 'please run a shell command to list the files');
     await until('the permission request', 30_000, () => pendingConfirmation(sid) !== null);
@@ -404,6 +442,14 @@ async function main(): Promise<void> {
     check(data.includes('zebras'), 'the export lacks the conversation');
   });
 
+  await step('history: import the exported session', async () => {
+    const data = await acpExportSession(sid);
+    const before = (await acpListSessions()).sessions.length;
+    await acpImportSession(data, 'json');
+    const after = (await acpListSessions()).sessions.length;
+    check(after === before + 1, `${before} sessions before the import, ${after} after`);
+  });
+
   // 7. Reconnect (resume from sleep) and load the session again.
   const before = (snapshot(sid)?.messages ?? []).length;
   await step('reconnect and load: new WebSocket, new initialize, session/load replay', async () => {
@@ -414,6 +460,7 @@ async function main(): Promise<void> {
     const s = snapshot(sid);
     check(!s?.sessionLoadError, `load failed: ${s?.sessionLoadError}`);
     check((s?.messages.length ?? 0) >= before - 1 && before > 0, `replayed ${s?.messages.length} of ${before} messages`);
+    console.log(`      ${before} messages before, ${s?.messages.length} after the replay`);
   });
 
   // 8. A second window: its own backend on the same data, its own connection.
@@ -477,6 +524,15 @@ async function main(): Promise<void> {
   });
   await step('apps page: apps list', async () => {
     await listMcpApps(sid);
+  });
+  await step('recipes page: list', async () => {
+    await listRecipes();
+  });
+  await step('scheduler page: list', async () => {
+    await acpListSchedules();
+  });
+  await step('diagnostics: summary report', async () => {
+    await getDiagnosticsReport(sid, 'summary');
   });
   await step('history: delete session', async () => {
     await acpDeleteSession(sid);
