@@ -48,6 +48,11 @@ pub fn fork(host: &Host, id: &str, before: Option<i64>, working_dir: &str) -> Re
         s.goose_mode = source.goose_mode.clone();
         s.provider_name = source.provider_name.clone();
         s.model_config = source.model_config.clone();
+        // Where each extension came from goes with the set, so the fork starts what the source
+        // would (`extension_set`'s rule).
+        if let Some(origins) = source.extra.get(crate::extension_set::ORIGINS) {
+            s.extra.insert(crate::extension_set::ORIGINS.to_string(), origins.clone());
+        }
     };
     host.sessions.update_meta(&new.id, copied).map_err(Error::Store)?;
     host.sessions.replace_conversation(&new.id, kept).map_err(Error::SaveMessage)?;
