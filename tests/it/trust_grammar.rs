@@ -97,7 +97,7 @@ fn link(c: &Case) -> String {
 }
 
 /// `gosling acp`: initialize, then `session/new` with one editor MCP server; the answer.
-fn acp_session_new(home: &TempDir, cwd: &Path, server: Value) -> Value {
+pub(crate) fn acp_session_new(home: &TempDir, cwd: &Path, server: Value) -> Value {
     let mut child = gosling(home)
         .arg("acp")
         .env("RUST_LOG", "warn")

@@ -505,6 +505,19 @@ impl SessionRuntime {
                     // The working dir, even for a launcher started in the home dir.
                     env.insert("GOOSE_WORKING_DIR".into(), work.display().to_string());
                 }
+                if container_for(config).is_none() {
+                    // The program is looked up in the child, after it changed into its dir:
+                    // only absolute PATH entries, so the working dir cannot supply it.
+                    if let Some(path) = std::env::var_os("PATH") {
+                        let (kept, dropped) = crate::policy::absolute_path(&path);
+                        if !dropped.is_empty() {
+                            log::warn!(
+                                "extension {name}: PATH entries {dropped:?} are not absolute; the extension's programs are looked up without them"
+                            );
+                        }
+                        env.insert("PATH".into(), kept.to_string_lossy().into_owned());
+                    }
+                }
                 StdioSpec {
                     cmd: cmd.clone(),
                     args,
@@ -786,7 +799,7 @@ fn container_for(_config: &ExtensionConfig) -> Option<String> {
 
 fn find_in_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&path).filter(|d| d.is_absolute()).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
 /// The stdio command for an inline_python extension: `uvx --with mcp [--with dep]… python FILE`
