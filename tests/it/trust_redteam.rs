@@ -7,7 +7,7 @@
 //! one source, and a one-character server key is refused at start.
 
 use crate::support::*;
-use crate::trust_grammar::acp_session_new;
+use crate::trust_grammar::{acp_session_new, acp_session_new_with};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -287,5 +287,125 @@ fn a_short_server_key_is_refused() {
                 && err.contains("at least 16"),
             "{key}: {err}"
         );
+    }
+}
+
+/// Finding 4: programs that run another program, refused on every path — the editor's ACP
+/// `mcpServers` above all, which judged them as the person's own — by the own-program rule;
+/// `flock -c` (which ran) leaves no mark, while the same line run by hand does.
+#[test]
+fn wrappers_that_run_another_program_are_refused_on_every_path() {
+    let home = TempDir::new("tred-wrap");
+    let work = TempDir::new("tred-wrap-work");
+    let mark = work.join("flock-ran");
+    let touch = format!("touch {}", mark.display());
+    let lock = work.join("lock");
+    let lock = lock.to_str().unwrap();
+    let control = std::process::Command::new("flock").args([lock, "-c", &touch]).output();
+    if control.is_ok() {
+        assert!(mark.exists(), "control: flock -c did not run its command");
+        std::fs::remove_file(&mark).unwrap();
+    }
+    let wrappers: &[(&str, &[&str])] = &[
+        ("flock", &[lock, "-c", &touch]),
+        ("/lib64/ld-linux-x86-64.so.2", &["/bin/sh", "-c", "id"]),
+        ("ld.so", &["/bin/sh"]),
+        ("unshare", &["-r", "id"]),
+        ("nsenter", &["-t", "1", "-m", "id"]),
+        ("setpriv", &["--reuid=0", "id"]),
+        ("rsync", &["-e", "id", "a:b", "c"]),
+        ("sqlite3", &["-cmd", ".shell id"]),
+        ("xterm", &["-e", "id"]),
+        ("taskset", &["1", "id"]),
+        ("ionice", &["-c3", "id"]),
+        ("chrt", &["-o", "0", "id"]),
+        ("prlimit", &["--nofile=64", "id"]),
+        ("systemd-run", &["--user", "id"]),
+        ("capsh", &["--", "-c", "id"]),
+        ("/usr/bin/bwrap", &["--bind", "/", "/", "id"]),
+        ("firejail", &["id"]),
+        ("dbus-launch", &["id"]),
+        ("start-stop-daemon", &["--start", "--exec", "/usr/bin/id"]),
+        ("openssl", &["s_server", "-naccept", "1"]),
+        ("mcp", &["run", "server.py"]),
+    ];
+    let s = Server::start();
+    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    for (cmd, args) in wrappers {
+        let what = format!("{cmd} {args:?}");
+        let rule = "own-program rule";
+        let server = json!({"name":"T","command":cmd,"args":args,"env":[]});
+        let a = acp_session_new(&home, work.path(), server);
+        let e = a["error"]["message"].as_str().unwrap_or("");
+        assert!(e.contains(rule) && e.contains("GOSLING_ALLOWED_COMMANDS"), "acp session/new {what}: {a}");
+        let r = s.post("/config/extensions", json!({"name":"T","enabled":true,"config":config(cmd, args, json!({}))}));
+        let m = r.json()["message"].as_str().unwrap_or("").to_string();
+        assert!(r.status == 403 && m.contains(rule), "config route {what}: {} {m}", r.status);
+        let r = s.post("/agent/add_extension", json!({"session_id": id, "config": config(cmd, args, json!({}))}));
+        assert_eq!((r.status, r.json()["message"].as_str().unwrap_or("")), (403, m.as_str()), "add_extension {what}");
+        // A link names only rule 1's commands; allowed there by name, the program is the
+        // operator's choice (the grammar still judges the launchers it knows).
+        let (code, _, err) = install_check(&home, &link(cmd, args, &[]));
+        assert!(code == Some(1) && err.contains("allowed-commands rule"), "install --check {what}: {err}");
+    }
+    assert!(!mark.exists(), "flock -c ran through gosling");
+    // Named by the operator, a program of the site's own runs as configured.
+    let a = acp_session_new_with(&home, work.path(), json!({"name":"T","command":"true","args":[],"env":[]}), "true");
+    assert!(a["error"].is_null() || !a["error"]["message"].as_str().unwrap_or("").contains("own-program"), "{a}");
+}
+
+/// Finding 3: with a relative entry first on gosling's PATH, the working dir's own `uvx` is
+/// never what an approved `uvx` runs (the child's PATH keeps only absolute entries), and the log
+/// names the entry dropped.
+#[test]
+fn a_relative_path_entry_never_finds_the_working_dirs_uvx() {
+    let work = TempDir::new("tred-path-work");
+    let mark = work.join("planted-uvx-ran");
+    let planted = work.join("uvx");
+    std::fs::write(&planted, format!("#!/bin/sh\n: > '{}'\n", mark.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Control: with `.` on PATH, a lookup in the working dir finds the planted one.
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "uvx mcp-server-fetch"])
+        .env("PATH", ".:/nonexistent-bin")
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert!(mark.exists(), "control: the planted uvx did not run: {out:?}");
+    std::fs::remove_file(&mark).unwrap();
+    let path = ".:bin::/nonexistent-bin".to_string();
+    let s = Server::start_with(ServerOpts { env: vec![("PATH".into(), path)], ..Default::default() });
+    let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
+    let c =
+        json!({"type":"stdio","name":"fetch","description":"","cmd":"uvx","args":["mcp-server-fetch"],"timeout":10});
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": c}));
+    assert_ne!(r.status, 200, "{}", r.text());
+    assert!(!mark.exists(), "the working dir's uvx ran");
+    let log = s.stderr();
+    assert!(log.contains("are not absolute") && log.contains("\".\""), "{log}");
+}
+
+/// Finding 7: the consent summary names a numeric loopback or private host for what it is, on
+/// the install route and in `gosling install --check`.
+#[test]
+fn numeric_loopback_hosts_are_named_as_this_machine_in_the_summary() {
+    let s = Server::start();
+    let home = TempDir::new("tred-host");
+    for (url, want) in [
+        ("http://2130706433:9/mcp", "a server on this machine, 2130706433:9 (127.0.0.1)"),
+        ("http://0177.0.0.1:9/mcp", "a server on this machine, 0177.0.0.1:9 (127.0.0.1)"),
+        ("http://0x7f.1:9/mcp", "a server on this machine, 0x7f.1:9 (127.0.0.1)"),
+        ("http://[::ffff:7f00:1]:9/mcp", "a server on this machine"),
+        ("http://167772161/mcp", "a server on your local network, 167772161 (10.0.0.1)"),
+    ] {
+        let l = format!("goose://extension?name=R&url={}", pct(url));
+        let r = s.post("/extensions/install", json!({"link": l, "dry_run": true}));
+        assert_eq!(r.status, 200, "{url}: {}", r.text());
+        let risks = r.json()["summary"]["risks"].to_string();
+        assert!(risks.contains(want) && !risks.contains("remote server"), "{url}: {risks}");
+        let (code, out, err) = install_check(&home, &l);
+        assert_eq!(code, Some(0), "{url}: {err}");
+        assert!(out.contains(want), "install --check {url}: {out}");
     }
 }
