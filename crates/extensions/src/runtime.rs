@@ -815,7 +815,9 @@ fn inline_python_spec(
     let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
     gosling_store::atomic::write_atomic(&file, code.as_bytes()).map_err(Error::Script)?;
     let file = file.display().to_string();
-    if find_in_path("uvx").is_some() {
+    // Programs by their absolute path (found on absolute PATH entries only): the child starts
+    // in the working dir, where a relative PATH entry would find that dir's own `uvx`.
+    if let Some(uvx) = find_in_path("uvx") {
         let mut args = vec!["--with".to_string(), "mcp".to_string()];
         for d in deps {
             args.push("--with".into());
@@ -823,7 +825,7 @@ fn inline_python_spec(
         }
         args.push("python".into());
         args.push(file);
-        return Ok(StdioSpec { cmd: "uvx".into(), args, cwd, ..Default::default() });
+        return Ok(StdioSpec { cmd: uvx.display().to_string(), args, cwd, ..Default::default() });
     }
     let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
     if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none()
@@ -835,6 +837,8 @@ fn inline_python_spec(
     if !deps.is_empty() {
         log::warn!("inline_python {name}: uvx not found; running with {python}, which must already have {deps:?}");
     }
+    let python =
+        if python.contains('/') { python } else { find_in_path(&python).map_or(python, |p| p.display().to_string()) };
     Ok(StdioSpec { cmd: python, args: vec![file], cwd, ..Default::default() })
 }
 
