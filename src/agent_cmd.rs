@@ -13,6 +13,11 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The shortest `GOOSE_SERVER__SECRET_KEY` accepted: a key anyone could guess (one character,
+/// a word) is no secret, however slowly guesses are allowed. Goose Desktop sends 64 hex digits;
+/// the generated key is longer still.
+pub const MIN_SECRET_CHARS: usize = 16;
+
 /// Without `GOOSE_SERVER__SECRET_KEY`, the random secret kept in a 0600 file in the state dir
 /// for clients on this machine (never a fixed default): made once, then reused.
 /// Whether the key was generated now (else read from the file an earlier start made).
@@ -151,6 +156,9 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     }
     if !cfg.host.is_loopback() && cfg.secret.is_empty() {
         return Err(Error::NoSecret(cfg.host));
+    }
+    if !cfg.secret.is_empty() && cfg.secret.chars().count() < MIN_SECRET_CHARS {
+        return Err(Error::ShortSecret { chars: cfg.secret.chars().count(), min: MIN_SECRET_CHARS });
     }
     let hardened = crate::core::harden();
     crate::core::check_dirs(&cfg)?;

@@ -25,6 +25,11 @@ pub enum Error {
     UnknownBuiltin(String),
     /// Listening beyond this machine needs a secret key the person chose.
     NoSecret(IpAddr),
+    /// `GOOSE_SERVER__SECRET_KEY` is shorter than `agent_cmd::MIN_SECRET_CHARS`.
+    ShortSecret {
+        chars: usize,
+        min: usize,
+    },
     /// The state or config dir, or a file in it (the store's error names it).
     Store(atomic::Error),
     /// The extension policy (an allowlist setting) cannot be read.
@@ -60,6 +65,11 @@ impl fmt::Display for Error {
                 f,
                 "agent: refusing to listen on {host} (beyond this machine) without a secret key you chose; set GOOSE_SERVER__SECRET_KEY"
             ),
+            Error::ShortSecret { chars, min } => write!(
+                f,
+                "agent: GOOSE_SERVER__SECRET_KEY has {chars} characters, too few to be a secret; use at least {min} \
+                 random characters (for example `openssl rand -hex 32`)"
+            ),
             Error::Store(e) => write!(f, "{e}"),
             Error::Policy(e) => write!(f, "{e}"),
             Error::AcpStart(e) => write!(f, "acp: cannot start: {e}"),
@@ -87,7 +97,8 @@ impl std::error::Error for Error {
             | Error::MissingValue { .. }
             | Error::ServeNeedsSecret
             | Error::UnknownBuiltin(_)
-            | Error::NoSecret(_) => None,
+            | Error::NoSecret(_)
+            | Error::ShortSecret { .. } => None,
         }
     }
 }

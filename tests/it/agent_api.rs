@@ -139,7 +139,7 @@ fn a_failing_extension_does_not_fail_the_session() {
         work.path().to_str().unwrap(),
         vec![
             everything_stdio_config(peers, "everything"),
-            json!({"type":"stdio","name":"broken","cmd":"/nonexistent/program","args":[]}),
+            json!({"type":"stdio","name":"broken","cmd":"/nonexistent/mcp-server","args":[]}),
             json!({"type":"sse","name":"legacy","uri":"http://127.0.0.1:9/sse"}),
             json!({"type":"builtin","name":"nosuchbuiltin"}),
         ],
@@ -148,7 +148,7 @@ fn a_failing_extension_does_not_fail_the_session() {
     let by = |n: &str| results.iter().find(|r| r["name"] == n).unwrap().clone();
     assert_eq!(by("everything")["success"], true);
     assert_eq!(by("broken")["success"], false);
-    assert!(by("broken")["error"].as_str().unwrap().contains("/nonexistent/program"), "{results:?}");
+    assert!(by("broken")["error"].as_str().unwrap().contains("/nonexistent/mcp-server"), "{results:?}");
     assert!(by("legacy")["error"].as_str().unwrap().contains("SSE is unsupported, migrate to streamable_http"));
     let nb = by("nosuchbuiltin")["error"].as_str().unwrap().to_string();
     assert!(nb.contains("developer") && nb.contains("memory"), "lists the known builtins: {nb}");

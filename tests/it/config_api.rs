@@ -119,7 +119,7 @@ fn fifty_concurrent_posts_all_persist() {
         .map(|i| {
             let url = s.url("/config/extensions");
             std::thread::spawn(move || {
-                let body = json!({"name": format!("ext{i}"), "enabled": true, "config": {"type":"stdio","name":format!("ext{i}"),"cmd":"echo","args":[]}});
+                let body = json!({"name": format!("ext{i}"), "enabled": true, "config": {"type":"stdio","name":format!("ext{i}"),"cmd":"echo-mcp","args":[]}});
                 crate::support::http("POST", &url, Some(crate::support::SECRET), Some(body.to_string().as_bytes())).status
             })
         })

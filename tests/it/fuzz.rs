@@ -15,7 +15,7 @@ const SEEDS: [(&str, &str); 17] = [
     ),
     (
         "/config/extensions",
-        r#"{"name":"g","enabled":false,"config":{"type":"stdio","name":"g","cmd":"true","args":[],"envs":{"A":"b"},"timeout":5}}"#,
+        r#"{"name":"g","enabled":false,"config":{"type":"stdio","name":"g","cmd":"true-mcp","args":[],"envs":{"A":"b"},"timeout":5}}"#,
     ),
     ("/config/upsert", r#"{"key":"FUZZ","value":{"a":[1,2]},"is_secret":false}"#),
     ("/config/read", r#"{"key":"FUZZ","is_secret":false}"#),

@@ -167,11 +167,11 @@ fn goose_allowlist_url_applies_to_links_and_imports() {
     let srv = YamlServer::start(200, ALLOWLIST_YAML);
     let r = run(cli(&home).args(["install", "--check", FETCH]).env("GOOSE_ALLOWLIST", &srv.url));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let forbidden = "goose://extension?cmd=uvx&arg=some-other-server&name=Other";
+    let forbidden = "goose://extension?cmd=uvx&arg=some-other-mcp-server&name=Other";
     let r = run(cli(&home).args(["install", "--check", forbidden]).env("GOOSE_ALLOWLIST", &srv.url));
     assert_eq!(r.code, Some(1));
     assert!(
-        r.stderr.contains("`uvx some-other-server` refused by the allowlist rule") && r.stderr.contains(&srv.url),
+        r.stderr.contains("`uvx some-other-mcp-server` refused by the allowlist rule") && r.stderr.contains(&srv.url),
         "{}",
         r.stderr
     );
@@ -194,10 +194,10 @@ fn goose_allowlist_url_applies_to_links_and_imports() {
 
     // The import path: one allowed, one refused.
     let file = home.join("claude.json");
-    std::fs::write(&file, r#"{"mcpServers":{"fetch":{"command":"uvx","args":["mcp-server-fetch"]},"evil":{"command":"uvx","args":["evil-server"]}}}"#).unwrap();
+    std::fs::write(&file, r#"{"mcpServers":{"fetch":{"command":"uvx","args":["mcp-server-fetch"]},"evil":{"command":"uvx","args":["evil-mcp-server"]}}}"#).unwrap();
     let r = run(cli(&home).args(["import", "--dry-run", file.to_str().unwrap()]).env("GOOSE_ALLOWLIST", &srv.url));
     assert_eq!(r.code, Some(1));
-    assert!(r.stdout.contains("refused: policy: `uvx evil-server` refused by the allowlist rule"), "{}", r.stdout);
+    assert!(r.stdout.contains("refused: policy: `uvx evil-mcp-server` refused by the allowlist rule"), "{}", r.stdout);
     assert!(r.stdout.contains("dry run: nothing was written (1 would be imported, 1 refused)"), "{}", r.stdout);
 }
 

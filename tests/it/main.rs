@@ -87,6 +87,9 @@ mod trust_grammar;
 mod trust_secrets;
 // Issue 27: consent bound to a digest of the launch; secrets mapped per extension.
 mod trust_consent;
+// Issue 36: red team round 4 — jbang subcommands, test runners, python modules, loopback
+// guesses, short keys, and the positive environment rule.
+mod trust_redteam;
 
 // The official MCP conformance runner against `gosling probe URL`.
 mod conformance;

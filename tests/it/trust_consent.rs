@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// A program that leaves a mark when it runs (then exits: it is no MCP server).
 fn marker_program(dir: &TempDir) -> (PathBuf, PathBuf) {
     let mark = dir.join("ran");
-    let prog = dir.join("mark-server");
+    let prog = dir.join("mark-mcp-server");
     std::fs::write(&prog, format!("#!/bin/sh\necho ran >> '{}'\n", mark.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();

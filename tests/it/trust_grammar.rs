@@ -97,8 +97,17 @@ fn link(c: &Case) -> String {
 }
 
 /// `gosling acp`: initialize, then `session/new` with one editor MCP server; the answer.
-fn acp_session_new(home: &TempDir, cwd: &Path, server: Value) -> Value {
-    let mut child = gosling(home)
+pub(crate) fn acp_session_new(home: &TempDir, cwd: &Path, server: Value) -> Value {
+    acp_session_new_with(home, cwd, server, "")
+}
+
+/// `acp_session_new` with `GOSLING_ALLOWED_COMMANDS=allowed` (when not empty).
+pub(crate) fn acp_session_new_with(home: &TempDir, cwd: &Path, server: Value, allowed: &str) -> Value {
+    let mut cmd = gosling(home);
+    if !allowed.is_empty() {
+        cmd.env("GOSLING_ALLOWED_COMMANDS", allowed);
+    }
+    let mut child = cmd
         .arg("acp")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())

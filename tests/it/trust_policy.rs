@@ -58,7 +58,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("uvx", &["--from", "mcp-foo[cli]==1.2", "mcp-foo", "--port", "1"]),
     ("jbang", &["io.quarkiverse.mcp:mcp-server-jdbc:1.0.0"]),
     ("docker", &["run", "-i", "--rm", "-e", "GITHUB_TOKEN", "ghcr.io/github/github-mcp-server"]),
-    ("docker", &["run", "-i", "--rm", "-v", "./data:/data", "img", "python", "-m", "server"]),
+    ("docker", &["run", "-i", "--rm", "-v", "./data:/data", "img", "python", "-m", "mcp_server"]),
 ];
 
 /// Variables that load code or redirect sources (case-insensitively, by family), and fine ones.
@@ -200,10 +200,10 @@ fn import_shows_every_value_and_refuses_by_rule() {
     assert!(stdout.contains("imported 1, refused 3"), "{stdout}");
 }
 
-/// Issue 27 finding 9: an extension from a link, an import or a recipe names only plain
-/// variables — upper-case words, none that moves where programs, code, configuration or trust
-/// come from — and the refusal says which name and why. The person's own config may name a
-/// location (`MEMORY_FILE_PATH`), never `PREFIX` or a code-loading family.
+/// Issue 27 finding 9, issue 36: an extension from a link, an import or a recipe names only data
+/// settings — upper-case words, the last one naming data — and the refusal says which name and
+/// why. The person's own config may name any other (`SSH_AUTH_SOCK`), never `PREFIX` or a
+/// code-loading family.
 #[test]
 fn environment_from_elsewhere_is_a_positive_list() {
     let s = Server::start();
@@ -211,13 +211,13 @@ fn environment_from_elsewhere_is_a_positive_list() {
     let work = TempDir::new("tpol-env-work");
     let refused = [
         ("PREFIX", "the PREFIX family"),
-        ("KUBECONFIG", "`CONFIG`"),
-        ("AWS_CONFIG_FILE", "`CONFIG`"),
-        ("MEMORY_FILE_PATH", "`PATH`"),
-        ("SSH_AUTH_SOCK", "`SOCK`"),
-        ("GNUPGHOME", "`HOME`"),
+        ("KUBECONFIG", "`KUBECONFIG` is not one"),
+        ("AWS_CONFIG_FILE", "`FILE` is not one"),
+        ("SSH_AUTH_SOCK", "`SOCK` is not one"),
+        ("GNUPGHOME", "`GNUPGHOME` is not one"),
         ("api_key", "upper-case words"),
-        ("TMPDIR", "`TMPDIR`"),
+        ("TMPDIR", "`TMPDIR` is not one"),
+        ("RSYNC_RSH", "`RSH` is not one"),
     ];
     for (name, why) in refused {
         let want = format!("environment variable {name} is refused");

@@ -92,23 +92,24 @@ pub fn disallowed_env_message(key: &str) -> Option<String> {
     Some(format!("environment variable {key} is refused ({family}): {why}; remove it"))
 }
 
-/// Parts of a name (anywhere in it) that mark it as changing where programs, code,
-/// configuration or trust come from (`KUBECONFIG`, `GNUPGHOME`, `MANPATH`, `PREFIX`).
-pub const LOCATION_PARTS: &str = "CONFIG PATH HOME PREFIX PROXY PRELOAD OPTIONS";
-
-/// Words of a name (between `_`) with the same meaning (`ALLOWED_DIR`, `SSH_AUTH_SOCK`,
-/// `PUPPETEER_EXECUTABLE`, `CURL_CA_BUNDLE`), and whole names of that kind.
-pub const LOCATION_WORDS: &str = "DIR DIRS DIRECTORY FILE FILES ROOT LIB LIBS LIBRARY RC CONF CFG OPTS FLAGS \
-    BIN EXEC EXECUTABLE CMD COMMAND SHELL PLUGIN PLUGINS MODULE MODULES SCRIPT SCRIPTS HOOK HOOKS LOADER \
-    ASKPASS EDITOR PAGER BROWSER INCLUDE INSTALL TMP TEMP TMPDIR CA CERT CERTS BUNDLE SSL TLS SOCK SOCKET \
-    REGISTRY INDEX MIRROR LESSOPEN LESSCLOSE MAKEFLAGS MFLAGS CC CXX CPP LD AR TERMINFO MAGIC";
+/// The last word of a name that a link, an import or a recipe may set: words that name data a
+/// server reads — a credential, an address, an identifier, a quantity, a switch, a format — never
+/// a program, code or a place code is loaded from. Two two-word endings: `FILE_PATH` (the path
+/// of one data file, the official memory server's `MEMORY_FILE_PATH`) and `USER_AGENT`.
+pub const DATA_WORDS: &str = "KEY KEYS TOKEN TOKENS SECRET SECRETS PASSWORD PASSWD PASS PASSPHRASE CREDENTIAL CREDENTIALS \
+    URL URI URLS ENDPOINT HOST HOSTNAME PORT ADDR ADDRESS DOMAIN REGION ZONE BUCKET DATABASE DB SCHEMA TABLE COLLECTION \
+    ID IDS NAME NAMES USER USERNAME LOGIN EMAIL ACCOUNT ORG ORGANIZATION TEAM PROJECT WORKSPACE TENANT CHANNEL REPO \
+    REPOSITORY OWNER BRANCH MODEL VERSION LEVEL MODE TIMEOUT TTL LIMIT MAX MIN SIZE COUNT DEPTH RETRIES INTERVAL \
+    ENABLED DISABLED ENABLE DISABLE DEBUG VERBOSE QUIET FORMAT LANG LANGUAGE LOCALE TZ TIMEZONE CURRENCY UNITS UA";
 
 /// The environment rule for an extension that came from elsewhere (a link, an import, a
-/// recipe): besides `disallowed_env_message`, a positive shape — upper-case words of letters
-/// and digits joined by single `_`, at most 64 characters — and none of its parts or words
-/// marks it as changing where programs, code, configuration or trust come from
-/// (`LOCATION_PARTS`, `LOCATION_WORDS`). The person may still set any other name on an extension
-/// of their own (the API, Desktop's settings).
+/// recipe), positive: besides `disallowed_env_message`, the name is upper-case words of letters
+/// and digits joined by single `_`, at most 64 characters, and it ends in a word of `DATA_WORDS`
+/// (or in `FILE_PATH`, `USER_AGENT`). So `API_KEY`, `LOG_LEVEL`, `DATABASE_URL` and `MEMORY_FILE_PATH` import,
+/// and every name that makes a tool run a program or load code (`RSYNC_RSH`, `MANPAGER`,
+/// `LESSOPEN`, `RUSTC_WORKSPACE_WRAPPER`, `JULIA_DEPOT_PATH`, …) does not, whether anyone
+/// listed it or not. The person may still set any other name on an extension of their own (the
+/// API, Desktop's settings).
 pub fn untrusted_env_message(key: &str) -> Option<String> {
     if let Some(m) = disallowed_env_message(key) {
         return Some(m);
@@ -120,16 +121,22 @@ pub fn untrusted_env_message(key: &str) -> Option<String> {
         && key.split('_').all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()));
     if !shaped {
         return Some(format!(
-            "environment variable {key} is refused {from}: such names are upper-case words of letters and digits joined by `_` \
-             (like API_KEY or LOG_LEVEL), at most 64 characters; {fix}"
+            "environment variable {key} is refused {from} by the environment rule: such names are upper-case words of \
+             letters and digits joined by `_` (like API_KEY or LOG_LEVEL), at most 64 characters; {fix}"
         ));
     }
-    let part = LOCATION_PARTS.split_whitespace().find(|p| key.contains(p));
-    let word = || key.split('_').find(|w| in_words(LOCATION_WORDS, w));
-    let hit = part.or_else(word)?;
+    let words: Vec<&str> = key.split('_').collect();
+    let last = words[words.len() - 1];
+    let ending = &words[words.len().saturating_sub(2)..];
+    let data = in_words(DATA_WORDS, last) || ending == ["FILE", "PATH"] || ending == ["USER", "AGENT"];
+    if data {
+        return None;
+    }
     Some(format!(
-        "environment variable {key} is refused {from}: `{hit}` marks a name that changes where programs, code, \
-         configuration or trust come from; {fix}"
+        "environment variable {key} is refused {from} by the environment rule: a name set from elsewhere must be a \
+         data setting, its last word naming data (KEY, TOKEN, SECRET, PASSWORD, URL, HOST, PORT, ID, \
+         NAME, USER, PROJECT, MODEL, LEVEL, MODE, TIMEOUT, ENABLED, FORMAT, … or FILE_PATH, USER_AGENT; `{last}` is not one), since \
+         other names can make a tool run a program or load code; {fix}"
     ))
 }
 

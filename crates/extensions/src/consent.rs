@@ -240,9 +240,78 @@ fn host_of(url: &str) -> String {
     }
 }
 
-fn is_loopback(host: &str) -> bool {
-    let h = host.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h);
-    h.eq_ignore_ascii_case("localhost") || h.starts_with("127.") || h == "[::1]"
+/// The host part of `host_of`'s answer, without the port and IPv6 brackets.
+fn bare_host(host: &str) -> &str {
+    let h = match host.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(rest, |(h, _)| h),
+        None => host.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h),
+    };
+    h.trim_end_matches('.')
+}
+
+/// The address a host names when it is written as one, read as the system's resolver reads it
+/// (`inet_aton`: one to four parts, each decimal, octal with a leading `0` or hex with `0x`, the
+/// last filling the remaining bytes — `2130706433`, `0177.1`, `0x7f.0.0.1`, `127.1` are all
+/// 127.0.0.1), or an IPv6 address; `None` for a name.
+fn host_address(host: &str) -> Option<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let h = bare_host(host);
+    if let Ok(v6) = h.parse::<Ipv6Addr>() {
+        return Some(IpAddr::V6(v6));
+    }
+    let parts: Vec<&str> = h.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let number = |p: &str| -> Option<u64> {
+        let lower = p.to_ascii_lowercase();
+        let (digits, radix) = match lower.strip_prefix("0x") {
+            Some(hex) => (hex.to_string(), 16),
+            None if lower.len() > 1 && lower.starts_with('0') => (lower[1..].to_string(), 8),
+            None => (lower, 10),
+        };
+        if digits.is_empty() && radix == 16 {
+            return Some(0);
+        }
+        (!digits.is_empty() && digits.len() <= 12).then(|| u64::from_str_radix(&digits, radix).ok()).flatten()
+    };
+    let nums: Vec<u64> = parts.iter().map(|p| number(p)).collect::<Option<_>>()?;
+    let (head, last) = nums.split_at(nums.len() - 1);
+    if head.iter().any(|n| *n > 255) || last[0] >= 1u64 << (8 * (4 - head.len())) {
+        return None;
+    }
+    let mut value = last[0];
+    for (i, n) in head.iter().enumerate() {
+        value |= n << (8 * (3 - i));
+    }
+    Some(IpAddr::V4(Ipv4Addr::from(u32::try_from(value).ok()?)))
+}
+
+/// Where a server's host is, for the summary: `Some("this machine")` for a loopback name or
+/// address (any spelling, IPv4-mapped IPv6 too), `Some("your local network")` for a private,
+/// link-local, unique-local or unspecified address; `None` for anything else (a remote server).
+fn where_is(host: &str) -> Option<&'static str> {
+    use std::net::IpAddr;
+    let h = bare_host(host);
+    if h.eq_ignore_ascii_case("localhost") || h.to_ascii_lowercase().ends_with(".localhost") {
+        return Some("this machine");
+    }
+    let ip = match host_address(host)? {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        ip => ip,
+    };
+    match ip {
+        IpAddr::V4(a) if a.is_loopback() => Some("this machine"),
+        IpAddr::V4(a) if a.is_unspecified() => Some("this machine"),
+        IpAddr::V4(a) if a.is_private() || a.is_link_local() || a.octets()[0] == 100 && a.octets()[1] & 0xc0 == 64 => {
+            Some("your local network")
+        }
+        IpAddr::V6(a) if a.is_loopback() || a.is_unspecified() => Some("this machine"),
+        IpAddr::V6(a) if (a.segments()[0] & 0xfe00) == 0xfc00 || (a.segments()[0] & 0xffc0) == 0xfe80 => {
+            Some("your local network")
+        }
+        _ => None,
+    }
 }
 
 const DEVELOPER: &str = "the developer builtin runs the shell commands the model chooses, as you, in the working dir";
@@ -305,11 +374,20 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
         }
         Kind::StreamableHttp { uri, .. } => {
             let host = host_of(uri);
-            out.push(format!(
-                "connects to the remote server {}: your requests and the tools' answers go through it",
-                printable(&host)
-            ));
-            if uri.to_ascii_lowercase().starts_with("http://") && !is_loopback(&host) {
+            let place = where_is(&host);
+            let shown = match host_address(&host) {
+                Some(ip) if ip.to_string() != bare_host(&host) => format!("{} ({ip})", printable(&host)),
+                _ => printable(&host),
+            };
+            out.push(match place {
+                Some(place) => format!(
+                    "connects to a server on {place}, {shown}: your requests and the tools' answers go through it"
+                ),
+                None => {
+                    format!("connects to the remote server {shown}: your requests and the tools' answers go through it")
+                }
+            });
+            if uri.to_ascii_lowercase().starts_with("http://") && place != Some("this machine") {
                 out.push("the connection is not encrypted (http://): anyone on the network path can read it".into());
             }
         }
@@ -498,6 +576,35 @@ mod tests {
         );
         let r = risks(&cfg(json!({"type":"streamable_http","name":"r","uri":"http://127.0.0.1:9/mcp"})));
         assert!(!r.iter().any(|x| x.contains("not encrypted")), "loopback: {r:?}");
+    }
+
+    #[test]
+    fn numeric_hosts_are_named_where_they_are() {
+        let risk = |uri: &str| risks(&cfg(json!({"type":"streamable_http","name":"r","uri":uri}))).join(" | ");
+        for (uri, place) in [
+            ("http://2130706433:9/mcp", "this machine, 2130706433:9 (127.0.0.1)"),
+            ("http://0177.0.0.1:9/", "this machine, 0177.0.0.1:9 (127.0.0.1)"),
+            ("http://0x7f.1:9/", "this machine, 0x7f.1:9 (127.0.0.1)"),
+            ("http://127.1/", "this machine, 127.1 (127.0.0.1)"),
+            ("http://0x7f000001/", "this machine"),
+            ("http://[::1]:9/", "this machine"),
+            ("http://[::ffff:127.0.0.1]:9/", "this machine"),
+            ("http://[::ffff:7f00:1]/", "this machine"),
+            ("http://0/", "this machine"),
+            ("http://app.localhost:9/", "this machine"),
+            ("http://167772161/", "your local network, 167772161 (10.0.0.1)"),
+            ("http://0xc0.0xa8.1.1/", "your local network"),
+            ("http://[fd00::1]/", "your local network"),
+            ("http://[fe80::1]/", "your local network"),
+            ("http://169.254.169.254/", "your local network"),
+        ] {
+            let r = risk(uri);
+            assert!(r.contains(&format!("a server on {place}")) && !r.contains("remote server"), "{uri}: {r}");
+            assert_eq!(r.contains("not encrypted"), !place.starts_with("this machine"), "{uri}: {r}");
+        }
+        for uri in ["http://8.8.8.8/", "https://1.2.3.4.example/", "http://4294967296/", "http://256.1.1.1/"] {
+            assert!(risk(uri).contains("remote server"), "{uri}: {}", risk(uri));
+        }
     }
 
     #[test]

@@ -589,6 +589,19 @@ impl SessionRuntime {
                     // The working dir, even for a launcher started in the home dir.
                     env.insert("GOOSE_WORKING_DIR".into(), work.display().to_string());
                 }
+                if container_for(config).is_none() {
+                    // The program is looked up in the child, after it changed into its dir:
+                    // only absolute PATH entries, so the working dir cannot supply it.
+                    if let Some(path) = std::env::var_os("PATH") {
+                        let (kept, dropped) = crate::policy::absolute_path(&path);
+                        if !dropped.is_empty() {
+                            log::warn!(
+                                "extension {name}: PATH entries {dropped:?} are not absolute; the extension's programs are looked up without them"
+                            );
+                        }
+                        env.insert("PATH".into(), kept.to_string_lossy().into_owned());
+                    }
+                }
                 StdioSpec {
                     cmd: cmd.clone(),
                     args,
@@ -870,7 +883,7 @@ fn container_for(_config: &ExtensionConfig) -> Option<String> {
 
 fn find_in_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&path).filter(|d| d.is_absolute()).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
 /// The stdio command for an inline_python extension: `uvx --with mcp [--with dep]… python FILE`
@@ -886,7 +899,9 @@ fn inline_python_spec(
     let file = state_dir.join("inline_python").join(format!("{}.py", runtime_key(name)));
     gosling_store::atomic::write_atomic(&file, code.as_bytes()).map_err(Error::Script)?;
     let file = file.display().to_string();
-    if find_in_path("uvx").is_some() {
+    // Programs by their absolute path (found on absolute PATH entries only): the child starts
+    // in the working dir, where a relative PATH entry would find that dir's own `uvx`.
+    if let Some(uvx) = find_in_path("uvx") {
         let mut args = vec!["--with".to_string(), "mcp".to_string()];
         for d in deps {
             args.push("--with".into());
@@ -894,7 +909,7 @@ fn inline_python_spec(
         }
         args.push("python".into());
         args.push(file);
-        return Ok(StdioSpec { cmd: "uvx".into(), args, cwd, ..Default::default() });
+        return Ok(StdioSpec { cmd: uvx.display().to_string(), args, cwd, ..Default::default() });
     }
     let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
     if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none()
@@ -906,6 +921,8 @@ fn inline_python_spec(
     if !deps.is_empty() {
         log::warn!("inline_python {name}: uvx not found; running with {python}, which must already have {deps:?}");
     }
+    let python =
+        if python.contains('/') { python } else { find_in_path(&python).map_or(python, |p| p.display().to_string()) };
     Ok(StdioSpec { cmd: python, args: vec![file], cwd, ..Default::default() })
 }
 

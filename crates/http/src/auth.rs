@@ -156,7 +156,9 @@ pub fn cookie<'a>(header: Option<&'a str>, name: &str) -> Option<&'a str> {
 /// any number of clients with the key work in parallel. An empty bucket refuses every attempt
 /// (right or wrong) until it refills, so a refusal says nothing about the guess; wrong guesses
 /// already in flight when it empties are still counted (the bucket goes into debt), so
-/// parallel guessing cannot overdraw it.
+/// parallel guessing cannot overdraw it. Guesses are counted per source (`Throttle::source`),
+/// not per address: every loopback address is one source (a local process has all of 127/8),
+/// and an IPv6 peer is its /64 (what one host is given).
 pub struct Throttle {
     peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
 }
@@ -173,8 +175,30 @@ impl Throttle {
         Throttle { peers: std::sync::Mutex::new(std::collections::HashMap::new()) }
     }
 
+    /// The source a peer's guesses count against: loopback (127/8, `::1`, and both mapped into
+    /// IPv6) is one source, `127.0.0.1`; an IPv4-mapped address is its IPv4 address; another
+    /// IPv6 address is its /64 network; an IPv4 address is itself.
+    pub fn source(peer: std::net::IpAddr) -> std::net::IpAddr {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let v4 = match peer {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(a) => a.to_ipv4_mapped(),
+        };
+        match (v4, peer) {
+            (Some(a), _) if a.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            (Some(a), _) => IpAddr::V4(a),
+            (None, IpAddr::V6(a)) if a.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            (None, IpAddr::V6(a)) => {
+                let s = a.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+            (None, IpAddr::V4(a)) => IpAddr::V4(a),
+        }
+    }
+
     /// Whether `peer` may make an attempt now, or how long until it may.
     pub fn check(&self, peer: std::net::IpAddr) -> Result<(), std::time::Duration> {
+        let peer = Self::source(peer);
         let now = std::time::Instant::now();
         let peers = lock(&self.peers);
         match peers.get(&peer) {
@@ -192,6 +216,7 @@ impl Throttle {
 
     /// Counts a wrong guess from `peer`; true when this one used up its attempts.
     pub fn failed(&self, peer: std::net::IpAddr) -> bool {
+        let peer = Self::source(peer);
         let now = std::time::Instant::now();
         let mut peers = lock(&self.peers);
         if peers.len() >= Self::MAX_PEERS && !peers.contains_key(&peer) {
@@ -285,5 +310,18 @@ mod tests {
         assert!(!t.failed(a));
         assert!(t.check(a).unwrap_err() > std::time::Duration::from_secs(1));
         assert!(t.check(b).is_ok(), "another peer is not affected");
+        // Every loopback address is the same source: a local process cannot spread its guesses.
+        for other in ["127.0.0.2", "127.255.1.9", "::1", "::ffff:127.0.0.3"] {
+            assert!(t.check(other.parse().unwrap()).is_err(), "{other} shares 127.0.0.1's guesses");
+        }
+        // An IPv6 host is its /64.
+        let v6a: std::net::IpAddr = "2001:db8:1:2::5".parse().unwrap();
+        let v6b: std::net::IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        for _ in 0..Throttle::BURST as usize {
+            t.failed(v6a);
+        }
+        assert!(t.check(v6b).is_err(), "the same /64 is one source");
+        assert!(t.check("2001:db8:1:3::5".parse().unwrap()).is_ok());
+        assert!(t.check("10.0.0.3".parse().unwrap()).is_ok());
     }
 }

@@ -10,7 +10,7 @@
 //! `check_args` is pure. `resolve_mounts` (at activation) and `launch_dir` read the file system.
 
 use crate::error::{Error, Refusal};
-use gosling_util::in_words;
+use gosling_util::{in_words, printable};
 use std::path::{Component, Path, PathBuf};
 
 /// The launchers and interpreters gosling runs, each with a grammar below.
@@ -30,7 +30,8 @@ const RECOGNISED: &str = "sh bash rbash zsh dash ksh mksh pdksh csh tcsh fish as
     env-cmd dotenv dotenv-cli tar git curl wget kubectl docker-compose podman-compose nerdctl flatpak snap";
 
 /// Python modules that run code or programs named in their arguments, install packages, or are
-/// themselves launchers or shells: never `python -m` them.
+/// themselves launchers or shells: refused by the nested-launcher rule. Every other module
+/// must still be named as an MCP server (`mcp_named`): this list only names the rule.
 const PYTHON_RUNNERS: &str = "pip pipx uv xonsh ipython idlelib code codeop runpy pdb timeit cprofile profile \
     trace doctest ensurepip venv virtualenv asyncio webbrowser pydoc http zipapp tarfile zipfile \
     ptpython bpython jupyter hy poetry pipenv pdm hatch conda nox tox invoke pytest unittest";
@@ -90,6 +91,17 @@ fn classify(prog: &str) -> Program {
         }
     }
     Program::Unknown
+}
+
+/// Whether `name` (a package, an executable or a Python module) says it is an MCP server: one of
+/// its words (split on `-`, `_`, `.`, `/`, `@`) is `mcp`, beside at least one other word
+/// (`mcp-server-fetch`, `mcp_server_time`, `awslabs.aws-documentation-mcp-server`). The SDK's
+/// own `mcp` command and test runners, task runners, debuggers and REPLs (`pytest`, `tox`,
+/// `invoke`, `debugpy`, `pickle`, …) do not, so a launcher or `python -m` never runs them.
+fn mcp_named(name: &str) -> bool {
+    let words: Vec<String> =
+        name.split(['-', '_', '.', '/', '@']).filter(|w| !w.is_empty()).map(str::to_ascii_lowercase).collect();
+    words.len() >= 2 && words.iter().any(|w| w == "mcp")
 }
 
 fn grammar(cmd: &str, arg: &str, rule: &'static str, why: String) -> Refusal {
@@ -164,6 +176,32 @@ fn check_program(cmd: &str, prog: &str, args: &[String], nested: bool) -> Result
         )),
         Program::Unknown => Ok(()),
     }
+}
+
+/// A program gosling has no grammar for (neither in `RUNS` nor recognised) runs on any path —
+/// a link, an import, a recipe, the API, the editor's ACP `mcpServers` — only when its name says
+/// it is an MCP server (`mcp-server-time`, `github-mcp-server`, `/opt/x/bin/notes-mcp`) or the
+/// operator allowed it by exact name (`allowed`: `GOSLING_ALLOWED_COMMANDS`, the allowlist
+/// file's `allowed_commands`). Any other program may be one that runs another program named in
+/// its arguments (`flock -c`, `ld.so /bin/sh`, `unshare`, `nsenter`, `setpriv`, `rsync -e`,
+/// `sqlite3 -cmd .shell`, `xterm -e`), which no grammar could judge.
+pub(super) fn check_own_program(cmd: &str, allowed: &[String]) -> Result<(), Refusal> {
+    if classify(cmd) != Program::Unknown || mcp_named(&program_name(cmd)) || allowed.iter().any(|a| a == cmd) {
+        return Ok(());
+    }
+    Err(grammar(
+        cmd,
+        cmd,
+        "own-program",
+        format!(
+            "gosling runs a program it has no grammar for only when its name says it is an MCP server (`mcp` one word of it: \
+             `mcp-server-time`, `github-mcp-server`) or an administrator allowed it by name (GOSLING_ALLOWED_COMMANDS={} or \
+             \"allowed_commands\" in the allowlist file); `{}` is neither, and a program such as `flock -c`, `ld.so`, `unshare`, \
+             `rsync -e` or `xterm -e` would run any other program; run a script with node or python, or a package with npx, uvx or jbang",
+            printable(cmd),
+            printable(&program_name(cmd))
+        ),
+    ))
 }
 
 /// What a launcher runs (its package's program) may not itself be a launcher or interpreter.
@@ -277,6 +315,20 @@ fn check_python(cmd: &str, args: &[String]) -> Result<(), Refusal> {
                     module,
                     "nested-launcher",
                     format!("`python -m {module}` runs code or programs named in its arguments, installs packages, or is a shell or launcher"),
+                ));
+            }
+            let top_package = module.split('.').next().unwrap_or("");
+            if !mcp_named(top_package) {
+                return Err(grammar(
+                    cmd,
+                    module,
+                    "python grammar",
+                    format!(
+                        "`python -m` runs only an MCP server's module, named as one (`mcp` a word of its package: \
+                         `mcp_server_time`); `{top_package}` is not (a test runner, debugger, REPL or the standard \
+                         library's tools run code from the working dir or from files named in their arguments); \
+                         run the server's script instead"
+                    ),
                 ));
             }
             return Ok(());
@@ -490,10 +542,27 @@ fn check_uvx(cmd: &str, args: &[String]) -> Result<(), Refusal> {
         return Err(not_package(cmd, "", "uvx needs a package to run"));
     };
     let bin = if from { check_bin_name(cmd, program)? } else { check_pypi_spec(cmd, program)? };
-    not_nested(cmd, &bin)
+    not_nested(cmd, &bin)?;
+    if !mcp_named(&bin) {
+        return Err(grammar(
+            cmd,
+            program,
+            "uvx grammar",
+            format!(
+                "uvx runs only an MCP server's package, named as one (`mcp` a word of the program it runs: \
+                 `mcp-server-fetch`, `aws-documentation-mcp-server`); `{bin}` is not (test and task runners such as \
+                 pytest, tox, nox, invoke run the working dir's conftest.py, tox.ini, noxfile.py, tasks.py)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
-/// jbang: `jbang [run] [FLAG…] [--java|-j VERSION] (GROUP:ARTIFACT:VERSION | ALIAS[@CATALOG]) [ARGS…]`.
+/// jbang: `jbang [run] [FLAG…] [--java|-j VERSION] (GROUP:ARTIFACT:VERSION | ALIAS@CATALOG) [ARGS…]`.
+/// `run` comes first or not at all; what follows the options is a Maven coordinate or an alias
+/// that names its catalog (`jdbc@quarkiverse/quarkus-mcp-servers`). A bare word there is what
+/// jbang reads as a subcommand (`jbang --quiet run --javaagent=…`, `app install`, `trust add`)
+/// or an alias from a catalog in the directory it runs in, so it is never a target.
 fn check_jbang(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     let args = if args.first().is_some_and(|a| a == "run") { &args[1..] } else { args };
     let i =
@@ -507,18 +576,27 @@ fn check_jbang(cmd: &str, args: &[String]) -> Result<(), Refusal> {
     let Some(program) = args.get(i) else {
         return Err(not_package(cmd, "", "jbang needs a Maven coordinate or catalog alias to run"));
     };
-    const WHAT: &str = "jbang runs a Maven coordinate `group:artifact:version` or a catalog alias `name@catalog`";
+    const WHAT: &str = "jbang runs a Maven coordinate `group:artifact:version` or a catalog alias that names its catalog \
+        (`name@catalog` or `name@org/repo`), after `run` and its options; a bare word is a jbang subcommand or a local alias";
     no_path_or_url(cmd, program, WHAT)?;
     let ok_part = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
     let lower = program.to_ascii_lowercase();
     let source_file = [".java", ".jsh", ".kt", ".groovy", ".md", ".jar"].iter().any(|s| lower.ends_with(s));
     let gav = program.split(':').count() >= 3 && program.split(':').all(ok_part);
-    let alias = !program.contains(':') && program.split('@').count() <= 2 && program.split('@').all(ok_part);
-    if source_file || !(gav || alias) {
+    let alias = match program.split_once('@') {
+        Some((name, catalog)) if !program.contains(':') => {
+            let mut parts = catalog.split('/');
+            let owner_ok = parts.next().is_some_and(ok_part);
+            let rest: Vec<&str> = parts.collect();
+            (ok_part(name) && owner_ok && rest.len() <= 1 && rest.iter().all(|r| ok_part(r))).then_some(name)
+        }
+        _ => None,
+    };
+    if source_file || !(gav || alias.is_some()) {
         return Err(not_package(cmd, program, WHAT));
     }
-    if alias {
-        not_nested(cmd, program.split('@').next().unwrap_or(""))?;
+    if let Some(name) = alias {
+        not_nested(cmd, name)?;
     }
     Ok(())
 }
@@ -957,6 +1035,15 @@ fn canonical_within(root: &Path, src: &str) -> Option<PathBuf> {
         rest.push(name);
         existing = existing.parent()?.to_path_buf();
     }
+}
+
+/// `PATH` as a child is given it: only the absolute entries of `path`, in order. A relative or
+/// empty entry (`.`, `bin`, `::`) would be read in the directory the child starts in — the
+/// working dir, a cloned repository — after the change of directory, so an approved `uvx`
+/// could resolve to the working dir's own `uvx`. Returns the new value and the entries dropped.
+pub fn absolute_path(path: &std::ffi::OsStr) -> (std::ffi::OsString, Vec<PathBuf>) {
+    let (keep, dropped): (Vec<PathBuf>, Vec<PathBuf>) = std::env::split_paths(path).partition(|p| p.is_absolute());
+    (std::env::join_paths(keep).unwrap_or_default(), dropped)
 }
 
 /// Where a stdio extension starts: launchers that read configuration from the directory they
