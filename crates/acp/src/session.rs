@@ -12,6 +12,7 @@ use gosling_agent::events::{ChannelSink, Event};
 use gosling_agent::host::Host;
 use gosling_agent::messages as msg;
 use gosling_agent::reply::{Mode, Outcome, Turn};
+use gosling_agent::usage::TurnUsage;
 use gosling_agent::{session_extensions, store_extensions};
 use gosling_extensions::config::ExtensionStore;
 use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
@@ -378,6 +379,7 @@ impl Agent {
                 "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
                 "mcpCapabilities": { "http": true, "sse": false },
                 "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
+                "auth": {},
             },
             "agentInfo": { "name": "gosling", "title": "gosling", "version": env!("CARGO_PKG_VERSION") },
             "authMethods": auth_methods,
@@ -531,7 +533,8 @@ impl Agent {
             self.check_policy(c)?;
         }
         configs.extend(client);
-        let session = self.app.sessions.create(&cwd, to_values(&configs)).map_err(store_error)?;
+        let mut session = self.app.sessions.create(&cwd, to_values(&configs)).map_err(store_error)?;
+        gosling_agent::usage::record_model(&self.app, &mut session).map_err(agent_error)?;
         let results = self.start_runtime(&session.id, &cwd, configs);
         log::info!("acp: session {} started in {cwd}", session.id);
         Ok(json!({
@@ -824,6 +827,7 @@ impl Agent {
             e @ (Error::OutOfTurns(_) | Error::BadKey(_)) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
             // The session is answering a prompt sent through the HTTP API meanwhile.
             e @ (Error::Busy(_) | Error::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+            Error::Steer(why) => invalid_params(why),
         })
     }
 
@@ -846,6 +850,8 @@ impl Agent {
         let content = updates::prompt_content(blocks).map_err(invalid_params)?;
         let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, content);
         let mut turn = self.prepare_turn(sid, user)?;
+        // The turn's run, which Desktop steers into (`session/steer`), until it ends.
+        self.conn.update(sid, updates::active_run(Some(turn.run_id())));
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
         let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
@@ -892,6 +898,8 @@ impl Agent {
         // keeps a spinner for a call that will never report.
         let mut open_calls: Vec<String> = Vec::new();
         let mut cancelled_at = None;
+        // The turn's tokens, for the answer's `usage` (none yet: zero).
+        let mut used = TurnUsage::default();
         loop {
             if asked.is_cancelled() && !cancelled.load(Ordering::SeqCst) {
                 self.cancel_prompt(sid);
@@ -960,10 +968,14 @@ impl Agent {
                     }
                 }
                 Event::Error(e) => error = Some(e),
-                Event::Finish(tokens) => self.usage_update(sid, &tokens),
+                Event::Finish(tokens) => {
+                    used = TurnUsage::from(&tokens);
+                    self.usage_update(sid, Some(&tokens));
+                }
             }
         }
         send_plan(&text);
+        self.conn.update(sid, updates::active_run(None));
         if cancelled.load(Ordering::SeqCst) {
             for call in open_calls {
                 let mut u = updates::tool_status(&call, "failed");
@@ -973,12 +985,14 @@ impl Agent {
             // The turn thread ends by itself (a tool call in flight returns first); it holds
             // the session's turn until then.
             drop(handle);
-            return Ok(json!({ "stopReason": "cancelled" }));
+            return Ok(json!({ "stopReason": "cancelled", "usage": updates::prompt_usage(&used) }));
         }
         let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
-            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn" })),
-            (Outcome::OutOfTurns, _) => Ok(json!({ "stopReason": "max_turn_requests" })),
+            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn", "usage": updates::prompt_usage(&used) })),
+            (Outcome::OutOfTurns, _) => {
+                Ok(json!({ "stopReason": "max_turn_requests", "usage": updates::prompt_usage(&used) }))
+            }
             (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
@@ -986,31 +1000,18 @@ impl Agent {
         }
     }
 
-    /// goose's token meter (`_goose/unstable/session/update` `usage_update`), for clients that
-    /// declared `customNotifications`.
-    fn usage_update(&self, sid: &str, t: &gosling_agent::messages::Tokens) {
-        if !self.custom_notifications.load(Ordering::SeqCst) {
-            return;
+    /// The context meter (`agent::usage`): ACP's `usage_update` for every client, goose's own
+    /// for clients that declared `customNotifications`.
+    fn usage_update(&self, sid: &str, last: Option<&gosling_agent::messages::Tokens>) {
+        let meter = match gosling_agent::usage::meter(&self.app, sid, last) {
+            Ok(m) => m,
+            Err(e) => return log::debug!("acp: session {sid}: no usage update: {e}"),
+        };
+        let (goose, acp) = updates::usage_updates(&meter);
+        if self.custom_notifications.load(Ordering::SeqCst) {
+            self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": goose }));
         }
-        let s = self.app.sessions.get_meta(sid).ok().flatten();
-        let model = s
-            .as_ref()
-            .and_then(|s| s.model_config.as_ref()?.get("model_name")?.as_str().map(str::to_string))
-            .or_else(|| self.app.setting("GOOSE_MODEL"));
-        let limit = gosling_llm::catalog::PROVIDERS
-            .iter()
-            .flat_map(|p| p.models)
-            .find(|m| Some(m.name) == model.as_deref())
-            .map_or(0, |m| m.context_limit);
-        let acc_in = s.as_ref().and_then(|s| s.accumulated_input_tokens).unwrap_or(t.acc_input).max(0);
-        let acc_out = s.as_ref().and_then(|s| s.accumulated_output_tokens).unwrap_or(t.acc_output).max(0);
-        self.conn.notify(
-            "_goose/unstable/session/update",
-            json!({ "sessionId": sid, "update": {
-                "sessionUpdate": "usage_update", "used": (t.input + t.output).max(0), "contextLimit": limit,
-                "accumulatedInputTokens": acc_in, "accumulatedOutputTokens": acc_out,
-            }}),
-        );
+        self.conn.update(sid, acp);
     }
 
     /// Relays an extension's MCP elicitation (a form for the person) to the editor as ACP's

@@ -2,6 +2,7 @@
 //! (`goose`): a session's listing entry with the `_meta` Desktop reads, and goose's extension
 //! form (`GooseExtension`) to and from an extension config. Pure: no I/O.
 
+use gosling_agent::prompts::Prompt;
 use gosling_extensions::config::{ExtensionConfig, Kind};
 use gosling_store::sessions::Session;
 use serde_json::{json, Map, Value};
@@ -142,4 +143,20 @@ pub fn goose_app(a: &gosling_agent::apps::App) -> Value {
         v["text"] = json!(t);
     }
     v
+}
+
+/// goose's PromptTemplateEntry (`config/prompts/list`): the person's version, when there is
+/// one, as `userContent`.
+pub fn goose_prompt_entry(p: &Prompt) -> Value {
+    let mut v = json!({ "name": p.name, "description": p.description, "defaultContent": p.default_content,
+                        "isCustomized": p.customized });
+    if p.customized {
+        v["userContent"] = json!(p.content);
+    }
+    v
+}
+
+/// goose's GetPromptResponse (`config/prompts/get`): what is sent, and the default.
+pub fn goose_prompt(p: &Prompt) -> Value {
+    json!({ "name": p.name, "content": p.content, "defaultContent": p.default_content, "isCustomized": p.customized })
 }

@@ -2,6 +2,7 @@
 //! `session/load`), and the goose user message an ACP prompt becomes. Pure: no I/O.
 
 use gosling_agent::messages as msg;
+use gosling_agent::usage::{Meter, TurnUsage};
 use gosling_store::message::{Action, Content, Message, Role, ToolRequest, ToolResponse};
 use gosling_wire::mcp_types::ContentBlock;
 use serde_json::{json, Value};
@@ -130,6 +131,11 @@ pub fn live(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
     for l in &mut out {
         if let Live::Update(u) = l {
             with_message_meta(u, message);
+            // The person's text in a running turn was steered in (`agent::steer`): goose marks
+            // it so, with the message id the steer was answered.
+            if u["sessionUpdate"] == "user_message_chunk" && u["_meta"]["goose"].is_object() {
+                u["_meta"]["goose"]["steer"] = json!(true);
+            }
         }
     }
     out
@@ -174,6 +180,10 @@ fn live_updates(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
         match c {
             Content::Text(t) if message.role == Role::Assistant && !t.text.is_empty() => {
                 out.push(Live::Update(chunk("agent_message_chunk", &t.text)));
+            }
+            // A turn streams no user text but what was steered into it.
+            Content::Text(t) if message.role == Role::User && !t.text.is_empty() => {
+                out.push(Live::Update(chunk("user_message_chunk", &t.text)));
             }
             Content::ToolRequest(r) => out.push(Live::Update(request(r, first_status, cwd))),
             Content::ToolResponse(r) => out.push(Live::Update(tool_result(r))),
@@ -233,6 +243,28 @@ pub fn plan(text: &str) -> Option<Value> {
         })
         .collect();
     (!entries.is_empty()).then(|| json!({ "sessionUpdate": "plan", "entries": entries }))
+}
+
+/// goose's `session_info_update` naming the turn's run (`_meta.goose.activeRunId`), which
+/// Desktop steers into; `None` when the turn has ended.
+pub fn active_run(run: Option<&str>) -> Value {
+    json!({ "sessionUpdate": "session_info_update", "_meta": { "goose": { "activeRunId": run } } })
+}
+
+/// A session's context meter as goose's `_goose/unstable/session/update` `usage_update` (the
+/// meter Desktop shows) and as ACP's standard `usage_update` (`used` of `size`; no cost: gosling
+/// has no price table and does not guess one).
+pub fn usage_updates(m: &Meter) -> (Value, Value) {
+    let goose = json!({
+        "sessionUpdate": "usage_update", "used": m.used, "contextLimit": m.context_limit,
+        "accumulatedInputTokens": m.accumulated_input, "accumulatedOutputTokens": m.accumulated_output,
+    });
+    (goose, json!({ "sessionUpdate": "usage_update", "used": m.used, "size": m.context_limit }))
+}
+
+/// ACP's `PromptResponse.usage`: the tokens the turn used.
+pub fn prompt_usage(u: &TurnUsage) -> Value {
+    json!({ "totalTokens": u.total(), "inputTokens": u.input, "outputTokens": u.output })
 }
 
 /// A stored conversation replayed for `session/load`: user and agent text as chunks, each
@@ -353,6 +385,22 @@ mod tests {
             .collect();
         assert_eq!(got, [("read the code", "completed"), ("fix it", "in_progress"), ("test", "pending")]);
         assert_eq!(plan("no list here\n- plain item"), None);
+    }
+
+    #[test]
+    fn usage_shapes() {
+        let m = Meter { used: 110, context_limit: 128_000, accumulated_input: 300, accumulated_output: 30 };
+        let (goose, acp) = usage_updates(&m);
+        assert_eq!(
+            goose,
+            json!({"sessionUpdate": "usage_update", "used": 110, "contextLimit": 128_000,
+                   "accumulatedInputTokens": 300, "accumulatedOutputTokens": 30})
+        );
+        assert_eq!(acp, json!({"sessionUpdate": "usage_update", "used": 110, "size": 128_000}));
+        assert_eq!(
+            prompt_usage(&TurnUsage { input: 300, output: 30 }),
+            json!({"totalTokens": 330, "inputTokens": 300, "outputTokens": 30})
+        );
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct Host {
     pub buses: Buses,
     pub agents: Agents,
     pub runtime_deps: Arc<Deps>,
+    /// The run of each running turn, for steering (`steer`).
+    pub runs: Arc<crate::steer::Runs>,
 }
 
 impl Host {
@@ -79,6 +81,7 @@ impl Host {
             buses: Default::default(),
             agents: Agents::default(),
             runtime_deps,
+            runs: Arc::default(),
         }
     }
 

@@ -10,10 +10,13 @@ pub mod history;
 pub mod host;
 pub mod messages;
 pub mod permissions;
+pub mod prompts;
 pub mod reply;
 pub mod sampling;
 pub mod settings;
+pub mod steer;
 pub mod title;
+pub mod usage;
 
 use gosling_extensions::config::ExtensionConfig;
 use gosling_extensions::runtime::SessionRuntime;
@@ -108,6 +111,8 @@ pub enum Error {
     BadKey(&'static str),
     /// Reading or writing the settings failed.
     Store(gosling_store::atomic::Error),
+    /// A message cannot be steered into a run (`steer`); the text says why and what to do.
+    Steer(String),
 }
 
 impl fmt::Display for Error {
@@ -122,6 +127,7 @@ impl fmt::Display for Error {
             Error::SaveMessage(e) => write!(f, "Failed to save the message: {e}"),
             Error::RequestActive => f.write_str(bus::BUSY),
             Error::BadKey(why) => f.write_str(why),
+            Error::Steer(why) => f.write_str(why),
             Error::Store(e) => write!(f, "{e}"),
             Error::Busy(id) => {
                 write!(f, "session {id} is already answering a message; wait for it to finish, or cancel it")
@@ -143,6 +149,7 @@ impl std::error::Error for Error {
             | Error::OutOfTurns(_)
             | Error::Busy(_)
             | Error::BadKey(_)
+            | Error::Steer(_)
             | Error::RequestActive => None,
         }
     }

@@ -80,3 +80,49 @@ pub fn is_configured(provider: &str, setting: &dyn Fn(&str) -> Option<String>) -
 pub fn find(name: &str) -> Option<&'static Provider> {
     PROVIDERS.iter().find(|p| p.name == name)
 }
+
+/// The context window, in tokens, of `model` as `provider` serves it: the catalogue's entry of
+/// that name, else the entry the name is a dated or tagged variant of (`gpt-4o-2024-08-06`,
+/// `claude-sonnet-4-5-20250929`, `qwen3:8b`: the longest known name followed by `-`, `:` or
+/// `@`). The provider's own entries come first, then any provider's (a local server serving an
+/// OpenAI or Ollama model by its name). `None` for a model gosling does not know: no guess.
+pub fn context_limit(provider: Option<&str>, model: &str) -> Option<u64> {
+    let model = model.trim();
+    let own = provider.and_then(find).into_iter();
+    let others = PROVIDERS.iter().filter(|p| Some(p.name) != provider);
+    let mut best: Option<&Model> = None;
+    for p in own.chain(others) {
+        for m in p.models {
+            if m.name == model {
+                return Some(m.context_limit);
+            }
+            let variant = model.strip_prefix(m.name).is_some_and(|rest| rest.starts_with(['-', ':', '@']));
+            if variant && best.is_none_or(|b| m.name.len() > b.name.len()) {
+                best = Some(m);
+            }
+        }
+    }
+    best.map(|m| m.context_limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_limits_of_known_models_and_their_variants() {
+        assert_eq!(context_limit(Some("openai"), "gpt-4o"), Some(128_000));
+        assert_eq!(context_limit(Some("openai"), "gpt-4.1-mini"), Some(1_047_576));
+        // A dated variant is its model; the longest name wins (gpt-4.1-mini over gpt-4.1).
+        assert_eq!(context_limit(Some("openai"), "gpt-4.1-mini-2025-04-14"), Some(1_047_576));
+        assert_eq!(context_limit(Some("anthropic"), "claude-sonnet-4-5-20250929"), Some(200_000));
+        assert_eq!(context_limit(Some("ollama"), "qwen3:8b"), Some(40_960));
+        // Another provider's model served by an OpenAI-compatible server.
+        assert_eq!(context_limit(Some("openai"), "llama3.2"), Some(131_072));
+        assert_eq!(context_limit(None, "o3"), Some(200_000));
+        // Unknown: no guess; a name that only starts like a known one is not it.
+        assert_eq!(context_limit(Some("openai"), "my-finetune"), None);
+        assert_eq!(context_limit(Some("openai"), "o3x"), None);
+        assert_eq!(context_limit(Some("openai"), ""), None);
+    }
+}
