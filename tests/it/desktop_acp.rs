@@ -1114,3 +1114,44 @@ fn prompts_sources_readiness_and_live_voice() {
     );
     check_schemas(peers, &d.checks);
 }
+
+/// Image prompts: advertised while the configured provider is sent images; an image reaches
+/// OpenAI as a data URL with the text, comes back in a load's replay, and a session switched to
+/// a provider that is not sent images refuses one with the reason, before any model call.
+#[test]
+fn an_image_prompt_reaches_a_provider_that_takes_images() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("A red dot.")]);
+    let home = TempDir::new("desktop-image");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    let init = d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], true, "{init}");
+    let sid = d.new_session(&cwd, &[]);
+    let png = json!({"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"});
+    d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"what is this?"},png]}));
+    let requests = llm.requests();
+    let user = requests[0].body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        user["content"],
+        json!([{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}])
+    );
+    const BAD: i64 = -32602;
+    says(
+        &d.call_err(
+            "session/prompt",
+            json!({"sessionId":sid,"prompt":[{"type":"image","data":"<svg/>","mimeType":"image/svg+xml"}]}),
+        ),
+        BAD,
+        &["image/png"],
+    );
+    d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    let replayed: Vec<&Value> =
+        d.updates("user_message_chunk").into_iter().filter(|u| u["content"]["type"] == "image").collect();
+    assert_eq!(replayed.len(), 1, "{:?}", d.updates("user_message_chunk"));
+    assert_eq!(replayed[0]["content"]["mimeType"], "image/png");
+    d.call("session/set_config_option", json!({"sessionId":sid,"configId":"provider","value":"ollama"}));
+    says(&d.call_err("session/prompt", json!({"sessionId":sid,"prompt":[png]})), BAD, &["ollama", "not sent images"]);
+    assert_eq!(llm.requests().len(), 1, "a refused image costs no model call");
+    check_schemas(peers, &d.checks);
+}

@@ -165,7 +165,8 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
                 .get("prompt")
                 .and_then(Value::as_array)
                 .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-            let content = crate::updates::prompt_content(blocks).map_err(invalid_params)?;
+            let images = gosling_agent::usage::images(&agent.app, sid);
+            let content = crate::updates::prompt_content(blocks, &images).map_err(invalid_params)?;
             let steered = agent.app.runs.steer(sid, expected, content).map_err(setting_error)?;
             Ok(json!({ "runId": steered.run_id, "messageId": steered.message_id }))
         }

@@ -372,11 +372,14 @@ impl Agent {
         };
         let auth_methods =
             json!([{ "id": AUTH_METHOD, "name": "Configure a model provider", "description": description }]);
+        let images = gosling_agent::usage::defaults(&|k| self.app.setting(k))
+            .is_some_and(|m| gosling_llm::catalog::takes_images(&m.provider));
         Ok(json!({
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": true,
-                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
+                // Images when the configured provider is sent them (a session on another refuses them).
+                "promptCapabilities": { "image": images, "audio": false, "embeddedContext": true },
                 "mcpCapabilities": { "http": true, "sse": false },
                 "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
                 "auth": {},
@@ -847,7 +850,8 @@ impl Agent {
             .get("prompt")
             .and_then(Value::as_array)
             .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-        let content = updates::prompt_content(blocks).map_err(invalid_params)?;
+        let content =
+            updates::prompt_content(blocks, &gosling_agent::usage::images(&self.app, sid)).map_err(invalid_params)?;
         let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, content);
         let mut turn = self.prepare_turn(sid, user)?;
         // The turn's run, which Desktop steers into (`session/steer`), until it ends.

@@ -133,6 +133,21 @@ pub fn meter_of(setting: Setting, s: &Session, last: Option<&Tokens>) -> Meter {
     }
 }
 
+/// Whether the person's images may be sent in session `id`: `Err` says why not (its provider
+/// is not sent images, or it has none yet) and what to do.
+pub fn images(host: &Host, id: &str) -> Result<(), String> {
+    let s = host.sessions.get_meta(id).ok().flatten();
+    let model = s.as_ref().and_then(|s| of(&|k| host.setting(k), s));
+    match model {
+        Some(m) if gosling_llm::catalog::takes_images(&m.provider) => Ok(()),
+        Some(m) => Err(format!(
+            "the session's provider {} is not sent images (its models may not read them); send text, or switch the session to openai or anthropic",
+            m.provider
+        )),
+        None => Err("the session has no provider yet, so no image can be sent; set GOOSE_PROVIDER".into()),
+    }
+}
+
 /// Session `id`'s context meter (`meter_of`).
 pub fn meter(host: &Host, id: &str, last: Option<&Tokens>) -> Result<Meter, Error> {
     let s = host.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.to_string()))?;

@@ -18,6 +18,9 @@ pub struct Provider {
     /// (key, required, secret, default)
     pub keys: &'static [(&'static str, bool, bool, Option<&'static str>)],
     pub models: &'static [Model],
+    /// Whether the person's images are sent to it (Ollama's depend on the model, which gosling
+    /// does not know: not sent).
+    pub images: bool,
 }
 
 pub const PROVIDERS: [Provider; 3] = [
@@ -40,6 +43,7 @@ pub const PROVIDERS: [Provider; 3] = [
             Model { name: "o3", context_limit: 200_000 },
             Model { name: "o4-mini", context_limit: 200_000 },
         ],
+        images: true,
     },
     Provider {
         name: "anthropic",
@@ -54,6 +58,7 @@ pub const PROVIDERS: [Provider; 3] = [
             Model { name: "claude-haiku-4-5", context_limit: 200_000 },
             Model { name: "claude-3-5-haiku-latest", context_limit: 200_000 },
         ],
+        images: true,
     },
     Provider {
         name: "ollama",
@@ -67,6 +72,7 @@ pub const PROVIDERS: [Provider; 3] = [
             Model { name: "llama3.2", context_limit: 131_072 },
             Model { name: "gpt-oss", context_limit: 131_072 },
         ],
+        images: false,
     },
 ];
 
@@ -74,6 +80,11 @@ pub const PROVIDERS: [Provider; 3] = [
 /// makes, with any model).
 pub fn is_configured(provider: &str, setting: &dyn Fn(&str) -> Option<String>) -> bool {
     crate::Settings::resolve(&gosling_config::ProcessEnv, setting, (Some(provider), Some("any"))).is_ok()
+}
+
+/// Whether `provider` (any name gosling accepts) is sent the person's images.
+pub fn takes_images(provider: &str) -> bool {
+    crate::canonical_provider(provider).and_then(find).is_some_and(|p| p.images)
 }
 
 /// The catalogue entry of `name` (a canonical provider name).
@@ -124,5 +135,11 @@ mod tests {
         assert_eq!(context_limit(Some("openai"), "my-finetune"), None);
         assert_eq!(context_limit(Some("openai"), "o3x"), None);
         assert_eq!(context_limit(Some("openai"), ""), None);
+    }
+
+    #[test]
+    fn images_go_to_providers_that_take_them() {
+        assert!(takes_images("openai") && takes_images("vllm") && takes_images("claude"));
+        assert!(!takes_images("ollama") && !takes_images("nobody"));
     }
 }
