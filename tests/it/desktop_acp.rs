@@ -1155,3 +1155,37 @@ fn an_image_prompt_reaches_a_provider_that_takes_images() {
     assert_eq!(llm.requests().len(), 1, "a refused image costs no model call");
     check_schemas(peers, &d.checks);
 }
+
+/// Desktop 1.5x's sign-in settings of an MCP server (`clientId`, `clientSecretKey` — the name of
+/// a stored secret — and `scopes`) are kept with the extension and shown again; on a stdio
+/// server, or malformed, they are refused with what to fix.
+#[test]
+fn mcp_sign_in_settings_are_kept_and_checked() {
+    let peers = require_peers!();
+    let home = TempDir::new("desktop-sign-in");
+    let mut d = Desktop::new(&home_env(&home, Vec::new()));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let remote = json!({"type":"mcp","server":{"type":"http","name":"remote","url":"https://mcp.example/mcp","headers":[]},
+        "envKeys":[],"clientId":"gosling-desktop","clientSecretKey":"REMOTE_CLIENT_SECRET","scopes":["read","write"]});
+    d.call("_goose/unstable/config/extensions/add", json!({"extension":remote,"enabled":false}));
+    let list = d.call("_goose/unstable/config/extensions/list", json!({}));
+    let entry = list["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["configKey"] == "remote")
+        .unwrap_or_else(|| panic!("no remote: {list}"))["extension"]
+        .clone();
+    assert_eq!(
+        (&entry["clientId"], &entry["clientSecretKey"], &entry["scopes"]),
+        (&json!("gosling-desktop"), &json!("REMOTE_CLIENT_SECRET"), &json!(["read", "write"])),
+        "{entry}"
+    );
+    const BAD: i64 = -32602;
+    let stdio = json!({"type":"mcp","server":{"name":"local","command":peers.node(),"args":[],"env":[]},"envKeys":[],"clientId":"x"});
+    says(&d.call_err("_goose/unstable/config/extensions/add", json!({"extension":stdio})), BAD, &["http server"]);
+    let mut bad = remote.clone();
+    bad["scopes"] = json!("read write");
+    says(&d.call_err("_goose/unstable/config/extensions/add", json!({"extension":bad})), BAD, &["`scopes`"]);
+    check_schemas(peers, &d.checks);
+}
