@@ -251,7 +251,10 @@ fn providers(agent: &Agent, p: &Value) -> Value {
             let models: Vec<Value> = c
                 .models
                 .iter()
-                .map(|m| json!({ "id": m.name, "name": m.name, "contextLimit": m.context_limit, "recommended": m.name == c.default_model }))
+                .map(|m| {
+                    json!({ "id": m.name, "name": m.name, "family": m.family, "contextLimit": m.context_limit,
+                                 "reasoning": m.reasoning, "recommended": m.name == c.default_model })
+                })
                 .collect();
             let configured = catalog::is_configured(c.name, &|k| agent.app.setting(k));
             json!({
@@ -261,7 +264,7 @@ fn providers(agent: &Agent, p: &Value) -> Value {
                 // `category` for Desktop 1.41–1.45's schema, `available`, `visibleInSetup` and
                 // `deprecated` for 1.5x's: each ignores the other's keys.
                 "available": configured, "visibleInSetup": true, "deprecated": false, "acp": false,
-                "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": [],
+                "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": c.setup_steps,
                 "supportsRefresh": false, "refreshing": false, "models": models, "stale": false,
             })
         })

@@ -6,6 +6,10 @@
 pub struct Model {
     pub name: &'static str,
     pub context_limit: u64,
+    /// The family a model picker groups it under.
+    pub family: &'static str,
+    /// Whether it reasons (thinks) before it answers.
+    pub reasoning: bool,
 }
 
 /// A provider gosling supports, with what goose's ProviderMetadata shows.
@@ -18,6 +22,8 @@ pub struct Provider {
     /// (key, required, secret, default)
     pub keys: &'static [(&'static str, bool, bool, Option<&'static str>)],
     pub models: &'static [Model],
+    /// Where to get what the provider needs, step by step (the setup dialog shows them).
+    pub setup_steps: &'static [&'static str],
     /// Whether the person's images are sent to it (Ollama's depend on the model, which gosling
     /// does not know: not sent).
     pub images: bool,
@@ -36,12 +42,17 @@ pub const PROVIDERS: [Provider; 3] = [
             ("OPENAI_BASE_PATH", false, false, Some(crate::OPENAI_DEFAULT_PATH)),
         ],
         models: &[
-            Model { name: "gpt-4o", context_limit: 128_000 },
-            Model { name: "gpt-4o-mini", context_limit: 128_000 },
-            Model { name: "gpt-4.1", context_limit: 1_047_576 },
-            Model { name: "gpt-4.1-mini", context_limit: 1_047_576 },
-            Model { name: "o3", context_limit: 200_000 },
-            Model { name: "o4-mini", context_limit: 200_000 },
+            Model { name: "gpt-4o", context_limit: 128_000, family: "gpt-4o", reasoning: false },
+            Model { name: "gpt-4o-mini", context_limit: 128_000, family: "gpt-4o", reasoning: false },
+            Model { name: "gpt-4.1", context_limit: 1_047_576, family: "gpt-4.1", reasoning: false },
+            Model { name: "gpt-4.1-mini", context_limit: 1_047_576, family: "gpt-4.1", reasoning: false },
+            Model { name: "o3", context_limit: 200_000, family: "o-series", reasoning: true },
+            Model { name: "o4-mini", context_limit: 200_000, family: "o-series", reasoning: true },
+        ],
+        setup_steps: &[
+            "Sign in at https://platform.openai.com and open the API keys page",
+            "Create a secret key and set it as OPENAI_API_KEY",
+            "For a local OpenAI-compatible server (llama.cpp, vLLM, LM Studio) set OPENAI_HOST to its address instead; a key may not be needed",
         ],
         images: true,
     },
@@ -53,10 +64,14 @@ pub const PROVIDERS: [Provider; 3] = [
         doc_link: "https://docs.anthropic.com/en/docs/about-claude/models",
         keys: &[("ANTHROPIC_API_KEY", true, true, None), ("ANTHROPIC_HOST", false, false, Some(crate::ANTHROPIC_DEFAULT_HOST))],
         models: &[
-            Model { name: "claude-sonnet-4-5", context_limit: 200_000 },
-            Model { name: "claude-opus-4-1", context_limit: 200_000 },
-            Model { name: "claude-haiku-4-5", context_limit: 200_000 },
-            Model { name: "claude-3-5-haiku-latest", context_limit: 200_000 },
+            Model { name: "claude-sonnet-4-5", context_limit: 200_000, family: "claude-sonnet", reasoning: true },
+            Model { name: "claude-opus-4-1", context_limit: 200_000, family: "claude-opus", reasoning: true },
+            Model { name: "claude-haiku-4-5", context_limit: 200_000, family: "claude-haiku", reasoning: true },
+            Model { name: "claude-3-5-haiku-latest", context_limit: 200_000, family: "claude-haiku", reasoning: false },
+        ],
+        setup_steps: &[
+            "Sign in at https://console.anthropic.com and open the API keys page",
+            "Create a key and set it as ANTHROPIC_API_KEY",
         ],
         images: true,
     },
@@ -68,9 +83,14 @@ pub const PROVIDERS: [Provider; 3] = [
         doc_link: "https://ollama.com/library",
         keys: &[("OLLAMA_HOST", true, false, Some(crate::OLLAMA_DEFAULT_HOST))],
         models: &[
-            Model { name: "qwen3", context_limit: 40_960 },
-            Model { name: "llama3.2", context_limit: 131_072 },
-            Model { name: "gpt-oss", context_limit: 131_072 },
+            Model { name: "qwen3", context_limit: 40_960, family: "qwen", reasoning: true },
+            Model { name: "llama3.2", context_limit: 131_072, family: "llama", reasoning: false },
+            Model { name: "gpt-oss", context_limit: 131_072, family: "gpt-oss", reasoning: true },
+        ],
+        setup_steps: &[
+            "Install Ollama from https://ollama.com and start it",
+            "Pull a model, for example `ollama pull qwen3`",
+            "Set OLLAMA_HOST when it does not listen on the default address",
         ],
         images: false,
     },
