@@ -158,7 +158,10 @@ fn sdk_prompt_calls_the_editors_mcp_servers_streams_text_and_a_plan() {
     assert_eq!(plans[0]["entries"][1], json!({"content": "echo it twice", "priority": "medium", "status": "pending"}));
     let plan_at = t.iter().position(|e| e["update"]["sessionUpdate"] == "plan").unwrap();
     assert!(plan_at < t.iter().position(|e| e["update"]["sessionUpdate"] == "tool_call").unwrap());
-    assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "end_turn"}));
+    let answer = &responses(&t, "session/prompt")[0]["result"];
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    // The turn's tokens (ACP's PromptResponse.usage): what llmock reported, added up.
+    assert!(answer["usage"]["totalTokens"].as_u64().is_some_and(|n| n > 0), "{answer}");
     // The session is the HTTP API's: the editor's servers are stored with it.
     let id = new["sessionId"].as_str().unwrap();
     let web = Server::start_in(home, ServerOpts::default());
@@ -235,14 +238,14 @@ fn sdk_cancel_stops_the_model_stream_a_permission_wait_and_a_running_tool() {
     let (t, _) = drive(peers, &home, Some(&mock), &[], script);
     let prompts = responses(&t, "session/prompt");
     let took = |p: &Value| Duration::from_millis(p["ms"].as_u64().unwrap());
-    assert_eq!(prompts[0]["result"], json!({"stopReason": "cancelled"}), "{t:?}");
+    assert_eq!(prompts[0]["result"]["stopReason"], "cancelled", "{t:?}");
     crate::support::assert_well_under(
         took(prompts[0]),
         Duration::from_secs(60),
         "cancelled before the model's first token",
     );
-    assert_eq!(prompts[1]["result"], json!({"stopReason": "cancelled"}), "cancel while the editor is asked");
-    assert_eq!(prompts[2]["result"], json!({"stopReason": "cancelled"}), "cancel while a tool runs");
+    assert_eq!(prompts[1]["result"]["stopReason"], "cancelled", "cancel while the editor is asked");
+    assert_eq!(prompts[2]["result"]["stopReason"], "cancelled", "cancel while a tool runs");
     crate::support::assert_well_under(took(prompts[2]), Duration::from_secs(60), "the running tool call was stopped");
     assert_eq!(prompts[3]["result"]["stopReason"], "end_turn", "the session serves after cancels");
 }
@@ -466,7 +469,8 @@ fn bad_input_gets_json_rpc_errors_and_the_agent_keeps_serving() {
         json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{"sessionId": sid, "prompt": p}}).to_string()
     };
     a.send(&prompt(8, json!([{"type":"image","data":"","mimeType":"image/png"}])));
-    assert!(a.answer(json!(8))["error"]["message"].as_str().unwrap().contains("promptCapabilities.image"));
+    // An image is taken by this provider (openai), but not an empty one.
+    assert!(a.answer(json!(8))["error"]["message"].as_str().unwrap().contains("base64"));
     a.send(&prompt(9, json!([{"type":"text","text":"slow one"}])));
     // Wait until the model was asked, then a second prompt is refused while the first runs.
     let asked = crate::support::wait_for(Duration::from_secs(30), || (mock.request_count() > 0).then_some(()));
@@ -699,7 +703,7 @@ fn sdk_a_turn_over_gosling_max_turns_stops_with_max_turn_requests() {
         {"do": "prompt", "text": "Please echo hello"},
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_MAX_TURNS", "1")], script);
-    assert_eq!(responses(&t, "session/prompt")[0]["result"], json!({"stopReason": "max_turn_requests"}), "{t:?}");
+    assert_eq!(responses(&t, "session/prompt")[0]["result"]["stopReason"], "max_turn_requests", "{t:?}");
     assert_eq!(updates(&t, "tool_call_update").last().unwrap()["status"], "completed", "the one turn's tool ran");
 }
 
@@ -719,7 +723,8 @@ fn the_models_title_reaches_the_editor_after_the_first_exchange() {
         {"do": "initialize"},
         {"do": "new", "cwd": cwd},
         {"do": "prompt", "text": "Where should I go in May?"},
-        {"do": "wait_update", "kind": "session_info_update", "count": 2},
+        // The run announced and ended (`activeRunId`), the two titles.
+        {"do": "wait_update", "kind": "session_info_update", "count": 4},
     ]});
     let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_SESSION_TITLES", "model")], script);
     let titles: Vec<&str> = updates(&t, "session_info_update").iter().filter_map(|u| u["title"].as_str()).collect();

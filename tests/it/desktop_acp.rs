@@ -927,3 +927,263 @@ fn history_search_finds_sessions_by_what_was_said() {
     assert!(all.get("_meta").is_none(), "{all}");
     check_schemas(peers, &d.checks);
 }
+
+/// Desktop's steer path: each turn is a run announced in `session_info_update`
+/// (`_meta.goose.activeRunId`, null when it ends); a message steered into it while a tool call
+/// waits for permission reaches the model with the tool's result, and comes back as the
+/// person's chunk marked `steer`. The answer carries the turn's tokens, the meter the model's
+/// real window; the session records its provider and model when it is created.
+#[test]
+fn desktop_steers_a_running_turn_and_sees_its_usage() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("c1"), text("Both done."), text("Later.")]);
+    let home = TempDir::new("desktop-steer");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "approve")));
+    let init = d.call(
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{"_meta":{"goose":{"customNotifications":true}}}}),
+    );
+    assert_eq!(init["agentCapabilities"]["auth"], json!({}), "{init}");
+    let sid = d.new_session(&cwd, &[everything(peers)]);
+    let info = d.call("_goose/unstable/session/info", json!({"sessionId":sid}));
+    assert_eq!(
+        (&info["session"]["_meta"]["providerId"], &info["session"]["_meta"]["modelId"]),
+        (&json!("openai"), &json!("gpt-4o")),
+        "recorded at creation: {info}"
+    );
+    const BAD: i64 = -32602;
+    says(
+        &d.call_err(
+            "_goose/unstable/session/steer",
+            json!({"sessionId":sid,"expectedRunId":"run_0","prompt":[{"type":"text","text":"x"}]}),
+        ),
+        BAD,
+        &["no active run", "new prompt"],
+    );
+
+    let prompt = d.send_request("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo hi"}]}));
+    // Until the permission request: the run's id, announced first.
+    let (mut run, mut asked) = (None, None);
+    while asked.is_none() {
+        let m = d.wire.recv(Duration::from_secs(60)).expect("the turn goes on");
+        let update = &m["params"]["update"];
+        if update["sessionUpdate"] == "session_info_update" && update["_meta"]["goose"]["activeRunId"].is_string() {
+            run = update["_meta"]["goose"]["activeRunId"].as_str().map(str::to_string);
+        }
+        if m["method"] == "session/request_permission" {
+            assert!(run.is_some(), "the run is announced before its first tool call");
+            asked = Some(m.clone());
+        }
+        d.take(m);
+    }
+    let run = run.unwrap();
+    says(
+        &d.call_err(
+            "_goose/unstable/session/steer",
+            json!({"sessionId":sid,"expectedRunId":"run_old","prompt":[{"type":"text","text":"x"}]}),
+        ),
+        BAD,
+        &["not the active run"],
+    );
+    says(
+        &d.call_err(
+            "_goose/unstable/session/steer",
+            json!({"sessionId":sid,"expectedRunId":run,"prompt":[{"type":"image","data":"","mimeType":"image/png"}]}),
+        ),
+        BAD,
+        &["image"],
+    );
+    let steered = d.call(
+        "_goose/unstable/session/steer",
+        json!({"sessionId":sid,"expectedRunId":run,"prompt":[{"type":"text","text":"and say bye"}]}),
+    );
+    assert_eq!(steered["runId"], run.as_str(), "{steered}");
+    let asked = asked.unwrap();
+    let option = asked["params"]["options"].as_array().unwrap().iter().find(|o| o["kind"] == "allow_once").unwrap()
+        ["optionId"]
+        .clone();
+    d.wire
+        .send(&json!({"jsonrpc":"2.0","id":asked["id"],"result":{"outcome":{"outcome":"selected","optionId":option}}}));
+    let answer = d.answer(prompt, "session/prompt");
+    assert_eq!(answer["stopReason"], "end_turn");
+    // Two model calls: 100 + 120 in, 10 + 5 out.
+    assert_eq!(answer["usage"], json!({"totalTokens":235,"inputTokens":220,"outputTokens":15}), "{answer}");
+
+    // The second model call had the tool's result, then the steered message.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2, "one more answer for the steered message, no third call");
+    let messages = requests[1].body["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles[roles.len() - 2..], ["tool", "user"], "{messages:?}");
+    assert_eq!(messages.last().unwrap()["content"], "and say bye");
+    let chunks: Vec<&Value> = d.updates("user_message_chunk");
+    assert_eq!(chunks.len(), 1, "{chunks:?}");
+    assert_eq!(chunks[0]["messageId"], steered["messageId"]);
+    assert_eq!(chunks[0]["_meta"]["goose"]["steer"], true);
+    let runs: Vec<Value> = d
+        .updates("session_info_update")
+        .iter()
+        .filter_map(|u| u["_meta"]["goose"].get("activeRunId").cloned())
+        .collect();
+    assert_eq!(runs, [json!(run), Value::Null], "announced, then ended");
+    // The meter: the last call's 125 tokens of gpt-4o's 128,000, in goose's and ACP's update.
+    let usage = d.updates("usage_update");
+    assert_eq!(usage.last().map(|u| (&u["used"], &u["size"])), Some((&json!(125), &json!(128_000))), "{usage:?}");
+    let goose = d.seen.iter().rfind(|m| m["method"] == "_goose/unstable/session/update").expect("goose's meter");
+    assert_eq!(goose["params"]["update"]["contextLimit"], 128_000, "{goose}");
+    assert_eq!(goose["params"]["update"]["accumulatedInputTokens"], 220, "{goose}");
+    // The run is over: a late steer is refused, not sent to the next turn.
+    says(
+        &d.call_err(
+            "_goose/unstable/session/steer",
+            json!({"sessionId":sid,"expectedRunId":run,"prompt":[{"type":"text","text":"x"}]}),
+        ),
+        BAD,
+        &["no active run"],
+    );
+    check_schemas(peers, &d.checks);
+}
+
+/// The Prompts settings (list, get, save, reset; the saved system prompt is what the next turn
+/// sends), the Skills page's sources, provider readiness and live voice: what gosling answers,
+/// and each bad input refused with what to fix.
+#[test]
+fn prompts_sources_readiness_and_live_voice() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("Brief."), text("Default.")]);
+    let home = TempDir::new("desktop-prompts");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    const BAD: i64 = -32602;
+    let g = |m: &str| format!("_goose/unstable/{m}");
+
+    let list = d.call(&g("config/prompts/list"), json!({}));
+    let system = &list["prompts"][0];
+    assert_eq!((&system["name"], &system["isCustomized"]), (&json!("system.md"), &json!(false)), "{list}");
+    let default = system["defaultContent"].as_str().unwrap().to_string();
+    assert!(default.contains("gosling"), "{default}");
+    let saved = d.call(&g("config/prompts/save"), json!({"name":"system.md","content":"You are terse. Say little."}));
+    assert!(saved["message"].as_str().unwrap().contains("system.md"), "{saved}");
+    let got = d.call(&g("config/prompts/get"), json!({"name":"system.md"}));
+    assert_eq!(
+        got,
+        json!({"name":"system.md","content":"You are terse. Say little.","defaultContent":default,"isCustomized":true})
+    );
+    assert_eq!(d.call(&g("config/prompts/list"), json!({}))["prompts"][0]["userContent"], "You are terse. Say little.");
+    let sid = d.new_session(&cwd, &[]);
+    d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"hi"}]}));
+    d.call(&g("config/prompts/reset"), json!({"name":"system.md"}));
+    assert_eq!(d.call(&g("config/prompts/get"), json!({"name":"system.md"}))["isCustomized"], false);
+    d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"again"}]}));
+    let system_of = |r: &crate::fake_llm::Recorded| r.body["messages"][0]["content"].as_str().unwrap_or("").to_string();
+    let sent: Vec<String> = llm.requests().iter().map(system_of).collect();
+    assert!(sent[0].starts_with("You are terse. Say little."), "{sent:?}");
+    assert!(sent[1].starts_with(&default), "{sent:?}");
+    says(&d.call_err(&g("config/prompts/get"), json!({"name":"compaction.md"})), BAD, &["system.md"]);
+    says(&d.call_err(&g("config/prompts/save"), json!({"name":"../system.md","content":"x"})), BAD, &["system.md"]);
+    says(
+        &d.call_err(&g("config/prompts/save"), json!({"name":"system.md","content":"  "})),
+        BAD,
+        &["non-empty", "reset"],
+    );
+    says(&d.call_err(&g("config/prompts/save"), json!({"name":"system.md"})), BAD, &["`content`"]);
+    says(&d.call_err(&g("config/prompts/reset"), json!({})), BAD, &["`name`"]);
+
+    // gosling loads no skills: the Skills page lists no sources.
+    assert_eq!(d.call(&g("sources/list"), json!({})), json!({"sources":[]}));
+    // Readiness is for ACP agent providers; gosling's are model APIs (goose refuses them too).
+    says(
+        &d.call_err(&g("providers/readiness/check"), json!({"providerId":"openai"})),
+        BAD,
+        &["not an ACP agent provider", "providers/list"],
+    );
+    says(&d.call_err(&g("providers/readiness/check"), json!({"providerId":"claude-acp"})), BAD, &["not supported"]);
+    says(&d.call_err(&g("providers/readiness/check"), json!({})), BAD, &["providerId"]);
+    // Live voice: unavailable, and a start is refused with what to do instead.
+    let id = d.send_request(&g("session/live-voice/availability"), json!({"sessionId":sid}));
+    let voice = d.message(id, "live-voice/availability");
+    assert_eq!(voice["result"]["status"], "unavailable", "{voice}");
+    says(
+        &d.call_err(&g("session/live-voice/start"), json!({"sessionId":sid,"offerSdp":"v=0"})),
+        BAD,
+        &["no live voice"],
+    );
+    check_schemas(peers, &d.checks);
+}
+
+/// Image prompts: advertised while the configured provider is sent images; an image reaches
+/// OpenAI as a data URL with the text, comes back in a load's replay, and a session switched to
+/// a provider that is not sent images refuses one with the reason, before any model call.
+#[test]
+fn an_image_prompt_reaches_a_provider_that_takes_images() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("A red dot.")]);
+    let home = TempDir::new("desktop-image");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    let init = d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], true, "{init}");
+    let sid = d.new_session(&cwd, &[]);
+    let png = json!({"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"});
+    d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"what is this?"},png]}));
+    let requests = llm.requests();
+    let user = requests[0].body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        user["content"],
+        json!([{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}])
+    );
+    const BAD: i64 = -32602;
+    says(
+        &d.call_err(
+            "session/prompt",
+            json!({"sessionId":sid,"prompt":[{"type":"image","data":"<svg/>","mimeType":"image/svg+xml"}]}),
+        ),
+        BAD,
+        &["image/png"],
+    );
+    d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    let replayed: Vec<&Value> =
+        d.updates("user_message_chunk").into_iter().filter(|u| u["content"]["type"] == "image").collect();
+    assert_eq!(replayed.len(), 1, "{:?}", d.updates("user_message_chunk"));
+    assert_eq!(replayed[0]["content"]["mimeType"], "image/png");
+    d.call("session/set_config_option", json!({"sessionId":sid,"configId":"provider","value":"ollama"}));
+    says(&d.call_err("session/prompt", json!({"sessionId":sid,"prompt":[png]})), BAD, &["ollama", "not sent images"]);
+    assert_eq!(llm.requests().len(), 1, "a refused image costs no model call");
+    check_schemas(peers, &d.checks);
+}
+
+/// Desktop 1.5x's sign-in settings of an MCP server (`clientId`, `clientSecretKey` — the name of
+/// a stored secret — and `scopes`) are kept with the extension and shown again; on a stdio
+/// server, or malformed, they are refused with what to fix.
+#[test]
+fn mcp_sign_in_settings_are_kept_and_checked() {
+    let peers = require_peers!();
+    let home = TempDir::new("desktop-sign-in");
+    let mut d = Desktop::new(&home_env(&home, Vec::new()));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let remote = json!({"type":"mcp","server":{"type":"http","name":"remote","url":"https://mcp.example/mcp","headers":[]},
+        "envKeys":[],"clientId":"gosling-desktop","clientSecretKey":"REMOTE_CLIENT_SECRET","scopes":["read","write"]});
+    d.call("_goose/unstable/config/extensions/add", json!({"extension":remote,"enabled":false}));
+    let list = d.call("_goose/unstable/config/extensions/list", json!({}));
+    let entry = list["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["configKey"] == "remote")
+        .unwrap_or_else(|| panic!("no remote: {list}"))["extension"]
+        .clone();
+    assert_eq!(
+        (&entry["clientId"], &entry["clientSecretKey"], &entry["scopes"]),
+        (&json!("gosling-desktop"), &json!("REMOTE_CLIENT_SECRET"), &json!(["read", "write"])),
+        "{entry}"
+    );
+    const BAD: i64 = -32602;
+    let stdio = json!({"type":"mcp","server":{"name":"local","command":peers.node(),"args":[],"env":[]},"envKeys":[],"clientId":"x"});
+    says(&d.call_err("_goose/unstable/config/extensions/add", json!({"extension":stdio})), BAD, &["http server"]);
+    let mut bad = remote.clone();
+    bad["scopes"] = json!("read write");
+    says(&d.call_err("_goose/unstable/config/extensions/add", json!({"extension":bad})), BAD, &["`scopes`"]);
+    check_schemas(peers, &d.checks);
+}

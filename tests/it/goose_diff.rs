@@ -592,6 +592,17 @@ fn desktop_sequence_answers_as_goose_does() {
             sequence(&serve, &model, &cwd, &everything(peers))
         })
         .collect();
+    // GOSLING_DIFF_DUMP=<dir>: both runs' raw messages, to read what goose answers.
+    if let Some(dir) = std::env::var_os("GOSLING_DIFF_DUMP") {
+        for (who, run) in ["goose", "gosling"].iter().zip(&runs) {
+            let all = json!({"answers": run.answers.iter().map(|(l, v)| json!({"step": l, "message": v})).collect::<Vec<_>>(), "unasked": run.unasked});
+            std::fs::write(
+                std::path::Path::new(&dir).join(format!("{who}.json")),
+                serde_json::to_vec_pretty(&all).unwrap(),
+            )
+            .unwrap();
+        }
+    }
     let found = differences(&runs[0], &runs[1]);
     let listed = listed();
     let keys: BTreeSet<(String, String)> = found.iter().map(|d| (d.at.clone(), d.what.to_string())).collect();

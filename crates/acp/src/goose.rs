@@ -10,7 +10,11 @@
 
 use crate::protocol::invalid_params;
 use crate::session::{agent_error, store_error, str_param, Agent, Reply};
-use crate::shapes::{from_goose_extension, goose_app, session_extension_entry, session_info, to_goose_extension};
+use crate::shapes::{
+    from_goose_extension, goose_app, goose_prompt, goose_prompt_entry, session_extension_entry, session_info,
+    to_goose_extension,
+};
+use gosling_agent::prompts;
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key};
 use gosling_llm::catalog;
@@ -118,6 +122,51 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             let apps: Vec<Value> = gosling_agent::apps::list(&agent.app, session).iter().map(goose_app).collect();
             Ok(json!({ "apps": apps }))
         }
+        "config/prompts/list" => {
+            let list = prompts::list(&agent.app).map_err(setting_error)?;
+            Ok(json!({ "prompts": list.iter().map(goose_prompt_entry).collect::<Vec<_>>() }))
+        }
+        "config/prompts/get" => Ok(goose_prompt(&prompts::get(&agent.app, str_param(p, "name")?).map_err(setting_error)?)),
+        "config/prompts/save" => {
+            let saved =
+                prompts::save(&agent.app, str_param(p, "name")?, str_param(p, "content")?).map_err(setting_error)?;
+            Ok(json!({ "message": format!("{} saved; the next turn sends it", saved.name) }))
+        }
+        "config/prompts/reset" => {
+            let reset = prompts::reset(&agent.app, str_param(p, "name")?).map_err(setting_error)?;
+            Ok(json!({ "message": format!("{} is the default again", reset.name) }))
+        }
+        // The Skills page: gosling loads no skills, recipes or subagents, so it has no sources
+        // (goose answers the same over an empty home).
+        "sources/list" => Ok(json!({ "sources": [] })),
+        // Readiness is checked for ACP agent providers (Claude Code, Codex, …); gosling's are
+        // model APIs, whose state `providers/list` gives. goose refuses a model API the same way.
+        "providers/readiness/check" => {
+            let c = provider_id(p)?;
+            Err(invalid_params(format!(
+                "provider {} is not an ACP agent provider, so it has no readiness check; providers/list says whether it is configured",
+                c.name
+            )))
+        }
+        "session/live-voice/availability" => Ok(json!({
+            "status": "unavailable",
+            "message": "gosling has no live voice; type your message",
+        })),
+        "session/live-voice/start" | "session/live-voice/stop" => {
+            Err(invalid_params("gosling has no live voice (session/live-voice/availability says unavailable); type your message"))
+        }
+        "session/steer" => {
+            let sid = str_param(p, "sessionId")?;
+            let expected = str_param(p, "expectedRunId")?;
+            let blocks = p
+                .get("prompt")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
+            let images = gosling_agent::usage::images(&agent.app, sid);
+            let content = crate::updates::prompt_content(blocks, &images).map_err(invalid_params)?;
+            let steered = agent.app.steer(sid, expected, content).map_err(setting_error)?;
+            Ok(json!({ "runId": steered.run_id, "messageId": steered.message_id }))
+        }
         "slash-commands/list" => Ok(json!({ "availableCommands": [] })),
         "agent-mentions/list" => Ok(json!({ "agents": [] })),
         // Desktop polls these on load; gosling has no recipes or scheduler.
@@ -137,6 +186,7 @@ fn is_secret(p: &Value) -> bool {
 fn setting_error(e: gosling_agent::Error) -> ErrorObject {
     match e {
         gosling_agent::Error::BadKey(why) => invalid_params(why),
+        gosling_agent::Error::Steer(why) => invalid_params(why),
         gosling_agent::Error::Store(e) | gosling_agent::Error::SaveMessage(e) => store_error(e),
         e => ErrorObject::new(gosling_wire::jsonrpc::INTERNAL_ERROR, e.to_string()),
     }
@@ -198,7 +248,10 @@ fn providers(agent: &Agent, p: &Value) -> Value {
             let models: Vec<Value> = c
                 .models
                 .iter()
-                .map(|m| json!({ "id": m.name, "name": m.name, "contextLimit": m.context_limit, "recommended": m.name == c.default_model }))
+                .map(|m| {
+                    json!({ "id": m.name, "name": m.name, "family": m.family, "contextLimit": m.context_limit,
+                                 "reasoning": m.reasoning, "recommended": m.name == c.default_model })
+                })
                 .collect();
             let configured = catalog::is_configured(c.name, &|k| agent.app.setting(k));
             json!({
@@ -208,7 +261,7 @@ fn providers(agent: &Agent, p: &Value) -> Value {
                 // `category` for Desktop 1.41–1.45's schema, `available`, `visibleInSetup` and
                 // `deprecated` for 1.5x's: each ignores the other's keys.
                 "available": configured, "visibleInSetup": true, "deprecated": false, "acp": false,
-                "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": [],
+                "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": c.setup_steps,
                 "supportsRefresh": false, "refreshing": false, "models": models, "stale": false,
             })
         })

@@ -15,6 +15,7 @@ use gosling_agent::messages as msg;
 use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, SessionQuery, Wait};
 use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
+use gosling_agent::usage::TurnUsage;
 use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{LoadResult, ToolDelegate};
@@ -122,6 +123,7 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         | E::NotConfigured(_)) => invalid_params(e.to_string()),
         // The session is answering a prompt sent through the HTTP API meanwhile.
         e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
+        E::Steer(why) => invalid_params(why),
         e @ (E::OutOfTurns(_) | E::NotStarted { .. } | E::Extensions(_)) => {
             ErrorObject::new(INTERNAL_ERROR, e.to_string())
         }
@@ -393,13 +395,17 @@ impl Agent {
         };
         let auth_methods =
             json!([{ "id": AUTH_METHOD, "name": "Configure a model provider", "description": description }]);
+        let images = gosling_agent::usage::defaults(&|k| self.app.setting(k))
+            .is_some_and(|m| gosling_llm::catalog::takes_images(&m.provider));
         Ok(json!({
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": true,
-                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
+                // Images when the configured provider is sent them (a session on another refuses them).
+                "promptCapabilities": { "image": images, "audio": false, "embeddedContext": true },
                 "mcpCapabilities": { "http": true, "sse": false },
                 "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
+                "auth": {},
             },
             "agentInfo": { "name": "gosling", "title": "gosling", "version": env!("CARGO_PKG_VERSION") },
             "authMethods": auth_methods,
@@ -547,7 +553,8 @@ impl Agent {
             gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
             e => agent_error(e, ""),
         })?;
-        let session = started.session;
+        let mut session = started.session;
+        gosling_agent::usage::record_model(&self.app, &mut session).map_err(|e| agent_error(e, &session.id))?;
         let results = self.opened(&session.id, &cwd, &started.results);
         log::info!("acp: session {} started in {cwd}", session.id);
         Ok(json!({
@@ -812,9 +819,12 @@ impl Agent {
             .get("prompt")
             .and_then(Value::as_array)
             .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-        let content = updates::prompt_content(blocks).map_err(invalid_params)?;
+        let content =
+            updates::prompt_content(blocks, &gosling_agent::usage::images(&self.app, sid)).map_err(invalid_params)?;
         let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, content);
         let mut turn = self.prepare_turn(sid, user)?;
+        // The turn's run, which Desktop steers into (`session/steer`), until it ends.
+        self.conn.update(sid, updates::active_run(Some(turn.run_id())));
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
         let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
@@ -872,6 +882,8 @@ impl Agent {
         // keeps a spinner for a call that will never report.
         let mut open_calls: Vec<String> = Vec::new();
         let mut cancelled_at = None;
+        // The turn's tokens, for the answer's `usage` (none yet: zero).
+        let mut used = TurnUsage::default();
         loop {
             if asked.is_cancelled() && !cancelled.load(Ordering::SeqCst) {
                 self.cancel_prompt(sid);
@@ -940,10 +952,14 @@ impl Agent {
                     }
                 }
                 Event::Error(e) => error = Some(e),
-                Event::Finish(tokens) => self.usage_update(sid, &tokens),
+                Event::Finish(tokens) => {
+                    used = TurnUsage::from(&tokens);
+                    self.usage_update(sid, Some(&tokens));
+                }
             }
         }
         send_plan(&text);
+        self.conn.update(sid, updates::active_run(None));
         if cancelled.load(Ordering::SeqCst) {
             for call in open_calls {
                 let mut u = updates::tool_status(&call, "failed");
@@ -953,12 +969,14 @@ impl Agent {
             // The turn thread ends by itself (a tool call in flight returns first); it holds
             // the session's turn until then.
             drop(handle);
-            return Ok(json!({ "stopReason": "cancelled" }));
+            return Ok(json!({ "stopReason": "cancelled", "usage": updates::prompt_usage(&used) }));
         }
         let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
-            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn" })),
-            (Outcome::OutOfTurns, _) => Ok(json!({ "stopReason": "max_turn_requests" })),
+            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn", "usage": updates::prompt_usage(&used) })),
+            (Outcome::OutOfTurns, _) => {
+                Ok(json!({ "stopReason": "max_turn_requests", "usage": updates::prompt_usage(&used) }))
+            }
             (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
@@ -966,31 +984,18 @@ impl Agent {
         }
     }
 
-    /// goose's token meter (`_goose/unstable/session/update` `usage_update`), for clients that
-    /// declared `customNotifications`.
-    fn usage_update(&self, sid: &str, t: &gosling_agent::messages::Tokens) {
-        if !self.custom_notifications.load(Ordering::SeqCst) {
-            return;
+    /// The context meter (`agent::usage`): ACP's `usage_update` for every client, goose's own
+    /// for clients that declared `customNotifications`.
+    fn usage_update(&self, sid: &str, last: Option<&gosling_agent::messages::Tokens>) {
+        let meter = match gosling_agent::usage::meter(&self.app, sid, last) {
+            Ok(m) => m,
+            Err(e) => return log::debug!("acp: session {sid}: no usage update: {e}"),
+        };
+        let (goose, acp) = updates::usage_updates(&meter);
+        if self.custom_notifications.load(Ordering::SeqCst) {
+            self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": goose }));
         }
-        let s = self.app.session_meta(sid).ok();
-        let model = s
-            .as_ref()
-            .and_then(|s| s.model_config.as_ref()?.get("model_name")?.as_str().map(str::to_string))
-            .or_else(|| self.app.setting("GOOSE_MODEL"));
-        let limit = gosling_llm::catalog::PROVIDERS
-            .iter()
-            .flat_map(|p| p.models)
-            .find(|m| Some(m.name) == model.as_deref())
-            .map_or(0, |m| m.context_limit);
-        let acc_in = s.as_ref().and_then(|s| s.accumulated_input_tokens).unwrap_or(t.acc_input).max(0);
-        let acc_out = s.as_ref().and_then(|s| s.accumulated_output_tokens).unwrap_or(t.acc_output).max(0);
-        self.conn.notify(
-            "_goose/unstable/session/update",
-            json!({ "sessionId": sid, "update": {
-                "sessionUpdate": "usage_update", "used": (t.input + t.output).max(0), "contextLimit": limit,
-                "accumulatedInputTokens": acc_in, "accumulatedOutputTokens": acc_out,
-            }}),
-        );
+        self.conn.update(sid, acp);
     }
 
     /// Relays an extension's MCP elicitation (a form for the person) to the editor as ACP's

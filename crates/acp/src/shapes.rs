@@ -2,6 +2,7 @@
 //! (`goose`): a session's listing entry with the `_meta` Desktop reads, and goose's extension
 //! form (`GooseExtension`) to and from an extension config. Pure: no I/O.
 
+use gosling_agent::prompts::Prompt;
 use gosling_extensions::config::{ExtensionConfig, Kind};
 use gosling_store::sessions::Session;
 use serde_json::{json, Map, Value};
@@ -55,6 +56,18 @@ pub fn to_goose_extension(c: &ExtensionConfig) -> Option<Value> {
     if !c.available_tools.is_empty() {
         v["available_tools"] = json!(c.available_tools);
     }
+    // 1.5x's sign-in settings of an http server: gosling's `oauth` object.
+    if let (Kind::StreamableHttp { .. }, Ok(o)) = (&c.kind, c.oauth()) {
+        if let Some(id) = o.client_id {
+            v["clientId"] = json!(id);
+        }
+        if let Some(k) = o.client_secret_key {
+            v["clientSecretKey"] = json!(k);
+        }
+        if !o.scopes.is_empty() {
+            v["scopes"] = json!(o.scopes);
+        }
+    }
     Some(v)
 }
 
@@ -97,16 +110,27 @@ pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
             };
             let env_keys = e.get("envKeys").cloned().unwrap_or_else(|| json!([]));
             match server.get("type").and_then(Value::as_str) {
+                None | Some("stdio") if sign_in(e, name)?.is_some() => {
+                    return Err(format!(
+                        "extension {name}: clientId, clientSecretKey and scopes are sign-in settings of an http server; a stdio server signs in to nothing, so leave them out"
+                    ))
+                }
                 None | Some("stdio") => json!({
                     "type": "stdio", "name": name, "description": s("description"),
                     "cmd": server.get("command").and_then(Value::as_str).ok_or(format!("extension {name}: `server.command` is missing"))?,
                     "args": server.get("args").cloned().unwrap_or_else(|| json!([])), "envs": pairs("env"), "env_keys": env_keys,
                 }),
-                Some("http") => json!({
-                    "type": "streamable_http", "name": name, "description": s("description"),
-                    "uri": server.get("url").and_then(Value::as_str).ok_or(format!("extension {name}: `server.url` is missing"))?,
-                    "headers": pairs("headers"), "env_keys": env_keys,
-                }),
+                Some("http") => {
+                    let mut v = json!({
+                        "type": "streamable_http", "name": name, "description": s("description"),
+                        "uri": server.get("url").and_then(Value::as_str).ok_or(format!("extension {name}: `server.url` is missing"))?,
+                        "headers": pairs("headers"), "env_keys": env_keys,
+                    });
+                    if let Some(o) = sign_in(e, name)? {
+                        v["oauth"] = o;
+                    }
+                    v
+                }
                 Some(other) => {
                     return Err(format!(
                     "extension {name}: MCP transport {other:?} is not supported; use stdio or http (Streamable HTTP)"
@@ -123,7 +147,35 @@ pub fn from_goose_extension(e: &Value) -> Result<ExtensionConfig, String> {
     }
     let c = ExtensionConfig::from_value(v).map_err(|e| e.to_string())?;
     c.validate().map_err(|e| e.to_string())?;
+    c.oauth().map_err(|e| e.to_string())?;
     Ok(c)
+}
+
+/// Desktop 1.5x's sign-in settings of an `mcp` extension (`clientId`, `clientSecretKey` — the
+/// name of a stored secret, not the secret — and `scopes`) as gosling's `oauth` object; `None`
+/// when none is set (null, empty strings and an empty list are unset).
+fn sign_in(e: &Value, name: &str) -> Result<Option<Value>, String> {
+    let mut o = Map::new();
+    for (goose, ours) in [("clientId", "client_id"), ("clientSecretKey", "client_secret_key")] {
+        match e.get(goose) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s.is_empty() => {}
+            Some(Value::String(s)) => {
+                o.insert(ours.into(), json!(s));
+            }
+            Some(_) => return Err(format!("extension {name}: `{goose}` must be a string")),
+        }
+    }
+    match e.get("scopes") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.iter().all(|s| s.as_str().is_some_and(|s| !s.is_empty())) => {
+            if !a.is_empty() {
+                o.insert("scopes".into(), json!(a));
+            }
+        }
+        Some(_) => return Err(format!("extension {name}: `scopes` must be a list of non-empty strings")),
+    }
+    Ok((!o.is_empty()).then_some(Value::Object(o)))
 }
 
 /// goose's app entry (`apps/list`) for an MCP App an extension offers: its resource, its HTML
@@ -142,4 +194,68 @@ pub fn goose_app(a: &gosling_agent::apps::App) -> Value {
         v["text"] = json!(t);
     }
     v
+}
+
+/// goose's PromptTemplateEntry (`config/prompts/list`): the person's version, when there is
+/// one, as `userContent`.
+pub fn goose_prompt_entry(p: &Prompt) -> Value {
+    let mut v = json!({ "name": p.name, "description": p.description, "defaultContent": p.default_content,
+                        "isCustomized": p.customized });
+    if p.customized {
+        v["userContent"] = json!(p.content);
+    }
+    v
+}
+
+/// goose's GetPromptResponse (`config/prompts/get`): what is sent, and the default.
+pub fn goose_prompt(p: &Prompt) -> Value {
+    json!({ "name": p.name, "content": p.content, "defaultContent": p.default_content, "isCustomized": p.customized })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(extra: Value) -> Value {
+        let mut e = json!({"type":"mcp","server":{"type":"http","name":"remote","url":"https://mcp.example/mcp","headers":[]},"envKeys":[]});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    }
+
+    #[test]
+    fn sign_in_settings_of_an_http_server_round_trip() {
+        let c = from_goose_extension(&http(
+            json!({"clientId":"abc","clientSecretKey":"REMOTE_SECRET","scopes":["read","write"]}),
+        ))
+        .unwrap();
+        let o = c.oauth().unwrap();
+        assert_eq!((o.client_id.as_deref(), o.client_secret_key.as_deref()), (Some("abc"), Some("REMOTE_SECRET")));
+        let g = to_goose_extension(&c).unwrap();
+        assert_eq!(
+            (&g["clientId"], &g["clientSecretKey"], &g["scopes"]),
+            (&json!("abc"), &json!("REMOTE_SECRET"), &json!(["read", "write"]))
+        );
+        // Unset (null, empty) is no sign-in setting at all, and none is shown.
+        let c = from_goose_extension(&http(json!({"clientId":null,"clientSecretKey":"","scopes":[]}))).unwrap();
+        assert_eq!(c.oauth().unwrap(), Default::default());
+        assert!(to_goose_extension(&c).unwrap().get("scopes").is_none());
+    }
+
+    #[test]
+    fn bad_sign_in_settings_are_refused() {
+        for (extra, says) in [
+            (json!({"clientId": 5}), "`clientId` must be a string"),
+            (json!({"scopes": "read"}), "`scopes` must be a list"),
+            (json!({"scopes": ["", "x"]}), "non-empty"),
+        ] {
+            let e = from_goose_extension(&http(extra)).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+        let stdio = json!({"type":"mcp","server":{"name":"local","command":"node","args":[],"env":[]},"envKeys":[],"clientId":"abc"});
+        assert!(from_goose_extension(&stdio).unwrap_err().contains("http server"));
+        let plain = json!({"type":"mcp","server":{"name":"local","command":"node","args":[],"env":[]},"envKeys":[],"scopes":[]});
+        assert!(from_goose_extension(&plain).is_ok());
+    }
 }

@@ -2,6 +2,7 @@
 //! `session/load`), and the goose user message an ACP prompt becomes. Pure: no I/O.
 
 use gosling_agent::messages as msg;
+use gosling_agent::usage::{Meter, TurnUsage};
 use gosling_store::message::{Action, Content, Message, Role, ToolRequest, ToolResponse};
 use gosling_wire::mcp_types::ContentBlock;
 use serde_json::{json, Value};
@@ -130,6 +131,11 @@ pub fn live(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
     for l in &mut out {
         if let Live::Update(u) = l {
             with_message_meta(u, message);
+            // The person's text in a running turn was steered in (`agent::steer`): goose marks
+            // it so, with the message id the steer was answered.
+            if u["sessionUpdate"] == "user_message_chunk" && u["_meta"]["goose"].is_object() {
+                u["_meta"]["goose"]["steer"] = json!(true);
+            }
         }
     }
     out
@@ -174,6 +180,10 @@ fn live_updates(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
         match c {
             Content::Text(t) if message.role == Role::Assistant && !t.text.is_empty() => {
                 out.push(Live::Update(chunk("agent_message_chunk", &t.text)));
+            }
+            // A turn streams no user text but what was steered into it.
+            Content::Text(t) if message.role == Role::User && !t.text.is_empty() => {
+                out.push(Live::Update(chunk("user_message_chunk", &t.text)));
             }
             Content::ToolRequest(r) => out.push(Live::Update(request(r, first_status, cwd))),
             Content::ToolResponse(r) => out.push(Live::Update(tool_result(r))),
@@ -235,6 +245,28 @@ pub fn plan(text: &str) -> Option<Value> {
     (!entries.is_empty()).then(|| json!({ "sessionUpdate": "plan", "entries": entries }))
 }
 
+/// goose's `session_info_update` naming the turn's run (`_meta.goose.activeRunId`), which
+/// Desktop steers into; `None` when the turn has ended.
+pub fn active_run(run: Option<&str>) -> Value {
+    json!({ "sessionUpdate": "session_info_update", "_meta": { "goose": { "activeRunId": run } } })
+}
+
+/// A session's context meter as goose's `_goose/unstable/session/update` `usage_update` (the
+/// meter Desktop shows) and as ACP's standard `usage_update` (`used` of `size`; no cost: gosling
+/// has no price table and does not guess one).
+pub fn usage_updates(m: &Meter) -> (Value, Value) {
+    let goose = json!({
+        "sessionUpdate": "usage_update", "used": m.used, "contextLimit": m.context_limit,
+        "accumulatedInputTokens": m.accumulated_input, "accumulatedOutputTokens": m.accumulated_output,
+    });
+    (goose, json!({ "sessionUpdate": "usage_update", "used": m.used, "size": m.context_limit }))
+}
+
+/// ACP's `PromptResponse.usage`: the tokens the turn used.
+pub fn prompt_usage(u: &TurnUsage) -> Value {
+    json!({ "totalTokens": u.total(), "inputTokens": u.input, "outputTokens": u.output })
+}
+
 /// A stored conversation replayed for `session/load`: user and agent text as chunks, each
 /// tool call announced, then closed with its result.
 pub fn replay(conversation: &[Message], cwd: &str) -> Vec<Value> {
@@ -247,6 +279,11 @@ pub fn replay(conversation: &[Message], cwd: &str) -> Vec<Value> {
                     let kind = if m.role == Role::Assistant { "agent_message_chunk" } else { "user_message_chunk" };
                     out.push(chunk(kind, &t.text));
                 }
+                // The person's image, as it was sent.
+                Content::Image(i) if m.role == Role::User => out.push(json!({
+                    "sessionUpdate": "user_message_chunk",
+                    "content": { "type": "image", "data": i.data, "mimeType": i.mime_type },
+                })),
                 Content::ToolRequest(r) | Content::FrontendToolRequest(r) => out.push(request(r, "pending", cwd)),
                 Content::ToolResponse(r) => out.push(tool_result(r)),
                 _ => {}
@@ -259,10 +296,16 @@ pub fn replay(conversation: &[Message], cwd: &str) -> Vec<Value> {
     out
 }
 
+/// The image types a prompt may carry (what OpenAI and Anthropic read).
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// The most bytes of one image's base64 data.
+pub const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
+
 /// The goose MessageContent of an ACP prompt. Text and resource links are the baseline;
-/// embedded resources (`embeddedContext`) come in as text naming their URI. Images and audio
-/// are refused: gosling advertises neither.
-pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Content>, String> {
+/// embedded resources (`embeddedContext`) come in as text naming their URI; images (PNG, JPEG,
+/// GIF, WebP, base64) when `images` is `Ok` (the session's provider takes them), else refused
+/// with its reason. Audio is refused: gosling advertises none.
+pub fn prompt_content(prompt: &[Value], images: &Result<(), String>) -> Result<Vec<Content>, String> {
     let mut out = Vec::new();
     for (i, b) in prompt.iter().enumerate() {
         match b.get("type").and_then(Value::as_str) {
@@ -284,9 +327,15 @@ pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Content>, String> {
                     }
                 }
             }
-            Some(kind @ ("image" | "audio")) => {
+            Some("image") => {
+                if let Err(why) = images {
+                    return Err(format!("prompt[{i}]: image content is refused: {why}"));
+                }
+                out.push(image(i, b)?);
+            }
+            Some("audio") => {
                 return Err(format!(
-                    "prompt[{i}]: {kind} content is not supported (promptCapabilities.{kind} is false); send text"
+                    "prompt[{i}]: audio content is not supported (promptCapabilities.audio is false); send text"
                 ))
             }
             other => {
@@ -300,6 +349,24 @@ pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Content>, String> {
         return Err("prompt is empty; send at least one text block".into());
     }
     Ok(out)
+}
+
+/// An ACP image block as goose's image content: a known type, base64 data within the bound.
+fn image(i: usize, b: &Value) -> Result<Content, String> {
+    let mime = b.get("mimeType").and_then(Value::as_str).unwrap_or("");
+    if !IMAGE_TYPES.contains(&mime) {
+        return Err(format!("prompt[{i}]: image type {mime:?} is not taken; send one of {}", IMAGE_TYPES.join(", ")));
+    }
+    let data = b.get("data").and_then(Value::as_str).unwrap_or("");
+    let base64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
+    if data.is_empty() || data.len() > MAX_IMAGE_BYTES || !data.bytes().all(base64) {
+        return Err(format!("prompt[{i}]: an image's `data` must be base64 of at most {} MiB", MAX_IMAGE_BYTES >> 20));
+    }
+    Ok(Content::Image(gosling_store::message::Image {
+        data: data.to_string(),
+        mime_type: mime.to_string(),
+        extra: Default::default(),
+    }))
 }
 
 #[cfg(test)]
@@ -356,6 +423,22 @@ mod tests {
     }
 
     #[test]
+    fn usage_shapes() {
+        let m = Meter { used: 110, context_limit: 128_000, accumulated_input: 300, accumulated_output: 30 };
+        let (goose, acp) = usage_updates(&m);
+        assert_eq!(
+            goose,
+            json!({"sessionUpdate": "usage_update", "used": 110, "contextLimit": 128_000,
+                   "accumulatedInputTokens": 300, "accumulatedOutputTokens": 30})
+        );
+        assert_eq!(acp, json!({"sessionUpdate": "usage_update", "used": 110, "size": 128_000}));
+        assert_eq!(
+            prompt_usage(&TurnUsage { input: 300, output: 30 }),
+            json!({"totalTokens": 330, "inputTokens": 300, "outputTokens": 30})
+        );
+    }
+
+    #[test]
     fn replay_and_prompts() {
         let conv = vec![
             Message::new("a", Role::User, vec![Content::text("q")]),
@@ -371,15 +454,29 @@ mod tests {
         assert_eq!(kinds, ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update"]);
         assert_eq!(u[2]["locations"][0]["path"], "/w/f");
         assert_eq!(u[3]["status"], "failed");
-        let p = prompt_content(&[
-            json!({"type": "text", "text": "a"}),
-            json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
-        ])
+        let p = prompt_content(
+            &[
+                json!({"type": "text", "text": "a"}),
+                json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
+            ],
+            &Ok(()),
+        )
         .unwrap();
         assert!(matches!(&p[1], Content::Text(t) if t.text.contains("body")), "{p:?}");
-        assert!(prompt_content(&[json!({"type": "image", "data": "", "mimeType": "image/png"})])
+        let png = json!({"type": "image", "data": "iVBORw0=", "mimeType": "image/png"});
+        let taken = prompt_content(std::slice::from_ref(&png), &Ok(())).unwrap();
+        assert!(matches!(&taken[0], Content::Image(i) if i.mime_type == "image/png" && i.data == "iVBORw0="));
+        let refused = prompt_content(&[png], &Err("ollama is not sent images".into())).unwrap_err();
+        assert!(refused.contains("ollama is not sent images"), "{refused}");
+        for (data, mime, says) in
+            [("", "image/png", "base64"), ("a b", "image/png", "base64"), ("AAAA", "image/svg+xml", "image/png")]
+        {
+            let e = prompt_content(&[json!({"type": "image", "data": data, "mimeType": mime})], &Ok(())).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+        assert!(prompt_content(&[json!({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"})], &Ok(()))
             .unwrap_err()
-            .contains("promptCapabilities.image"));
-        assert!(prompt_content(&[]).unwrap_err().contains("empty"));
+            .contains("promptCapabilities.audio"));
+        assert!(prompt_content(&[], &Ok(())).unwrap_err().contains("empty"));
     }
 }

@@ -24,6 +24,8 @@ pub enum Error {
     RequestActive,
     /// A setting's key is empty, too long, or `extensions`; the message says what to use.
     BadKey(&'static str),
+    /// A message cannot be steered into a run (`steer`); the text says why and what to do.
+    Steer(String),
     /// Reading or writing the settings or a session failed.
     Store(gosling_store::atomic::Error),
     /// The trust policy refuses the extension (`policy:` says which rule and what to change).
@@ -59,6 +61,7 @@ impl fmt::Display for Error {
             Error::SaveMessage(e) => write!(f, "Failed to save the message: {e}"),
             Error::RequestActive => f.write_str(crate::bus::BUSY),
             Error::BadKey(why) => f.write_str(why),
+            Error::Steer(why) => f.write_str(why),
             Error::Store(e) => write!(f, "{e}"),
             Error::Busy(id) => {
                 write!(f, "session {id} is already answering a message; wait for it to finish, or cancel it")
@@ -96,6 +99,7 @@ impl std::error::Error for Error {
             | Error::OutOfTurns(_)
             | Error::Busy(_)
             | Error::BadKey(_)
+            | Error::Steer(_)
             | Error::RequestActive
             | Error::MissingSecrets { .. }
             | Error::UnknownMode(_)

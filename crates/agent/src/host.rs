@@ -32,6 +32,8 @@ pub struct Host {
     /// The cancels of turns run outside the buses (ACP's prompts).
     pub(crate) cancels: Arc<Cancels>,
     pub(crate) runtime_deps: Arc<Deps>,
+    /// The run of each running turn, for steering (`steer`).
+    pub(crate) runs: Arc<crate::steer::Runs>,
 }
 
 impl Host {
@@ -84,6 +86,7 @@ impl Host {
             agents: Agents::default(),
             cancels: Arc::default(),
             runtime_deps,
+            runs: Arc::default(),
         }
     }
 

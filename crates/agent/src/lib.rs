@@ -17,11 +17,14 @@ pub mod later;
 pub mod messages;
 pub mod ops;
 pub mod permissions;
+pub mod prompts;
 pub mod reply;
 pub mod request;
 pub mod sampling;
 pub mod settings;
+pub mod steer;
 pub mod title;
+pub mod usage;
 
 pub use agents::{Agents, TurnGuard};
 pub use error::Error;

@@ -91,6 +91,9 @@ pub fn to_llm(conversation: &[Message]) -> Vec<ChatMessage> {
         for c in &m.content {
             match c {
                 Content::Text(t) => parts.push(Part::Text(t.text.clone())),
+                Content::Image(i) if m.role == gosling_store::message::Role::User => {
+                    parts.push(Part::Image { mime_type: i.mime_type.clone(), data: i.data.clone() })
+                }
                 Content::ToolRequest(r) | Content::FrontendToolRequest(r) => {
                     if let Ok(call) = &r.call {
                         let arguments = if call.arguments.is_null() { json!({}) } else { call.arguments.clone() };

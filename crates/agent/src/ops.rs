@@ -320,6 +320,16 @@ impl Host {
         done.map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
     }
 
+    /// Steers a message into session `session`'s running turn `expected` (`steer::Runs::steer`).
+    pub fn steer(
+        &self,
+        session: &str,
+        expected: &str,
+        content: Vec<gosling_store::message::Content>,
+    ) -> Result<crate::steer::Steered, Error> {
+        self.runs.steer(session, expected, content)
+    }
+
     /// The running extensions of a session; `NoAgent` when it has none (start or resume it).
     pub fn runtime(&self, id: &str) -> Result<Arc<SessionRuntime>, Error> {
         self.agents.get(id).ok_or_else(|| Error::NoAgent(id.into()))

@@ -57,6 +57,10 @@ pub struct Turn {
     /// Told the model's title and the session's `updated_at` when it replaces the first-message
     /// name (for front ends that announce titles: ACP's `session_info_update`).
     pub on_model_title: Option<crate::title::OnTitle>,
+    /// The system prompt (`agent::prompts`: the person's version, else the default).
+    system: String,
+    /// This turn's run: what front ends steer into (`agent::steer`).
+    run: crate::steer::Run,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -99,9 +103,6 @@ impl Outcome {
 pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
     setting("GOSLING_MAX_TURNS").and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(25)
 }
-
-const SYSTEM_PROMPT: &str = "You are a general-purpose AI agent called goose, running in gosling. \
-You can use the tools of the extensions listed below. Call tools when they help; answer plainly when done.";
 
 /// The stored per-tool permission levels (a malformed entry is ignored).
 fn tool_permissions(host: &crate::host::Host) -> HashMap<String, String> {
@@ -204,6 +205,8 @@ impl Turn {
             max_turns: max_turns(&setting),
             conversation,
             _running: running,
+            system: crate::prompts::text(&setting, &crate::prompts::SYSTEM),
+            run: host.runs.begin(session_id),
         })
     }
 
@@ -237,8 +240,26 @@ impl Turn {
         self.save(&error_note(error));
     }
 
+    /// The id of this turn's run (ACP announces it as `activeRunId`; `session/steer` names it).
+    pub fn run_id(&self) -> &str {
+        self.run.id()
+    }
+
+    /// Adds the messages steered into the run to the conversation (saved, and streamed like
+    /// every message); false when the client is gone.
+    fn add_steered(&mut self, steered: Vec<Message>, out: &Out) -> bool {
+        for m in steered {
+            self.save(&m);
+            if !out.message(m.clone()) {
+                return false;
+            }
+            self.conversation.push(m);
+        }
+        true
+    }
+
     fn system_prompt(&self) -> String {
-        let mut s = SYSTEM_PROMPT.to_string();
+        let mut s = self.system.clone();
         for (ext, instructions) in self.runtime.instructions() {
             s.push_str(&format!("\n\n## {ext}\n{instructions}"));
         }
@@ -280,6 +301,11 @@ impl Turn {
         elicitations.watch(&self.session_id, sink.clone());
         let mut out = Out { sink: sink.clone(), tokens: Tokens::default() };
         let result = self.run_inner(&mut out, &cancel);
+        // Steered messages the turn did not take (it was cancelled or failed) stay in the
+        // conversation for the next turn.
+        for m in self.run.close() {
+            self.save(&m);
+        }
         match &result {
             Err(e) => self.save_error(&e.to_string()),
             Ok(()) => self.ask_for_title(),
@@ -333,10 +359,14 @@ impl Turn {
     fn record_tokens(&self, t: &Tokens) {
         let (sessions, id, t) = (self.sessions.clone(), self.session_id.clone(), *t);
         crate::later::run(Box::new(move || {
+            // A turn stopped before the model answered keeps the last call's counts (the meter).
+            let called = t.input + t.output > 0;
             let r = sessions.update_meta(&id, |s| {
-                s.input_tokens = Some(t.input);
-                s.output_tokens = Some(t.output);
-                s.total_tokens = Some(t.input + t.output);
+                if called {
+                    s.input_tokens = Some(t.input);
+                    s.output_tokens = Some(t.output);
+                    s.total_tokens = Some(t.input + t.output);
+                }
                 s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + t.acc_input);
                 s.accumulated_output_tokens = Some(s.accumulated_output_tokens.unwrap_or(0) + t.acc_output);
                 s.accumulated_total_tokens =
@@ -354,6 +384,11 @@ impl Turn {
         // Tool results kept by this reply so far (see `bound_results`).
         let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
+            // What was steered in while the tools ran.
+            let steered = self.run.take();
+            if !self.add_steered(steered, out) {
+                return Ok(());
+            }
             let request = ChatRequest {
                 system: system.clone(),
                 messages: msg::to_llm(&self.conversation),
@@ -426,9 +461,17 @@ impl Turn {
             let assistant = Message::new(reply_id, Role::Assistant, content);
             self.save(&assistant);
             self.conversation.push(assistant);
-            if completion.tool_calls.is_empty() || !frontend.is_empty() {
-                // Done, or the client must run a frontend tool and send its result in the next /reply.
+            if !frontend.is_empty() {
+                // The client must run a frontend tool and send its result in the next /reply.
                 return Ok(());
+            }
+            if completion.tool_calls.is_empty() {
+                // Done, unless a message was steered in meanwhile: the model answers it too.
+                let steered = self.run.take_or_close();
+                if steered.is_empty() || !self.add_steered(steered, out) {
+                    return Ok(());
+                }
+                continue;
             }
             let responses = bound_results(self.run_tools(&completion.tool_calls, out, cancel), &mut results_bytes);
             if is_cancelled(cancel) {

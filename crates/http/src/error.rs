@@ -94,6 +94,8 @@ impl From<gosling_agent::Error> for ApiError {
             | E::UnknownProvider(_)
             | E::NoModel => ApiError::bad_request(e.to_string()),
             E::Busy(_) | E::RequestActive => ApiError::bad_request(e.to_string()),
+            // A steer for a run that has ended: the client sends a new message instead.
+            E::Steer(_) => ApiError::new(409, e.to_string()),
             E::Refused(e) | E::Extensions(e) | E::NotStarted { error: e, .. } => ApiError::from(*e),
             E::SaveMessage(e) | E::Store(e) => ApiError::from(e),
             E::OutOfTurns(_) => ApiError::internal(e.to_string()),

@@ -76,10 +76,13 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
                     }
                 }
                 for p in &m.parts {
-                    if let Part::Text(t) = p {
-                        if !t.is_empty() {
-                            blocks.push(json!({"type": "text", "text": t}));
-                        }
+                    match p {
+                        Part::Text(t) if !t.is_empty() => blocks.push(json!({"type": "text", "text": t})),
+                        Part::Image { mime_type, data } => blocks.push(json!({
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": mime_type, "data": data}
+                        })),
+                        _ => {}
                     }
                 }
             }

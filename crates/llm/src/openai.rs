@@ -78,7 +78,23 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
                     }
                 }
                 let text = texts(&m.parts);
-                if !images.is_empty() {
+                // The person's own images: one user message with its text and the images.
+                let own: Vec<Value> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Image { mime_type, data } => Some(
+                            json!({"type": "image_url", "image_url": {"url": format!("data:{mime_type};base64,{data}")}}),
+                        ),
+                        _ => None,
+                    })
+                    .collect();
+                if !own.is_empty() {
+                    let mut content: Vec<Value> = text.iter().map(|t| json!({"type": "text", "text": t})).collect();
+                    content.extend(own);
+                    content.extend(images);
+                    messages.push(json!({"role": "user", "content": content}));
+                } else if !images.is_empty() {
                     // Tool messages take only text; images follow as a user message.
                     let mut content = vec![
                         json!({"type": "text", "text": if text.is_empty() { "Images from the tool results above.".to_string() } else { text.join("\n") }}),

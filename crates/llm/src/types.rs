@@ -25,6 +25,12 @@ pub enum Part {
         content: Vec<serde_json::Value>,
         is_error: bool,
     },
+    /// An image the person sent (base64 `data`), in a user message; sent only to providers
+    /// that take images (`catalog::Provider::images`).
+    Image {
+        mime_type: String,
+        data: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -119,4 +125,40 @@ pub trait Provider: Send + Sync {
         on_delta: &mut dyn FnMut(Delta) -> bool,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Completion, Error>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{anthropic, openai};
+
+    /// The person's image goes to OpenAI as an `image_url` data URL after the text, to
+    /// Anthropic as a base64 image block.
+    #[test]
+    fn a_persons_image_is_sent_in_each_providers_form() {
+        let req = ChatRequest {
+            system: String::new(),
+            messages: vec![ChatMessage {
+                role: Role::User,
+                parts: vec![
+                    Part::Text("what is this?".into()),
+                    Part::Image { mime_type: "image/png".into(), data: "iVBORw0=".into() },
+                ],
+            }],
+            tools: Vec::new(),
+            max_tokens: None,
+        };
+        let o = openai::request_body("m", &req);
+        assert_eq!(
+            o["messages"][0],
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0="}}]})
+        );
+        let a = anthropic::request_body("m", 100, &req);
+        assert_eq!(
+            a["messages"][0]["content"][1],
+            serde_json::json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0="}})
+        );
+    }
 }

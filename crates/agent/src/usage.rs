@@ -1,0 +1,216 @@
+//! A session's model and what it uses of it, for every front end: the provider and model
+//! recorded on a session when it is created (as goose records them: a session keeps the model it
+//! was started with until someone changes it), the tokens one turn used (ACP's
+//! `PromptResponse.usage`), and the context meter (how much of the model's context window the
+//! conversation fills, with the window from `llm::catalog`: goose's `usage_update` and ACP's).
+
+use crate::host::Host;
+use crate::messages::Tokens;
+use crate::Error;
+use gosling_store::sessions::Session;
+use serde_json::{json, Value};
+
+/// The provider and model a session runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionModel {
+    /// The canonical provider name (`openai`, `anthropic`, `ollama`).
+    pub provider: String,
+    pub model: String,
+}
+
+/// The tokens one turn used: every model call of it added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TurnUsage {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl TurnUsage {
+    pub fn total(&self) -> u64 {
+        self.input + self.output
+    }
+}
+
+impl From<&Tokens> for TurnUsage {
+    /// A turn's tokens as its `Finish` event reports them (the `acc_*` counts are the turn's).
+    fn from(t: &Tokens) -> TurnUsage {
+        TurnUsage { input: t.acc_input.max(0) as u64, output: t.acc_output.max(0) as u64 }
+    }
+}
+
+/// The context meter of a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Meter {
+    /// Tokens in the context at the last model call (its input and its answer).
+    pub used: u64,
+    /// The model's context window; 0 when gosling does not know the model (no guess).
+    pub context_limit: u64,
+    /// Every turn's tokens, added up over the session's life.
+    pub accumulated_input: u64,
+    pub accumulated_output: u64,
+}
+
+/// Reads one setting (`Host::setting`: the environment's non-credential keys, then the store).
+pub type Setting<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The provider and model the settings name (`GOOSE_PROVIDER`, `GOOSE_MODEL`, else the
+/// provider's default model); `None` while no provider gosling runs is set.
+pub fn defaults(setting: Setting) -> Option<SessionModel> {
+    let provider = gosling_llm::canonical_provider(&setting("GOOSE_PROVIDER")?)?;
+    let model = setting("GOOSE_MODEL")
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .or_else(|| gosling_llm::catalog::find(provider).map(|p| p.default_model.to_string()))?;
+    Some(SessionModel { provider: provider.to_string(), model })
+}
+
+/// The provider and model `s` runs with: its own, else the settings'.
+pub fn of(setting: Setting, s: &Session) -> Option<SessionModel> {
+    let model = s.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str);
+    let provider = s.provider_name.as_deref().and_then(gosling_llm::canonical_provider);
+    match (provider, model) {
+        (Some(p), Some(m)) => Some(SessionModel { provider: p.to_string(), model: m.to_string() }),
+        _ => {
+            let d = defaults(setting)?;
+            Some(SessionModel {
+                provider: provider.map_or(d.provider, str::to_string),
+                model: model.map_or(d.model, str::to_string),
+            })
+        }
+    }
+}
+
+/// Gives a new session `s` the provider and model the settings name, where it has none of its
+/// own yet. False when nothing changed (it has its own, or no provider is set: the session
+/// takes the settings' when its first turn runs).
+pub fn take_model(setting: Setting, s: &mut Session) -> bool {
+    if s.provider_name.is_some() && s.model_config.is_some() {
+        return false;
+    }
+    let Some(m) = of(setting, s) else { return false };
+    s.provider_name.get_or_insert(m.provider);
+    s.model_config.get_or_insert_with(|| json!({ "model_name": m.model }));
+    true
+}
+
+/// Records on new session `s` the settings' provider and model (`take_model`), in the store
+/// and in `s`.
+pub fn record_model(host: &Host, s: &mut Session) -> Result<(), Error> {
+    let setting = |k: &str| host.setting(k);
+    let mut taken = Session::default();
+    (taken.provider_name, taken.model_config) = (s.provider_name.clone(), s.model_config.clone());
+    if !take_model(&setting, &mut taken) {
+        return Ok(());
+    }
+    let (provider, model) = (taken.provider_name.clone(), taken.model_config.clone());
+    host.sessions
+        .update_meta(&s.id, |s| {
+            s.provider_name = provider;
+            s.model_config = model;
+        })
+        .map_err(Error::Store)?
+        .ok_or_else(|| Error::SessionNotFound(s.id.clone()))?;
+    (s.provider_name, s.model_config) = (taken.provider_name, taken.model_config);
+    Ok(())
+}
+
+/// The context meter of session `s`; `last`: the tokens of the turn that just finished, when
+/// the store may not hold them yet.
+pub fn meter_of(setting: Setting, s: &Session, last: Option<&Tokens>) -> Meter {
+    // A turn stopped before the model answered leaves the meter where it was.
+    let used = match last.filter(|t| t.input + t.output > 0) {
+        Some(t) => t.input + t.output,
+        None => s.total_tokens.unwrap_or(0),
+    };
+    let acc = |stored: Option<i64>, turn: Option<i64>| stored.or(turn).unwrap_or(0).max(0) as u64;
+    let context_limit =
+        of(setting, s).and_then(|m| gosling_llm::catalog::context_limit(Some(&m.provider), &m.model)).unwrap_or(0);
+    Meter {
+        used: used.max(0) as u64,
+        context_limit,
+        accumulated_input: acc(s.accumulated_input_tokens, last.map(|t| t.acc_input)),
+        accumulated_output: acc(s.accumulated_output_tokens, last.map(|t| t.acc_output)),
+    }
+}
+
+/// Whether the person's images may be sent in session `id`: `Err` says why not (its provider
+/// is not sent images, or it has none yet) and what to do.
+pub fn images(host: &Host, id: &str) -> Result<(), String> {
+    let s = host.sessions.get_meta(id).ok().flatten();
+    let model = s.as_ref().and_then(|s| of(&|k| host.setting(k), s));
+    match model {
+        Some(m) if gosling_llm::catalog::takes_images(&m.provider) => Ok(()),
+        Some(m) => Err(format!(
+            "the session's provider {} is not sent images (its models may not read them); send text, or switch the session to openai or anthropic",
+            m.provider
+        )),
+        None => Err("the session has no provider yet, so no image can be sent; set GOOSE_PROVIDER".into()),
+    }
+}
+
+/// Session `id`'s context meter (`meter_of`).
+pub fn meter(host: &Host, id: &str, last: Option<&Tokens>) -> Result<Meter, Error> {
+    // A turn that just ended writes its counts on the writer thread (`later`): read after them.
+    if last.is_some() && !crate::later::flush(std::time::Duration::from_secs(2)) {
+        log::warn!("usage: the token counts of session {id} are not written yet; the meter may lag a turn");
+    }
+    let s = host.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.to_string()))?;
+    Ok(meter_of(&|k| host.setting(k), &s, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn a_new_session_takes_the_settings_model_and_keeps_it() {
+        let mut s = Session::default();
+        assert!(take_model(&settings(&[("GOOSE_PROVIDER", "OpenAI"), ("GOOSE_MODEL", "gpt-4o")]), &mut s));
+        assert_eq!(s.provider_name.as_deref(), Some("openai"));
+        assert_eq!(s.model_config, Some(json!({ "model_name": "gpt-4o" })));
+        // Later settings change neither the session nor its window.
+        let later = settings(&[("GOOSE_PROVIDER", "anthropic"), ("GOOSE_MODEL", "claude-haiku-4-5")]);
+        assert!(!take_model(&later, &mut s));
+        assert_eq!(of(&later, &s).unwrap().model, "gpt-4o");
+        assert_eq!(meter_of(&later, &s, None), Meter { used: 0, context_limit: 128_000, ..Meter::default() });
+        // A session with its own model only takes the provider.
+        let mut own = Session { model_config: Some(json!({ "model_name": "o3" })), ..Session::default() };
+        assert!(take_model(&later, &mut own));
+        assert_eq!(
+            (own.provider_name.as_deref(), meter_of(&later, &own, None).context_limit),
+            (Some("anthropic"), 200_000)
+        );
+    }
+
+    #[test]
+    fn without_a_provider_nothing_is_taken_and_an_unknown_model_has_no_window() {
+        let mut s = Session::default();
+        assert!(!take_model(&settings(&[]), &mut s));
+        assert!(!take_model(&settings(&[("GOOSE_PROVIDER", "nobody"), ("GOOSE_MODEL", "x")]), &mut s));
+        assert_eq!((s.provider_name.as_deref(), s.model_config.as_ref()), (None, None));
+        assert_eq!(meter_of(&settings(&[]), &s, None).context_limit, 0);
+        // No model set: the provider's default.
+        assert_eq!(defaults(&settings(&[("GOOSE_PROVIDER", "ollama")])).unwrap().model, "qwen3");
+        let unknown = settings(&[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "my-finetune")]);
+        assert_eq!(meter_of(&unknown, &s, None).context_limit, 0);
+    }
+
+    #[test]
+    fn a_turns_tokens_fill_the_meter_and_the_usage() {
+        let s = Session { accumulated_input_tokens: Some(1000), total_tokens: Some(7), ..Session::default() };
+        let none = settings(&[]);
+        assert_eq!(meter_of(&none, &s, None).used, 7);
+        let t = Tokens { input: 100, output: 10, acc_input: 300, acc_output: 30 };
+        let m = meter_of(&none, &s, Some(&t));
+        // The store's totals (the session's life) win over the turn's.
+        assert_eq!((m.used, m.accumulated_input, m.accumulated_output), (110, 1000, 30));
+        assert_eq!(TurnUsage::from(&t), TurnUsage { input: 300, output: 30 });
+        assert_eq!(TurnUsage::from(&t).total(), 330);
+        // A turn cancelled before the model answered: the meter stays.
+        assert_eq!(meter_of(&none, &s, Some(&Tokens::default())).used, 7);
+    }
+}
