@@ -353,22 +353,12 @@ fn mcp_tool_and_result_json_is_read_and_written_only_by_mcp_types() {
 /// The crates whose roots still hold code, each with why; the lead removes a line when that
 /// crate's code has moved into modules. For these the root is left out of the module graph
 /// (as before issue 37): circles among their modules are still found.
-const ROOTS_NOT_YET_MOVED: &[(&str, &str)] = &[
-    ("sys", "its 700 lines move with the idle/turn overhead work this session"),
-    ("web", "the page's asset table moves with the web/CLI work this session"),
-    ("builtins", "`make` and `serve` (two functions): the builtins' owner this session"),
-    ("cli", "`probe_main` (one function): the web/CLI owner this session"),
-    ("mcp", "`connect_stdio` and `connect_http` (two functions): the MCP client's owner this session"),
-];
+const ROOTS_NOT_YET_MOVED: &[(&str, &str)] = &[];
 
 /// Circles the root's re-exports used to hide (a module naming `crate::X` where `X` comes
 /// from a sibling that imports it back), each with why it is still there; the lead removes a
 /// line when its circle is broken.
-const CIRCLES_NOT_YET_BROKEN: &[(&str, &str, &str)] = &[(
-    "builtins",
-    "error, server",
-    "error.rs's `Unknown` message lists `server::KNOWN` (through the root's re-export) while server.rs returns `Error`: the builtins' owner this session",
-)];
+const CIRCLES_NOT_YET_BROKEN: &[(&str, &str, &str)] = &[];
 
 /// The name of the crate root in a module graph.
 const ROOT: &str = "(crate root)";
