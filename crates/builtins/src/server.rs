@@ -417,8 +417,8 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
 /// The builtins' working directory: `GOOSE_WORKING_DIR` when set and not empty, else the
 /// process's current directory.
 pub fn working_dir_from_env() -> io::Result<PathBuf> {
-    match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => Ok(PathBuf::from(d)),
+    match gosling_config::settings::goose_working_dir(&gosling_config::ProcessEnv) {
+        Some(d) => Ok(d),
         None => std::env::current_dir(),
     }
 }

@@ -9,7 +9,10 @@ use crate::probe;
 /// (`MCP_CONFORMANCE_SCENARIO` set) — the runner's client.
 pub fn probe_main(open: &Opener, args: &[String]) -> std::process::ExitCode {
     #[cfg(feature = "test-hooks")]
-    if let Ok(scenario) = std::env::var("MCP_CONFORMANCE_SCENARIO") {
+    if let Some(scenario) = gosling_config::settings::conformance(
+        &gosling_config::ProcessEnv,
+        gosling_config::settings::Conformance::Scenario,
+    ) {
         if !probe::asks_for_help(args) {
             return conformance::main(open, args, &scenario);
         }
