@@ -38,10 +38,7 @@ impl Host {
     pub fn new(config: Config, store: ConfigStore, sessions: SessionStore, policy: Policy) -> Host {
         let store = Arc::new(store);
         let secret_store = store.clone();
-        let elicitations = Arc::new(Elicitations::new(gosling_config::settings::elicitation_timeout(
-            &gosling_config::ProcessEnv,
-            crate::elicit::DEFAULT_TIMEOUT,
-        )));
+        let elicitations = Arc::new(Elicitations::new(config.elicitation_timeout));
         let asker = elicitations.clone();
         let sessions = Arc::new(sessions);
         let setting_store = store.clone();
