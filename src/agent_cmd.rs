@@ -112,7 +112,7 @@ fn first_run_extensions(cfg: &Config) -> Result<(), Error> {
     if std::fs::symlink_metadata(&path).is_ok() {
         return Ok(());
     }
-    let wanted = std::env::var("GOSLING_FIRST_RUN_EXTENSIONS").unwrap_or_else(|_| "developer".into());
+    let wanted = gosling_config::settings::first_run_extensions(&gosling_config::ProcessEnv);
     let mut names: Vec<&str> = wanted.split(',').map(str::trim).filter(|n| !n.is_empty() && *n != "none").collect();
     names.retain(|n| {
         let known = gosling_builtins::KNOWN.contains(n);
@@ -228,7 +228,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
             Err(e) => log::warn!("cannot keep the web page's sign-in link: {e}"),
         }
         if std::io::IsTerminal::is_terminal(&std::io::stderr())
-            || std::env::var_os("GOSLING_PRINT_LOGIN_LINK").is_some()
+            || gosling_config::settings::print_login_link(&gosling_config::ProcessEnv)
         {
             eprintln!("gosling: web page: {link} (works once, for 10 minutes)");
         }

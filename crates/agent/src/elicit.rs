@@ -15,9 +15,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long an elicitation waits for the person (goose waits 300 s).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// The person's answer, as MCP's three actions.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {

@@ -40,12 +40,7 @@ impl Host {
     pub fn new(config: Config, store: ConfigStore, sessions: SessionStore, policy: Policy) -> Host {
         let store = Arc::new(store);
         let secret_store = store.clone();
-        let elicitations = Arc::new(Elicitations::new(
-            std::env::var("GOSLING_ELICITATION_TIMEOUT_SECS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(crate::elicit::DEFAULT_TIMEOUT, Duration::from_secs),
-        ));
+        let elicitations = Arc::new(Elicitations::new(config.elicitation_timeout));
         let asker = elicitations.clone();
         let sessions = Arc::new(sessions);
         let setting_store = store.clone();
@@ -160,14 +155,9 @@ impl Host {
 
 /// A setting: the environment first, then the config store (plain, then secret).
 fn setting_in(store: &ConfigStore, key: &str) -> Option<String> {
-    if let Ok(v) = std::env::var(key) {
-        if !v.is_empty() {
-            return Some(v);
-        }
-    }
-    match store.get(key).ok().flatten() {
+    gosling_config::settings::user_setting(&gosling_config::ProcessEnv, key, || match store.get(key).ok().flatten() {
         Some(serde_json::Value::String(s)) => Some(s),
         Some(serde_json::Value::Null) | None => store.get_secret(key).ok().flatten(),
         Some(other) => Some(other.to_string()),
-    }
+    })
 }

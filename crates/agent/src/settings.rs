@@ -44,7 +44,7 @@ fn readable_env(key: &str) -> Option<Value> {
     if !key.starts_with("GOOSE_") || credential {
         return None;
     }
-    std::env::var(key).ok().filter(|v| !v.is_empty()).map(Value::String)
+    gosling_config::settings::user_setting(&gosling_config::ProcessEnv, key, || None).map(Value::String)
 }
 
 /// Stores a setting; a secret goes to the secrets store as a string.
@@ -86,7 +86,7 @@ pub const SHOWN_SECRETS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 /// store, not what runs), which secrets are set — as `true`, never their values — and the
 /// names of the stored secrets.
 pub fn in_force(host: &Host) -> Value {
-    let from_env = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty());
+    let from_env = |k: &str| gosling_config::settings::in_environment(&gosling_config::ProcessEnv, k);
     let mut values = serde_json::Map::new();
     let mut environment = Vec::new();
     for k in SHOWN {

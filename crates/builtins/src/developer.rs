@@ -40,7 +40,7 @@ pub const MAX_LIST_ENTRIES: usize = 1000;
 
 /// Whether `GOSLING_DEVELOPER_UNRESTRICTED` lifts path confinement.
 pub fn unrestricted_from_env() -> bool {
-    std::env::var("GOSLING_DEVELOPER_UNRESTRICTED").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+    gosling_config::settings::developer_unrestricted(&gosling_config::ProcessEnv)
 }
 
 /// The working directory: where paths are resolved and, unless unrestricted, confined; on

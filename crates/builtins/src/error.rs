@@ -50,7 +50,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Unknown { name } => {
-                write!(f, "unknown builtin extension {name}; known builtins: {}", super::KNOWN.join(", "))
+                write!(f, "unknown builtin extension {name}; known builtins: {}", crate::names::KNOWN.join(", "))
             }
             Error::Setup { builtin, reason } => write!(f, "{builtin}: {reason}"),
             Error::SignalThread(e) => write!(f, "builtin: cannot start the signal thread: {e}"),

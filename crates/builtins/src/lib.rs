@@ -10,25 +10,12 @@
 pub mod developer;
 pub mod error;
 pub mod memory;
+mod names;
 pub mod server;
+mod start;
 pub mod text_editor;
 
 pub use error::Error;
-pub use server::{launch, ToolOutcome, KNOWN};
-
-use std::sync::Arc;
-
-/// Builds the builtin called `name` from the process environment.
-pub fn make(name: &str) -> Result<Arc<dyn server::Builtin>, Error> {
-    match name {
-        "developer" => Ok(Arc::new(developer::Developer::from_env()?)),
-        "memory" => Ok(Arc::new(memory::Memory::from_env()?)),
-        _ => Err(Error::Unknown { name: name.to_string() }),
-    }
-}
-
-/// Serves the builtin `name` on this process's stdin/stdout until stdin reaches EOF.
-/// SIGTERM/SIGINT cancel running calls (killing their shell commands) and exit.
-pub fn serve(name: &str) -> Result<(), Error> {
-    server::serve_stdio(name, make(name)?)
-}
+pub use names::KNOWN;
+pub use server::{launch, ToolOutcome};
+pub use start::{make, serve};

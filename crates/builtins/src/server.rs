@@ -14,6 +14,7 @@
 //! builtins only have tools.
 
 use super::error::Error;
+use super::names::KNOWN;
 use gosling_util::lock;
 use gosling_wire::jsonrpc::{self, ErrorObject, Id, Message};
 use gosling_wire::mcp_version;
@@ -29,9 +30,6 @@ use std::time::{Duration, Instant};
 /// the call is then not answered) or by shutdown (stdin EOF, SIGTERM: the call is answered if
 /// stdout still works). The peer's.
 pub use gosling_wire::peer::Cancel;
-
-/// The builtin extensions this binary can serve, in the order error messages list them.
-pub const KNOWN: &[&str] = &["developer", "memory"];
 
 /// Longest accepted input line (a `text_editor` write carries a whole file).
 pub const MAX_LINE: usize = 8 << 20;
@@ -419,8 +417,8 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
 /// The builtins' working directory: `GOOSE_WORKING_DIR` when set and not empty, else the
 /// process's current directory.
 pub fn working_dir_from_env() -> io::Result<PathBuf> {
-    match std::env::var_os("GOOSE_WORKING_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => Ok(PathBuf::from(d)),
+    match gosling_config::settings::goose_working_dir(&gosling_config::ProcessEnv) {
+        Some(d) => Ok(d),
         None => std::env::current_dir(),
     }
 }

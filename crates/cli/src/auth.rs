@@ -19,7 +19,7 @@ use std::time::Duration;
 const USAGE: &str = "usage: gosling auth [--sign-in browser|follow] [--forget] NAME|URL";
 
 pub fn main(open: &crate::Opener, args: &[String]) -> ExitCode {
-    let mut sign_in = SignIn::Browser { wait: super::probe::BROWSER_WAIT };
+    let mut sign_in = super::probe::browser();
     let mut name = None;
     let mut forget = false;
     let mut rest = args.iter();
@@ -27,7 +27,7 @@ pub fn main(open: &crate::Opener, args: &[String]) -> ExitCode {
         match arg.as_str() {
             "--sign-in" => {
                 sign_in = match rest.next().map(String::as_str) {
-                    Some("browser") => SignIn::Browser { wait: super::probe::BROWSER_WAIT },
+                    Some("browser") => super::probe::browser(),
                     Some("follow") => SignIn::Follow,
                     _ => return usage("--sign-in takes browser or follow"),
                 };

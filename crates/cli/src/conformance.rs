@@ -28,7 +28,10 @@ pub fn main(open: &crate::Opener, args: &[String], scenario: &str) -> ExitCode {
     probe::finish(probe::parse(args).map_err(Failed::Usage).and_then(|a| match &a.target {
         Target::Url(url) => {
             let settings = probe::oauth_settings(open, &a.oauth).map_err(Failed::Usage)?;
-            let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+            let context = gosling_config::settings::conformance(
+                &gosling_config::ProcessEnv,
+                gosling_config::settings::Conformance::Context,
+            );
             let ctx: Value = context.as_deref().and_then(|c| serde_json::from_str(c).ok()).unwrap_or(Value::Null);
             let auth = conformance_auth(url, scenario, &ctx, settings).map_err(|e| Failed::Server(Error::Other(e)))?;
             run(url, Some(scenario), &ctx, Some(auth)).map_err(Failed::Server)
@@ -47,9 +50,11 @@ pub fn run(url: &str, scenario: Option<&str>, ctx: &Value, auth: Option<Arc<Auth
     // expects that.
     // The runner names the revision the scenario is played at; a modern one is pinned as an
     // extension's `protocol_version` would be (a legacy one is what gosling asks for first).
-    let protocol_version = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
-        .ok()
-        .filter(|v| gosling_wire::mcp_version::is_known(v) && gosling_wire::mcp_version::is_modern(v));
+    let protocol_version = gosling_config::settings::conformance(
+        &gosling_config::ProcessEnv,
+        gosling_config::settings::Conformance::ProtocolVersion,
+    )
+    .filter(|v| gosling_wire::mcp_version::is_known(v) && gosling_wire::mcp_version::is_modern(v));
     let opts = ClientOptions {
         roots: None,
         client_name: "gosling".into(),

@@ -315,7 +315,10 @@ pub(super) fn base_options(timeout: Duration) -> ClientOptions {
 /// Sign-in settings from the flags. Tokens go to the secrets store of the config dir, so a
 /// later probe or the server reuses them; without a usable store, to memory.
 pub(crate) fn oauth_settings(open: &crate::Opener, o: &OAuthArgs) -> Result<Settings, UsageError> {
-    let secret = |var: &String| std::env::var(var).map_err(|_| UsageError::SecretUnset(var.clone()));
+    let secret = |var: &String| {
+        gosling_config::settings::named_variable(&gosling_config::ProcessEnv, var)
+            .ok_or_else(|| UsageError::SecretUnset(var.clone()))
+    };
     let client_secret = o.client_secret_env.as_ref().map(secret).transpose()?;
     let store: Arc<dyn TokenStore> = match open.store() {
         Ok(s) => Arc::new(gosling_extensions::runtime::SecretsTokens(Arc::new(s))),
@@ -330,13 +333,18 @@ pub(crate) fn oauth_settings(open: &crate::Opener, o: &OAuthArgs) -> Result<Sett
         scopes: o.scopes.clone(),
         client_metadata_url: o.client_metadata_url.clone(),
         client_name: "gosling".into(),
-        sign_in: if o.follow { SignIn::Follow } else { SignIn::Browser { wait: BROWSER_WAIT } },
+        sign_in: if o.follow { SignIn::Follow } else { browser() },
         store,
     })
 }
 
 /// How long `probe` and `auth` wait for the person to finish signing in.
 pub const BROWSER_WAIT: Duration = Duration::from_secs(300);
+
+/// Sign-in in the person's browser, the URL shown on standard error.
+pub fn browser() -> SignIn {
+    SignIn::Browser { wait: BROWSER_WAIT, show: |text| eprintln!("{text}") }
+}
 
 /// What the server offers, as one JSON object (only the primitives it declared).
 pub fn describe(client: &Client) -> Result<Value, gosling_mcp::error::Error> {

@@ -10,6 +10,7 @@
 mod env;
 mod error;
 mod process;
+pub mod settings;
 mod working_dir;
 
 pub use env::{config_dir, state_dir, xdg_dir, Env, ProcessEnv};

@@ -66,7 +66,13 @@ pub struct Config {
     /// A session's extensions are stopped after this long unused, and started again at its
     /// next use (`GOSLING_IDLE_STOP_SECS`, default 1800; 0 never stops them).
     pub idle_stop: Option<Duration>,
+    /// How long an extension's elicitation waits for the person (`GOSLING_ELICITATION_TIMEOUT_SECS`,
+    /// default 300 s as goose; a value that is not a number is ignored).
+    pub elicitation_timeout: Duration,
 }
+
+/// goose waits 300 s for an elicitation's answer.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl std::fmt::Debug for SecretRedacted<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,6 +99,7 @@ impl std::fmt::Debug for Config {
             .field("audit_max_bytes", &self.audit_max_bytes)
             .field("audit_keep", &self.audit_keep)
             .field("idle_stop", &self.idle_stop)
+            .field("elicitation_timeout", &self.elicitation_timeout)
             .field("io_timeout", &self.io_timeout)
             .field("tls", &self.tls)
             .finish()
@@ -185,6 +192,7 @@ impl Config {
             idle_stop: Some(parse_num(env, "GOSLING_IDLE_STOP_SECS", 1800u64)?)
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs),
+            elicitation_timeout: crate::settings::elicitation_timeout(env, ELICITATION_TIMEOUT),
         })
     }
 }

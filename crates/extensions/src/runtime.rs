@@ -583,7 +583,7 @@ impl SessionRuntime {
                 // inside the working dir, and launchers started where no project config steers them.
                 let work = self.working_dir();
                 let args = crate::policy::check_launch(cmd, args, &work).map_err(Error::invalid_config)?;
-                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
                 let mut env = self.resolve_env(config)?;
                 if cwd.is_some() {
                     // The working dir, even for a launcher started in the home dir.
@@ -592,8 +592,8 @@ impl SessionRuntime {
                 if container_for(config).is_none() {
                     // The program is looked up in the child, after it changed into its dir:
                     // only absolute PATH entries, so the working dir cannot supply it.
-                    if let Some(path) = std::env::var_os("PATH") {
-                        let (kept, dropped) = crate::policy::absolute_path(&path);
+                    if let Some(path) = gosling_config::settings::path(&gosling_config::ProcessEnv) {
+                        let (kept, dropped) = crate::policy::absolute_path(path.as_ref());
                         if !dropped.is_empty() {
                             log::warn!(
                                 "extension {name}: PATH entries {dropped:?} are not absolute; the extension's programs are looked up without them"
@@ -878,12 +878,11 @@ impl Drop for SessionRuntime {
 /// Container mode (seed §8.1): `GOSLING_CONTAINER` names a running container that stdio
 /// extensions run in, through the container tool's exec.
 fn container_for(_config: &ExtensionConfig) -> Option<String> {
-    std::env::var("GOSLING_CONTAINER").ok().filter(|c| !c.is_empty())
+    gosling_config::settings::container(&gosling_config::ProcessEnv)
 }
 
 fn find_in_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).filter(|d| d.is_absolute()).map(|d| d.join(program)).find(|p| p.is_file())
+    gosling_config::settings::find_in_path(&gosling_config::ProcessEnv, program)
 }
 
 /// The stdio command for an inline_python extension: `uvx --with mcp [--with dep]… python FILE`
@@ -911,7 +910,7 @@ fn inline_python_spec(
         args.push(file);
         return Ok(StdioSpec { cmd: uvx.display().to_string(), args, cwd, ..Default::default() });
     }
-    let python = std::env::var("GOSLING_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
+    let python = gosling_config::settings::python(&gosling_config::ProcessEnv);
     if python.contains('/') && !Path::new(&python).is_file() || !python.contains('/') && find_in_path(&python).is_none()
     {
         return Err(Error::InvalidConfig(Invalid::Message(format!(

@@ -384,7 +384,7 @@ fn injected_fault(req: &Request) -> Option<R> {
     // Read once: the environment does not change under a running server, and a lookup per
     // request cost more than the route match.
     static TEST_FAULTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*TEST_FAULTS.get_or_init(|| std::env::var_os("GOSLING_TEST_FAULTS").is_some()) {
+    if !*TEST_FAULTS.get_or_init(|| gosling_config::settings::test_faults(&gosling_config::ProcessEnv)) {
         return None;
     }
     match req.path.as_str() {

@@ -80,7 +80,11 @@ impl Settings {
         stored: &dyn Fn(&str) -> Option<String>,
         overrides: (Option<&str>, Option<&str>),
     ) -> Result<Settings, Error> {
-        let get = |k: &str| env.get(k).or_else(|| stored(k)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let get = |k: &str| {
+            gosling_config::settings::user_setting(env, k, || stored(k))
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
         let chosen = |over: Option<&str>, key: &str| {
             over.filter(|s| !s.trim().is_empty()).map(str::to_string).or_else(|| get(key))
         };

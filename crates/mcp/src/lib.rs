@@ -4,6 +4,7 @@
 //! Invariant: mcp/ never imports http/ or agent/.
 #![deny(unsafe_code)]
 pub mod client;
+mod connect;
 pub mod error;
 pub mod http_error;
 pub mod oauth;
@@ -14,18 +15,4 @@ pub mod streamable_http;
 pub mod tls_roots;
 pub mod transport;
 
-use client::{Client, ClientOptions};
-
-/// Connects to a stdio MCP server: spawn, then initialize.
-pub fn connect_stdio(spec: &stdio::StdioSpec, opts: ClientOptions) -> Result<Client, error::Error> {
-    let (tx, rx) = crossbeam_channel::bounded(256);
-    let transport = stdio::StdioTransport::spawn(spec, &opts.extension, tx)?;
-    Client::connect(transport, rx, opts)
-}
-
-/// Connects to a Streamable HTTP MCP server and initializes.
-pub fn connect_http(spec: &streamable_http::HttpSpec, opts: ClientOptions) -> Result<Client, error::Error> {
-    let (tx, rx) = crossbeam_channel::bounded(256);
-    let transport = streamable_http::HttpTransport::connect(spec, tx)?;
-    Client::connect(transport, rx, opts)
-}
+pub use connect::{connect_http, connect_stdio};

@@ -78,7 +78,7 @@ const RUN_MARKER: &str = "GOSLING_EXTENSION_RUN";
 
 /// A duration in milliseconds from our environment, else `default`.
 fn ms_from_env(name: &str, default: Duration) -> Duration {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).map_or(default, Duration::from_millis)
+    gosling_config::settings::millis(&gosling_config::ProcessEnv, name, default)
 }
 
 /// True when a variable of ours is passed to children (see `BASE_ENV`).
@@ -108,8 +108,7 @@ impl StdioTransport {
                 let tool = spec
                     .container_tool
                     .clone()
-                    .or_else(|| std::env::var("GOSLING_CONTAINER_TOOL").ok())
-                    .unwrap_or_else(|| "docker".into());
+                    .unwrap_or_else(|| gosling_config::settings::container_tool(&gosling_config::ProcessEnv));
                 let mut c = Command::new(tool);
                 c.arg("exec").arg("-i");
                 // `-e NAME` without `=value`: the engine forwards the value from its own
@@ -127,11 +126,11 @@ impl StdioTransport {
             }
         };
         cmd.env_clear();
-        for (k, v) in std::env::vars_os() {
-            let name = k.to_string_lossy();
-            if is_base_var(&name) || (spec.container.is_some() && in_words(CONTAINER_TOOL_ENV, &name)) {
-                cmd.env(k, v);
-            }
+        let container = spec.container.is_some();
+        for (k, v) in gosling_config::settings::inherited(|name| {
+            is_base_var(name) || (container && in_words(CONTAINER_TOOL_ENV, name))
+        }) {
+            cmd.env(k, v);
         }
         for (k, v) in &spec.env {
             cmd.env(k, v);

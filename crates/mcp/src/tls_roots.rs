@@ -16,10 +16,9 @@ const SYSTEM_BUNDLES: &[&str] = &[
 
 /// The platform verifier by default; with `SSL_CERT_FILE`, that bundle plus the system's.
 pub fn root_certs() -> Result<ureq::tls::RootCerts, Error> {
-    let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
+    let Some(path) = gosling_config::settings::ssl_cert_file(&gosling_config::ProcessEnv) else {
         return Ok(ureq::tls::RootCerts::PlatformVerifier);
     };
-    let path = std::path::PathBuf::from(path);
     let pem = std::fs::read(&path)
         .map_err(|error| Error::CaBundleUnreadable { path: path.clone(), error: std::sync::Arc::new(error) })?;
     let mut certs = pem_certs(&pem);

@@ -52,7 +52,7 @@ pub(super) fn respond(mut stream: TcpStream, status: u16, text: &str) {
 pub fn open_in_browser(url: &str) {
     let cmd = if cfg!(target_os = "macos") {
         "open"
-    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some() {
+    } else if gosling_config::settings::has_display(&gosling_config::ProcessEnv) {
         "xdg-open"
     } else {
         return;

@@ -299,7 +299,7 @@ impl Authorizer {
         params.push(("resource", &d.resource));
         let sep = if auth_endpoint.contains('?') { '&' } else { '?' };
         let url = format!("{auth_endpoint}{sep}{}", form(&params));
-        if reused && self.settings.sign_in != SignIn::Follow && self.client_refused(&url) {
+        if reused && !matches!(self.settings.sign_in, SignIn::Follow) && self.client_refused(&url) {
             return Err(SignInError::ClientRefused("its authorization endpoint answered 4xx".into()));
         }
         let flow = Flow {
@@ -321,7 +321,7 @@ impl Authorizer {
             issuer: d.meta.get("issuer").and_then(Value::as_str).unwrap_or(&d.issuer).to_string(),
         };
         let wait = match self.settings.sign_in {
-            SignIn::Browser { wait } | SignIn::Background { wait } => wait,
+            SignIn::Browser { wait, .. } | SignIn::Background { wait } => wait,
             SignIn::Follow => self.timeout.max(Duration::from_secs(30)),
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -354,11 +354,11 @@ impl Authorizer {
                 );
                 return Err(HttpFailure::SignInRequired { url }.into());
             }
-            SignIn::Browser { .. } => {
-                eprintln!(
+            SignIn::Browser { show, .. } => {
+                show(&format!(
                     "Sign in to `{}`: open this URL in a browser on this machine:\n\n  {url}\n\nThe browser comes back to 127.0.0.1:{port}; over SSH, forward it first: ssh -L {port}:127.0.0.1:{port} HOST\n",
                     self.extension
-                );
+                ));
                 open_in_browser(&url);
             }
             SignIn::Follow => {

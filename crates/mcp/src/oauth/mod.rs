@@ -71,11 +71,12 @@ impl TokenStore for MemoryStore {
 }
 
 /// How the person's browser step happens.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub enum SignIn {
-    /// Print the URL (and open it with the desktop's opener when there is one), then wait up
-    /// to this long for the loopback redirect: `gosling auth`, `gosling probe`.
-    Browser { wait: Duration },
+    /// Show the URL with `show` (the command's own output: a library prints nothing), open it
+    /// with the desktop's opener when there is one, then wait up to `wait` for the loopback
+    /// redirect: `gosling auth`, `gosling probe`.
+    Browser { wait: Duration, show: fn(&str) },
     /// Do not wait: listen in the background for this long, and fail the request with
     /// `SignInRequired { url }` so the caller can show the URL (the HTTP API).
     Background { wait: Duration },
