@@ -346,3 +346,31 @@ fn a_private_key_and_an_enterprise_identity_provider_from_the_extension_config()
     );
     assert!(!add.text().contains("AAAA"), "the key is never repeated: {}", add.text());
 }
+
+#[test]
+fn a_refused_code_shows_the_authorization_servers_words_escaped_and_without_the_code() {
+    // The token endpoint refuses the code with `invalid_grant` and a description that repeats
+    // the code and holds a terminal escape (tests/fakes/oauth_mcp.py `refusecode`).
+    let fake = fake(&["3600", "refusecode"]);
+    let home = TempDir::new("auth-refused");
+    std::fs::create_dir_all(home.join("config")).unwrap();
+    let mut entry = ext(&fake);
+    entry["enabled"] = json!(true);
+    std::fs::write(home.join("config/config.json"), json!({"extensions": {"remote": entry}}).to_string()).unwrap();
+    let mut auth = AuthCli::start(&home, &["remote"]);
+    let url = auth.next_url();
+    let (_, page) = browse(&url);
+    let (out, rest) = auth.finish();
+    assert!(!out.status.success(), "{rest}");
+    let said = format!("{}{rest}", auth_text(&out));
+    assert!(
+        said.contains("invalid_grant (the authorization server says: \"authorization code [redacted] expired"),
+        "{said}"
+    );
+    assert!(said.contains("\\u{1b}[2J; sign in again"), "the escape is shown escaped: {said}");
+    assert!(!said.contains('\u{1b}') && !page.contains('\u{1b}'), "a raw terminal escape: {said}");
+}
+
+fn auth_text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}

@@ -100,7 +100,7 @@ pub(crate) fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObjec
 pub(crate) fn session_not_found(id: &str) -> ErrorObject {
     ErrorObject::new(
         RESOURCE_NOT_FOUND,
-        format!("Session {id} not found; create one with session/new or open it with session/load"),
+        format!("Session {id} not found: no session has this id; list them with session/list, or create one with session/new"),
     )
 }
 

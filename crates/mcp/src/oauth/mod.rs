@@ -634,6 +634,17 @@ mod tests {
             ": invalid_grant"
         );
         assert_eq!(t(json!({"error": "db password is hunter2"})), ": an unrecognised error");
+        // A token endpoint's refusal adds the server's own words (only with a registered code),
+        // never a value the request carried (a refresh token it echoes), escaped and capped.
+        let r = |v: Value| flow::token_refusal_text(&v, &["abc123", "verifier-xyz"]);
+        assert_eq!(
+            r(json!({"error": "invalid_grant", "error_description": "token abc123 revoked"})),
+            ": invalid_grant (the authorization server says: \"token [redacted] revoked\")"
+        );
+        assert_eq!(r(json!({"error": "hunter2", "error_description": "hunter2"})), ": an unrecognised error");
+        let long = r(json!({"error": "invalid_grant", "error_description": format!("\u{1b}[31m{}", "x".repeat(500))}));
+        assert!(long.contains("\\u{1b}[31m") && !long.contains('\u{1b}'), "{long}");
+        assert!(long.ends_with("…\")") && long.len() < flow::DESCRIPTION_MAX + 100, "{long}");
         assert_eq!(t(json!({"message": "internal"})), "");
         assert_eq!(oauth_error_code(&json!({"error": "invalid_client"})), Some("invalid_client"));
         assert_eq!(oauth_error_code(&json!({"error": "invalid_client_x"})), None);
