@@ -117,6 +117,7 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         | E::MissingSecrets { .. }
         | E::Refused(_)
         | E::BadName(_)
+        | E::BadPermission(_)
         | E::UnknownProvider(_)
         | E::NoModel
         | E::NotConfigured(_)) => invalid_params(e.to_string()),

@@ -126,6 +126,43 @@ pub fn upsert(app: &App, req: &Request) -> R {
     Ok(Response::json(200, &Value::String(format!("Upserted key {}", u.key))))
 }
 
+#[derive(serde::Deserialize)]
+struct ToolPermission {
+    tool_name: String,
+    /// goose's `PermissionLevel`; `null` (gosling's addition, the web page's "as the mode
+    /// says") removes the tool's level.
+    permission: Value,
+}
+
+#[derive(serde::Deserialize)]
+struct UpsertPermissions {
+    tool_permissions: Vec<ToolPermission>,
+}
+
+/// goosed's `POST /config/permissions`: sets the level of each tool named (`null`: removed),
+/// leaving the others' (`settings::set_tool_permissions`, one locked update: two tabs setting
+/// different tools both keep theirs).
+pub fn upsert_permissions(app: &App, req: &Request) -> R {
+    let body: UpsertPermissions = req.json()?;
+    let levels = body
+        .tool_permissions
+        .into_iter()
+        .map(|p| match p.permission {
+            Value::Null => Ok((p.tool_name, None)),
+            Value::String(level) => Ok((p.tool_name, Some(level))),
+            other => Err(ApiError::bad_request(format!(
+                "permission {other} of {}: use always_allow, ask_before, never_allow or null (as the mode says)",
+                gosling_util::printable(&p.tool_name)
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    settings::set_tool_permissions(app, &levels).map_err(|e| match e {
+        gosling_agent::Error::BadPermission(why) => ApiError::bad_request(why),
+        e => setting_error(e),
+    })?;
+    Ok(Response::json(200, &Value::String("Permissions updated".into())))
+}
+
 pub fn read(app: &App, req: &Request) -> R {
     let q: KeyQuery = req.json()?;
     let value = settings::read(app, &q.key, q.is_secret)?;

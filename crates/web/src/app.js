@@ -826,11 +826,10 @@ function permissionSelect(tool) {
     el("option", { value: "ask_before", text: "ask before" }), el("option", { value: "never_allow", text: "never allow" }));
   sel.value = toolPermissions[tool] || "";
   sel.addEventListener("change", () => guard(async () => {
-    const c = await apiJson("GET", "/config");
-    const now = Object.assign({}, ((c && c.config) || {}).tool_permissions || {});
-    if (sel.value) now[tool] = sel.value; else delete now[tool];
-    await apiJson("POST", "/config/upsert", { key: "tool_permissions", value: now, is_secret: false });
-    toolPermissions = now;
+    // One tool's level, set by the server in one locked update (another tab's are kept);
+    // null leaves the tool to the mode.
+    await apiJson("POST", "/config/permissions", { tool_permissions: [{ tool_name: tool, permission: sel.value || null }] });
+    if (sel.value) toolPermissions[tool] = sel.value; else delete toolPermissions[tool];
     $("ext-error").textContent = tool + ": " + (sel.value ? sel.value.replace("_", " ") : "as the mode says") + ".";
   }, $("ext-error")));
   return sel;
