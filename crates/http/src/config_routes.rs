@@ -4,14 +4,41 @@ use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
 use gosling_agent::settings;
-use gosling_extensions::config::{name_to_key, ExtensionConfig};
+use gosling_extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use serde_json::{json, Value};
 
 type R = Result<Response, ApiError>;
 
 pub fn get_extensions(app: &App) -> R {
     let ex = app.config_extensions()?;
-    Ok(Response::json(200, &json!({ "extensions": ex.entries, "warnings": ex.warnings })))
+    // gosling's addition: the names of the remote extensions with a stored sign-in (so the web
+    // page offers "Sign out" only there). Whether, never the tokens; beside the entries, which
+    // clients send back as configs.
+    let signed_in: Vec<&str> = ex
+        .entries
+        .iter()
+        .filter(|e| authorizer(app, e).is_some_and(|a| a.signed_in()))
+        .map(|e| e.config.name())
+        .collect();
+    Ok(Response::json(200, &json!({ "extensions": ex.entries, "warnings": ex.warnings, "signed_in": signed_in })))
+}
+
+/// The sign-in of a `streamable_http` entry (its stored tokens, in the secrets store).
+fn authorizer(app: &App, entry: &ExtensionEntry) -> Option<gosling_mcp::oauth::Authorizer> {
+    let gosling_extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
+        return None;
+    };
+    let settings = gosling_mcp::oauth::Settings {
+        client_id: None,
+        client_secret: None,
+        scopes: Vec::new(),
+        client_metadata_url: None,
+        client_name: "gosling".into(),
+        sign_in: gosling_mcp::oauth::SignIn::Follow,
+        store: app.sign_in_tokens(),
+    };
+    let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
+    Some(gosling_mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings))
 }
 
 pub fn post_extension(app: &App, req: &Request) -> R {
@@ -65,23 +92,13 @@ pub fn sign_out(app: &App, raw_name: &str) -> R {
     let Some(entry) = app.config_extension(&key)? else {
         return Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")));
     };
-    let gosling_extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
+    let Some(sign_in) = authorizer(app, &entry) else {
         return Err(ApiError::bad_request(format!(
             "extension {name:?} has type `{}`; only streamable_http extensions sign in",
             entry.config.type_name()
         )));
     };
-    let settings = gosling_mcp::oauth::Settings {
-        client_id: None,
-        client_secret: None,
-        scopes: Vec::new(),
-        client_metadata_url: None,
-        client_name: "gosling".into(),
-        sign_in: gosling_mcp::oauth::SignIn::Follow,
-        store: app.sign_in_tokens(),
-    };
-    let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
-    let n = gosling_mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings).forget_all();
+    let n = sign_in.forget_all();
     log::info!("extension {key}: signed out ({n} stored records forgotten)");
     Ok(Response::json(200, &json!({ "forgotten": n })))
 }

@@ -762,6 +762,7 @@ async function refreshExtensions() {
     cur ? apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(cur.id)).catch(() => null) : null]);
   const inSession = cur ? ((await apiJson("GET", "/sessions/" + cur.id + "/extensions").catch(() => ({}))).extensions || []).map((e) => e.name) : [];
   $("ext-warnings").replaceChildren(...(r.warnings || []).map((t) => el("li", { text: t })));
+  const signedIn = r.signed_in || [];
   const list = $("ext-list");
   list.replaceChildren();
   for (const ext of r.extensions || []) {
@@ -794,11 +795,13 @@ async function refreshExtensions() {
           if (cur) await api("POST", "/agent/remove_extension", { session_id: cur.id, name: ext.name }).catch(() => {});
           await refreshExtensions();
         }, $("ext-error")), { "aria-label": "Remove " + ext.name })));
-    if (ext.type === "streamable_http") {
-      // Forgets the stored sign-in (tokens and the registered client); the next use signs in anew.
+    if (ext.type === "streamable_http" && signedIn.includes(ext.name)) {
+      // Forgets the stored sign-in (tokens and the registered client); the next use signs in
+      // anew. Offered only where a sign-in is stored (the server's `signed_in` list).
       item.querySelector(".ext-row").append(button("Sign out", () => guard(async () => {
         const r = await apiJson("POST", "/config/extensions/" + encodeURIComponent(ext.name) + "/sign_out", {});
         $("ext-error").textContent = ext.name + ": signed out" + (r.forgotten ? "" : " (no stored sign-in)") + ".";
+        await refreshExtensions();
       }, $("ext-error")), { "aria-label": "Sign out of " + ext.name }));
     }
     if (cur && ext.enabled && state === "not in this session") {
@@ -992,7 +995,7 @@ async function checkJson() {
     go.disabled = true;
     for (const it of ok) {
       try {
-        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false, approve: it.digest });
+        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false, approve: it.digest, origin: "import" });
         const still = [];
         for (const m of done.missing_secrets || []) {
           const k = typeof m === "string" ? m : m.name || m.key;

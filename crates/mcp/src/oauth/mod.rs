@@ -350,6 +350,12 @@ impl Authorizer {
         }
     }
 
+    /// Whether a sign-in (a token record) is stored for this server: what "Sign out" would
+    /// forget. Never the tokens.
+    pub fn signed_in(&self) -> bool {
+        !self.settings.store.keys(&token_key(&self.resource_id(), "")).is_empty()
+    }
+
     /// Forgets every token and client registration stored for this server (`gosling auth
     /// NAME --forget`); the next request signs in afresh. Returns how many records went.
     pub fn forget_all(&self) -> usize {
