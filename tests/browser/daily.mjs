@@ -312,10 +312,16 @@ async function main() {
   //    Per tool, for every session: the Extensions dialog's tool list sets goose's permission.
   await page.click("#open-extensions");
   await page.click("#ext-list li[data-name=developer] summary");
+  //    Another tab sets another tool's level meanwhile (after this page read the levels): the
+  //    page sets only its own tool's, through POST /config/permissions, and both stay.
+  must((await gosling("POST", "/config/permissions", { tool_permissions: [{ tool_name: "other__tool", permission: "never_allow" }] })).status === 200, "the other tab's change");
+  const sent = page.waitForRequest((r) => r.url().endsWith("/config/permissions") && r.method() === "POST");
   await page.selectOption("#ext-list select[data-tool=developer__shell]", "always_allow");
+  must(JSON.parse((await sent).postData()).tool_permissions[0].tool_name === "developer__shell", "the page did not set one tool's level");
   await page.waitForSelector("#ext-error:text('developer__shell: always allow.')");
   const perms = (await gosling("GET", "/config")).json.config.tool_permissions;
   must(perms && perms.developer__shell === "always_allow", "tool permission not stored: " + JSON.stringify(perms));
+  must(perms.other__tool === "never_allow", "the other tab's level was overwritten: " + JSON.stringify(perms));
   await shot(page, "tool-permission");
   await page.click("#ext-dialog button.close");
 

@@ -409,6 +409,10 @@ async function main() {
   await page.waitForSelector("#ext-list li[data-name=everything] .badge:text('running')");
   await page.click("#ext-list li[data-name=pyserver] summary");
   await shot(page, "extensions");
+  //    Recorded as an import (issue 38 item 10), as `gosling import` records it, not as a link.
+  const listed = await (await fetch(base + "/config/extensions", { headers: { "X-Secret-Key": SECRET } })).json();
+  const origins = listed.extensions.filter((e) => e.name === "pyserver" || e.name === "everything").map((e) => (e.gosling_consent || {}).origin);
+  if (origins.length !== 2 || origins.some((o) => o !== "import")) throw new Error("snippet imports are not recorded as imports: " + JSON.stringify(origins));
 
   // 6b. A remote server behind OAuth: nobody has signed in, so it fails to start, and the page
   //     offers the authorization URL as a "Sign in" link (issue 16).
@@ -426,10 +430,24 @@ async function main() {
   }
   if (await signIn.getAttribute("target") !== "_blank") throw new Error("the Sign in link opens in a new tab");
   await shot(page, "extensions-sign-in");
-  // Its "Sign out" forgets the stored sign-in through POST /config/extensions/{name}/sign_out:
-  // the client gosling registered for the sign-in above is forgotten, and the page says so.
+  //    Nobody signed in yet: no "Sign out" (issue 38 item 10).
+  if (await page.locator("#ext-list li[data-name=locked] button[aria-label='Sign out of locked']").count()) {
+    throw new Error("Sign out is offered for a remote extension that never signed in");
+  }
+  //    The person signs in (the fake approves at once; its redirect lands on gosling's loopback
+  //    listener); reopened, the list offers "Sign out", which forgets the stored sign-in through
+  //    POST /config/extensions/{name}/sign_out, says so, and goes.
+  const landed = await fetch(href);
+  if (landed.status !== 200) throw new Error("the sign-in did not finish: " + landed.status + " " + await landed.text());
+  await page.click("#ext-dialog button.close");
+  await page.click("#open-extensions");
+  await page.locator("#ext-list li[data-name=locked] button[aria-label='Sign out of locked']").scrollIntoViewIfNeeded();
+  await shot(page, "extensions-signed-in");
   await page.click("#ext-list li[data-name=locked] button[aria-label='Sign out of locked']");
   await page.waitForSelector("#ext-error:text-is('locked: signed out.')");
+  //    (the list is drawn again without the button; a timeout here: still offered)
+  await page.waitForSelector("#ext-list li[data-name=locked] button[aria-label='Sign out of locked']", { state: "detached", timeout: 10_000 });
+  await page.waitForSelector("#ext-list li[data-name=locked] .ext-row");
   await page.click("#ext-dialog button.close");
 
   // 7. A tool call card: running, then done with its result.
@@ -494,6 +512,11 @@ async function main() {
   await page.click("#settings-form button[type=submit]");
   await page.waitForSelector("#settings-msg:text('Settings saved.')");
   await page.click("#settings-dialog button.close");
+  //    The session keeps the mode it runs with (issue 38 item 6): switch this one back too.
+  if (await page.isVisible("#session-mode") && await page.inputValue("#session-mode") !== "auto") {
+    await page.selectOption("#session-mode", "auto");
+    await page.waitForSelector("#session-model .mode:text-is('mode: auto')");
+  }
 
   // 10. An MCP elicitation asked inline as a form; the answer reaches the server's tool.
   await llmock(llmPort, [{ type: "reply", tool_calls: [{ name: "everything__trigger-elicitation-request", arguments: {} }] }]);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Streamable HTTP MCP server behind OAuth, with its own authorization server (stdlib only).
 
-    oauth_mcp.py PORT [FIRST_EXPIRES_IN [nodcr]]
+    oauth_mcp.py PORT [FIRST_EXPIRES_IN [nodcr|refusecode]]
 
 Serves on 127.0.0.1:PORT:
   /.well-known/oauth-protected-resource/mcp   protected-resource metadata
@@ -28,7 +28,9 @@ Serves on 127.0.0.1:PORT:
   POST /admin/expire                          every access token issued so far expires
 
 The first access token lives FIRST_EXPIRES_IN seconds (default 3600); later ones an hour.
-With `nodcr` the authorization server offers no registration endpoint.
+With `nodcr` the authorization server offers no registration endpoint. With `refusecode` the
+token endpoint refuses every authorization code with `invalid_grant` and an `error_description`
+that repeats the code and holds a terminal escape.
 """
 
 import base64
@@ -44,6 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 PORT = int(sys.argv[1])
 FIRST_EXPIRES_IN = int(sys.argv[2]) if len(sys.argv) > 2 else 3600
 NO_DCR = len(sys.argv) > 3 and sys.argv[3] == "nodcr"
+REFUSE_CODE = len(sys.argv) > 3 and sys.argv[3] == "refusecode"
 BASE = f"http://127.0.0.1:{PORT}"
 RESOURCE = f"{BASE}/mcp"
 
@@ -200,6 +203,9 @@ class Handler(BaseHTTPRequestHandler):
             f = dict(urllib.parse.parse_qsl(raw.decode()))
             grant = f.get("grant_type")
             with lock:
+                if grant == "authorization_code" and REFUSE_CODE:
+                    return self.send_json(400, {"error": "invalid_grant", "error_description":
+                                                f"authorization code {f.get('code', '')} expired\x1b[2J; sign in again"})
                 if grant == "authorization_code":
                     entry = codes.pop(f.get("code", ""), None)
                     if (entry is None or entry[0] != f.get("client_id") or s256(f.get("code_verifier", "")) != entry[1]

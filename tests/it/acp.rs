@@ -295,6 +295,10 @@ fn sdk_load_after_restart_replays_and_sessions_cross_to_the_web_api_and_back() {
     assert_eq!(responses(&t, "session/prompt")[0]["result"]["stopReason"], "end_turn");
     let missing = &responses(&t, "session/load")[1];
     assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    // An unknown id: no session has it, and how to list them (not "open it with session/load").
+    let said = missing["error"]["message"].as_str().unwrap();
+    assert!(said.contains("no session has this id") && said.contains("session/list"), "{missing}");
+    assert!(!said.contains("session/load"), "{missing}");
     let not_open = &responses(&t, "session/prompt")[1];
     assert!(not_open["error"]["message"].as_str().unwrap().contains("open it with session/load first"), "{not_open}");
     // The web page's API reads the same store: resume there, and the conversation is whole.

@@ -173,3 +173,21 @@ fn a_link_never_silently_replaces_an_installed_extension() {
         assert_eq!(r.status, 200, "{}", r.text());
     }
 }
+
+/// The web page's pasted `mcpServers` snippet installs each server as its link, recorded as an
+/// import (as `gosling import` does), not as a link; another origin is refused, saying which.
+#[test]
+fn a_snippet_import_from_the_page_is_recorded_as_an_import() {
+    let s = server_with_gosling_on_path(vec![]);
+    let link = "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=snip";
+    let dry = s.post("/extensions/install", json!({"link": link, "dry_run": true}));
+    let digest = dry.json()["digest"].as_str().unwrap().to_string();
+    let bad = s.post("/extensions/install", json!({"link": link, "approve": digest, "origin": "recipe"}));
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.text().contains("not one of link or import"), "{}", bad.text());
+    let r = s.post("/extensions/install", json!({"link": link, "approve": digest, "origin": "import"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let entries = s.get("/config/extensions").json();
+    let snip = entries["extensions"].as_array().unwrap().iter().find(|e| e["name"] == "snip").unwrap().clone();
+    assert_eq!(snip["gosling_consent"]["origin"], "import", "{snip}");
+}

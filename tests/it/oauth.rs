@@ -346,3 +346,62 @@ fn a_private_key_and_an_enterprise_identity_provider_from_the_extension_config()
     );
     assert!(!add.text().contains("AAAA"), "the key is never repeated: {}", add.text());
 }
+
+#[test]
+fn a_refused_code_shows_the_authorization_servers_words_escaped_and_without_the_code() {
+    // The token endpoint refuses the code with `invalid_grant` and a description that repeats
+    // the code and holds a terminal escape (tests/fakes/oauth_mcp.py `refusecode`).
+    let fake = fake(&["3600", "refusecode"]);
+    let home = TempDir::new("auth-refused");
+    std::fs::create_dir_all(home.join("config")).unwrap();
+    let mut entry = ext(&fake);
+    entry["enabled"] = json!(true);
+    std::fs::write(home.join("config/config.json"), json!({"extensions": {"remote": entry}}).to_string()).unwrap();
+    let mut auth = AuthCli::start(&home, &["remote"]);
+    let url = auth.next_url();
+    let (_, page) = browse(&url);
+    let (out, rest) = auth.finish();
+    assert!(!out.status.success(), "{rest}");
+    let said = format!("{}{rest}", auth_text(&out));
+    assert!(
+        said.contains("invalid_grant (the authorization server says: \"authorization code [redacted] expired"),
+        "{said}"
+    );
+    assert!(said.contains("\\u{1b}[2J; sign in again"), "the escape is shown escaped: {said}");
+    assert!(!said.contains('\u{1b}') && !page.contains('\u{1b}'), "a raw terminal escape: {said}");
+}
+
+fn auth_text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The web page offers "Sign out" only where a sign-in is stored: `GET /config/extensions`
+/// names those extensions (`signed_in`), never their tokens; none before a sign-in, none after
+/// the sign-out.
+#[test]
+fn the_extension_list_says_which_remote_extensions_have_a_stored_sign_in() {
+    let fake = fake(&[]);
+    let s = Server::start();
+    let listed = |s: &Server| {
+        let r = s.get("/config/extensions");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+    let mut never = ext(&fake);
+    never["name"] = json!("never");
+    let add = s.post("/config/extensions", json!({"name": "never", "enabled": false, "config": never}));
+    assert_eq!(add.status, 200, "{}", add.text());
+    assert_eq!(listed(&s)["signed_in"], json!([]), "a remote extension that never signed in");
+    let id = signed_in_session(&s, "remote", &ext(&fake));
+    assert_eq!(whoami(&s, &id).status, 200);
+    let l = listed(&s);
+    // "never" points at the same server: the sign-in is the server's, so both show it.
+    let names: Vec<&str> = l["signed_in"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(names.contains(&"remote"), "{l}");
+    for tok in stats(&fake)["tokens"].as_array().unwrap() {
+        assert!(!l.to_string().contains(tok.as_str().unwrap()), "a token in the list: {l}");
+    }
+    let out = s.post("/config/extensions/remote/sign_out", json!({}));
+    assert_eq!(out.status, 200, "{}", out.text());
+    assert_eq!(listed(&s)["signed_in"], json!([]), "signed out");
+}

@@ -112,3 +112,17 @@ fn a_slow_starting_server_is_not_taken_for_a_legacy_one() {
     assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
     assert!(v["negotiation"].as_str().unwrap().contains("server/discover offered 2026-07-28"), "{v}");
 }
+
+/// A command that prints something other than JSON-RPC on stdout (a banner, a log line): the
+/// probe says so and shows what it printed, escaped and capped, not only that no answer came.
+#[test]
+fn a_server_printing_non_json_is_named_with_what_it_printed() {
+    let home = TempDir::new("probe-junk");
+    let script = format!("printf 'Listening on port 8080 \\033[2J%s\\n' {}; sleep 20", "x".repeat(400));
+    let (ok, _, err) = probe(&home, &["--timeout", "2", "--", "/bin/sh", "-c", &script]);
+    assert!(!ok);
+    assert!(err.contains("printed something that is not JSON-RPC on stdout"), "{err}");
+    assert!(err.contains("\"Listening on port 8080 \\u{1b}[2Jxxx"), "the excerpt, escaped: {err}");
+    assert!(!err.contains('\u{1b}'), "a raw terminal escape: {err}");
+    assert!(err.contains("xxx…\"") && !err.contains(&"x".repeat(300)), "the excerpt is capped: {err}");
+}

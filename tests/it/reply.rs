@@ -309,6 +309,8 @@ fn no_provider_is_an_error_event_naming_the_settings() {
     assert_eq!(events.len(), 1);
     let e = events[0]["error"].as_str().unwrap();
     assert!(e.contains("GOOSE_PROVIDER"), "{e}");
+    // The fix for each front end: the page's Settings, Desktop's and ACP's config call.
+    assert!(e.contains("Settings") && e.contains("_goose/unstable/config/upsert"), "{e}");
     let none = ReplyStream::open(&s, "no-such-session", user_text("hi")).all();
     assert!(none[0]["error"].as_str().unwrap().contains("Failed to read session"));
 }

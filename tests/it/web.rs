@@ -124,3 +124,54 @@ fn the_first_start_gives_new_sessions_the_developer_builtin() {
     let s = Server::start();
     assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]));
 }
+
+/// The page's per-tool permission (goosed's `POST /config/permissions`): each change sets one
+/// tool's level in one locked update on the server, so two tabs changing different tools at
+/// once both keep theirs (the page once read the whole map, changed it and wrote it back);
+/// `null` leaves a tool to the mode; what is not a level is refused, saying what to send.
+#[test]
+fn tool_permissions_are_set_one_tool_at_a_time_and_concurrent_tabs_keep_both() {
+    let s = Server::start();
+    let set = |tool: &str, level: serde_json::Value| {
+        s.post(
+            "/config/permissions",
+            serde_json::json!({"tool_permissions": [{"tool_name": tool, "permission": level}]}),
+        )
+    };
+    let r = set("developer__shell", "never_allow".into());
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Two tabs at once, each setting another tool, many times over.
+    std::thread::scope(|scope| {
+        for tab in 0..2 {
+            let set = &set;
+            scope.spawn(move || {
+                for i in 0..20 {
+                    let r = set(&format!("tab{tab}__tool{i}"), "always_allow".into());
+                    assert_eq!(r.status, 200, "{}", r.text());
+                }
+            });
+        }
+    });
+    let levels = s.get("/config").json()["config"]["tool_permissions"].clone();
+    assert_eq!(levels["developer__shell"], "never_allow", "{levels}");
+    for tab in 0..2 {
+        for i in 0..20 {
+            assert_eq!(levels[format!("tab{tab}__tool{i}")], "always_allow", "tab {tab}'s tool {i} lost: {levels}");
+        }
+    }
+    // null: back to the mode; the others stay.
+    assert_eq!(set("developer__shell", serde_json::Value::Null).status, 200);
+    let levels = s.get("/config").json()["config"]["tool_permissions"].clone();
+    assert!(levels.get("developer__shell").is_none() && levels["tab0__tool0"] == "always_allow", "{levels}");
+    // Refusals say what to send, and change nothing.
+    let bad = set("developer__shell", "sometimes".into());
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("use always_allow, ask_before or never_allow"), "{}", bad.text());
+    let bad = set("", "always_allow".into());
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("name a tool"), "{}", bad.text());
+    let bad = s.post("/config/permissions", serde_json::json!({"tool_permissions": [{"tool_name": "x__y"}]}));
+    assert_eq!(bad.status, 422, "{}", bad.text());
+    assert!(bad.text().contains("permission"), "{}", bad.text());
+    assert_eq!(s.get("/config").json()["config"]["tool_permissions"], levels);
+}

@@ -410,18 +410,15 @@ fn set_permissions(agent: &Agent, p: &Value) -> Reply {
         .get("toolPermissions")
         .and_then(Value::as_array)
         .ok_or_else(|| invalid_params("`toolPermissions` must be an array of {toolName, permission}"))?;
-    let mut stored = permissions(agent);
-    for e in list {
-        let tool = str_param(e, "toolName")?;
-        let level = str_param(e, "permission")?;
-        if !matches!(level, "always_allow" | "ask_before" | "never_allow") {
-            return Err(invalid_params(format!(
-                "permission {level:?} of {tool}: use always_allow, ask_before or never_allow"
-            )));
-        }
-        stored.insert(tool.to_string(), json!(level));
-    }
-    settings::upsert(&agent.app, TOOL_PERMISSIONS, Value::Object(stored), false).map_err(setting_error)?;
+    let levels = list
+        .iter()
+        .map(|e| Ok((str_param(e, "toolName")?.to_string(), Some(str_param(e, "permission")?.to_string()))))
+        .collect::<Result<Vec<_>, ErrorObject>>()?;
+    // The core's one atomic update (the rules and the merge are there, for every front end).
+    settings::set_tool_permissions(&agent.app, &levels).map_err(|e| match e {
+        gosling_agent::Error::BadPermission(why) => invalid_params(why),
+        e => setting_error(e),
+    })?;
     Ok(json!({}))
 }
 

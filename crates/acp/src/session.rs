@@ -101,7 +101,7 @@ pub(crate) fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObjec
 pub(crate) fn session_not_found(id: &str) -> ErrorObject {
     ErrorObject::new(
         RESOURCE_NOT_FOUND,
-        format!("Session {id} not found; create one with session/new or open it with session/load"),
+        format!("Session {id} not found: no session has this id; list them with session/list, or create one with session/new"),
     )
 }
 
@@ -118,6 +118,7 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         | E::MissingSecrets { .. }
         | E::Refused(_)
         | E::BadName(_)
+        | E::BadPermission(_)
         | E::UnknownProvider(_)
         | E::NoModel
         | E::NotConfigured(_)) => invalid_params(e.to_string()),

@@ -47,6 +47,9 @@ pub enum Error {
     NoModel,
     /// No extension in the config has this key.
     NotConfigured(String),
+    /// A tool permission with an empty or too long tool name, or a level other than goose's
+    /// three (the message says which).
+    BadPermission(String),
 }
 
 impl fmt::Display for Error {
@@ -72,7 +75,7 @@ impl fmt::Display for Error {
             Error::UnknownMode(m) => {
                 write!(f, "unknown mode {m:?}; {m:?} is not a mode gosling knows: use auto, approve, smart_approve or chat")
             }
-            Error::BadName(why) => f.write_str(why),
+            Error::BadName(why) | Error::BadPermission(why) => f.write_str(why),
             Error::UnknownProvider(p) => {
                 write!(f, "provider {p:?} is not supported by gosling; use openai, anthropic or ollama")
             }
@@ -104,6 +107,7 @@ impl std::error::Error for Error {
             | Error::MissingSecrets { .. }
             | Error::UnknownMode(_)
             | Error::BadName(_)
+            | Error::BadPermission(_)
             | Error::UnknownProvider(_)
             | Error::NoModel
             | Error::NotConfigured(_) => None,

@@ -64,6 +64,39 @@ pub fn upsert(host: &Host, key: &str, value: Value, is_secret: bool) -> Result<(
     Ok(())
 }
 
+/// goose's per-tool permission levels (`PermissionLevel`).
+pub const PERMISSION_LEVELS: [&str; 3] = ["always_allow", "ask_before", "never_allow"];
+
+/// Sets the permission level of each tool named (`(tool, level)`; `None` removes the tool's
+/// level, which leaves it to the session's mode), leaving every other tool's as it is, in one
+/// locked update of the config (goosed's `/config/permissions`, ACP's `tools/permissions/set`,
+/// the web page's tool list): two clients setting different tools at once both keep theirs.
+/// Nothing is written when one pair is refused.
+pub fn set_tool_permissions(host: &Host, levels: &[(String, Option<String>)]) -> Result<(), Error> {
+    for (tool, level) in levels {
+        if tool.trim().is_empty() || tool.len() > 256 || tool.chars().any(char::is_control) {
+            return Err(Error::BadPermission(format!(
+                "tool name {:?}: name a tool (`extension__tool`, at most 256 bytes, one line)",
+                gosling_util::printable(&tool.chars().take(64).collect::<String>())
+            )));
+        }
+        let Some(level) = level else { continue };
+        if !PERMISSION_LEVELS.contains(&level.as_str()) {
+            return Err(Error::BadPermission(format!(
+                "permission {:?} of {tool}: use always_allow, ask_before or never_allow",
+                gosling_util::printable(&level.chars().take(64).collect::<String>())
+            )));
+        }
+    }
+    let entries: Vec<(String, Option<Value>)> =
+        levels.iter().map(|(t, l)| (t.clone(), l.clone().map(Value::String))).collect();
+    host.store.set_entries(TOOL_PERMISSIONS, &entries).map_err(Error::Store)?;
+    let said: Vec<String> =
+        levels.iter().map(|(t, l)| format!("{t}={}", l.as_deref().unwrap_or("(the mode)"))).collect();
+    log::info!("tool permissions set: {}", said.join(", "));
+    Ok(())
+}
+
 /// Removes a setting; false when it was not set.
 pub fn remove(host: &Host, key: &str, is_secret: bool) -> Result<bool, Error> {
     check_key(key)?;

@@ -4,14 +4,41 @@ use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
 use gosling_agent::settings;
-use gosling_extensions::config::{name_to_key, ExtensionConfig};
+use gosling_extensions::config::{name_to_key, ExtensionConfig, ExtensionEntry};
 use serde_json::{json, Value};
 
 type R = Result<Response, ApiError>;
 
 pub fn get_extensions(app: &App) -> R {
     let ex = app.config_extensions()?;
-    Ok(Response::json(200, &json!({ "extensions": ex.entries, "warnings": ex.warnings })))
+    // gosling's addition: the names of the remote extensions with a stored sign-in (so the web
+    // page offers "Sign out" only there). Whether, never the tokens; beside the entries, which
+    // clients send back as configs.
+    let signed_in: Vec<&str> = ex
+        .entries
+        .iter()
+        .filter(|e| authorizer(app, e).is_some_and(|a| a.signed_in()))
+        .map(|e| e.config.name())
+        .collect();
+    Ok(Response::json(200, &json!({ "extensions": ex.entries, "warnings": ex.warnings, "signed_in": signed_in })))
+}
+
+/// The sign-in of a `streamable_http` entry (its stored tokens, in the secrets store).
+fn authorizer(app: &App, entry: &ExtensionEntry) -> Option<gosling_mcp::oauth::Authorizer> {
+    let gosling_extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
+        return None;
+    };
+    let settings = gosling_mcp::oauth::Settings {
+        client_id: None,
+        client_secret: None,
+        scopes: Vec::new(),
+        client_metadata_url: None,
+        client_name: "gosling".into(),
+        sign_in: gosling_mcp::oauth::SignIn::Follow,
+        store: app.sign_in_tokens(),
+    };
+    let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
+    Some(gosling_mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings))
 }
 
 pub fn post_extension(app: &App, req: &Request) -> R {
@@ -65,23 +92,13 @@ pub fn sign_out(app: &App, raw_name: &str) -> R {
     let Some(entry) = app.config_extension(&key)? else {
         return Err(ApiError::not_found(format!("Extension not found: no persisted extension has the key {key:?}")));
     };
-    let gosling_extensions::config::Kind::StreamableHttp { uri, .. } = &entry.config.kind else {
+    let Some(sign_in) = authorizer(app, &entry) else {
         return Err(ApiError::bad_request(format!(
             "extension {name:?} has type `{}`; only streamable_http extensions sign in",
             entry.config.type_name()
         )));
     };
-    let settings = gosling_mcp::oauth::Settings {
-        client_id: None,
-        client_secret: None,
-        scopes: Vec::new(),
-        client_metadata_url: None,
-        client_name: "gosling".into(),
-        sign_in: gosling_mcp::oauth::SignIn::Follow,
-        store: app.sign_in_tokens(),
-    };
-    let timeout = std::time::Duration::from_secs(entry.config.timeout_secs().max(1));
-    let n = gosling_mcp::oauth::Authorizer::new(uri, entry.config.name(), timeout, settings).forget_all();
+    let n = sign_in.forget_all();
     log::info!("extension {key}: signed out ({n} stored records forgotten)");
     Ok(Response::json(200, &json!({ "forgotten": n })))
 }
@@ -124,6 +141,43 @@ pub fn upsert(app: &App, req: &Request) -> R {
     let u: Upsert = req.json()?;
     settings::upsert(app, &u.key, u.value, u.is_secret).map_err(setting_error)?;
     Ok(Response::json(200, &Value::String(format!("Upserted key {}", u.key))))
+}
+
+#[derive(serde::Deserialize)]
+struct ToolPermission {
+    tool_name: String,
+    /// goose's `PermissionLevel`; `null` (gosling's addition, the web page's "as the mode
+    /// says") removes the tool's level.
+    permission: Value,
+}
+
+#[derive(serde::Deserialize)]
+struct UpsertPermissions {
+    tool_permissions: Vec<ToolPermission>,
+}
+
+/// goosed's `POST /config/permissions`: sets the level of each tool named (`null`: removed),
+/// leaving the others' (`settings::set_tool_permissions`, one locked update: two tabs setting
+/// different tools both keep theirs).
+pub fn upsert_permissions(app: &App, req: &Request) -> R {
+    let body: UpsertPermissions = req.json()?;
+    let levels = body
+        .tool_permissions
+        .into_iter()
+        .map(|p| match p.permission {
+            Value::Null => Ok((p.tool_name, None)),
+            Value::String(level) => Ok((p.tool_name, Some(level))),
+            other => Err(ApiError::bad_request(format!(
+                "permission {other} of {}: use always_allow, ask_before, never_allow or null (as the mode says)",
+                gosling_util::printable(&p.tool_name)
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    settings::set_tool_permissions(app, &levels).map_err(|e| match e {
+        gosling_agent::Error::BadPermission(why) => ApiError::bad_request(why),
+        e => setting_error(e),
+    })?;
+    Ok(Response::json(200, &Value::String("Permissions updated".into())))
 }
 
 pub fn read(app: &App, req: &Request) -> R {

@@ -91,6 +91,7 @@ impl From<gosling_agent::Error> for ApiError {
             | E::UnknownMode(_)
             | E::MissingSecrets { .. }
             | E::BadName(_)
+            | E::BadPermission(_)
             | E::UnknownProvider(_)
             | E::NoModel => ApiError::bad_request(e.to_string()),
             E::Busy(_) | E::RequestActive => ApiError::bad_request(e.to_string()),

@@ -24,10 +24,25 @@ struct InstallReq {
     /// The summary's `digest` the person approved; required to save unless allowlisted.
     #[serde(default)]
     approve: Option<String>,
+    /// Where the link came from, recorded with the approval: `link` (the default) or `import`
+    /// (the page's pasted `mcpServers` snippet, each server turned into its link, as `gosling
+    /// import` does). A record only: the same checks apply either way.
+    #[serde(default)]
+    origin: Option<String>,
 }
 
 pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     let r: InstallReq = req.json()?;
+    let origin = match r.origin.as_deref() {
+        None | Some("link") => consent::Origin::Link,
+        Some("import") => consent::Origin::Import,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "`origin` {:?} is not one of link or import; leave it out for a link",
+                gosling_util::printable(&other.chars().take(64).collect::<String>())
+            )))
+        }
+    };
     let present = |name: &str| app.secret_stored(name);
     let plan = deeplink::plan_install(&r.link, app.policy(), &present)?;
     for w in &plan.warnings {
@@ -52,7 +67,7 @@ pub fn install(app: &App, req: &Request) -> Result<Response, ApiError> {
     if !r.dry_run {
         // 428 when nothing approved it, 409 when the approval is for another launch.
         consent::check_approval(&entry.config, r.approve.as_deref(), app.policy())?;
-        consent::stamp(&mut entry.config, consent::Origin::Link);
+        consent::stamp(&mut entry.config, origin);
         let existed = app.keep_config_extension(&entry)?;
         log::info!(
             "install: extension {key} {} (enabled: {})",

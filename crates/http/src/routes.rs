@@ -320,6 +320,7 @@ const ROUTES: &[(&str, &str, Handler)] = &[
     ("DELETE", "/config/extensions/{name}", |a, _, name| config::delete_extension(a, name)),
     ("POST", "/config/extensions/{name}/sign_out", |a, _, name| config::sign_out(a, name)),
     ("POST", "/config/upsert", |a, r, _| config::upsert(a, r)),
+    ("POST", "/config/permissions", |a, r, _| config::upsert_permissions(a, r)),
     ("POST", "/config/read", |a, r, _| config::read(a, r)),
     ("POST", "/config/remove", |a, r, _| config::remove(a, r)),
     ("POST", "/agent/start", |a, r, _| agent::start(a, r)),

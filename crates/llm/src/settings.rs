@@ -58,7 +58,9 @@ pub const OLLAMA_DEFAULT_HOST: &str = "http://localhost:11434";
 pub const ANTHROPIC_DEFAULT_HOST: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_PATH: &str = "v1/messages";
 
-const HOW_TO_CONFIGURE: &str = "set GOOSE_PROVIDER (openai, ollama or anthropic) and GOOSE_MODEL, plus OPENAI_HOST/OPENAI_API_KEY for OpenAI-compatible servers, OLLAMA_HOST for Ollama, or ANTHROPIC_API_KEY for Anthropic (in the environment or the config store)";
+/// How to choose a provider, for each front end: the web page's Settings, goose Desktop and
+/// ACP clients through the config calls, scripts through the variables.
+const HOW_TO_CONFIGURE: &str = "choose one in the web page's Settings; from goose Desktop or an ACP client, store GOOSE_PROVIDER and GOOSE_MODEL with _goose/unstable/config/upsert (goosed's API: POST /config/upsert); in scripts, set GOOSE_PROVIDER (openai, ollama or anthropic) and GOOSE_MODEL, plus OPENAI_HOST/OPENAI_API_KEY for OpenAI-compatible servers, OLLAMA_HOST for Ollama, or ANTHROPIC_API_KEY for Anthropic (in the environment or the config store; a key with `gosling secret set NAME`)";
 
 /// The provider names we accept, mapped to the canonical one.
 pub fn canonical_provider(name: &str) -> Option<&'static str> {
@@ -94,7 +96,7 @@ impl Settings {
             Error::NotConfigured(format!("GOOSE_PROVIDER={provider_raw:?} is not supported; use openai (any OpenAI-compatible server), ollama or anthropic"))
         })?;
         let model = chosen(overrides.1, "GOOSE_MODEL").ok_or_else(|| {
-            Error::NotConfigured(format!("GOOSE_PROVIDER is {provider} but no model is set; set GOOSE_MODEL"))
+            Error::NotConfigured(format!("GOOSE_PROVIDER is {provider} but no model is set; name one in the web page's Settings, or set GOOSE_MODEL (_goose/unstable/config/upsert, POST /config/upsert, or the environment)"))
         })?;
         let num = |k: &str, default: u64| -> Result<u64, Error> {
             get(k).map_or(Ok(default), |v| {
@@ -237,6 +239,11 @@ mod tests {
             assert!(m.contains(k), "{m} should name {k}");
         }
         assert!(m.starts_with("llm: "));
+        // Each front end's fix: the page's Settings, Desktop's and ACP's config call, scripts'.
+        for fix in ["web page's Settings", "_goose/unstable/config/upsert", "POST /config/upsert", "gosling secret set"]
+        {
+            assert!(m.contains(fix), "{m} should name {fix}");
+        }
     }
 
     #[test]

@@ -716,7 +716,26 @@ impl Client {
             Err(e) => {
                 transport.close();
                 let stderr = transport.diagnostics();
+                let junk = transport.stdout_junk().map(|j| {
+                    format!(
+                        "the server printed something that is not JSON-RPC on stdout: \"{j}\"; an MCP stdio server must write only JSON-RPC messages there (logs go to stderr): check the command and its arguments"
+                    )
+                });
                 return Err(match e {
+                    Error::Timeout { after, .. } if junk.is_some() => Error::Other(format!(
+                        "{}: no answer to initialize within {after:?}: {}{}",
+                        opts.extension,
+                        junk.unwrap_or_default(),
+                        if stderr.is_empty() { String::new() } else { format!("; stderr: {stderr}") }
+                    )),
+                    Error::Closed { .. } if junk.is_some() => Error::Closed {
+                        detail: format!(
+                            "{}: process quit before initialization: {}{}",
+                            opts.extension,
+                            junk.unwrap_or_default(),
+                            if stderr.is_empty() { String::new() } else { format!("; stderr = {stderr}") }
+                        ),
+                    },
                     Error::Closed { .. } if !stderr.is_empty() => Error::Closed {
                         detail: format!("{}: process quit before initialization: stderr = {stderr}", opts.extension),
                     },

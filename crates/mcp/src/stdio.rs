@@ -308,6 +308,8 @@ fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
 /// thread.
 struct Stdout {
     lines: Mutex<Lines<ChildStdout>>,
+    /// `Lines::junk`, read without holding `lines`.
+    junk: Arc<OnceLock<String>>,
     /// The pipe's descriptor, for the reader thread to wait on without holding `lines`
     /// (valid while `lines` owns the pipe, as long as this).
     fd: std::os::fd::RawFd,
@@ -329,13 +331,18 @@ struct Lines<R> {
     ended: Option<String>,
     /// Bytes read so far (what a lead reads early is bounded by it).
     total: u64,
+    /// The first line that was not JSON-RPC (printable, capped), for the error when no answer
+    /// to initialize comes: the server writes something else on stdout.
+    junk: Arc<OnceLock<String>>,
 }
 
 impl Stdout {
     fn new(extension: &str, pipe: ChildStdout) -> Stdout {
+        let lines = Lines::new(extension, pipe);
         Stdout {
-            fd: pipe.as_raw_fd(),
-            lines: Mutex::new(Lines::new(extension, pipe)),
+            fd: lines.pipe.as_raw_fd(),
+            junk: lines.junk.clone(),
+            lines: Mutex::new(lines),
             leads: AtomicU64::new(0),
             reader: OnceLock::new(),
         }
@@ -384,6 +391,7 @@ impl<R: Read> Lines<R> {
             buf: Vec::new(),
             ended: None,
             total: 0,
+            junk: Arc::new(OnceLock::new()),
         }
     }
 
@@ -396,7 +404,7 @@ impl<R: Read> Lines<R> {
             match self.pipe.read(&mut self.chunk) {
                 Ok(0) => {
                     // A last line without its newline still counts.
-                    line(&self.extension, &self.buf, deliver);
+                    line(&self.extension, &self.buf, &self.junk, deliver);
                     self.buf.clear();
                     self.ended = Some("the process closed its stdout (exited)".into());
                 }
@@ -423,7 +431,7 @@ impl<R: Read> Lines<R> {
         let mut at = from;
         while let Some(i) = self.buf[at..].iter().position(|&b| b == b'\n') {
             let end = at + i;
-            line(&self.extension, &self.buf[start..end], deliver);
+            line(&self.extension, &self.buf[start..end], &self.junk, deliver);
             start = end + 1;
             at = start;
         }
@@ -438,8 +446,12 @@ impl<R: Read> Lines<R> {
     }
 }
 
-/// One line from `extension`'s stdout: a message for `deliver`, or junk skipped with a warning.
-fn line(extension: &str, line: &[u8], deliver: &mut dyn FnMut(Message)) {
+/// Characters of a line that is not JSON-RPC kept for an error message.
+const JUNK_SHOWN: usize = 200;
+
+/// One line from `extension`'s stdout: a message for `deliver`, or junk skipped with a warning
+/// (the first one kept in `junk`, printable and capped).
+fn line(extension: &str, line: &[u8], junk: &OnceLock<String>, deliver: &mut dyn FnMut(Message)) {
     let text = line.trim_ascii();
     if text.is_empty() {
         return;
@@ -450,6 +462,12 @@ fn line(extension: &str, line: &[u8], deliver: &mut dyn FnMut(Message)) {
         Err(e) => {
             let shown: String = String::from_utf8_lossy(&text[..text.len().min(200)]).into_owned();
             log::warn!("mcp {extension}: skipping a line that is not JSON-RPC ({e}): {shown:?}");
+            let _ = junk.get_or_init(|| {
+                let all = String::from_utf8_lossy(text);
+                let capped: String = all.chars().take(JUNK_SHOWN).collect();
+                let more = if capped.len() < all.len() { "…" } else { "" };
+                format!("{}{more}", gosling_util::printable(&capped))
+            });
         }
     }
 }
@@ -611,6 +629,10 @@ impl Transport for StdioTransport {
 
     fn close(&self) {
         self.ladder();
+    }
+
+    fn stdout_junk(&self) -> Option<String> {
+        self.stdout.junk.get().cloned()
     }
 
     fn diagnostics(&self) -> String {

@@ -28,6 +28,12 @@ pub trait Transport: Send + Sync {
     /// and called from `Drop` of the client as well.
     fn close(&self);
 
+    /// The first thing a child printed on stdout that is not JSON-RPC (printable, capped), for
+    /// the error when it never answers.
+    fn stdout_junk(&self) -> Option<String> {
+        None
+    }
+
     /// Recent diagnostic output (a child's stderr tail), for error messages. May be empty.
     fn diagnostics(&self) -> String {
         String::new()

@@ -84,6 +84,26 @@ impl ConfigStore {
         })
     }
 
+    /// Sets (`Some`) or removes (`None`) `entries` inside the object under `key` (made an
+    /// object if it is none), in one locked read-modify-write: two writers of different entries
+    /// both keep theirs.
+    pub fn set_entries(&self, key: &str, entries: &[(String, Option<Value>)]) -> Result<(), Error> {
+        atomic::update_json(&self.config_path, |doc| {
+            let slot = doc.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+            if !slot.is_object() {
+                *slot = Value::Object(Map::new());
+            }
+            if let Some(m) = slot.as_object_mut() {
+                for (k, v) in entries {
+                    match v {
+                        Some(v) => m.insert(k.clone(), v.clone()),
+                        None => m.remove(k),
+                    };
+                }
+            }
+        })
+    }
+
     pub fn remove(&self, key: &str) -> Result<bool, Error> {
         atomic::update_json(&self.config_path, |doc| doc.remove(key).is_some())
     }

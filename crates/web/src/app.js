@@ -762,6 +762,7 @@ async function refreshExtensions() {
     cur ? apiJson("GET", "/agent/tools?session_id=" + encodeURIComponent(cur.id)).catch(() => null) : null]);
   const inSession = cur ? ((await apiJson("GET", "/sessions/" + cur.id + "/extensions").catch(() => ({}))).extensions || []).map((e) => e.name) : [];
   $("ext-warnings").replaceChildren(...(r.warnings || []).map((t) => el("li", { text: t })));
+  const signedIn = r.signed_in || [];
   const list = $("ext-list");
   list.replaceChildren();
   for (const ext of r.extensions || []) {
@@ -794,11 +795,13 @@ async function refreshExtensions() {
           if (cur) await api("POST", "/agent/remove_extension", { session_id: cur.id, name: ext.name }).catch(() => {});
           await refreshExtensions();
         }, $("ext-error")), { "aria-label": "Remove " + ext.name })));
-    if (ext.type === "streamable_http") {
-      // Forgets the stored sign-in (tokens and the registered client); the next use signs in anew.
+    if (ext.type === "streamable_http" && signedIn.includes(ext.name)) {
+      // Forgets the stored sign-in (tokens and the registered client); the next use signs in
+      // anew. Offered only where a sign-in is stored (the server's `signed_in` list).
       item.querySelector(".ext-row").append(button("Sign out", () => guard(async () => {
         const r = await apiJson("POST", "/config/extensions/" + encodeURIComponent(ext.name) + "/sign_out", {});
         $("ext-error").textContent = ext.name + ": signed out" + (r.forgotten ? "" : " (no stored sign-in)") + ".";
+        await refreshExtensions();
       }, $("ext-error")), { "aria-label": "Sign out of " + ext.name }));
     }
     if (cur && ext.enabled && state === "not in this session") {
@@ -826,11 +829,10 @@ function permissionSelect(tool) {
     el("option", { value: "ask_before", text: "ask before" }), el("option", { value: "never_allow", text: "never allow" }));
   sel.value = toolPermissions[tool] || "";
   sel.addEventListener("change", () => guard(async () => {
-    const c = await apiJson("GET", "/config");
-    const now = Object.assign({}, ((c && c.config) || {}).tool_permissions || {});
-    if (sel.value) now[tool] = sel.value; else delete now[tool];
-    await apiJson("POST", "/config/upsert", { key: "tool_permissions", value: now, is_secret: false });
-    toolPermissions = now;
+    // One tool's level, set by the server in one locked update (another tab's are kept);
+    // null leaves the tool to the mode.
+    await apiJson("POST", "/config/permissions", { tool_permissions: [{ tool_name: tool, permission: sel.value || null }] });
+    if (sel.value) toolPermissions[tool] = sel.value; else delete toolPermissions[tool];
     $("ext-error").textContent = tool + ": " + (sel.value ? sel.value.replace("_", " ") : "as the mode says") + ".";
   }, $("ext-error")));
   return sel;
@@ -993,7 +995,7 @@ async function checkJson() {
     go.disabled = true;
     for (const it of ok) {
       try {
-        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false, approve: it.digest });
+        const done = await apiJson("POST", "/extensions/install", { link: it.link, dry_run: false, approve: it.digest, origin: "import" });
         const still = [];
         for (const m of done.missing_secrets || []) {
           const k = typeof m === "string" ? m : m.name || m.key;

@@ -29,6 +29,31 @@ pub(super) fn form(pairs: &[(&str, impl AsRef<str>)]) -> String {
     pairs.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v.as_ref()))).collect::<Vec<_>>().join("&")
 }
 
+/// Characters of an authorization server's `error_description` repeated in a message.
+pub(super) const DESCRIPTION_MAX: usize = 300;
+
+/// A token endpoint's refusal for a message: `: CODE` (`oauth_error_text`) and, with a
+/// registered code only, the server's `error_description` — its own words to the person signing
+/// in (why the code or the grant was refused) —, capped at `DESCRIPTION_MAX` characters, with
+/// every value of `sent` (what the request carried: the code, the verifier, a refresh token, a
+/// client secret) blanked out, and escaped for a terminal (`util::printable`). An answer without
+/// a registered code (an internal service's error page) stays unrepeated.
+pub(super) fn token_refusal_text(v: &Value, sent: &[&str]) -> String {
+    let mut text = oauth_error_text(v);
+    let description = v.get("error_description").and_then(Value::as_str).map(str::trim).unwrap_or("");
+    if oauth_error_code(v).is_none() || description.is_empty() {
+        return text;
+    }
+    let mut d = description.to_string();
+    for s in sent.iter().filter(|s| s.len() >= 6) {
+        d = d.replace(s, "[redacted]");
+    }
+    let capped: String = d.chars().take(DESCRIPTION_MAX).collect();
+    let more = if capped.len() < d.len() { "…" } else { "" };
+    text.push_str(&format!(" (the authorization server says: \"{}{more}\")", gosling_util::printable(&capped)));
+    text
+}
+
 /// How playing the browser failed: a status other than a redirect or a page, or otherwise.
 pub(super) enum FollowError {
     Refused(u16),
@@ -448,11 +473,21 @@ impl Authorizer {
                 continue;
             }
             if !(200..300).contains(&status) || v.get("access_token").and_then(Value::as_str).is_none() {
+                // What we sent that must never come back in a message: the code, the verifier,
+                // the refresh token, an assertion, the client's secret, the tokens we hold.
+                let mut sent: Vec<&str> = params
+                    .iter()
+                    .filter(|(k, _)| !matches!(*k, "grant_type" | "resource" | "redirect_uri" | "client_id" | "scope"))
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                sent.extend(t.client_secret.as_deref());
+                sent.extend(t.refresh_token.as_deref());
+                sent.push(&t.access_token);
                 return Err(TokenError::Refused {
                     failure: HttpFailure::OAuth(format!(
                         "the token endpoint {} answered {status}{}",
                         display_host(endpoint),
-                        oauth_error_text(&v)
+                        token_refusal_text(&v, &sent)
                     )),
                     code: oauth_error_code(&v).map(str::to_string),
                 });

@@ -351,6 +351,12 @@ impl Authorizer {
         }
     }
 
+    /// Whether a sign-in (a token record) is stored for this server: what "Sign out" would
+    /// forget. Never the tokens.
+    pub fn signed_in(&self) -> bool {
+        !self.settings.store.keys(&token_key(&self.resource_id(), "")).is_empty()
+    }
+
     /// Forgets every token and client registration stored for this server (`gosling auth
     /// NAME --forget`); the next request signs in afresh. Returns how many records went.
     pub fn forget_all(&self) -> usize {
@@ -635,6 +641,17 @@ mod tests {
             ": invalid_grant"
         );
         assert_eq!(t(json!({"error": "db password is hunter2"})), ": an unrecognised error");
+        // A token endpoint's refusal adds the server's own words (only with a registered code),
+        // never a value the request carried (a refresh token it echoes), escaped and capped.
+        let r = |v: Value| flow::token_refusal_text(&v, &["abc123", "verifier-xyz"]);
+        assert_eq!(
+            r(json!({"error": "invalid_grant", "error_description": "token abc123 revoked"})),
+            ": invalid_grant (the authorization server says: \"token [redacted] revoked\")"
+        );
+        assert_eq!(r(json!({"error": "hunter2", "error_description": "hunter2"})), ": an unrecognised error");
+        let long = r(json!({"error": "invalid_grant", "error_description": format!("\u{1b}[31m{}", "x".repeat(500))}));
+        assert!(long.contains("\\u{1b}[31m") && !long.contains('\u{1b}'), "{long}");
+        assert!(long.ends_with("…\")") && long.len() < flow::DESCRIPTION_MAX + 100, "{long}");
         assert_eq!(t(json!({"message": "internal"})), "");
         assert_eq!(oauth_error_code(&json!({"error": "invalid_client"})), Some("invalid_client"));
         assert_eq!(oauth_error_code(&json!({"error": "invalid_client_x"})), None);
