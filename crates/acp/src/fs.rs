@@ -24,7 +24,7 @@ use std::time::Duration;
 const FS_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What the client offered in `clientCapabilities.fs`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FsCaps {
     pub read: bool,
     pub write: bool,

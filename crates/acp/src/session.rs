@@ -4,7 +4,9 @@
 
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
-use crate::protocol::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
+use crate::protocol::{
+    self as acp, invalid_params, Notification, Request, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
+};
 use crate::updates::{self, Live};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
@@ -15,7 +17,7 @@ use gosling_agent::messages as msg;
 use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, SessionQuery, Wait};
 use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
-use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
+use gosling_extensions::config::{runtime_key, ExtensionConfig};
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{LoadResult, ToolDelegate};
 use gosling_store::sessions::Session;
@@ -78,13 +80,12 @@ pub struct Agent {
     /// The client takes ACP's form-mode `elicitation/create` (`clientCapabilities.elicitation.form`).
     forms: AtomicBool,
     open: Mutex<HashMap<String, Arc<Open>>>,
+    /// The sessions this connection sent prompts to: their turns stop when it ends.
+    prompted: Mutex<HashSet<String>>,
     /// Answers goose's own methods (`_goose/…`, the `goose` module), given by whoever wires the
     /// connection, so the standard methods here do not depend on goose's.
     goose: GooseMethods,
 }
-
-/// The prefix of goose's own methods.
-pub const GOOSE_METHODS: &str = "_goose/";
 
 /// The answerer of goose's own methods (`goose::call`).
 pub type GooseMethods = fn(&Arc<Agent>, &str, &Value) -> Reply;
@@ -128,45 +129,6 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
     }
 }
 
-/// An ACP McpServer as a goose extension config: stdio (no `type`, or `stdio`) and `http`
-/// (Streamable HTTP). SSE is refused: MCP replaced it with Streamable HTTP.
-pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
-    let field = format!("mcpServers[{i}]");
-    let name = s
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| invalid_params(format!("{field}: missing `name`")))?;
-    let pairs = |k: &str| -> serde_json::Map<String, Value> {
-        s.get(k)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p.get("name")?.as_str()?.to_string(), p.get("value")?.clone())))
-            .collect()
-    };
-    let v = match s.get("type").and_then(Value::as_str) {
-        None | Some("stdio") => {
-            let cmd = s.get("command").and_then(Value::as_str).ok_or_else(|| invalid_params(format!("{field} ({name}): missing `command`")))?;
-            json!({ "type": "stdio", "name": name, "description": "", "cmd": cmd,
-                    "args": s.get("args").cloned().unwrap_or_else(|| json!([])), "envs": pairs("env") })
-        }
-        Some("http") => {
-            let url = s.get("url").and_then(Value::as_str).ok_or_else(|| invalid_params(format!("{field} ({name}): missing `url`")))?;
-            json!({ "type": "streamable_http", "name": name, "description": "", "uri": url, "headers": pairs("headers") })
-        }
-        Some("sse") => {
-            return Err(invalid_params(format!(
-                "{field} ({name}): {SSE_UNSUPPORTED} (mcpCapabilities.sse is false; pass the server's Streamable HTTP endpoint as type \"http\")"
-            )))
-        }
-        Some(other) => return Err(invalid_params(format!("{field} ({name}): unknown transport type {other:?}; use stdio or http"))),
-    };
-    let c = ExtensionConfig::from_value(v).map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
-    c.validate().map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
-    Ok(c)
-}
-
 /// What waits for a prompt's answer to be written (the model's title of the session).
 #[derive(Default)]
 struct AfterAnswer(Mutex<(bool, Vec<Deferred>)>);
@@ -208,7 +170,10 @@ impl peer::Handler<Wire> for Arc<Agent> {
         Agent::request(self, req)
     }
     fn notification(&self, method: &str, params: Option<Value>) {
-        Agent::notification(self, method, params.unwrap_or(Value::Null))
+        match Notification::parse(method, params) {
+            Ok(n) => Agent::notification(self, n),
+            Err(e) => log::warn!("acp: ignoring the notification {method}: {}", e.message),
+        }
     }
 }
 
@@ -263,54 +228,59 @@ impl Agent {
             fs: Mutex::default(),
             forms: AtomicBool::new(false),
             open: Mutex::default(),
+            prompted: Mutex::default(),
         }
     }
 
     /// Dispatches one request: answered at once, or later from a thread of its own (methods
     /// that start extensions, wait for the model or for the person).
-    pub fn request(self: &Arc<Self>, req: Incoming<'_>) -> peer::Answer {
-        let (method, params) = (req.method.as_str(), req.params.clone().unwrap_or(Value::Null));
-        log::debug!("acp: request {} {method}", req.id);
-        peer::Answer::Now(match method {
-            "initialize" => self.initialize(&params),
-            "authenticate" => self.authenticate(&params),
-            "session/set_mode" => self.set_mode(&params),
-            "session/list" => self.list(&params),
-            "session/delete" => self.delete(&params),
-            "session/close" => self.close(&params),
-            "session/set_config_option" => self.set_config_option(&params),
-            m if m.starts_with(GOOSE_METHODS) => {
+    pub fn request(self: &Arc<Self>, mut req: Incoming<'_>) -> peer::Answer {
+        log::debug!("acp: request {} {}", req.id, req.method);
+        let request = match Request::parse(&req.method, req.params.take()) {
+            Ok(r) => r,
+            Err(e) => return peer::Answer::Now(Err(e)),
+        };
+        peer::Answer::Now(match request {
+            Request::Initialize(p) => self.initialize(&p),
+            Request::Authenticate(p) => self.authenticate(&p),
+            Request::SetMode(p) => self.set_mode(&p),
+            Request::ListSessions(p) => self.list(&p),
+            Request::DeleteSession(p) => self.delete(&p),
+            Request::CloseSession(p) => self.close(&p),
+            Request::SetConfigOption(p) => self.set_config_option(&p),
+            Request::Goose { method, params } => {
                 // Some start extensions or wait for them.
-                let (me, method, goose) = (self.clone(), m.to_string(), self.goose);
+                let (me, goose) = (self.clone(), self.goose);
                 return later(&req, move || goose(&me, &method, &params));
             }
-            "session/new" => {
+            Request::NewSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.new_session(&params));
+                return later(&req, move || me.new_session(p));
             }
-            "session/load" => {
+            Request::LoadSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.load(&params));
+                return later(&req, move || me.load(p));
             }
-            "session/fork" => {
+            Request::ForkSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.fork(&params));
+                return later(&req, move || me.fork(p));
             }
-            "session/prompt" => {
+            Request::Prompt(p) => {
+                lock(&self.prompted).insert(p.session_id.clone());
                 // The slot first: a prompt refused for want of one leaves nothing marked running.
                 let responder = match take_slot(&req) {
                     Ok(r) => r,
                     Err(e) => return peer::Answer::Now(Err(e)),
                 };
-                match self.begin_prompt(&params) {
-                    Ok((open, sid, cancel_rx, cancelled)) => {
+                match self.begin_prompt(&p.session_id) {
+                    Ok((open, cancel_rx, cancelled)) => {
                         let (me, asked) = (self.clone(), responder.cancel().clone());
                         let gate = AfterAnswer::new();
                         let after = gate.clone();
                         return run_later(
                             responder,
                             move || {
-                                let r = me.prompt(&sid, &open, &params, (cancel_rx, &asked), &cancelled, &gate);
+                                let r = me.prompt(p, &open, (cancel_rx, &asked), &cancelled, &gate);
                                 *lock(&open.running) = None;
                                 r
                             },
@@ -320,17 +290,17 @@ impl Agent {
                     Err(e) => Err(e),
                 }
             }
-            other => Err(ErrorObject::new(
+            Request::Unknown(other) => Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method {other:?}; gosling acp serves {METHODS}"),
             )),
         })
     }
 
-    pub fn notification(&self, method: &str, params: Value) {
-        match method {
-            "session/cancel" => {
-                let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("").to_string();
+    pub fn notification(&self, n: Notification) {
+        match n {
+            Notification::Cancel(p) => {
+                let sid = p.session_id;
                 self.cancel_prompt(&sid);
                 // A turn another front end runs in the session (the HTTP API's) stops too; off
                 // the reader thread, since a bus request is given a moment to wind down.
@@ -341,7 +311,15 @@ impl Agent {
                     log::warn!("acp: cannot start a thread to cancel: {e}");
                 }
             }
-            other => log::debug!("acp: ignoring the notification {other}"),
+            Notification::Other(other) => log::debug!("acp: ignoring the notification {other}"),
+        }
+    }
+
+    /// The connection ends: the prompts it started stop (only its own, see `cancel_prompt`).
+    pub fn end_connection(&self) {
+        let prompted = std::mem::take(&mut *lock(&self.prompted));
+        for sid in prompted {
+            self.cancel_prompt(&sid);
         }
     }
 
@@ -368,24 +346,14 @@ impl Agent {
             .map(|e| e.to_string())
     }
 
-    fn initialize(&self, p: &Value) -> Reply {
-        let asked = p
-            .get("protocolVersion")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| invalid_params("`protocolVersion` must be a whole number (gosling speaks ACP 1)"))?;
+    fn initialize(&self, p: &acp::Initialize) -> Reply {
+        let asked = p.protocol_version;
         if asked != PROTOCOL_VERSION {
             log::info!("acp: the client asked for protocol {asked}; answering {PROTOCOL_VERSION}");
         }
-        let fs = p.pointer("/clientCapabilities/fs");
-        let caps = FsCaps {
-            read: fs.and_then(|f| f.get("readTextFile")).and_then(Value::as_bool).unwrap_or(false),
-            write: fs.and_then(|f| f.get("writeTextFile")).and_then(Value::as_bool).unwrap_or(false),
-        };
-        *lock(&self.fs) = caps;
-        let forms = p.pointer("/clientCapabilities/elicitation/form").is_some_and(|f| !f.is_null());
-        self.forms.store(forms, Ordering::SeqCst);
-        let custom = p.pointer("/clientCapabilities/_meta/goose/customNotifications").and_then(Value::as_bool);
-        self.custom_notifications.store(custom == Some(true), Ordering::SeqCst);
+        *lock(&self.fs) = p.fs;
+        self.forms.store(p.elicitation_form, Ordering::SeqCst);
+        self.custom_notifications.store(p.custom_notifications, Ordering::SeqCst);
         // One method always (registries require one); it says what to set while none works.
         let description = match self.provider_problem() {
             None => "A model provider is configured (GOOSE_PROVIDER, GOOSE_MODEL and its key)".to_string(),
@@ -406,8 +374,8 @@ impl Agent {
         }))
     }
 
-    fn authenticate(&self, p: &Value) -> Reply {
-        let m = str_param(p, "methodId")?;
+    fn authenticate(&self, p: &acp::Authenticate) -> Reply {
+        let m = &p.method_id;
         if m != AUTH_METHOD {
             return Err(invalid_params(format!("unknown auth method {m:?}; gosling offers {AUTH_METHOD:?}")));
         }
@@ -433,19 +401,14 @@ impl Agent {
         })
     }
 
-    fn set_mode(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        self.app.set_mode(sid, str_param(p, "modeId")?).map_err(|e| agent_error(e, sid))?;
+    fn set_mode(&self, p: &acp::SetMode) -> Reply {
+        let sid = &p.session_id;
+        self.app.set_mode(sid, &p.mode_id).map_err(|e| agent_error(e, sid))?;
         Ok(json!({}))
     }
 
-    /// Checks the cwd and the editor's MCP servers against the trust policy.
-    fn client_servers(&self, p: &Value) -> Result<Vec<ExtensionConfig>, ErrorObject> {
-        let list = match p.get("mcpServers") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) => a.iter().enumerate().map(|(i, s)| mcp_server(i, s)).collect::<Result<_, _>>()?,
-            Some(_) => return Err(invalid_params("`mcpServers` must be an array")),
-        };
+    /// Checks the editor's MCP servers against the trust policy.
+    fn client_servers(&self, list: Vec<ExtensionConfig>) -> Result<Vec<ExtensionConfig>, ErrorObject> {
         for c in &list {
             self.check_policy(c)?;
         }
@@ -458,8 +421,7 @@ impl Agent {
             .map_err(|e| invalid_params(format!("extension {}: {e}", c.name())))
     }
 
-    fn cwd(p: &Value) -> Result<String, ErrorObject> {
-        let cwd = str_param(p, "cwd")?;
+    fn cwd(cwd: &str) -> Result<String, ErrorObject> {
         // The one rule every front end applies (`~` expanded against HOME).
         gosling_config::working_dir(cwd, &gosling_config::ProcessEnv)
             .map(|d| d.display().to_string())
@@ -500,25 +462,19 @@ impl Agent {
     }
 
     /// goose's `_meta.enabledExtensions` of `session/new` (Goose Desktop's choice for the
-    /// chat, as GooseExtension objects) and the `--with-builtin` builtins, under the policy.
-    fn meta_extensions(&self, p: &Value) -> Result<Option<Vec<ExtensionConfig>>, ErrorObject> {
-        let Some(list) = p.pointer("/_meta/enabledExtensions").filter(|v| !v.is_null()) else { return Ok(None) };
-        let list = list.as_array().ok_or_else(|| invalid_params("`_meta.enabledExtensions` must be an array"))?;
-        let mut out = Vec::new();
-        for (i, e) in list.iter().enumerate() {
-            let c = crate::shapes::from_goose_extension(e)
-                .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {e}")))?;
-            self.check_policy(&c)
-                .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {}", e.message)))?;
-            out.push(c);
+    /// chat) under the policy.
+    fn meta_extensions(&self, list: Option<Vec<ExtensionConfig>>) -> Result<Option<Vec<ExtensionConfig>>, ErrorObject> {
+        let Some(list) = list else { return Ok(None) };
+        for (i, c) in list.iter().enumerate() {
+            self.check_policy(c).map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {}", e.message)))?;
         }
-        Ok(Some(out))
+        Ok(Some(list))
     }
 
-    fn new_session(&self, p: &Value) -> Reply {
-        let cwd = Self::cwd(p)?;
-        let client = self.client_servers(p)?;
-        let chosen = self.meta_extensions(p)?;
+    fn new_session(&self, p: acp::NewSession) -> Reply {
+        let cwd = Self::cwd(&p.cwd)?;
+        let client = self.client_servers(p.mcp_servers)?;
+        let chosen = self.meta_extensions(p.enabled_extensions)?;
         let keys: HashSet<String> = client.iter().map(|c| runtime_key(c.name())).collect();
         let error = |e| agent_error(e, "");
         let mut set = match chosen {
@@ -598,13 +554,8 @@ impl Agent {
     /// `session/set_config_option`: the session's provider, model or thinking effort, kept on
     /// the session (a turn reads its provider and model from there); sends
     /// `config_option_update` before the answer, as goose does.
-    fn set_config_option(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        let id = str_param(p, "configId")?;
-        let value = p
-            .get("value")
-            .and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_bool().map(|b| b.to_string())))
-            .ok_or_else(|| invalid_params("`value` must be the chosen option's value"))?;
+    fn set_config_option(&self, p: &acp::SetConfigOption) -> Reply {
+        let (sid, id, value) = (p.session_id.as_str(), p.config_id.as_str(), p.value.clone());
         match id {
             "provider" => {
                 let choice = ModelChoice { provider: Some(value), ..Default::default() };
@@ -635,23 +586,9 @@ impl Agent {
 
     /// `session/list`: newest first, `_meta.types` (goose's session types; default all) and
     /// `_meta.query` (words in the title), 50 a page, `cursor` the offset of the next one.
-    fn list(&self, p: &Value) -> Reply {
-        let types: Vec<&str> = p
-            .pointer("/_meta/types")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let query = p.pointer("/_meta/query").and_then(Value::as_str);
-        let cwd = p.get("cwd").and_then(Value::as_str);
-        let start = match p.get("cursor") {
-            None | Some(Value::Null) => 0,
-            Some(c) => c
-                .as_str()
-                .and_then(|c| c.parse::<usize>().ok())
-                .ok_or_else(|| invalid_params("`cursor` must be a nextCursor this agent returned"))?,
-        };
+    fn list(&self, p: &acp::ListSessions) -> Reply {
+        let types: Vec<&str> = p.types.iter().map(String::as_str).collect();
+        let (query, cwd, start) = (p.query.as_deref(), p.cwd.as_deref(), p.cursor);
         let asked = SessionQuery { types, working_dir: cwd, query, budget: SEARCH_BUDGET };
         let (all, searched) = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
         let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
@@ -665,16 +602,16 @@ impl Agent {
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
-    fn delete(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
+    fn delete(&self, p: &acp::SessionRef) -> Reply {
+        let sid = &p.session_id;
         self.release(sid);
         self.app.delete_session(sid).map_err(|e| agent_error(e, sid))?;
         Ok(json!({}))
     }
 
     /// `session/close`: the session stays stored; its prompt is cancelled and its extensions stop.
-    fn close(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
+    fn close(&self, p: &acp::SessionRef) -> Reply {
+        let sid = &p.session_id;
         self.release(sid);
         match self.app.stop_session(sid) {
             Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(json!({})),
@@ -711,10 +648,10 @@ impl Agent {
 
     /// `session/load`: the stored session opened here (its extension set as the person left it,
     /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
-    fn load(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        let cwd = Self::cwd(p)?;
-        let client = self.client_servers(p)?;
+    fn load(&self, p: acp::LoadSession) -> Reply {
+        let sid = p.session_id.as_str();
+        let cwd = Self::cwd(&p.cwd)?;
+        let client = self.client_servers(p.mcp_servers)?;
         let open =
             OpenSession { working_dir: Some(cwd.clone()), added: client, restart: true, delegate: self.delegate(&cwd) };
         let opened = self.app.open_session(sid, open).map_err(|e| match e {
@@ -738,18 +675,13 @@ impl Agent {
     /// `_meta.conversationBefore` (the `created` time of the first message left out, unix
     /// seconds; all of it without), made by the core (`agent::history::fork`), then opened as
     /// `session/load` opens one; the answer is load's with the new `sessionId`.
-    fn fork(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        let cwd = Self::cwd(p)?;
-        let before = match p.pointer("/_meta/conversationBefore") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_i64().ok_or_else(|| {
-                invalid_params("`_meta.conversationBefore` must be a whole number: the `created` time (unix seconds) of the first message to leave out")
-            })?),
-        };
-        let new = gosling_agent::history::fork(&self.app, sid, before, &cwd).map_err(|e| agent_error(e, sid))?;
-        let servers = p.get("mcpServers").cloned().unwrap_or_else(|| json!([]));
-        let mut answer = self.load(&json!({ "sessionId": new.id, "cwd": cwd, "mcpServers": servers }))?;
+    fn fork(&self, p: acp::ForkSession) -> Reply {
+        let sid = p.session_id.as_str();
+        let cwd = Self::cwd(&p.cwd)?;
+        let new = gosling_agent::history::fork(&self.app, sid, p.conversation_before, &cwd)
+            .map_err(|e| agent_error(e, sid))?;
+        let load = acp::LoadSession { session_id: new.id.clone(), cwd, mcp_servers: p.mcp_servers, extra: p.extra };
+        let mut answer = self.load(load)?;
         answer["sessionId"] = json!(new.id);
         // goose adds the new session's listing `_meta` (messageCount, createdAt, …).
         if let (Some(meta), Value::Object(info)) =
@@ -763,9 +695,8 @@ impl Agent {
     }
 
     /// Claims the session for one prompt: a second prompt while one runs is refused.
-    #[allow(clippy::type_complexity)] // the four parts the prompt thread takes over
-    fn begin_prompt(&self, p: &Value) -> Result<(Arc<Open>, String, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
-        let sid = str_param(p, "sessionId")?;
+    #[allow(clippy::type_complexity)] // the three parts the prompt thread takes over
+    fn begin_prompt(&self, sid: &str) -> Result<(Arc<Open>, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
         let open = lock(&self.open).get(sid).cloned();
         let Some(open) = open else {
             return Err(match self.app.session_meta(sid) {
@@ -787,7 +718,7 @@ impl Agent {
         let cancelled = Arc::new(AtomicBool::new(false));
         *running = Some(Running { cancel: Some(tx), cancelled: cancelled.clone() });
         drop(running);
-        Ok((open, sid.to_string(), rx, cancelled))
+        Ok((open, rx, cancelled))
     }
 
     /// The turn for a new user message, prepared exactly as `/reply` prepares it (the message
@@ -801,19 +732,14 @@ impl Agent {
     /// connection's end) sets.
     fn prompt(
         &self,
-        sid: &str,
+        p: acp::Prompt,
         open: &Arc<Open>,
-        p: &Value,
         (cancel, asked): (Receiver<()>, &peer::Cancel),
         cancelled: &AtomicBool,
         after_answer: &Arc<AfterAnswer>,
     ) -> Reply {
-        let blocks = p
-            .get("prompt")
-            .and_then(Value::as_array)
-            .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-        let content = updates::prompt_content(blocks).map_err(invalid_params)?;
-        let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, content);
+        let sid = p.session_id.as_str();
+        let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, p.content);
         let mut turn = self.prepare_turn(sid, user)?;
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
