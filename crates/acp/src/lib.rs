@@ -19,6 +19,7 @@ pub mod fs;
 pub mod goose;
 pub mod protocol;
 pub mod session;
+pub mod session_update;
 pub mod shapes;
 pub mod stdio;
 pub mod transport;

@@ -7,6 +7,7 @@ use crate::fs::{EditorFs, FsCaps};
 use crate::protocol::{
     self as acp, invalid_params, Notification, Request, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
 };
+use crate::session_update::{self as su, SessionUpdate};
 use crate::updates::{self, Live};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
@@ -580,7 +581,7 @@ impl Agent {
             }
         }
         let options = self.config_options(&self.app.session_meta(sid).map_err(|e| agent_error(e, sid))?);
-        self.conn.update(sid, json!({ "sessionUpdate": "config_option_update", "configOptions": options }));
+        self.conn.update(sid, &SessionUpdate::ConfigOptions(options.clone()));
         Ok(json!({ "configOptions": options }))
     }
 
@@ -661,7 +662,7 @@ impl Agent {
         let session = opened.session;
         let results = self.opened(sid, &cwd, &opened.results);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-            self.conn.update(sid, u);
+            self.conn.update(sid, &u);
         }
         log::info!("acp: session {sid} loaded in {cwd}");
         Ok(json!({
@@ -744,11 +745,12 @@ impl Agent {
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
         let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
-            conn.update(
-                sid,
-                json!({ "sessionUpdate": "session_info_update", "title": title, "updatedAt": updated,
-                        "_meta": { "userSetName": false } }),
-            );
+            let info = SessionUpdate::SessionInfo {
+                title: title.to_string(),
+                updated_at: Some(updated.to_string()),
+                user_set_name: false,
+            };
+            conn.update(sid, &info);
         };
         if let Some((title, updated)) = &turn.titled {
             announce(&self.conn, sid, title, updated);
@@ -790,7 +792,7 @@ impl Agent {
         let mut send_plan = |text: &str| {
             let p = updates::plan(text);
             if let Some(plan) = p.clone().filter(|_| p != last_plan) {
-                self.conn.update(sid, plan);
+                self.conn.update(sid, &plan);
                 last_plan = p;
             }
         };
@@ -826,25 +828,20 @@ impl Agent {
                     for l in updates::live(&message, first_status, &open.cwd) {
                         match l {
                             Live::Update(u) => {
-                                let call = u["toolCallId"].as_str().unwrap_or("").to_string();
-                                match u["sessionUpdate"].as_str() {
-                                    Some("agent_message_chunk") => {
-                                        text.push_str(u["content"]["text"].as_str().unwrap_or(""))
-                                    }
-                                    Some("tool_call") => {
+                                match &u {
+                                    SessionUpdate::Chunk(c) if c.kind == su::ChunkKind::Agent => text.push_str(&c.text),
+                                    SessionUpdate::ToolCall(c) => {
                                         send_plan(&std::mem::take(&mut text));
-                                        if !matches!(u["status"].as_str(), Some("completed" | "failed")) {
-                                            open_calls.push(call);
+                                        if !su::is_final(&c.status) {
+                                            open_calls.push(c.id.clone());
                                         }
                                     }
-                                    Some("tool_call_update")
-                                        if matches!(u["status"].as_str(), Some("completed" | "failed")) =>
-                                    {
-                                        open_calls.retain(|c| *c != call)
+                                    SessionUpdate::ToolCallUpdate(c) if su::is_final(&c.status) => {
+                                        open_calls.retain(|id| *id != c.id)
                                     }
                                     _ => {}
                                 }
-                                self.conn.update(sid, u);
+                                self.conn.update(sid, &u);
                             }
                             Live::Permission { id, tool, arguments } => {
                                 self.ask(sid, open, &id, &tool, &arguments, &cancel);
@@ -860,7 +857,7 @@ impl Agent {
                     let progress = (method == "notifications/progress").then_some(&params);
                     match progress.and_then(|p| updates::tool_progress(&request_id, p)) {
                         Some(u) => {
-                            self.conn.update(sid, u);
+                            self.conn.update(sid, &u);
                         }
                         None => log::debug!("acp: session {sid}: {method} for tool call {request_id}"),
                     }
@@ -873,8 +870,8 @@ impl Agent {
         if cancelled.load(Ordering::SeqCst) {
             for call in open_calls {
                 let mut u = updates::tool_status(&call, "failed");
-                u["content"] = json!([{ "type": "content", "content": { "type": "text", "text": "cancelled" } }]);
-                self.conn.update(sid, u);
+                u.content = Some(vec![su::text_content("cancelled")]);
+                self.conn.update(sid, &SessionUpdate::ToolCallUpdate(u));
             }
             // The turn thread ends by itself (a tool call in flight returns first); it holds
             // the session's turn until then.
@@ -910,13 +907,13 @@ impl Agent {
             .map_or(0, |m| m.context_limit);
         let acc_in = s.as_ref().and_then(|s| s.accumulated_input_tokens).unwrap_or(t.acc_input).max(0);
         let acc_out = s.as_ref().and_then(|s| s.accumulated_output_tokens).unwrap_or(t.acc_output).max(0);
-        self.conn.notify(
-            "_goose/unstable/session/update",
-            json!({ "sessionId": sid, "update": {
-                "sessionUpdate": "usage_update", "used": (t.input + t.output).max(0), "contextLimit": limit,
-                "accumulatedInputTokens": acc_in, "accumulatedOutputTokens": acc_out,
-            }}),
-        );
+        let usage = SessionUpdate::Usage {
+            used: (t.input + t.output).max(0),
+            context_limit: limit,
+            accumulated_input: acc_in,
+            accumulated_output: acc_out,
+        };
+        self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": usage.to_value() }));
     }
 
     /// Relays an extension's MCP elicitation (a form for the person) to the editor as ACP's
@@ -954,8 +951,7 @@ impl Agent {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
-        let mut call = updates::tool_call(id, tool, args, "pending", &open.cwd);
-        call.as_object_mut().map(|o| o.remove("sessionUpdate"));
+        let call = updates::tool_call(id, tool, args, "pending", &open.cwd).to_permission_value();
         let params = json!({
             "sessionId": sid,
             "toolCall": call,
@@ -990,7 +986,7 @@ impl Agent {
             }
         };
         if matches!(action, Decision::AllowOnce | Decision::AlwaysAllow) {
-            self.conn.update(sid, updates::tool_status(id, "in_progress"));
+            self.conn.update(sid, &SessionUpdate::ToolCallUpdate(updates::tool_status(id, "in_progress")));
         }
         allow(action)
     }
