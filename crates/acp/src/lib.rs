@@ -13,6 +13,7 @@
 //! runs over a WebSocket (`/acp` of `gosling agent`): see `transport.rs`.
 #![deny(unsafe_code)]
 
+pub mod client_requests;
 pub mod conn;
 pub mod error;
 pub mod fs;

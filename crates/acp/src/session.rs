@@ -2,6 +2,7 @@
 //! `session/set_mode`, `session/prompt` (with `session/request_permission` to the client in
 //! approve modes) and the `session/cancel` notification.
 
+use crate::client_requests::{Elicitation, ElicitationAnswer, PermissionOutcome, RequestPermission};
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
 use crate::protocol::{
@@ -926,14 +927,13 @@ impl Agent {
             );
             return Answer::Cancel;
         }
-        let params = json!({ "sessionId": sid, "mode": "form", "message": message, "requestedSchema": schema });
-        match self.conn.request("elicitation/create", params, ELICITATION_WAIT, Some(cancel)) {
-            Ok(r) => match r.get("action").and_then(Value::as_str) {
-                Some("accept") => {
-                    Answer::Accept(r.get("content").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({})))
-                }
-                Some("decline") => Answer::Decline,
-                _ => Answer::Cancel,
+        let ask =
+            Elicitation { session_id: sid.to_string(), message: message.to_string(), requested_schema: schema.clone() };
+        match self.conn.request("elicitation/create", ask.params(), ELICITATION_WAIT, Some(cancel)) {
+            Ok(r) => match ElicitationAnswer::parse(&r) {
+                ElicitationAnswer::Accept(content) => Answer::Accept(content),
+                ElicitationAnswer::Decline => Answer::Decline,
+                ElicitationAnswer::Cancel => Answer::Cancel,
             },
             Err(e) => {
                 log::info!("acp: session {sid}: elicitation/create: {e:?}; the extension hears cancel");
@@ -951,27 +951,15 @@ impl Agent {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
-        let call = updates::tool_call(id, tool, args, "pending", &open.cwd).to_permission_value();
-        let params = json!({
-            "sessionId": sid,
-            "toolCall": call,
-            "options": [
-                { "optionId": "allow_once", "name": "Allow once", "kind": "allow_once" },
-                { "optionId": "allow_always", "name": "Always allow", "kind": "allow_always" },
-                { "optionId": "reject_once", "name": "Reject", "kind": "reject_once" },
-                { "optionId": "reject_always", "name": "Always reject", "kind": "reject_always" },
-            ],
-        });
+        let call = updates::tool_call(id, tool, args, "pending", &open.cwd);
+        let params = RequestPermission { session_id: sid.to_string(), tool_call: call }.params();
         let action = match self.conn.request("session/request_permission", params, PERMISSION_WAIT, Some(cancel)) {
-            Ok(v) => match (
-                v.pointer("/outcome/outcome").and_then(Value::as_str),
-                v.pointer("/outcome/optionId").and_then(Value::as_str),
-            ) {
-                (Some("selected"), Some("allow_once")) => Decision::AllowOnce,
-                (Some("selected"), Some("allow_always")) => Decision::AlwaysAllow,
-                (Some("selected"), Some("reject_once")) => Decision::DenyOnce,
-                (Some("selected"), Some("reject_always")) => Decision::AlwaysDeny,
-                (Some("cancelled"), _) => Decision::Cancel,
+            Ok(v) => match PermissionOutcome::parse(&v) {
+                PermissionOutcome::Selected(id) if id == "allow_once" => Decision::AllowOnce,
+                PermissionOutcome::Selected(id) if id == "allow_always" => Decision::AlwaysAllow,
+                PermissionOutcome::Selected(id) if id == "reject_once" => Decision::DenyOnce,
+                PermissionOutcome::Selected(id) if id == "reject_always" => Decision::AlwaysDeny,
+                PermissionOutcome::Cancelled => Decision::Cancel,
                 other => {
                     log::warn!(
                         "acp: session {sid}: unexpected permission outcome {other:?}; the tool call is declined"
