@@ -168,6 +168,86 @@ pub struct Prompt {
     pub extra: Map<String, Value>,
 }
 
+/// Why a prompt's turn ended (`session/prompt`'s answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTurnRequests,
+    Cancelled,
+}
+
+impl StopReason {
+    /// `session/prompt`'s result.
+    pub fn to_value(self) -> Value {
+        let reason = match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Cancelled => "cancelled",
+        };
+        json!({ "stopReason": reason })
+    }
+}
+
+/// One extension's start in goose's `_meta.extensionResults` of `session/new` and `session/load`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionResult {
+    pub name: String,
+    /// Why it did not start.
+    pub error: Option<String>,
+}
+
+/// The answer of `session/new`, `session/load` and `session/fork`: the session's modes and
+/// config options, and goose's `_meta` (the extensions' starts, the working directory, for a
+/// fork the new session's listing fields).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionOpened {
+    /// `session/new` names the new session first; `session/fork` names it last.
+    pub session_id: Option<String>,
+    pub modes: Value,
+    pub config_options: Value,
+    pub extension_results: Vec<ExtensionResult>,
+    pub working_dir: String,
+    /// More of goose's `_meta` keys, after these (a fork's listing fields).
+    pub more_meta: Map<String, Value>,
+    /// The new session of `session/fork`, written last.
+    pub forked: Option<String>,
+}
+
+impl SessionOpened {
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        if let Some(id) = &self.session_id {
+            m.insert("sessionId".into(), json!(id));
+        }
+        m.insert("modes".into(), self.modes.clone());
+        m.insert("configOptions".into(), self.config_options.clone());
+        let results: Vec<Value> = self
+            .extension_results
+            .iter()
+            .map(|r| match &r.error {
+                Some(e) => json!({ "name": r.name, "success": false, "error": e }),
+                None => json!({ "name": r.name, "success": true }),
+            })
+            .collect();
+        let mut meta = Map::new();
+        meta.insert("extensionResults".into(), Value::Array(results));
+        meta.insert("workingDir".into(), json!(self.working_dir));
+        for (k, v) in &self.more_meta {
+            meta.entry(k.as_str()).or_insert_with(|| v.clone());
+        }
+        m.insert("_meta".into(), Value::Object(meta));
+        if let Some(id) = &self.forked {
+            m.insert("sessionId".into(), json!(id));
+        }
+        Value::Object(m)
+    }
+}
+
+/// An empty result (`authenticate`, `session/set_mode`, `session/delete`, `session/close`).
+pub fn empty() -> Value {
+    json!({})
+}
+
 impl Request {
     /// Reads `params` once into `method`'s type.
     pub fn parse(method: &str, params: Option<Value>) -> Result<Request, ErrorObject> {
@@ -724,5 +804,36 @@ mod tests {
         );
         // An unknown method is not an invalid-params error, whatever its params.
         assert_eq!(parse("session/stop", json!(3)).unwrap(), Request::Unknown("session/stop".into()));
+    }
+
+    #[test]
+    fn responses() {
+        assert_eq!(StopReason::EndTurn.to_value().to_string(), r#"{"stopReason":"end_turn"}"#);
+        assert_eq!(StopReason::MaxTurnRequests.to_value()["stopReason"], "max_turn_requests");
+        assert_eq!(StopReason::Cancelled.to_value()["stopReason"], "cancelled");
+        let mut opened = SessionOpened {
+            session_id: Some("s1".into()),
+            modes: json!({ "currentModeId": "auto" }),
+            config_options: json!([]),
+            extension_results: vec![
+                ExtensionResult { name: "a".into(), error: None },
+                ExtensionResult { name: "b".into(), error: Some("no".into()) },
+            ],
+            working_dir: "/w".into(),
+            more_meta: Map::new(),
+            forked: None,
+        };
+        assert_eq!(
+            opened.to_value().to_string(),
+            r#"{"sessionId":"s1","modes":{"currentModeId":"auto"},"configOptions":[],"_meta":{"extensionResults":[{"name":"a","success":true},{"name":"b","success":false,"error":"no"}],"workingDir":"/w"}}"#
+        );
+        opened.session_id = None;
+        opened.forked = Some("s2".into());
+        opened.more_meta = extra(json!({ "workingDir": "not this", "messageCount": 3 }));
+        let v = opened.to_value();
+        assert_eq!(v["sessionId"], "s2");
+        assert_eq!(v["_meta"]["workingDir"], "/w", "a listing field never replaces the opened session's own");
+        assert_eq!(v["_meta"]["messageCount"], 3);
+        assert_eq!(v.as_object().unwrap().keys().next_back().map(String::as_str), Some("sessionId"));
     }
 }

@@ -6,7 +6,8 @@ use crate::client_requests::{Elicitation, ElicitationAnswer, PermissionOutcome, 
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
 use crate::protocol::{
-    self as acp, invalid_params, Notification, Request, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
+    self as acp, invalid_params, ExtensionResult, Notification, Request, SessionOpened, StopReason, AUTH_REQUIRED,
+    PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
 };
 use crate::session_update::{self as su, SessionUpdate};
 use crate::updates::{self, Live};
@@ -257,15 +258,15 @@ impl Agent {
             }
             Request::NewSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.new_session(p));
+                return later(&req, move || me.new_session(p).map(|r| r.to_value()));
             }
             Request::LoadSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.load(p));
+                return later(&req, move || me.load(p).map(|r| r.to_value()));
             }
             Request::ForkSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.fork(p));
+                return later(&req, move || me.fork(p).map(|r| r.to_value()));
             }
             Request::Prompt(p) => {
                 lock(&self.prompted).insert(p.session_id.clone());
@@ -382,7 +383,7 @@ impl Agent {
             return Err(invalid_params(format!("unknown auth method {m:?}; gosling offers {AUTH_METHOD:?}")));
         }
         match self.provider_problem() {
-            None => Ok(json!({})),
+            None => Ok(acp::empty()),
             Some(why) => Err(ErrorObject::new(
                 AUTH_REQUIRED,
                 format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
@@ -406,7 +407,7 @@ impl Agent {
     fn set_mode(&self, p: &acp::SetMode) -> Reply {
         let sid = &p.session_id;
         self.app.set_mode(sid, &p.mode_id).map_err(|e| agent_error(e, sid))?;
-        Ok(json!({}))
+        Ok(acp::empty())
     }
 
     /// Checks the editor's MCP servers against the trust policy.
@@ -451,16 +452,10 @@ impl Agent {
     }
 
     /// The session is open on this connection; goose's `extensionResults` of its start.
-    fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<Value> {
+    fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<ExtensionResult> {
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None) });
         lock(&self.open).insert(sid.to_string(), open);
-        results
-            .iter()
-            .map(|r| match &r.error {
-                Some(e) => json!({ "name": r.name, "success": false, "error": e }),
-                None => json!({ "name": r.name, "success": true }),
-            })
-            .collect()
+        results.iter().map(|r| ExtensionResult { name: r.name.clone(), error: r.error.clone() }).collect()
     }
 
     /// goose's `_meta.enabledExtensions` of `session/new` (Goose Desktop's choice for the
@@ -473,7 +468,7 @@ impl Agent {
         Ok(Some(list))
     }
 
-    fn new_session(&self, p: acp::NewSession) -> Reply {
+    fn new_session(&self, p: acp::NewSession) -> Result<SessionOpened, ErrorObject> {
         let cwd = Self::cwd(&p.cwd)?;
         let client = self.client_servers(p.mcp_servers)?;
         let chosen = self.meta_extensions(p.enabled_extensions)?;
@@ -508,12 +503,15 @@ impl Agent {
         let session = started.session;
         let results = self.opened(&session.id, &cwd, &started.results);
         log::info!("acp: session {} started in {cwd}", session.id);
-        Ok(json!({
-            "sessionId": session.id,
-            "modes": self.modes(None),
-            "configOptions": self.config_options(&session),
-            "_meta": { "extensionResults": results, "workingDir": cwd },
-        }))
+        Ok(SessionOpened {
+            session_id: Some(session.id.clone()),
+            modes: self.modes(None),
+            config_options: self.config_options(&session),
+            extension_results: results,
+            working_dir: cwd,
+            more_meta: Default::default(),
+            forked: None,
+        })
     }
 
     /// The session's provider, model and thinking effort as ACP config options (`select`).
@@ -608,7 +606,7 @@ impl Agent {
         let sid = &p.session_id;
         self.release(sid);
         self.app.delete_session(sid).map_err(|e| agent_error(e, sid))?;
-        Ok(json!({}))
+        Ok(acp::empty())
     }
 
     /// `session/close`: the session stays stored; its prompt is cancelled and its extensions stop.
@@ -616,7 +614,7 @@ impl Agent {
         let sid = &p.session_id;
         self.release(sid);
         match self.app.stop_session(sid) {
-            Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(json!({})),
+            Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(acp::empty()),
             Err(e) => Err(agent_error(e, sid)),
         }
     }
@@ -650,7 +648,7 @@ impl Agent {
 
     /// `session/load`: the stored session opened here (its extension set as the person left it,
     /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
-    fn load(&self, p: acp::LoadSession) -> Reply {
+    fn load(&self, p: acp::LoadSession) -> Result<SessionOpened, ErrorObject> {
         let sid = p.session_id.as_str();
         let cwd = Self::cwd(&p.cwd)?;
         let client = self.client_servers(p.mcp_servers)?;
@@ -666,32 +664,32 @@ impl Agent {
             self.conn.update(sid, &u);
         }
         log::info!("acp: session {sid} loaded in {cwd}");
-        Ok(json!({
-            "modes": self.modes(session.goose_mode.as_deref()),
-            "configOptions": self.config_options(&session),
-            "_meta": { "extensionResults": results, "workingDir": cwd },
-        }))
+        Ok(SessionOpened {
+            session_id: None,
+            modes: self.modes(session.goose_mode.as_deref()),
+            config_options: self.config_options(&session),
+            extension_results: results,
+            working_dir: cwd,
+            more_meta: Default::default(),
+            forked: None,
+        })
     }
 
     /// `session/fork` (ACP, unstable): a new session with the conversation up to
     /// `_meta.conversationBefore` (the `created` time of the first message left out, unix
     /// seconds; all of it without), made by the core (`agent::history::fork`), then opened as
     /// `session/load` opens one; the answer is load's with the new `sessionId`.
-    fn fork(&self, p: acp::ForkSession) -> Reply {
+    fn fork(&self, p: acp::ForkSession) -> Result<SessionOpened, ErrorObject> {
         let sid = p.session_id.as_str();
         let cwd = Self::cwd(&p.cwd)?;
         let new = gosling_agent::history::fork(&self.app, sid, p.conversation_before, &cwd)
             .map_err(|e| agent_error(e, sid))?;
         let load = acp::LoadSession { session_id: new.id.clone(), cwd, mcp_servers: p.mcp_servers, extra: p.extra };
         let mut answer = self.load(load)?;
-        answer["sessionId"] = json!(new.id);
+        answer.forked = Some(new.id.clone());
         // goose adds the new session's listing `_meta` (messageCount, createdAt, …).
-        if let (Some(meta), Value::Object(info)) =
-            (answer["_meta"].as_object_mut(), &crate::shapes::session_info(&new)["_meta"])
-        {
-            for (k, v) in info {
-                meta.entry(k.clone()).or_insert_with(|| v.clone());
-            }
+        if let Value::Object(info) = &crate::shapes::session_info(&new)["_meta"] {
+            answer.more_meta = info.clone();
         }
         Ok(answer)
     }
@@ -877,12 +875,12 @@ impl Agent {
             // The turn thread ends by itself (a tool call in flight returns first); it holds
             // the session's turn until then.
             drop(handle);
-            return Ok(json!({ "stopReason": "cancelled" }));
+            return Ok(StopReason::Cancelled.to_value());
         }
         let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
-            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn" })),
-            (Outcome::OutOfTurns, _) => Ok(json!({ "stopReason": "max_turn_requests" })),
+            (Outcome::Finished, _) => Ok(StopReason::EndTurn.to_value()),
+            (Outcome::OutOfTurns, _) => Ok(StopReason::MaxTurnRequests.to_value()),
             (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
