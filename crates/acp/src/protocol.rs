@@ -243,6 +243,51 @@ impl SessionOpened {
     }
 }
 
+/// `initialize`'s answer: ACP v1, what gosling offers, and its one auth method (configure a
+/// model provider), whose description says what to set while none works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Initialized {
+    pub auth_method: &'static str,
+    pub auth_description: String,
+    pub version: &'static str,
+}
+
+impl Initialized {
+    pub fn to_value(&self) -> Value {
+        json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
+                "mcpCapabilities": { "http": true, "sse": false },
+                "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
+            },
+            "agentInfo": { "name": "gosling", "title": "gosling", "version": self.version },
+            "authMethods": [{ "id": self.auth_method, "name": "Configure a model provider", "description": self.auth_description }],
+        })
+    }
+}
+
+/// `session/list`'s answer: one page of sessions (goose's listing entries), the cursor of the
+/// next, and goose's `_meta.searchComplete` when a query was searched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionList {
+    pub sessions: Vec<Value>,
+    pub next_cursor: Option<String>,
+    /// False: the search budget ran out before the oldest sessions' messages were read.
+    pub search_complete: Option<bool>,
+}
+
+impl SessionList {
+    pub fn to_value(&self) -> Value {
+        let mut answer = json!({ "sessions": self.sessions, "nextCursor": self.next_cursor });
+        if let Some(complete) = self.search_complete {
+            answer["_meta"] = json!({ "searchComplete": complete });
+        }
+        answer
+    }
+}
+
 /// An empty result (`authenticate`, `session/set_mode`, `session/delete`, `session/close`).
 pub fn empty() -> Value {
     json!({})
@@ -835,5 +880,25 @@ mod tests {
         assert_eq!(v["_meta"]["workingDir"], "/w", "a listing field never replaces the opened session's own");
         assert_eq!(v["_meta"]["messageCount"], 3);
         assert_eq!(v.as_object().unwrap().keys().next_back().map(String::as_str), Some("sessionId"));
+    }
+
+    #[test]
+    fn initialize_and_list_answers() {
+        let i = Initialized { auth_method: "m", auth_description: "set X".into(), version: "9" }.to_value();
+        assert_eq!(i["protocolVersion"], 1);
+        assert_eq!(i["agentCapabilities"]["mcpCapabilities"], json!({ "http": true, "sse": false }));
+        assert_eq!(
+            i["authMethods"],
+            json!([{ "id": "m", "name": "Configure a model provider", "description": "set X" }])
+        );
+        assert_eq!(i["agentInfo"]["version"], "9");
+        let page =
+            SessionList { sessions: vec![json!({ "sessionId": "a" })], next_cursor: None, search_complete: None };
+        assert_eq!(page.to_value().to_string(), r#"{"sessions":[{"sessionId":"a"}],"nextCursor":null}"#);
+        let page = SessionList { sessions: vec![], next_cursor: Some("50".into()), search_complete: Some(false) };
+        assert_eq!(
+            page.to_value(),
+            json!({ "sessions": [], "nextCursor": "50", "_meta": { "searchComplete": false } })
+        );
     }
 }

@@ -6,8 +6,8 @@ use crate::client_requests::{Elicitation, ElicitationAnswer, PermissionOutcome, 
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
 use crate::protocol::{
-    self as acp, invalid_params, ExtensionResult, Notification, Request, SessionOpened, StopReason, AUTH_REQUIRED,
-    PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
+    self as acp, invalid_params, ExtensionResult, Initialized, Notification, Request, SessionList, SessionOpened,
+    StopReason, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
 };
 use crate::session_update::{self as su, SessionUpdate};
 use crate::updates::{self, Live};
@@ -362,19 +362,9 @@ impl Agent {
             None => "A model provider is configured (GOOSE_PROVIDER, GOOSE_MODEL and its key)".to_string(),
             Some(why) => format!("{why}. Set them in the agent's environment in your editor's agent settings (or in gosling's config with the web page), then restart the agent"),
         };
-        let auth_methods =
-            json!([{ "id": AUTH_METHOD, "name": "Configure a model provider", "description": description }]);
-        Ok(json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": true,
-                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
-                "mcpCapabilities": { "http": true, "sse": false },
-                "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
-            },
-            "agentInfo": { "name": "gosling", "title": "gosling", "version": env!("CARGO_PKG_VERSION") },
-            "authMethods": auth_methods,
-        }))
+        let answer =
+            Initialized { auth_method: AUTH_METHOD, auth_description: description, version: env!("CARGO_PKG_VERSION") };
+        Ok(answer.to_value())
     }
 
     fn authenticate(&self, p: &acp::Authenticate) -> Reply {
@@ -593,12 +583,7 @@ impl Agent {
         let (all, searched) = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
         let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
         let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
-        let mut answer = json!({ "sessions": page, "nextCursor": next });
-        if let Some(complete) = searched {
-            // False: the budget ran out before the oldest sessions' messages were read.
-            answer["_meta"] = json!({ "searchComplete": complete });
-        }
-        Ok(answer)
+        Ok(SessionList { sessions: page, next_cursor: next, search_complete: searched }.to_value())
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
