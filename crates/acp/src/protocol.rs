@@ -363,20 +363,6 @@ impl Request {
             }
         })
     }
-
-    /// The session a request is about, when it names one (the prompts a connection started
-    /// are cancelled when it ends).
-    pub fn session_id(&self) -> Option<&str> {
-        match self {
-            Request::LoadSession(p) => Some(&p.session_id),
-            Request::DeleteSession(p) | Request::CloseSession(p) => Some(&p.session_id),
-            Request::ForkSession(p) => Some(&p.session_id),
-            Request::SetMode(p) => Some(&p.session_id),
-            Request::SetConfigOption(p) => Some(&p.session_id),
-            Request::Prompt(p) => Some(&p.session_id),
-            _ => None,
-        }
-    }
 }
 
 impl Notification {
@@ -680,7 +666,7 @@ mod tests {
     #[test]
     fn new_session() {
         let good = json!({
-            "cwd": "/work",
+            "cwd": "/project",
             "mcpServers": [
                 { "name": "files", "command": "/bin/files", "args": ["-v"], "env": [{ "name": "A", "value": "1" }] },
                 { "type": "http", "name": "web", "url": "https://mcp.example/mcp", "headers": [] },
@@ -688,7 +674,7 @@ mod tests {
             "_meta": { "enabledExtensions": [{ "type": "builtin", "name": "developer" }], "other": true },
         });
         let Request::NewSession(p) = parse("session/new", good.clone()).unwrap() else { panic!() };
-        assert_eq!(p.cwd, "/work");
+        assert_eq!(p.cwd, "/project");
         let names: Vec<&str> = p.mcp_servers.iter().map(|c| c.name()).collect();
         assert_eq!(names, ["files", "web"]);
         let chosen: Vec<&str> = p.enabled_extensions.as_ref().unwrap().iter().map(|c| c.name()).collect();
@@ -812,7 +798,6 @@ mod tests {
         assert_eq!(p.session_id, "s1");
         assert_eq!(p.content, [Content::text("hi"), Content::text("[a.rs](file:///a.rs)")]);
         assert_eq!(p.extra, extra(json!({ "_meta": { "x": 1 } })));
-        assert_eq!(Request::Prompt(p).session_id(), Some("s1"));
         requires("session/prompt", good.clone(), &[("sessionId", "string")]);
         requires("session/prompt", good, &[("prompt", "must be an array of content blocks")]);
         let image = json!({ "sessionId": "s", "prompt": [{ "type": "image", "data": "", "mimeType": "image/png" }] });
