@@ -8,6 +8,7 @@
 //! `MAX_IN_FLIGHT` slots (an id still being answered is refused); the peer matches the client's
 //! answers to our requests by id.
 
+use crate::session_update::SessionUpdate;
 use crossbeam_channel::Receiver;
 use gosling_wire::jsonrpc::Message;
 use gosling_wire::peer::{self, Peer};
@@ -92,8 +93,8 @@ impl Conn {
     }
 
     /// A `session/update` notification of session `sid`.
-    pub fn update(&self, sid: &str, update: Value) -> bool {
-        self.notify("session/update", serde_json::json!({ "sessionId": sid, "update": update }))
+    pub fn update(&self, sid: &str, update: &SessionUpdate) -> bool {
+        self.notify("session/update", serde_json::json!({ "sessionId": sid, "update": update.to_value() }))
     }
 
     /// Sends a request to the client and waits for its answer, at most `timeout`, or until

@@ -10,12 +10,13 @@
 //! directories, `shell`, `list_directory`, or a command whose capability the client did not
 //! offer — still goes to the child.
 
+use crate::client_requests::{ReadTextFile, WriteTextFile};
 use crate::conn::Conn;
 use gosling_builtins::developer::{unrestricted_from_env, WorkDir};
 use gosling_builtins::text_editor::{checked_text, TextEditor, TextFiles};
 use gosling_extensions::config::{runtime_key, ExtensionConfig, Kind};
 use gosling_wire::mcp_types::CallToolResult;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use std::time::Duration;
 const FS_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What the client offered in `clientCapabilities.fs`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FsCaps {
     pub read: bool,
     pub write: bool,
@@ -50,16 +51,18 @@ fn delegate(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> gosling_b
 
 impl TextFiles for EditorFiles {
     fn read(&self, path: &Path, shown: &str, limit: u64) -> Result<String, gosling_builtins::Error> {
-        let p = json!({ "sessionId": self.session_id, "path": path.display().to_string() });
+        let p = ReadTextFile { session_id: self.session_id.clone(), path: path.display().to_string() }.params();
         let v = self.conn.request("fs/read_text_file", p, FS_TIMEOUT, None).map_err(delegate)?;
-        match v.get("content") {
-            Some(Value::String(s)) => checked_text(s.clone().into_bytes(), shown, limit),
-            _ => Err(delegate("acp: the editor's fs/read_text_file answer has no `content` string")),
-        }
+        checked_text(ReadTextFile::parse_answer(&v).map_err(delegate)?.into_bytes(), shown, limit)
     }
 
     fn write(&self, path: &Path, _shown: &str, text: &str) -> Result<(), gosling_builtins::Error> {
-        let p = json!({ "sessionId": self.session_id, "path": path.display().to_string(), "content": text });
+        let p = WriteTextFile {
+            session_id: self.session_id.clone(),
+            path: path.display().to_string(),
+            content: text.to_string(),
+        }
+        .params();
         self.conn.request("fs/write_text_file", p, FS_TIMEOUT, None).map(|_| ()).map_err(delegate)
     }
 

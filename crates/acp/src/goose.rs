@@ -10,6 +10,7 @@
 
 use crate::protocol::invalid_params;
 use crate::session::{agent_error, store_error, str_param, Agent, Reply};
+use crate::session_update::SessionUpdate;
 use crate::shapes::{
     from_goose_extension, goose_app, goose_prompt, goose_prompt_entry, session_extension_entry, session_info,
     to_goose_extension,
@@ -323,10 +324,7 @@ fn delete_provider_config(agent: &Agent, p: &Value) -> Reply {
 fn rename(agent: &Agent, p: &Value) -> Reply {
     let sid = str_param(p, "sessionId")?;
     let title = agent.app.rename_session(sid, str_param(p, "title")?).map_err(|e| agent_error(e, sid))?;
-    agent.conn.update(
-        sid,
-        json!({ "sessionUpdate": "session_info_update", "title": title, "_meta": { "userSetName": true } }),
-    );
+    agent.conn.update(sid, &SessionUpdate::SessionInfo { title, updated_at: None, user_set_name: true });
     Ok(json!({}))
 }
 

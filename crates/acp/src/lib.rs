@@ -13,12 +13,14 @@
 //! runs over a WebSocket (`/acp` of `gosling agent`): see `transport.rs`.
 #![deny(unsafe_code)]
 
+pub mod client_requests;
 pub mod conn;
 pub mod error;
 pub mod fs;
 pub mod goose;
 pub mod protocol;
 pub mod session;
+pub mod session_update;
 pub mod shapes;
 pub mod stdio;
 pub mod transport;

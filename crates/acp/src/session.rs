@@ -2,9 +2,14 @@
 //! `session/set_mode`, `session/prompt` (with `session/request_permission` to the client in
 //! approve modes) and the `session/cancel` notification.
 
+use crate::client_requests::{Elicitation, ElicitationAnswer, PermissionOutcome, RequestPermission};
 use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
-use crate::protocol::{invalid_params, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND};
+use crate::protocol::{
+    self as acp, invalid_params, ExtensionResult, Initialized, Notification, Prompted, Request, SessionList,
+    SessionOpened, StopReason, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
+};
+use crate::session_update::{self as su, SessionUpdate};
 use crate::updates::{self, Live};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
@@ -16,7 +21,7 @@ use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, Sess
 use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
 use gosling_agent::usage::TurnUsage;
-use gosling_extensions::config::{runtime_key, ExtensionConfig, SSE_UNSUPPORTED};
+use gosling_extensions::config::{runtime_key, ExtensionConfig};
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{LoadResult, ToolDelegate};
 use gosling_store::sessions::Session;
@@ -79,13 +84,12 @@ pub struct Agent {
     /// The client takes ACP's form-mode `elicitation/create` (`clientCapabilities.elicitation.form`).
     forms: AtomicBool,
     open: Mutex<HashMap<String, Arc<Open>>>,
+    /// The sessions this connection sent prompts to: their turns stop when it ends.
+    prompted: Mutex<HashSet<String>>,
     /// Answers goose's own methods (`_goose/…`, the `goose` module), given by whoever wires the
     /// connection, so the standard methods here do not depend on goose's.
     goose: GooseMethods,
 }
-
-/// The prefix of goose's own methods.
-pub const GOOSE_METHODS: &str = "_goose/";
 
 /// The answerer of goose's own methods (`goose::call`).
 pub type GooseMethods = fn(&Arc<Agent>, &str, &Value) -> Reply;
@@ -131,45 +135,6 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
     }
 }
 
-/// An ACP McpServer as a goose extension config: stdio (no `type`, or `stdio`) and `http`
-/// (Streamable HTTP). SSE is refused: MCP replaced it with Streamable HTTP.
-pub fn mcp_server(i: usize, s: &Value) -> Result<ExtensionConfig, ErrorObject> {
-    let field = format!("mcpServers[{i}]");
-    let name = s
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| invalid_params(format!("{field}: missing `name`")))?;
-    let pairs = |k: &str| -> serde_json::Map<String, Value> {
-        s.get(k)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p.get("name")?.as_str()?.to_string(), p.get("value")?.clone())))
-            .collect()
-    };
-    let v = match s.get("type").and_then(Value::as_str) {
-        None | Some("stdio") => {
-            let cmd = s.get("command").and_then(Value::as_str).ok_or_else(|| invalid_params(format!("{field} ({name}): missing `command`")))?;
-            json!({ "type": "stdio", "name": name, "description": "", "cmd": cmd,
-                    "args": s.get("args").cloned().unwrap_or_else(|| json!([])), "envs": pairs("env") })
-        }
-        Some("http") => {
-            let url = s.get("url").and_then(Value::as_str).ok_or_else(|| invalid_params(format!("{field} ({name}): missing `url`")))?;
-            json!({ "type": "streamable_http", "name": name, "description": "", "uri": url, "headers": pairs("headers") })
-        }
-        Some("sse") => {
-            return Err(invalid_params(format!(
-                "{field} ({name}): {SSE_UNSUPPORTED} (mcpCapabilities.sse is false; pass the server's Streamable HTTP endpoint as type \"http\")"
-            )))
-        }
-        Some(other) => return Err(invalid_params(format!("{field} ({name}): unknown transport type {other:?}; use stdio or http"))),
-    };
-    let c = ExtensionConfig::from_value(v).map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
-    c.validate().map_err(|e| invalid_params(format!("{field} ({name}): {e}")))?;
-    Ok(c)
-}
-
 /// What waits for a prompt's answer to be written (the model's title of the session).
 #[derive(Default)]
 struct AfterAnswer(Mutex<(bool, Vec<Deferred>)>);
@@ -211,7 +176,10 @@ impl peer::Handler<Wire> for Arc<Agent> {
         Agent::request(self, req)
     }
     fn notification(&self, method: &str, params: Option<Value>) {
-        Agent::notification(self, method, params.unwrap_or(Value::Null))
+        match Notification::parse(method, params) {
+            Ok(n) => Agent::notification(self, n),
+            Err(e) => log::warn!("acp: ignoring the notification {method}: {}", e.message),
+        }
     }
 }
 
@@ -266,54 +234,59 @@ impl Agent {
             fs: Mutex::default(),
             forms: AtomicBool::new(false),
             open: Mutex::default(),
+            prompted: Mutex::default(),
         }
     }
 
     /// Dispatches one request: answered at once, or later from a thread of its own (methods
     /// that start extensions, wait for the model or for the person).
-    pub fn request(self: &Arc<Self>, req: Incoming<'_>) -> peer::Answer {
-        let (method, params) = (req.method.as_str(), req.params.clone().unwrap_or(Value::Null));
-        log::debug!("acp: request {} {method}", req.id);
-        peer::Answer::Now(match method {
-            "initialize" => self.initialize(&params),
-            "authenticate" => self.authenticate(&params),
-            "session/set_mode" => self.set_mode(&params),
-            "session/list" => self.list(&params),
-            "session/delete" => self.delete(&params),
-            "session/close" => self.close(&params),
-            "session/set_config_option" => self.set_config_option(&params),
-            m if m.starts_with(GOOSE_METHODS) => {
+    pub fn request(self: &Arc<Self>, mut req: Incoming<'_>) -> peer::Answer {
+        log::debug!("acp: request {} {}", req.id, req.method);
+        let request = match Request::parse(&req.method, req.params.take()) {
+            Ok(r) => r,
+            Err(e) => return peer::Answer::Now(Err(e)),
+        };
+        peer::Answer::Now(match request {
+            Request::Initialize(p) => self.initialize(&p),
+            Request::Authenticate(p) => self.authenticate(&p),
+            Request::SetMode(p) => self.set_mode(&p),
+            Request::ListSessions(p) => self.list(&p),
+            Request::DeleteSession(p) => self.delete(&p),
+            Request::CloseSession(p) => self.close(&p),
+            Request::SetConfigOption(p) => self.set_config_option(&p),
+            Request::Goose { method, params } => {
                 // Some start extensions or wait for them.
-                let (me, method, goose) = (self.clone(), m.to_string(), self.goose);
+                let (me, goose) = (self.clone(), self.goose);
                 return later(&req, move || goose(&me, &method, &params));
             }
-            "session/new" => {
+            Request::NewSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.new_session(&params));
+                return later(&req, move || me.new_session(p).map(|r| r.to_value()));
             }
-            "session/load" => {
+            Request::LoadSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.load(&params));
+                return later(&req, move || me.load(p).map(|r| r.to_value()));
             }
-            "session/fork" => {
+            Request::ForkSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.fork(&params));
+                return later(&req, move || me.fork(p).map(|r| r.to_value()));
             }
-            "session/prompt" => {
+            Request::Prompt(p) => {
+                lock(&self.prompted).insert(p.session_id.clone());
                 // The slot first: a prompt refused for want of one leaves nothing marked running.
                 let responder = match take_slot(&req) {
                     Ok(r) => r,
                     Err(e) => return peer::Answer::Now(Err(e)),
                 };
-                match self.begin_prompt(&params) {
-                    Ok((open, sid, cancel_rx, cancelled)) => {
+                match self.begin_prompt(&p.session_id) {
+                    Ok((open, cancel_rx, cancelled)) => {
                         let (me, asked) = (self.clone(), responder.cancel().clone());
                         let gate = AfterAnswer::new();
                         let after = gate.clone();
                         return run_later(
                             responder,
                             move || {
-                                let r = me.prompt(&sid, &open, &params, (cancel_rx, &asked), &cancelled, &gate);
+                                let r = me.prompt(p, &open, (cancel_rx, &asked), &cancelled, &gate);
                                 *lock(&open.running) = None;
                                 r
                             },
@@ -323,17 +296,17 @@ impl Agent {
                     Err(e) => Err(e),
                 }
             }
-            other => Err(ErrorObject::new(
+            Request::Unknown(other) => Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method {other:?}; gosling acp serves {METHODS}"),
             )),
         })
     }
 
-    pub fn notification(&self, method: &str, params: Value) {
-        match method {
-            "session/cancel" => {
-                let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("").to_string();
+    pub fn notification(&self, n: Notification) {
+        match n {
+            Notification::Cancel(p) => {
+                let sid = p.session_id;
                 self.cancel_prompt(&sid);
                 // A turn another front end runs in the session (the HTTP API's) stops too; off
                 // the reader thread, since a bus request is given a moment to wind down.
@@ -344,7 +317,15 @@ impl Agent {
                     log::warn!("acp: cannot start a thread to cancel: {e}");
                 }
             }
-            other => log::debug!("acp: ignoring the notification {other}"),
+            Notification::Other(other) => log::debug!("acp: ignoring the notification {other}"),
+        }
+    }
+
+    /// The connection ends: the prompts it started stop (only its own, see `cancel_prompt`).
+    pub fn end_connection(&self) {
+        let prompted = std::mem::take(&mut *lock(&self.prompted));
+        for sid in prompted {
+            self.cancel_prompt(&sid);
         }
     }
 
@@ -371,55 +352,37 @@ impl Agent {
             .map(|e| e.to_string())
     }
 
-    fn initialize(&self, p: &Value) -> Reply {
-        let asked = p
-            .get("protocolVersion")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| invalid_params("`protocolVersion` must be a whole number (gosling speaks ACP 1)"))?;
+    fn initialize(&self, p: &acp::Initialize) -> Reply {
+        let asked = p.protocol_version;
         if asked != PROTOCOL_VERSION {
             log::info!("acp: the client asked for protocol {asked}; answering {PROTOCOL_VERSION}");
         }
-        let fs = p.pointer("/clientCapabilities/fs");
-        let caps = FsCaps {
-            read: fs.and_then(|f| f.get("readTextFile")).and_then(Value::as_bool).unwrap_or(false),
-            write: fs.and_then(|f| f.get("writeTextFile")).and_then(Value::as_bool).unwrap_or(false),
-        };
-        *lock(&self.fs) = caps;
-        let forms = p.pointer("/clientCapabilities/elicitation/form").is_some_and(|f| !f.is_null());
-        self.forms.store(forms, Ordering::SeqCst);
-        let custom = p.pointer("/clientCapabilities/_meta/goose/customNotifications").and_then(Value::as_bool);
-        self.custom_notifications.store(custom == Some(true), Ordering::SeqCst);
+        *lock(&self.fs) = p.fs;
+        self.forms.store(p.elicitation_form, Ordering::SeqCst);
+        self.custom_notifications.store(p.custom_notifications, Ordering::SeqCst);
         // One method always (registries require one); it says what to set while none works.
         let description = match self.provider_problem() {
             None => "A model provider is configured (GOOSE_PROVIDER, GOOSE_MODEL and its key)".to_string(),
             Some(why) => format!("{why}. Set them in the agent's environment in your editor's agent settings (or in gosling's config with the web page), then restart the agent"),
         };
-        let auth_methods =
-            json!([{ "id": AUTH_METHOD, "name": "Configure a model provider", "description": description }]);
         let images = gosling_agent::usage::defaults(&|k| self.app.setting(k))
             .is_some_and(|m| gosling_llm::catalog::takes_images(&m.provider));
-        Ok(json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": true,
-                // Images when the configured provider is sent them (a session on another refuses them).
-                "promptCapabilities": { "image": images, "audio": false, "embeddedContext": true },
-                "mcpCapabilities": { "http": true, "sse": false },
-                "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
-                "auth": {},
-            },
-            "agentInfo": { "name": "gosling", "title": "gosling", "version": env!("CARGO_PKG_VERSION") },
-            "authMethods": auth_methods,
-        }))
+        let answer = Initialized {
+            auth_method: AUTH_METHOD,
+            auth_description: description,
+            version: env!("CARGO_PKG_VERSION"),
+            images,
+        };
+        Ok(answer.to_value())
     }
 
-    fn authenticate(&self, p: &Value) -> Reply {
-        let m = str_param(p, "methodId")?;
+    fn authenticate(&self, p: &acp::Authenticate) -> Reply {
+        let m = &p.method_id;
         if m != AUTH_METHOD {
             return Err(invalid_params(format!("unknown auth method {m:?}; gosling offers {AUTH_METHOD:?}")));
         }
         match self.provider_problem() {
-            None => Ok(json!({})),
+            None => Ok(acp::empty()),
             Some(why) => Err(ErrorObject::new(
                 AUTH_REQUIRED,
                 format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
@@ -440,19 +403,14 @@ impl Agent {
         })
     }
 
-    fn set_mode(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        self.app.set_mode(sid, str_param(p, "modeId")?).map_err(|e| agent_error(e, sid))?;
-        Ok(json!({}))
+    fn set_mode(&self, p: &acp::SetMode) -> Reply {
+        let sid = &p.session_id;
+        self.app.set_mode(sid, &p.mode_id).map_err(|e| agent_error(e, sid))?;
+        Ok(acp::empty())
     }
 
-    /// Checks the cwd and the editor's MCP servers against the trust policy.
-    fn client_servers(&self, p: &Value) -> Result<Vec<ExtensionConfig>, ErrorObject> {
-        let list = match p.get("mcpServers") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) => a.iter().enumerate().map(|(i, s)| mcp_server(i, s)).collect::<Result<_, _>>()?,
-            Some(_) => return Err(invalid_params("`mcpServers` must be an array")),
-        };
+    /// Checks the editor's MCP servers against the trust policy.
+    fn client_servers(&self, list: Vec<ExtensionConfig>) -> Result<Vec<ExtensionConfig>, ErrorObject> {
         for c in &list {
             self.check_policy(c)?;
         }
@@ -465,8 +423,7 @@ impl Agent {
             .map_err(|e| invalid_params(format!("extension {}: {e}", c.name())))
     }
 
-    fn cwd(p: &Value) -> Result<String, ErrorObject> {
-        let cwd = str_param(p, "cwd")?;
+    fn cwd(cwd: &str) -> Result<String, ErrorObject> {
         // The one rule every front end applies (`~` expanded against HOME).
         gosling_config::working_dir(cwd, &gosling_config::ProcessEnv)
             .map(|d| d.display().to_string())
@@ -494,38 +451,26 @@ impl Agent {
     }
 
     /// The session is open on this connection; goose's `extensionResults` of its start.
-    fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<Value> {
+    fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<ExtensionResult> {
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None) });
         lock(&self.open).insert(sid.to_string(), open);
-        results
-            .iter()
-            .map(|r| match &r.error {
-                Some(e) => json!({ "name": r.name, "success": false, "error": e }),
-                None => json!({ "name": r.name, "success": true }),
-            })
-            .collect()
+        results.iter().map(|r| ExtensionResult { name: r.name.clone(), error: r.error.clone() }).collect()
     }
 
     /// goose's `_meta.enabledExtensions` of `session/new` (Goose Desktop's choice for the
-    /// chat, as GooseExtension objects) and the `--with-builtin` builtins, under the policy.
-    fn meta_extensions(&self, p: &Value) -> Result<Option<Vec<ExtensionConfig>>, ErrorObject> {
-        let Some(list) = p.pointer("/_meta/enabledExtensions").filter(|v| !v.is_null()) else { return Ok(None) };
-        let list = list.as_array().ok_or_else(|| invalid_params("`_meta.enabledExtensions` must be an array"))?;
-        let mut out = Vec::new();
-        for (i, e) in list.iter().enumerate() {
-            let c = crate::shapes::from_goose_extension(e)
-                .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {e}")))?;
-            self.check_policy(&c)
-                .map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {}", e.message)))?;
-            out.push(c);
+    /// chat) under the policy.
+    fn meta_extensions(&self, list: Option<Vec<ExtensionConfig>>) -> Result<Option<Vec<ExtensionConfig>>, ErrorObject> {
+        let Some(list) = list else { return Ok(None) };
+        for (i, c) in list.iter().enumerate() {
+            self.check_policy(c).map_err(|e| invalid_params(format!("_meta.enabledExtensions[{i}]: {}", e.message)))?;
         }
-        Ok(Some(out))
+        Ok(Some(list))
     }
 
-    fn new_session(&self, p: &Value) -> Reply {
-        let cwd = Self::cwd(p)?;
-        let client = self.client_servers(p)?;
-        let chosen = self.meta_extensions(p)?;
+    fn new_session(&self, p: acp::NewSession) -> Result<SessionOpened, ErrorObject> {
+        let cwd = Self::cwd(&p.cwd)?;
+        let client = self.client_servers(p.mcp_servers)?;
+        let chosen = self.meta_extensions(p.enabled_extensions)?;
         let keys: HashSet<String> = client.iter().map(|c| runtime_key(c.name())).collect();
         let error = |e| agent_error(e, "");
         let mut set = match chosen {
@@ -558,12 +503,15 @@ impl Agent {
         gosling_agent::usage::record_model(&self.app, &mut session).map_err(|e| agent_error(e, &session.id))?;
         let results = self.opened(&session.id, &cwd, &started.results);
         log::info!("acp: session {} started in {cwd}", session.id);
-        Ok(json!({
-            "sessionId": session.id,
-            "modes": self.modes(None),
-            "configOptions": self.config_options(&session),
-            "_meta": { "extensionResults": results, "workingDir": cwd },
-        }))
+        Ok(SessionOpened {
+            session_id: Some(session.id.clone()),
+            modes: self.modes(None),
+            config_options: self.config_options(&session),
+            extension_results: results,
+            working_dir: cwd,
+            more_meta: Default::default(),
+            forked: None,
+        })
     }
 
     /// The session's provider, model and thinking effort as ACP config options (`select`).
@@ -606,13 +554,8 @@ impl Agent {
     /// `session/set_config_option`: the session's provider, model or thinking effort, kept on
     /// the session (a turn reads its provider and model from there); sends
     /// `config_option_update` before the answer, as goose does.
-    fn set_config_option(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        let id = str_param(p, "configId")?;
-        let value = p
-            .get("value")
-            .and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_bool().map(|b| b.to_string())))
-            .ok_or_else(|| invalid_params("`value` must be the chosen option's value"))?;
+    fn set_config_option(&self, p: &acp::SetConfigOption) -> Reply {
+        let (sid, id, value) = (p.session_id.as_str(), p.config_id.as_str(), p.value.clone());
         match id {
             "provider" => {
                 let choice = ModelChoice { provider: Some(value), ..Default::default() };
@@ -637,55 +580,36 @@ impl Agent {
             }
         }
         let options = self.config_options(&self.app.session_meta(sid).map_err(|e| agent_error(e, sid))?);
-        self.conn.update(sid, json!({ "sessionUpdate": "config_option_update", "configOptions": options }));
+        self.conn.update(sid, &SessionUpdate::ConfigOptions(options.clone()));
         Ok(json!({ "configOptions": options }))
     }
 
     /// `session/list`: newest first, `_meta.types` (goose's session types; default all) and
     /// `_meta.query` (words in the title), 50 a page, `cursor` the offset of the next one.
-    fn list(&self, p: &Value) -> Reply {
-        let types: Vec<&str> = p
-            .pointer("/_meta/types")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let query = p.pointer("/_meta/query").and_then(Value::as_str);
-        let cwd = p.get("cwd").and_then(Value::as_str);
-        let start = match p.get("cursor") {
-            None | Some(Value::Null) => 0,
-            Some(c) => c
-                .as_str()
-                .and_then(|c| c.parse::<usize>().ok())
-                .ok_or_else(|| invalid_params("`cursor` must be a nextCursor this agent returned"))?,
-        };
+    fn list(&self, p: &acp::ListSessions) -> Reply {
+        let types: Vec<&str> = p.types.iter().map(String::as_str).collect();
+        let (query, cwd, start) = (p.query.as_deref(), p.cwd.as_deref(), p.cursor);
         let asked = SessionQuery { types, working_dir: cwd, query, budget: SEARCH_BUDGET };
         let (all, searched) = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
         let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
         let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
-        let mut answer = json!({ "sessions": page, "nextCursor": next });
-        if let Some(complete) = searched {
-            // False: the budget ran out before the oldest sessions' messages were read.
-            answer["_meta"] = json!({ "searchComplete": complete });
-        }
-        Ok(answer)
+        Ok(SessionList { sessions: page, next_cursor: next, search_complete: searched }.to_value())
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
-    fn delete(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
+    fn delete(&self, p: &acp::SessionRef) -> Reply {
+        let sid = &p.session_id;
         self.release(sid);
         self.app.delete_session(sid).map_err(|e| agent_error(e, sid))?;
-        Ok(json!({}))
+        Ok(acp::empty())
     }
 
     /// `session/close`: the session stays stored; its prompt is cancelled and its extensions stop.
-    fn close(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
+    fn close(&self, p: &acp::SessionRef) -> Reply {
+        let sid = &p.session_id;
         self.release(sid);
         match self.app.stop_session(sid) {
-            Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(json!({})),
+            Ok(()) | Err(gosling_agent::Error::NoAgent(_)) => Ok(acp::empty()),
             Err(e) => Err(agent_error(e, sid)),
         }
     }
@@ -719,10 +643,10 @@ impl Agent {
 
     /// `session/load`: the stored session opened here (its extension set as the person left it,
     /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
-    fn load(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        let cwd = Self::cwd(p)?;
-        let client = self.client_servers(p)?;
+    fn load(&self, p: acp::LoadSession) -> Result<SessionOpened, ErrorObject> {
+        let sid = p.session_id.as_str();
+        let cwd = Self::cwd(&p.cwd)?;
+        let client = self.client_servers(p.mcp_servers)?;
         let open =
             OpenSession { working_dir: Some(cwd.clone()), added: client, restart: true, delegate: self.delegate(&cwd) };
         let opened = self.app.open_session(sid, open).map_err(|e| match e {
@@ -732,48 +656,42 @@ impl Agent {
         let session = opened.session;
         let results = self.opened(sid, &cwd, &opened.results);
         for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-            self.conn.update(sid, u);
+            self.conn.update(sid, &u);
         }
         log::info!("acp: session {sid} loaded in {cwd}");
-        Ok(json!({
-            "modes": self.modes(session.goose_mode.as_deref()),
-            "configOptions": self.config_options(&session),
-            "_meta": { "extensionResults": results, "workingDir": cwd },
-        }))
+        Ok(SessionOpened {
+            session_id: None,
+            modes: self.modes(session.goose_mode.as_deref()),
+            config_options: self.config_options(&session),
+            extension_results: results,
+            working_dir: cwd,
+            more_meta: Default::default(),
+            forked: None,
+        })
     }
 
     /// `session/fork` (ACP, unstable): a new session with the conversation up to
     /// `_meta.conversationBefore` (the `created` time of the first message left out, unix
     /// seconds; all of it without), made by the core (`agent::history::fork`), then opened as
     /// `session/load` opens one; the answer is load's with the new `sessionId`.
-    fn fork(&self, p: &Value) -> Reply {
-        let sid = str_param(p, "sessionId")?;
-        let cwd = Self::cwd(p)?;
-        let before = match p.pointer("/_meta/conversationBefore") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_i64().ok_or_else(|| {
-                invalid_params("`_meta.conversationBefore` must be a whole number: the `created` time (unix seconds) of the first message to leave out")
-            })?),
-        };
-        let new = gosling_agent::history::fork(&self.app, sid, before, &cwd).map_err(|e| agent_error(e, sid))?;
-        let servers = p.get("mcpServers").cloned().unwrap_or_else(|| json!([]));
-        let mut answer = self.load(&json!({ "sessionId": new.id, "cwd": cwd, "mcpServers": servers }))?;
-        answer["sessionId"] = json!(new.id);
+    fn fork(&self, p: acp::ForkSession) -> Result<SessionOpened, ErrorObject> {
+        let sid = p.session_id.as_str();
+        let cwd = Self::cwd(&p.cwd)?;
+        let new = gosling_agent::history::fork(&self.app, sid, p.conversation_before, &cwd)
+            .map_err(|e| agent_error(e, sid))?;
+        let load = acp::LoadSession { session_id: new.id.clone(), cwd, mcp_servers: p.mcp_servers, extra: p.extra };
+        let mut answer = self.load(load)?;
+        answer.forked = Some(new.id.clone());
         // goose adds the new session's listing `_meta` (messageCount, createdAt, …).
-        if let (Some(meta), Value::Object(info)) =
-            (answer["_meta"].as_object_mut(), &crate::shapes::session_info(&new)["_meta"])
-        {
-            for (k, v) in info {
-                meta.entry(k.clone()).or_insert_with(|| v.clone());
-            }
+        if let Value::Object(info) = &crate::shapes::session_info(&new)["_meta"] {
+            answer.more_meta = info.clone();
         }
         Ok(answer)
     }
 
     /// Claims the session for one prompt: a second prompt while one runs is refused.
-    #[allow(clippy::type_complexity)] // the four parts the prompt thread takes over
-    fn begin_prompt(&self, p: &Value) -> Result<(Arc<Open>, String, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
-        let sid = str_param(p, "sessionId")?;
+    #[allow(clippy::type_complexity)] // the three parts the prompt thread takes over
+    fn begin_prompt(&self, sid: &str) -> Result<(Arc<Open>, Receiver<()>, Arc<AtomicBool>), ErrorObject> {
         let open = lock(&self.open).get(sid).cloned();
         let Some(open) = open else {
             return Err(match self.app.session_meta(sid) {
@@ -795,7 +713,7 @@ impl Agent {
         let cancelled = Arc::new(AtomicBool::new(false));
         *running = Some(Running { cancel: Some(tx), cancelled: cancelled.clone() });
         drop(running);
-        Ok((open, sid.to_string(), rx, cancelled))
+        Ok((open, rx, cancelled))
     }
 
     /// The turn for a new user message, prepared exactly as `/reply` prepares it (the message
@@ -809,31 +727,31 @@ impl Agent {
     /// connection's end) sets.
     fn prompt(
         &self,
-        sid: &str,
+        p: acp::Prompt,
         open: &Arc<Open>,
-        p: &Value,
         (cancel, asked): (Receiver<()>, &peer::Cancel),
         cancelled: &AtomicBool,
         after_answer: &Arc<AfterAnswer>,
     ) -> Reply {
-        let blocks = p
-            .get("prompt")
-            .and_then(Value::as_array)
-            .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-        let content =
-            updates::prompt_content(blocks, &gosling_agent::usage::images(&self.app, sid)).map_err(invalid_params)?;
-        let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, content);
+        let sid = p.session_id.as_str();
+        if let Some(i) = p.content.iter().position(|c| matches!(c, gosling_store::message::Content::Image(_))) {
+            if let Err(why) = gosling_agent::usage::images(&self.app, sid) {
+                return Err(invalid_params(format!("prompt[{i}]: image content is refused: {why}")));
+            }
+        }
+        let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, p.content);
         let mut turn = self.prepare_turn(sid, user)?;
         // The turn's run, which Desktop steers into (`session/steer`), until it ends.
-        self.conn.update(sid, updates::active_run(Some(turn.run_id())));
+        self.conn.update(sid, &updates::active_run(Some(turn.run_id())));
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
         let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
-            conn.update(
-                sid,
-                json!({ "sessionUpdate": "session_info_update", "title": title, "updatedAt": updated,
-                        "_meta": { "userSetName": false } }),
-            );
+            let info = SessionUpdate::SessionInfo {
+                title: title.to_string(),
+                updated_at: Some(updated.to_string()),
+                user_set_name: false,
+            };
+            conn.update(sid, &info);
         };
         if let Some((title, updated)) = &turn.titled {
             announce(&self.conn, sid, title, updated);
@@ -875,7 +793,7 @@ impl Agent {
         let mut send_plan = |text: &str| {
             let p = updates::plan(text);
             if let Some(plan) = p.clone().filter(|_| p != last_plan) {
-                self.conn.update(sid, plan);
+                self.conn.update(sid, &plan);
                 last_plan = p;
             }
         };
@@ -913,25 +831,20 @@ impl Agent {
                     for l in updates::live(&message, first_status, &open.cwd) {
                         match l {
                             Live::Update(u) => {
-                                let call = u["toolCallId"].as_str().unwrap_or("").to_string();
-                                match u["sessionUpdate"].as_str() {
-                                    Some("agent_message_chunk") => {
-                                        text.push_str(u["content"]["text"].as_str().unwrap_or(""))
-                                    }
-                                    Some("tool_call") => {
+                                match &u {
+                                    SessionUpdate::Chunk(c) if c.kind == su::ChunkKind::Agent => text.push_str(&c.text),
+                                    SessionUpdate::ToolCall(c) => {
                                         send_plan(&std::mem::take(&mut text));
-                                        if !matches!(u["status"].as_str(), Some("completed" | "failed")) {
-                                            open_calls.push(call);
+                                        if !su::is_final(&c.status) {
+                                            open_calls.push(c.id.clone());
                                         }
                                     }
-                                    Some("tool_call_update")
-                                        if matches!(u["status"].as_str(), Some("completed" | "failed")) =>
-                                    {
-                                        open_calls.retain(|c| *c != call)
+                                    SessionUpdate::ToolCallUpdate(c) if su::is_final(&c.status) => {
+                                        open_calls.retain(|id| *id != c.id)
                                     }
                                     _ => {}
                                 }
-                                self.conn.update(sid, u);
+                                self.conn.update(sid, &u);
                             }
                             Live::Permission { id, tool, arguments } => {
                                 self.ask(sid, open, &id, &tool, &arguments, &cancel);
@@ -947,7 +860,7 @@ impl Agent {
                     let progress = (method == "notifications/progress").then_some(&params);
                     match progress.and_then(|p| updates::tool_progress(&request_id, p)) {
                         Some(u) => {
-                            self.conn.update(sid, u);
+                            self.conn.update(sid, &u);
                         }
                         None => log::debug!("acp: session {sid}: {method} for tool call {request_id}"),
                     }
@@ -960,24 +873,22 @@ impl Agent {
             }
         }
         send_plan(&text);
-        self.conn.update(sid, updates::active_run(None));
+        self.conn.update(sid, &updates::active_run(None));
         if cancelled.load(Ordering::SeqCst) {
             for call in open_calls {
                 let mut u = updates::tool_status(&call, "failed");
-                u["content"] = json!([{ "type": "content", "content": { "type": "text", "text": "cancelled" } }]);
-                self.conn.update(sid, u);
+                u.content = Some(vec![su::text_content("cancelled")]);
+                self.conn.update(sid, &SessionUpdate::ToolCallUpdate(u));
             }
             // The turn thread ends by itself (a tool call in flight returns first); it holds
             // the session's turn until then.
             drop(handle);
-            return Ok(json!({ "stopReason": "cancelled", "usage": updates::prompt_usage(&used) }));
+            return Ok(Prompted { stop: StopReason::Cancelled, usage: used }.to_value());
         }
         let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
-            (Outcome::Finished, _) => Ok(json!({ "stopReason": "end_turn", "usage": updates::prompt_usage(&used) })),
-            (Outcome::OutOfTurns, _) => {
-                Ok(json!({ "stopReason": "max_turn_requests", "usage": updates::prompt_usage(&used) }))
-            }
+            (Outcome::Finished, _) => Ok(Prompted { stop: StopReason::EndTurn, usage: used }.to_value()),
+            (Outcome::OutOfTurns, _) => Ok(Prompted { stop: StopReason::MaxTurnRequests, usage: used }.to_value()),
             (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
@@ -992,11 +903,16 @@ impl Agent {
             Ok(m) => m,
             Err(e) => return log::debug!("acp: session {sid}: no usage update: {e}"),
         };
-        let (goose, acp) = updates::usage_updates(&meter);
+        let usage = SessionUpdate::Usage {
+            used: meter.used,
+            context_limit: meter.context_limit,
+            accumulated_input: meter.accumulated_input,
+            accumulated_output: meter.accumulated_output,
+        };
         if self.custom_notifications.load(Ordering::SeqCst) {
-            self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": goose }));
+            self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": usage.to_value() }));
         }
-        self.conn.update(sid, acp);
+        self.conn.update(sid, &SessionUpdate::ContextUsage { used: meter.used, size: meter.context_limit });
     }
 
     /// Relays an extension's MCP elicitation (a form for the person) to the editor as ACP's
@@ -1009,14 +925,13 @@ impl Agent {
             );
             return Answer::Cancel;
         }
-        let params = json!({ "sessionId": sid, "mode": "form", "message": message, "requestedSchema": schema });
-        match self.conn.request("elicitation/create", params, ELICITATION_WAIT, Some(cancel)) {
-            Ok(r) => match r.get("action").and_then(Value::as_str) {
-                Some("accept") => {
-                    Answer::Accept(r.get("content").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({})))
-                }
-                Some("decline") => Answer::Decline,
-                _ => Answer::Cancel,
+        let ask =
+            Elicitation { session_id: sid.to_string(), message: message.to_string(), requested_schema: schema.clone() };
+        match self.conn.request("elicitation/create", ask.params(), ELICITATION_WAIT, Some(cancel)) {
+            Ok(r) => match ElicitationAnswer::parse(&r) {
+                ElicitationAnswer::Accept(content) => Answer::Accept(content),
+                ElicitationAnswer::Decline => Answer::Decline,
+                ElicitationAnswer::Cancel => Answer::Cancel,
             },
             Err(e) => {
                 log::info!("acp: session {sid}: elicitation/create: {e:?}; the extension hears cancel");
@@ -1034,28 +949,15 @@ impl Agent {
                 log::info!("acp: session {sid}: the permission answer for {id} came after the turn stopped waiting");
             }
         };
-        let mut call = updates::tool_call(id, tool, args, "pending", &open.cwd);
-        call.as_object_mut().map(|o| o.remove("sessionUpdate"));
-        let params = json!({
-            "sessionId": sid,
-            "toolCall": call,
-            "options": [
-                { "optionId": "allow_once", "name": "Allow once", "kind": "allow_once" },
-                { "optionId": "allow_always", "name": "Always allow", "kind": "allow_always" },
-                { "optionId": "reject_once", "name": "Reject", "kind": "reject_once" },
-                { "optionId": "reject_always", "name": "Always reject", "kind": "reject_always" },
-            ],
-        });
+        let call = updates::tool_call(id, tool, args, "pending", &open.cwd);
+        let params = RequestPermission { session_id: sid.to_string(), tool_call: call }.params();
         let action = match self.conn.request("session/request_permission", params, PERMISSION_WAIT, Some(cancel)) {
-            Ok(v) => match (
-                v.pointer("/outcome/outcome").and_then(Value::as_str),
-                v.pointer("/outcome/optionId").and_then(Value::as_str),
-            ) {
-                (Some("selected"), Some("allow_once")) => Decision::AllowOnce,
-                (Some("selected"), Some("allow_always")) => Decision::AlwaysAllow,
-                (Some("selected"), Some("reject_once")) => Decision::DenyOnce,
-                (Some("selected"), Some("reject_always")) => Decision::AlwaysDeny,
-                (Some("cancelled"), _) => Decision::Cancel,
+            Ok(v) => match PermissionOutcome::parse(&v) {
+                PermissionOutcome::Selected(id) if id == "allow_once" => Decision::AllowOnce,
+                PermissionOutcome::Selected(id) if id == "allow_always" => Decision::AlwaysAllow,
+                PermissionOutcome::Selected(id) if id == "reject_once" => Decision::DenyOnce,
+                PermissionOutcome::Selected(id) if id == "reject_always" => Decision::AlwaysDeny,
+                PermissionOutcome::Cancelled => Decision::Cancel,
                 other => {
                     log::warn!(
                         "acp: session {sid}: unexpected permission outcome {other:?}; the tool call is declined"
@@ -1070,7 +972,7 @@ impl Agent {
             }
         };
         if matches!(action, Decision::AllowOnce | Decision::AlwaysAllow) {
-            self.conn.update(sid, updates::tool_status(id, "in_progress"));
+            self.conn.update(sid, &SessionUpdate::ToolCallUpdate(updates::tool_status(id, "in_progress")));
         }
         allow(action)
     }

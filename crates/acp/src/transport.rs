@@ -141,15 +141,11 @@ impl<R: BufRead> Inbox for LineReader<R> {
 pub fn serve_connection(host: Arc<Host>, outbound: Box<dyn Outbound>, mut inbox: impl Inbox) {
     let conn = Arc::new(Conn::with_outbound(outbound));
     let agent = Arc::new(session::Agent::new(host, conn.clone(), goose::call));
-    let mut prompted = std::collections::HashSet::new();
-    let mut watch = Watch { inner: &mut inbox, prompted: &mut prompted };
-    if let Err(e) = serve(&agent, &conn, &mut watch) {
+    if let Err(e) = serve(&agent, &conn, &mut inbox) {
         log::info!("acp: connection ended: {e}");
     }
     conn.close();
-    for sid in prompted {
-        agent.cancel_prompt(&sid);
-    }
+    agent.end_connection();
 }
 
 /// Reads messages until the transport ends; every bad message gets an error answer and the
@@ -204,31 +200,6 @@ pub(crate) fn serve(agent: &Arc<session::Agent>, conn: &Arc<Conn>, input: &mut d
 fn id_of(line: &[u8]) -> Option<Id> {
     let v: Value = serde_json::from_slice(line).ok()?;
     Id::from_value(v.get("id")?)
-}
-
-/// Notes the sessions a connection prompted, to cancel their turns when it ends.
-struct Watch<'a, I> {
-    inner: &'a mut I,
-    prompted: &'a mut std::collections::HashSet<String>,
-}
-
-impl<I: Inbox> Inbox for Watch<'_, I> {
-    fn next(&mut self) -> io::Result<Option<Inbound>> {
-        let m = self.inner.next()?;
-        if let Some(Inbound::Message(bytes)) = &m {
-            // Cheap pre-check before parsing a second time: only prompts matter.
-            if bytes.windows(14).any(|w| w == b"session/prompt") {
-                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) {
-                    if v.get("method").and_then(|m| m.as_str()) == Some("session/prompt") {
-                        if let Some(sid) = v.pointer("/params/sessionId").and_then(|s| s.as_str()) {
-                            self.prompted.insert(sid.to_string());
-                        }
-                    }
-                }
-            }
-        }
-        Ok(m)
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
 //! goose messages ⇄ ACP: the `session/update` payloads a turn's messages become (live and on
 //! `session/load`), and the goose user message an ACP prompt becomes. Pure: no I/O.
 
+use crate::session_update::{
+    text_content, Chunk, ChunkKind, GooseMeta, PlanEntry, SessionUpdate, ToolCall, ToolCallUpdate,
+};
 use gosling_agent::messages as msg;
-use gosling_agent::usage::{Meter, TurnUsage};
+
 use gosling_store::message::{Action, Content, Message, Role, ToolRequest, ToolResponse};
 use gosling_wire::mcp_types::ContentBlock;
 use serde_json::{json, Value};
@@ -10,8 +13,8 @@ use serde_json::{json, Value};
 /// What one goose message of a running turn asks the ACP side to do.
 #[derive(Debug, PartialEq)]
 pub enum Live {
-    /// Send this `update` object in a `session/update` notification.
-    Update(Value),
+    /// Send this update in a `session/update` notification.
+    Update(SessionUpdate),
     /// Ask the client with `session/request_permission` (approve modes).
     Permission { id: String, tool: String, arguments: Value },
     /// An extension's MCP elicitation (a form for the person): relayed as ACP's
@@ -56,29 +59,36 @@ pub fn tool_title(name: &str, args: &Value) -> String {
 }
 
 /// File locations a call touches (for editors that follow the agent).
-fn locations(args: &Value, cwd: &str) -> Vec<Value> {
+fn locations(args: &Value, cwd: &str) -> Vec<String> {
     match args.get("path").and_then(Value::as_str) {
-        Some(p) if p.starts_with('/') => vec![json!({ "path": p })],
-        Some(p) => vec![json!({ "path": format!("{}/{p}", cwd.trim_end_matches('/')) })],
+        Some(p) if p.starts_with('/') => vec![p.to_string()],
+        Some(p) => vec![format!("{}/{p}", cwd.trim_end_matches('/'))],
         None => Vec::new(),
     }
 }
 
 /// The `tool_call` update announcing a call.
-pub fn tool_call(id: &str, name: &str, args: &Value, status: &str, cwd: &str) -> Value {
-    json!({
-        "sessionUpdate": "tool_call", "toolCallId": id, "title": tool_title(name, args),
-        "kind": tool_kind(name, args), "status": status, "rawInput": args, "locations": locations(args, cwd),
-    })
+pub fn tool_call(id: &str, name: &str, args: &Value, status: &str, cwd: &str) -> ToolCall {
+    ToolCall {
+        id: id.to_string(),
+        title: tool_title(name, args),
+        kind: tool_kind(name, args),
+        status: status.to_string(),
+        raw_input: args.clone(),
+        locations: locations(args, cwd),
+        content: None,
+        message: None,
+    }
 }
 
-pub fn tool_status(id: &str, status: &str) -> Value {
-    json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status })
+/// A call's new status, nothing else.
+pub fn tool_status(id: &str, status: &str) -> ToolCallUpdate {
+    ToolCallUpdate { id: id.to_string(), status: status.to_string(), content: None, raw_output: None, message: None }
 }
 
 /// A running call's MCP `notifications/progress` as a `tool_call_update` whose content says how
 /// far it is (`message`, then `progress/total` or `progress`). The closing update replaces it.
-pub fn tool_progress(id: &str, params: &Value) -> Option<Value> {
+pub fn tool_progress(id: &str, params: &Value) -> Option<SessionUpdate> {
     let progress = params.get("progress").and_then(Value::as_f64)?;
     let count = match params.get("total").and_then(Value::as_f64) {
         Some(total) => format!("{progress}/{total}"),
@@ -88,14 +98,13 @@ pub fn tool_progress(id: &str, params: &Value) -> Option<Value> {
         Some(m) => format!("{m} ({count})"),
         None => format!("progress {count}"),
     };
-    Some(json!({
-        "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress",
-        "content": [{ "type": "content", "content": { "type": "text", "text": text } }],
-    }))
+    let mut u = tool_status(id, "in_progress");
+    u.content = Some(vec![text_content(&text)]);
+    Some(SessionUpdate::ToolCallUpdate(u))
 }
 
 /// The `tool_call_update` closing a call, from goose's toolResponse content.
-pub fn tool_result(r: &ToolResponse) -> Value {
+pub fn tool_result(r: &ToolResponse) -> ToolCallUpdate {
     let id = &r.id;
     let (status, blocks, raw) = match &r.result {
         Ok(t) => (
@@ -106,7 +115,13 @@ pub fn tool_result(r: &ToolResponse) -> Value {
         Err(e) => ("failed", vec![msg::text_item(e)], json!({ "error": e })),
     };
     let content: Vec<Value> = blocks.into_iter().map(|b| json!({"type": "content", "content": b})).collect();
-    json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status, "content": content, "rawOutput": raw })
+    ToolCallUpdate {
+        id: id.clone(),
+        status: status.to_string(),
+        content: Some(content),
+        raw_output: Some(raw),
+        message: None,
+    }
 }
 
 /// An MCP content block as an ACP ContentBlock (the shapes are the same for text, image,
@@ -119,8 +134,8 @@ fn content_block(c: &ContentBlock) -> Option<Value> {
     }
 }
 
-fn chunk(kind: &str, text: &str) -> Value {
-    json!({ "sessionUpdate": kind, "content": { "type": "text", "text": text } })
+fn chunk(kind: ChunkKind, text: &str) -> SessionUpdate {
+    SessionUpdate::Chunk(Chunk { kind, text: text.to_string(), image: None, message: None })
 }
 
 /// What a goose message streamed by a running turn becomes. `first_status` is the status of
@@ -133,8 +148,8 @@ pub fn live(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
             with_message_meta(u, message);
             // The person's text in a running turn was steered in (`agent::steer`): goose marks
             // it so, with the message id the steer was answered.
-            if u["sessionUpdate"] == "user_message_chunk" && u["_meta"]["goose"].is_object() {
-                u["_meta"]["goose"]["steer"] = json!(true);
+            if let SessionUpdate::Chunk(Chunk { kind: ChunkKind::User, message: Some(g), .. }) = u {
+                g.steer = true;
             }
         }
     }
@@ -145,33 +160,28 @@ pub fn live(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
 /// carries the message's id (ACP's `messageId`, and `_meta.goose.messageId` with its
 /// `created` time), so chunks of different messages are never merged; a tool call names its
 /// tool and extension (`_meta.goose.toolCall`), since the title is for people.
-pub fn with_message_meta(u: &mut Value, message: &Message) {
+pub fn with_message_meta(u: &mut SessionUpdate, message: &Message) {
     let Some(id) = &message.id else { return };
-    let kind = u["sessionUpdate"].as_str().unwrap_or("").to_string();
-    let mut goose = json!({ "messageId": id, "created": message.created });
-    match kind.as_str() {
-        "agent_message_chunk" | "user_message_chunk" | "agent_thought_chunk" => {
-            u["messageId"] = json!(id);
-        }
-        "tool_call" => {
-            let call = u["toolCallId"].as_str();
+    let meta = |tool| Some(GooseMeta { message_id: id.clone(), created: message.created, tool, steer: false });
+    match u {
+        SessionUpdate::Chunk(c) => c.message = meta(None),
+        SessionUpdate::ToolCall(c) => {
             let name = message
                 .content
                 .iter()
-                .find_map(|c| match c {
-                    Content::ToolRequest(r) | Content::FrontendToolRequest(r) if Some(r.id.as_str()) == call => {
+                .find_map(|m| match m {
+                    Content::ToolRequest(r) | Content::FrontendToolRequest(r) if r.id == c.id => {
                         r.call.as_ref().ok().map(|c| c.name.as_str())
                     }
                     _ => None,
                 })
                 .unwrap_or("");
             let extension = name.split_once("__").map_or("", |(e, _)| e);
-            goose["toolCall"] = json!({ "toolName": name, "extensionName": extension });
+            c.message = meta(Some((name.to_string(), extension.to_string())));
         }
-        "tool_call_update" => {}
-        _ => return,
+        SessionUpdate::ToolCallUpdate(u) => u.message = meta(None),
+        _ => {}
     }
-    u["_meta"] = json!({ "goose": goose });
 }
 
 fn live_updates(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
@@ -179,14 +189,14 @@ fn live_updates(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
     for c in &message.content {
         match c {
             Content::Text(t) if message.role == Role::Assistant && !t.text.is_empty() => {
-                out.push(Live::Update(chunk("agent_message_chunk", &t.text)));
+                out.push(Live::Update(chunk(ChunkKind::Agent, &t.text)));
             }
             // A turn streams no user text but what was steered into it.
             Content::Text(t) if message.role == Role::User && !t.text.is_empty() => {
-                out.push(Live::Update(chunk("user_message_chunk", &t.text)));
+                out.push(Live::Update(chunk(ChunkKind::User, &t.text)));
             }
             Content::ToolRequest(r) => out.push(Live::Update(request(r, first_status, cwd))),
-            Content::ToolResponse(r) => out.push(Live::Update(tool_result(r))),
+            Content::ToolResponse(r) => out.push(Live::Update(SessionUpdate::ToolCallUpdate(tool_result(r)))),
             Content::ActionRequired(a) => match &a.data {
                 Action::ToolConfirmation { id, tool_name, arguments, .. } => out.push(Live::Permission {
                     id: id.clone(),
@@ -210,23 +220,23 @@ fn live_updates(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
     out
 }
 
-fn request(r: &ToolRequest, status: &str, cwd: &str) -> Value {
-    match &r.call {
+fn request(r: &ToolRequest, status: &str, cwd: &str) -> SessionUpdate {
+    SessionUpdate::ToolCall(match &r.call {
         Ok(call) if call.arguments.is_null() => tool_call(&r.id, &call.name, &json!({}), status, cwd),
         Ok(call) => tool_call(&r.id, &call.name, &call.arguments, status, cwd),
         Err(e) => {
             let mut u = tool_call(&r.id, "invalid tool call", &json!({}), "failed", cwd);
-            u["content"] = json!([{ "type": "content", "content": msg::text_item(e) }]);
+            u.content = Some(vec![json!({ "type": "content", "content": msg::text_item(e) })]);
             u
         }
-    }
+    })
 }
 
 /// A `plan` update when the model wrote its plan as a Markdown task list (`- [ ] step`,
 /// `- [x] done`, `- [~] doing`): ACP's agent plan, which editors show as a checklist. `None`
 /// when the text has no task list.
-pub fn plan(text: &str) -> Option<Value> {
-    let entries: Vec<Value> = text
+pub fn plan(text: &str) -> Option<SessionUpdate> {
+    let entries: Vec<PlanEntry> = text
         .lines()
         .filter_map(|l| {
             let l = l.trim_start();
@@ -239,53 +249,39 @@ pub fn plan(text: &str) -> Option<Value> {
                 "~" | "-" => "in_progress",
                 _ => return None,
             };
-            (!content.is_empty()).then(|| json!({ "content": content, "priority": "medium", "status": status }))
+            (!content.is_empty()).then(|| PlanEntry { content: content.to_string(), status })
         })
         .collect();
-    (!entries.is_empty()).then(|| json!({ "sessionUpdate": "plan", "entries": entries }))
+    (!entries.is_empty()).then_some(SessionUpdate::Plan(entries))
 }
 
 /// goose's `session_info_update` naming the turn's run (`_meta.goose.activeRunId`), which
 /// Desktop steers into; `None` when the turn has ended.
-pub fn active_run(run: Option<&str>) -> Value {
-    json!({ "sessionUpdate": "session_info_update", "_meta": { "goose": { "activeRunId": run } } })
-}
-
-/// A session's context meter as goose's `_goose/unstable/session/update` `usage_update` (the
-/// meter Desktop shows) and as ACP's standard `usage_update` (`used` of `size`; no cost: gosling
-/// has no price table and does not guess one).
-pub fn usage_updates(m: &Meter) -> (Value, Value) {
-    let goose = json!({
-        "sessionUpdate": "usage_update", "used": m.used, "contextLimit": m.context_limit,
-        "accumulatedInputTokens": m.accumulated_input, "accumulatedOutputTokens": m.accumulated_output,
-    });
-    (goose, json!({ "sessionUpdate": "usage_update", "used": m.used, "size": m.context_limit }))
-}
-
-/// ACP's `PromptResponse.usage`: the tokens the turn used.
-pub fn prompt_usage(u: &TurnUsage) -> Value {
-    json!({ "totalTokens": u.total(), "inputTokens": u.input, "outputTokens": u.output })
+pub fn active_run(run: Option<&str>) -> SessionUpdate {
+    SessionUpdate::ActiveRun(run.map(str::to_string))
 }
 
 /// A stored conversation replayed for `session/load`: user and agent text as chunks, each
 /// tool call announced, then closed with its result.
-pub fn replay(conversation: &[Message], cwd: &str) -> Vec<Value> {
+pub fn replay(conversation: &[Message], cwd: &str) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     for m in conversation.iter().filter(|m| m.metadata.user_visible) {
         let first = out.len();
         for c in &m.content {
             match c {
                 Content::Text(t) => {
-                    let kind = if m.role == Role::Assistant { "agent_message_chunk" } else { "user_message_chunk" };
+                    let kind = if m.role == Role::Assistant { ChunkKind::Agent } else { ChunkKind::User };
                     out.push(chunk(kind, &t.text));
                 }
                 // The person's image, as it was sent.
-                Content::Image(i) if m.role == Role::User => out.push(json!({
-                    "sessionUpdate": "user_message_chunk",
-                    "content": { "type": "image", "data": i.data, "mimeType": i.mime_type },
+                Content::Image(i) if m.role == Role::User => out.push(SessionUpdate::Chunk(Chunk {
+                    kind: ChunkKind::User,
+                    text: String::new(),
+                    image: Some((i.mime_type.clone(), i.data.clone())),
+                    message: None,
                 })),
                 Content::ToolRequest(r) | Content::FrontendToolRequest(r) => out.push(request(r, "pending", cwd)),
-                Content::ToolResponse(r) => out.push(tool_result(r)),
+                Content::ToolResponse(r) => out.push(SessionUpdate::ToolCallUpdate(tool_result(r))),
                 _ => {}
             }
         }
@@ -394,12 +390,14 @@ mod tests {
         let l = live(&m, "in_progress", "/p");
         assert_eq!(l.len(), 2);
         let Live::Update(u) = &l[1] else { panic!("{l:?}") };
+        let u = u.to_value();
         assert_eq!(
             (u["sessionUpdate"].as_str(), u["status"].as_str(), u["kind"].as_str()),
             (Some("tool_call"), Some("in_progress"), Some("execute"))
         );
         let r = Message::new("m2", Role::User, vec![msg::tool_response("t1", Ok(CallToolResult::text("a", true)))]);
         let Live::Update(u) = &live(&r, "pending", "/p")[0] else { panic!() };
+        let u = u.to_value();
         assert_eq!(u["status"], "failed");
         assert_eq!(u["content"][0]["content"]["text"], "a");
         let c = Message::new("m3", Role::Assistant, vec![msg::tool_confirmation("t2", "x__y", &json!({"a": 1}))]);
@@ -411,7 +409,7 @@ mod tests {
 
     #[test]
     fn task_lists_are_plans() {
-        let p = plan("Plan:\n- [x] read the code\n  - [~] fix it\n- [ ] test\n- [?] no\n- [ ]\n").unwrap();
+        let p = plan("Plan:\n- [x] read the code\n  - [~] fix it\n- [ ] test\n- [?] no\n- [ ]\n").unwrap().to_value();
         let got: Vec<_> = p["entries"]
             .as_array()
             .unwrap()
@@ -424,17 +422,24 @@ mod tests {
 
     #[test]
     fn usage_shapes() {
-        let m = Meter { used: 110, context_limit: 128_000, accumulated_input: 300, accumulated_output: 30 };
-        let (goose, acp) = usage_updates(&m);
+        use crate::protocol::{Prompted, StopReason};
+        use gosling_agent::usage::TurnUsage;
+        let goose =
+            SessionUpdate::Usage { used: 110, context_limit: 128_000, accumulated_input: 300, accumulated_output: 30 };
         assert_eq!(
-            goose,
+            goose.to_value(),
             json!({"sessionUpdate": "usage_update", "used": 110, "contextLimit": 128_000,
                    "accumulatedInputTokens": 300, "accumulatedOutputTokens": 30})
         );
-        assert_eq!(acp, json!({"sessionUpdate": "usage_update", "used": 110, "size": 128_000}));
+        let acp = SessionUpdate::ContextUsage { used: 110, size: 128_000 };
+        assert_eq!(acp.to_value(), json!({"sessionUpdate": "usage_update", "used": 110, "size": 128_000}));
         assert_eq!(
-            prompt_usage(&TurnUsage { input: 300, output: 30 }),
-            json!({"totalTokens": 330, "inputTokens": 300, "outputTokens": 30})
+            Prompted { stop: StopReason::EndTurn, usage: TurnUsage { input: 300, output: 30 } }.to_value(),
+            json!({"stopReason": "end_turn", "usage": {"totalTokens": 330, "inputTokens": 300, "outputTokens": 30}})
+        );
+        assert_eq!(
+            active_run(Some("r1")).to_value(),
+            json!({"sessionUpdate": "session_info_update", "_meta": {"goose": {"activeRunId": "r1"}}})
         );
     }
 
@@ -449,7 +454,7 @@ mod tests {
             ),
             Message::new("c", Role::User, vec![msg::tool_response("t", Err("boom".into()))]),
         ];
-        let u = replay(&conv, "/w");
+        let u: Vec<Value> = replay(&conv, "/w").iter().map(SessionUpdate::to_value).collect();
         let kinds: Vec<_> = u.iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("")).collect();
         assert_eq!(kinds, ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update"]);
         assert_eq!(u[2]["locations"][0]["path"], "/w/f");
