@@ -147,7 +147,8 @@ fn an_editors_turn_reaches_the_event_stream_of_another_process() {
     assert_eq!(texts, expected.map(|(r, t)| (r.to_string(), t.to_string())), "{seen:?}");
     for v in &seen {
         assert!(v["message"]["id"].is_string() && v["token_state"].is_object(), "goose's Message event: {v}");
-        assert_eq!(v["chat_request_id"], "other-process", "{v}");
+        // Of no request of this process: the web page shows it without waiting for its end.
+        assert!(v.get("chat_request_id").is_none() && v.get("request_id").is_none(), "{v}");
     }
     // What the stored conversation holds, no more: the follower saw exactly its messages.
     let stored = s.get(&format!("/sessions/{sid}")).json();

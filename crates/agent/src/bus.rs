@@ -77,6 +77,17 @@ impl Bus {
             o.insert("chat_request_id".into(), json!(request_id));
             o.entry("request_id").or_insert_with(|| json!(request_id));
         }
+        self.publish_json(&v)
+    }
+
+    /// Publishes a message another process appended to the session (`follow`): goose's
+    /// Message event of no request of this process, so without `chat_request_id` and
+    /// `request_id` (a follower shows it without waiting for that request's end).
+    pub fn publish_other(&self, ev: &Event) -> u64 {
+        self.publish_json(&ev.to_json())
+    }
+
+    fn publish_json(&self, v: &Value) -> u64 {
         let text: Arc<str> = Arc::from(v.to_string());
         let mut s = self.lock();
         s.last_seq += 1;
@@ -261,6 +272,26 @@ mod tests {
         let Next::Event(_, text) = bus.next_after(522, soon()) else { panic!() };
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!((v["request_id"].as_str(), v["chat_request_id"].as_str()), (Some("tool1"), Some("r1")));
+    }
+
+    #[test]
+    fn another_processs_message_carries_no_request_id() {
+        let bus = Bus::default();
+        bus.publish(&Event::Error("local".into()), "r1");
+        let m = gosling_store::message::Message::new(
+            "m1",
+            gosling_store::message::Role::Assistant,
+            vec![gosling_store::message::Content::text("from elsewhere")],
+        );
+        assert_eq!(
+            bus.publish_other(&Event::Message { message: m, tokens: Default::default() }),
+            2,
+            "numbered in turn"
+        );
+        let Next::Event(2, text) = bus.next_after(1, soon()) else { panic!() };
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((v["type"].as_str(), v["message"]["id"].as_str()), (Some("Message"), Some("m1")));
+        assert!(v.get("chat_request_id").is_none() && v.get("request_id").is_none(), "{v}");
     }
 
     #[test]

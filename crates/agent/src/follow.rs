@@ -1,7 +1,9 @@
 //! Live across processes: what other processes append to a followed session's conversation
 //! file (`<id>.jsonl`) reaches this process's followers — the session's event bus (HTTP
 //! `/sessions/{id}/events`) and the sinks of editors that opened it (ACP) — as the same
-//! `Event::Message` a local turn emits, in file order, each line once.
+//! `Event::Message` a local turn emits, in file order, each line once. On the bus it carries no
+//! request id: it belongs to no request of this process, so a follower (the web page) shows it
+//! without waiting for that request's `Finish`, which no file records.
 //!
 //! The file is the only channel: no side channel between processes. While a session has a
 //! follower, one thread per process waits on one kernel watch of the sessions directory
@@ -15,7 +17,7 @@
 //! A rewrite of the conversation (truncate, fork over it) is not streamed: followers see it
 //! when they reload.
 
-use crate::bus::{Bus, BusSink};
+use crate::bus::Bus;
 use crate::error::Error;
 use crate::events::{Event, Sink};
 use crate::messages::Tokens;
@@ -25,9 +27,6 @@ use gosling_util::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// The request id under which messages from other processes are published on a bus.
-pub const OTHER_PROCESS: &str = "other-process";
 
 /// The deadline of the watcher's wait: it re-reads every followed session at least this often.
 const RECHECK: Duration = Duration::from_secs(30);
@@ -198,7 +197,7 @@ impl Live {
             for message in tail.messages {
                 let ev = Event::Message { message, tokens: Tokens::default() };
                 if let Some((bus, _)) = &f.bus {
-                    BusSink { bus: bus.clone(), request_id: OTHER_PROCESS.into() }.emit(ev.clone());
+                    bus.publish_other(&ev);
                 }
                 f.sinks.retain(|(_, s)| s.emit(ev.clone()));
             }
