@@ -242,3 +242,46 @@ fn an_http_turn_reaches_an_editor_that_loaded_the_session_in_another_process() {
     let again = a.notes.iter().any(|n| n.to_string().contains("asked on the web page"));
     assert!(!again, "the editor heard the web page's turn once: {:?}", a.notes);
 }
+
+/// The kernel watches `pid` holds: one line per watch in the fdinfo of its inotify descriptors.
+fn inotify_watches(pid: u32) -> usize {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return 0 };
+    rd.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
+        .sum()
+}
+
+/// The threads of `pid` named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    rd.flatten().filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)).count()
+}
+
+#[test]
+fn one_watch_while_something_is_followed_and_none_after() {
+    use crate::support::wait_for;
+    let home = TempDir::new("live-watch");
+    let cwd = work_dir(&home);
+    let s = Server::start_in(home, ServerOpts::default());
+    let pid = s.pid();
+    let (a, b) = (start_session(&s, Path::new(&cwd), Some(vec![])), start_session(&s, Path::new(&cwd), Some(vec![])));
+    assert_eq!(
+        (inotify_watches(pid), threads_named(pid, "session-follow")),
+        (0, 0),
+        "nothing followed, nothing watched"
+    );
+    // Three followers of two sessions: one watch of the sessions directory, one thread.
+    let followers = [follow(&s, &a), follow(&s, &a), follow(&s, &b)];
+    assert_eq!((inotify_watches(pid), threads_named(pid, "session-follow")), (1, 1));
+    // Gone: their streams end at the next ping, and the watch and its thread with the last.
+    drop(followers);
+    let ended = wait_for(Duration::from_secs(30), || {
+        (inotify_watches(pid) == 0 && threads_named(pid, "session-follow") == 0).then_some(())
+    });
+    assert!(ended.is_some(), "the watch and its thread outlived the followers");
+    // A follower of a session that does not exist is refused, and starts no watch.
+    let r = s.get("/sessions/20000101_77/events");
+    assert_eq!(r.status, 404);
+    assert_eq!(inotify_watches(pid), 0);
+}

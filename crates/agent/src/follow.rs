@@ -12,8 +12,10 @@
 //! session's shared lock). The lines this process appended itself are skipped there: its
 //! followers already had those events from the local turn. With no follower there is no watch
 //! and no thread (idle stays idle); the last follower leaving removes the watch, which wakes
-//! the thread to end. Besides the kernel, the thread wakes at `RECHECK` at most and reads
-//! every followed session then (a missed or overflowed notice costs a delay, never a line).
+//! the thread to end. Without a notice the thread wakes at its deadline (`RECHECK`) and reads
+//! every followed session, as it does at once when the kernel's queue overflowed: a lost
+//! notice costs a delay, never a line. Where no watch can be made (the inotify limits), a
+//! warning says so and followers see this process's turns only.
 //! A rewrite of the conversation (truncate, fork over it) is not streamed: followers see it
 //! when they reload.
 
@@ -28,8 +30,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The deadline of the watcher's wait: it re-reads every followed session at least this often.
-const RECHECK: Duration = Duration::from_secs(30);
+/// The deadline of the watcher's wait. The kernel tells every append (or that its queue
+/// overflowed), so this is no period: only what a lost notice would cost at most, and the one
+/// wake-up of a process whose followed sessions stay quiet this long.
+const RECHECK: Duration = Duration::from_secs(600);
 
 /// One followed session.
 struct Followed {
