@@ -148,7 +148,10 @@ fn an_editors_turn_reaches_the_event_stream_of_another_process() {
     for v in &seen {
         assert!(v["message"]["id"].is_string() && v["token_state"].is_object(), "goose's Message event: {v}");
         // Of no request of this process: the web page shows it without waiting for its end.
-        assert!(v.get("chat_request_id").is_none() && v.get("request_id").is_none(), "{v}");
+        assert_eq!(
+            (v["chat_request_id"].as_str(), v["request_id"].as_str()),
+            (Some("other-process"), Some("other-process"))
+        );
     }
     // What the stored conversation holds, no more: the follower saw exactly its messages.
     let stored = s.get(&format!("/sessions/{sid}")).json();

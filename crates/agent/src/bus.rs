@@ -23,6 +23,10 @@ pub const REPLAY: usize = 512;
 /// first, the newest one is always kept.
 pub const REPLAY_BYTES: usize = 32 << 20;
 
+/// The request id of the messages other processes append to a followed session (`follow`):
+/// a client shows them without waiting for that request's Finish.
+pub const OTHER_PROCESS: &str = "other-process";
+
 /// goose's answer to a second request while one runs.
 pub const BUSY: &str = "Session already has an active request. Cancel it first.";
 
@@ -81,10 +85,10 @@ impl Bus {
     }
 
     /// Publishes a message another process appended to the session (`follow`): goose's
-    /// Message event of no request of this process, so without `chat_request_id` and
-    /// `request_id` (a follower shows it without waiting for that request's end).
+    /// Message event under the request id `OTHER_PROCESS`, of no request of this process (whose
+    /// end no file records, so no Finish follows it).
     pub fn publish_other(&self, ev: &Event) -> u64 {
-        self.publish_json(&ev.to_json())
+        self.publish(ev, OTHER_PROCESS)
     }
 
     fn publish_json(&self, v: &Value) -> u64 {
@@ -275,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn another_processs_message_carries_no_request_id() {
+    fn another_processs_message_is_of_the_other_process_request() {
         let bus = Bus::default();
         bus.publish(&Event::Error("local".into()), "r1");
         let m = gosling_store::message::Message::new(
@@ -291,7 +295,10 @@ mod tests {
         let Next::Event(2, text) = bus.next_after(1, soon()) else { panic!() };
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!((v["type"].as_str(), v["message"]["id"].as_str()), (Some("Message"), Some("m1")));
-        assert!(v.get("chat_request_id").is_none() && v.get("request_id").is_none(), "{v}");
+        assert_eq!(
+            (v["chat_request_id"].as_str(), v["request_id"].as_str()),
+            (Some(OTHER_PROCESS), Some(OTHER_PROCESS))
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Live across processes: what other processes append to a followed session's conversation
 //! file (`<id>.jsonl`) reaches this process's followers — the session's event bus (HTTP
 //! `/sessions/{id}/events`) and the sinks of editors that opened it (ACP) — as the same
-//! `Event::Message` a local turn emits, in file order, each line once. On the bus it carries no
-//! request id: it belongs to no request of this process, so a follower (the web page) shows it
-//! without waiting for that request's `Finish`, which no file records.
+//! `Event::Message` a local turn emits, in file order, each line once. On the bus it is of the request
+//! `bus::OTHER_PROCESS` (no request of this process; no file records its end, so no `Finish`
+//! follows it: the web page shows such messages without marking a request running).
 //!
 //! The file is the only channel: no side channel between processes. While a session has a
 //! follower, one thread per process waits on one kernel watch of the sessions directory
