@@ -543,10 +543,7 @@ impl SessionStore {
         let st = &self.inner;
         // Counted before the end is read: an append after that read is noted.
         lock(&st.own).entry(id.to_string()).or_default().readers += 1;
-        let pos = st.with_session(id, false, |d| {
-            let legacy = d.legacy && d.session.message_count > 0;
-            Ok((None, TailPos { ino: d.file.ino, bytes: d.file.bytes, legacy }))
-        });
+        let pos = st.tail_end(id);
         if !matches!(pos, Ok(Some(_))) {
             self.tail_stop(id);
         }
@@ -625,10 +622,14 @@ impl SessionStore {
                 let offset = from + start as u64;
                 let skip = mine.as_mut().is_some_and(|l| l.remove(&(stat.ino(), offset)));
                 if !skip {
-                    let m = serde_json::from_slice(&bytes[start..end]).map_err(|e| {
-                        corrupt(&path, format!("the line at byte {offset} is not a goose message ({e})"))
-                    })?;
-                    messages.push(m);
+                    match serde_json::from_slice(&bytes[start..end]) {
+                        Ok(m) => messages.push(m),
+                        // Damaged (reading the session says so, and what to do): not followed.
+                        Err(e) => log::warn!(
+                            "store: {}: the line at byte {offset} is not a goose message ({e}); followers skip it",
+                            path.display()
+                        ),
+                    }
                 }
                 start = end + 1;
             }
@@ -689,6 +690,20 @@ impl SessionStore {
 }
 
 impl Inner {
+    /// Where session `id`'s conversation file ends now (under its shared lock, so after the
+    /// last whole append), whatever its lines hold: following a damaged session is no error.
+    fn tail_end(&self, id: &str) -> Result<Option<TailPos>, Error> {
+        let Some(_guard) = self.lock_session(id, false)? else { return Ok(None) };
+        let legacy = std::fs::symlink_metadata(self.legacy_path(id)).is_ok();
+        let path = self.messages_path(id);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => Ok(Some(TailPos { ino: m.ino(), bytes: m.len(), legacy })),
+            Ok(_) => Err(Error::Symlink { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Some(TailPos { legacy, ..TailPos::default() })),
+            Err(e) => Err(atomic::io_err(&path, e)),
+        }
+    }
+
     /// Notes lines this process appended to session `id`'s file `ino` at `starts`, when a
     /// reader follows it (`tail_start`).
     fn note_own(&self, id: &str, ino: u64, starts: impl IntoIterator<Item = u64>) {
@@ -1373,6 +1388,13 @@ mod tests {
         b.tail_stop(&id);
         b.append_message(&id, &message(11)).unwrap();
         assert!(lock(&b.inner.own).is_empty());
+        // A line that is not a message (damaged by hand) is skipped; the session is still followed.
+        let file = d.join("sessions").join(format!("{id}.jsonl"));
+        std::fs::OpenOptions::new().append(true).open(&file).unwrap().write_all(b"not JSON\n").unwrap();
+        assert!(b.tail_start(&id).unwrap().is_some(), "a damaged session can be followed");
+        b.tail_stop(&id);
+        let t = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert_eq!(t.messages, [message(11)], "the bad line skipped");
         a.delete(&id).unwrap();
         assert!(b.tail_read(&id, t.pos).unwrap().is_none(), "a deleted session is gone");
         std::fs::remove_dir_all(&d).unwrap();
