@@ -109,6 +109,43 @@ async function idle(page) {
   await page.waitForSelector("#stop-btn", { state: "hidden", timeout: 120_000 });
 }
 
+// One prompt of an editor over `gosling acp`, another process on the page's dirs, in the
+// session the page has open (the newest); resolves once the editor has its answer.
+async function editorTurn(env, llmPort, base, question, answer) {
+  const r = await fetch(base + "/sessions", { headers: { "X-Secret-Key": SECRET } });
+  const sid = (await r.json()).sessions[0].id;
+  await llmock(llmPort, [{ type: "reply", text: answer }]);
+  const acp = spawn(BIN, ["acp"], { env: Object.assign({}, env, { GOSLING_SESSION_TITLES: "first_message", RUST_LOG: "warn" }),
+    stdio: ["pipe", "pipe", "ignore"] });
+  let buf = "";
+  const waiting = new Map();
+  acp.stdout.on("data", (d) => {
+    buf += d;
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      const m = JSON.parse(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+      if (m.id !== undefined && !m.method && waiting.has(m.id)) waiting.get(m.id)(m);
+    }
+  });
+  let next = 0;
+  const call = (method, params) => new Promise((resolve, reject) => {
+    const id = ++next;
+    const t = setTimeout(() => reject(new Error("gosling acp: no answer to " + method)), TIMEOUT);
+    waiting.set(id, (m) => { clearTimeout(t); m.error ? reject(new Error(method + ": " + JSON.stringify(m.error))) : resolve(m.result); });
+    acp.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+  });
+  try {
+    await call("initialize", { protocolVersion: 1, clientCapabilities: {} });
+    const cwd = (await (await fetch(base + "/sessions/" + sid, { headers: { "X-Secret-Key": SECRET } })).json()).working_dir;
+    await call("session/load", { sessionId: sid, cwd, mcpServers: [] });
+    const done = await call("session/prompt", { sessionId: sid, prompt: [{ type: "text", text: question }] });
+    if (done.stopReason !== "end_turn") throw new Error("the editor's turn: " + JSON.stringify(done));
+  } finally {
+    acp.kill();
+  }
+}
+
 async function sendMessage(page, text) {
   await page.fill("#message-input", text);
   await page.press("#message-input", "Enter");
@@ -324,6 +361,12 @@ async function main() {
   await page.press("#title-input", "Enter");
   await page.waitForSelector("#session-title:text-is('Markdown, renamed by hand')");
   await page.waitForSelector("#session-list .name:text-is('Markdown, renamed by hand')");
+  //    Issue 37: an editor's turn in another process (`gosling acp` on the same dirs) is shown
+  //    live from the session's file, and the page stays ready for the next message.
+  await editorTurn(env, llmPort, base, "Asked from the editor", "FROM-THE-EDITOR");
+  await page.waitForSelector(".msg.user >> text=Asked from the editor");
+  await page.waitForSelector(".msg.assistant .md >> text=FROM-THE-EDITOR");
+  await idle(page); // not left busy waiting for a Finish no file records
   //    A wide table scrolls sideways inside its bubble; code is highlighted.
   await llmock(llmPort, [{ type: "reply", text: CODE_ANSWER }]);
   await sendMessage(page, "Show me a wide table and code.");

@@ -17,13 +17,15 @@ use std::time::{Duration, Instant};
 const ANSWER: Duration = Duration::from_secs(90);
 
 /// `gosling acp` on the same dirs as the HTTP server of `home`, spoken to line by line.
-struct Acp {
+pub(crate) struct Acp {
     child: Child,
     stdin: ChildStdin,
-    lines: Receiver<Value>,
+    pub(crate) lines: Receiver<Value>,
     next: u64,
     /// The agent's requests to the client seen so far (each answered "reject once").
     asked: Vec<Value>,
+    /// The agent's notifications seen while waiting for answers (`session/update`s).
+    pub(crate) notes: Vec<Value>,
 }
 
 impl Acp {
@@ -32,7 +34,7 @@ impl Acp {
     }
 
     /// With `env` added (the model's settings).
-    fn start_with(home: &TempDir, env: &[(String, String)]) -> Acp {
+    pub(crate) fn start_with(home: &TempDir, env: &[(String, String)]) -> Acp {
         let mut cmd = Command::new(bin());
         cmd.arg("acp")
             .env("GOSLING_CONFIG_DIR", home.join("config"))
@@ -61,7 +63,7 @@ impl Acp {
                 }
             }
         });
-        let mut a = Acp { child, stdin, lines, next: 0, asked: Vec::new() };
+        let mut a = Acp { child, stdin, lines, next: 0, asked: Vec::new(), notes: Vec::new() };
         let init = a.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
         a
@@ -85,6 +87,8 @@ impl Acp {
                 let outcome = json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}});
                 self.send(json!({"jsonrpc": "2.0", "id": v["id"], "result": outcome}));
                 self.asked.push(v);
+            } else if v.get("method").is_some() {
+                self.notes.push(v);
             }
         }
     }
@@ -93,7 +97,7 @@ impl Acp {
         self.stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
     }
 
-    fn ok(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn ok(&mut self, method: &str, params: Value) -> Value {
         let r = self.call(method, params);
         assert!(r.get("error").is_none(), "{method}: {r}");
         r["result"].clone()
@@ -104,7 +108,7 @@ impl Acp {
         (r["sessionId"].as_str().unwrap().to_string(), started(&r["_meta"]["extensionResults"]))
     }
 
-    fn load(&mut self, id: &str, cwd: &str) -> Vec<String> {
+    pub(crate) fn load(&mut self, id: &str, cwd: &str) -> Vec<String> {
         let r = self.ok("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []}));
         started(&r["_meta"]["extensionResults"])
     }

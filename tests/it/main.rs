@@ -130,6 +130,9 @@ mod acp;
 // Issue 37: one session operation, the same outcome and error on every front end (HTTP, ACP).
 mod front_ends;
 
+// Issue 37 item 2: a turn run by one process reaches the followers in another, live.
+mod live;
+
 // Goose Desktop 1.41+'s ACP sequence, every answer checked against goose's and ACP's schemas.
 mod desktop_acp;
 

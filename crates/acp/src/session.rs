@@ -72,6 +72,8 @@ struct Running {
 struct Open {
     cwd: String,
     running: Mutex<Option<Running>>,
+    /// What other processes append to the session reaches the editor while it is open here.
+    _others: Option<gosling_agent::follow::Following>,
 }
 
 pub struct Agent {
@@ -452,9 +454,36 @@ impl Agent {
 
     /// The session is open on this connection; goose's `extensionResults` of its start.
     fn opened(&self, sid: &str, cwd: &str, results: &[LoadResult]) -> Vec<ExtensionResult> {
-        let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None) });
+        let others = self.follow_others(sid, cwd);
+        let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None), _others: others });
         lock(&self.open).insert(sid.to_string(), open);
         results.iter().map(|r| ExtensionResult { name: r.name.clone(), error: r.error.clone() }).collect()
+    }
+
+    /// The messages other processes (the web page's server, another editor) append to the
+    /// session, sent to the editor as `session/load` replays them (`agent::follow`).
+    fn follow_others(&self, sid: &str, cwd: &str) -> Option<gosling_agent::follow::Following> {
+        struct Updates {
+            conn: std::sync::Weak<Conn>,
+            sid: String,
+            cwd: String,
+        }
+        impl gosling_agent::events::Sink for Updates {
+            fn emit(&self, ev: Event) -> bool {
+                let Some(conn) = self.conn.upgrade() else { return false };
+                if let Event::Message { message, .. } = ev {
+                    for u in updates::replay(std::slice::from_ref(&message), &self.cwd) {
+                        conn.update(&self.sid, &u);
+                    }
+                }
+                true
+            }
+        }
+        let sink = Updates { conn: Arc::downgrade(&self.conn), sid: sid.to_string(), cwd: cwd.to_string() };
+        self.app
+            .follow_others(sid, Arc::new(sink))
+            .map_err(|e| log::warn!("acp: session {sid}: other processes' turns are not followed: {e}"))
+            .ok()
     }
 
     /// goose's `_meta.enabledExtensions` of `session/new` (Goose Desktop's choice for the

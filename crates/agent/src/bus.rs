@@ -23,6 +23,10 @@ pub const REPLAY: usize = 512;
 /// first, the newest one is always kept.
 pub const REPLAY_BYTES: usize = 32 << 20;
 
+/// The request id of the messages other processes append to a followed session (`follow`):
+/// a client shows them without waiting for that request's Finish.
+pub const OTHER_PROCESS: &str = "other-process";
+
 /// goose's answer to a second request while one runs.
 pub const BUSY: &str = "Session already has an active request. Cancel it first.";
 
@@ -77,6 +81,17 @@ impl Bus {
             o.insert("chat_request_id".into(), json!(request_id));
             o.entry("request_id").or_insert_with(|| json!(request_id));
         }
+        self.publish_json(&v)
+    }
+
+    /// Publishes a message another process appended to the session (`follow`): goose's
+    /// Message event under the request id `OTHER_PROCESS`, of no request of this process (whose
+    /// end no file records, so no Finish follows it).
+    pub fn publish_other(&self, ev: &Event) -> u64 {
+        self.publish(ev, OTHER_PROCESS)
+    }
+
+    fn publish_json(&self, v: &Value) -> u64 {
         let text: Arc<str> = Arc::from(v.to_string());
         let mut s = self.lock();
         s.last_seq += 1;
@@ -261,6 +276,29 @@ mod tests {
         let Next::Event(_, text) = bus.next_after(522, soon()) else { panic!() };
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!((v["request_id"].as_str(), v["chat_request_id"].as_str()), (Some("tool1"), Some("r1")));
+    }
+
+    #[test]
+    fn another_processs_message_is_of_the_other_process_request() {
+        let bus = Bus::default();
+        bus.publish(&Event::Error("local".into()), "r1");
+        let m = gosling_store::message::Message::new(
+            "m1",
+            gosling_store::message::Role::Assistant,
+            vec![gosling_store::message::Content::text("from elsewhere")],
+        );
+        assert_eq!(
+            bus.publish_other(&Event::Message { message: m, tokens: Default::default() }),
+            2,
+            "numbered in turn"
+        );
+        let Next::Event(2, text) = bus.next_after(1, soon()) else { panic!() };
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((v["type"].as_str(), v["message"]["id"].as_str()), (Some("Message"), Some("m1")));
+        assert_eq!(
+            (v["chat_request_id"].as_str(), v["request_id"].as_str()),
+            (Some(OTHER_PROCESS), Some(OTHER_PROCESS))
+        );
     }
 
     #[test]

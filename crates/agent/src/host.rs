@@ -28,6 +28,8 @@ pub struct Host {
     pub(crate) elicitations: Arc<Elicitations>,
     /// The event bus of each session that has a follower or a request.
     pub(crate) buses: Buses,
+    /// What other processes append to followed sessions (`follow`).
+    pub(crate) live: Arc<crate::follow::Live>,
     pub(crate) agents: Agents,
     /// The cancels of turns run outside the buses (ACP's prompts).
     pub(crate) cancels: Arc<Cancels>,
@@ -70,6 +72,7 @@ impl Host {
             tokens: Some(Arc::new(SecretsTokens(store.clone()))),
             policy: Some(policy.clone()),
         });
+        let live = crate::follow::Live::new(sessions.clone());
         Host {
             config,
             policy,
@@ -78,6 +81,7 @@ impl Host {
             confirmations: Arc::default(),
             elicitations,
             buses: Default::default(),
+            live,
             agents: Agents::default(),
             cancels: Arc::default(),
             runtime_deps,

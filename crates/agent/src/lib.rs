@@ -11,6 +11,7 @@ pub mod elicit;
 pub mod error;
 pub mod events;
 pub mod extension_set;
+pub mod follow;
 pub mod history;
 pub mod host;
 pub mod later;

@@ -2,6 +2,7 @@
 //! follower, whichever front end started it.
 
 use crate::error::Error;
+use crate::follow::Following;
 use crate::host::Host;
 use crate::{bus, elicit, events, messages, reply};
 use std::sync::Arc;
@@ -52,4 +53,22 @@ pub fn start_request(
         bus.publish(&events::Event::Finish(messages::Tokens::default()), request_id);
     }
     Ok(())
+}
+
+/// Following a session (`follow`): what front ends call.
+impl Host {
+    /// The session's event bus with its follower registered: it carries this process's turns
+    /// and, while the registration lives, the messages other processes append to the session.
+    /// `SessionNotFound` when there is no such session.
+    pub fn follow_live(&self, id: &str) -> Result<(Arc<bus::Bus>, Following), Error> {
+        let bus = self.buses.get_or_create(id);
+        let following = self.live.join(id, Some(bus.clone()), None)?;
+        Ok((bus, following))
+    }
+
+    /// Hands `sink` every message another process appends to session `id` from now on, as an
+    /// `Event::Message`, until the registration drops or `sink` answers false.
+    pub fn follow_others(&self, id: &str, sink: Arc<dyn events::Sink>) -> Result<Following, Error> {
+        self.live.join(id, None, Some(sink))
+    }
 }

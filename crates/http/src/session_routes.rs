@@ -81,10 +81,16 @@ pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
         return Ok(Response::empty(404));
     }
     let last_event_id = req.header("last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
-    let bus = app.follow(id);
+    // The bus carries this process's turns and, while `following` lives, what other
+    // processes append to the session (`agent::follow`).
+    let (bus, following) = match app.follow_live(id) {
+        Err(gosling_agent::Error::SessionNotFound(_)) => return Ok(Response::empty(404)),
+        other => other?,
+    };
     let id = id.to_string();
     // A follower does no work of its own: it needs no request slot while it streams.
     Ok(Response::sse(Box::new(move |w: &mut dyn Write| {
+        let _following = &following;
         let active = bus.active_ids();
         if !active.is_empty() {
             let frame = json!({ "type": "ActiveRequests", "request_ids": active });

@@ -197,7 +197,46 @@ struct Inner {
     loaded: Condvar,
     /// Held while reading `.changes`, so one thread applies each line.
     cursor: Mutex<Cursor>,
+    /// Sessions whose new lines this process reads (`tail_start`): how many readers, and
+    /// where the lines this process appended since start (file inode, offset), so a reader
+    /// skips them.
+    own: Mutex<HashMap<String, Own>>,
 }
+
+#[derive(Default)]
+struct Own {
+    readers: usize,
+    lines: BTreeSet<(u64, u64)>,
+}
+
+/// Where a reader of a conversation file's new lines is (`tail_start`, `tail_read`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TailPos {
+    /// The file read (0: none yet).
+    ino: u64,
+    /// Just after the last whole line read.
+    bytes: u64,
+    /// The session had messages in a file of the one-file layout: a conversation file that
+    /// appears is its migration, not new lines.
+    legacy: bool,
+}
+
+/// What `tail_read` found past a `TailPos`.
+#[derive(Debug, Default)]
+pub struct Tail {
+    /// Whole lines other processes appended, in file order (this process's own are skipped).
+    pub messages: Vec<Message>,
+    /// Where the next read starts.
+    pub pos: TailPos,
+    /// The conversation was rewritten (truncated, forked over, migrated): nothing of it is
+    /// reported; the reader starts again at its end.
+    pub rewritten: bool,
+    /// More lines than one read takes (`TAIL_MAX`) wait: read again.
+    pub more: bool,
+}
+
+/// Bytes one `tail_read` takes at most (a bounded read; the rest is read by the next).
+const TAIL_MAX: u64 = 16 << 20;
 
 pub struct SessionStore {
     inner: Arc<Inner>,
@@ -296,6 +335,7 @@ impl SessionStore {
             load: Mutex::new(Load::Loading),
             loaded: Condvar::new(),
             cursor: Mutex::new(Cursor::default()),
+            own: Mutex::new(HashMap::new()),
         });
         let loader = inner.clone();
         let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
@@ -403,6 +443,7 @@ impl SessionStore {
                 return Err(corrupt(&path, detail));
             }
             append_synced(&path, &mut f, written, &line)?;
+            st.note_own(id, stat.ino(), [written]);
             if created {
                 sync_dir(&st.dir)?;
             }
@@ -471,6 +512,11 @@ impl SessionStore {
                     let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
                     append_synced(&path, &mut f, d.file.bytes, &bytes)?;
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+                    let starts = std::iter::once(0)
+                        .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1));
+                    let starts: Vec<u64> =
+                        starts.filter(|s| *s < bytes.len() as u64).map(|s| d.file.bytes + s).collect();
+                    st.note_own(id, stat.ino(), starts);
                     if d.file.ino == 0 {
                         sync_dir(&st.dir)?;
                     }
@@ -483,6 +529,115 @@ impl SessionStore {
             s.message_count = after.len() as u64;
             Ok((Some(st.save(s, file)?), r))
         })
+    }
+
+    /// The directory holding the session files (what a watcher of their changes watches).
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Starts reading the lines other processes append to session `id`'s conversation: where
+    /// its file ends now. From now until `tail_stop`, this process's own appends to it are
+    /// noted so `tail_read` skips them. `None` when the session does not exist.
+    pub fn tail_start(&self, id: &str) -> Result<Option<TailPos>, Error> {
+        let st = &self.inner;
+        // Counted before the end is read: an append after that read is noted.
+        lock(&st.own).entry(id.to_string()).or_default().readers += 1;
+        let pos = st.tail_end(id);
+        if !matches!(pos, Ok(Some(_))) {
+            self.tail_stop(id);
+        }
+        pos
+    }
+
+    /// One reader of session `id` less (`tail_start`).
+    pub fn tail_stop(&self, id: &str) {
+        let mut own = lock(&self.inner.own);
+        if let Some(o) = own.get_mut(id) {
+            o.readers = o.readers.saturating_sub(1);
+            if o.readers == 0 {
+                own.remove(id);
+            }
+        }
+    }
+
+    /// The whole lines appended to session `id`'s conversation past `pos` by other processes
+    /// (read under the session's shared lock, so no append is half-done; at most `TAIL_MAX`
+    /// bytes). `None` when the session is gone.
+    pub fn tail_read(&self, id: &str, pos: TailPos) -> Result<Option<Tail>, Error> {
+        let st = &self.inner;
+        let Some(_guard) = st.lock_session(id, false)? else { return Ok(None) };
+        let path = st.messages_path(id);
+        let stat = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let rewritten = pos.ino != 0;
+                return Ok(Some(Tail {
+                    pos: TailPos { legacy: false, ..TailPos::default() },
+                    rewritten,
+                    ..Tail::default()
+                }));
+            }
+            Err(e) => return Err(atomic::io_err(&path, e)),
+        };
+        if !stat.is_file() {
+            return Err(Error::Symlink { path });
+        }
+        let at_end = |rewritten| {
+            st.forget_own(id, stat.ino(), stat.len());
+            Ok(Some(Tail {
+                pos: TailPos { ino: stat.ino(), bytes: stat.len(), legacy: false },
+                rewritten,
+                ..Tail::default()
+            }))
+        };
+        let from = if pos.ino == stat.ino() && pos.bytes <= stat.len() {
+            pos.bytes
+        } else if pos.ino == 0 && !pos.legacy {
+            // The file appeared with the first message: all of it is new.
+            0
+        } else {
+            // Replaced or shortened: a rewrite, not an append.
+            return at_end(true);
+        };
+        let want = (stat.len() - from).min(TAIL_MAX);
+        let mut bytes = Vec::new();
+        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        f.seek(SeekFrom::Start(from))
+            .and_then(|_| f.take(want).read_to_end(&mut bytes))
+            .map_err(|e| atomic::io_err(&path, e))?;
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if whole == 0 && want == TAIL_MAX {
+            log::warn!("store: {}: a line longer than {TAIL_MAX} bytes is not followed live", path.display());
+            return at_end(false);
+        }
+        let mut messages = Vec::new();
+        let mut start = 0;
+        {
+            let mut own = lock(&st.own);
+            let mine = own.get_mut(id);
+            let mut mine = mine.map(|o| &mut o.lines);
+            while start < whole {
+                let end = start + bytes[start..whole].iter().position(|b| *b == b'\n').unwrap_or(whole - start);
+                let offset = from + start as u64;
+                let skip = mine.as_mut().is_some_and(|l| l.remove(&(stat.ino(), offset)));
+                if !skip {
+                    match serde_json::from_slice(&bytes[start..end]) {
+                        Ok(m) => messages.push(m),
+                        // Damaged (reading the session says so, and what to do): not followed.
+                        Err(e) => log::warn!(
+                            "store: {}: the line at byte {offset} is not a goose message ({e}); followers skip it",
+                            path.display()
+                        ),
+                    }
+                }
+                start = end + 1;
+            }
+        }
+        let next = from + whole as u64;
+        st.forget_own(id, stat.ino(), next);
+        let pos = TailPos { ino: stat.ino(), bytes: next, legacy: false };
+        Ok(Some(Tail { messages, pos, rewritten: false, more: next < stat.len() && whole > 0 && want == TAIL_MAX }))
     }
 
     /// The files that may hold session `id`'s conversation (its message lines, then the
@@ -535,6 +690,35 @@ impl SessionStore {
 }
 
 impl Inner {
+    /// Where session `id`'s conversation file ends now (under its shared lock, so after the
+    /// last whole append), whatever its lines hold: following a damaged session is no error.
+    fn tail_end(&self, id: &str) -> Result<Option<TailPos>, Error> {
+        let Some(_guard) = self.lock_session(id, false)? else { return Ok(None) };
+        let legacy = std::fs::symlink_metadata(self.legacy_path(id)).is_ok();
+        let path = self.messages_path(id);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => Ok(Some(TailPos { ino: m.ino(), bytes: m.len(), legacy })),
+            Ok(_) => Err(Error::Symlink { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Some(TailPos { legacy, ..TailPos::default() })),
+            Err(e) => Err(atomic::io_err(&path, e)),
+        }
+    }
+
+    /// Notes lines this process appended to session `id`'s file `ino` at `starts`, when a
+    /// reader follows it (`tail_start`).
+    fn note_own(&self, id: &str, ino: u64, starts: impl IntoIterator<Item = u64>) {
+        if let Some(o) = lock(&self.own).get_mut(id) {
+            o.lines.extend(starts.into_iter().map(|s| (ino, s)));
+        }
+    }
+
+    /// Drops the notes of own lines a reader is past (or of a file replaced since).
+    fn forget_own(&self, id: &str, ino: u64, upto: u64) {
+        if let Some(o) = lock(&self.own).get_mut(id) {
+            o.lines.retain(|&(i, s)| i == ino && s >= upto);
+        }
+    }
+
     fn meta_path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.meta.json"))
     }
@@ -1172,6 +1356,48 @@ mod tests {
         assert!(s.extra.contains_key(DAMAGED_KEY) && s.conversation == Some(vec![]));
         assert!(st.delete(&id).unwrap());
         assert!(st.get(&id).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_tail_reads_what_others_append_once_and_skips_its_own() {
+        let d = tmpdir("tail");
+        // Two stores on one directory: two processes.
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        assert!(b.tail_start("20000101_9").unwrap().is_none(), "no such session");
+        let pos = b.tail_start(&id).unwrap().unwrap();
+        a.append_message(&id, &message(0)).unwrap();
+        a.append_message(&id, &message(1)).unwrap();
+        b.append_message(&id, &message(2)).unwrap();
+        a.update(&id, |s| s.conversation.get_or_insert_with(Vec::new).extend([message(3), message(4)])).unwrap();
+        b.update(&id, |s| s.conversation.get_or_insert_with(Vec::new).extend([message(5), message(6)])).unwrap();
+        let t = b.tail_read(&id, pos).unwrap().unwrap();
+        assert_eq!(t.messages, [0, 1, 3, 4].map(message), "the others' lines, in order; b's own skipped");
+        assert!(!t.rewritten && !t.more);
+        let again = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert!(again.messages.is_empty() && again.pos == t.pos, "each line once");
+        assert!(lock(&b.inner.own)[&id].lines.is_empty(), "own notes are dropped once read past");
+        // A rewrite is reported, not streamed; reading goes on from its end.
+        a.replace_conversation(&id, &[message(9)]).unwrap();
+        let t = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert!(t.rewritten && t.messages.is_empty());
+        a.append_message(&id, &message(10)).unwrap();
+        let t = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert_eq!(t.messages, [message(10)]);
+        // Not followed any more: own appends are not noted.
+        b.tail_stop(&id);
+        b.append_message(&id, &message(11)).unwrap();
+        assert!(lock(&b.inner.own).is_empty());
+        // A line that is not a message (damaged by hand) is skipped; the session is still followed.
+        let file = d.join("sessions").join(format!("{id}.jsonl"));
+        std::fs::OpenOptions::new().append(true).open(&file).unwrap().write_all(b"not JSON\n").unwrap();
+        assert!(b.tail_start(&id).unwrap().is_some(), "a damaged session can be followed");
+        b.tail_stop(&id);
+        let t = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert_eq!(t.messages, [message(11)], "the bad line skipped");
+        a.delete(&id).unwrap();
+        assert!(b.tail_read(&id, t.pos).unwrap().is_none(), "a deleted session is gone");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

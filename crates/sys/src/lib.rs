@@ -13,6 +13,7 @@ mod children;
 mod fd;
 mod shutdown;
 mod this_process;
+mod watch;
 
 pub use beneath::{mkdirs_beneath, open_beneath, unlink_beneath};
 pub use children::{
@@ -22,3 +23,4 @@ pub use children::{
 pub use fd::{poll_fd, poll_fds, raise_fd_limit, set_nonblocking, shutdown_write, Ready};
 pub use shutdown::{install_shutdown_handler, shutdown_requested, wait_shutdown};
 pub use this_process::{euid, make_non_dumpable};
+pub use watch::{DirChanges, DirWatch};

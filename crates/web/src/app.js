@@ -512,8 +512,11 @@ function endReplay() {
   for (const [rid, evs] of pending) { active.add(rid); setBusy(); for (const ev of evs) handleEvent(ev); }
   pending.clear();
 }
+// Messages another gosling process appended to the session (gosling's agent::follow): of no
+// request here, and no Finish follows them, so they are shown without marking one running.
+const OTHER_PROCESS = "other-process";
 function handleEvent(ev) {
-  const rid = ev.chat_request_id || ev.request_id;
+  const rid = ev.chat_request_id === OTHER_PROCESS ? undefined : ev.chat_request_id || ev.request_id;
   if (rid && ev.type !== "ActiveRequests" && !active.has(rid)) {
     if (replaying) {
       if (ev.type === "Finish") {
