@@ -105,10 +105,51 @@ pub fn max_turns(setting: &dyn Fn(&str) -> Option<String>) -> usize {
 }
 
 /// The stored per-tool permission levels (a malformed entry is ignored).
-fn tool_permissions(host: &crate::host::Host) -> HashMap<String, String> {
-    match host.store.get(crate::permissions::TOOL_PERMISSIONS) {
-        Ok(Some(Value::Object(m))) => m.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect(),
+fn tool_permissions(settings: &TurnSettings) -> HashMap<String, String> {
+    match settings.config.get(crate::permissions::TOOL_PERMISSIONS) {
+        Some(Value::Object(m)) => m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
         _ => HashMap::new(),
+    }
+}
+
+/// The settings a turn reads, taken once when it is prepared: `config.json` read once, the
+/// names in `secrets.json` once (and a secret's value only for a name that is there), where
+/// each of the turn's fifteen-odd settings used to read both files under their locks.
+/// Resolved as `Host::setting` resolves them: the environment's non-empty value, else the
+/// stored plain value, else the stored secret.
+struct TurnSettings<'a> {
+    host: &'a crate::host::Host,
+    config: serde_json::Map<String, Value>,
+    secret_names: std::cell::OnceCell<std::collections::HashSet<String>>,
+}
+
+impl<'a> TurnSettings<'a> {
+    fn take(host: &'a crate::host::Host) -> TurnSettings<'a> {
+        let config = host.store.all().unwrap_or_else(|e| {
+            log::warn!("reply: cannot read the stored settings ({e}); the turn uses the environment's");
+            Default::default()
+        });
+        TurnSettings { host, config, secret_names: std::cell::OnceCell::new() }
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        if let Some(v) = std::env::var(key).ok().filter(|v| !v.is_empty()) {
+            return Some(v);
+        }
+        match self.config.get(key) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => {
+                let names = self
+                    .secret_names
+                    .get_or_init(|| self.host.store.secret_names().unwrap_or_default().into_iter().collect());
+                if names.contains(key) {
+                    self.host.store.get_secret(key).ok().flatten()
+                } else {
+                    None
+                }
+            }
+            Some(other) => Some(other.to_string()),
+        }
     }
 }
 
@@ -133,7 +174,8 @@ impl Turn {
         override_conversation: Option<Vec<Message>>,
     ) -> Result<Turn, crate::error::Error> {
         use crate::error::Error;
-        let setting = |k: &str| host.setting(k);
+        let snapshot = TurnSettings::take(host);
+        let setting = |k: &str| snapshot.get(k);
         let session = host
             .sessions
             .get(session_id)
@@ -199,7 +241,7 @@ impl Turn {
             sessions: host.sessions.clone(),
             confirmations: host.confirmations.clone(),
             mode: Mode::resolve(session.goose_mode.as_deref(), &setting),
-            permissions: tool_permissions(host),
+            permissions: tool_permissions(&snapshot),
             always: Mutex::new(always),
             never: Mutex::new(never),
             max_turns: max_turns(&setting),

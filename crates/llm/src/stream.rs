@@ -221,17 +221,18 @@ fn fetch(
     };
     let mut reader = resp.into_with_config().limit(s.max_response_bytes as u64).reader();
     let mut total = 0usize;
+    // One read buffer, zeroed once: each read hands over a copy of what it got (a fresh
+    // zero-filled 16 KiB buffer per read was about 7% of a turn's CPU in the profile).
+    let mut buf = [0u8; 16 * 1024];
     loop {
         if abandoned.load(Ordering::SeqCst) {
             return;
         }
-        let mut buf = vec![0u8; 16 * 1024];
         let msg = match reader.read(&mut buf) {
             Ok(0) => Msg::End,
             Ok(n) => {
                 total += n;
-                buf.truncate(n);
-                Msg::Bytes(buf)
+                Msg::Bytes(buf[..n].to_vec())
             }
             Err(e) => Msg::Failed(read_error(e, s, total)),
         };

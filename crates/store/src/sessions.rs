@@ -28,6 +28,11 @@
 //! there are none) and re-reads those sessions. The file is replaced by an empty one past
 //! `CHANGES_MAX_BYTES`; a process that sees a new file re-reads the whole directory.
 //!
+//! Reading a conversation again (a turn reads its session's before every model request)
+//! parses only the lines appended since the last read: the last few conversations read stay
+//! parsed (`Conversations`), used only while the file is the same inode and still holds the
+//! same last line at the same offset; anything else reads it whole.
+//!
 //! Sessions written by earlier versions (`<id>.json`, the conversation inside) are read in
 //! place and migrated on their first change. A file that cannot be read is reported with its
 //! name and left untouched, never replaced or silently dropped.
@@ -201,6 +206,56 @@ struct Inner {
     /// where the lines this process appended since start (file inode, offset), so a reader
     /// skips them.
     own: Mutex<HashMap<String, Own>>,
+    /// The conversations read last, parsed (`Conversations`).
+    conversations: Mutex<Conversations>,
+}
+
+/// How many conversations are kept parsed, and the longest file kept (bytes): a turn reads
+/// its session's conversation before every model request, and re-parsing the whole file each
+/// time made a turn's cost grow with the conversation.
+const CACHED_CONVERSATIONS: usize = 4;
+const CACHED_CONVERSATION_MAX_BYTES: u64 = 4 << 20;
+
+/// Conversations as last read, most recent last. An entry is used only for the file it was
+/// read from (same inode) while that file still holds the same last line at the same offset
+/// (re-read and compared): then only the lines appended since are read and parsed. Anything
+/// else — a rewrite, a shorter file, another last line — reads the whole file again.
+#[derive(Default)]
+struct Conversations(Vec<Parsed>);
+
+struct Parsed {
+    id: String,
+    ino: u64,
+    /// The file's length when read (just after its last whole line).
+    bytes: u64,
+    /// The file's last line, `\n` included, as read.
+    last_line: Vec<u8>,
+    messages: Vec<Message>,
+}
+
+impl Conversations {
+    fn take(&mut self, id: &str) -> Option<Parsed> {
+        let i = self.0.iter().position(|p| p.id == id)?;
+        Some(self.0.remove(i))
+    }
+
+    fn keep(&mut self, p: Parsed) {
+        self.0.retain(|q| q.id != p.id);
+        if p.bytes > CACHED_CONVERSATION_MAX_BYTES {
+            return;
+        }
+        if self.0.len() >= CACHED_CONVERSATIONS {
+            self.0.remove(0);
+        }
+        self.0.push(p);
+    }
+}
+
+/// The last `\n`-terminated line of `bytes` (which end in one).
+fn last_line(bytes: &[u8]) -> &[u8] {
+    let body = &bytes[..bytes.len().saturating_sub(1)];
+    let start = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    &bytes[start..]
 }
 
 #[derive(Default)]
@@ -336,6 +391,7 @@ impl SessionStore {
             loaded: Condvar::new(),
             cursor: Mutex::new(Cursor::default()),
             own: Mutex::new(HashMap::new()),
+            conversations: Mutex::new(Conversations::default()),
         });
         let loader = inner.clone();
         let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
@@ -683,6 +739,7 @@ impl SessionStore {
         remove_if_present(&guard.path)?;
         sync_dir(&st.dir)?;
         drop(guard);
+        lock(&st.conversations).take(id);
         lock(&st.index).remove(id);
         st.note(id);
         Ok(any)
@@ -953,6 +1010,9 @@ impl Inner {
 
     /// Replaces a conversation file atomically; where it ends.
     fn write_messages(&self, path: &Path, conversation: &[Message]) -> Result<FilePos, Error> {
+        if let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".jsonl")) {
+            lock(&self.conversations).take(id);
+        }
         atomic::write_atomic(path, &encode_lines(path, conversation)?)?;
         let stat = std::fs::symlink_metadata(path).map_err(|e| atomic::io_err(path, e))?;
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
@@ -991,18 +1051,50 @@ impl Inner {
             return Ok(Vec::new());
         }
         let path = self.messages_path(id);
-        let mut bytes = Vec::with_capacity(d.file.bytes as usize);
-        let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        f.take(d.file.bytes).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
-        let (held, written) = (bytes.len() as u64, d.file.bytes);
+        if d.torn > 0 {
+            log::warn!("store: {}: an incomplete last line ({} bytes) is ignored", path.display(), d.torn);
+        }
+        let cached = lock(&self.conversations).take(id);
+        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        let written = d.file.bytes;
+        if let Some(mut p) = cached.filter(|p| p.ino == d.file.ino && p.bytes <= written) {
+            // The lines appended since, read from the start of the last line already parsed.
+            let from = p.bytes - p.last_line.len() as u64;
+            let mut tail = Vec::with_capacity((written - from) as usize);
+            let read = f.seek(SeekFrom::Start(from)).and_then(|_| (&mut f).take(written - from).read_to_end(&mut tail));
+            if read.is_ok() && tail.len() as u64 == written - from && tail.starts_with(&p.last_line) {
+                let new = &tail[p.last_line.len()..];
+                let (more, _) = parse_lines::<Message>(&path, new, p.messages.len() as u64 + 1)?;
+                p.messages.extend(more);
+                if !new.is_empty() {
+                    p.last_line = last_line(new).to_vec();
+                }
+                p.bytes = written;
+                let messages = p.messages.clone();
+                lock(&self.conversations).keep(p);
+                return Ok(messages);
+            }
+            f.seek(SeekFrom::Start(0)).map_err(|e| atomic::io_err(&path, e))?;
+        }
+        let mut bytes = Vec::with_capacity(written as usize);
+        f.take(written).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
+        let held = bytes.len() as u64;
         if held < written {
             let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
             return Err(corrupt(&path, detail));
         }
-        if d.torn > 0 {
-            log::warn!("store: {}: an incomplete last line ({} bytes) is ignored", path.display(), d.torn);
+        let messages = parse_lines::<Message>(&path, &bytes, 1)?.0;
+        if written <= CACHED_CONVERSATION_MAX_BYTES {
+            let p = Parsed {
+                id: id.clone(),
+                ino: d.file.ino,
+                bytes: written,
+                last_line: last_line(&bytes).to_vec(),
+                messages: messages.clone(),
+            };
+            lock(&self.conversations).keep(p);
         }
-        Ok(parse_lines(&path, &bytes, 1)?.0)
+        Ok(messages)
     }
 
     /// Notes a change to session `id` for the other processes' indexes. A failure only delays
@@ -1436,6 +1528,37 @@ mod tests {
         let s = st.get(&id).unwrap().unwrap();
         assert_eq!(s.conversation.unwrap(), vec![message(3), message(4), message(5)]);
         assert_eq!(s.message_count, 3);
+    }
+
+    #[test]
+    fn a_conversation_read_again_sees_what_any_store_appended_or_rewrote() {
+        let d = tmpdir("cached");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        let conversation = |st: &SessionStore| st.get(&id).unwrap().unwrap().conversation.unwrap();
+        a.append_message(&id, &message(0)).unwrap();
+        assert_eq!(conversation(&a), vec![message(0)]);
+        // Appended here and by another store (another process): only the new lines are read.
+        a.append_message(&id, &message(1)).unwrap();
+        b.append_message(&id, &message(2)).unwrap();
+        assert_eq!(conversation(&a), (0..3).map(message).collect::<Vec<_>>());
+        assert_eq!(conversation(&a), (0..3).map(message).collect::<Vec<_>>(), "nothing new: the same");
+        // Rewritten by the other store, to the same length and the same last line.
+        b.replace_conversation(&id, &[message(1), message(0), message(2)]).unwrap();
+        assert_eq!(conversation(&a), vec![message(1), message(0), message(2)]);
+        // Rewritten here, shorter.
+        a.replace_conversation(&id, &[message(4)]).unwrap();
+        assert_eq!(conversation(&a), vec![message(4)]);
+        // Its last line changed in place by another program (same file, same length).
+        let path = d.join("sessions").join(format!("{id}.jsonl"));
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, String::from_utf8(bytes).unwrap().replace("hello 4", "hello 5")).unwrap();
+        let mut m = message(4);
+        m.content = message(5).content;
+        assert_eq!(conversation(&a), vec![m]);
+        // Deleted and created again under the same id.
+        assert!(a.delete(&id).unwrap());
+        assert!(a.get(&id).unwrap().is_none());
     }
 
     #[test]
