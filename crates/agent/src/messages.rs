@@ -30,6 +30,38 @@ pub fn frontend_tool_request(id: &str, name: &str, arguments: &Value) -> Content
 }
 
 /// A tool response: an MCP CallToolResult on success, goose's `{status:"error"}` otherwise.
+/// Why a tool call has no result, as goose records it in a tool response: a JSON-RPC error
+/// code and its message (goose's `ErrorData`, written `"<code>: <message>"` in the stored
+/// response, which is the only place it becomes text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl ToolCallError {
+    /// The model's arguments are not what the tool takes (not JSON, not an object).
+    pub fn invalid_params(message: impl Into<String>) -> ToolCallError {
+        ToolCallError { code: gosling_wire::jsonrpc::INVALID_PARAMS, message: message.into() }
+    }
+
+    /// The call failed in gosling or the extension (an error answer, a timeout, a panic).
+    pub fn internal(message: impl Into<String>) -> ToolCallError {
+        ToolCallError { code: gosling_wire::jsonrpc::INTERNAL_ERROR, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for ToolCallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// A tool response that failed with a JSON-RPC error (`ToolCallError`).
+pub fn tool_error(id: &str, e: &ToolCallError) -> Content {
+    tool_response(id, Err(e.to_string()))
+}
+
 pub fn tool_response(id: &str, result: Result<CallToolResult, String>) -> Content {
     Content::ToolResponse(ToolResponse {
         id: id.to_string(),
@@ -121,6 +153,17 @@ pub fn to_llm(conversation: &[Message]) -> Vec<ChatMessage> {
 mod tests {
     use super::*;
     use gosling_store::message::Role::{Assistant, User};
+
+    #[test]
+    fn tool_call_errors_keep_goose_s_code_and_words() {
+        let bad = ToolCallError::invalid_params("arguments are not JSON");
+        assert_eq!(bad.to_string(), "-32602: arguments are not JSON");
+        assert_eq!(ToolCallError::internal("the tool call panicked").code, -32603);
+        match tool_error("t1", &bad) {
+            Content::ToolResponse(r) => assert_eq!(r.result.err().as_deref(), Some("-32602: arguments are not JSON")),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn conversation_round_trip_to_llm() {

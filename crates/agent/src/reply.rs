@@ -10,7 +10,7 @@
 
 use crate::elicit::Elicitations;
 use crate::events::{Event, Sink};
-use crate::messages::{self as msg, Tokens};
+use crate::messages::{self as msg, Tokens, ToolCallError};
 use crossbeam_channel::{bounded, select, Receiver};
 use gosling_extensions::runtime::SessionRuntime;
 use gosling_llm::{self as llm, ChatRequest, Delta, Provider, ToolSpec};
@@ -604,7 +604,7 @@ impl Turn {
             let args = match &call.arguments {
                 Ok(a) => a.clone(),
                 Err(bad) => {
-                    slots[i] = Some(msg::tool_response(&call.id, Err(format!("-32602: {bad}"))));
+                    slots[i] = Some(msg::tool_error(&call.id, &ToolCallError::invalid_params(bad.to_string())));
                     continue;
                 }
             };
@@ -623,18 +623,24 @@ impl Turn {
             let name = call.name.clone();
             let args = if args.is_object() { Some(args) } else { None };
             let (k, done) = (running.len(), done_tx.clone());
-            std::thread::spawn(move || {
+            // The call's thread, named for it; a panic in it is reported as one (`Called::Panicked`).
+            let spawned = std::thread::Builder::new().name("tool-call".into()).spawn(move || {
                 let ctx = CallContext { progress: Some(ptx), cancel: Some(ctx_cancel_rx) };
-                let r = rt.call_tool(&name, args, &ctx);
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.call_tool(&name, args, &ctx)));
                 drop(ctx);
-                let _ = done.send((k, r));
+                let _ = done.send((k, r.map_or(Called::Panicked, Called::Done)));
             });
+            if let Err(e) = spawned {
+                let why = ToolCallError::internal(format!("cannot start a thread for the tool call: {e}"));
+                slots[i] = Some(msg::tool_error(&call.id, &why));
+                continue;
+            }
             running.push((i, call.id.clone(), Some(prx)));
         }
         drop(done_tx);
         // Asleep until a call sends progress, a call ends or the turn is cancelled: the answer
         // is picked up the moment it comes, with no polling period.
-        let mut results: Vec<Option<Result<_, gosling_extensions::Error>>> = running.iter().map(|_| None).collect();
+        let mut results: Vec<Option<Called>> = running.iter().map(|_| None).collect();
         let mut left = running.len();
         let mut cancel_open = true;
         while left > 0 {
@@ -662,7 +668,7 @@ impl Turn {
                         results[k] = Some(r);
                         left -= 1;
                     }
-                    // Every call thread is gone: those that sent nothing panicked.
+                    // Every call thread is gone (each sends its outcome, a panic included).
                     Err(_) => break,
                 }
             } else if Some(index) == cancel_op {
@@ -680,15 +686,24 @@ impl Turn {
             }
         }
         for ((i, id, _), r) in running.into_iter().zip(results) {
-            let panicked = || gosling_extensions::Error::UnknownTool("tool call panicked".into());
-            slots[i] = Some(match r.unwrap_or_else(|| Err(panicked())) {
-                Ok(r) => msg::tool_response(&id, Ok(r)),
-                Err(e) => msg::tool_response(&id, Err(format!("-32603: {e}"))),
+            slots[i] = Some(match r {
+                Some(Called::Done(Ok(r))) => msg::tool_response(&id, Ok(r)),
+                Some(Called::Done(Err(e))) => msg::tool_error(&id, &ToolCallError::internal(e.to_string())),
+                Some(Called::Panicked) => {
+                    msg::tool_error(&id, &ToolCallError::internal("the tool call panicked in gosling"))
+                }
+                None => msg::tool_error(&id, &ToolCallError::internal("the tool call ended without an answer")),
             });
         }
         slots.into_iter().flatten().collect()
     }
 }
+/// How a tool call's thread ended.
+enum Called {
+    Done(Result<gosling_wire::mcp_types::CallToolResult, gosling_extensions::Error>),
+    Panicked,
+}
+
 /// A call's progress notification as the turn's `Notification` event.
 fn emit_progress(out: &Out, id: &str, p: Value) {
     let method = p.get("method").and_then(Value::as_str).unwrap_or("notifications/progress").to_string();
