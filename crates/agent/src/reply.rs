@@ -628,7 +628,7 @@ impl Turn {
                 let ctx = CallContext { progress: Some(ptx), cancel: Some(ctx_cancel_rx) };
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.call_tool(&name, args, &ctx)));
                 drop(ctx);
-                let _ = done.send((k, r.map_or(Called::Panicked, Called::Done)));
+                let _ = done.send((k, r.map_or(Called::Panicked, |r| Called::Done(Box::new(r)))));
             });
             if let Err(e) = spawned {
                 let why = ToolCallError::internal(format!("cannot start a thread for the tool call: {e}"));
@@ -687,8 +687,10 @@ impl Turn {
         }
         for ((i, id, _), r) in running.into_iter().zip(results) {
             slots[i] = Some(match r {
-                Some(Called::Done(Ok(r))) => msg::tool_response(&id, Ok(r)),
-                Some(Called::Done(Err(e))) => msg::tool_error(&id, &ToolCallError::internal(e.to_string())),
+                Some(Called::Done(r)) => match *r {
+                    Ok(r) => msg::tool_response(&id, Ok(r)),
+                    Err(e) => msg::tool_error(&id, &ToolCallError::internal(e.to_string())),
+                },
                 Some(Called::Panicked) => {
                     msg::tool_error(&id, &ToolCallError::internal("the tool call panicked in gosling"))
                 }
@@ -700,7 +702,7 @@ impl Turn {
 }
 /// How a tool call's thread ended.
 enum Called {
-    Done(Result<gosling_wire::mcp_types::CallToolResult, gosling_extensions::Error>),
+    Done(Box<Result<gosling_wire::mcp_types::CallToolResult, gosling_extensions::Error>>),
     Panicked,
 }
 
