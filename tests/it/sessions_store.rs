@@ -75,10 +75,11 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     turn(&s, &torn, "first");
     turn(&s, &bad, "first");
     // The turns' token counts reach the metadata after the turns answered (`agent::later`);
-    // once they have, it records both lines of each conversation.
+    // once they have (the accumulated counts: this model reports no usage, so the last call's
+    // stay unset), it records both lines of each conversation.
     for id in [&torn, &bad] {
         let recorded = wait_for(std::time::Duration::from_secs(10), || {
-            s.get(&format!("/sessions/{id}")).json()["total_tokens"].is_i64().then_some(())
+            s.get(&format!("/sessions/{id}")).json()["accumulated_total_tokens"].is_i64().then_some(())
         });
         assert!(recorded.is_some(), "the token counts of {id} were saved");
     }

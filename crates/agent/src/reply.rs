@@ -132,10 +132,13 @@ impl<'a> TurnSettings<'a> {
         TurnSettings { host, config, secret_names: std::cell::OnceCell::new() }
     }
 
+    /// The environment first, then the stored value, then a stored secret (`Host::setting`'s
+    /// order, by `config::settings::user_setting`).
     fn get(&self, key: &str) -> Option<String> {
-        if let Some(v) = std::env::var(key).ok().filter(|v| !v.is_empty()) {
-            return Some(v);
-        }
+        gosling_config::settings::user_setting(&gosling_config::ProcessEnv, key, || self.stored(key))
+    }
+
+    fn stored(&self, key: &str) -> Option<String> {
         match self.config.get(key) {
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Null) | None => {
