@@ -821,8 +821,13 @@ mod tests {
         assert_eq!(p.extra, extra(json!({ "_meta": { "x": 1 } })));
         requires("session/prompt", good.clone(), &[("sessionId", "string")]);
         requires("session/prompt", good, &[("prompt", "must be an array of content blocks")]);
+        // An image's own shape is checked here; whether the session's provider takes images is
+        // the prompt's to check (`Agent::prompt`).
         let image = json!({ "sessionId": "s", "prompt": [{ "type": "image", "data": "", "mimeType": "image/png" }] });
-        assert!(refusal("session/prompt", image).contains("promptCapabilities.image is false"));
+        assert!(refusal("session/prompt", image).contains("prompt[0]"));
+        let png = json!({ "sessionId": "s", "prompt": [{ "type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png" }] });
+        let Request::Prompt(p) = parse("session/prompt", png).unwrap() else { panic!() };
+        assert!(matches!(p.content[..], [Content::Image(_)]));
         assert!(refusal("session/prompt", json!({ "sessionId": "s", "prompt": [] })).contains("prompt is empty"));
     }
 

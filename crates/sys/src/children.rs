@@ -103,8 +103,10 @@ mod reaper {
     use std::io;
 
     /// How long after a stop signal the program may take to exit before its subtree is
-    /// killed anyway (the stop ladder's SIGKILL of the group comes later than this).
-    const GRACE_MS: i64 = 700;
+    /// killed anyway: just under the stop ladder's own rung (1.5 s by default), whose SIGKILL
+    /// of the group comes after it, so a program that handles SIGTERM slowly on a loaded
+    /// machine still ends as it means to (`trust_daemons`' SIGTERM daemon).
+    const GRACE_MS: i64 = 1400;
 
     fn now_ms() -> i64 {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
