@@ -163,8 +163,9 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
                 .get("prompt")
                 .and_then(Value::as_array)
                 .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-            let images = gosling_agent::usage::images(&agent.app, sid);
-            let content = crate::updates::prompt_content(blocks, &images).map_err(invalid_params)?;
+            let content = crate::updates::prompt_content(blocks).map_err(invalid_params)?;
+            crate::updates::refuse_images(&content, || gosling_agent::usage::images(&agent.app, sid))
+                .map_err(invalid_params)?;
             let steered = agent.app.steer(sid, expected, content).map_err(setting_error)?;
             Ok(json!({ "runId": steered.run_id, "messageId": steered.message_id }))
         }

@@ -378,8 +378,8 @@ impl Request {
                     _ => return Err(invalid_params("`prompt` must be an array of content blocks")),
                 };
                 // Whether the session's provider is sent images is the prompt's to check
-                // (`Agent::prompt`); the blocks' own shape is checked here.
-                let content = updates::prompt_content(&blocks, &Ok(())).map_err(invalid_params)?;
+                // (`updates::refuse_images`); the blocks' own shape is checked here.
+                let content = updates::prompt_content(&blocks).map_err(invalid_params)?;
                 Request::Prompt(Prompt { session_id, content, extra: f.rest() })
             }
         })

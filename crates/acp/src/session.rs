@@ -763,11 +763,7 @@ impl Agent {
         after_answer: &Arc<AfterAnswer>,
     ) -> Reply {
         let sid = p.session_id.as_str();
-        if let Some(i) = p.content.iter().position(|c| matches!(c, gosling_store::message::Content::Image(_))) {
-            if let Err(why) = gosling_agent::usage::images(&self.app, sid) {
-                return Err(invalid_params(format!("prompt[{i}]: image content is refused: {why}")));
-            }
-        }
+        updates::refuse_images(&p.content, || gosling_agent::usage::images(&self.app, sid)).map_err(invalid_params)?;
         let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, p.content);
         let mut turn = self.prepare_turn(sid, user)?;
         // The turn's run, which Desktop steers into (`session/steer`), until it ends.

@@ -297,11 +297,21 @@ pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "ima
 /// The most bytes of one image's base64 data.
 pub const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
 
+/// The person's content refused when it holds an image and `images` says the session may not
+/// send one (`agent::usage::images`), naming the block and the reason — for a prompt and a
+/// steered message alike.
+pub fn refuse_images(content: &[Content], images: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    match content.iter().position(|c| matches!(c, Content::Image(_))) {
+        Some(i) => images().map_err(|why| format!("prompt[{i}]: image content is refused: {why}")),
+        None => Ok(()),
+    }
+}
+
 /// The goose MessageContent of an ACP prompt. Text and resource links are the baseline;
 /// embedded resources (`embeddedContext`) come in as text naming their URI; images (PNG, JPEG,
-/// GIF, WebP, base64) when `images` is `Ok` (the session's provider takes them), else refused
-/// with its reason. Audio is refused: gosling advertises none.
-pub fn prompt_content(prompt: &[Value], images: &Result<(), String>) -> Result<Vec<Content>, String> {
+/// GIF, WebP, base64; whether the session may send them is `refuse_images`'). Audio is refused:
+/// gosling advertises none.
+pub fn prompt_content(prompt: &[Value]) -> Result<Vec<Content>, String> {
     let mut out = Vec::new();
     for (i, b) in prompt.iter().enumerate() {
         match b.get("type").and_then(Value::as_str) {
@@ -323,12 +333,7 @@ pub fn prompt_content(prompt: &[Value], images: &Result<(), String>) -> Result<V
                     }
                 }
             }
-            Some("image") => {
-                if let Err(why) = images {
-                    return Err(format!("prompt[{i}]: image content is refused: {why}"));
-                }
-                out.push(image(i, b)?);
-            }
+            Some("image") => out.push(image(i, b)?),
             Some("audio") => {
                 return Err(format!(
                     "prompt[{i}]: audio content is not supported (promptCapabilities.audio is false); send text"
@@ -459,29 +464,28 @@ mod tests {
         assert_eq!(kinds, ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update"]);
         assert_eq!(u[2]["locations"][0]["path"], "/w/f");
         assert_eq!(u[3]["status"], "failed");
-        let p = prompt_content(
-            &[
-                json!({"type": "text", "text": "a"}),
-                json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
-            ],
-            &Ok(()),
-        )
+        let p = prompt_content(&[
+            json!({"type": "text", "text": "a"}),
+            json!({"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}),
+        ])
         .unwrap();
         assert!(matches!(&p[1], Content::Text(t) if t.text.contains("body")), "{p:?}");
         let png = json!({"type": "image", "data": "iVBORw0=", "mimeType": "image/png"});
-        let taken = prompt_content(std::slice::from_ref(&png), &Ok(())).unwrap();
+        let taken = prompt_content(std::slice::from_ref(&png)).unwrap();
         assert!(matches!(&taken[0], Content::Image(i) if i.mime_type == "image/png" && i.data == "iVBORw0="));
-        let refused = prompt_content(&[png], &Err("ollama is not sent images".into())).unwrap_err();
-        assert!(refused.contains("ollama is not sent images"), "{refused}");
+        assert_eq!(refuse_images(&taken, || Ok(())), Ok(()));
+        let refused = refuse_images(&taken, || Err("ollama is not sent images".into())).unwrap_err();
+        assert!(refused.contains("prompt[0]") && refused.contains("ollama is not sent images"), "{refused}");
+        assert_eq!(refuse_images(&p, || Err("never asked".into())), Ok(()), "no image: nothing to refuse");
         for (data, mime, says) in
             [("", "image/png", "base64"), ("a b", "image/png", "base64"), ("AAAA", "image/svg+xml", "image/png")]
         {
-            let e = prompt_content(&[json!({"type": "image", "data": data, "mimeType": mime})], &Ok(())).unwrap_err();
+            let e = prompt_content(&[json!({"type": "image", "data": data, "mimeType": mime})]).unwrap_err();
             assert!(e.contains(says), "{e}");
         }
-        assert!(prompt_content(&[json!({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"})], &Ok(()))
+        assert!(prompt_content(&[json!({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"})])
             .unwrap_err()
             .contains("promptCapabilities.audio"));
-        assert!(prompt_content(&[], &Ok(())).unwrap_err().contains("empty"));
+        assert!(prompt_content(&[]).unwrap_err().contains("empty"));
     }
 }
