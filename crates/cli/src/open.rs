@@ -1,6 +1,6 @@
 //! What the commands work on, opened in one place and the way the servers' core opens it: the
 //! config dir as every mode resolves it (`config::config_dir`), its store (`ConfigStore::open`:
-//! a private dir, no links, files that parse) and the trust policy (`Policy::from_env`: the
+//! a private dir, no links, files that parse) and the trust policy (`Policy::new`: the
 //! operator's allowlist). The composition root (`main.rs`) makes one `Opener` and hands it to
 //! the command it runs.
 
@@ -41,6 +41,6 @@ impl<'a> Opener<'a> {
     }
 
     pub fn policy(&self) -> Result<Policy, gosling_extensions::Error> {
-        Policy::from_env(self.env, &self.dir)
+        Policy::new(gosling_config::settings::trust_policy(self.env), &self.dir)
     }
 }

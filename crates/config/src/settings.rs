@@ -40,6 +40,32 @@ pub fn millis(env: &dyn Env, key: &str, default: Duration) -> Duration {
     env.get(key).and_then(|v| v.trim().parse().ok()).map_or(default, Duration::from_millis)
 }
 
+/// The trust policy's own settings, as the process started with them (a running server's
+/// environment does not change; the allowlist file it names may, and is read again).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustPolicySettings {
+    /// `GOSLING_ALLOWED_COMMANDS`: the site's own command names, comma-separated.
+    pub allowed_commands: Option<String>,
+    /// `GOSLING_ALLOWLIST_FILE`: a local allowlist named by the operator (so it must exist).
+    pub allowlist_file: Option<PathBuf>,
+    /// `GOOSE_ALLOWLIST`: goose's allowlist URL (it may carry a token: never shown whole).
+    pub allowlist_url: Option<String>,
+    /// `GOOSE_ALLOWLIST_WARNING` = `true` or `1`: allowlist refusals only warn, as in goose.
+    pub warn_only: bool,
+}
+
+/// The trust policy's settings from the environment.
+pub fn trust_policy(env: &dyn Env) -> TrustPolicySettings {
+    TrustPolicySettings {
+        allowed_commands: env.get("GOSLING_ALLOWED_COMMANDS"),
+        allowlist_file: env.get("GOSLING_ALLOWLIST_FILE").map(PathBuf::from),
+        allowlist_url: env.get("GOOSE_ALLOWLIST"),
+        warn_only: env
+            .get("GOOSE_ALLOWLIST_WARNING")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1"),
+    }
+}
+
 /// Container mode (`GOSLING_CONTAINER`): the running container stdio extensions run in.
 pub fn container(env: &dyn Env) -> Option<String> {
     env.get("GOSLING_CONTAINER")

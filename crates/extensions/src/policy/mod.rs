@@ -37,7 +37,7 @@
 //! matches a string prefix); URL prefixes must end at a `/`, `?`, `#` or the end, so
 //! `https://mcp.example.com` does not admit `https://mcp.example.com.evil.io`.
 //!
-//! `Policy::from_env` does the one network fetch (bounded: 15 s, 1 MiB); `check` is pure except
+//! `Policy::new` does the one network fetch (bounded: 15 s, 1 MiB); `check` is pure except
 //! that rule 4 reads `HOME` to recognise the user's home directory in a mount.
 
 mod allowlist;
@@ -52,7 +52,7 @@ use yaml::parse_allowlist_yaml;
 use crate::config::{ExtensionConfig, Kind, Vars, SSE_UNSUPPORTED};
 use crate::error::Error;
 use allowlist::{fetch, read_local, redact_url, url_has_prefix, LocalList};
-use gosling_config::Env;
+use gosling_config::settings::TrustPolicySettings;
 use gosling_util::printable;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -124,12 +124,13 @@ impl Rules {
         }
     }
 
-    /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
-    /// now; a failed fetch does not fail here but makes every check refuse, see the module
-    /// header). Errors are setup mistakes: a bad env value, a missing or malformed file.
-    fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Rules, Error> {
+    /// The rules of the site's settings: its own commands, the local allowlist file and goose's
+    /// allowlist URL (fetched now; a failed fetch does not fail here but makes every check
+    /// refuse, see the module header). Errors are setup mistakes: a bad value, a missing or
+    /// malformed file.
+    fn from_settings(set: &TrustPolicySettings, config_dir: &Path) -> Result<Rules, Error> {
         let mut p = Rules::permissive();
-        if let Some(list) = env.get("GOSLING_ALLOWED_COMMANDS") {
+        if let Some(list) = &set.allowed_commands {
             for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                 if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
                     return Err(Error::PolicySetup {
@@ -140,7 +141,7 @@ impl Rules {
                 p.allow_command(c);
             }
         }
-        let (file, explicit) = allowlist_file(env, config_dir);
+        let (file, explicit) = allowlist_file(set, config_dir);
         if explicit || file.exists() {
             let (local, extra) = read_local(&file)?;
             for c in extra {
@@ -148,10 +149,10 @@ impl Rules {
             }
             p.local = Some(local);
         }
-        if let Some(real_url) = env.get("GOOSE_ALLOWLIST") {
+        if let Some(real_url) = &set.allowlist_url {
             // Shown in messages and logs without credentials or query (it may carry a token).
-            let url = redact_url(&real_url);
-            let state = match fetch(&real_url).and_then(|t| parse_allowlist_yaml(&t).map_err(Unavailable::Yaml)) {
+            let url = redact_url(real_url);
+            let state = match fetch(real_url).and_then(|t| parse_allowlist_yaml(&t).map_err(Unavailable::Yaml)) {
                 Ok(list) => {
                     if list.is_empty() {
                         log::warn!("policy: GOOSE_ALLOWLIST={url} lists no commands; as in goose, an empty allowlist allows every command");
@@ -165,9 +166,7 @@ impl Rules {
             };
             p.remote = Some((url, state));
         }
-        p.warn_only = env
-            .get("GOOSE_ALLOWLIST_WARNING")
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1");
+        p.warn_only = set.warn_only;
         Ok(p)
     }
 
@@ -349,7 +348,7 @@ impl Rules {
     }
 }
 
-/// The policy in force. Build it with `from_env` (or `permissive` when none is configured).
+/// The policy in force. Build it with `new` from `config::settings::trust_policy` (or `permissive` when none is configured).
 /// Clones share it. Every use first looks at the local allowlist file (one `stat`): when it has
 /// changed since it was read (written, replaced, created or removed), the rules are read again
 /// from it and from the policy's variables as they were at start (`GOOSE_ALLOWLIST` fetched
@@ -370,9 +369,9 @@ struct Live {
 
 #[derive(Debug)]
 struct Source {
-    /// The policy's variables as they were at start (a running server's environment does not
+    /// The policy's settings as they were at start (a running server's environment does not
     /// change; the file does).
-    env: Vec<(String, String)>,
+    settings: TrustPolicySettings,
     config_dir: PathBuf,
     file: PathBuf,
 }
@@ -380,24 +379,11 @@ struct Source {
 /// What tells a changed file: device, inode, size, modification time (ns).
 type FileStamp = (u64, u64, u64, i128);
 
-/// The variables `Rules::from_env` reads.
-const POLICY_VARS: &[&str] =
-    &["GOSLING_ALLOWED_COMMANDS", "GOSLING_ALLOWLIST_FILE", "GOOSE_ALLOWLIST", "GOOSE_ALLOWLIST_WARNING"];
-
-/// The policy's variables as saved at start.
-struct SavedEnv<'a>(&'a [(String, String)]);
-
-impl Env for SavedEnv<'_> {
-    fn get(&self, key: &str) -> Option<String> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
-    }
-}
-
 /// The local allowlist file: `GOSLING_ALLOWLIST_FILE` (named, so it must exist) or
 /// `<config dir>/allowlist.json` (read when present).
-fn allowlist_file(env: &dyn Env, config_dir: &Path) -> (PathBuf, bool) {
-    match env.get("GOSLING_ALLOWLIST_FILE") {
-        Some(f) => (PathBuf::from(f), true),
+fn allowlist_file(set: &TrustPolicySettings, config_dir: &Path) -> (PathBuf, bool) {
+    match &set.allowlist_file {
+        Some(f) => (f.clone(), true),
         None => (config_dir.join("allowlist.json"), false),
     }
 }
@@ -416,16 +402,13 @@ impl Policy {
         Policy { live: Arc::new(live) }
     }
 
-    /// Reads `GOSLING_ALLOWED_COMMANDS`, the local allowlist file and `GOOSE_ALLOWLIST` (fetched
-    /// now; a failed fetch does not fail here but makes every check refuse, see the module
-    /// header). Errors are setup mistakes: a bad env value, a missing or malformed file.
-    pub fn from_env(env: &dyn Env, config_dir: &Path) -> Result<Policy, Error> {
-        let saved: Vec<(String, String)> =
-            POLICY_VARS.iter().filter_map(|k| Some((k.to_string(), env.get(k)?))).collect();
-        let (file, _) = allowlist_file(env, config_dir);
+    /// The policy of the site's settings (`config::settings::trust_policy`), in force until the
+    /// allowlist file changes. Errors are setup mistakes: a bad value, a missing or malformed file.
+    pub fn new(settings: TrustPolicySettings, config_dir: &Path) -> Result<Policy, Error> {
+        let (file, _) = allowlist_file(&settings, config_dir);
         let before = stamp(&file);
-        let rules = Rules::from_env(&SavedEnv(&saved), config_dir)?;
-        let source = Source { env: saved, config_dir: config_dir.to_path_buf(), file };
+        let rules = Rules::from_settings(&settings, config_dir)?;
+        let source = Source { settings, config_dir: config_dir.to_path_buf(), file };
         let live = Live { current: Mutex::new((before, Arc::new(rules))), source: Some(source) };
         Ok(Policy { live: Arc::new(live) })
     }
@@ -437,7 +420,7 @@ impl Policy {
             let now = stamp(&src.file);
             if now != current.0 {
                 let file = src.file.display().to_string();
-                let rules = match Rules::from_env(&SavedEnv(&src.env), &src.config_dir) {
+                let rules = match Rules::from_settings(&src.settings, &src.config_dir) {
                     Ok(rules) => {
                         log::info!("policy: {file} changed; its rules are in force now");
                         rules
@@ -545,13 +528,14 @@ mod tests {
     use std::collections::HashMap;
 
     struct MapEnv(HashMap<String, String>);
-    impl Env for MapEnv {
+    impl gosling_config::Env for MapEnv {
         fn get(&self, key: &str) -> Option<String> {
             self.0.get(key).cloned()
         }
     }
-    fn env(pairs: &[(&str, &str)]) -> MapEnv {
-        MapEnv(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    /// The policy's settings as `config` reads them from an environment of `pairs`.
+    fn env(pairs: &[(&str, &str)]) -> TrustPolicySettings {
+        gosling_config::settings::trust_policy(&MapEnv(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()))
     }
 
     fn stdio(cmd: &str, args: &[&str]) -> ExtensionConfig {
@@ -859,7 +843,7 @@ mod tests {
         }
         // The operator's name for a program of the site's own admits it, exactly.
         let d = tmpdir("own");
-        let p = Policy::from_env(&env(&[("GOSLING_ALLOWED_COMMANDS", "/opt/site/server")]), &d).unwrap();
+        let p = Policy::new(env(&[("GOSLING_ALLOWED_COMMANDS", "/opt/site/server")]), &d).unwrap();
         assert!(p.check(&stdio("/opt/site/server", &["--x"]), InstallSource::AddExtension).is_ok());
         assert!(p.check(&stdio("/opt/site/server2", &[]), InstallSource::AddExtension).is_err());
     }
@@ -1064,7 +1048,7 @@ mod tests {
             r#"{"commands":["uvx mcp-server-fetch"],"urls":["https://mcp.example.com/"],"allowed_commands":["node"]}"#,
         )
         .unwrap();
-        let p = Policy::from_env(&env(&[]), &d).unwrap();
+        let p = Policy::new(env(&[]), &d).unwrap();
         assert!(p.has_allowlist());
         assert!(p.allowed_commands().iter().any(|c| c == "node"));
         for s in [
@@ -1098,7 +1082,7 @@ mod tests {
         assert_eq!(redact_url("https://u:p@h.io/a.yaml?token=s3"), "https://…@h.io/a.yaml?…");
         assert_eq!(redact_url("http://h.io/a.yaml"), "http://h.io/a.yaml");
         let d = tmpdir("redact");
-        let p = Policy::from_env(&env(&[("GOOSE_ALLOWLIST", "http://127.0.0.1:9/a.yaml?token=s3cret")]), &d).unwrap();
+        let p = Policy::new(env(&[("GOOSE_ALLOWLIST", "http://127.0.0.1:9/a.yaml?token=s3cret")]), &d).unwrap();
         let e = p.check(&stdio("uvx", &["x-mcp"]), InstallSource::Cli).unwrap_err().to_string();
         assert!(!e.contains("s3cret") && e.contains("http://127.0.0.1:9/a.yaml?…"), "{e}");
     }
@@ -1120,7 +1104,7 @@ mod tests {
         std::fs::write(&f, r#"{"commands":["uvx mcp-server-fetch"]}"#).unwrap();
         let fs = f.to_str().unwrap();
         let p =
-            Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs), ("GOOSE_ALLOWLIST_WARNING", "true")]), &d).unwrap();
+            Policy::new(env(&[("GOSLING_ALLOWLIST_FILE", fs), ("GOOSE_ALLOWLIST_WARNING", "true")]), &d).unwrap();
         let w = p.check(&stdio("uvx", &["other-mcp"]), InstallSource::ConfigApi).unwrap();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("GOOSE_ALLOWLIST_WARNING=true"), "{w:?}");
@@ -1131,15 +1115,15 @@ mod tests {
         assert_eq!(p.check(&remote("https://any.example/mcp"), InstallSource::DeepLink).unwrap().len(), 1);
 
         std::fs::write(&f, r#"{"command":["typo"]}"#).unwrap();
-        assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d)
+        assert!(Policy::new(env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d)
             .unwrap_err()
             .to_string()
             .contains("unknown key `command`"));
         std::fs::write(&f, "not json").unwrap();
-        assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d).is_err());
-        assert!(Policy::from_env(&env(&[("GOSLING_ALLOWLIST_FILE", "/nonexistent/x.json")]), &d).is_err());
-        assert!(Policy::from_env(&env(&[("GOSLING_ALLOWED_COMMANDS", "a b")]), &d).is_err());
-        let p = Policy::from_env(&env(&[("GOSLING_ALLOWED_COMMANDS", "node, /opt/x/server ,")]), &d).unwrap();
+        assert!(Policy::new(env(&[("GOSLING_ALLOWLIST_FILE", fs)]), &d).is_err());
+        assert!(Policy::new(env(&[("GOSLING_ALLOWLIST_FILE", "/nonexistent/x.json")]), &d).is_err());
+        assert!(Policy::new(env(&[("GOSLING_ALLOWED_COMMANDS", "a b")]), &d).is_err());
+        let p = Policy::new(env(&[("GOSLING_ALLOWED_COMMANDS", "node, /opt/x/server ,")]), &d).unwrap();
         assert!(!p.has_allowlist());
         assert!(p.check(&stdio("/opt/x/server", &[]), InstallSource::DeepLink).is_ok());
         assert!(p.check(&stdio("node", &["s.js"]), InstallSource::Import).is_ok());
@@ -1149,7 +1133,7 @@ mod tests {
     fn unreachable_remote_allowlist_refuses() {
         let d = tmpdir("remote");
         // Port 9 on loopback: nothing listens there; the connect fails at once.
-        let p = Policy::from_env(&env(&[("GOOSE_ALLOWLIST", "http://127.0.0.1:9/allowlist.yaml")]), &d).unwrap();
+        let p = Policy::new(env(&[("GOOSE_ALLOWLIST", "http://127.0.0.1:9/allowlist.yaml")]), &d).unwrap();
         let e = p.check(&stdio("uvx", &["mcp-server-fetch"]), InstallSource::ConfigApi).unwrap_err();
         assert!(matches!(e, Error::Refused(Refusal::AllowlistUnavailable { .. })), "{e}");
         assert!(e.to_string().contains("unset GOOSE_ALLOWLIST"), "{e}");
