@@ -56,7 +56,8 @@ pub fn build(cfg: Config) -> Result<Arc<Host>, Error> {
     check_dirs(&cfg)?;
     let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
     let sessions = SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
-    let policy = Policy::new(gosling_config::settings::trust_policy(&ProcessEnv), &cfg.config_dir).map_err(Error::Policy)?;
+    let policy =
+        Policy::new(gosling_config::settings::trust_policy(&ProcessEnv), &cfg.config_dir).map_err(Error::Policy)?;
     let host = Arc::new(Host::new(cfg, store, sessions, policy));
     host.start_idle_reaper();
     Ok(host)

@@ -626,12 +626,9 @@ impl Turn {
             let name = call.name.clone();
             let args = if args.is_object() { Some(args) } else { None };
             let (k, done) = (running.len(), done_tx.clone());
-            // The call's thread, named for it; a panic in it is reported as one (`Called::Panicked`).
-            let spawned = std::thread::Builder::new().name("tool-call".into()).spawn(move || {
+            let spawned = spawn_call(k, done, move || {
                 let ctx = CallContext { progress: Some(ptx), cancel: Some(ctx_cancel_rx) };
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.call_tool(&name, args, &ctx)));
-                drop(ctx);
-                let _ = done.send((k, r.map_or(Called::Panicked, |r| Called::Done(Box::new(r)))));
+                rt.call_tool(&name, args, &ctx)
             });
             if let Err(e) = spawned {
                 let why = ToolCallError::internal(format!("cannot start a thread for the tool call: {e}"));
@@ -689,24 +686,45 @@ impl Turn {
             }
         }
         for ((i, id, _), r) in running.into_iter().zip(results) {
-            slots[i] = Some(match r {
-                Some(Called::Done(r)) => match *r {
-                    Ok(r) => msg::tool_response(&id, Ok(r)),
-                    Err(e) => msg::tool_error(&id, &ToolCallError::internal(e.to_string())),
-                },
-                Some(Called::Panicked) => {
-                    msg::tool_error(&id, &ToolCallError::internal("the tool call panicked in gosling"))
-                }
-                None => msg::tool_error(&id, &ToolCallError::internal("the tool call ended without an answer")),
-            });
+            slots[i] = Some(call_outcome(&id, r));
         }
         slots.into_iter().flatten().collect()
     }
 }
+
+/// What a tool call's thread computes.
+type CallResult = Result<gosling_wire::mcp_types::CallToolResult, gosling_extensions::Error>;
+
 /// How a tool call's thread ended.
 enum Called {
-    Done(Box<Result<gosling_wire::mcp_types::CallToolResult, gosling_extensions::Error>>),
+    Done(Box<CallResult>),
     Panicked,
+}
+
+/// Runs one tool call on a thread of its own, named `tool-call`, which sends `(k, how it
+/// ended)` on `done` — a panic in the call included, as `Called::Panicked`, so the turn never
+/// waits for a call that is gone.
+fn spawn_call(
+    k: usize,
+    done: crossbeam_channel::Sender<(usize, Called)>,
+    call: impl FnOnce() -> CallResult + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("tool-call".into()).spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+        let _ = done.send((k, r.map_or(Called::Panicked, |r| Called::Done(Box::new(r)))));
+    })
+}
+
+/// The tool response a call's outcome makes: its result, its error, or the panic named.
+fn call_outcome(id: &str, r: Option<Called>) -> Content {
+    match r {
+        Some(Called::Done(r)) => match *r {
+            Ok(r) => msg::tool_response(id, Ok(r)),
+            Err(e) => msg::tool_error(id, &ToolCallError::internal(e.to_string())),
+        },
+        Some(Called::Panicked) => msg::tool_error(id, &ToolCallError::internal("the tool call panicked in gosling")),
+        None => msg::tool_error(id, &ToolCallError::internal("the tool call ended without an answer")),
+    }
 }
 
 /// A call's progress notification as the turn's `Notification` event.
@@ -752,6 +770,23 @@ fn bound_results(responses: Vec<Content>, used: &mut usize) -> Vec<Content> {
 mod tests {
     use super::*;
     use gosling_wire::mcp_types::CallToolResult;
+
+    #[test]
+    fn a_panicking_tool_call_is_reported_as_a_panic_on_a_named_thread() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = spawn_call(3, tx, || {
+            assert_eq!(std::thread::current().name(), Some("tool-call"));
+            panic!("a bug in the call's code")
+        })
+        .unwrap();
+        let (k, how) = rx.recv_timeout(Duration::from_secs(10)).expect("the call's thread reports its end");
+        assert_eq!(k, 3);
+        assert!(matches!(how, Called::Panicked));
+        handle.join().expect("the panic was caught on the call's thread");
+        let reported = serde_json::to_string(&call_outcome("call-1", Some(how))).unwrap();
+        assert!(reported.contains("panicked in gosling") && reported.contains("-32603"), "{reported}");
+        assert!(reported.contains("call-1"), "{reported}");
+    }
 
     #[test]
     fn tool_results_of_one_reply_are_bounded_in_total() {

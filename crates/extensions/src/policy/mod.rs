@@ -535,7 +535,9 @@ mod tests {
     }
     /// The policy's settings as `config` reads them from an environment of `pairs`.
     fn env(pairs: &[(&str, &str)]) -> TrustPolicySettings {
-        gosling_config::settings::trust_policy(&MapEnv(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()))
+        gosling_config::settings::trust_policy(&MapEnv(
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ))
     }
 
     fn stdio(cmd: &str, args: &[&str]) -> ExtensionConfig {
@@ -1103,8 +1105,7 @@ mod tests {
         let f = d.join("list.json");
         std::fs::write(&f, r#"{"commands":["uvx mcp-server-fetch"]}"#).unwrap();
         let fs = f.to_str().unwrap();
-        let p =
-            Policy::new(env(&[("GOSLING_ALLOWLIST_FILE", fs), ("GOOSE_ALLOWLIST_WARNING", "true")]), &d).unwrap();
+        let p = Policy::new(env(&[("GOSLING_ALLOWLIST_FILE", fs), ("GOOSE_ALLOWLIST_WARNING", "true")]), &d).unwrap();
         let w = p.check(&stdio("uvx", &["other-mcp"]), InstallSource::ConfigApi).unwrap();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("GOOSE_ALLOWLIST_WARNING=true"), "{w:?}");
