@@ -968,8 +968,10 @@ fn resolve(host: &str, port: u16, shared: &Shared) -> Result<Vec<SocketAddr>, Re
 
 /// One direction of a pipe: bytes read from one socket, not yet written to the other.
 struct Flow {
+    /// Allocated once; `buf[start..end]` is what waits to be written.
     buf: Vec<u8>,
     start: usize,
+    end: usize,
     /// The reading side ended (or, for a plain request, its body was read whole).
     eof: bool,
     /// The writing side was shut down after `eof` (a half-close passed on).
@@ -981,12 +983,13 @@ struct Flow {
 
 impl Flow {
     fn new(first: Vec<u8>, limit: Option<u64>) -> Flow {
+        let end = first.len();
         let mut buf = first;
-        buf.reserve(PIPE_BUFFER.saturating_sub(buf.len()));
-        Flow { buf, start: 0, eof: limit == Some(0), shut: false, bytes: 0, limit }
+        buf.resize(end.max(PIPE_BUFFER), 0);
+        Flow { buf, start: 0, end, eof: limit == Some(0), shut: false, bytes: 0, limit }
     }
     fn pending(&self) -> bool {
-        self.start < self.buf.len()
+        self.start < self.end
     }
     fn wants_read(&self) -> bool {
         !self.eof && !self.pending()
@@ -994,25 +997,21 @@ impl Flow {
     fn done(&self) -> bool {
         self.eof && !self.pending()
     }
-    /// Reads what `from` has (non-blocking). Err: the connection failed.
+    /// Reads what `from` has (non-blocking) into the empty buffer. Err: the connection failed.
     fn fill(&mut self, mut from: &TcpStream) -> io::Result<()> {
-        let want = self.limit.map_or(PIPE_BUFFER, |l| usize::try_from(l).unwrap_or(PIPE_BUFFER).min(PIPE_BUFFER));
-        self.buf.clear();
-        self.buf.resize(want, 0);
-        self.start = 0;
-        let n = match from.read(&mut self.buf) {
+        let room = self.buf.len();
+        let want = self.limit.map_or(room, |l| usize::try_from(l).unwrap_or(room).min(room));
+        (self.start, self.end) = (0, 0);
+        let n = match from.read(&mut self.buf[..want]) {
             Ok(0) => {
                 self.eof = true;
                 0
             }
             Ok(n) => n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => 0,
-            Err(e) => {
-                self.buf.clear();
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         };
-        self.buf.truncate(n);
+        self.end = n;
         if let Some(l) = self.limit.as_mut() {
             *l -= n as u64;
             if *l == 0 {
@@ -1023,7 +1022,7 @@ impl Flow {
     }
     /// Writes what is buffered to `to` (non-blocking); counts it.
     fn drain(&mut self, mut to: &TcpStream) -> io::Result<()> {
-        match to.write(&self.buf[self.start..]) {
+        match to.write(&self.buf[self.start..self.end]) {
             Ok(n) => {
                 self.start += n;
                 self.bytes += n as u64;
@@ -1055,7 +1054,7 @@ fn pipe(
     let plain = limit.is_some();
     let mut up = Flow::new(first_up, limit);
     let mut down = Flow::new(first_down, None);
-    let header = down.buf.len() as u64;
+    let header = down.end as u64;
     let (c, u) = (client.as_raw_fd(), upstream.as_raw_fd());
     let set = |s: &TcpStream| s.set_nonblocking(true);
     let end = 'pipe: {
@@ -1640,6 +1639,13 @@ print(urllib.request.urlopen(sys.argv[3], timeout=20).read().decode())
         // What is approved still works afterwards.
         let answer = raw(&p, format!("GET http://127.0.0.1:{plain}/after HTTP/1.1\r\n\r\n").as_bytes());
         assert!(answer.contains("GET /after HTTP/1.1"), "{answer}");
+        // One request per connection: bytes past the body's Content-Length are not passed on.
+        let two = format!(
+            "POST http://127.0.0.1:{plain}/one HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET http://127.0.0.1:{plain}/two HTTP/1.1\r\n\r\n"
+        );
+        let answer = raw(&p, two.as_bytes());
+        assert!(answer.contains("POST /one HTTP/1.1") && answer.ends_with("body=abc"), "{answer}");
+        assert_eq!(answer.matches("HTTP/1.1 200").count(), 1, "{answer}");
     }
 
     #[test]
