@@ -17,6 +17,7 @@ fn origin(size: usize) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
+        // wait: the bench's origin serves until the process ends
         for s in l.incoming().flatten() {
             std::thread::spawn(move || {
                 let mut s = s;
@@ -118,7 +119,7 @@ fn main() {
     let size = mib << 20;
     let origin_port = origin(size);
     let state = std::env::temp_dir().join(format!("gosling-egress-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&state).unwrap();
+    gosling_store::atomic::ensure_dir(&state).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy_port = listener.local_addr().unwrap().port();
     let policy = EgressPolicy::from_strings(&[format!("127.0.0.1:{origin_port}")]).unwrap();
