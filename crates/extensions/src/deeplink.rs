@@ -588,8 +588,7 @@ mod tests {
         assert_eq!(c["sandbox"], json!({"hosts": ["api.example.com:443", "127.0.0.1:8080", "[::1]:9"]}));
         // The stored config reads back with its hosts, which the proxy's policy takes as they are.
         let back: ExtensionConfig = serde_json::from_value(c).unwrap();
-        let hosts = crate::egress::hosts_of(&back);
-        assert_eq!(crate::egress::EgressPolicy::from_strings(&hosts).unwrap().hosts, l.hosts);
+        assert_eq!(crate::egress::policy_of(&back).unwrap().hosts, l.hosts);
         let plan = |l: &str| plan_install(l, &Policy::permissive(), &|_| false).unwrap();
         let with = plan(&link("&allow_host=api.example.com"));
         assert_eq!(with.summary["hosts"], json!(["api.example.com:443"]));

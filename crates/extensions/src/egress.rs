@@ -439,6 +439,12 @@ pub fn admit(entry: &HostPort, req: &HostPort, resolved: &[SocketAddr]) -> Resul
     ))
 }
 
+/// The policy of an extension's config: its approved hosts, each read by the grammar (a bad one
+/// is an `Error::Config` naming `sandbox.hosts`).
+pub fn policy_of(config: &crate::config::ExtensionConfig) -> Result<EgressPolicy, Error> {
+    EgressPolicy::from_strings(&hosts_of(config))
+}
+
 /// The approved hosts a config carries (`"sandbox": {"hosts": [...]}`), as written.
 pub fn hosts_of(config: &crate::config::ExtensionConfig) -> Vec<String> {
     config
@@ -1507,7 +1513,7 @@ s.serve_forever()
     }
 
     #[test]
-    fn curl_python_and_node_reach_an_approved_host_over_connect_and_plain_http() {
+    fn curl_python_httpx_and_node_reach_an_approved_host_over_connect_and_plain_http() {
         let tls = tls_origin();
         let plain = origin();
         let p = proxy(&[format!("127.0.0.1:{}", tls.port), format!("localhost:{plain}")]);
@@ -1554,11 +1560,29 @@ print(urllib.request.urlopen(sys.argv[3], timeout=20).read().decode())
             assert!(lines.iter().any(|l| l["host"] == "localhost" && l["port"] == plain), "{lines:?}");
         };
         audited(4);
-        // Node's fetch through the proxy variables (NODE_USE_ENV_PROXY, Node 22.21 and later).
         if std::env::var("GOSLING_SKIP_PEERS").is_ok_and(|v| v == "1") {
-            eprintln!("SKIP Node's fetch through the proxy: needs the pinned Node (GOSLING_SKIP_PEERS=1)");
+            eprintln!("SKIP httpx and Node's fetch through the proxy: need the pinned peers (GOSLING_SKIP_PEERS=1)");
             return;
         }
+        // httpx, which the MCP Python SDK and its servers (mcp-server-fetch) use, from the pinned venv.
+        let httpx = r#"
+import ssl, sys, httpx
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+print(httpx.get(sys.argv[2], verify=ctx, timeout=20).text)
+print(httpx.get(sys.argv[3], timeout=20).text)
+"#;
+        let (ok, out, err) = run(client(&program("MCP_PEER_PYTHON", "python3"))
+            .env("HTTPS_PROXY", p.url())
+            .env("HTTP_PROXY", p.url())
+            .args(["-c", httpx])
+            .arg(&tls.cert)
+            .arg(format!("https://127.0.0.1:{}/httpx", tls.port))
+            .arg(format!("http://localhost:{plain}/httpx")));
+        assert!(ok, "httpx (the pinned venv's, scripts/peers/install): {out} {err}");
+        assert!(out.contains(&format!("tls /httpx host=127.0.0.1:{}", tls.port)), "{out}");
+        assert!(out.contains(&format!("GET /httpx HTTP/1.1 host=localhost:{plain} connection=close")), "{out}");
+        audited(6);
+        // Node's fetch through the proxy variables (NODE_USE_ENV_PROXY, Node 22.21 and later).
         let node = program("MCP_PEER_NODE", "node");
         let (_, version, _) = run(Command::new(&node).args(["-p", "process.versions.node"]));
         let version = version.trim();
@@ -1581,7 +1605,7 @@ print(urllib.request.urlopen(sys.argv[3], timeout=20).read().decode())
         assert!(ok, "node: {out} {err}");
         assert!(out.contains(&format!("200 tls /node host=127.0.0.1:{}", tls.port)), "{out}");
         assert!(out.contains(&format!("200 GET /node HTTP/1.1 host=localhost:{plain}")), "{out}");
-        audited(6);
+        audited(8);
     }
 
     #[test]
