@@ -1698,6 +1698,22 @@ print(httpx.get(sys.argv[3], timeout=20).text)
     }
 
     #[test]
+    fn an_approved_name_that_does_not_resolve_is_a_502_within_the_deadline() {
+        // `.invalid` never resolves (RFC 6761); a resolver without a network may instead take
+        // longer than the deadline, which answers the same way.
+        let limits = Limits { resolve: Duration::from_secs(3), ..Limits::default() };
+        let p = proxy_with(&["gosling-test.invalid".into()], limits);
+        let answer = raw(&p, b"CONNECT gosling-test.invalid:443 HTTP/1.1\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+        assert!(
+            answer.contains("cannot resolve gosling-test.invalid") || answer.contains("took longer than 3 s"),
+            "{answer}"
+        );
+        let l = p.audit(1).pop().unwrap();
+        assert_eq!((l["verdict"].as_str(), l["host"].as_str()), (Some("refused"), Some("gosling-test.invalid")), "{l}");
+    }
+
+    #[test]
     fn the_head_has_a_deadline_and_connections_a_cap() {
         let limits = Limits { max_connections: 2, head: Duration::from_millis(300), ..Limits::default() };
         let p = proxy_with(&["example.com".into()], limits);
