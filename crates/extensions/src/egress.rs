@@ -673,6 +673,9 @@ fn connection(client: TcpStream, shared: &Shared) -> Outcome {
     let req = match parse_request(&head.0, head.1) {
         Ok(r) => r,
         Err(r) => {
+            // What it asked for, as written (bounded, escaped), for the audit line.
+            let line = head.0.split(|b| *b == b'\r').next().unwrap_or_default();
+            o.host = String::from_utf8_lossy(line).split(' ').nth(1).map(shorten).unwrap_or_default();
             refuse(&mut o, r);
             return o;
         }
@@ -1635,6 +1638,10 @@ print(httpx.get(sys.argv[3], timeout=20).text)
             let l = p.audit(seen).pop().unwrap();
             assert_eq!(l["verdict"], "refused", "{l}");
             assert!(l["reason"].as_str().unwrap().contains(says), "{l}");
+            if let Some(target) = req.strip_prefix("CONNECT ").and_then(|r| r.split(' ').next()) {
+                let host = l["host"].as_str().unwrap();
+                assert!(!host.is_empty() && target.contains(host), "the audit names what was asked: {l}");
+            }
         };
         let connect = |target: &str| format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
         refused(connect(&format!("127.0.0.1:{}", plain + 1)), "403", "is not an approved host");
