@@ -1564,7 +1564,8 @@ print(urllib.request.urlopen(sys.argv[3], timeout=20).read().decode())
         };
         audited(4);
         if std::env::var("GOSLING_SKIP_PEERS").is_ok_and(|v| v == "1") {
-            eprintln!("SKIP httpx and Node's fetch through the proxy: need the pinned peers (GOSLING_SKIP_PEERS=1)");
+            let test = std::thread::current().name().unwrap_or("?").to_string();
+            eprintln!("SKIP {test}: httpx and Node's fetch need the pinned peers (GOSLING_SKIP_PEERS=1)");
             return;
         }
         // httpx, which the MCP Python SDK and its servers (mcp-server-fetch) use, from the pinned venv.
