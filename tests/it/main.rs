@@ -57,6 +57,9 @@ mod deeplink;
 mod install_cli;
 mod web;
 
+// `allow_host` links: the approved hosts of a confined extension (issue 36).
+mod egress;
+
 // Issue 29, everyday use: session titles, stopped answers, settings in force.
 mod everyday;
 

@@ -98,6 +98,10 @@ pub fn launch(config: &ExtensionConfig) -> Value {
         Kind::Builtin { .. } | Kind::Platform { .. } => {}
     }
     m.insert("secrets".into(), json!(secret_names(config)));
+    // What a confined extension may reach (`"sandbox": {"hosts": …}`): widening it is a new launch.
+    if let Some(sandbox) = config.extra.get("sandbox") {
+        m.insert("sandbox".into(), sandbox.clone());
+    }
     Value::Object(m)
 }
 
@@ -363,6 +367,13 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
                     ));
                 }
             }
+            let hosts = crate::egress::hosts_of(config);
+            if !hosts.is_empty() {
+                out.push(format!(
+                    "may connect, through gosling's proxy, to {}: what it sends there and gets back is up to those hosts",
+                    hosts.iter().map(|h| format!("`{}`", printable(h))).collect::<Vec<_>>().join(", ")
+                ));
+            }
             for k in envs.keys().chain(env_keys.iter()) {
                 if disallowed_env_message(k).is_some() || untrusted_env_message(k).is_some() {
                     out.push(format!(
@@ -426,6 +437,7 @@ pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Valu
             s.insert("command".into(), json!(cmd));
             s.insert("args".into(), json!(args));
             s.insert("env".into(), env_list(envs, env_keys));
+            s.insert("hosts".into(), json!(crate::egress::hosts_of(&c)));
         }
         Kind::StreamableHttp { uri, envs, env_keys, headers } => {
             s.insert("url".into(), json!(uri));

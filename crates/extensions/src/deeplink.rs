@@ -13,11 +13,16 @@
 //!   are added to `env_keys` too, so they resolve at activation — from the secrets store only.
 //! - Code-loading environment names and gosling's own secret names are refused (by the policy,
 //!   with the family and the reason), not dropped.
+//! - gosling's own: `allow_host=HOST[:PORT]` (repeatable, cmd links only) approves a host the
+//!   confined extension may reach through gosling's egress proxy (`egress::HostPort`'s grammar,
+//!   port 443 when left out); the config carries them as `"sandbox": {"hosts": ["HOST:PORT", …]}`,
+//!   which the consent summary shows and the digest covers.
 //!
 //! Whether the command may run is not this module's call: `extensions::policy` decides that.
 //! This module does no I/O.
 
 use crate::config::{ExtensionConfig, ExtensionEntry, Kind, DEFAULT_TIMEOUT_SECS, SSE_UNSUPPORTED};
+use crate::egress::HostPort;
 use crate::error::Error;
 use crate::policy::{InstallSource, Policy};
 use gosling_util::printable;
@@ -32,6 +37,8 @@ pub const MAX_PARAMS: usize = 256;
 /// Largest `timeout` accepted, seconds (one day).
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
 const MAX_SHORT_FIELD: usize = 256;
+/// Most `allow_host` parameters in one link.
+pub const MAX_HOSTS: usize = 64;
 
 /// `Error::Link`: `param` is the query parameter (or `scheme`, `host`, `link`) at fault and
 /// `rule` says what it must look like.
@@ -90,6 +97,8 @@ pub struct DeepLink {
     pub headers: Vec<(String, String)>,
     pub envs: Vec<EnvParam>,
     pub installation_notes: Option<String>,
+    /// `allow_host` parameters, in link order, each once. stdio only.
+    pub hosts: Vec<HostPort>,
     /// Parameters we do not know, in order (ignored, as goose ignores them).
     pub ignored: Vec<String>,
 }
@@ -143,6 +152,7 @@ pub fn parse(link: &str) -> Result<DeepLink, Error> {
     let mut args = Vec::new();
     let mut header_raw = Vec::new();
     let mut env_raw = Vec::new();
+    let mut host_raw = Vec::new();
     let mut ignored = Vec::new();
     for (key, value) in pairs {
         if let Some(known) = SINGLE.iter().find(|k| **k == key) {
@@ -162,6 +172,7 @@ pub fn parse(link: &str) -> Result<DeepLink, Error> {
                 "arg" => args.push(value),
                 "header" => header_raw.push(value),
                 "env" => env_raw.push(value),
+                "allow_host" => host_raw.push(value),
                 _ => ignored.push(key),
             }
         }
@@ -237,6 +248,13 @@ pub fn parse(link: &str) -> Result<DeepLink, Error> {
             if !args.is_empty() {
                 return Err(err("arg", "arguments apply only to cmd (stdio) extensions, not to url"));
             }
+            if !host_raw.is_empty() {
+                return Err(err(
+                    "allow_host",
+                    "applies only to cmd (stdio) extensions, whose network goes through gosling; a url extension \
+                     is the server gosling connects to itself",
+                ));
+            }
             LinkSource::StreamableHttp { url }
         }
     };
@@ -264,7 +282,19 @@ pub fn parse(link: &str) -> Result<DeepLink, Error> {
         headers.push((k.to_string(), v.to_string()));
     }
 
-    Ok(DeepLink { name, id, description, source, timeout, headers, envs, installation_notes, ignored })
+    if host_raw.len() > MAX_HOSTS {
+        return Err(err("allow_host", format!("is given {} times; at most {MAX_HOSTS} hosts", host_raw.len())));
+    }
+    let mut hosts: Vec<HostPort> = Vec::new();
+    for raw in host_raw {
+        let h = HostPort::parse(&raw).map_err(|rule| err("allow_host", rule))?;
+        if hosts.contains(&h) {
+            return Err(err("allow_host", format!("{h} is given more than once")));
+        }
+        hosts.push(h);
+    }
+
+    Ok(DeepLink { name, id, description, source, timeout, headers, envs, installation_notes, hosts, ignored })
 }
 
 impl DeepLink {
@@ -276,6 +306,9 @@ impl DeepLink {
         let mut extra = Map::new();
         if let Some(n) = &self.installation_notes {
             extra.insert("installation_notes".into(), Value::String(n.clone()));
+        }
+        if !self.hosts.is_empty() {
+            extra.insert("sandbox".into(), crate::egress::sandbox_value(&self.hosts));
         }
         let env_keys = self.required_secrets();
         let timeout = Some(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS));
@@ -545,6 +578,51 @@ mod tests {
     }
 
     #[test]
+    fn allow_host_approves_hosts_into_the_sandbox_block_the_summary_and_the_digest() {
+        let link = |hosts: &str| format!("goose://extension?cmd=uvx&arg=mcp-server-fetch&name=Fetch{hosts}");
+        let l = parse(&link("&allow_host=API.example.com&allow_host=127.0.0.1%3A8080&allow_host=%5B%3A%3A1%5D%3A9"))
+            .unwrap();
+        let shown: Vec<String> = l.hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["api.example.com:443", "127.0.0.1:8080", "[::1]:9"]);
+        let c = serde_json::to_value(l.to_config()).unwrap();
+        assert_eq!(c["sandbox"], json!({"hosts": ["api.example.com:443", "127.0.0.1:8080", "[::1]:9"]}));
+        // The stored config reads back with its hosts, which the proxy's policy takes as they are.
+        let back: ExtensionConfig = serde_json::from_value(c).unwrap();
+        assert_eq!(crate::egress::policy_of(&back).unwrap().hosts, l.hosts);
+        let plan = |l: &str| plan_install(l, &Policy::permissive(), &|_| false).unwrap();
+        let with = plan(&link("&allow_host=api.example.com"));
+        assert_eq!(with.summary["hosts"], json!(["api.example.com:443"]));
+        let without = plan(&link(""));
+        assert_eq!(without.summary["hosts"], json!([]));
+        let other = plan(&link("&allow_host=api.example.com%3A8443"));
+        let digests = [&with, &without, &other].map(|p| p.summary["digest"].as_str().unwrap().to_string());
+        assert!(digests[0] != digests[1] && digests[0] != digests[2] && digests[1] != digests[2], "{digests:?}");
+        assert_eq!(
+            digests[1],
+            crate::consent::digest(&parse(&link("")).unwrap().to_config()),
+            "no hosts: the digest as before"
+        );
+
+        for (bad, says) in [
+            ("&allow_host=2130706433", "dotted quad"),
+            ("&allow_host=example.com%3A0", "1 to 65535"),
+            ("&allow_host=%3A%3A1", "in brackets"),
+            ("&allow_host=https%3A%2F%2Fexample.com", "no scheme"),
+            ("&allow_host=", "must be HOST or HOST:PORT"),
+            ("&allow_host=0.0.0.0%3A80", "unspecified"),
+            ("&allow_host=a.example&allow_host=A.example%3A443", "a.example:443 is given more than once"),
+        ] {
+            let e = parse(&link(bad)).unwrap_err().to_string();
+            assert!(e.starts_with("deeplink: `allow_host`: ") && e.contains(says), "{bad}: {e}");
+        }
+        let many: String = (0..=MAX_HOSTS).map(|i| format!("&allow_host=h{i}.example")).collect();
+        assert!(parse(&link(&many)).unwrap_err().to_string().contains("at most 64 hosts"));
+        let e =
+            parse("goose://extension?name=R&url=https%3A%2F%2Fmcp.example.com%2Fmcp&allow_host=x.example").unwrap_err();
+        assert!(e.to_string().contains("applies only to cmd (stdio) extensions"), "{e}");
+    }
+
+    #[test]
     fn fuzz_mutated_links_never_panic() {
         let seeds = [
             EVERYTHING,
@@ -573,6 +651,9 @@ mod tests {
             "&type=sse",
             "&header=",
             "&env=",
+            "&allow_host=",
+            "&allow_host=api.example.com",
+            "[::1]:",
             "é",
             "\u{202E}",
             "${",

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod consent;
 pub mod deeplink;
+pub mod egress;
 pub mod error;
 pub mod import;
 pub mod policy;

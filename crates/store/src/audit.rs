@@ -1,5 +1,6 @@
-//! The audit log: one JSON line per tool call, appended to `<state dir>/audit.jsonl`, rotated
-//! by size, shared by every gosling process on the state dir.
+//! The audit log: one JSON line per tool call, and one per network connection a confined
+//! extension made through gosling's egress proxy (`"kind": "egress"`), appended to
+//! `<state dir>/audit.jsonl`, rotated by size, shared by every gosling process on the state dir.
 //!
 //! Each line is written with a single `write` on an `O_APPEND` file, so concurrent calls (and
 //! processes) never interleave within a line. Arguments are recorded only as a SHA-256 hash:
@@ -71,6 +72,26 @@ pub struct Entry<'a> {
     pub duration: Duration,
 }
 
+/// One connection through the egress proxy (`extensions::egress`), written when it closes.
+pub struct Connection<'a> {
+    pub extension: &'a str,
+    /// The host and port the extension asked for, as it wrote them (empty when its request
+    /// could not be read).
+    pub host: &'a str,
+    pub port: u16,
+    /// The address gosling connected to (or would have: the first one refused), if it got
+    /// that far.
+    pub address: Option<std::net::SocketAddr>,
+    /// "allowed" or "refused".
+    pub verdict: &'a str,
+    /// Why refused, or how an allowed connection ended.
+    pub reason: &'a str,
+    /// Bytes from the extension to the host, and back.
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub duration: Duration,
+}
+
 impl AuditLog {
     pub fn new(state_dir: &Path, limits: AuditLimits) -> AuditLog {
         let path = state_dir.join("audit.jsonl");
@@ -99,10 +120,47 @@ impl AuditLog {
             status: e.status,
             duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
         };
-        let Ok(mut bytes) = serde_json::to_vec(&line) else { return };
+        self.write(&line, "the tool call");
+    }
+
+    /// Appends one egress line: `{time, kind: "egress", extension, host, port, address,
+    /// verdict, reason, bytes_out, bytes_in, duration_ms}`; a failure is logged.
+    pub fn record_connection(&self, c: &Connection) {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            time: String,
+            kind: &'static str,
+            extension: &'a str,
+            host: &'a str,
+            port: u16,
+            address: Option<String>,
+            verdict: &'a str,
+            reason: &'a str,
+            bytes_out: u64,
+            bytes_in: u64,
+            duration_ms: u64,
+        }
+        let line = Line {
+            time: gosling_util::now_rfc3339(),
+            kind: "egress",
+            extension: c.extension,
+            host: c.host,
+            port: c.port,
+            address: c.address.map(|a| a.to_string()),
+            verdict: c.verdict,
+            reason: c.reason,
+            bytes_out: c.bytes_out,
+            bytes_in: c.bytes_in,
+            duration_ms: u64::try_from(c.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        self.write(&line, "the connection");
+    }
+
+    fn write(&self, line: &impl Serialize, what: &str) {
+        let Ok(mut bytes) = serde_json::to_vec(line) else { return };
         bytes.push(b'\n');
         if let Err(err) = self.inner.append(&bytes) {
-            log::error!("{err}; the tool call was not audited");
+            log::error!("{err}; {what} was not audited");
             return;
         }
         if !SYNC_EVERY.is_zero() {
