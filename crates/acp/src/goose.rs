@@ -8,6 +8,7 @@
 //! the core's values. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
 //! the stores), shared with the HTTP routes.
 
+use crate::goose_params::{imported, report, GetDiagnostics, ImportSession, UpdateWorkingDir};
 use crate::protocol::invalid_params;
 use crate::session::{agent_error, store_error, str_param, Agent, Reply};
 use crate::session_update::SessionUpdate;
@@ -78,6 +79,19 @@ pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
             })?;
             gosling_agent::history::truncate(&agent.app, sid, from).map_err(|e| agent_error(e, sid))?;
             Ok(json!({}))
+        }
+        "session/working-dir/update" => {
+            let q = UpdateWorkingDir::read(p)?;
+            agent.app.update_working_dir(&q.session_id, &q.working_dir).map_err(|e| agent_error(e, &q.session_id))?;
+            Ok(json!({}))
+        }
+        "session/import" => {
+            let q = ImportSession::read(p)?;
+            Ok(imported(&agent.app.import_session(&q.input, q.source).map_err(|e| agent_error(e, ""))?))
+        }
+        "diagnostics/get" => {
+            let q = GetDiagnostics::read(p)?;
+            Ok(report(&agent.app.diagnostics(&q.session_id, q.level).map_err(|e| agent_error(e, &q.session_id))?))
         }
         "session/export" => {
             let sid = str_param(p, "sessionId")?;

@@ -127,7 +127,9 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         | E::BadPermission(_)
         | E::UnknownProvider(_)
         | E::NoModel
-        | E::NotConfigured(_)) => invalid_params(e.to_string()),
+        | E::NotConfigured(_)
+        | E::BadWorkingDir(_)
+        | E::BadImport(_)) => invalid_params(e.to_string()),
         // The session is answering a prompt sent through the HTTP API meanwhile.
         e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         E::Steer(why) => invalid_params(why),

@@ -229,6 +229,14 @@ impl ActiveExtension {
         }
     }
 
+    /// Why the extension is restarting, while it is (its process ended); `None` while it runs.
+    pub fn restarting(&self) -> Option<String> {
+        match &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            Backend::Restarting(why) => Some(why.clone()),
+            Backend::Mcp(_) | Backend::Frontend => None,
+        }
+    }
+
     fn restartable(&self) -> bool {
         matches!(self.config.kind, Kind::Stdio { .. } | Kind::Builtin { .. } | Kind::InlinePython { .. })
     }
@@ -389,6 +397,17 @@ impl SessionRuntime {
 
     pub fn working_dir(&self) -> PathBuf {
         self.working_dir.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sets the dir the session's extensions start in from their next start (a restart after a
+    /// crash, after an idle stop, or one added); the running ones keep the dir they started in.
+    pub fn set_working_dir(&self, dir: PathBuf) {
+        *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir;
+    }
+
+    /// The results of the last load, kept (`take_results` hands them out once).
+    pub fn last_results(&self) -> Vec<LoadResult> {
+        lock(&self.last_results).clone().unwrap_or_default()
     }
 
     /// Starts loading `configs` in the background (goose's `/agent/start`).
