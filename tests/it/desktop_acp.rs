@@ -1187,3 +1187,193 @@ fn mcp_sign_in_settings_are_kept_and_checked() {
     says(&d.call_err("_goose/unstable/config/extensions/add", json!({"extension":bad})), BAD, &["`scopes`"]);
     check_schemas(peers, &d.checks);
 }
+
+/// The text of every terminal tool call update seen so far, as one string per call.
+fn tool_outputs(d: &Desktop) -> Vec<String> {
+    d.updates("tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed" || u["status"] == "failed")
+        .map(|u| u.to_string())
+        .collect()
+}
+
+/// `session/working-dir/update`: the dir is checked (absolute, existing, a directory) and kept
+/// on the session; the developer extension that runs keeps the dir it started in (its shell's
+/// `pwd` says so), and the same extension started again after the change starts in the new one.
+#[test]
+fn a_working_dir_update_reaches_the_next_start_of_extensions() {
+    let _peers = require_peers!();
+    let pwd = r#"{"command":"pwd"}"#;
+    let llm = FakeLlm::start(vec![
+        crate::fake_llm::tool_turn("call_1", "developer__shell", pwd),
+        text("first"),
+        crate::fake_llm::tool_turn("call_2", "developer__shell", pwd),
+        text("second"),
+        crate::fake_llm::tool_turn("call_3", "developer__shell", pwd),
+        text("third"),
+    ]);
+    let home = TempDir::new("desktop-workdir");
+    let cwd = work_dir(&home);
+    let moved = format!("{cwd}/moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    std::fs::write(format!("{cwd}/a-file"), "x").unwrap();
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let g = |m: &str| format!("_goose/unstable/{m}");
+    let developer = json!({"type":"builtin","name":"developer","description":""});
+    let sid = d.new_session(&cwd, std::slice::from_ref(&developer));
+    let ask = |d: &mut Desktop| {
+        let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"where am I"}]}));
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+        tool_outputs(d).pop().expect("a finished tool call")
+    };
+    let first = ask(&mut d);
+    assert!(first.contains(&cwd) && !first.contains(&moved), "{first}");
+
+    d.call(&g("session/working-dir/update"), json!({"sessionId":sid,"workingDir":moved}));
+    let info = d.call(&g("session/info"), json!({"sessionId":sid}));
+    assert_eq!(info["session"]["cwd"], moved);
+    // The running extension keeps the dir it started in.
+    let second = ask(&mut d);
+    assert!(second.contains(&cwd) && !second.contains(&moved), "{second}");
+    // Started again after the change: the new dir.
+    d.call(&g("session/extensions/remove"), json!({"sessionId":sid,"extensionKey":"developer"}));
+    d.call(&g("session/extensions/add"), json!({"sessionId":sid,"extension":developer}));
+    let third = ask(&mut d);
+    assert!(third.contains(&moved), "{third}");
+
+    const BAD: i64 = -32602;
+    let update = |d: &mut Desktop, dir: &str| {
+        d.call_err(&g("session/working-dir/update"), json!({"sessionId":sid,"workingDir":dir}))
+    };
+    says(&update(&mut d, "relative/dir"), BAD, &["relative path", "absolute"]);
+    says(&update(&mut d, &format!("{cwd}/no-such-dir")), BAD, &["does not exist"]);
+    says(&update(&mut d, &format!("{cwd}/a-file")), BAD, &["not a directory"]);
+    says(&update(&mut d, ""), BAD, &["empty"]);
+    says(&d.call_err(&g("session/working-dir/update"), json!({"sessionId":sid})), BAD, &["`workingDir`"]);
+    let unknown = d.call_err(&g("session/working-dir/update"), json!({"sessionId":"20200101_1","workingDir":moved}));
+    says(&unknown, -32002, &["20200101_1", "session/list"]);
+    // Refused ones changed nothing.
+    assert_eq!(d.call(&g("session/info"), json!({"sessionId":sid}))["session"]["cwd"], moved);
+    check_schemas(_peers, &d.checks);
+}
+
+/// `session/import` of goose 1.52's own export (`tests/contract/goose-export-1.52.json`): the
+/// conversation and the name come in; the file's extension, its `auto` mode and its recipe do
+/// not (the session runs the extensions the config has switched on, as a new one does). Bad
+/// input is refused with what to send.
+#[test]
+fn an_import_brings_the_conversation_not_the_consent() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("after the import")]);
+    let home = TempDir::new("desktop-import");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "approve")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let g = |m: &str| format!("_goose/unstable/{m}");
+    d.call(
+        &g("config/extensions/add"),
+        json!({"extension":{"type":"builtin","name":"developer","description":""},"enabled":true}),
+    );
+    let export = std::fs::read_to_string(manifest_dir().join("tests/contract/goose-export-1.52.json")).unwrap();
+    let file: Value = serde_json::from_str(&export).unwrap();
+    let count = file["conversation"].as_array().unwrap().len();
+    let imported = d.call(&g("session/import"), json!({"input":export,"source":"json"}));
+    assert_eq!(imported["messageCount"], count, "{imported}");
+    assert_eq!(imported["title"], "Renamed");
+    let sid = imported["sessionId"].as_str().unwrap().to_string();
+    let info = d.call(&g("session/info"), json!({"sessionId":sid}))["session"].clone();
+    assert_eq!(info["_meta"]["hasRecipe"], false, "{info}");
+    assert_ne!(info["cwd"], "/nonexistent/goose-user/project", "a dir that is not here is not kept");
+    // The stored set is the config's (developer), not the file's (everything).
+    let names = |list: &Value| -> Vec<String> {
+        list["extensions"].as_array().unwrap().iter().map(|e| e["extensionKey"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&d.call(&g("session/extensions/list"), json!({"sessionId":sid}))), ["developer"]);
+    let load = d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    assert_eq!(load["modes"]["currentModeId"], "approve", "the file's auto mode is not taken: {load}");
+    let said: Vec<String> = d
+        .updates("user_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(said.iter().any(|t| t == "hello to the zebra"), "the conversation replays: {said:?}");
+    let running = d.call(&g("diagnostics/get"), json!({"sessionId":sid}));
+    assert_eq!(running["report"]["extensions"]["enabled"], json!(["developer"]), "{running}");
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"go on"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    // The model saw the imported conversation, then the new message.
+    let sent = llm.requests()[0].body["messages"].to_string();
+    assert!(sent.contains("hello to the zebra") && sent.contains("go on"), "{sent}");
+
+    const BAD: i64 = -32602;
+    let import = |d: &mut Desktop, input: &str, source: &str| {
+        d.call_err(&g("session/import"), json!({"input":input,"source":source}))
+    };
+    says(&import(&mut d, "not a session", "json"), BAD, &["not an exported session", "export"]);
+    says(&import(&mut d, "{}", "auto"), BAD, &["not an exported session", "missing field"]);
+    says(&import(&mut d, "nostr:nevent1abc", "nostr"), BAD, &["does not fetch shared links", "\"json\""]);
+    says(&import(&mut d, &export, "yaml"), BAD, &["auto, json, nostr"]);
+    let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(gosling_agent::import::MAX_IMPORT));
+    says(&import(&mut d, &huge, "json"), BAD, &["bytes", "the most gosling imports"]);
+    says(&d.call_err(&g("session/import"), json!({"source":"json"})), BAD, &["`input`"]);
+    let list = d.call("session/list", json!({}));
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "refused imports create nothing: {list}");
+    check_schemas(peers, &d.checks);
+}
+
+/// `diagnostics/get`: the version, platform, provider and model, each extension with its state
+/// (one that failed to start, with its error), and never a secret's value — neither a stored
+/// secret nor an extension's environment value, even where the failing extension printed it.
+#[test]
+fn diagnostics_names_states_and_never_a_secret() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![]);
+    let home = TempDir::new("desktop-diagnostics");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let g = |m: &str| format!("_goose/unstable/{m}");
+    const STORED: &str = "stored-secret-value-8731";
+    const ENV: &str = "env-secret-value-5519";
+    d.call(&g("config/upsert"), json!({"key":"OPENAI_API_KEY","value":STORED,"isSecret":true}));
+    // An extension that prints its environment value and the stored secret, then fails.
+    let script = home.join("leaky.js");
+    let js = format!("process.stderr.write('token=' + process.env.API_TOKEN + ' {STORED}\\n'); process.exit(3);\n");
+    std::fs::write(&script, js).unwrap();
+    let failing = json!({"type":"mcp","server":{"name":"leaky","command":peers.node(),"args":[script.display().to_string()],
+        "env":[{"name":"API_TOKEN","value":ENV}]},"envKeys":[]});
+    let sid = d.new_session(&cwd, &[everything(peers), failing]);
+    for level in [json!(null), json!("summary"), json!("full")] {
+        let mut params = json!({"sessionId":sid});
+        if !level.is_null() {
+            params["level"] = level.clone();
+        }
+        let r = d.call(&g("diagnostics/get"), params);
+        let text = r.to_string();
+        // The extension printed both; the report passes its words on with them blotted out.
+        assert!(text.contains("token=[secret] [secret]"), "{text}");
+        assert!(!text.contains(STORED) && !text.contains(ENV), "a secret in the report: {text}");
+        let report = &r["report"];
+        assert_eq!(report["system"]["app_version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!((&report["system"]["provider"], &report["system"]["model"]), (&json!("openai"), &json!("gpt-4o")));
+        let states: Vec<(String, String)> = report["extensions"]["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap().into(), s["state"].as_str().unwrap().into()))
+            .collect();
+        assert!(states.contains(&("everything".into(), "running".into())), "{states:?}");
+        assert!(states.contains(&("leaky".into(), "failed".into())), "{states:?}");
+        let errors = report["errors"].as_array().unwrap();
+        assert!(errors.iter().any(|e| e.as_str().unwrap().starts_with("extension leaky failed")), "{errors:?}");
+        let full = level == "full";
+        assert_eq!(report["session"]["id"].as_str() == Some(&sid), full, "the session only at level full: {report}");
+        assert_eq!(report["level"], if full { "full" } else { "summary" });
+    }
+    const BAD: i64 = -32602;
+    says(&d.call_err(&g("diagnostics/get"), json!({"sessionId":sid,"level":"all"})), BAD, &["summary or full"]);
+    says(&d.call_err(&g("diagnostics/get"), json!({})), BAD, &["`sessionId`"]);
+    says(&d.call_err(&g("diagnostics/get"), json!({"sessionId":"20200101_1"})), -32002, &["20200101_1"]);
+    check_schemas(peers, &d.checks);
+}

@@ -118,7 +118,7 @@ impl Host {
         let (_, left_out) = extension_set::to_start(&set, &self.configured_entries()?);
         let rt = self.agents.get(id);
         let active = rt.as_ref().map(|r| r.active()).unwrap_or_default();
-        let results = rt.as_ref().map(|r| r.last_results()).unwrap_or_default();
+        let failures = rt.as_ref().map(|r| r.failures()).unwrap_or_default();
         let mut extensions = Vec::new();
         for e in &set {
             let name = e.config.name().to_string();
@@ -127,8 +127,8 @@ impl Host {
                 a.restarting().map(State::Restarting).unwrap_or(State::Running)
             } else if let Some((_, why)) = left_out.iter().find(|(n, _)| runtime_key(n) == key) {
                 State::NotStarted(crate::ops::not_started(why))
-            } else if let Some(r) = results.iter().find(|r| runtime_key(&r.name) == key && !r.success) {
-                State::Failed(r.error.clone().unwrap_or_else(|| "it did not start".into()))
+            } else if let Some((_, error)) = failures.iter().find(|(n, _)| runtime_key(n) == key) {
+                State::Failed(error.clone())
             } else {
                 State::Stopped
             };

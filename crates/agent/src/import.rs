@@ -14,8 +14,9 @@ use crate::extension_set;
 use crate::host::Host;
 use gosling_store::sessions::Session;
 
-/// The largest export read (64 MiB, the largest ACP message).
-pub const MAX_IMPORT: usize = 64 << 20;
+/// The largest export read (32 MiB: an export of thousands of messages; half of the largest
+/// ACP message, so that the refusal is this one, with its words).
+pub const MAX_IMPORT: usize = 32 << 20;
 
 /// Where the import comes from (goose's `SessionImportSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

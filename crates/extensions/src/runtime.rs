@@ -293,6 +293,8 @@ pub struct SessionRuntime {
     /// Background load started by `/agent/start`, collected by the first one who needs it.
     pending: Mutex<Option<thread::JoinHandle<Vec<LoadResult>>>>,
     last_results: Mutex<Option<Vec<LoadResult>>>,
+    /// The extensions whose last start failed, with the error (kept for reports).
+    failed: Mutex<BTreeMap<String, String>>,
     delegate: RwLock<Option<ToolDelegate>>,
     /// When the session last used its extensions (see `touch`).
     last_used: Mutex<Instant>,
@@ -327,6 +329,7 @@ impl SessionRuntime {
             deps,
             pending: Mutex::new(None),
             last_results: Mutex::new(None),
+            failed: Mutex::new(BTreeMap::new()),
             delegate: RwLock::new(None),
             last_used: Mutex::new(Instant::now()),
             in_use: std::sync::atomic::AtomicUsize::new(0),
@@ -405,9 +408,9 @@ impl SessionRuntime {
         *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir;
     }
 
-    /// The results of the last load, kept (`take_results` hands them out once).
-    pub fn last_results(&self) -> Vec<LoadResult> {
-        lock(&self.last_results).clone().unwrap_or_default()
+    /// The extensions whose last start failed (by name), with the error.
+    pub fn failures(&self) -> BTreeMap<String, String> {
+        lock(&self.failed).clone()
     }
 
     /// Starts loading `configs` in the background (goose's `/agent/start`).
@@ -464,9 +467,13 @@ impl SessionRuntime {
                     Err(e) => Err(Error::Thread(e)),
                 };
                 match r {
-                    Ok(()) => LoadResult { name, success: true, error: None },
+                    Ok(()) => {
+                        lock(&self.failed).remove(&name);
+                        LoadResult { name, success: true, error: None }
+                    }
                     Err(e) => {
                         log::warn!("session {}: extension {name} failed to start: {e}", self.session_id);
+                        lock(&self.failed).insert(name.clone(), e.to_string());
                         LoadResult { name, success: false, error: Some(e.to_string()) }
                     }
                 }
