@@ -339,7 +339,7 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     let mut d = Desktop::over(connect_wss(&serve));
     let init = d.call("initialize", initialize.clone());
     assert_eq!(init["protocolVersion"], 1);
-    assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({"list":{},"close":{},"delete":{}}));
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({"list":{},"close":{},"delete":{},"resume":{}}));
     assert!(!init["authMethods"].as_array().unwrap().is_empty());
 
     let all = d.call("_goose/unstable/config/read-all", json!({}));

@@ -41,6 +41,8 @@ pub enum Request {
     Authenticate(Authenticate),
     NewSession(NewSession),
     LoadSession(LoadSession),
+    /// `session/resume`: `session/load`'s params; opened without replaying the conversation.
+    ResumeSession(LoadSession),
     ListSessions(ListSessions),
     DeleteSession(SessionRef),
     CloseSession(SessionRef),
@@ -278,7 +280,7 @@ impl Initialized {
                 "loadSession": true,
                 "promptCapabilities": { "image": self.images, "audio": false, "embeddedContext": true },
                 "mcpCapabilities": { "http": true, "sse": false },
-                "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
+                "sessionCapabilities": { "list": {}, "close": {}, "delete": {}, "resume": {} },
                 "auth": {},
             },
             "agentInfo": { "name": "gosling", "title": "gosling", "version": self.version },
@@ -323,6 +325,7 @@ impl Request {
             "authenticate",
             "session/new",
             "session/load",
+            "session/resume",
             "session/list",
             "session/delete",
             "session/close",
@@ -345,6 +348,12 @@ impl Request {
                 extra: f.rest(),
             }),
             "session/load" => Request::LoadSession(LoadSession {
+                session_id: f.string("sessionId")?,
+                cwd: f.string("cwd")?,
+                mcp_servers: f.mcp_servers()?,
+                extra: f.rest(),
+            }),
+            "session/resume" => Request::ResumeSession(LoadSession {
                 session_id: f.string("sessionId")?,
                 cwd: f.string("cwd")?,
                 mcp_servers: f.mcp_servers()?,
@@ -734,6 +743,21 @@ mod tests {
         requires("session/load", good, &[("sessionId", "string"), ("cwd", "string")]);
         let m = refusal("session/load", json!({ "sessionId": "s1", "cwd": "/w", "mcpServers": "none" }));
         assert_eq!(m, "`mcpServers` must be an array");
+    }
+
+    #[test]
+    fn resume_session() {
+        // As the ACP SDK client and acpx send it (`additionalDirectories` is kept, not read).
+        let good = json!({ "sessionId": "s1", "cwd": "/w", "mcpServers": [], "additionalDirectories": ["/x"] });
+        let Request::ResumeSession(p) = parse("session/resume", good.clone()).unwrap() else { panic!() };
+        assert_eq!((p.session_id.as_str(), p.cwd.as_str(), p.mcp_servers.len()), ("s1", "/w", 0));
+        assert_eq!(p.extra, extra(json!({ "additionalDirectories": ["/x"] })));
+        let Request::ResumeSession(p) = parse("session/resume", json!({ "sessionId": "s1", "cwd": "/w" })).unwrap()
+        else {
+            panic!()
+        };
+        assert!(p.mcp_servers.is_empty());
+        requires("session/resume", good, &[("sessionId", "string"), ("cwd", "string")]);
     }
 
     #[test]

@@ -60,7 +60,7 @@ const EVENT_QUEUE: usize = 256;
 /// answers with what it found.
 const SEARCH_BUDGET: Duration = Duration::from_millis(80);
 
-const METHODS: &str = "initialize, authenticate, session/new, session/load, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
+const METHODS: &str = "initialize, authenticate, session/new, session/load, session/resume, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
 
 /// A prompt in flight: dropping `cancel` stops the turn.
 struct Running {
@@ -203,6 +203,14 @@ fn take_slot(req: &Incoming<'_>) -> Result<Responder<Wire>, ErrorObject> {
 }
 
 /// Answers `req` from a thread of its own with what `f` returns.
+/// The commands an editor may offer in gosling's sessions (`available_commands_update`): none.
+/// gosling runs no slash commands (it has no recipes, skills or compaction commands, and its
+/// extensions' prompts are not commands); a message starting with `/` goes to the model as
+/// written, so announcing one would promise what does not happen.
+fn commands() -> Vec<Value> {
+    Vec::new()
+}
+
 fn later(req: &Incoming<'_>, f: impl FnOnce() -> Reply + Send + 'static) -> peer::Answer {
     match take_slot(req) {
         Ok(responder) => run_later(responder, f, || ()),
@@ -265,15 +273,19 @@ impl Agent {
             }
             Request::NewSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.new_session(p).map(|r| r.to_value()));
+                return self.open_later(&req, None, move || me.new_session(p));
             }
             Request::LoadSession(p) => {
-                let me = self.clone();
-                return later(&req, move || me.load(p).map(|r| r.to_value()));
+                let (me, sid) = (self.clone(), p.session_id.clone());
+                return self.open_later(&req, Some(sid), move || me.load(p, true));
+            }
+            Request::ResumeSession(p) => {
+                let (me, sid) = (self.clone(), p.session_id.clone());
+                return self.open_later(&req, Some(sid), move || me.load(p, false));
             }
             Request::ForkSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.fork(p).map(|r| r.to_value()));
+                return self.open_later(&req, None, move || me.fork(p));
             }
             Request::Prompt(p) => {
                 lock(&self.prompted).insert(p.session_id.clone());
@@ -674,7 +686,38 @@ impl Agent {
 
     /// `session/load`: the stored session opened here (its extension set as the person left it,
     /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
-    fn load(&self, p: acp::LoadSession) -> Result<SessionOpened, ErrorObject> {
+    /// Answers a request that opens a session (new, load, resume, fork) from a thread of its
+    /// own; once the answer is out (the client knows the session), the session's commands
+    /// follow as `available_commands_update`, as goose 1.5x sends them. `sid`: the session
+    /// asked for, when the answer does not name it.
+    fn open_later(
+        self: &Arc<Self>,
+        req: &Incoming<'_>,
+        sid: Option<String>,
+        f: impl FnOnce() -> Result<SessionOpened, ErrorObject> + Send + 'static,
+    ) -> peer::Answer {
+        let responder = match take_slot(req) {
+            Ok(r) => r,
+            Err(e) => return peer::Answer::Now(Err(e)),
+        };
+        let opened: Arc<Mutex<Option<String>>> = Arc::default();
+        let (me, seen) = (self.clone(), opened.clone());
+        let answer = move || {
+            let r = f()?;
+            *lock(&seen) = r.forked.clone().or_else(|| r.session_id.clone()).or(sid);
+            Ok(r.to_value())
+        };
+        let then = move || {
+            if let Some(sid) = lock(&opened).take() {
+                me.conn.update(&sid, &SessionUpdate::AvailableCommands(commands()));
+            }
+        };
+        run_later(responder, answer, then)
+    }
+
+    /// `session/load` (`replay`: the conversation is sent as updates) and `session/resume`
+    /// (ACP: opened without them).
+    fn load(&self, p: acp::LoadSession, replay: bool) -> Result<SessionOpened, ErrorObject> {
         let sid = p.session_id.as_str();
         let cwd = Self::cwd(&p.cwd)?;
         let client = self.client_servers(p.mcp_servers)?;
@@ -686,10 +729,12 @@ impl Agent {
         })?;
         let session = opened.session;
         let results = self.opened(sid, &cwd, &opened.results);
-        for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-            self.conn.update(sid, &u);
+        if replay {
+            for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
+                self.conn.update(sid, &u);
+            }
         }
-        log::info!("acp: session {sid} loaded in {cwd}");
+        log::info!("acp: session {sid} {} in {cwd}", if replay { "loaded" } else { "resumed" });
         Ok(SessionOpened {
             session_id: None,
             modes: self.modes(session.goose_mode.as_deref()),
@@ -711,7 +756,7 @@ impl Agent {
         let new = gosling_agent::history::fork(&self.app, sid, p.conversation_before, &cwd)
             .map_err(|e| agent_error(e, sid))?;
         let load = acp::LoadSession { session_id: new.id.clone(), cwd, mcp_servers: p.mcp_servers, extra: p.extra };
-        let mut answer = self.load(load)?;
+        let mut answer = self.load(load, true)?;
         answer.forked = Some(new.id.clone());
         // goose adds the new session's listing `_meta` (messageCount, createdAt, …).
         if let Value::Object(info) = &crate::shapes::session_info(&new)["_meta"] {
