@@ -7,7 +7,7 @@
 //! expected shape; what the client sent beyond what gosling reads stays in `extra` (nothing
 //! lost). A missing required field, or one of the wrong type, is an invalid-params error that
 //! names the field and what it must be. goose's own methods (`_goose/…`) keep their params
-//! whole here and are read by `goose.rs`.
+//! whole here and are read once into their types by `goose_params::GooseCall`.
 
 use crate::fs::FsCaps;
 use crate::updates;

@@ -100,10 +100,6 @@ pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
 }
 
-pub(crate) fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObject> {
-    p.get(k).and_then(Value::as_str).ok_or_else(|| invalid_params(format!("missing the string parameter `{k}`")))
-}
-
 pub(crate) fn session_not_found(id: &str) -> ErrorObject {
     ErrorObject::new(
         RESOURCE_NOT_FOUND,
