@@ -1377,3 +1377,49 @@ fn diagnostics_names_states_and_never_a_secret() {
     says(&d.call_err(&g("diagnostics/get"), json!({"sessionId":"20200101_1"})), -32002, &["20200101_1"]);
     check_schemas(peers, &d.checks);
 }
+
+/// goose's per-message usage (`message_usage` on `_goose/unstable/session/update`): after each
+/// model call, on the assistant message it wrote (the id its chunks carry), its tokens and
+/// timing; only to clients that declare `customNotifications`.
+#[test]
+fn each_model_call_reports_its_usage_on_its_message() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_1"), text("echoed it"), echo_call("call_2"), text("again")]);
+    let home = TempDir::new("desktop-message-usage");
+    let cwd = work_dir(&home);
+    let env = home_env(&home, model_env(&llm, "auto"));
+    let custom = json!({"protocolVersion":1,"clientCapabilities":{"_meta":{"goose":{"customNotifications":true}}}});
+    let mut d = Desktop::new(&env);
+    d.call("initialize", custom);
+    let sid = d.new_session(&cwd, &[everything(peers)]);
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo hi"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    let usages: Vec<Value> = d
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "_goose/unstable/session/update")
+        .map(|m| m["params"]["update"].clone())
+        .filter(|u| u["sessionUpdate"] == "message_usage")
+        .collect();
+    assert_eq!(usages.len(), 2, "one per model call: {usages:?}");
+    // The tool-calling call: its tokens, on the message of its tool call (no text streamed).
+    let call = &d.updates("tool_call")[0];
+    assert_eq!(usages[0]["messageId"], call["_meta"]["goose"]["messageId"], "{usages:?} {call}");
+    let u = &usages[0]["usage"];
+    assert_eq!((&u["inputTokens"], &u["outputTokens"], &u["totalTokens"]), (&json!(100), &json!(10), &json!(110)));
+    assert!(u["elapsedMs"].is_u64() && u.get("timeToFirstTokenMs").is_none(), "{u}");
+    // The answering call: on the message its text chunks carry, with its time to first token.
+    let chunk = &d.updates("agent_message_chunk")[0];
+    assert_eq!(usages[1]["messageId"], chunk["messageId"], "{usages:?}");
+    let u = &usages[1]["usage"];
+    assert_eq!((&u["inputTokens"], &u["outputTokens"], &u["isCompaction"]), (&json!(120), &json!(5), &json!(false)));
+    assert!(u["timeToFirstTokenMs"].as_u64().unwrap() <= u["elapsedMs"].as_u64().unwrap(), "{u}");
+    check_schemas(peers, &d.checks);
+
+    // A client without goose's custom notifications gets none.
+    let mut plain = Desktop::new(&env);
+    plain.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let sid = plain.new_session(&cwd, &[everything(peers)]);
+    plain.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo hi"}]}));
+    assert!(!plain.seen.iter().any(|m| m["method"] == "_goose/unstable/session/update"), "{:?}", plain.seen);
+}

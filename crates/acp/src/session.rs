@@ -232,6 +232,64 @@ fn run_later(
     }
 }
 
+/// Each model call of a turn, as the turn's events show it: a call ends when the tokens the
+/// events carry grow (the turn adds each call's usage as it completes); its message is the
+/// assistant message it wrote; it started when the turn's previous step ended (the prompt,
+/// the tool results, the previous call). Measured here, at the edge that sends it.
+struct CallClock {
+    started: std::time::Instant,
+    first: Option<std::time::Instant>,
+    message: Option<String>,
+    seen: (i64, i64),
+}
+
+impl CallClock {
+    fn new() -> CallClock {
+        CallClock { started: std::time::Instant::now(), first: None, message: None, seen: (0, 0) }
+    }
+
+    /// Takes one event (its message, if any, and tokens); the usage of the call that just
+    /// ended, when one did.
+    fn see(
+        &mut self,
+        message: Option<&gosling_store::message::Message>,
+        tokens: &gosling_agent::messages::Tokens,
+    ) -> Option<su::MessageUsage> {
+        use gosling_store::message::Role;
+        let now = std::time::Instant::now();
+        let assistant = message.filter(|m| m.role == Role::Assistant).and_then(|m| m.id.clone());
+        let mut ended = None;
+        if (tokens.acc_input, tokens.acc_output) != self.seen {
+            self.seen = (tokens.acc_input, tokens.acc_output);
+            let ms = |t: std::time::Instant| t.saturating_duration_since(self.started).as_millis() as u64;
+            ended = self.message.take().or(assistant.clone()).map(|message_id| su::MessageUsage {
+                message_id,
+                input: tokens.input,
+                output: tokens.output,
+                elapsed_ms: ms(now),
+                first_token_ms: self.first.map(ms),
+            });
+            (self.started, self.first) = (now, None);
+        }
+        match (message, assistant) {
+            // A text chunk of the call under way.
+            (Some(m), Some(id)) if ended.is_none() => {
+                let text = m.content.iter().any(|c| matches!(c, gosling_store::message::Content::Text(_)));
+                if text && self.first.is_none() {
+                    self.first = Some(now);
+                }
+                self.message.get_or_insert(id);
+            }
+            // The tools' results (or a steered message): the next call starts now.
+            (Some(m), None) if m.role == Role::User => {
+                (self.started, self.first, self.message) = (now, None, None);
+            }
+            _ => {}
+        }
+        ended
+    }
+}
+
 impl Agent {
     pub fn new(app: Arc<Host>, conn: Arc<Conn>, goose: GooseMethods) -> Agent {
         Agent {
@@ -871,6 +929,7 @@ impl Agent {
         let mut cancelled_at = None;
         // The turn's tokens, for the answer's `usage` (none yet: zero).
         let mut used = TurnUsage::default();
+        let mut clock = CallClock::new();
         loop {
             if asked.is_cancelled() && !cancelled.load(Ordering::SeqCst) {
                 self.cancel_prompt(sid);
@@ -895,7 +954,10 @@ impl Agent {
                 break;
             }
             match ev {
-                Event::Message { message, .. } => {
+                Event::Message { message, tokens } => {
+                    if let Some(u) = clock.see(Some(&message), &tokens) {
+                        self.message_usage(sid, u);
+                    }
                     for l in updates::live(&message, first_status, &open.cwd) {
                         match l {
                             Live::Update(u) => {
@@ -935,6 +997,9 @@ impl Agent {
                 }
                 Event::Error(e) => error = Some(e),
                 Event::Finish(tokens) => {
+                    if let Some(u) = clock.see(None, &tokens) {
+                        self.message_usage(sid, u);
+                    }
                     used = TurnUsage::from(&tokens);
                     self.usage_update(sid, Some(&tokens));
                 }
@@ -961,6 +1026,15 @@ impl Agent {
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
             )),
+        }
+    }
+
+    /// One model call's usage (goose's `message_usage`), for clients that declared
+    /// `customNotifications`.
+    fn message_usage(&self, sid: &str, u: su::MessageUsage) {
+        if self.custom_notifications.load(Ordering::SeqCst) {
+            let update = SessionUpdate::MessageUsage(u).to_value();
+            self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": update }));
         }
     }
 

@@ -30,9 +30,24 @@ pub enum SessionUpdate {
     Usage { used: u64, context_limit: u64, accumulated_input: u64, accumulated_output: u64 },
     /// ACP's standard `usage_update`: `used` tokens of the model's context window (`size`).
     ContextUsage { used: u64, size: u64 },
+    /// goose's `message_usage` (sent as `_goose/unstable/session/update`): one model call's
+    /// tokens and timing, on the assistant message it wrote.
+    MessageUsage(MessageUsage),
     /// goose's `session_info_update` naming the turn running now (`_meta.goose.activeRunId`),
     /// which Desktop steers into; `None` when it ended.
     ActiveRun(Option<String>),
+}
+
+/// One model call's usage (`message_usage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageUsage {
+    pub message_id: String,
+    pub input: i64,
+    pub output: i64,
+    /// From the call's start (as the turn's events show it) to its tokens.
+    pub elapsed_ms: u64,
+    /// From the call's start to its first streamed text, when it streamed any.
+    pub first_token_ms: Option<u64>,
 }
 
 /// Who speaks in a chunk.
@@ -145,6 +160,7 @@ impl SessionUpdate {
             SessionUpdate::SessionInfo { .. } => "session_info_update",
             SessionUpdate::Usage { .. } | SessionUpdate::ContextUsage { .. } => "usage_update",
             SessionUpdate::ActiveRun(_) => "session_info_update",
+            SessionUpdate::MessageUsage(_) => "message_usage",
         }
     }
 
@@ -210,6 +226,15 @@ impl SessionUpdate {
                 put(m, "size", *size);
             }
             SessionUpdate::ActiveRun(run) => put(m, "_meta", json!({ "goose": { "activeRunId": run } })),
+            SessionUpdate::MessageUsage(u) => {
+                put(m, "messageId", u.message_id.as_str());
+                let mut usage = json!({ "inputTokens": u.input, "outputTokens": u.output,
+                    "totalTokens": u.input + u.output, "elapsedMs": u.elapsed_ms, "isCompaction": false });
+                if let Some(f) = u.first_token_ms {
+                    usage["timeToFirstTokenMs"] = json!(f);
+                }
+                put(m, "usage", usage);
+            }
         }
     }
 }
@@ -322,5 +347,21 @@ mod tests {
             SessionUpdate::AvailableCommands(vec![]).to_value(),
             json!({ "sessionUpdate": "available_commands_update", "availableCommands": [] })
         );
+        let usage = |first| {
+            SessionUpdate::MessageUsage(MessageUsage {
+                message_id: "m1".into(),
+                input: 100,
+                output: 10,
+                elapsed_ms: 8,
+                first_token_ms: first,
+            })
+            .to_value()
+        };
+        assert_eq!(
+            usage(Some(3)),
+            json!({ "sessionUpdate": "message_usage", "messageId": "m1", "usage": { "inputTokens": 100,
+                "outputTokens": 10, "totalTokens": 110, "elapsedMs": 8, "timeToFirstTokenMs": 3, "isCompaction": false } })
+        );
+        assert!(usage(None)["usage"].get("timeToFirstTokenMs").is_none());
     }
 }
