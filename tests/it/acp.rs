@@ -733,6 +733,14 @@ fn the_models_title_reaches_the_editor_after_the_first_exchange() {
     let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_SESSION_TITLES", "model")], script);
     let titles: Vec<&str> = updates(&t, "session_info_update").iter().filter_map(|u| u["title"].as_str()).collect();
     assert_eq!(titles, ["Where should I go in May?", "Trip to Paris"], "{t:?}");
+    // With the messages the session held then (goose's `_meta.messageCount`): the question,
+    // then the question and its answer.
+    let counts: Vec<&Value> = updates(&t, "session_info_update")
+        .iter()
+        .filter(|u| u["title"].is_string())
+        .map(|u| &u["_meta"]["messageCount"])
+        .collect();
+    assert_eq!(counts, [&json!(1), &json!(2)], "{t:?}");
     let answered = t.iter().position(|e| e["kind"] == "response" && e["method"] == "session/prompt").unwrap();
     let retitled = t.iter().rposition(|e| e["update"]["sessionUpdate"] == "session_info_update").unwrap();
     assert!(retitled > answered, "the model's title comes after the answer");

@@ -291,7 +291,8 @@ fn delete_provider_config(agent: &Agent, id: &str) -> Reply {
 
 fn rename(agent: &Agent, sid: &str, title: &str) -> Reply {
     let title = agent.app.rename_session(sid, title).map_err(|e| agent_error(e, sid))?;
-    agent.conn.update(sid, &SessionUpdate::SessionInfo { title, updated_at: None, user_set_name: true });
+    let message_count = agent.app.session_meta(sid).ok().map(|s| s.message_count);
+    agent.conn.update(sid, &SessionUpdate::SessionInfo { title, updated_at: None, user_set_name: true, message_count });
     Ok(json!({}))
 }
 

@@ -871,20 +871,22 @@ impl Agent {
         self.conn.update(sid, &updates::active_run(Some(turn.run_id())));
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
-        let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
+        // With the messages the session holds then (goose's `_meta.messageCount`).
+        let announce = |app: &Host, conn: &Conn, sid: &str, title: &str, updated: &str| {
             let info = SessionUpdate::SessionInfo {
                 title: title.to_string(),
                 updated_at: Some(updated.to_string()),
                 user_set_name: false,
+                message_count: app.session_meta(sid).ok().map(|s| s.message_count),
             };
             conn.update(sid, &info);
         };
         if let Some((title, updated)) = &turn.titled {
-            announce(&self.conn, sid, title, updated);
+            announce(&self.app, &self.conn, sid, title, updated);
             // The model's title names the exchange: the editor hears of it after the answer.
-            let (conn, sid, gate) = (self.conn.clone(), sid.to_string(), after_answer.clone());
+            let (app, conn, sid, gate) = (self.app.clone(), self.conn.clone(), sid.to_string(), after_answer.clone());
             turn.on_model_title = Some(Box::new(move |title, updated| {
-                gate.then(Box::new(move || announce(&conn, &sid, &title, &updated)))
+                gate.then(Box::new(move || announce(&app, &conn, &sid, &title, &updated)))
             }));
         }
         let first_status = match turn.mode {

@@ -24,8 +24,9 @@ pub enum SessionUpdate {
     CurrentMode { mode_id: String },
     /// `config_option_update`: the session's config options (ACP's SessionConfigOption list).
     ConfigOptions(Value),
-    /// `session_info_update`: the session's title.
-    SessionInfo { title: String, updated_at: Option<String>, user_set_name: bool },
+    /// `session_info_update`: the session's title (and goose's `_meta.messageCount`, the
+    /// messages it holds then).
+    SessionInfo { title: String, updated_at: Option<String>, user_set_name: bool, message_count: Option<u64> },
     /// goose's `usage_update` (sent as `_goose/unstable/session/update`): the token meter.
     Usage { used: u64, context_limit: u64, accumulated_input: u64, accumulated_output: u64 },
     /// ACP's standard `usage_update`: `used` tokens of the model's context window (`size`).
@@ -208,12 +209,16 @@ impl SessionUpdate {
             SessionUpdate::AvailableCommands(c) => put(m, "availableCommands", c.clone()),
             SessionUpdate::CurrentMode { mode_id } => put(m, "currentModeId", mode_id.as_str()),
             SessionUpdate::ConfigOptions(o) => put(m, "configOptions", o.clone()),
-            SessionUpdate::SessionInfo { title, updated_at, user_set_name } => {
+            SessionUpdate::SessionInfo { title, updated_at, user_set_name, message_count } => {
                 put(m, "title", title.as_str());
                 if let Some(u) = updated_at {
                     put(m, "updatedAt", u.as_str());
                 }
-                put(m, "_meta", json!({ "userSetName": user_set_name }));
+                let mut meta = json!({ "userSetName": user_set_name });
+                if let Some(n) = message_count {
+                    meta["messageCount"] = json!(n);
+                }
+                put(m, "_meta", meta);
             }
             SessionUpdate::Usage { used, context_limit, accumulated_input, accumulated_output } => {
                 put(m, "used", *used);
@@ -322,14 +327,24 @@ mod tests {
             plan.to_value(),
             json!({ "sessionUpdate": "plan", "entries": [{ "content": "test", "priority": "medium", "status": "pending" }] })
         );
-        let info = SessionUpdate::SessionInfo { title: "T".into(), updated_at: None, user_set_name: true };
+        let info = SessionUpdate::SessionInfo {
+            title: "T".into(),
+            updated_at: None,
+            user_set_name: true,
+            message_count: None,
+        };
         assert_eq!(
             info.to_value().to_string(),
             r#"{"sessionUpdate":"session_info_update","title":"T","_meta":{"userSetName":true}}"#
         );
-        let info =
-            SessionUpdate::SessionInfo { title: "T".into(), updated_at: Some("now".into()), user_set_name: false };
+        let info = SessionUpdate::SessionInfo {
+            title: "T".into(),
+            updated_at: Some("now".into()),
+            user_set_name: false,
+            message_count: Some(3),
+        };
         assert_eq!(info.to_value()["updatedAt"], "now");
+        assert_eq!(info.to_value()["_meta"], json!({ "userSetName": false, "messageCount": 3 }));
         let usage = SessionUpdate::Usage { used: 3, context_limit: 10, accumulated_input: 1, accumulated_output: 2 };
         assert_eq!(
             usage.to_value().to_string(),
