@@ -714,8 +714,20 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
     says(
         &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"colour","value":"red"})),
         BAD,
-        &["provider, model and thinking_effort"],
+        &["provider, mode, model and thinking_effort"],
     );
+    // The mode as a config option: kept on the session, announced both ways.
+    let set = d.call("session/set_config_option", json!({"sessionId":sid,"configId":"mode","value":"chat"}));
+    let mode = set["configOptions"].as_array().unwrap().iter().find(|o| o["id"] == "mode").unwrap().clone();
+    assert_eq!(mode["currentValue"], "chat", "{mode}");
+    assert!(mode["options"].as_array().unwrap().iter().all(|o| o["description"].is_string()), "{mode}");
+    assert_eq!(d.updates("current_mode_update").last().unwrap()["currentModeId"], "chat");
+    says(
+        &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"mode","value":"yolo"})),
+        BAD,
+        &["yolo", "auto, approve, smart_approve or chat"],
+    );
+    d.call("session/set_config_option", json!({"sessionId":sid,"configId":"mode","value":"approve"}));
     says(
         &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"provider","value":"bogus"})),
         BAD,

@@ -641,10 +641,19 @@ impl Agent {
         }
         let effort = s.extra.get(THINKING_EFFORT).and_then(Value::as_str).unwrap_or("off").to_string();
         let efforts: Vec<Value> = EFFORTS.iter().map(|e| json!({ "value": e, "name": e })).collect();
+        // The session's mode as a config option too (goose offers both): the modes, described.
+        let modes = self.modes(s.goose_mode.as_deref());
+        let mode_options: Vec<Value> = modes["availableModes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| json!({ "value": m["id"], "name": m["name"], "description": m["description"] }))
+            .collect();
         json!([
             { "id": "provider", "name": "Provider", "type": "select", "currentValue": provider.unwrap_or_default(), "options": providers },
+            { "id": "mode", "name": "Mode", "description": "When gosling asks before it runs a tool", "category": "mode", "type": "select", "currentValue": modes["currentModeId"], "options": mode_options },
             { "id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": model.unwrap_or_default(), "options": models },
-            { "id": "thinking_effort", "name": "Thinking effort", "category": "thought_level", "type": "select", "currentValue": effort, "options": efforts },
+            { "id": "thinking_effort", "name": "Thinking effort", "description": "How hard a model that reasons thinks before it answers (off: it is not asked to)", "category": "thought_level", "type": "select", "currentValue": effort, "options": efforts },
         ])
     }
 
@@ -662,6 +671,10 @@ impl Agent {
                 let choice = ModelChoice { model: Some(value), ..Default::default() };
                 self.app.set_model(sid, choice).map_err(|e| agent_error(e, sid))?;
             }
+            "mode" => {
+                self.app.set_mode(sid, &value).map_err(|e| agent_error(e, sid))?;
+                self.conn.update(sid, &SessionUpdate::CurrentMode { mode_id: value });
+            }
             "thinking_effort" if EFFORTS.contains(&value.as_str()) => {
                 self.app.set_session_value(sid, THINKING_EFFORT, json!(value)).map_err(|e| agent_error(e, sid))?;
             }
@@ -672,7 +685,7 @@ impl Agent {
             }
             other => {
                 return Err(invalid_params(format!(
-                    "unknown config option {other:?}; gosling has provider, model and thinking_effort"
+                    "unknown config option {other:?}; gosling has provider, mode, model and thinking_effort"
                 )))
             }
         }
