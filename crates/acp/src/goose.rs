@@ -33,11 +33,12 @@ const PREFERENCES: [&str; 5] = [
     "voiceDictationPreferredMic",
 ];
 
-/// Answers one of goose's methods: its params read once into their type (`GooseCall`), the
-/// core called with them, the answer built from what it returns.
-pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
+/// Answers one of goose's methods, its params read into their type at the edge
+/// (`GooseCall`, by `protocol`): the core called with them, the answer built from what it
+/// returns.
+pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
     use GooseCall as G;
-    match GooseCall::read(method, p)? {
+    match call {
         G::ReadAllConfig => Ok(read_all(agent)),
         G::ReadConfig { key, secret } => {
             let v = settings::read(&agent.app, &key, secret).map_err(store_error)?;

@@ -6,10 +6,11 @@
 //! bytes in the static binary): a field is taken out of the params object only when it has the
 //! expected shape; what the client sent beyond what gosling reads stays in `extra` (nothing
 //! lost). A missing required field, or one of the wrong type, is an invalid-params error that
-//! names the field and what it must be. goose's own methods (`_goose/…`) keep their params
-//! whole here and are read once into their types by `goose_params::GooseCall`.
+//! names the field and what it must be. goose's own methods (`_goose/…`) are read here too,
+//! once, into their types by `goose_params::GooseCall`.
 
 use crate::fs::FsCaps;
+use crate::goose_params::GooseCall;
 use crate::updates;
 use gosling_extensions::config::{ExtensionConfig, SSE_UNSUPPORTED};
 use gosling_store::message::Content;
@@ -50,10 +51,11 @@ pub enum Request {
     SetMode(SetMode),
     SetConfigOption(SetConfigOption),
     Prompt(Prompt),
-    /// One of goose's own methods (`_goose/…`): its params whole, read by `goose.rs`.
+    /// One of goose's own methods (`_goose/…`), its params read into their type
+    /// (`goose_params::GooseCall`; `Unknown` for one gosling does not serve).
     Goose {
         method: String,
-        params: Value,
+        call: GooseCall,
     },
     /// A method gosling does not serve (answered with METHOD_NOT_FOUND by the dispatch).
     Unknown(String),
@@ -318,7 +320,8 @@ impl Request {
     /// Reads `params` once into `method`'s type.
     pub fn parse(method: &str, params: Option<Value>) -> Result<Request, ErrorObject> {
         if method.starts_with(GOOSE_METHODS) {
-            return Ok(Request::Goose { method: method.to_string(), params: params.unwrap_or(Value::Null) });
+            let call = GooseCall::read(method, &params.unwrap_or(Value::Null))?;
+            return Ok(Request::Goose { method: method.to_string(), call });
         }
         let known = [
             "initialize",
@@ -874,13 +877,18 @@ mod tests {
     fn goose_and_unknown_methods() {
         let params = json!({ "sessionId": "s", "anything": [1] });
         assert_eq!(
-            parse("_goose/unstable/session/extensions", params.clone()).unwrap(),
-            Request::Goose { method: "_goose/unstable/session/extensions".into(), params },
-            "goose's params kept whole for goose.rs"
+            parse("_goose/unstable/session/extensions/list", params.clone()).unwrap(),
+            Request::Goose {
+                method: "_goose/unstable/session/extensions/list".into(),
+                call: GooseCall::ListSessionExtensions { session_id: "s".into() }
+            },
+            "goose's params read once into their type"
         );
+        let m = refusal("_goose/unstable/session/info", json!({}));
+        assert_eq!(m, "missing the string parameter `sessionId`");
         assert_eq!(
             Request::parse("_goose/x", None).unwrap(),
-            Request::Goose { method: "_goose/x".into(), params: Value::Null }
+            Request::Goose { method: "_goose/x".into(), call: GooseCall::Unknown }
         );
         // An unknown method is not an invalid-params error, whatever its params.
         assert_eq!(parse("session/stop", json!(3)).unwrap(), Request::Unknown("session/stop".into()));

@@ -94,7 +94,7 @@ pub struct Agent {
 }
 
 /// The answerer of goose's own methods (`goose::call`).
-pub type GooseMethods = fn(&Arc<Agent>, &str, &Value) -> Reply;
+pub type GooseMethods = fn(&Arc<Agent>, &str, crate::goose_params::GooseCall) -> Reply;
 
 pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
@@ -320,10 +320,10 @@ impl Agent {
             Request::DeleteSession(p) => self.delete(&p),
             Request::CloseSession(p) => self.close(&p),
             Request::SetConfigOption(p) => self.set_config_option(&p),
-            Request::Goose { method, params } => {
+            Request::Goose { method, call } => {
                 // Some start extensions or wait for them.
                 let (me, goose) = (self.clone(), self.goose);
-                return later(&req, move || goose(&me, &method, &params));
+                return later(&req, move || goose(&me, &method, call));
             }
             Request::NewSession(p) => {
                 let me = self.clone();
