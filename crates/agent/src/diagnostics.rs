@@ -6,7 +6,7 @@
 //! Never a secret: the report holds names and states, not values (no config values, no
 //! extension environments or arguments), and every text in it that came from elsewhere (a
 //! start error, a restart's reason) has each stored secret's value and each extension
-//! environment value replaced by `[secret]` before it leaves.
+//! environment or header value replaced by `[secret]` before it leaves.
 
 use crate::error::Error;
 use crate::extension_set;
@@ -196,8 +196,11 @@ impl Host {
             .collect();
         let configs = set.iter().map(|e| &e.config).chain(active.iter().map(|a| &a.config));
         for c in configs {
-            if let Kind::Stdio { envs, .. } = &c.kind {
-                values.extend(envs.values().cloned());
+            match &c.kind {
+                Kind::Stdio { envs, .. } => values.extend(envs.values().cloned()),
+                // A header may carry a bearer token.
+                Kind::StreamableHttp { headers, .. } => values.extend(headers.values().cloned()),
+                _ => {}
             }
         }
         // A value of a few characters would blot out ordinary words.
