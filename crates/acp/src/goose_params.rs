@@ -3,7 +3,6 @@
 //! names it), and each answer built from the core's typed result. `goose.rs` dispatches on
 //! these; JSON stays here, at the edge. Hand-written like `protocol.rs` (no derive visitors).
 
-use crate::protocol::invalid_params;
 use gosling_agent::diagnostics::{Level, Report};
 use gosling_agent::import::{ImportSource, Imported};
 use gosling_extensions::config::ExtensionConfig;
@@ -327,6 +326,12 @@ impl GooseCall {
 /// `extension`: goose's GooseExtension, as an extension config.
 fn extension(m: &Map<String, Value>) -> Result<ExtensionConfig, ErrorObject> {
     crate::shapes::from_goose_extension(m.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)
+}
+
+/// JSON-RPC's invalid params, with what to fix (`protocol` reads these calls, so this module
+/// does not import it back).
+fn invalid_params(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(gosling_wire::jsonrpc::INVALID_PARAMS, message)
 }
 
 fn object(p: &Value) -> Result<&Map<String, Value>, ErrorObject> {
