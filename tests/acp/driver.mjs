@@ -10,7 +10,7 @@
 //   "allow_always" | "reject_once" | "cancel", "elicitation": {action, content?} (declares form
 //   elicitation and answers every elicitation/create with it), "steps": [...]}. Steps:
 //   {"do": "initialize"} | {"do": "new", "cwd", "mcpServers"} | {"do": "load", "sessionId"?,
-//   "cwd", "mcpServers"} | {"do": "set_mode", "modeId"} | {"do": "prompt", "text",
+//   "cwd", "mcpServers"} | {"do": "resume", "sessionId"?, "cwd", "mcpServers"} | {"do": "set_mode", "modeId"} | {"do": "prompt", "text",
 //   "permission"?, "cancelWhen"?: "permission" | "tool_call" | {"llmockRequests": URL, "above": N}} | {"do": "raw", "method", "params"}
 // "sessionId" defaults to the last session created or loaded. A failing request is recorded
 // as {"error": {code, message}} and the script goes on.
@@ -113,6 +113,12 @@ await app.connectWith(stream, async (ctx) => {
       }
       case "load": {
         const r = await call(ctx, "session/load", { sessionId: sid, cwd: step.cwd, mcpServers: step.mcpServers ?? [] });
+        if (r !== undefined) sessionId = sid;
+        break;
+      }
+      case "resume": {
+        // ACP's session/resume (advertised as sessionCapabilities.resume): no replay.
+        const r = await call(ctx, "session/resume", { sessionId: sid, cwd: step.cwd, mcpServers: step.mcpServers ?? [] });
         if (r !== undefined) sessionId = sid;
         break;
       }

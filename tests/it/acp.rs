@@ -733,7 +733,135 @@ fn the_models_title_reaches_the_editor_after_the_first_exchange() {
     let (t, _) = drive(peers, &home, Some(&mock), &[("GOSLING_SESSION_TITLES", "model")], script);
     let titles: Vec<&str> = updates(&t, "session_info_update").iter().filter_map(|u| u["title"].as_str()).collect();
     assert_eq!(titles, ["Where should I go in May?", "Trip to Paris"], "{t:?}");
+    // With the messages the session held then (goose's `_meta.messageCount`): the question,
+    // then the question and its answer.
+    let counts: Vec<&Value> = updates(&t, "session_info_update")
+        .iter()
+        .filter(|u| u["title"].is_string())
+        .map(|u| &u["_meta"]["messageCount"])
+        .collect();
+    assert_eq!(counts, [&json!(1), &json!(2)], "{t:?}");
     let answered = t.iter().position(|e| e["kind"] == "response" && e["method"] == "session/prompt").unwrap();
     let retitled = t.iter().rposition(|e| e["update"]["sessionUpdate"] == "session_info_update").unwrap();
     assert!(retitled > answered, "the model's title comes after the answer");
+}
+
+/// ACP's `session/resume` with the SDK client, in a new `gosling acp` process: advertised,
+/// the session reopens without its conversation replayed, and its next prompt goes on with
+/// the history (the model gets it). After `session/new`, `load` and `resume` the session's
+/// commands follow the answer (`available_commands_update`: none, since gosling runs no slash
+/// commands). An unknown session and a missing `cwd` are refused with what to do.
+#[test]
+fn sdk_resume_reopens_without_replay_and_commands_follow_each_open() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-resume");
+    let cwd = work_dir(&home);
+    mock.script(json!([{"type": "reply", "text": "noted the zebra"}]));
+    let first = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd},
+        {"do": "prompt", "text": "remember the zebra"},
+        {"do": "wait_update", "kind": "available_commands_update", "count": 1},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], first);
+    let init = &responses(&t, "initialize")[0]["result"];
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"]["resume"], json!({}), "{init}");
+    let id = responses(&t, "session/new")[0]["result"]["sessionId"].as_str().unwrap().to_string();
+    let commands = |t: &[Value]| -> Vec<usize> {
+        t.iter()
+            .enumerate()
+            .filter(|(_, e)| e["update"]["sessionUpdate"] == "available_commands_update")
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let answered =
+        |t: &[Value], method: &str| t.iter().position(|e| e["kind"] == "response" && e["method"] == method).unwrap();
+    let after_new = commands(&t);
+    assert_eq!(after_new.len(), 1, "{t:?}");
+    assert!(after_new[0] > answered(&t, "session/new"), "the commands follow the answer: {t:?}");
+    assert_eq!(t[after_new[0]]["sessionId"], id);
+    assert_eq!(updates(&t, "available_commands_update")[0]["availableCommands"], json!([]));
+
+    mock.script(json!([{"type": "reply", "text": "still the zebra"}]));
+    let second = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "resume", "sessionId": id, "cwd": cwd},
+        {"do": "wait_update", "kind": "available_commands_update", "count": 1},
+        {"do": "prompt", "text": "what animal?"},
+        {"do": "resume", "sessionId": "20000101_9", "cwd": cwd},
+        {"do": "raw", "method": "session/resume", "params": {"sessionId": id}},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], second);
+    let resumed = &responses(&t, "session/resume")[0];
+    assert!(resumed["result"]["modes"]["currentModeId"].is_string(), "{resumed}");
+    let at = answered(&t, "session/resume");
+    let between: Vec<&str> = t[..at]
+        .iter()
+        .filter(|e| e["kind"] == "update")
+        .map(|e| e["update"]["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert!(
+        !between.contains(&"user_message_chunk") && !between.contains(&"agent_message_chunk"),
+        "no replay: {between:?}"
+    );
+    assert!(commands(&t)[0] > at, "the commands follow the resume's answer: {t:?}");
+    assert_eq!(responses(&t, "session/prompt")[0]["result"]["stopReason"], "end_turn");
+    assert_eq!(agent_text(&t), "still the zebra");
+    let sent = model_log(&mock);
+    assert!(sent.contains("remember the zebra") && sent.contains("what animal?"), "the model has the history: {sent}");
+    let unknown = &responses(&t, "session/resume")[1];
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("session/list"), "{unknown}");
+    let no_cwd = &responses(&t, "session/resume")[2];
+    assert_eq!(no_cwd["error"]["code"], -32602, "{no_cwd}");
+    assert!(no_cwd["error"]["message"].as_str().unwrap().contains("`cwd`"), "{no_cwd}");
+
+    // And load: the commands follow its answer too.
+    let third = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "load", "sessionId": id, "cwd": cwd},
+        {"do": "wait_update", "kind": "available_commands_update", "count": 1},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], third);
+    assert!(commands(&t).first().is_some_and(|c| *c > answered(&t, "session/load")), "{t:?}");
+}
+
+/// acpx opens an ACP session the editor already has (`sessions new --resume-session ID`): on an
+/// agent that advertises `sessionCapabilities.resume` it asks `session/resume` (else
+/// `session/load`), and the conversation goes on from where the other client left it.
+#[test]
+fn acpx_resumes_a_session_started_elsewhere() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-acpx-resume");
+    let cwd = work_dir(&home);
+    mock.script(json!([{"type": "reply", "text": "noted the zebra"}]));
+    let first = json!({"steps": [
+        {"do": "initialize"},
+        {"do": "new", "cwd": cwd},
+        {"do": "prompt", "text": "remember the zebra"},
+    ]});
+    let (t, _) = drive(peers, &home, Some(&mock), &[], first);
+    let id = responses(&t, "session/new")[0]["result"]["sessionId"].as_str().unwrap().to_string();
+    mock.script(json!([{"type": "reply", "text": "it was a zebra"}]));
+    acpx(peers, &home, &mock, &["sessions", "new", "--name", "again", "--resume-session", &id], &[], 0);
+    let out = acpx(peers, &home, &mock, &["prompt", "-s", "again", "which animal?"], &[], 0);
+    let m = acpx_messages(&out);
+    assert!(m.iter().all(|v| v["params"]["sessionId"].as_str().is_none_or(|s| s == id)), "the same session: {out}");
+    let methods: Vec<&str> = m.iter().filter_map(|v| v["method"].as_str()).collect();
+    assert!(methods.contains(&"session/resume") && !methods.contains(&"session/load"), "{methods:?}");
+    let text: String = m
+        .iter()
+        .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|v| v["params"]["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "it was a zebra", "{out}");
+    let sent = model_log(&mock);
+    assert!(sent.contains("remember the zebra") && sent.contains("which animal?"), "the model has the history: {sent}");
+}
+
+/// What llmock has been sent so far (its request log, as text).
+fn model_log(mock: &Llmock) -> String {
+    crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).text()
 }

@@ -339,7 +339,7 @@ fn desktop_sequence_fits_goose_and_acp_schemas() {
     let mut d = Desktop::over(connect_wss(&serve));
     let init = d.call("initialize", initialize.clone());
     assert_eq!(init["protocolVersion"], 1);
-    assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({"list":{},"close":{},"delete":{}}));
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({"list":{},"close":{},"delete":{},"resume":{}}));
     assert!(!init["authMethods"].as_array().unwrap().is_empty());
 
     let all = d.call("_goose/unstable/config/read-all", json!({}));
@@ -714,8 +714,20 @@ fn goose_methods_keep_settings_extensions_and_refuse_bad_input() {
     says(
         &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"colour","value":"red"})),
         BAD,
-        &["provider, model and thinking_effort"],
+        &["provider, mode, model and thinking_effort"],
     );
+    // The mode as a config option: kept on the session, announced both ways.
+    let set = d.call("session/set_config_option", json!({"sessionId":sid,"configId":"mode","value":"chat"}));
+    let mode = set["configOptions"].as_array().unwrap().iter().find(|o| o["id"] == "mode").unwrap().clone();
+    assert_eq!(mode["currentValue"], "chat", "{mode}");
+    assert!(mode["options"].as_array().unwrap().iter().all(|o| o["description"].is_string()), "{mode}");
+    assert_eq!(d.updates("current_mode_update").last().unwrap()["currentModeId"], "chat");
+    says(
+        &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"mode","value":"yolo"})),
+        BAD,
+        &["yolo", "auto, approve, smart_approve or chat"],
+    );
+    d.call("session/set_config_option", json!({"sessionId":sid,"configId":"mode","value":"approve"}));
     says(
         &d.call_err("session/set_config_option", json!({"sessionId":sid,"configId":"provider","value":"bogus"})),
         BAD,
@@ -1186,4 +1198,240 @@ fn mcp_sign_in_settings_are_kept_and_checked() {
     bad["scopes"] = json!("read write");
     says(&d.call_err("_goose/unstable/config/extensions/add", json!({"extension":bad})), BAD, &["`scopes`"]);
     check_schemas(peers, &d.checks);
+}
+
+/// The text of every terminal tool call update seen so far, as one string per call.
+fn tool_outputs(d: &Desktop) -> Vec<String> {
+    d.updates("tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed" || u["status"] == "failed")
+        .map(|u| u.to_string())
+        .collect()
+}
+
+/// `session/working-dir/update`: the dir is checked (absolute, existing, a directory) and kept
+/// on the session; the developer extension that runs keeps the dir it started in (its shell's
+/// `pwd` says so), and the same extension started again after the change starts in the new one.
+#[test]
+fn a_working_dir_update_reaches_the_next_start_of_extensions() {
+    let _peers = require_peers!();
+    let pwd = r#"{"command":"pwd"}"#;
+    let llm = FakeLlm::start(vec![
+        crate::fake_llm::tool_turn("call_1", "developer__shell", pwd),
+        text("first"),
+        crate::fake_llm::tool_turn("call_2", "developer__shell", pwd),
+        text("second"),
+        crate::fake_llm::tool_turn("call_3", "developer__shell", pwd),
+        text("third"),
+    ]);
+    let home = TempDir::new("desktop-workdir");
+    let cwd = work_dir(&home);
+    let moved = format!("{cwd}/moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    std::fs::write(format!("{cwd}/a-file"), "x").unwrap();
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let g = |m: &str| format!("_goose/unstable/{m}");
+    let developer = json!({"type":"builtin","name":"developer","description":""});
+    let sid = d.new_session(&cwd, std::slice::from_ref(&developer));
+    let ask = |d: &mut Desktop| {
+        let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"where am I"}]}));
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+        tool_outputs(d).pop().expect("a finished tool call")
+    };
+    let first = ask(&mut d);
+    assert!(first.contains(&cwd) && !first.contains(&moved), "{first}");
+
+    d.call(&g("session/working-dir/update"), json!({"sessionId":sid,"workingDir":moved}));
+    let info = d.call(&g("session/info"), json!({"sessionId":sid}));
+    assert_eq!(info["session"]["cwd"], moved);
+    // The running extension keeps the dir it started in.
+    let second = ask(&mut d);
+    assert!(second.contains(&cwd) && !second.contains(&moved), "{second}");
+    // Started again after the change: the new dir.
+    d.call(&g("session/extensions/remove"), json!({"sessionId":sid,"extensionKey":"developer"}));
+    d.call(&g("session/extensions/add"), json!({"sessionId":sid,"extension":developer}));
+    let third = ask(&mut d);
+    assert!(third.contains(&moved), "{third}");
+
+    const BAD: i64 = -32602;
+    let update = |d: &mut Desktop, dir: &str| {
+        d.call_err(&g("session/working-dir/update"), json!({"sessionId":sid,"workingDir":dir}))
+    };
+    says(&update(&mut d, "relative/dir"), BAD, &["relative path", "absolute"]);
+    says(&update(&mut d, &format!("{cwd}/no-such-dir")), BAD, &["does not exist"]);
+    says(&update(&mut d, &format!("{cwd}/a-file")), BAD, &["not a directory"]);
+    says(&update(&mut d, ""), BAD, &["empty"]);
+    says(&d.call_err(&g("session/working-dir/update"), json!({"sessionId":sid})), BAD, &["`workingDir`"]);
+    let unknown = d.call_err(&g("session/working-dir/update"), json!({"sessionId":"20200101_1","workingDir":moved}));
+    says(&unknown, -32002, &["20200101_1", "session/list"]);
+    // Refused ones changed nothing.
+    assert_eq!(d.call(&g("session/info"), json!({"sessionId":sid}))["session"]["cwd"], moved);
+    check_schemas(_peers, &d.checks);
+}
+
+/// `session/import` of goose 1.52's own export (`tests/contract/goose-export-1.52.json`): the
+/// conversation and the name come in; the file's extension, its `auto` mode and its recipe do
+/// not (the session runs the extensions the config has switched on, as a new one does). Bad
+/// input is refused with what to send.
+#[test]
+fn an_import_brings_the_conversation_not_the_consent() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![text("after the import")]);
+    let home = TempDir::new("desktop-import");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "approve")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let g = |m: &str| format!("_goose/unstable/{m}");
+    d.call(
+        &g("config/extensions/add"),
+        json!({"extension":{"type":"builtin","name":"developer","description":""},"enabled":true}),
+    );
+    let export = std::fs::read_to_string(manifest_dir().join("tests/contract/goose-export-1.52.json")).unwrap();
+    let file: Value = serde_json::from_str(&export).unwrap();
+    let count = file["conversation"].as_array().unwrap().len();
+    let imported = d.call(&g("session/import"), json!({"input":export,"source":"json"}));
+    assert_eq!(imported["messageCount"], count, "{imported}");
+    assert_eq!(imported["title"], "Renamed");
+    let sid = imported["sessionId"].as_str().unwrap().to_string();
+    let info = d.call(&g("session/info"), json!({"sessionId":sid}))["session"].clone();
+    assert_eq!(info["_meta"]["hasRecipe"], false, "{info}");
+    assert_ne!(info["cwd"], "/nonexistent/goose-user/project", "a dir that is not here is not kept");
+    // The stored set is the config's (developer), not the file's (everything).
+    let names = |list: &Value| -> Vec<String> {
+        list["extensions"].as_array().unwrap().iter().map(|e| e["extensionKey"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&d.call(&g("session/extensions/list"), json!({"sessionId":sid}))), ["developer"]);
+    let load = d.call("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    assert_eq!(load["modes"]["currentModeId"], "approve", "the file's auto mode is not taken: {load}");
+    let said: Vec<String> = d
+        .updates("user_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(said.iter().any(|t| t == "hello to the zebra"), "the conversation replays: {said:?}");
+    let running = d.call(&g("diagnostics/get"), json!({"sessionId":sid}));
+    assert_eq!(running["report"]["extensions"]["enabled"], json!(["developer"]), "{running}");
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"go on"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    // The model saw the imported conversation, then the new message.
+    let sent = llm.requests()[0].body["messages"].to_string();
+    assert!(sent.contains("hello to the zebra") && sent.contains("go on"), "{sent}");
+
+    const BAD: i64 = -32602;
+    let import = |d: &mut Desktop, input: &str, source: &str| {
+        d.call_err(&g("session/import"), json!({"input":input,"source":source}))
+    };
+    says(&import(&mut d, "not a session", "json"), BAD, &["not an exported session", "export"]);
+    says(&import(&mut d, "{}", "auto"), BAD, &["not an exported session", "missing field"]);
+    says(&import(&mut d, "nostr:nevent1abc", "nostr"), BAD, &["does not fetch shared links", "\"json\""]);
+    says(&import(&mut d, &export, "yaml"), BAD, &["auto, json, nostr"]);
+    let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(gosling_agent::import::MAX_IMPORT));
+    says(&import(&mut d, &huge, "json"), BAD, &["bytes", "the most gosling imports"]);
+    says(&d.call_err(&g("session/import"), json!({"source":"json"})), BAD, &["`input`"]);
+    let list = d.call("session/list", json!({}));
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "refused imports create nothing: {list}");
+    check_schemas(peers, &d.checks);
+}
+
+/// `diagnostics/get`: the version, platform, provider and model, each extension with its state
+/// (one that failed to start, with its error), and never a secret's value — neither a stored
+/// secret nor an extension's environment value, even where the failing extension printed it.
+#[test]
+fn diagnostics_names_states_and_never_a_secret() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![]);
+    let home = TempDir::new("desktop-diagnostics");
+    let cwd = work_dir(&home);
+    let mut d = Desktop::new(&home_env(&home, model_env(&llm, "auto")));
+    d.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let g = |m: &str| format!("_goose/unstable/{m}");
+    const STORED: &str = "stored-secret-value-8731";
+    const ENV: &str = "env-secret-value-5519";
+    d.call(&g("config/upsert"), json!({"key":"OPENAI_API_KEY","value":STORED,"isSecret":true}));
+    // An extension that prints its environment value and the stored secret, then fails.
+    let script = home.join("leaky.js");
+    let js = format!("process.stderr.write('token=' + process.env.API_TOKEN + ' {STORED}\\n'); process.exit(3);\n");
+    std::fs::write(&script, js).unwrap();
+    let failing = json!({"type":"mcp","server":{"name":"leaky","command":peers.node(),"args":[script.display().to_string()],
+        "env":[{"name":"API_TOKEN","value":ENV}]},"envKeys":[]});
+    let sid = d.new_session(&cwd, &[everything(peers), failing]);
+    for level in [json!(null), json!("summary"), json!("full")] {
+        let mut params = json!({"sessionId":sid});
+        if !level.is_null() {
+            params["level"] = level.clone();
+        }
+        let r = d.call(&g("diagnostics/get"), params);
+        let text = r.to_string();
+        // The extension printed both; the report passes its words on with them blotted out.
+        assert!(text.contains("token=[secret] [secret]"), "{text}");
+        assert!(!text.contains(STORED) && !text.contains(ENV), "a secret in the report: {text}");
+        let report = &r["report"];
+        assert_eq!(report["system"]["app_version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!((&report["system"]["provider"], &report["system"]["model"]), (&json!("openai"), &json!("gpt-4o")));
+        let states: Vec<(String, String)> = report["extensions"]["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap().into(), s["state"].as_str().unwrap().into()))
+            .collect();
+        assert!(states.contains(&("everything".into(), "running".into())), "{states:?}");
+        assert!(states.contains(&("leaky".into(), "failed".into())), "{states:?}");
+        let errors = report["errors"].as_array().unwrap();
+        assert!(errors.iter().any(|e| e.as_str().unwrap().starts_with("extension leaky failed")), "{errors:?}");
+        let full = level == "full";
+        assert_eq!(report["session"]["id"].as_str() == Some(&sid), full, "the session only at level full: {report}");
+        assert_eq!(report["level"], if full { "full" } else { "summary" });
+    }
+    const BAD: i64 = -32602;
+    says(&d.call_err(&g("diagnostics/get"), json!({"sessionId":sid,"level":"all"})), BAD, &["summary or full"]);
+    says(&d.call_err(&g("diagnostics/get"), json!({})), BAD, &["`sessionId`"]);
+    says(&d.call_err(&g("diagnostics/get"), json!({"sessionId":"20200101_1"})), -32002, &["20200101_1"]);
+    check_schemas(peers, &d.checks);
+}
+
+/// goose's per-message usage (`message_usage` on `_goose/unstable/session/update`): after each
+/// model call, on the assistant message it wrote (the id its chunks carry), its tokens and
+/// timing; only to clients that declare `customNotifications`.
+#[test]
+fn each_model_call_reports_its_usage_on_its_message() {
+    let peers = require_peers!();
+    let llm = FakeLlm::start(vec![echo_call("call_1"), text("echoed it"), echo_call("call_2"), text("again")]);
+    let home = TempDir::new("desktop-message-usage");
+    let cwd = work_dir(&home);
+    let env = home_env(&home, model_env(&llm, "auto"));
+    let custom = json!({"protocolVersion":1,"clientCapabilities":{"_meta":{"goose":{"customNotifications":true}}}});
+    let mut d = Desktop::new(&env);
+    d.call("initialize", custom);
+    let sid = d.new_session(&cwd, &[everything(peers)]);
+    let r = d.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo hi"}]}));
+    assert_eq!(r["stopReason"], "end_turn");
+    let usages: Vec<Value> = d
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "_goose/unstable/session/update")
+        .map(|m| m["params"]["update"].clone())
+        .filter(|u| u["sessionUpdate"] == "message_usage")
+        .collect();
+    assert_eq!(usages.len(), 2, "one per model call: {usages:?}");
+    // The tool-calling call: its tokens, on the message of its tool call (no text streamed).
+    let call = &d.updates("tool_call")[0];
+    assert_eq!(usages[0]["messageId"], call["_meta"]["goose"]["messageId"], "{usages:?} {call}");
+    let u = &usages[0]["usage"];
+    assert_eq!((&u["inputTokens"], &u["outputTokens"], &u["totalTokens"]), (&json!(100), &json!(10), &json!(110)));
+    assert!(u["elapsedMs"].is_u64() && u.get("timeToFirstTokenMs").is_none(), "{u}");
+    // The answering call: on the message its text chunks carry, with its time to first token.
+    let chunk = &d.updates("agent_message_chunk")[0];
+    assert_eq!(usages[1]["messageId"], chunk["messageId"], "{usages:?}");
+    let u = &usages[1]["usage"];
+    assert_eq!((&u["inputTokens"], &u["outputTokens"], &u["isCompaction"]), (&json!(120), &json!(5), &json!(false)));
+    assert!(u["timeToFirstTokenMs"].as_u64().unwrap() <= u["elapsedMs"].as_u64().unwrap(), "{u}");
+    check_schemas(peers, &d.checks);
+
+    // A client without goose's custom notifications gets none.
+    let mut plain = Desktop::new(&env);
+    plain.call("initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    let sid = plain.new_session(&cwd, &[everything(peers)]);
+    plain.call("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"echo hi"}]}));
+    assert!(!plain.seen.iter().any(|m| m["method"] == "_goose/unstable/session/update"), "{:?}", plain.seen);
 }

@@ -378,12 +378,32 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     d.call("session/load", "session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
     let fork =
         d.call("session/fork", "session/fork", json!({"sessionId":sid,"cwd":cwd,"_meta":{"conversationBefore":2}}));
+    // Exported with its conversation, then imported: the conversation comes back.
+    let full = d.call("session/export before truncate", &g("session/export"), json!({"sessionId":sid}));
+    let copy = d.call(
+        "session/import with messages",
+        &g("session/import"),
+        json!({"input":full["data"].as_str().unwrap_or("{}"),"source":"json"}),
+    );
     d.call(
         "session/conversation/truncate",
         &g("session/conversation/truncate"),
         json!({"sessionId":sid,"truncateFrom":2}),
     );
-    d.call("session/export", &g("session/export"), json!({"sessionId":sid}));
+    let export = d.call("session/export", &g("session/export"), json!({"sessionId":sid}));
+    let exported = export["data"].as_str().unwrap_or("{}").to_string();
+    let imported = d.call("session/import", &g("session/import"), json!({"input":exported,"source":"json"}));
+    d.call("session/import not json", &g("session/import"), json!({"input":"not a session","source":"json"}));
+    let moved = format!("{cwd}/moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    d.call("session/working-dir/update", &g("session/working-dir/update"), json!({"sessionId":sid,"workingDir":moved}));
+    d.call(
+        "session/working-dir/update missing",
+        &g("session/working-dir/update"),
+        json!({"sessionId":sid,"workingDir":format!("{cwd}/no-such-dir")}),
+    );
+    d.call("session/info moved", &g("session/info"), json!({"sessionId":sid}));
+    d.call("diagnostics/get", &g("diagnostics/get"), json!({"sessionId":sid}));
     d.call("config/prompts/list", &g("config/prompts/list"), json!({}));
     d.call("sources/list", &g("sources/list"), json!({}));
     d.call("apps/list", &g("apps/list"), json!({}));
@@ -402,6 +422,10 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     // (A server without fork is asked to delete a session it does not have.)
     let forked = fork["sessionId"].as_str().unwrap_or("20260101_999").to_string();
     d.call("session/delete fork", "session/delete", json!({"sessionId":forked}));
+    let imported = imported["sessionId"].as_str().unwrap_or("20260101_998").to_string();
+    d.call("session/delete imported", "session/delete", json!({"sessionId":imported}));
+    let copy = copy["sessionId"].as_str().unwrap_or("20260101_997").to_string();
+    d.call("session/delete import copy", "session/delete", json!({"sessionId":copy}));
     d.call("session/delete", "session/delete", json!({"sessionId":sid}));
     d.call("session/list after delete", "session/list", json!({"_meta":{"types":["user","scheduled"]}}));
     d.run

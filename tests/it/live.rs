@@ -205,7 +205,12 @@ fn an_http_turn_reaches_an_editor_that_loaded_the_session_in_another_process() {
             .lines
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .unwrap_or_else(|_| panic!("the editor did not hear the web page's turn within {TURN:?}; got {updates:?}"));
-        if v["method"] != "session/update" || v["params"]["sessionId"] != json!(sid) {
+        // (The session's commands follow the load's answer: not a message.)
+        let kind = &v["params"]["update"]["sessionUpdate"];
+        if v["method"] != "session/update"
+            || v["params"]["sessionId"] != json!(sid)
+            || kind == "available_commands_update"
+        {
             continue;
         }
         let u = v["params"]["update"].clone();

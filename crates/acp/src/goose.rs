@@ -4,16 +4,17 @@
 //! permissions, preferences; the ones gosling has nothing for answer empty lists (where Desktop
 //! polls on load) or method-not-found.
 //!
-//! Owns only the translation: goose's `GooseExtension` ↔ `ExtensionConfig`, goose's DTOs from
+//! The params arrive typed (`goose_params::GooseCall`, read once); this module owns only the
+//! translation: goose's `GooseExtension` ↔ `ExtensionConfig`, goose's DTOs from
 //! the core's values. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
 //! the stores), shared with the HTTP routes.
 
+use crate::goose_params::{imported, report, GooseCall, KeyValue};
 use crate::protocol::invalid_params;
-use crate::session::{agent_error, store_error, str_param, Agent, Reply};
+use crate::session::{agent_error, store_error, Agent, Reply};
 use crate::session_update::SessionUpdate;
 use crate::shapes::{
-    from_goose_extension, goose_app, goose_prompt, goose_prompt_entry, session_extension_entry, session_info,
-    to_goose_extension,
+    goose_app, goose_prompt, goose_prompt_entry, session_extension_entry, session_info, to_goose_extension,
 };
 use gosling_agent::prompts;
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
@@ -32,157 +33,136 @@ const PREFERENCES: [&str; 5] = [
     "voiceDictationPreferredMic",
 ];
 
-/// Whether `method` is answered here (the caller dispatches).
-/// Answers one of goose's methods.
-pub fn call(agent: &Arc<Agent>, method: &str, p: &Value) -> Reply {
-    let name = method.strip_prefix("_goose/unstable/").unwrap_or(method);
-    match name {
-        "config/read-all" => Ok(read_all(agent)),
-        "config/read" => {
-            let key = str_param(p, "key")?;
-            let v = settings::read(&agent.app, key, is_secret(p)).map_err(store_error)?;
+/// Answers one of goose's methods, its params read into their type at the edge
+/// (`GooseCall`, by `protocol`): the core called with them, the answer built from what it
+/// returns.
+pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
+    use GooseCall as G;
+    match call {
+        G::ReadAllConfig => Ok(read_all(agent)),
+        G::ReadConfig { key, secret } => {
+            let v = settings::read(&agent.app, &key, secret).map_err(store_error)?;
             Ok(json!({ "value": v.unwrap_or(Value::Null) }))
         }
-        "config/upsert" => {
-            let key = str_param(p, "key")?;
-            let value = p.get("value").cloned().ok_or_else(|| invalid_params("missing `value`"))?;
-            settings::upsert(&agent.app, key, value, is_secret(p)).map_err(setting_error)?;
+        G::UpsertConfig { key, value, secret } => {
+            settings::upsert(&agent.app, &key, value, secret).map_err(setting_error)?;
             Ok(json!({}))
         }
-        "config/remove" => {
-            settings::remove(&agent.app, str_param(p, "key")?, is_secret(p)).map_err(setting_error)?;
+        G::RemoveConfig { key, secret } => {
+            settings::remove(&agent.app, &key, secret).map_err(setting_error)?;
             Ok(json!({}))
         }
-        "defaults/read" => Ok(defaults(agent)),
-        "defaults/save" => save_defaults(agent, p),
-        "defaults/clear" => {
+        G::ReadDefaults => Ok(defaults(agent)),
+        G::SaveDefaults { provider_id: id, model_id } => save_defaults(agent, &id, model_id),
+        G::ClearDefaults => {
             for k in ["GOOSE_PROVIDER", "GOOSE_MODEL"] {
                 settings::remove(&agent.app, k, false).map_err(setting_error)?;
             }
             Ok(defaults(agent))
         }
-        "providers/list" => Ok(providers(agent, p)),
-        "providers/config/read" => provider_config(agent, p),
-        "providers/config/save" => save_provider_config(agent, p),
-        "providers/config/delete" => delete_provider_config(agent, p),
-        "session/info" => {
-            let sid = str_param(p, "sessionId")?;
-            let s = agent.app.session_meta(sid).map_err(|e| agent_error(e, sid))?;
+        G::ListProviders { provider_ids } => Ok(providers(agent, &provider_ids)),
+        G::ReadProviderConfig { provider_id: id } => provider_config(agent, &id),
+        G::SaveProviderConfig { provider_id: id, fields } => save_provider_config(agent, &id, &fields),
+        G::DeleteProviderConfig { provider_id: id } => delete_provider_config(agent, &id),
+        G::SessionInfo { session_id: sid } => {
+            let s = agent.app.session_meta(&sid).map_err(|e| agent_error(e, &sid))?;
             Ok(json!({ "session": session_info(&s) }))
         }
-        "session/rename" => rename(agent, p),
-        "session/conversation/truncate" => {
-            let sid = str_param(p, "sessionId")?;
-            let from = p.get("truncateFrom").and_then(Value::as_i64).ok_or_else(|| {
-                invalid_params("`truncateFrom` must be a whole number: the `created` time (unix seconds) of the first message to drop")
-            })?;
-            gosling_agent::history::truncate(&agent.app, sid, from).map_err(|e| agent_error(e, sid))?;
+        G::RenameSession { session_id: sid, title } => rename(agent, &sid, &title),
+        G::TruncateConversation { session_id: sid, truncate_from } => {
+            gosling_agent::history::truncate(&agent.app, &sid, truncate_from).map_err(|e| agent_error(e, &sid))?;
             Ok(json!({}))
         }
-        "session/export" => {
-            let sid = str_param(p, "sessionId")?;
-            Ok(json!({ "data": agent.app.export_session(sid).map_err(|e| agent_error(e, sid))? }))
+        G::ExportSession { session_id: sid } => {
+            Ok(json!({ "data": agent.app.export_session(&sid).map_err(|e| agent_error(e, &sid))? }))
         }
-        "config/extensions/list" => config_extensions(agent),
-        "config/extensions/add" => add_config_extension(agent, p),
-        "config/extensions/remove" => {
-            let key = str_param(p, "configKey")?;
-            agent.app.remove_config_extension(&name_to_key(key)).map_err(|e| agent_error(e, ""))?;
+        G::UpdateWorkingDir(q) => {
+            agent.app.update_working_dir(&q.session_id, &q.working_dir).map_err(|e| agent_error(e, &q.session_id))?;
             Ok(json!({}))
         }
-        "config/extensions/set-enabled" => set_enabled(agent, p),
-        "session/extensions/list" => {
-            let sid = str_param(p, "sessionId")?;
-            let configs = agent.app.session_extensions(sid).map_err(|e| agent_error(e, sid))?;
+        G::ImportSession(q) => {
+            Ok(imported(&agent.app.import_session(&q.input, q.source).map_err(|e| agent_error(e, ""))?))
+        }
+        G::GetDiagnostics(q) => {
+            Ok(report(&agent.app.diagnostics(&q.session_id, q.level).map_err(|e| agent_error(e, &q.session_id))?))
+        }
+        G::ListConfigExtensions => config_extensions(agent),
+        G::AddConfigExtension { extension, enabled } => add_config_extension(agent, *extension, enabled),
+        G::RemoveConfigExtension { config_key } => {
+            agent.app.remove_config_extension(&name_to_key(&config_key)).map_err(|e| agent_error(e, ""))?;
+            Ok(json!({}))
+        }
+        G::SetConfigExtensionEnabled { config_key, enabled } => set_enabled(agent, &config_key, enabled),
+        G::ListSessionExtensions { session_id: sid } => {
+            let configs = agent.app.session_extensions(&sid).map_err(|e| agent_error(e, &sid))?;
             let list: Vec<Value> = configs.iter().filter_map(session_extension_entry).collect();
             Ok(json!({ "extensions": list }))
         }
-        "session/extensions/add" => {
-            let sid = str_param(p, "sessionId")?;
-            let config = from_goose_extension(p.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)?;
-            agent.add_session_extension(sid, config)?;
+        G::AddSessionExtension { session_id: sid, extension } => {
+            agent.add_session_extension(&sid, *extension)?;
             Ok(json!({}))
         }
-        "session/extensions/remove" => {
-            // Desktop 1.5x names it by `extensionKey`, 1.41–1.45 by `name`.
-            let key = match p.get("extensionKey").and_then(Value::as_str) {
-                Some(k) => k,
-                None => p.get("name").and_then(Value::as_str).ok_or_else(|| {
-                    invalid_params("missing the string parameter `extensionKey` (or `name`, as Desktop 1.45 sends it)")
-                })?,
-            };
-            agent.remove_session_extension(str_param(p, "sessionId")?, key)?;
+        G::RemoveSessionExtension { session_id: sid, key } => {
+            agent.remove_session_extension(&sid, &key)?;
             Ok(json!({}))
         }
-        "tools/list" => tools(agent, p),
-        "tools/permissions/set" => set_permissions(agent, p),
-        "preferences/read" => preferences(agent, p),
-        "preferences/save" => save_preferences(agent, p),
-        "apps/list" => {
-            let session = p.get("sessionId").and_then(Value::as_str);
-            let apps: Vec<Value> = gosling_agent::apps::list(&agent.app, session).iter().map(goose_app).collect();
+        G::ListTools { session_id: sid, extension_name } => tools(agent, &sid, extension_name.as_deref()),
+        G::SetToolPermissions { levels } => set_permissions(agent, levels),
+        G::ReadPreferences { keys } => preferences(agent, &keys),
+        G::SavePreferences { values } => save_preferences(agent, &values),
+        G::ListApps { session_id } => {
+            let apps: Vec<Value> =
+                gosling_agent::apps::list(&agent.app, session_id.as_deref()).iter().map(goose_app).collect();
             Ok(json!({ "apps": apps }))
         }
-        "config/prompts/list" => {
+        G::ListPrompts => {
             let list = prompts::list(&agent.app).map_err(setting_error)?;
             Ok(json!({ "prompts": list.iter().map(goose_prompt_entry).collect::<Vec<_>>() }))
         }
-        "config/prompts/get" => Ok(goose_prompt(&prompts::get(&agent.app, str_param(p, "name")?).map_err(setting_error)?)),
-        "config/prompts/save" => {
-            let saved =
-                prompts::save(&agent.app, str_param(p, "name")?, str_param(p, "content")?).map_err(setting_error)?;
+        G::GetPrompt { name } => Ok(goose_prompt(&prompts::get(&agent.app, &name).map_err(setting_error)?)),
+        G::SavePrompt { name, content } => {
+            let saved = prompts::save(&agent.app, &name, &content).map_err(setting_error)?;
             Ok(json!({ "message": format!("{} saved; the next turn sends it", saved.name) }))
         }
-        "config/prompts/reset" => {
-            let reset = prompts::reset(&agent.app, str_param(p, "name")?).map_err(setting_error)?;
+        G::ResetPrompt { name } => {
+            let reset = prompts::reset(&agent.app, &name).map_err(setting_error)?;
             Ok(json!({ "message": format!("{} is the default again", reset.name) }))
         }
         // The Skills page: gosling loads no skills, recipes or subagents, so it has no sources
         // (goose answers the same over an empty home).
-        "sources/list" => Ok(json!({ "sources": [] })),
+        G::ListSources => Ok(json!({ "sources": [] })),
         // Readiness is checked for ACP agent providers (Claude Code, Codex, …); gosling's are
         // model APIs, whose state `providers/list` gives. goose refuses a model API the same way.
-        "providers/readiness/check" => {
-            let c = provider_id(p)?;
+        G::CheckProviderReadiness { provider_id: id } => {
+            let c = provider(&id)?;
             Err(invalid_params(format!(
                 "provider {} is not an ACP agent provider, so it has no readiness check; providers/list says whether it is configured",
                 c.name
             )))
         }
-        "session/live-voice/availability" => Ok(json!({
+        G::LiveVoiceAvailability => Ok(json!({
             "status": "unavailable",
             "message": "gosling has no live voice; type your message",
         })),
-        "session/live-voice/start" | "session/live-voice/stop" => {
+        G::LiveVoiceStartOrStop => {
             Err(invalid_params("gosling has no live voice (session/live-voice/availability says unavailable); type your message"))
         }
-        "session/steer" => {
-            let sid = str_param(p, "sessionId")?;
-            let expected = str_param(p, "expectedRunId")?;
-            let blocks = p
-                .get("prompt")
-                .and_then(Value::as_array)
-                .ok_or_else(|| invalid_params("`prompt` must be an array of content blocks"))?;
-            let content = crate::updates::prompt_content(blocks).map_err(invalid_params)?;
-            crate::updates::refuse_images(&content, || gosling_agent::usage::images(&agent.app, sid))
+        G::Steer { session_id: sid, expected_run_id, prompt } => {
+            crate::updates::refuse_images(&prompt, || gosling_agent::usage::images(&agent.app, &sid))
                 .map_err(invalid_params)?;
-            let steered = agent.app.steer(sid, expected, content).map_err(setting_error)?;
+            let steered = agent.app.steer(&sid, &expected_run_id, prompt).map_err(setting_error)?;
             Ok(json!({ "runId": steered.run_id, "messageId": steered.message_id }))
         }
-        "slash-commands/list" => Ok(json!({ "availableCommands": [] })),
-        "agent-mentions/list" => Ok(json!({ "agents": [] })),
+        G::ListSlashCommands => Ok(json!({ "availableCommands": [] })),
+        G::ListAgentMentions => Ok(json!({ "agents": [] })),
         // Desktop polls these on load; gosling has no recipes or scheduler.
-        "recipes/list" => Ok(json!({ "recipes": [] })),
-        "schedules/list" => Ok(json!({ "jobs": [] })),
-        _ => Err(ErrorObject::new(
+        G::ListRecipes => Ok(json!({ "recipes": [] })),
+        G::ListSchedules => Ok(json!({ "jobs": [] })),
+        G::Unknown => Err(ErrorObject::new(
             METHOD_NOT_FOUND,
             format!("{method} is not served by gosling (recipes, schedules, apps, dictation, local inference and custom providers are not part of it)"),
         )),
     }
-}
-
-fn is_secret(p: &Value) -> bool {
-    p.get("isSecret").and_then(Value::as_bool).unwrap_or(false)
 }
 
 fn setting_error(e: gosling_agent::Error) -> ErrorObject {
@@ -213,31 +193,25 @@ fn defaults(agent: &Agent) -> Value {
     json!({ "providerId": agent.app.setting("GOOSE_PROVIDER"), "modelId": agent.app.setting("GOOSE_MODEL") })
 }
 
-fn provider_id(p: &Value) -> Result<&'static catalog::Provider, ErrorObject> {
-    let id = str_param(p, "providerId")?;
+fn provider(id: &str) -> Result<&'static catalog::Provider, ErrorObject> {
     gosling_llm::canonical_provider(id).and_then(catalog::find).ok_or_else(|| {
         invalid_params(format!("provider {id:?} is not supported by gosling; use openai, anthropic or ollama"))
     })
 }
 
-fn save_defaults(agent: &Agent, p: &Value) -> Reply {
-    let provider = provider_id(p)?;
-    let model = match p.get("modelId").and_then(Value::as_str).map(str::trim) {
-        Some(m) if !m.is_empty() => m.to_string(),
-        _ => provider.default_model.to_string(),
-    };
+fn save_defaults(agent: &Agent, id: &str, model: Option<String>) -> Reply {
+    let provider = provider(id)?;
+    let model = model.unwrap_or_else(|| provider.default_model.to_string());
     settings::upsert(&agent.app, "GOOSE_PROVIDER", json!(provider.name), false).map_err(setting_error)?;
     settings::upsert(&agent.app, "GOOSE_MODEL", json!(model), false).map_err(setting_error)?;
     Ok(defaults(agent))
 }
 
 /// goose's ProviderInventoryEntryDto for each provider gosling has.
-fn providers(agent: &Agent, p: &Value) -> Value {
-    let only: Vec<&str> =
-        p.get("providerIds").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+fn providers(agent: &Agent, only: &[String]) -> Value {
     let entries: Vec<Value> = catalog::PROVIDERS
         .iter()
-        .filter(|c| only.is_empty() || only.contains(&c.name))
+        .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
         .map(|c| {
             let keys: Vec<Value> = c
                 .keys
@@ -271,8 +245,8 @@ fn providers(agent: &Agent, p: &Value) -> Value {
     json!({ "entries": entries })
 }
 
-fn provider_config(agent: &Agent, p: &Value) -> Reply {
-    let c = provider_id(p)?;
+fn provider_config(agent: &Agent, id: &str) -> Reply {
+    let c = provider(id)?;
     let fields: Vec<Value> = c
         .keys
         .iter()
@@ -292,15 +266,9 @@ fn change_status(agent: &Agent, c: &catalog::Provider) -> Value {
     })
 }
 
-fn save_provider_config(agent: &Agent, p: &Value) -> Reply {
-    let c = provider_id(p)?;
-    let fields = p
-        .get("fields")
-        .and_then(Value::as_array)
-        .ok_or_else(|| invalid_params("`fields` must be an array of {key, value}"))?;
-    for f in fields {
-        let key = str_param(f, "key")?;
-        let value = str_param(f, "value")?;
+fn save_provider_config(agent: &Agent, id: &str, fields: &[(String, String)]) -> Reply {
+    let c = provider(id)?;
+    for (key, value) in fields {
         let Some((_, _, secret, _)) = c.keys.iter().find(|k| k.0 == key) else {
             let known: Vec<&str> = c.keys.iter().map(|k| k.0).collect();
             return Err(invalid_params(format!(
@@ -314,18 +282,18 @@ fn save_provider_config(agent: &Agent, p: &Value) -> Reply {
     Ok(change_status(agent, c))
 }
 
-fn delete_provider_config(agent: &Agent, p: &Value) -> Reply {
-    let c = provider_id(p)?;
+fn delete_provider_config(agent: &Agent, id: &str) -> Reply {
+    let c = provider(id)?;
     for (key, _, secret, _) in c.keys {
         settings::remove(&agent.app, key, *secret).map_err(setting_error)?;
     }
     Ok(change_status(agent, c))
 }
 
-fn rename(agent: &Agent, p: &Value) -> Reply {
-    let sid = str_param(p, "sessionId")?;
-    let title = agent.app.rename_session(sid, str_param(p, "title")?).map_err(|e| agent_error(e, sid))?;
-    agent.conn.update(sid, &SessionUpdate::SessionInfo { title, updated_at: None, user_set_name: true });
+fn rename(agent: &Agent, sid: &str, title: &str) -> Reply {
+    let title = agent.app.rename_session(sid, title).map_err(|e| agent_error(e, sid))?;
+    let message_count = agent.app.session_meta(sid).ok().map(|s| s.message_count);
+    agent.conn.update(sid, &SessionUpdate::SessionInfo { title, updated_at: None, user_set_name: true, message_count });
     Ok(json!({}))
 }
 
@@ -346,9 +314,7 @@ fn config_extensions(agent: &Agent) -> Reply {
     Ok(json!({ "extensions": list, "warnings": warnings }))
 }
 
-fn add_config_extension(agent: &Agent, p: &Value) -> Reply {
-    let config = from_goose_extension(p.get("extension").unwrap_or(&Value::Null)).map_err(invalid_params)?;
-    let enabled = p.get("enabled").and_then(Value::as_bool).unwrap_or(false);
+fn add_config_extension(agent: &Agent, config: gosling_extensions::config::ExtensionConfig, enabled: bool) -> Reply {
     // The same rules as `/config/extensions` (`agent::config_ops`).
     let name = config.name().to_string();
     let saved = agent.app.save_config_extension(config, enabled).map_err(|e| match e {
@@ -361,10 +327,8 @@ fn add_config_extension(agent: &Agent, p: &Value) -> Reply {
     Ok(json!({}))
 }
 
-fn set_enabled(agent: &Agent, p: &Value) -> Reply {
-    let key = name_to_key(str_param(p, "configKey")?);
-    let enabled =
-        p.get("enabled").and_then(Value::as_bool).ok_or_else(|| invalid_params("`enabled` must be true or false"))?;
+fn set_enabled(agent: &Agent, key: &str, enabled: bool) -> Reply {
+    let key = name_to_key(key);
     agent.app.enable_config_extension(&key, enabled).map_err(|e| match e {
         e @ gosling_agent::Error::MissingSecrets { .. } => {
             invalid_params(format!("extension {key} cannot be enabled: {e}"))
@@ -374,10 +338,9 @@ fn set_enabled(agent: &Agent, p: &Value) -> Reply {
     Ok(json!({}))
 }
 
-fn tools(agent: &Agent, p: &Value) -> Reply {
-    let sid = str_param(p, "sessionId")?;
+fn tools(agent: &Agent, sid: &str, extension: Option<&str>) -> Reply {
     let rt = agent.app.runtime(sid).map_err(|e| agent_error(e, sid))?;
-    let filter = p.get("extensionName").and_then(Value::as_str).filter(|e| !e.is_empty()).map(runtime_key);
+    let filter = extension.map(runtime_key);
     let stored = permissions(agent);
     let default = agent.app.tool_permission_default(sid);
     let list: Vec<Value> = rt
@@ -404,15 +367,8 @@ fn permissions(agent: &Agent) -> Map<String, Value> {
     }
 }
 
-fn set_permissions(agent: &Agent, p: &Value) -> Reply {
-    let list = p
-        .get("toolPermissions")
-        .and_then(Value::as_array)
-        .ok_or_else(|| invalid_params("`toolPermissions` must be an array of {toolName, permission}"))?;
-    let levels = list
-        .iter()
-        .map(|e| Ok((str_param(e, "toolName")?.to_string(), Some(str_param(e, "permission")?.to_string()))))
-        .collect::<Result<Vec<_>, ErrorObject>>()?;
+fn set_permissions(agent: &Agent, levels: Vec<(String, String)>) -> Reply {
+    let levels: Vec<(String, Option<String>)> = levels.into_iter().map(|(tool, level)| (tool, Some(level))).collect();
     // The core's one atomic update (the rules and the merge are there, for every front end).
     settings::set_tool_permissions(&agent.app, &levels).map_err(|e| match e {
         gosling_agent::Error::BadPermission(why) => invalid_params(why),
@@ -429,12 +385,11 @@ fn preference_key(k: &Value) -> Result<&str, ErrorObject> {
         .ok_or_else(|| invalid_params(format!("unknown preference {k:?}; goose's are {}", PREFERENCES.join(", "))))
 }
 
-fn preferences(agent: &Agent, p: &Value) -> Reply {
-    let asked: Vec<&Value> = p.get("keys").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+fn preferences(agent: &Agent, asked: &[Value]) -> Reply {
     let keys: Vec<&str> = if asked.is_empty() {
         PREFERENCES.to_vec()
     } else {
-        asked.into_iter().map(preference_key).collect::<Result<_, _>>()?
+        asked.iter().map(preference_key).collect::<Result<_, _>>()?
     };
     let values: Vec<Value> = keys
         .iter()
@@ -443,13 +398,14 @@ fn preferences(agent: &Agent, p: &Value) -> Reply {
     Ok(json!({ "values": values }))
 }
 
-fn save_preferences(agent: &Agent, p: &Value) -> Reply {
-    for v in p.get("values").and_then(Value::as_array).into_iter().flatten() {
-        let key = preference_key(v.get("key").unwrap_or(&Value::Null))?;
+fn save_preferences(agent: &Agent, values: &[KeyValue]) -> Reply {
+    for v in values {
+        let asked = json!(v.key);
+        let key = preference_key(&asked)?;
         let name = format!("preferences.{key}");
-        match v.get("value") {
-            None | Some(Value::Null) => settings::remove(&agent.app, &name, false).map(|_| ()),
-            Some(value) => settings::upsert(&agent.app, &name, value.clone(), false),
+        match &v.value {
+            Value::Null => settings::remove(&agent.app, &name, false).map(|_| ()),
+            value => settings::upsert(&agent.app, &name, value.clone(), false),
         }
         .map_err(setting_error)?;
     }

@@ -6,10 +6,11 @@
 //! bytes in the static binary): a field is taken out of the params object only when it has the
 //! expected shape; what the client sent beyond what gosling reads stays in `extra` (nothing
 //! lost). A missing required field, or one of the wrong type, is an invalid-params error that
-//! names the field and what it must be. goose's own methods (`_goose/…`) keep their params
-//! whole here and are read by `goose.rs`.
+//! names the field and what it must be. goose's own methods (`_goose/…`) are read here too,
+//! once, into their types by `goose_params::GooseCall`.
 
 use crate::fs::FsCaps;
+use crate::goose_params::GooseCall;
 use crate::updates;
 use gosling_extensions::config::{ExtensionConfig, SSE_UNSUPPORTED};
 use gosling_store::message::Content;
@@ -41,6 +42,8 @@ pub enum Request {
     Authenticate(Authenticate),
     NewSession(NewSession),
     LoadSession(LoadSession),
+    /// `session/resume`: `session/load`'s params; opened without replaying the conversation.
+    ResumeSession(LoadSession),
     ListSessions(ListSessions),
     DeleteSession(SessionRef),
     CloseSession(SessionRef),
@@ -48,10 +51,11 @@ pub enum Request {
     SetMode(SetMode),
     SetConfigOption(SetConfigOption),
     Prompt(Prompt),
-    /// One of goose's own methods (`_goose/…`): its params whole, read by `goose.rs`.
+    /// One of goose's own methods (`_goose/…`), its params read into their type
+    /// (`goose_params::GooseCall`; `Unknown` for one gosling does not serve).
     Goose {
         method: String,
-        params: Value,
+        call: GooseCall,
     },
     /// A method gosling does not serve (answered with METHOD_NOT_FOUND by the dispatch).
     Unknown(String),
@@ -278,7 +282,7 @@ impl Initialized {
                 "loadSession": true,
                 "promptCapabilities": { "image": self.images, "audio": false, "embeddedContext": true },
                 "mcpCapabilities": { "http": true, "sse": false },
-                "sessionCapabilities": { "list": {}, "close": {}, "delete": {} },
+                "sessionCapabilities": { "list": {}, "close": {}, "delete": {}, "resume": {} },
                 "auth": {},
             },
             "agentInfo": { "name": "gosling", "title": "gosling", "version": self.version },
@@ -316,13 +320,15 @@ impl Request {
     /// Reads `params` once into `method`'s type.
     pub fn parse(method: &str, params: Option<Value>) -> Result<Request, ErrorObject> {
         if method.starts_with(GOOSE_METHODS) {
-            return Ok(Request::Goose { method: method.to_string(), params: params.unwrap_or(Value::Null) });
+            let call = GooseCall::read(method, &params.unwrap_or(Value::Null))?;
+            return Ok(Request::Goose { method: method.to_string(), call });
         }
         let known = [
             "initialize",
             "authenticate",
             "session/new",
             "session/load",
+            "session/resume",
             "session/list",
             "session/delete",
             "session/close",
@@ -345,6 +351,12 @@ impl Request {
                 extra: f.rest(),
             }),
             "session/load" => Request::LoadSession(LoadSession {
+                session_id: f.string("sessionId")?,
+                cwd: f.string("cwd")?,
+                mcp_servers: f.mcp_servers()?,
+                extra: f.rest(),
+            }),
+            "session/resume" => Request::ResumeSession(LoadSession {
                 session_id: f.string("sessionId")?,
                 cwd: f.string("cwd")?,
                 mcp_servers: f.mcp_servers()?,
@@ -737,6 +749,21 @@ mod tests {
     }
 
     #[test]
+    fn resume_session() {
+        // As the ACP SDK client and acpx send it (`additionalDirectories` is kept, not read).
+        let good = json!({ "sessionId": "s1", "cwd": "/w", "mcpServers": [], "additionalDirectories": ["/x"] });
+        let Request::ResumeSession(p) = parse("session/resume", good.clone()).unwrap() else { panic!() };
+        assert_eq!((p.session_id.as_str(), p.cwd.as_str(), p.mcp_servers.len()), ("s1", "/w", 0));
+        assert_eq!(p.extra, extra(json!({ "additionalDirectories": ["/x"] })));
+        let Request::ResumeSession(p) = parse("session/resume", json!({ "sessionId": "s1", "cwd": "/w" })).unwrap()
+        else {
+            panic!()
+        };
+        assert!(p.mcp_servers.is_empty());
+        requires("session/resume", good, &[("sessionId", "string"), ("cwd", "string")]);
+    }
+
+    #[test]
     fn fork_session() {
         let good = json!({ "sessionId": "s1", "cwd": "/w", "_meta": { "conversationBefore": 1700000000 } });
         let Request::ForkSession(p) = parse("session/fork", good.clone()).unwrap() else { panic!() };
@@ -850,13 +877,18 @@ mod tests {
     fn goose_and_unknown_methods() {
         let params = json!({ "sessionId": "s", "anything": [1] });
         assert_eq!(
-            parse("_goose/unstable/session/extensions", params.clone()).unwrap(),
-            Request::Goose { method: "_goose/unstable/session/extensions".into(), params },
-            "goose's params kept whole for goose.rs"
+            parse("_goose/unstable/session/extensions/list", params.clone()).unwrap(),
+            Request::Goose {
+                method: "_goose/unstable/session/extensions/list".into(),
+                call: GooseCall::ListSessionExtensions { session_id: "s".into() }
+            },
+            "goose's params read once into their type"
         );
+        let m = refusal("_goose/unstable/session/info", json!({}));
+        assert_eq!(m, "missing the string parameter `sessionId`");
         assert_eq!(
             Request::parse("_goose/x", None).unwrap(),
-            Request::Goose { method: "_goose/x".into(), params: Value::Null }
+            Request::Goose { method: "_goose/x".into(), call: GooseCall::Unknown }
         );
         // An unknown method is not an invalid-params error, whatever its params.
         assert_eq!(parse("session/stop", json!(3)).unwrap(), Request::Unknown("session/stop".into()));

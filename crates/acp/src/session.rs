@@ -60,7 +60,7 @@ const EVENT_QUEUE: usize = 256;
 /// answers with what it found.
 const SEARCH_BUDGET: Duration = Duration::from_millis(80);
 
-const METHODS: &str = "initialize, authenticate, session/new, session/load, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
+const METHODS: &str = "initialize, authenticate, session/new, session/load, session/resume, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
 
 /// A prompt in flight: dropping `cancel` stops the turn.
 struct Running {
@@ -94,14 +94,10 @@ pub struct Agent {
 }
 
 /// The answerer of goose's own methods (`goose::call`).
-pub type GooseMethods = fn(&Arc<Agent>, &str, &Value) -> Reply;
+pub type GooseMethods = fn(&Arc<Agent>, &str, crate::goose_params::GooseCall) -> Reply;
 
 pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(INTERNAL_ERROR, format!("acp: the session store failed: {e}"))
-}
-
-pub(crate) fn str_param<'a>(p: &'a Value, k: &str) -> Result<&'a str, ErrorObject> {
-    p.get(k).and_then(Value::as_str).ok_or_else(|| invalid_params(format!("missing the string parameter `{k}`")))
 }
 
 pub(crate) fn session_not_found(id: &str) -> ErrorObject {
@@ -127,7 +123,9 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
         | E::BadPermission(_)
         | E::UnknownProvider(_)
         | E::NoModel
-        | E::NotConfigured(_)) => invalid_params(e.to_string()),
+        | E::NotConfigured(_)
+        | E::BadWorkingDir(_)
+        | E::BadImport(_)) => invalid_params(e.to_string()),
         // The session is answering a prompt sent through the HTTP API meanwhile.
         e @ (E::Busy(_) | E::RequestActive) => ErrorObject::new(INVALID_REQUEST, e.to_string()),
         E::Steer(why) => invalid_params(why),
@@ -201,6 +199,14 @@ fn take_slot(req: &Incoming<'_>) -> Result<Responder<Wire>, ErrorObject> {
 }
 
 /// Answers `req` from a thread of its own with what `f` returns.
+/// The commands an editor may offer in gosling's sessions (`available_commands_update`): none.
+/// gosling runs no slash commands (it has no recipes, skills or compaction commands, and its
+/// extensions' prompts are not commands); a message starting with `/` goes to the model as
+/// written, so announcing one would promise what does not happen.
+fn commands() -> Vec<Value> {
+    Vec::new()
+}
+
 fn later(req: &Incoming<'_>, f: impl FnOnce() -> Reply + Send + 'static) -> peer::Answer {
     match take_slot(req) {
         Ok(responder) => run_later(responder, f, || ()),
@@ -223,6 +229,64 @@ fn run_later(
     match std::thread::Builder::new().name("acp-request".into()).spawn(run) {
         Ok(_) => peer::Answer::Later,
         Err(e) => peer::Answer::Now(Err(ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}")))),
+    }
+}
+
+/// Each model call of a turn, as the turn's events show it: a call ends when the tokens the
+/// events carry grow (the turn adds each call's usage as it completes); its message is the
+/// assistant message it wrote; it started when the turn's previous step ended (the prompt,
+/// the tool results, the previous call). Measured here, at the edge that sends it.
+struct CallClock {
+    started: std::time::Instant,
+    first: Option<std::time::Instant>,
+    message: Option<String>,
+    seen: (i64, i64),
+}
+
+impl CallClock {
+    fn new() -> CallClock {
+        CallClock { started: std::time::Instant::now(), first: None, message: None, seen: (0, 0) }
+    }
+
+    /// Takes one event (its message, if any, and tokens); the usage of the call that just
+    /// ended, when one did.
+    fn see(
+        &mut self,
+        message: Option<&gosling_store::message::Message>,
+        tokens: &gosling_agent::messages::Tokens,
+    ) -> Option<su::MessageUsage> {
+        use gosling_store::message::Role;
+        let now = std::time::Instant::now();
+        let assistant = message.filter(|m| m.role == Role::Assistant).and_then(|m| m.id.clone());
+        let mut ended = None;
+        if (tokens.acc_input, tokens.acc_output) != self.seen {
+            self.seen = (tokens.acc_input, tokens.acc_output);
+            let ms = |t: std::time::Instant| t.saturating_duration_since(self.started).as_millis() as u64;
+            ended = self.message.take().or(assistant.clone()).map(|message_id| su::MessageUsage {
+                message_id,
+                input: tokens.input,
+                output: tokens.output,
+                elapsed_ms: ms(now),
+                first_token_ms: self.first.map(ms),
+            });
+            (self.started, self.first) = (now, None);
+        }
+        match (message, assistant) {
+            // A text chunk of the call under way.
+            (Some(m), Some(id)) if ended.is_none() => {
+                let text = m.content.iter().any(|c| matches!(c, gosling_store::message::Content::Text(_)));
+                if text && self.first.is_none() {
+                    self.first = Some(now);
+                }
+                self.message.get_or_insert(id);
+            }
+            // The tools' results (or a steered message): the next call starts now.
+            (Some(m), None) if m.role == Role::User => {
+                (self.started, self.first, self.message) = (now, None, None);
+            }
+            _ => {}
+        }
+        ended
     }
 }
 
@@ -256,22 +320,26 @@ impl Agent {
             Request::DeleteSession(p) => self.delete(&p),
             Request::CloseSession(p) => self.close(&p),
             Request::SetConfigOption(p) => self.set_config_option(&p),
-            Request::Goose { method, params } => {
+            Request::Goose { method, call } => {
                 // Some start extensions or wait for them.
                 let (me, goose) = (self.clone(), self.goose);
-                return later(&req, move || goose(&me, &method, &params));
+                return later(&req, move || goose(&me, &method, call));
             }
             Request::NewSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.new_session(p).map(|r| r.to_value()));
+                return self.open_later(&req, None, move || me.new_session(p));
             }
             Request::LoadSession(p) => {
-                let me = self.clone();
-                return later(&req, move || me.load(p).map(|r| r.to_value()));
+                let (me, sid) = (self.clone(), p.session_id.clone());
+                return self.open_later(&req, Some(sid), move || me.load(p, true));
+            }
+            Request::ResumeSession(p) => {
+                let (me, sid) = (self.clone(), p.session_id.clone());
+                return self.open_later(&req, Some(sid), move || me.load(p, false));
             }
             Request::ForkSession(p) => {
                 let me = self.clone();
-                return later(&req, move || me.fork(p).map(|r| r.to_value()));
+                return self.open_later(&req, None, move || me.fork(p));
             }
             Request::Prompt(p) => {
                 lock(&self.prompted).insert(p.session_id.clone());
@@ -573,10 +641,19 @@ impl Agent {
         }
         let effort = s.extra.get(THINKING_EFFORT).and_then(Value::as_str).unwrap_or("off").to_string();
         let efforts: Vec<Value> = EFFORTS.iter().map(|e| json!({ "value": e, "name": e })).collect();
+        // The session's mode as a config option too (goose offers both): the modes, described.
+        let modes = self.modes(s.goose_mode.as_deref());
+        let mode_options: Vec<Value> = modes["availableModes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| json!({ "value": m["id"], "name": m["name"], "description": m["description"] }))
+            .collect();
         json!([
             { "id": "provider", "name": "Provider", "type": "select", "currentValue": provider.unwrap_or_default(), "options": providers },
+            { "id": "mode", "name": "Mode", "description": "When gosling asks before it runs a tool", "category": "mode", "type": "select", "currentValue": modes["currentModeId"], "options": mode_options },
             { "id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": model.unwrap_or_default(), "options": models },
-            { "id": "thinking_effort", "name": "Thinking effort", "category": "thought_level", "type": "select", "currentValue": effort, "options": efforts },
+            { "id": "thinking_effort", "name": "Thinking effort", "description": "How hard a model that reasons thinks before it answers (off: it is not asked to)", "category": "thought_level", "type": "select", "currentValue": effort, "options": efforts },
         ])
     }
 
@@ -594,6 +671,10 @@ impl Agent {
                 let choice = ModelChoice { model: Some(value), ..Default::default() };
                 self.app.set_model(sid, choice).map_err(|e| agent_error(e, sid))?;
             }
+            "mode" => {
+                self.app.set_mode(sid, &value).map_err(|e| agent_error(e, sid))?;
+                self.conn.update(sid, &SessionUpdate::CurrentMode { mode_id: value });
+            }
             "thinking_effort" if EFFORTS.contains(&value.as_str()) => {
                 self.app.set_session_value(sid, THINKING_EFFORT, json!(value)).map_err(|e| agent_error(e, sid))?;
             }
@@ -604,7 +685,7 @@ impl Agent {
             }
             other => {
                 return Err(invalid_params(format!(
-                    "unknown config option {other:?}; gosling has provider, model and thinking_effort"
+                    "unknown config option {other:?}; gosling has provider, mode, model and thinking_effort"
                 )))
             }
         }
@@ -672,7 +753,38 @@ impl Agent {
 
     /// `session/load`: the stored session opened here (its extension set as the person left it,
     /// less what the config took back, plus the editor's `mcpServers`), its conversation replayed.
-    fn load(&self, p: acp::LoadSession) -> Result<SessionOpened, ErrorObject> {
+    /// Answers a request that opens a session (new, load, resume, fork) from a thread of its
+    /// own; once the answer is out (the client knows the session), the session's commands
+    /// follow as `available_commands_update`, as goose 1.5x sends them. `sid`: the session
+    /// asked for, when the answer does not name it.
+    fn open_later(
+        self: &Arc<Self>,
+        req: &Incoming<'_>,
+        sid: Option<String>,
+        f: impl FnOnce() -> Result<SessionOpened, ErrorObject> + Send + 'static,
+    ) -> peer::Answer {
+        let responder = match take_slot(req) {
+            Ok(r) => r,
+            Err(e) => return peer::Answer::Now(Err(e)),
+        };
+        let opened: Arc<Mutex<Option<String>>> = Arc::default();
+        let (me, seen) = (self.clone(), opened.clone());
+        let answer = move || {
+            let r = f()?;
+            *lock(&seen) = r.forked.clone().or_else(|| r.session_id.clone()).or(sid);
+            Ok(r.to_value())
+        };
+        let then = move || {
+            if let Some(sid) = lock(&opened).take() {
+                me.conn.update(&sid, &SessionUpdate::AvailableCommands(commands()));
+            }
+        };
+        run_later(responder, answer, then)
+    }
+
+    /// `session/load` (`replay`: the conversation is sent as updates) and `session/resume`
+    /// (ACP: opened without them).
+    fn load(&self, p: acp::LoadSession, replay: bool) -> Result<SessionOpened, ErrorObject> {
         let sid = p.session_id.as_str();
         let cwd = Self::cwd(&p.cwd)?;
         let client = self.client_servers(p.mcp_servers)?;
@@ -684,10 +796,12 @@ impl Agent {
         })?;
         let session = opened.session;
         let results = self.opened(sid, &cwd, &opened.results);
-        for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-            self.conn.update(sid, &u);
+        if replay {
+            for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
+                self.conn.update(sid, &u);
+            }
         }
-        log::info!("acp: session {sid} loaded in {cwd}");
+        log::info!("acp: session {sid} {} in {cwd}", if replay { "loaded" } else { "resumed" });
         Ok(SessionOpened {
             session_id: None,
             modes: self.modes(session.goose_mode.as_deref()),
@@ -709,7 +823,7 @@ impl Agent {
         let new = gosling_agent::history::fork(&self.app, sid, p.conversation_before, &cwd)
             .map_err(|e| agent_error(e, sid))?;
         let load = acp::LoadSession { session_id: new.id.clone(), cwd, mcp_servers: p.mcp_servers, extra: p.extra };
-        let mut answer = self.load(load)?;
+        let mut answer = self.load(load, true)?;
         answer.forked = Some(new.id.clone());
         // goose adds the new session's listing `_meta` (messageCount, createdAt, …).
         if let Value::Object(info) = &crate::shapes::session_info(&new)["_meta"] {
@@ -770,20 +884,22 @@ impl Agent {
         self.conn.update(sid, &updates::active_run(Some(turn.run_id())));
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
-        let announce = |conn: &Conn, sid: &str, title: &str, updated: &str| {
+        // With the messages the session holds then (goose's `_meta.messageCount`).
+        let announce = |app: &Host, conn: &Conn, sid: &str, title: &str, updated: &str| {
             let info = SessionUpdate::SessionInfo {
                 title: title.to_string(),
                 updated_at: Some(updated.to_string()),
                 user_set_name: false,
+                message_count: app.session_meta(sid).ok().map(|s| s.message_count),
             };
             conn.update(sid, &info);
         };
         if let Some((title, updated)) = &turn.titled {
-            announce(&self.conn, sid, title, updated);
+            announce(&self.app, &self.conn, sid, title, updated);
             // The model's title names the exchange: the editor hears of it after the answer.
-            let (conn, sid, gate) = (self.conn.clone(), sid.to_string(), after_answer.clone());
+            let (app, conn, sid, gate) = (self.app.clone(), self.conn.clone(), sid.to_string(), after_answer.clone());
             turn.on_model_title = Some(Box::new(move |title, updated| {
-                gate.then(Box::new(move || announce(&conn, &sid, &title, &updated)))
+                gate.then(Box::new(move || announce(&app, &conn, &sid, &title, &updated)))
             }));
         }
         let first_status = match turn.mode {
@@ -828,6 +944,7 @@ impl Agent {
         let mut cancelled_at = None;
         // The turn's tokens, for the answer's `usage` (none yet: zero).
         let mut used = TurnUsage::default();
+        let mut clock = CallClock::new();
         loop {
             if asked.is_cancelled() && !cancelled.load(Ordering::SeqCst) {
                 self.cancel_prompt(sid);
@@ -852,7 +969,10 @@ impl Agent {
                 break;
             }
             match ev {
-                Event::Message { message, .. } => {
+                Event::Message { message, tokens } => {
+                    if let Some(u) = clock.see(Some(&message), &tokens) {
+                        self.message_usage(sid, u);
+                    }
                     for l in updates::live(&message, first_status, &open.cwd) {
                         match l {
                             Live::Update(u) => {
@@ -892,6 +1012,9 @@ impl Agent {
                 }
                 Event::Error(e) => error = Some(e),
                 Event::Finish(tokens) => {
+                    if let Some(u) = clock.see(None, &tokens) {
+                        self.message_usage(sid, u);
+                    }
                     used = TurnUsage::from(&tokens);
                     self.usage_update(sid, Some(&tokens));
                 }
@@ -918,6 +1041,15 @@ impl Agent {
                 INTERNAL_ERROR,
                 e.unwrap_or_else(|| "the turn failed without saying why; see the agent's stderr".into()),
             )),
+        }
+    }
+
+    /// One model call's usage (goose's `message_usage`), for clients that declared
+    /// `customNotifications`.
+    fn message_usage(&self, sid: &str, u: su::MessageUsage) {
+        if self.custom_notifications.load(Ordering::SeqCst) {
+            let update = SessionUpdate::MessageUsage(u).to_value();
+            self.conn.notify("_goose/unstable/session/update", json!({ "sessionId": sid, "update": update }));
         }
     }
 

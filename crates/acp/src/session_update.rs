@@ -24,15 +24,31 @@ pub enum SessionUpdate {
     CurrentMode { mode_id: String },
     /// `config_option_update`: the session's config options (ACP's SessionConfigOption list).
     ConfigOptions(Value),
-    /// `session_info_update`: the session's title.
-    SessionInfo { title: String, updated_at: Option<String>, user_set_name: bool },
+    /// `session_info_update`: the session's title (and goose's `_meta.messageCount`, the
+    /// messages it holds then).
+    SessionInfo { title: String, updated_at: Option<String>, user_set_name: bool, message_count: Option<u64> },
     /// goose's `usage_update` (sent as `_goose/unstable/session/update`): the token meter.
     Usage { used: u64, context_limit: u64, accumulated_input: u64, accumulated_output: u64 },
     /// ACP's standard `usage_update`: `used` tokens of the model's context window (`size`).
     ContextUsage { used: u64, size: u64 },
+    /// goose's `message_usage` (sent as `_goose/unstable/session/update`): one model call's
+    /// tokens and timing, on the assistant message it wrote.
+    MessageUsage(MessageUsage),
     /// goose's `session_info_update` naming the turn running now (`_meta.goose.activeRunId`),
     /// which Desktop steers into; `None` when it ended.
     ActiveRun(Option<String>),
+}
+
+/// One model call's usage (`message_usage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageUsage {
+    pub message_id: String,
+    pub input: i64,
+    pub output: i64,
+    /// From the call's start (as the turn's events show it) to its tokens.
+    pub elapsed_ms: u64,
+    /// From the call's start to its first streamed text, when it streamed any.
+    pub first_token_ms: Option<u64>,
 }
 
 /// Who speaks in a chunk.
@@ -145,6 +161,7 @@ impl SessionUpdate {
             SessionUpdate::SessionInfo { .. } => "session_info_update",
             SessionUpdate::Usage { .. } | SessionUpdate::ContextUsage { .. } => "usage_update",
             SessionUpdate::ActiveRun(_) => "session_info_update",
+            SessionUpdate::MessageUsage(_) => "message_usage",
         }
     }
 
@@ -192,12 +209,16 @@ impl SessionUpdate {
             SessionUpdate::AvailableCommands(c) => put(m, "availableCommands", c.clone()),
             SessionUpdate::CurrentMode { mode_id } => put(m, "currentModeId", mode_id.as_str()),
             SessionUpdate::ConfigOptions(o) => put(m, "configOptions", o.clone()),
-            SessionUpdate::SessionInfo { title, updated_at, user_set_name } => {
+            SessionUpdate::SessionInfo { title, updated_at, user_set_name, message_count } => {
                 put(m, "title", title.as_str());
                 if let Some(u) = updated_at {
                     put(m, "updatedAt", u.as_str());
                 }
-                put(m, "_meta", json!({ "userSetName": user_set_name }));
+                let mut meta = json!({ "userSetName": user_set_name });
+                if let Some(n) = message_count {
+                    meta["messageCount"] = json!(n);
+                }
+                put(m, "_meta", meta);
             }
             SessionUpdate::Usage { used, context_limit, accumulated_input, accumulated_output } => {
                 put(m, "used", *used);
@@ -210,6 +231,15 @@ impl SessionUpdate {
                 put(m, "size", *size);
             }
             SessionUpdate::ActiveRun(run) => put(m, "_meta", json!({ "goose": { "activeRunId": run } })),
+            SessionUpdate::MessageUsage(u) => {
+                put(m, "messageId", u.message_id.as_str());
+                let mut usage = json!({ "inputTokens": u.input, "outputTokens": u.output,
+                    "totalTokens": u.input + u.output, "elapsedMs": u.elapsed_ms, "isCompaction": false });
+                if let Some(f) = u.first_token_ms {
+                    usage["timeToFirstTokenMs"] = json!(f);
+                }
+                put(m, "usage", usage);
+            }
         }
     }
 }
@@ -297,14 +327,24 @@ mod tests {
             plan.to_value(),
             json!({ "sessionUpdate": "plan", "entries": [{ "content": "test", "priority": "medium", "status": "pending" }] })
         );
-        let info = SessionUpdate::SessionInfo { title: "T".into(), updated_at: None, user_set_name: true };
+        let info = SessionUpdate::SessionInfo {
+            title: "T".into(),
+            updated_at: None,
+            user_set_name: true,
+            message_count: None,
+        };
         assert_eq!(
             info.to_value().to_string(),
             r#"{"sessionUpdate":"session_info_update","title":"T","_meta":{"userSetName":true}}"#
         );
-        let info =
-            SessionUpdate::SessionInfo { title: "T".into(), updated_at: Some("now".into()), user_set_name: false };
+        let info = SessionUpdate::SessionInfo {
+            title: "T".into(),
+            updated_at: Some("now".into()),
+            user_set_name: false,
+            message_count: Some(3),
+        };
         assert_eq!(info.to_value()["updatedAt"], "now");
+        assert_eq!(info.to_value()["_meta"], json!({ "userSetName": false, "messageCount": 3 }));
         let usage = SessionUpdate::Usage { used: 3, context_limit: 10, accumulated_input: 1, accumulated_output: 2 };
         assert_eq!(
             usage.to_value().to_string(),
@@ -322,5 +362,21 @@ mod tests {
             SessionUpdate::AvailableCommands(vec![]).to_value(),
             json!({ "sessionUpdate": "available_commands_update", "availableCommands": [] })
         );
+        let usage = |first| {
+            SessionUpdate::MessageUsage(MessageUsage {
+                message_id: "m1".into(),
+                input: 100,
+                output: 10,
+                elapsed_ms: 8,
+                first_token_ms: first,
+            })
+            .to_value()
+        };
+        assert_eq!(
+            usage(Some(3)),
+            json!({ "sessionUpdate": "message_usage", "messageId": "m1", "usage": { "inputTokens": 100,
+                "outputTokens": 10, "totalTokens": 110, "elapsedMs": 8, "timeToFirstTokenMs": 3, "isCompaction": false } })
+        );
+        assert!(usage(None)["usage"].get("timeToFirstTokenMs").is_none());
     }
 }

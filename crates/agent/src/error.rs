@@ -50,6 +50,11 @@ pub enum Error {
     /// A tool permission with an empty or too long tool name, or a level other than goose's
     /// three (the message says which).
     BadPermission(String),
+    /// A working dir that is not an existing absolute directory (the message says which).
+    BadWorkingDir(String),
+    /// An import that is too large, not an exported session, or from a source gosling does
+    /// not read (the message says what to send).
+    BadImport(String),
 }
 
 impl fmt::Display for Error {
@@ -76,6 +81,7 @@ impl fmt::Display for Error {
                 write!(f, "unknown mode {m:?}; {m:?} is not a mode gosling knows: use auto, approve, smart_approve or chat")
             }
             Error::BadName(why) | Error::BadPermission(why) => f.write_str(why),
+            Error::BadWorkingDir(why) | Error::BadImport(why) => f.write_str(why),
             Error::UnknownProvider(p) => {
                 write!(f, "provider {p:?} is not supported by gosling; use openai, anthropic or ollama")
             }
@@ -110,7 +116,9 @@ impl std::error::Error for Error {
             | Error::BadPermission(_)
             | Error::UnknownProvider(_)
             | Error::NoModel
-            | Error::NotConfigured(_) => None,
+            | Error::NotConfigured(_)
+            | Error::BadWorkingDir(_)
+            | Error::BadImport(_) => None,
         }
     }
 }

@@ -229,6 +229,14 @@ impl ActiveExtension {
         }
     }
 
+    /// Why the extension is restarting, while it is (its process ended); `None` while it runs.
+    pub fn restarting(&self) -> Option<String> {
+        match &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
+            Backend::Restarting(why) => Some(why.clone()),
+            Backend::Mcp(_) | Backend::Frontend => None,
+        }
+    }
+
     fn restartable(&self) -> bool {
         matches!(self.config.kind, Kind::Stdio { .. } | Kind::Builtin { .. } | Kind::InlinePython { .. })
     }
@@ -285,6 +293,8 @@ pub struct SessionRuntime {
     /// Background load started by `/agent/start`, collected by the first one who needs it.
     pending: Mutex<Option<thread::JoinHandle<Vec<LoadResult>>>>,
     last_results: Mutex<Option<Vec<LoadResult>>>,
+    /// The extensions whose last start failed, with the error (kept for reports).
+    failed: Mutex<BTreeMap<String, String>>,
     delegate: RwLock<Option<ToolDelegate>>,
     /// When the session last used its extensions (see `touch`).
     last_used: Mutex<Instant>,
@@ -319,6 +329,7 @@ impl SessionRuntime {
             deps,
             pending: Mutex::new(None),
             last_results: Mutex::new(None),
+            failed: Mutex::new(BTreeMap::new()),
             delegate: RwLock::new(None),
             last_used: Mutex::new(Instant::now()),
             in_use: std::sync::atomic::AtomicUsize::new(0),
@@ -391,6 +402,17 @@ impl SessionRuntime {
         self.working_dir.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Sets the dir the session's extensions start in from their next start (a restart after a
+    /// crash, after an idle stop, or one added); the running ones keep the dir they started in.
+    pub fn set_working_dir(&self, dir: PathBuf) {
+        *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir;
+    }
+
+    /// The extensions whose last start failed (by name), with the error.
+    pub fn failures(&self) -> BTreeMap<String, String> {
+        lock(&self.failed).clone()
+    }
+
     /// Starts loading `configs` in the background (goose's `/agent/start`).
     pub fn load_in_background(self: &Arc<Self>, configs: Vec<ExtensionConfig>) {
         let me = self.clone();
@@ -445,9 +467,13 @@ impl SessionRuntime {
                     Err(e) => Err(Error::Thread(e)),
                 };
                 match r {
-                    Ok(()) => LoadResult { name, success: true, error: None },
+                    Ok(()) => {
+                        lock(&self.failed).remove(&name);
+                        LoadResult { name, success: true, error: None }
+                    }
                     Err(e) => {
                         log::warn!("session {}: extension {name} failed to start: {e}", self.session_id);
+                        lock(&self.failed).insert(name.clone(), e.to_string());
                         LoadResult { name, success: false, error: Some(e.to_string()) }
                     }
                 }

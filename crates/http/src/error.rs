@@ -93,7 +93,9 @@ impl From<gosling_agent::Error> for ApiError {
             | E::BadName(_)
             | E::BadPermission(_)
             | E::UnknownProvider(_)
-            | E::NoModel => ApiError::bad_request(e.to_string()),
+            | E::NoModel
+            | E::BadWorkingDir(_)
+            | E::BadImport(_) => ApiError::bad_request(e.to_string()),
             E::Busy(_) | E::RequestActive => ApiError::bad_request(e.to_string()),
             // A steer for a run that has ended: the client sends a new message instead.
             E::Steer(_) => ApiError::new(409, e.to_string()),
