@@ -35,6 +35,19 @@ fn no_secret_reaches_the_log_at_trace_level() {
     let events = crate::reply::ReplyStream::open(&s, &id, crate::reply::user_text("use the tool")).all();
     assert_eq!(events.last().unwrap()["type"], "Finish", "{events:?}");
     assert!(llm.requests()[0].header("authorization").is_some_and(|h| h.contains(PROVIDER_KEY)), "the key was used");
+    // An extension that prints the values it was given and fails to start: its stderr reaches
+    // the log and the error with each of them blotted out.
+    let leaky = work.path().join("leaky.py");
+    std::fs::write(
+        &leaky,
+        "import os, sys\nsys.stderr.write('given ' + os.environ['FAKE_ENV'] + ' ' + os.environ['FAKE_TOKEN'] + '\\n')\nsys.exit(3)\n",
+    )
+    .unwrap();
+    let leaky = json!({"type":"stdio","name":"leaky","description":"","cmd":"python3","args":[leaky],"envs":{"FAKE_ENV":ENV_VALUE},"env_keys":["FAKE_TOKEN"],"timeout":30});
+    let added = s.post("/agent/add_extension", json!({"session_id": id, "config": leaky}));
+    let said = added.text();
+    assert!(said.contains("given [secret] [secret]"), "the extension's words, values blotted out: {said}");
+    assert!(!said.contains(ENV_VALUE) && !said.contains(STORED_SECRET), "a value in the error: {said}");
     assert_eq!(s.get("/config").status, 200);
     // The whole log: stop the server (its stderr goes straight to the file, unbuffered).
     let log_path = s.stderr_path.clone();

@@ -434,8 +434,13 @@ pub(crate) enum Failed {
 pub(crate) fn run(open: &crate::Opener, a: &Args) -> Result<String, Failed> {
     let connected = match &a.target {
         Target::Stdio(cmd) => {
-            let spec =
-                StdioSpec { cmd: cmd[0].clone(), args: cmd[1..].to_vec(), env: a.env.clone(), ..Default::default() };
+            let spec = StdioSpec {
+                cmd: cmd[0].clone(),
+                args: cmd[1..].to_vec(),
+                env: a.env.clone(),
+                redact: a.env.iter().map(|(_, v)| v.clone()).collect(),
+                ..Default::default()
+            };
             gosling_mcp::connect_stdio(&spec, options(a))
         }
         Target::Url(url) => {

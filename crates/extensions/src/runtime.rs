@@ -611,6 +611,9 @@ impl SessionRuntime {
                 let args = crate::policy::check_launch(cmd, args, &work).map_err(Error::invalid_config)?;
                 let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
                 let mut env = self.resolve_env(config)?;
+                // The extension's own values (its `envs`, its secrets) never reach a log line
+                // or an error through what it prints.
+                let redact = env.values().cloned().collect();
                 if cwd.is_some() {
                     // The working dir, even for a launcher started in the home dir.
                     env.insert("GOOSE_WORKING_DIR".into(), work.display().to_string());
@@ -634,6 +637,7 @@ impl SessionRuntime {
                     env: env.into_iter().collect(),
                     cwd: cwd.map(|_| crate::policy::launch_dir(cmd, &work, home.as_deref())),
                     container: container_for(config),
+                    redact,
                     ..Default::default()
                 }
             }

@@ -59,6 +59,10 @@ pub struct StdioSpec {
     pub ladder_wait: Option<Duration>,
     /// How long a send waits for room in stdin; default `GOSLING_STDIN_STALL_MS`, else 30 s.
     pub stdin_stall: Option<Duration>,
+    /// Values the child was given that are never shown: its stderr, logged and kept for error
+    /// messages, has each replaced by `[secret]` (a server that prints its token on a failed
+    /// start must not put it in gosling's log or an answer).
+    pub redact: Vec<String>,
 }
 
 /// The variables of ours a child starts with (everything else is left out; the extension's
@@ -184,9 +188,13 @@ impl StdioTransport {
         let name = extension.to_string();
         let stderr_done = {
             let (name, tail) = (name.clone(), stderr.clone());
+            // Longest first, so a secret that holds another is replaced whole; a value of a few
+            // characters would blot out ordinary words.
+            let mut redact: Vec<String> = spec.redact.iter().filter(|v| v.len() >= 4).cloned().collect();
+            redact.sort_by_key(|v| std::cmp::Reverse(v.len()));
             thread::Builder::new()
                 .name(format!("mcp-stderr-{name}"))
-                .spawn(move || drain_stderr(&name, stderr_pipe, &tail))
+                .spawn(move || drain_stderr(&name, stderr_pipe, &tail, &redact))
                 .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))?
         };
         let weak = Arc::downgrade(&t);
@@ -284,7 +292,7 @@ impl StdioTransport {
     }
 }
 
-fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
+fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>, redact: &[String]) {
     let mut r = BufReader::new(pipe);
     let mut line = Vec::new();
     loop {
@@ -293,6 +301,9 @@ fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
         match r.by_ref().take(64 << 10).read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                if !redact.is_empty() {
+                    line = redacted(&line, redact);
+                }
                 log::debug!(target: "mcp::stderr", "{name}: {}", String::from_utf8_lossy(&line).trim_end());
                 let mut t = lock(tail);
                 t.extend(line.iter());
@@ -302,6 +313,12 @@ fn drain_stderr(name: &str, pipe: impl Read, tail: &Mutex<VecDeque<u8>>) {
             }
         }
     }
+}
+
+/// `line` with every value of `redact` replaced by `[secret]`.
+fn redacted(line: &[u8], redact: &[String]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(line);
+    redact.iter().fold(text.into_owned(), |t, v| t.replace(v.as_str(), "[secret]")).into_bytes()
 }
 
 /// The child's stdout, read by one thread at a time: a caller that leads, else the reader
