@@ -7,8 +7,11 @@
 use crate::host::Host;
 use crate::messages::Tokens;
 use crate::Error;
-use gosling_store::sessions::Session;
+use gosling_store::sessions::{Session, SessionStore};
+use gosling_util::lock;
 use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The provider and model a session runs with.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,14 +151,114 @@ pub fn images(host: &Host, id: &str) -> Result<(), String> {
     }
 }
 
-/// Session `id`'s context meter (`meter_of`).
+/// Session `id`'s context meter (`meter_of`): the store's counts, or what the writes still
+/// queued (`record`) will make them — the meter of a turn that just ended waits for no disk.
 pub fn meter(host: &Host, id: &str, last: Option<&Tokens>) -> Result<Meter, Error> {
-    // A turn that just ended writes its counts on the writer thread (`later`): read after them.
-    if last.is_some() && !crate::later::flush(std::time::Duration::from_secs(2)) {
-        log::warn!("usage: the token counts of session {id} are not written yet; the meter may lag a turn");
-    }
-    let s = host.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.to_string()))?;
+    let mut s =
+        host.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.to_string()))?;
+    with_queued(&host.sessions, &mut s);
     Ok(meter_of(&|k| host.setting(k), &s, last))
+}
+
+/// Session `s` as read from the store, with the token counts of the writes still queued for
+/// it (`record`): what this process's readers see the moment a turn has ended.
+pub fn with_queued(sessions: &SessionStore, s: &mut Session) {
+    if let Some(q) = lock(queued()).get(&(sessions.dir().to_path_buf(), s.id.clone())) {
+        q.counts.put(s);
+    }
+}
+
+/// A session's token counts (goose's fields of `Session`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Counts {
+    /// The last model call's (`input_tokens`, `output_tokens`); `None`: none recorded.
+    last: Option<(i64, i64)>,
+    acc_input: i64,
+    acc_output: i64,
+}
+
+impl Counts {
+    fn of(s: &Session) -> Counts {
+        Counts {
+            last: s.input_tokens.zip(s.output_tokens),
+            acc_input: s.accumulated_input_tokens.unwrap_or(0),
+            acc_output: s.accumulated_output_tokens.unwrap_or(0),
+        }
+    }
+
+    /// These counts after turn `t` (one that stopped before the model answered keeps the
+    /// last call's).
+    fn after(self, t: &Tokens) -> Counts {
+        Counts {
+            last: if t.input + t.output > 0 { Some((t.input, t.output)) } else { self.last },
+            acc_input: self.acc_input + t.acc_input,
+            acc_output: self.acc_output + t.acc_output,
+        }
+    }
+
+    fn put(&self, s: &mut Session) {
+        if let Some((i, o)) = self.last {
+            (s.input_tokens, s.output_tokens, s.total_tokens) = (Some(i), Some(o), Some(i + o));
+        }
+        s.accumulated_input_tokens = Some(self.acc_input);
+        s.accumulated_output_tokens = Some(self.acc_output);
+        s.accumulated_total_tokens = Some(self.acc_input + self.acc_output);
+    }
+}
+
+/// Token counts written on the session writer and not yet on disk, per (state dir, session):
+/// the counts the session will have once they are, and how many writes are still queued.
+struct Queued {
+    counts: Counts,
+    writes: usize,
+}
+
+type QueuedKey = (std::path::PathBuf, String);
+
+fn queued() -> &'static Mutex<HashMap<QueuedKey, Queued>> {
+    static QUEUED: OnceLock<Mutex<HashMap<QueuedKey, Queued>>> = OnceLock::new();
+    QUEUED.get_or_init(Default::default)
+}
+
+/// Adds turn `t`'s tokens to session `id`'s counts: written to its metadata on the session
+/// writer (`crate::later`), after the turn has answered and without keeping the session's
+/// lock through the fsyncs (`update_meta_optimistic`), so neither the answer nor the next
+/// turn waits for the disk; `meter` reads them at once. Each write adds its turn's tokens to
+/// what the metadata holds then, so turns of other processes in the same session are summed
+/// too. A power loss can lose the counts of the last turns, never a message.
+pub fn record(sessions: &Arc<SessionStore>, id: &str, t: Tokens) {
+    let key = (sessions.dir().to_path_buf(), id.to_string());
+    // With no write queued, the store's counts are the base, read without holding the map:
+    // only the session's turn (one at a time) adds its entry, the writer only removes it.
+    let mut stored = None;
+    loop {
+        let mut q = lock(queued());
+        if let Some(e) = q.get_mut(&key) {
+            (e.counts, e.writes) = (e.counts.after(&t), e.writes + 1);
+            break;
+        }
+        if let Some(base) = stored.take() {
+            q.insert(key.clone(), Queued { counts: Counts::after(base, &t), writes: 1 });
+            break;
+        }
+        drop(q);
+        stored = Some(sessions.get_meta(id).ok().flatten().map_or_else(Counts::default, |s| Counts::of(&s)));
+    }
+    let (sessions, id) = (sessions.clone(), id.to_string());
+    crate::later::run(Box::new(move || {
+        let r = sessions.update_meta_optimistic(&id, |s| Counts::of(s).after(&t).put(s));
+        if let Err(e) = r {
+            log::warn!("usage: cannot save the token counts of session {id}: {e}");
+        }
+        let mut q = lock(queued());
+        if let Some(e) = q.get_mut(&key) {
+            e.writes -= 1;
+            if e.writes == 0 {
+                // On disk now (or failed: the store's counts are the truth again).
+                q.remove(&key);
+            }
+        }
+    }));
 }
 
 #[cfg(test)]

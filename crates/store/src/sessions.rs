@@ -14,9 +14,14 @@
 //! (reads a shared one), and re-derives the session from its files under it — the metadata
 //! file, then the conversation lines past where it records the end — never from what this
 //! process remembers. So appends from several processes keep one order and the counts stay
-//! right. Appends rewrite the metadata only every `APPENDS_PER_META_WRITE` messages; the
-//! lines past its recorded end are counted when it is read (and after a crash: a torn last
-//! line, never acknowledged, is cut off under the lock with a warning). Ids are given out
+//! right. One exception keeps the lock short where a reader waits (the next turn): the
+//! metadata written after a turn (`update_meta_optimistic`) is derived without the lock and
+//! its temp file written and fsynced, then put in place under the lock only if the metadata
+//! is still the file it was derived from (its inode), else derived again; the lock is held
+//! for that check and the rename. Appends rewrite the metadata only every
+//! `APPENDS_PER_META_WRITE` messages; the lines past its recorded end are counted when it is
+//! read (and after a crash: a torn last line, never acknowledged, is cut off under the lock
+//! with a warning). Ids are given out
 //! under a `flock` on `sessions/.lock`. A delete removes `<id>.lock` while holding it; a
 //! process that was waiting for it finds its lock file unlinked and starts over.
 //!
@@ -117,6 +122,20 @@ const FILE_KEY: &str = "gosling_conversation_file";
 /// Appends between two metadata writes, at most: bounds the lines a reader counts past the
 /// recorded end, at one metadata write per this many messages.
 const APPENDS_PER_META_WRITE: u64 = 64;
+
+/// Tries of `update_meta_optimistic` before it takes the lock for the whole write (each one
+/// lost to another writer of the same session's metadata).
+const OPTIMISTIC_TRIES: usize = 3;
+
+/// How one try of `update_meta_optimistic` went.
+enum Tried<R> {
+    /// Written (`None`: the session does not exist).
+    Done(Option<R>),
+    /// Another writer replaced the metadata after it was read: nothing was written.
+    Replaced,
+    /// The session needs what only the locked way does (a migration, a damaged session).
+    NeedsLock,
+}
 
 /// Past this size `.changes` is replaced by an empty file (every process then re-reads the
 /// directory once): about 200,000 changes.
@@ -361,6 +380,19 @@ fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<()
 }
 
 /// A session file of the one-file layout, conversation inside.
+/// The metadata file of `session`, its conversation file ending at `file`.
+fn meta_bytes(path: &Path, session: &Session, file: FilePos) -> Result<Vec<u8>, Error> {
+    let mut doc = match serde_json::to_value(session) {
+        Ok(Value::Object(m)) => m,
+        _ => return Err(corrupt(path, "the session did not serialize to an object")),
+    };
+    doc.remove("conversation");
+    doc.insert(FILE_KEY.into(), serde_json::json!(file));
+    let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| corrupt(path, e.to_string()))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
 fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
     of_id(path, serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?, id)
 }
@@ -545,6 +577,35 @@ impl SessionStore {
             s.conversation = None;
             Ok((Some(st.save(s, file)?), r))
         })
+    }
+
+    /// `update_meta` that keeps the session's lock for a rename, not for two fsyncs: the new
+    /// metadata is derived without the lock, written to its temp file and fsynced; then, under
+    /// the lock, it replaces the metadata only if that is still the file it was derived from
+    /// (same inode: every rewrite of it is a new file), and the directory is fsynced after the
+    /// lock is released. When another writer replaced the metadata meanwhile, `f` runs again
+    /// on what that writer left — so `f` must be a function of the session it is given (adding
+    /// to a count is; setting what was read earlier is not). A session that needs repairs
+    /// (the one-file layout, one found damaged) takes `update_meta`'s way. For the metadata
+    /// written after a turn (its token counts), so the next turn's read and append of the
+    /// conversation do not wait for the disk.
+    pub fn update_meta_optimistic<R>(
+        &self,
+        id: &str,
+        mut f: impl FnMut(&mut Session) -> R,
+    ) -> Result<Option<R>, Error> {
+        let st = &self.inner;
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        for _ in 0..OPTIMISTIC_TRIES {
+            match st.meta_off_lock(id, &mut f)? {
+                Tried::Done(r) => return Ok(r),
+                Tried::Replaced => continue,
+                Tried::NeedsLock => break,
+            }
+        }
+        self.update_meta(id, f)
     }
 
     /// Locked read-modify-write of one session with its conversation; `None` when it does not
@@ -863,6 +924,57 @@ impl Inner {
         Ok(Some(r))
     }
 
+    /// One try of `update_meta_optimistic`.
+    fn meta_off_lock<R>(&self, id: &str, f: &mut impl FnMut(&mut Session) -> R) -> Result<Tried<R>, Error> {
+        if self.marked_damaged(id) || std::fs::symlink_metadata(self.legacy_path(id)).is_ok() {
+            return Ok(Tried::NeedsLock);
+        }
+        let meta_path = self.meta_path(id);
+        // Kept open until the check, so its inode cannot be given to another file meanwhile.
+        let mut read = match atomic::open_read(&meta_path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tried::NeedsLock),
+            Err(e) => return Err(atomic::io_err(&meta_path, e)),
+        };
+        let stat = read.metadata().map_err(|e| atomic::io_err(&meta_path, e))?;
+        if !stat.is_file() {
+            return Err(corrupt(&meta_path, "it is not a regular file"));
+        }
+        let mut bytes = Vec::with_capacity(stat.len() as usize + 1);
+        read.read_to_end(&mut bytes).map_err(|e| atomic::io_err(&meta_path, e))?;
+        // Unlocked, a last line without its newline is most likely an append in progress: the
+        // metadata records the conversation up to the whole lines (the rest is counted when it
+        // is read again, like any line past the recorded end).
+        let d = self.derive_meta(id, &meta_path, &bytes, false)?;
+        let (file, mut s) = (d.file, d.session);
+        let (before_id, count) = (s.id.clone(), s.message_count);
+        let r = f(&mut s);
+        if s.conversation.is_some() {
+            log::error!("store: update_meta_optimistic of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
+        }
+        s.id = before_id;
+        s.message_count = count;
+        s.conversation = None;
+        s.updated_at = gosling_util::now_rfc3339();
+        let temp = atomic::write_temp(&meta_path, &meta_bytes(&meta_path, &s, file)?)?;
+        let Some(guard) = self.lock_session(id, true)? else { return Ok(Tried::Done(None)) };
+        let now = match std::fs::symlink_metadata(&meta_path) {
+            Ok(m) => Some(m.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(atomic::io_err(&meta_path, e)),
+        };
+        if now != Some(stat.ino()) {
+            return Ok(Tried::Replaced);
+        }
+        temp.rename()?;
+        drop(guard);
+        drop(read);
+        atomic::sync_parent(&meta_path)?;
+        lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
+        self.note(id);
+        Ok(Tried::Done(Some(r)))
+    }
+
     /// Reads one session from its files: the one-file layout if that file exists (it is
     /// removed only once the two new files are durable, so a migration a crash interrupted is
     /// redone), else the metadata with the lines past its recorded end counted. `locked`: the
@@ -878,16 +990,21 @@ impl Inner {
     fn derive_current(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
         let meta_path = self.meta_path(id);
         let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
+        self.derive_meta(id, &meta_path, &bytes, locked).map(Some)
+    }
+
+    /// `derive_current` of the metadata file's `bytes`.
+    fn derive_meta(&self, id: &str, meta_path: &Path, bytes: &[u8], locked: bool) -> Result<Derived, Error> {
         // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
-        let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
+        let mut session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(meta_path, e.to_string()))?;
         let recorded: Option<FilePos> = session
             .extra
             .remove(FILE_KEY)
-            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
+            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(meta_path, format!("{FILE_KEY}: {e}"))))
             .transpose()?;
         session.conversation = None;
-        let session = of_id(&meta_path, session, id)?;
-        self.count(session, recorded, locked).map(Some)
+        let session = of_id(meta_path, session, id)?;
+        self.count(session, recorded, locked)
     }
 
     fn derive_legacy(&self, id: &str) -> Result<Option<Derived>, Error> {
@@ -1020,15 +1137,7 @@ impl Inner {
 
     fn write_meta(&self, session: &Session, file: FilePos) -> Result<(), Error> {
         let path = self.meta_path(&session.id);
-        let mut doc = match serde_json::to_value(session) {
-            Ok(Value::Object(m)) => m,
-            _ => return Err(corrupt(&path, "the session did not serialize to an object")),
-        };
-        doc.remove("conversation");
-        doc.insert(FILE_KEY.into(), serde_json::json!(file));
-        let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| corrupt(&path, e.to_string()))?;
-        bytes.push(b'\n');
-        atomic::write_atomic(&path, &bytes)
+        atomic::write_atomic(&path, &meta_bytes(&path, session, file)?)
     }
 
     /// Writes the metadata of `s`, changed now, its conversation file ending at `file`.
@@ -1509,6 +1618,55 @@ mod tests {
         assert_eq!(s.message_count, 10);
         assert_eq!(s.conversation.unwrap(), (0..10).map(message).collect::<Vec<_>>());
         assert_eq!(st.list().unwrap()[0].message_count, 10);
+    }
+
+    /// The temp files left in the sessions dir (none, once every write is done).
+    fn temps(d: &Path) -> Vec<String> {
+        let names = std::fs::read_dir(d.join("sessions")).unwrap().map(|e| e.unwrap().file_name());
+        names.map(|n| n.to_string_lossy().into_owned()).filter(|n| n.contains(".tmp.")).collect()
+    }
+
+    #[test]
+    fn an_optimistic_metadata_write_runs_again_on_what_another_writer_left() {
+        let d = tmpdir("optimistic");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        a.append_message(&id, &message(0)).unwrap();
+        // Between a's read and its rename, b appends (no metadata write): a's write stands,
+        // and the line b appended is still counted.
+        let mut runs = 0;
+        let add = |s: &mut Session| s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + 1);
+        let r = a.update_meta_optimistic(&id, |s| {
+            runs += 1;
+            if runs == 1 {
+                b.append_message(&id, &message(1)).unwrap();
+            }
+            add(s);
+            runs
+        });
+        assert_eq!(r.unwrap(), Some(1));
+        // Between a's read and its rename, b replaces the metadata: a's first write is dropped
+        // and its change is made again on b's.
+        runs = 0;
+        let r = a.update_meta_optimistic(&id, |s| {
+            runs += 1;
+            if runs == 1 {
+                b.update_meta(&id, |s| s.accumulated_input_tokens = Some(10)).unwrap().unwrap();
+            }
+            add(s);
+            runs
+        });
+        assert_eq!(r.unwrap(), Some(2));
+        for st in [&a, &b, &SessionStore::open(&d).unwrap()] {
+            let s = st.get(&id).unwrap().unwrap();
+            assert_eq!((s.accumulated_input_tokens, s.message_count), (Some(11), 2));
+            assert_eq!(s.conversation.unwrap(), vec![message(0), message(1)]);
+        }
+        assert_eq!(temps(&d), Vec::<String>::new());
+        // A session that does not exist (or an id that cannot be one) is not written.
+        assert_eq!(a.update_meta_optimistic("20250101_9", add).unwrap(), None);
+        assert_eq!(a.update_meta_optimistic("../x", add).unwrap(), None);
+        assert_eq!(temps(&d), Vec::<String>::new());
     }
 
     #[test]
