@@ -51,7 +51,7 @@ use gosling_util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -280,7 +280,8 @@ fn last_line(bytes: &[u8]) -> &[u8] {
 #[derive(Default)]
 struct Own {
     readers: usize,
-    lines: BTreeSet<(u64, u64)>,
+    /// This process's appended lines not yet read past: (inode, start) → end.
+    lines: BTreeMap<(u64, u64), u64>,
 }
 
 /// Where a reader of a conversation file's new lines is (`tail_start`, `tail_read`).
@@ -379,7 +380,6 @@ fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<()
     })
 }
 
-/// A session file of the one-file layout, conversation inside.
 /// The metadata file of `session`, its conversation file ending at `file`.
 fn meta_bytes(path: &Path, session: &Session, file: FilePos) -> Result<Vec<u8>, Error> {
     let mut doc = match serde_json::to_value(session) {
@@ -393,6 +393,7 @@ fn meta_bytes(path: &Path, session: &Session, file: FilePos) -> Result<Vec<u8>, 
     Ok(bytes)
 }
 
+/// A session file of the one-file layout, conversation inside.
 fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Session, Error> {
     of_id(path, serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))?, id)
 }
@@ -530,8 +531,12 @@ impl SessionStore {
                 let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
                 return Err(corrupt(&path, detail));
             }
-            append_synced(&path, &mut f, written, &line)?;
-            st.note_own(id, stat.ino(), [written]);
+            // Noted before it is written: a watcher woken by the write finds it its own.
+            st.note_own(id, stat.ino(), [(written, written + line.len() as u64)]);
+            if let Err(e) = append_synced(&path, &mut f, written, &line) {
+                st.unnote_own(id, stat.ino(), written);
+                return Err(e);
+            }
             if created {
                 sync_dir(&st.dir)?;
             }
@@ -631,9 +636,10 @@ impl SessionStore {
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
                     let starts = std::iter::once(0)
                         .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1));
-                    let starts: Vec<u64> =
-                        starts.filter(|s| *s < bytes.len() as u64).map(|s| d.file.bytes + s).collect();
-                    st.note_own(id, stat.ino(), starts);
+                    let starts: Vec<u64> = starts.filter(|s| *s < bytes.len() as u64).collect();
+                    let ends = starts.iter().skip(1).copied().chain([bytes.len() as u64]);
+                    let at = d.file.bytes;
+                    st.note_own(id, stat.ino(), starts.iter().zip(ends).map(|(s, e)| (at + s, at + e)));
                     if d.file.ino == 0 {
                         sync_dir(&st.dir)?;
                     }
@@ -680,9 +686,13 @@ impl SessionStore {
 
     /// The whole lines appended to session `id`'s conversation past `pos` by other processes
     /// (read under the session's shared lock, so no append is half-done; at most `TAIL_MAX`
-    /// bytes). `None` when the session is gone.
+    /// bytes; when all that is past `pos` is this process's own appends, passed over without
+    /// the lock: `own_alone`). `None` when the session is gone.
     pub fn tail_read(&self, id: &str, pos: TailPos) -> Result<Option<Tail>, Error> {
         let st = &self.inner;
+        if let Some(own) = st.own_alone(id, pos) {
+            return Ok(Some(own));
+        }
         let Some(_guard) = st.lock_session(id, false)? else { return Ok(None) };
         let path = st.messages_path(id);
         let stat = match std::fs::symlink_metadata(&path) {
@@ -737,7 +747,7 @@ impl SessionStore {
             while start < whole {
                 let end = start + bytes[start..whole].iter().position(|b| *b == b'\n').unwrap_or(whole - start);
                 let offset = from + start as u64;
-                let skip = mine.as_mut().is_some_and(|l| l.remove(&(stat.ino(), offset)));
+                let skip = mine.as_mut().is_some_and(|l| l.remove(&(stat.ino(), offset)).is_some());
                 if !skip {
                     match serde_json::from_slice(&bytes[start..end]) {
                         Ok(m) => messages.push(m),
@@ -824,16 +834,46 @@ impl Inner {
 
     /// Notes lines this process appended to session `id`'s file `ino` at `starts`, when a
     /// reader follows it (`tail_start`).
-    fn note_own(&self, id: &str, ino: u64, starts: impl IntoIterator<Item = u64>) {
+    fn note_own(&self, id: &str, ino: u64, lines: impl IntoIterator<Item = (u64, u64)>) {
         if let Some(o) = lock(&self.own).get_mut(id) {
-            o.lines.extend(starts.into_iter().map(|s| (ino, s)));
+            o.lines.extend(lines.into_iter().map(|(start, end)| ((ino, start), end)));
+        }
+    }
+
+    /// `tail_read` past `pos` when the file holds nothing past it but this process's own
+    /// appends (a watcher is told of those too): known from the notes and one `stat`, with no
+    /// lock taken and nothing read. `None`: the file must be read.
+    fn own_alone(&self, id: &str, pos: TailPos) -> Option<Tail> {
+        let stat = std::fs::symlink_metadata(self.messages_path(id)).ok().filter(|m| m.is_file())?;
+        if pos.ino == 0 || stat.ino() != pos.ino || stat.len() < pos.bytes {
+            return None;
+        }
+        let mut at = pos.bytes;
+        {
+            let own = lock(&self.own);
+            let lines = &own.get(id)?.lines;
+            while at < stat.len() {
+                at = *lines.get(&(pos.ino, at))?;
+            }
+        }
+        if at != stat.len() {
+            return None;
+        }
+        self.forget_own(id, pos.ino, at);
+        Some(Tail { pos: TailPos { ino: pos.ino, bytes: at, legacy: false }, ..Tail::default() })
+    }
+
+    /// Drops the note of an own line that was not written after all.
+    fn unnote_own(&self, id: &str, ino: u64, start: u64) {
+        if let Some(o) = lock(&self.own).get_mut(id) {
+            o.lines.remove(&(ino, start));
         }
     }
 
     /// Drops the notes of own lines a reader is past (or of a file replaced since).
     fn forget_own(&self, id: &str, ino: u64, upto: u64) {
         if let Some(o) = lock(&self.own).get_mut(id) {
-            o.lines.retain(|&(i, s)| i == ino && s >= upto);
+            o.lines.retain(|&(i, s), _| i == ino && s >= upto);
         }
     }
 
@@ -1578,6 +1618,18 @@ mod tests {
         let again = b.tail_read(&id, t.pos).unwrap().unwrap();
         assert!(again.messages.is_empty() && again.pos == t.pos, "each line once");
         assert!(lock(&b.inner.own)[&id].lines.is_empty(), "own notes are dropped once read past");
+        // Only its own appends past the position (the watcher wakes for those too): read past
+        // with no lock taken, even while another process holds the session's lock.
+        b.append_message(&id, &message(7)).unwrap();
+        b.update(&id, |s| s.conversation.get_or_insert_with(Vec::new).push(message(8))).unwrap();
+        let lock_path = d.join("sessions").join(format!("{id}.lock"));
+        let held = atomic::open_lock_file(&lock_path).unwrap();
+        atomic::lock_file(&held, &lock_path, true).unwrap();
+        let own = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert!(own.messages.is_empty() && own.pos.bytes > t.pos.bytes && !own.rewritten);
+        drop(held);
+        let t = b.tail_read(&id, own.pos).unwrap().unwrap();
+        assert!(t.messages.is_empty() && t.pos == own.pos);
         // A rewrite is reported, not streamed; reading goes on from its end.
         a.replace_conversation(&id, &[message(9)]).unwrap();
         let t = b.tail_read(&id, t.pos).unwrap().unwrap();
