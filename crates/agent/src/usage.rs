@@ -303,6 +303,31 @@ mod tests {
     }
 
     #[test]
+    fn queued_counts_add_each_turn_and_a_turn_without_a_call_keeps_the_last_calls() {
+        let stored = Session {
+            input_tokens: Some(5),
+            output_tokens: Some(2),
+            accumulated_input_tokens: Some(40),
+            ..Session::default()
+        };
+        let one = Tokens { input: 100, output: 10, acc_input: 300, acc_output: 30 };
+        let stopped = Tokens { acc_input: 7, ..Tokens::default() };
+        let c = Counts::of(&stored).after(&one).after(&stopped);
+        assert_eq!(c, Counts { last: Some((100, 10)), acc_input: 347, acc_output: 30 });
+        let mut s = Session::default();
+        c.put(&mut s);
+        assert_eq!((s.input_tokens, s.output_tokens, s.total_tokens), (Some(100), Some(10), Some(110)));
+        assert_eq!(
+            (s.accumulated_input_tokens, s.accumulated_output_tokens, s.accumulated_total_tokens),
+            (Some(347), Some(30), Some(377))
+        );
+        // Nothing recorded yet and a turn stopped before any call: the last call's stay unset.
+        let mut s = Session::default();
+        Counts::of(&Session::default()).after(&stopped).put(&mut s);
+        assert_eq!((s.total_tokens, s.accumulated_total_tokens), (None, Some(7)));
+    }
+
+    #[test]
     fn a_turns_tokens_fill_the_meter_and_the_usage() {
         let s = Session { accumulated_input_tokens: Some(1000), total_tokens: Some(7), ..Session::default() };
         let none = settings(&[]);
