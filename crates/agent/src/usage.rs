@@ -12,6 +12,7 @@ use gosling_util::lock;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 /// The provider and model a session runs with.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,11 +207,23 @@ impl Counts {
     }
 }
 
-/// Token counts written on the session writer and not yet on disk, per (state dir, session):
-/// the counts the session will have once they are, and how many writes are still queued.
+/// How long a turn's token counts wait for those of the turns that end after it: the turns that
+/// end within it are written as one (each write creates and fsyncs a file: most of what a turn
+/// costs the machine when turns follow each other, BENCHMARKS.md). A deadline, not a period:
+/// with no turn, nothing waits.
+const GROUP_WAIT: Duration = Duration::from_millis(200);
+
+/// Token counts of a session not yet on disk, per (state dir, session): the counts the session
+/// will have once every recorded turn is written, what the turns since the last write began
+/// add, and the writes queued or under way.
 struct Queued {
     counts: Counts,
-    writes: usize,
+    /// The unwritten turns' tokens summed (the last model call's as `input`/`output`).
+    unwritten: Tokens,
+    /// A write is queued; it takes `unwritten` when it begins.
+    queued: bool,
+    /// Writes begun and not yet done.
+    writing: usize,
 }
 
 type QueuedKey = (std::path::PathBuf, String);
@@ -220,40 +233,65 @@ fn queued() -> &'static Mutex<HashMap<QueuedKey, Queued>> {
     QUEUED.get_or_init(Default::default)
 }
 
+/// `a` then `b`, as one turn: the tokens summed, the last model call's kept.
+fn then(a: Tokens, b: &Tokens) -> Tokens {
+    let called = b.input + b.output > 0;
+    Tokens {
+        input: if called { b.input } else { a.input },
+        output: if called { b.output } else { a.output },
+        acc_input: a.acc_input + b.acc_input,
+        acc_output: a.acc_output + b.acc_output,
+    }
+}
+
 /// Adds turn `t`'s tokens to session `id`'s counts: written to its metadata on the session
-/// writer (`crate::later`), after the turn has answered and without keeping the session's
-/// lock through the fsyncs (`update_meta_optimistic`), so neither the answer nor the next
-/// turn waits for the disk; `meter` reads them at once. Each write adds its turn's tokens to
-/// what the metadata holds then, so turns of other processes in the same session are summed
-/// too. A power loss can lose the counts of the last turns, never a message.
+/// writer (`crate::later`) `GROUP_WAIT` after the turn, with the turns that ended meanwhile,
+/// without keeping the session's lock through the fsyncs (`update_meta_optimistic`), so
+/// neither the answer nor the next turn waits for the disk; `meter` and the session's readers
+/// in this process see them at once (`with_queued`). Each write adds its turns' tokens to what
+/// the metadata holds then, so turns of other processes in the same session are summed too. A
+/// power loss or a kill can lose the counts of the last turns, never a message; a shutdown
+/// writes them (`later::flush`).
 pub fn record(sessions: &Arc<SessionStore>, id: &str, t: Tokens) {
     let key = (sessions.dir().to_path_buf(), id.to_string());
-    // With no write queued, the store's counts are the base, read without holding the map:
-    // only the session's turn (one at a time) adds its entry, the writer only removes it.
+    // With nothing queued or being written, the store's counts are the base, read without
+    // holding the map: only the session's turn (one at a time) adds its entry.
     let mut stored = None;
-    loop {
+    let schedule = loop {
         let mut q = lock(queued());
         if let Some(e) = q.get_mut(&key) {
-            (e.counts, e.writes) = (e.counts.after(&t), e.writes + 1);
-            break;
+            (e.counts, e.unwritten) = (e.counts.after(&t), then(e.unwritten, &t));
+            break !std::mem::replace(&mut e.queued, true);
         }
         if let Some(base) = stored.take() {
-            q.insert(key.clone(), Queued { counts: Counts::after(base, &t), writes: 1 });
-            break;
+            let e = Queued { counts: Counts::after(base, &t), unwritten: t, queued: true, writing: 0 };
+            q.insert(key.clone(), e);
+            break true;
         }
         drop(q);
         stored = Some(sessions.get_meta(id).ok().flatten().map_or_else(Counts::default, |s| Counts::of(&s)));
+    };
+    if !schedule {
+        return;
     }
-    let (sessions, id) = (sessions.clone(), id.to_string());
+    let (sessions, id, due) = (sessions.clone(), id.to_string(), std::time::Instant::now() + GROUP_WAIT);
     crate::later::run(Box::new(move || {
-        let r = sessions.update_meta_optimistic(&id, |s| Counts::of(s).after(&t).put(s));
+        // The group's deadline (the turns that end before it join this write), then the write.
+        std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        let unwritten = {
+            let mut q = lock(queued());
+            let Some(e) = q.get_mut(&key) else { return };
+            (e.queued, e.writing) = (false, e.writing + 1);
+            std::mem::take(&mut e.unwritten)
+        };
+        let r = sessions.update_meta_optimistic(&id, |s| Counts::of(s).after(&unwritten).put(s));
         if let Err(e) = r {
             log::warn!("usage: cannot save the token counts of session {id}: {e}");
         }
         let mut q = lock(queued());
         if let Some(e) = q.get_mut(&key) {
-            e.writes -= 1;
-            if e.writes == 0 {
+            e.writing -= 1;
+            if e.writing == 0 && !e.queued {
                 // On disk now (or failed: the store's counts are the truth again).
                 q.remove(&key);
             }
