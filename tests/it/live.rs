@@ -281,7 +281,11 @@ fn one_watch_while_something_is_followed_and_none_after() {
     );
     // Three followers of two sessions: one watch of the sessions directory, one thread.
     let followers = [follow(&s, &a), follow(&s, &a), follow(&s, &b)];
-    assert_eq!((inotify_watches(pid), threads_named(pid, "session-follow")), (1, 1));
+    // `follow` returns once its request is sent; the server registers the followers as it
+    // takes the requests (on a loaded machine, after this line runs).
+    let watched = || (inotify_watches(pid), threads_named(pid, "session-follow"));
+    let one = wait_for(Duration::from_secs(30), || (watched() == (1, 1)).then_some(()));
+    assert!(one.is_some(), "one watch and one thread for three followers: {:?}", watched());
     // Gone: their streams end at the next ping, and the watch and its thread with the last.
     drop(followers);
     let ended = wait_for(Duration::from_secs(30), || {

@@ -74,12 +74,15 @@ fn a_torn_last_line_is_cut_with_a_warning_and_a_corrupt_line_names_its_file() {
     let (torn, bad) = (start()["id"].as_str().unwrap().to_string(), start()["id"].as_str().unwrap().to_string());
     turn(&s, &torn, "first");
     turn(&s, &bad, "first");
-    // The turns' token counts reach the metadata after the turns answered (`agent::later`);
-    // once they have (the accumulated counts: this model reports no usage, so the last call's
-    // stay unset), it records both lines of each conversation.
+    // The turns' token counts reach the metadata file after the turns answered (`agent::usage`;
+    // the server's own readers see them at once, so the file itself is read); once they have
+    // (the accumulated counts: this model reports no usage, so the last call's stay unset), it
+    // records both lines of each conversation.
     for id in [&torn, &bad] {
+        let meta = sessions_dir(&s.home).join(format!("{id}.meta.json"));
         let recorded = wait_for(std::time::Duration::from_secs(10), || {
-            s.get(&format!("/sessions/{id}")).json()["accumulated_total_tokens"].is_i64().then_some(())
+            let on_disk: Value = serde_json::from_slice(&std::fs::read(&meta).ok()?).ok()?;
+            on_disk["accumulated_total_tokens"].is_i64().then_some(())
         });
         assert!(recorded.is_some(), "the token counts of {id} were saved");
     }

@@ -367,14 +367,20 @@ impl Host {
         self.sessions.list_json().map_err(Error::Store)
     }
 
-    /// The session without its conversation (no conversation read).
+    /// The session without its conversation (no conversation read); its token counts with
+    /// those still being written (`usage::with_queued`).
     pub fn session_meta(&self, id: &str) -> Result<Session, Error> {
-        self.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
+        let mut s =
+            self.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))?;
+        crate::usage::with_queued(&self.sessions, &mut s);
+        Ok(s)
     }
 
-    /// The session with its conversation.
+    /// The session with its conversation (token counts as `session_meta`).
     pub fn session(&self, id: &str) -> Result<Session, Error> {
-        self.sessions.get(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
+        let mut s = self.sessions.get(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))?;
+        crate::usage::with_queued(&self.sessions, &mut s);
+        Ok(s)
     }
 
     fn runtime_for(&self, id: &str, working_dir: &str, delegate: Option<DelegateFor>) -> Arc<SessionRuntime> {

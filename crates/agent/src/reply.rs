@@ -398,29 +398,10 @@ impl Turn {
         );
     }
 
-    /// The turn's token counts go to the session's metadata on the writer thread (`crate::later`),
-    /// after the turn has answered: an atomic metadata write (two fsyncs and a rename) is not
-    /// on the answer's path. Later turns' counts queue behind it, so the sums stay right.
+    /// The turn's token counts go to the session's metadata on the writer thread, after the
+    /// turn has answered (`usage::record`).
     fn record_tokens(&self, t: &Tokens) {
-        let (sessions, id, t) = (self.sessions.clone(), self.session_id.clone(), *t);
-        crate::later::run(Box::new(move || {
-            // A turn stopped before the model answered keeps the last call's counts (the meter).
-            let called = t.input + t.output > 0;
-            let r = sessions.update_meta(&id, |s| {
-                if called {
-                    s.input_tokens = Some(t.input);
-                    s.output_tokens = Some(t.output);
-                    s.total_tokens = Some(t.input + t.output);
-                }
-                s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + t.acc_input);
-                s.accumulated_output_tokens = Some(s.accumulated_output_tokens.unwrap_or(0) + t.acc_output);
-                s.accumulated_total_tokens =
-                    Some(s.accumulated_input_tokens.unwrap_or(0) + s.accumulated_output_tokens.unwrap_or(0));
-            });
-            if let Err(e) = r {
-                log::warn!("reply: cannot save the token counts of session {id}: {e}");
-            }
-        }));
+        crate::usage::record(&self.sessions, &self.session_id, *t);
     }
 
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {

@@ -7,8 +7,12 @@
 use crate::host::Host;
 use crate::messages::Tokens;
 use crate::Error;
-use gosling_store::sessions::Session;
+use gosling_store::sessions::{Session, SessionStore};
+use gosling_util::lock;
 use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 /// The provider and model a session runs with.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,14 +152,151 @@ pub fn images(host: &Host, id: &str) -> Result<(), String> {
     }
 }
 
-/// Session `id`'s context meter (`meter_of`).
+/// Session `id`'s context meter (`meter_of`): the store's counts, or what the writes still
+/// queued (`record`) will make them — the meter of a turn that just ended waits for no disk.
 pub fn meter(host: &Host, id: &str, last: Option<&Tokens>) -> Result<Meter, Error> {
-    // A turn that just ended writes its counts on the writer thread (`later`): read after them.
-    if last.is_some() && !crate::later::flush(std::time::Duration::from_secs(2)) {
-        log::warn!("usage: the token counts of session {id} are not written yet; the meter may lag a turn");
-    }
-    let s = host.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.to_string()))?;
+    let mut s =
+        host.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.to_string()))?;
+    with_queued(&host.sessions, &mut s);
     Ok(meter_of(&|k| host.setting(k), &s, last))
+}
+
+/// Session `s` as read from the store, with the token counts of the writes still queued for
+/// it (`record`): what this process's readers see the moment a turn has ended.
+pub fn with_queued(sessions: &SessionStore, s: &mut Session) {
+    if let Some(q) = lock(queued()).get(&(sessions.dir().to_path_buf(), s.id.clone())) {
+        q.counts.put(s);
+    }
+}
+
+/// A session's token counts (goose's fields of `Session`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Counts {
+    /// The last model call's (`input_tokens`, `output_tokens`); `None`: none recorded.
+    last: Option<(i64, i64)>,
+    acc_input: i64,
+    acc_output: i64,
+}
+
+impl Counts {
+    fn of(s: &Session) -> Counts {
+        Counts {
+            last: s.input_tokens.zip(s.output_tokens),
+            acc_input: s.accumulated_input_tokens.unwrap_or(0),
+            acc_output: s.accumulated_output_tokens.unwrap_or(0),
+        }
+    }
+
+    /// These counts after turn `t` (one that stopped before the model answered keeps the
+    /// last call's).
+    fn after(self, t: &Tokens) -> Counts {
+        Counts {
+            last: if t.input + t.output > 0 { Some((t.input, t.output)) } else { self.last },
+            acc_input: self.acc_input + t.acc_input,
+            acc_output: self.acc_output + t.acc_output,
+        }
+    }
+
+    fn put(&self, s: &mut Session) {
+        if let Some((i, o)) = self.last {
+            (s.input_tokens, s.output_tokens, s.total_tokens) = (Some(i), Some(o), Some(i + o));
+        }
+        s.accumulated_input_tokens = Some(self.acc_input);
+        s.accumulated_output_tokens = Some(self.acc_output);
+        s.accumulated_total_tokens = Some(self.acc_input + self.acc_output);
+    }
+}
+
+/// How long a turn's token counts wait for those of the turns that end after it: the turns that
+/// end within it are written as one (each write creates and fsyncs a file: most of what a turn
+/// costs the machine when turns follow each other, BENCHMARKS.md). A deadline, not a period:
+/// with no turn, nothing waits.
+const GROUP_WAIT: Duration = Duration::from_millis(200);
+
+/// Token counts of a session not yet on disk, per (state dir, session): the counts the session
+/// will have once every recorded turn is written, what the turns since the last write began
+/// add, and the writes queued or under way.
+struct Queued {
+    counts: Counts,
+    /// The unwritten turns' tokens summed (the last model call's as `input`/`output`).
+    unwritten: Tokens,
+    /// A write is queued; it takes `unwritten` when it begins.
+    queued: bool,
+    /// Writes begun and not yet done.
+    writing: usize,
+}
+
+type QueuedKey = (std::path::PathBuf, String);
+
+fn queued() -> &'static Mutex<HashMap<QueuedKey, Queued>> {
+    static QUEUED: OnceLock<Mutex<HashMap<QueuedKey, Queued>>> = OnceLock::new();
+    QUEUED.get_or_init(Default::default)
+}
+
+/// `a` then `b`, as one turn: the tokens summed, the last model call's kept.
+fn then(a: Tokens, b: &Tokens) -> Tokens {
+    let called = b.input + b.output > 0;
+    Tokens {
+        input: if called { b.input } else { a.input },
+        output: if called { b.output } else { a.output },
+        acc_input: a.acc_input + b.acc_input,
+        acc_output: a.acc_output + b.acc_output,
+    }
+}
+
+/// Adds turn `t`'s tokens to session `id`'s counts: written to its metadata on the session
+/// writer (`crate::later`) `GROUP_WAIT` after the turn, with the turns that ended meanwhile,
+/// without keeping the session's lock through the fsyncs (`update_meta_optimistic`), so
+/// neither the answer nor the next turn waits for the disk; `meter` and the session's readers
+/// in this process see them at once (`with_queued`). Each write adds its turns' tokens to what
+/// the metadata holds then, so turns of other processes in the same session are summed too. A
+/// power loss or a kill can lose the counts of the last turns, never a message; a shutdown
+/// writes them (`later::flush`).
+pub fn record(sessions: &Arc<SessionStore>, id: &str, t: Tokens) {
+    let key = (sessions.dir().to_path_buf(), id.to_string());
+    // With nothing queued or being written, the store's counts are the base, read without
+    // holding the map: only the session's turn (one at a time) adds its entry.
+    let mut stored = None;
+    let schedule = loop {
+        let mut q = lock(queued());
+        if let Some(e) = q.get_mut(&key) {
+            (e.counts, e.unwritten) = (e.counts.after(&t), then(e.unwritten, &t));
+            break !std::mem::replace(&mut e.queued, true);
+        }
+        if let Some(base) = stored.take() {
+            let e = Queued { counts: Counts::after(base, &t), unwritten: t, queued: true, writing: 0 };
+            q.insert(key.clone(), e);
+            break true;
+        }
+        drop(q);
+        stored = Some(sessions.get_meta(id).ok().flatten().map_or_else(Counts::default, |s| Counts::of(&s)));
+    };
+    if !schedule {
+        return;
+    }
+    let (sessions, id, due) = (sessions.clone(), id.to_string(), std::time::Instant::now() + GROUP_WAIT);
+    crate::later::run(Box::new(move || {
+        // The group's deadline (the turns that end before it join this write), then the write.
+        std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        let unwritten = {
+            let mut q = lock(queued());
+            let Some(e) = q.get_mut(&key) else { return };
+            (e.queued, e.writing) = (false, e.writing + 1);
+            std::mem::take(&mut e.unwritten)
+        };
+        let r = sessions.update_meta_optimistic(&id, |s| Counts::of(s).after(&unwritten).put(s));
+        if let Err(e) = r {
+            log::warn!("usage: cannot save the token counts of session {id}: {e}");
+        }
+        let mut q = lock(queued());
+        if let Some(e) = q.get_mut(&key) {
+            e.writing -= 1;
+            if e.writing == 0 && !e.queued {
+                // On disk now (or failed: the store's counts are the truth again).
+                q.remove(&key);
+            }
+        }
+    }));
 }
 
 #[cfg(test)]
@@ -197,6 +338,31 @@ mod tests {
         assert_eq!(defaults(&settings(&[("GOOSE_PROVIDER", "ollama")])).unwrap().model, "qwen3");
         let unknown = settings(&[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "my-finetune")]);
         assert_eq!(meter_of(&unknown, &s, None).context_limit, 0);
+    }
+
+    #[test]
+    fn queued_counts_add_each_turn_and_a_turn_without_a_call_keeps_the_last_calls() {
+        let stored = Session {
+            input_tokens: Some(5),
+            output_tokens: Some(2),
+            accumulated_input_tokens: Some(40),
+            ..Session::default()
+        };
+        let one = Tokens { input: 100, output: 10, acc_input: 300, acc_output: 30 };
+        let stopped = Tokens { acc_input: 7, ..Tokens::default() };
+        let c = Counts::of(&stored).after(&one).after(&stopped);
+        assert_eq!(c, Counts { last: Some((100, 10)), acc_input: 347, acc_output: 30 });
+        let mut s = Session::default();
+        c.put(&mut s);
+        assert_eq!((s.input_tokens, s.output_tokens, s.total_tokens), (Some(100), Some(10), Some(110)));
+        assert_eq!(
+            (s.accumulated_input_tokens, s.accumulated_output_tokens, s.accumulated_total_tokens),
+            (Some(347), Some(30), Some(377))
+        );
+        // Nothing recorded yet and a turn stopped before any call: the last call's stay unset.
+        let mut s = Session::default();
+        Counts::of(&Session::default()).after(&stopped).put(&mut s);
+        assert_eq!((s.total_tokens, s.accumulated_total_tokens), (None, Some(7)));
     }
 
     #[test]

@@ -69,17 +69,31 @@ impl Sink<'_> {
 }
 
 /// A blocking agent for one provider: per-read timeout = stall timeout (covers waiting for the
-/// headers and silences inside the stream), HTTP errors returned as responses.
+/// headers and silences inside the stream), HTTP errors returned as responses. One agent (one
+/// pool of kept-alive connections, `TCP_NODELAY` on each) per pair of timeouts for the whole
+/// process: a turn's provider is made for the turn, and a connection per turn would cost every
+/// turn a TCP (and TLS) handshake with the model. ureq keeps at most 3 idle connections a host
+/// for 15 s and checks one is still open before it reuses it; nothing wakes for them meanwhile.
 pub(crate) fn agent_for(s: &Settings) -> ureq::Agent {
-    ureq::Agent::config_builder()
+    type Agents = Vec<((Duration, Duration), ureq::Agent)>;
+    static AGENTS: std::sync::OnceLock<std::sync::Mutex<Agents>> = std::sync::OnceLock::new();
+    let key = (s.connect_timeout, s.stall_timeout);
+    let mut agents = AGENTS.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, a)) = agents.iter().find(|(k, _)| *k == key) {
+        return a.clone();
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(s.connect_timeout))
         .timeout_per_read(Some(s.stall_timeout))
         // Only the stall timeout bounds a healthy stream; a cap of hours stops a trickle.
         .timeout_global(Some(Duration::from_secs(6 * 3600)))
         .max_redirects(0)
+        .no_delay(true)
         .build()
-        .new_agent()
+        .new_agent();
+    agents.push((key, agent.clone()));
+    agent
 }
 
 /// What a wire format's event handler tells `exchange`.
@@ -102,12 +116,22 @@ enum Msg {
     Failed(Error),
 }
 
-/// Sets the flag when the caller's side stops listening, however it returns.
-struct Abandon(Arc<AtomicBool>);
+/// Sets the flag when the caller's side stops listening, however it returns — unless the
+/// answer came whole (`finished`): then the fetch thread reads on to the end of the body
+/// (already there: no wait), which puts the connection back in the agent's pool.
+struct Abandon(Arc<AtomicBool>, bool);
+
+impl Abandon {
+    fn finished(&mut self) {
+        self.1 = true;
+    }
+}
 
 impl Drop for Abandon {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
+        if !self.1 {
+            self.0.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -128,7 +152,7 @@ fn exchange(
 ) -> Result<(), Error> {
     let (tx, rx) = crossbeam_channel::bounded::<Msg>(64);
     let abandoned = Arc::new(AtomicBool::new(false));
-    let _abandon = Abandon(abandoned.clone());
+    let mut abandon = Abandon(abandoned.clone(), false);
     {
         let (agent, s, abandoned) = (agent.clone(), s.clone(), abandoned.clone());
         std::thread::Builder::new()
@@ -156,6 +180,7 @@ fn exchange(
         let events = dec.feed(&bytes).map_err(|e| Error::Protocol(format!("{e} in the {} stream", s.provider)))?;
         for ev in &events {
             if let Flow::Done = handle(ev)? {
+                abandon.finished();
                 return Ok(());
             }
         }

@@ -160,23 +160,62 @@ use std::os::unix::fs::DirBuilderExt;
 
 /// Atomically replaces `path` with `bytes` (mode 0600).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_temp(path, bytes)?.replace()
+}
+
+/// A temp file beside its target, written and fsynced, not yet in place (`write_temp`).
+/// Dropped without `replace`, it is removed.
+pub struct Temp {
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl Temp {
+    /// Renames it over its target, then makes the rename durable (fsync of the directory).
+    pub fn replace(self) -> Result<(), Error> {
+        self.rename()?;
+        sync_parent(&self.path)
+    }
+
+    /// Renames it over its target without waiting for the rename to be durable: the caller
+    /// calls `sync_parent` (e.g. after releasing a lock held for the rename alone).
+    pub fn rename(&self) -> Result<(), Error> {
+        fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        // Gone after a rename; left over after a failure or a change of plan.
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
+/// Makes a rename in `path`'s directory durable.
+pub fn sync_parent(path: &Path) -> Result<(), Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err(dir, e))
+}
+
+/// The first half of an atomic replace of `path`: `bytes` in a temp file of its directory
+/// (mode 0600), fsynced, so that a rename puts a whole file in place (`Temp::replace`).
+pub fn write_temp(path: &Path, bytes: &[u8]) -> Result<Temp, Error> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     ensure_dir(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let result = (|| {
-        let mut f =
-            OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(|e| io_err(path, e))
+    let temp = Temp { tmp, path: path.to_path_buf() };
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temp.tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()));
+    // A failed create leaves nothing: the drop's remove finds no file.
+    written.map_err(|e| io_err(path, e))?;
+    Ok(temp)
 }
 
 /// A file's bytes, read without following a link; `None` when it does not exist.

@@ -14,9 +14,14 @@
 //! (reads a shared one), and re-derives the session from its files under it — the metadata
 //! file, then the conversation lines past where it records the end — never from what this
 //! process remembers. So appends from several processes keep one order and the counts stay
-//! right. Appends rewrite the metadata only every `APPENDS_PER_META_WRITE` messages; the
-//! lines past its recorded end are counted when it is read (and after a crash: a torn last
-//! line, never acknowledged, is cut off under the lock with a warning). Ids are given out
+//! right. One exception keeps the lock short where a reader waits (the next turn): the
+//! metadata written after a turn (`update_meta_optimistic`) is derived without the lock and
+//! its temp file written and fsynced, then put in place under the lock only if the metadata
+//! is still the file it was derived from (its inode), else derived again; the lock is held
+//! for that check and the rename. Appends rewrite the metadata only every
+//! `APPENDS_PER_META_WRITE` messages; the lines past its recorded end are counted when it is
+//! read (and after a crash: a torn last line, never acknowledged, is cut off under the lock
+//! with a warning). Ids are given out
 //! under a `flock` on `sessions/.lock`. A delete removes `<id>.lock` while holding it; a
 //! process that was waiting for it finds its lock file unlinked and starts over.
 //!
@@ -46,7 +51,7 @@ use gosling_util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -117,6 +122,20 @@ const FILE_KEY: &str = "gosling_conversation_file";
 /// Appends between two metadata writes, at most: bounds the lines a reader counts past the
 /// recorded end, at one metadata write per this many messages.
 const APPENDS_PER_META_WRITE: u64 = 64;
+
+/// Tries of `update_meta_optimistic` before it takes the lock for the whole write (each one
+/// lost to another writer of the same session's metadata).
+const OPTIMISTIC_TRIES: usize = 3;
+
+/// How one try of `update_meta_optimistic` went.
+enum Tried<R> {
+    /// Written (`None`: the session does not exist).
+    Done(Option<R>),
+    /// Another writer replaced the metadata after it was read: nothing was written.
+    Replaced,
+    /// The session needs what only the locked way does (a migration, a damaged session).
+    NeedsLock,
+}
 
 /// Past this size `.changes` is replaced by an empty file (every process then re-reads the
 /// directory once): about 200,000 changes.
@@ -261,7 +280,8 @@ fn last_line(bytes: &[u8]) -> &[u8] {
 #[derive(Default)]
 struct Own {
     readers: usize,
-    lines: BTreeSet<(u64, u64)>,
+    /// This process's appended lines not yet read past: (inode, start) → end.
+    lines: BTreeMap<(u64, u64), u64>,
 }
 
 /// Where a reader of a conversation file's new lines is (`tail_start`, `tail_read`).
@@ -358,6 +378,19 @@ fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<()
         let _ = f.set_len(len);
         atomic::io_err(path, e)
     })
+}
+
+/// The metadata file of `session`, its conversation file ending at `file`.
+fn meta_bytes(path: &Path, session: &Session, file: FilePos) -> Result<Vec<u8>, Error> {
+    let mut doc = match serde_json::to_value(session) {
+        Ok(Value::Object(m)) => m,
+        _ => return Err(corrupt(path, "the session did not serialize to an object")),
+    };
+    doc.remove("conversation");
+    doc.insert(FILE_KEY.into(), serde_json::json!(file));
+    let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| corrupt(path, e.to_string()))?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 /// A session file of the one-file layout, conversation inside.
@@ -498,8 +531,12 @@ impl SessionStore {
                 let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
                 return Err(corrupt(&path, detail));
             }
-            append_synced(&path, &mut f, written, &line)?;
-            st.note_own(id, stat.ino(), [written]);
+            // Noted before it is written: a watcher woken by the write finds it its own.
+            st.note_own(id, stat.ino(), [(written, written + line.len() as u64)]);
+            if let Err(e) = append_synced(&path, &mut f, written, &line) {
+                st.unnote_own(id, stat.ino(), written);
+                return Err(e);
+            }
             if created {
                 sync_dir(&st.dir)?;
             }
@@ -547,6 +584,35 @@ impl SessionStore {
         })
     }
 
+    /// `update_meta` that keeps the session's lock for a rename, not for two fsyncs: the new
+    /// metadata is derived without the lock, written to its temp file and fsynced; then, under
+    /// the lock, it replaces the metadata only if that is still the file it was derived from
+    /// (same inode: every rewrite of it is a new file), and the directory is fsynced after the
+    /// lock is released. When another writer replaced the metadata meanwhile, `f` runs again
+    /// on what that writer left — so `f` must be a function of the session it is given (adding
+    /// to a count is; setting what was read earlier is not). A session that needs repairs
+    /// (the one-file layout, one found damaged) takes `update_meta`'s way. For the metadata
+    /// written after a turn (its token counts), so the next turn's read and append of the
+    /// conversation do not wait for the disk.
+    pub fn update_meta_optimistic<R>(
+        &self,
+        id: &str,
+        mut f: impl FnMut(&mut Session) -> R,
+    ) -> Result<Option<R>, Error> {
+        let st = &self.inner;
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        for _ in 0..OPTIMISTIC_TRIES {
+            match st.meta_off_lock(id, &mut f)? {
+                Tried::Done(r) => return Ok(r),
+                Tried::Replaced => continue,
+                Tried::NeedsLock => break,
+            }
+        }
+        self.update_meta(id, f)
+    }
+
     /// Locked read-modify-write of one session with its conversation; `None` when it does not
     /// exist. Reads the whole conversation: prefer `update_meta` and `append_message`. Messages
     /// added at the end are appended; any other change to the conversation rewrites it.
@@ -570,9 +636,10 @@ impl SessionStore {
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
                     let starts = std::iter::once(0)
                         .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1));
-                    let starts: Vec<u64> =
-                        starts.filter(|s| *s < bytes.len() as u64).map(|s| d.file.bytes + s).collect();
-                    st.note_own(id, stat.ino(), starts);
+                    let starts: Vec<u64> = starts.filter(|s| *s < bytes.len() as u64).collect();
+                    let ends = starts.iter().skip(1).copied().chain([bytes.len() as u64]);
+                    let at = d.file.bytes;
+                    st.note_own(id, stat.ino(), starts.iter().zip(ends).map(|(s, e)| (at + s, at + e)));
                     if d.file.ino == 0 {
                         sync_dir(&st.dir)?;
                     }
@@ -619,9 +686,13 @@ impl SessionStore {
 
     /// The whole lines appended to session `id`'s conversation past `pos` by other processes
     /// (read under the session's shared lock, so no append is half-done; at most `TAIL_MAX`
-    /// bytes). `None` when the session is gone.
+    /// bytes; when all that is past `pos` is this process's own appends, passed over without
+    /// the lock: `own_alone`). `None` when the session is gone.
     pub fn tail_read(&self, id: &str, pos: TailPos) -> Result<Option<Tail>, Error> {
         let st = &self.inner;
+        if let Some(own) = st.own_alone(id, pos) {
+            return Ok(Some(own));
+        }
         let Some(_guard) = st.lock_session(id, false)? else { return Ok(None) };
         let path = st.messages_path(id);
         let stat = match std::fs::symlink_metadata(&path) {
@@ -676,7 +747,7 @@ impl SessionStore {
             while start < whole {
                 let end = start + bytes[start..whole].iter().position(|b| *b == b'\n').unwrap_or(whole - start);
                 let offset = from + start as u64;
-                let skip = mine.as_mut().is_some_and(|l| l.remove(&(stat.ino(), offset)));
+                let skip = mine.as_mut().is_some_and(|l| l.remove(&(stat.ino(), offset)).is_some());
                 if !skip {
                     match serde_json::from_slice(&bytes[start..end]) {
                         Ok(m) => messages.push(m),
@@ -763,16 +834,46 @@ impl Inner {
 
     /// Notes lines this process appended to session `id`'s file `ino` at `starts`, when a
     /// reader follows it (`tail_start`).
-    fn note_own(&self, id: &str, ino: u64, starts: impl IntoIterator<Item = u64>) {
+    fn note_own(&self, id: &str, ino: u64, lines: impl IntoIterator<Item = (u64, u64)>) {
         if let Some(o) = lock(&self.own).get_mut(id) {
-            o.lines.extend(starts.into_iter().map(|s| (ino, s)));
+            o.lines.extend(lines.into_iter().map(|(start, end)| ((ino, start), end)));
+        }
+    }
+
+    /// `tail_read` past `pos` when the file holds nothing past it but this process's own
+    /// appends (a watcher is told of those too): known from the notes and one `stat`, with no
+    /// lock taken and nothing read. `None`: the file must be read.
+    fn own_alone(&self, id: &str, pos: TailPos) -> Option<Tail> {
+        let stat = std::fs::symlink_metadata(self.messages_path(id)).ok().filter(|m| m.is_file())?;
+        if pos.ino == 0 || stat.ino() != pos.ino || stat.len() < pos.bytes {
+            return None;
+        }
+        let mut at = pos.bytes;
+        {
+            let own = lock(&self.own);
+            let lines = &own.get(id)?.lines;
+            while at < stat.len() {
+                at = *lines.get(&(pos.ino, at))?;
+            }
+        }
+        if at != stat.len() {
+            return None;
+        }
+        self.forget_own(id, pos.ino, at);
+        Some(Tail { pos: TailPos { ino: pos.ino, bytes: at, legacy: false }, ..Tail::default() })
+    }
+
+    /// Drops the note of an own line that was not written after all.
+    fn unnote_own(&self, id: &str, ino: u64, start: u64) {
+        if let Some(o) = lock(&self.own).get_mut(id) {
+            o.lines.remove(&(ino, start));
         }
     }
 
     /// Drops the notes of own lines a reader is past (or of a file replaced since).
     fn forget_own(&self, id: &str, ino: u64, upto: u64) {
         if let Some(o) = lock(&self.own).get_mut(id) {
-            o.lines.retain(|&(i, s)| i == ino && s >= upto);
+            o.lines.retain(|&(i, s), _| i == ino && s >= upto);
         }
     }
 
@@ -863,6 +964,57 @@ impl Inner {
         Ok(Some(r))
     }
 
+    /// One try of `update_meta_optimistic`.
+    fn meta_off_lock<R>(&self, id: &str, f: &mut impl FnMut(&mut Session) -> R) -> Result<Tried<R>, Error> {
+        if self.marked_damaged(id) || std::fs::symlink_metadata(self.legacy_path(id)).is_ok() {
+            return Ok(Tried::NeedsLock);
+        }
+        let meta_path = self.meta_path(id);
+        // Kept open until the check, so its inode cannot be given to another file meanwhile.
+        let mut read = match atomic::open_read(&meta_path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tried::NeedsLock),
+            Err(e) => return Err(atomic::io_err(&meta_path, e)),
+        };
+        let stat = read.metadata().map_err(|e| atomic::io_err(&meta_path, e))?;
+        if !stat.is_file() {
+            return Err(corrupt(&meta_path, "it is not a regular file"));
+        }
+        let mut bytes = Vec::with_capacity(stat.len() as usize + 1);
+        read.read_to_end(&mut bytes).map_err(|e| atomic::io_err(&meta_path, e))?;
+        // Unlocked, a last line without its newline is most likely an append in progress: the
+        // metadata records the conversation up to the whole lines (the rest is counted when it
+        // is read again, like any line past the recorded end).
+        let d = self.derive_meta(id, &meta_path, &bytes, false)?;
+        let (file, mut s) = (d.file, d.session);
+        let (before_id, count) = (s.id.clone(), s.message_count);
+        let r = f(&mut s);
+        if s.conversation.is_some() {
+            log::error!("store: update_meta_optimistic of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
+        }
+        s.id = before_id;
+        s.message_count = count;
+        s.conversation = None;
+        s.updated_at = gosling_util::now_rfc3339();
+        let temp = atomic::write_temp(&meta_path, &meta_bytes(&meta_path, &s, file)?)?;
+        let Some(guard) = self.lock_session(id, true)? else { return Ok(Tried::Done(None)) };
+        let now = match std::fs::symlink_metadata(&meta_path) {
+            Ok(m) => Some(m.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(atomic::io_err(&meta_path, e)),
+        };
+        if now != Some(stat.ino()) {
+            return Ok(Tried::Replaced);
+        }
+        temp.rename()?;
+        drop(guard);
+        drop(read);
+        atomic::sync_parent(&meta_path)?;
+        lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
+        self.note(id);
+        Ok(Tried::Done(Some(r)))
+    }
+
     /// Reads one session from its files: the one-file layout if that file exists (it is
     /// removed only once the two new files are durable, so a migration a crash interrupted is
     /// redone), else the metadata with the lines past its recorded end counted. `locked`: the
@@ -878,16 +1030,21 @@ impl Inner {
     fn derive_current(&self, id: &str, locked: bool) -> Result<Option<Derived>, Error> {
         let meta_path = self.meta_path(id);
         let Some(bytes) = atomic::read_file(&meta_path)? else { return Ok(None) };
+        self.derive_meta(id, &meta_path, &bytes, locked).map(Some)
+    }
+
+    /// `derive_current` of the metadata file's `bytes`.
+    fn derive_meta(&self, id: &str, meta_path: &Path, bytes: &[u8], locked: bool) -> Result<Derived, Error> {
         // The file is a Session (without conversation) plus FILE_KEY, which lands in `extra`.
-        let mut session: Session = serde_json::from_slice(&bytes).map_err(|e| corrupt(&meta_path, e.to_string()))?;
+        let mut session: Session = serde_json::from_slice(bytes).map_err(|e| corrupt(meta_path, e.to_string()))?;
         let recorded: Option<FilePos> = session
             .extra
             .remove(FILE_KEY)
-            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(&meta_path, format!("{FILE_KEY}: {e}"))))
+            .map(|v| serde_json::from_value(v).map_err(|e| corrupt(meta_path, format!("{FILE_KEY}: {e}"))))
             .transpose()?;
         session.conversation = None;
-        let session = of_id(&meta_path, session, id)?;
-        self.count(session, recorded, locked).map(Some)
+        let session = of_id(meta_path, session, id)?;
+        self.count(session, recorded, locked)
     }
 
     fn derive_legacy(&self, id: &str) -> Result<Option<Derived>, Error> {
@@ -1020,15 +1177,7 @@ impl Inner {
 
     fn write_meta(&self, session: &Session, file: FilePos) -> Result<(), Error> {
         let path = self.meta_path(&session.id);
-        let mut doc = match serde_json::to_value(session) {
-            Ok(Value::Object(m)) => m,
-            _ => return Err(corrupt(&path, "the session did not serialize to an object")),
-        };
-        doc.remove("conversation");
-        doc.insert(FILE_KEY.into(), serde_json::json!(file));
-        let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| corrupt(&path, e.to_string()))?;
-        bytes.push(b'\n');
-        atomic::write_atomic(&path, &bytes)
+        atomic::write_atomic(&path, &meta_bytes(&path, session, file)?)
     }
 
     /// Writes the metadata of `s`, changed now, its conversation file ending at `file`.
@@ -1469,6 +1618,18 @@ mod tests {
         let again = b.tail_read(&id, t.pos).unwrap().unwrap();
         assert!(again.messages.is_empty() && again.pos == t.pos, "each line once");
         assert!(lock(&b.inner.own)[&id].lines.is_empty(), "own notes are dropped once read past");
+        // Only its own appends past the position (the watcher wakes for those too): read past
+        // with no lock taken, even while another process holds the session's lock.
+        b.append_message(&id, &message(7)).unwrap();
+        b.update(&id, |s| s.conversation.get_or_insert_with(Vec::new).push(message(8))).unwrap();
+        let lock_path = d.join("sessions").join(format!("{id}.lock"));
+        let held = atomic::open_lock_file(&lock_path).unwrap();
+        atomic::lock_file(&held, &lock_path, true).unwrap();
+        let own = b.tail_read(&id, t.pos).unwrap().unwrap();
+        assert!(own.messages.is_empty() && own.pos.bytes > t.pos.bytes && !own.rewritten);
+        drop(held);
+        let t = b.tail_read(&id, own.pos).unwrap().unwrap();
+        assert!(t.messages.is_empty() && t.pos == own.pos);
         // A rewrite is reported, not streamed; reading goes on from its end.
         a.replace_conversation(&id, &[message(9)]).unwrap();
         let t = b.tail_read(&id, t.pos).unwrap().unwrap();
@@ -1509,6 +1670,55 @@ mod tests {
         assert_eq!(s.message_count, 10);
         assert_eq!(s.conversation.unwrap(), (0..10).map(message).collect::<Vec<_>>());
         assert_eq!(st.list().unwrap()[0].message_count, 10);
+    }
+
+    /// The temp files left in the sessions dir (none, once every write is done).
+    fn temps(d: &Path) -> Vec<String> {
+        let names = std::fs::read_dir(d.join("sessions")).unwrap().map(|e| e.unwrap().file_name());
+        names.map(|n| n.to_string_lossy().into_owned()).filter(|n| n.contains(".tmp.")).collect()
+    }
+
+    #[test]
+    fn an_optimistic_metadata_write_runs_again_on_what_another_writer_left() {
+        let d = tmpdir("optimistic");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        a.append_message(&id, &message(0)).unwrap();
+        // Between a's read and its rename, b appends (no metadata write): a's write stands,
+        // and the line b appended is still counted.
+        let mut runs = 0;
+        let add = |s: &mut Session| s.accumulated_input_tokens = Some(s.accumulated_input_tokens.unwrap_or(0) + 1);
+        let r = a.update_meta_optimistic(&id, |s| {
+            runs += 1;
+            if runs == 1 {
+                b.append_message(&id, &message(1)).unwrap();
+            }
+            add(s);
+            runs
+        });
+        assert_eq!(r.unwrap(), Some(1));
+        // Between a's read and its rename, b replaces the metadata: a's first write is dropped
+        // and its change is made again on b's.
+        runs = 0;
+        let r = a.update_meta_optimistic(&id, |s| {
+            runs += 1;
+            if runs == 1 {
+                b.update_meta(&id, |s| s.accumulated_input_tokens = Some(10)).unwrap().unwrap();
+            }
+            add(s);
+            runs
+        });
+        assert_eq!(r.unwrap(), Some(2));
+        for st in [&a, &b, &SessionStore::open(&d).unwrap()] {
+            let s = st.get(&id).unwrap().unwrap();
+            assert_eq!((s.accumulated_input_tokens, s.message_count), (Some(11), 2));
+            assert_eq!(s.conversation.unwrap(), vec![message(0), message(1)]);
+        }
+        assert_eq!(temps(&d), Vec::<String>::new());
+        // A session that does not exist (or an id that cannot be one) is not written.
+        assert_eq!(a.update_meta_optimistic("20250101_9", add).unwrap(), None);
+        assert_eq!(a.update_meta_optimistic("../x", add).unwrap(), None);
+        assert_eq!(temps(&d), Vec::<String>::new());
     }
 
     #[test]
