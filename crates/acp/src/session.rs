@@ -676,17 +676,28 @@ impl Agent {
         let sid = p.session_id.as_str();
         let cwd = Self::cwd(&p.cwd)?;
         let client = self.client_servers(p.mcp_servers)?;
-        let open =
-            OpenSession { working_dir: Some(cwd.clone()), added: client, restart: true, delegate: self.delegate(&cwd) };
+        let open = OpenSession {
+            working_dir: Some(cwd.clone()),
+            added: client,
+            restart: true,
+            delegate: self.delegate(&cwd),
+            without_conversation: true,
+        };
         let opened = self.app.open_session(sid, open).map_err(|e| match e {
             gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
             e => agent_error(e, sid),
         })?;
         let session = opened.session;
         let results = self.opened(sid, &cwd, &opened.results);
-        for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-            self.conn.update(sid, &u);
-        }
+        // Replayed as it is read from the file (bounded memory; the first message goes out
+        // before the last is read).
+        self.app
+            .each_message(sid, |m| {
+                for u in updates::replay(std::slice::from_ref(&m), &cwd) {
+                    self.conn.update(sid, &u);
+                }
+            })
+            .map_err(|e| agent_error(e, sid))?;
         log::info!("acp: session {sid} loaded in {cwd}");
         Ok(SessionOpened {
             session_id: None,
