@@ -310,3 +310,88 @@ fn a_long_session_is_replayed_as_it_is_read_in_bounded_memory() {
     drop(stdin);
     crate::support::reap_within(&mut child, Duration::from_secs(10));
 }
+
+/// `GET /sessions/{id}` and `POST /agent/resume` send a 10,000-message session as its file is
+/// read: with the client reading nothing past the first bytes, the server holds the conversation
+/// file open short of its end (its writes wait on the socket); read whole, the body is the
+/// session with every message in order, and the server's peak RSS grew by far less than the
+/// file.
+#[test]
+fn a_long_session_is_sent_over_http_as_it_is_read() {
+    use crate::support::{Server, ServerOpts, TempDir};
+    use std::io::{Read, Write};
+    let home = TempDir::new("long-http");
+    let cwd = work_dir(&home);
+    let (n, size) = (10_000, 4_000);
+    let bytes = write_long_session(&home, "20261128_1", &cwd, n, size);
+    let file = std::fs::canonicalize(home.join("state/sessions/20261128_1.jsonl")).unwrap();
+    let s = Server::start_in(home, ServerOpts::default());
+    let before = peak_rss_kb(s.pid());
+    let ask = |method: &str, path: &str, body: &str| {
+        let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
+        tcp.write_all(head.as_bytes()).unwrap();
+        tcp
+    };
+    for (method, path, body) in [
+        ("GET", "/sessions/20261128_1", String::new()),
+        ("POST", "/agent/resume", json!({"session_id": "20261128_1", "load_model_and_extensions": false}).to_string()),
+    ] {
+        let mut tcp = ask(method, path, &body);
+        let mut first = [0u8; 4096];
+        let got = tcp.read(&mut first).unwrap();
+        assert!(
+            String::from_utf8_lossy(&first[..got]).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&first[..got])
+        );
+        // Reading nothing more: the server stops where the socket's buffers are full.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let at = loop {
+            if let Some(at) = read_offset(s.pid(), &file) {
+                break at;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{method} {path}: the conversation file was not open while the body was sent: it was read whole first"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            at < bytes / 2,
+            "{method} {path}: the server had read {at} of {bytes} bytes with the client reading nothing"
+        );
+        let mut rest = Vec::new();
+        tcp.read_to_end(&mut rest).unwrap();
+        let mut all = first[..got].to_vec();
+        all.extend(rest);
+        let text = String::from_utf8(all).unwrap();
+        let (_, chunked) = text.split_once("\r\n\r\n").unwrap();
+        // Chunked: the sizes are lines of hex between the data.
+        let mut body = String::new();
+        let mut rest = chunked;
+        loop {
+            let (size, tail) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size, 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.push_str(&tail[..size]);
+            rest = &tail[size + 2..];
+        }
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let session = if path == "/agent/resume" { &v["session"] } else { &v };
+        assert_eq!(session["id"], "20261128_1");
+        let conversation = session["conversation"].as_array().unwrap();
+        assert_eq!(conversation.len(), n);
+        for (i, m) in conversation.iter().enumerate().step_by(997) {
+            assert!(
+                m["content"][0]["text"].as_str().unwrap().starts_with(&format!("message {i} ")),
+                "{method} {path}: message {i}"
+            );
+        }
+    }
+    let grew = peak_rss_kb(s.pid()).saturating_sub(before) * 1024;
+    assert!(grew < bytes / 4, "sending {bytes} bytes of conversation twice took {grew} bytes more memory at its peak");
+}

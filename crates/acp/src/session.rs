@@ -691,13 +691,12 @@ impl Agent {
         let results = self.opened(sid, &cwd, &opened.results);
         // Replayed as it is read from the file (bounded memory; the first message goes out
         // before the last is read).
-        self.app
-            .each_message(sid, |m| {
-                for u in updates::replay(std::slice::from_ref(&m), &cwd) {
-                    self.conn.update(sid, &u);
-                }
-            })
-            .map_err(|e| agent_error(e, sid))?;
+        let replay = |m: gosling_store::message::Message| {
+            for u in updates::replay(std::slice::from_ref(&m), &cwd) {
+                self.conn.update(sid, &u);
+            }
+        };
+        self.app.each_message(sid, |_| {}, replay).map_err(|e| agent_error(e, sid))?;
         log::info!("acp: session {sid} loaded in {cwd}");
         Ok(SessionOpened {
             session_id: None,

@@ -382,17 +382,27 @@ impl Host {
     }
 
     /// Session `id`'s conversation one message at a time, in bounded memory, for a front end
-    /// that replays it as it is read (`SessionStore::each_message`): `each` sees every message
-    /// in order; `SessionNotFound` when there is no such session.
-    pub fn each_message(&self, id: &str, mut each: impl FnMut(gosling_store::message::Message)) -> Result<(), Error> {
-        let found = self.sessions.each_message(id, |m| {
-            each(m);
-            Ok::<(), gosling_store::atomic::Error>(())
-        });
-        match found.map_err(Error::Store)? {
-            true => Ok(()),
-            false => Err(Error::SessionNotFound(id.into())),
-        }
+    /// that replays it as it is read (`SessionStore::each_message`): `meta` gets the session
+    /// without its conversation (read under the same lock), then `each` every message in order; `SessionNotFound` when there is no such session. The answer: the note of a
+    /// damaged session (lines skipped; `DAMAGED_KEY`), else `None`.
+    pub fn each_message(
+        &self,
+        id: &str,
+        meta: impl FnOnce(Session),
+        mut each: impl FnMut(gosling_store::message::Message),
+    ) -> Result<Option<String>, Error> {
+        let found = self.sessions.each_message(
+            id,
+            |s| {
+                meta(s);
+                Ok::<(), gosling_store::atomic::Error>(())
+            },
+            |m| {
+                each(m);
+                Ok(())
+            },
+        );
+        found.map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
     }
 
     /// The session with its conversation.

@@ -501,14 +501,18 @@ impl SessionStore {
     /// the file is opened under the session's shared lock, so up to its last whole line then,
     /// and read line by line after the lock is released (an append goes after those bytes, a
     /// rewrite makes a new file; neither changes what the open file holds). `each` gets every
-    /// message in order; its error stops the read. A line that is not a message is skipped
-    /// with a warning (`get` returns such a session damaged, its good messages). The one-file
-    /// layout is read whole (`get`), then given out. `false` when the session does not exist.
+    /// message in order, after `meta` got the session without its conversation (read from its
+    /// files under the same lock, as `get` reads it); their error stops the read. A line that
+    /// is not a message is skipped,
+    /// as `get` skips it, and the session is then marked damaged as `get` marks it (read whole
+    /// once more, for the note): the answer is that note (`DAMAGED_KEY`'s value). The one-file
+    /// layout is read whole (`get`), then given out. `None` when the session does not exist.
     pub fn each_message<E: From<Error>>(
         &self,
         id: &str,
+        meta: impl FnOnce(Session) -> Result<(), E>,
         mut each: impl FnMut(Message) -> Result<(), E>,
-    ) -> Result<bool, E> {
+    ) -> Result<Option<Option<String>>, E> {
         let st = &self.inner;
         let path = st.messages_path(id);
         let opened = st.with_session(id, false, |d| {
@@ -516,26 +520,32 @@ impl SessionStore {
                 return Ok((None, None));
             }
             if d.file.bytes == 0 {
-                return Ok((None, Some(None)));
+                return Ok((None, Some((d.session, None))));
             }
             let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-            Ok((None, Some(Some((f, d.file.bytes)))))
+            Ok((None, Some((d.session, Some((f, d.file.bytes))))))
         });
+        let damaged = |s: &Session| s.extra.get(DAMAGED_KEY).and_then(Value::as_str).map(str::to_string);
         let opened = match opened {
             Ok(Some(o)) => o,
-            Ok(None) => return Ok(false),
+            Ok(None) => return Ok(None),
             // Damaged metadata: as `get` reads it.
             Err(Error::Corrupt { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let Some(file) = opened else {
-            let Some(s) = self.get(id)? else { return Ok(false) };
-            for m in s.conversation.unwrap_or_default() {
+        let Some((session, file)) = opened else {
+            let Some(mut s) = self.get(id)? else { return Ok(None) };
+            let conversation = s.conversation.take().unwrap_or_default();
+            let note = damaged(&s);
+            meta(s)?;
+            for m in conversation {
                 each(m)?;
             }
-            return Ok(true);
+            return Ok(Some(note));
         };
-        let Some((f, written)) = file else { return Ok(true) };
+        meta(session)?;
+        let Some((f, written)) = file else { return Ok(Some(None)) };
+        let mut skipped = false;
         let mut r = io::BufReader::with_capacity(64 << 10, f.take(written));
         let mut line = Vec::new();
         for n in 1u64.. {
@@ -550,10 +560,14 @@ impl SessionStore {
             }
             match serde_json::from_slice::<Message>(&line) {
                 Ok(m) => each(m)?,
-                Err(e) => log::warn!("store: {}: line {n} is not a goose message ({e}); skipped", path.display()),
+                Err(_) => skipped = true,
             }
         }
-        Ok(true)
+        if !skipped {
+            return Ok(Some(None));
+        }
+        // Marked (and logged) as `get` does it.
+        Ok(Some(self.get(id)?.as_ref().and_then(damaged)))
     }
 
     /// The session without its conversation (`conversation` is `None`): from the index once
