@@ -95,7 +95,11 @@ async function shotBoth(page, name, atPhone, afterPhone) {
 
 // The conversation as the page shows it: each entry's kind and text, in order.
 async function transcript(p) {
-  return p.$$eval("#log > .msg", (ns) => ns.map((n) => n.className.replace("msg ", "") + ": " + n.textContent.trim()));
+  return p.$$eval("#log > .msg", (ns) => ns.map((n) => {
+    const c = n.cloneNode(true);
+    for (const a of c.querySelectorAll(".msg-actions")) a.remove(); // the message's buttons
+    return n.className.replace("msg ", "") + ": " + c.textContent.trim();
+  }));
 }
 
 async function llmock(port, behaviors) {
@@ -745,6 +749,46 @@ async function main() {
   await page.waitForSelector(".msg.assistant .md >> text=AFTER-RESTART");
   await idle(page);
   await shotBoth(page, "after-restart");
+
+  // 17. History (issue 35): the search box finds a session by what was said in it (not its
+  //     name); "Fork from here" opens a new session with the conversation up to that message;
+  //     "Edit" resends a sent message in its place (what followed it is dropped); and while a
+  //     turn runs, Send steers it: the agent answers the steered message in the same turn.
+  const api = async (p) => (await fetch(base + p, { headers: { "X-Secret-Key": SECRET } })).json();
+  await page.fill("#session-search", "after-restart");
+  await page.waitForSelector("#session-list button:has-text('Markdown, renamed by hand')");
+  await page.fill("#session-search", "words said nowhere");
+  await page.waitForSelector("#session-list >> text=No session matches.");
+  await page.fill("#session-search", "");
+  const before = (await api("/sessions")).sessions.length;
+  await page.click(".msg.assistant:has-text('AFTER-RESTART') button:text('Fork from here')");
+  await page.waitForSelector("#status:text('Forked: this is a new session.')");
+  await page.waitForSelector(".msg.assistant .md >> text=AFTER-RESTART");
+  const sessionsNow = (await api("/sessions")).sessions;
+  if (sessionsNow.length !== before + 1) throw new Error("fork: " + before + " sessions before, " + sessionsNow.length + " after");
+  const forkId = await page.evaluate(() => localStorage.getItem("gosling-last-session"));
+  await page.click(".msg.user:has-text('Still there?') button:text('Edit')");
+  await page.waitForSelector("#edit-note", { state: "visible" });
+  await llmock(llmPort, [{ type: "reply", text: "EDITED-ANSWER" }]);
+  await page.fill("#message-input", "Still here, edited?");
+  await page.press("#message-input", "Enter");
+  await page.waitForSelector(".msg.assistant .md >> text=EDITED-ANSWER");
+  await idle(page);
+  const edited = (await api("/sessions/" + forkId)).conversation.map((m) => (m.content.find((c) => c.type === "text") || {}).text);
+  if (edited.includes("Still there?") || edited.includes("AFTER-RESTART") || edited.slice(-2).join("|") !== "Still here, edited?|EDITED-ANSWER") {
+    throw new Error("edit and resend: " + JSON.stringify(edited.slice(-4)));
+  }
+  if (await page.locator(".msg.user:has-text('Still there?')").count()) throw new Error("the edited message is still shown");
+  await llmock(llmPort, [{ type: "slow_first_token", seconds: 4 }, { type: "reply", text: "WORKING-ON-IT" }, { type: "reply", text: "STEERED-ANSWER" }]);
+  await sendMessage(page, "Start slowly.");
+  await page.waitForSelector("#send-btn:text('Steer')");
+  await sendMessage(page, "And say STEERED.");
+  await page.waitForSelector("#status:text-matches('Steered')");
+  await page.waitForSelector(".msg.assistant .md >> text=STEERED-ANSWER");
+  await idle(page);
+  const steered = (await api("/sessions/" + forkId)).conversation.map((m) => (m.content.find((c) => c.type === "text") || {}).text);
+  if (steered.slice(-4).join("|") !== "Start slowly.|WORKING-ON-IT|And say STEERED.|STEERED-ANSWER") throw new Error("steer: " + JSON.stringify(steered.slice(-4)));
+  await shotBoth(page, "history-fork-edit-steer");
 
   if (consoleErrors.length) throw new Error("console errors (CSP violations?): " + consoleErrors.join("\n"));
   await ctx.close();

@@ -427,3 +427,161 @@ fn a_turn_is_stopped_from_the_other_front_end() {
     });
     assert!(freed.is_some(), "the editor's cancel stopped the HTTP turn and freed the session");
 }
+
+/// Writes a stored session `id` in `cwd` whose messages say `texts`, alternately the person's
+/// and the model's, created one second apart from `t0`.
+fn write_session(home: &TempDir, id: &str, cwd: &str, t0: i64, texts: &[&str]) {
+    use std::os::unix::fs::MetadataExt;
+    let dir = home.join("state").join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut lines = String::new();
+    for (i, t) in texts.iter().enumerate() {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let m = json!({"id": format!("{id}-{i}"), "role": role, "created": t0 + i as i64, "content": [{"type": "text", "text": t}], "metadata": {"userVisible": true, "agentVisible": true}});
+        lines.push_str(&format!("{m}\n"));
+    }
+    let file = dir.join(format!("{id}.jsonl"));
+    std::fs::write(&file, lines).unwrap();
+    let meta = std::fs::metadata(&file).unwrap();
+    let session = json!({"id": id, "name": format!("session {id}"), "working_dir": cwd, "created_at": "2026-11-28T10:00:00Z",
+        "updated_at": format!("2026-11-28T10:00:0{}Z", id.len() % 10), "extension_data": {}, "message_count": texts.len(), "session_type": "user",
+        "gosling_conversation_file": {"bytes": meta.len(), "ino": meta.ino()}});
+    std::fs::write(dir.join(format!("{id}.meta.json")), session.to_string()).unwrap();
+}
+
+/// The texts of a session's conversation as `GET /sessions/{id}` gives it.
+fn texts_over_http(s: &Server, id: &str) -> Vec<String> {
+    let r = s.get(&format!("/sessions/{id}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let c = r.json()["conversation"].clone();
+    c.as_array().unwrap().iter().map(|m| m["content"][0]["text"].as_str().unwrap().to_string()).collect()
+}
+
+/// The web page's history features on the HTTP API — search over what was said, "fork from
+/// here", "edit and resend" (truncate) — and ACP's give one outcome and the same refusals:
+/// both are the core's operations (`Host::search_sessions`, `agent::history`).
+#[test]
+fn search_fork_and_truncate_give_one_outcome_over_http_and_acp() {
+    let _peers = require_peers!();
+    let home = TempDir::new("fe-history");
+    let cwd = work_dir(&home);
+    let t0 = 1_763_900_000;
+    write_session(&home, "20261128_1", &cwd, t0, &["hello", "Where the Zebra sleeps", "and then?", "it wakes up"]);
+    write_session(&home, "20261128_2", &cwd, t0, &["nothing of note", "indeed"]);
+    let s = Server::start_in(home, ServerOpts::default());
+    let mut a = Acp::start(&s.home);
+    // Search: by what was said, any case; not the JSON around it.
+    for (q, want) in
+        [("zEBRA", vec!["20261128_1"]), ("INDEED", vec!["20261128_2"]), ("assistant", vec![]), ("giraffe", vec![])]
+    {
+        let r = s.get(&format!("/sessions/search?query={q}&limit=50"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("X-Search-Complete"), Some("true"));
+        let over_http: Vec<String> =
+            r.json().as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+        let listed = a.ok("session/list", json!({"_meta": {"query": q}}));
+        let over_acp: Vec<String> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(over_http, want, "HTTP search for {q:?}");
+        assert_eq!(over_acp, want, "ACP search for {q:?}");
+    }
+    // Fork from the third message: the first two, in a new session, either way.
+    let r = s.post("/sessions/20261128_1/fork", json!({"before": t0 + 2}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let by_http = r.json()["session"]["id"].as_str().unwrap().to_string();
+    let forked = a.ok(
+        "session/fork",
+        json!({"sessionId": "20261128_1", "cwd": cwd, "mcpServers": [], "_meta": {"conversationBefore": t0 + 2}}),
+    );
+    let by_acp = forked["sessionId"].as_str().unwrap().to_string();
+    let first_two = vec!["hello".to_string(), "Where the Zebra sleeps".to_string()];
+    assert_eq!(texts_over_http(&s, &by_http), first_two);
+    assert_eq!(texts_over_http(&s, &by_acp), first_two);
+    assert_eq!(texts_over_http(&s, "20261128_1").len(), 4, "the source is left as it was");
+    // Edit and resend: cut from the second message on, either way.
+    let r = s.post(&format!("/sessions/{by_http}/truncate"), json!({"from": t0 + 1}));
+    assert_eq!((r.status, r.json()["kept"].clone()), (200, json!(1)), "{}", r.text());
+    a.ok("_goose/unstable/session/conversation/truncate", json!({"sessionId": by_acp, "truncateFrom": t0 + 1}));
+    assert_eq!(texts_over_http(&s, &by_http), vec!["hello".to_string()]);
+    assert_eq!(texts_over_http(&s, &by_acp), vec!["hello".to_string()]);
+    // The same refusals, in the same words.
+    let r = s.post("/sessions/nope/truncate", json!({"from": t0}));
+    let e = a.call("_goose/unstable/session/conversation/truncate", json!({"sessionId": "nope", "truncateFrom": t0}));
+    assert_eq!((r.status, e["error"]["code"].clone()), (404, json!(-32002)), "{} / {e}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("Session nope not found"), "{}", r.text());
+    assert!(e["error"]["message"].as_str().unwrap().contains("Session nope not found"), "{e}");
+    let r = s.post("/sessions/nope/fork", json!({}));
+    assert_eq!(r.status, 404, "{}", r.text());
+    let r = s.post("/sessions/20261128_1/steer", json!({"run_id": "run_0", "text": "x"}));
+    let e = a.call(
+        "_goose/unstable/session/steer",
+        json!({"sessionId": "20261128_1", "expectedRunId": "run_0", "prompt": [{"type": "text", "text": "x"}]}),
+    );
+    assert_eq!(r.status, 409, "{}", r.text());
+    for said in [r.json()["message"].to_string(), e["error"]["message"].to_string()] {
+        assert!(said.contains("no active run to steer") && said.contains("new prompt"), "{said}");
+    }
+    // Bad input over HTTP says what to send (422: JSON of the wrong shape, as goose answers).
+    for (path, body, status, words) in [
+        ("/sessions/20261128_1/truncate", json!({}), 422, "from"),
+        ("/sessions/20261128_1/truncate", json!({"from": "yesterday"}), 422, "from"),
+        ("/sessions/20261128_1/fork", json!({"before": "x"}), 422, "before"),
+        ("/sessions/20261128_1/fork", json!({"cwd": "/"}), 422, "cwd"),
+        ("/sessions/20261128_1/steer", json!({"run_id": "run_0", "text": "  "}), 400, "`text` is empty"),
+        ("/sessions/20261128_1/steer", json!({"text": "x"}), 422, "run_id"),
+    ] {
+        let r = s.post(path, body.clone());
+        assert_eq!(r.status, status, "{path} {body}: {}", r.text());
+        assert!(r.json()["message"].as_str().unwrap().contains(words), "{path} {body}: {}", r.text());
+    }
+}
+
+/// Steering over HTTP: the turn started by `POST /sessions/{id}/reply` is named by its
+/// `X-Gosling-Run-Id`; a message steered into it is added before the model's next call, and
+/// the model answers it in the same turn (`Host::steer`, as ACP's steer).
+#[test]
+fn a_message_steered_over_http_is_answered_in_the_running_turn() {
+    use crate::fake_llm::{oa_finish, oa_text, text_turn, FakeLlm, Reply, Step, OA_DONE};
+    use crate::reply::user_text;
+    use crate::support::wait_for;
+    let _peers = require_peers!();
+    // The first answer waits a little after the model is asked, so the steer comes while it runs.
+    let slow = Reply::sse(&[oa_text("Working on it.")])
+        .then(Step::Sleep(Duration::from_secs(3)))
+        .then(Step::Send(oa_finish("stop").into_bytes()))
+        .then(Step::Send(OA_DONE.to_string().into_bytes()));
+    let llm = FakeLlm::start(vec![slow, text_turn("Bye then.")]);
+    let home = TempDir::new("fe-steer");
+    let cwd = work_dir(&home);
+    let s = Server::start_in(home, ServerOpts { env: llm.env("gpt-4o"), ..Default::default() });
+    let sid = start_session(&s, Path::new(&cwd), Some(vec![]));
+    let r = s.post(
+        &format!("/sessions/{sid}/reply"),
+        json!({"request_id": "0196b3f2-7c1a-7d2e-9f00-0123456789b1", "user_message": user_text("start")}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let run = r.header("X-Gosling-Run-Id").expect("the reply names its run").to_string();
+    assert!(
+        wait_for(Duration::from_secs(30), || (!llm.requests().is_empty()).then_some(())).is_some(),
+        "the model was asked"
+    );
+    let r = s.post(&format!("/sessions/{sid}/steer"), json!({"run_id": run, "text": "and say bye"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["run_id"], json!(run));
+    let done = wait_for(Duration::from_secs(60), || {
+        let texts = texts_over_http(&s, &sid);
+        (texts.last().map(String::as_str) == Some("Bye then.")).then_some(texts)
+    });
+    assert_eq!(
+        done.expect("the steered message was answered in the same turn"),
+        vec!["start", "Working on it.", "and say bye", "Bye then."]
+    );
+    let second = llm.requests()[1].body.to_string();
+    assert!(second.contains("and say bye"), "the model's second call carries the steered message");
+    let r = s.post(&format!("/sessions/{sid}/steer"), json!({"run_id": run, "text": "too late"}));
+    assert_eq!(r.status, 409, "the run has ended: {}", r.text());
+}

@@ -178,3 +178,220 @@ fn fork_and_truncate_refuse_bad_input_and_a_running_turn() {
     a.ok(truncate, json!({"sessionId":sid,"truncateFrom":0}));
     assert_eq!(a.message_count(&sid), 0);
 }
+
+/// Writes session `id` with `n` messages of about `size` bytes each, alternately the person's
+/// and the model's, as the store lays them out (metadata + message lines); the file's size.
+fn write_long_session(home: &crate::support::TempDir, id: &str, cwd: &str, n: usize, size: usize) -> u64 {
+    let dir = home.join("state").join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pad = "x".repeat(size);
+    let mut lines = String::new();
+    for i in 0..n {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let text = format!("message {i} {pad}");
+        let m = json!({"id": format!("m{i}"), "role": role, "created": 1_763_900_000 + i, "content": [{"type": "text", "text": text}], "metadata": {"userVisible": true, "agentVisible": true}});
+        lines.push_str(&m.to_string());
+        lines.push('\n');
+    }
+    let file = dir.join(format!("{id}.jsonl"));
+    std::fs::write(&file, &lines).unwrap();
+    let meta = std::fs::metadata(&file).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let session = json!({"id": id, "name": "long", "working_dir": cwd, "created_at": "2026-11-28T10:00:00Z",
+        "updated_at": "2026-11-28T10:00:00Z", "extension_data": {}, "message_count": n, "session_type": "user",
+        "gosling_conversation_file": {"bytes": meta.len(), "ino": meta.ino()}});
+    std::fs::write(dir.join(format!("{id}.meta.json")), session.to_string()).unwrap();
+    meta.len()
+}
+
+/// Where the process's open descriptor of `file` is (its read offset); `None` when it has none.
+fn read_offset(pid: u32, file: &std::path::Path) -> Option<u64> {
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        if std::fs::read_link(fd.path()).is_ok_and(|t| t == file) {
+            let info =
+                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy())).ok()?;
+            return info.lines().find_map(|l| l.strip_prefix("pos:")).and_then(|v| v.trim().parse().ok());
+        }
+    }
+    None
+}
+
+fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// `session/load` of a 10,000-message session replays it as it reads the file: the first
+/// message reaches the editor while the server has read only the start of the file (it is
+/// held open there: the editor has stopped reading, so the server waits on its pipe), and the
+/// whole replay costs the server far less memory than the conversation's size.
+#[test]
+fn a_long_session_is_replayed_as_it_is_read_in_bounded_memory() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let home = crate::support::TempDir::new("long-load");
+    let cwd = work_dir(&home);
+    let (n, size) = (10_000, 2_000);
+    let bytes = write_long_session(&home, "20261128_1", &cwd, n, size);
+    let file = std::fs::canonicalize(home.join("state/sessions/20261128_1.jsonl")).unwrap();
+    let mut child = crate::support::gosling(&home)
+        .arg("acp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // A reader that hands over one line at a time: while the test takes none, nothing more is
+    // read from the pipe, and the server's writes wait once the pipe is full.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Value>(0);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(Duration::from_secs(60)).expect("gosling acp said nothing for 60 s");
+    let mut send = |id: u64, method: &str, params: Value| {
+        let line = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string();
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+    };
+    send(0, "initialize", json!({"protocolVersion":1,"clientCapabilities":{}}));
+    while next()["id"] != json!(0) {}
+    let before = peak_rss_kb(pid);
+    send(1, "session/load", json!({"sessionId":"20261128_1","cwd":cwd,"mcpServers":[]}));
+    let first = loop {
+        let m = next();
+        assert!(m.get("error").is_none(), "{m}");
+        if m["params"]["update"]["sessionUpdate"] == "user_message_chunk" {
+            break m;
+        }
+    };
+    assert!(first["params"]["update"]["content"]["text"].as_str().unwrap().starts_with("message 0 "), "{first}");
+    // The editor reads nothing more for now: the server holds the file open where it is.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let at = loop {
+        if let Some(at) = read_offset(pid, &file) {
+            break at;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the conversation file was not open while the replay was under way: it was read whole first"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(at < bytes / 10, "the server had read {at} of {bytes} bytes when the first message reached the editor");
+    // The rest, in order, then the answer.
+    let mut seen = 1;
+    loop {
+        let m = next();
+        if m["id"] == json!(1) {
+            assert!(m.get("result").is_some(), "{m}");
+            break;
+        }
+        let u = &m["params"]["update"];
+        if u["sessionUpdate"] == "user_message_chunk" || u["sessionUpdate"] == "agent_message_chunk" {
+            let text = u["content"]["text"].as_str().unwrap();
+            assert!(text.starts_with(&format!("message {seen} ")), "message {seen} out of order: {}", &text[..20]);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, n);
+    let grew = peak_rss_kb(pid).saturating_sub(before) * 1024;
+    assert!(grew < bytes / 4, "replaying {bytes} bytes of conversation took {grew} bytes more memory at its peak");
+    drop(stdin);
+    crate::support::reap_within(&mut child, Duration::from_secs(10));
+}
+
+/// `GET /sessions/{id}` and `POST /agent/resume` send a 10,000-message session as its file is
+/// read: with the client reading nothing past the first bytes, the server holds the conversation
+/// file open short of its end (its writes wait on the socket); read whole, the body is the
+/// session with every message in order, and the server's peak RSS grew by far less than the
+/// file.
+#[test]
+fn a_long_session_is_sent_over_http_as_it_is_read() {
+    use crate::support::{Server, ServerOpts, TempDir};
+    use std::io::{Read, Write};
+    let home = TempDir::new("long-http");
+    let cwd = work_dir(&home);
+    let (n, size) = (10_000, 4_000);
+    let bytes = write_long_session(&home, "20261128_1", &cwd, n, size);
+    let file = std::fs::canonicalize(home.join("state/sessions/20261128_1.jsonl")).unwrap();
+    let s = Server::start_in(home, ServerOpts::default());
+    let before = peak_rss_kb(s.pid());
+    let ask = |method: &str, path: &str, body: &str| {
+        let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
+        tcp.write_all(head.as_bytes()).unwrap();
+        tcp
+    };
+    for (method, path, body) in [
+        ("GET", "/sessions/20261128_1", String::new()),
+        ("POST", "/agent/resume", json!({"session_id": "20261128_1", "load_model_and_extensions": false}).to_string()),
+    ] {
+        let mut tcp = ask(method, path, &body);
+        let mut first = [0u8; 4096];
+        let got = tcp.read(&mut first).unwrap();
+        assert!(
+            String::from_utf8_lossy(&first[..got]).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&first[..got])
+        );
+        // Reading nothing more: the server stops where the socket's buffers are full.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let at = loop {
+            if let Some(at) = read_offset(s.pid(), &file) {
+                break at;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{method} {path}: the conversation file was not open while the body was sent: it was read whole first"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            at < bytes / 2,
+            "{method} {path}: the server had read {at} of {bytes} bytes with the client reading nothing"
+        );
+        let mut rest = Vec::new();
+        tcp.read_to_end(&mut rest).unwrap();
+        let mut all = first[..got].to_vec();
+        all.extend(rest);
+        let text = String::from_utf8(all).unwrap();
+        let (_, chunked) = text.split_once("\r\n\r\n").unwrap();
+        // Chunked: the sizes are lines of hex between the data.
+        let mut body = String::new();
+        let mut rest = chunked;
+        loop {
+            let (size, tail) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size, 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.push_str(&tail[..size]);
+            rest = &tail[size + 2..];
+        }
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let session = if path == "/agent/resume" { &v["session"] } else { &v };
+        assert_eq!(session["id"], "20261128_1");
+        let conversation = session["conversation"].as_array().unwrap();
+        assert_eq!(conversation.len(), n);
+        for (i, m) in conversation.iter().enumerate().step_by(997) {
+            assert!(
+                m["content"][0]["text"].as_str().unwrap().starts_with(&format!("message {i} ")),
+                "{method} {path}: message {i}"
+            );
+        }
+    }
+    let grew = peak_rss_kb(s.pid()).saturating_sub(before) * 1024;
+    assert!(grew < bytes / 4, "sending {bytes} bytes of conversation twice took {grew} bytes more memory at its peak");
+}

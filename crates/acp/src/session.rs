@@ -788,8 +788,13 @@ impl Agent {
         let sid = p.session_id.as_str();
         let cwd = Self::cwd(&p.cwd)?;
         let client = self.client_servers(p.mcp_servers)?;
-        let open =
-            OpenSession { working_dir: Some(cwd.clone()), added: client, restart: true, delegate: self.delegate(&cwd) };
+        let open = OpenSession {
+            working_dir: Some(cwd.clone()),
+            added: client,
+            restart: true,
+            delegate: self.delegate(&cwd),
+            without_conversation: true,
+        };
         let opened = self.app.open_session(sid, open).map_err(|e| match e {
             gosling_agent::Error::Refused(e) => invalid_params(e.to_string()),
             e => agent_error(e, sid),
@@ -797,9 +802,14 @@ impl Agent {
         let session = opened.session;
         let results = self.opened(sid, &cwd, &opened.results);
         if replay {
-            for u in updates::replay(session.conversation.as_deref().unwrap_or_default(), &cwd) {
-                self.conn.update(sid, &u);
-            }
+            // Replayed as it is read from the file (bounded memory; the first message goes out
+            // before the last is read).
+            let each = |m: gosling_store::message::Message| {
+                for u in updates::replay(std::slice::from_ref(&m), &cwd) {
+                    self.conn.update(sid, &u);
+                }
+            };
+            self.app.each_message(sid, |_| {}, each).map_err(|e| agent_error(e, sid))?;
         }
         log::info!("acp: session {sid} {} in {cwd}", if replay { "loaded" } else { "resumed" });
         Ok(SessionOpened {

@@ -70,6 +70,9 @@ pub struct OpenSession {
     /// Start its extensions again even when they run (else a running session is only joined).
     pub restart: bool,
     pub delegate: Option<DelegateFor>,
+    /// `Opened::session` without its conversation (the caller replays it with
+    /// `Host::each_message`, in bounded memory).
+    pub without_conversation: bool,
 }
 
 /// A session's provider and model (`Host::set_model`); `None` leaves one as it is.
@@ -82,7 +85,7 @@ pub struct ModelChoice {
 
 /// A session started or opened.
 pub struct Opened {
-    /// With its conversation.
+    /// With its conversation (unless `OpenSession::without_conversation`).
     pub session: Session,
     /// Each extension started (none for `Wait::Background`).
     pub results: Vec<LoadResult>,
@@ -141,6 +144,7 @@ impl Host {
     /// took back (`extension_set::to_start`), started — or joined when it runs and `restart` is
     /// not asked.
     pub fn open_session(&self, id: &str, open: OpenSession) -> Result<Opened, Error> {
+        let without_conversation = open.without_conversation;
         let meta =
             self.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))?;
         let mut set = extension_set::stored_set(&meta);
@@ -185,7 +189,8 @@ impl Host {
                 (results, left_out)
             }
         };
-        Ok(Opened { session: self.session(id)?, results, left_out })
+        let session = if without_conversation { self.session_meta(id)? } else { self.session(id)? };
+        Ok(Opened { session, results, left_out })
     }
 
     /// Adds an extension to a live session, whichever front end asks: the trust policy, its
@@ -345,20 +350,24 @@ impl Host {
     /// (read newest first within `budget`) whose messages hold it, ignoring case. The second
     /// value is `Some(false)` when the budget ran out before the oldest sessions were read.
     pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<(Vec<Session>, Option<bool>), Error> {
-        let mut all = self.list_sessions()?;
+        // Filtered before anything is parsed: a search over 10,000 sessions parses the few it
+        // finds, not every one.
+        let mut all = self.sessions.listed().map_err(Error::Store)?;
         all.retain(|s| {
-            (q.types.is_empty() || q.types.contains(&s.session_type.as_str()))
-                && q.working_dir.is_none_or(|c| s.working_dir == c)
+            (q.types.is_empty() || q.types.contains(&s.session_type()))
+                && q.working_dir.is_none_or(|c| s.working_dir() == c)
         });
-        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
-        let Some(query) = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty()) else {
-            return Ok((all, None));
+        let parse = |kept: Vec<gosling_store::sessions::Listed>| -> Result<Vec<Session>, Error> {
+            kept.iter().map(|s| s.session().map_err(Error::Store)).collect()
         };
-        let named = |s: &Session| s.name.to_lowercase().contains(query.as_str());
-        let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id.as_str()).collect();
+        let Some(query) = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty()) else {
+            return Ok((parse(all)?, None));
+        };
+        let named = |s: &gosling_store::sessions::Listed| s.name().to_lowercase().contains(query.as_str());
+        let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id()).collect();
         let found = gosling_store::search::sessions_saying(&self.sessions, &others, &query, q.budget);
-        all.retain(|s| named(s) || found.ids.contains(&s.id));
-        Ok((all, Some(found.complete)))
+        all.retain(|s| named(s) || found.ids.contains(s.id()));
+        Ok((parse(all)?, Some(found.complete)))
     }
 
     /// Every session's listing entry as one JSON array, built without serializing (the store
@@ -374,6 +383,31 @@ impl Host {
             self.sessions.get_meta(id).map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))?;
         crate::usage::with_queued(&self.sessions, &mut s);
         Ok(s)
+    }
+
+    /// Session `id`'s conversation one message at a time, in bounded memory, for a front end
+    /// that replays it as it is read (`SessionStore::each_message`): `meta` gets the session
+    /// without its conversation (read under the same lock), then `each` every message in order; `SessionNotFound` when there is no such session. The answer: the note of a
+    /// damaged session (lines skipped; `DAMAGED_KEY`), else `None`.
+    pub fn each_message(
+        &self,
+        id: &str,
+        meta: impl FnOnce(Session),
+        mut each: impl FnMut(gosling_store::message::Message),
+    ) -> Result<Option<String>, Error> {
+        let found = self.sessions.each_message(
+            id,
+            |mut s| {
+                crate::usage::with_queued(&self.sessions, &mut s);
+                meta(s);
+                Ok::<(), gosling_store::atomic::Error>(())
+            },
+            |m| {
+                each(m);
+                Ok(())
+            },
+        );
+        found.map_err(Error::Store)?.ok_or_else(|| Error::SessionNotFound(id.into()))
     }
 
     /// The session with its conversation (token counts as `session_meta`).

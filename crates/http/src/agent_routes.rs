@@ -169,7 +169,82 @@ struct ResumeReq {
     load_model_and_extensions: bool,
 }
 
-pub fn resume(app: &App, req: &Request) -> R {
+/// Session `id`'s JSON with its conversation, written as the conversation is read from its
+/// file (`Host::each_message`: the session as its files hold it under its lock, then one message
+/// held at a time, the first bytes out before the last line is read), between `before` and
+/// `after`. A write error (the client gone) ends the writing; the read goes on to the file's
+/// end without sending.
+fn session_streamed(app: &Arc<App>, id: &str, before: &'static str, after: String) -> R {
+    let (app, id) = (app.clone(), id.to_string());
+    let write = move |w: &mut dyn std::io::Write| -> std::io::Result<()> {
+        use std::io::Write;
+        // Both callbacks write (one after the other): the writer and its state in one cell.
+        struct Out<'a> {
+            w: std::io::BufWriter<&'a mut dyn Write>,
+            wrote: std::io::Result<usize>,
+            had_note: bool,
+        }
+        let out = std::cell::RefCell::new(Out {
+            w: std::io::BufWriter::with_capacity(64 << 10, w),
+            wrote: Ok(0),
+            had_note: false,
+        });
+        let head = |s: Session, o: &mut Out| -> std::io::Result<()> {
+            let mut v = session_json(&s);
+            if let Value::Object(m) = &mut v {
+                m.remove("conversation");
+            }
+            o.had_note = v.get(gosling_store::sessions::DAMAGED_KEY).is_some();
+            let mut text = format!("{before}{v}");
+            text.pop(); // its closing brace: the conversation goes last
+            let sep = if text.ends_with('{') { "" } else { "," };
+            o.w.write_all(format!("{text}{sep}\"conversation\":[").as_bytes())
+        };
+        let read = app.each_message(
+            &id,
+            |s| {
+                let o = &mut *out.borrow_mut();
+                if let Err(e) = head(s, o) {
+                    o.wrote = Err(e);
+                }
+            },
+            |m| {
+                let o = &mut *out.borrow_mut();
+                if let Ok(n) = o.wrote {
+                    let sep: &[u8] = if n == 0 { b"" } else { b"," };
+                    let r =
+                        o.w.write_all(sep)
+                            .and_then(|_| serde_json::to_writer(&mut o.w, &m).map_err(std::io::Error::other));
+                    o.wrote = r.map(|_| n + 1);
+                }
+            },
+        );
+        let Out { mut w, wrote, had_note } = out.into_inner();
+        wrote?;
+        let damaged = match read {
+            Ok(d) => d,
+            Err(e) => {
+                // The headers are out: the body ends short, and the log says why.
+                log::warn!("session {id}: its conversation could not be read whole: {e}");
+                return Err(std::io::Error::other(e.to_string()));
+            }
+        };
+        w.write_all(b"]")?;
+        // Found damaged while it was read (lines skipped): said after the conversation.
+        if let Some(note) = damaged.filter(|_| !had_note) {
+            let key = gosling_store::sessions::DAMAGED_KEY;
+            w.write_all(format!(",\"{key}\":{}", Value::String(note)).as_bytes())?;
+        }
+        w.write_all(b"}")?;
+        w.write_all(after.as_bytes())?;
+        w.flush()
+    };
+    let mut r = Response::sse(Box::new(write));
+    r.headers = vec![("Content-Type".into(), "application/json".into())];
+    Ok(r)
+}
+
+pub fn resume(app: &Arc<App>, req: &Request) -> R {
     let r: ResumeReq = req.json()?;
     let not_found = |e| match e {
         Error::SessionNotFound(id) => {
@@ -178,11 +253,13 @@ pub fn resume(app: &App, req: &Request) -> R {
         e => ApiError::from(e),
     };
     if !r.load_model_and_extensions {
-        let session = app.session(&r.session_id).map_err(not_found)?;
-        return Ok(Response::json(200, &json!({ "session": session_json(&session) })));
+        app.session_meta(&r.session_id).map_err(not_found)?;
+        return session_streamed(app, &r.session_id, "{\"session\":", "}".into());
     }
-    let opened = app.open_session(&r.session_id, OpenSession::default()).map_err(not_found)?;
-    Ok(Response::json(200, &json!({ "session": session_json(&opened.session), "extension_results": opened.results })))
+    let open = OpenSession { without_conversation: true, ..Default::default() };
+    let opened = app.open_session(&r.session_id, open).map_err(not_found)?;
+    let results = serde_json::to_string(&opened.results).map_err(|e| ApiError::internal(e.to_string()))?;
+    session_streamed(app, &r.session_id, "{\"session\":", format!(",\"extension_results\":{results}}}"))
 }
 
 #[derive(Deserialize)]
@@ -340,12 +417,13 @@ pub fn list_sessions(app: &App) -> R {
     Ok(Response::bytes(200, "application/json", body))
 }
 
-pub fn get_session(app: &App, id: &str) -> R {
-    let s = app.session(id).map_err(|e| match e {
+/// The session with its conversation, streamed from its file (`session_streamed`).
+pub fn get_session(app: &Arc<App>, id: &str) -> R {
+    app.session_meta(id).map_err(|e| match e {
         Error::SessionNotFound(id) => ApiError::not_found(format!("Session not found: session {id:?} not found")),
         e => ApiError::from(e),
     })?;
-    Ok(Response::json(200, &session_json(&s)))
+    session_streamed(app, id, "", String::new())
 }
 
 pub fn delete_session(app: &App, id: &str) -> R {

@@ -6,11 +6,10 @@
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
+use gosling_agent::ops::SessionQuery;
 use gosling_extensions::config::ExtensionConfig;
 use gosling_llm as llm;
 use gosling_llm::catalog::PROVIDERS;
-use gosling_store::message::Content;
-use gosling_store::sessions::Session;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -106,24 +105,18 @@ pub fn insights(app: &App) -> R {
     Ok(Response::json(200, &json!({ "totalSessions": sessions.len(), "totalTokens": tokens })))
 }
 
-/// The text of a conversation's text items, for search.
-fn conversation_text(s: &Session) -> String {
-    let mut out = String::new();
-    for m in s.conversation.iter().flatten() {
-        for c in &m.content {
-            if let Content::Text(t) = c {
-                out.push_str(&t.text);
-                out.push('\n');
-            }
-        }
-    }
-    out
-}
+/// How long a search reads messages before it answers with what it found (the core's
+/// `search_sessions`; ACP's `session/list` uses the same).
+const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_millis(80);
 
+/// goose's `GET /sessions/search?query=&limit=&after_date=&before_date=`: sessions whose name
+/// or messages hold `query` (any case), newest first, at most `limit` (10; 50 at most). The
+/// search is the core's (`Host::search_sessions`); `X-Search-Complete: false` when its
+/// budget ran out before the oldest sessions were read.
 pub fn search(app: &App, req: &Request) -> R {
     let query = req
         .query_param("query")
-        .map(|q| q.trim().to_lowercase())
+        .map(|q| q.trim().to_string())
         .filter(|q| !q.is_empty())
         .ok_or_else(|| ApiError::bad_request("missing the `query` query parameter (the text to search for)"))?;
     let limit = match req.query_param("limit") {
@@ -133,28 +126,20 @@ pub fn search(app: &App, req: &Request) -> R {
     .min(50);
     let after = req.query_param("after_date");
     let before = req.query_param("before_date");
+    let asked = SessionQuery { types: vec![], working_dir: None, query: Some(&query), budget: SEARCH_BUDGET };
+    let (all, complete) = app.search_sessions(&asked)?;
     let mut found = Vec::new();
-    for meta in app.list_sessions()? {
+    for meta in all.iter().filter(|m| {
+        after.as_deref().is_none_or(|a| m.updated_at.as_str() >= a)
+            && before.as_deref().is_none_or(|b| m.updated_at.as_str() <= b)
+    }) {
         if found.len() >= limit {
             break;
         }
-        if after.as_deref().is_some_and(|a| meta.updated_at.as_str() < a)
-            || before.as_deref().is_some_and(|b| meta.updated_at.as_str() > b)
-        {
-            continue;
-        }
-        let hit = meta.name.to_lowercase().contains(&query)
-            || match app.session(&meta.id) {
-                Ok(s) => conversation_text(&s).to_lowercase().contains(&query),
-                // Deleted meanwhile.
-                Err(gosling_agent::Error::SessionNotFound(_)) => false,
-                Err(e) => return Err(e.into()),
-            };
-        if hit {
-            found.push(serde_json::to_value(&meta).map_err(|e| ApiError::internal(e.to_string()))?);
-        }
+        found.push(serde_json::to_value(meta).map_err(|e| ApiError::internal(e.to_string()))?);
     }
-    Ok(Response::json(200, &Value::Array(found)))
+    let r = Response::json(200, &Value::Array(found));
+    Ok(r.with_header("X-Search-Complete", if complete == Some(false) { "false" } else { "true" }))
 }
 
 pub fn session_extensions(app: &App, id: &str) -> R {

@@ -356,6 +356,9 @@ const ROUTES: &[(&str, &str, Handler)] = &[
     ("GET", "/sessions/{id}/events", |a, r, id| session::events(a, id, r)),
     ("POST", "/sessions/{id}/cancel", |a, r, id| session::cancel(a, id, r)),
     ("PUT", "/sessions/{id}/name", |a, r, id| session::rename(a, id, r)),
+    ("POST", "/sessions/{id}/fork", |a, r, id| session::fork(a, id, r)),
+    ("POST", "/sessions/{id}/truncate", |a, r, id| session::truncate(a, id, r)),
+    ("POST", "/sessions/{id}/steer", |a, r, id| session::steer(a, id, r)),
     ("GET", "/sessions/{id}/extensions", |a, _, id| desktop::session_extensions(a, id)),
 ];
 

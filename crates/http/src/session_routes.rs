@@ -71,9 +71,15 @@ pub fn reply(app: &App, id: &str, req: &Request) -> R {
         // Anything else (model settings, a store failure) is told on the stream, as goose does.
         other => other,
     };
+    // The turn's run, which `POST /sessions/{id}/steer` names (gosling's header; goose's
+    // clients read the body only).
+    let run = turn.as_ref().ok().map(|t| t.run_id().to_string());
     app.start_request(id, &r.request_id, turn).map_err(|e| ApiError::bad_request(e.to_string()))?;
     log::info!("session {id}: request {} started", r.request_id);
-    Ok(accepted)
+    Ok(match run {
+        Some(run) => accepted.with_header("X-Gosling-Run-Id", &run),
+        None => accepted,
+    })
 }
 
 pub fn events(app: &Arc<App>, id: &str, req: &Request) -> R {
@@ -154,6 +160,72 @@ pub fn rename(app: &App, id: &str, req: &Request) -> R {
     let r: NameReq = req.json()?;
     app.rename_session(id, &r.name)?;
     Ok(Response::empty(200))
+}
+
+/// A JSON object body holding no keys but `keys` (422 naming the one that is not).
+fn object_of(req: &Request, keys: &[&str]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let Value::Object(m) = req.json::<Value>()? else {
+        return Err(ApiError::new(422, format!("send a JSON object with {}", keys.join(", "))));
+    };
+    if let Some(k) = m.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err(ApiError::new(422, format!("unknown field `{k}`; this request takes {}", keys.join(", "))));
+    }
+    Ok(m)
+}
+
+/// Field `key` as a message's `created` time (unix seconds); `None` when absent.
+fn created(m: &serde_json::Map<String, Value>, key: &str, what: &str) -> Result<Option<i64>, ApiError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
+            ApiError::new(422, format!("`{key}` must be a whole number: the `created` time (unix seconds) of {what}"))
+        }),
+    }
+}
+
+/// `POST /sessions/{id}/fork` (`{"before": created?}`): a new session in the same working dir
+/// with the conversation up to that message (`agent::history::fork`, as ACP's `session/fork`);
+/// answers the new session without its conversation.
+pub fn fork(app: &App, id: &str, req: &Request) -> R {
+    let m = object_of(req, &["before"])?;
+    let before = created(&m, "before", "the first message left out (omit it to copy them all)")?;
+    let dir = app.session_meta(id)?.working_dir;
+    let new = gosling_agent::history::fork(app, id, before, &dir)?;
+    let v = serde_json::to_value(&new).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Response::json(200, &json!({ "session": v })))
+}
+
+/// `POST /sessions/{id}/truncate` (`{"from": created}`): "edit and resend" — the conversation
+/// from that message on is dropped (`agent::history::truncate`, as ACP's
+/// `_goose/unstable/session/conversation/truncate`); refused while a turn runs there.
+pub fn truncate(app: &App, id: &str, req: &Request) -> R {
+    let m = object_of(req, &["from"])?;
+    let what = "the first message to drop";
+    let from = created(&m, "from", what)?
+        .ok_or_else(|| ApiError::new(422, format!("missing `from`: the `created` time (unix seconds) of {what}")))?;
+    let kept = gosling_agent::history::truncate(app, id, from)?;
+    Ok(Response::json(200, &json!({ "kept": kept })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SteerReq {
+    /// The run the client was told (`X-Gosling-Run-Id` of `POST /sessions/{id}/reply`).
+    run_id: String,
+    text: String,
+}
+
+/// `POST /sessions/{id}/steer` (`{"run_id", "text"}`): a message for the running turn, which
+/// adds it before its next model call (`Host::steer`, as ACP's steer); 409 when that run has
+/// ended (send it as a new message then).
+pub fn steer(app: &App, id: &str, req: &Request) -> R {
+    let r: SteerReq = req.json()?;
+    if r.text.trim().is_empty() {
+        return Err(ApiError::bad_request("`text` is empty: say what to tell the running agent"));
+    }
+    let content = vec![gosling_store::message::Content::text(r.text)];
+    let steered = app.steer(id, &r.run_id, content)?;
+    Ok(Response::json(200, &json!({ "run_id": steered.run_id, "message_id": steered.message_id })))
 }
 
 #[cfg(test)]

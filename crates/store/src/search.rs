@@ -1,15 +1,23 @@
 //! Search over what was said in sessions (Desktop's history search: `session/list`'s
-//! `query`), bounded in time: sessions are read newest first, each conversation file once,
-//! until the budget is spent; the answer says whether every session was read. A line is parsed
-//! only when its bytes hold the query (case-insensitive), then matched against the text blocks
-//! of the message alone, so a query that names a JSON key ("role") finds nothing.
+//! `query`), bounded in time: sessions are read newest first until the budget is spent; the
+//! answer says whether every session was read. Each session is asked through its search
+//! summary (`search_index`: a trigram filter in memory, the messages' lower-cased text on
+//! disk), brought up to date with its conversation file first; a session the summary cannot
+//! answer for (the one-file layout, more text than a summary holds) is read from its file: a
+//! line is parsed only when its bytes hold the query (case-insensitive), then matched against
+//! the text blocks of the message alone, so a query that names a JSON key ("role") finds
+//! nothing. When the budget runs out, the summaries of the sessions not reached are brought up
+//! to date on a thread of their own, so the next search gets further.
 
 use crate::atomic;
 use crate::message::Message;
+use crate::search_index::{self, Verdict};
 use crate::sessions::SessionStore;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The most read of one conversation file: a larger one is searched in its first 16 MiB.
@@ -35,14 +43,41 @@ pub fn sessions_saying(store: &SessionStore, ids: &[&str], query: &str, budget: 
     for (n, id) in ids.iter().enumerate() {
         if n > 0 && Instant::now() >= deadline {
             found.complete = false;
+            warm_later(ids[n..].iter().map(|id| store.conversation_file(id)).collect());
             break;
         }
+        let lines = store.conversation_file(id);
         // The first file that exists holds the conversation.
-        if store.conversation_files(id).iter().find_map(|path| says(path, &needle)) == Some(true) {
+        let hit = match search_index::says(&lines, &needle) {
+            Verdict::Yes => true,
+            Verdict::No => false,
+            Verdict::AskFile => says(&lines, &needle) == Some(true),
+            Verdict::NoFile => says(&store.conversation_files(id)[1], &needle) == Some(true),
+        };
+        if hit {
             found.ids.insert(id.to_string());
         }
     }
     found
+}
+
+/// Brings the summaries of `files` up to date on a thread of its own (one at a time: a
+/// search that runs out of budget while one works leaves the rest to the next).
+fn warm_later(files: Vec<PathBuf>) {
+    static RUNNING: AtomicBool = AtomicBool::new(false);
+    if RUNNING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("search-index".into()).spawn(|| {
+        for f in files {
+            search_index::warm(&f);
+        }
+        RUNNING.store(false, Ordering::Release);
+    });
+    if let Err(e) = spawned {
+        log::warn!("search: no thread to bring the summaries up to date ({e}); the next search does it");
+        RUNNING.store(false, Ordering::Release);
+    }
 }
 
 /// Whether the conversation in `path` (a file of message lines, or the earlier one-file
@@ -118,6 +153,20 @@ mod tests {
         assert!(found("created").is_empty());
         assert!(found("giraffe").is_empty());
         assert!(found("  ").is_empty(), "a blank query finds nothing");
+        // The summaries follow the files: an append is found, a rewrite forgets what it cut,
+        // a damaged or foreign summary is rebuilt, never believed.
+        st.append_message(&b, &message("assistant", "a Giraffe, later")).unwrap();
+        assert_eq!(found("giraffe"), std::slice::from_ref(&b));
+        st.replace_conversation(&b, &[message("user", "nothing here")]).unwrap();
+        assert!(found("giraffe").is_empty(), "cut by an edit");
+        let summary = d.join("sessions/.search").join(&a);
+        let mut bytes = std::fs::read(&summary).unwrap();
+        let n = bytes.len();
+        bytes[n - 3] ^= 0x20;
+        std::fs::write(&summary, &bytes).unwrap();
+        assert_eq!(found("zoo"), std::slice::from_ref(&a), "a damaged summary is rebuilt");
+        st.delete(&c).unwrap();
+        assert!(!d.join("sessions/.search").join(&c).exists(), "a deleted session's summary goes too");
         // No budget left: the newest session is still read, the rest are not.
         let f = sessions_saying(&st, &ids[1..], "zebra", Duration::ZERO);
         assert!(!f.complete && f.ids.is_empty());

@@ -178,6 +178,10 @@ struct Derived {
 struct Meta {
     id: Box<str>,
     updated_at: Box<str>,
+    /// What a search filters on before it parses anything (`Listed`).
+    name: Box<str>,
+    session_type: Box<str>,
+    working_dir: Box<str>,
     /// The session without its conversation as listed on the wire (compact JSON), so listing
     /// only copies bytes.
     json: Box<str>,
@@ -187,7 +191,14 @@ impl Meta {
     /// The listing of `session`, which has no conversation (`None`).
     fn new(session: &Session) -> Meta {
         let json = serde_json::to_string(session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
-        Meta { id: session.id.as_str().into(), updated_at: session.updated_at.as_str().into(), json }
+        Meta {
+            id: session.id.as_str().into(),
+            updated_at: session.updated_at.as_str().into(),
+            name: session.name.as_str().into(),
+            session_type: session.session_type.as_str().into(),
+            working_dir: session.working_dir.as_str().into(),
+            json,
+        }
     }
 
     /// The session, without its conversation.
@@ -197,6 +208,29 @@ impl Meta {
         // deserializer of a Session rather than two.
         serde_json::from_slice(self.json.as_bytes())
             .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
+    }
+}
+
+/// One session as listed, read without parsing it: what a search filters on, and the session
+/// (parsed) for those it keeps (`SessionStore::listed`).
+pub struct Listed(Arc<Meta>);
+
+impl Listed {
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+    pub fn session_type(&self) -> &str {
+        &self.0.session_type
+    }
+    pub fn working_dir(&self) -> &str {
+        &self.0.working_dir
+    }
+    /// The session, without its conversation.
+    pub fn session(&self) -> Result<Session, Error> {
+        self.0.session()
     }
 }
 
@@ -496,6 +530,79 @@ impl SessionStore {
         }
     }
 
+    /// Session `id`'s conversation one message at a time, in bounded memory (one line held):
+    /// the file is opened under the session's shared lock, so up to its last whole line then,
+    /// and read line by line after the lock is released (an append goes after those bytes, a
+    /// rewrite makes a new file; neither changes what the open file holds). `each` gets every
+    /// message in order, after `meta` got the session without its conversation (read from its
+    /// files under the same lock, as `get` reads it); their error stops the read. A line that
+    /// is not a message is skipped,
+    /// as `get` skips it, and the session is then marked damaged as `get` marks it (read whole
+    /// once more, for the note): the answer is that note (`DAMAGED_KEY`'s value). The one-file
+    /// layout is read whole (`get`), then given out. `None` when the session does not exist.
+    pub fn each_message<E: From<Error>>(
+        &self,
+        id: &str,
+        meta: impl FnOnce(Session) -> Result<(), E>,
+        mut each: impl FnMut(Message) -> Result<(), E>,
+    ) -> Result<Option<Option<String>>, E> {
+        let st = &self.inner;
+        let path = st.messages_path(id);
+        let opened = st.with_session(id, false, |d| {
+            if d.legacy {
+                return Ok((None, None));
+            }
+            if d.file.bytes == 0 {
+                return Ok((None, Some((d.session, None))));
+            }
+            let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+            Ok((None, Some((d.session, Some((f, d.file.bytes))))))
+        });
+        let damaged = |s: &Session| s.extra.get(DAMAGED_KEY).and_then(Value::as_str).map(str::to_string);
+        let opened = match opened {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(None),
+            // Damaged metadata: as `get` reads it.
+            Err(Error::Corrupt { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let Some((session, file)) = opened else {
+            let Some(mut s) = self.get(id)? else { return Ok(None) };
+            let conversation = s.conversation.take().unwrap_or_default();
+            let note = damaged(&s);
+            meta(s)?;
+            for m in conversation {
+                each(m)?;
+            }
+            return Ok(Some(note));
+        };
+        meta(session)?;
+        let Some((f, written)) = file else { return Ok(Some(None)) };
+        let mut skipped = false;
+        let mut r = io::BufReader::with_capacity(64 << 10, f.take(written));
+        let mut line = Vec::new();
+        for n in 1u64.. {
+            line.clear();
+            io::BufRead::read_until(&mut r, b'\n', &mut line).map_err(|e| atomic::io_err(&path, e))?; // wait: a regular file
+            if line.last() != Some(&b'\n') {
+                if !line.is_empty() {
+                    let detail = format!("it ends in the middle of line {n}, before the {written} bytes written");
+                    return Err(corrupt(&path, detail).into());
+                }
+                break;
+            }
+            match serde_json::from_slice::<Message>(&line) {
+                Ok(m) => each(m)?,
+                Err(_) => skipped = true,
+            }
+        }
+        if !skipped {
+            return Ok(Some(None));
+        }
+        // Marked (and logged) as `get` does it.
+        Ok(Some(self.get(id)?.as_ref().and_then(damaged)))
+    }
+
     /// The session without its conversation (`conversation` is `None`): from the index once
     /// it is loaded (after reading what other processes changed), else from its metadata file.
     pub fn get_meta(&self, id: &str) -> Result<Option<Session>, Error> {
@@ -773,11 +880,22 @@ impl SessionStore {
         [self.inner.messages_path(id), self.inner.legacy_path(id)]
     }
 
+    /// The file of session `id`'s message lines (whether it exists or not).
+    pub(crate) fn conversation_file(&self, id: &str) -> PathBuf {
+        self.inner.messages_path(id)
+    }
+
     /// All sessions, newest first, without their conversations: parsed from the index (a few
     /// µs each), no session file is read. Sessions whose files could not be read are not
     /// listed (a warning named each file).
     pub fn list(&self) -> Result<Vec<Session>, Error> {
         self.inner.sorted()?.iter().map(|m| m.session()).collect()
+    }
+
+    /// `list()` without parsing: each session's id, name, type and working dir, newest first
+    /// (`Listed::session` parses the ones a caller keeps).
+    pub fn listed(&self) -> Result<Vec<Listed>, Error> {
+        Ok(self.inner.sorted()?.into_iter().map(Listed).collect())
     }
 
     /// `list()` as a JSON array (goose's Session objects), built from each session's cached
@@ -805,6 +923,7 @@ impl SessionStore {
         let mut any = remove_if_present(&st.meta_path(id))?;
         any |= remove_if_present(&st.messages_path(id))?;
         any |= remove_if_present(&st.legacy_path(id))?;
+        crate::search_index::forget(&st.messages_path(id));
         let _ = remove_if_present(&PathBuf::from(format!("{}.lock", st.legacy_path(id).display())));
         // Unlinked while held: a process waiting for it sees that and starts over.
         remove_if_present(&guard.path)?;

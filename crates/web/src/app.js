@@ -1,9 +1,5 @@
-// gosling's built-in page: a plain client of the session API Goose Desktop uses
-// (POST /sessions/{id}/reply, GET /sessions/{id}/events, POST /sessions/{id}/cancel).
-// No build step, no inline script (the CSP forbids it). Text from a model, a tool or the server
-// only ever becomes text nodes (textContent, or markdown.js, which builds DOM nodes). Sign-in is
-// an HttpOnly cookie the server sets for the login link or the key typed once (POST /auth/login):
-// the key never stays in the page or its storage; recent working directories in localStorage.
+// gosling's page: a client of Desktop's session API. No build step, no inline script (CSP);
+// outside text only becomes text nodes. Sign-in: an HttpOnly cookie (POST /auth/login).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -22,9 +18,7 @@ function el(tag, attrs, ...kids) {
   for (const k of kids) if (k != null) e.append(k);
   return e;
 }
-// An extension whose server needs sign-in fails with "… needs sign-in: open URL in a browser …"
-// (the authorization URL; gosling's loopback listener waits for the redirect). The page offers
-// that URL as a "Sign in" link — http(s) only, opened in a new tab.
+// "… needs sign-in: open URL …" becomes a "Sign in" link (http(s) only, new tab).
 function signInLink(error) {
   const m = /needs sign-in: open (\S+) in a browser/.exec(String(error || ""));
   if (!m || !/^https?:\/\//i.test(m[1])) return null;
@@ -44,9 +38,9 @@ function uuid() {
   return x.slice(0, 8) + "-" + x.slice(8, 12) + "-" + x.slice(12, 16) + "-" + x.slice(16, 20) + "-" + x.slice(20);
 }
 
-// ---------- HTTP ----------
+// -- HTTP
 async function api(method, path, body, signal, extraHeaders) {
-  // The sign-in cookie goes with the page's own requests; this header marks them as such.
+  // The cookie goes along; the header marks the page's own requests.
   const headers = Object.assign({ "X-Gosling-Page": "1" }, extraHeaders || {});
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, { method, headers, signal, credentials: "same-origin", cache: "no-store",
@@ -73,9 +67,8 @@ async function guard(f, errEl) {
   try { await f(); } catch (e) { (errEl || $("status")).textContent = e.message; }
 }
 
-// ---------- sign in ----------
-// `#key=K` or `#login=T` (the one-time token gosling prints): traded via POST /auth/login for
-// the sign-in cookie. Fragments never reach the server; we drop it from the URL at once.
+// -- sign in
+// `#key=K` or `#login=T` (the printed one-time token) → POST /auth/login; dropped from the URL.
 async function login(body) {
   const r = await fetch("/auth/login", { method: "POST", credentials: "same-origin", cache: "no-store",
     headers: { "Content-Type": "application/json", "X-Gosling-Page": "1" }, body: JSON.stringify(body) });
@@ -108,14 +101,25 @@ function askKey(msg) {
   if (!$("key-dialog").open) $("key-dialog").showModal();
 }
 
-// ---------- sessions ----------
+// -- sessions
 let sessions = [];
 let cur = null; // { id, working_dir, name }
+// Sessions whose messages say the search box's text (GET /sessions/search).
+let said = {}, searchT;
+function searchSaid() {
+  clearTimeout(searchT);
+  const q = $("session-search").value.trim();
+  if (q) searchT = setTimeout(() => guard(async () => {
+    const r = await api("GET", "/sessions/search?limit=50&query=" + encodeURIComponent(q));
+    said = { q: q.toLowerCase(), ids: new Set((await r.json()).map((x) => x.id)), part: r.headers.get("X-Search-Complete") === "false" };
+    renderSessions();
+  }), 200);
+}
 function renderSessions() {
   const q = $("session-search").value.trim().toLowerCase();
   const list = $("session-list");
   list.replaceChildren();
-  const shown = sessions.filter((s) => !q || (s.name || "").toLowerCase().includes(q) || s.id.includes(q));
+  const shown = sessions.filter((s) => !q || (s.name || "").toLowerCase().includes(q) || s.id.includes(q) || (said.q === q && said.ids.has(s.id)));
   for (const s of shown) {
     const when = s.updated_at ? new Date(s.updated_at) : null;
     const b = button("", () => guard(() => openSession(s.id)), { "aria-current": cur && cur.id === s.id ? "true" : "false" });
@@ -124,6 +128,7 @@ function renderSessions() {
     list.append(el("li", {}, b));
   }
   if (!shown.length) list.append(el("li", { class: "muted note", text: q ? "No session matches." : "No sessions yet." }));
+  if (said.q === q && said.part) list.append(el("li", { class: "muted note", text: "Only the newest were searched; search again for more." }));
 }
 async function loadSessions() {
   const r = await apiJson("GET", "/sessions");
@@ -142,7 +147,7 @@ function openNewDialog() {
   $("new-dialog").showModal();
 }
 
-// ---------- conversation state ----------
+// -- conversation state
 let stored = new Set(); // message ids loaded from the saved conversation
 let streamed = new Set(); // message ids rebuilt from the event stream in this page
 const msgs = new Map(); // message id -> { node, segs: [{text, el}] }
@@ -171,7 +176,7 @@ function msgEntry(message) {
   let m = msgs.get(id);
   if (!m) {
     m = { node: el("article", { class: "msg " + (message.role === "user" ? "user" : "assistant"),
-      "aria-label": message.role === "user" ? "You" : "gosling" }), segs: [], pending: false };
+      "aria-label": message.role === "user" ? "You" : "gosling" }), segs: [], pending: false, created: message.created, role: message.role };
     msgs.set(id, m);
     $("log").append(m.node);
   }
@@ -192,8 +197,7 @@ function appendText(message, text) {
   }
   seg.text += text;
   if (user) { drawSeg(seg, true); return; }
-  // Re-render at most once per frame while text streams in.
-  // (A hidden tab gets no animation frames: a timer there.)
+  // At most once a frame while text streams (a timer in a hidden tab).
   if (!seg.queued) {
     seg.queued = true;
     const draw = () => { if (!seg.queued) return; seg.queued = false; drawSeg(seg); scrollDown(); };
@@ -217,8 +221,7 @@ function toolResultParts(result) {
   return { text: texts.join("\n"), images, failed: !!(v && v.isError) };
 }
 
-// A provider may reuse a tool-call id later in a session: each message gets its own card, and the
-// map points at the newest (a response follows its request).
+// A reused tool-call id: each message gets its own card; the map points at the newest.
 function toolCard(id, call, parent) {
   let card = cards.get(id);
   if (card && parent.contains(card)) return card;
@@ -387,6 +390,24 @@ function errorEntry(text) {
   return el("div", { class: "msg error", role: "alert" }, "Error: " + text,
     /GOOSE_PROVIDER|GOOSE_MODEL|API_KEY|provider|model/i.test(String(text)) ? button("Open Settings", () => guard(openSettings, $("settings-msg"))) : null);
 }
+// "Fork from here" (a new session up to it); the person's "Edit" (resent in its place).
+function messageActions(m) {
+  const e = msgs.get(m.id);
+  if (typeof m.created !== "number" || !cur || !e || e.node.querySelector(".msg-actions")) return;
+  const bar = el("div", { class: "msg-actions" }, button("Fork from here", () => guard(async () => {
+    const r = await apiJson("POST", "/sessions/" + cur.id + "/fork", { before: m.created + 1 });
+    await loadSessions(); await openSession(r.session.id);
+    status("Forked: this is a new session.");
+  }), { class: "link" }));
+  if (m.role === "user") bar.append(button("Edit", () => {
+    editing = m.created;
+    $("message-input").value = m.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
+    autosize(); $("message-input").focus(); $("edit-note").hidden = false;
+  }, { class: "link" }));
+  e.node.append(bar);
+}
+let editing = null; // `created` of the message being edited
+function stopEditing() { editing = null; $("edit-note").hidden = true; }
 function renderMessage(message, rid, live) {
   const meta = message.metadata || {};
   if (meta.userVisible === false) return;
@@ -402,6 +423,7 @@ function renderMessage(message, rid, live) {
     const m = msgEntry(message);
     if (!m.node.querySelector(".stopped")) m.node.append(el("span", { class: "stopped", text: "stopped" }));
   }
+  if (!live || message.role === "user") messageActions(message); // a live answer's: at Finish
 }
 
 function showConversation(conv) {
@@ -416,14 +438,16 @@ function showConversation(conv) {
 function setBusy() {
   const busy = active.size > 0;
   $("stop-btn").hidden = !busy;
-  $("send-btn").hidden = busy;
-  // A damaged session is read-only: gosling writes nothing to it until its files are fixed.
+  const steering = busy && !!runId;
+  $("send-btn").hidden = busy && !steering;
+  $("send-btn").textContent = steering ? "Steer" : "Send";
+  // A damaged session is read-only until its files are fixed.
   const closed = !cur || !!(cur.session && cur.session.gosling_damaged);
-  $("send-btn").disabled = busy || closed;
+  $("send-btn").disabled = (busy && !steering) || closed;
   $("message-input").disabled = closed;
 }
 
-// ---------- header: title, provider, model, mode ----------
+// -- header: title, provider, model, mode
 let inForce = { values: {}, from_environment: [], secrets_set: {} };
 async function loadInForce() {
   const c = await apiJson("GET", "/config");
@@ -435,8 +459,7 @@ function showTitle() {
   $("rename-btn").hidden = !cur;
   if (!cur) $("session-mode-row").hidden = true;
 }
-// What a turn of this session uses: the session's own provider, model and mode, else the
-// settings in force.
+// What a turn uses: the session's provider, model and mode, else the settings in force.
 function showModel() {
   const box = $("session-model");
   box.replaceChildren();
@@ -452,13 +475,13 @@ function showModel() {
   $("session-mode-row").hidden = false;
   $("session-mode").value = mode;
 }
-// The header follows what is in force now (a restart, another tab's Settings).
+// The header follows what is in force now.
 async function refreshInForce() {
   try { await loadInForce(); } catch (_) { return; }
   showModel();
   firstRun();
 }
-// No model yet: say so where the conversation goes, and lead to Settings.
+// No model yet: say so, and lead to Settings.
 function firstRun() {
   const none = !(inForce.values || {}).GOOSE_PROVIDER;
   let note = $("first-run");
@@ -477,8 +500,7 @@ async function setSessionMode() {
   showModel();
   status("This session's tool approval: " + mode + ".");
 }
-// Titles arrive after the first exchange (the model is asked in the background): the list
-// and the header follow.
+// Titles come after the first exchange: the list and the header follow.
 async function refreshTitles() {
   await loadSessions();
   const mine = cur && sessions.find((s) => s.id === cur.id);
@@ -501,27 +523,23 @@ async function saveTitle() {
   await loadSessions();
 }
 
-// ---------- event stream ----------
-// Events of a request we do not know to be running: while the replay burst of a fresh connect
-// lasts (until its second ping), they wait. A Finish among them marks a request that is over:
-// dropped when the saved conversation has its messages, shown otherwise. What is still waiting
-// when the burst ends belongs to a request that started since (another tab) and is shown.
+// -- event stream
+// An unknown request's events wait out a fresh connect's replay (to its second ping): one that
+// Finished is dropped if saved; the rest are shown.
 const pending = new Map(); // request id -> [event]
 function endReplay() {
   replaying = false;
   for (const [rid, evs] of pending) { active.add(rid); setBusy(); for (const ev of evs) handleEvent(ev); }
   pending.clear();
 }
-// Messages another gosling process appended to the session (gosling's agent::follow): of no
-// request here, and no Finish follows them, so they are shown without marking one running.
+// Another process's messages (agent::follow): shown, no request marked running.
 const OTHER_PROCESS = "other-process";
 function handleEvent(ev) {
   const rid = ev.chat_request_id === OTHER_PROCESS ? undefined : ev.chat_request_id || ev.request_id;
   if (rid && ev.type !== "ActiveRequests" && !active.has(rid)) {
     if (replaying) {
       if (ev.type === "Finish") {
-        // Ended already: old, unless it said things the saved conversation lacks (it ran
-        // between our loading the conversation and connecting).
+        // Ended: old, unless it said what the saved conversation lacks.
         const evs = pending.get(rid) || [];
         pending.delete(rid);
         const fresh = (e) => e.type === "Message" && e.message && e.message.id && !stored.has(e.message.id)
@@ -580,6 +598,10 @@ function handleEvent(ev) {
     case "Finish":
       if (!active.has(rid)) break;
       active.delete(rid);
+      if (!active.size) {
+        runId = null;
+        for (const [id, m] of msgs) if (m.role !== "user") messageActions({ id, created: m.created });
+      }
       for (const [, a] of asks) if (a.rid === rid) for (const b of a.box.querySelectorAll("button:not([disabled]), input, select")) b.disabled = true;
       for (const card of cards.values()) if (card.dataset.state === "running" || card.dataset.state === "waiting") setCardState(card, "interrupted");
       setBusy();
@@ -669,14 +691,12 @@ async function follow(sid) {
   }
 }
 
-// While a session opens (its extensions may take seconds to start) the page shows none: nothing
-// typed can land in the previous session, and no Stop or approval of it stays on screen. Of
-// several opens, the last one asked for wins.
+// While a session opens none is shown; the last open wins.
 let opening = 0;
 function leaveSession(note) {
   if (follower) follower.abort();
   follower = null;
-  cur = null; active = new Set(); lastSeq = 0; pending.clear();
+  cur = null; active = new Set(); lastSeq = 0; pending.clear(); runId = null; stopEditing();
   resetLog();
   $("log").append(el("div", { class: "empty", text: note }));
   showTitle(); showModel();
@@ -722,10 +742,23 @@ async function openSession(id, results) {
   $("message-input").focus();
 }
 
+let runId = null; // X-Gosling-Run-Id of this page's turn: Send steers it
 async function send() {
   const input = $("message-input");
   const text = input.value;
-  if (!text.trim() || !cur || active.size) return;
+  if (!text.trim() || !cur) return;
+  if (active.size) {
+    if (!runId) return;
+    const ok = await apiJson("POST", "/sessions/" + cur.id + "/steer", { run_id: runId, text });
+    input.value = ""; autosize();
+    if (!msgs.has(ok.message_id)) { streamed.add(ok.message_id); renderMessage({ id: ok.message_id, role: "user", content: [{ type: "text", text }] }, null, true); }
+    return status("Steered: the agent takes it before its next step.");
+  }
+  if (editing !== null) {
+    await apiJson("POST", "/sessions/" + cur.id + "/truncate", { from: editing });
+    stopEditing();
+    showConversation((await apiJson("GET", "/sessions/" + cur.id)).conversation);
+  }
   const rid = uuid();
   const user = { id: uuid(), role: "user", created: Math.floor(Date.now() / 1000),
     content: [{ type: "text", text }], metadata: { userVisible: true, agentVisible: true } };
@@ -737,7 +770,8 @@ async function send() {
   active.add(rid); setBusy();
   status("Thinking…");
   try {
-    await apiJson("POST", "/sessions/" + cur.id + "/reply", { request_id: rid, user_message: user });
+    const r = await api("POST", "/sessions/" + cur.id + "/reply", { request_id: rid, user_message: user });
+    runId = r.headers.get("X-Gosling-Run-Id"); setBusy();
   } catch (e) {
     active.delete(rid); setBusy();
     $("log").append(el("div", { class: "msg error", role: "alert", text: "Not sent: " + e.message }));
@@ -755,7 +789,7 @@ function autosize() {
   t.style.height = Math.min(t.scrollHeight + 2, 192) + "px";
 }
 
-// ---------- extensions ----------
+// -- extensions
 let loadResults = new Map();
 const nameToKey = (n) => n.replace(/\s/g, "").toLowerCase();
 async function refreshExtensions() {
@@ -799,8 +833,7 @@ async function refreshExtensions() {
           await refreshExtensions();
         }, $("ext-error")), { "aria-label": "Remove " + ext.name })));
     if (ext.type === "streamable_http" && signedIn.includes(ext.name)) {
-      // Forgets the stored sign-in (tokens and the registered client); the next use signs in
-      // anew. Offered only where a sign-in is stored (the server's `signed_in` list).
+      // Forgets the stored sign-in (`signed_in` lists them).
       item.querySelector(".ext-row").append(button("Sign out", () => guard(async () => {
         const r = await apiJson("POST", "/config/extensions/" + encodeURIComponent(ext.name) + "/sign_out", {});
         $("ext-error").textContent = ext.name + ": signed out" + (r.forgotten ? "" : " (no stored sign-in)") + ".";
@@ -823,8 +856,7 @@ async function refreshExtensions() {
   }
   if (!list.children.length) list.append(el("li", { class: "muted", text: "No extensions configured." }));
 }
-// goose's per-tool permission (config key tool_permissions, {tool: level}), which every turn of
-// every session honours; "mode" leaves the tool to the session's mode.
+// goose's per-tool permission (tool_permissions, {tool: level}); "mode": the session's mode.
 let toolPermissions = {};
 function permissionSelect(tool) {
   const sel = el("select", { "aria-label": "Permission for " + tool, "data-tool": tool },
@@ -832,8 +864,7 @@ function permissionSelect(tool) {
     el("option", { value: "ask_before", text: "ask before" }), el("option", { value: "never_allow", text: "never allow" }));
   sel.value = toolPermissions[tool] || "";
   sel.addEventListener("change", () => guard(async () => {
-    // One tool's level, set by the server in one locked update (another tab's are kept);
-    // null leaves the tool to the mode.
+    // One tool's level, in one locked update; null: the mode.
     await apiJson("POST", "/config/permissions", { tool_permissions: [{ tool_name: tool, permission: sel.value || null }] });
     if (sel.value) toolPermissions[tool] = sel.value; else delete toolPermissions[tool];
     $("ext-error").textContent = tool + ": " + (sel.value ? sel.value.replace("_", " ") : "as the mode says") + ".";
@@ -951,9 +982,7 @@ function secretsForm(done) {
   return form;
 }
 
-// mcpServers JSON (Claude Desktop, Cursor, .mcp.json): each server becomes the goose:// link it
-// would be, checked and installed by POST /extensions/install, so a pasted snippet meets the
-// same trust policy, summary and secret prompts as a link or `gosling import`.
+// mcpServers JSON: each server becomes its goose:// link (POST /extensions/install: one policy).
 function parseMcpServers(text) {
   let j;
   try { j = JSON.parse(text); } catch (e) { throw new Error("Not JSON: " + e.message); }
@@ -1021,12 +1050,11 @@ async function checkJson() {
     el("div", { class: "actions" }, go), res);
 }
 
-// ---------- settings ----------
+// -- settings
 const HOST_KEYS = { openai: "OPENAI_HOST", anthropic: "ANTHROPIC_HOST", ollama: "OLLAMA_HOST" };
 const API_KEYS = { openai: "OPENAI_API_KEY", anthropic: "ANTHROPIC_API_KEY" };
 const upsert = (k, value, isSecret) => apiJson("POST", "/config/upsert", { key: k, value, is_secret: isSecret });
-// The form shows the values in force (GET /config's `in_force`); a value the environment sets
-// is marked, since it wins over whatever is saved. Saving stores only what was changed.
+// The values in force (`in_force`), the environment's marked; saves what changed.
 let shownSettings = {};
 async function openSettings() {
   $("settings-msg").textContent = "";
@@ -1082,7 +1110,7 @@ async function saveSettings() {
   $("settings-msg").scrollIntoView({ block: "nearest" });
 }
 
-// ---------- wiring ----------
+// -- wiring
 function on(id, ev, f) { $(id).addEventListener(ev, f); }
 function onSubmit(id, f, errEl) { on(id, "submit", (e) => { e.preventDefault(); guard(f, errEl); }); }
 function signedIn() {
@@ -1115,13 +1143,12 @@ async function init() {
     showTitle(); showModel(); $("session-dir").textContent = "";
     askKey("");
   });
-  // Without a key there is nothing to go back to: Esc does not close the sign-in dialog.
+  // Esc does not close the sign-in dialog (nothing to go back to).
   on("key-dialog", "cancel", (e) => { if (!signedInNow) e.preventDefault(); });
   on("new-session", "click", openNewDialog);
   onSubmit("start-form", async () => {
     const dir = $("workdir").value.trim();
-    // The current session is still an empty "New Chat" in this directory: it is the new chat
-    // (no pile of empty sessions).
+    // An empty "New Chat" in this directory is the new chat (no pile of empty sessions).
     if (cur && cur.working_dir === dir && cur.name === "New Chat" && !$("log").querySelector(".msg")) {
       $("new-dialog").close();
       status("This session is still empty: it is your new chat.");
@@ -1140,7 +1167,8 @@ async function init() {
     if (mine === opening) await openSession(s.id);
     await loadSessions();
   }, $("start-error"));
-  on("session-search", "input", renderSessions);
+  on("session-search", "input", () => { renderSessions(); searchSaid(); });
+  on("edit-cancel", "click", () => { stopEditing(); $("message-input").value = ""; autosize(); });
   on("side-open", "click", () => { $("sidebar").classList.add("open"); $("session-search").focus(); });
   on("side-close", "click", () => { $("sidebar").classList.remove("open"); $("side-open").focus(); });
   on("open-extensions", "click", () => { $("ext-error").textContent = ""; $("ext-dialog").showModal(); guard(refreshExtensions, $("ext-error")); });
@@ -1156,7 +1184,7 @@ async function init() {
   });
   on("message-input", "input", autosize);
   window.addEventListener("resize", scrollDown);
-  // The network went away: drop the stream now (not at the watchdog) and come back when it returns.
+  // Offline: drop the stream now; come back when online.
   window.addEventListener("offline", () => { if (streamCtl) streamCtl.abort(); });
   window.addEventListener("online", () => { if (wake) wake(); });
   on("log", "scroll", () => { const l = $("log"); stick = l.scrollHeight - l.scrollTop - l.clientHeight < 80; });
