@@ -913,3 +913,27 @@ fn over_https_the_sign_in_cookie_is_secure() {
         assert!(set.contains(attr), "{attr} missing: {set}");
     }
 }
+
+/// A streamed answer (`GET /sessions/{id}` is written as the conversation is read, chunked,
+/// `Connection: close`) ends with the connection: a client that reads to the end of the stream
+/// gets the end right after the last chunk, not at the server's socket timeout.
+#[test]
+fn a_streamed_answer_closes_its_connection_after_the_last_chunk() {
+    let s = Server::start_with(ServerOpts {
+        // The server's own read timeout far beyond this test's, so only the close ends the read.
+        env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "120".into())],
+        ..Default::default()
+    });
+    let work = TempDir::new("stream-close");
+    let id = crate::support::start_session(&s, work.path(), None);
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(c, "GET /sessions/{id} HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    // Without the close the read would wait for the server's 120 s timeout and fail at 20 s.
+    c.read_to_end(&mut got).expect("the server closes the connection after the last chunk");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("Transfer-Encoding: chunked") && text.ends_with("0\r\n\r\n"), "{text}");
+    assert!(text.contains(&id), "{text}");
+}

@@ -481,6 +481,7 @@ fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
     let Response { status, headers, body, .. } = resp;
     match body {
         Body::Stream(f) => {
+            let fd = rq.raw_fd();
             let mut w = rq.into_writer();
             let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
             for (k, v) in &headers {
@@ -499,7 +500,13 @@ fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
             };
             result?;
             w.write_all(b"0\r\n\r\n")?;
-            w.flush()
+            w.flush()?;
+            // `Connection: close` said, closed: the client's read to the end ends now, not at
+            // the connection's next read timeout (the connection's thread then sees the end).
+            if let Some(fd) = fd {
+                let _ = gosling_sys::shutdown_write(fd);
+            }
+            Ok(())
         }
         // A body of known length goes with its Content-Length, never chunked (tiny_http chunks
         // bodies over 32 KiB: an 8 MB session list became 1,024 chunks for the client to undo).
