@@ -406,8 +406,13 @@ impl Turn {
     }
 
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {
+        // One request for the whole reply: the conversation converted once, and each model
+        // call adds only the messages since the last (the conversation only grows here, and
+        // `to_llm` converts message by message).
         let tools = self.tool_specs();
         let system = self.system_prompt();
+        let mut request = ChatRequest { system, messages: msg::to_llm(self.earlier.iter()), tools, max_tokens: None };
+        let mut converted = 0;
         // Tool results kept by this reply so far (see `bound_results`).
         let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
@@ -416,12 +421,8 @@ impl Turn {
             if !self.add_steered(steered, out) {
                 return Ok(());
             }
-            let request = ChatRequest {
-                system: system.clone(),
-                messages: msg::to_llm(self.earlier.iter().chain(&self.conversation)),
-                tools: tools.clone(),
-                max_tokens: None,
-            };
+            request.messages.extend(msg::to_llm(&self.conversation[converted..]));
+            converted = self.conversation.len();
             let reply_id = msg::new_id();
             let mut client_gone = false;
             // The text streamed so far: saved as far as it got when the answer stops short.
