@@ -112,9 +112,9 @@ pub fn text_item(t: &str) -> Value {
 }
 
 /// The conversation as the model sees it: agent-visible messages, text and tool traffic.
-pub fn to_llm(conversation: &[Message]) -> Vec<ChatMessage> {
+pub fn to_llm<'a>(conversation: impl IntoIterator<Item = &'a Message>) -> Vec<ChatMessage> {
     let mut out = Vec::new();
-    for m in conversation.iter().filter(|m| m.metadata.agent_visible) {
+    for m in conversation.into_iter().filter(|m| m.metadata.agent_visible) {
         let role = match m.role {
             gosling_store::message::Role::Assistant => Role::Assistant,
             gosling_store::message::Role::User => Role::User,

@@ -44,7 +44,9 @@ pub struct Turn {
     /// Tools refused "always" in this session (`ALWAYS_DENIED`).
     never: Mutex<std::collections::HashSet<String>>,
     pub max_turns: usize,
-    /// The conversation before this turn (already including the new user message).
+    /// The conversation before this turn, shared with the store's cache (not copied).
+    earlier: Arc<Vec<Message>>,
+    /// This turn's messages after `earlier`: the new user message, then what the turn adds.
     pub conversation: Vec<Message>,
     /// Keeps other turns out of this session while this one lives.
     _running: crate::agents::TurnGuard,
@@ -179,9 +181,9 @@ impl Turn {
         use crate::error::Error;
         let snapshot = TurnSettings::take(host);
         let setting = |k: &str| snapshot.get(k);
-        let session = host
+        let (session, stored) = host
             .sessions
-            .get(session_id)
+            .get_shared(session_id)
             .map_err(Error::SaveMessage)?
             .ok_or_else(|| Error::SessionNotFound(session_id.to_string()))?;
         let runtime = host.agents.get(session_id).ok_or_else(|| Error::NoAgent(session_id.to_string()))?;
@@ -197,17 +199,15 @@ impl Turn {
         let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
         // A new message is appended; an override rewrites the stored conversation.
         let first_text = user_message.text();
-        let conversation = match override_conversation {
+        let (earlier, conversation) = match override_conversation {
             Some(mut conversation) => {
                 conversation.push(user_message);
                 host.sessions.replace_conversation(session_id, &conversation).map_err(Error::SaveMessage)?;
-                conversation
+                (Arc::new(Vec::new()), conversation)
             }
             None => {
                 host.sessions.append_message(session_id, &user_message).map_err(Error::SaveMessage)?;
-                let mut conversation = session.conversation.unwrap_or_default();
-                conversation.push(user_message);
-                conversation
+                (stored, vec![user_message])
             }
         };
         // No usable model: the message and why it got no answer stay in the conversation, as
@@ -225,7 +225,7 @@ impl Turn {
         // The first message names the session at once; the model may improve on it later.
         // Later turns skip the look (it is a locked metadata write, two fsyncs, before the
         // model is asked).
-        let first = conversation.iter().filter(|m| m.role == Role::User).count() <= 1;
+        let first = earlier.iter().chain(&conversation).filter(|m| m.role == Role::User).count() <= 1;
         let titled =
             if first { crate::title::name_from_first_message(&host.sessions, session_id, &first_text) } else { None };
         let model_title = match &titled {
@@ -248,6 +248,7 @@ impl Turn {
             always: Mutex::new(always),
             never: Mutex::new(never),
             max_turns: max_turns(&setting),
+            earlier,
             conversation,
             _running: running,
             system: crate::prompts::text(&setting, &crate::prompts::SYSTEM),
@@ -381,7 +382,7 @@ impl Turn {
     /// first message and the answer (not after a Stop: there is no whole answer).
     fn ask_for_title(&mut self) {
         let Some((provider, fallback, first)) = self.model_title.take() else { return };
-        let last = self.conversation.last().filter(|m| m.role == Role::Assistant);
+        let last = self.conversation.last().or(self.earlier.last()).filter(|m| m.role == Role::Assistant);
         let stopped = last.is_some_and(|m| m.metadata.stopped);
         let answer = last.map(Message::text).unwrap_or_default();
         if stopped || answer.trim().is_empty() {
@@ -405,8 +406,13 @@ impl Turn {
     }
 
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {
+        // One request for the whole reply: the conversation converted once, and each model
+        // call adds only the messages since the last (the conversation only grows here, and
+        // `to_llm` converts message by message).
         let tools = self.tool_specs();
         let system = self.system_prompt();
+        let mut request = ChatRequest { system, messages: msg::to_llm(self.earlier.iter()), tools, max_tokens: None };
+        let mut converted = 0;
         // Tool results kept by this reply so far (see `bound_results`).
         let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
@@ -415,12 +421,8 @@ impl Turn {
             if !self.add_steered(steered, out) {
                 return Ok(());
             }
-            let request = ChatRequest {
-                system: system.clone(),
-                messages: msg::to_llm(&self.conversation),
-                tools: tools.clone(),
-                max_tokens: None,
-            };
+            request.messages.extend(msg::to_llm(&self.conversation[converted..]));
+            converted = self.conversation.len();
             let reply_id = msg::new_id();
             let mut client_gone = false;
             // The text streamed so far: saved as far as it got when the answer stops short.

@@ -251,8 +251,9 @@ impl ActiveExtension {
     /// Tools after the `available_tools` filter (unprefixed MCP tools).
     fn visible_tools(&self) -> Vec<Tool> {
         let allowed = &self.config.available_tools;
-        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
-        tools.into_iter().filter(|t| allowed.is_empty() || allowed.contains(&t.name)).collect()
+        // Only the visible ones are copied (under the read lock), not the whole list first.
+        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner());
+        tools.iter().filter(|t| allowed.is_empty() || allowed.contains(&t.name)).cloned().collect()
     }
 
     fn refresh_tools(&self) -> Result<(), Error> {

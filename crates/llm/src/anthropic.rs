@@ -8,13 +8,17 @@
 //! `input_json_delta` fragments), `content_block_stop`, `message_delta` (stop reason, output
 //! usage), `message_stop` (the end), `ping`, `error`.
 
-use serde_json::{json, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+#[cfg(test)]
+use serde_json::json;
+use serde_json::Value;
 
+use crate::body::TextBlock;
 use crate::error::Error;
 use crate::settings::Settings;
 use crate::stream::{Call, Flow, Sink};
 use crate::text::{clip, content_as_text, parse_arguments, parse_chunk};
-use crate::types::{ChatRequest, Completion, Part, Role, ToolCallOut, ToolSpec, Usage};
+use crate::types::{ChatMessage, ChatRequest, Completion, Part, Role, ToolCallOut, ToolSpec, Usage};
 
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -25,6 +29,7 @@ pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
 }
 
 /// MCP content blocks as Anthropic `tool_result` content.
+#[cfg(test)]
 fn result_blocks(content: &[Value]) -> Vec<Value> {
     let mut out = Vec::new();
     for c in content {
@@ -46,7 +51,9 @@ fn result_blocks(content: &[Value]) -> Vec<Value> {
     out
 }
 
-/// The request body (public for tests of the conversion).
+/// The request body as a `Value` tree: the form the body was built in before
+/// `request_bytes`, kept as the reference the tests compare the bytes with.
+#[cfg(test)]
 pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
     let mut messages = Vec::new();
     for m in &req.messages {
@@ -105,7 +112,196 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
     body
 }
 
-struct Block {
+/// The request body as JSON bytes, written straight from the conversation (no `Value` tree
+/// built and copied on every model call); the same bytes `serde_json::to_vec(&request_body(…))`
+/// gave (a unit test compares them).
+pub fn request_bytes(model: &str, max_tokens: u32, req: &ChatRequest) -> Result<Vec<u8>, Error> {
+    let max_tokens = req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens));
+    serde_json::to_vec(&Body { model, max_tokens, req })
+        .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))
+}
+
+/// The body, borrowed: `model`, `max_tokens`, `messages`, `stream`, then `system` and `tools`
+/// when there are any (the order `request_body` inserts them).
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    req: &'a ChatRequest,
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let req = self.req;
+        let messages: Vec<(&str, Vec<Block>)> = req
+            .messages
+            .iter()
+            .map(|m| (if m.role == Role::User { "user" } else { "assistant" }, blocks(m)))
+            .filter(|(_, b)| !b.is_empty())
+            .collect();
+        let messages: Vec<Message> = messages.iter().map(|(role, blocks)| Message(role, blocks)).collect();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("model", self.model)?;
+        m.serialize_entry("max_tokens", &self.max_tokens)?;
+        m.serialize_entry("messages", &messages)?;
+        m.serialize_entry("stream", &true)?;
+        if !req.system.is_empty() {
+            m.serialize_entry("system", &req.system)?;
+        }
+        if !req.tools.is_empty() {
+            let tools: Vec<Tool> = req.tools.iter().map(Tool).collect();
+            m.serialize_entry("tools", &tools)?;
+        }
+        m.end()
+    }
+}
+
+/// `{"role", "content": [blocks]}`.
+struct Message<'a>(&'a str, &'a [Block<'a>]);
+
+impl Serialize for Message<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("role", self.0)?;
+        m.serialize_entry("content", self.1)?;
+        m.end()
+    }
+}
+
+/// `{"name", "description", "input_schema"}`.
+struct Tool<'a>(&'a ToolSpec);
+
+impl Serialize for Tool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("name", &self.0.name)?;
+        m.serialize_entry("description", &self.0.description)?;
+        m.serialize_entry("input_schema", &self.0.input_schema)?;
+        m.end()
+    }
+}
+
+/// A content block, borrowing from the conversation.
+enum Block<'a> {
+    Text(&'a str),
+    /// A text made from MCP content (`content_as_text`).
+    Owned(String),
+    /// id, name, input (anything but an object is sent as `{}`).
+    ToolUse(&'a str, &'a str, &'a Value),
+    /// id, MCP content, is_error.
+    ToolResult(&'a str, &'a [Value], bool),
+    /// media type, base64 data.
+    Image(&'a str, &'a str),
+}
+
+/// A message's blocks in the order `request_body` builds them: an assistant's texts and tool
+/// uses; a user's tool results first, then texts and images.
+fn blocks(m: &ChatMessage) -> Vec<Block<'_>> {
+    let mut blocks = Vec::new();
+    match m.role {
+        Role::Assistant => {
+            for p in &m.parts {
+                match p {
+                    Part::Text(t) if !t.is_empty() => blocks.push(Block::Text(t)),
+                    Part::ToolCall { id, name, arguments } => blocks.push(Block::ToolUse(id, name, arguments)),
+                    _ => {}
+                }
+            }
+        }
+        Role::User => {
+            for p in &m.parts {
+                if let Part::ToolResult { id, content, is_error } = p {
+                    blocks.push(Block::ToolResult(id, content, *is_error));
+                }
+            }
+            for p in &m.parts {
+                match p {
+                    Part::Text(t) if !t.is_empty() => blocks.push(Block::Text(t)),
+                    Part::Image { mime_type, data } => blocks.push(Block::Image(mime_type, data)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    blocks
+}
+
+/// MCP content blocks as Anthropic `tool_result` content (as `result_blocks`).
+fn result_content(content: &[Value]) -> Vec<Block<'_>> {
+    let mut out = Vec::new();
+    for c in content {
+        match c.get("type").and_then(Value::as_str) {
+            Some("image") => out.push(Block::Image(
+                c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png"),
+                c.get("data").and_then(Value::as_str).unwrap_or(""),
+            )),
+            _ => {
+                let text = content_as_text(std::slice::from_ref(c));
+                if !text.is_empty() {
+                    out.push(Block::Owned(text));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Serialize for Block<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Block::Text(t) => TextBlock(t).serialize(s),
+            Block::Owned(t) => TextBlock(t).serialize(s),
+            Block::ToolUse(id, name, input) => {
+                let mut m = s.serialize_map(Some(4))?;
+                m.serialize_entry("type", "tool_use")?;
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("name", name)?;
+                if input.is_object() {
+                    m.serialize_entry("input", input)?;
+                } else {
+                    m.serialize_entry("input", &EmptyObject)?;
+                }
+                m.end()
+            }
+            Block::ToolResult(id, content, is_error) => {
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("type", "tool_result")?;
+                m.serialize_entry("tool_use_id", id)?;
+                m.serialize_entry("content", &result_content(content))?;
+                if *is_error {
+                    m.serialize_entry("is_error", &true)?;
+                }
+                m.end()
+            }
+            Block::Image(mime, data) => {
+                struct Source<'a>(&'a str, &'a str);
+                impl Serialize for Source<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut m = s.serialize_map(Some(3))?;
+                        m.serialize_entry("type", "base64")?;
+                        m.serialize_entry("media_type", self.0)?;
+                        m.serialize_entry("data", self.1)?;
+                        m.end()
+                    }
+                }
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", "image")?;
+                m.serialize_entry("source", &Source(mime, data))?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// `{}`.
+struct EmptyObject;
+
+impl Serialize for EmptyObject {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_map(Some(0))?.end()
+    }
+}
+
+struct StreamBlock {
     index: u64,
     id: String,
     name: String,
@@ -118,7 +314,7 @@ struct Block {
 pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error> {
     let s = call.settings;
     let mut out = Completion::default();
-    let mut tools: Vec<Block> = Vec::new();
+    let mut tools: Vec<StreamBlock> = Vec::new();
     let mut usage: Option<Usage> = None;
     let mut handle = |ev: &gosling_wire::sse::Event| -> Result<Flow, Error> {
         let data = ev.data.trim();
@@ -147,7 +343,7 @@ pub(super) fn attempt(call: &Call, sink: &mut Sink) -> Result<Completion, Error>
                 let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let b = v.get("content_block").cloned().unwrap_or(Value::Null);
                 match b.get("type").and_then(Value::as_str) {
-                    Some("tool_use") | Some("server_tool_use") => tools.push(Block {
+                    Some("tool_use") | Some("server_tool_use") => tools.push(StreamBlock {
                         index,
                         id: b.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
                         name: b.get("name").and_then(Value::as_str).unwrap_or("").to_string(),

@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod anthropic;
+mod body;
 pub mod catalog;
 mod error;
 pub mod openai;

@@ -8,7 +8,12 @@
 //! accumulated by `index` (arguments arrive as string fragments split anywhere), usage in a
 //! final chunk with empty `choices`. No `Authorization` header without a key.
 
-use serde_json::{json, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+#[cfg(test)]
+use serde_json::json;
+use serde_json::Value;
+
+use crate::body::{Join, JsonText, TextBlock};
 
 use crate::error::Error;
 use crate::settings::Settings;
@@ -26,7 +31,9 @@ fn texts(parts: &[Part]) -> Vec<&str> {
     parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_str()) } else { None }).collect()
 }
 
-/// The request body (public for tests of the conversion).
+/// The request body as a `Value` tree: the form the body was built in before
+/// `request_bytes`, kept as the reference the tests compare the bytes with.
+#[cfg(test)]
 pub fn request_body(model: &str, req: &ChatRequest) -> Value {
     let mut messages = Vec::new();
     if !req.system.is_empty() {
@@ -118,6 +125,257 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
         body["max_tokens"] = max.into();
     }
     body
+}
+
+/// The request body as JSON bytes, written straight from the conversation (no `Value` tree
+/// built and copied on every model call); the same bytes `serde_json::to_vec(&request_body(…))`
+/// gave (a unit test compares them).
+pub fn request_bytes(model: &str, req: &ChatRequest) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(&Body { model, req }).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))
+}
+
+/// The body, borrowed: `model`, `messages`, `stream`, `stream_options`, then `tools` and
+/// `max_tokens` when there are any (the order `request_body` inserts them).
+struct Body<'a> {
+    model: &'a str,
+    req: &'a ChatRequest,
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let req = self.req;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("model", self.model)?;
+        m.serialize_entry("messages", &messages(req))?;
+        m.serialize_entry("stream", &true)?;
+        m.serialize_entry("stream_options", &IncludeUsage)?;
+        if !req.tools.is_empty() {
+            let tools: Vec<Tool> = req.tools.iter().map(Tool).collect();
+            m.serialize_entry("tools", &tools)?;
+        }
+        if let Some(max) = req.max_tokens {
+            m.serialize_entry("max_tokens", &max)?;
+        }
+        m.end()
+    }
+}
+
+/// `{"include_usage": true}`.
+struct IncludeUsage;
+
+impl Serialize for IncludeUsage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("include_usage", &true)?;
+        m.end()
+    }
+}
+
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+struct Tool<'a>(&'a ToolSpec);
+
+impl Serialize for Tool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a ToolSpec);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("name", &self.0.name)?;
+                m.serialize_entry("description", &self.0.description)?;
+                m.serialize_entry("parameters", &self.0.input_schema)?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Function(self.0))?;
+        m.end()
+    }
+}
+
+/// One message of the body, borrowing from the conversation.
+enum Msg<'a> {
+    System(&'a str),
+    /// The texts (concatenated), the tool calls (id, name, arguments).
+    Assistant(Vec<&'a str>, Vec<(&'a str, &'a str, &'a Value)>),
+    Tool(&'a str, String),
+    /// A user message with content parts (texts and images).
+    Parts(Vec<Item<'a>>),
+    /// A user message of texts joined by newlines.
+    Text(Vec<&'a str>),
+}
+
+/// A user message's content part.
+enum Item<'a> {
+    Text(&'a str),
+    Joined(Vec<&'a str>),
+    /// `data:{mime};base64,{data}`.
+    Image(&'a str, &'a str),
+}
+
+/// The messages in the order `request_body` builds them.
+fn messages(req: &ChatRequest) -> Vec<Msg<'_>> {
+    let mut out = Vec::new();
+    if !req.system.is_empty() {
+        out.push(Msg::System(&req.system));
+    }
+    for m in &req.messages {
+        match m.role {
+            Role::Assistant => {
+                let text = texts(&m.parts);
+                let calls: Vec<_> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolCall { id, name, arguments } => Some((id.as_str(), name.as_str(), arguments)),
+                        _ => None,
+                    })
+                    .collect();
+                if text.is_empty() && calls.is_empty() {
+                    // OpenAI rejects an assistant message with neither content nor tool calls.
+                    continue;
+                }
+                out.push(Msg::Assistant(text, calls));
+            }
+            Role::User => {
+                // Tool results first: they must follow the assistant's tool_calls directly.
+                let mut images = Vec::new();
+                for p in &m.parts {
+                    if let Part::ToolResult { id, content, is_error } = p {
+                        let mut text = content_as_text(content);
+                        if *is_error && !text.starts_with("Error") {
+                            text = format!("Error: {text}");
+                        }
+                        out.push(Msg::Tool(id, text));
+                        for c in content {
+                            if c.get("type").and_then(Value::as_str) == Some("image") {
+                                let mime = c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
+                                let data = c.get("data").and_then(Value::as_str).unwrap_or("");
+                                images.push(Item::Image(mime, data));
+                            }
+                        }
+                    }
+                }
+                let text = texts(&m.parts);
+                // The person's own images: one user message with its text and the images.
+                let own: Vec<Item> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Image { mime_type, data } => Some(Item::Image(mime_type, data)),
+                        _ => None,
+                    })
+                    .collect();
+                if !own.is_empty() {
+                    let mut content: Vec<Item> = text.iter().map(|t| Item::Text(t)).collect();
+                    content.extend(own);
+                    content.extend(images);
+                    out.push(Msg::Parts(content));
+                } else if !images.is_empty() {
+                    // Tool messages take only text; images follow as a user message.
+                    let first = if text.is_empty() {
+                        Item::Text("Images from the tool results above.")
+                    } else {
+                        Item::Joined(text)
+                    };
+                    let mut content = vec![first];
+                    content.extend(images);
+                    out.push(Msg::Parts(content));
+                } else if !text.is_empty() {
+                    out.push(Msg::Text(text));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Serialize for Msg<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        match self {
+            Msg::System(t) => {
+                m.serialize_entry("role", "system")?;
+                m.serialize_entry("content", t)?;
+            }
+            Msg::Assistant(text, calls) => {
+                m.serialize_entry("role", "assistant")?;
+                if text.is_empty() {
+                    m.serialize_entry("content", &())?;
+                } else {
+                    m.serialize_entry("content", &Join(text, ""))?;
+                }
+                if !calls.is_empty() {
+                    let calls: Vec<CallOut> =
+                        calls.iter().map(|&(id, name, arguments)| CallOut { id, name, arguments }).collect();
+                    m.serialize_entry("tool_calls", &calls)?;
+                }
+            }
+            Msg::Tool(id, text) => {
+                m.serialize_entry("role", "tool")?;
+                m.serialize_entry("tool_call_id", id)?;
+                m.serialize_entry("content", text)?;
+            }
+            Msg::Parts(items) => {
+                m.serialize_entry("role", "user")?;
+                m.serialize_entry("content", items)?;
+            }
+            Msg::Text(text) => {
+                m.serialize_entry("role", "user")?;
+                m.serialize_entry("content", &Join(text, "\n"))?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// `{"id", "type": "function", "function": {"name", "arguments": <the JSON as a string>}}`.
+struct CallOut<'a> {
+    id: &'a str,
+    name: &'a str,
+    arguments: &'a Value,
+}
+
+impl Serialize for CallOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a str, &'a Value);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("name", self.0)?;
+                m.serialize_entry("arguments", &JsonText(self.1))?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("id", self.id)?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Function(self.name, self.arguments))?;
+        m.end()
+    }
+}
+
+impl Serialize for Item<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Item::Text(t) => TextBlock(t).serialize(s),
+            Item::Joined(t) => TextBlock(Join(t, "\n")).serialize(s),
+            Item::Image(mime, data) => {
+                struct Url<'a>(&'a str, &'a str);
+                impl Serialize for Url<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut m = s.serialize_map(Some(1))?;
+                        m.serialize_entry("url", &format_args!("data:{};base64,{}", self.0, self.1))?;
+                        m.end()
+                    }
+                }
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", "image_url")?;
+                m.serialize_entry("image_url", &Url(mime, data))?;
+                m.end()
+            }
+        }
+    }
 }
 
 #[derive(Default)]

@@ -49,10 +49,9 @@ impl Provider for Chat {
     ) -> Result<Completion, Error> {
         let s = &self.settings;
         let (body, headers) = match self.format {
-            Format::OpenAi => (openai::request_body(&s.model, req), openai::headers(s)),
-            Format::Anthropic => (anthropic::request_body(&s.model, s.max_tokens, req), anthropic::headers(s)),
+            Format::OpenAi => (openai::request_bytes(&s.model, req)?, openai::headers(s)),
+            Format::Anthropic => (anthropic::request_bytes(&s.model, s.max_tokens, req)?, anthropic::headers(s)),
         };
-        let body = serde_json::to_vec(&body).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
         let call = Call { agent: &self.agent, settings: s, headers: &headers, body: &body, cancelled };
         retry_cut_streams(s, cancelled, |delivered| {
             let mut sink = Sink { on_delta: &mut *on_delta, delivered };

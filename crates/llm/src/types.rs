@@ -132,6 +132,161 @@ mod tests {
     use super::*;
     use crate::{anthropic, openai};
 
+    /// A conversation with every kind of part: the system text, texts split in parts, tool
+    /// calls (object and non-object arguments), tool results (text, image, resource, JSON,
+    /// an error, an empty one), the person's images, an empty assistant message, tools and a
+    /// token cap, with characters JSON escapes.
+    fn every_kind_of_part(tools: bool, max_tokens: Option<u32>, system: &str) -> ChatRequest {
+        use serde_json::json;
+        let text = |t: &str| Part::Text(t.to_string());
+        ChatRequest {
+            system: system.to_string(),
+            messages: vec![
+                ChatMessage { role: Role::User, parts: vec![text("list \"files\"\n\u{1}é"), text("and more")] },
+                ChatMessage { role: Role::Assistant, parts: vec![] },
+                ChatMessage {
+                    role: Role::Assistant,
+                    parts: vec![
+                        text("I'll look."),
+                        text(""),
+                        text(" Twice."),
+                        Part::ToolCall {
+                            id: "c1".into(),
+                            name: "ls".into(),
+                            arguments: json!({"path": "/tmp", "n": [1, 2.5, null, true]}),
+                        },
+                        Part::ToolCall { id: "c2".into(), name: "odd".into(), arguments: json!("not an object") },
+                    ],
+                },
+                ChatMessage {
+                    role: Role::User,
+                    parts: vec![
+                        Part::ToolResult {
+                            id: "c1".into(),
+                            content: vec![
+                                json!({"type": "text", "text": "a\tb"}),
+                                json!({"type": "image", "data": "AAAA", "mimeType": "image/jpeg"}),
+                                json!({"type": "image", "data": "BBBB"}),
+                                json!({"type": "resource", "resource": {"uri": "file:///x", "text": "inside"}}),
+                                json!({"type": "audio", "data": "zz"}),
+                                json!({"type": "text", "text": ""}),
+                            ],
+                            is_error: false,
+                        },
+                        Part::ToolResult {
+                            id: "c2".into(),
+                            content: vec![json!({"type": "text", "text": "no such tool"})],
+                            is_error: true,
+                        },
+                        Part::ToolResult {
+                            id: "c3".into(),
+                            content: vec![json!({"type": "text", "text": "Error: already said"})],
+                            is_error: true,
+                        },
+                        Part::ToolResult { id: "c4".into(), content: vec![], is_error: false },
+                    ],
+                },
+                ChatMessage {
+                    role: Role::Assistant,
+                    parts: vec![Part::ToolCall { id: "c5".into(), name: "shot".into(), arguments: json!({}) }],
+                },
+                ChatMessage {
+                    role: Role::User,
+                    parts: vec![
+                        Part::ToolResult {
+                            id: "c5".into(),
+                            content: vec![json!({"type": "image", "data": "CCCC", "mimeType": "image/png"})],
+                            is_error: false,
+                        },
+                        text("and this one?"),
+                        text("second line"),
+                    ],
+                },
+                ChatMessage {
+                    role: Role::Assistant,
+                    parts: vec![Part::ToolCall { id: "c6".into(), name: "shot".into(), arguments: json!({}) }],
+                },
+                ChatMessage {
+                    role: Role::User,
+                    parts: vec![Part::ToolResult {
+                        id: "c6".into(),
+                        content: vec![json!({"type": "image", "data": "DDDD", "mimeType": "image/gif"})],
+                        is_error: false,
+                    }],
+                },
+                ChatMessage {
+                    role: Role::User,
+                    parts: vec![
+                        text("what is this?"),
+                        Part::Image { mime_type: "image/png".into(), data: "iVBORw0=".into() },
+                        Part::ToolResult {
+                            id: "c7".into(),
+                            content: vec![json!({"type": "image", "data": "EEEE"})],
+                            is_error: false,
+                        },
+                        text("and that"),
+                        Part::Image { mime_type: "image/webp".into(), data: "UklG".into() },
+                    ],
+                },
+                ChatMessage { role: Role::User, parts: vec![text("")] },
+                ChatMessage { role: Role::Assistant, parts: vec![text("Done \u{2028} — ok")] },
+            ],
+            tools: if tools {
+                vec![
+                    ToolSpec {
+                        name: "ls".into(),
+                        description: "Lists \"files\".".into(),
+                        input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                    },
+                    ToolSpec {
+                        name: "shot".into(),
+                        description: String::new(),
+                        input_schema: json!({"type": "object"}),
+                    },
+                ]
+            } else {
+                Vec::new()
+            },
+            max_tokens,
+        }
+    }
+
+    /// The bodies written straight to bytes are the bytes the `Value` tree gave, for both
+    /// wire formats, with and without tools, a cap and a system text.
+    #[test]
+    fn the_bodies_written_as_bytes_are_the_trees_bytes() {
+        for (tools, max, system) in [(true, Some(64), "Be brief."), (false, None, ""), (true, Some(100_000), "")] {
+            let req = every_kind_of_part(tools, max, system);
+            let tree = serde_json::to_vec(&openai::request_body("gpt-x", &req)).unwrap();
+            let bytes = openai::request_bytes("gpt-x", &req).unwrap();
+            assert_eq!(
+                String::from_utf8(bytes).unwrap(),
+                String::from_utf8(tree).unwrap(),
+                "openai, tools {tools}, max {max:?}"
+            );
+            let tree = serde_json::to_vec(&anthropic::request_body("claude-x", 4096, &req)).unwrap();
+            let bytes = anthropic::request_bytes("claude-x", 4096, &req).unwrap();
+            assert_eq!(
+                String::from_utf8(bytes).unwrap(),
+                String::from_utf8(tree).unwrap(),
+                "anthropic, tools {tools}, max {max:?}"
+            );
+        }
+        // Every part reached the body: the texts, the calls, the results and the images.
+        let body =
+            String::from_utf8(openai::request_bytes("m", &every_kind_of_part(true, None, "s")).unwrap()).unwrap();
+        for needle in [
+            "I'll look. Twice.",
+            "\"tool_calls\"",
+            "Error: no such tool",
+            "data:image/gif;base64,DDDD",
+            "data:image/webp;base64,UklG",
+            "and this one?\\nsecond line",
+        ] {
+            assert!(body.contains(needle), "{needle} missing from {body}");
+        }
+    }
+
     /// The person's image goes to OpenAI as an `image_url` data URL after the text, to
     /// Anthropic as a base64 image block.
     #[test]

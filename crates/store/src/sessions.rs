@@ -36,7 +36,9 @@
 //! Reading a conversation again (a turn reads its session's before every model request)
 //! parses only the lines appended since the last read: the last few conversations read stay
 //! parsed (`Conversations`), used only while the file is the same inode and still holds the
-//! same last line at the same offset; anything else reads it whole.
+//! same last line at the same offset; anything else reads it whole. `get_shared` hands out the
+//! parsed conversation itself (an `Arc`, copied on the next append only while a holder keeps
+//! it), so a turn does not deep-copy its conversation.
 //!
 //! Sessions written by earlier versions (`<id>.json`, the conversation inside) are read in
 //! place and migrated on their first change. A file that cannot be read is reported with its
@@ -283,7 +285,9 @@ struct Parsed {
     bytes: u64,
     /// The file's last line, `\n` included, as read.
     last_line: Vec<u8>,
-    messages: Vec<Message>,
+    /// Shared with the callers of `get_shared` (a turn): extended in place when nobody else
+    /// holds it, copied first when someone does.
+    messages: Arc<Vec<Message>>,
 }
 
 impl Conversations {
@@ -350,6 +354,9 @@ const TAIL_MAX: u64 = 16 << 20;
 pub struct SessionStore {
     inner: Arc<Inner>,
 }
+
+/// A conversation as the store's cache holds it (`SessionStore::get_shared`).
+pub type SharedConversation = Arc<Vec<Message>>;
 
 /// A session's `flock`, released when dropped (the descriptor closes).
 struct SessionLock {
@@ -512,10 +519,18 @@ impl SessionStore {
     /// returned as far as it reads — its good messages, marked with `DAMAGED_KEY` — and its
     /// files are left untouched.
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
+        Ok(self.get_shared(id)?.map(|(s, c)| Session { conversation: Some(Arc::unwrap_or_clone(c)), ..s }))
+    }
+
+    /// As `get`, with the conversation apart (`conversation` is `None` in the session) and
+    /// shared with the store's cache rather than copied: a turn reads its session once, and
+    /// a deep copy of a long conversation cost more than reading the lines appended since.
+    /// The same reading as `get` (the shared lock, the damaged case alike).
+    pub fn get_shared(&self, id: &str) -> Result<Option<(Session, SharedConversation)>, Error> {
         let st = &self.inner;
         let whole = st.with_session(id, false, |d| {
             let conversation = st.read_conversation(&d)?;
-            Ok((None, Session { conversation: Some(conversation), ..d.session }))
+            Ok((None, (d.session, conversation)))
         });
         match whole {
             Err(e @ Error::Corrupt { .. }) => {
@@ -523,8 +538,7 @@ impl SessionStore {
                 // Listed as damaged from now on too (the listing had it as its metadata says).
                 let conversation = s.conversation.take();
                 lock(&st.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
-                s.conversation = conversation;
-                Ok(Some(s))
+                Ok(Some((s, Arc::new(conversation.unwrap_or_default()))))
             }
             other => other,
         }
@@ -729,7 +743,7 @@ impl SessionStore {
             let before = st.read_conversation(&d)?;
             let before_id = d.session.id.clone();
             let mut s = d.session;
-            s.conversation = Some(before.clone());
+            s.conversation = Some(Vec::clone(&before));
             let r = f(&mut s);
             let after = s.conversation.take().unwrap_or_default();
             let path = st.messages_path(id);
@@ -1307,16 +1321,16 @@ impl Inner {
     }
 
     /// The conversation as its file holds it, up to its last whole line.
-    fn read_conversation(&self, d: &Derived) -> Result<Vec<Message>, Error> {
+    fn read_conversation(&self, d: &Derived) -> Result<Arc<Vec<Message>>, Error> {
         let id = &d.session.id;
         if d.legacy {
             let path = self.legacy_path(id);
             let bytes =
                 atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was locked"))?;
-            return Ok(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default());
+            return Ok(Arc::new(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default()));
         }
         if d.file.bytes == 0 {
-            return Ok(Vec::new());
+            return Ok(Arc::new(Vec::new()));
         }
         let path = self.messages_path(id);
         if d.torn > 0 {
@@ -1333,7 +1347,10 @@ impl Inner {
             if read.is_ok() && tail.len() as u64 == written - from && tail.starts_with(&p.last_line) {
                 let new = &tail[p.last_line.len()..];
                 let (more, _) = parse_lines::<Message>(&path, new, p.messages.len() as u64 + 1)?;
-                p.messages.extend(more);
+                if !more.is_empty() {
+                    // Copied first only when a caller still holds this one.
+                    Arc::make_mut(&mut p.messages).extend(more);
+                }
                 if !new.is_empty() {
                     p.last_line = last_line(new).to_vec();
                 }
@@ -1351,7 +1368,7 @@ impl Inner {
             let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
             return Err(corrupt(&path, detail));
         }
-        let messages = parse_lines::<Message>(&path, &bytes, 1)?.0;
+        let messages = Arc::new(parse_lines::<Message>(&path, &bytes, 1)?.0);
         if written <= CACHED_CONVERSATION_MAX_BYTES {
             let p = Parsed {
                 id: id.clone(),
@@ -1888,6 +1905,30 @@ mod tests {
         // Deleted and created again under the same id.
         assert!(a.delete(&id).unwrap());
         assert!(a.get(&id).unwrap().is_none());
+    }
+
+    /// `get_shared` hands out the cached conversation itself while nothing changed, and a
+    /// conversation a caller holds is never changed under it: what is appended after (here or
+    /// by another store) goes to a new one.
+    #[test]
+    fn a_shared_conversation_is_the_cached_one_and_never_changes_under_its_holder() {
+        let d = tmpdir("shared");
+        let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
+        let id = a.create("/w", vec![]).unwrap().id;
+        a.append_message(&id, &message(0)).unwrap();
+        let (s, held) = a.get_shared(&id).unwrap().unwrap();
+        assert_eq!((s.conversation, s.message_count), (None, 1), "the conversation comes apart from the session");
+        assert_eq!(*held, vec![message(0)]);
+        let (_, again) = a.get_shared(&id).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&held, &again), "nothing new: the same conversation, not a copy");
+        drop(again);
+        a.append_message(&id, &message(1)).unwrap();
+        b.append_message(&id, &message(2)).unwrap();
+        let (_, now) = a.get_shared(&id).unwrap().unwrap();
+        assert_eq!(*now, (0..3).map(message).collect::<Vec<_>>());
+        assert_eq!(*held, vec![message(0)], "the held conversation stays as it was read");
+        assert_eq!(a.get(&id).unwrap().unwrap().conversation.unwrap(), *now, "get reads the same");
+        assert!(a.get_shared("nope").unwrap().is_none());
     }
 
     #[test]
