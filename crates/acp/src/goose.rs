@@ -18,7 +18,7 @@ use crate::goose_params::{imported, report, GooseCall, KeyValue};
 use crate::protocol::invalid_params;
 use crate::session::{agent_error, store_error, Agent, Reply};
 use crate::session_update::SessionUpdate;
-use crate::shapes::{session_extension_entry, to_goose_extension};
+use crate::shapes::to_goose_extension;
 use gosling_agent::prompts;
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key};
@@ -98,8 +98,7 @@ pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
         G::SetConfigExtensionEnabled { config_key, enabled } => set_enabled(agent, &config_key, enabled),
         G::ListSessionExtensions { session_id: sid } => {
             let configs = agent.app.session_extensions(&sid).map_err(|e| agent_error(e, &sid))?;
-            let extensions: Vec<Value> = configs.iter().filter_map(session_extension_entry).collect();
-            Ok(SessionExtensions { extensions }.to_value())
+            Ok(SessionExtensions { configs }.to_value())
         }
         G::AddSessionExtension { session_id: sid, extension } => {
             agent.add_session_extension(&sid, *extension)?;

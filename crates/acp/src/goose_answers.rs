@@ -7,9 +7,10 @@
 //! bytes in the static binary). What is still goose's open JSON form is a `Value` on purpose:
 //! a GooseExtension (`shapes::to_goose_extension`), a tool's input schema, a config value.
 
-use crate::shapes::{goose_app, goose_prompt, goose_prompt_entry, session_info};
+use crate::shapes::{goose_app, goose_prompt, goose_prompt_entry, session_extension_entry, session_info};
 use gosling_agent::apps::App;
 use gosling_agent::prompts::Prompt;
+use gosling_extensions::config::ExtensionConfig;
 use gosling_llm::catalog;
 use gosling_store::sessions::Session;
 use serde_json::{json, Map, Value};
@@ -209,15 +210,17 @@ impl ConfigExtensions {
     }
 }
 
-/// `session/extensions/list`: the session's extensions (`shapes::session_extension_entry`).
+/// `session/extensions/list`: the session's extensions, each as `shapes::session_extension_entry`
+/// (the kinds Desktop cannot show are left out).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionExtensions {
-    pub extensions: Vec<Value>,
+    pub configs: Vec<ExtensionConfig>,
 }
 
 impl SessionExtensions {
-    pub fn to_value(self) -> Value {
-        json!({ "extensions": self.extensions })
+    pub fn to_value(&self) -> Value {
+        let list: Vec<Value> = self.configs.iter().filter_map(session_extension_entry).collect();
+        json!({ "extensions": list })
     }
 }
 
@@ -527,10 +530,22 @@ mod tests {
 
     #[test]
     fn session_extensions_list_is_the_entries() {
-        let entry =
-            json!({"type": "platform", "name": "todo", "extension": {"type": "platform"}, "extensionKey": "todo"});
-        let v = SessionExtensions { extensions: vec![entry] }.to_value();
-        assert_eq!(shape(&v), "{extensions:[{type:string,name:string,extension:{type:string},extensionKey:string}]}");
+        let config = |v: Value| ExtensionConfig::from_value(v).expect("a valid extension config");
+        let configs = vec![
+            config(
+                json!({"type": "platform", "name": "todo", "description": "Todo", "display_name": "Todo", "bundled": true}),
+            ),
+            // Desktop cannot show an sse extension: it is left out.
+            config(json!({"type": "sse", "name": "old", "description": "", "uri": "http://127.0.0.1:9/sse"})),
+        ];
+        let v = SessionExtensions { configs }.to_value();
+        assert_eq!(
+            shape(&v),
+            "{extensions:[{type:string,name:string,description:string,display_name:string,bundled:bool,\
+             extension:{type:string,name:string,description:string,display_name:string,bundled:bool},extensionKey:string}]}"
+        );
+        assert_eq!(v["extensions"].as_array().map(Vec::len), Some(1));
+        assert_eq!(v["extensions"][0]["extensionKey"], json!("todo"));
     }
 
     #[test]
