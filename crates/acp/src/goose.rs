@@ -4,18 +4,21 @@
 //! permissions, preferences; the ones gosling has nothing for answer empty lists (where Desktop
 //! polls on load) or method-not-found.
 //!
-//! The params arrive typed (`goose_params::GooseCall`, read once); this module owns only the
-//! translation: goose's `GooseExtension` ↔ `ExtensionConfig`, goose's DTOs from
-//! the core's values. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
+//! The params arrive typed (`goose_params::GooseCall`, read once) and the answers leave typed
+//! (`goose_answers`, turned into JSON there): this module calls the core and builds the answer's
+//! type from what it returns. The rules live below (`agent::settings`, `llm::catalog`, the trust policy,
 //! the stores), shared with the HTTP routes.
 
+use crate::goose_answers::{
+    AppsList, ConfigAll, ConfigExtension, ConfigExtensions, ConfigValue, Defaults, Done, EmptyList, Exported,
+    LiveVoice, Message, Preferences, PromptAnswer, PromptsList, ProviderConfig, ProviderEntry, ProviderField,
+    ProviderStatus, ProvidersList, SessionExtensions, SessionInfo, Steered, ToolEntry, ToolsList,
+};
 use crate::goose_params::{imported, report, GooseCall, KeyValue};
 use crate::protocol::invalid_params;
 use crate::session::{agent_error, store_error, Agent, Reply};
 use crate::session_update::SessionUpdate;
-use crate::shapes::{
-    goose_app, goose_prompt, goose_prompt_entry, session_extension_entry, session_info, to_goose_extension,
-};
+use crate::shapes::to_goose_extension;
 use gosling_agent::prompts;
 use gosling_agent::settings::{self, TOOL_PERMISSIONS};
 use gosling_extensions::config::{name_to_key, runtime_key};
@@ -39,46 +42,46 @@ const PREFERENCES: [&str; 5] = [
 pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
     use GooseCall as G;
     match call {
-        G::ReadAllConfig => Ok(read_all(agent)),
+        G::ReadAllConfig => Ok(read_all(agent).to_value()),
         G::ReadConfig { key, secret } => {
-            let v = settings::read(&agent.app, &key, secret).map_err(store_error)?;
-            Ok(json!({ "value": v.unwrap_or(Value::Null) }))
+            let value = settings::read(&agent.app, &key, secret).map_err(store_error)?;
+            Ok(ConfigValue { value }.to_value())
         }
         G::UpsertConfig { key, value, secret } => {
             settings::upsert(&agent.app, &key, value, secret).map_err(setting_error)?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
         G::RemoveConfig { key, secret } => {
             settings::remove(&agent.app, &key, secret).map_err(setting_error)?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
-        G::ReadDefaults => Ok(defaults(agent)),
+        G::ReadDefaults => Ok(defaults(agent).to_value()),
         G::SaveDefaults { provider_id: id, model_id } => save_defaults(agent, &id, model_id),
         G::ClearDefaults => {
             for k in ["GOOSE_PROVIDER", "GOOSE_MODEL"] {
                 settings::remove(&agent.app, k, false).map_err(setting_error)?;
             }
-            Ok(defaults(agent))
+            Ok(defaults(agent).to_value())
         }
-        G::ListProviders { provider_ids } => Ok(providers(agent, &provider_ids)),
+        G::ListProviders { provider_ids } => Ok(providers(agent, &provider_ids).to_value()),
         G::ReadProviderConfig { provider_id: id } => provider_config(agent, &id),
         G::SaveProviderConfig { provider_id: id, fields } => save_provider_config(agent, &id, &fields),
         G::DeleteProviderConfig { provider_id: id } => delete_provider_config(agent, &id),
         G::SessionInfo { session_id: sid } => {
             let s = agent.app.session_meta(&sid).map_err(|e| agent_error(e, &sid))?;
-            Ok(json!({ "session": session_info(&s) }))
+            Ok(SessionInfo { session: s }.to_value())
         }
         G::RenameSession { session_id: sid, title } => rename(agent, &sid, &title),
         G::TruncateConversation { session_id: sid, truncate_from } => {
             gosling_agent::history::truncate(&agent.app, &sid, truncate_from).map_err(|e| agent_error(e, &sid))?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
         G::ExportSession { session_id: sid } => {
-            Ok(json!({ "data": agent.app.export_session(&sid).map_err(|e| agent_error(e, &sid))? }))
+            Ok(Exported { data: agent.app.export_session(&sid).map_err(|e| agent_error(e, &sid))? }.to_value())
         }
         G::UpdateWorkingDir(q) => {
             agent.app.update_working_dir(&q.session_id, &q.working_dir).map_err(|e| agent_error(e, &q.session_id))?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
         G::ImportSession(q) => {
             Ok(imported(&agent.app.import_session(&q.input, q.source).map_err(|e| agent_error(e, ""))?))
@@ -90,47 +93,45 @@ pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
         G::AddConfigExtension { extension, enabled } => add_config_extension(agent, *extension, enabled),
         G::RemoveConfigExtension { config_key } => {
             agent.app.remove_config_extension(&name_to_key(&config_key)).map_err(|e| agent_error(e, ""))?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
         G::SetConfigExtensionEnabled { config_key, enabled } => set_enabled(agent, &config_key, enabled),
         G::ListSessionExtensions { session_id: sid } => {
             let configs = agent.app.session_extensions(&sid).map_err(|e| agent_error(e, &sid))?;
-            let list: Vec<Value> = configs.iter().filter_map(session_extension_entry).collect();
-            Ok(json!({ "extensions": list }))
+            Ok(SessionExtensions { configs }.to_value())
         }
         G::AddSessionExtension { session_id: sid, extension } => {
             agent.add_session_extension(&sid, *extension)?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
         G::RemoveSessionExtension { session_id: sid, key } => {
             agent.remove_session_extension(&sid, &key)?;
-            Ok(json!({}))
+            Ok(Done.to_value())
         }
         G::ListTools { session_id: sid, extension_name } => tools(agent, &sid, extension_name.as_deref()),
         G::SetToolPermissions { levels } => set_permissions(agent, levels),
         G::ReadPreferences { keys } => preferences(agent, &keys),
         G::SavePreferences { values } => save_preferences(agent, &values),
         G::ListApps { session_id } => {
-            let apps: Vec<Value> =
-                gosling_agent::apps::list(&agent.app, session_id.as_deref()).iter().map(goose_app).collect();
-            Ok(json!({ "apps": apps }))
+            Ok(AppsList { apps: gosling_agent::apps::list(&agent.app, session_id.as_deref()) }.to_value())
         }
         G::ListPrompts => {
-            let list = prompts::list(&agent.app).map_err(setting_error)?;
-            Ok(json!({ "prompts": list.iter().map(goose_prompt_entry).collect::<Vec<_>>() }))
+            Ok(PromptsList { prompts: prompts::list(&agent.app).map_err(setting_error)? }.to_value())
         }
-        G::GetPrompt { name } => Ok(goose_prompt(&prompts::get(&agent.app, &name).map_err(setting_error)?)),
+        G::GetPrompt { name } => {
+            Ok(PromptAnswer { prompt: prompts::get(&agent.app, &name).map_err(setting_error)? }.to_value())
+        }
         G::SavePrompt { name, content } => {
             let saved = prompts::save(&agent.app, &name, &content).map_err(setting_error)?;
-            Ok(json!({ "message": format!("{} saved; the next turn sends it", saved.name) }))
+            Ok(Message { message: format!("{} saved; the next turn sends it", saved.name) }.to_value())
         }
         G::ResetPrompt { name } => {
             let reset = prompts::reset(&agent.app, &name).map_err(setting_error)?;
-            Ok(json!({ "message": format!("{} is the default again", reset.name) }))
+            Ok(Message { message: format!("{} is the default again", reset.name) }.to_value())
         }
         // The Skills page: gosling loads no skills, recipes or subagents, so it has no sources
         // (goose answers the same over an empty home).
-        G::ListSources => Ok(json!({ "sources": [] })),
+        G::ListSources => Ok(EmptyList::Sources.to_value()),
         // Readiness is checked for ACP agent providers (Claude Code, Codex, …); gosling's are
         // model APIs, whose state `providers/list` gives. goose refuses a model API the same way.
         G::CheckProviderReadiness { provider_id: id } => {
@@ -140,10 +141,9 @@ pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
                 c.name
             )))
         }
-        G::LiveVoiceAvailability => Ok(json!({
-            "status": "unavailable",
-            "message": "gosling has no live voice; type your message",
-        })),
+        G::LiveVoiceAvailability => {
+            Ok(LiveVoice { status: "unavailable", message: "gosling has no live voice; type your message" }.to_value())
+        }
         G::LiveVoiceStartOrStop => {
             Err(invalid_params("gosling has no live voice (session/live-voice/availability says unavailable); type your message"))
         }
@@ -151,13 +151,13 @@ pub fn call(agent: &Arc<Agent>, method: &str, call: GooseCall) -> Reply {
             crate::updates::refuse_images(&prompt, || gosling_agent::usage::images(&agent.app, &sid))
                 .map_err(invalid_params)?;
             let steered = agent.app.steer(&sid, &expected_run_id, prompt).map_err(setting_error)?;
-            Ok(json!({ "runId": steered.run_id, "messageId": steered.message_id }))
+            Ok(Steered { run_id: steered.run_id, message_id: steered.message_id }.to_value())
         }
-        G::ListSlashCommands => Ok(json!({ "availableCommands": [] })),
-        G::ListAgentMentions => Ok(json!({ "agents": [] })),
+        G::ListSlashCommands => Ok(EmptyList::SlashCommands.to_value()),
+        G::ListAgentMentions => Ok(EmptyList::AgentMentions.to_value()),
         // Desktop polls these on load; gosling has no recipes or scheduler.
-        G::ListRecipes => Ok(json!({ "recipes": [] })),
-        G::ListSchedules => Ok(json!({ "jobs": [] })),
+        G::ListRecipes => Ok(EmptyList::Recipes.to_value()),
+        G::ListSchedules => Ok(EmptyList::Schedules.to_value()),
         G::Unknown => Err(ErrorObject::new(
             METHOD_NOT_FOUND,
             format!("{method} is not served by gosling (recipes, schedules, apps, dictation, local inference and custom providers are not part of it)"),
@@ -175,7 +175,7 @@ fn setting_error(e: gosling_agent::Error) -> ErrorObject {
 }
 
 /// Never fails (Desktop's start-up does not catch it): a store it cannot read answers `{}`.
-fn read_all(agent: &Agent) -> Value {
+fn read_all(agent: &Agent) -> ConfigAll {
     let mut config = settings::all(&agent.app).unwrap_or_else(|e| {
         log::warn!("acp: config/read-all: {e}; answering an empty config");
         Map::new()
@@ -186,11 +186,11 @@ fn read_all(agent: &Agent) -> Value {
             config.insert(k.into(), v);
         }
     }
-    json!({ "config": config })
+    ConfigAll { config }
 }
 
-fn defaults(agent: &Agent) -> Value {
-    json!({ "providerId": agent.app.setting("GOOSE_PROVIDER"), "modelId": agent.app.setting("GOOSE_MODEL") })
+fn defaults(agent: &Agent) -> Defaults {
+    Defaults { provider_id: agent.app.setting("GOOSE_PROVIDER"), model_id: agent.app.setting("GOOSE_MODEL") }
 }
 
 fn provider(id: &str) -> Result<&'static catalog::Provider, ErrorObject> {
@@ -204,66 +204,41 @@ fn save_defaults(agent: &Agent, id: &str, model: Option<String>) -> Reply {
     let model = model.unwrap_or_else(|| provider.default_model.to_string());
     settings::upsert(&agent.app, "GOOSE_PROVIDER", json!(provider.name), false).map_err(setting_error)?;
     settings::upsert(&agent.app, "GOOSE_MODEL", json!(model), false).map_err(setting_error)?;
-    Ok(defaults(agent))
+    Ok(defaults(agent).to_value())
 }
 
-/// goose's ProviderInventoryEntryDto for each provider gosling has.
-fn providers(agent: &Agent, only: &[String]) -> Value {
-    let entries: Vec<Value> = catalog::PROVIDERS
+/// goose's ProviderInventoryEntryDto for each provider gosling has (or of those asked for).
+fn providers(agent: &Agent, only: &[String]) -> ProvidersList {
+    let entries = catalog::PROVIDERS
         .iter()
         .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
-        .map(|c| {
-            let keys: Vec<Value> = c
-                .keys
-                .iter()
-                .map(|(name, required, secret, default)| {
-                    json!({ "name": name, "required": required, "secret": secret, "default": default,
-                            "oauthFlow": false, "deviceCodeFlow": false, "primary": *required || *secret })
-                })
-                .collect();
-            let models: Vec<Value> = c
-                .models
-                .iter()
-                .map(|m| {
-                    json!({ "id": m.name, "name": m.name, "family": m.family, "contextLimit": m.context_limit,
-                                 "reasoning": m.reasoning, "recommended": m.name == c.default_model })
-                })
-                .collect();
-            let configured = catalog::is_configured(c.name, &|k| agent.app.setting(k));
-            json!({
-                "providerId": c.name, "providerName": c.display_name, "description": c.description,
-                "defaultModel": c.default_model,
-                "configured": configured,
-                // `category` for Desktop 1.41–1.45's schema, `available`, `visibleInSetup` and
-                // `deprecated` for 1.5x's: each ignores the other's keys.
-                "available": configured, "visibleInSetup": true, "deprecated": false, "acp": false,
-                "providerType": "Builtin", "category": "model", "configKeys": keys, "setupSteps": c.setup_steps,
-                "supportsRefresh": false, "refreshing": false, "models": models, "stale": false,
-            })
-        })
+        .map(|c| ProviderEntry { provider: c, configured: catalog::is_configured(c.name, &|k| agent.app.setting(k)) })
         .collect();
-    json!({ "entries": entries })
+    ProvidersList { entries }
 }
 
 fn provider_config(agent: &Agent, id: &str) -> Reply {
     let c = provider(id)?;
-    let fields: Vec<Value> = c
+    let fields = c
         .keys
         .iter()
         .map(|(key, required, secret, _)| {
             let value = settings::read(&agent.app, key, *secret).ok().flatten();
-            json!({ "key": key, "value": value.as_ref().and_then(Value::as_str), "isSet": value.is_some(),
-                    "isSecret": secret, "required": required })
+            ProviderField {
+                key,
+                value: value.as_ref().and_then(Value::as_str).map(str::to_string),
+                is_set: value.is_some(),
+                is_secret: *secret,
+                required: *required,
+            }
         })
         .collect();
-    Ok(json!({ "fields": fields }))
+    Ok(ProviderConfig { fields }.to_value())
 }
 
 fn change_status(agent: &Agent, c: &catalog::Provider) -> Value {
-    json!({
-        "status": { "providerId": c.name, "isConfigured": catalog::is_configured(c.name, &|k| agent.app.setting(k)) },
-        "refresh": { "started": [], "skipped": [] },
-    })
+    ProviderStatus { provider_id: c.name, is_configured: catalog::is_configured(c.name, &|k| agent.app.setting(k)) }
+        .to_value()
 }
 
 fn save_provider_config(agent: &Agent, id: &str, fields: &[(String, String)]) -> Reply {
@@ -294,16 +269,18 @@ fn rename(agent: &Agent, sid: &str, title: &str) -> Reply {
     let title = agent.app.rename_session(sid, title).map_err(|e| agent_error(e, sid))?;
     let message_count = agent.app.session_meta(sid).ok().map(|s| s.message_count);
     agent.conn.update(sid, &SessionUpdate::SessionInfo { title, updated_at: None, user_set_name: true, message_count });
-    Ok(json!({}))
+    Ok(Done.to_value())
 }
 
 fn config_extensions(agent: &Agent) -> Reply {
     let ex = agent.app.config_extensions().map_err(|e| agent_error(e, ""))?;
     let mut warnings = ex.warnings;
-    let mut list = Vec::new();
+    let mut extensions = Vec::new();
     for e in &ex.entries {
         match to_goose_extension(&e.config) {
-            Some(g) => list.push(json!({ "extension": g, "enabled": e.enabled, "configKey": e.config.key() })),
+            Some(extension) => {
+                extensions.push(ConfigExtension { extension, enabled: e.enabled, config_key: e.config.key() })
+            }
             None => warnings.push(format!(
                 "extension {} ({}) cannot be shown to goose serve's clients; manage it with the web page or /config/extensions",
                 e.config.name(),
@@ -311,7 +288,7 @@ fn config_extensions(agent: &Agent) -> Reply {
             )),
         }
     }
-    Ok(json!({ "extensions": list, "warnings": warnings }))
+    Ok(ConfigExtensions { extensions, warnings }.to_value())
 }
 
 fn add_config_extension(agent: &Agent, config: gosling_extensions::config::ExtensionConfig, enabled: bool) -> Reply {
@@ -324,7 +301,7 @@ fn add_config_extension(agent: &Agent, config: gosling_extensions::config::Exten
     if !saved.unresolved.is_empty() {
         log::info!("acp: config/extensions/add: saved switched off: {}", saved.unresolved.explain());
     }
-    Ok(json!({}))
+    Ok(Done.to_value())
 }
 
 fn set_enabled(agent: &Agent, key: &str, enabled: bool) -> Reply {
@@ -335,7 +312,7 @@ fn set_enabled(agent: &Agent, key: &str, enabled: bool) -> Reply {
         }
         e => agent_error(e, ""),
     })?;
-    Ok(json!({}))
+    Ok(Done.to_value())
 }
 
 fn tools(agent: &Agent, sid: &str, extension: Option<&str>) -> Reply {
@@ -343,21 +320,29 @@ fn tools(agent: &Agent, sid: &str, extension: Option<&str>) -> Reply {
     let filter = extension.map(runtime_key);
     let stored = permissions(agent);
     let default = agent.app.tool_permission_default(sid);
-    let list: Vec<Value> = rt
+    let tools = rt
         .tools(filter.as_deref())
         .iter()
         .map(|t| {
-            let info = gosling_extensions::runtime::tool_info(t, default.as_deref());
-            let permission = stored.get(&t.name).cloned().unwrap_or_else(|| info["permission"].clone());
-            let mut item = json!({ "name": info["name"], "description": info["description"], "parameters": info["parameters"],
-                    "inputSchema": info["input_schema"], "permission": permission });
-            if let Some(out) = &t.tool.output_schema {
-                item["outputSchema"] = out.clone();
+            let mut info = gosling_extensions::runtime::tool_info(t, default.as_deref());
+            let permission = match stored.get(&t.name) {
+                Some(Value::String(level)) => Some(level.clone()),
+                _ => default.clone(),
+            };
+            let strings = |v: &Value| -> Vec<String> {
+                v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+            };
+            ToolEntry {
+                name: t.name.clone(),
+                description: info["description"].as_str().unwrap_or("").to_string(),
+                parameters: strings(&info["parameters"]),
+                input_schema: info["input_schema"].take(),
+                permission,
+                output_schema: t.tool.output_schema.clone(),
             }
-            item
         })
         .collect();
-    Ok(json!({ "tools": list }))
+    Ok(ToolsList { tools }.to_value())
 }
 
 fn permissions(agent: &Agent) -> Map<String, Value> {
@@ -374,11 +359,10 @@ fn set_permissions(agent: &Agent, levels: Vec<(String, String)>) -> Reply {
         gosling_agent::Error::BadPermission(why) => invalid_params(why),
         e => setting_error(e),
     })?;
-    Ok(json!({}))
+    Ok(Done.to_value())
 }
 
-fn preference_key(k: &Value) -> Result<&str, ErrorObject> {
-    let k = k.as_str().unwrap_or("");
+fn preference_key(k: &str) -> Result<&str, ErrorObject> {
     PREFERENCES
         .contains(&k)
         .then_some(k)
@@ -389,19 +373,15 @@ fn preferences(agent: &Agent, asked: &[Value]) -> Reply {
     let keys: Vec<&str> = if asked.is_empty() {
         PREFERENCES.to_vec()
     } else {
-        asked.iter().map(preference_key).collect::<Result<_, _>>()?
+        asked.iter().map(|k| preference_key(k.as_str().unwrap_or(""))).collect::<Result<_, _>>()?
     };
-    let values: Vec<Value> = keys
-        .iter()
-        .map(|k| json!({ "key": k, "value": agent.app.config_value(&format!("preferences.{k}")) }))
-        .collect();
-    Ok(json!({ "values": values }))
+    let values = keys.iter().map(|k| (k.to_string(), agent.app.config_value(&format!("preferences.{k}")))).collect();
+    Ok(Preferences { values }.to_value())
 }
 
 fn save_preferences(agent: &Agent, values: &[KeyValue]) -> Reply {
     for v in values {
-        let asked = json!(v.key);
-        let key = preference_key(&asked)?;
+        let key = preference_key(&v.key)?;
         let name = format!("preferences.{key}");
         match &v.value {
             Value::Null => settings::remove(&agent.app, &name, false).map(|_| ()),
@@ -409,5 +389,5 @@ fn save_preferences(agent: &Agent, values: &[KeyValue]) -> Reply {
         }
         .map_err(setting_error)?;
     }
-    Ok(json!({}))
+    Ok(Done.to_value())
 }

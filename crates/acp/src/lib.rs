@@ -18,6 +18,7 @@ pub mod conn;
 pub mod error;
 pub mod fs;
 pub mod goose;
+pub mod goose_answers;
 pub mod goose_params;
 pub mod protocol;
 pub mod session;
