@@ -255,7 +255,14 @@ pub fn spawn_tied(cmd: Command) -> io::Result<Child> {
     spawn(cmd, false)
 }
 
-fn spawn(mut cmd: Command, contained: bool) -> io::Result<Child> {
+fn spawn(cmd: Command, contained: bool) -> io::Result<Child> {
+    spawn_with(cmd, contained, |_| {})
+}
+
+/// `spawn`, with `confine` adding its own hook between the tie to this process and the
+/// reaper's fork (`sandbox::spawn_confined`): the order matters, the reaper and everything
+/// below it start inside the confinement.
+pub(crate) fn spawn_with(mut cmd: Command, contained: bool, confine: impl FnOnce(&mut Command)) -> io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
     cmd.process_group(0);
     let parent = std::process::id();
@@ -283,6 +290,7 @@ fn spawn(mut cmd: Command, contained: bool) -> io::Result<Child> {
             Ok(())
         });
     }
+    confine(&mut cmd);
     if contained {
         add_reaper(&mut cmd);
     }
