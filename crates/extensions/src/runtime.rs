@@ -24,6 +24,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// A stdio child's confinement (`None`: opted out) and the variables it adds.
+type Confined = (Option<gosling_sys::Confinement>, Vec<(String, String)>);
+
 /// How long a sign-in started over the API waits for the browser's redirect.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
 
@@ -292,6 +295,9 @@ pub struct SessionRuntime {
     in_use: std::sync::atomic::AtomicUsize,
     /// The configs `stop_if_idle` stopped, started again at the next use.
     idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
+    /// The egress listener of each confined extension with approved hosts (its proxy port in
+    /// its own network namespace), by runtime key.
+    egress: Mutex<BTreeMap<String, std::net::TcpListener>>,
 }
 
 /// Held while a call uses the extensions: the runtime is not idle meanwhile.
@@ -323,6 +329,7 @@ impl SessionRuntime {
             last_used: Mutex::new(Instant::now()),
             in_use: std::sync::atomic::AtomicUsize::new(0),
             idle_stopped: Mutex::new(None),
+            egress: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -602,12 +609,26 @@ impl SessionRuntime {
                         env.insert("PATH".into(), kept.to_string_lossy().into_owned());
                     }
                 }
+                let container = container_for(config);
+                let (confinement, extra) = if container.is_some() {
+                    // The engine's own isolation; the engine itself needs its daemon's socket.
+                    (None, Vec::new())
+                } else {
+                    let program = if cmd.contains('/') {
+                        PathBuf::from(cmd)
+                    } else {
+                        find_in_path(cmd).unwrap_or_else(|| PathBuf::from(cmd))
+                    };
+                    self.confine(config, &program, &args, cwd.as_deref())?
+                };
+                env.extend(extra);
                 StdioSpec {
                     cmd: cmd.clone(),
                     args,
                     env: env.into_iter().collect(),
                     cwd: cwd.map(|_| crate::policy::launch_dir(cmd, &work, home.as_deref())),
-                    container: container_for(config),
+                    container,
+                    confinement,
                     ..Default::default()
                 }
             }
@@ -630,7 +651,17 @@ impl SessionRuntime {
                 }
             }
             Kind::InlinePython { code, dependencies } => {
-                inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?
+                let mut spec = inline_python_spec(
+                    &self.deps.state_dir,
+                    name,
+                    code,
+                    dependencies.as_deref().unwrap_or(&[]),
+                    cwd.clone(),
+                )?;
+                let (confinement, extra) = self.confine(config, Path::new(&spec.cmd), &spec.args, cwd.as_deref())?;
+                spec.env.extend(extra);
+                spec.confinement = confinement;
+                spec
             }
             Kind::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
@@ -655,7 +686,79 @@ impl SessionRuntime {
                 return gosling_mcp::connect_http(&spec, opts).map_err(Error::Start);
             }
         };
-        gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)
+        let (proxy_tx, proxy_rx) = crossbeam_channel::bounded(1);
+        let spec = StdioSpec { proxy_to: Some(proxy_tx), ..spec };
+        let client = gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)?;
+        if let Ok(listener) = proxy_rx.try_recv() {
+            self.serve_egress(config, listener);
+        }
+        Ok(client)
+    }
+
+    /// The egress of a confined extension with approved hosts: its proxy listener.
+    // TODO(egress): hand the listener to `crate::egress::serve(listener, policy, audit)` (branch
+    // `egress`) with `config.sandbox()?.hosts`; until it lands the listener is only held, so a
+    // connection to the proxy port waits and no host is reachable.
+    fn serve_egress(&self, config: &ExtensionConfig, listener: std::net::TcpListener) {
+        lock(&self.egress).insert(runtime_key(config.name()), listener);
+    }
+
+    /// The kernel confinement of a stdio child running `program` with `args` (and the
+    /// variables it adds: `TMPDIR`, the proxy's), from the config's `sandbox` object, the
+    /// working dir, a private temp dir and gosling's own dirs (never granted). `None` when the
+    /// operator opted out (`sandbox.unconfined`, `GOSLING_UNCONFINED=1`); refused (and
+    /// audited) when the kernel cannot confine and nobody opted out.
+    fn confine(
+        &self,
+        config: &ExtensionConfig,
+        program: &Path,
+        args: &[String],
+        work: Option<&Path>,
+    ) -> Result<Confined, Error> {
+        let sb = config.sandbox().map_err(Error::invalid_config)?;
+        let everyone = gosling_config::settings::unconfined(&gosling_config::ProcessEnv);
+        let summary = json!(sb.summary(everyone));
+        let audit = |status: &str| {
+            self.deps.audit.record(&gosling_store::audit::Entry {
+                session: &self.session_id,
+                extension: config.name(),
+                tool: "sandbox",
+                arguments: &summary,
+                status,
+                duration: Duration::ZERO,
+            })
+        };
+        if sb.unconfined || everyone {
+            log::warn!("extension {}: starts UNCONFINED (the operator opted out)", config.name());
+            audit("unconfined");
+            return Ok((None, Vec::new()));
+        }
+        if let Some(missing) = gosling_sys::probe().missing() {
+            audit("refused_unconfinable");
+            return Err(Error::NotStarted(Blocked::Unconfinable { name: config.name().to_string(), missing }));
+        }
+        let tmp = self.deps.state_dir.join("tmp").join(format!(
+            "{}-{}",
+            crate::config::name_to_key(&self.session_id),
+            runtime_key(config.name())
+        ));
+        gosling_store::atomic::ensure_subdir(&self.deps.state_dir.join("tmp")).map_err(Error::Store)?;
+        gosling_store::atomic::ensure_subdir(&tmp).map_err(Error::Store)?;
+        let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
+        let own = crate::sandbox::own_dirs(&self.deps.state_dir);
+        let c = crate::sandbox::confinement(&sb, program, args, work, &tmp, home.as_deref(), &own)
+            .map_err(Error::invalid_config)?;
+        let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
+        if let gosling_sys::Network::Proxy { port } = c.network {
+            let url = format!("http://127.0.0.1:{port}");
+            for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                env.push((k.to_string(), url.clone()));
+            }
+            env.push(("NO_PROXY".to_string(), String::new()));
+            env.push(("no_proxy".to_string(), String::new()));
+        }
+        audit("confined");
+        Ok((Some(c), env))
     }
 
     /// Deactivates by name (normalized); false when it was not active.

@@ -87,7 +87,9 @@ impl Probe {
     pub fn describe(&self) -> String {
         match self.missing() {
             None => format!("Landlock ABI {}, user namespaces", self.landlock_abi),
-            Some(m) => format!("Landlock ABI {}, user namespaces {}; missing: {m}", self.landlock_abi, self.user_namespaces),
+            Some(m) => {
+                format!("Landlock ABI {}, user namespaces {}; missing: {m}", self.landlock_abi, self.user_namespaces)
+            }
         }
     }
 }
@@ -198,10 +200,10 @@ fn ruleset(c: &Confinement, abi: u32) -> io::Result<Option<OwnedFd>> {
     // ABI knows; the call returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const _, attr_size(abi), 0u32) };
     if fd < 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!("sandbox: cannot create a Landlock ruleset: {}", io::Error::last_os_error()),
-        ));
+        return Err(io::Error::other(format!(
+            "sandbox: cannot create a Landlock ruleset: {}",
+            io::Error::last_os_error()
+        )));
     }
     // SAFETY: the descriptor was just returned to us and nothing else owns it.
     let rules = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
@@ -216,7 +218,13 @@ fn ruleset(c: &Confinement, abi: u32) -> io::Result<Option<OwnedFd>> {
             let rule = ll::NetPortAttr { allowed_access: ll::CONNECT_TCP, port: u64::from(port) };
             // SAFETY: a live rule struct of the NET_PORT type on our ruleset descriptor.
             let rc = unsafe {
-                libc::syscall(libc::SYS_landlock_add_rule, rules.as_raw_fd(), ll::RULE_NET_PORT, &rule as *const _, 0u32)
+                libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    rules.as_raw_fd(),
+                    ll::RULE_NET_PORT,
+                    &rule as *const _,
+                    0u32,
+                )
             };
             if rc != 0 {
                 return Err(io::Error::other(format!(
@@ -569,7 +577,11 @@ mod spawn_tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(&other).unwrap();
         std::fs::write(other.join("secret"), "s").unwrap();
-        let c = conf(&["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc"], &[dir.to_str().unwrap(), "/dev/null"], Network::None);
+        let c = conf(
+            &["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc"],
+            &[dir.to_str().unwrap(), "/dev/null"],
+            Network::None,
+        );
         let script = format!(
             "cat /etc/hostname >/dev/null && echo read-etc; echo hi > {d}/x && echo wrote-own; cat {o}/secret || echo refused-other; echo x > {o}/y || echo refused-write; id -u; cat /proc/{pp}/environ >/dev/null 2>&1 || echo refused-environ; kill -0 {pp} || echo refused-signal",
             d = dir.display(),
@@ -590,7 +602,8 @@ mod spawn_tests {
         if probe().missing().is_some() {
             return;
         }
-        let c = conf(&["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev/null"], &[], Network::Proxy { port: 3128 });
+        let c =
+            conf(&["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev/null"], &[], Network::Proxy { port: 3128 });
         let mut cmd = Command::new("/usr/bin/python3");
         cmd.arg("-c")
             .arg("import socket; s=socket.create_connection(('127.0.0.1',3128),timeout=5); s.sendall(b'ping'); print(s.recv(4).decode())")
