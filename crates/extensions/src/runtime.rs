@@ -715,7 +715,9 @@ impl SessionRuntime {
         args: &[String],
         work: Option<&Path>,
     ) -> Result<Confined, Error> {
-        let sb = config.sandbox().map_err(Error::invalid_config)?;
+        // The whole text, field included (goose's activation text shows only a message).
+        let field_error = |e: Error| Error::InvalidConfig(Invalid::Message(e.to_string()));
+        let sb = config.sandbox().map_err(field_error)?;
         let everyone = gosling_config::settings::unconfined(&gosling_config::ProcessEnv);
         let summary = json!(sb.summary(everyone));
         let audit = |status: &str| {
@@ -746,8 +748,8 @@ impl SessionRuntime {
         gosling_store::atomic::ensure_subdir(&tmp).map_err(Error::Store)?;
         let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
         let own = crate::sandbox::own_dirs(&self.deps.state_dir);
-        let c = crate::sandbox::confinement(&sb, program, args, work, &tmp, home.as_deref(), &own)
-            .map_err(Error::invalid_config)?;
+        let c =
+            crate::sandbox::confinement(&sb, program, args, work, &tmp, home.as_deref(), &own).map_err(field_error)?;
         let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
         if let gosling_sys::Network::Proxy { port } = c.network {
             let url = format!("http://127.0.0.1:{port}");

@@ -246,30 +246,52 @@ pub fn own_dirs(state_dir: &Path) -> Vec<PathBuf> {
 /// tree (the dir holding `node_modules`, `package.json` or `pyproject.toml`) it lives in.
 /// Else, for the program itself, its own dir (or the prefix above a `bin` or `shims` dir);
 /// for a script named in the args, the file alone.
-fn install_dir(file: &Path, program: bool) -> Option<PathBuf> {
+fn install_dirs(file: &Path, program: bool) -> Vec<PathBuf> {
     let mut candidates = vec![file.to_path_buf()];
     if let Ok(real) = std::fs::canonicalize(file) {
-        candidates.push(real);
+        if real != file {
+            candidates.push(real);
+        }
     }
-    for p in &candidates {
-        for a in p.ancestors().skip(1) {
-            if a.join("pyvenv.cfg").is_file() {
-                return Some(a.to_path_buf());
-            }
-            if a.file_name().is_some_and(|n| n == "node_modules") {
-                return a.parent().map(Path::to_path_buf);
-            }
-            if !program && (a.join("package.json").is_file() || a.join("pyproject.toml").is_file()) {
-                return Some(a.to_path_buf());
-            }
+    // Each of the path as named and the file it resolves to (a venv's `python` is a link to
+    // an interpreter installed elsewhere: both are needed).
+    candidates.iter().filter_map(|p| install_dir(p, program)).collect()
+}
+
+/// The interpreter a script names on its `#!` line (through `env NAME`: NAME on PATH).
+fn interpreter(file: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(file).and_then(|mut f| f.read(&mut head)).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = std::str::from_utf8(line.split(|b| *b == b'\n').next()?).ok()?;
+    let mut words = line.split_whitespace();
+    let first = PathBuf::from(words.next()?);
+    if first.file_name().is_some_and(|n| n == "env") {
+        let name = words.find(|w| !w.starts_with('-'))?;
+        return gosling_config::settings::find_in_path(&gosling_config::ProcessEnv, name);
+    }
+    Some(first)
+}
+
+fn install_dir(file: &Path, program: bool) -> Option<PathBuf> {
+    for a in file.ancestors().skip(1) {
+        if a.join("pyvenv.cfg").is_file() {
+            return Some(a.to_path_buf());
+        }
+        if a.file_name().is_some_and(|n| n == "node_modules") {
+            return a.parent().map(Path::to_path_buf);
+        }
+        if !program && (a.join("package.json").is_file() || a.join("pyproject.toml").is_file()) {
+            return Some(a.to_path_buf());
         }
     }
     if !program {
-        return candidates.pop();
+        return Some(file.to_path_buf());
     }
     // A prefix install (`PREFIX/bin/prog`: its libraries are under PREFIX) or a version
     // manager's shims (`~/.pyenv/shims/python3` runs `~/.pyenv/libexec/pyenv`).
-    let dir = candidates.last().and_then(|p| p.parent())?;
+    let dir = file.parent()?;
     match dir.file_name().and_then(|n| n.to_str()) {
         Some("bin" | "shims") => dir.parent().map(Path::to_path_buf),
         _ => Some(dir.to_path_buf()),
@@ -313,11 +335,17 @@ pub fn confinement(
     let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
     let mut write: Vec<PathBuf> = SYSTEM_WRITE.iter().map(PathBuf::from).collect();
     let scripts = args.iter().map(Path::new).filter(|p| p.is_absolute() && p.is_file());
-    for (p, is_program) in std::iter::once((program, true)).chain(scripts.map(|p| (p, false))) {
+    // A program that is a script (a venv's console script) runs its `#!` interpreter.
+    let interp = interpreter(program);
+    let programs = std::iter::once(program).chain(interp.as_deref());
+    for (p, is_program) in programs.map(|p| (p, true)).chain(scripts.map(|p| (p, false))) {
         // Never a whole home dir or `/` through a program's or script's location.
-        match install_dir(p, is_program) {
-            Some(d) if d.parent().is_some() && home.is_none_or(|h| d != h) => read.push(d),
-            _ => read.push(p.to_path_buf()),
+        for d in install_dirs(p, is_program) {
+            if d.parent().is_some() && home.is_none_or(|h| d != h) {
+                read.push(d);
+            } else {
+                read.push(p.to_path_buf());
+            }
         }
     }
     if let Some(h) = home {

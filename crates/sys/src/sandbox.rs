@@ -427,9 +427,19 @@ impl HookState {
         if libc::getppid() != self.parent {
             libc::_exit(1);
         }
-        write_file(c"/proc/self/setgroups", b"deny")?;
-        write_file(c"/proc/self/uid_map", &self.uid_map)?;
-        write_file(c"/proc/self/gid_map", &self.gid_map)?;
+        // The outside ids mapped to themselves. Our /proc entries belong to root while we are
+        // non-dumpable (gosling is, and so is this fork until exec): an unprivileged child
+        // cannot open them, and making it dumpable would open gosling's memory image to the
+        // user's other processes until exec. Unmapped, its ids read as the overflow id
+        // (65534) inside; its files are still its own (access is by the outside ids).
+        match write_file(c"/proc/self/setgroups", b"deny") {
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {}
+            r => {
+                r?;
+                write_file(c"/proc/self/uid_map", &self.uid_map)?;
+                write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            }
+        }
         loopback_up()?;
         if let (Some(port), Some(end)) = (self.proxy_port, self.child_end) {
             send_listener(port, end)?;
