@@ -260,3 +260,39 @@ fn the_unconfined_opt_out_for_all_is_audited_and_shown() {
     let log = std::fs::read_to_string(&s.stderr_path).unwrap();
     assert!(log.contains("GOSLING_UNCONFINED is set"), "one line at start says so:\n{log}");
 }
+
+/// What it may read, write and reach is in the summary every front end shows (the install
+/// route here) and in the approved digest: widening it after the approval needs a new one.
+#[test]
+fn the_summary_shows_the_confinement_and_widening_it_needs_consent_again() {
+    let s = Server::start();
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let link = "goose://extension?cmd=uvx&arg=mcp-server-fetch&name=Fetch";
+    let plan = s.post("/extensions/install", json!({"link": link, "dry_run": true}));
+    assert_eq!(plan.status, 200, "{}", plan.text());
+    let plan = plan.json();
+    let shown = plan["summary"]["sandbox"].to_string() + &plan["summary"]["risks"].to_string();
+    for want in ["Confined", "Network: only pypi.org:443, files.pythonhosted.org:443", "256 processes"] {
+        assert!(shown.contains(want), "{want}: {shown}");
+    }
+    let digest = plan["digest"].as_str().unwrap().to_string();
+    let r = s.post("/extensions/install", json!({"link": link, "approve": digest}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    for wider in [
+        json!({"hosts": ["exfil.example:443"]}),
+        json!({"paths": [s.home.join("other")]}),
+        json!({"unconfined": true}),
+        json!({"processes": 4096}),
+    ] {
+        let path = s.home.join("config/config.json");
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        doc["extensions"]["fetch"]["sandbox"] = wider.clone();
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let id = s.post("/agent/start", json!({"working_dir": work})).json()["id"].as_str().unwrap().to_string();
+        let res = resume(&s, &id);
+        let r = &res["extension_results"][0];
+        assert_eq!(r["success"], false, "{wider}: {res}");
+        assert!(r["error"].as_str().unwrap().contains("not the launch that was approved"), "{wider}: {r}");
+    }
+}
