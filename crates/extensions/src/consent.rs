@@ -431,6 +431,20 @@ pub fn sandbox_lines(config: &ExtensionConfig) -> Vec<String> {
     if !matches!(config.kind, Kind::Stdio { .. } | Kind::InlinePython { .. }) {
         return Vec::new();
     }
+    if let Kind::Stdio { cmd, .. } = &config.kind {
+        match program_family(cmd) {
+            "gosling" => {
+                return vec![
+                    "gosling's own builtin server: not confined, like the builtins (another program of that name is confined)"
+                        .into(),
+                ]
+            }
+            "container" => {
+                return vec!["runs in a container: held by the engine's isolation (the container-isolation rule), not by gosling's".into()]
+            }
+            _ => {}
+        }
+    }
     match config.sandbox() {
         Ok(sb) => sb.summary(gosling_config::settings::unconfined(&gosling_config::ProcessEnv)),
         Err(e) => vec![format!("will not start: {e}")],

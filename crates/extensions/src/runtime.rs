@@ -610,15 +610,22 @@ impl SessionRuntime {
                     }
                 }
                 let container = container_for(config);
-                let (confinement, extra) = if container.is_some() {
-                    // The engine's own isolation; the engine itself needs its daemon's socket.
+                let program = if cmd.contains('/') {
+                    PathBuf::from(cmd)
+                } else {
+                    find_in_path(cmd).unwrap_or_else(|| PathBuf::from(cmd))
+                };
+                let engine = crate::policy::program_family(cmd) == "container";
+                let (confinement, extra) = if container.is_some() || engine {
+                    // The engine's own isolation (the container-isolation rule); its client
+                    // needs the daemon's socket and does nothing itself.
+                    (None, Vec::new())
+                } else if self.is_own_builtin(cmd, &program) {
+                    // `gosling mcp NAME` (a link's or an import's builtin): gosling's own code,
+                    // unconfined like the builtins (the memory server keeps its notes in
+                    // gosling's state dir). Only this very binary, not a program named so.
                     (None, Vec::new())
                 } else {
-                    let program = if cmd.contains('/') {
-                        PathBuf::from(cmd)
-                    } else {
-                        find_in_path(cmd).unwrap_or_else(|| PathBuf::from(cmd))
-                    };
                     self.confine(config, &program, &args, cwd.as_deref())?
                 };
                 env.extend(extra);
@@ -701,6 +708,14 @@ impl SessionRuntime {
     // connection to the proxy port waits and no host is reachable.
     fn serve_egress(&self, config: &ExtensionConfig, listener: std::net::TcpListener) {
         lock(&self.egress).insert(runtime_key(config.name()), listener);
+    }
+
+    /// True when a stdio config runs this very gosling binary (`gosling mcp NAME`), by its
+    /// resolved file, not by its name.
+    fn is_own_builtin(&self, cmd: &str, program: &Path) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).ok();
+        crate::policy::program_family(cmd) == "gosling"
+            && canon(program).is_some_and(|p| Some(p) == canon(&self.deps.self_exe))
     }
 
     /// The kernel confinement of a stdio child running `program` with `args` (and the

@@ -341,7 +341,9 @@ pub fn confinement(
     for (p, is_program) in programs.map(|p| (p, true)).chain(scripts.map(|p| (p, false))) {
         // Never a whole home dir or `/` through a program's or script's location.
         for d in install_dirs(p, is_program) {
-            if d.parent().is_some() && home.is_none_or(|h| d != h) {
+            // Never a whole home dir, `/` or a dir holding gosling's own: the file alone then.
+            let holds_own = own.iter().any(|o| o.starts_with(&d));
+            if d.parent().is_some() && home.is_none_or(|h| d != h) && !holds_own {
                 read.push(d);
             } else {
                 read.push(p.to_path_buf());
