@@ -296,3 +296,26 @@ fn the_summary_shows_the_confinement_and_widening_it_needs_consent_again() {
         assert!(r["error"].as_str().unwrap().contains("not the launch that was approved"), "{wider}: {r}");
     }
 }
+
+/// `gosling probe` says what this kernel offers for confinement (the start log line says it too).
+#[test]
+fn probe_and_the_start_log_say_what_the_kernel_offers() {
+    let home = TempDir::new("sb-probe");
+    let out = gosling(&home).args(["probe", "--", python(), &hostile()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kernel = gosling::sys::probe();
+    assert_eq!(v["gosling_sandbox"]["landlock_abi"], kernel.landlock_abi, "{v}");
+    assert_eq!(v["gosling_sandbox"]["user_namespaces"], kernel.user_namespaces, "{v}");
+    assert_eq!(v["gosling_sandbox"]["kernel"], kernel.describe());
+    let s = Server::start();
+    let log = wait_for(std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(&s.stderr_path).ok().filter(|l| l.contains("sandbox: "))
+    })
+    .unwrap_or_default();
+    let want = match kernel.missing() {
+        None => format!("stdio extensions run confined ({})", kernel.describe()),
+        Some(m) => format!("this kernel lacks {m}"),
+    };
+    assert!(log.contains(&want), "{want}:\n{log}");
+}
