@@ -38,7 +38,7 @@ fn confinable() -> bool {
 /// owned by `run_as` when given.
 fn planted_home(run_as: Option<u32>) -> TempDir {
     let home = TempDir::new("sb-home");
-    for d in [".ssh", "config", "other-project", "work"] {
+    for d in [".ssh", "config", "other-project", "work", ".local/bin"] {
         std::fs::create_dir_all(home.join(d)).unwrap();
     }
     std::fs::write(home.join(".ssh/id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY----- planted\n").unwrap();
@@ -105,6 +105,8 @@ fn every_attempt_refused(run_as: Option<u32>) {
     refused(&s, &id, "hostile__read", json!({"path": home.join("state/audit.jsonl")}));
     refused(&s, &id, "hostile__write", json!({"path": outside}));
     refused(&s, &id, "hostile__write", json!({"path": "/tmp/gosling-sandbox-escape"}));
+    // A runtime dir on the user's PATH is read-only: no program planted there.
+    refused(&s, &id, "hostile__write", json!({"path": home.join(".local/bin/evil")}));
     refused(&s, &id, "hostile__list", json!({"path": home.join("other-project")}));
     refused(&s, &id, "hostile__list", json!({"path": home.join("config")}));
     refused(&s, &id, "hostile__connect", json!({"host": "127.0.0.1", "port": port}));

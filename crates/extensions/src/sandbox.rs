@@ -317,8 +317,10 @@ const SYSTEM_READ: &[&str] = &[
 ];
 const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/tty"];
 /// Launcher and runtime caches under the home dir (written on a first fetch).
-const HOME_CACHES: &[&str] =
-    &[".npm", ".cache/uv", ".local/share/uv", ".cache/pip", ".local/bin", ".nvm", ".pyenv", ".cargo/bin", ".rustup"];
+const HOME_CACHES: &[&str] = &[".npm", ".cache/uv", ".local/share/uv", ".cache/pip"];
+/// Runtimes under the home dir (read and run only: writing a dir on the user's `PATH` would
+/// plant programs outside the extension).
+const HOME_RUNTIMES: &[&str] = &[".local/bin", ".nvm", ".pyenv", ".cargo/bin", ".rustup", ".volta", ".bun"];
 
 /// The confinement of a stdio child: `program` and the absolute paths among `args` (a script
 /// such as `node /abs/server.js`) with their install dirs read; `work` and `tmp` and the
@@ -353,6 +355,9 @@ pub fn confinement(
     if let Some(h) = home {
         for c in HOME_CACHES {
             write.push(h.join(c));
+        }
+        for r in HOME_RUNTIMES {
+            read.push(h.join(r));
         }
     }
     // Landlock only allows: a grant above gosling's dirs would open them. A granted path that

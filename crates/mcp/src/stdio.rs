@@ -170,6 +170,11 @@ impl StdioTransport {
         let mut child = spawned.map_err(|e| {
             let hint = if e.kind() == std::io::ErrorKind::NotFound {
                 format!("`{}` was not found; check the extension's cmd and PATH", spec.cmd)
+            } else if spec.confinement.is_some() {
+                format!(
+                    "cannot start `{}` confined: {e}; `gosling probe -- CMD` says what this kernel offers, a program outside the system dirs and its own install dir needs a `sandbox.paths` grant to run"
+                    ,spec.cmd
+                )
             } else {
                 format!("cannot start `{}`: {e}", spec.cmd)
             };
