@@ -39,7 +39,7 @@ pub fn harden() -> Hardened {
             "sandbox: GOSLING_UNCONFINED is set: stdio extensions run UNCONFINED, with every right of this user ({})",
             kernel.describe()
         );
-    } else if let Some(missing) = kernel.missing() {
+    } else if let Some(missing) = gosling_extensions::runtime::kernel_missing() {
         log::warn!("sandbox: this kernel lacks {missing}: stdio extensions are not started unless opted out (\"sandbox\": {{\"unconfined\": true}}, or GOSLING_UNCONFINED=1)");
     } else {
         log::info!("sandbox: stdio extensions run confined ({})", kernel.describe());

@@ -27,7 +27,7 @@ fn python() -> &'static str {
 fn confinable() -> bool {
     let p = gosling::sys::probe();
     if let Some(m) = p.missing() {
-        // Refusal on such kernels is tested in `an_unconfinable_kernel_refuses_unless_opted_out`.
+        // The refusal on such kernels: `an_unconfinable_kernel_refuses_unless_opted_out`.
         eprintln!("this kernel lacks {m}: the confined runs are not possible here");
         return false;
     }
@@ -320,4 +320,41 @@ fn probe_and_the_start_log_say_what_the_kernel_offers() {
         Some(m) => format!("this kernel lacks {m}"),
     };
     assert!(log.contains(&want), "{want}:\n{log}");
+}
+
+/// On a kernel without Landlock or user namespaces (simulated by the test build): one line at
+/// start says so, a stdio extension is refused with the reason and the way out, and audited;
+/// the operator's opt-out (for one extension, or for all) starts it, shown as UNCONFINED.
+#[test]
+fn an_unconfinable_kernel_refuses_unless_opted_out() {
+    let lacks = ("GOSLING_TEST_KERNEL_LACKS_CONFINEMENT".to_string(), "1".to_string());
+    let s = Server::start_with(ServerOpts { env: vec![lacks.clone()], ..Default::default() });
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let id = start_session(&s, &work, Some(vec![]));
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": hostile_ext("strict", json!({}))}));
+    assert_ne!(r.status, 200, "{}", r.text());
+    for want in ["was not started", "this kernel lacks Landlock", "\\\"unconfined\\\": true", "GOSLING_UNCONFINED=1"] {
+        assert!(r.text().contains(want), "{want}: {}", r.text());
+    }
+    let r = s.post(
+        "/agent/add_extension",
+        json!({"session_id": id, "config": hostile_ext("loose", json!({"unconfined": true}))}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(call(&s, &id, "loose__ping", json!({})), "pong");
+    let audit = std::fs::read_to_string(s.home.join("state/audit.jsonl")).unwrap();
+    assert!(audit.contains("\"refused_unconfinable\"") && audit.contains("\"unconfined\""), "{audit}");
+    let log = std::fs::read_to_string(&s.stderr_path).unwrap();
+    assert!(log.contains("sandbox: this kernel lacks Landlock"), "{log}");
+    drop(s);
+    let s = Server::start_with(ServerOpts {
+        env: vec![lacks, ("GOSLING_UNCONFINED".into(), "1".into())],
+        ..Default::default()
+    });
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let id = start_session(&s, &work, Some(vec![hostile_ext("all", json!({}))]));
+    started(&resume(&s, &id));
+    assert_eq!(call(&s, &id, "all__ping", json!({})), "pong");
 }

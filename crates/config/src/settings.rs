@@ -114,6 +114,12 @@ pub fn print_login_link(env: &dyn Env) -> bool {
     env.get("GOSLING_PRINT_LOGIN_LINK").is_some()
 }
 
+/// Test builds: act as if the kernel lacked Landlock and user namespaces
+/// (`GOSLING_TEST_KERNEL_LACKS_CONFINEMENT`), to test the refusal on such kernels.
+pub fn test_kernel_lacks_confinement(env: &dyn Env) -> bool {
+    env.get("GOSLING_TEST_KERNEL_LACKS_CONFINEMENT").is_some()
+}
+
 /// Test builds: whether the fault routes answer (`GOSLING_TEST_FAULTS`).
 pub fn test_faults(env: &dyn Env) -> bool {
     env.get("GOSLING_TEST_FAULTS").is_some()

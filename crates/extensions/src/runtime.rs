@@ -750,7 +750,7 @@ impl SessionRuntime {
             audit("unconfined");
             return Ok((None, Vec::new()));
         }
-        if let Some(missing) = gosling_sys::probe().missing() {
+        if let Some(missing) = kernel_missing() {
             audit("refused_unconfinable");
             return Err(Error::NotStarted(Blocked::Unconfinable { name: config.name().to_string(), missing }));
         }
@@ -993,6 +993,17 @@ impl Drop for SessionRuntime {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// What this kernel lacks for confinement (`sys::probe`); a test build can pretend it lacks
+/// everything (`GOSLING_TEST_KERNEL_LACKS_CONFINEMENT`).
+pub fn kernel_missing() -> Option<String> {
+    #[cfg(feature = "test-hooks")]
+    if gosling_config::settings::test_kernel_lacks_confinement(&gosling_config::ProcessEnv) {
+        let none = gosling_sys::Probe { landlock_abi: 0, user_namespaces: false };
+        return none.missing();
+    }
+    gosling_sys::probe().missing()
 }
 
 /// Container mode (seed §8.1): `GOSLING_CONTAINER` names a running container that stdio
