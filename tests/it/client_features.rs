@@ -17,11 +17,12 @@ fn set_level_task_only_tools_and_output_schema() {
         env: [vec![("RUST_LOG".into(), "debug".into())], llm.env("m")].concat(),
         ..Default::default()
     });
-    let record = s.home.join("features.jsonl");
+    let work = TempDir::new("work");
+    // In the working dir: a confined extension writes only there (issue 36).
+    let record = work.join("features.jsonl");
     let script = manifest_dir().join("tests/fakes/features_mcp_stdio.py");
     let ext =
         json!({"type":"stdio","name":"features","description":"","cmd":"python3","args":[script, record],"timeout":30});
-    let work = TempDir::new("work");
     let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
     let add = s.post("/agent/add_extension", json!({"session_id": id, "config": ext}));
     assert_eq!(add.status, 200, "{}", add.text());

@@ -974,6 +974,9 @@ fn unprompted_sampling_is_refused_with_the_reason() {
         let record = d.server.home.join("fl-record.jsonl");
         let mut ext = flood_extension();
         ext["args"].as_array_mut().unwrap().push(json!(record));
+        // The record is outside the working dir: granted to the confined server (issue 36).
+        std::fs::write(&record, "").unwrap();
+        ext["sandbox"] = json!({"paths": [record]});
         start_and_open(&d, vec![ext]);
         let deadline = Instant::now() + Duration::from_secs(30);
         let answer = loop {

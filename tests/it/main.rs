@@ -141,6 +141,8 @@ mod desktop_acp;
 
 // Issue 13: children never see the server's secrets (non-dumpable, allowlisted environment).
 mod trust_children;
+// Issue 36: stdio extensions confined by the kernel.
+mod sandbox;
 // Issue 27 finding 12: daemons that double-fork and clear their environment end with their
 // extension (each extension runs under a reaper of its own).
 mod trust_daemons;

@@ -9,9 +9,10 @@ use crate::trust_secrets::Recorder;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-/// A program that leaves a mark when it runs (then exits: it is no MCP server).
-fn marker_program(dir: &TempDir) -> (PathBuf, PathBuf) {
-    let mark = dir.join("ran");
+/// A program that leaves a mark when it runs (then exits: it is no MCP server). The mark is
+/// in the working dir `work`, where a confined extension may write (issue 36).
+fn marker_program(dir: &TempDir, work: &TempDir) -> (PathBuf, PathBuf) {
+    let mark = work.join("ran");
     let prog = dir.join("mark-mcp-server");
     std::fs::write(&prog, format!("#!/bin/sh\necho ran >> '{}'\n", mark.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -52,7 +53,7 @@ fn a_link_runs_only_as_approved_and_a_change_needs_a_new_approval() {
     let s = server_with_gosling_on_path(vec![]);
     let work = TempDir::new("consent-work");
     let bins = TempDir::new("consent-bin");
-    let (prog, mark) = marker_program(&bins);
+    let (prog, mark) = marker_program(&bins, &work);
     let notes = "goose://extension?cmd=gosling&arg=mcp&arg=memory&name=Notes";
     let other = "goose://extension?cmd=gosling&arg=mcp&arg=developer&name=Notes";
 
@@ -166,9 +167,9 @@ fn an_exactly_allowlisted_launch_runs_without_asking() {
 #[test]
 fn a_recipes_extensions_are_judged_and_consented_like_links() {
     let bins = TempDir::new("consent-recipe-bin");
-    let (prog, mark) = marker_program(&bins);
-    let s = server_with_gosling_on_path(vec![("GOSLING_ALLOWED_COMMANDS".into(), prog.display().to_string())]);
     let work = TempDir::new("consent-recipe-work");
+    let (prog, mark) = marker_program(&bins, &work);
+    let s = server_with_gosling_on_path(vec![("GOSLING_ALLOWED_COMMANDS".into(), prog.display().to_string())]);
     let m = mark.display().to_string();
     let stdio = |name: &str, cmd: &str, args: Vec<String>| json!({"type":"stdio","name":name,"cmd":cmd,"args":args,"timeout":10});
     let start = |ext: Value, extra: Value| {

@@ -13,7 +13,9 @@ use std::time::Duration;
 fn fake(mode: &str, dir: &Path) -> Value {
     let script = manifest_dir().join("tests/fakes/daemon_mcp_stdio.py");
     json!({"type": "stdio", "name": format!("d_{mode}"), "description": "", "cmd": "python3",
-           "args": [script.display().to_string(), mode, dir.display().to_string()], "timeout": 60})
+           "args": [script.display().to_string(), mode, dir.display().to_string()], "timeout": 60,
+           // The daemons write their pids there (a confined extension writes only what it is granted).
+           "sandbox": {"paths": [dir.display().to_string()]}})
 }
 
 fn session(s: &Server, work: &TempDir) -> String {

@@ -374,8 +374,12 @@ fn npx_starts_in_home_and_still_gets_the_working_dir() {
     let home_path = home.path().to_path_buf();
     let s = Server::start_in(home, ServerOpts { env: vec![("PATH".into(), path)], ..Default::default() });
     let id = s.post("/agent/start", json!({"working_dir": work.path()})).json()["id"].as_str().unwrap().to_string();
-    let c =
-        json!({"type":"stdio","name":"pkg","description":"","cmd":"npx","args":["-y","some-mcp-server"],"timeout":30});
+    // The fake npx writes its mark and runs a script of the tests: granted (issue 36), as the
+    // real npx has its cache.
+    std::fs::write(&started, "").unwrap();
+    let fakes = manifest_dir().join("tests/fakes");
+    let c = json!({"type":"stdio","name":"pkg","description":"","cmd":"npx","args":["-y","some-mcp-server"],"timeout":30,
+        "sandbox": {"paths": [started, fakes]}});
     let r = s.post("/agent/add_extension", json!({"session_id": id, "config": c}));
     assert_eq!(r.status, 200, "{}", r.text());
     let dir = std::fs::read_to_string(&started).unwrap();

@@ -13,7 +13,8 @@
 //! capabilities, instructions, and the
 //! tools, resources, resource templates and prompts the server declared (a declared list the
 //! server does not implement becomes a line in `notes`) — or the tool's result, the prompt, the
-//! resource. Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
+//! resource (a stdio server's description also says what this kernel offers for confinement,
+//! `gosling_sandbox`: the probe itself runs the server unconfined). Exit 0 on success; 1 with the actionable error on stderr; 2 for usage. A server
 //! that needs sign-in gets the OAuth flow (mcp/oauth/); tokens go to the secrets store. Run
 //! by the MCP conformance runner (`MCP_CONFORMANCE_SCENARIO` set, URL last), it plays the
 //! scenario instead (`conformance`, in builds with the `test-hooks` feature; `cli::probe_main`
@@ -471,7 +472,18 @@ pub(crate) fn run(open: &crate::Opener, a: &Args) -> Result<String, Failed> {
         Action::Read(uri) => client.read_resource(uri).map(|r| r.to_value()),
     };
     client.close();
-    let v = result.map_err(Failed::Server)?;
+    let mut v = result.map_err(Failed::Server)?;
+    if let (Action::Describe, Target::Stdio(_)) = (&a.action, &a.target) {
+        // What this kernel offers for confinement (issue 36): the probe runs the server as is,
+        // an extension of gosling's runs confined where this says nothing is missing.
+        let kernel = gosling_sys::probe();
+        v["gosling_sandbox"] = json!({
+            "kernel": kernel.describe(),
+            "landlock_abi": kernel.landlock_abi,
+            "user_namespaces": kernel.user_namespaces,
+            "confined_by_probe": false,
+        });
+    }
     Ok(format!("{}\n", serde_json::to_string_pretty(&v).expect("JSON values serialize")))
 }
 

@@ -121,6 +121,13 @@ pub fn developer_unrestricted(env: &dyn Env) -> bool {
     env.get("GOSLING_DEVELOPER_UNRESTRICTED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// Whether `GOSLING_UNCONFINED` (1 or true, any case) opts every stdio extension out of the
+/// kernel confinement (`extensions::sandbox`): the operator's explicit choice, shown in each
+/// consent summary.
+pub fn unconfined(env: &dyn Env) -> bool {
+    env.get("GOSLING_UNCONFINED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
 /// The builtins a first run enables (`GOSLING_FIRST_RUN_EXTENSIONS`, comma-separated; `none`
 /// for none), else the developer builtin.
 pub fn first_run_extensions(env: &dyn Env) -> String {
@@ -131,6 +138,12 @@ pub fn first_run_extensions(env: &dyn Env) -> String {
 /// (`GOSLING_PRINT_LOGIN_LINK`).
 pub fn print_login_link(env: &dyn Env) -> bool {
     env.get("GOSLING_PRINT_LOGIN_LINK").is_some()
+}
+
+/// Test builds: act as if the kernel lacked Landlock and user namespaces
+/// (`GOSLING_TEST_KERNEL_LACKS_CONFINEMENT`), to test the refusal on such kernels.
+pub fn test_kernel_lacks_confinement(env: &dyn Env) -> bool {
+    env.get("GOSLING_TEST_KERNEL_LACKS_CONFINEMENT").is_some()
 }
 
 /// Test builds: whether the fault routes answer (`GOSLING_TEST_FAULTS`).

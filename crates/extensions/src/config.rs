@@ -655,6 +655,7 @@ impl ExtensionConfig {
                     return Err(cfg_err("cmd", "must name the program to run"));
                 }
                 check_env_names(envs.keys(), env_keys)?;
+                self.sandbox()?;
             }
             Kind::StreamableHttp { uri, envs, env_keys, .. } => {
                 if !(uri.starts_with("http://") || uri.starts_with("https://")) {

@@ -98,9 +98,23 @@ pub fn launch(config: &ExtensionConfig) -> Value {
         Kind::Builtin { .. } | Kind::Platform { .. } => {}
     }
     m.insert("secrets".into(), json!(secret_names(config)));
-    // What a confined extension may reach (`"sandbox": {"hosts": …}`): widening it is a new launch.
-    if let Some(sandbox) = config.extra.get("sandbox") {
-        m.insert("sandbox".into(), sandbox.clone());
+    // What it may read, write and reach: widening it needs consent again. Only when the config
+    // has a `sandbox` object (the defaults follow from the launch above).
+    if matches!(config.kind, Kind::Stdio { .. } | Kind::InlinePython { .. }) && config.extra.contains_key("sandbox") {
+        m.insert(
+            "sandbox".into(),
+            match config.sandbox() {
+                Ok(sb) => {
+                    let mut paths: Vec<String> = sb.paths.iter().map(|p| p.display().to_string()).collect();
+                    let mut hosts = sb.hosts.clone();
+                    paths.sort();
+                    hosts.sort();
+                    json!({"paths": paths, "hosts": hosts, "unconfined": sb.unconfined, "memory": sb.memory,
+                        "processes": sb.processes, "open_files": sb.open_files})
+                }
+                Err(_) => config.extra.get("sandbox").cloned().unwrap_or(Value::Null),
+            },
+        );
     }
     Value::Object(m)
 }
@@ -406,6 +420,8 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
         Kind::Builtin { .. } if config.key() == "developer" => out.push(DEVELOPER.into()),
         Kind::Builtin { .. } | Kind::Platform { .. } | Kind::Frontend { .. } | Kind::Sse { .. } => {}
     }
+    // What it may read, write and reach (issue 36), in every front end's summary.
+    out.extend(sandbox_lines(config).into_iter().map(|l| format!("sandbox: {l}")));
     for k in secret_names(config) {
         if is_reserved_secret(&k) {
             out.push(format!("asks for {}, one of gosling's own secrets: it is never sent", printable(&k)));
@@ -414,6 +430,32 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
         }
     }
     out
+}
+
+/// The confinement of a stdio or inline_python extension in words (`sandbox::Sandbox::summary`;
+/// a `sandbox` object that does not parse is shown as its error). Empty for other kinds.
+pub fn sandbox_lines(config: &ExtensionConfig) -> Vec<String> {
+    if !matches!(config.kind, Kind::Stdio { .. } | Kind::InlinePython { .. }) {
+        return Vec::new();
+    }
+    if let Kind::Stdio { cmd, .. } = &config.kind {
+        match program_family(cmd) {
+            "gosling" => {
+                return vec![
+                    "gosling's own builtin server: not confined, like the builtins (another program of that name is confined)"
+                        .into(),
+                ]
+            }
+            "container" => {
+                return vec!["runs in a container: held by the engine's isolation (the container-isolation rule), not by gosling's".into()]
+            }
+            _ => {}
+        }
+    }
+    match config.sandbox() {
+        Ok(sb) => sb.summary(gosling_config::settings::unconfined(&gosling_config::ProcessEnv)),
+        Err(e) => vec![format!("will not start: {e}")],
+    }
 }
 
 /// The one summary of what a config will run, for every front end. `present(NAME)`: is the
@@ -459,6 +501,7 @@ pub fn summary(config: &ExtensionConfig, present: &dyn Fn(&str) -> bool) -> Valu
     s.insert("refused_secrets".into(), json!(unresolved.refused));
     s.insert("timeout".into(), json!(c.timeout_secs()));
     s.insert("description".into(), json!(c.description));
+    s.insert("sandbox".into(), json!(sandbox_lines(&c)));
     s.insert("risks".into(), json!(risks(&c)));
     s.insert("digest".into(), json!(digest(&c)));
     Value::Object(s)
@@ -510,6 +553,40 @@ mod tests {
 
     fn cfg(v: Value) -> ExtensionConfig {
         ExtensionConfig::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn widening_the_sandbox_changes_the_digest_and_the_summary_shows_it() {
+        let base = json!({"type":"stdio","name":"x","cmd":"/usr/bin/python3","args":["/srv/s.py"]});
+        let plain = digest(&cfg(base.clone()));
+        let mut narrow = base.clone();
+        narrow["sandbox"] = json!({"paths": ["/data/a"], "hosts": ["api.example.com:443"]});
+        let d_narrow = digest(&cfg(narrow.clone()));
+        assert_ne!(d_narrow, plain);
+        for (key, wider) in [
+            ("paths", json!(["/data/a", "/data/b"])),
+            ("hosts", json!(["api.example.com:443", "other.example.com:443"])),
+            ("unconfined", json!(true)),
+            ("memory", json!("2GiB")),
+            ("processes", json!(1024)),
+            ("open_files", json!(4096)),
+        ] {
+            let mut w = narrow.clone();
+            w["sandbox"][key] = wider;
+            assert_ne!(digest(&cfg(w)), d_narrow, "widening {key} needs consent again");
+        }
+        // The same grants in another order are the same launch.
+        let mut reordered = narrow.clone();
+        reordered["sandbox"] = json!({"hosts": ["API.example.com:443"], "paths": ["/data/a"]});
+        assert_eq!(digest(&cfg(reordered)), d_narrow);
+        let shown = summary(&cfg(narrow), &|_| false);
+        let text = shown["risks"].to_string();
+        for want in ["sandbox: Confined", "/data/a", "Network: only api.example.com:443", "256 processes", "1024 MiB"] {
+            assert!(text.contains(want), "{want}: {text}");
+        }
+        let mut loose = base;
+        loose["sandbox"] = json!({"unconfined": true});
+        assert!(summary(&cfg(loose), &|_| false)["risks"].to_string().contains("UNCONFINED"));
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl std::error::Error for Error {
             | Error::ConsentChanged { .. }
             | Error::ConsentMalformed { .. }
             | Error::InvalidConfig(Invalid::Message(_))
-            | Error::NotStarted(Blocked::Unmapped { .. } | Blocked::OwnSecret { .. })
+            | Error::NotStarted(Blocked::Unmapped { .. } | Blocked::OwnSecret { .. } | Blocked::Unconfinable { .. })
             | Error::Panicked
             | Error::UnknownTool(_)
             | Error::UnknownExtension(_)
@@ -380,6 +380,9 @@ pub enum Blocked {
     Unmapped { name: String, secrets: Vec<String> },
     /// Its OAuth client secret (`field`) is `name`, one of gosling's own secrets.
     OwnSecret { name: String, field: &'static str },
+    /// This kernel cannot confine a stdio extension (`missing`: Landlock, user namespaces) and
+    /// the operator did not opt it out (`sandbox.unconfined`, `GOSLING_UNCONFINED=1`).
+    Unconfinable { name: String, missing: String },
 }
 
 impl fmt::Display for Blocked {
@@ -392,6 +395,10 @@ impl fmt::Display for Blocked {
                 secrets.join(", ")
             ),
             Blocked::OwnSecret { name, field } => f.write_str(&reserved_secret_message(name, field)),
+            Blocked::Unconfinable { name, missing } => write!(
+                f,
+                "sandbox: extension {name} was not started: this kernel lacks {missing}, so it cannot be confined; run gosling on a kernel that has them, or opt out knowingly with \"sandbox\": {{\"unconfined\": true}} in its config (or GOSLING_UNCONFINED=1 for all)"
+            ),
         }
     }
 }

@@ -9,5 +9,6 @@ pub mod error;
 pub mod import;
 pub mod policy;
 pub mod runtime;
+pub mod sandbox;
 
 pub use error::Error;

@@ -24,6 +24,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// A stdio child's confinement (`None`: opted out) and the variables it adds.
+type Confined = (Option<gosling_sys::Confinement>, Vec<(String, String)>);
+
 /// How long a sign-in started over the API waits for the browser's redirect.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
 
@@ -303,6 +306,9 @@ pub struct SessionRuntime {
     in_use: std::sync::atomic::AtomicUsize,
     /// The configs `stop_if_idle` stopped, started again at the next use.
     idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
+    /// The egress proxy of each confined extension with approved hosts (serving the proxy
+    /// port of its own network namespace), by runtime key.
+    egress: Mutex<BTreeMap<String, crate::egress::Handle>>,
 }
 
 /// Held while a call uses the extensions: the runtime is not idle meanwhile.
@@ -335,6 +341,7 @@ impl SessionRuntime {
             last_used: Mutex::new(Instant::now()),
             in_use: std::sync::atomic::AtomicUsize::new(0),
             idle_stopped: Mutex::new(None),
+            egress: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -632,12 +639,33 @@ impl SessionRuntime {
                         env.insert("PATH".into(), kept.to_string_lossy().into_owned());
                     }
                 }
+                let container = container_for(config);
+                let program = if cmd.contains('/') {
+                    PathBuf::from(cmd)
+                } else {
+                    find_in_path(cmd).unwrap_or_else(|| PathBuf::from(cmd))
+                };
+                let engine = crate::policy::program_family(cmd) == "container";
+                let (confinement, extra) = if container.is_some() || engine {
+                    // The engine's own isolation (the container-isolation rule); its client
+                    // needs the daemon's socket and does nothing itself.
+                    (None, Vec::new())
+                } else if self.is_own_builtin(cmd, &program) {
+                    // `gosling mcp NAME` (a link's or an import's builtin): gosling's own code,
+                    // unconfined like the builtins (the memory server keeps its notes in
+                    // gosling's state dir). Only this very binary, not a program named so.
+                    (None, Vec::new())
+                } else {
+                    self.confine(config, &program, &args, cwd.as_deref())?
+                };
+                env.extend(extra);
                 StdioSpec {
                     cmd: cmd.clone(),
                     args,
                     env: env.into_iter().collect(),
                     cwd: cwd.map(|_| crate::policy::launch_dir(cmd, &work, home.as_deref())),
-                    container: container_for(config),
+                    container,
+                    confinement,
                     redact,
                     ..Default::default()
                 }
@@ -661,7 +689,17 @@ impl SessionRuntime {
                 }
             }
             Kind::InlinePython { code, dependencies } => {
-                inline_python_spec(&self.deps.state_dir, name, code, dependencies.as_deref().unwrap_or(&[]), cwd)?
+                let mut spec = inline_python_spec(
+                    &self.deps.state_dir,
+                    name,
+                    code,
+                    dependencies.as_deref().unwrap_or(&[]),
+                    cwd.clone(),
+                )?;
+                let (confinement, extra) = self.confine(config, Path::new(&spec.cmd), &spec.args, cwd.as_deref())?;
+                spec.env.extend(extra);
+                spec.confinement = confinement;
+                spec
             }
             Kind::StreamableHttp { uri, headers, .. } => {
                 let env = self.resolve_env(config)?;
@@ -686,7 +724,96 @@ impl SessionRuntime {
                 return gosling_mcp::connect_http(&spec, opts).map_err(Error::Start);
             }
         };
-        gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)
+        let (proxy_tx, proxy_rx) = crossbeam_channel::bounded(1);
+        let spec = StdioSpec { proxy_to: Some(proxy_tx), ..spec };
+        let client = gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)?;
+        if let Ok(listener) = proxy_rx.try_recv() {
+            // Without its proxy the extension could reach none of its approved hosts: a
+            // failure here fails the start (the client is closed when dropped).
+            self.serve_egress(config, listener)?;
+        }
+        Ok(client)
+    }
+
+    /// The egress of a confined extension with approved hosts: gosling's proxy
+    /// (`egress::serve`) on the listener its network namespace holds, for the hosts of its
+    /// `sandbox` (its launcher's registry among them), each connection in the audit log. The
+    /// handle is kept by extension: a restart replaces it, and dropping it ends every pipe.
+    fn serve_egress(&self, config: &ExtensionConfig, listener: std::net::TcpListener) -> Result<(), Error> {
+        let policy = crate::egress::EgressPolicy::from_strings(&config.sandbox()?.hosts)?;
+        let key = runtime_key(config.name());
+        let audit = crate::egress::Audit { log: self.deps.audit.clone(), extension: key.clone() };
+        let handle = crate::egress::serve(listener, policy, audit).map_err(Error::Thread)?;
+        lock(&self.egress).insert(key, handle);
+        Ok(())
+    }
+
+    /// True when a stdio config runs this very gosling binary (`gosling mcp NAME`), by its
+    /// resolved file, not by its name.
+    fn is_own_builtin(&self, cmd: &str, program: &Path) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).ok();
+        crate::policy::program_family(cmd) == "gosling"
+            && canon(program).is_some_and(|p| Some(p) == canon(&self.deps.self_exe))
+    }
+
+    /// The kernel confinement of a stdio child running `program` with `args` (and the
+    /// variables it adds: `TMPDIR`, the proxy's), from the config's `sandbox` object, the
+    /// working dir, a private temp dir and gosling's own dirs (never granted). `None` when the
+    /// operator opted out (`sandbox.unconfined`, `GOSLING_UNCONFINED=1`); refused (and
+    /// audited) when the kernel cannot confine and nobody opted out.
+    fn confine(
+        &self,
+        config: &ExtensionConfig,
+        program: &Path,
+        args: &[String],
+        work: Option<&Path>,
+    ) -> Result<Confined, Error> {
+        // The whole text, field included (goose's activation text shows only a message).
+        let field_error = |e: Error| Error::InvalidConfig(Invalid::Message(e.to_string()));
+        let sb = config.sandbox().map_err(field_error)?;
+        let everyone = gosling_config::settings::unconfined(&gosling_config::ProcessEnv);
+        let summary = json!(sb.summary(everyone));
+        let audit = |status: &str| {
+            self.deps.audit.record(&gosling_store::audit::Entry {
+                session: &self.session_id,
+                extension: config.name(),
+                tool: "sandbox",
+                arguments: &summary,
+                status,
+                duration: Duration::ZERO,
+            })
+        };
+        if sb.unconfined || everyone {
+            log::warn!("extension {}: starts UNCONFINED (the operator opted out)", config.name());
+            audit("unconfined");
+            return Ok((None, Vec::new()));
+        }
+        if let Some(missing) = kernel_missing() {
+            audit("refused_unconfinable");
+            return Err(Error::NotStarted(Blocked::Unconfinable { name: config.name().to_string(), missing }));
+        }
+        let tmp = self.deps.state_dir.join("tmp").join(format!(
+            "{}-{}",
+            crate::config::name_to_key(&self.session_id),
+            runtime_key(config.name())
+        ));
+        gosling_store::atomic::ensure_subdir(&self.deps.state_dir.join("tmp")).map_err(Error::Store)?;
+        gosling_store::atomic::ensure_subdir(&tmp).map_err(Error::Store)?;
+        let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
+        let own = crate::sandbox::own_dirs(&self.deps.state_dir);
+        let c =
+            crate::sandbox::confinement(&sb, program, args, work, &tmp, home.as_deref(), &own).map_err(field_error)?;
+        let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
+        if let gosling_sys::Network::Proxy { port } = c.network {
+            let url = format!("http://127.0.0.1:{port}");
+            for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                env.push((k.to_string(), url.clone()));
+            }
+            env.push(("NO_PROXY".to_string(), String::new()));
+            env.push(("no_proxy".to_string(), String::new()));
+        }
+        audit("confined");
+        Ok((Some(c), env))
     }
 
     /// Deactivates by name (normalized); false when it was not active.
@@ -697,6 +824,7 @@ impl SessionRuntime {
         }
         let Some(ext) = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key) else { return false };
         ext.close();
+        lock(&self.egress).remove(&key);
         log::info!("session {}: extension {key} removed", self.session_id);
         true
     }
@@ -904,6 +1032,17 @@ impl Drop for SessionRuntime {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// What this kernel lacks for confinement (`sys::probe`); a test build can pretend it lacks
+/// everything (`GOSLING_TEST_KERNEL_LACKS_CONFINEMENT`).
+pub fn kernel_missing() -> Option<String> {
+    #[cfg(feature = "test-hooks")]
+    if gosling_config::settings::test_kernel_lacks_confinement(&gosling_config::ProcessEnv) {
+        let none = gosling_sys::Probe { landlock_abi: 0, user_namespaces: false };
+        return none.missing();
+    }
+    gosling_sys::probe().missing()
 }
 
 /// Container mode (seed §8.1): `GOSLING_CONTAINER` names a running container that stdio

@@ -1,7 +1,8 @@
 //! The stdio transport: an MCP server as a child process speaking newline-delimited JSON-RPC.
 //!
 //! The child is spawned directly (argv, never a shell) in its own process group, tied to our
-//! lifetime (`sys::spawn_tied`), from a small allowlisted environment (`BASE_ENV`) plus the
+//! lifetime (`sys::spawn_tied`), confined by the kernel when the caller gives a
+//! `Confinement` (`sys::spawn_confined`), from a small allowlisted environment (`BASE_ENV`) plus the
 //! extension's own variables: nothing else of ours (secrets, credentials) reaches it.
 //!
 //! Our ends of its stdin and stdout are non-blocking. A request is written to stdin by the
@@ -63,6 +64,11 @@ pub struct StdioSpec {
     /// messages, has each replaced by `[secret]` (a server that prints its token on a failed
     /// start must not put it in gosling's log or an answer).
     pub redact: Vec<String>,
+    /// What the kernel holds the child to (`sys::spawn_confined`); `None`: unconfined, as the
+    /// caller decided (an opt-out, container mode, gosling's own builtins).
+    pub confinement: Option<gosling_sys::Confinement>,
+    /// Where the egress listener of a confined child with `Network::Proxy` goes.
+    pub proxy_to: Option<Sender<std::net::TcpListener>>,
 }
 
 /// The variables of ours a child starts with (everything else is left out; the extension's
@@ -152,9 +158,27 @@ impl StdioTransport {
             }
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = gosling_sys::spawn_contained(cmd).map_err(|e| {
+        let spawned = match &spec.confinement {
+            Some(c) => gosling_sys::spawn_confined(cmd, c).map(|confined| {
+                if let (Some(listener), Some(to)) = (confined.proxy, &spec.proxy_to) {
+                    let _ = to.try_send(listener);
+                }
+                log::info!(
+                    "mcp {extension}: confined (Landlock ABI {}, own user and network namespace)",
+                    confined.landlock_abi
+                );
+                confined.child
+            }),
+            None => gosling_sys::spawn_contained(cmd),
+        };
+        let mut child = spawned.map_err(|e| {
             let hint = if e.kind() == std::io::ErrorKind::NotFound {
                 format!("`{}` was not found; check the extension's cmd and PATH", spec.cmd)
+            } else if spec.confinement.is_some() {
+                format!(
+                    "cannot start `{}` confined: {e}; `gosling probe -- CMD` says what this kernel offers, a program outside the system dirs and its own install dir needs a `sandbox.paths` grant to run"
+                    ,spec.cmd
+                )
             } else {
                 format!("cannot start `{}`: {e}", spec.cmd)
             };

@@ -196,28 +196,35 @@ mod reaper {
             libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             let mut main_status = None;
             let mut stop_at: Option<i64> = if libc::getppid() != parent { Some(now_ms()) } else { None };
-            loop {
-                let mut info: libc::siginfo_t = std::mem::zeroed();
-                // Asleep until a signal comes: SIGCHLD (the program or a descendant ended),
-                // a stop signal, or gosling's death (the parent-death signal above); only the
-                // grace period after a stop has a deadline. No timer ticks meanwhile.
-                let sig = match stop_at {
-                    // wait: every event that ends the wait is a signal in `set`
-                    None => libc::sigwaitinfo(&set, &mut info),
-                    Some(t) => {
-                        let left = (t - now_ms()).max(0);
-                        let wait = libc::timespec { tv_sec: left / 1000, tv_nsec: (left % 1000) * 1_000_000 };
-                        libc::sigtimedwait(&set, &mut info, &wait)
+            // The program may have ended before SIGCHLD was blocked above: its signal was then
+            // discarded (ignored by default), so look once before the first wait, which would
+            // otherwise sleep until gosling's stop ladder (a program that fails at once).
+            let any = reap_all(main, &mut main_status);
+            let ended_before = main_status.is_some() || !any;
+            if !ended_before {
+                loop {
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    // Asleep until a signal comes: SIGCHLD (the program or a descendant ended),
+                    // a stop signal, or gosling's death (the parent-death signal above); only the
+                    // grace period after a stop has a deadline. No timer ticks meanwhile.
+                    let sig = match stop_at {
+                        // wait: every event that ends the wait is a signal in `set`
+                        None => libc::sigwaitinfo(&set, &mut info),
+                        Some(t) => {
+                            let left = (t - now_ms()).max(0);
+                            let wait = libc::timespec { tv_sec: left / 1000, tv_nsec: (left % 1000) * 1_000_000 };
+                            libc::sigtimedwait(&set, &mut info, &wait)
+                        }
+                    };
+                    let stop = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP) || libc::getppid() != parent;
+                    if stop && stop_at.is_none() && main_status.is_none() {
+                        stop_at = Some(now_ms() + GRACE_MS);
+                        libc::kill(main, libc::SIGTERM);
                     }
-                };
-                let stop = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP) || libc::getppid() != parent;
-                if stop && stop_at.is_none() && main_status.is_none() {
-                    stop_at = Some(now_ms() + GRACE_MS);
-                    libc::kill(main, libc::SIGTERM);
-                }
-                let any = reap_all(main, &mut main_status);
-                if main_status.is_some() || !any || stop_at.is_some_and(|t| now_ms() >= t) {
-                    break;
+                    let any = reap_all(main, &mut main_status);
+                    if main_status.is_some() || !any || stop_at.is_some_and(|t| now_ms() >= t) {
+                        break;
+                    }
                 }
             }
             // Kill every child, reap, and again: a killed child's own children become ours.
@@ -255,7 +262,14 @@ pub fn spawn_tied(cmd: Command) -> io::Result<Child> {
     spawn(cmd, false)
 }
 
-fn spawn(mut cmd: Command, contained: bool) -> io::Result<Child> {
+fn spawn(cmd: Command, contained: bool) -> io::Result<Child> {
+    spawn_with(cmd, contained, |_| {})
+}
+
+/// `spawn`, with `confine` adding its own hook between the tie to this process and the
+/// reaper's fork (`sandbox::spawn_confined`): the order matters, the reaper and everything
+/// below it start inside the confinement.
+pub(crate) fn spawn_with(mut cmd: Command, contained: bool, confine: impl FnOnce(&mut Command)) -> io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
     cmd.process_group(0);
     let parent = std::process::id();
@@ -283,6 +297,7 @@ fn spawn(mut cmd: Command, contained: bool) -> io::Result<Child> {
             Ok(())
         });
     }
+    confine(&mut cmd);
     if contained {
         add_reaper(&mut cmd);
     }

@@ -1,6 +1,7 @@
 //! The few OS calls std does not offer: signals and parent-death tracking for children, the
 //! file descriptor limit, non-blocking pipes and `poll`, non-dumpability, the child subreaper
-//! and its orphans, and `openat2`-style path resolution that never leaves a directory.
+//! and its orphans, `openat2`-style path resolution that never leaves a directory, and the
+//! kernel's confinement of a child (namespaces, limits, Landlock: `sandbox`).
 //!
 //! This is the only module allowed `unsafe`; each block is one libc call with its
 //! arguments checked above it. Unix only, like the rest of the process handling.
@@ -11,6 +12,7 @@
 mod beneath;
 mod children;
 mod fd;
+mod sandbox;
 mod shutdown;
 mod this_process;
 mod watch;
@@ -21,6 +23,7 @@ pub use children::{
     processes, spawn_contained, spawn_tied, terminate_group, Orphan,
 };
 pub use fd::{poll_fd, poll_fds, raise_fd_limit, set_nonblocking, shutdown_write, Ready};
+pub use sandbox::{probe, spawn_confined, Confined, Confinement, Limits, Network, Probe};
 pub use shutdown::{install_shutdown_handler, shutdown_requested, wait_shutdown};
 pub use this_process::{euid, make_non_dumpable};
 pub use watch::{DirChanges, DirWatch};
