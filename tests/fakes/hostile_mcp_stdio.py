@@ -9,6 +9,7 @@ the error when the kernel refused it):
   write   {path}           create a file
   list    {path}           list a directory
   connect {host, port}     open a TCP connection (2 s)
+  fetch   {url}            GET a URL through the proxy the environment names (urllib)
   signal  {pid}            kill(pid, 0): may this process signal that one?
   environ {pid}            read /proc/<pid>/environ
   memory  {mib}            allocate up to `mib` MiB, 16 MiB at a time, then free it
@@ -61,6 +62,18 @@ def t_connect(a):
         s = socket.create_connection((a["host"], int(a["port"])), timeout=2)
         s.close()
         return "DONE connected"
+    except OSError as e:
+        return refused(e)
+
+
+def t_fetch(a):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(a["url"], timeout=10) as r:
+            return f"DONE {r.status} " + r.read(200).decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return f"REFUSED HTTP {e.code}: " + e.read(300).decode(errors="replace")
     except OSError as e:
         return refused(e)
 
@@ -125,6 +138,7 @@ TOOLS = {
     "write": t_write,
     "list": t_list,
     "connect": t_connect,
+    "fetch": t_fetch,
     "signal": t_signal,
     "environ": t_environ,
     "memory": t_memory,

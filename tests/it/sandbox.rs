@@ -358,3 +358,65 @@ fn an_unconfinable_kernel_refuses_unless_opted_out() {
     started(&resume(&s, &id));
     assert_eq!(call(&s, &id, "all__ping", json!({})), "pong");
 }
+
+/// A tiny HTTP server on loopback answering every request `200 hello from PORT`, until dropped.
+fn http_hello() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let serve = l.try_clone().unwrap();
+    std::thread::spawn(move || {
+        for c in serve.incoming() {
+            let Ok(mut c) = c else { return };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let _ = c.read(&mut buf);
+            let body = format!("hello from {port}");
+            let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        }
+    });
+    (l, port)
+}
+
+/// The network of a confined extension is gosling's proxy: an approved host is reached (here
+/// a loopback address approved as such), any other is refused by the proxy with what to
+/// approve, and both connections are in the audit log.
+#[test]
+fn approved_hosts_are_reached_through_gosling_and_others_are_refused_and_audited() {
+    if !confinable() {
+        return;
+    }
+    let (_approved, port) = http_hello();
+    let (_other, other) = http_hello();
+    let s = Server::start();
+    let work = TempDir::new("sandbox-egress");
+    let hosts = json!({"hosts": [format!("127.0.0.1:{port}")]});
+    let id = start_session(&s, work.path(), Some(vec![hostile_ext("net", hosts)]));
+    started(&resume(&s, &id));
+    let got = call(&s, &id, "net__fetch", json!({"url": format!("http://127.0.0.1:{port}/")}));
+    assert_eq!(got, format!("DONE 200 hello from {port}"), "the approved host through the proxy");
+    let refused = call(&s, &id, "net__fetch", json!({"url": format!("http://127.0.0.1:{other}/")}));
+    assert!(refused.starts_with("REFUSED HTTP 403") && refused.contains("allow_host"), "{refused}");
+    // Around the proxy there is no way out: a direct connection is refused by the kernel.
+    let direct = call(&s, &id, "net__connect", json!({"host": "127.0.0.1", "port": port}));
+    assert!(direct.starts_with("REFUSED"), "{direct}");
+    // Each connection's line is written when it ends (with its byte counts).
+    let audit = s.home.join("state/audit.jsonl");
+    let both = wait_for(std::time::Duration::from_secs(10), || {
+        let log = std::fs::read_to_string(&audit).ok()?;
+        let verdicts: Vec<(u64, String)> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["kind"] == "egress" && e["extension"] == "net")
+            .map(|e| (e["port"].as_u64().unwrap_or(0), e["verdict"].as_str().unwrap_or("").to_string()))
+            .collect();
+        let allowed = verdicts.iter().any(|(p, v)| *p == u64::from(port) && v == "allowed");
+        let refused = verdicts.iter().any(|(p, v)| *p == u64::from(other) && v == "refused");
+        (allowed && refused).then_some(())
+    });
+    assert!(
+        both.is_some(),
+        "no allowed and refused egress lines: {}",
+        std::fs::read_to_string(&audit).unwrap_or_default()
+    );
+}
