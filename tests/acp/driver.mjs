@@ -8,7 +8,8 @@
 //
 // SCRIPT_JSON: {"fs": bool, "buffers": {path: text}, "permission": "allow_once" |
 //   "allow_always" | "reject_once" | "cancel", "elicitation": {action, content?} (declares form
-//   elicitation and answers every elicitation/create with it), "steps": [...]}. Steps:
+//   elicitation and answers every elicitation/create with it), "notices": bool (advertises
+//   ACP's `session.notices`), "steps": [...]}. Steps:
 //   {"do": "initialize"} | {"do": "new", "cwd", "mcpServers"} | {"do": "load", "sessionId"?,
 //   "cwd", "mcpServers"} | {"do": "resume", "sessionId"?, "cwd", "mcpServers"} | {"do": "set_mode", "modeId"} | {"do": "prompt", "text",
 //   "permission"?, "cancelWhen"?: "permission" | "tool_call" | {"llmockRequests": URL, "above": N}} | {"do": "raw", "method", "params"}
@@ -102,6 +103,7 @@ await app.connectWith(stream, async (ctx) => {
             fs: { readTextFile: !!script.fs, writeTextFile: !!script.fs },
             terminal: false,
             ...(script.elicitation ? { elicitation: { form: {} } } : {}),
+            ...(script.notices ? { session: { notices: {} } } : {}),
           },
           clientInfo: { name: "gosling-test-driver", version: "0" },
         });

@@ -865,3 +865,33 @@ fn acpx_resumes_a_session_started_elsewhere() {
 fn model_log(mock: &Llmock) -> String {
     crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).text()
 }
+
+/// ACP's `notice` (an extension that did not start) reaches an editor that advertised
+/// `clientCapabilities.session.notices`, through the SDK's own schema check; an editor that
+/// did not advertise it gets none.
+#[test]
+fn sdk_notice_of_an_extension_that_did_not_start_only_when_advertised() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let broken = json!({ "name": "broken", "command": "/nonexistent/mcp-server-missing", "args": [], "env": [] });
+    for advertised in [true, false] {
+        let home = TempDir::new("acp-notice");
+        let cwd = work_dir(&home);
+        let script = json!({"notices": advertised, "steps": [
+            {"do": "initialize"},
+            {"do": "new", "cwd": cwd, "mcpServers": [broken]},
+        ]});
+        let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+        let new = &responses(&t, "session/new")[0]["result"];
+        assert!(new["sessionId"].is_string(), "the session starts without the extension: {new}");
+        let notices = updates(&t, "notice");
+        if advertised {
+            assert_eq!(notices.len(), 1, "one notice for the one extension: {t:?}");
+            assert_eq!(notices[0]["severity"], "warning");
+            assert_eq!(notices[0]["title"], "Extension broken did not start");
+            assert!(notices[0]["description"].as_str().is_some_and(|d| !d.is_empty()), "{}", notices[0]);
+        } else {
+            assert!(notices.is_empty(), "no notice to a client that did not advertise them: {notices:?}");
+        }
+    }
+}

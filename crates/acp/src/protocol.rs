@@ -80,6 +80,9 @@ pub struct Initialize {
     /// The client takes goose's custom notifications
     /// (`clientCapabilities._meta.goose.customNotifications`).
     pub custom_notifications: bool,
+    /// The client presents ACP's `notice` session updates (`clientCapabilities.session.notices`
+    /// present and not null).
+    pub notices: bool,
     /// `clientCapabilities` whole, as sent.
     pub client_capabilities: Map<String, Value>,
     pub extra: Map<String, Value>,
@@ -437,11 +440,13 @@ impl Initialize {
         let elicitation_form = flag(&["elicitation", "form"]).is_some_and(|f| !f.is_null());
         let custom_notifications =
             flag(&["_meta", "goose", "customNotifications"]).and_then(Value::as_bool) == Some(true);
+        let notices = flag(&["session", "notices"]).is_some_and(|n| !n.is_null());
         Ok(Initialize {
             protocol_version,
             fs,
             elicitation_form,
             custom_notifications,
+            notices,
             client_capabilities: caps,
             extra: f.rest(),
         })
@@ -660,20 +665,21 @@ mod tests {
             "protocolVersion": 1,
             "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": false },
                                     "elicitation": { "form": {} }, "terminal": true,
+                                    "session": { "notices": {} },
                                     "_meta": { "goose": { "customNotifications": true } } },
             "clientInfo": { "name": "zed", "version": "1" },
         });
         let Request::Initialize(p) = parse("initialize", good.clone()).unwrap() else { panic!("not initialize") };
         assert_eq!(p.protocol_version, 1);
         assert_eq!(p.fs, FsCaps { read: true, write: false });
-        assert!(p.elicitation_form && p.custom_notifications);
+        assert!(p.elicitation_form && p.custom_notifications && p.notices);
         assert_eq!(Value::Object(p.client_capabilities), good["clientCapabilities"], "kept whole");
         assert_eq!(p.extra, extra(json!({ "clientInfo": { "name": "zed", "version": "1" } })), "unknown keys kept");
         // Without capabilities: none offered.
         let Request::Initialize(p) = parse("initialize", json!({ "protocolVersion": 7 })).unwrap() else { panic!() };
         assert_eq!(
-            (p.protocol_version, p.fs, p.elicitation_form, p.custom_notifications),
-            (7, FsCaps::default(), false, false)
+            (p.protocol_version, p.fs, p.elicitation_form, p.custom_notifications, p.notices),
+            (7, FsCaps::default(), false, false, false)
         );
         let m = refusal("initialize", json!({}));
         assert!(m.contains("`protocolVersion` must be a whole number"), "{m}");

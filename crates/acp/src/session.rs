@@ -9,7 +9,7 @@ use crate::protocol::{
     self as acp, invalid_params, ExtensionResult, Initialized, Notification, Prompted, Request, SessionList,
     SessionOpened, StopReason, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
 };
-use crate::session_update::{self as su, SessionUpdate};
+use crate::session_update::{self as su, Notice, NoticeSeverity, SessionUpdate};
 use crate::updates::{self, Live};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
@@ -85,6 +85,8 @@ pub struct Agent {
     fs: Mutex<FsCaps>,
     /// The client takes ACP's form-mode `elicitation/create` (`clientCapabilities.elicitation.form`).
     forms: AtomicBool,
+    /// The client presents ACP's `notice` updates (`clientCapabilities.session.notices`).
+    notices: AtomicBool,
     open: Mutex<HashMap<String, Arc<Open>>>,
     /// The sessions this connection sent prompts to: their turns stop when it ends.
     prompted: Mutex<HashSet<String>>,
@@ -299,6 +301,7 @@ impl Agent {
             custom_notifications: AtomicBool::new(false),
             fs: Mutex::default(),
             forms: AtomicBool::new(false),
+            notices: AtomicBool::new(false),
             open: Mutex::default(),
             prompted: Mutex::default(),
         }
@@ -429,6 +432,7 @@ impl Agent {
         }
         *lock(&self.fs) = p.fs;
         self.forms.store(p.elicitation_form, Ordering::SeqCst);
+        self.notices.store(p.notices, Ordering::SeqCst);
         self.custom_notifications.store(p.custom_notifications, Ordering::SeqCst);
         // One method always (registries require one); it says what to set while none works.
         let description = match self.provider_problem() {
@@ -525,6 +529,21 @@ impl Agent {
         let others = self.follow_others(sid, cwd);
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None), _others: others });
         lock(&self.open).insert(sid.to_string(), open);
+        // An editor that presents notices hears of each extension that did not start (goose's
+        // clients read `extensionResults` instead). Sent before the answer: ACP says a notice may
+        // go unseen, and the answer's `extensionResults` holds the same.
+        if self.notices.load(Ordering::SeqCst) {
+            for r in results {
+                if let Some(e) = &r.error {
+                    let notice = Notice {
+                        severity: NoticeSeverity::Warning,
+                        title: format!("Extension {} did not start", r.name),
+                        description: Some(e.clone()),
+                    };
+                    self.conn.update(sid, &SessionUpdate::Notice(notice));
+                }
+            }
+        }
         results.iter().map(|r| ExtensionResult { name: r.name.clone(), error: r.error.clone() }).collect()
     }
 
