@@ -14,7 +14,7 @@
 //   "cwd", "mcpServers"} | {"do": "resume", "sessionId"?, "cwd", "mcpServers"} | {"do": "set_mode", "modeId"} | {"do": "prompt", "text",
 //   "permission"?, "cancelWhen"?: "permission" | "tool_call" | {"llmockRequests": URL, "above": N}} | {"do": "raw", "method", "params"}
 // "sessionId" defaults to the last session created or loaded. A failing request is recorded
-// as {"error": {code, message}} and the script goes on.
+// as {"error": {code, message, data?}} and the script goes on.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -87,7 +87,7 @@ async function call(ctx, method, params) {
     log({ kind: "response", method, result: result ?? null, ms: Date.now() - started });
     return result;
   } catch (e) {
-    log({ kind: "response", method, error: { code: e.code, message: e.message }, ms: Date.now() - started });
+    log({ kind: "response", method, error: { code: e.code, message: e.message, ...(e.data === undefined ? {} : { data: e.data }) }, ms: Date.now() - started });
     return undefined;
   }
 }

@@ -111,7 +111,17 @@ fn sdk_initialize_without_a_provider_offers_an_auth_method_with_what_to_set() {
     assert!(auth[1]["error"]["message"].as_str().unwrap().contains("unknown auth method \"oauth\""), "{}", auth[1]);
     let prompt = &responses(&t, "session/prompt")[0];
     assert_eq!(prompt["error"]["code"], -32000, "a prompt without a model asks for auth: {prompt}");
-    assert!(prompt["error"]["message"].as_str().unwrap().contains("GOOSE_PROVIDER"));
+    // ACP's auth_required as the SDK's RequestError.authRequired writes it (acpx and Zed read
+    // the code and this message), with the method that helps in `data.authMethods`.
+    for e in [&prompt["error"], &auth[0]["error"]] {
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with("Authentication required: ") && message.contains("GOOSE_PROVIDER"), "{e}");
+        assert_eq!(e["data"]["authMethods"][0]["id"], "gosling-provider", "{e}");
+        assert!(e["data"]["authMethods"][0]["description"].as_str().unwrap().contains("GOOSE_PROVIDER"), "{e}");
+    }
+    // session/new is not refused (goose 1.52 answers -32603 there): the editor may still set
+    // the session's provider and model with session/set_config_option.
+    assert!(responses(&t, "session/new")[0]["result"]["sessionId"].is_string());
 }
 
 #[test]
@@ -894,4 +904,19 @@ fn sdk_notice_of_an_extension_that_did_not_start_only_when_advertised() {
             assert!(notices.is_empty(), "no notice to a client that did not advertise them: {notices:?}");
         }
     }
+}
+
+/// A provider without its key: acpx's prompt gets ACP's `auth_required` (the message names the
+/// variable to set) and acpx exits with its runtime failure (1).
+#[test]
+fn acpx_prompt_without_a_model_key_gets_auth_required() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-acpx-auth");
+    let m = acpx_messages(&acpx(peers, &home, &mock, &["exec", "hi"], &[("GOOSE_PROVIDER", "anthropic")], 1));
+    let e = &m.iter().find(|v| v["error"].is_object()).expect("an error answer")["error"];
+    assert_eq!(e["code"], -32000, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.starts_with("Authentication required: ") && message.contains("set ANTHROPIC_API_KEY"), "{e}");
+    assert_eq!(e["data"]["authMethods"][0]["id"], "gosling-provider", "{e}");
 }

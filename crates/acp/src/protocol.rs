@@ -289,8 +289,24 @@ impl Initialized {
                 "auth": {},
             },
             "agentInfo": { "name": "gosling", "title": "gosling", "version": self.version },
-            "authMethods": [{ "id": self.auth_method, "name": "Configure a model provider", "description": self.auth_description }],
+            "authMethods": [auth_method(self.auth_method, &self.auth_description)],
         })
+    }
+}
+
+/// One of `initialize`'s `authMethods` (ACP's AuthMethod of the default type `agent`).
+pub fn auth_method(id: &str, description: &str) -> Value {
+    json!({ "id": id, "name": "Configure a model provider", "description": description })
+}
+
+/// ACP's `auth_required` error: code -32000, the message as the SDK's
+/// `RequestError.authRequired` writes it ("Authentication required: …", which acpx and Zed
+/// recognise), and the methods that would help in `data.authMethods`.
+pub fn auth_required(method_id: &str, why: &str) -> ErrorObject {
+    ErrorObject {
+        code: AUTH_REQUIRED,
+        message: format!("Authentication required: {why}"),
+        data: Some(json!({ "authMethods": [auth_method(method_id, why)] })),
     }
 }
 
@@ -942,6 +958,17 @@ mod tests {
             json!([{ "id": "m", "name": "Configure a model provider", "description": "set X" }])
         );
         assert_eq!(i["agentInfo"]["version"], "9");
+        let e = auth_required("m", "set X");
+        assert_eq!(
+            (e.code, e.message.as_str(), e.data),
+            (
+                -32000,
+                "Authentication required: set X",
+                Some(
+                    json!({ "authMethods": [{ "id": "m", "name": "Configure a model provider", "description": "set X" }] })
+                )
+            )
+        );
         let page =
             SessionList { sessions: vec![json!({ "sessionId": "a" })], next_cursor: None, search_complete: None };
         assert_eq!(page.to_value().to_string(), r#"{"sessions":[{"sessionId":"a"}],"nextCursor":null}"#);

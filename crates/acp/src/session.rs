@@ -7,7 +7,7 @@ use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
 use crate::protocol::{
     self as acp, invalid_params, ExtensionResult, Initialized, Notification, Prompted, Request, SessionList,
-    SessionOpened, StopReason, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
+    SessionOpened, StopReason, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
 };
 use crate::session_update::{self as su, Notice, NoticeSeverity, SessionUpdate};
 use crate::updates::{self, Live};
@@ -115,7 +115,12 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
     match e {
         E::SessionNotFound(id) | E::NoAgent(id) => session_not_found(if id.is_empty() { sid } else { &id }),
         // The editor shows auth errors as "log in": here, set the provider variables.
-        E::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
+        // A missing provider, model or key (or one the provider refuses) is ACP's
+        // `auth_required`; a model that fails otherwise is not a log-in problem.
+        E::Model(e @ (gosling_llm::Error::NotConfigured(_) | gosling_llm::Error::Http { status: 401 | 403, .. })) => {
+            acp::auth_required(AUTH_METHOD, &e.to_string())
+        }
+        E::Model(e) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
         E::SaveMessage(e) | E::Store(e) => store_error(e),
         e @ (E::BadKey(_)
         | E::UnknownMode(_)
@@ -457,9 +462,9 @@ impl Agent {
         }
         match self.provider_problem() {
             None => Ok(acp::empty()),
-            Some(why) => Err(ErrorObject::new(
-                AUTH_REQUIRED,
-                format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
+            Some(why) => Err(acp::auth_required(
+                AUTH_METHOD,
+                &format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
             )),
         }
     }
