@@ -8,12 +8,13 @@
 //
 // SCRIPT_JSON: {"fs": bool, "buffers": {path: text}, "permission": "allow_once" |
 //   "allow_always" | "reject_once" | "cancel", "elicitation": {action, content?} (declares form
-//   elicitation and answers every elicitation/create with it), "steps": [...]}. Steps:
+//   elicitation and answers every elicitation/create with it), "notices": bool (advertises
+//   ACP's `session.notices`), "steps": [...]}. Steps:
 //   {"do": "initialize"} | {"do": "new", "cwd", "mcpServers"} | {"do": "load", "sessionId"?,
 //   "cwd", "mcpServers"} | {"do": "resume", "sessionId"?, "cwd", "mcpServers"} | {"do": "set_mode", "modeId"} | {"do": "prompt", "text",
 //   "permission"?, "cancelWhen"?: "permission" | "tool_call" | {"llmockRequests": URL, "above": N}} | {"do": "raw", "method", "params"}
 // "sessionId" defaults to the last session created or loaded. A failing request is recorded
-// as {"error": {code, message}} and the script goes on.
+// as {"error": {code, message, data?}} and the script goes on.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -86,7 +87,7 @@ async function call(ctx, method, params) {
     log({ kind: "response", method, result: result ?? null, ms: Date.now() - started });
     return result;
   } catch (e) {
-    log({ kind: "response", method, error: { code: e.code, message: e.message }, ms: Date.now() - started });
+    log({ kind: "response", method, error: { code: e.code, message: e.message, ...(e.data === undefined ? {} : { data: e.data }) }, ms: Date.now() - started });
     return undefined;
   }
 }
@@ -102,6 +103,7 @@ await app.connectWith(stream, async (ctx) => {
             fs: { readTextFile: !!script.fs, writeTextFile: !!script.fs },
             terminal: false,
             ...(script.elicitation ? { elicitation: { form: {} } } : {}),
+            ...(script.notices ? { session: { notices: {} } } : {}),
           },
           clientInfo: { name: "gosling-test-driver", version: "0" },
         });

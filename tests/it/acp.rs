@@ -111,7 +111,17 @@ fn sdk_initialize_without_a_provider_offers_an_auth_method_with_what_to_set() {
     assert!(auth[1]["error"]["message"].as_str().unwrap().contains("unknown auth method \"oauth\""), "{}", auth[1]);
     let prompt = &responses(&t, "session/prompt")[0];
     assert_eq!(prompt["error"]["code"], -32000, "a prompt without a model asks for auth: {prompt}");
-    assert!(prompt["error"]["message"].as_str().unwrap().contains("GOOSE_PROVIDER"));
+    // ACP's auth_required as the SDK's RequestError.authRequired writes it (acpx and Zed read
+    // the code and this message), with the method that helps in `data.authMethods`.
+    for e in [&prompt["error"], &auth[0]["error"]] {
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with("Authentication required: ") && message.contains("GOOSE_PROVIDER"), "{e}");
+        assert_eq!(e["data"]["authMethods"][0]["id"], "gosling-provider", "{e}");
+        assert!(e["data"]["authMethods"][0]["description"].as_str().unwrap().contains("GOOSE_PROVIDER"), "{e}");
+    }
+    // session/new is not refused (goose 1.52 answers -32603 there): the editor may still set
+    // the session's provider and model with session/set_config_option.
+    assert!(responses(&t, "session/new")[0]["result"]["sessionId"].is_string());
 }
 
 #[test]
@@ -864,4 +874,49 @@ fn acpx_resumes_a_session_started_elsewhere() {
 /// What llmock has been sent so far (its request log, as text).
 fn model_log(mock: &Llmock) -> String {
     crate::support::http("GET", &format!("{}/_llmock/requests", mock.openai_host()), None, None).text()
+}
+
+/// ACP's `notice` (an extension that did not start) reaches an editor that advertised
+/// `clientCapabilities.session.notices`, through the SDK's own schema check; an editor that
+/// did not advertise it gets none.
+#[test]
+fn sdk_notice_of_an_extension_that_did_not_start_only_when_advertised() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let broken = json!({ "name": "broken", "command": "/nonexistent/mcp-server-missing", "args": [], "env": [] });
+    for advertised in [true, false] {
+        let home = TempDir::new("acp-notice");
+        let cwd = work_dir(&home);
+        let script = json!({"notices": advertised, "steps": [
+            {"do": "initialize"},
+            {"do": "new", "cwd": cwd, "mcpServers": [broken]},
+        ]});
+        let (t, _) = drive(peers, &home, Some(&mock), &[], script);
+        let new = &responses(&t, "session/new")[0]["result"];
+        assert!(new["sessionId"].is_string(), "the session starts without the extension: {new}");
+        let notices = updates(&t, "notice");
+        if advertised {
+            assert_eq!(notices.len(), 1, "one notice for the one extension: {t:?}");
+            assert_eq!(notices[0]["severity"], "warning");
+            assert_eq!(notices[0]["title"], "Extension broken did not start");
+            assert!(notices[0]["description"].as_str().is_some_and(|d| !d.is_empty()), "{}", notices[0]);
+        } else {
+            assert!(notices.is_empty(), "no notice to a client that did not advertise them: {notices:?}");
+        }
+    }
+}
+
+/// A provider without its key: acpx's prompt gets ACP's `auth_required` (the message names the
+/// variable to set) and acpx exits with its runtime failure (1).
+#[test]
+fn acpx_prompt_without_a_model_key_gets_auth_required() {
+    let peers = require_peers!();
+    let Some(mock) = Llmock::start(&[]) else { return };
+    let home = TempDir::new("acp-acpx-auth");
+    let m = acpx_messages(&acpx(peers, &home, &mock, &["exec", "hi"], &[("GOOSE_PROVIDER", "anthropic")], 1));
+    let e = &m.iter().find(|v| v["error"].is_object()).expect("an error answer")["error"];
+    assert_eq!(e["code"], -32000, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.starts_with("Authentication required: ") && message.contains("set ANTHROPIC_API_KEY"), "{e}");
+    assert_eq!(e["data"]["authMethods"][0]["id"], "gosling-provider", "{e}");
 }

@@ -80,6 +80,9 @@ pub struct Initialize {
     /// The client takes goose's custom notifications
     /// (`clientCapabilities._meta.goose.customNotifications`).
     pub custom_notifications: bool,
+    /// The client presents ACP's `notice` session updates (`clientCapabilities.session.notices`
+    /// present and not null).
+    pub notices: bool,
     /// `clientCapabilities` whole, as sent.
     pub client_capabilities: Map<String, Value>,
     pub extra: Map<String, Value>,
@@ -286,8 +289,24 @@ impl Initialized {
                 "auth": {},
             },
             "agentInfo": { "name": "gosling", "title": "gosling", "version": self.version },
-            "authMethods": [{ "id": self.auth_method, "name": "Configure a model provider", "description": self.auth_description }],
+            "authMethods": [auth_method(self.auth_method, &self.auth_description)],
         })
+    }
+}
+
+/// One of `initialize`'s `authMethods` (ACP's AuthMethod of the default type `agent`).
+pub fn auth_method(id: &str, description: &str) -> Value {
+    json!({ "id": id, "name": "Configure a model provider", "description": description })
+}
+
+/// ACP's `auth_required` error: code -32000, the message as the SDK's
+/// `RequestError.authRequired` writes it ("Authentication required: …", which acpx and Zed
+/// recognise), and the methods that would help in `data.authMethods`.
+pub fn auth_required(method_id: &str, why: &str) -> ErrorObject {
+    ErrorObject {
+        code: AUTH_REQUIRED,
+        message: format!("Authentication required: {why}"),
+        data: Some(json!({ "authMethods": [auth_method(method_id, why)] })),
     }
 }
 
@@ -437,11 +456,13 @@ impl Initialize {
         let elicitation_form = flag(&["elicitation", "form"]).is_some_and(|f| !f.is_null());
         let custom_notifications =
             flag(&["_meta", "goose", "customNotifications"]).and_then(Value::as_bool) == Some(true);
+        let notices = flag(&["session", "notices"]).is_some_and(|n| !n.is_null());
         Ok(Initialize {
             protocol_version,
             fs,
             elicitation_form,
             custom_notifications,
+            notices,
             client_capabilities: caps,
             extra: f.rest(),
         })
@@ -660,20 +681,21 @@ mod tests {
             "protocolVersion": 1,
             "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": false },
                                     "elicitation": { "form": {} }, "terminal": true,
+                                    "session": { "notices": {} },
                                     "_meta": { "goose": { "customNotifications": true } } },
             "clientInfo": { "name": "zed", "version": "1" },
         });
         let Request::Initialize(p) = parse("initialize", good.clone()).unwrap() else { panic!("not initialize") };
         assert_eq!(p.protocol_version, 1);
         assert_eq!(p.fs, FsCaps { read: true, write: false });
-        assert!(p.elicitation_form && p.custom_notifications);
+        assert!(p.elicitation_form && p.custom_notifications && p.notices);
         assert_eq!(Value::Object(p.client_capabilities), good["clientCapabilities"], "kept whole");
         assert_eq!(p.extra, extra(json!({ "clientInfo": { "name": "zed", "version": "1" } })), "unknown keys kept");
         // Without capabilities: none offered.
         let Request::Initialize(p) = parse("initialize", json!({ "protocolVersion": 7 })).unwrap() else { panic!() };
         assert_eq!(
-            (p.protocol_version, p.fs, p.elicitation_form, p.custom_notifications),
-            (7, FsCaps::default(), false, false)
+            (p.protocol_version, p.fs, p.elicitation_form, p.custom_notifications, p.notices),
+            (7, FsCaps::default(), false, false, false)
         );
         let m = refusal("initialize", json!({}));
         assert!(m.contains("`protocolVersion` must be a whole number"), "{m}");
@@ -936,6 +958,17 @@ mod tests {
             json!([{ "id": "m", "name": "Configure a model provider", "description": "set X" }])
         );
         assert_eq!(i["agentInfo"]["version"], "9");
+        let e = auth_required("m", "set X");
+        assert_eq!(
+            (e.code, e.message.as_str(), e.data),
+            (
+                -32000,
+                "Authentication required: set X",
+                Some(
+                    json!({ "authMethods": [{ "id": "m", "name": "Configure a model provider", "description": "set X" }] })
+                )
+            )
+        );
         let page =
             SessionList { sessions: vec![json!({ "sessionId": "a" })], next_cursor: None, search_complete: None };
         assert_eq!(page.to_value().to_string(), r#"{"sessions":[{"sessionId":"a"}],"nextCursor":null}"#);

@@ -7,9 +7,9 @@ use crate::conn::{CallError, Conn, Incoming, Wire};
 use crate::fs::{EditorFs, FsCaps};
 use crate::protocol::{
     self as acp, invalid_params, ExtensionResult, Initialized, Notification, Prompted, Request, SessionList,
-    SessionOpened, StopReason, AUTH_REQUIRED, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
+    SessionOpened, StopReason, PROTOCOL_VERSION, RESOURCE_NOT_FOUND,
 };
-use crate::session_update::{self as su, SessionUpdate};
+use crate::session_update::{self as su, Notice, NoticeSeverity, SessionUpdate};
 use crate::updates::{self, Live};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use gosling_agent::elicit::Answer;
@@ -85,6 +85,8 @@ pub struct Agent {
     fs: Mutex<FsCaps>,
     /// The client takes ACP's form-mode `elicitation/create` (`clientCapabilities.elicitation.form`).
     forms: AtomicBool,
+    /// The client presents ACP's `notice` updates (`clientCapabilities.session.notices`).
+    notices: AtomicBool,
     open: Mutex<HashMap<String, Arc<Open>>>,
     /// The sessions this connection sent prompts to: their turns stop when it ends.
     prompted: Mutex<HashSet<String>>,
@@ -113,7 +115,12 @@ pub(crate) fn agent_error(e: gosling_agent::Error, sid: &str) -> ErrorObject {
     match e {
         E::SessionNotFound(id) | E::NoAgent(id) => session_not_found(if id.is_empty() { sid } else { &id }),
         // The editor shows auth errors as "log in": here, set the provider variables.
-        E::Model(e) => ErrorObject::new(AUTH_REQUIRED, e.to_string()),
+        // A missing provider, model or key (or one the provider refuses) is ACP's
+        // `auth_required`; a model that fails otherwise is not a log-in problem.
+        E::Model(e @ (gosling_llm::Error::NotConfigured(_) | gosling_llm::Error::Http { status: 401 | 403, .. })) => {
+            acp::auth_required(AUTH_METHOD, &e.to_string())
+        }
+        E::Model(e) => ErrorObject::new(INTERNAL_ERROR, e.to_string()),
         E::SaveMessage(e) | E::Store(e) => store_error(e),
         e @ (E::BadKey(_)
         | E::UnknownMode(_)
@@ -299,6 +306,7 @@ impl Agent {
             custom_notifications: AtomicBool::new(false),
             fs: Mutex::default(),
             forms: AtomicBool::new(false),
+            notices: AtomicBool::new(false),
             open: Mutex::default(),
             prompted: Mutex::default(),
         }
@@ -429,6 +437,7 @@ impl Agent {
         }
         *lock(&self.fs) = p.fs;
         self.forms.store(p.elicitation_form, Ordering::SeqCst);
+        self.notices.store(p.notices, Ordering::SeqCst);
         self.custom_notifications.store(p.custom_notifications, Ordering::SeqCst);
         // One method always (registries require one); it says what to set while none works.
         let description = match self.provider_problem() {
@@ -453,9 +462,9 @@ impl Agent {
         }
         match self.provider_problem() {
             None => Ok(acp::empty()),
-            Some(why) => Err(ErrorObject::new(
-                AUTH_REQUIRED,
-                format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
+            Some(why) => Err(acp::auth_required(
+                AUTH_METHOD,
+                &format!("{why}; gosling cannot log in for you: set these in the agent's environment and restart it"),
             )),
         }
     }
@@ -525,6 +534,21 @@ impl Agent {
         let others = self.follow_others(sid, cwd);
         let open = Arc::new(Open { cwd: cwd.to_string(), running: Mutex::new(None), _others: others });
         lock(&self.open).insert(sid.to_string(), open);
+        // An editor that presents notices hears of each extension that did not start (goose's
+        // clients read `extensionResults` instead). Sent before the answer: ACP says a notice may
+        // go unseen, and the answer's `extensionResults` holds the same.
+        if self.notices.load(Ordering::SeqCst) {
+            for r in results {
+                if let Some(e) = &r.error {
+                    let notice = Notice {
+                        severity: NoticeSeverity::Warning,
+                        title: format!("Extension {} did not start", r.name),
+                        description: Some(e.clone()),
+                    };
+                    self.conn.update(sid, &SessionUpdate::Notice(notice));
+                }
+            }
+        }
         results.iter().map(|r| ExtensionResult { name: r.name.clone(), error: r.error.clone() }).collect()
     }
 

@@ -37,6 +37,28 @@ pub enum SessionUpdate {
     /// goose's `session_info_update` naming the turn running now (`_meta.goose.activeRunId`),
     /// which Desktop steers into; `None` when it ended.
     ActiveRun(Option<String>),
+    /// ACP's `notice`: something the person should know outside a message (an extension that
+    /// failed to start, a model call retried). Sent only to a client whose `initialize`
+    /// advertised `clientCapabilities.session.notices`. gosling never compacts a conversation,
+    /// so it has no `compaction_update` / `compaction_summary_chunk` to send and no variant
+    /// for them.
+    Notice(Notice),
+}
+
+/// ACP's `NoticeSeverity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeSeverity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// ACP's `Notice`: a non-empty plain-text `title` that stands alone, and an optional `description`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: NoticeSeverity,
+    pub title: String,
+    pub description: Option<String>,
 }
 
 /// One model call's usage (`message_usage`).
@@ -162,6 +184,7 @@ impl SessionUpdate {
             SessionUpdate::Usage { .. } | SessionUpdate::ContextUsage { .. } => "usage_update",
             SessionUpdate::ActiveRun(_) => "session_info_update",
             SessionUpdate::MessageUsage(_) => "message_usage",
+            SessionUpdate::Notice(_) => "notice",
         }
     }
 
@@ -240,6 +263,18 @@ impl SessionUpdate {
                 }
                 put(m, "usage", usage);
             }
+            SessionUpdate::Notice(n) => {
+                let severity = match n.severity {
+                    NoticeSeverity::Info => "info",
+                    NoticeSeverity::Warning => "warning",
+                    NoticeSeverity::Error => "error",
+                };
+                put(m, "severity", severity);
+                put(m, "title", n.title.as_str());
+                if let Some(d) = &n.description {
+                    put(m, "description", d.as_str());
+                }
+            }
         }
     }
 }
@@ -274,6 +309,24 @@ mod tests {
 
     fn meta() -> Option<GooseMeta> {
         Some(GooseMeta { message_id: "m1".into(), created: 7, tool: None, steer: false })
+    }
+
+    #[test]
+    fn notice_has_acps_shape() {
+        let n = Notice {
+            severity: NoticeSeverity::Warning,
+            title: "Extension x failed to start".into(),
+            description: Some("spawn failed".into()),
+        };
+        assert_eq!(
+            SessionUpdate::Notice(n.clone()).to_value().to_string(),
+            r#"{"sessionUpdate":"notice","severity":"warning","title":"Extension x failed to start","description":"spawn failed"}"#
+        );
+        let bare = Notice { severity: NoticeSeverity::Info, description: None, ..n };
+        assert_eq!(
+            SessionUpdate::Notice(bare).to_value(),
+            json!({ "sessionUpdate": "notice", "severity": "info", "title": "Extension x failed to start" })
+        );
     }
 
     #[test]
