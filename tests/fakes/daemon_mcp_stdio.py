@@ -48,6 +48,11 @@ def send(obj):
 
 
 def on_term(_sig, _frame):
+    # Once: the stop sends SIGTERM to the process group and the reaper forwards one more to
+    # its program, and a second run of this handler would exit before the first daemon is
+    # up. (Ignored from here, so the daemon runs with SIGTERM ignored too: the reaper's
+    # SIGKILL is what must end it.)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     daemonize()
     os._exit(0)
 
