@@ -71,6 +71,13 @@ fn parse_bytes(v: &Value) -> Option<u64> {
 
 /// `host:port` with a DNS name or an IP literal (`[v6]:port`) and a port 1..=65535.
 fn check_host(s: &str) -> Result<String, String> {
+    // A config names the port (`HOST:PORT`); links may leave it out and store it written.
+    let port_written = s.trim().rsplit_once(':').is_some_and(|(host, port)| {
+        !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && (!host.contains(':') || host.ends_with(']'))
+    });
+    if !port_written {
+        return Err("is not HOST:PORT (the port is required in a config, e.g. api.example.com:443)".into());
+    }
     // The one grammar of an approved host, the links' and the proxy's (`egress::HostPort`).
     crate::egress::HostPort::parse(s).map(|h| h.to_string())
 }
@@ -433,7 +440,9 @@ mod tests {
             (json!({"paths": ["/"]}), "sandbox.paths[0]"),
             (json!({"paths": ["/a/../etc"]}), "sandbox.paths[0]"),
             (json!({"hosts": ["example.com"]}), "sandbox.hosts[0]"),
-            (json!({"hosts": ["*.example.com:443"]}), "sandbox.hosts[0]"),
+            (json!({"hosts": ["*.example.com"]}), "sandbox.hosts[0]"),
+            (json!({"hosts": ["[::1]"]}), "sandbox.hosts[0]"),
+            (json!({"hosts": ["*:443"]}), "sandbox.hosts[0]"),
             (json!({"hosts": ["user@example.com:443"]}), "sandbox.hosts[0]"),
             (json!({"hosts": ["example.com:0"]}), "sandbox.hosts[0]"),
             (json!({"memory": "lots"}), "sandbox.memory"),
@@ -449,6 +458,13 @@ mod tests {
                 other => panic!("{sb}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn hosts_are_read_by_the_proxys_grammar_with_their_port() {
+        let s =
+            stdio("python3", json!({"hosts": ["*.Example.com:443", "[::1]:8080", "10.0.0.7:5432"]})).sandbox().unwrap();
+        assert_eq!(s.hosts, vec!["*.example.com:443", "[::1]:8080", "10.0.0.7:5432"]);
     }
 
     #[test]
