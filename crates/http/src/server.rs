@@ -481,22 +481,12 @@ fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
     let Response { status, headers, body, .. } = resp;
     match body {
         Body::Stream(f) => {
-            // An event stream ends the connection with it; any other streamed body (a session
-            // written as it is read) is delimited by its last chunk, and the connection serves
-            // the client's next request as any keep-alive one.
-            let events = headers
-                .iter()
-                .any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.starts_with("text/event-stream"));
             let mut w = rq.into_writer();
             let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
             for (k, v) in &headers {
                 head.push_str(&format!("{k}: {v}\r\n"));
             }
-            head.push_str(if events {
-                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-            } else {
-                "Transfer-Encoding: chunked\r\n\r\n"
-            });
+            head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
             w.write_all(head.as_bytes())?;
             w.flush()?;
             let mut chunked = Chunked(&mut w);
