@@ -7,7 +7,8 @@
 use crate::support::*;
 use serde_json::{json, Value};
 
-fn link(cmd: &str, args: &[&str], env: &[&str]) -> String {
+/// A `goose://extension` link for a stdio command (also the red team's, `trust_redteam`).
+pub(crate) fn link(cmd: &str, args: &[&str], env: &[&str]) -> String {
     let mut l = format!("goose://extension?name=T&cmd={}", pct(cmd));
     for a in args {
         l.push_str(&format!("&arg={}", pct(a)));
@@ -18,7 +19,8 @@ fn link(cmd: &str, args: &[&str], env: &[&str]) -> String {
     l
 }
 
-fn config(cmd: &str, args: &[&str], envs: Value) -> Value {
+/// A stdio extension config (also the red team's, `trust_redteam`).
+pub(crate) fn config(cmd: &str, args: &[&str], envs: Value) -> Value {
     json!({"type":"stdio","name":"T","description":"","cmd":cmd,"args":args,"envs":envs,"env_keys":[],"timeout":30})
 }
 

@@ -8,24 +8,10 @@
 
 use crate::support::*;
 use crate::trust_grammar::{acp_session_new, acp_session_new_with};
-use serde_json::{json, Value};
+use crate::trust_policy::{config, link};
+use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-
-fn link(cmd: &str, args: &[&str], env: &[&str]) -> String {
-    let mut l = format!("goose://extension?name=T&cmd={}", pct(cmd));
-    for a in args {
-        l.push_str(&format!("&arg={}", pct(a)));
-    }
-    for e in env {
-        l.push_str(&format!("&env={}", pct(e)));
-    }
-    l
-}
-
-fn config(cmd: &str, args: &[&str], envs: Value) -> Value {
-    json!({"type":"stdio","name":"T","description":"","cmd":cmd,"args":args,"envs":envs,"env_keys":[],"timeout":30})
-}
 
 /// (cmd, args, the rule and a word the refusal must name). `python3` is added to the allowed
 /// commands of links, imports and recipes, so that its grammar decides there too.
