@@ -17,7 +17,7 @@ use gosling_agent::events::{ChannelSink, Event};
 use gosling_agent::extension_set::{Origin, StoredExtension};
 use gosling_agent::host::Host;
 use gosling_agent::messages as msg;
-use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, SessionQuery, Wait};
+use gosling_agent::ops::{DelegateFor, ModelChoice, NewSession, OpenSession, SessionQuery, Wait, SEARCH_BUDGET};
 use gosling_agent::permissions::Decision;
 use gosling_agent::reply::{Mode, Outcome, Turn};
 use gosling_agent::usage::TurnUsage;
@@ -55,10 +55,6 @@ const CANCEL_DRAIN: Duration = Duration::from_millis(300);
 const PROMPT_TICK: Duration = Duration::from_secs(1);
 /// Turn events queued before the writer; a slow editor applies backpressure.
 const EVENT_QUEUE: usize = 256;
-
-/// How long `session/list` with a `query` reads messages (newest sessions first) before it
-/// answers with what it found.
-const SEARCH_BUDGET: Duration = Duration::from_millis(80);
 
 const METHODS: &str = "initialize, authenticate, session/new, session/load, session/resume, session/list, session/delete, session/close, session/set_mode, session/set_config_option, session/prompt, session/fork, the session/cancel notification and goose's _goose/unstable/* methods";
 

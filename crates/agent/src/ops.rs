@@ -37,6 +37,10 @@ pub enum Wait {
     Started,
 }
 
+/// How long a history search reads messages (newest sessions first) before it answers with
+/// what it found: every front end's (ACP's `session/list`, goosed's `/sessions/search`).
+pub const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_millis(80);
+
 /// What a history search asks for (`Host::search_sessions`).
 pub struct SessionQuery<'a> {
     pub types: Vec<&'a str>,

@@ -6,7 +6,7 @@
 use crate::error::ApiError;
 use crate::server::{Request, Response};
 use crate::state::App;
-use gosling_agent::ops::SessionQuery;
+use gosling_agent::ops::{SessionQuery, SEARCH_BUDGET};
 use gosling_extensions::config::ExtensionConfig;
 use gosling_llm as llm;
 use gosling_llm::catalog::PROVIDERS;
@@ -104,10 +104,6 @@ pub fn insights(app: &App) -> R {
     let tokens: i64 = sessions.iter().map(|s| s.accumulated_total_tokens.or(s.total_tokens).unwrap_or(0)).sum();
     Ok(Response::json(200, &json!({ "totalSessions": sessions.len(), "totalTokens": tokens })))
 }
-
-/// How long a search reads messages before it answers with what it found (the core's
-/// `search_sessions`; ACP's `session/list` uses the same).
-const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_millis(80);
 
 /// goose's `GET /sessions/search?query=&limit=&after_date=&before_date=`: sessions whose name
 /// or messages hold `query` (any case), newest first, at most `limit` (10; 50 at most). The
