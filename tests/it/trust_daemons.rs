@@ -49,8 +49,10 @@ fn daemons(dir: &Path, mode: &str, n: usize) -> Vec<u32> {
 /// environment (no run marker).
 fn assert_escaped(pid: u32, server: u32) {
     assert!(pid_alive(pid), "daemon {pid} runs");
-    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    assert!(env.is_empty(), "daemon {pid} cleared its environment: {}", String::from_utf8_lossy(&env));
+    // The daemon writes its pid just before its exec with the empty environment: wait for the exec.
+    let read = || std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let cleared = wait_for(Duration::from_secs(10), || read().is_empty().then_some(()));
+    assert!(cleared.is_some(), "daemon {pid} cleared its environment: {}", String::from_utf8_lossy(&read()));
     let sid = |p: u32| -> Option<String> {
         let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
         stat.rsplit_once(')')?.1.split_whitespace().nth(3).map(str::to_string)
