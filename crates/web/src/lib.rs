@@ -12,5 +12,8 @@
 #![deny(unsafe_code)]
 
 mod assets;
+#[cfg(test)]
+mod deflate;
+mod inflate;
 
 pub use assets::{asset, CSP, PATHS};
