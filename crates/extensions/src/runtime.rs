@@ -306,6 +306,9 @@ pub struct SessionRuntime {
     in_use: std::sync::atomic::AtomicUsize,
     /// The configs `stop_if_idle` stopped, started again at the next use.
     idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
+    /// The working dir moved (`move_to`) since the running processes started: they start
+    /// again in the new one at the next use that finds no call under way.
+    moved: std::sync::atomic::AtomicBool,
     /// The egress proxy of each confined extension with approved hosts (serving the proxy
     /// port of its own network namespace), by runtime key.
     egress: Mutex<BTreeMap<String, crate::egress::Handle>>,
@@ -341,17 +344,43 @@ impl SessionRuntime {
             last_used: Mutex::new(Instant::now()),
             in_use: std::sync::atomic::AtomicUsize::new(0),
             idle_stopped: Mutex::new(None),
+            moved: std::sync::atomic::AtomicBool::new(false),
             egress: Mutex::new(BTreeMap::new()),
         })
     }
 
-    /// Marks the extensions used now and, when `stop_if_idle` stopped them, starts them again
-    /// (each start bounded by its extension's timeout). Every use goes through here.
+    /// Marks the extensions used now and, when `stop_if_idle` stopped them or the working dir
+    /// moved (`move_to`), starts them again (each start bounded by its extension's timeout).
+    /// Every use goes through here.
     fn touch(self: &Arc<Self>) -> InUse<'_> {
-        self.in_use.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        use std::sync::atomic::Ordering::SeqCst;
+        self.in_use.fetch_add(1, SeqCst);
         let guard = InUse(self);
         let mut stopped = lock(&self.idle_stopped);
         *lock(&self.last_used) = Instant::now();
+        // Only this use under way (others wait on the lock above): no call of theirs is cut.
+        if self.in_use.load(SeqCst) == 1 && self.moved.swap(false, SeqCst) {
+            let processes: Vec<_> = {
+                let mut all = self.extensions.write().unwrap_or_else(|e| e.into_inner());
+                let keys: Vec<String> = all.iter().filter(|(_, e)| e.restartable()).map(|(k, _)| k.clone()).collect();
+                keys.into_iter().filter_map(|k| all.remove(&k)).collect()
+            };
+            if !processes.is_empty() {
+                log::info!(
+                    "session {}: working dir moved to {}; starting its {} extension process(es) there",
+                    self.session_id,
+                    self.working_dir().display(),
+                    processes.len()
+                );
+                let mut again: Vec<ExtensionConfig> = processes.iter().map(|e| e.config.clone()).collect();
+                let hs: Vec<_> = processes.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+                for h in hs {
+                    let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
+                }
+                again.extend(stopped.take().unwrap_or_default());
+                *stopped = Some(again);
+            }
+        }
         if let Some(configs) = stopped.take() {
             log::info!("session {}: used again; starting its {} extension(s)", self.session_id, configs.len());
             let results = self.load_all(configs);
@@ -410,10 +439,16 @@ impl SessionRuntime {
         self.working_dir.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Sets the dir the session's extensions start in from their next start (a restart after a
-    /// crash, after an idle stop, or one added); the running ones keep the dir they started in.
-    pub fn set_working_dir(&self, dir: PathBuf) {
-        *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir;
+    /// Moves the session to `dir`: every extension started from now on starts there, and the
+    /// running processes (stdio, builtin, inline Python) start again there at the session's
+    /// next use of its extensions that finds no call under way (`touch`) — a call under way is
+    /// never cut. Remote and frontend extensions have no working dir and keep running.
+    pub fn move_to(&self, dir: PathBuf) {
+        let mut wd = self.working_dir.write().unwrap_or_else(|e| e.into_inner());
+        if *wd != dir {
+            *wd = dir;
+            self.moved.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// The extensions whose last start failed (by name), with the error.
