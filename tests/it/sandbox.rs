@@ -5,7 +5,9 @@
 //! memory and processes: every attempt is refused and the server still answers. The same as
 //! root and as an unprivileged user. Real servers still work confined; a grant over gosling's
 //! dirs and bad sandbox values are refused naming the field; the start and its confinement
-//! are in the audit log.
+//! are in the audit log. As root the process limit is a pids cgroup (or the start says it does
+//! not hold); private temp dirs go with their extension and a dead gosling's at the next start;
+//! a confined Node program's `fetch` goes through the proxy.
 
 use crate::support::*;
 use serde_json::{json, Value};
