@@ -5,7 +5,9 @@
 //! memory and processes: every attempt is refused and the server still answers. The same as
 //! root and as an unprivileged user. Real servers still work confined; a grant over gosling's
 //! dirs and bad sandbox values are refused naming the field; the start and its confinement
-//! are in the audit log.
+//! are in the audit log. As root the process limit is a pids cgroup (or the start says it does
+//! not hold); private temp dirs go with their extension and a dead gosling's at the next start;
+//! a confined Node program's `fetch` goes through the proxy.
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -115,17 +117,19 @@ fn every_attempt_refused(run_as: Option<u32>) {
     refused(&s, &id, "hostile__environ", json!({"pid": gosling}));
     let mem = refused(&s, &id, "hostile__memory", json!({"mib": 4096}));
     assert!(mem.contains("MemoryError"), "{mem}");
-    if run_as.is_some() || gosling::sys::euid() != 0 {
+    // Unprivileged: RLIMIT_NPROC. As root (never held to it by the kernel): a pids cgroup,
+    // where one can be made; where not, the start says so (`as_root_the_start_says_…`).
+    let as_root = run_as.is_none() && gosling::sys::euid() == 0;
+    if !as_root || gosling::sys::pids_cgroup_base().is_ok() {
         let fork = refused(&s, &id, "hostile__fork", json!({"count": 500}));
         let forked: u32 =
             fork.split(" after ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
         assert!(forked < 64, "the fork bomb stopped at the limit of 64 processes: {fork}");
     } else {
-        // FIXME(issue 36): the kernel exempts uid 0 from RLIMIT_NPROC (copy_process checks
-        // INIT_USER), even inside a user namespace: a root gosling's extension is not held to
-        // its process limit yet (a pids cgroup would). Today's behaviour:
-        let fork = call(&s, &id, "hostile__fork", json!({"count": 100}));
-        assert_eq!(fork, "DONE forked 100");
+        eprintln!(
+            "no pids cgroup here ({:?}): a root extension's fork bomb is not held",
+            gosling::sys::pids_cgroup_base()
+        );
     }
     assert!(!outside.exists() && !Path::new("/tmp/gosling-sandbox-escape").exists());
 
@@ -419,4 +423,164 @@ fn approved_hosts_are_reached_through_gosling_and_others_are_refused_and_audited
         "no allowed and refused egress lines: {}",
         std::fs::read_to_string(&audit).unwrap_or_default()
     );
+}
+
+/// The private temp dirs of confined extensions under `<state>/tmp`, for `key`.
+fn tmp_dirs(home: &Path, key: &str) -> Vec<std::path::PathBuf> {
+    let Ok(rd) = std::fs::read_dir(home.join("state/tmp")) else { return Vec::new() };
+    rd.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(&format!("-{key}"))).collect()
+}
+
+/// Each start of a confined extension has a private temp dir (its `TMPDIR`), removed with it
+/// — removed from the session, stopped when idle, the server stopped — without following the
+/// links it planted there; a gosling killed before it could remove them leaves them to the
+/// next start, which removes those whose gosling is gone and leaves those of a gosling that
+/// still runs (several share a state dir) and the entries it cannot judge.
+#[test]
+fn private_temp_dirs_go_with_their_extension_and_stale_ones_at_the_next_start() {
+    if !confinable() {
+        return;
+    }
+    let s = Server::start();
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let outside = s.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("keep.txt"), "keep").unwrap();
+    let id = start_session(&s, &work, Some(vec![hostile_ext("tmpuser", json!({}))]));
+    started(&resume(&s, &id));
+    let dirs = tmp_dirs(s.home.path(), "tmpuser");
+    assert_eq!(dirs.len(), 1, "one private temp dir: {dirs:?}");
+    let tmp = dirs[0].clone();
+    // The extension writes there (its TMPDIR), and plants links out of it.
+    assert!(call(&s, &id, "tmpuser__write", json!({"path": tmp.join("scratch.txt")})).starts_with("DONE"));
+    std::os::unix::fs::symlink(&outside, tmp.join("link-out")).unwrap();
+    std::os::unix::fs::symlink(outside.join("keep.txt"), tmp.join("file-link")).unwrap();
+    let r = s.post("/agent/remove_extension", json!({"session_id": id, "name": "tmpuser"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!tmp.exists(), "removed with the extension: {}", tmp.display());
+    assert_eq!(std::fs::read_to_string(outside.join("keep.txt")).unwrap(), "keep", "the links were not followed");
+
+    // Killed: its dirs stay until the next start, which removes them and only them.
+    let r = s.post("/agent/add_extension", json!({"session_id": id, "config": hostile_ext("tmpuser", json!({}))}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let killed = tmp_dirs(s.home.path(), "tmpuser");
+    assert_eq!(killed.len(), 1, "{killed:?}");
+    std::os::unix::fs::symlink(&outside, killed[0].join("link-out")).unwrap();
+    let state_tmp = s.home.join("state/tmp");
+    // A gosling that still runs (this test process stands in for it), and an entry without a tag.
+    let live = state_tmp.join(format!("{}.0-s-live", gosling::sys::owner_tag()));
+    let untagged = state_tmp.join("20261129_1-untagged");
+    for d in [&live, &untagged] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let home = s.kill();
+    assert!(killed[0].exists(), "a killed gosling could not remove it");
+    let s = Server::start_in(home, ServerOpts::default());
+    assert!(!killed[0].exists(), "the next start removed the dir of the gosling that is gone");
+    assert!(live.exists() && untagged.exists(), "the dirs of a running gosling and untagged ones stay");
+    assert!(outside.join("keep.txt").exists(), "the sweep did not follow links");
+    let log = s.stderr();
+    assert!(log.contains("of a gosling that is gone"), "{log}");
+
+    // Stopped when idle, and when the server stops.
+    drop(s);
+    let idle = Server::start_with(ServerOpts {
+        env: vec![("GOSLING_IDLE_STOP_SECS".into(), "1".into())],
+        ..Default::default()
+    });
+    let work = idle.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let id = start_session(&idle, &work, Some(vec![hostile_ext("idler", json!({}))]));
+    started(&resume(&idle, &id));
+    let gone =
+        wait_for(std::time::Duration::from_secs(20), || tmp_dirs(idle.home.path(), "idler").is_empty().then_some(()));
+    assert!(gone.is_some(), "stopped when idle, its temp dir went: {:?}", tmp_dirs(idle.home.path(), "idler"));
+    // Used again: a new one, removed when the server stops (SIGTERM).
+    assert_eq!(call(&idle, &id, "idler__ping", json!({})), "pong");
+    assert_eq!(tmp_dirs(idle.home.path(), "idler").len(), 1);
+    // SIGTERM without reaping (the server's pid stays its own until `Drop` reaps it).
+    let _ = std::process::Command::new("kill").arg("-TERM").arg(idle.pid().to_string()).status();
+    let gone =
+        wait_for(std::time::Duration::from_secs(10), || tmp_dirs(idle.home.path(), "idler").is_empty().then_some(()));
+    assert!(gone.is_some(), "removed when the server stopped: {:?}", tmp_dirs(idle.home.path(), "idler"));
+}
+
+/// A confined Node program reaches an approved host with Node's own `fetch` — through
+/// gosling's proxy, which the child's environment names in the forms Node and npm read — and
+/// is refused any other host by the proxy; both connections are in the audit log.
+#[test]
+fn a_confined_node_programs_fetch_goes_through_the_proxy() {
+    if !confinable() {
+        return;
+    }
+    let Some(p) = peers() else {
+        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
+        return;
+    };
+    let (_approved, port) = http_hello();
+    let (_other, other) = http_hello();
+    let s = Server::start();
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let script = manifest_dir().join("tests/fakes/fetch_mcp_stdio.mjs");
+    let ext = json!({"type":"stdio","name":"nodefetch","description":"","cmd":p.node(),"args":[script],"timeout":60,
+        "sandbox":{"hosts":[format!("127.0.0.1:{port}")]}});
+    let id = start_session(&s, &work, Some(vec![ext]));
+    started(&resume(&s, &id));
+    let env = call(&s, &id, "nodefetch__env", json!({}));
+    assert!(
+        env.contains(
+            "NODE_USE_ENV_PROXY=1 HTTPS_PROXY=http://127.0.0.1:3128 npm_config_https_proxy=http://127.0.0.1:3128"
+        ),
+        "{env}"
+    );
+    let got = call(&s, &id, "nodefetch__fetch", json!({"url": format!("http://127.0.0.1:{port}/")}));
+    assert_eq!(got, format!("DONE 200 hello from {port}"), "Node's fetch through the proxy ({env})");
+    let refused = call(&s, &id, "nodefetch__fetch", json!({"url": format!("http://127.0.0.1:{other}/")}));
+    // Node tunnels even plain http:// through CONNECT: the proxy's 403 to it fails the fetch.
+    assert!(
+        refused.starts_with("REFUSED") || refused.starts_with("DONE 403") && refused.contains("allow_host"),
+        "the proxy's refusal: {refused}"
+    );
+    let audit = s.home.join("state/audit.jsonl");
+    let both = wait_for(std::time::Duration::from_secs(10), || {
+        let log = std::fs::read_to_string(&audit).ok()?;
+        let lines: Vec<Value> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["kind"] == "egress" && e["extension"] == "nodefetch")
+            .collect();
+        let seen = |p: u16, v: &str| lines.iter().any(|e| e["port"] == u64::from(p) && e["verdict"] == v);
+        (seen(port, "allowed") && seen(other, "refused")).then_some(())
+    });
+    assert!(both.is_some(), "no allowed and refused lines: {}", std::fs::read_to_string(&audit).unwrap_or_default());
+}
+
+/// As root the kernel never holds an extension to `RLIMIT_NPROC`: the start says whether a
+/// pids cgroup holds it instead, or plainly that the limit does not hold (here simulated by
+/// the test build: no pids cgroup).
+#[test]
+fn as_root_the_start_says_whether_the_process_limit_holds() {
+    if !confinable() || gosling::sys::euid() != 0 {
+        eprintln!("skipped: not root (RLIMIT_NPROC holds)");
+        return;
+    }
+    let none = ("GOSLING_TEST_NO_PIDS_CGROUP".to_string(), "1".to_string());
+    let s = Server::start_with(ServerOpts { env: vec![none], ..Default::default() });
+    let said = wait_for(std::time::Duration::from_secs(10), || s.stderr().contains("does NOT hold").then_some(()));
+    assert!(said.is_some(), "{}", s.stderr());
+    let log = s.stderr();
+    assert!(
+        log.contains("exempts root from RLIMIT_NPROC") && log.contains("run gosling as an unprivileged user"),
+        "{log}"
+    );
+    drop(s);
+    if gosling::sys::pids_cgroup_base().is_ok() {
+        let s = Server::start();
+        let said = wait_for(std::time::Duration::from_secs(10), || {
+            s.stderr().contains("each extension's process limit is a pids cgroup").then_some(())
+        });
+        assert!(said.is_some(), "{}", s.stderr());
+    }
 }

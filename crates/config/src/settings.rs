@@ -146,6 +146,12 @@ pub fn test_kernel_lacks_confinement(env: &dyn Env) -> bool {
     env.get("GOSLING_TEST_KERNEL_LACKS_CONFINEMENT").is_some()
 }
 
+/// Test builds: act as if no pids cgroup could be made (`GOSLING_TEST_NO_PIDS_CGROUP`), to
+/// test what a root gosling says when its extensions' process limit cannot hold.
+pub fn test_no_pids_cgroup(env: &dyn Env) -> bool {
+    env.get("GOSLING_TEST_NO_PIDS_CGROUP").is_some()
+}
+
 /// Test builds: whether the fault routes answer (`GOSLING_TEST_FAULTS`).
 pub fn test_faults(env: &dyn Env) -> bool {
     env.get("GOSLING_TEST_FAULTS").is_some()

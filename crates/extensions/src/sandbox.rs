@@ -201,10 +201,14 @@ impl Sandbox {
                 self.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             ));
         }
+        // The one place the approved hosts are named (the launcher's registry among them).
         out.push(if self.hosts.is_empty() {
             "Network: none".to_string()
         } else {
-            format!("Network: only {}", self.hosts.join(", "))
+            format!(
+                "Network: only {}, through gosling's proxy (what it sends there and gets back is up to those hosts)",
+                self.hosts.join(", ")
+            )
         });
         out.push(format!(
             "Limits: memory {} MiB, {} processes, {} open files",
@@ -390,6 +394,7 @@ pub fn confinement(
         write,
         limits: gosling_sys::Limits { memory_bytes: sb.memory, processes: sb.processes, open_files: sb.open_files },
         network,
+        pids_cgroup: None,
     })
 }
 
