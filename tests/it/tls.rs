@@ -377,12 +377,20 @@ fn a_streamed_reply_over_tls() {
         oa_finish("stop"),
         OA_DONE.to_string(),
     ])]);
+    // The server's socket timeout far beyond this client's (20 s): only its close ends the
+    // read to the end below.
     let server = tls_server(
         &["--tls"],
-        &[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "mock-model"), ("OPENAI_HOST", &llm.url())],
+        &[
+            ("GOOSE_PROVIDER", "openai"),
+            ("GOOSE_MODEL", "mock-model"),
+            ("OPENAI_HOST", &llm.url()),
+            ("GOSLING_IO_TIMEOUT_SECS", "120"),
+        ],
     );
     let pin = fingerprint_line(&server);
     let mut conn = BufReader::new(connect(&server.addr, &pin).unwrap());
+    conn.get_ref().sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let work = std::env::temp_dir();
     let started =
         exchange_json(&mut conn, "POST", "/agent/start", Some(SECRET), Some(&json!({"working_dir": work}))).unwrap();
@@ -422,6 +430,15 @@ fn a_streamed_reply_over_tls() {
         .collect();
     assert_eq!(text, "Hello over TLS");
     assert_eq!(events.last().unwrap()["type"], "Finish", "{events:?}");
+    // The event stream said `Connection: close` (the session's streamed answer of
+    // /agent/resume above did not, and its connection was reused) and keeps its word: the
+    // TLS session ends with close_notify right after the last chunk (rustls reports an EOF
+    // without it as an error), not at the server's socket timeout.
+    assert!(reply.headers.iter().any(|(k, v)| k == "connection" && v == "close"), "{:?}", reply.headers);
+    assert!(resumed.headers.iter().all(|(k, _)| k != "connection"), "{:?}", resumed.headers);
+    let mut rest = Vec::new();
+    conn.read_to_end(&mut rest).expect("the server closes the TLS session after the last chunk, with close_notify");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 }
 
 #[test]
