@@ -9,7 +9,10 @@
 //! once its handler has answered. Each handler runs inside `catch_unwind` (a panic is a 500 and the
 //! server lives on). Bodies are bounded (413) and sockets have read/write
 //! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
-//! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame. An
+//! Streaming bodies (SSE, a session read as it is sent) are written by us as HTTP/1.1 chunks,
+//! flushed frame by frame; `Connection: close` is said exactly when the connection ends after
+//! the body (`write_stream`), and a stopping server lets its streams end with their last chunk
+//! before it exits (`Server::finish_streams`). An
 //! upgraded connection (the WebSocket at `/acp`, `Body::Upgrade`) belongs to its handler after
 //! the 101 and holds no request slot.
 //! With `tls` (see `gosling_tls`) every connection is a rustls session; the rest is the same.
@@ -591,7 +594,10 @@ fn write_stream(rq: tiny_http::Request, status: u16, headers: &[(String, String)
         let mut chunked = Chunked(&mut w);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut chunked))) {
             Ok(r) => r,
-            Err(_) => Err(io::Error::other("the code writing it panicked")),
+            Err(_) => {
+                log::error!("http: the code writing the streamed body of {what} panicked");
+                Err(io::Error::other("the code writing it panicked"))
+            }
         }
     });
     let ended = body.and_then(|()| w.write_all(b"0\r\n\r\n")).and_then(|()| w.flush());
