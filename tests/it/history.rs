@@ -330,7 +330,9 @@ fn a_long_session_is_sent_over_http_as_it_is_read() {
     let ask = |method: &str, path: &str, body: &str| {
         let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
+        // A client that reads to the end asks for the close (the answer is delimited by its
+        // last chunk; without the close the connection would be kept for a next request).
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
         tcp.write_all(head.as_bytes()).unwrap();
         tcp
     };
