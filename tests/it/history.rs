@@ -330,7 +330,9 @@ fn a_long_session_is_sent_over_http_as_it_is_read() {
     let ask = |method: &str, path: &str, body: &str| {
         let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
+        // A client that reads to the end asks for the close (the answer is delimited by its
+        // last chunk; without the close the connection would be kept for a next request).
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
         tcp.write_all(head.as_bytes()).unwrap();
         tcp
     };
@@ -394,4 +396,41 @@ fn a_long_session_is_sent_over_http_as_it_is_read() {
     }
     let grew = peak_rss_kb(s.pid()).saturating_sub(before) * 1024;
     assert!(grew < bytes / 4, "sending {bytes} bytes of conversation twice took {grew} bytes more memory at its peak");
+}
+
+/// A client that stops reading a streamed answer (`GET /sessions/{id}`, chunked) for longer
+/// than the server's socket timeout: the server gives up on that body, its log says why and
+/// where, and the connection is closed at once without the last chunk. The client reads what
+/// was sent and then the end: a body visibly cut, never one that looks whole, nor a `408` where
+/// a chunk should be (before, the connection was kept after the failed body and tiny_http's
+/// `408` for the next request's read timeout followed the cut).
+#[test]
+fn a_streamed_answer_whose_client_stops_reading_is_closed_short_and_logged() {
+    use crate::support::{wait_for, Server, ServerOpts, TempDir};
+    use std::io::{Read, Write};
+    let home = TempDir::new("stalled-http");
+    let cwd = work_dir(&home);
+    write_long_session(&home, "20261128_2", &cwd, 10_000, 4_000);
+    // The server gives up on a write after 10 s without progress; the client waits at most
+    // half that for each read once it reads again, so only an end right after the failed body
+    // (not the server's next read timeout on that connection) ends its read in time.
+    let env = vec![("GOSLING_IO_TIMEOUT_SECS".to_string(), "10".to_string())];
+    let s = Server::start_in(home, ServerOpts { env, ..ServerOpts::default() });
+    let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(tcp, "GET /sessions/20261128_2 HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").unwrap();
+    let mut first = [0u8; 4096];
+    let got = tcp.read(&mut first).unwrap();
+    // Nothing more is read until the server has given up on the body.
+    let logged = wait_for(Duration::from_secs(60), || {
+        s.stderr().lines().find(|l| l.contains("stopped short")).map(str::to_string)
+    });
+    let line = logged.unwrap_or_else(|| panic!("the server logs why the body ended short: {}", s.stderr()));
+    assert!(line.contains("GET /sessions/20261128_2") && line.contains("WARN"), "{line}");
+    let mut all = first[..got].to_vec();
+    tcp.read_to_end(&mut all).expect("the server closes the connection right after the failed body");
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.starts_with("HTTP/1.1 200") && !text.ends_with("\r\n0\r\n\r\n"), "the body is visibly cut");
+    assert!(!text.contains("HTTP/1.1 408"), "nothing follows the cut body");
+    assert_eq!(s.get("/status").status, 200, "the server goes on");
 }
