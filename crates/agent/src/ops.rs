@@ -21,7 +21,7 @@ use crossbeam_channel::Receiver;
 use gosling_extensions::config::{ExtensionConfig, ExtensionEntry, ExtensionStore, Unresolved};
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{LoadResult, SessionRuntime, ToolDelegate};
-use gosling_store::sessions::Session;
+use gosling_store::sessions::{Listed, Listing, Session};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +48,34 @@ pub struct SessionQuery<'a> {
     pub query: Option<&'a str>,
     /// How long messages are read before the answer goes with what was found.
     pub budget: std::time::Duration,
+}
+
+/// What a history search found (`Host::search_sessions`): positions in the store's listing,
+/// newest first; nothing is copied or parsed until a front end takes its page.
+pub struct SessionsFound {
+    listing: Listing,
+    /// The positions kept (`None`: every session).
+    kept: Option<Vec<usize>>,
+    /// With a query: `Some(false)` when the budget ran out before the oldest sessions' messages
+    /// were read.
+    pub complete: Option<bool>,
+}
+
+impl SessionsFound {
+    /// How many sessions were found.
+    pub fn len(&self) -> usize {
+        self.kept.as_ref().map_or(self.listing.len(), Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sessions found, newest first, from the `start`th on.
+    pub fn page(&self, start: usize) -> impl Iterator<Item = Listed<'_>> {
+        let n = self.len();
+        (start.min(n)..n).filter_map(move |i| self.listing.get(self.kept.as_ref().map_or(i, |k| k[i])))
+    }
 }
 
 /// A new session (`/agent/start`, ACP `session/new`).
@@ -351,27 +379,40 @@ impl Host {
 
     /// The sessions a history search asks for, newest first: of `types` (goose's session
     /// types; empty: all), in `working_dir` if given, and, with a `query`, those whose name or
-    /// (read newest first within `budget`) whose messages hold it, ignoring case. The second
-    /// value is `Some(false)` when the budget ran out before the oldest sessions were read.
-    pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<(Vec<Session>, Option<bool>), Error> {
-        // Filtered before anything is parsed: a search over 10,000 sessions parses the few it
-        // finds, not every one.
-        let mut all = self.sessions.listed().map_err(Error::Store)?;
-        all.retain(|s| {
+    /// (read newest first within `budget`) whose messages hold it, ignoring case. Read from
+    /// the store's index: nothing is parsed and no conversation file is read for a listing
+    /// without a query; the caller takes the page it answers (`SessionsFound::page`).
+    pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<SessionsFound, Error> {
+        let listing = self.sessions.listed().map_err(Error::Store)?;
+        let wanted = |s: &Listed<'_>| {
             (q.types.is_empty() || q.types.contains(&s.session_type()))
                 && q.working_dir.is_none_or(|c| s.working_dir() == c)
-        });
-        let parse = |kept: Vec<gosling_store::sessions::Listed>| -> Result<Vec<Session>, Error> {
-            kept.iter().map(|s| s.session().map_err(Error::Store)).collect()
         };
-        let Some(query) = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty()) else {
-            return Ok((parse(all)?, None));
+        let query = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty());
+        let Some(query) = query else {
+            let filtered = !q.types.is_empty() || q.working_dir.is_some();
+            let kept =
+                filtered.then(|| (0..listing.len()).filter(|&i| listing.get(i).is_some_and(|s| wanted(&s))).collect());
+            return Ok(SessionsFound { listing, kept, complete: None });
         };
-        let named = |s: &gosling_store::sessions::Listed| s.name().to_lowercase().contains(query.as_str());
-        let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id()).collect();
+        let mut hit = vec![false; listing.len()];
+        let mut others = Vec::new();
+        let mut at = Vec::new();
+        for (i, s) in listing.iter().enumerate().filter(|(_, s)| wanted(s)) {
+            if s.name_lower().contains(query.as_str()) {
+                hit[i] = true;
+            } else {
+                others.push(s);
+                at.push(i);
+            }
+        }
         let found = gosling_store::search::sessions_saying(&self.sessions, &others, &query, q.budget);
-        all.retain(|s| named(s) || found.ids.contains(s.id()));
-        Ok((parse(all)?, Some(found.complete)))
+        for n in found.hits {
+            hit[at[n]] = true;
+        }
+        drop(others);
+        let kept = Some(hit.iter().enumerate().filter(|(_, h)| **h).map(|(i, _)| i).collect());
+        Ok(SessionsFound { listing, kept, complete: Some(found.complete) })
     }
 
     /// Every session's listing entry as one JSON array, built without serializing (the store
