@@ -146,6 +146,10 @@ const CHANGES_MAX_BYTES: u64 = 4 << 20;
 /// How long a listing waits for the index the store loads when it opens.
 const LOAD_WAIT: Duration = Duration::from_secs(60);
 
+/// Past this many sessions changed by other processes at once, the index's order is sorted
+/// again rather than kept entry by entry (each move shifts the order's array).
+const REORDER_AFTER: usize = 64;
+
 /// A temp file older than this is a write a crash interrupted (a write takes milliseconds);
 /// a younger one may be another process's write in progress.
 const STALE_TEMP: Duration = Duration::from_secs(600);
@@ -1789,6 +1793,10 @@ impl Inner {
             .filter_map(|l| std::str::from_utf8(l).ok())
             .filter(|id| valid_id(id))
             .collect();
+        if ids.len() > REORDER_AFTER {
+            // Sorted once at the next listing rather than moved entry by entry.
+            lock(&self.index).order = None;
+        }
         for id in ids {
             match self.derive(id, false) {
                 Ok(Some(d)) => {
