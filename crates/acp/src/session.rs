@@ -722,8 +722,9 @@ impl Agent {
         let (query, cwd, start) = (p.query.as_deref(), p.cwd.as_deref(), p.cursor);
         let asked = SessionQuery { types, working_dir: cwd, query, budget: SEARCH_BUDGET };
         let found = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
-        let page: Vec<Value> = found.page(start).take(LIST_PAGE).map(|s| crate::shapes::listed_info(&s)).collect();
-        let next = (start + LIST_PAGE < found.len()).then(|| (start + LIST_PAGE).to_string());
+        let (page, more) = found.page(start, LIST_PAGE);
+        let page: Vec<Value> = page.iter().map(crate::shapes::listed_info).collect();
+        let next = more.then(|| (start + LIST_PAGE).to_string());
         Ok(SessionList { sessions: page, next_cursor: next, search_complete: found.complete }.to_value())
     }
 

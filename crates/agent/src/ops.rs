@@ -51,30 +51,40 @@ pub struct SessionQuery<'a> {
 }
 
 /// What a history search found (`Host::search_sessions`): positions in the store's listing,
-/// newest first; nothing is copied or parsed until a front end takes its page.
+/// newest first; nothing is copied or parsed until a front end takes its page, and a listing
+/// without a query is filtered only as far as the page taken (`iter`).
 pub struct SessionsFound {
     listing: Listing,
-    /// The positions kept (`None`: every session).
-    kept: Option<Vec<usize>>,
+    found: Kept,
     /// With a query: `Some(false)` when the budget ran out before the oldest sessions' messages
     /// were read.
     pub complete: Option<bool>,
 }
 
+enum Kept {
+    /// The positions found by a search.
+    Searched(Vec<usize>),
+    /// Every session of these types (empty: all) in this working dir (if any), as iterated.
+    Filter { types: Vec<String>, working_dir: Option<String> },
+}
+
 impl SessionsFound {
-    /// How many sessions were found.
-    pub fn len(&self) -> usize {
-        self.kept.as_ref().map_or(self.listing.len(), Vec::len)
+    /// The sessions found, newest first.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Listed<'_>> + '_> {
+        match &self.found {
+            Kept::Searched(at) => Box::new(at.iter().filter_map(|&i| self.listing.get(i))),
+            Kept::Filter { types, working_dir } => Box::new(self.listing.iter().filter(move |s| {
+                (types.is_empty() || types.iter().any(|t| t == s.session_type()))
+                    && working_dir.as_deref().is_none_or(|c| s.working_dir() == c)
+            })),
+        }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The sessions found, newest first, from the `start`th on.
-    pub fn page(&self, start: usize) -> impl Iterator<Item = Listed<'_>> {
-        let n = self.len();
-        (start.min(n)..n).filter_map(move |i| self.listing.get(self.kept.as_ref().map_or(i, |k| k[i])))
+    /// The `size` sessions found from the `start`th on, and whether more follow.
+    pub fn page(&self, start: usize, size: usize) -> (Vec<Listed<'_>>, bool) {
+        let mut all = self.iter().skip(start);
+        let page = all.by_ref().take(size).collect();
+        (page, all.next().is_some())
     }
 }
 
@@ -381,7 +391,8 @@ impl Host {
     /// types; empty: all), in `working_dir` if given, and, with a `query`, those whose name or
     /// (read newest first within `budget`) whose messages hold it, ignoring case. Read from
     /// the store's index: nothing is parsed and no conversation file is read for a listing
-    /// without a query; the caller takes the page it answers (`SessionsFound::page`).
+    /// without a query; the caller takes the page it answers (`SessionsFound::page`), and a listing
+    /// without a query looks at no more sessions than that page.
     pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<SessionsFound, Error> {
         let listing = self.sessions.listed().map_err(Error::Store)?;
         let wanted = |s: &Listed<'_>| {
@@ -390,10 +401,9 @@ impl Host {
         };
         let query = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty());
         let Some(query) = query else {
-            let filtered = !q.types.is_empty() || q.working_dir.is_some();
-            let kept =
-                filtered.then(|| (0..listing.len()).filter(|&i| listing.get(i).is_some_and(|s| wanted(&s))).collect());
-            return Ok(SessionsFound { listing, kept, complete: None });
+            let types = q.types.iter().map(|t| t.to_string()).collect();
+            let found = Kept::Filter { types, working_dir: q.working_dir.map(str::to_string) };
+            return Ok(SessionsFound { listing, found, complete: None });
         };
         let mut hit = vec![false; listing.len()];
         let mut others = Vec::new();
@@ -411,8 +421,8 @@ impl Host {
             hit[at[n]] = true;
         }
         drop(others);
-        let kept = Some(hit.iter().enumerate().filter(|(_, h)| **h).map(|(i, _)| i).collect());
-        Ok(SessionsFound { listing, kept, complete: Some(found.complete) })
+        let at = hit.iter().enumerate().filter(|(_, h)| **h).map(|(i, _)| i).collect();
+        Ok(SessionsFound { listing, found: Kept::Searched(at), complete: Some(found.complete) })
     }
 
     /// Every session's listing entry as one JSON array, built without serializing (the store

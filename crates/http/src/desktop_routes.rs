@@ -126,7 +126,7 @@ pub fn search(app: &App, req: &Request) -> R {
     let found = app.search_sessions(&asked)?;
     // The entries as the store's index holds them (goose's Session JSON), copied, not parsed.
     let mut body = Vec::from(&b"["[..]);
-    let dated = found.page(0).filter(|m| {
+    let dated = found.iter().filter(|m| {
         after.as_deref().is_none_or(|a| m.updated_at() >= a) && before.as_deref().is_none_or(|b| m.updated_at() <= b)
     });
     for (i, m) in dated.take(limit).enumerate() {
