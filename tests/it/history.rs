@@ -434,3 +434,55 @@ fn a_streamed_answer_whose_client_stops_reading_is_closed_short_and_logged() {
     assert!(!text.contains("HTTP/1.1 408"), "nothing follows the cut body");
     assert_eq!(s.get("/status").status, 200, "the server goes on");
 }
+
+/// History search over sessions another process changes: each process keeps what it learnt of
+/// a session's messages with the session's index entry, and checks the file again only once
+/// the entry is replaced — by its own change, or by one another process noted in `.changes`
+/// (`store::search`). So what the other process appended, cut, created, renamed or deleted is
+/// what the next search finds, however many searches ran before.
+#[test]
+fn a_search_finds_what_another_process_changed_since_the_last_search() {
+    let home = TempDir::new("history-search-shared");
+    let cwd = work_dir(&home);
+    let model = Model::start();
+    let (one, two) = (start_gosling(&home, &model), start_gosling(&home, &model));
+    let (mut a, mut b) = (Acp::open(&one), Acp::open(&two));
+    let found = |a: &mut Acp, q: &str| -> Vec<String> {
+        let r = a.ok("session/list", json!({"_meta":{"types":["user"],"query":q}}));
+        assert_eq!(r["_meta"]["searchComplete"], true, "{r}");
+        r["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap().to_string()).collect()
+    };
+    let sid = a.ok("session/new", json!({"cwd":cwd,"mcpServers":[]}))["sessionId"].as_str().unwrap().to_string();
+    a.ok("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"hello"}]}));
+    // Searched twice here first: the second answers from what the first learnt.
+    for _ in 0..2 {
+        assert!(found(&mut a, "okapi").is_empty());
+        assert_eq!(found(&mut a, "there"), std::slice::from_ref(&sid), "the model's answer");
+    }
+    // Appended by the other process.
+    b.ok("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    next_second();
+    b.ok("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"where is the Okapi?"}]}));
+    assert_eq!(found(&mut a, "okapi"), std::slice::from_ref(&sid), "an append by the other process");
+    let listed = a.ok("session/list", json!({}));
+    assert_eq!(listed["sessions"][0]["_meta"]["messageCount"], 4, "{listed}");
+    // Cut by the other process (edit): gone from the search.
+    b.ok("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    let okapi = b.replayed_user_messages().iter().find(|(t, _)| t.contains("Okapi")).unwrap().1;
+    b.ok("_goose/unstable/session/conversation/truncate", json!({"sessionId":sid,"truncateFrom":okapi}));
+    assert!(found(&mut a, "okapi").is_empty(), "cut by the other process");
+    assert_eq!(found(&mut a, "hello"), std::slice::from_ref(&sid));
+    // A session the other process creates, renames and deletes.
+    let other = b.ok("session/new", json!({"cwd":cwd,"mcpServers":[]}))["sessionId"].as_str().unwrap().to_string();
+    b.ok("session/prompt", json!({"sessionId":other,"prompt":[{"type":"text","text":"hello"}]}));
+    next_second();
+    b.ok("session/prompt", json!({"sessionId":other,"prompt":[{"type":"text","text":"an Okapi at last"}]}));
+    assert_eq!(found(&mut a, "okapi"), std::slice::from_ref(&other), "a session of the other process");
+    b.ok("_goose/unstable/session/rename", json!({"sessionId":other,"title":"Zoo day"}));
+    assert_eq!(found(&mut a, "zoo day"), std::slice::from_ref(&other), "renamed by the other process");
+    b.ok("session/delete", json!({"sessionId":other}));
+    assert!(found(&mut a, "okapi").is_empty(), "deleted by the other process");
+    // And the other way round: what this process did is what the other finds.
+    a.ok("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"a Quagga, now"}]}));
+    assert_eq!(found(&mut b, "quagga"), std::slice::from_ref(&sid));
+}

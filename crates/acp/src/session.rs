@@ -715,15 +715,17 @@ impl Agent {
     }
 
     /// `session/list`: newest first, `_meta.types` (goose's session types; default all) and
-    /// `_meta.query` (words in the title), 50 a page, `cursor` the offset of the next one.
+    /// `_meta.query` (text of the title or the messages), 50 a page, `cursor` the offset of
+    /// the next one; the page's entries from the store's index (nothing parsed).
     fn list(&self, p: &acp::ListSessions) -> Reply {
         let types: Vec<&str> = p.types.iter().map(String::as_str).collect();
         let (query, cwd, start) = (p.query.as_deref(), p.cwd.as_deref(), p.cursor);
         let asked = SessionQuery { types, working_dir: cwd, query, budget: SEARCH_BUDGET };
-        let (all, searched) = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
-        let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
-        let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
-        Ok(SessionList { sessions: page, next_cursor: next, search_complete: searched }.to_value())
+        let found = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
+        let (page, more) = found.page(start, LIST_PAGE);
+        let page: Vec<Value> = page.iter().map(crate::shapes::listed_info).collect();
+        let next = more.then(|| (start + LIST_PAGE).to_string());
+        Ok(SessionList { sessions: page, next_cursor: next, search_complete: found.complete }.to_value())
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
