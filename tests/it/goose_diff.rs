@@ -7,7 +7,7 @@
 //!
 //! Every answer's shape is compared recursively: keys, JSON types, the values of enum-like
 //! keys (`type`, `sessionUpdate`, `stopReason`, …); array items are merged into one shape per
-//! array. The notifications and agent→client requests are compared per kind over the whole run
+//! array; where both refuse, the error's code and the shape of its `data`. The notifications and agent→client requests are compared per kind over the whole run
 //! (goose sends some of a `session/new`'s notifications after its answer). gosling may add keys
 //! under `_meta`; every other difference must be listed, with its reason, in
 //! `tests/contract/goose-differences.json`: `intended` (gosling answers so on purpose) or `gap`
@@ -648,7 +648,21 @@ fn differences(goose: &Run, ours: &Run) -> Vec<Diff> {
                 os.add(or, "");
                 compare(&format!("{label}: result"), &gs, &os, &mut out);
             }
-            (None, None) => {}
+            (None, None) => {
+                // Both refused: the same code, and the error's data of the same shape.
+                let (ge, oe) = (&g["error"], &o["error"]);
+                if ge["code"] != oe["code"] {
+                    out.push(Diff {
+                        at: format!("{label}: error.code"),
+                        what: "value",
+                        detail: format!("goose answered {ge}, gosling {oe}").chars().take(600).collect(),
+                    });
+                }
+                let (mut gs, mut os) = (Shape::default(), Shape::default());
+                gs.add(&ge["data"], "");
+                os.add(&oe["data"], "");
+                compare(&format!("{label}: error.data"), &gs, &os, &mut out);
+            }
             _ => out.push(Diff {
                 at: format!("{label}: answer"),
                 what: "answer",
@@ -879,7 +893,14 @@ fn faults_answer_as_goose_does() {
         }
         let (_, unasked) = d.prompt("prompt, extension restarted", &sid, "please echo hi");
         let expected = if who == "goose" { "failed" } else { "completed" };
-        assert_eq!(tool_ends(&unasked), [expected], "{who}: the tool after the restart");
+        let updates: Vec<&Value> =
+            unasked.iter().filter(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update").collect();
+        assert_eq!(
+            tool_ends(&unasked),
+            [expected],
+            "{who}: the tool after the restart: {updates:?}\nserver log:\n{}",
+            serve.stderr()
+        );
         runs.push(d.run);
     }
     judge(&runs[0], &runs[1], "faults");
