@@ -455,10 +455,36 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
         assert!(Instant::now() < deadline, "the prompt did not reach the model within 30 s");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Steer the running turn with the run id it was announced with (Desktop's steer path).
+    let from = d.run.unasked.len();
+    let run_id = loop {
+        let announced = d.run.unasked[from..]
+            .iter()
+            .find_map(|m| m["params"]["update"]["_meta"]["goose"]["activeRunId"].as_str().map(str::to_string));
+        if let Some(run) = announced {
+            break run;
+        }
+        let m = d.ws.text();
+        d.take(m);
+    };
+    let steer =
+        |run: &str| json!({"sessionId":sid,"expectedRunId":run,"prompt":[{"type":"text","text":"and be brief"}]});
+    let steered = d.call("session/steer", &g("session/steer"), steer(&run_id));
+    // The steer is confirmed with the message id it was answered with (Desktop keeps the
+    // message it showed only then).
+    let message_id = steered["messageId"].as_str().unwrap_or_else(|| panic!("no messageId: {steered}")).to_string();
+    let confirmed =
+        |m: &Value| m["params"]["update"]["_meta"]["goose"]["queuedSteer"]["messageId"] == message_id.as_str();
+    while !d.run.unasked[from..].iter().any(confirmed) {
+        let m = d.ws.text();
+        d.take(m);
+    }
+    d.call("session/steer another run", &g("session/steer"), steer("run_not_this_one"));
     d.ws.send_text(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":sid}}));
     let cancelled = d.wait(id, "session/prompt cancelled");
     d.model.release.store(true, Ordering::SeqCst);
     assert_eq!(cancelled["stopReason"], "cancelled");
+    d.call("session/steer ended run", &g("session/steer"), steer(&run_id));
     d.call("session/list", "session/list", json!({"_meta":{"types":["user","scheduled"]}}));
     // A word of the second message only: neither server's title has it.
     d.call("session/list query", "session/list", json!({"_meta":{"types":["user","scheduled"],"query":"zebra"}}));
@@ -501,6 +527,14 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     d.call("sources/list", &g("sources/list"), json!({}));
     d.call("apps/list", &g("apps/list"), json!({}));
     d.call("context/report", &g("context/report"), json!({"sessionId":sid,"unrolledAgentLoop":false}));
+    d.call("session/live-voice/availability", &g("session/live-voice/availability"), json!({"sessionId":sid}));
+    // A pasted image (a 1x1 PNG) with the text, to an OpenAI model.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    d.call(
+        "session/prompt image",
+        "session/prompt",
+        json!({"sessionId":sid,"prompt":[{"type":"text","text":"what is this"},{"type":"image","mimeType":"image/png","data":png}]}),
+    );
     d.call(
         "tools/permissions/set",
         &g("tools/permissions/set"),

@@ -327,7 +327,22 @@ impl Agent {
             Request::Goose { method, call } => {
                 // Some start extensions or wait for them.
                 let (me, goose) = (self.clone(), self.goose);
-                return later(&req, move || goose(&me, &method, call));
+                let steered = match &call {
+                    crate::goose_params::GooseCall::Steer { session_id, .. } => Some(session_id.clone()),
+                    _ => None,
+                };
+                return later(&req, move || {
+                    let answer = goose(&me, &method, call);
+                    // A steer taken is confirmed as goose confirms it, so Desktop keeps the
+                    // message it showed for it even when the turn ends before the model reads it.
+                    if let (Some(sid), Ok(v)) = (&steered, &answer) {
+                        if let (Some(run), Some(message)) = (v["runId"].as_str(), v["messageId"].as_str()) {
+                            let queued = SessionUpdate::QueuedSteer { run_id: run.into(), message_id: message.into() };
+                            me.conn.update(sid, &queued);
+                        }
+                    }
+                    answer
+                });
             }
             Request::NewSession(p) => {
                 let me = self.clone();

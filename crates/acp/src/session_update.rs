@@ -37,6 +37,10 @@ pub enum SessionUpdate {
     /// goose's `session_info_update` naming the turn running now (`_meta.goose.activeRunId`),
     /// which Desktop steers into; `None` when it ended.
     ActiveRun(Option<String>),
+    /// goose's `session_info_update` confirming a steered message (`_meta.goose.queuedSteer`):
+    /// Desktop keeps the message it showed for the steer only once this (or the message's
+    /// own chunk) names it, and drops it when the turn ends unconfirmed.
+    QueuedSteer { run_id: String, message_id: String },
     /// ACP's `notice`: something the person should know outside a message (an extension that
     /// failed to start, a model call retried). Sent only to a client whose `initialize`
     /// advertised `clientCapabilities.session.notices`. gosling never compacts a conversation,
@@ -182,7 +186,7 @@ impl SessionUpdate {
             SessionUpdate::ConfigOptions(_) => "config_option_update",
             SessionUpdate::SessionInfo { .. } => "session_info_update",
             SessionUpdate::Usage { .. } | SessionUpdate::ContextUsage { .. } => "usage_update",
-            SessionUpdate::ActiveRun(_) => "session_info_update",
+            SessionUpdate::ActiveRun(_) | SessionUpdate::QueuedSteer { .. } => "session_info_update",
             SessionUpdate::MessageUsage(_) => "message_usage",
             SessionUpdate::Notice(_) => "notice",
         }
@@ -254,6 +258,9 @@ impl SessionUpdate {
                 put(m, "size", *size);
             }
             SessionUpdate::ActiveRun(run) => put(m, "_meta", json!({ "goose": { "activeRunId": run } })),
+            SessionUpdate::QueuedSteer { run_id, message_id } => {
+                put(m, "_meta", json!({ "goose": { "queuedSteer": { "messageId": message_id, "runId": run_id } } }))
+            }
             SessionUpdate::MessageUsage(u) => {
                 put(m, "messageId", u.message_id.as_str());
                 let mut usage = json!({ "inputTokens": u.input, "outputTokens": u.output,
@@ -309,6 +316,16 @@ mod tests {
 
     fn meta() -> Option<GooseMeta> {
         Some(GooseMeta { message_id: "m1".into(), created: 7, tool: None, steer: false })
+    }
+
+    #[test]
+    fn queued_steer_has_gooses_shape() {
+        let u = SessionUpdate::QueuedSteer { run_id: "run_1".into(), message_id: "msg_1".into() };
+        assert_eq!(
+            u.to_value(),
+            json!({"sessionUpdate": "session_info_update",
+                "_meta": {"goose": {"queuedSteer": {"messageId": "msg_1", "runId": "run_1"}}}})
+        );
     }
 
     #[test]
