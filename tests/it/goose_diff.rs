@@ -188,9 +188,13 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool, faults: &Mu
             std::thread::sleep(Duration::from_millis(10));
         }
         (Some("slow"), None)
+    } else if said.contains("ramble") {
+        (Some("Once upon a time"), None)
     } else {
         (Some("Hello there"), None)
     };
+    // "ramble": the model stops at its output limit.
+    let finish = if text == Some("Once upon a time") { "length" } else { "stop" };
     let call = |name: &str| json!([{"index":0,"id":"call_1","type":"function","function":{"name":name,"arguments":"{\"message\":\"hi\"}"}}]);
     let usage = json!({"prompt_tokens":100,"completion_tokens":10,"total_tokens":110});
     if req["stream"] == true {
@@ -202,7 +206,7 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool, faults: &Mu
         };
         let mut events = match (&text, &tool) {
             (Some(t), _) => {
-                vec![chunk(json!({"role":"assistant","content":t}), Value::Null), chunk(json!({}), json!("stop"))]
+                vec![chunk(json!({"role":"assistant","content":t}), Value::Null), chunk(json!({}), json!(finish))]
             }
             (None, Some(name)) => vec![
                 chunk(json!({"role":"assistant","tool_calls":call(name)}), Value::Null),
@@ -228,7 +232,7 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool, faults: &Mu
             (None, None) => unreachable!(),
         };
         let b = json!({"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o",
-            "choices":[{"index":0,"message":message,"finish_reason":"stop"}],"usage":usage})
+            "choices":[{"index":0,"message":message,"finish_reason":finish}],"usage":usage})
         .to_string();
         let _ = write!(
             out,
@@ -820,7 +824,7 @@ fn extension_process(pid: u32, script: &str) -> Option<u32> {
 /// The faults a Desktop user meets in a chat, sent to both servers as Desktop 1.5x sends its
 /// prompts: the model refuses once (HTTP 429 with `Retry-After`, HTTP 500) or ends its stream
 /// before the first event once, and answers the next attempt; it fails every attempt; it cuts
-/// its stream after the first words; the process of the session's extension dies, and its tool
+/// its stream after the first words; it stops at its output limit; the process of the session's extension dies, and its tool
 /// is called right after, and again once gosling has restarted it. The shapes are judged as in
 /// `desktop_sequence_answers_as_goose_does` (entries marked `"test": "faults"`), and what each
 /// server does is held here: goose 1.52 sends no notice or status for a retry or a dead
@@ -906,6 +910,19 @@ fn faults_answer_as_goose_does() {
             let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("an error: {answer}"));
             assert!(message.contains("stream ended before completion") && message.contains("retry"), "{message}");
         }
+
+        // The model stops at its output limit: ACP's max_tokens, and the message flagged so
+        // (Desktop shows a warning under it).
+        let (answer, unasked) = d.prompt("prompt, model at its output limit", &sid, "please ramble");
+        assert_eq!(answer["result"]["stopReason"], "max_tokens", "{who}: {answer}");
+        assert!(said(&unasked).starts_with("Once upon a time"), "{who}: {}", said(&unasked));
+        let flagged = unasked.iter().any(|m| {
+            let g = &m["params"]["update"]["_meta"]["goose"];
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                && g["outputTokenLimitReached"] == true
+                && g["fallbackContent"] == true
+        });
+        assert!(flagged, "{who}: no chunk says the answer stopped at the output limit: {unasked:?}");
 
         let pid = extension_process(serve.child.id(), &script)
             .unwrap_or_else(|| panic!("{who}: the session's extension process is not running"));

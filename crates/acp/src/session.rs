@@ -986,6 +986,8 @@ impl Agent {
         // Tool calls announced and not yet closed: a cancel closes them (failed), so no editor
         // keeps a spinner for a call that will never report.
         let mut open_calls: Vec<String> = Vec::new();
+        // The last assistant message streamed (its id and time), which an output-limit note joins.
+        let mut last_reply: Option<(String, i64)> = None;
         let mut cancelled_at = None;
         // The turn's tokens, for the answer's `usage` (none yet: zero).
         let mut used = TurnUsage::default();
@@ -1015,6 +1017,9 @@ impl Agent {
             }
             match ev {
                 Event::Message { message, tokens } => {
+                    if let (gosling_store::message::Role::Assistant, Some(id)) = (&message.role, &message.id) {
+                        last_reply = Some((id.clone(), message.created));
+                    }
                     if let Some(u) = clock.see(Some(&message), &tokens) {
                         self.message_usage(sid, u);
                     }
@@ -1081,6 +1086,12 @@ impl Agent {
         let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
             (Outcome::Finished, _) => Ok(Prompted { stop: StopReason::EndTurn, usage: used }.to_value()),
+            (Outcome::OutputLimit, _) => {
+                if let Some((id, created)) = &last_reply {
+                    self.conn.update(sid, &updates::output_limit_note(id, *created));
+                }
+                Ok(Prompted { stop: StopReason::MaxTokens, usage: used }.to_value())
+            }
             (Outcome::OutOfTurns, _) => Ok(Prompted { stop: StopReason::MaxTurnRequests, usage: used }.to_value()),
             (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,

@@ -104,6 +104,11 @@ pub struct GooseMeta {
     pub tool: Option<(String, String)>,
     /// The person's text was steered into a running turn (`_meta.goose.steer`).
     pub steer: bool,
+    /// The chunk says the message stopped at the model's output limit
+    /// (`_meta.goose.outputTokenLimitReached` and `fallbackContent`): Desktop shows its own
+    /// warning under the message instead of this chunk's text when the message has text;
+    /// other clients show the text.
+    pub output_limit: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +163,10 @@ fn put_meta(m: &mut Map<String, Value>, meta: &Option<GooseMeta>) {
         }
         if g.steer {
             goose["steer"] = json!(true);
+        }
+        if g.output_limit {
+            goose["outputTokenLimitReached"] = json!(true);
+            goose["fallbackContent"] = json!(true);
         }
         put(m, "_meta", json!({ "goose": goose }));
     }
@@ -315,7 +324,17 @@ mod tests {
     use super::*;
 
     fn meta() -> Option<GooseMeta> {
-        Some(GooseMeta { message_id: "m1".into(), created: 7, tool: None, steer: false })
+        Some(GooseMeta { message_id: "m1".into(), created: 7, tool: None, steer: false, output_limit: false })
+    }
+
+    #[test]
+    fn an_output_limit_note_has_gooses_flags() {
+        let u = crate::updates::output_limit_note("m1", 7).to_value();
+        assert_eq!(u["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(u["messageId"], "m1");
+        assert_eq!(u["_meta"]["goose"]["outputTokenLimitReached"], true);
+        assert_eq!(u["_meta"]["goose"]["fallbackContent"], true);
+        assert!(u["content"]["text"].as_str().is_some_and(|t| t.contains("output limit")), "{u}");
     }
 
     #[test]
@@ -373,6 +392,7 @@ mod tests {
                 created: 7,
                 tool: Some(("x__y".into(), "x".into())),
                 steer: false,
+                output_limit: false,
             }),
         };
         assert_eq!(
