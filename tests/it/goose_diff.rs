@@ -310,6 +310,8 @@ struct Desktop<'a> {
     next: u64,
     run: Run,
     model: &'a Model,
+    /// The option a permission request is answered with (`allow_once` unless a step says).
+    permit: &'static str,
 }
 
 impl Desktop<'_> {
@@ -320,13 +322,13 @@ impl Desktop<'_> {
         id
     }
 
-    /// Takes one message that is not an answer: a permission request is answered `allow_once`.
+    /// Takes one message that is not an answer: a permission request is answered with `permit`.
     fn take(&mut self, m: Value) {
         if m["method"] == "session/request_permission" {
             let option = m["params"]["options"]
                 .as_array()
-                .and_then(|o| o.iter().find(|o| o["kind"] == "allow_once"))
-                .unwrap_or_else(|| panic!("no allow_once option: {m}"))["optionId"]
+                .and_then(|o| o.iter().find(|o| o["kind"] == self.permit))
+                .unwrap_or_else(|| panic!("no {} option: {m}", self.permit))["optionId"]
                 .clone();
             self.ws.send_text(
                 &json!({"jsonrpc":"2.0","id":m["id"],"result":{"outcome":{"outcome":"selected","optionId":option}}}),
@@ -401,7 +403,8 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let ws = Client::open(Box::new(tcp), &format!("/acp?token={SECRET}"), &[("Origin", "file://")]);
     assert_eq!(ws.status, 101, "{}", ws.body);
-    let mut d = Desktop { ws, next: 0, run: Run { answers: Vec::new(), unasked: Vec::new() }, model };
+    let mut d =
+        Desktop { ws, next: 0, run: Run { answers: Vec::new(), unasked: Vec::new() }, model, permit: "allow_once" };
     d.call(
         "initialize",
         "initialize",
@@ -849,7 +852,13 @@ fn faults_answer_as_goose_does() {
         tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let ws = Client::open(Box::new(tcp), &format!("/acp?token={SECRET}"), &[("Origin", "file://")]);
         assert_eq!(ws.status, 101, "{}", ws.body);
-        let mut d = Desktop { ws, next: 0, run: Run { answers: Vec::new(), unasked: Vec::new() }, model: &model };
+        let mut d = Desktop {
+            ws,
+            next: 0,
+            run: Run { answers: Vec::new(), unasked: Vec::new() },
+            model: &model,
+            permit: "allow_once",
+        };
         // Desktop 1.5x's initialize, and ACP's notices declared as an editor would.
         d.call(
             "initialize",
@@ -923,6 +932,21 @@ fn faults_answer_as_goose_does() {
                 && g["fallbackContent"] == true
         });
         assert!(flagged, "{who}: no chunk says the answer stopped at the output limit: {unasked:?}");
+
+        // The person refuses the tool call.
+        d.permit = "reject_once";
+        let (answer, unasked) = d.prompt("prompt, tool call rejected", &sid, "please echo hi");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{who}: {answer}");
+        assert_eq!(tool_ends(&unasked), ["failed"], "{who}: a refused call is closed as failed");
+        // "Always allow": the next call of the tool runs without asking.
+        d.permit = "allow_always";
+        let (_, unasked) = d.prompt("prompt, tool call always allowed", &sid, "please echo hi");
+        assert_eq!(tool_ends(&unasked), ["completed"], "{who}");
+        d.permit = "allow_once";
+        let (_, unasked) = d.prompt("prompt, tool call allowed before", &sid, "please echo hi");
+        let asked = unasked.iter().any(|m| m["method"] == "session/request_permission");
+        assert!(!asked, "{who}: asked again for a tool the person always allowed");
+        assert_eq!(tool_ends(&unasked), ["completed"], "{who}");
 
         let pid = extension_process(serve.child.id(), &script)
             .unwrap_or_else(|| panic!("{who}: the session's extension process is not running"));
