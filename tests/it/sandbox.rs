@@ -584,3 +584,117 @@ fn as_root_the_start_says_whether_the_process_limit_holds() {
         assert!(said.is_some(), "{}", s.stderr());
     }
 }
+
+/// The egress lines of the audit log for `extension`: (host, port, verdict).
+fn egress_lines(home: &Path, extension: &str) -> Vec<(String, u64, String)> {
+    let log = std::fs::read_to_string(home.join("state/audit.jsonl")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "egress" && e["extension"] == extension)
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+            (s("host"), e["port"].as_u64().unwrap_or(0), s("verdict"))
+        })
+        .collect()
+}
+
+/// Waits (each connection's line is written when it ends) until the audit log has an egress
+/// line of `extension` for each of `want` (host, port, verdict); the lines it has then.
+fn wait_for_egress(home: &Path, extension: &str, want: &[(&str, u16, &str)]) -> Vec<(String, u64, String)> {
+    let seen = |lines: &[(String, u64, String)]| {
+        want.iter().all(|(h, p, v)| lines.iter().any(|(lh, lp, lv)| lh == h && *lp == u64::from(*p) && lv == v))
+    };
+    wait_for(std::time::Duration::from_secs(30), || Some(egress_lines(home, extension)).filter(|l| seen(l)))
+        .unwrap_or_else(|| panic!("{extension}: no egress lines {want:?} in {:?}", egress_lines(home, extension)))
+}
+
+/// The operator setting for a network whose DNS answers public names with a non-public address
+/// (a transparent egress proxy, split-horizon DNS): `GOSLING_EGRESS_NETS` naming the addresses
+/// `names` resolve to here, when any is not public. Elsewhere (CI) nothing.
+fn egress_nets_for(names: &[&str]) -> Vec<(String, String)> {
+    use gosling::extensions::egress::{class_of, Class};
+    use std::net::ToSocketAddrs;
+    let mut odd: Vec<String> = Vec::new();
+    for n in names {
+        let addrs = (*n, 443).to_socket_addrs().unwrap_or_else(|e| panic!("{n} does not resolve here: {e}"));
+        for a in addrs.filter(|a| class_of(a.ip()) != Class::Public) {
+            if !odd.contains(&a.ip().to_string()) {
+                odd.push(a.ip().to_string());
+            }
+        }
+    }
+    if odd.is_empty() {
+        return Vec::new();
+    }
+    eprintln!("this network resolves {names:?} to {odd:?}: GOSLING_EGRESS_NETS lets approved names reach them");
+    vec![("GOSLING_EGRESS_NETS".to_string(), odd.join(","))]
+}
+
+/// Issue 36 item 3: an npx and a uvx launch that fetch their server on the first run, confined,
+/// with empty caches (the test's own home): each fetch goes through gosling's proxy to the
+/// launcher's registry, approved with the launcher (the audit log has the allowed CONNECTs),
+/// into exactly the launcher's caches (made for it; the rest of the home stays out of reach),
+/// and the server it fetched lists its tools and answers. Needs the network (npm, PyPI).
+#[test]
+fn launchers_fetch_on_their_first_run_confined_through_the_proxy() {
+    if !confinable() {
+        return;
+    }
+    let Some(p) = peers() else {
+        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
+        return;
+    };
+    let npx = gosling::config::settings::find_in_path(&gosling::config::ProcessEnv, "npx")
+        .expect("npx is not on PATH: install Node.js with npm (scripts/peers/install needs it too)");
+    let registries = ["registry.npmjs.org", "pypi.org", "files.pythonhosted.org"];
+    let s = Server::start_with(ServerOpts { env: egress_nets_for(&registries), ..Default::default() });
+    let home = s.home.path().to_path_buf();
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // Something of the home's own that no launcher's fetch may touch.
+    std::fs::create_dir_all(home.join(".cache/other")).unwrap();
+    std::fs::write(home.join(".cache/other/keep"), "keep").unwrap();
+    for c in [".npm", ".cache/uv", ".local/share/uv"] {
+        assert!(!home.join(c).exists(), "the caches start empty: {c}");
+    }
+    let exts = vec![
+        json!({"type":"stdio","name":"everything","description":"","cmd":npx,
+            "args":["-y", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"],"timeout":110}),
+        json!({"type":"stdio","name":"clock","description":"","cmd":p.get("MCP_PEER_UVX"),
+            "args":["mcp-server-time==2026.10.19", "--local-timezone", "UTC"],"timeout":110}),
+    ];
+    let id = start_session(&s, &work, Some(exts));
+    started(&resume(&s, &id));
+    let tools = s.get(&format!("/agent/tools?session_id={id}")).text();
+    assert!(tools.contains("everything__echo") && tools.contains("clock__get_current_time"), "{tools}");
+    let echo = call(&s, &id, "everything__echo", json!({"message": "fetched on first run"}));
+    assert!(echo.contains("fetched on first run"), "{echo}");
+    let now = call(&s, &id, "clock__get_current_time", json!({"timezone": "UTC"}));
+    assert!(now.contains("UTC"), "{now}");
+    // Fetched into the launchers' caches, which gosling made for them.
+    assert!(home.join(".npm/_npx").is_dir() && home.join(".npm/_cacache").is_dir(), "npx's cache");
+    assert!(std::fs::read_dir(home.join(".cache/uv")).unwrap().count() > 0, "uv's cache");
+    // Through gosling's proxy, to the registries approved with the launchers. A connection's
+    // line is written when it ends: npm keeps its connections open until the extension goes.
+    for name in ["everything", "clock"] {
+        let r = s.post("/agent/remove_extension", json!({"session_id": id, "name": name}));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    wait_for_egress(&home, "everything", &[("registry.npmjs.org", 443, "allowed")]);
+    wait_for_egress(&home, "clock", &[("pypi.org", 443, "allowed"), ("files.pythonhosted.org", 443, "allowed")]);
+    // Written there only: nothing else appeared in the home, nothing of its own changed.
+    let mut entries: Vec<String> =
+        std::fs::read_dir(&home).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    entries.sort();
+    assert_eq!(entries, [".cache", ".local", ".npm", "config", "server.stderr", "state", "work"], "{entries:?}");
+    let mut cache: Vec<String> = std::fs::read_dir(home.join(".cache"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    cache.sort();
+    assert_eq!(cache, ["other", "uv"]);
+    assert_eq!(std::fs::read_to_string(home.join(".cache/other/keep")).unwrap(), "keep");
+    let audit = std::fs::read_to_string(home.join("state/audit.jsonl")).unwrap();
+    assert!(audit.matches("\"confined\"").count() >= 2, "{audit}");
+}
