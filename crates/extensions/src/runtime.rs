@@ -853,8 +853,8 @@ impl SessionRuntime {
         // The spawn sent the listener, or never will: its sender goes with the spec.
         drop(spec);
         if let Some(egress) = egress {
-            // wait: the thread ends at once now that the sender is gone (it serves a listener it
-            // got, or gives up on none): `serve_egress`.
+            // The thread serves the listener it got, or gives up on none, at once (`serve_egress`).
+            // wait: ends at once, the sender being gone
             let served = egress.join().unwrap_or_else(|_| Err(std::io::Error::other("the egress thread panicked")));
             match served {
                 Ok(Some(handle)) => held.egress = Some(handle),
