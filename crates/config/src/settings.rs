@@ -128,6 +128,12 @@ pub fn unconfined(env: &dyn Env) -> bool {
     env.get("GOSLING_UNCONFINED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// `GOSLING_EGRESS_NETS`: networks that confined extensions' approved host names may resolve
+/// to besides public addresses (checked by `extensions::egress::operator_nets`).
+pub fn egress_nets(env: &dyn Env) -> Option<String> {
+    env.get("GOSLING_EGRESS_NETS")
+}
+
 /// The builtins a first run enables (`GOSLING_FIRST_RUN_EXTENSIONS`, comma-separated; `none`
 /// for none), else the developer builtin.
 pub fn first_run_extensions(env: &dyn Env) -> String {

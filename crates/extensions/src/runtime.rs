@@ -842,30 +842,57 @@ impl SessionRuntime {
                 return gosling_mcp::connect_http(&spec, opts).map(|c| (c, held)).map_err(Error::Start);
             }
         };
+        // The proxy serves from the child's first moment, not from the end of its start: a
+        // launcher fetches its package before it answers `initialize` (npx, uvx on a first run).
         let (proxy_tx, proxy_rx) = crossbeam_channel::bounded(1);
+        let proxied =
+            spec.confinement.as_ref().is_some_and(|c| matches!(c.network, gosling_sys::Network::Proxy { .. }));
+        let egress = if proxied { Some(self.serve_egress(config, proxy_rx, opts.timeout)?) } else { None };
         let spec = StdioSpec { proxy_to: Some(proxy_tx), ..spec };
-        let client = gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)?;
-        if let Ok(listener) = proxy_rx.try_recv() {
-            // Without its proxy the extension could reach none of its approved hosts: a
-            // failure here fails the start (the client is closed when dropped).
-            held.egress = Some(self.serve_egress(config, listener)?);
+        let client = gosling_mcp::connect_stdio(&spec, opts);
+        // The spawn sent the listener, or never will: its sender goes with the spec.
+        drop(spec);
+        if let Some(egress) = egress {
+            // The thread serves the listener it got, or gives up on none, at once (`serve_egress`).
+            // wait: ends at once, the sender being gone
+            let served = egress.join().unwrap_or_else(|_| Err(std::io::Error::other("the egress thread panicked")));
+            match served {
+                Ok(Some(handle)) => held.egress = Some(handle),
+                // Without its proxy the extension could reach none of its approved hosts: a
+                // failure here fails the start (the client is closed when dropped).
+                Err(e) => return Err(Error::Thread(e)),
+                Ok(None) => {}
+            }
         }
+        let client = client.map_err(Error::Start)?;
         Ok((client, held))
     }
 
     /// The egress of a confined extension with approved hosts: gosling's proxy
     /// (`egress::serve`) on the listener its network namespace holds, for the hosts of its
-    /// `sandbox` (its launcher's registry among them), each connection in the audit log. The
-    /// handle is held with the extension (`Held`): dropping it ends every pipe.
+    /// `sandbox` (its launcher's registry among them), each connection in the audit log. A
+    /// thread takes the listener as the spawn sends it (within the start's `timeout`, or until
+    /// the sender is gone) and serves it at once; it ends with the proxy's handle, held with the
+    /// extension (`Held`): dropping it ends every pipe.
     fn serve_egress(
         &self,
         config: &ExtensionConfig,
-        listener: std::net::TcpListener,
-    ) -> Result<crate::egress::Handle, Error> {
-        let policy = crate::egress::EgressPolicy::from_strings(&config.sandbox()?.hosts)?;
+        listener: crossbeam_channel::Receiver<std::net::TcpListener>,
+        timeout: Duration,
+    ) -> Result<std::thread::JoinHandle<std::io::Result<Option<crate::egress::Handle>>>, Error> {
+        let mut policy = crate::egress::EgressPolicy::from_strings(&config.sandbox()?.hosts)?;
+        policy.nets = crate::egress::operator_nets(
+            gosling_config::settings::egress_nets(&gosling_config::ProcessEnv).as_deref(),
+        )?;
         let key = runtime_key(config.name());
         let audit = crate::egress::Audit { log: self.deps.audit.clone(), extension: key };
-        crate::egress::serve(listener, policy, audit).map_err(Error::Thread)
+        std::thread::Builder::new()
+            .name("egress-start".into())
+            .spawn(move || match listener.recv_timeout(timeout) {
+                Ok(l) => crate::egress::serve(l, policy, audit).map(Some),
+                Err(_) => Ok(None),
+            })
+            .map_err(Error::Thread)
     }
 
     /// True when a stdio config runs this very gosling binary (`gosling mcp NAME`), by its
@@ -930,7 +957,19 @@ impl SessionRuntime {
         gosling_store::atomic::ensure_subdir(&tmp.path()).map_err(Error::Store)?;
         let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
         let own = crate::sandbox::own_dirs(&self.deps.state_dir);
-        let mut c = crate::sandbox::confinement(&sb, program, args, work, &tmp.path(), home.as_deref(), &own)
+        let caches = crate::sandbox::caches(&gosling_config::ProcessEnv);
+        for cache in crate::sandbox::launcher_caches(&program.display().to_string(), &caches) {
+            // Its first fetch goes there; a path that does not exist yet cannot be granted.
+            if std::fs::symlink_metadata(&cache).is_err() {
+                if let Err(e) = gosling_store::atomic::ensure_dir(&cache) {
+                    log::warn!(
+                        "extension {}: cannot make its launcher's cache ({e}); its first fetch will fail",
+                        config.name()
+                    );
+                }
+            }
+        }
+        let mut c = crate::sandbox::confinement(&sb, program, args, work, &tmp.path(), home.as_deref(), &caches, &own)
             .map_err(field_error)?;
         // Root is never held to RLIMIT_NPROC: its process limit is a pids cgroup.
         let pids = if gosling_sys::euid() == 0 {
