@@ -240,6 +240,8 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     log::info!("shutting down");
     server.stop();
     app.shutdown();
+    // The streamed bodies end with their last chunk before the process exits under them.
+    server.finish_streams(gosling_http::server::STREAMS_FINISH);
     end_orphans();
     Ok(())
 }

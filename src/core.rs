@@ -43,6 +43,18 @@ pub fn harden() -> Hardened {
         log::warn!("sandbox: this kernel lacks {missing}: stdio extensions are not started unless opted out (\"sandbox\": {{\"unconfined\": true}}, or GOSLING_UNCONFINED=1)");
     } else {
         log::info!("sandbox: stdio extensions run confined ({})", kernel.describe());
+        if gosling_sys::euid() == 0 {
+            // The kernel never holds root to RLIMIT_NPROC: a pids cgroup does, where one can be made.
+            match gosling_extensions::runtime::root_process_limit() {
+                Ok(dir) => log::info!(
+                    "sandbox: running as root: each extension's process limit is a pids cgroup under {}",
+                    dir.display()
+                ),
+                Err(why) => log::warn!(
+                    "sandbox: running as root, an extension's process limit (sandbox.processes) does NOT hold: the kernel exempts root from RLIMIT_NPROC and {why}; run gosling as an unprivileged user, or where it may make pids cgroups"
+                ),
+            }
+        }
     }
     Hardened { fd_limit: gosling_sys::raise_fd_limit() }
 }
@@ -65,6 +77,8 @@ pub fn check_dirs(cfg: &Config) -> Result<(), Error> {
 /// the trust policy (fetching GOOSE_ALLOWLIST once) and the `Host` over them.
 pub fn build(cfg: Config) -> Result<Arc<Host>, Error> {
     check_dirs(&cfg)?;
+    // The private temp dirs of confined extensions whose gosling is gone (killed, crashed).
+    gosling_extensions::runtime::sweep_stale_tmp(&cfg.state_dir);
     let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
     let sessions = SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
     let policy =

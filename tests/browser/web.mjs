@@ -212,19 +212,19 @@ async function main() {
   // violation, a stray 401) fails.
   const expected = { "401 (Unauthorized)": 1, "403 (Forbidden)": 1, "424 (Failed Dependency)": 1 };
   let restarting = false; // while the server restarts, the page's reconnects are refused
-  // Streams cut before their last chunk, by URL. A session's event stream may be cut (the page
-  // follows it again from its Last-Event-ID, tested above); any other cut body fails the test.
-  // Seen in CI only, not yet explained: the URLs are printed for that.
+  // Responses cut before their last chunk, by URL: none may be. (The server's restart below
+  // once cut the page's event stream: the process exited under it. A stopping server now ends
+  // its streams with their last chunk first.)
   const cutStreams = [];
   const watch = (p) => {
     p.on("requestfailed", (r) => {
       const why = (r.failure() || {}).errorText || "";
-      if (/ERR_INCOMPLETE_CHUNKED_ENCODING/.test(why)) cutStreams.push(r.url());
+      if (/ERR_INCOMPLETE_CHUNKED_ENCODING/.test(why)) { cutStreams.push(r.url()); console.log("cut before its last chunk: " + r.url()); }
     });
     p.on("console", (m) => {
       if (m.type() !== "error") return;
       if (restarting && /ERR_CONNECTION_REFUSED|401 \(Unauthorized\)/.test(m.text())) return;
-      if (/ERR_INCOMPLETE_CHUNKED_ENCODING/.test(m.text())) return; // judged by URL below
+      if (/ERR_INCOMPLETE_CHUNKED_ENCODING/.test(m.text())) return; // told by URL below
       const st = /status of (\d{3} \([^)]*\))/.exec(m.text());
       if (st && expected[st[1]] > 0) expected[st[1]] -= 1;
       else consoleErrors.push(m.text());
@@ -799,9 +799,7 @@ async function main() {
   if (steered.slice(-4).join("|") !== "Start slowly.|WORKING-ON-IT|And say STEERED.|STEERED-ANSWER") throw new Error("steer: " + JSON.stringify(steered.slice(-4)));
   await shotBoth(page, "history-fork-edit-steer");
 
-  if (cutStreams.length) console.log("streams cut before their last chunk: " + cutStreams.join(", "));
-  const badCuts = cutStreams.filter((u) => !/\/sessions\/[^/]+\/events(\?|$)/.test(u));
-  if (badCuts.length) throw new Error("a response cut before its last chunk: " + badCuts.join(", "));
+  if (cutStreams.length) throw new Error("responses cut before their last chunk: " + cutStreams.join(", "));
   if (consoleErrors.length) throw new Error("console errors (CSP violations?): " + consoleErrors.join("\n"));
   await ctx.close();
   console.log("browser test: ok");

@@ -408,9 +408,21 @@ async function main(): Promise<void> {
     running = submit(sid, 'this turn will be stopped');
     await until('the turn to start', 5_000, () => !!snapshot(sid)?.activePromptAttemptId);
   });
+  let steerId: string | undefined;
   await step('chat: steer the running turn (activeRunId, session/steer)', async () => {
     await until('session_info_update with _meta.goose.activeRunId', 3_000, () => !!snapshot(sid)?.activeRunId);
-    await acpSteerSession(sid, userMessage('also mention giraffes') as never, snapshot(sid)!.activeRunId!);
+    const steered = userMessage('also mention giraffes');
+    const response = await acpSteerSession(sid, steered as never, snapshot(sid)!.activeRunId!);
+    // What Desktop's useChatSession hook (React, not run here) does with the answer: the
+    // message is shown at once, pending until the server confirms the steer.
+    steerId = response.messageId;
+    if (!snapshot(sid)?.messages.some((m) => m.id === steerId)) {
+      acpChatSessionActions.addPendingLocalSteerMessage(sid, {
+        ...steered,
+        id: steerId,
+        metadata: { ...steered.metadata, steer: true },
+      } as never);
+    }
   });
   await step('chat: cancel the running turn (stop)', async () => {
     check(running, 'no running turn');
@@ -420,6 +432,11 @@ async function main(): Promise<void> {
     const ms = Math.round(performance.now() - t1);
     check(performance.now() - t0 < 7_000, 'the turn ran to its end instead of stopping');
     check(!snapshot(sid)?.activePromptAttemptId, 'still running');
+    // Desktop drops a steered message still unconfirmed when the turn ends.
+    check(
+      snapshot(sid)?.messages.some((m) => m.id === steerId),
+      'the steered message left the chat: its steer was never confirmed (_meta.goose.queuedSteer)'
+    );
     console.log(`      the prompt's answer came ${ms} ms after stop`);
   });
 

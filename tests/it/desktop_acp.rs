@@ -9,7 +9,7 @@
 
 use crate::fake_llm::{oa_finish, oa_text, oa_tool, oa_usage, FakeLlm, Reply, OA_DONE};
 use crate::require_peers;
-use crate::support::{bin, manifest_dir, reap_within, work_dir, Peers, TempDir};
+use crate::support::{bin, manifest_dir, reap_within, wait_for, work_dir, Peers, TempDir};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -1210,14 +1210,18 @@ fn tool_outputs(d: &Desktop) -> Vec<String> {
 }
 
 /// `session/working-dir/update`: the dir is checked (absolute, existing, a directory) and kept
-/// on the session; the developer extension that runs keeps the dir it started in (its shell's
-/// `pwd` says so), and the same extension started again after the change starts in the new one.
+/// on the session; a call under way when it moves finishes where it started (its shell's `pwd`
+/// says so), and the running developer extension starts again in the new dir before its next
+/// call (the core's move, `SessionRuntime::move_to`; goosed's HTTP route does the same).
 #[test]
-fn a_working_dir_update_reaches_the_next_start_of_extensions() {
+fn a_working_dir_update_moves_the_extensions_without_cutting_a_call() {
     let _peers = require_peers!();
-    let pwd = r#"{"command":"pwd"}"#;
+    // Where the shell runs, and which developer process runs it (the shell's parent).
+    let pwd = r#"{"command":"pwd; echo ppid=$PPID"}"#;
+    // The first call says it started, then waits for the test's go (after the move).
+    let waits = r#"{"command":"touch started; while [ ! -e go ]; do sleep 0.05; done; pwd; echo ppid=$PPID"}"#;
     let llm = FakeLlm::start(vec![
-        crate::fake_llm::tool_turn("call_1", "developer__shell", pwd),
+        crate::fake_llm::tool_turn("call_1", "developer__shell", waits),
         text("first"),
         crate::fake_llm::tool_turn("call_2", "developer__shell", pwd),
         text("second"),
@@ -1239,20 +1243,31 @@ fn a_working_dir_update_reaches_the_next_start_of_extensions() {
         assert_eq!(r["stopReason"], "end_turn", "{r}");
         tool_outputs(d).pop().expect("a finished tool call")
     };
-    let first = ask(&mut d);
-    assert!(first.contains(&cwd) && !first.contains(&moved), "{first}");
 
+    // The move while the first call runs: answered at once, the call not cut.
+    let prompt = d.send_request("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"wait"}]}));
+    let started =
+        wait_for(Duration::from_secs(30), || std::path::Path::new(&format!("{cwd}/started")).exists().then_some(()));
+    assert!(started.is_some(), "the first shell call started");
     d.call(&g("session/working-dir/update"), json!({"sessionId":sid,"workingDir":moved}));
     let info = d.call(&g("session/info"), json!({"sessionId":sid}));
     assert_eq!(info["session"]["cwd"], moved);
-    // The running extension keeps the dir it started in.
+    std::fs::write(format!("{cwd}/go"), "").unwrap();
+    let r = d.answer(prompt, "session/prompt");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    assert_eq!(d.finals(), vec![("call_1", "completed")], "the call under way finished");
+    let first = tool_outputs(&d).pop().expect("the first call's output");
+    assert!(first.contains(&cwd) && !first.contains(&moved), "{first}");
+
+    // The next call: the developer extension started again, in the new dir.
+    let ppid = |out: &str| out.split("ppid=").nth(1).map(|p| p.split_whitespace().next().unwrap_or("").to_string());
     let second = ask(&mut d);
-    assert!(second.contains(&cwd) && !second.contains(&moved), "{second}");
-    // Started again after the change: the new dir.
-    d.call(&g("session/extensions/remove"), json!({"sessionId":sid,"extensionKey":"developer"}));
-    d.call(&g("session/extensions/add"), json!({"sessionId":sid,"extension":developer}));
+    assert!(second.contains(&moved), "{second}");
+    assert_ne!(ppid(&first), ppid(&second), "a new developer process: {first} / {second}");
+    // And only once: the call after runs in the same process.
     let third = ask(&mut d);
     assert!(third.contains(&moved), "{third}");
+    assert_eq!(ppid(&second), ppid(&third), "{second} / {third}");
 
     const BAD: i64 = -32602;
     let update = |d: &mut Desktop, dir: &str| {

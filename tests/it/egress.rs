@@ -1,6 +1,6 @@
 //! `allow_host` through the real binary: a link's approved hosts reach the stored config as
-//! `"sandbox": {"hosts": [...]}`, are shown before installing (a risk line every front end
-//! renders) and are part of the digest approved; a bad one is refused naming the parameter.
+//! `"sandbox": {"hosts": [...]}`, are shown before installing (the sandbox's `Network:` line
+//! among the risks every front end renders) and are part of the digest approved; a bad one is refused naming the parameter.
 //! The proxy itself (`extensions::egress`) is tested with curl, Python and Node in its unit
 //! tests, as it is not yet started by the binary (the confinement that hands it a socket is
 //! issue 36's other half).
@@ -27,7 +27,10 @@ fn a_links_approved_hosts_are_shown_digested_and_stored_as_the_sandbox_block() {
     let link = format!("{FETCH}&allow_host=API.example.com&allow_host=127.0.0.1%3A8080");
     let (code, out, err) = run(gosling(&home).args(["install", "--check", &link]));
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains("may connect, through gosling's proxy, to `api.example.com:443`, `127.0.0.1:8080`"), "{out}");
+    // Named once, in the summary's network line (with the launcher's registry).
+    let line = "Network: only api.example.com:443, 127.0.0.1:8080, pypi.org:443, files.pythonhosted.org:443, through gosling's proxy";
+    assert!(out.contains(line), "{out}");
+    assert_eq!(out.matches("api.example.com").count(), 1, "{out}");
     let with = digest_in(&out);
     let (_, plain, _) = run(gosling(&home).args(["install", "--check", FETCH]));
     assert_ne!(with, digest_in(&plain), "the hosts are part of the digest");

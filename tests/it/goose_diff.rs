@@ -7,7 +7,7 @@
 //!
 //! Every answer's shape is compared recursively: keys, JSON types, the values of enum-like
 //! keys (`type`, `sessionUpdate`, `stopReason`, …); array items are merged into one shape per
-//! array. The notifications and agent→client requests are compared per kind over the whole run
+//! array; where both refuse, the error's code and the shape of its `data`. The notifications and agent→client requests are compared per kind over the whole run
 //! (goose sends some of a `session/new`'s notifications after its answer). gosling may add keys
 //! under `_meta`; every other difference must be listed, with its reason, in
 //! `tests/contract/goose-differences.json`: `intended` (gosling answers so on purpose) or `gap`
@@ -18,12 +18,13 @@ use crate::serve::{launch_on_a_free_port, Serve};
 use crate::support::{gosling, manifest_dir, work_dir, Peers, TempDir, SECRET};
 use crate::websocket::Client;
 use serde_json::{json, Value};
+use std::collections::VecDeque;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Keys whose string values are compared (an enum of the protocol, not data).
@@ -51,12 +52,26 @@ const OPAQUE_KEYS: &[&str] =
 /// chosen by the request (not by its order: goose asks for titles and lists models, gosling
 /// does not). A user message with "echo" calls the `…__echo` tool offered; a tool result is
 /// answered "done"; "slow" holds the answer until `release` (the cancel step); else "Hello
-/// there".
+/// there". Queued `faults` are served first, one per chat request of a turn.
 pub(crate) struct Model {
     port: u16,
     /// Requests for the slow answer seen so far.
     pub slow: Arc<AtomicUsize>,
     pub release: Arc<AtomicBool>,
+    faults: Arc<Mutex<VecDeque<Fault>>>,
+}
+
+/// How a model server fails one chat request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fault {
+    /// HTTP 500 with an OpenAI error body.
+    Overloaded,
+    /// HTTP 429 with `Retry-After: 1`.
+    RateLimited,
+    /// A 200 event stream that ends before its first event.
+    EmptyStream,
+    /// A 200 event stream cut after its first words (no finish, no `[DONE]`).
+    CutStream,
 }
 
 impl Model {
@@ -64,15 +79,26 @@ impl Model {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let (slow, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
-        let (s, r) = (slow.clone(), release.clone());
+        let faults = Arc::new(Mutex::new(VecDeque::new()));
+        let (s, r, f) = (slow.clone(), release.clone(), faults.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let (s, r) = (s.clone(), r.clone());
-                std::thread::spawn(move || answer(conn, &s, &r));
+                let (s, r, f) = (s.clone(), r.clone(), f.clone());
+                std::thread::spawn(move || answer(conn, &s, &r, &f));
             }
         });
-        Model { port, slow, release }
+        Model { port, slow, release, faults }
+    }
+
+    /// The next `times` chat requests fail with `fault`.
+    pub(crate) fn fail(&self, fault: Fault, times: usize) {
+        self.faults.lock().unwrap().extend(std::iter::repeat_n(fault, times));
+    }
+
+    /// Faults still queued are dropped: the model answers again.
+    pub(crate) fn heal(&self) {
+        self.faults.lock().unwrap().clear();
     }
 
     fn url(&self) -> String {
@@ -86,7 +112,7 @@ impl Drop for Model {
     }
 }
 
-fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool) {
+fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool, faults: &Mutex<VecDeque<Fault>>) {
     conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut r = BufReader::new(conn.try_clone().unwrap());
     let mut head = Vec::new();
@@ -117,6 +143,31 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool) {
         return;
     }
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // Faults are for a turn's requests (they offer tools), not for goose's title requests.
+    let turn = req["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let fault = if turn { faults.lock().unwrap().pop_front() } else { None };
+    if let Some(fault) = fault {
+        let error = json!({"error":{"message":"the model server is overloaded","type":"server_error"}}).to_string();
+        let head = "Content-Type: application/json\r\nConnection: close\r\nContent-Length:";
+        let first = json!({"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o",
+            "choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]});
+        let _ = match fault {
+            Fault::Overloaded => {
+                write!(out, "HTTP/1.1 500 Internal Server Error\r\n{head} {}\r\n\r\n{error}", error.len())
+            }
+            Fault::RateLimited => {
+                write!(out, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\n{head} {}\r\n\r\n{error}", error.len())
+            }
+            Fault::EmptyStream => {
+                write!(out, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+            }
+            Fault::CutStream => write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: {first}\n\n"
+            ),
+        };
+        return;
+    }
     let last = req["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
     let said = last["content"].to_string();
     let echo = req["tools"]
@@ -137,9 +188,13 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool) {
             std::thread::sleep(Duration::from_millis(10));
         }
         (Some("slow"), None)
+    } else if said.contains("ramble") {
+        (Some("Once upon a time"), None)
     } else {
         (Some("Hello there"), None)
     };
+    // "ramble": the model stops at its output limit.
+    let finish = if text == Some("Once upon a time") { "length" } else { "stop" };
     let call = |name: &str| json!([{"index":0,"id":"call_1","type":"function","function":{"name":name,"arguments":"{\"message\":\"hi\"}"}}]);
     let usage = json!({"prompt_tokens":100,"completion_tokens":10,"total_tokens":110});
     if req["stream"] == true {
@@ -151,7 +206,7 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool) {
         };
         let mut events = match (&text, &tool) {
             (Some(t), _) => {
-                vec![chunk(json!({"role":"assistant","content":t}), Value::Null), chunk(json!({}), json!("stop"))]
+                vec![chunk(json!({"role":"assistant","content":t}), Value::Null), chunk(json!({}), json!(finish))]
             }
             (None, Some(name)) => vec![
                 chunk(json!({"role":"assistant","tool_calls":call(name)}), Value::Null),
@@ -177,7 +232,7 @@ fn answer(conn: TcpStream, slow: &AtomicUsize, release: &AtomicBool) {
             (None, None) => unreachable!(),
         };
         let b = json!({"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o",
-            "choices":[{"index":0,"message":message,"finish_reason":"stop"}],"usage":usage})
+            "choices":[{"index":0,"message":message,"finish_reason":finish}],"usage":usage})
         .to_string();
         let _ = write!(
             out,
@@ -255,6 +310,8 @@ struct Desktop<'a> {
     next: u64,
     run: Run,
     model: &'a Model,
+    /// The option a permission request is answered with (`allow_once` unless a step says).
+    permit: &'static str,
 }
 
 impl Desktop<'_> {
@@ -265,13 +322,13 @@ impl Desktop<'_> {
         id
     }
 
-    /// Takes one message that is not an answer: a permission request is answered `allow_once`.
+    /// Takes one message that is not an answer: a permission request is answered with `permit`.
     fn take(&mut self, m: Value) {
         if m["method"] == "session/request_permission" {
             let option = m["params"]["options"]
                 .as_array()
-                .and_then(|o| o.iter().find(|o| o["kind"] == "allow_once"))
-                .unwrap_or_else(|| panic!("no allow_once option: {m}"))["optionId"]
+                .and_then(|o| o.iter().find(|o| o["kind"] == self.permit))
+                .unwrap_or_else(|| panic!("no {} option: {m}", self.permit))["optionId"]
                 .clone();
             self.ws.send_text(
                 &json!({"jsonrpc":"2.0","id":m["id"],"result":{"outcome":{"outcome":"selected","optionId":option}}}),
@@ -296,6 +353,48 @@ impl Desktop<'_> {
         let id = self.send(method, params);
         self.wait(id, label)
     }
+
+    /// The whole answer to `method`, not kept among the compared answers (a wait only one
+    /// server needs).
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        loop {
+            let m = self.ws.text();
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                return m;
+            }
+            self.take(m);
+        }
+    }
+
+    /// A prompt, kept as `label`; returns its whole answer (result or error) and what came
+    /// unasked while it ran.
+    fn prompt(&mut self, label: &str, sid: &str, text: &str) -> (Value, Vec<Value>) {
+        let from = self.run.unasked.len();
+        self.call(label, "session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":text}]}));
+        let answer = self.run.answers.last().expect("just kept").1.clone();
+        (answer, self.run.unasked[from..].to_vec())
+    }
+}
+
+/// The text of the agent's message chunks among `unasked`.
+fn said(unasked: &[Value]) -> String {
+    unasked
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// The statuses the tool calls among `unasked` ended with.
+fn tool_ends(unasked: &[Value]) -> Vec<String> {
+    unasked
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update")
+        .filter_map(|m| m["params"]["update"]["status"].as_str())
+        .filter(|s| *s == "completed" || *s == "failed")
+        .map(str::to_string)
+        .collect()
 }
 
 /// Desktop 1.5x's sequence over `serve`'s `/acp`: everything the issue lists, each step labelled.
@@ -304,7 +403,8 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let ws = Client::open(Box::new(tcp), &format!("/acp?token={SECRET}"), &[("Origin", "file://")]);
     assert_eq!(ws.status, 101, "{}", ws.body);
-    let mut d = Desktop { ws, next: 0, run: Run { answers: Vec::new(), unasked: Vec::new() }, model };
+    let mut d =
+        Desktop { ws, next: 0, run: Run { answers: Vec::new(), unasked: Vec::new() }, model, permit: "allow_once" };
     d.call(
         "initialize",
         "initialize",
@@ -362,10 +462,36 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
         assert!(Instant::now() < deadline, "the prompt did not reach the model within 30 s");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Steer the running turn with the run id it was announced with (Desktop's steer path).
+    let from = d.run.unasked.len();
+    let run_id = loop {
+        let announced = d.run.unasked[from..]
+            .iter()
+            .find_map(|m| m["params"]["update"]["_meta"]["goose"]["activeRunId"].as_str().map(str::to_string));
+        if let Some(run) = announced {
+            break run;
+        }
+        let m = d.ws.text();
+        d.take(m);
+    };
+    let steer =
+        |run: &str| json!({"sessionId":sid,"expectedRunId":run,"prompt":[{"type":"text","text":"and be brief"}]});
+    let steered = d.call("session/steer", &g("session/steer"), steer(&run_id));
+    // The steer is confirmed with the message id it was answered with (Desktop keeps the
+    // message it showed only then).
+    let message_id = steered["messageId"].as_str().unwrap_or_else(|| panic!("no messageId: {steered}")).to_string();
+    let confirmed =
+        |m: &Value| m["params"]["update"]["_meta"]["goose"]["queuedSteer"]["messageId"] == message_id.as_str();
+    while !d.run.unasked[from..].iter().any(confirmed) {
+        let m = d.ws.text();
+        d.take(m);
+    }
+    d.call("session/steer another run", &g("session/steer"), steer("run_not_this_one"));
     d.ws.send_text(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":sid}}));
     let cancelled = d.wait(id, "session/prompt cancelled");
     d.model.release.store(true, Ordering::SeqCst);
     assert_eq!(cancelled["stopReason"], "cancelled");
+    d.call("session/steer ended run", &g("session/steer"), steer(&run_id));
     d.call("session/list", "session/list", json!({"_meta":{"types":["user","scheduled"]}}));
     // A word of the second message only: neither server's title has it.
     d.call("session/list query", "session/list", json!({"_meta":{"types":["user","scheduled"],"query":"zebra"}}));
@@ -408,6 +534,14 @@ fn sequence(serve: &Serve, model: &Model, cwd: &str, everything: &Value) -> Run 
     d.call("sources/list", &g("sources/list"), json!({}));
     d.call("apps/list", &g("apps/list"), json!({}));
     d.call("context/report", &g("context/report"), json!({"sessionId":sid,"unrolledAgentLoop":false}));
+    d.call("session/live-voice/availability", &g("session/live-voice/availability"), json!({"sessionId":sid}));
+    // A pasted image (a 1x1 PNG) with the text, to an OpenAI model.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    d.call(
+        "session/prompt image",
+        "session/prompt",
+        json!({"sessionId":sid,"prompt":[{"type":"text","text":"what is this"},{"type":"image","mimeType":"image/png","data":png}]}),
+    );
     d.call(
         "tools/permissions/set",
         &g("tools/permissions/set"),
@@ -555,7 +689,21 @@ fn differences(goose: &Run, ours: &Run) -> Vec<Diff> {
                 os.add(or, "");
                 compare(&format!("{label}: result"), &gs, &os, &mut out);
             }
-            (None, None) => {}
+            (None, None) => {
+                // Both refused: the same code, and the error's data of the same shape.
+                let (ge, oe) = (&g["error"], &o["error"]);
+                if ge["code"] != oe["code"] {
+                    out.push(Diff {
+                        at: format!("{label}: error.code"),
+                        what: "value",
+                        detail: format!("goose answered {ge}, gosling {oe}").chars().take(600).collect(),
+                    });
+                }
+                let (mut gs, mut os) = (Shape::default(), Shape::default());
+                gs.add(&ge["data"], "");
+                os.add(&oe["data"], "");
+                compare(&format!("{label}: error.data"), &gs, &os, &mut out);
+            }
             _ => out.push(Diff {
                 at: format!("{label}: answer"),
                 what: "answer",
@@ -586,8 +734,9 @@ fn differences(goose: &Run, ours: &Run) -> Vec<Diff> {
     out
 }
 
-/// The listed differences: (at, what) → status.
-fn listed() -> BTreeMap<(String, String), String> {
+/// The listed differences: (at, what) → (status, the test that finds it: `desktop`, the
+/// default, or `faults`).
+fn listed() -> BTreeMap<(String, String), (String, String)> {
     let path = manifest_dir().join("tests/contract/goose-differences.json");
     let file: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let mut m = BTreeMap::new();
@@ -596,7 +745,9 @@ fn listed() -> BTreeMap<(String, String), String> {
         let status = field("status");
         assert!(matches!(status.as_str(), "intended" | "gap"), "status is intended or gap: {d}");
         assert!(field("reason").len() > 10, "say why: {d}");
-        assert!(m.insert((field("at"), field("what")), status).is_none(), "listed twice: {d}");
+        let test = d["test"].as_str().unwrap_or("desktop").to_string();
+        assert!(matches!(test.as_str(), "desktop" | "faults"), "test is desktop (the default) or faults: {d}");
+        assert!(m.insert((field("at"), field("what")), (status, test)).is_none(), "listed twice: {d}");
     }
     m
 }
@@ -627,18 +778,31 @@ fn desktop_sequence_answers_as_goose_does() {
             .unwrap();
         }
     }
-    let found = differences(&runs[0], &runs[1]);
+    judge(&runs[0], &runs[1], "desktop");
+}
+
+/// Every difference between the two runs must be listed, and every difference listed for
+/// `test` must still occur.
+fn judge(goose: &Run, ours: &Run, test: &str) {
+    let found = differences(goose, ours);
     let listed = listed();
     let keys: BTreeSet<(String, String)> = found.iter().map(|d| (d.at.clone(), d.what.to_string())).collect();
+    let tag = if test == "desktop" { String::new() } else { format!(", \"test\": \"{test}\"") };
     let unlisted: Vec<String> = found
         .iter()
         .filter(|d| !listed.contains_key(&(d.at.clone(), d.what.to_string())))
-        .map(|d| format!("{}  ({})", json!({"at": d.at, "what": d.what, "status": "gap", "reason": "WHY"}), d.detail))
+        .map(|d| {
+            let entry = json!({"at": d.at, "what": d.what, "status": "gap", "reason": "WHY"}).to_string();
+            format!("{}{tag}}}  ({})", entry.trim_end_matches('}'), d.detail)
+        })
         .collect();
-    let stale: Vec<String> =
-        listed.keys().filter(|k| !keys.contains(*k)).map(|(at, what)| format!("{what} at {at}")).collect();
-    let gaps = listed.values().filter(|s| *s == "gap").count();
-    eprintln!("goose_diff: {} differences, all listed ({gaps} gaps still open)", found.len());
+    let stale: Vec<String> = listed
+        .iter()
+        .filter(|(k, (_, t))| t == test && !keys.contains(*k))
+        .map(|((at, what), _)| format!("{what} at {at}"))
+        .collect();
+    let gaps = listed.values().filter(|(s, t)| s == "gap" && t == test).count();
+    eprintln!("goose_diff ({test}): {} differences, all listed ({gaps} gaps still open)", found.len());
     assert!(
         unlisted.is_empty(),
         "gosling answers unlike goose 1.52 in {} places not listed in tests/contract/goose-differences.json; \
@@ -648,7 +812,171 @@ fn desktop_sequence_answers_as_goose_does() {
     );
     assert!(
         stale.is_empty(),
-        "listed in tests/contract/goose-differences.json but no longer different: remove them:\n{}",
+        "listed in tests/contract/goose-differences.json for {test} but no longer different: remove them:\n{}",
         stale.join("\n")
     );
+}
+
+/// `pid`'s descendant whose command line names `script` (an extension's process).
+fn extension_process(pid: u32, script: &str) -> Option<u32> {
+    crate::support::descendants(pid).into_iter().find(|p| {
+        std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(script))
+    })
+}
+
+/// The faults a Desktop user meets in a chat, sent to both servers as Desktop 1.5x sends its
+/// prompts: the model refuses once (HTTP 429 with `Retry-After`, HTTP 500) or ends its stream
+/// before the first event once, and answers the next attempt; it fails every attempt; it cuts
+/// its stream after the first words; it stops at its output limit; the process of the session's extension dies, and its tool
+/// is called right after, and again once gosling has restarted it. The shapes are judged as in
+/// `desktop_sequence_answers_as_goose_does` (entries marked `"test": "faults"`), and what each
+/// server does is held here: goose 1.52 sends no notice or status for a retry or a dead
+/// extension (none to a client that declares ACP's `notices` either), writes a model that keeps
+/// failing into the conversation as the agent's message, takes a stream cut after its first
+/// words for the whole answer, and never restarts the extension; gosling recovers the same
+/// passing faults silently, answers a model that keeps failing and a cut stream with an error
+/// saying what to do, and restarts the extension.
+#[test]
+fn faults_answer_as_goose_does() {
+    let peers = crate::require_peers!();
+    goose_bin(peers);
+    let script = peers.get("MCP_PEER_EVERYTHING").to_string();
+    let everything = json!({"type":"mcp","server":{"name":"everything","command":peers.node(),"args":[script,"stdio"],"env":[]},"envKeys":[]});
+    let mut runs = Vec::new();
+    for who in ["goose", "gosling"] {
+        let home = TempDir::new(&format!("faults-{who}"));
+        let cwd = work_dir(&home);
+        let model = Model::start();
+        let serve = if who == "goose" { start_goose(peers, &home, &model) } else { start_gosling(&home, &model) };
+        let tcp = TcpStream::connect(serve.addr()).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let ws = Client::open(Box::new(tcp), &format!("/acp?token={SECRET}"), &[("Origin", "file://")]);
+        assert_eq!(ws.status, 101, "{}", ws.body);
+        let mut d = Desktop {
+            ws,
+            next: 0,
+            run: Run { answers: Vec::new(), unasked: Vec::new() },
+            model: &model,
+            permit: "allow_once",
+        };
+        // Desktop 1.5x's initialize, and ACP's notices declared as an editor would.
+        d.call(
+            "initialize",
+            "initialize",
+            json!({"protocolVersion":1,
+                "clientCapabilities":{"session":{"notices":{}},"elicitation":{"form":{}},"_meta":{"goose":{"mcpHostCapabilities":{"extensions":{}},"customNotifications":true}}},
+                "clientInfo":{"name":"goose-app","version":"1.52.0"}}),
+        );
+        let new = d.call(
+            "session/new",
+            "session/new",
+            json!({"cwd":cwd,"mcpServers":[],"_meta":{"client":"goose-desktop","enabledExtensions":[everything]}}),
+        );
+        let sid = new["sessionId"].as_str().unwrap_or_else(|| panic!("{who}: no sessionId: {new}")).to_string();
+
+        for (label, fault) in [
+            ("prompt, model rate limited once", Fault::RateLimited),
+            ("prompt, model overloaded once", Fault::Overloaded),
+            ("prompt, model stream empty once", Fault::EmptyStream),
+        ] {
+            model.fail(fault, 1);
+            let (answer, unasked) = d.prompt(label, &sid, "hello");
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{who}, {label}: {answer}");
+            assert_eq!(said(&unasked), "Hello there", "{who}, {label}: the answer of the next attempt, once");
+            let told: Vec<&Value> = unasked
+                .iter()
+                .filter(|m| {
+                    let u = &m["params"]["update"]["sessionUpdate"];
+                    *u == "notice" || *u == "status_message"
+                })
+                .collect();
+            assert!(told.is_empty(), "{who}, {label}: a passing fault is recovered without a notice: {told:?}");
+        }
+
+        model.fail(Fault::Overloaded, 20);
+        let (answer, unasked) = d.prompt("prompt, model overloaded every time", &sid, "hello again");
+        model.heal();
+        if who == "goose" {
+            // goose writes the failure into the conversation as the agent's message.
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+            assert!(said(&unasked).contains("500"), "{}", said(&unasked));
+        } else {
+            let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("an error: {answer}"));
+            assert!(
+                message.contains("HTTP 500") && message.contains("retry later or check the server"),
+                "the error says what failed and what to do: {message}"
+            );
+        }
+
+        model.fail(Fault::CutStream, 1);
+        let (answer, unasked) = d.prompt("prompt, model stream cut", &sid, "hello once more");
+        model.heal();
+        if who == "goose" {
+            // goose takes the words before the cut for the whole answer.
+            assert_eq!(said(&unasked), "Hel", "{answer}");
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        } else {
+            let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("an error: {answer}"));
+            assert!(message.contains("stream ended before completion") && message.contains("retry"), "{message}");
+        }
+
+        // The model stops at its output limit: ACP's max_tokens, and the message flagged so
+        // (Desktop shows a warning under it).
+        let (answer, unasked) = d.prompt("prompt, model at its output limit", &sid, "please ramble");
+        assert_eq!(answer["result"]["stopReason"], "max_tokens", "{who}: {answer}");
+        assert!(said(&unasked).starts_with("Once upon a time"), "{who}: {}", said(&unasked));
+        let flagged = unasked.iter().any(|m| {
+            let g = &m["params"]["update"]["_meta"]["goose"];
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                && g["outputTokenLimitReached"] == true
+                && g["fallbackContent"] == true
+        });
+        assert!(flagged, "{who}: no chunk says the answer stopped at the output limit: {unasked:?}");
+
+        // The person refuses the tool call.
+        d.permit = "reject_once";
+        let (answer, unasked) = d.prompt("prompt, tool call rejected", &sid, "please echo hi");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{who}: {answer}");
+        assert_eq!(tool_ends(&unasked), ["failed"], "{who}: a refused call is closed as failed");
+        // "Always allow": the next call of the tool runs without asking.
+        d.permit = "allow_always";
+        let (_, unasked) = d.prompt("prompt, tool call always allowed", &sid, "please echo hi");
+        assert_eq!(tool_ends(&unasked), ["completed"], "{who}");
+        d.permit = "allow_once";
+        let (_, unasked) = d.prompt("prompt, tool call allowed before", &sid, "please echo hi");
+        let asked = unasked.iter().any(|m| m["method"] == "session/request_permission");
+        assert!(!asked, "{who}: asked again for a tool the person always allowed");
+        assert_eq!(tool_ends(&unasked), ["completed"], "{who}");
+
+        let pid = extension_process(serve.child.id(), &script)
+            .unwrap_or_else(|| panic!("{who}: the session's extension process is not running"));
+        // SAFETY: kill(2) on a process this test's server started.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        let gone =
+            crate::support::wait_for(Duration::from_secs(10), || (!crate::support::pid_alive(pid)).then_some(()));
+        assert!(gone.is_some(), "{who}: the extension's process {pid} did not end within 10 s");
+        let (_, unasked) = d.prompt("prompt, extension died", &sid, "please echo hi");
+        assert_eq!(tool_ends(&unasked), ["failed"], "{who}: a call to a dead extension fails");
+        if who == "gosling" {
+            // gosling restarts the extension after the failed call; wait until it runs.
+            let running = crate::support::wait_for(Duration::from_secs(30), || {
+                let r = d.ask("_goose/unstable/diagnostics/get", json!({"sessionId":sid}));
+                let states = r["result"]["report"]["extensions"]["states"].as_array().cloned().unwrap_or_default();
+                states.iter().any(|s| s["name"] == "everything" && s["state"] == "running").then_some(())
+            });
+            assert!(running.is_some(), "gosling did not restart the extension within 30 s");
+        }
+        let (_, unasked) = d.prompt("prompt, extension restarted", &sid, "please echo hi");
+        let expected = if who == "goose" { "failed" } else { "completed" };
+        let updates: Vec<&Value> =
+            unasked.iter().filter(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update").collect();
+        assert_eq!(
+            tool_ends(&unasked),
+            [expected],
+            "{who}: the tool after the restart: {updates:?}\nserver log:\n{}",
+            serve.stderr()
+        );
+        runs.push(d.run);
+    }
+    judge(&runs[0], &runs[1], "faults");
 }

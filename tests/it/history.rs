@@ -330,7 +330,9 @@ fn a_long_session_is_sent_over_http_as_it_is_read() {
     let ask = |method: &str, path: &str, body: &str| {
         let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
+        // A client that reads to the end asks for the close (the answer is delimited by its
+        // last chunk; without the close the connection would be kept for a next request).
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nX-Secret-Key: {SECRET}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", s.addr, body.len());
         tcp.write_all(head.as_bytes()).unwrap();
         tcp
     };
@@ -394,4 +396,93 @@ fn a_long_session_is_sent_over_http_as_it_is_read() {
     }
     let grew = peak_rss_kb(s.pid()).saturating_sub(before) * 1024;
     assert!(grew < bytes / 4, "sending {bytes} bytes of conversation twice took {grew} bytes more memory at its peak");
+}
+
+/// A client that stops reading a streamed answer (`GET /sessions/{id}`, chunked) for longer
+/// than the server's socket timeout: the server gives up on that body, its log says why and
+/// where, and the connection is closed at once without the last chunk. The client reads what
+/// was sent and then the end: a body visibly cut, never one that looks whole, nor a `408` where
+/// a chunk should be (before, the connection was kept after the failed body and tiny_http's
+/// `408` for the next request's read timeout followed the cut).
+#[test]
+fn a_streamed_answer_whose_client_stops_reading_is_closed_short_and_logged() {
+    use crate::support::{wait_for, Server, ServerOpts, TempDir};
+    use std::io::{Read, Write};
+    let home = TempDir::new("stalled-http");
+    let cwd = work_dir(&home);
+    write_long_session(&home, "20261128_2", &cwd, 10_000, 4_000);
+    // The server gives up on a write after 10 s without progress; the client waits at most
+    // half that for each read once it reads again, so only an end right after the failed body
+    // (not the server's next read timeout on that connection) ends its read in time.
+    let env = vec![("GOSLING_IO_TIMEOUT_SECS".to_string(), "10".to_string())];
+    let s = Server::start_in(home, ServerOpts { env, ..ServerOpts::default() });
+    let mut tcp = TcpStream::connect(s.addr.as_str()).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(tcp, "GET /sessions/20261128_2 HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").unwrap();
+    let mut first = [0u8; 4096];
+    let got = tcp.read(&mut first).unwrap();
+    // Nothing more is read until the server has given up on the body.
+    let logged = wait_for(Duration::from_secs(60), || {
+        s.stderr().lines().find(|l| l.contains("stopped short")).map(str::to_string)
+    });
+    let line = logged.unwrap_or_else(|| panic!("the server logs why the body ended short: {}", s.stderr()));
+    assert!(line.contains("GET /sessions/20261128_2") && line.contains("WARN"), "{line}");
+    let mut all = first[..got].to_vec();
+    tcp.read_to_end(&mut all).expect("the server closes the connection right after the failed body");
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.starts_with("HTTP/1.1 200") && !text.ends_with("\r\n0\r\n\r\n"), "the body is visibly cut");
+    assert!(!text.contains("HTTP/1.1 408"), "nothing follows the cut body");
+    assert_eq!(s.get("/status").status, 200, "the server goes on");
+}
+
+/// History search over sessions another process changes: each process keeps what it learnt of
+/// a session's messages with the session's index entry, and checks the file again only once
+/// the entry is replaced — by its own change, or by one another process noted in `.changes`
+/// (`store::search`). So what the other process appended, cut, created, renamed or deleted is
+/// what the next search finds, however many searches ran before.
+#[test]
+fn a_search_finds_what_another_process_changed_since_the_last_search() {
+    let home = TempDir::new("history-search-shared");
+    let cwd = work_dir(&home);
+    let model = Model::start();
+    let (one, two) = (start_gosling(&home, &model), start_gosling(&home, &model));
+    let (mut a, mut b) = (Acp::open(&one), Acp::open(&two));
+    let found = |a: &mut Acp, q: &str| -> Vec<String> {
+        let r = a.ok("session/list", json!({"_meta":{"types":["user"],"query":q}}));
+        assert_eq!(r["_meta"]["searchComplete"], true, "{r}");
+        r["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap().to_string()).collect()
+    };
+    let sid = a.ok("session/new", json!({"cwd":cwd,"mcpServers":[]}))["sessionId"].as_str().unwrap().to_string();
+    a.ok("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"hello"}]}));
+    // Searched twice here first: the second answers from what the first learnt.
+    for _ in 0..2 {
+        assert!(found(&mut a, "okapi").is_empty());
+        assert_eq!(found(&mut a, "there"), std::slice::from_ref(&sid), "the model's answer");
+    }
+    // Appended by the other process.
+    b.ok("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    next_second();
+    b.ok("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"where is the Okapi?"}]}));
+    assert_eq!(found(&mut a, "okapi"), std::slice::from_ref(&sid), "an append by the other process");
+    let listed = a.ok("session/list", json!({}));
+    assert_eq!(listed["sessions"][0]["_meta"]["messageCount"], 4, "{listed}");
+    // Cut by the other process (edit): gone from the search.
+    b.ok("session/load", json!({"sessionId":sid,"cwd":cwd,"mcpServers":[]}));
+    let okapi = b.replayed_user_messages().iter().find(|(t, _)| t.contains("Okapi")).unwrap().1;
+    b.ok("_goose/unstable/session/conversation/truncate", json!({"sessionId":sid,"truncateFrom":okapi}));
+    assert!(found(&mut a, "okapi").is_empty(), "cut by the other process");
+    assert_eq!(found(&mut a, "hello"), std::slice::from_ref(&sid));
+    // A session the other process creates, renames and deletes.
+    let other = b.ok("session/new", json!({"cwd":cwd,"mcpServers":[]}))["sessionId"].as_str().unwrap().to_string();
+    b.ok("session/prompt", json!({"sessionId":other,"prompt":[{"type":"text","text":"hello"}]}));
+    next_second();
+    b.ok("session/prompt", json!({"sessionId":other,"prompt":[{"type":"text","text":"an Okapi at last"}]}));
+    assert_eq!(found(&mut a, "okapi"), std::slice::from_ref(&other), "a session of the other process");
+    b.ok("_goose/unstable/session/rename", json!({"sessionId":other,"title":"Zoo day"}));
+    assert_eq!(found(&mut a, "zoo day"), std::slice::from_ref(&other), "renamed by the other process");
+    b.ok("session/delete", json!({"sessionId":other}));
+    assert!(found(&mut a, "okapi").is_empty(), "deleted by the other process");
+    // And the other way round: what this process did is what the other finds.
+    a.ok("session/prompt", json!({"sessionId":sid,"prompt":[{"type":"text","text":"a Quagga, now"}]}));
+    assert_eq!(found(&mut b, "quagga"), std::slice::from_ref(&sid));
 }

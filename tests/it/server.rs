@@ -914,11 +914,57 @@ fn over_https_the_sign_in_cookie_is_secure() {
     }
 }
 
-/// A streamed answer (`GET /sessions/{id}`, written as the conversation is read, chunked): a
-/// client that asks for `Connection: close` gets the whole answer and then the end, right after
-/// the last chunk, not at the server's socket timeout.
+/// One chunked response from `buf` and then `c`: its head, its body (chunks joined) and what
+/// follows its last chunk. Fails if the connection ends before the last chunk.
+fn read_chunked(c: &mut impl Read, mut buf: Vec<u8>) -> (String, Vec<u8>, Vec<u8>) {
+    let mut more = |buf: &mut Vec<u8>| {
+        let mut chunk = [0u8; 65536];
+        let n = c.read(&mut chunk).expect("the answer arrives within the test's read timeout");
+        assert!(n > 0, "the connection ended before the last chunk: {}", String::from_utf8_lossy(buf));
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let end = loop {
+        match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(end) => break end,
+            None => more(&mut buf),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    assert!(head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{head}");
+    let mut at = end + 4;
+    let mut body = Vec::new();
+    loop {
+        let line_end = loop {
+            match buf[at..].windows(2).position(|w| w == b"\r\n") {
+                Some(i) => break at + i,
+                None => more(&mut buf),
+            }
+        };
+        let size = usize::from_str_radix(std::str::from_utf8(&buf[at..line_end]).unwrap().trim(), 16).unwrap();
+        while buf.len() < line_end + 2 + size + 2 {
+            more(&mut buf);
+        }
+        body.extend_from_slice(&buf[line_end + 2..line_end + 2 + size]);
+        assert_eq!(&buf[line_end + 2 + size..line_end + 4 + size], b"\r\n", "a chunk ends with CRLF");
+        at = line_end + 4 + size;
+        if size == 0 {
+            return (head, body, buf.split_off(at));
+        }
+    }
+}
+
+/// Whether a response head says `Connection: close`.
+fn says_close(head: &str) -> bool {
+    head.lines().any(|l| l.to_ascii_lowercase().replace(' ', "") == "connection:close")
+}
+
+/// A streamed answer that is no event stream (`GET /sessions/{id}`, written as the conversation
+/// is read, chunked) is delimited by its last chunk and does not say `Connection: close`: the
+/// connection serves the next request, also one pipelined behind it. A client that asks for
+/// the close is told so and gets the end right after the last chunk, not at the server's
+/// socket timeout.
 #[test]
-fn a_streamed_answer_ends_with_the_connection_when_the_client_asks() {
+fn a_streamed_answer_keeps_the_connection_alive_and_closes_it_when_asked() {
     let s = Server::start_with(ServerOpts {
         // The server's own read timeout far beyond this test's, so only the close ends the read.
         env: vec![("GOSLING_IO_TIMEOUT_SECS".into(), "120".into())],
@@ -928,12 +974,119 @@ fn a_streamed_answer_ends_with_the_connection_when_the_client_asks() {
     let id = crate::support::start_session(&s, work.path(), None);
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(c, "GET /sessions/{id} HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut got = Vec::new();
+    let ask = |close: bool| {
+        let close = if close { "Connection: close\r\n" } else { "" };
+        format!("GET /sessions/{id} HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n{close}\r\n")
+    };
+    // Keep-alive: the whole answer, then the next one on the same socket.
+    c.write_all(ask(false).as_bytes()).unwrap();
+    let (head, body, rest) = read_chunked(&mut c, Vec::new());
+    assert!(head.starts_with("HTTP/1.1 200") && !says_close(&head), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains(&id) && rest.is_empty());
+    // Two more at once, the second asking for the close: both answered in order, then the end.
+    c.write_all((ask(false) + &ask(true)).as_bytes()).unwrap();
+    let (head, body, rest) = read_chunked(&mut c, Vec::new());
+    assert!(head.starts_with("HTTP/1.1 200") && !says_close(&head), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains(&id));
+    let (head, body, mut rest) = read_chunked(&mut c, rest);
+    assert!(head.starts_with("HTTP/1.1 200") && says_close(&head), "the last answer says close: {head}");
+    assert!(String::from_utf8_lossy(&body).contains(&id));
     // Without the close the read would wait for the server's 120 s timeout and fail at 20 s.
-    c.read_to_end(&mut got).expect("the server closes the connection after the last chunk when asked");
-    let text = String::from_utf8_lossy(&got);
-    assert!(text.starts_with("HTTP/1.1 200") && text.contains("Transfer-Encoding: chunked"), "{text}");
-    assert!(text.ends_with("0\r\n\r\n") && text.contains(&id), "{text}");
+    c.read_to_end(&mut rest).expect("the server closes the connection after the last chunk when asked");
+    assert!(rest.is_empty(), "nothing after the last answer: {}", String::from_utf8_lossy(&rest));
+}
+
+/// An OpenAI-style model whose answer is `text`, then (with `stall`) nothing more for a minute.
+fn model(text: &str, stall: bool) -> crate::fake_llm::FakeLlm {
+    use crate::fake_llm::{oa_finish, oa_text, FakeLlm, Reply, Step, OA_DONE};
+    let reply = if stall {
+        Reply::sse(&[oa_text(text)]).then(Step::Sleep(Duration::from_secs(60)))
+    } else {
+        Reply::sse(&[oa_text(text), oa_finish("stop"), OA_DONE.to_string()])
+    };
+    FakeLlm::start(vec![reply])
+}
+
+/// `POST /reply`'s request on a new connection (keep-alive: no `Connection` header).
+fn reply_request(id: &str) -> String {
+    let message = json!({"role": "user", "created": 1735725600, "content": [{"type": "text", "text": "hi"}], "metadata": {"userVisible": true, "agentVisible": true}});
+    let body = json!({"session_id": id, "user_message": message}).to_string();
+    format!(
+        "POST /reply HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// An event stream (`POST /reply`, SSE) says `Connection: close` and keeps its word: after its
+/// last chunk the server closes the connection, so a client that reads to the end gets the end
+/// then, not at the server's socket timeout (issue: it said close and kept the socket ~30 s).
+#[test]
+fn an_event_stream_says_close_and_closes_after_its_last_chunk() {
+    let llm = model("Hello, stream", false);
+    let mut env = llm.env("mock-model");
+    env.push(("GOSLING_IO_TIMEOUT_SECS".into(), "120".into()));
+    let s = Server::start_with(ServerOpts { env, ..Default::default() });
+    let work = TempDir::new("sse-close");
+    let id = crate::support::start_session(&s, work.path(), None);
+    crate::support::resume(&s, &id);
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(reply_request(&id).as_bytes()).unwrap();
+    let mut all = Vec::new();
+    // The server's timeout is 120 s: only its close ends this read within the test's 20 s.
+    c.read_to_end(&mut all).expect("the server closes the connection after the event stream's last chunk");
+    let (head, body, rest) = read_chunked(&mut &all[..], Vec::new());
+    assert!(head.starts_with("HTTP/1.1 200") && says_close(&head), "{head}");
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("Hello, stream") && body.contains("\"Finish\""), "{body}");
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+/// A stopping server (SIGTERM) ends its streams before it exits: a session's event stream and
+/// a `POST /reply` whose model stalls both end with their last chunk (the reply saying the
+/// server is shutting down), and the connection then closes. Before, the process exited under
+/// them and the client saw the body cut (Chromium: `ERR_INCOMPLETE_CHUNKED_ENCODING`, the
+/// browser test's restart).
+#[test]
+fn a_stopping_server_ends_its_streams_with_their_last_chunk() {
+    let llm = model("Hel", true);
+    let s = Server::start_with(ServerOpts { env: llm.env("mock-model"), ..Default::default() });
+    let work = TempDir::new("stop-streams");
+    let id = crate::support::start_session(&s, work.path(), None);
+    crate::support::resume(&s, &id);
+    let read_until = |c: &mut TcpStream, what: &str| {
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains(what) {
+            let n = c.read(&mut chunk).unwrap();
+            assert!(n > 0, "the stream ended before {what:?}: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        seen
+    };
+    let mut events = TcpStream::connect(&s.addr).unwrap();
+    events.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(events, "GET /sessions/{id}/events HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\n\r\n").unwrap();
+    let mut from_events = read_until(&mut events, ": ping");
+    let mut reply = TcpStream::connect(&s.addr).unwrap();
+    reply.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    reply.write_all(reply_request(&id).as_bytes()).unwrap();
+    // The model's first words are out: the turn now waits on the stalled model.
+    let mut from_reply = read_until(&mut reply, "Hel");
+    let mut s = s;
+    let _ = std::process::Command::new("kill").arg("-TERM").arg(s.pid().to_string()).status();
+    for (what, c, got) in [("event stream", &mut events, &mut from_events), ("reply", &mut reply, &mut from_reply)] {
+        c.read_to_end(got).unwrap_or_else(|e| panic!("the {what}'s connection ends: {e}"));
+        let (head, body, rest) = read_chunked(&mut &got[..], Vec::new());
+        assert!(head.starts_with("HTTP/1.1 200") && says_close(&head), "{what}: {head}");
+        assert!(rest.is_empty(), "{what}: {rest:?}");
+        if what == "reply" {
+            let body = String::from_utf8_lossy(&body);
+            assert!(body.contains("the server is shutting down"), "the reply says why it ends: {body}");
+        }
+    }
+    let exited = wait_for(Duration::from_secs(20), || s.child.try_wait().ok().flatten());
+    assert!(exited.is_some(), "the server exits after its streams ended");
+    assert!(!s.stderr().contains("still open"), "no stream was left to the exit: {}", s.stderr());
+    let _home = s.kill(); // reaped already: nothing is signalled
 }

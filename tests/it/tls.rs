@@ -253,6 +253,31 @@ fn a_connection_closes_cleanly_with_close_notify() {
     assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("ok"), "{text}");
 }
 
+/// A streamed answer (`GET /sessions/{id}`, chunked) to a client that asks for the close says
+/// so and ends the TLS session with close_notify right after its last chunk, not at the
+/// server's socket timeout.
+#[test]
+fn a_streamed_answer_asked_to_close_ends_with_close_notify() {
+    let server = tls_server(&["--tls"], &[("GOSLING_IO_TIMEOUT_SECS", "120")]);
+    let pin = fingerprint_line(&server);
+    let mut conn = BufReader::new(connect(&server.addr, &pin).unwrap());
+    let body = serde_json::json!({ "working_dir": std::env::temp_dir() });
+    let started = exchange_json(&mut conn, "POST", "/agent/start", Some(SECRET), Some(&body)).unwrap();
+    assert_eq!(started.status, 200, "{}", started.body);
+    let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["id"].as_str().unwrap().to_string();
+    let mut tls = conn.into_inner();
+    tls.sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "GET /sessions/{id} HTTP/1.1\r\nHost: localhost\r\nX-Secret-Key: {SECRET}\r\nConnection: close\r\n\r\n"
+    );
+    tls.write_all(head.as_bytes()).unwrap();
+    let mut all = Vec::new();
+    tls.read_to_end(&mut all).expect("the server ends the TLS session with close_notify after the last chunk");
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains("Connection: close\r\n"), "{text}");
+    assert!(text.contains(&id) && text.ends_with("\r\n0\r\n\r\n"), "{text}");
+}
+
 #[test]
 fn certificate_and_key_files_are_served_and_pinned() {
     let dir = TempDir::new("tls-files");
@@ -377,12 +402,20 @@ fn a_streamed_reply_over_tls() {
         oa_finish("stop"),
         OA_DONE.to_string(),
     ])]);
+    // The server's socket timeout far beyond this client's (20 s): only its close ends the
+    // read to the end below.
     let server = tls_server(
         &["--tls"],
-        &[("GOOSE_PROVIDER", "openai"), ("GOOSE_MODEL", "mock-model"), ("OPENAI_HOST", &llm.url())],
+        &[
+            ("GOOSE_PROVIDER", "openai"),
+            ("GOOSE_MODEL", "mock-model"),
+            ("OPENAI_HOST", &llm.url()),
+            ("GOSLING_IO_TIMEOUT_SECS", "120"),
+        ],
     );
     let pin = fingerprint_line(&server);
     let mut conn = BufReader::new(connect(&server.addr, &pin).unwrap());
+    conn.get_ref().sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let work = std::env::temp_dir();
     let started =
         exchange_json(&mut conn, "POST", "/agent/start", Some(SECRET), Some(&json!({"working_dir": work}))).unwrap();
@@ -422,6 +455,15 @@ fn a_streamed_reply_over_tls() {
         .collect();
     assert_eq!(text, "Hello over TLS");
     assert_eq!(events.last().unwrap()["type"], "Finish", "{events:?}");
+    // The event stream said `Connection: close` (the session's streamed answer of
+    // /agent/resume above did not, and its connection was reused) and keeps its word: the
+    // TLS session ends with close_notify right after the last chunk (rustls reports an EOF
+    // without it as an error), not at the server's socket timeout.
+    assert!(reply.headers.iter().any(|(k, v)| k == "connection" && v == "close"), "{:?}", reply.headers);
+    assert!(resumed.headers.iter().all(|(k, _)| k != "connection"), "{:?}", resumed.headers);
+    let mut rest = Vec::new();
+    conn.read_to_end(&mut rest).expect("the server closes the TLS session after the last chunk, with close_notify");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 }
 
 #[test]

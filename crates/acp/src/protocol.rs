@@ -179,6 +179,8 @@ pub struct Prompt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
     EndTurn,
+    /// The model stopped at its output limit.
+    MaxTokens,
     MaxTurnRequests,
     Cancelled,
 }
@@ -188,6 +190,7 @@ impl StopReason {
     pub fn to_value(self) -> Value {
         let reason = match self {
             StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
             StopReason::MaxTurnRequests => "max_turn_requests",
             StopReason::Cancelled => "cancelled",
         };
@@ -921,6 +924,7 @@ mod tests {
         assert_eq!(StopReason::EndTurn.to_value().to_string(), r#"{"stopReason":"end_turn"}"#);
         assert_eq!(StopReason::MaxTurnRequests.to_value()["stopReason"], "max_turn_requests");
         assert_eq!(StopReason::Cancelled.to_value()["stopReason"], "cancelled");
+        assert_eq!(StopReason::MaxTokens.to_value()["stopReason"], "max_tokens");
         let mut opened = SessionOpened {
             session_id: Some("s1".into()),
             modes: json!({ "currentModeId": "auto" }),

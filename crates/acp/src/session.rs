@@ -327,7 +327,22 @@ impl Agent {
             Request::Goose { method, call } => {
                 // Some start extensions or wait for them.
                 let (me, goose) = (self.clone(), self.goose);
-                return later(&req, move || goose(&me, &method, call));
+                let steered = match &call {
+                    crate::goose_params::GooseCall::Steer { session_id, .. } => Some(session_id.clone()),
+                    _ => None,
+                };
+                return later(&req, move || {
+                    let answer = goose(&me, &method, call);
+                    // A steer taken is confirmed as goose confirms it, so Desktop keeps the
+                    // message it showed for it even when the turn ends before the model reads it.
+                    if let (Some(sid), Ok(v)) = (&steered, &answer) {
+                        if let (Some(run), Some(message)) = (v["runId"].as_str(), v["messageId"].as_str()) {
+                            let queued = SessionUpdate::QueuedSteer { run_id: run.into(), message_id: message.into() };
+                            me.conn.update(sid, &queued);
+                        }
+                    }
+                    answer
+                });
             }
             Request::NewSession(p) => {
                 let me = self.clone();
@@ -715,15 +730,17 @@ impl Agent {
     }
 
     /// `session/list`: newest first, `_meta.types` (goose's session types; default all) and
-    /// `_meta.query` (words in the title), 50 a page, `cursor` the offset of the next one.
+    /// `_meta.query` (text of the title or the messages), 50 a page, `cursor` the offset of
+    /// the next one; the page's entries from the store's index (nothing parsed).
     fn list(&self, p: &acp::ListSessions) -> Reply {
         let types: Vec<&str> = p.types.iter().map(String::as_str).collect();
         let (query, cwd, start) = (p.query.as_deref(), p.cwd.as_deref(), p.cursor);
         let asked = SessionQuery { types, working_dir: cwd, query, budget: SEARCH_BUDGET };
-        let (all, searched) = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
-        let page: Vec<Value> = all.iter().skip(start).take(LIST_PAGE).map(crate::shapes::session_info).collect();
-        let next = (start + LIST_PAGE < all.len()).then(|| (start + LIST_PAGE).to_string());
-        Ok(SessionList { sessions: page, next_cursor: next, search_complete: searched }.to_value())
+        let found = self.app.search_sessions(&asked).map_err(|e| agent_error(e, ""))?;
+        let (page, more) = found.page(start, LIST_PAGE);
+        let page: Vec<Value> = page.iter().map(crate::shapes::listed_info).collect();
+        let next = more.then(|| (start + LIST_PAGE).to_string());
+        Ok(SessionList { sessions: page, next_cursor: next, search_complete: found.complete }.to_value())
     }
 
     /// `session/delete`: its running prompt cancelled, its extensions stopped, its files gone.
@@ -971,6 +988,8 @@ impl Agent {
         // Tool calls announced and not yet closed: a cancel closes them (failed), so no editor
         // keeps a spinner for a call that will never report.
         let mut open_calls: Vec<String> = Vec::new();
+        // The last assistant message streamed (its id and time), which an output-limit note joins.
+        let mut last_reply: Option<(String, i64)> = None;
         let mut cancelled_at = None;
         // The turn's tokens, for the answer's `usage` (none yet: zero).
         let mut used = TurnUsage::default();
@@ -1000,6 +1019,9 @@ impl Agent {
             }
             match ev {
                 Event::Message { message, tokens } => {
+                    if let (gosling_store::message::Role::Assistant, Some(id)) = (&message.role, &message.id) {
+                        last_reply = Some((id.clone(), message.created));
+                    }
                     if let Some(u) = clock.see(Some(&message), &tokens) {
                         self.message_usage(sid, u);
                     }
@@ -1066,6 +1088,12 @@ impl Agent {
         let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
             (Outcome::Finished, _) => Ok(Prompted { stop: StopReason::EndTurn, usage: used }.to_value()),
+            (Outcome::OutputLimit, _) => {
+                if let Some((id, created)) = &last_reply {
+                    self.conn.update(sid, &updates::output_limit_note(id, *created));
+                }
+                Ok(Prompted { stop: StopReason::MaxTokens, usage: used }.to_value())
+            }
             (Outcome::OutOfTurns, _) => Ok(Prompted { stop: StopReason::MaxTurnRequests, usage: used }.to_value()),
             (Outcome::Failed, e) => Err(ErrorObject::new(
                 INTERNAL_ERROR,

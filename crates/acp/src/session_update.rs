@@ -37,6 +37,10 @@ pub enum SessionUpdate {
     /// goose's `session_info_update` naming the turn running now (`_meta.goose.activeRunId`),
     /// which Desktop steers into; `None` when it ended.
     ActiveRun(Option<String>),
+    /// goose's `session_info_update` confirming a steered message (`_meta.goose.queuedSteer`):
+    /// Desktop keeps the message it showed for the steer only once this (or the message's
+    /// own chunk) names it, and drops it when the turn ends unconfirmed.
+    QueuedSteer { run_id: String, message_id: String },
     /// ACP's `notice`: something the person should know outside a message (an extension that
     /// failed to start, a model call retried). Sent only to a client whose `initialize`
     /// advertised `clientCapabilities.session.notices`. gosling never compacts a conversation,
@@ -100,6 +104,11 @@ pub struct GooseMeta {
     pub tool: Option<(String, String)>,
     /// The person's text was steered into a running turn (`_meta.goose.steer`).
     pub steer: bool,
+    /// The chunk says the message stopped at the model's output limit
+    /// (`_meta.goose.outputTokenLimitReached` and `fallbackContent`): Desktop shows its own
+    /// warning under the message instead of this chunk's text when the message has text;
+    /// other clients show the text.
+    pub output_limit: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -155,6 +164,10 @@ fn put_meta(m: &mut Map<String, Value>, meta: &Option<GooseMeta>) {
         if g.steer {
             goose["steer"] = json!(true);
         }
+        if g.output_limit {
+            goose["outputTokenLimitReached"] = json!(true);
+            goose["fallbackContent"] = json!(true);
+        }
         put(m, "_meta", json!({ "goose": goose }));
     }
 }
@@ -182,7 +195,7 @@ impl SessionUpdate {
             SessionUpdate::ConfigOptions(_) => "config_option_update",
             SessionUpdate::SessionInfo { .. } => "session_info_update",
             SessionUpdate::Usage { .. } | SessionUpdate::ContextUsage { .. } => "usage_update",
-            SessionUpdate::ActiveRun(_) => "session_info_update",
+            SessionUpdate::ActiveRun(_) | SessionUpdate::QueuedSteer { .. } => "session_info_update",
             SessionUpdate::MessageUsage(_) => "message_usage",
             SessionUpdate::Notice(_) => "notice",
         }
@@ -254,6 +267,9 @@ impl SessionUpdate {
                 put(m, "size", *size);
             }
             SessionUpdate::ActiveRun(run) => put(m, "_meta", json!({ "goose": { "activeRunId": run } })),
+            SessionUpdate::QueuedSteer { run_id, message_id } => {
+                put(m, "_meta", json!({ "goose": { "queuedSteer": { "messageId": message_id, "runId": run_id } } }))
+            }
             SessionUpdate::MessageUsage(u) => {
                 put(m, "messageId", u.message_id.as_str());
                 let mut usage = json!({ "inputTokens": u.input, "outputTokens": u.output,
@@ -308,7 +324,27 @@ mod tests {
     use super::*;
 
     fn meta() -> Option<GooseMeta> {
-        Some(GooseMeta { message_id: "m1".into(), created: 7, tool: None, steer: false })
+        Some(GooseMeta { message_id: "m1".into(), created: 7, tool: None, steer: false, output_limit: false })
+    }
+
+    #[test]
+    fn an_output_limit_note_has_gooses_flags() {
+        let u = crate::updates::output_limit_note("m1", 7).to_value();
+        assert_eq!(u["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(u["messageId"], "m1");
+        assert_eq!(u["_meta"]["goose"]["outputTokenLimitReached"], true);
+        assert_eq!(u["_meta"]["goose"]["fallbackContent"], true);
+        assert!(u["content"]["text"].as_str().is_some_and(|t| t.contains("output limit")), "{u}");
+    }
+
+    #[test]
+    fn queued_steer_has_gooses_shape() {
+        let u = SessionUpdate::QueuedSteer { run_id: "run_1".into(), message_id: "msg_1".into() };
+        assert_eq!(
+            u.to_value(),
+            json!({"sessionUpdate": "session_info_update",
+                "_meta": {"goose": {"queuedSteer": {"messageId": "msg_1", "runId": "run_1"}}}})
+        );
     }
 
     #[test]
@@ -356,6 +392,7 @@ mod tests {
                 created: 7,
                 tool: Some(("x__y".into(), "x".into())),
                 steer: false,
+                output_limit: false,
             }),
         };
         assert_eq!(

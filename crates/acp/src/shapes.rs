@@ -4,16 +4,64 @@
 
 use gosling_agent::prompts::Prompt;
 use gosling_extensions::config::{ExtensionConfig, Kind};
-use gosling_store::sessions::Session;
+use gosling_store::sessions::{Listed, Session};
 use serde_json::{json, Map, Value};
 
 /// ACP's SessionInfo with the `_meta` keys goose's Desktop reads (goose-serve.md §4.4).
 pub fn session_info(s: &Session) -> Value {
-    let model = s.model_config.as_ref().and_then(|m| m.get("model_name")).cloned();
+    let model = s.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str);
+    info(Info {
+        id: &s.id,
+        cwd: &s.working_dir,
+        title: &s.name,
+        updated_at: &s.updated_at,
+        created_at: &s.created_at,
+        message_count: s.message_count,
+        provider: s.provider_name.as_deref(),
+        model,
+        session_type: &s.session_type,
+        user_set_name: s.user_set_name,
+        has_recipe: s.recipe.is_some(),
+    })
+}
+
+/// `session_info` of a session as the store's index lists it (`session/list`: nothing parsed).
+pub fn listed_info(s: &Listed<'_>) -> Value {
+    info(Info {
+        id: s.id(),
+        cwd: s.working_dir(),
+        title: s.name(),
+        updated_at: s.updated_at(),
+        created_at: s.created_at(),
+        message_count: s.message_count(),
+        provider: s.provider(),
+        model: s.model(),
+        session_type: s.session_type(),
+        user_set_name: s.user_set_name(),
+        has_recipe: s.has_recipe(),
+    })
+}
+
+/// What a SessionInfo says, from a session or its listing.
+struct Info<'a> {
+    id: &'a str,
+    cwd: &'a str,
+    title: &'a str,
+    updated_at: &'a str,
+    created_at: &'a str,
+    message_count: u64,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    session_type: &'a str,
+    user_set_name: bool,
+    has_recipe: bool,
+}
+
+fn info(s: Info<'_>) -> Value {
     json!({
         "sessionId": s.id,
-        "cwd": s.working_dir,
-        "title": s.name,
+        "cwd": s.cwd,
+        "title": s.title,
         "updatedAt": s.updated_at,
         "_meta": {
             "messageCount": s.message_count,
@@ -21,11 +69,11 @@ pub fn session_info(s: &Session) -> Value {
             "lastMessageAt": s.updated_at,
             "archivedAt": null,
             "projectId": null,
-            "providerId": s.provider_name,
-            "modelId": model,
+            "providerId": s.provider,
+            "modelId": s.model,
             "sessionType": s.session_type,
             "userSetName": s.user_set_name,
-            "hasRecipe": s.recipe.is_some(),
+            "hasRecipe": s.has_recipe,
         },
     })
 }

@@ -134,6 +134,17 @@ fn content_block(c: &ContentBlock) -> Option<Value> {
     }
 }
 
+/// The closing chunk of an assistant message the model stopped at its output limit (`id`,
+/// `created`: the message's), flagged so (`GooseMeta::output_limit`).
+pub fn output_limit_note(id: &str, created: i64) -> SessionUpdate {
+    SessionUpdate::Chunk(Chunk {
+        kind: ChunkKind::Agent,
+        text: "\n\n(The model stopped at its output limit: this answer may be cut short.)".into(),
+        image: None,
+        message: Some(GooseMeta { message_id: id.to_string(), created, tool: None, steer: false, output_limit: true }),
+    })
+}
+
 fn chunk(kind: ChunkKind, text: &str) -> SessionUpdate {
     SessionUpdate::Chunk(Chunk { kind, text: text.to_string(), image: None, message: None })
 }
@@ -162,7 +173,9 @@ pub fn live(message: &Message, first_status: &str, cwd: &str) -> Vec<Live> {
 /// tool and extension (`_meta.goose.toolCall`), since the title is for people.
 pub fn with_message_meta(u: &mut SessionUpdate, message: &Message) {
     let Some(id) = &message.id else { return };
-    let meta = |tool| Some(GooseMeta { message_id: id.clone(), created: message.created, tool, steer: false });
+    let meta = |tool| {
+        Some(GooseMeta { message_id: id.clone(), created: message.created, tool, steer: false, output_limit: false })
+    };
     match u {
         SessionUpdate::Chunk(c) => c.message = meta(None),
         SessionUpdate::ToolCall(c) => {

@@ -51,7 +51,7 @@ pub enum Error {
     /// three (the message says which).
     BadPermission(String),
     /// A working dir that is not an existing absolute directory (the message says which).
-    BadWorkingDir(String),
+    BadWorkingDir(gosling_config::Error),
     /// An import that is too large, not an exported session, or from a source gosling does
     /// not read (the message says what to send).
     BadImport(String),
@@ -81,7 +81,8 @@ impl fmt::Display for Error {
                 write!(f, "unknown mode {m:?}; {m:?} is not a mode gosling knows: use auto, approve, smart_approve or chat")
             }
             Error::BadName(why) | Error::BadPermission(why) => f.write_str(why),
-            Error::BadWorkingDir(why) | Error::BadImport(why) => f.write_str(why),
+            Error::BadWorkingDir(e) => write!(f, "{e}"),
+            Error::BadImport(why) => f.write_str(why),
             Error::UnknownProvider(p) => {
                 write!(f, "provider {p:?} is not supported by gosling; use openai, anthropic or ollama")
             }
@@ -103,6 +104,7 @@ impl std::error::Error for Error {
             Error::Model(e) => Some(e),
             Error::SaveMessage(e) | Error::Store(e) => Some(e),
             Error::Refused(e) | Error::Extensions(e) | Error::NotStarted { error: e, .. } => Some(e),
+            Error::BadWorkingDir(e) => Some(e),
             Error::SessionNotFound(_)
             | Error::NoAgent(_)
             | Error::OutOfTurns(_)
@@ -117,7 +119,6 @@ impl std::error::Error for Error {
             | Error::UnknownProvider(_)
             | Error::NoModel
             | Error::NotConfigured(_)
-            | Error::BadWorkingDir(_)
             | Error::BadImport(_) => None,
         }
     }

@@ -21,7 +21,7 @@ use crossbeam_channel::Receiver;
 use gosling_extensions::config::{ExtensionConfig, ExtensionEntry, ExtensionStore, Unresolved};
 use gosling_extensions::policy::InstallSource;
 use gosling_extensions::runtime::{LoadResult, SessionRuntime, ToolDelegate};
-use gosling_store::sessions::Session;
+use gosling_store::sessions::{Listed, Listing, Session};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +48,44 @@ pub struct SessionQuery<'a> {
     pub query: Option<&'a str>,
     /// How long messages are read before the answer goes with what was found.
     pub budget: std::time::Duration,
+}
+
+/// What a history search found (`Host::search_sessions`): positions in the store's listing,
+/// newest first; nothing is copied or parsed until a front end takes its page, and a listing
+/// without a query is filtered only as far as the page taken (`iter`).
+pub struct SessionsFound {
+    listing: Listing,
+    found: Kept,
+    /// With a query: `Some(false)` when the budget ran out before the oldest sessions' messages
+    /// were read.
+    pub complete: Option<bool>,
+}
+
+enum Kept {
+    /// The positions found by a search.
+    Searched(Vec<usize>),
+    /// Every session of these types (empty: all) in this working dir (if any), as iterated.
+    Filter { types: Vec<String>, working_dir: Option<String> },
+}
+
+impl SessionsFound {
+    /// The sessions found, newest first.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Listed<'_>> + '_> {
+        match &self.found {
+            Kept::Searched(at) => Box::new(at.iter().filter_map(|&i| self.listing.get(i))),
+            Kept::Filter { types, working_dir } => Box::new(self.listing.iter().filter(move |s| {
+                (types.is_empty() || types.iter().any(|t| t == s.session_type()))
+                    && working_dir.as_deref().is_none_or(|c| s.working_dir() == c)
+            })),
+        }
+    }
+
+    /// The `size` sessions found from the `start`th on, and whether more follow.
+    pub fn page(&self, start: usize, size: usize) -> (Vec<Listed<'_>>, bool) {
+        let mut all = self.iter().skip(start);
+        let page = all.by_ref().take(size).collect();
+        (page, all.next().is_some())
+    }
 }
 
 /// A new session (`/agent/start`, ACP `session/new`).
@@ -351,27 +389,40 @@ impl Host {
 
     /// The sessions a history search asks for, newest first: of `types` (goose's session
     /// types; empty: all), in `working_dir` if given, and, with a `query`, those whose name or
-    /// (read newest first within `budget`) whose messages hold it, ignoring case. The second
-    /// value is `Some(false)` when the budget ran out before the oldest sessions were read.
-    pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<(Vec<Session>, Option<bool>), Error> {
-        // Filtered before anything is parsed: a search over 10,000 sessions parses the few it
-        // finds, not every one.
-        let mut all = self.sessions.listed().map_err(Error::Store)?;
-        all.retain(|s| {
+    /// (read newest first within `budget`) whose messages hold it, ignoring case. Read from
+    /// the store's index: nothing is parsed and no conversation file is read for a listing
+    /// without a query; the caller takes the page it answers (`SessionsFound::page`), and a listing
+    /// without a query looks at no more sessions than that page.
+    pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<SessionsFound, Error> {
+        let listing = self.sessions.listed().map_err(Error::Store)?;
+        let wanted = |s: &Listed<'_>| {
             (q.types.is_empty() || q.types.contains(&s.session_type()))
                 && q.working_dir.is_none_or(|c| s.working_dir() == c)
-        });
-        let parse = |kept: Vec<gosling_store::sessions::Listed>| -> Result<Vec<Session>, Error> {
-            kept.iter().map(|s| s.session().map_err(Error::Store)).collect()
         };
-        let Some(query) = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty()) else {
-            return Ok((parse(all)?, None));
+        let query = q.query.map(str::to_lowercase).filter(|t| !t.trim().is_empty());
+        let Some(query) = query else {
+            let types = q.types.iter().map(|t| t.to_string()).collect();
+            let found = Kept::Filter { types, working_dir: q.working_dir.map(str::to_string) };
+            return Ok(SessionsFound { listing, found, complete: None });
         };
-        let named = |s: &gosling_store::sessions::Listed| s.name().to_lowercase().contains(query.as_str());
-        let others: Vec<&str> = all.iter().filter(|s| !named(s)).map(|s| s.id()).collect();
+        let mut hit = vec![false; listing.len()];
+        let mut others = Vec::new();
+        let mut at = Vec::new();
+        for (i, s) in listing.iter().enumerate().filter(|(_, s)| wanted(s)) {
+            if s.name_lower().contains(query.as_str()) {
+                hit[i] = true;
+            } else {
+                others.push(s);
+                at.push(i);
+            }
+        }
         let found = gosling_store::search::sessions_saying(&self.sessions, &others, &query, q.budget);
-        all.retain(|s| named(s) || found.ids.contains(s.id()));
-        Ok((parse(all)?, Some(found.complete)))
+        for n in found.hits {
+            hit[at[n]] = true;
+        }
+        drop(others);
+        let at = hit.iter().enumerate().filter(|(_, h)| **h).map(|(i, _)| i).collect();
+        Ok(SessionsFound { listing, found: Kept::Searched(at), complete: Some(found.complete) })
     }
 
     /// Every session's listing entry as one JSON array, built without serializing (the store

@@ -63,6 +63,8 @@ pub struct Turn {
     system: String,
     /// This turn's run: what front ends steer into (`agent::steer`).
     run: crate::steer::Run,
+    /// The model's last answer stopped at its output limit (`length`, `max_tokens`).
+    output_limit: bool,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -87,6 +89,8 @@ impl Out {
 pub enum Outcome {
     /// Finished (also after a cancel); `Finish` was emitted.
     Finished,
+    /// Finished, the model's final answer cut at its output limit; `Finish` was emitted.
+    OutputLimit,
     /// Failed; `Error` was emitted (no `Finish`).
     Failed,
     /// Stopped after `GOSLING_MAX_TURNS` model turns without a final answer; `Error` was
@@ -97,7 +101,7 @@ pub enum Outcome {
 impl Outcome {
     /// Whether the turn ended without `Finish` (the caller emits one).
     pub fn failed(self) -> bool {
-        self != Outcome::Finished
+        matches!(self, Outcome::Failed | Outcome::OutOfTurns)
     }
 }
 
@@ -253,6 +257,7 @@ impl Turn {
             _running: running,
             system: crate::prompts::text(&setting, &crate::prompts::SYSTEM),
             run: host.runs.begin(session_id),
+            output_limit: false,
         })
     }
 
@@ -359,13 +364,18 @@ impl Turn {
         elicitations.unwatch(&self.session_id, &sink);
         self.record_tokens(&out.tokens);
         let session_id = self.session_id.clone();
+        let output_limit = self.output_limit;
         // The session is free (and its tokens saved) before anyone learns the turn is over: a
         // client may send its next message as soon as it sees Finish.
         drop(self);
         match result {
             Ok(()) => {
                 out.sink.emit(Event::Finish(out.tokens));
-                Outcome::Finished
+                if output_limit {
+                    Outcome::OutputLimit
+                } else {
+                    Outcome::Finished
+                }
             }
             Err(e) => {
                 log::warn!("reply: session {session_id}: {e}");
@@ -494,6 +504,7 @@ impl Turn {
                 return Ok(());
             }
             if completion.tool_calls.is_empty() {
+                self.output_limit = matches!(completion.stop_reason.as_deref(), Some("length" | "max_tokens"));
                 // Done, unless a message was steered in meanwhile: the model answers it too.
                 let steered = self.run.take_or_close();
                 if steered.is_empty() || !self.add_steered(steered, out) {

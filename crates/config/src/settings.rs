@@ -128,6 +128,12 @@ pub fn unconfined(env: &dyn Env) -> bool {
     env.get("GOSLING_UNCONFINED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// `GOSLING_EGRESS_NETS`: networks that confined extensions' approved host names may resolve
+/// to besides public addresses (checked by `extensions::egress::operator_nets`).
+pub fn egress_nets(env: &dyn Env) -> Option<String> {
+    env.get("GOSLING_EGRESS_NETS")
+}
+
 /// The builtins a first run enables (`GOSLING_FIRST_RUN_EXTENSIONS`, comma-separated; `none`
 /// for none), else the developer builtin.
 pub fn first_run_extensions(env: &dyn Env) -> String {
@@ -144,6 +150,12 @@ pub fn print_login_link(env: &dyn Env) -> bool {
 /// (`GOSLING_TEST_KERNEL_LACKS_CONFINEMENT`), to test the refusal on such kernels.
 pub fn test_kernel_lacks_confinement(env: &dyn Env) -> bool {
     env.get("GOSLING_TEST_KERNEL_LACKS_CONFINEMENT").is_some()
+}
+
+/// Test builds: act as if no pids cgroup could be made (`GOSLING_TEST_NO_PIDS_CGROUP`), to
+/// test what a root gosling says when its extensions' process limit cannot hold.
+pub fn test_no_pids_cgroup(env: &dyn Env) -> bool {
+    env.get("GOSLING_TEST_NO_PIDS_CGROUP").is_some()
 }
 
 /// Test builds: whether the fault routes answer (`GOSLING_TEST_FAULTS`).

@@ -381,13 +381,7 @@ pub fn risks(config: &ExtensionConfig) -> Vec<String> {
                     ));
                 }
             }
-            let hosts = crate::egress::hosts_of(config);
-            if !hosts.is_empty() {
-                out.push(format!(
-                    "may connect, through gosling's proxy, to {}: what it sends there and gets back is up to those hosts",
-                    hosts.iter().map(|h| format!("`{}`", printable(h))).collect::<Vec<_>>().join(", ")
-                ));
-            }
+            // The approved hosts are named once, in the sandbox's `Network:` line below.
             for k in envs.keys().chain(env_keys.iter()) {
                 if disallowed_env_message(k).is_some() || untrusted_env_message(k).is_some() {
                     out.push(format!(
@@ -584,6 +578,9 @@ mod tests {
         for want in ["sandbox: Confined", "/data/a", "Network: only api.example.com:443", "256 processes", "1024 MiB"] {
             assert!(text.contains(want), "{want}: {text}");
         }
+        // The approved host is named once, in the sandbox's network line, in both lists.
+        assert_eq!(text.matches("api.example.com").count(), 1, "{text}");
+        assert_eq!(shown["sandbox"].to_string().matches("api.example.com").count(), 1, "{shown}");
         let mut loose = base;
         loose["sandbox"] = json!({"unconfined": true});
         assert!(summary(&cfg(loose), &|_| false)["risks"].to_string().contains("UNCONFINED"));

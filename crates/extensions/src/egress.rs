@@ -368,10 +368,83 @@ fn never_a_destination(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// The hosts approved for one extension.
+/// The hosts approved for one extension, and the networks besides the public ones their names
+/// may resolve to (`nets`: the operator's `GOSLING_EGRESS_NETS`, none by default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     pub hosts: Vec<HostPort>,
+    pub nets: Vec<Net>,
+}
+
+/// A network in CIDR form (`203.0.113.0/24`, `fd00:1::/64`; an address alone is itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Net {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Net {
+    /// Whether `ip` (canonical: an IPv4-mapped address is its IPv4) lies in this network.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let bits = |a: IpAddr| match canonical(a) {
+            IpAddr::V4(v) => (u128::from(u32::from(v)), 32u8),
+            IpAddr::V6(v) => (u128::from(v), 128u8),
+        };
+        let ((net, len), (x, xlen)) = (bits(self.addr), bits(ip));
+        if len != xlen {
+            return false;
+        }
+        let shift = u32::from(len - self.prefix);
+        shift >= 128 || (net >> shift) == (x >> shift)
+    }
+}
+
+impl fmt::Display for Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// The operator's `GOSLING_EGRESS_NETS`: networks that approved host *names* may resolve to
+/// besides public addresses — split-horizon DNS, a transparent egress proxy or a registry
+/// mirror that answers for the public names on a private or reserved address. Comma- or
+/// space-separated CIDRs; none may hold loopback, the unspecified address or a multicast one,
+/// or be wider than /8 (IPv4) or /16 (IPv6). Only from gosling's own environment: a link, an
+/// import or a config cannot widen it. A bad entry is refused with the fix.
+pub fn operator_nets(value: Option<&str>) -> Result<Vec<Net>, Error> {
+    let bad = |m: String| Error::Config { field: "GOSLING_EGRESS_NETS".into(), message: m };
+    let mut out = Vec::new();
+    for word in value.unwrap_or("").split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()) {
+        let (a, p) = word.split_once('/').map_or((word, None), |(a, p)| (a, Some(p)));
+        let addr: IpAddr = a.parse().map_err(|_| {
+            bad(format!("{word:?} is not a network; write CIDRs such as 203.0.113.0/24 or fd00:1::/64"))
+        })?;
+        let addr = canonical(addr);
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|n| *n <= max && p.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| bad(format!("{word:?} has no prefix length in 0..={max}")))?,
+        };
+        let net = Net { addr, prefix };
+        let min = if addr.is_ipv4() { 8 } else { 16 };
+        if prefix < min {
+            return Err(bad(format!("{word} is wider than /{min}; name the networks the registry or proxy is on")));
+        }
+        let never =
+            [IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V4(Ipv4Addr::UNSPECIFIED)];
+        if never.iter().any(|ip| net.contains(*ip)) || matches!(class_of(addr), Class::Multicast | Class::Unspecified) {
+            return Err(bad(format!(
+                "{word} holds loopback, the unspecified or a multicast address, which a name may never reach; \
+                 approve localhost:PORT or an address itself for an extension instead"
+            )));
+        }
+        out.push(net);
+    }
+    Ok(out)
 }
 
 impl EgressPolicy {
@@ -382,7 +455,7 @@ impl EgressPolicy {
             .iter()
             .map(|h| HostPort::parse(h).map_err(|rule| Error::Config { field: "sandbox.hosts".into(), message: rule }))
             .collect::<Result<_, _>>()?;
-        Ok(EgressPolicy { hosts })
+        Ok(EgressPolicy { hosts, nets: Vec::new() })
     }
 
     /// The entry that approves `req`, or the refusal naming what to approve.
@@ -405,9 +478,15 @@ impl EgressPolicy {
 }
 
 /// The addresses of `resolved` that `entry` (the approved entry that matched the request
-/// `req`) may reach, or why none: a name reaches public addresses only, except `localhost`
-/// approved by name (loopback); an approved address reaches itself.
-pub fn admit(entry: &HostPort, req: &HostPort, resolved: &[SocketAddr]) -> Result<Vec<SocketAddr>, String> {
+/// `req`) may reach, or why none: a name reaches public addresses only (and those in the
+/// operator's `nets`), except `localhost` approved by name (loopback); an approved address
+/// reaches itself.
+pub fn admit(
+    entry: &HostPort,
+    req: &HostPort,
+    resolved: &[SocketAddr],
+    nets: &[Net],
+) -> Result<Vec<SocketAddr>, String> {
     let localhost = matches!(&entry.host, Host::Name(n) if n == "localhost");
     let mut ok = Vec::new();
     let mut refused = None;
@@ -417,7 +496,7 @@ pub fn admit(entry: &HostPort, req: &HostPort, resolved: &[SocketAddr]) -> Resul
         let fine = match &entry.host {
             Host::Ip(approved) => *approved == ip,
             _ if localhost => class == Class::Loopback,
-            _ => class == Class::Public,
+            _ => class == Class::Public || nets.iter().any(|n| n.contains(ip)),
         };
         if fine {
             ok.push(SocketAddr::new(ip, a.port()));
@@ -433,9 +512,17 @@ pub fn admit(entry: &HostPort, req: &HostPort, resolved: &[SocketAddr]) -> Resul
     Err(format!(
         "{req} resolves to {ip}, {}, which an approved host name may not reach; to let the extension reach a \
          server on this machine or your network, approve its address itself (allow_host={ip_port}, or \
-         \"sandbox\": {{\"hosts\": [\"{ip_port}\"]}}{}) and point the extension at that address",
+         \"sandbox\": {{\"hosts\": [\"{ip_port}\"]}}{}) and point the extension at that address{}",
         class.words(),
         if class == Class::Loopback { "; or localhost:PORT" } else { "" },
+        if matches!(class, Class::Private | Class::Reserved) {
+            format!(
+                "; or, if this network's DNS answers public names with it (a transparent proxy, a mirror), the \
+                 operator lets approved names resolve there: GOSLING_EGRESS_NETS={ip}"
+            )
+        } else {
+            String::new()
+        },
     ))
 }
 
@@ -707,7 +794,7 @@ fn connection(client: TcpStream, shared: &Shared) -> Outcome {
             return o;
         }
     };
-    let addrs = match admit(entry, target, &resolved) {
+    let addrs = match admit(entry, target, &resolved, &shared.policy.nets) {
         Ok(a) => a,
         Err(reason) => {
             o.address = resolved.first().map(|a| SocketAddr::new(canonical(a.ip()), a.port()));
@@ -944,16 +1031,22 @@ fn shorten(s: &str) -> String {
     }
 }
 
-/// Resolves `host` on a thread of its own, within the resolve deadline.
+/// Resolves `host` on a thread of its own, within the resolve deadline. At most
+/// `MAX_RESOLVING` lookups run at once: a connection beyond them waits for one to end (a
+/// launcher's first fetch opens dozens at once), within the same deadline.
 fn resolve(host: &str, port: u16, shared: &Shared) -> Result<Vec<SocketAddr>, Refusal> {
     let unavailable = |reason: String| Refusal(502, "Bad Gateway", reason);
-    if shared.resolving.fetch_add(1, Ordering::SeqCst) >= MAX_RESOLVING {
+    let deadline = Instant::now() + shared.limits.resolve;
+    while shared.resolving.fetch_add(1, Ordering::SeqCst) >= MAX_RESOLVING {
         shared.resolving.fetch_sub(1, Ordering::SeqCst);
-        return Err(Refusal(
-            503,
-            "Service Unavailable",
-            format!("{MAX_RESOLVING} name lookups of this extension are still running; try again later"),
-        ));
+        if Instant::now() >= deadline || shared.stopped() {
+            return Err(Refusal(
+                503,
+                "Service Unavailable",
+                format!("{MAX_RESOLVING} name lookups of this extension are still running; try again later"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
     let (tx, rx) = crossbeam_channel::bounded(1);
     let (name, counter) = (host.to_string(), shared.resolving.clone());
@@ -966,7 +1059,7 @@ fn resolve(host: &str, port: u16, shared: &Shared) -> Result<Vec<SocketAddr>, Re
         shared.resolving.fetch_sub(1, Ordering::SeqCst);
         return Err(unavailable(format!("gosling could not start a thread to resolve {host} ({e})")));
     }
-    match rx.recv_timeout(shared.limits.resolve) {
+    match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
         Ok(Ok(addrs)) => Ok(addrs),
         Ok(Err(e)) => Err(unavailable(format!("cannot resolve {host}: {e}"))),
         Err(_) => {
@@ -1267,22 +1360,63 @@ mod tests {
             ("*.test.example:443", "192.168.0.1:443", "private"),
             ("evil.example:443", "0.0.0.0:443", "unspecified"),
         ] {
-            let e = admit(&hp(entry), &req, &addrs(&[to])).expect_err(to);
+            let e = admit(&hp(entry), &req, &addrs(&[to]), &[]).expect_err(to);
             assert!(e.contains(class) && e.contains("allow_host="), "{to}: {e}");
         }
-        let e = admit(&hp("evil.example:443"), &req, &addrs(&["127.0.0.1:443"])).unwrap_err();
+        let e = admit(&hp("evil.example:443"), &req, &addrs(&["127.0.0.1:443"]), &[]).unwrap_err();
         assert!(e.contains("allow_host=127.0.0.1:443") && e.contains("localhost:PORT"), "{e}");
         // A rebinding answer mixing both: only the public address is used.
         let mixed = addrs(&["127.0.0.1:443", "93.184.215.14:443"]);
-        assert_eq!(admit(&hp("evil.example:443"), &req, &mixed).unwrap(), addrs(&["93.184.215.14:443"]));
+        assert_eq!(admit(&hp("evil.example:443"), &req, &mixed, &[]).unwrap(), addrs(&["93.184.215.14:443"]));
         // Approved as such: localhost by name reaches loopback (only), a literal itself.
         let lh = hp("localhost:443");
-        assert_eq!(admit(&lh, &hp("localhost:443"), &addrs(&["127.0.0.1:443"])).unwrap(), addrs(&["127.0.0.1:443"]));
-        assert!(admit(&lh, &hp("localhost:443"), &addrs(&["10.0.0.1:443"])).is_err());
+        assert_eq!(
+            admit(&lh, &hp("localhost:443"), &addrs(&["127.0.0.1:443"]), &[]).unwrap(),
+            addrs(&["127.0.0.1:443"])
+        );
+        assert!(admit(&lh, &hp("localhost:443"), &addrs(&["10.0.0.1:443"]), &[]).is_err());
         let lit = hp("10.0.0.5:8443");
-        assert_eq!(admit(&lit, &lit, &addrs(&["10.0.0.5:8443"])).unwrap(), addrs(&["10.0.0.5:8443"]));
+        assert_eq!(admit(&lit, &lit, &addrs(&["10.0.0.5:8443"]), &[]).unwrap(), addrs(&["10.0.0.5:8443"]));
         let meta = hp("169.254.169.254:80");
-        assert!(admit(&meta, &meta, &addrs(&["169.254.169.254:80"])).is_ok());
+        assert!(admit(&meta, &meta, &addrs(&["169.254.169.254:80"]), &[]).is_ok());
+    }
+
+    #[test]
+    fn the_operators_nets_let_approved_names_resolve_there_and_nothing_else() {
+        let nets = operator_nets(Some("203.0.113.80/32, 10.20.0.0/16 fd00:1::/64")).unwrap();
+        assert_eq!(
+            nets.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["203.0.113.80/32", "10.20.0.0/16", "fd00:1::/64"]
+        );
+        let req = hp("registry.npmjs.org:443");
+        let entry = hp("registry.npmjs.org:443");
+        // A transparent proxy's reserved address, a mirror on the local network: reached by name.
+        assert!(admit(&entry, &req, &addrs(&["203.0.113.80:443"]), &nets).is_ok());
+        assert!(admit(&entry, &req, &addrs(&["[::ffff:10.20.3.4]:443"]), &nets).is_ok());
+        assert!(admit(&entry, &req, &addrs(&["[fd00:1::9]:443"]), &nets).is_ok());
+        // Nothing beside them, and the refusal names the setting for such an address.
+        for to in ["203.0.113.81:443", "10.21.0.1:443", "127.0.0.1:443", "169.254.169.254:443"] {
+            assert!(admit(&entry, &req, &addrs(&[to]), &nets).is_err(), "{to}");
+        }
+        let e = admit(&entry, &req, &addrs(&["203.0.113.81:443"]), &[]).unwrap_err();
+        assert!(e.contains("GOSLING_EGRESS_NETS=203.0.113.81"), "{e}");
+        assert!(!admit(&entry, &req, &addrs(&["127.0.0.1:443"]), &[]).unwrap_err().contains("GOSLING_EGRESS_NETS"));
+        assert_eq!(operator_nets(None).unwrap(), vec![]);
+        assert_eq!(operator_nets(Some(" ")).unwrap(), vec![]);
+        for (bad, says) in [
+            ("127.0.0.0/8", "loopback"),
+            ("0.0.0.0/8", "loopback"),
+            ("::1", "loopback"),
+            ("::/0", "wider than /16"),
+            ("10.0.0.0/7", "wider than /8"),
+            ("224.0.0.1", "multicast"),
+            ("registry.npmjs.org", "not a network"),
+            ("10.0.0.0/33", "prefix length"),
+            ("10.0.0.0/+8", "prefix length"),
+        ] {
+            let e = operator_nets(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("GOSLING_EGRESS_NETS") && e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -24,8 +24,84 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A stdio child's confinement (`None`: opted out) and the variables it adds.
-type Confined = (Option<gosling_sys::Confinement>, Vec<(String, String)>);
+/// A stdio child's confinement (`None`: opted out), the variables it adds and what it holds.
+type Confined = (Option<gosling_sys::Confinement>, Vec<(String, String)>, Held);
+
+/// What a stdio extension's start holds besides its process, released when the extension
+/// ends (removed, stopped when idle, the session or the server shut down, restarted after a
+/// crash): its egress proxy, its private temp dir, its pids cgroup. Dropped after the client
+/// was closed, that is after the shutdown ladder reaped its processes.
+#[derive(Default)]
+struct Held {
+    /// The egress proxy serving the proxy port of its network namespace (dropping it ends
+    /// every pipe).
+    egress: Option<crate::egress::Handle>,
+    /// Held for its `Drop` (the dir removed).
+    #[allow(dead_code)]
+    tmp: Option<PrivateTmp>,
+    /// Held for its `Drop` (the cgroup removed).
+    #[allow(dead_code)]
+    pids: Option<gosling_sys::PidsCgroup>,
+}
+
+/// A confined extension's private temp dir, `<state>/tmp/<owner>.<n>-<session>-<key>`
+/// (`owner`: `sys::owner_tag`, the gosling process that made it), removed with everything in
+/// it when dropped, never following a link the extension planted there.
+struct PrivateTmp {
+    /// `<state>/tmp`: gosling's own, where the extension may not write.
+    parent: PathBuf,
+    name: String,
+}
+
+impl PrivateTmp {
+    fn path(&self) -> PathBuf {
+        self.parent.join(&self.name)
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let removed = std::fs::File::open(&self.parent)
+            .and_then(|dir| gosling_sys::remove_tree_at(&dir, std::ffi::OsStr::new(&self.name)));
+        if let Err(e) = removed {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!(
+                    "cannot remove the temp dir {} ({e}); the next start of gosling does",
+                    self.path().display()
+                );
+            }
+        }
+    }
+}
+
+/// Removes the private temp dirs under `<state>/tmp` whose gosling process is gone (SIGKILL, a
+/// crash, a power cut). Several gosling processes may share a state dir: a dir is judged by
+/// the owner tag in its name (`sys::owner_alive`: the pid, its start time and its PID
+/// namespace), so a dir of a gosling that runs, or whose PID namespace is not ours, stays, and
+/// so do entries that carry no tag. Links in them are removed as links. Once per start.
+pub fn sweep_stale_tmp(state_dir: &Path) {
+    let parent = state_dir.join("tmp");
+    let Ok(dir) = std::fs::File::open(&parent) else { return };
+    let Ok(rd) = std::fs::read_dir(&parent) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(tag) = name.to_str().and_then(tmp_owner) else { continue };
+        if gosling_sys::owner_alive(tag) == Some(false) {
+            match gosling_sys::remove_tree_at(&dir, &name) {
+                Ok(()) => log::info!("removed the temp dir {} of a gosling that is gone", e.path().display()),
+                Err(err) => log::warn!("cannot remove the stale temp dir {} ({err})", e.path().display()),
+            }
+        }
+    }
+}
+
+/// The owner tag of a private temp dir's name (`<ns>.<pid>.<start>.<n>-…`), if it has one.
+fn tmp_owner(name: &str) -> Option<&str> {
+    let (owner, _) = name.split_once('-')?;
+    let (tag, n) = owner.rsplit_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(n) && tag.split('.').count() == 3 && tag.split('.').all(digits)).then_some(tag)
+}
 
 /// How long a sign-in started over the API waits for the browser's redirect.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
@@ -214,6 +290,8 @@ pub struct ActiveExtension {
     tools: RwLock<Vec<Tool>>,
     /// Set once the extension is removed: no more restarts.
     removed: std::sync::atomic::AtomicBool,
+    /// What its start holds (proxy, temp dir, cgroup): released when it is closed.
+    held: Mutex<Held>,
 }
 
 impl ActiveExtension {
@@ -230,6 +308,8 @@ impl ActiveExtension {
         if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             c.close();
         }
+        // After the ladder reaped its processes: the proxy, the temp dir, the cgroup.
+        drop(std::mem::take(&mut *lock(&self.held)));
     }
 
     /// Why the extension is restarting, while it is (its process ended); `None` while it runs.
@@ -306,9 +386,9 @@ pub struct SessionRuntime {
     in_use: std::sync::atomic::AtomicUsize,
     /// The configs `stop_if_idle` stopped, started again at the next use.
     idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
-    /// The egress proxy of each confined extension with approved hosts (serving the proxy
-    /// port of its own network namespace), by runtime key.
-    egress: Mutex<BTreeMap<String, crate::egress::Handle>>,
+    /// The working dir moved (`move_to`) since the running processes started: they start
+    /// again in the new one at the next use that finds no call under way.
+    moved: std::sync::atomic::AtomicBool,
 }
 
 /// Held while a call uses the extensions: the runtime is not idle meanwhile.
@@ -341,17 +421,42 @@ impl SessionRuntime {
             last_used: Mutex::new(Instant::now()),
             in_use: std::sync::atomic::AtomicUsize::new(0),
             idle_stopped: Mutex::new(None),
-            egress: Mutex::new(BTreeMap::new()),
+            moved: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Marks the extensions used now and, when `stop_if_idle` stopped them, starts them again
-    /// (each start bounded by its extension's timeout). Every use goes through here.
+    /// Marks the extensions used now and, when `stop_if_idle` stopped them or the working dir
+    /// moved (`move_to`), starts them again (each start bounded by its extension's timeout).
+    /// Every use goes through here.
     fn touch(self: &Arc<Self>) -> InUse<'_> {
-        self.in_use.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        use std::sync::atomic::Ordering::SeqCst;
+        self.in_use.fetch_add(1, SeqCst);
         let guard = InUse(self);
         let mut stopped = lock(&self.idle_stopped);
         *lock(&self.last_used) = Instant::now();
+        // Only this use under way (others wait on the lock above): no call of theirs is cut.
+        if self.in_use.load(SeqCst) == 1 && self.moved.swap(false, SeqCst) {
+            let processes: Vec<_> = {
+                let mut all = self.extensions.write().unwrap_or_else(|e| e.into_inner());
+                let keys: Vec<String> = all.iter().filter(|(_, e)| e.restartable()).map(|(k, _)| k.clone()).collect();
+                keys.into_iter().filter_map(|k| all.remove(&k)).collect()
+            };
+            if !processes.is_empty() {
+                log::info!(
+                    "session {}: working dir moved to {}; starting its {} extension process(es) there",
+                    self.session_id,
+                    self.working_dir().display(),
+                    processes.len()
+                );
+                let mut again: Vec<ExtensionConfig> = processes.iter().map(|e| e.config.clone()).collect();
+                let hs: Vec<_> = processes.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+                for h in hs {
+                    let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
+                }
+                again.extend(stopped.take().unwrap_or_default());
+                *stopped = Some(again);
+            }
+        }
         if let Some(configs) = stopped.take() {
             log::info!("session {}: used again; starting its {} extension(s)", self.session_id, configs.len());
             let results = self.load_all(configs);
@@ -410,10 +515,16 @@ impl SessionRuntime {
         self.working_dir.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Sets the dir the session's extensions start in from their next start (a restart after a
-    /// crash, after an idle stop, or one added); the running ones keep the dir they started in.
-    pub fn set_working_dir(&self, dir: PathBuf) {
-        *self.working_dir.write().unwrap_or_else(|e| e.into_inner()) = dir;
+    /// Moves the session to `dir`: every extension started from now on starts there, and the
+    /// running processes (stdio, builtin, inline Python) start again there at the session's
+    /// next use of its extensions that finds no call under way (`touch`) — a call under way is
+    /// never cut. Remote and frontend extensions have no working dir and keep running.
+    pub fn move_to(&self, dir: PathBuf) {
+        let mut wd = self.working_dir.write().unwrap_or_else(|e| e.into_inner());
+        if *wd != dir {
+            *wd = dir;
+            self.moved.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// The extensions whose last start failed (by name), with the error.
@@ -503,16 +614,17 @@ impl SessionRuntime {
         // A config from elsewhere (link, import, recipe) runs only as the person approved it.
         crate::consent::check_activation(&config, self.deps.policy.as_ref()).map_err(Error::not_started)?;
         let t = Instant::now();
-        let (backend, tools) = match &config.kind {
-            Kind::Frontend { tools, .. } => (Backend::Frontend, frontend_tools(&key, tools)),
+        let (backend, tools, held) = match &config.kind {
+            Kind::Frontend { tools, .. } => (Backend::Frontend, frontend_tools(&key, tools), Held::default()),
             _ => {
-                let client = Arc::new(self.connect(&config)?);
+                let (client, held) = self.connect(&config)?;
+                let client = Arc::new(client);
                 let tools = if client.capabilities().get("tools").is_some() {
                     client.list_tools().map_err(Error::Start)?
                 } else {
                     Vec::new()
                 };
-                (Backend::Mcp(client), tools)
+                (Backend::Mcp(client), tools, held)
             }
         };
         let ext = Arc::new(ActiveExtension {
@@ -521,6 +633,7 @@ impl SessionRuntime {
             backend: RwLock::new(backend),
             tools: RwLock::new(tools),
             removed: std::sync::atomic::AtomicBool::new(false),
+            held: Mutex::new(held),
         });
         let mut map = self.extensions.write().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(&key) {
@@ -594,10 +707,12 @@ impl SessionRuntime {
         Ok(out)
     }
 
-    fn connect(&self, config: &ExtensionConfig) -> Result<Client, Error> {
+    /// Starts the extension's server: its client, and what its start holds (`Held`).
+    fn connect(&self, config: &ExtensionConfig) -> Result<(Client, Held), Error> {
         let opts = self.client_options(config);
         let cwd = Some(self.working_dir()).filter(|d| d.is_dir());
         let name = &config.name;
+        let mut held = Held::default();
         let spec = match &config.kind {
             Kind::Sse { .. } => {
                 return Err(Error::Start(gosling_mcp::error::Error::SseUnsupported { extension: name.clone() }))
@@ -646,19 +761,20 @@ impl SessionRuntime {
                     find_in_path(cmd).unwrap_or_else(|| PathBuf::from(cmd))
                 };
                 let engine = crate::policy::program_family(cmd) == "container";
-                let (confinement, extra) = if container.is_some() || engine {
+                let (confinement, extra, confined_held) = if container.is_some() || engine {
                     // The engine's own isolation (the container-isolation rule); its client
                     // needs the daemon's socket and does nothing itself.
-                    (None, Vec::new())
+                    (None, Vec::new(), Held::default())
                 } else if self.is_own_builtin(cmd, &program) {
                     // `gosling mcp NAME` (a link's or an import's builtin): gosling's own code,
                     // unconfined like the builtins (the memory server keeps its notes in
                     // gosling's state dir). Only this very binary, not a program named so.
-                    (None, Vec::new())
+                    (None, Vec::new(), Held::default())
                 } else {
                     self.confine(config, &program, &args, cwd.as_deref())?
                 };
                 env.extend(extra);
+                held = confined_held;
                 StdioSpec {
                     cmd: cmd.clone(),
                     args,
@@ -696,9 +812,11 @@ impl SessionRuntime {
                     dependencies.as_deref().unwrap_or(&[]),
                     cwd.clone(),
                 )?;
-                let (confinement, extra) = self.confine(config, Path::new(&spec.cmd), &spec.args, cwd.as_deref())?;
+                let (confinement, extra, confined_held) =
+                    self.confine(config, Path::new(&spec.cmd), &spec.args, cwd.as_deref())?;
                 spec.env.extend(extra);
                 spec.confinement = confinement;
+                held = confined_held;
                 spec
             }
             Kind::StreamableHttp { uri, headers, .. } => {
@@ -721,31 +839,60 @@ impl SessionRuntime {
                     extension: config.name().to_string(),
                     auth: auth.transpose()?,
                 };
-                return gosling_mcp::connect_http(&spec, opts).map_err(Error::Start);
+                return gosling_mcp::connect_http(&spec, opts).map(|c| (c, held)).map_err(Error::Start);
             }
         };
+        // The proxy serves from the child's first moment, not from the end of its start: a
+        // launcher fetches its package before it answers `initialize` (npx, uvx on a first run).
         let (proxy_tx, proxy_rx) = crossbeam_channel::bounded(1);
+        let proxied =
+            spec.confinement.as_ref().is_some_and(|c| matches!(c.network, gosling_sys::Network::Proxy { .. }));
+        let egress = if proxied { Some(self.serve_egress(config, proxy_rx, opts.timeout)?) } else { None };
         let spec = StdioSpec { proxy_to: Some(proxy_tx), ..spec };
-        let client = gosling_mcp::connect_stdio(&spec, opts).map_err(Error::Start)?;
-        if let Ok(listener) = proxy_rx.try_recv() {
-            // Without its proxy the extension could reach none of its approved hosts: a
-            // failure here fails the start (the client is closed when dropped).
-            self.serve_egress(config, listener)?;
+        let client = gosling_mcp::connect_stdio(&spec, opts);
+        // The spawn sent the listener, or never will: its sender goes with the spec.
+        drop(spec);
+        if let Some(egress) = egress {
+            // The thread serves the listener it got, or gives up on none, at once (`serve_egress`).
+            // wait: ends at once, the sender being gone
+            let served = egress.join().unwrap_or_else(|_| Err(std::io::Error::other("the egress thread panicked")));
+            match served {
+                Ok(Some(handle)) => held.egress = Some(handle),
+                // Without its proxy the extension could reach none of its approved hosts: a
+                // failure here fails the start (the client is closed when dropped).
+                Err(e) => return Err(Error::Thread(e)),
+                Ok(None) => {}
+            }
         }
-        Ok(client)
+        let client = client.map_err(Error::Start)?;
+        Ok((client, held))
     }
 
     /// The egress of a confined extension with approved hosts: gosling's proxy
     /// (`egress::serve`) on the listener its network namespace holds, for the hosts of its
-    /// `sandbox` (its launcher's registry among them), each connection in the audit log. The
-    /// handle is kept by extension: a restart replaces it, and dropping it ends every pipe.
-    fn serve_egress(&self, config: &ExtensionConfig, listener: std::net::TcpListener) -> Result<(), Error> {
-        let policy = crate::egress::EgressPolicy::from_strings(&config.sandbox()?.hosts)?;
+    /// `sandbox` (its launcher's registry among them), each connection in the audit log. A
+    /// thread takes the listener as the spawn sends it (within the start's `timeout`, or until
+    /// the sender is gone) and serves it at once; it ends with the proxy's handle, held with the
+    /// extension (`Held`): dropping it ends every pipe.
+    fn serve_egress(
+        &self,
+        config: &ExtensionConfig,
+        listener: crossbeam_channel::Receiver<std::net::TcpListener>,
+        timeout: Duration,
+    ) -> Result<std::thread::JoinHandle<std::io::Result<Option<crate::egress::Handle>>>, Error> {
+        let mut policy = crate::egress::EgressPolicy::from_strings(&config.sandbox()?.hosts)?;
+        policy.nets = crate::egress::operator_nets(
+            gosling_config::settings::egress_nets(&gosling_config::ProcessEnv).as_deref(),
+        )?;
         let key = runtime_key(config.name());
-        let audit = crate::egress::Audit { log: self.deps.audit.clone(), extension: key.clone() };
-        let handle = crate::egress::serve(listener, policy, audit).map_err(Error::Thread)?;
-        lock(&self.egress).insert(key, handle);
-        Ok(())
+        let audit = crate::egress::Audit { log: self.deps.audit.clone(), extension: key };
+        std::thread::Builder::new()
+            .name("egress-start".into())
+            .spawn(move || match listener.recv_timeout(timeout) {
+                Ok(l) => crate::egress::serve(l, policy, audit).map(Some),
+                Err(_) => Ok(None),
+            })
+            .map_err(Error::Thread)
     }
 
     /// True when a stdio config runs this very gosling binary (`gosling mcp NAME`), by its
@@ -786,34 +933,62 @@ impl SessionRuntime {
         if sb.unconfined || everyone {
             log::warn!("extension {}: starts UNCONFINED (the operator opted out)", config.name());
             audit("unconfined");
-            return Ok((None, Vec::new()));
+            return Ok((None, Vec::new(), Held::default()));
         }
         if let Some(missing) = kernel_missing() {
             audit("refused_unconfinable");
             return Err(Error::NotStarted(Blocked::Unconfinable { name: config.name().to_string(), missing }));
         }
-        let tmp = self.deps.state_dir.join("tmp").join(format!(
-            "{}-{}",
-            crate::config::name_to_key(&self.session_id),
-            runtime_key(config.name())
-        ));
-        gosling_store::atomic::ensure_subdir(&self.deps.state_dir.join("tmp")).map_err(Error::Store)?;
-        gosling_store::atomic::ensure_subdir(&tmp).map_err(Error::Store)?;
+        // A dir of its own for each start (a restart's new one never meets the old one's
+        // removal), named for this gosling process so a later one knows when it is stale.
+        static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let short = |s: String| s.chars().take(48).collect::<String>();
+        let tmp = PrivateTmp {
+            parent: self.deps.state_dir.join("tmp"),
+            name: format!(
+                "{}.{}-{}-{}",
+                gosling_sys::owner_tag(),
+                STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                short(crate::config::name_to_key(&self.session_id)),
+                short(runtime_key(config.name()))
+            ),
+        };
+        gosling_store::atomic::ensure_subdir(&tmp.parent).map_err(Error::Store)?;
+        gosling_store::atomic::ensure_subdir(&tmp.path()).map_err(Error::Store)?;
         let home = gosling_config::settings::home(&gosling_config::ProcessEnv);
         let own = crate::sandbox::own_dirs(&self.deps.state_dir);
-        let c =
-            crate::sandbox::confinement(&sb, program, args, work, &tmp, home.as_deref(), &own).map_err(field_error)?;
-        let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
-        if let gosling_sys::Network::Proxy { port } = c.network {
-            let url = format!("http://127.0.0.1:{port}");
-            for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-                env.push((k.to_string(), url.clone()));
+        let caches = crate::sandbox::caches(&gosling_config::ProcessEnv);
+        for cache in crate::sandbox::launcher_caches(&program.display().to_string(), &caches) {
+            // Its first fetch goes there; a path that does not exist yet cannot be granted.
+            if std::fs::symlink_metadata(&cache).is_err() {
+                if let Err(e) = gosling_store::atomic::ensure_dir(&cache) {
+                    log::warn!(
+                        "extension {}: cannot make its launcher's cache ({e}); its first fetch will fail",
+                        config.name()
+                    );
+                }
             }
-            env.push(("NO_PROXY".to_string(), String::new()));
-            env.push(("no_proxy".to_string(), String::new()));
         }
+        let mut c = crate::sandbox::confinement(&sb, program, args, work, &tmp.path(), home.as_deref(), &caches, &own)
+            .map_err(field_error)?;
+        // Root is never held to RLIMIT_NPROC: its process limit is a pids cgroup.
+        let pids = if gosling_sys::euid() == 0 {
+            match root_process_limit()
+                .and_then(|_| gosling_sys::PidsCgroup::create(sb.processes).map_err(|e| e.to_string()))
+            {
+                Ok(cg) => Some(cg),
+                Err(why) => {
+                    log::warn!("extension {}: its process limit does not hold as root ({why})", config.name());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        c.pids_cgroup = pids.as_ref().map(gosling_sys::PidsCgroup::procs);
+        let env = confined_env(&tmp.path(), c.network);
         audit("confined");
-        Ok((Some(c), env))
+        Ok((Some(c), env, Held { egress: None, tmp: Some(tmp), pids }))
     }
 
     /// Deactivates by name (normalized); false when it was not active.
@@ -824,7 +999,6 @@ impl SessionRuntime {
         }
         let Some(ext) = self.extensions.write().unwrap_or_else(|e| e.into_inner()).remove(&key) else { return false };
         ext.close();
-        lock(&self.egress).remove(&key);
         log::info!("session {}: extension {key} removed", self.session_id);
         true
     }
@@ -968,6 +1142,8 @@ impl SessionRuntime {
             let detail = format!("last error: the process exited; stderr: {}", c.diagnostics());
             c.close();
             *b = Backend::Restarting(detail.clone());
+            // Its processes are reaped: what the dead start held goes (a restart gets its own).
+            drop(std::mem::take(&mut *lock(&ext.held)));
             detail
         };
         log::warn!("session {}: extension {} died; restarting ({detail})", self.session_id, ext.key);
@@ -979,12 +1155,13 @@ impl SessionRuntime {
                     return;
                 }
                 match me.connect(&ext.config) {
-                    Ok(c) => {
+                    Ok((c, held)) => {
                         let c = Arc::new(c);
                         if ext.removed.load(std::sync::atomic::Ordering::SeqCst) {
                             c.close();
                             return;
                         }
+                        *lock(&ext.held) = held;
                         *ext.backend.write().unwrap_or_else(|e| e.into_inner()) = Backend::Mcp(c);
                         let _ = ext.refresh_tools();
                         log::info!(
@@ -1043,6 +1220,39 @@ pub fn kernel_missing() -> Option<String> {
         return none.missing();
     }
     gosling_sys::probe().missing()
+}
+
+/// The variables a confined child gets: its `TMPDIR`, and with approved hosts the proxy in
+/// every form the usual clients read — `HTTP(S)_PROXY` in both cases (curl, Python, Go,
+/// uv, pip), `NODE_USE_ENV_PROXY=1` (Node's own `fetch` and, from Node 24, `http`/`https`
+/// honour those only with it: Node 22.21+ and 24.5+), and npm's `proxy`/`https-proxy` settings
+/// as variables (npm and npx take them over a `.npmrc`'s, for their first-run fetch); an empty
+/// `NO_PROXY` so that nothing goes around it (around it there is no network).
+fn confined_env(tmp: &Path, network: gosling_sys::Network) -> Vec<(String, String)> {
+    let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
+    if let gosling_sys::Network::Proxy { port } = network {
+        let url = format!("http://127.0.0.1:{port}");
+        for k in
+            ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy", "npm_config_https_proxy"]
+        {
+            env.push((k.to_string(), url.clone()));
+        }
+        env.push(("NODE_USE_ENV_PROXY".to_string(), "1".to_string()));
+        env.push(("NO_PROXY".to_string(), String::new()));
+        env.push(("no_proxy".to_string(), String::new()));
+    }
+    env
+}
+
+/// Whether a root gosling holds each confined extension to its process limit: the pids cgroup
+/// dir the limits are made under (`sys::pids_cgroup_base`), or why there is none. A test build
+/// can pretend there is none (`GOSLING_TEST_NO_PIDS_CGROUP`).
+pub fn root_process_limit() -> Result<PathBuf, String> {
+    #[cfg(feature = "test-hooks")]
+    if gosling_config::settings::test_no_pids_cgroup(&gosling_config::ProcessEnv) {
+        return Err("the test build pretends there is no pids cgroup (GOSLING_TEST_NO_PIDS_CGROUP)".into());
+    }
+    gosling_sys::pids_cgroup_base()
 }
 
 /// Container mode (seed §8.1): `GOSLING_CONTAINER` names a running container that stdio

@@ -201,10 +201,14 @@ impl Sandbox {
                 self.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             ));
         }
+        // The one place the approved hosts are named (the launcher's registry among them).
         out.push(if self.hosts.is_empty() {
             "Network: none".to_string()
         } else {
-            format!("Network: only {}", self.hosts.join(", "))
+            format!(
+                "Network: only {}, through gosling's proxy (what it sends there and gets back is up to those hosts)",
+                self.hosts.join(", ")
+            )
         });
         out.push(format!(
             "Limits: memory {} MiB, {} processes, {} open files",
@@ -304,15 +308,44 @@ const SYSTEM_READ: &[&str] = &[
     "/dev/random",
 ];
 const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/tty"];
-/// Launcher and runtime caches under the home dir (written on a first fetch).
-const HOME_CACHES: &[&str] = &[".npm", ".cache/uv", ".local/share/uv", ".cache/pip"];
+/// The launcher and runtime caches a confined child may write (a launcher's first fetch goes
+/// there), where the child looks for them: it has gosling's `HOME` and `XDG_*` (mcp::stdio's
+/// base variables) and may set no `npm_config_*`, `UV_*` or `PIP_*` of its own (config's
+/// environment families). So npm's `~/.npm` (npx installs a package into its `_npx`), uv's
+/// `$XDG_CACHE_HOME/uv` (else `~/.cache/uv`: uvx's environments) and `$XDG_DATA_HOME/uv` (else
+/// `~/.local/share/uv`: tools, managed Pythons), pip's `$XDG_CACHE_HOME/pip`. These, never the
+/// home dir itself.
+pub fn caches(env: &dyn gosling_config::Env) -> Vec<PathBuf> {
+    let Some(home) = gosling_config::settings::home(env).filter(|h| h.is_absolute()) else { return Vec::new() };
+    let xdg = |kind: &str, fallback: &str| {
+        env.get(&format!("XDG_{kind}_HOME")).filter(|d| d.starts_with('/')).map_or(home.join(fallback), PathBuf::from)
+    };
+    let (cache, data) = (xdg("CACHE", ".cache"), xdg("DATA", ".local/share"));
+    vec![home.join(".npm"), cache.join("uv"), data.join("uv"), cache.join("pip")]
+}
+
+/// The caches `cmd`'s launcher fills on its first fetch (npx, npm: npm's; uvx, uv: uv's cache
+/// and data dirs, where `uvx` keeps its tools dir), of `caches`. The runtime makes them before
+/// the start: the kernel grants only a path that exists.
+pub fn launcher_caches(cmd: &str, caches: &[PathBuf]) -> Vec<PathBuf> {
+    let program = Path::new(cmd).file_name().and_then(|n| n.to_str()).unwrap_or(cmd);
+    let name = match program {
+        "npx" | "npm" => ".npm",
+        "uvx" | "uv" => "uv",
+        _ => return Vec::new(),
+    };
+    caches.iter().filter(|c| c.file_name().is_some_and(|n| n == name)).cloned().collect()
+}
+
 /// Runtimes under the home dir (read and run only: writing a dir on the user's `PATH` would
 /// plant programs outside the extension).
 const HOME_RUNTIMES: &[&str] = &[".local/bin", ".nvm", ".pyenv", ".cargo/bin", ".rustup", ".volta", ".bun"];
 
 /// The confinement of a stdio child: `program` and the absolute paths among `args` (a script
-/// such as `node /abs/server.js`) with their install dirs read; `work` and `tmp` and the
-/// granted paths read and written; refused when a grant covers one of gosling's own dirs.
+/// such as `node /abs/server.js`) with their install dirs read; `work` and `tmp`, the granted
+/// paths and the launcher `caches` read and written; refused when a grant covers one of
+/// gosling's own dirs.
+#[allow(clippy::too_many_arguments)]
 pub fn confinement(
     sb: &Sandbox,
     program: &Path,
@@ -320,6 +353,7 @@ pub fn confinement(
     work: Option<&Path>,
     tmp: &Path,
     home: Option<&Path>,
+    caches: &[PathBuf],
     own: &[PathBuf],
 ) -> Result<gosling_sys::Confinement, Error> {
     let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
@@ -340,10 +374,8 @@ pub fn confinement(
             }
         }
     }
+    write.extend(caches.iter().cloned());
     if let Some(h) = home {
-        for c in HOME_CACHES {
-            write.push(h.join(c));
-        }
         for r in HOME_RUNTIMES {
             read.push(h.join(r));
         }
@@ -390,6 +422,7 @@ pub fn confinement(
         write,
         limits: gosling_sys::Limits { memory_bytes: sb.memory, processes: sb.processes, open_files: sb.open_files },
         network,
+        pids_cgroup: None,
     })
 }
 
@@ -479,12 +512,35 @@ mod tests {
         assert!(stdio("uvx", json!({})).sandbox().unwrap().hosts.contains(&"pypi.org:443".to_string()));
     }
 
+    struct Vars(&'static [(&'static str, &'static str)]);
+    impl gosling_config::Env for Vars {
+        fn get(&self, key: &str) -> Option<String> {
+            self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_launcher_caches_are_where_the_child_looks_and_never_the_home() {
+        let p = |s: &str| PathBuf::from(s);
+        let plain = caches(&Vars(&[("HOME", "/home/u")]));
+        assert_eq!(
+            plain,
+            [p("/home/u/.npm"), p("/home/u/.cache/uv"), p("/home/u/.local/share/uv"), p("/home/u/.cache/pip")]
+        );
+        let xdg = caches(&Vars(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/var/cache/u"), ("XDG_DATA_HOME", "rel")]));
+        assert_eq!(xdg, [p("/home/u/.npm"), p("/var/cache/u/uv"), p("/home/u/.local/share/uv"), p("/var/cache/u/pip")]);
+        assert!(caches(&Vars(&[])).is_empty() && caches(&Vars(&[("HOME", "relative")])).is_empty());
+        assert_eq!(launcher_caches("/usr/bin/npx", &xdg), [p("/home/u/.npm")]);
+        assert_eq!(launcher_caches("uvx", &xdg), [p("/var/cache/u/uv"), p("/home/u/.local/share/uv")]);
+        assert!(launcher_caches("python3", &xdg).is_empty());
+    }
+
     #[test]
     fn a_grant_over_goslings_dirs_is_refused() {
         let own = vec![PathBuf::from("/home/u/.config/gosling"), PathBuf::from("/home/u/.local/state/gosling")];
         let sb = stdio("python3", json!({"paths": ["/home/u"]})).sandbox().unwrap();
-        let e =
-            confinement(&sb, Path::new("/usr/bin/python3"), &[], None, Path::new("/tmp/x"), None, &own).unwrap_err();
+        let e = confinement(&sb, Path::new("/usr/bin/python3"), &[], None, Path::new("/tmp/x"), None, &[], &own)
+            .unwrap_err();
         assert!(e.to_string().contains("sandbox.paths[0]") && e.to_string().contains("outside it"), "{e}");
         let ok = stdio("python3", json!({"paths": ["/home/u/data"]})).sandbox().unwrap();
         let c = confinement(
@@ -494,13 +550,15 @@ mod tests {
             Some(Path::new("/home/u/work")),
             Path::new("/tmp/x"),
             Some(Path::new("/home/u")),
+            &[PathBuf::from("/home/u/.npm")],
             &own,
         )
         .unwrap();
         assert!(c.write.contains(&PathBuf::from("/home/u/data")) && c.write.contains(&PathBuf::from("/home/u/work")));
+        assert!(c.write.contains(&PathBuf::from("/home/u/.npm")), "the launcher caches: {:?}", c.write);
         assert!(!c.read.iter().chain(&c.write).any(|p| p == Path::new("/home/u")));
         let inside = stdio("python3", json!({"paths": ["/home/u/.config/gosling/secrets.json"]})).sandbox().unwrap();
-        let e = confinement(&inside, Path::new("/usr/bin/python3"), &[], None, Path::new("/tmp/x"), None, &own)
+        let e = confinement(&inside, Path::new("/usr/bin/python3"), &[], None, Path::new("/tmp/x"), None, &[], &own)
             .unwrap_err();
         assert!(e.to_string().contains("sandbox.paths[0]"), "{e}");
         let e = confinement(
@@ -510,6 +568,7 @@ mod tests {
             Some(Path::new("/home/u/.local/state/gosling/x")),
             Path::new("/tmp/x"),
             None,
+            &[],
             &own,
         )
         .unwrap_err();

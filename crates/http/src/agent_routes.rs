@@ -67,12 +67,15 @@ fn decode_recipe_deeplink(link: &str) -> Result<Value, ApiError> {
 
 /// The session's working dir by the one rule (`config::working_dir`), or a 400 naming the problem.
 fn checked_working_dir(raw: &str, what: &str) -> Result<String, ApiError> {
-    use gosling_config::{working_dir, Error, ProcessEnv};
-    match working_dir(raw, &ProcessEnv) {
-        Ok(dir) => Ok(dir.display().to_string()),
-        // goose's words for an empty one.
-        Err(Error::EmptyWorkingDir) => Err(ApiError::bad_request("Working directory cannot be empty")),
-        Err(e) => Err(ApiError::bad_request(format!("{what}: {e}"))),
+    use gosling_config::{working_dir, ProcessEnv};
+    working_dir(raw, &ProcessEnv).map(|dir| dir.display().to_string()).map_err(|e| working_dir_refused(e, what))
+}
+
+/// A refused working dir in goose's words (`what` names the field), with the rule's reason.
+fn working_dir_refused(e: gosling_config::Error, what: &str) -> ApiError {
+    match e {
+        gosling_config::Error::EmptyWorkingDir => ApiError::bad_request("Working directory cannot be empty"),
+        e => ApiError::bad_request(format!("{what}: {e}")),
     }
 }
 
@@ -294,11 +297,12 @@ struct WorkingDirReq {
     working_dir: String,
 }
 
+/// The core's move (`Host::update_working_dir`: the running extension processes start again
+/// in the new dir before their next use), with goosed's words for a refused dir.
 pub fn update_working_dir(app: &App, req: &Request) -> R {
     let r: WorkingDirReq = req.json()?;
-    let dir = checked_working_dir(&r.working_dir, "Invalid directory path")?;
-    let open = OpenSession { working_dir: Some(dir), restart: true, ..Default::default() };
-    app.open_session(&r.session_id, open).map_err(|e| match e {
+    app.update_working_dir(&r.session_id, &r.working_dir).map_err(|e| match e {
+        Error::BadWorkingDir(e) => working_dir_refused(e, "Invalid directory path"),
         Error::SessionNotFound(id) => ApiError::not_found(format!("session {id:?} not found")),
         e => ApiError::from(e),
     })?;

@@ -123,19 +123,21 @@ pub fn search(app: &App, req: &Request) -> R {
     let after = req.query_param("after_date");
     let before = req.query_param("before_date");
     let asked = SessionQuery { types: vec![], working_dir: None, query: Some(&query), budget: SEARCH_BUDGET };
-    let (all, complete) = app.search_sessions(&asked)?;
-    let mut found = Vec::new();
-    for meta in all.iter().filter(|m| {
-        after.as_deref().is_none_or(|a| m.updated_at.as_str() >= a)
-            && before.as_deref().is_none_or(|b| m.updated_at.as_str() <= b)
-    }) {
-        if found.len() >= limit {
-            break;
+    let found = app.search_sessions(&asked)?;
+    // The entries as the store's index holds them (goose's Session JSON), copied, not parsed.
+    let mut body = Vec::from(&b"["[..]);
+    let dated = found.iter().filter(|m| {
+        after.as_deref().is_none_or(|a| m.updated_at() >= a) && before.as_deref().is_none_or(|b| m.updated_at() <= b)
+    });
+    for (i, m) in dated.take(limit).enumerate() {
+        if i > 0 {
+            body.push(b',');
         }
-        found.push(serde_json::to_value(meta).map_err(|e| ApiError::internal(e.to_string()))?);
+        body.extend_from_slice(m.json().as_bytes());
     }
-    let r = Response::json(200, &Value::Array(found));
-    Ok(r.with_header("X-Search-Complete", if complete == Some(false) { "false" } else { "true" }))
+    body.push(b']');
+    let r = Response::bytes(200, "application/json", body);
+    Ok(r.with_header("X-Search-Complete", if found.complete == Some(false) { "false" } else { "true" }))
 }
 
 pub fn session_extensions(app: &App, id: &str) -> R {

@@ -98,6 +98,13 @@ fn pump(events: Receiver<Event>, cancel: Sender<()>, w: &mut dyn Write) -> io::R
     loop {
         let frame = match events.recv_timeout(PING_INTERVAL) {
             Ok(ev) => gosling_wire::sse::encode_data(&ev.to_json().to_string()),
+            // The server is stopping (its turns are being ended): the stream ends whole, saying
+            // so, rather than being cut when the process exits.
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) if gosling_sys::shutdown_requested() => {
+                let stopping = Event::Error("the server is shutting down; this reply was cut short".into());
+                drop(cancel);
+                return w.write_all(gosling_wire::sse::encode_data(&stopping.to_json().to_string()).as_bytes());
+            }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => ping.clone(),
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Ok(()),
         };

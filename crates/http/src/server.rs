@@ -9,7 +9,10 @@
 //! once its handler has answered. Each handler runs inside `catch_unwind` (a panic is a 500 and the
 //! server lives on). Bodies are bounded (413) and sockets have read/write
 //! timeouts (vendored tiny_http patch), so a slow or idle client cannot hold a thread forever.
-//! Streaming bodies (SSE) are written by us as HTTP/1.1 chunks, flushed frame by frame. An
+//! Streaming bodies (SSE, a session read as it is sent) are written by us as HTTP/1.1 chunks,
+//! flushed frame by frame; `Connection: close` is said exactly when the connection ends after
+//! the body (`write_stream`), and a stopping server lets its streams end with their last chunk
+//! before it exits (`Server::finish_streams`). An
 //! upgraded connection (the WebSocket at `/acp`, `Body::Upgrade`) belongs to its handler after
 //! the 101 and holds no request slot.
 //! With `tls` (see `gosling_tls`) every connection is a rustls session; the rest is the same.
@@ -167,6 +170,7 @@ pub struct Server {
     http: Option<tiny_http::Server>,
     addr: SocketAddr,
     tls: bool,
+    streams: Arc<Streams>,
 }
 
 impl Server {
@@ -187,16 +191,18 @@ impl Server {
         };
         let slots = Slots::new(limits.max_requests);
         let open = Slots::new(OPEN_SLOTS);
+        let streams = Arc::new(Streams::default());
+        let in_flight = streams.clone();
         let serve: tiny_http::RequestHandler = Arc::new(move |rq| {
             // A panic outside the handler's own guard (writing the response) must not take
             // the connection's thread down with it unlogged.
-            let pools = (&slots, &open);
+            let pools = (&slots, &open, &*in_flight);
             if panic::catch_unwind(AssertUnwindSafe(|| serve_one(rq, &limits, pools, &*gate, &*handler))).is_err() {
                 log::error!("http: serving a request panicked outside its handler");
             }
         });
         let http = tiny_http::Server::serve(listener, options, serve).map_err(io::Error::other)?;
-        Ok(Server { http: Some(http), addr, tls: tls.is_some() })
+        Ok(Server { http: Some(http), addr, tls: tls.is_some(), streams })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -214,6 +220,64 @@ impl Server {
 
     pub fn stop(&mut self) {
         self.http.take();
+    }
+
+    /// Waits up to `within` for the streamed bodies in flight to end (a stopping server's
+    /// event streams end at their next ping, with their last chunk; `POST /reply` streams say
+    /// the server is stopping), so that the process does not exit under them: a stream cut by
+    /// the exit reaches the client without its last chunk (Chromium:
+    /// `ERR_INCOMPLETE_CHUNKED_ENCODING`). Returns how many are still open then (logged).
+    pub fn finish_streams(&self, within: Duration) -> usize {
+        let left = self.streams.wait_ended(within);
+        if left > 0 {
+            log::warn!(
+                "http: {left} streamed response(s) still open {within:?} after shutdown began; \
+                 they end with the process, before their last chunk"
+            );
+        }
+        left
+    }
+}
+
+/// How long a stopping server waits for its streamed bodies to end (`Server::finish_streams`):
+/// several of the event streams' ping intervals, at which they look for the shutdown.
+pub const STREAMS_FINISH: Duration = Duration::from_secs(3);
+
+/// The streamed bodies being written (`Body::Stream`), so a stopping server can wait for them.
+#[derive(Default)]
+struct Streams {
+    open: Mutex<usize>,
+    ended: Condvar,
+}
+
+/// One streamed body in flight; dropped once its last chunk is written or it failed.
+struct OpenStream<'a>(&'a Streams);
+
+impl Streams {
+    fn open(&self) -> OpenStream<'_> {
+        *lock(&self.open) += 1;
+        OpenStream(self)
+    }
+
+    /// Waits up to `within` for no stream to be open; how many still are.
+    fn wait_ended(&self, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        let mut open = lock(&self.open);
+        while *open > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            open = self.ended.wait_timeout(open, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *open
+    }
+}
+
+impl Drop for OpenStream<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.open) -= 1;
+        self.0.ended.notify_all();
     }
 }
 
@@ -321,12 +385,18 @@ fn needs_no_slot(rq: &tiny_http::Request) -> bool {
 pub const STATUS_TYPE: &str = "text/plain; charset=utf-8";
 pub const STATUS_BODY: &str = "ok";
 
-fn serve_one(rq: tiny_http::Request, limits: &Limits, pools: (&Slots, &Slots), gate: &Gate, handler: &Handler) {
-    let (slots, open) = pools;
+fn serve_one(
+    rq: tiny_http::Request,
+    limits: &Limits,
+    pools: (&Slots, &Slots, &Streams),
+    gate: &Gate,
+    handler: &Handler,
+) {
+    let (slots, open, streams) = pools;
     let head = head(&rq);
     if let Some(resp) = gate(&head) {
         log::debug!("http: {} {} answered from its head: {}", head.method, head.path, resp.status);
-        let _ = respond(rq, resp);
+        let _ = respond(rq, resp, streams);
         return;
     }
     let mut grace = limits.io_timeout * 2;
@@ -359,7 +429,7 @@ fn serve_one(rq: tiny_http::Request, limits: &Limits, pools: (&Slots, &Slots), g
                         "server busy: {OPEN_SLOTS} requests without the key are sending their bodies; retry shortly"
                     ),
                 );
-                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
+                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"), streams);
                 return;
             }
         }
@@ -370,12 +440,12 @@ fn serve_one(rq: tiny_http::Request, limits: &Limits, pools: (&Slots, &Slots), g
                 let max = limits.max_requests;
                 log::warn!("http: {max} requests in flight (GOSLING_MAX_REQUESTS); answering 503");
                 let e = ApiError::new(503, format!("server busy: {max} requests in flight; retry shortly"));
-                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"));
+                let _ = respond(rq, Response::error(&e).with_header("Retry-After", "1"), streams);
                 return;
             }
         }
     };
-    handle(rq, head, limits.max_body, grace, handler, slot);
+    handle(rq, head, (limits.max_body, grace), handler, slot, streams);
 }
 
 /// The request without its body.
@@ -426,15 +496,15 @@ impl<R: Read> Read for MinRate<R> {
 fn handle(
     mut rq: tiny_http::Request,
     head: Request,
-    max_body: usize,
-    grace: Duration,
+    (max_body, grace): (usize, Duration),
     handler: &Handler,
     slot: Option<Slot<'_>>,
+    streams: &Streams,
 ) {
     let Request { method, path, query, headers, peer, .. } = head;
     let too_large = |rq| {
         let e = format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)");
-        let _ = respond(rq, Response::error(&ApiError::new(413, e)));
+        let _ = respond(rq, Response::error(&ApiError::new(413, e)), streams);
     };
     if rq.body_length().is_some_and(|n| n > max_body) {
         return too_large(rq);
@@ -451,7 +521,8 @@ fn handle(
         Ok(_) => {}
         Err(e) => {
             log::debug!("http: reading the body of {method} {path} failed: {e}");
-            let _ = respond(rq, Response::error(&ApiError::new(408, format!("could not read the request body: {e}"))));
+            let e = ApiError::new(408, format!("could not read the request body: {e}"));
+            let _ = respond(rq, Response::error(&e), streams);
             return;
         }
     }
@@ -472,34 +543,85 @@ fn handle(
     if resp.follower {
         drop(slot);
     }
-    if let Err(e) = respond(rq, resp) {
+    if let Err(e) = respond(rq, resp, streams) {
         log::debug!("http: writing the response to {} {} failed: {e}", req.method, req.path);
     }
 }
 
-fn respond(rq: tiny_http::Request, resp: Response) -> io::Result<()> {
+/// Whether a response is an event stream (`text/event-stream`).
+fn is_event_stream(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.starts_with("text/event-stream"))
+}
+
+/// Whether the client said this request is its connection's last (`Connection: close`, or
+/// HTTP/1.0 without keep-alive): tiny_http closes the connection after the answer then.
+fn client_closes(rq: &tiny_http::Request) -> bool {
+    let connection = rq.headers().iter().find(|h| h.field.equiv("Connection")).map(|h| h.value.as_str());
+    let connection = connection.map(str::to_ascii_lowercase);
+    match connection {
+        Some(c) if c.contains("close") => true,
+        Some(c) => *rq.http_version() == (1, 0) && !c.contains("keep-alive"),
+        None => *rq.http_version() == (1, 0),
+    }
+}
+
+/// Writes a streamed body as HTTP/1.1 chunks, and says `Connection: close` exactly when the
+/// connection ends after it: an event stream (it ends when the server ends it: at shutdown,
+/// or when its turn is over) and a client's last request. Any other streamed body is
+/// delimited by its last chunk and the connection serves the client's next request. A body
+/// that fails part-way (the writer fails, the client is gone, it panics) cannot be finished:
+/// its connection is closed without the last chunk, so the client sees the body cut at once
+/// (not at the next socket timeout, with a `408` where a chunk should be), and the log says
+/// why.
+fn write_stream(rq: tiny_http::Request, status: u16, headers: &[(String, String)], f: StreamFn) -> io::Result<()> {
+    let end = rq.connection_end();
+    let close = is_event_stream(headers) || client_closes(&rq);
+    if close {
+        end.after_this_response();
+    }
+    let what = format!("{} {}", rq.method(), rq.url().split('?').next().unwrap_or(""));
+    let mut w = rq.into_writer();
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(if close {
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    } else {
+        "Transfer-Encoding: chunked\r\n\r\n"
+    });
+    let body = w.write_all(head.as_bytes()).and_then(|()| w.flush()).and_then(|()| {
+        let mut chunked = Chunked(&mut w);
+        match panic::catch_unwind(AssertUnwindSafe(|| f(&mut chunked))) {
+            Ok(r) => r,
+            Err(_) => {
+                log::error!("http: the code writing the streamed body of {what} panicked");
+                Err(io::Error::other("the code writing it panicked"))
+            }
+        }
+    });
+    let ended = body.and_then(|()| w.write_all(b"0\r\n\r\n")).and_then(|()| w.flush());
+    if let Err(e) = &ended {
+        end.after_this_response();
+        let gone = matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+        );
+        if gone {
+            log::debug!("http: the client of {what} left during its streamed body ({e})");
+        } else {
+            log::warn!("http: the streamed body of {what} stopped short ({e}); its connection is closed without the last chunk");
+        }
+    }
+    ended
+}
+
+fn respond(rq: tiny_http::Request, resp: Response, streams: &Streams) -> io::Result<()> {
     let Response { status, headers, body, .. } = resp;
     match body {
         Body::Stream(f) => {
-            let mut w = rq.into_writer();
-            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-            for (k, v) in &headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-            head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
-            w.write_all(head.as_bytes())?;
-            w.flush()?;
-            let mut chunked = Chunked(&mut w);
-            let result = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut chunked))) {
-                Ok(r) => r,
-                Err(_) => {
-                    log::error!("http: a streaming response panicked");
-                    Ok(())
-                }
-            };
-            result?;
-            w.write_all(b"0\r\n\r\n")?;
-            w.flush()
+            let _open = streams.open();
+            write_stream(rq, status, &headers, f)
         }
         // A body of known length goes with its Content-Length, never chunked (tiny_http chunks
         // bodies over 32 KiB: an 8 MB session list became 1,024 chunks for the client to undo).

@@ -520,6 +520,12 @@ impl Shared {
             if let Some(lead) = lead {
                 self.end_lead(lead);
             }
+            // The transport says the connection is gone (a stdio server that exited fails the
+            // write before its end of stdout is read): the peer is closed now, so calls waiting
+            // end and the owner sees `is_closed` and can restart the server.
+            if matches!(e, Error::Closed { .. }) {
+                self.peer.close(e.clone());
+            }
             return Err(e);
         }
         if let Some(mut lead) = lead {

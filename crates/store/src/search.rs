@@ -8,13 +8,22 @@
 //! the text blocks of the message alone, so a query that names a JSON key ("role") finds
 //! nothing. When the budget runs out, the summaries of the sessions not reached are brought up
 //! to date on a thread of their own, so the next search gets further.
+//!
+//! What is checked against the files, and when: a session's filter is checked against its
+//! conversation file (a `stat`, and the summary brought up to date) once per index entry,
+//! and kept with the entry (`Listed::search_slot`). The store replaces a session's entry on
+//! every change this process makes and on every change another process notes in `.changes`
+//! (every write of the store notes one, after the write), and a search starts from the index
+//! as it is after reading `.changes` — so a search asks the file system only about the
+//! sessions changed since the last one, and never misses a change a gosling process finished
+//! before it started. A session without messages is not asked at all. A file changed behind
+//! the store's back (by hand) is seen once its session changes again, as the listing sees it.
 
 use crate::atomic;
 use crate::message::Message;
 use crate::search_index::{self, Verdict};
-use crate::sessions::SessionStore;
+use crate::sessions::{Listed, SessionStore};
 use serde_json::Value;
-use std::collections::HashSet;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,39 +32,65 @@ use std::time::{Duration, Instant};
 /// The most read of one conversation file: a larger one is searched in its first 16 MiB.
 const MAX_FILE: u64 = 16 << 20;
 
+/// Sessions asked from their kept filters (no I/O, well under a microsecond each) between two
+/// looks at the clock; after a session that needed the file system the clock is read at once.
+const CHEAP_BETWEEN_CLOCKS: usize = 256;
+
 /// What a search found.
 pub struct Found {
-    /// The sessions whose messages say the query.
-    pub ids: HashSet<String>,
+    /// The positions (in the slice given, ascending) of the sessions whose messages say the
+    /// query.
+    pub hits: Vec<usize>,
     /// Every session given was read (false: the budget ran out first; the oldest were not).
     pub complete: bool,
 }
 
-/// The sessions among `ids` (newest first) with a message whose text holds `query`, ignoring
-/// case, within about `budget`. A file that cannot be read counts as not matching (logged).
-pub fn sessions_saying(store: &SessionStore, ids: &[&str], query: &str, budget: Duration) -> Found {
+/// The sessions among `sessions` (newest first) with a message whose text holds `query`,
+/// ignoring case, within about `budget`. A file that cannot be read counts as not matching
+/// (logged).
+pub fn sessions_saying(store: &SessionStore, sessions: &[Listed<'_>], query: &str, budget: Duration) -> Found {
     let deadline = Instant::now() + budget;
     let needle = query.to_lowercase();
-    let mut found = Found { ids: HashSet::new(), complete: true };
+    let mut found = Found { hits: Vec::new(), complete: true };
     if needle.trim().is_empty() {
         return found;
     }
-    for (n, id) in ids.iter().enumerate() {
-        if n > 0 && Instant::now() >= deadline {
-            found.complete = false;
-            warm_later(ids[n..].iter().map(|id| store.conversation_file(id)).collect());
-            break;
+    let mut cheap = 0usize;
+    for (n, s) in sessions.iter().enumerate() {
+        if n > 0 && (cheap == 0 || cheap >= CHEAP_BETWEEN_CLOCKS) {
+            cheap = 0;
+            if Instant::now() >= deadline {
+                found.complete = false;
+                warm_later(sessions[n..].iter().map(|s| store.conversation_file(s.id())).collect());
+                break;
+            }
         }
-        let lines = store.conversation_file(id);
+        if s.message_count() == 0 {
+            // Nothing said (the entry is replaced when a message is added).
+            cheap += 1;
+            continue;
+        }
+        let slot = s.search_slot();
+        let known = slot.get();
+        if known.is_some_and(|f| f.rules_out(&needle)) {
+            cheap += 1;
+            continue;
+        }
+        cheap = if known.is_some() { cheap + 1 } else { 0 };
+        let lines = store.conversation_file(s.id());
+        let (verdict, filter) = search_index::says(&lines, &needle, known);
+        if let (None, Some(f)) = (known, filter) {
+            let _ = slot.set(f);
+        }
         // The first file that exists holds the conversation.
-        let hit = match search_index::says(&lines, &needle) {
+        let hit = match verdict {
             Verdict::Yes => true,
             Verdict::No => false,
             Verdict::AskFile => says(&lines, &needle) == Some(true),
-            Verdict::NoFile => says(&store.conversation_files(id)[1], &needle) == Some(true),
+            Verdict::NoFile => says(&store.conversation_files(s.id())[1], &needle) == Some(true),
         };
         if hit {
-            found.ids.insert(id.to_string());
+            found.hits.push(n);
         }
     }
     found
@@ -138,11 +173,12 @@ mod tests {
         st.append_message(&a, &message("user", "Where is the Zebra?")).unwrap();
         st.append_message(&a, &message("assistant", "In the \"zoo\", née Tiergarten")).unwrap();
         st.append_message(&b, &message("user", "nothing here")).unwrap();
-        let ids = [a.as_str(), b.as_str(), c.as_str()];
         let found = |q: &str| {
-            let f = sessions_saying(&st, &ids, q, Duration::from_secs(10));
+            let listing = st.listed().unwrap();
+            let all: Vec<Listed<'_>> = listing.iter().collect();
+            let f = sessions_saying(&st, &all, q, Duration::from_secs(10));
             assert!(f.complete);
-            let mut v: Vec<String> = f.ids.into_iter().collect();
+            let mut v: Vec<String> = f.hits.into_iter().map(|i| all[i].id().to_string()).collect();
             v.sort();
             v
         };
@@ -167,9 +203,20 @@ mod tests {
         assert_eq!(found("zoo"), std::slice::from_ref(&a), "a damaged summary is rebuilt");
         st.delete(&c).unwrap();
         assert!(!d.join("sessions/.search").join(&c).exists(), "a deleted session's summary goes too");
-        // No budget left: the newest session is still read, the rest are not.
-        let f = sessions_saying(&st, &ids[1..], "zebra", Duration::ZERO);
-        assert!(!f.complete && f.ids.is_empty());
+        // A filter kept with a session's entry is asked again without the file; the entry a
+        // change puts in its place is checked against the file again.
+        let listing = st.listed().unwrap();
+        let kept = listing.iter().find(|s| s.id() == a).unwrap();
+        assert!(kept.search_slot().get().is_some(), "the filter is kept with the entry");
+        st.append_message(&a, &message("user", "an Okapi too")).unwrap();
+        assert_eq!(found("okapi"), std::slice::from_ref(&a), "the appended message is found");
+        // No budget left: the newest session is still read, the rest are not (a new store:
+        // nothing is kept yet).
+        let fresh = SessionStore::open(&d).unwrap();
+        let listing = fresh.listed().unwrap();
+        let all: Vec<Listed<'_>> = listing.iter().collect();
+        let f = sessions_saying(&fresh, &all, "zebra", Duration::ZERO);
+        assert!(!f.complete && f.hits.len() <= 1);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

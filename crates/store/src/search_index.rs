@@ -78,6 +78,13 @@ impl Filter {
     }
 }
 
+impl Filter {
+    /// Whether the text cannot hold `needle` (lower case) by the filter alone.
+    pub(crate) fn rules_out(&self, needle: &str) -> bool {
+        !self.head.partial && !self.may_hold(needle.as_bytes())
+    }
+}
+
 fn slot(t: &[u8], nbits: usize) -> usize {
     let v = u32::from(t[0]) << 16 | u32::from(t[1]) << 8 | u32::from(t[2]);
     // nbits is a power of two; the multiply spreads the 24 bits over the top ones.
@@ -203,31 +210,39 @@ pub(crate) enum Verdict {
     AskFile,
 }
 
-/// Whether a message in conversation file `path` says `needle` (lower case), from its summary,
-/// brought up to date first.
-pub(crate) fn says(path: &Path, needle: &str) -> Verdict {
-    let now = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() => Stamp::of(&m),
-        Ok(_) => return Verdict::AskFile,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            keep(path, None);
-            return Verdict::NoFile;
-        }
-        Err(_) => return Verdict::AskFile,
-    };
-    let Some(spath) = summary_path(path) else { return Verdict::AskFile };
-    let (filter, text) = match current(path, &spath, now) {
-        Ok(got) => got,
-        Err(e) => {
-            log::warn!("search: {} (searching the file itself)", atomic::io_err(&spath, e));
-            return Verdict::AskFile;
+/// Whether a message in conversation file `path` says `needle` (lower case), from its summary:
+/// `known`, a filter already checked against the file since the session last changed
+/// (`Listed::search_slot`: no `stat`), else the summary brought up to date with the file
+/// first. With the verdict, the filter it came from when that filter describes the file (for
+/// the caller to keep in the slot).
+pub(crate) fn says(path: &Path, needle: &str, known: Option<&Arc<Filter>>) -> (Verdict, Option<Arc<Filter>>) {
+    let Some(spath) = summary_path(path) else { return (Verdict::AskFile, None) };
+    let (filter, text) = match known {
+        Some(f) => (f.clone(), None),
+        None => {
+            let now = match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_file() => Stamp::of(&m),
+                Ok(_) => return (Verdict::AskFile, None),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    keep(path, None);
+                    return (Verdict::NoFile, None);
+                }
+                Err(_) => return (Verdict::AskFile, None),
+            };
+            match current(path, &spath, now) {
+                Ok(got) => got,
+                Err(e) => {
+                    log::warn!("search: {} (searching the file itself)", atomic::io_err(&spath, e));
+                    return (Verdict::AskFile, None);
+                }
+            }
         }
     };
     if filter.head.partial {
-        return Verdict::AskFile;
+        return (Verdict::AskFile, None);
     }
     if !filter.may_hold(needle.as_bytes()) {
-        return Verdict::No;
+        return (Verdict::No, Some(filter));
     }
     let text = match text {
         Some(t) => t,
@@ -236,16 +251,13 @@ pub(crate) fn says(path: &Path, needle: &str) -> Verdict {
         None => match read_summary(&spath) {
             Some((f, t)) if f.head == filter.head => t,
             _ => match refresh(path, &spath) {
-                Ok((_, t)) => t,
-                Err(_) => return Verdict::AskFile,
+                Ok((f, t)) if !f.head.partial => t,
+                _ => return (Verdict::AskFile, None),
             },
         },
     };
-    if memmem(&text, needle.as_bytes()) {
-        Verdict::Yes
-    } else {
-        Verdict::No
-    }
+    let verdict = if memmem(&text, needle.as_bytes()) { Verdict::Yes } else { Verdict::No };
+    (verdict, Some(filter))
 }
 
 /// Brings session file `path`'s summary up to date (without searching it).

@@ -58,7 +58,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// goose's `Session` (snake_case).
@@ -146,6 +146,10 @@ const CHANGES_MAX_BYTES: u64 = 4 << 20;
 /// How long a listing waits for the index the store loads when it opens.
 const LOAD_WAIT: Duration = Duration::from_secs(60);
 
+/// Past this many sessions changed by other processes at once, the index's order is sorted
+/// again rather than kept entry by entry (each move shifts the order's array).
+const REORDER_AFTER: usize = 64;
+
 /// A temp file older than this is a write a crash interrupted (a write takes milliseconds);
 /// a younger one may be another process's write in progress.
 const STALE_TEMP: Duration = Duration::from_secs(600);
@@ -176,30 +180,54 @@ struct Derived {
 }
 
 /// One session's listing in the index. The session is kept only as its listing JSON (a
-/// tenth of the memory of a parsed `Session`), parsed again when a caller wants the struct.
+/// tenth of the memory of a parsed `Session`), parsed again when a caller wants the struct,
+/// and as the few fields a listing or a search reads (`Listed`), so neither parses anything.
+/// A `Meta` is never changed: every change to the session (this process's, or one noted in
+/// `.changes` by another) puts a new one in the index, so what a search learnt of the session
+/// while this one was indexed (`search`) holds as long as it is.
 struct Meta {
     id: Box<str>,
     updated_at: Box<str>,
-    /// What a search filters on before it parses anything (`Listed`).
+    created_at: Box<str>,
     name: Box<str>,
+    /// `name` lower-cased, as a search compares it.
+    name_lower: Box<str>,
     session_type: Box<str>,
     working_dir: Box<str>,
+    message_count: u64,
+    provider: Option<Box<str>>,
+    /// The model config's `model_name`.
+    model: Option<Box<str>>,
+    user_set_name: bool,
+    has_recipe: bool,
     /// The session without its conversation as listed on the wire (compact JSON), so listing
     /// only copies bytes.
     json: Box<str>,
+    /// The search summary's filter, checked against the conversation file after this entry
+    /// was indexed (`search`): a search asks it without looking at the file.
+    search: OnceLock<Arc<crate::search_index::Filter>>,
 }
 
 impl Meta {
     /// The listing of `session`, which has no conversation (`None`).
     fn new(session: &Session) -> Meta {
         let json = serde_json::to_string(session).unwrap_or_else(|_| "{}".into()).into_boxed_str();
+        let model = session.model_config.as_ref().and_then(|m| m.get("model_name")).and_then(Value::as_str);
         Meta {
             id: session.id.as_str().into(),
             updated_at: session.updated_at.as_str().into(),
+            created_at: session.created_at.as_str().into(),
             name: session.name.as_str().into(),
+            name_lower: session.name.to_lowercase().into_boxed_str(),
             session_type: session.session_type.as_str().into(),
             working_dir: session.working_dir.as_str().into(),
+            message_count: session.message_count,
+            provider: session.provider_name.as_deref().map(Into::into),
+            model: model.map(Into::into),
+            user_set_name: session.user_set_name,
+            has_recipe: session.recipe.is_some(),
             json,
+            search: OnceLock::new(),
         }
     }
 
@@ -211,28 +239,153 @@ impl Meta {
         serde_json::from_slice(self.json.as_bytes())
             .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
     }
+
+    /// Newest first: `updated_at`, then the id, both descending (ids are unique, so no two
+    /// entries are equal).
+    fn newest_first(a: &Meta, b: &Meta) -> std::cmp::Ordering {
+        b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id))
+    }
 }
 
-/// One session as listed, read without parsing it: what a search filters on, and the session
-/// (parsed) for those it keeps (`SessionStore::listed`).
-pub struct Listed(Arc<Meta>);
+/// Every session's listing, newest first, as the index held it when asked
+/// (`SessionStore::listed`): shared, not copied, with the index (which copies its order only
+/// when it changes while a `Listing` is held).
+pub struct Listing(Arc<Vec<Arc<Meta>>>);
 
-impl Listed {
-    pub fn id(&self) -> &str {
+impl Listing {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// The `i`th session, newest first.
+    pub fn get(&self, i: usize) -> Option<Listed<'_>> {
+        self.0.get(i).map(|m| Listed(m))
+    }
+    pub fn iter(&self) -> impl Iterator<Item = Listed<'_>> {
+        self.0.iter().map(|m| Listed(m))
+    }
+}
+
+/// One session as listed, read without parsing it: what a search filters on and what a
+/// listing shows (ACP's `SessionInfo`), and the session (parsed) for a caller that wants it.
+#[derive(Clone, Copy)]
+pub struct Listed<'a>(&'a Meta);
+
+impl<'a> Listed<'a> {
+    pub fn id(&self) -> &'a str {
         &self.0.id
     }
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &'a str {
         &self.0.name
     }
-    pub fn session_type(&self) -> &str {
+    /// The name lower-cased (`str::to_lowercase`).
+    pub fn name_lower(&self) -> &'a str {
+        &self.0.name_lower
+    }
+    pub fn session_type(&self) -> &'a str {
         &self.0.session_type
     }
-    pub fn working_dir(&self) -> &str {
+    pub fn working_dir(&self) -> &'a str {
         &self.0.working_dir
+    }
+    pub fn created_at(&self) -> &'a str {
+        &self.0.created_at
+    }
+    pub fn updated_at(&self) -> &'a str {
+        &self.0.updated_at
+    }
+    pub fn message_count(&self) -> u64 {
+        self.0.message_count
+    }
+    pub fn provider(&self) -> Option<&'a str> {
+        self.0.provider.as_deref()
+    }
+    /// The model config's `model_name`, when it is a string.
+    pub fn model(&self) -> Option<&'a str> {
+        self.0.model.as_deref()
+    }
+    pub fn user_set_name(&self) -> bool {
+        self.0.user_set_name
+    }
+    pub fn has_recipe(&self) -> bool {
+        self.0.has_recipe
+    }
+    /// goose's `Session` without its conversation, as JSON (what `GET /sessions` lists).
+    pub fn json(&self) -> &'a str {
+        &self.0.json
     }
     /// The session, without its conversation.
     pub fn session(&self) -> Result<Session, Error> {
         self.0.session()
+    }
+    /// What a search learnt of this entry's conversation file (`search_index`).
+    pub(crate) fn search_slot(&self) -> &'a OnceLock<Arc<crate::search_index::Filter>> {
+        &self.0.search
+    }
+}
+
+/// The index: every session's listing by id, and (once a listing asked for it) the same
+/// newest first, kept in order as entries change rather than sorted again for each listing.
+#[derive(Default)]
+struct Index {
+    by_id: HashMap<String, Arc<Meta>>,
+    order: Option<Arc<Vec<Arc<Meta>>>>,
+}
+
+impl Index {
+    fn of(by_id: HashMap<String, Arc<Meta>>) -> Index {
+        Index { by_id, order: None }
+    }
+
+    fn get(&self, id: &str) -> Option<&Arc<Meta>> {
+        self.by_id.get(id)
+    }
+
+    fn contains_key(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    fn insert(&mut self, id: String, m: Arc<Meta>) {
+        let old = self.by_id.insert(id, m.clone());
+        if let Some(order) = &mut self.order {
+            // Copied only when a listing still holds it.
+            let order = Arc::make_mut(order);
+            if let Some(old) = old {
+                Self::take_out(order, &old);
+            }
+            let at = order.binary_search_by(|x| Meta::newest_first(x, &m)).unwrap_or_else(|i| i);
+            order.insert(at, m);
+        }
+    }
+
+    fn remove(&mut self, id: &str) {
+        if let (Some(old), Some(order)) = (self.by_id.remove(id), &mut self.order) {
+            Self::take_out(Arc::make_mut(order), &old);
+        }
+    }
+
+    fn take_out(order: &mut Vec<Arc<Meta>>, old: &Arc<Meta>) {
+        match order.binary_search_by(|x| Meta::newest_first(x, old)) {
+            Ok(i) => {
+                order.remove(i);
+            }
+            // Never: the order holds every indexed entry.
+            Err(_) => order.retain(|x| !Arc::ptr_eq(x, old)),
+        }
+    }
+
+    /// Every entry, newest first.
+    fn sorted(&mut self) -> Arc<Vec<Arc<Meta>>> {
+        let by_id = &self.by_id;
+        self.order
+            .get_or_insert_with(|| {
+                let mut all: Vec<Arc<Meta>> = by_id.values().cloned().collect();
+                all.sort_by(|a, b| Meta::newest_first(a, b));
+                Arc::new(all)
+            })
+            .clone()
     }
 }
 
@@ -252,7 +405,7 @@ struct Cursor {
 
 struct Inner {
     dir: PathBuf,
-    index: Mutex<HashMap<String, Arc<Meta>>>,
+    index: Mutex<Index>,
     load: Mutex<Load>,
     loaded: Condvar,
     /// Held while reading `.changes`, so one thread applies each line.
@@ -460,7 +613,7 @@ impl SessionStore {
         std::fs::read_dir(&dir).map_err(|e| atomic::io_err(&dir, e))?;
         let inner = Arc::new(Inner {
             dir,
-            index: Mutex::new(HashMap::new()),
+            index: Mutex::new(Index::default()),
             load: Mutex::new(Load::Loading),
             loaded: Condvar::new(),
             cursor: Mutex::new(Cursor::default()),
@@ -906,10 +1059,10 @@ impl SessionStore {
         self.inner.sorted()?.iter().map(|m| m.session()).collect()
     }
 
-    /// `list()` without parsing: each session's id, name, type and working dir, newest first
+    /// `list()` without parsing or copying: each session's listing fields, newest first
     /// (`Listed::session` parses the ones a caller keeps).
-    pub fn listed(&self) -> Result<Vec<Listed>, Error> {
-        Ok(self.inner.sorted()?.into_iter().map(Listed).collect())
+    pub fn listed(&self) -> Result<Listing, Error> {
+        Ok(Listing(self.inner.sorted()?))
     }
 
     /// `list()` as a JSON array (goose's Session objects), built from each session's cached
@@ -1427,7 +1580,7 @@ impl Inner {
         let r = self.changes_now().and_then(|c| {
             let loaded = self.scan()?;
             *lock(&self.cursor) = c;
-            *lock(&self.index) = loaded;
+            *lock(&self.index) = Index::of(loaded);
             Ok(())
         });
         *lock(&self.load) = match r {
@@ -1620,7 +1773,7 @@ impl Inner {
         }
         if now.ino != cursor.ino || now.offset < cursor.offset {
             let loaded = self.scan()?;
-            *lock(&self.index) = loaded;
+            *lock(&self.index) = Index::of(loaded);
             *cursor = now;
             return Ok(());
         }
@@ -1640,6 +1793,10 @@ impl Inner {
             .filter_map(|l| std::str::from_utf8(l).ok())
             .filter(|id| valid_id(id))
             .collect();
+        if ids.len() > REORDER_AFTER {
+            // Sorted once at the next listing rather than moved entry by entry.
+            lock(&self.index).order = None;
+        }
         for id in ids {
             match self.derive(id, false) {
                 Ok(Some(d)) => {
@@ -1665,13 +1822,11 @@ impl Inner {
     }
 
     /// Every indexed session, newest first (by `updated_at`, then id), after applying what
-    /// other processes changed.
-    fn sorted(&self) -> Result<Vec<Arc<Meta>>, Error> {
+    /// other processes changed: the index's own order, not a copy.
+    fn sorted(&self) -> Result<Arc<Vec<Arc<Meta>>>, Error> {
         self.wait_loaded()?;
         self.refresh()?;
-        let mut all: Vec<Arc<Meta>> = lock(&self.index).values().cloned().collect();
-        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id)));
-        Ok(all)
+        Ok(lock(&self.index).sorted())
     }
 }
 
@@ -1689,6 +1844,38 @@ mod tests {
     fn message(i: usize) -> Message {
         let v = json!({"id": format!("m{i}"), "role": "user", "created": i, "content": [{"type": "text", "text": format!("hello {i}")}], "metadata": {}});
         Message::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_index_keeps_its_order_as_entries_change() {
+        let meta = |id: usize, t: usize| {
+            let s = Session {
+                id: format!("20261129_{id}"),
+                updated_at: format!("2026-11-29T00:00:{:02}Z", t % 7),
+                ..Session::default()
+            };
+            Arc::new(Meta::new(&s))
+        };
+        let ids = |order: &[Arc<Meta>]| order.iter().map(|m| m.id.to_string()).collect::<Vec<_>>();
+        let mut index = Index::default();
+        for i in 0..40 {
+            index.insert(format!("20261129_{i}"), meta(i, i));
+        }
+        let held = index.sorted();
+        // Changed, added and removed while a listing holds the order: it is copied, not changed.
+        for step in 0..200usize {
+            let i = step * 7 % 50;
+            if step % 5 == 4 {
+                index.remove(&format!("20261129_{i}"));
+            } else {
+                index.insert(format!("20261129_{i}"), meta(i, step));
+            }
+            let kept = index.sorted();
+            let mut fresh: Vec<Arc<Meta>> = index.by_id.values().cloned().collect();
+            fresh.sort_by(|a, b| Meta::newest_first(a, b));
+            assert_eq!(ids(&kept), ids(&fresh), "after step {step}");
+        }
+        assert_eq!(held.len(), 40, "a listing taken before is left as it was");
     }
 
     #[test]

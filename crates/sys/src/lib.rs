@@ -10,6 +10,7 @@
 //! The root declares the modules and re-exports their items at the crate's top level.
 
 mod beneath;
+mod cgroup;
 mod children;
 mod fd;
 mod sandbox;
@@ -17,7 +18,8 @@ mod shutdown;
 mod this_process;
 mod watch;
 
-pub use beneath::{mkdirs_beneath, open_beneath, unlink_beneath};
+pub use beneath::{mkdirs_beneath, open_beneath, remove_tree_at, unlink_beneath};
+pub use cgroup::{pids_cgroup_base, PidsCgroup};
 pub use children::{
     become_subreaper, descendants, end_orphans, environ_has, exited_unreaped, forget_child, kill_group, orphans,
     processes, spawn_contained, spawn_tied, terminate_group, Orphan,
@@ -25,5 +27,5 @@ pub use children::{
 pub use fd::{poll_fd, poll_fds, raise_fd_limit, set_nonblocking, shutdown_write, Ready};
 pub use sandbox::{probe, spawn_confined, Confined, Confinement, Limits, Network, Probe};
 pub use shutdown::{install_shutdown_handler, shutdown_requested, wait_shutdown};
-pub use this_process::{euid, make_non_dumpable};
+pub use this_process::{euid, make_non_dumpable, owner_alive, owner_tag, start_time};
 pub use watch::{DirChanges, DirWatch};

@@ -9,7 +9,10 @@
 //!    to us over a socket pair (`SCM_RIGHTS`): gosling's egress proxy serves it;
 //! 3. limits: processes (`RLIMIT_NPROC`, counted per user namespace since Linux 5.14), open
 //!    files, and memory as `RLIMIT_DATA` (private writable memory: a runaway allocation stops,
-//!    while V8's large reservations, which `RLIMIT_AS` would refuse, still start);
+//!    while V8's large reservations, which `RLIMIT_AS` would refuse, still start). The kernel
+//!    never holds uid 0 to `RLIMIT_NPROC` (`copy_process` exempts the init namespace's root,
+//!    in a user namespace too), so for a root gosling the process limit is a pids cgroup
+//!    (`PidsCgroup`), joined first of all, before the user namespace;
 //! 4. `PR_SET_NO_NEW_PRIVS` and a Landlock ruleset: read and run the granted read set, read and
 //!    write the granted write set, nothing else of the file system; TCP connect only to the
 //!    proxy port and no bind (ABI 4+); no signal or abstract-socket reach outside its own
@@ -59,6 +62,9 @@ pub struct Confinement {
     pub write: Vec<PathBuf>,
     pub limits: Limits,
     pub network: Network,
+    /// A pids cgroup the child joins before anything else (`PidsCgroup::procs`): the process
+    /// limit where `RLIMIT_NPROC` does not hold (uid 0).
+    pub pids_cgroup: Option<PathBuf>,
 }
 
 /// What this kernel offers for confinement.
@@ -281,6 +287,7 @@ pub(crate) struct Prepared {
     /// Our end and the child's end of the socket pair the proxy listener comes back on.
     pair: Option<(OwnedFd, OwnedFd)>,
     parent: libc::pid_t,
+    cgroup_procs: Option<CString>,
 }
 
 /// A confined child and, with `Network::Proxy`, the listener gosling's proxy serves.
@@ -310,18 +317,25 @@ pub fn spawn_confined(cmd: Command, c: &Confinement) -> io::Result<Confined> {
         Network::None => None,
         Network::Proxy { .. } => Some(socket_pair()?),
     };
-    let prepared = Prepared {
-        rules,
-        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-        limits: c.limits,
-        proxy_port: match c.network {
-            Network::None => None,
-            Network::Proxy { port } => Some(port),
-        },
-        pair,
-        parent,
-    };
+    let prepared =
+        Prepared {
+            rules,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            limits: c.limits,
+            proxy_port: match c.network {
+                Network::None => None,
+                Network::Proxy { port } => Some(port),
+            },
+            pair,
+            parent,
+            cgroup_procs: match &c.pids_cgroup {
+                Some(p) => Some(CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| {
+                    io::Error::other(format!("sandbox: the cgroup path {} holds a NUL byte", p.display()))
+                })?),
+                None => None,
+            },
+        };
     let ours = prepared.pair.as_ref().map(|(ours, _)| ours.as_raw_fd());
     let child_end = prepared.pair.as_ref().map(|(_, theirs)| theirs.as_raw_fd());
     let mut hook_state = HookState {
@@ -332,6 +346,7 @@ pub fn spawn_confined(cmd: Command, c: &Confinement) -> io::Result<Confined> {
         proxy_port: prepared.proxy_port,
         child_end,
         parent: prepared.parent,
+        cgroup_procs: prepared.cgroup_procs.clone(),
     };
     let child = crate::children::spawn_with(cmd, true, move |cmd| {
         // SAFETY: see `HookState::apply`: only async-signal-safe system calls on memory made
@@ -402,6 +417,7 @@ struct HookState {
     proxy_port: Option<u16>,
     child_end: Option<RawFd>,
     parent: libc::pid_t,
+    cgroup_procs: Option<CString>,
 }
 
 fn os_err(step: &'static str) -> io::Error {
@@ -417,6 +433,11 @@ impl HookState {
     /// Only async-signal-safe system calls (unshare, open/write/close, socket/ioctl/bind/
     /// listen/sendmsg, setrlimit, prctl, getppid, syscall) on memory made before the fork.
     unsafe fn apply(&mut self) -> io::Result<()> {
+        // Into the pids cgroup first, while we are still root of the initial user namespace
+        // (`0`: the writing process), so the reaper and all below it count against its limit.
+        if let Some(procs) = &self.cgroup_procs {
+            write_file(procs, b"0")?;
+        }
         if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
             return Err(os_err("unshare"));
         }
@@ -565,6 +586,7 @@ mod spawn_tests {
             write: write.iter().map(PathBuf::from).collect(),
             limits: Limits { memory_bytes: 1 << 30, processes: 64, open_files: 256 },
             network,
+            pids_cgroup: None,
         }
     }
 
@@ -654,5 +676,45 @@ mod spawn_tests {
         let out = child.wait_with_output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "pong", "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(&b, b"ping");
+    }
+}
+
+#[cfg(test)]
+mod pids_tests {
+    use super::*;
+    use std::process::Stdio;
+
+    /// As root, `RLIMIT_NPROC` does not hold; the pids cgroup does: a confined shell that
+    /// starts 40 sleepers in a cgroup of 16 gets EAGAIN past the limit, and the cgroup goes
+    /// with the drop once its processes ended.
+    #[test]
+    fn a_pids_cgroup_holds_a_root_child_to_its_limit() {
+        if probe().missing().is_some() || crate::euid() != 0 {
+            eprintln!("skipped: needs root and a confinable kernel");
+            return;
+        }
+        let cg = match crate::PidsCgroup::create(16) {
+            Ok(cg) => cg,
+            Err(e) => {
+                eprintln!("skipped: no pids cgroup here ({e})");
+                return;
+            }
+        };
+        let c = Confinement {
+            read: ["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc"].iter().map(PathBuf::from).collect(),
+            write: vec![PathBuf::from("/dev/null")],
+            limits: Limits { memory_bytes: 1 << 30, processes: 1000, open_files: 256 },
+            network: Network::None,
+            pids_cgroup: Some(cg.procs()),
+        };
+        let mut cmd = Command::new("/bin/sh");
+        let script = "n=0; for i in $(seq 40); do sleep 5 2>/dev/null & n=$((n+1)); done; kill $(jobs -p) 2>/dev/null; echo started";
+        cmd.arg("-c").arg(script).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out = spawn_confined(cmd, &c).expect("spawn").child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(cg.refused_forks() > 0, "no fork was refused in a cgroup of 16: {text}");
+        let dir = cg.dir().to_path_buf();
+        drop(cg);
+        assert!(!dir.exists(), "the cgroup {} stayed after its processes ended", dir.display());
     }
 }

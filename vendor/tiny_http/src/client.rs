@@ -37,6 +37,10 @@ pub struct ClientConnection {
 
     // gosling patch: the socket's descriptor, handed to each request (`Request::raw_fd`).
     raw_fd: Option<i32>,
+
+    // gosling patch: set through a request's `Request::connection_end`: no request is read
+    // after it, and the connection closes.
+    end_after: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Error that can happen when reading a request.
@@ -95,6 +99,7 @@ impl ClientConnection {
             secure,
             head_deadline: None,
             raw_fd,
+            end_after: Default::default(),
         }
     }
 
@@ -224,7 +229,8 @@ impl ClientConnection {
                 request::RequestCreationError::BadFraming(m) => ReadError::BadFraming(m),
             }
         })?
-        .with_raw_fd(self.raw_fd);
+        .with_raw_fd(self.raw_fd)
+        .with_connection_end(crate::request::ConnectionEnd::for_connection(self.end_after.clone()));
 
         // return the request
         Ok(request)
@@ -242,6 +248,10 @@ impl Iterator for ClientConnection {
         // the client sent a "connection: close" header in this previous request
         //  or is using HTTP 1.0, meaning that no new request will come
         if self.no_more_requests {
+            return None;
+        }
+        // gosling patch: or the server made the previous request the last (`connection_end`).
+        if self.end_after.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
 

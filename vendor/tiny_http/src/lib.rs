@@ -114,7 +114,7 @@ use util::MessagesQueue;
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
 pub use util::refined_tcp_stream::{StreamWrapper, WrappedStream};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
-pub use request::{ReadWrite, Request};
+pub use request::{ConnectionEnd, ReadWrite, Request};
 pub use response::{Response, ResponseBox};
 pub use test::TestRequest;
 

@@ -77,6 +77,30 @@ pub struct Request {
 
     // gosling patch: the connection's socket (see `raw_fd`).
     raw_fd: Option<i32>,
+
+    // gosling patch: set to make this request its connection's last (see `connection_end`).
+    connection_end: ConnectionEnd,
+}
+
+/// gosling patch: ends a request's connection once the request is answered (see
+/// `Request::connection_end`). Cheap to clone; outlives the `Request` (and its `into_writer`).
+#[derive(Clone, Default, Debug)]
+pub struct ConnectionEnd(Option<std::sync::Arc<std::sync::atomic::AtomicBool>>);
+
+impl ConnectionEnd {
+    /// Makes the request this came from its connection's last: once it is answered, tiny_http
+    /// reads no further request on the connection and closes it (a wrapped stream's `close`
+    /// first, e.g. TLS close_notify, then the socket's write side). Call it before the answer
+    /// is finished (before the `into_writer` writer is dropped).
+    pub fn after_this_response(&self) {
+        if let Some(flag) = &self.0 {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn for_connection(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> ConnectionEnd {
+        ConnectionEnd(Some(flag))
+    }
 }
 
 struct NotifyOnDrop<R> {
@@ -267,6 +291,7 @@ where
         must_send_continue: expects_continue,
         notify_when_responded: None,
         raw_fd: None,
+        connection_end: ConnectionEnd::default(),
     })
 }
 
@@ -508,6 +533,21 @@ impl Request {
 
     pub(crate) fn with_raw_fd(mut self, fd: Option<i32>) -> Self {
         self.raw_fd = fd;
+        self
+    }
+
+    /// gosling patch: a handle that makes this request its connection's last. tiny_http keeps
+    /// a connection open after a response unless the client asked for the close; a response
+    /// written through `into_writer` that says `Connection: close` itself (which tiny_http
+    /// does not read), or that was cut short (its framing broken), must end the connection,
+    /// or the client waits for the socket timeout and the next thing it reads is a `408`.
+    /// A test request's handle does nothing.
+    pub fn connection_end(&self) -> ConnectionEnd {
+        self.connection_end.clone()
+    }
+
+    pub(crate) fn with_connection_end(mut self, end: ConnectionEnd) -> Self {
+        self.connection_end = end;
         self
     }
 
