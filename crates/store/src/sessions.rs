@@ -1055,7 +1055,7 @@ impl SessionStore {
             return at_end(true);
         };
         let want = (stat.len() - from).min(TAIL_MAX);
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(want as usize);
         let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         f.seek(SeekFrom::Start(from))
             .and_then(|_| f.take(want).read_to_end(&mut bytes))
@@ -1485,7 +1485,9 @@ impl Inner {
             _ => (0, 1),
         };
         let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        let mut tail = Vec::new();
+        // Sized to what the stat says is there (up to a bound): one read, not one per doubling
+        // of the buffer.
+        let mut tail = Vec::with_capacity((now.bytes - from).min(TAIL_MAX) as usize);
         f.seek(SeekFrom::Start(from))
             .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
             .map_err(|e| atomic::io_err(&path, e))?;
@@ -1877,7 +1879,7 @@ impl Inner {
             return Ok(());
         }
         let path = self.changes_path();
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(now.offset.saturating_sub(cursor.offset).min(CHANGES_MAX_BYTES) as usize);
         let read = atomic::open_read(&path).and_then(|mut f| {
             f.seek(SeekFrom::Start(cursor.offset))?;
             f.take(now.offset - cursor.offset).read_to_end(&mut bytes)
