@@ -118,7 +118,11 @@ fn an_idle_server_with_a_session_and_stdio_extensions_does_not_wake() {
 /// next turn's request arrives, the answer to the first is too (the fake model reads the
 /// session files as each request arrives, before answering). The fdatasync that makes the
 /// message durable precedes the request on the same thread (`SessionStore::append_message`);
-/// a file's content cannot show a sync, so that order is what is checked here.
+/// a file's content cannot show a sync, so that order is what is checked here. The answer is
+/// written without its fdatasync (`append_message_deferred`): the next turn's message's fsync
+/// covers it, and without a next turn the token counts' metadata write, which makes every line
+/// it records durable first (`sessions::tests::a_deferred_append_is_made_durable_before_anything_records_or_follows_it`),
+/// records it soon after the turn: checked below, with no second turn begun yet.
 #[test]
 fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_next_turn() {
     use crate::fake_llm::*;
@@ -128,9 +132,27 @@ fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_ne
     llm.watch_dir(&s.home.join("state/sessions"));
     let work = TempDir::new("durable-work");
     let id = start_session(&s, work.path(), Some(vec![]));
-    for q in ["first question", "second question"] {
+    let sessions = s.home.join("state/sessions");
+    for (i, q) in ["first question", "second question"].into_iter().enumerate() {
         let events = ReplyStream::open(&s, &id, user_text(q)).all();
         assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("Finish")), "{events:?}");
+        if i > 0 {
+            continue;
+        }
+        // Before the next turn: the metadata comes to record the whole conversation file, the
+        // answer's line included (so it was synced), by itself.
+        let recorded = || -> Option<(u64, u64)> {
+            let meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(sessions.join(format!("{id}.meta.json"))).ok()?).ok()?;
+            let len = std::fs::metadata(sessions.join(format!("{id}.jsonl"))).ok()?.len();
+            Some((meta["gosling_conversation_file"]["bytes"].as_u64()?, len))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while recorded().is_none_or(|(r, len)| r != len) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (r, len) = recorded().expect("the session's files");
+        assert_eq!(r, len, "the answer's line is recorded in the metadata (made durable) with no next turn");
     }
     let reqs = llm.requests();
     assert_eq!(reqs.len(), 2, "two turns, two model requests (no title request)");

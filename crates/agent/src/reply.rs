@@ -6,7 +6,9 @@
 //! or a disconnect (the `/reply` client gone, `POST /sessions/{id}/cancel`) stops it — the
 //! provider stream is dropped at its next chunk or silence poll, and in-flight tool calls are
 //! cancelled with `notifications/cancelled`. Every message is saved to the session as it is
-//! produced, so a crash loses at most the message being streamed.
+//! produced, so a crash loses at most the message being streamed; the model's answers are
+//! saved without waiting for the disk (`Turn::save_deferred`), so a power loss can also lose
+//! the last answer of the last ~200 ms, never the person's message.
 
 use crate::elicit::Elicitations;
 use crate::events::{Event, Sink};
@@ -268,6 +270,29 @@ impl Turn {
         }
     }
 
+    /// Saves the model's answer without waiting for its fdatasync
+    /// (`SessionStore::append_message_deferred`): it is written before anyone hears of it, and
+    /// durable before the model is asked again — a request for tools while its first call runs
+    /// (`settle`), a final answer by the fsync of the next turn's message — or within
+    /// `usage::GROUP_WAIT` after the turn, when its token counts are recorded in the metadata
+    /// (which makes the lines it records durable first). A power loss in between can lose that
+    /// answer; a crash of gosling cannot.
+    fn save_deferred(&self, m: &Message) {
+        let r = self.sessions.append_message_deferred(&self.session_id, m);
+        if let Err(e) = r {
+            log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
+        }
+    }
+
+    /// Makes durable what `save_deferred` left unsynced (nothing to do when nothing is): the
+    /// model's request for tools, once the first of them runs (its fdatasync overlaps the call)
+    /// or before the person is asked to allow one.
+    fn settle(&self) {
+        if let Err(e) = self.sessions.sync_conversation(&self.session_id) {
+            log::error!("reply: cannot sync the conversation of session {}: {e}", self.session_id);
+        }
+    }
+
     /// An answer that stopped short (Stop, a dropped client, a model error mid-stream) is saved
     /// as far as it got, marked `goslingStopped` in its metadata, in its place in the
     /// conversation; watchers get the same mark on the message's id (its text reached them
@@ -336,12 +361,16 @@ impl Turn {
     /// caught here, so a watcher always learns that the turn is over). Elicitations of the
     /// session's extensions go to the same sink while it runs.
     pub fn run(self, sink: Arc<dyn Sink>, cancel: Receiver<()>, elicitations: &Elicitations) -> Outcome {
-        let session_id = self.session_id.clone();
+        let (session_id, sessions) = (self.session_id.clone(), self.sessions.clone());
         let s = sink.clone();
         let run = std::panic::AssertUnwindSafe(move || self.run_unguarded(s, cancel, elicitations));
         std::panic::catch_unwind(run).unwrap_or_else(|p| {
             let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
             log::error!("reply: the turn of session {session_id} panicked: {}", what.unwrap_or_default());
+            // Its token counts are not recorded: what it saved deferred is synced here.
+            if let Err(e) = sessions.sync_conversation(&session_id) {
+                log::error!("reply: cannot sync the conversation of session {session_id}: {e}");
+            }
             elicitations.unwatch(&session_id, &sink);
             sink.emit(Event::Error("internal error: the turn failed; see the server log".into()));
             Outcome::Failed
@@ -497,7 +526,7 @@ impl Turn {
                 content.push(c);
             }
             let assistant = Message::new(reply_id, Role::Assistant, content);
-            self.save(&assistant);
+            self.save_deferred(&assistant);
             self.conversation.push(assistant);
             if !frontend.is_empty() {
                 // The client must run a frontend tool and send its result in the next /reply.
@@ -549,6 +578,7 @@ impl Turn {
             return Ok(false);
         }
         let args = call.arguments.clone().unwrap_or_else(|_| json!({}));
+        self.settle();
         let rx = self.confirmations.wait_for(&call.id);
         let m = Message::new(msg::new_id(), Role::Assistant, vec![msg::tool_confirmation(&call.id, &call.name, &args)]);
         if !out.message(m) {
@@ -630,7 +660,11 @@ impl Turn {
                 continue;
             }
             running.push((i, call.id.clone(), Some(prx)));
+            if running.len() == 1 {
+                self.settle();
+            }
         }
+        self.settle();
         drop(done_tx);
         // Asleep until a call sends progress, a call ends or the turn is cancelled: the answer
         // is picked up the moment it comes, with no polling period.

@@ -249,9 +249,12 @@ fn then(a: Tokens, b: &Tokens) -> Tokens {
 /// without keeping the session's lock through the fsyncs (`update_meta_optimistic`), so
 /// neither the answer nor the next turn waits for the disk; `meter` and the session's readers
 /// in this process see them at once (`with_queued`). Each write adds its turns' tokens to what
-/// the metadata holds then, so turns of other processes in the same session are summed too. A
-/// power loss or a kill can lose the counts of the last turns, never a message; a shutdown
-/// writes them (`later::flush`).
+/// the metadata holds then, so turns of other processes in the same session are summed too.
+/// The write also makes the turn's answer durable (saved without its fsync,
+/// `reply::Turn::save_deferred`: the store syncs the lines a metadata write records first). A
+/// kill can lose the counts of the last turns, never a message; a power loss those counts and
+/// an answer not yet synced (the person's messages are synced before the model is asked); a
+/// shutdown writes them (`later::flush`).
 pub fn record(sessions: &Arc<SessionStore>, id: &str, t: Tokens) {
     let key = (sessions.dir().to_path_buf(), id.to_string());
     // With nothing queued or being written, the store's counts are the base, read without

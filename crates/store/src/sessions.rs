@@ -8,7 +8,9 @@
 //! - `<id>.jsonl`: the conversation, one goose `Message` per line. A new message is one
 //!   `O_APPEND` write and an fsync, so appending costs the same however long the conversation
 //!   is; a rewrite (goose's `override_conversation`) replaces the file atomically. The file
-//!   appears with the first message.
+//!   appears with the first message. The model's answers are appended without their fsync
+//!   (`append_message_deferred`) and made durable by the next append's fsync or before any
+//!   metadata write records them: the metadata never counts a line a power loss can take.
 //!
 //! Several processes: every change to a session holds an exclusive `flock` on `<id>.lock`
 //! (reads a shared one), and re-derives the session from its files under it — the metadata
@@ -416,6 +418,9 @@ struct Inner {
     own: Mutex<HashMap<String, Own>>,
     /// The conversations read last, parsed (`Conversations`).
     conversations: Mutex<Conversations>,
+    /// Sessions whose conversation file this process appended to without its fdatasync yet
+    /// (`append_message_deferred`): the file's inode and where the unsynced lines end.
+    unsynced: Mutex<HashMap<String, FilePos>>,
 }
 
 /// How many conversations are kept parsed, and the longest file kept (bytes): a turn reads
@@ -574,6 +579,14 @@ fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<()
     })
 }
 
+/// `append_synced` without the fsync (`SessionStore::append_message_deferred`).
+fn append_unsynced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<(), Error> {
+    f.write_all(bytes).map_err(|e| {
+        let _ = f.set_len(len);
+        atomic::io_err(path, e)
+    })
+}
+
 /// The metadata file of `session`, its conversation file ending at `file`.
 fn meta_bytes(path: &Path, session: &Session, file: FilePos) -> Result<Vec<u8>, Error> {
     let mut doc = match serde_json::to_value(session) {
@@ -619,6 +632,7 @@ impl SessionStore {
             cursor: Mutex::new(Cursor::default()),
             own: Mutex::new(HashMap::new()),
             conversations: Mutex::new(Conversations::default()),
+            unsynced: Mutex::new(HashMap::new()),
         });
         let loader = inner.clone();
         let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
@@ -791,8 +805,38 @@ impl SessionStore {
     }
 
     /// Appends one message to the conversation: one write and one fsync of its file,
-    /// whatever the conversation's length. `false` when the session does not exist.
+    /// whatever the conversation's length. `false` when the session does not exist. The
+    /// fsync also makes durable what `append_message_deferred` left unsynced before it.
     pub fn append_message(&self, id: &str, message: &Message) -> Result<bool, Error> {
+        self.append(id, message, true)
+    }
+
+    /// `append_message` without the fdatasync: the line is written (every reader, of any
+    /// process, sees it at once, and it survives this process's crash) but a power loss may
+    /// lose it until it is made durable — by the next `append_message` of the session (its
+    /// fdatasync covers the whole file), by any metadata write recording it (each makes the
+    /// lines it records durable first, so the metadata never counts lines a power loss can
+    /// take), or by `sync_conversation`. For the turn's answer, so the reply is sent without
+    /// waiting for the disk while the next turn (whose message is appended with its fsync
+    /// before the model is asked) still finds it durable. The first line of a file, and a line
+    /// due to be recorded in the metadata, are synced at once.
+    pub fn append_message_deferred(&self, id: &str, message: &Message) -> Result<bool, Error> {
+        self.append(id, message, false)
+    }
+
+    /// Makes durable what `append_message_deferred` left unsynced in session `id` (nothing to
+    /// do, no system call, when nothing is); a file replaced or removed since needs nothing.
+    pub fn sync_conversation(&self, id: &str) -> Result<(), Error> {
+        let Some(pending) = lock(&self.inner.unsynced).get(id).copied() else { return Ok(()) };
+        self.inner.sync_lines(id, pending)
+    }
+
+    /// Whether session `id` has lines this process appended without their fdatasync yet.
+    pub fn has_unsynced(&self, id: &str) -> bool {
+        lock(&self.inner.unsynced).contains_key(id)
+    }
+
+    fn append(&self, id: &str, message: &Message, sync: bool) -> Result<bool, Error> {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let path = st.messages_path(id);
@@ -805,9 +849,16 @@ impl SessionStore {
                 let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
                 return Err(corrupt(&path, detail));
             }
+            let record = created || d.unrecorded + 1 >= APPENDS_PER_META_WRITE;
             // Noted before it is written: a watcher woken by the write finds it its own.
             st.note_own(id, stat.ino(), [(written, written + line.len() as u64)]);
-            if let Err(e) = append_synced(&path, &mut f, written, &line) {
+            let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
+            let appended = if sync || record {
+                append_synced(&path, &mut f, written, &line).map(|()| st.synced(id, file))
+            } else {
+                append_unsynced(&path, &mut f, written, &line).map(|()| st.unsynced(id, file))
+            };
+            if let Err(e) = appended {
                 st.unnote_own(id, stat.ino(), written);
                 return Err(e);
             }
@@ -817,8 +868,7 @@ impl SessionStore {
             let mut s = d.session;
             s.message_count += 1;
             s.updated_at = gosling_util::now_rfc3339();
-            let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
-            if created || d.unrecorded + 1 >= APPENDS_PER_META_WRITE {
+            if record {
                 st.write_meta(&s, file)?;
             }
             Ok((Some(s), ()))
@@ -832,6 +882,7 @@ impl SessionStore {
         let st = &self.inner;
         let done = st.with_session(id, true, |d| {
             let file = st.write_messages(&st.messages_path(id), conversation)?;
+            st.synced(id, file);
             let mut s = d.session;
             s.message_count = conversation.len() as u64;
             Ok((Some(st.save(s, file)?), ()))
@@ -845,6 +896,7 @@ impl SessionStore {
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
+            st.durable_before_recorded(id, &d)?;
             let (file, mut s) = (d.file, d.session);
             let (before_id, count) = (s.id.clone(), s.message_count);
             let r = f(&mut s);
@@ -908,6 +960,7 @@ impl SessionStore {
                     let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
                     append_synced(&path, &mut f, d.file.bytes, &bytes)?;
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+                    st.synced(id, FilePos { bytes: d.file.bytes + bytes.len() as u64, ino: stat.ino() });
                     let starts = std::iter::once(0)
                         .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1));
                     let starts: Vec<u64> = starts.filter(|s| *s < bytes.len() as u64).collect();
@@ -1002,7 +1055,7 @@ impl SessionStore {
             return at_end(true);
         };
         let want = (stat.len() - from).min(TAIL_MAX);
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(want as usize);
         let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         f.seek(SeekFrom::Start(from))
             .and_then(|_| f.take(want).read_to_end(&mut bytes))
@@ -1097,6 +1150,7 @@ impl SessionStore {
         sync_dir(&st.dir)?;
         drop(guard);
         lock(&st.conversations).take(id);
+        lock(&st.unsynced).remove(id);
         lock(&st.index).remove(id);
         st.note(id);
         Ok(any)
@@ -1161,6 +1215,50 @@ impl Inner {
         if let Some(o) = lock(&self.own).get_mut(id) {
             o.lines.retain(|&(i, s), _| i == ino && s >= upto);
         }
+    }
+
+    /// Notes that session `id`'s conversation file is durable up to `file` (an fdatasync
+    /// covers every line written before it).
+    fn synced(&self, id: &str, file: FilePos) {
+        let mut u = lock(&self.unsynced);
+        if u.get(id).is_some_and(|p| p.ino != file.ino || p.bytes <= file.bytes) {
+            u.remove(id);
+        }
+    }
+
+    /// Notes that session `id`'s conversation file holds unsynced lines up to `file`.
+    fn unsynced(&self, id: &str, file: FilePos) {
+        lock(&self.unsynced).insert(id.to_string(), file);
+    }
+
+    /// Fdatasyncs session `id`'s conversation file when it is still file `upto.ino` (a file
+    /// replaced since was written whole and synced; one removed needs nothing).
+    fn sync_lines(&self, id: &str, upto: FilePos) -> Result<(), Error> {
+        let path = self.messages_path(id);
+        let f = match atomic::open_read(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.synced(id, FilePos { ino: 0, bytes: u64::MAX });
+                return Ok(());
+            }
+            Err(e) => return Err(atomic::io_err(&path, e)),
+        };
+        let ino = f.metadata().map_err(|e| atomic::io_err(&path, e))?.ino();
+        if ino == upto.ino {
+            f.sync_data().map_err(|e| atomic::io_err(&path, e))?;
+        }
+        self.synced(id, upto);
+        Ok(())
+    }
+
+    /// Before a metadata write records lines past the end recorded so far: makes them
+    /// durable (another process, or this one, may have appended them without their
+    /// fdatasync), so a power loss never leaves metadata counting lines the file lost.
+    fn durable_before_recorded(&self, id: &str, d: &Derived) -> Result<(), Error> {
+        if d.unrecorded > 0 && d.file.ino != 0 && !d.legacy {
+            self.sync_lines(id, d.file)?;
+        }
+        Ok(())
     }
 
     fn meta_path(&self, id: &str) -> PathBuf {
@@ -1272,6 +1370,7 @@ impl Inner {
         // metadata records the conversation up to the whole lines (the rest is counted when it
         // is read again, like any line past the recorded end).
         let d = self.derive_meta(id, &meta_path, &bytes, false)?;
+        self.durable_before_recorded(id, &d)?;
         let (file, mut s) = (d.file, d.session);
         let (before_id, count) = (s.id.clone(), s.message_count);
         let r = f(&mut s);
@@ -1386,7 +1485,9 @@ impl Inner {
             _ => (0, 1),
         };
         let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        let mut tail = Vec::new();
+        // Sized to what the stat says is there (up to a bound): one read, not one per doubling
+        // of the buffer.
+        let mut tail = Vec::with_capacity((now.bytes - from).min(TAIL_MAX) as usize);
         f.seek(SeekFrom::Start(from))
             .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
             .map_err(|e| atomic::io_err(&path, e))?;
@@ -1778,7 +1879,7 @@ impl Inner {
             return Ok(());
         }
         let path = self.changes_path();
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(now.offset.saturating_sub(cursor.offset).min(CHANGES_MAX_BYTES) as usize);
         let read = atomic::open_read(&path).and_then(|mut f| {
             f.seek(SeekFrom::Start(cursor.offset))?;
             f.take(now.offset - cursor.offset).read_to_end(&mut bytes)
@@ -1974,6 +2075,46 @@ mod tests {
         a.delete(&id).unwrap();
         assert!(b.tail_read(&id, t.pos).unwrap().is_none(), "a deleted session is gone");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_deferred_append_is_made_durable_before_anything_records_or_follows_it() {
+        let d = tmpdir("deferred");
+        let st = SessionStore::open(&d).unwrap();
+        let s = st.create("/w", vec![]).unwrap();
+        // The first line of a file is synced at once (its directory entry too).
+        st.append_message_deferred(&s.id, &message(0)).unwrap();
+        assert!(!st.has_unsynced(&s.id));
+        // Later ones are written, readable at once, and left unsynced...
+        st.append_message_deferred(&s.id, &message(1)).unwrap();
+        assert!(st.has_unsynced(&s.id));
+        assert_eq!(st.get(&s.id).unwrap().unwrap().conversation.unwrap(), vec![message(0), message(1)]);
+        // ...until the next message's fsync covers them,
+        st.append_message(&s.id, &message(2)).unwrap();
+        assert!(!st.has_unsynced(&s.id));
+        // or a metadata write that records them (the optimistic one too): the metadata never
+        // counts lines a power loss can take,
+        st.append_message_deferred(&s.id, &message(3)).unwrap();
+        st.update_meta(&s.id, |s| s.name = "named".into()).unwrap();
+        assert!(!st.has_unsynced(&s.id));
+        st.append_message_deferred(&s.id, &message(4)).unwrap();
+        st.update_meta_optimistic(&s.id, |s| s.total_tokens = Some(7)).unwrap();
+        assert!(!st.has_unsynced(&s.id));
+        // or `sync_conversation`, or a rewrite of the file.
+        st.append_message_deferred(&s.id, &message(5)).unwrap();
+        st.sync_conversation(&s.id).unwrap();
+        assert!(!st.has_unsynced(&s.id));
+        st.append_message_deferred(&s.id, &message(6)).unwrap();
+        st.replace_conversation(&s.id, &[message(0)]).unwrap();
+        assert!(!st.has_unsynced(&s.id));
+        // A line due to be recorded in the metadata is synced with it.
+        for i in 1..=APPENDS_PER_META_WRITE {
+            st.append_message_deferred(&s.id, &message(i as usize)).unwrap();
+        }
+        assert!(!st.has_unsynced(&s.id), "the 64th append since the last metadata write records it");
+        let again = SessionStore::open(&d).unwrap().get(&s.id).unwrap().unwrap();
+        assert_eq!(again.message_count, APPENDS_PER_META_WRITE + 1);
+        assert_eq!(again.name, "named");
     }
 
     #[test]
