@@ -395,6 +395,9 @@ impl Host {
     /// without a query looks at no more sessions than that page.
     pub fn search_sessions(&self, q: &SessionQuery<'_>) -> Result<SessionsFound, Error> {
         let listing = self.sessions.listed().map_err(Error::Store)?;
+        // The first listing of this process reads the search filters kept on disk, in the
+        // background, so its first search asks no file an earlier search summarized.
+        gosling_store::search::prefetch_filters(&self.sessions);
         let wanted = |s: &Listed<'_>| {
             (q.types.is_empty() || q.types.contains(&s.session_type()))
                 && q.working_dir.is_none_or(|c| s.working_dir() == c)
@@ -428,6 +431,7 @@ impl Host {
     /// Every session's listing entry as one JSON array, built without serializing (the store
     /// keeps each entry's JSON).
     pub fn list_sessions_json(&self) -> Result<Vec<u8>, Error> {
+        gosling_store::search::prefetch_filters(&self.sessions);
         self.sessions.list_json().map_err(Error::Store)
     }
 

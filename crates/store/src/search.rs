@@ -22,7 +22,7 @@
 use crate::atomic;
 use crate::message::Message;
 use crate::search_index::{self, Verdict};
-use crate::sessions::{Listed, SessionStore};
+use crate::sessions::{Listed, Listing, SessionStore};
 use serde_json::Value;
 use std::io::Read;
 use std::path::PathBuf;
@@ -94,6 +94,45 @@ pub fn sessions_saying(store: &SessionStore, sessions: &[Listed<'_>], query: &st
         }
     }
     found
+}
+
+/// Fills the kept filters (`Listed::search_slot`) of `listing`'s sessions from the summaries
+/// already on disk, on a thread of its own, once per process: the first search of a new
+/// process then asks the file system about no session whose summary an earlier search wrote
+/// (Desktop lists its history as it starts, before anyone searches). A summary not written
+/// yet is left to the first search, which writes it within its budget and the rest in the
+/// background (`warm_later`), as before.
+pub fn prefetch_filters(store: &SessionStore) {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if DONE.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let store = store.handle();
+    let spawned = std::thread::Builder::new().name("search-filters".into()).spawn(move || {
+        let t = Instant::now();
+        let listing = match store.listed() {
+            Ok(l) => l,
+            Err(e) => return log::warn!("search: no listing to read the summaries' filters for: {e}"),
+        };
+        let kept = fill_slots(&store, &listing);
+        log::debug!("search: {kept} filters kept from their summaries in {:?}", t.elapsed());
+    });
+    if let Err(e) = spawned {
+        log::warn!("search: no thread to read the summaries' filters ({e}); the first search reads them");
+    }
+}
+
+/// `prefetch_filters`' work: each session with messages and no kept filter gets its stored
+/// summary's filter when that summary is current. How many were kept.
+fn fill_slots(store: &SessionStore, listing: &Listing) -> usize {
+    let mut kept = 0;
+    for s in listing.iter().filter(|s| s.message_count() > 0 && s.search_slot().get().is_none()) {
+        if let Some(f) = search_index::stored_filter(&store.conversation_file(s.id())) {
+            let _ = s.search_slot().set(f);
+            kept += 1;
+        }
+    }
+    kept
 }
 
 /// Brings the summaries of `files` up to date on a thread of its own (one at a time: a
@@ -210,6 +249,16 @@ mod tests {
         assert!(kept.search_slot().get().is_some(), "the filter is kept with the entry");
         st.append_message(&a, &message("user", "an Okapi too")).unwrap();
         assert_eq!(found("okapi"), std::slice::from_ref(&a), "the appended message is found");
+        // A new store (a new process) keeps the filters of the summaries on disk without a
+        // search: the current ones, never one a later change made stale.
+        st.append_message(&b, &message("user", "stale now")).unwrap();
+        let other = SessionStore::open(&d).unwrap();
+        super::search_index::forget_cache_for_tests();
+        let listing = other.listed().unwrap();
+        assert_eq!(fill_slots(&other, &listing), 1, "a's summary is current; b's was not rewritten since its append");
+        let a_slot = listing.iter().find(|s| s.id() == a).unwrap();
+        assert!(a_slot.search_slot().get().is_some_and(|f| !f.rules_out("okapi")), "a's filter holds what a says");
+        assert!(listing.iter().find(|s| s.id() == b).unwrap().search_slot().get().is_none());
         // No budget left: the newest session is still read, the rest are not (a new store:
         // nothing is kept yet).
         let fresh = SessionStore::open(&d).unwrap();

@@ -174,6 +174,12 @@ fn cached(path: &Path) -> Option<Arc<Filter>> {
     filters().lock().unwrap_or_else(|p| p.into_inner()).get(path).cloned()
 }
 
+/// Forgets every filter this process holds (a unit test's "new process").
+#[cfg(test)]
+pub(crate) fn forget_cache_for_tests() {
+    filters().lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
 fn keep(path: &Path, f: Option<Arc<Filter>>) {
     let mut all = filters().lock().unwrap_or_else(|p| p.into_inner());
     match f {
@@ -258,6 +264,20 @@ pub(crate) fn says(path: &Path, needle: &str, known: Option<&Arc<Filter>>) -> (V
     };
     let verdict = if memmem(&text, needle.as_bytes()) { Verdict::Yes } else { Verdict::No };
     (verdict, Some(filter))
+}
+
+/// The filter of session file `path` from the summary already on disk, when that summary
+/// describes the file as it is now (one `stat` and the summary's head and filter read; no
+/// summary is written, no conversation read).
+pub(crate) fn stored_filter(path: &Path) -> Option<Arc<Filter>> {
+    let spath = summary_path(path)?;
+    let now = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file()).map(|m| Stamp::of(&m))?;
+    if let Some(f) = cached(path).filter(|f| f.head.file == now) {
+        return Some(f);
+    }
+    let f = Arc::new(load_filter(&spath).filter(|f| f.head.file == now)?);
+    keep(path, Some(f.clone()));
+    Some(f)
 }
 
 /// Brings session file `path`'s summary up to date (without searching it).

@@ -1100,6 +1100,11 @@ impl SessionStore {
         [self.inner.messages_path(id), self.inner.legacy_path(id)]
     }
 
+    /// The same store (the same cache and index), for a thread of its own.
+    pub(crate) fn handle(&self) -> SessionStore {
+        SessionStore { inner: self.inner.clone() }
+    }
+
     /// The file of session `id`'s message lines (whether it exists or not).
     pub(crate) fn conversation_file(&self, id: &str) -> PathBuf {
         self.inner.messages_path(id)
