@@ -29,6 +29,18 @@ fn python() -> &'static str {
     }
 }
 
+/// The peers, when the kernel can confine and the peers are not skipped (each says why not).
+fn confinable_with_peers() -> Option<&'static Peers> {
+    if !confinable() {
+        return None;
+    }
+    let p = peers();
+    if p.is_none() {
+        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
+    }
+    p
+}
+
 fn confinable() -> bool {
     let p = gosling::sys::probe();
     if let Some(m) = p.missing() {
@@ -202,13 +214,7 @@ fn bad_sandbox_values_and_grants_over_goslings_dirs_are_refused_naming_the_field
 
 #[test]
 fn real_servers_work_confined() {
-    if !confinable() {
-        return;
-    }
-    let Some(p) = peers() else {
-        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
-        return;
-    };
+    let Some(p) = confinable_with_peers() else { return };
     let s = Server::start();
     let work = s.home.join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -514,13 +520,7 @@ fn private_temp_dirs_go_with_their_extension_and_stale_ones_at_the_next_start() 
 /// is refused any other host by the proxy; both connections are in the audit log.
 #[test]
 fn a_confined_node_programs_fetch_goes_through_the_proxy() {
-    if !confinable() {
-        return;
-    }
-    let Some(p) = peers() else {
-        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
-        return;
-    };
+    let Some(p) = confinable_with_peers() else { return };
     let (_approved, port) = http_hello();
     let (_other, other) = http_hello();
     let s = Server::start();
@@ -640,13 +640,7 @@ fn egress_nets_for(names: &[&str]) -> Vec<(String, String)> {
 /// and the server it fetched lists its tools and answers. Needs the network (npm, PyPI).
 #[test]
 fn launchers_fetch_on_their_first_run_confined_through_the_proxy() {
-    if !confinable() {
-        return;
-    }
-    let Some(p) = peers() else {
-        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
-        return;
-    };
+    let Some(p) = confinable_with_peers() else { return };
     let npx = gosling::config::settings::find_in_path(&gosling::config::ProcessEnv, "npx")
         .expect("npx is not on PATH: install Node.js with npm (scripts/peers/install needs it too)");
     let registries = ["registry.npmjs.org", "pypi.org", "files.pythonhosted.org"];
@@ -745,13 +739,7 @@ fn git_repo(dir: &Path, message: &str) {
 /// fails and nothing of it is read — while its opted-out twin reads it (the attempt is real).
 #[test]
 fn mcp_server_git_works_confined_on_a_repository_in_the_working_dir_only() {
-    if !confinable() {
-        return;
-    }
-    let Some(p) = peers() else {
-        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
-        return;
-    };
+    let Some(p) = confinable_with_peers() else { return };
     let s = Server::start();
     let work = s.home.join("work");
     let outside = s.home.join("other-project");
@@ -791,13 +779,7 @@ fn mcp_server_git_works_confined_on_a_repository_in_the_working_dir_only() {
 /// another local port and a public name are refused by gosling's proxy; each is in the audit log.
 #[test]
 fn mcp_server_fetch_reaches_its_approved_host_only() {
-    if !confinable() {
-        return;
-    }
-    let Some(p) = peers() else {
-        eprintln!("skipped: GOSLING_SKIP_PEERS is set");
-        return;
-    };
+    let Some(p) = confinable_with_peers() else { return };
     let (_approved, port) = http_hello();
     let (_other, other) = http_hello();
     let s = Server::start();
