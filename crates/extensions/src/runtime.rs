@@ -401,6 +401,14 @@ impl Drop for InUse<'_> {
     }
 }
 
+/// Closes `extensions` in parallel (each down its shutdown ladder) and waits for them all.
+fn close_all(extensions: Vec<Arc<ActiveExtension>>) {
+    let hs: Vec<_> = extensions.into_iter().map(|e| thread::spawn(move || e.close())).collect();
+    for h in hs {
+        let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
+    }
+}
+
 /// goose's own builtins that Goose Desktop registers (its bundled-extension sync) but gosling
 /// does not have: stored like any extension, reported as unavailable when activated.
 const GOOSE_ONLY_BUILTINS: [&str; 3] = ["computercontroller", "autovisualiser", "tutorial"];
@@ -449,10 +457,7 @@ impl SessionRuntime {
                     processes.len()
                 );
                 let mut again: Vec<ExtensionConfig> = processes.iter().map(|e| e.config.clone()).collect();
-                let hs: Vec<_> = processes.into_iter().map(|e| thread::spawn(move || e.close())).collect();
-                for h in hs {
-                    let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
-                }
+                close_all(processes);
                 again.extend(stopped.take().unwrap_or_default());
                 *stopped = Some(again);
             }
@@ -488,10 +493,7 @@ impl SessionRuntime {
             idle.as_secs(),
             all.len()
         );
-        let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
-        for h in hs {
-            let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
-        }
+        close_all(all);
         true
     }
 
@@ -1198,10 +1200,7 @@ impl SessionRuntime {
         lock(&self.idle_stopped).take();
         let all: Vec<_> =
             std::mem::take(&mut *self.extensions.write().unwrap_or_else(|e| e.into_inner())).into_values().collect();
-        let hs: Vec<_> = all.into_iter().map(|e| thread::spawn(move || e.close())).collect();
-        for h in hs {
-            let _ = h.join(); // wait: close runs the shutdown ladder, which ends in SIGKILL
-        }
+        close_all(all);
     }
 }
 

@@ -272,12 +272,7 @@ pub(crate) fn says(path: &Path, needle: &str, known: Option<&Arc<Filter>>) -> (V
 pub(crate) fn stored_filter(path: &Path) -> Option<Arc<Filter>> {
     let spath = summary_path(path)?;
     let now = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file()).map(|m| Stamp::of(&m))?;
-    if let Some(f) = cached(path).filter(|f| f.head.file == now) {
-        return Some(f);
-    }
-    let f = Arc::new(load_filter(&spath).filter(|f| f.head.file == now)?);
-    keep(path, Some(f.clone()));
-    Some(f)
+    known_filter(path, &spath, now)
 }
 
 /// Brings session file `path`'s summary up to date (without searching it).
@@ -293,16 +288,22 @@ pub(crate) fn warm(path: &Path) {
 /// The filter describing the file as stamped `now`: this process's, the stored summary's, or
 /// a refreshed one (then with its text).
 fn current(path: &Path, spath: &Path, now: Stamp) -> io::Result<(Arc<Filter>, Option<Vec<u8>>)> {
-    if let Some(f) = cached(path).filter(|f| f.head.file == now) {
-        return Ok((f, None));
-    }
-    if let Some(f) = load_filter(spath).filter(|f| f.head.file == now) {
-        let f = Arc::new(f);
-        keep(path, Some(f.clone()));
+    if let Some(f) = known_filter(path, spath, now) {
         return Ok((f, None));
     }
     let (f, text) = refresh(path, spath)?;
     Ok((f, Some(text)))
+}
+
+/// The filter describing the file as stamped `now` that this process holds or the stored
+/// summary has (then kept); `None` when neither is current.
+fn known_filter(path: &Path, spath: &Path, now: Stamp) -> Option<Arc<Filter>> {
+    if let Some(f) = cached(path).filter(|f| f.head.file == now) {
+        return Some(f);
+    }
+    let f = Arc::new(load_filter(spath).filter(|f| f.head.file == now)?);
+    keep(path, Some(f.clone()));
+    Some(f)
 }
 
 fn memmem(hay: &[u8], needle: &[u8]) -> bool {

@@ -570,18 +570,11 @@ fn encode_lines(path: &Path, messages: &[Message]) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
-/// Appends `bytes` to the conversation file `f`, `len` bytes long, and fsyncs it; a failed
-/// write is cut back off, never leaving half a line for the next append to follow.
-fn append_synced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<(), Error> {
-    f.write_all(bytes).and_then(|_| f.sync_data()).map_err(|e| {
-        let _ = f.set_len(len);
-        atomic::io_err(path, e)
-    })
-}
-
-/// `append_synced` without the fsync (`SessionStore::append_message_deferred`).
-fn append_unsynced(path: &Path, f: &mut File, len: u64, bytes: &[u8]) -> Result<(), Error> {
-    f.write_all(bytes).map_err(|e| {
+/// Appends `bytes` to the conversation file `f`, `len` bytes long, and fsyncs it when `sync`
+/// (without: `SessionStore::append_message_deferred`); a failed write is cut back off, never
+/// leaving half a line for the next append to follow.
+fn append_line(path: &Path, f: &mut File, len: u64, bytes: &[u8], sync: bool) -> Result<(), Error> {
+    f.write_all(bytes).and_then(|_| if sync { f.sync_data() } else { Ok(()) }).map_err(|e| {
         let _ = f.set_len(len);
         atomic::io_err(path, e)
     })
@@ -853,11 +846,11 @@ impl SessionStore {
             // Noted before it is written: a watcher woken by the write finds it its own.
             st.note_own(id, stat.ino(), [(written, written + line.len() as u64)]);
             let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
-            let appended = if sync || record {
-                append_synced(&path, &mut f, written, &line).map(|()| st.synced(id, file))
-            } else {
-                append_unsynced(&path, &mut f, written, &line).map(|()| st.unsynced(id, file))
-            };
+            let durable = sync || record;
+            let appended = append_line(&path, &mut f, written, &line, durable).map(|()| match durable {
+                true => st.synced(id, file),
+                false => st.unsynced(id, file),
+            });
             if let Err(e) = appended {
                 st.unnote_own(id, stat.ino(), written);
                 return Err(e);
@@ -958,7 +951,7 @@ impl SessionStore {
                 } else {
                     let bytes = encode_lines(&path, &after[before.len()..])?;
                     let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-                    append_synced(&path, &mut f, d.file.bytes, &bytes)?;
+                    append_line(&path, &mut f, d.file.bytes, &bytes, true)?;
                     let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
                     st.synced(id, FilePos { bytes: d.file.bytes + bytes.len() as u64, ino: stat.ino() });
                     let starts = std::iter::once(0)
