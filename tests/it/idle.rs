@@ -127,13 +127,23 @@ fn an_idle_server_with_a_session_and_stdio_extensions_does_not_wake() {
 fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_next_turn() {
     use crate::fake_llm::*;
     use crate::reply::{user_text, ReplyStream};
-    let llm = FakeLlm::start(vec![text_turn("first answer"), text_turn("second answer")]);
+    let llm = FakeLlm::start(vec![
+        text_turn("first answer"),
+        text_turn("second answer"),
+        tool_turn("call_1", "quiet__env", "{}"),
+        text_turn("third answer"),
+    ]);
     let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
     llm.watch_dir(&s.home.join("state/sessions"));
     let work = TempDir::new("durable-work");
-    let id = start_session(&s, work.path(), Some(vec![]));
+    let fake = manifest_dir().join("tests/fakes/trust_mcp_stdio.py");
+    let quiet = json!({"type":"stdio","name":"quiet","description":"","cmd":"python3",
+                       "args":[fake.display().to_string(), "env"],"timeout":60});
+    let id = start_session(&s, work.path(), Some(vec![quiet]));
+    let resumed = resume(&s, &id);
+    assert!(resumed["extension_results"].as_array().unwrap().iter().all(|r| r["success"] == true), "{resumed}");
     let sessions = s.home.join("state/sessions");
-    for (i, q) in ["first question", "second question"].into_iter().enumerate() {
+    for (i, q) in ["first question", "second question", "third question"].into_iter().enumerate() {
         let events = ReplyStream::open(&s, &id, user_text(q)).all();
         assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("Finish")), "{events:?}");
         if i > 0 {
@@ -155,7 +165,7 @@ fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_ne
         assert_eq!(r, len, "the answer's line is recorded in the metadata (made durable) with no next turn");
     }
     let reqs = llm.requests();
-    assert_eq!(reqs.len(), 2, "two turns, two model requests (no title request)");
+    assert_eq!(reqs.len(), 4, "three turns, the last with a tool call: four model requests (no title request)");
     let conversation = |i: usize| -> Vec<String> {
         let file = format!("{id}.jsonl");
         let (_, text) = reqs[i]
@@ -166,7 +176,18 @@ fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_ne
         text.lines()
             .map(|l| {
                 let m: serde_json::Value = serde_json::from_str(l).expect("whole lines only");
-                let t: String = m["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
+                let content = m["content"].as_array().unwrap();
+                let t: String = content
+                    .iter()
+                    .map(|c| match c["type"].as_str() {
+                        Some("text") => c["text"].as_str().unwrap_or_default().to_string(),
+                        Some("toolRequest") => {
+                            format!("[call {}]", c["toolCall"]["value"]["name"].as_str().unwrap_or("?"))
+                        }
+                        Some("toolResponse") => format!("[result {}]", c["id"].as_str().unwrap_or("?")),
+                        other => format!("[{other:?}]"),
+                    })
+                    .collect();
                 format!("{}: {t}", m["role"].as_str().unwrap())
             })
             .collect()
@@ -177,4 +198,9 @@ fn the_message_is_on_disk_before_the_model_is_asked_and_the_answer_before_the_ne
         ["user: first question", "assistant: first answer", "user: second question"],
         "the answer is saved before the next turn asks the model"
     );
+    // A tool turn: when the model is asked again, the request for the tool and its result are
+    // in the file (the result's fdatasync, on the same thread before that request, covers
+    // both: `reply::SETTLE_AFTER`).
+    let third = ["user: third question", "assistant: [call quiet__env]", "user: [result call_1]"];
+    assert_eq!(conversation(3)[4..], third, "the tool's request and result are saved before the model is asked again");
 }

@@ -28,6 +28,13 @@ use std::time::Duration;
 /// How long a tool call waits for the person's confirmation before it is declined.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
 
+/// How long the model's request for tools may stay without its fdatasync while its calls run:
+/// calls that end sooner have it made durable with their results (one fdatasync for both, as
+/// the results' covers the whole file); longer ones have it synced then, while they run. The
+/// same window as a final answer's (`usage::GROUP_WAIT`): a power loss can lose the model's
+/// last answer of the last ~200 ms, never one the model was asked after.
+const SETTLE_AFTER: Duration = Duration::from_millis(200);
+
 use crate::permissions::name_set;
 pub use crate::permissions::{Confirmations, Mode, ALWAYS_ALLOWED, ALWAYS_DENIED};
 
@@ -272,8 +279,9 @@ impl Turn {
 
     /// Saves the model's answer without waiting for its fdatasync
     /// (`SessionStore::append_message_deferred`): it is written before anyone hears of it, and
-    /// durable before the model is asked again — a request for tools while its first call runs
-    /// (`settle`), a final answer by the fsync of the next turn's message — or within
+    /// durable before the model is asked again — a request for tools by its results' fdatasync
+    /// (or `settle`, while its calls run past `SETTLE_AFTER`), a final answer by the fsync of
+    /// the next turn's message — or within
     /// `usage::GROUP_WAIT` after the turn, when its token counts are recorded in the metadata
     /// (which makes the lines it records durable first). A power loss in between can lose that
     /// answer; a crash of gosling cannot.
@@ -285,8 +293,9 @@ impl Turn {
     }
 
     /// Makes durable what `save_deferred` left unsynced (nothing to do when nothing is): the
-    /// model's request for tools, once the first of them runs (its fdatasync overlaps the call)
-    /// or before the person is asked to allow one.
+    /// model's request for tools, when its calls run longer than `SETTLE_AFTER` (the fdatasync
+    /// then overlaps them; sooner, their results' fdatasync covers it) or before the person is
+    /// asked to allow one.
     fn settle(&self) {
         if let Err(e) = self.sessions.sync_conversation(&self.session_id) {
             log::error!("reply: cannot sync the conversation of session {}: {e}", self.session_id);
@@ -660,14 +669,13 @@ impl Turn {
                 continue;
             }
             running.push((i, call.id.clone(), Some(prx)));
-            if running.len() == 1 {
-                self.settle();
-            }
         }
-        self.settle();
         drop(done_tx);
         // Asleep until a call sends progress, a call ends or the turn is cancelled: the answer
-        // is picked up the moment it comes, with no polling period.
+        // is picked up the moment it comes, with no polling period. The request for these
+        // tools (saved deferred) is made durable by the fdatasync of their results, one for
+        // both — or, when the calls are still running `SETTLE_AFTER` from now, then (`settle`).
+        let mut settle_at = Some(std::time::Instant::now() + SETTLE_AFTER);
         let mut results: Vec<Option<Called>> = running.iter().map(|_| None).collect();
         let mut left = running.len();
         let mut cancel_open = true;
@@ -681,8 +689,18 @@ impl Turn {
             }
             let done_op = sel.recv(&done_rx);
             let cancel_op = if cancel_open { Some(sel.recv(cancel)) } else { None };
-            // wait: every call ends: each MCP request has its own timeout, and a cancel ends it sooner
-            let op = sel.select();
+            let op = match settle_at {
+                Some(at) => match sel.select_deadline(at) {
+                    Ok(op) => op,
+                    Err(_) => {
+                        self.settle();
+                        settle_at = None;
+                        continue;
+                    }
+                },
+                // wait: every call ends: each MCP request has its own timeout, and a cancel ends it sooner
+                None => sel.select(),
+            };
             let index = op.index();
             if index == done_op {
                 match op.recv(&done_rx) {
