@@ -128,8 +128,7 @@ fn host_allowed(config: &gosling_config::Config, req: &Request) -> Result<(), Ap
     let Some(host) = req.header("host") else {
         return refuse("the request has no Host header".into());
     };
-    let name = host_name(host).map(str::to_ascii_lowercase);
-    let Some(name) = name else {
+    let Some(name) = host_name(host) else {
         return refuse(format!("Host `{host}` is not a valid host[:port]"));
     };
     // The address given with --host is formatted only when the fixed names do not match (a
@@ -139,9 +138,10 @@ fn host_allowed(config: &gosling_config::Config, req: &Request) -> Result<(), Ap
         std::net::IpAddr::V6(a) if !a.is_unspecified() => Some(format!("[{a}]")),
         _ => None,
     };
-    let ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
-        || own().as_deref() == Some(name.as_str())
-        || config.allowed_hosts.contains(&name);
+    // Compared without case, in place (the listed names are kept in lower case).
+    let ok = ["localhost", "127.0.0.1", "[::1]"].iter().any(|n| n.eq_ignore_ascii_case(name))
+        || own().is_some_and(|a| a.eq_ignore_ascii_case(name))
+        || config.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(name));
     if ok {
         Ok(())
     } else {
@@ -391,7 +391,7 @@ fn injected_fault(req: &Request) -> Option<R> {
     if !*TEST_FAULTS.get_or_init(|| gosling_config::settings::test_faults(&gosling_config::ProcessEnv)) {
         return None;
     }
-    match req.path.as_str() {
+    match req.path {
         "/debug/panic" => panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)"),
         "/debug/sleep" => {
             let ms = req.query_param("ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64).min(60_000);
@@ -403,15 +403,18 @@ fn injected_fault(req: &Request) -> Option<R> {
 }
 
 fn route(app: &Arc<App>, req: &Request) -> R {
-    let (m, path) = (req.method.as_str(), req.path.as_str());
+    let (m, path) = (req.method, req.path);
     #[cfg(feature = "test-hooks")]
     if let Some(r) = injected_fault(req) {
         return r;
     }
     // An exact path wins over a pattern (`/sessions/search` is not a session's id).
     let (pattern, param) = match ROUTES.iter().any(|(_, p, _)| *p == path) {
-        true => (path.to_string(), ""),
-        false => pattern(path),
+        true => (std::borrow::Cow::Borrowed(path), ""),
+        false => {
+            let (pattern, param) = pattern(path);
+            (std::borrow::Cow::Owned(pattern), param)
+        }
     };
     let routes = || ROUTES.iter().filter(|(_, p, _)| *p == pattern);
     if let Some((_, _, handler)) = routes().find(|(method, _, _)| *method == m) {
