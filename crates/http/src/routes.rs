@@ -26,7 +26,7 @@ pub fn gate(app: &Arc<App>, req: &Request) -> Option<Response> {
         return Some(Response::error(&e));
     }
     // The built-in web page: public static assets, same-origin only (never CORS headers).
-    if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
+    if let Some(r) = super::web_routes::serve(req.method, req.path) {
         return Some(r);
     }
     let origin = match origin_allowed(app.config(), req, token_required(app)) {
@@ -55,7 +55,7 @@ pub fn gate(app: &Arc<App>, req: &Request) -> Option<Response> {
     // Every secret comparison is a guess limited per peer (wrong ones count): the key (header
     // or `/acp`'s `?token=`), the login token, and the proxy pages' `secret` parameter.
     let peer = peer_ip(req);
-    let guessing = login_or_proxy(req) || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
+    let guessing = login_or_proxy(req) || (!auth::is_exempt(req.path) && !given_key(req).is_empty());
     if guessing {
         if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -103,7 +103,7 @@ fn peer_ip(req: &Request) -> std::net::IpAddr {
 
 /// The routes that compare a secret of their own (login token, proxy `secret`).
 fn login_or_proxy(req: &Request) -> bool {
-    (req.path == "/auth/login" && req.method == "POST") || auth::checks_own_secret(&req.path)
+    (req.path == "/auth/login" && req.method == "POST") || auth::checks_own_secret(req.path)
 }
 
 fn warn_limited(peer: std::net::IpAddr) {
@@ -270,7 +270,7 @@ fn signed_in(app: &App, req: &Request) -> bool {
 }
 
 fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
-    if auth::is_exempt(&req.path) {
+    if auth::is_exempt(req.path) {
         return Ok(());
     }
     let given = given_key(req);

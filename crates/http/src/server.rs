@@ -60,14 +60,9 @@ impl<'a> Request<'a> {
         self.headers.iter().find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name)).map(|h| h.value.as_str())
     }
 
-    /// Every header, in the order received.
-    pub fn headers(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
-        self.headers.iter().map(|h| (h.field.as_str().as_str(), h.value.as_str()))
-    }
-
     /// A percent-decoded query parameter (first occurrence).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        gosling_wire::percent::form_pairs(&self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+        gosling_wire::percent::form_pairs(self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// The body as JSON of type `T`, with goose's statuses: 415 without a JSON content type,
