@@ -32,7 +32,7 @@ pub fn get(app: &Arc<App>, req: &Request) -> Result<Response, ApiError> {
             )
         });
     }
-    let accept = ws::check_upgrade(&req.method, &header).map_err(|e| {
+    let accept = ws::check_upgrade(req.method, &header).map_err(|e| {
         let version = matches!(e, gosling_wire::Error::Version(_));
         (ApiError::bad_request(e.to_string()), version)
     });

@@ -26,7 +26,7 @@ pub fn gate(app: &Arc<App>, req: &Request) -> Option<Response> {
         return Some(Response::error(&e));
     }
     // The built-in web page: public static assets, same-origin only (never CORS headers).
-    if let Some(r) = super::web_routes::serve(&req.method, &req.path) {
+    if let Some(r) = super::web_routes::serve(req.method, req.path) {
         return Some(r);
     }
     let origin = match origin_allowed(app.config(), req, token_required(app)) {
@@ -55,7 +55,7 @@ pub fn gate(app: &Arc<App>, req: &Request) -> Option<Response> {
     // Every secret comparison is a guess limited per peer (wrong ones count): the key (header
     // or `/acp`'s `?token=`), the login token, and the proxy pages' `secret` parameter.
     let peer = peer_ip(req);
-    let guessing = login_or_proxy(req) || (!auth::is_exempt(&req.path) && !given_key(req).is_empty());
+    let guessing = login_or_proxy(req) || (!auth::is_exempt(req.path) && !given_key(req).is_empty());
     if guessing {
         if let Err(wait) = app.throttle.check(peer) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -103,7 +103,7 @@ fn peer_ip(req: &Request) -> std::net::IpAddr {
 
 /// The routes that compare a secret of their own (login token, proxy `secret`).
 fn login_or_proxy(req: &Request) -> bool {
-    (req.path == "/auth/login" && req.method == "POST") || auth::checks_own_secret(&req.path)
+    (req.path == "/auth/login" && req.method == "POST") || auth::checks_own_secret(req.path)
 }
 
 fn warn_limited(peer: std::net::IpAddr) {
@@ -128,8 +128,7 @@ fn host_allowed(config: &gosling_config::Config, req: &Request) -> Result<(), Ap
     let Some(host) = req.header("host") else {
         return refuse("the request has no Host header".into());
     };
-    let name = host_name(host).map(str::to_ascii_lowercase);
-    let Some(name) = name else {
+    let Some(name) = host_name(host) else {
         return refuse(format!("Host `{host}` is not a valid host[:port]"));
     };
     // The address given with --host is formatted only when the fixed names do not match (a
@@ -139,9 +138,10 @@ fn host_allowed(config: &gosling_config::Config, req: &Request) -> Result<(), Ap
         std::net::IpAddr::V6(a) if !a.is_unspecified() => Some(format!("[{a}]")),
         _ => None,
     };
-    let ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
-        || own().as_deref() == Some(name.as_str())
-        || config.allowed_hosts.contains(&name);
+    // Compared without case, in place (the listed names are kept in lower case).
+    let ok = ["localhost", "127.0.0.1", "[::1]"].iter().any(|n| n.eq_ignore_ascii_case(name))
+        || own().is_some_and(|a| a.eq_ignore_ascii_case(name))
+        || config.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(name));
     if ok {
         Ok(())
     } else {
@@ -270,7 +270,7 @@ fn signed_in(app: &App, req: &Request) -> bool {
 }
 
 fn authorized(app: &App, req: &Request) -> Result<(), ApiError> {
-    if auth::is_exempt(&req.path) {
+    if auth::is_exempt(req.path) {
         return Ok(());
     }
     let given = given_key(req);
@@ -391,7 +391,7 @@ fn injected_fault(req: &Request) -> Option<R> {
     if !*TEST_FAULTS.get_or_init(|| gosling_config::settings::test_faults(&gosling_config::ProcessEnv)) {
         return None;
     }
-    match req.path.as_str() {
+    match req.path {
         "/debug/panic" => panic!("injected fault: /debug/panic (GOSLING_TEST_FAULTS is set)"),
         "/debug/sleep" => {
             let ms = req.query_param("ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64).min(60_000);
@@ -403,15 +403,18 @@ fn injected_fault(req: &Request) -> Option<R> {
 }
 
 fn route(app: &Arc<App>, req: &Request) -> R {
-    let (m, path) = (req.method.as_str(), req.path.as_str());
+    let (m, path) = (req.method, req.path);
     #[cfg(feature = "test-hooks")]
     if let Some(r) = injected_fault(req) {
         return r;
     }
     // An exact path wins over a pattern (`/sessions/search` is not a session's id).
     let (pattern, param) = match ROUTES.iter().any(|(_, p, _)| *p == path) {
-        true => (path.to_string(), ""),
-        false => pattern(path),
+        true => (std::borrow::Cow::Borrowed(path), ""),
+        false => {
+            let (pattern, param) = pattern(path);
+            (std::borrow::Cow::Owned(pattern), param)
+        }
     };
     let routes = || ROUTES.iter().filter(|(_, p, _)| *p == pattern);
     if let Some((_, _, handler)) = routes().find(|(method, _, _)| *method == m) {

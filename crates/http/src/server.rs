@@ -27,26 +27,42 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// One request, read in full (body included) before the handler runs.
-pub struct Request {
-    pub method: String,
-    pub path: String,
+/// One request, read in full (body included) before the handler runs. Its head is borrowed
+/// from the connection's request (tiny_http's), not copied: a request costs no allocation for
+/// its method, path, query or headers (`GET /status`'s instructions, BENCHMARKS.md).
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
     /// The raw query string, without `?`.
-    pub query: String,
-    pub headers: Vec<(String, String)>,
+    pub query: &'a str,
+    headers: &'a [tiny_http::Header],
     pub body: Vec<u8>,
     /// The client's address (for per-peer limits); `None` when unknown.
     pub peer: Option<SocketAddr>,
 }
 
-impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+impl<'a> Request<'a> {
+    /// The head of `rq` with `body`.
+    fn of(rq: &'a tiny_http::Request, body: Vec<u8>) -> Request<'a> {
+        let (path, query) = rq.url().split_once('?').unwrap_or((rq.url(), ""));
+        Request {
+            method: rq.method().as_str(),
+            path,
+            query,
+            headers: rq.headers(),
+            body,
+            peer: rq.remote_addr().copied(),
+        }
+    }
+
+    /// The first header named `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers.iter().find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name)).map(|h| h.value.as_str())
     }
 
     /// A percent-decoded query parameter (first occurrence).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        gosling_wire::percent::form_pairs(&self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+        gosling_wire::percent::form_pairs(self.query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// The body as JSON of type `T`, with goose's statuses: 415 without a JSON content type,
@@ -393,7 +409,7 @@ fn serve_one(
     handler: &Handler,
 ) {
     let (slots, open, streams) = pools;
-    let head = head(&rq);
+    let head = Request::of(&rq, Vec::new());
     if let Some(resp) = gate(&head) {
         log::debug!("http: {} {} answered from its head: {}", head.method, head.path, resp.status);
         let _ = respond(rq, resp, streams);
@@ -405,13 +421,15 @@ fn serve_one(
     // answered here, without the body reader, the handler's `Request`/`Response` and the route
     // lookup: the same bytes the route gives (issue 30: `/status` against the do-nothing floor).
     if status && head.header("origin").is_none() {
+        const HEADERS: &[tiny_http::StaticHeader] = &[tiny_http::StaticHeader::new("Content-Type", STATUS_TYPE)];
         let answer = tiny_http::Response::new(
             tiny_http::StatusCode(200),
-            vec![tiny_http::Header::from_bytes(&b"Content-Type"[..], STATUS_TYPE.as_bytes()).expect("ASCII")],
+            Vec::new(),
             STATUS_BODY.as_bytes(),
             Some(STATUS_BODY.len()),
             None,
-        );
+        )
+        .with_static_headers(HEADERS);
         let _ = rq.respond(answer);
         return;
     }
@@ -445,22 +463,7 @@ fn serve_one(
             }
         }
     };
-    handle(rq, head, (limits.max_body, grace), handler, slot, streams);
-}
-
-/// The request without its body.
-fn head(rq: &tiny_http::Request) -> Request {
-    let (path, query) = rq.url().split_once('?').unwrap_or((rq.url(), ""));
-    let headers: Vec<(String, String)> =
-        rq.headers().iter().map(|h| (h.field.as_str().as_str().to_string(), h.value.as_str().to_string())).collect();
-    Request {
-        method: rq.method().as_str().to_string(),
-        path: path.to_string(),
-        query: query.to_string(),
-        headers,
-        body: Vec::new(),
-        peer: rq.remote_addr().copied(),
-    }
+    handle(rq, (limits.max_body, grace), handler, slot, streams);
 }
 
 /// The slowest a request body may arrive on average once its grace period is over. Per-read
@@ -495,13 +498,11 @@ impl<R: Read> Read for MinRate<R> {
 
 fn handle(
     mut rq: tiny_http::Request,
-    head: Request,
     (max_body, grace): (usize, Duration),
     handler: &Handler,
     slot: Option<Slot<'_>>,
     streams: &Streams,
 ) {
-    let Request { method, path, query, headers, peer, .. } = head;
     let too_large = |rq| {
         let e = format!("request body is larger than the {max_body}-byte limit (GOSLING_MAX_BODY_BYTES)");
         let _ = respond(rq, Response::error(&ApiError::new(413, e)), streams);
@@ -512,21 +513,27 @@ fn handle(
     let mut body = Vec::new();
     // With `Connection: upgrade` tiny_http hands over the raw stream as the "body": what
     // follows the head belongs to the new protocol (a WebSocket's frames), never read here.
-    let upgrade =
-        headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"));
+    let upgrade = rq
+        .headers()
+        .iter()
+        .any(|h| h.field.equiv("Connection") && h.value.as_str().to_ascii_lowercase().contains("upgrade"));
     let mut reader = MinRate { inner: rq.as_reader(), started: Instant::now(), grace, got: 0 };
     let limit = if upgrade { 0 } else { max_body as u64 + 1 };
     match reader.by_ref().take(limit).read_to_end(&mut body) {
         Ok(_) if body.len() > max_body => return too_large(rq),
         Ok(_) => {}
         Err(e) => {
-            log::debug!("http: reading the body of {method} {path} failed: {e}");
+            log::debug!(
+                "http: reading the body of {} {} failed: {e}",
+                rq.method(),
+                rq.url().split('?').next().unwrap_or("")
+            );
             let e = ApiError::new(408, format!("could not read the request body: {e}"));
             let _ = respond(rq, Response::error(&e), streams);
             return;
         }
     }
-    let req = Request { method, path, query, headers, body, peer };
+    let req = Request::of(&rq, body);
     log::debug!("http: {} {}", req.method, req.path);
     let resp = match panic::catch_unwind(AssertUnwindSafe(|| handler(&req))) {
         Ok(r) => r,
@@ -543,8 +550,11 @@ fn handle(
     if resp.follower {
         drop(slot);
     }
+    // Named for the log only when it is written (the request is the response's after this).
+    let what = log::log_enabled!(log::Level::Debug).then(|| format!("{} {}", req.method, req.path));
+    drop(req);
     if let Err(e) = respond(rq, resp, streams) {
-        log::debug!("http: writing the response to {} {} failed: {e}", req.method, req.path);
+        log::debug!("http: writing the response to {} failed: {e}", what.unwrap_or_default());
     }
 }
 

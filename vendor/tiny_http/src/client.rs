@@ -41,6 +41,10 @@ pub struct ClientConnection {
     // gosling patch: set through a request's `Request::connection_end`: no request is read
     // after it, and the connection closes.
     end_after: std::sync::Arc<std::sync::atomic::AtomicBool>,
+
+    // gosling patch: the buffer each head line is read into, kept from one request to the next
+    // (PATCHES.md 21).
+    line: Vec<u8>,
 }
 
 /// Error that can happen when reading a request.
@@ -100,6 +104,7 @@ impl ClientConnection {
             head_deadline: None,
             raw_fd,
             end_after: Default::default(),
+            line: Vec::new(),
         }
     }
 
@@ -173,7 +178,7 @@ impl ClientConnection {
         let (method, path, version, headers) = {
             let mut budget = MAX_HEAD_BYTES;
             let mut first_byte = None;
-            let mut line = Vec::with_capacity(128);
+            let mut line = std::mem::take(&mut self.line);
             // reading the request line
             let (method, path, version) = {
                 self.read_next_line(&mut line, &mut budget, &mut first_byte)?;
@@ -197,6 +202,10 @@ impl ClientConnection {
 
                 headers
             };
+            // A line buffer grown by a long header is not kept (the connection stays small).
+            if line.capacity() <= 4096 {
+                self.line = line;
+            }
 
             (method, path, version, headers)
         };

@@ -147,6 +147,58 @@ impl PartialOrd<StatusCode> for u16 {
     }
 }
 
+/// gosling patch (PATCHES.md 21): a response header fixed at compile time, added with
+/// `Response::with_static_headers` without allocating. `new` checks it when the constant is
+/// built (a bad one does not compile): a name of token characters, a value of visible ASCII,
+/// spaces and tabs, and none of the names the library writes itself or treats apart
+/// (`Connection`, `Content-Length`, `Date`, `Server`, `Trailer`, `Transfer-Encoding`, `Upgrade`).
+#[derive(Debug, Clone, Copy)]
+pub struct StaticHeader {
+    pub(crate) field: &'static str,
+    pub(crate) value: &'static str,
+}
+
+impl StaticHeader {
+    pub const fn new(field: &'static str, value: &'static str) -> StaticHeader {
+        const fn same(a: &[u8], b: &[u8]) -> bool {
+            if a.len() != b.len() {
+                return false;
+            }
+            let mut i = 0;
+            while i < a.len() {
+                if a[i].to_ascii_lowercase() != b[i].to_ascii_lowercase() {
+                    return false;
+                }
+                i += 1;
+            }
+            true
+        }
+        let f = field.as_bytes();
+        assert!(!f.is_empty(), "a header name is not empty");
+        let mut i = 0;
+        while i < f.len() {
+            let b = f[i];
+            let token = matches!(b, b'!' | b'#'..=b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
+            assert!(b.is_ascii_alphanumeric() || token, "a header name is token characters");
+            i += 1;
+        }
+        let v = value.as_bytes();
+        let mut i = 0;
+        while i < v.len() {
+            let b = v[i];
+            assert!(b == b'\t' || (b >= b' ' && b < 0x7f), "a header value is visible ASCII, spaces and tabs");
+            i += 1;
+        }
+        let library = ["Connection", "Content-Length", "Date", "Server", "Trailer", "Transfer-Encoding", "Upgrade"];
+        let mut i = 0;
+        while i < library.len() {
+            assert!(!same(f, library[i].as_bytes()), "the library writes this header itself");
+            i += 1;
+        }
+        StaticHeader { field, value }
+    }
+}
+
 /// Represents a HTTP header.
 #[derive(Debug, Clone)]
 pub struct Header {

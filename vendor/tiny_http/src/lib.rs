@@ -111,7 +111,7 @@ use client::ClientConnection;
 use connection::Connection;
 use util::MessagesQueue;
 
-pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
+pub use common::{HTTPVersion, Header, HeaderField, Method, StaticHeader, StatusCode};
 pub use util::refined_tcp_stream::{StreamWrapper, WrappedStream};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
 pub use request::{ConnectionEnd, ReadWrite, Request};

@@ -145,20 +145,22 @@ pub enum RequestCreationError {
 /// together with `Transfer-Encoding`), or why they are refused.
 fn framing(headers: &[Header]) -> Result<(Option<()>, Option<usize>), RequestCreationError> {
     let bad = |m: String| Err(RequestCreationError::BadFraming(m));
-    let te: Vec<&str> = headers.iter().filter(|h| h.field.equiv("Transfer-Encoding")).map(|h| h.value.as_str()).collect();
-    let cl: Vec<&str> = headers.iter().filter(|h| h.field.equiv("Content-Length")).map(|h| h.value.as_str()).collect();
-    if !te.is_empty() && !cl.is_empty() {
+    // The values are walked where they are, not collected (PATCHES.md 21).
+    let te = || headers.iter().filter(|h| h.field.equiv("Transfer-Encoding")).map(|h| h.value.as_str());
+    let cl = || headers.iter().filter(|h| h.field.equiv("Content-Length")).map(|h| h.value.as_str());
+    let (has_te, has_cl) = (te().next().is_some(), cl().next().is_some());
+    if has_te && has_cl {
         return bad("a request must not carry both Content-Length and Transfer-Encoding".into());
     }
-    if !te.is_empty() {
-        let joined = te.join(", ");
+    if has_te {
+        let joined = te().collect::<Vec<_>>().join(", ");
         if !joined.trim().eq_ignore_ascii_case("chunked") {
             return bad(format!("unsupported Transfer-Encoding `{}`; only `chunked` is accepted", joined));
         }
         return Ok((Some(()), None));
     }
     let mut length: Option<usize> = None;
-    for value in cl.iter().flat_map(|v| v.split(',')) {
+    for value in cl().flat_map(|v| v.split(',')) {
         let v = value.trim();
         let n = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) { v.parse::<usize>().ok() } else { None };
         let n = match n {

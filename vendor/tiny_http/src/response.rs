@@ -1,4 +1,4 @@
-use crate::common::{HTTPVersion, Header, StatusCode};
+use crate::common::{HTTPVersion, Header, StaticHeader, StatusCode};
 use std::cmp::Ordering;
 use std::sync::mpsc::Receiver;
 
@@ -40,6 +40,8 @@ pub struct Response<R> {
     reader: R,
     status_code: StatusCode,
     headers: Vec<Header>,
+    // gosling patch: headers fixed at compile time, written after `headers` (PATCHES.md 21).
+    static_headers: &'static [StaticHeader],
     data_length: Option<usize>,
     chunked_threshold: Option<usize>,
 }
@@ -126,6 +128,7 @@ fn write_message_header<W>(
     http_version: &HTTPVersion,
     status_code: &StatusCode,
     headers: &[Header],
+    static_headers: &[StaticHeader],
     added: Added<'_>,
 ) -> IoResult<()>
 where
@@ -134,7 +137,31 @@ where
     // gosling patch: the head is assembled in one buffer and written with one call (PATCHES.md
     // 17): upstream wrote each piece through `write!`, a dozen formatted writes per response,
     // each through the connection's writer lock.
-    let mut head = Vec::with_capacity(256);
+    // gosling patch: the buffer is the thread's, kept from one response to the next
+    // (PATCHES.md 21).
+    thread_local! {
+        static HEAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    HEAD.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        buffer.clear();
+        write_head(&mut buffer, http_version, status_code, headers, static_headers, added);
+        let result = writer.write_all(&buffer);
+        if buffer.capacity() > 4096 {
+            *buffer = Vec::new();
+        }
+        result
+    })
+}
+
+fn write_head(
+    head: &mut Vec<u8>,
+    http_version: &HTTPVersion,
+    status_code: &StatusCode,
+    headers: &[Header],
+    static_headers: &[StaticHeader],
+    added: Added<'_>,
+) {
     head.extend_from_slice(b"HTTP/");
     head.push(b'0' + (http_version.0 % 10));
     head.push(b'.');
@@ -142,37 +169,37 @@ where
     head.push(b' ');
     match status_code.0 {
         c @ 100..=999 => head.extend_from_slice(&[b'0' + (c / 100) as u8, b'0' + (c / 10 % 10) as u8, b'0' + (c % 10) as u8]),
-        c => push_decimal(&mut head, c as usize),
+        c => push_decimal(head, c as usize),
     }
     head.push(b' ');
     head.extend_from_slice(status_code.default_reason_phrase().as_bytes());
     head.extend_from_slice(b"\r\n");
     if let Some(upgrade) = added.upgrade {
-        push_header(&mut head, b"Connection", b"upgrade");
-        push_header(&mut head, b"Upgrade", upgrade.as_bytes());
+        push_header(head, b"Connection", b"upgrade");
+        push_header(head, b"Upgrade", upgrade.as_bytes());
     }
     if added.server {
-        push_header(&mut head, b"Server", b"tiny-http (Rust)");
+        push_header(head, b"Server", b"tiny-http (Rust)");
     }
     if added.date {
-        with_date(|date| push_header(&mut head, b"Date", date));
+        with_date(|date| push_header(head, b"Date", date));
     }
     for header in headers.iter() {
-        push_header(&mut head, header.field.as_str().as_ref(), header.value.as_str().as_ref());
+        push_header(head, header.field.as_str().as_ref(), header.value.as_str().as_ref());
+    }
+    for header in static_headers {
+        push_header(head, header.field.as_bytes(), header.value.as_bytes());
     }
     match (added.transfer_encoding, added.content_length) {
-        (Some(TransferEncoding::Chunked), _) => push_header(&mut head, b"Transfer-Encoding", b"chunked"),
+        (Some(TransferEncoding::Chunked), _) => push_header(head, b"Transfer-Encoding", b"chunked"),
         (Some(TransferEncoding::Identity), Some(n)) => {
             head.extend_from_slice(b"Content-Length: ");
-            push_decimal(&mut head, n);
+            push_decimal(head, n);
             head.extend_from_slice(b"\r\n");
         }
         _ => {}
     }
     head.extend_from_slice(b"\r\n");
-    writer.write_all(&head)?;
-
-    Ok(())
 }
 
 /// gosling patch: bodies longer than this are written a buffer of this size at a time.
@@ -272,13 +299,26 @@ where
         let mut response = Response {
             reader: data,
             status_code,
-            headers: Vec::with_capacity(16),
+            headers: Vec::new(),
+            static_headers: &[],
             data_length,
             chunked_threshold: None,
         };
 
-        for h in headers {
-            response.add_header(h)
+        // gosling patch: headers that `add_header` would keep as they are (none of the names it
+        // drops or treats apart, at most one `Content-Type`) are kept in the caller's `Vec`;
+        // upstream allocated room for 16 headers for every response, even one without any, and
+        // moved each given header into it (PATCHES.md 21).
+        let content_types = headers.iter().filter(|h| h.field.equiv("Content-Type")).count();
+        let special = |h: &Header| {
+            ["Connection", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"].iter().any(|n| h.field.equiv(n))
+        };
+        if content_types <= 1 && !headers.iter().any(special) {
+            response.headers = headers;
+        } else {
+            for h in headers {
+                response.add_header(h)
+            }
         }
 
         // dummy implementation
@@ -377,6 +417,14 @@ where
         self
     }
 
+    /// gosling patch (PATCHES.md 21): the same response with `headers` too, written after its
+    /// other headers, as they are (no allocation; `StaticHeader::new` checked them). Replaces
+    /// static headers given before; never give a header both ways.
+    pub fn with_static_headers(mut self, headers: &'static [StaticHeader]) -> Self {
+        self.static_headers = headers;
+        self
+    }
+
     /// Returns the same request, but with different data.
     pub fn with_data<S>(self, reader: S, data_length: Option<usize>) -> Response<S>
     where
@@ -385,6 +433,7 @@ where
         Response {
             reader,
             headers: self.headers,
+            static_headers: self.static_headers,
             status_code: self.status_code,
             data_length,
             chunked_threshold: self.chunked_threshold,
@@ -458,6 +507,7 @@ where
             &http_version,
             &self.status_code,
             &self.headers,
+            self.static_headers,
             Added { upgrade, server, date, transfer_encoding, content_length: data_length },
         )?;
 
@@ -527,6 +577,7 @@ where
             reader: Box::new(self.reader) as Box<dyn Read + Send>,
             status_code: self.status_code,
             headers: self.headers,
+            static_headers: self.static_headers,
             data_length: self.data_length,
             chunked_threshold: self.chunked_threshold,
         }
@@ -615,6 +666,7 @@ impl Clone for Response<io::Empty> {
             reader: io::empty(),
             status_code: self.status_code,
             headers: self.headers.clone(),
+            static_headers: self.static_headers,
             data_length: self.data_length,
             chunked_threshold: self.chunked_threshold,
         }
