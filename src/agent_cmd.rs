@@ -151,7 +151,7 @@ fn save_first_run(cfg_dir: &std::path::Path, doc: serde_json::Map<String, serde_
             cfg_dir.display(),
             names.join(", ")
         ),
-        Ok(false) => log::debug!("first start on {}: a config.json was saved meanwhile; left as it is", cfg_dir.display()),
+        Ok(false) => log::info!("first start on {}: a config.json was saved meanwhile; left as it is", cfg_dir.display()),
         Err(e) => log::warn!(
             "cannot save the first start's extensions ({}) in the config: {e}; they are used from memory, and saved with the first change of the config",
             names.join(", ")

@@ -152,6 +152,7 @@ fn two_first_starts_at_once_never_save_over_a_change_made_through_the_other() {
         env: vec![
             ("GOSLING_FIRST_RUN_EXTENSIONS".into(), "developer".into()),
             ("GOSLING_CONFIG_DIR".into(), config_dir.display().to_string()),
+            ("RUST_LOG".into(), "info".into()),
         ],
         ..Default::default()
     };

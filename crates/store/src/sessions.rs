@@ -332,8 +332,8 @@ impl Meta {
     /// The session, without its conversation.
     fn session(&self) -> Result<Session, Error> {
         // The JSON is our own serialization of a Session; failing to read it back is a bug.
-        // Read as bytes, as the metadata files are: one copy of the (flattening, so large)
-        // deserializer of a Session rather than two.
+        // Read as bytes, as the metadata files are: one copy of the deserializer of a Session
+        // rather than two.
         serde_json::from_slice(self.json.as_bytes())
             .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
     }
