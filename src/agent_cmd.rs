@@ -139,6 +139,9 @@ fn first_run_config(cfg: &Config) -> serde_json::Map<String, serde_json::Value> 
     doc
 }
 
+/// How long after the listening line the first-run config is saved.
+const FIRST_RUN_SAVE_AFTER: Duration = Duration::from_millis(250);
+
 /// Writes the first-run document into a still missing `config.json`, after the server
 /// answers: until then (and if this fails) the core reads it from memory, and the first change
 /// of the config writes it with the change.
@@ -246,7 +249,10 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         }
     }
     announce(&format!("gosling listening on {}://{}", server.scheme(), server.addr()));
-    if !first_run.is_empty() {
+    // The first-run config is saved once the start has settled, so its fsyncs never compete
+    // with the client's first requests (served from memory until then); stopped sooner, the
+    // config dir is left as it was, and the next start is a first start again.
+    if !first_run.is_empty() && !gosling_sys::wait_shutdown(Some(FIRST_RUN_SAVE_AFTER)) {
         save_first_run(&config_dir, first_run);
     }
     // Asleep until SIGTERM/SIGINT: the main thread has nothing else to do, and no timer.
