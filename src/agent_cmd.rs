@@ -105,44 +105,61 @@ fn kept_tls(cfg: &Config) -> Result<gosling_tls::ServerTls, Error> {
 
 /// `gosling agent`'s first start on a config dir without `config.json`: the builtins of
 /// `GOSLING_FIRST_RUN_EXTENSIONS` (default `developer`, as goose Desktop has it; `none` for
-/// none) are saved enabled, so a new user's model has tools at once, and the page's Extensions
-/// dialog switches them. Written through the store; an existing config is never touched.
-fn first_run_extensions(cfg: &Config) -> Result<(), Error> {
-    let path = cfg.config_dir.join("config.json");
-    if std::fs::symlink_metadata(&path).is_ok() {
-        return Ok(());
+/// none) enabled, so a new user's model has tools at once, and the page's Extensions dialog
+/// switches them. The document a missing `config.json` holds (empty when it exists or none
+/// are wanted): the core reads it from memory, and `save_first_run` writes it once the server
+/// answers, off the start's path (`ConfigStore::with_first_run`); an existing config, saved by
+/// the person or another process meanwhile, is never touched.
+fn first_run_config(cfg: &Config) -> serde_json::Map<String, serde_json::Value> {
+    let mut doc = serde_json::Map::new();
+    if std::fs::symlink_metadata(cfg.config_dir.join("config.json")).is_ok() {
+        return doc;
     }
     let wanted = gosling_config::settings::first_run_extensions(&gosling_config::ProcessEnv);
-    let mut names: Vec<&str> = wanted.split(',').map(str::trim).filter(|n| !n.is_empty() && *n != "none").collect();
-    names.retain(|n| {
-        let known = gosling_builtins::KNOWN.contains(n);
-        if !known {
+    let mut extensions = serde_json::Map::new();
+    for name in wanted.split(',').map(str::trim).filter(|n| !n.is_empty() && *n != "none") {
+        if !gosling_builtins::KNOWN.contains(&name) {
             log::warn!(
-                "GOSLING_FIRST_RUN_EXTENSIONS: no builtin {n:?} (gosling has {}); left out",
+                "GOSLING_FIRST_RUN_EXTENSIONS: no builtin {name:?} (gosling has {}); left out",
                 gosling_builtins::KNOWN.join(", ")
             );
+            continue;
         }
-        known
-    });
-    if names.is_empty() {
-        return Ok(());
-    }
-    let store = gosling_store::config_store::ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
-    for name in &names {
         let mut display = name.to_string();
         display[..1].make_ascii_uppercase();
         let entry = serde_json::json!({
             "enabled": true, "type": "builtin", "name": name, "description": "", "display_name": display,
             "timeout": 300, "bundled": true, "available_tools": []
         });
-        store.upsert_extension_value(name, entry).map_err(Error::Store)?;
+        extensions.insert(name.to_string(), entry);
     }
-    log::info!(
-        "first start on {}: builtin extensions enabled for new sessions: {} (GOSLING_FIRST_RUN_EXTENSIONS=none for none)",
-        cfg.config_dir.display(),
-        names.join(", ")
-    );
-    Ok(())
+    if !extensions.is_empty() {
+        doc.insert("extensions".into(), serde_json::Value::Object(extensions));
+    }
+    doc
+}
+
+/// How long after the listening line the first-run config is saved.
+const FIRST_RUN_SAVE_AFTER: Duration = Duration::from_millis(250);
+
+/// Writes the first-run document into a still missing `config.json`, after the server
+/// answers: until then (and if this fails) the core reads it from memory, and the first change
+/// of the config writes it with the change.
+fn save_first_run(cfg_dir: &std::path::Path, doc: serde_json::Map<String, serde_json::Value>) {
+    let names: Vec<String> =
+        doc.get("extensions").and_then(|e| e.as_object()).into_iter().flat_map(|e| e.keys().cloned()).collect();
+    match gosling_store::config_store::ConfigStore::open(cfg_dir).and_then(|s| s.with_first_run(doc).save_first_run()) {
+        Ok(true) => log::info!(
+            "first start on {}: builtin extensions enabled for new sessions: {} (GOSLING_FIRST_RUN_EXTENSIONS=none for none)",
+            cfg_dir.display(),
+            names.join(", ")
+        ),
+        Ok(false) => log::info!("first start on {}: a config.json was saved meanwhile; left as it is", cfg_dir.display()),
+        Err(e) => log::warn!(
+            "cannot save the first start's extensions ({}) in the config: {e}; they are used from memory, and saved with the first change of the config",
+            names.join(", ")
+        ),
+    }
 }
 
 pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
@@ -163,9 +180,7 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
     let hardened = crate::core::harden();
     crate::core::check_dirs(&cfg)?;
     let generated = resolve_secret(&mut cfg)?;
-    if matches!(mode, Mode::Agent) {
-        first_run_extensions(&cfg)?;
-    }
+    let first_run = if matches!(mode, Mode::Agent) { first_run_config(&cfg) } else { serde_json::Map::new() };
     let tls = match (&mode, cfg.tls.enabled, &cfg.tls.cert_path, &cfg.tls.key_path) {
         (_, false, _, _) => None,
         (Mode::Serve(_), true, None, None) => Some(kept_tls(&cfg)?),
@@ -197,8 +212,8 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
             eprintln!("gosling: GOOSE_SERVER__SECRET_KEY is not set; using the secret key kept in {}", path.display());
         }
     }
-    let state_dir = cfg.state_dir.clone();
-    let app = Arc::new(App::new(crate::core::build(cfg)?));
+    let (state_dir, config_dir) = (cfg.state_dir.clone(), cfg.config_dir.clone());
+    let app = Arc::new(App::new(crate::core::build_with_first_run(cfg, first_run.clone())?));
     gosling_sys::install_shutdown_handler();
     // goosed's line, for clients that pin the certificate (Goose Desktop waits for it before
     // its first request); printed before the server accepts connections.
@@ -234,6 +249,12 @@ pub fn run(mut cfg: Config, mode: Mode) -> Result<(), Error> {
         }
     }
     announce(&format!("gosling listening on {}://{}", server.scheme(), server.addr()));
+    // The first-run config is saved once the start has settled, so its fsyncs never compete
+    // with the client's first requests (served from memory until then); stopped sooner, the
+    // config dir is left as it was, and the next start is a first start again.
+    if !first_run.is_empty() && !gosling_sys::wait_shutdown(Some(FIRST_RUN_SAVE_AFTER)) {
+        save_first_run(&config_dir, first_run);
+    }
     // Asleep until SIGTERM/SIGINT: the main thread has nothing else to do, and no timer.
     // wait: the signal is the only event the main thread waits for
     while !gosling_sys::wait_shutdown(None) {}

@@ -76,10 +76,19 @@ pub fn check_dirs(cfg: &Config) -> Result<(), Error> {
 /// The core every front end runs on: the dirs checked, the config store, the session store,
 /// the trust policy (fetching GOOSE_ALLOWLIST once) and the `Host` over them.
 pub fn build(cfg: Config) -> Result<Arc<Host>, Error> {
+    build_with_first_run(cfg, serde_json::Map::new())
+}
+
+/// `build` with what a missing `config.json` holds (`ConfigStore::with_first_run`:
+/// `gosling agent`'s first start, saved once it serves).
+pub fn build_with_first_run(
+    cfg: Config,
+    first_run: serde_json::Map<String, serde_json::Value>,
+) -> Result<Arc<Host>, Error> {
     check_dirs(&cfg)?;
     // The private temp dirs of confined extensions whose gosling is gone (killed, crashed).
     gosling_extensions::runtime::sweep_stale_tmp(&cfg.state_dir);
-    let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?;
+    let store = ConfigStore::open(&cfg.config_dir).map_err(Error::Store)?.with_first_run(first_run);
     let sessions = SessionStore::open(&cfg.state_dir).map_err(Error::Store)?;
     let policy =
         Policy::new(gosling_config::settings::trust_policy(&ProcessEnv), &cfg.config_dir).map_err(Error::Policy)?;

@@ -112,6 +112,16 @@ fn the_first_start_gives_new_sessions_the_developer_builtin() {
     );
     let tools = s.get(&format!("/agent/tools?session_id={id}")).json();
     assert!(tools.as_array().unwrap().iter().any(|t| t["name"] == "developer__shell"), "{tools}");
+    // Saved after the server answers (off the start's path): in `config.json` for every other
+    // process on the config dir.
+    let saved = || {
+        let bytes = std::fs::read(s.home.join("config").join("config.json")).ok()?;
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .filter(|c| c["extensions"]["developer"]["enabled"] == true)
+    };
+    wait_for(std::time::Duration::from_secs(10), saved)
+        .unwrap_or_else(|| panic!("config.json never got the first start's developer; stderr:\n{}", s.stderr()));
     // Switched off in the page (POST /config/extensions): a restart does not turn it on again.
     let mut config = dev.clone();
     config.as_object_mut().unwrap().remove("enabled");
@@ -128,6 +138,52 @@ fn the_first_start_gives_new_sessions_the_developer_builtin() {
     // `none`: nothing is added.
     let s = Server::start();
     assert_eq!(s.get("/config/extensions").json()["extensions"], json!([]));
+}
+
+/// Issue 38's first-run config, written after the server answers: two `gosling agent`s started
+/// at once on one fresh config dir save it at most once, and neither writes it over what the
+/// person changed meanwhile through the other, whichever order their saves and the change take.
+#[test]
+fn two_first_starts_at_once_never_save_over_a_change_made_through_the_other() {
+    use serde_json::json;
+    let shared = TempDir::new("first-run-shared");
+    let config_dir = shared.join("config");
+    let opts = || ServerOpts {
+        env: vec![
+            ("GOSLING_FIRST_RUN_EXTENSIONS".into(), "developer".into()),
+            ("GOSLING_CONFIG_DIR".into(), config_dir.display().to_string()),
+            ("RUST_LOG".into(), "info".into()),
+        ],
+        ..Default::default()
+    };
+    let (a, b) = std::thread::scope(|t| {
+        let a = t.spawn(|| Server::start_with(opts()));
+        let b = t.spawn(|| Server::start_with(opts()));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dev = |s: &Server| {
+        let ex = s.get("/config/extensions").json();
+        ex["extensions"].as_array().unwrap().iter().find(|e| e["name"] == "developer").cloned()
+    };
+    let mut config = dev(&a).unwrap_or_else(|| panic!("no developer builtin on a first start: {}", a.stderr()));
+    config.as_object_mut().unwrap().remove("enabled");
+    let r = a.post("/config/extensions", json!({"name": "developer", "config": config, "enabled": false}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Both saves done (one wrote, or found the file written), then the change still holds.
+    let (wrote, found) = ("builtin extensions enabled for new sessions", "a config.json was saved meanwhile");
+    for s in [&a, &b] {
+        wait_for(std::time::Duration::from_secs(10), || {
+            let e = s.stderr();
+            (e.contains(wrote) || e.contains(found)).then_some(())
+        })
+        .unwrap_or_else(|| panic!("the first-run save never ended; stderr:\n{}", s.stderr()));
+    }
+    let writers = [&a, &b].iter().filter(|s| s.stderr().contains(wrote)).count();
+    assert!(writers <= 1, "both servers saved the first-run config:\n{}\n{}", a.stderr(), b.stderr());
+    assert_eq!(dev(&b).unwrap()["enabled"], false, "{}", b.stderr());
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config_dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(file["extensions"]["developer"]["enabled"], false, "{file}");
 }
 
 /// The page's per-tool permission (goosed's `POST /config/permissions`): each change sets one

@@ -311,9 +311,22 @@ pub fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<(), Error>
 /// Locked read-modify-write of a JSON object file. `f` sees the current document (an empty
 /// object when the file does not exist) and returns whether it changed it.
 pub fn update_json<R>(path: &Path, f: impl FnOnce(&mut serde_json::Map<String, Value>) -> R) -> Result<R, Error> {
+    update_json_or(path, &serde_json::Map::new(), f)
+}
+
+/// `update_json` of a file that holds `missing` while it does not exist: `f` sees `missing`
+/// then, and the file is written whenever the result is not empty (`missing` alone, when `f`
+/// changes nothing). A file that exists is never replaced by `missing`.
+pub fn update_json_or<R>(
+    path: &Path,
+    missing: &serde_json::Map<String, Value>,
+    f: impl FnOnce(&mut serde_json::Map<String, Value>) -> R,
+) -> Result<R, Error> {
     let _guard = lock(path)?;
-    let mut doc = read_object_unlocked(path)?;
-    let before = doc.clone();
+    let (mut doc, before) = match read_object_unlocked(path)? {
+        Some(doc) => (doc.clone(), doc),
+        None => (missing.clone(), serde_json::Map::new()),
+    };
     let r = f(&mut doc);
     if doc != before {
         write_json(path, &Value::Object(doc))?;
@@ -324,15 +337,23 @@ pub fn update_json<R>(path: &Path, f: impl FnOnce(&mut serde_json::Map<String, V
 /// Reads a JSON object file (empty when missing) under the lock, so it never sees a
 /// half-applied update by another process.
 pub fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>, Error> {
-    let _guard = lock(path)?;
-    read_object_unlocked(path)
+    read_object_or(path, &serde_json::Map::new())
 }
 
-/// A JSON object file (empty when missing); the caller holds its lock.
-fn read_object_unlocked(path: &Path) -> Result<serde_json::Map<String, Value>, Error> {
+/// `read_object` of a file that holds `missing` while it does not exist.
+pub fn read_object_or(
+    path: &Path,
+    missing: &serde_json::Map<String, Value>,
+) -> Result<serde_json::Map<String, Value>, Error> {
+    let _guard = lock(path)?;
+    Ok(read_object_unlocked(path)?.unwrap_or_else(|| missing.clone()))
+}
+
+/// A JSON object file (`None` when missing); the caller holds its lock.
+fn read_object_unlocked(path: &Path) -> Result<Option<serde_json::Map<String, Value>>, Error> {
     match read_json(path)? {
-        None => Ok(serde_json::Map::new()),
-        Some(Value::Object(m)) => Ok(m),
+        None => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
         Some(_) => {
             Err(Error::Corrupt { path: path.to_path_buf(), detail: "expected a JSON object at the top level".into() })
         }

@@ -5,7 +5,9 @@
 //! the normalized extension key to the flattened entry (`enabled` + config fields). Every
 //! change is a locked read-modify-write of the file (see `atomic`), so concurrent writers in
 //! this process or in another `gosling` (the `install` command) never lose an update, and the
-//! file is re-read each time, so changes made by another process are seen.
+//! file is re-read each time, so changes made by another process are seen. A store may know
+//! what a missing `config.json` holds (`with_first_run`: `gosling agent`'s first start), read
+//! from memory until `save_first_run` or the first change writes it into the file.
 
 use crate::atomic::{self, Error};
 use serde_json::{Map, Value};
@@ -14,6 +16,8 @@ use std::path::{Path, PathBuf};
 pub struct ConfigStore {
     config_path: PathBuf,
     secrets_path: PathBuf,
+    /// What `config.json` holds while it does not exist (empty but in `with_first_run`).
+    first_run: Map<String, Value>,
 }
 
 const EXTENSIONS: &str = "extensions";
@@ -26,7 +30,11 @@ impl ConfigStore {
         // Ours alone (every command that opens the store: the server, install, import).
         atomic::check_private_dir(dir)?;
         atomic::refuse_symlinks(dir, &["config.json", "config.json.lock", "secrets.json", "secrets.json.lock"])?;
-        let store = ConfigStore { config_path: dir.join("config.json"), secrets_path: dir.join("secrets.json") };
+        let store = ConfigStore {
+            config_path: dir.join("config.json"),
+            secrets_path: dir.join("secrets.json"),
+            first_run: Map::new(),
+        };
         let config = atomic::read_object(&store.config_path)?;
         if config.get(EXTENSIONS).is_some_and(|ext| !ext.is_object()) {
             return Err(Error::Corrupt {
@@ -38,6 +46,37 @@ impl ConfigStore {
         Ok(store)
     }
 
+    /// The store with `doc` as what a missing `config.json` holds: read from memory (no write
+    /// on the start's path) until `save_first_run` or any change writes it with the change.
+    /// A `config.json` that exists, written by the person or another process, is never
+    /// replaced by it.
+    pub fn with_first_run(mut self, doc: Map<String, Value>) -> ConfigStore {
+        self.first_run = doc;
+        self
+    }
+
+    /// Writes the `with_first_run` document into a missing `config.json` (locked, atomic);
+    /// whether it wrote it (not when the file exists or there is nothing to write).
+    pub fn save_first_run(&self) -> Result<bool, Error> {
+        if self.first_run.is_empty() {
+            return Ok(false);
+        }
+        let _guard = atomic::lock(&self.config_path)?;
+        if atomic::read_file(&self.config_path)?.is_some() {
+            return Ok(false);
+        }
+        atomic::write_json(&self.config_path, &Value::Object(self.first_run.clone()))?;
+        Ok(true)
+    }
+
+    fn read(&self) -> Result<Map<String, Value>, Error> {
+        atomic::read_object_or(&self.config_path, &self.first_run)
+    }
+
+    fn update<R>(&self, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, Error> {
+        atomic::update_json_or(&self.config_path, &self.first_run, f)
+    }
+
     pub fn config_path(&self) -> &Path {
         &self.config_path
     }
@@ -45,7 +84,7 @@ impl ConfigStore {
     /// The stored extension entries as they are in the file, by key, in file order (the
     /// extensions layer gives them their shape: `extensions::config::ExtensionStore`).
     pub fn extension_values(&self) -> Result<Vec<(String, Value)>, Error> {
-        Ok(match atomic::read_object(&self.config_path)?.remove(EXTENSIONS) {
+        Ok(match self.read()?.remove(EXTENSIONS) {
             Some(Value::Object(map)) => map.into_iter().collect(),
             _ => Vec::new(),
         })
@@ -53,7 +92,7 @@ impl ConfigStore {
 
     /// Creates or replaces the entry under `key`; returns whether it existed.
     pub fn upsert_extension_value(&self, key: &str, value: Value) -> Result<bool, Error> {
-        atomic::update_json(&self.config_path, |doc| {
+        self.update(|doc| {
             let map = doc.entry(EXTENSIONS).or_insert_with(|| Value::Object(Map::new()));
             if !map.is_object() {
                 *map = Value::Object(Map::new());
@@ -64,22 +103,22 @@ impl ConfigStore {
 
     /// Removes the entry with this key; returns whether it existed.
     pub fn remove_extension(&self, key: &str) -> Result<bool, Error> {
-        atomic::update_json(&self.config_path, |doc| {
+        self.update(|doc| {
             doc.get_mut(EXTENSIONS).and_then(Value::as_object_mut).is_some_and(|m| m.remove(key).is_some())
         })
     }
 
     /// All plain (non-secret) settings, extensions included, as goose's `GET /config` shows them.
     pub fn all(&self) -> Result<Map<String, Value>, Error> {
-        atomic::read_object(&self.config_path)
+        self.read()
     }
 
     pub fn get(&self, key: &str) -> Result<Option<Value>, Error> {
-        Ok(atomic::read_object(&self.config_path)?.remove(key))
+        Ok(self.read()?.remove(key))
     }
 
     pub fn set(&self, key: &str, value: Value) -> Result<(), Error> {
-        atomic::update_json(&self.config_path, |doc| {
+        self.update(|doc| {
             doc.insert(key.to_string(), value);
         })
     }
@@ -88,7 +127,7 @@ impl ConfigStore {
     /// object if it is none), in one locked read-modify-write: two writers of different entries
     /// both keep theirs.
     pub fn set_entries(&self, key: &str, entries: &[(String, Option<Value>)]) -> Result<(), Error> {
-        atomic::update_json(&self.config_path, |doc| {
+        self.update(|doc| {
             let slot = doc.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
             if !slot.is_object() {
                 *slot = Value::Object(Map::new());
@@ -105,7 +144,7 @@ impl ConfigStore {
     }
 
     pub fn remove(&self, key: &str) -> Result<bool, Error> {
-        atomic::update_json(&self.config_path, |doc| doc.remove(key).is_some())
+        self.update(|doc| doc.remove(key).is_some())
     }
 
     pub fn get_secret(&self, key: &str) -> Result<Option<String>, Error> {
@@ -163,5 +202,46 @@ mod tests {
         assert_eq!(s.get_secret("API_TOKEN").unwrap().as_deref(), Some("hunter2"));
         assert!(!std::fs::read_to_string(d.join("config.json")).unwrap_or_default().contains("hunter2"));
         assert_eq!(s.secret_names().unwrap(), ["API_TOKEN"]);
+    }
+
+    /// The first-run document (`gosling agent`'s first start): read from memory while
+    /// `config.json` is missing, saved whole by `save_first_run` or with the first change, and
+    /// never written over a `config.json` that another process (or the person) saved first.
+    #[test]
+    fn the_first_run_document_is_read_from_memory_and_never_overwrites_a_saved_config() {
+        let doc = |v: Value| v.as_object().unwrap().clone();
+        let first = doc(serde_json::json!({"extensions": {"developer": {"enabled": true, "type": "builtin"}}}));
+        let (plain, d) = store("first-run");
+        let s = ConfigStore::open(&d).unwrap().with_first_run(first.clone());
+        let keys = |s: &ConfigStore| s.extension_values().unwrap().into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(&s), ["developer"]);
+        assert_eq!(s.all().unwrap(), first);
+        assert!(!d.join("config.json").exists(), "reading writes nothing");
+        // Another process (a store without the document) sees none of it until it is saved.
+        assert!(keys(&plain).is_empty());
+        assert!(s.save_first_run().unwrap());
+        assert_eq!(atomic::read_object(&d.join("config.json")).unwrap(), first);
+        assert_eq!(keys(&plain), ["developer"]);
+        // Switched off by the person, then saved again (a second start's save): left as it is.
+        let mut off = first["extensions"]["developer"].clone();
+        off["enabled"] = Value::Bool(false);
+        plain.upsert_extension_value("developer", off.clone()).unwrap();
+        assert!(!s.save_first_run().unwrap());
+        assert_eq!(s.extension_values().unwrap(), [("developer".to_string(), off)]);
+
+        // Another process saved a config first: the document is not used, nor ever written.
+        let (plain, d) = store("first-run-late");
+        let s = ConfigStore::open(&d).unwrap().with_first_run(first.clone());
+        plain.set("GOOSE_MODEL", Value::from("m")).unwrap();
+        assert!(keys(&s).is_empty());
+        assert!(!s.save_first_run().unwrap());
+        assert_eq!(atomic::read_object(&d.join("config.json")).unwrap(), doc(serde_json::json!({"GOOSE_MODEL": "m"})));
+
+        // The first change before any save writes the document with it.
+        let (_, d) = store("first-run-change");
+        let s = ConfigStore::open(&d).unwrap().with_first_run(first.clone());
+        s.upsert_extension_value("memory", serde_json::json!({"enabled": true})).unwrap();
+        assert_eq!(keys(&ConfigStore::open(&d).unwrap()), ["developer", "memory"]);
+        assert!(!s.save_first_run().unwrap());
     }
 }

@@ -65,47 +65,143 @@ use std::time::{Duration, Instant};
 
 /// goose's `Session` (snake_case).
 // Not `Clone`: the store moves a session from its files to its caller and back, and a derived
-// clone (with the conversation's) cost 14 KB of the binary.
-#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+// clone (with the conversation's) cost 14 KB of the binary. Its `Deserialize` is written out
+// below (`SessionVisitor`), not derived: a derived one with `extra` flattened buffered every
+// field first and came with a second deserializer (~30 KB of the binary, BENCHMARKS.md).
+#[derive(Debug, Default, Serialize, PartialEq)]
 pub struct Session {
     pub id: String,
     pub name: String,
     pub working_dir: String,
     pub created_at: String,
     pub updated_at: String,
-    #[serde(default)]
     pub extension_data: Map<String, Value>,
-    #[serde(default)]
     pub message_count: u64,
-    #[serde(default = "user")]
+    /// `user` when the JSON has none.
     pub session_type: String,
-    #[serde(default)]
     pub user_set_name: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub goose_mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Vec<Message>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub accumulated_input_tokens: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub accumulated_output_tokens: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub accumulated_total_tokens: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model_config: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub recipe: Option<Value>,
-    /// Fields goose clients may have set that we do not interpret, kept as they came.
+    /// Fields goose clients may have set that we do not interpret, kept as they came (each
+    /// key once: the last one read wins).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for Session {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Session, D::Error> {
+        d.deserialize_map(SessionVisitor { count_conversation: false }).map(|(s, _)| s)
+    }
+}
+
+/// A `Session` read from a JSON object field by field: what the derive did, with the unknown
+/// keys into `extra` as they come (the required five missing, or a known key twice, is the
+/// derive's error). `count_conversation`: the conversation's messages are counted (the second
+/// value) and skipped without being kept, `conversation` left `None`.
+struct SessionVisitor {
+    count_conversation: bool,
+}
+
+/// The keys `SessionVisitor` reads into their fields, by bit in its `seen` mask.
+const SESSION_FIELDS: [&str; 20] = [
+    "id",
+    "name",
+    "working_dir",
+    "created_at",
+    "updated_at",
+    "extension_data",
+    "message_count",
+    "session_type",
+    "user_set_name",
+    "goose_mode",
+    "conversation",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "accumulated_input_tokens",
+    "accumulated_output_tokens",
+    "accumulated_total_tokens",
+    "provider_name",
+    "model_config",
+    "recipe",
+];
+
+impl<'de> serde::de::Visitor<'de> for SessionVisitor {
+    type Value = (Session, Option<u64>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a session (a JSON object)")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let mut s = Session::default();
+        let mut counted = None;
+        let mut seen = 0u32;
+        while let Some(key) = map.next_key::<String>()? {
+            let Some(bit) = SESSION_FIELDS.iter().position(|f| *f == key) else {
+                let value = map.next_value()?;
+                s.extra.insert(key, value);
+                continue;
+            };
+            if seen & (1 << bit) != 0 {
+                return Err(A::Error::duplicate_field(SESSION_FIELDS[bit]));
+            }
+            seen |= 1 << bit;
+            match bit {
+                0 => s.id = map.next_value()?,
+                1 => s.name = map.next_value()?,
+                2 => s.working_dir = map.next_value()?,
+                3 => s.created_at = map.next_value()?,
+                4 => s.updated_at = map.next_value()?,
+                5 => s.extension_data = map.next_value()?,
+                6 => s.message_count = map.next_value()?,
+                7 => s.session_type = map.next_value()?,
+                8 => s.user_set_name = map.next_value()?,
+                9 => s.goose_mode = map.next_value()?,
+                10 if self.count_conversation => {
+                    counted = map.next_value::<Option<Vec<IgnoredAny>>>()?.map(|c| c.len() as u64)
+                }
+                10 => s.conversation = map.next_value()?,
+                11 => s.input_tokens = map.next_value()?,
+                12 => s.output_tokens = map.next_value()?,
+                13 => s.total_tokens = map.next_value()?,
+                14 => s.accumulated_input_tokens = map.next_value()?,
+                15 => s.accumulated_output_tokens = map.next_value()?,
+                16 => s.accumulated_total_tokens = map.next_value()?,
+                17 => s.provider_name = map.next_value()?,
+                18 => s.model_config = map.next_value()?,
+                _ => s.recipe = map.next_value()?,
+            }
+        }
+        if let Some(bit) = (0..5).find(|b| seen & (1 << b) == 0) {
+            return Err(A::Error::missing_field(SESSION_FIELDS[bit]));
+        }
+        if seen & (1 << 7) == 0 {
+            s.session_type = user();
+        }
+        Ok((s, counted))
+    }
 }
 
 fn user() -> String {
@@ -236,8 +332,8 @@ impl Meta {
     /// The session, without its conversation.
     fn session(&self) -> Result<Session, Error> {
         // The JSON is our own serialization of a Session; failing to read it back is a bug.
-        // Read as bytes, as the metadata files are: one copy of the (flattening, so large)
-        // deserializer of a Session rather than two.
+        // Read as bytes, as the metadata files are: one copy of the deserializer of a Session
+        // rather than two.
         serde_json::from_slice(self.json.as_bytes())
             .map_err(|e| corrupt(Path::new(&*self.id), format!("the indexed metadata does not parse ({e})")))
     }
@@ -1433,17 +1529,14 @@ impl Inner {
     fn derive_legacy(&self, id: &str) -> Result<Option<Derived>, Error> {
         let legacy = self.legacy_path(id);
         let Some(bytes) = atomic::read_file(&legacy)? else { return Ok(None) };
-        /// The file with its messages counted but not kept (skipped without allocating).
-        #[derive(Deserialize)]
-        struct Counted {
-            #[serde(default)]
-            conversation: Option<Vec<IgnoredAny>>,
-            #[serde(flatten)]
-            session: Session,
-        }
-        let c: Counted = serde_json::from_slice(&bytes).map_err(|e| corrupt(&legacy, e.to_string()))?;
-        let mut session = of_id(&legacy, c.session, id)?;
-        session.message_count = c.conversation.map_or(0, |c| c.len() as u64);
+        // The file with its messages counted but not kept (skipped without allocating).
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let (session, counted) =
+            serde::Deserializer::deserialize_map(&mut de, SessionVisitor { count_conversation: true })
+                .and_then(|read| de.end().map(|()| read))
+                .map_err(|e| corrupt(&legacy, e.to_string()))?;
+        let mut session = of_id(&legacy, session, id)?;
+        session.message_count = counted.unwrap_or(0);
         Ok(Some(Derived { session, file: FilePos::default(), unrecorded: 0, torn: 0, legacy: true }))
     }
 
@@ -2371,6 +2464,47 @@ mod tests {
         assert!(st.append_message(&id, &message(7)).unwrap());
         assert!(!st.list().unwrap()[0].extra.contains_key(DAMAGED_KEY));
         assert_eq!(st.get(&id).unwrap().unwrap().conversation.unwrap(), vec![message(0), message(7)]);
+    }
+
+    /// `Session`'s written-out `Deserialize` reads as the derive did: unknown keys kept (and
+    /// written back), the defaults, the derive's errors for a missing or repeated field, and
+    /// the legacy reader's count of a conversation it does not keep.
+    #[test]
+    fn a_session_reads_its_fields_and_keeps_the_unknown_keys() {
+        let full = json!({
+            "id": "a", "name": "N", "working_dir": "/w", "created_at": "c", "updated_at": "u",
+            "extension_data": {"k": 1}, "message_count": 7, "session_type": "sub", "user_set_name": true,
+            "goose_mode": "auto", "input_tokens": 1, "output_tokens": 2, "total_tokens": 3,
+            "accumulated_input_tokens": 4, "accumulated_output_tokens": 5, "accumulated_total_tokens": 6,
+            "provider_name": "p", "model_config": {"m": true}, "recipe": {"r": []},
+            "archived_at": null, "future": {"nested": [1, "two"]}, "conversation": [message(0)]
+        });
+        let s: Session = serde_json::from_value(full.clone()).unwrap();
+        assert_eq!((s.message_count, s.session_type.as_str(), s.accumulated_total_tokens), (7, "sub", Some(6)));
+        assert_eq!(s.conversation, Some(vec![message(0)]));
+        assert_eq!(s.extra.keys().collect::<Vec<_>>(), ["archived_at", "future"]);
+        assert_eq!(serde_json::to_value(&s).unwrap(), full);
+        // From bytes as the store reads its files, the same.
+        assert_eq!(serde_json::from_slice::<Session>(&serde_json::to_vec(&full).unwrap()).unwrap(), s);
+        // Only the five required: the defaults.
+        let min = json!({"id": "a", "name": "", "working_dir": "/w", "created_at": "c", "updated_at": "u"});
+        let s: Session = serde_json::from_value(min).unwrap();
+        assert_eq!((s.session_type.as_str(), s.message_count, s.user_set_name), ("user", 0, false));
+        assert!(s.extension_data.is_empty() && s.extra.is_empty() && s.conversation.is_none());
+        // The derive's errors, which an import shows (`missing field`).
+        let e = serde_json::from_str::<Session>(r#"{"id": "a", "name": "", "created_at": "c", "updated_at": "u"}"#);
+        assert!(e.unwrap_err().to_string().contains("missing field `working_dir`"));
+        let e = serde_json::from_str::<Session>(r#"{"id": "a", "id": "b"}"#).unwrap_err().to_string();
+        assert!(e.contains("duplicate field `id`"), "{e}");
+        let e = serde_json::from_str::<Session>(r#"{"id": "a", "message_count": null}"#).unwrap_err().to_string();
+        assert!(e.contains("invalid type: null"), "{e}");
+        assert!(serde_json::from_str::<Session>("[]").unwrap_err().to_string().contains("a session (a JSON object)"));
+        // The legacy reader counts the messages and keeps none; trailing bytes are an error.
+        let bytes = serde_json::to_vec(&full).unwrap();
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let (s, counted) =
+            serde::Deserializer::deserialize_map(&mut de, SessionVisitor { count_conversation: true }).unwrap();
+        assert_eq!((s.conversation, counted, s.extra.len()), (None, Some(1), 2));
     }
 
     fn write_legacy(dir: &Path) -> Value {
