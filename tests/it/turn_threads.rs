@@ -1,8 +1,8 @@
 //! Issue 40 item 1, a turn's threads: a conversation's turns run on kept threads. A thread
 //! started per turn, one per model call and ureq's resolver thread per request each cost a
-//! `clone`, a stack and a hop on every turn; now the turn's thread and the model call's fetch
-//! thread wait for the next turn (`gosling_util::Workers`), and a model at an address is not
-//! resolved at all.
+//! `clone`, a stack and a hop on every turn; now the turn's thread waits for the next turn
+//! (`gosling_util::Workers`), reads the model's answer itself (no fetch thread), and a model at
+//! an address is not resolved at all.
 
 use crate::fake_llm::*;
 use crate::reply::{user_text, ReplyStream};
@@ -21,26 +21,25 @@ fn named(pid: u32, name: &str) -> BTreeSet<u32> {
         .collect()
 }
 
-/// After each `/reply` turn of a conversation its turn thread and its model call's fetch thread
-/// are still there, waiting for the next; five turns take no more than two of each (the
-/// second when a turn arrives before the previous turn's thread has put itself back).
-/// Started per turn, as before, none would be left after a turn.
+/// After each `/reply` turn of a conversation its turn thread is still there, waiting for the
+/// next; five turns take no more than two (the second when a turn arrives before the previous
+/// turn's thread has put itself back), and no model call has a thread of its own. Started per
+/// turn, as before, none would be left after a turn.
 #[test]
 fn a_conversations_turns_run_on_kept_threads() {
     let llm = FakeLlm::start((1..=5).map(|i| text_turn(&format!("answer {i}"))).collect());
     let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
     let work = TempDir::new("turn-threads-work");
     let id = start_session(&s, work.path(), Some(vec![]));
-    let (mut turns, mut fetches) = (BTreeSet::new(), BTreeSet::new());
+    let mut turns = BTreeSet::new();
     for i in 1..=5 {
         let events = ReplyStream::open(&s, &id, user_text(&format!("question {i}"))).all();
         assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("Finish")), "turn {i}: {events:?}");
-        let (t, f) = (named(s.pid(), "turn"), named(s.pid(), "llm-fetch"));
-        assert!(!t.is_empty() && !f.is_empty(), "turn {i}: the turn's and the fetch's threads are kept: {t:?} {f:?}");
+        let t = named(s.pid(), "turn");
+        assert!(!t.is_empty(), "turn {i}: the turn's thread is kept");
+        assert_eq!(named(s.pid(), "llm-fetch"), BTreeSet::new(), "turn {i}: the turn's thread reads the model");
         turns.extend(t);
-        fetches.extend(f);
     }
     assert!(turns.len() <= 2, "five turns, kept turn threads: {turns:?}");
-    assert!(fetches.len() <= 2, "five model calls, kept fetch threads: {fetches:?}");
     assert_eq!(llm.requests().len(), 5, "one model request a turn");
 }
