@@ -44,7 +44,11 @@ impl Workers {
     /// Runs `job` on a waiting thread of the pool, or on a new one; the error of
     /// `thread::Builder::spawn` when none is waiting and none can start.
     pub fn run(&'static self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-        let job: Job = Box::new(job);
+        self.run_boxed(Box::new(job))
+    }
+
+    /// `run`, once for every kind of job (the thread's start is not copied per caller).
+    fn run_boxed(&'static self, job: Job) -> std::io::Result<()> {
         // A thread leaves the list itself before it ends (`work`): one on it takes the job.
         if let Some((_, slot)) = lock(&self.idle).pop() {
             *lock(&slot.job) = Some(job);
