@@ -607,7 +607,8 @@ fn cancelled_is_polled_while_the_model_is_silent() {
     for round in 1..=2 {
         // Cancel once the fake has this round's request: the model is then silent (round 1) or
         // the client is waiting out Retry-After (round 2).
-        let flag = AtomicBool::new(false);
+        let flag = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = flag.clone();
         let (r, deltas) = std::thread::scope(|scope| {
             scope.spawn(|| {
                 let sent = crate::support::wait_for(Duration::from_secs(10), || {
@@ -623,7 +624,7 @@ fn cancelled_is_polled_while_the_model_is_silent() {
                     deltas.push(t.to_string());
                     true
                 },
-                &|| flag.load(Ordering::SeqCst),
+                &llm::Cancel::new(move || seen.load(Ordering::SeqCst)),
             );
             (r, deltas)
         });

@@ -75,6 +75,9 @@ mod activation_policy;
 // /reply: the turn loop against a scripted fake LLM and llmock, with real MCP tools.
 mod reply;
 
+// Issue 40 item 1: a conversation's turns start no thread (kept turn and fetch threads).
+mod turn_threads;
+
 // Goose Desktop 1.34's flows over pinned HTTPS: start, open, send (with confirmation), cancel,
 // extensions, deep links; the session event stream's replay and followers; elicitation.
 mod desktop;

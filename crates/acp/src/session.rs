@@ -217,7 +217,12 @@ fn later(req: &Incoming<'_>, f: impl FnOnce() -> Reply + Send + 'static) -> peer
     }
 }
 
-/// Answers from a thread of its own with what `f` returns, then runs `then`.
+/// The threads that answer requests later (`run_later`), kept between requests (a thread
+/// started per prompt cost a `clone` and its stack every turn); one ends after 5 minutes
+/// without a request.
+static REQUESTS: gosling_util::Workers = gosling_util::Workers::new("acp-request", Duration::from_secs(300));
+
+/// Answers on a thread of `REQUESTS` with what `f` returns, then runs `then`.
 fn run_later(
     responder: Responder<Wire>,
     f: impl FnOnce() -> Reply + Send + 'static,
@@ -229,7 +234,7 @@ fn run_later(
         responder.respond(f());
         then();
     };
-    match std::thread::Builder::new().name("acp-request".into()).spawn(run) {
+    match REQUESTS.run(run) {
         Ok(_) => peer::Answer::Later,
         Err(e) => peer::Answer::Now(Err(ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start a thread: {e}")))),
     }
@@ -970,10 +975,9 @@ impl Agent {
             }),
         );
         let sink = self.app.also_on_bus(sid, &request_id, Arc::new(ChannelSink(tx)));
-        let (host, turn_cancel) = (self.app.clone(), cancel.clone());
-        let handle = std::thread::Builder::new()
-            .name("acp-turn".into())
-            .spawn(move || host.run_turn(turn, sink, turn_cancel))
+        let outcome = self
+            .app
+            .start_turn(turn, sink, cancel.clone())
             .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
         let mut error = None;
         // The model's text so far, for a plan written as a task list; each new plan is sent.
@@ -1080,12 +1084,12 @@ impl Agent {
                 u.content = Some(vec![su::text_content("cancelled")]);
                 self.conn.update(sid, &SessionUpdate::ToolCallUpdate(u));
             }
-            // The turn thread ends by itself (a tool call in flight returns first); it holds
-            // the session's turn until then.
-            drop(handle);
+            // The turn ends by itself (a tool call in flight returns first); it holds the
+            // session's turn until then.
+            drop(outcome);
             return Ok(Prompted { stop: StopReason::Cancelled, usage: used }.to_value());
         }
-        let outcome = handle.join().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
+        let outcome = outcome.recv().unwrap_or(Outcome::Failed); // wait: its events ended: the turn returned
         match (outcome, error) {
             (Outcome::Finished, _) => Ok(Prompted { stop: StopReason::EndTurn, usage: used }.to_value()),
             (Outcome::OutputLimit, _) => {

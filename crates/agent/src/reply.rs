@@ -494,7 +494,12 @@ impl Turn {
                 };
                 // The cancel check also runs while the model is silent (waiting for the
                 // first byte, between chunks, during a retry wait).
-                self.provider.complete_cancellable(&request, &mut on_delta, &|| is_cancelled(cancel))
+                let stop = cancel.clone();
+                self.provider.complete_cancellable(
+                    &request,
+                    &mut on_delta,
+                    &llm::Cancel::new(move || is_cancelled(&stop)),
+                )
             };
             let completion = match completion {
                 Ok(c) if !client_gone => c,

@@ -19,6 +19,19 @@ pub fn also_on_bus(
     Arc::new(bus::Also { main, bus })
 }
 
+/// The threads that run the turns `start_request` starts, kept between turns (a thread
+/// started per turn cost a `clone` and its stack every turn); one ends after `KEEP` without a
+/// turn.
+static SESSION_TURNS: gosling_util::Workers = gosling_util::Workers::new("session-turn", KEEP);
+
+/// The threads of the turns a front end streams itself (`Host::start_turn`: `/reply`, an ACP
+/// prompt), kept as `start_request`'s are.
+static TURNS: gosling_util::Workers = gosling_util::Workers::new("turn", KEEP);
+
+/// How long a kept turn thread waits for the next turn before it ends: longer than a person
+/// takes to read an answer and write the next message, so a conversation starts no thread.
+const KEEP: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Runs a turn in the background as request `request_id` of the session's bus: its events are
 /// published there, a failure to start is an Error event, and Finish always comes last
 /// (after completion, cancel and error). `Err(Error::RequestActive)` when a request is already
@@ -32,7 +45,7 @@ pub fn start_request(
     let (cancel, done) = bus.begin(request_id).ok_or(Error::RequestActive)?;
     let sink: Arc<dyn events::Sink> = Arc::new(bus::BusSink { bus: bus.clone(), request_id: request_id.to_string() });
     let (b, rid) = (bus.clone(), request_id.to_string());
-    let spawned = std::thread::Builder::new().name("session-turn".into()).spawn(move || {
+    let spawned = SESSION_TURNS.run(move || {
         let outcome = match turn {
             Ok(turn) => turn.run(sink.clone(), cancel, &elicitations),
             Err(e) => {
@@ -53,6 +66,25 @@ pub fn start_request(
         bus.publish(&events::Event::Finish(messages::Tokens::default()), request_id);
     }
     Ok(())
+}
+
+impl Host {
+    /// Runs `turn` on a kept turn thread, its events into `sink` (`Turn::run`); its outcome
+    /// comes on the returned channel when it ends (none if it panicked). The error is the
+    /// thread's that could not start.
+    pub fn start_turn(
+        self: &Arc<Self>,
+        turn: reply::Turn,
+        sink: Arc<dyn events::Sink>,
+        cancel: crossbeam_channel::Receiver<()>,
+    ) -> std::io::Result<crossbeam_channel::Receiver<reply::Outcome>> {
+        let (done, outcome) = crossbeam_channel::bounded(1);
+        let host = self.clone();
+        TURNS.run(move || {
+            let _ = done.send(host.run_turn(turn, sink, cancel));
+        })?;
+        Ok(outcome)
+    }
 }
 
 /// Following a session (`follow`): what front ends call.

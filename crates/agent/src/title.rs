@@ -92,7 +92,8 @@ fn request(first: &str, answer: &str) -> ChatRequest {
 pub fn ask_model(provider: &dyn Provider, first: &str, answer: &str, deadline: Duration) -> Option<String> {
     let start = Instant::now();
     let mut on_delta = |_: Delta| start.elapsed() < deadline;
-    match provider.complete_cancellable(&request(first, answer), &mut on_delta, &|| start.elapsed() >= deadline) {
+    let late = gosling_llm::Cancel::new(move || start.elapsed() >= deadline);
+    match provider.complete_cancellable(&request(first, answer), &mut on_delta, &late) {
         Ok(c) => from_model(&c.text).or_else(|| {
             log::info!("title: the model's answer holds no usable title; the first message names the session");
             None

@@ -73,10 +73,8 @@ pub fn reply(app: &Arc<App>, req: &Request) -> R {
         match Turn::prepare(&app, &r.session_id, user_message, r.override_conversation) {
             Ok(turn) => {
                 let sink: Arc<dyn Sink> = Arc::new(ChannelSink(tx));
-                let host = app.host.clone();
-                std::thread::Builder::new()
-                    .name("reply-turn".into())
-                    .spawn(move || host.run_turn(turn, sink, cancel_rx))?;
+                // On a kept turn thread; this one writes its events.
+                app.host.start_turn(turn, sink, cancel_rx)?;
             }
             Err(e) => {
                 let text = match e {

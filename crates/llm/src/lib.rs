@@ -34,5 +34,6 @@ pub use settings::{
 };
 pub use text::clip;
 pub use types::{
-    BadArguments, ChatMessage, ChatRequest, Completion, Delta, Part, Provider, Role, ToolCallOut, ToolSpec, Usage,
+    BadArguments, Cancel, ChatMessage, ChatRequest, Completion, Delta, Part, Provider, Role, ToolCallOut, ToolSpec,
+    Usage,
 };

@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::settings::{canonical_provider, Settings};
 use crate::stream::{agent_for, retry_cut_streams, Call, Sink};
-use crate::types::{ChatRequest, Completion, Delta, Provider};
+use crate::types::{Cancel, ChatRequest, Completion, Delta, Provider};
 use crate::{anthropic, openai};
 
 /// The provider for these settings.
@@ -45,7 +45,7 @@ impl Provider for Chat {
         &self,
         req: &ChatRequest,
         on_delta: &mut dyn FnMut(Delta) -> bool,
-        cancelled: &dyn Fn() -> bool,
+        cancelled: &Cancel,
     ) -> Result<Completion, Error> {
         let s = &self.settings;
         let (body, headers) = match self.format {
@@ -53,7 +53,7 @@ impl Provider for Chat {
             Format::Anthropic => (anthropic::request_bytes(&s.model, s.max_tokens, req)?, anthropic::headers(s)),
         };
         let call = Call { agent: &self.agent, settings: s, headers: &headers, body: &body, cancelled };
-        retry_cut_streams(s, cancelled, |delivered| {
+        retry_cut_streams(s, &|| cancelled.is_set(), |delivered| {
             let mut sink = Sink { on_delta: &mut *on_delta, delivered };
             match self.format {
                 Format::OpenAi => openai::attempt(&call, &mut sink),

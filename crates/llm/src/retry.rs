@@ -5,24 +5,24 @@
 //! text the caller has seen. Header values (the API key) are never logged.
 
 use std::io::Read;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::settings::Settings;
 use crate::text::clip;
+use crate::types::Cancel;
 
 /// Largest error body read to build a message.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 
 /// POSTs `body` and returns the body of a 2xx answer, ready to stream.
-/// `abandoned` (the caller stopped listening) ends a retry's wait early.
+/// `cancelled` (the caller stopped listening) ends a retry's wait early.
 pub(crate) fn send(
     agent: &ureq::Agent,
     s: &Settings,
     headers: &[(&str, String)],
     body: &[u8],
-    abandoned: &AtomicBool,
+    cancelled: &Cancel,
 ) -> Result<ureq::Body, Error> {
     let url = s.url();
     let mut waited = Duration::ZERO;
@@ -61,7 +61,7 @@ pub(crate) fn send(
                 );
                 let until = Instant::now() + wait;
                 while Instant::now() < until {
-                    if abandoned.load(Ordering::SeqCst) {
+                    if cancelled.is_set() {
                         return Err(Error::Cancelled);
                     }
                     std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));

@@ -1,19 +1,22 @@
 //! The streaming machinery both wire formats share: one request (`Call`) sent with retries and
-//! read on a fetch thread, its SSE events handed to the format's handler, text handed on to the
-//! caller (`Sink`), and a cut stream tried again while nothing reached the caller.
+//! read on the caller's own thread, its SSE events handed to the format's handler, text handed
+//! on to the caller (`Sink`), and a cut stream tried again while nothing reached the caller.
+//!
+//! The caller's cancel is asked while the model is silent without a thread of its own: each
+//! connection of the model's agent (`Polled`) waits for bytes in slices of `POLL` and asks the
+//! cancel of the exchange its thread is in (`Watch`) between them.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io::Read;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gosling_wire::sse;
+use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, NextTimeout, Transport};
 
 use crate::error::Error;
 use crate::retry;
 use crate::settings::Settings;
-use crate::types::{Completion, Delta};
+use crate::types::{Cancel, Completion, Delta};
 
 /// One request of a completion, as a wire format's `attempt` sends it.
 pub(crate) struct Call<'a> {
@@ -21,7 +24,7 @@ pub(crate) struct Call<'a> {
     pub settings: &'a Settings,
     pub headers: &'a [(&'static str, String)],
     pub body: &'a [u8],
-    pub cancelled: &'a dyn Fn() -> bool,
+    pub cancelled: &'a Cancel,
 }
 
 impl Call<'_> {
@@ -31,16 +34,7 @@ impl Call<'_> {
         handle: &mut dyn FnMut(&sse::Event) -> Result<Flow, Error>,
         complete_without_marker: &dyn Fn() -> bool,
     ) -> Result<(), Error> {
-        let headers = self.headers.to_vec();
-        exchange(
-            self.agent,
-            self.settings,
-            headers,
-            self.body.to_vec(),
-            self.cancelled,
-            handle,
-            complete_without_marker,
-        )
+        exchange(self, handle, complete_without_marker)
     }
 }
 
@@ -74,6 +68,7 @@ impl Sink<'_> {
 /// process: a turn's provider is made for the turn, and a connection per turn would cost every
 /// turn a TCP (and TLS) handshake with the model. ureq keeps at most 3 idle connections a host
 /// for 15 s and checks one is still open before it reuses it; nothing wakes for them meanwhile.
+/// Each connection is `Polled` (the caller's cancel asked while it waits).
 pub(crate) fn agent_for(s: &Settings) -> ureq::Agent {
     type Agents = Vec<((Duration, Duration), ureq::Agent)>;
     static AGENTS: std::sync::OnceLock<std::sync::Mutex<Agents>> = std::sync::OnceLock::new();
@@ -82,7 +77,7 @@ pub(crate) fn agent_for(s: &Settings) -> ureq::Agent {
     if let Some((_, a)) = agents.iter().find(|(k, _)| *k == key) {
         return a.clone();
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(s.connect_timeout))
         .timeout_per_read(Some(s.stall_timeout))
@@ -90,10 +85,46 @@ pub(crate) fn agent_for(s: &Settings) -> ureq::Agent {
         .timeout_global(Some(Duration::from_secs(6 * 3600)))
         .max_redirects(0)
         .no_delay(true)
-        .build()
-        .new_agent();
+        .build();
+    let agent = ureq::Agent::with_parts(config, polled_connector(), LiteralFirst);
     agents.push((key, agent.clone()));
     agent
+}
+
+/// ureq's resolver, without its thread for a host written as an address (`127.0.0.1`,
+/// `[::1]`: a local model). ureq resolves the host on every request, on a thread of its own
+/// whenever a deadline applies; a name is still resolved that way (a hung DNS server fails the
+/// request at its deadline rather than hanging the turn).
+#[derive(Debug)]
+pub(crate) struct LiteralFirst;
+
+impl ureq::unversioned::resolver::Resolver for LiteralFirst {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        if let Some(addr) = ip_literal(uri) {
+            let mut addrs = self.empty();
+            addrs.push(addr);
+            return Ok(addrs);
+        }
+        ureq::unversioned::resolver::DefaultResolver::default().resolve(uri, config, timeout)
+    }
+}
+
+/// The address of an http(s) URI whose host is an IP address; None for a name (or another
+/// scheme without a port).
+fn ip_literal(uri: &ureq::http::Uri) -> Option<std::net::SocketAddr> {
+    let authority = uri.authority()?;
+    let ip: std::net::IpAddr = authority.host().trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    let default_port = match uri.scheme_str()? {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    Some(std::net::SocketAddr::new(ip, authority.port_u16().unwrap_or(default_port)))
 }
 
 /// What a wire format's event handler tells `exchange`.
@@ -106,81 +137,158 @@ pub(crate) enum Flow {
 /// Largest SSE line accepted (a single chunk of JSON).
 const MAX_LINE: usize = 4 << 20;
 
-/// How often the caller's `cancelled` is polled while the stream is silent.
+/// How often the caller's cancel is asked while the stream is silent.
 const POLL: Duration = Duration::from_millis(100);
 
-/// What the fetch thread hands to the caller's thread.
-enum Msg {
-    Bytes(Vec<u8>),
-    End,
-    Failed(Error),
+thread_local! {
+    /// The cancel of the exchange this thread is in, and how long one wait for bytes may be
+    /// (`Watch`); asked by `Polled` between its waits.
+    static WATCHED: RefCell<Option<(Cancel, Duration)>> = const { RefCell::new(None) };
 }
 
-/// Sets the flag when the caller's side stops listening, however it returns — unless the
-/// answer came whole (`finished`): then the fetch thread reads on to the end of the body
-/// (already there: no wait), which puts the connection back in the agent's pool.
-struct Abandon(Arc<AtomicBool>, bool);
+/// This thread's exchange, for the connection's waits (`Polled`) while it lasts; what was
+/// watched before comes back when it drops.
+struct Watch(Option<(Cancel, Duration)>);
 
-impl Abandon {
-    fn finished(&mut self) {
-        self.1 = true;
+impl Watch {
+    /// Waits are cut every `slice` to ask `cancel`.
+    fn set(cancel: &Cancel, slice: Duration) -> Watch {
+        Watch(WATCHED.with(|w| w.replace(Some((cancel.clone(), slice)))))
     }
 }
 
-impl Drop for Abandon {
+impl Drop for Watch {
     fn drop(&mut self) {
-        if !self.1 {
-            self.0.store(true, Ordering::SeqCst);
+        WATCHED.with(|w| *w.borrow_mut() = self.0.take());
+    }
+}
+
+/// The slice of this thread's exchange (`POLL` outside one), and whether its cancel says stop.
+fn watched() -> (Duration, bool) {
+    WATCHED.with(|w| w.borrow().as_ref().map_or((POLL, false), |(c, slice)| (*slice, c.is_set())))
+}
+
+/// ureq's connector chain for the model's agent (as its `DefaultConnector`: a CONNECT proxy
+/// when one is configured, TCP, rustls), with each TCP connection `Polled` under its TLS.
+fn polled_connector() -> impl Connector<()> {
+    use ureq::unversioned::transport::{ConnectProxyConnector, RustlsConnector, TcpConnector};
+    ().chain(ConnectProxyConnector::default())
+        .chain(TcpConnector::default())
+        .chain(PolledConnector)
+        .chain(RustlsConnector::default())
+}
+
+/// Wraps the connection made so far in `Polled`.
+#[derive(Debug)]
+struct PolledConnector;
+
+impl<In: Transport> Connector<In> for PolledConnector {
+    type Out = Polled<In>;
+
+    fn connect(&self, _: &ConnectionDetails, chained: Option<In>) -> Result<Option<Polled<In>>, ureq::Error> {
+        Ok(chained.map(Polled))
+    }
+}
+
+/// A connection to the model that waits for bytes (the TLS handshake's, the answer's headers,
+/// its next chunk) in slices, asking the cancel of its thread's exchange (`Watch`) between
+/// them: the call ends within a slice of a cancel, on the caller's own thread (no reader thread
+/// per call). It sits under TLS, so a slice that passes without bytes is never seen above it:
+/// the read goes on where it was, and its own deadline (the stall timeout) is kept whole.
+#[derive(Debug)]
+struct Polled<T>(T);
+
+/// The error a cancelled wait ends with (`exchange` reports `Error::Cancelled`).
+fn cancelled_wait() -> ureq::Error {
+    ureq::Error::Io(std::io::Error::new(std::io::ErrorKind::Interrupted, "the caller cancelled the model call"))
+}
+
+fn is_timeout(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(io) => matches!(io.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock),
+        _ => false,
+    }
+}
+
+impl<T: Transport> Transport for Polled<T> {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        self.0.buffers()
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        self.0.transmit_output(amount, timeout)
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        use ureq::unversioned::transport::time::Duration as Wait;
+        let whole = timeout.for_read();
+        let started = Instant::now();
+        loop {
+            let left = match whole.after {
+                Wait::Exact(d) => Some(d.saturating_sub(started.elapsed())),
+                Wait::NotHappening => None,
+            };
+            let this = left.map_or(watched().0, |l| l.min(watched().0));
+            if this.is_zero() {
+                return Err(ureq::Error::Timeout(whole.reason));
+            }
+            let part = NextTimeout { after: Wait::Exact(this), reason: whole.reason, per_read: None, ..timeout };
+            match self.0.await_input(part) {
+                // A slice passed without bytes: the caller may have stopped meanwhile.
+                Err(e) if is_timeout(&e) && left.is_none_or(|l| l > this) => {
+                    if watched().1 {
+                        return Err(cancelled_wait());
+                    }
+                }
+                r => return r,
+            }
         }
     }
+
+    fn is_open(&mut self) -> bool {
+        self.0.is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        self.0.is_tls()
+    }
 }
 
-/// One streamed exchange: POSTs `body` (with retries) and reads the answer on a fetch thread,
-/// while this thread decodes SSE, hands each event to `handle` until it says `Done`, and polls
-/// `cancelled` whenever the stream is silent. On return the fetch thread is told to stop; it
-/// drops the connection at its next read (within the stall timeout at worst).
+/// One streamed exchange on this thread: POSTs the body (with retries), decodes the answer's
+/// SSE as it arrives and hands each event to `handle` until it says `Done`; the caller's cancel
+/// is asked between chunks and, while the stream is silent, every `POLL` (`Polled`).
 /// `complete_without_marker` is asked at EOF: true when what arrived is a whole answer even
 /// without the end marker (some servers omit it).
 fn exchange(
-    agent: &ureq::Agent,
-    s: &Settings,
-    headers: Vec<(&'static str, String)>,
-    body: Vec<u8>,
-    cancelled: &dyn Fn() -> bool,
+    call: &Call<'_>,
     handle: &mut dyn FnMut(&sse::Event) -> Result<Flow, Error>,
     complete_without_marker: &dyn Fn() -> bool,
 ) -> Result<(), Error> {
-    let (tx, rx) = crossbeam_channel::bounded::<Msg>(64);
-    let abandoned = Arc::new(AtomicBool::new(false));
-    let mut abandon = Abandon(abandoned.clone(), false);
-    {
-        let (agent, s, abandoned) = (agent.clone(), s.clone(), abandoned.clone());
-        std::thread::Builder::new()
-            .name("llm-fetch".into())
-            .spawn(move || fetch(&agent, &s, &headers, &body, &abandoned, &tx))
-            .map_err(|e| Error::Protocol(format!("cannot start the stream reader thread: {e}")))?;
-    }
+    let (s, cancelled) = (call.settings, call.cancelled);
+    let _watch = Watch::set(cancelled, POLL);
+    let stopped = |e: Error| if cancelled.is_set() { Error::Cancelled } else { e };
+    let resp = retry::send(call.agent, s, call.headers, call.body, cancelled).map_err(stopped)?;
+    let mut reader = resp.into_with_config().limit(s.max_response_bytes as u64).reader();
     let mut dec = sse::Decoder::new(MAX_LINE);
     let mut total = 0usize;
+    // One read buffer, zeroed once per call.
+    let mut buf = [0u8; 16 * 1024];
     loop {
-        if cancelled() {
+        if cancelled.is_set() {
             return Err(Error::Cancelled);
         }
-        let bytes = match rx.recv_timeout(POLL) {
-            Ok(Msg::Bytes(b)) => b,
-            Ok(Msg::Failed(e)) => return Err(e),
-            Ok(Msg::End) => break,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                return Err(Error::Protocol("the stream reader thread stopped unexpectedly".into()))
-            }
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => return Err(stopped(read_error(e, s, total))),
         };
-        total += bytes.len();
-        log::trace!(target: "llm::wire", "{} bytes", bytes.len());
-        let events = dec.feed(&bytes).map_err(|e| Error::Protocol(format!("{e} in the {} stream", s.provider)))?;
+        total += n;
+        log::trace!(target: "llm::wire", "{n} bytes");
+        let events = dec.feed(&buf[..n]).map_err(|e| Error::Protocol(format!("{e} in the {} stream", s.provider)))?;
         for ev in &events {
             if let Flow::Done = handle(ev)? {
-                abandon.finished();
+                finish(&mut reader);
                 return Ok(());
             }
         }
@@ -199,6 +307,16 @@ fn exchange(
         return Ok(());
     }
     Err(Error::StreamCut { after_bytes: total, source: None })
+}
+
+/// After the stream's end marker: reads the rest of the body when it is already there (the
+/// chunked body's end, usually in the same packet), which puts the connection back in the
+/// agent's pool for the next call; a rest that is not there within a millisecond is not
+/// waited for (the connection is closed instead): one wait of 1 ms, then the cancel stops it.
+fn finish(reader: &mut impl Read) {
+    let _quick = Watch::set(&Cancel::new(|| true), Duration::from_millis(1));
+    let mut rest = [0u8; 1024];
+    while let Ok(1..) = reader.read(&mut rest) {}
 }
 
 /// Runs `attempt` again (up to `max_attempts` in all) when the stream was cut before any text
@@ -227,47 +345,6 @@ pub(crate) fn retry_cut_streams(
     }
 }
 
-/// The fetch thread: request, then raw body bytes into `tx` until EOF, an error, or the
-/// caller's side going away (the body is then dropped, which closes the connection).
-fn fetch(
-    agent: &ureq::Agent,
-    s: &Settings,
-    headers: &[(&'static str, String)],
-    body: &[u8],
-    abandoned: &AtomicBool,
-    tx: &crossbeam_channel::Sender<Msg>,
-) {
-    let resp = match retry::send(agent, s, headers, body, abandoned) {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = tx.send(Msg::Failed(e));
-            return;
-        }
-    };
-    let mut reader = resp.into_with_config().limit(s.max_response_bytes as u64).reader();
-    let mut total = 0usize;
-    // One read buffer, zeroed once: each read hands over a copy of what it got (a fresh
-    // zero-filled 16 KiB buffer per read was about 7% of a turn's CPU in the profile).
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        if abandoned.load(Ordering::SeqCst) {
-            return;
-        }
-        let msg = match reader.read(&mut buf) {
-            Ok(0) => Msg::End,
-            Ok(n) => {
-                total += n;
-                Msg::Bytes(buf[..n].to_vec())
-            }
-            Err(e) => Msg::Failed(read_error(e, s, total)),
-        };
-        let last = !matches!(msg, Msg::Bytes(_));
-        if tx.send(msg).is_err() || last {
-            return;
-        }
-    }
-}
-
 fn read_error(e: std::io::Error, s: &Settings, total: usize) -> Error {
     match ureq::Error::from(e) {
         ureq::Error::Timeout(_) => Error::Stalled { after: s.stall_timeout },
@@ -284,6 +361,20 @@ fn read_error(e: std::io::Error, s: &Settings, total: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An address is its own resolution (no thread, no lookup); a name, or a scheme whose port
+    /// is not known here, goes to ureq's resolver.
+    #[test]
+    fn an_address_is_taken_as_it_is_and_a_name_is_resolved() {
+        let at = |u: &str| ip_literal(&u.parse::<ureq::http::Uri>().unwrap());
+        assert_eq!(at("http://127.0.0.1:8080/v1/chat"), Some("127.0.0.1:8080".parse().unwrap()));
+        assert_eq!(at("http://10.0.0.2"), Some("10.0.0.2:80".parse().unwrap()));
+        assert_eq!(at("https://[::1]/v1"), Some("[::1]:443".parse().unwrap()));
+        assert_eq!(at("https://[fe80::1]:8443"), Some("[fe80::1]:8443".parse().unwrap()));
+        assert_eq!(at("http://localhost:11434"), None);
+        assert_eq!(at("https://api.openai.com/v1"), None);
+        assert_eq!(at("socks5://127.0.0.1"), None);
+    }
 
     /// The retry of a cut stream is decided on the variant: a `StreamCut` before any text is
     /// tried again, one after text is not, and no other error is, whatever its words.

@@ -105,6 +105,28 @@ pub enum Delta<'a> {
     Text(&'a str),
 }
 
+/// The caller's "stop now" (a turn cancelled, a title past its deadline), asked while the
+/// provider waits. Cheap to clone, and owned (`'static`): the model's connection asks it from
+/// inside ureq's read, on the caller's thread (`stream::Watch`).
+#[derive(Clone)]
+pub struct Cancel(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Cancel {
+    /// Stops when `f` says so.
+    pub fn new(f: impl Fn() -> bool + Send + Sync + 'static) -> Cancel {
+        Cancel(std::sync::Arc::new(f))
+    }
+
+    /// Never stops.
+    pub fn never() -> Cancel {
+        Cancel::new(|| false)
+    }
+
+    pub fn is_set(&self) -> bool {
+        (self.0)()
+    }
+}
+
 pub trait Provider: Send + Sync {
     /// "openai", "ollama" or "anthropic" (the canonical name, after aliases).
     fn name(&self) -> &str;
@@ -112,18 +134,19 @@ pub trait Provider: Send + Sync {
     /// HTTP stream is dropped and `Error::Cancelled` returned. Text already passed to `on_delta`
     /// stays delivered even when an error follows.
     fn complete(&self, req: &ChatRequest, on_delta: &mut dyn FnMut(Delta) -> bool) -> Result<Completion, Error> {
-        self.complete_cancellable(req, on_delta, &|| false)
+        self.complete_cancellable(req, on_delta, &Cancel::never())
     }
 
-    /// As `complete`, and `cancelled` is polled about every 100 ms while the provider is silent
-    /// (waiting for the headers, between chunks, during a retry's wait): when it returns true
-    /// the call returns `Error::Cancelled` at once. Use it to stop within a second of a client
-    /// hanging up even when the model sends nothing for a while.
+    /// As `complete`, and `cancelled` is asked about every 100 ms while the provider is silent
+    /// (waiting for the headers, between chunks, during a retry's wait): when it says stop the
+    /// call returns `Error::Cancelled` at once. Use it to stop within a second of a client
+    /// hanging up even when the model sends nothing for a while. Not asked while a connection
+    /// is being made (a host that does not answer): that ends at the connect timeout.
     fn complete_cancellable(
         &self,
         req: &ChatRequest,
         on_delta: &mut dyn FnMut(Delta) -> bool,
-        cancelled: &dyn Fn() -> bool,
+        cancelled: &Cancel,
     ) -> Result<Completion, Error>;
 }
 
