@@ -49,7 +49,7 @@
 //! Not here: goose's message format (message.rs: this file stores its `Message`s as their
 //! JSON lines) or what a message means (agent/messages.rs).
 
-use crate::atomic::{self, Error};
+use crate::atomic::{self, Error, Ident};
 use crate::message::Message;
 use gosling_util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -179,6 +179,37 @@ struct Derived {
     torn: u64,
     /// Still in the one-file layout (`<id>.json`), read in place until its first change.
     legacy: bool,
+}
+
+/// A session as this process last derived it under its lock, or last wrote it
+/// (`Inner::derive_locked`): used again, without reading its metadata file, while that file is
+/// still the one it came from (one `stat`: the same inode — held open here, so never another
+/// file's —, size and times) and the conversation file the same inode, no shorter; the lines
+/// any process appended since are counted from where this ends. Anything else (a metadata
+/// write by another process, a rewrite, a deletion) derives the session from its files again.
+struct Seen {
+    id: String,
+    _meta: File,
+    ident: Ident,
+    /// The session without its conversation, as derived (`message_count` counting `file`).
+    listing: Arc<Meta>,
+    /// Just after the last whole line counted.
+    file: FilePos,
+    /// Of those lines, the ones past the end the metadata file records.
+    unrecorded: u64,
+}
+
+/// How many sessions' `Seen` views are kept (a turn's session, and a few more).
+const SEEN_SESSIONS: usize = 8;
+
+/// A change `with_session`'s caller made: the session now, where its conversation file ends
+/// and how many of its lines the metadata does not record, and the metadata file when it was
+/// written (`None`: unchanged).
+struct Change {
+    session: Session,
+    file: FilePos,
+    unrecorded: u64,
+    meta: Option<(File, Ident)>,
 }
 
 /// One session's listing in the index. The session is kept only as its listing JSON (a
@@ -421,6 +452,10 @@ struct Inner {
     /// Sessions whose conversation file this process appended to without its fdatasync yet
     /// (`append_message_deferred`): the file's inode and where the unsynced lines end.
     unsynced: Mutex<HashMap<String, FilePos>>,
+    /// The sessions as last derived or written (`Seen`), most recent last.
+    seen: Mutex<Vec<Seen>>,
+    /// `.changes`, kept open to append to (`note`).
+    changes: Mutex<Option<File>>,
 }
 
 /// How many conversations are kept parsed, and the longest file kept (bytes): a turn reads
@@ -438,6 +473,8 @@ struct Conversations(Vec<Parsed>);
 
 struct Parsed {
     id: String,
+    /// The file read, kept open: its inode is never another file's while this is kept.
+    file: File,
     ino: u64,
     /// The file's length when read (just after its last whole line).
     bytes: u64,
@@ -626,6 +663,8 @@ impl SessionStore {
             own: Mutex::new(HashMap::new()),
             conversations: Mutex::new(Conversations::default()),
             unsynced: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Vec::new()),
+            changes: Mutex::new(None),
         });
         let loader = inner.clone();
         let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
@@ -861,10 +900,11 @@ impl SessionStore {
             let mut s = d.session;
             s.message_count += 1;
             s.updated_at = gosling_util::now_rfc3339();
-            if record {
-                st.write_meta(&s, file)?;
-            }
-            Ok((Some(s), ()))
+            let (meta, unrecorded) = match record {
+                true => (Some(st.write_meta(&s, file)?), 0),
+                false => (None, d.unrecorded + 1),
+            };
+            Ok((Some(Change { session: s, file, unrecorded, meta }), ()))
         })?;
         Ok(done.is_some())
     }
@@ -1149,6 +1189,7 @@ impl SessionStore {
         drop(guard);
         lock(&st.conversations).take(id);
         lock(&st.unsynced).remove(id);
+        st.take_seen(id);
         lock(&st.index).remove(id);
         st.note(id);
         Ok(any)
@@ -1285,6 +1326,13 @@ impl Inner {
         if !valid_id(id) || !self.exists(id) {
             return Ok(None);
         }
+        self.lock_existing(id, exclusive, true)
+    }
+
+    /// `lock_session` of a session known to exist a moment ago; `check`: whether to look
+    /// again once it is locked (a caller that looks at its files under the lock anyway need
+    /// not: `with_session`).
+    fn lock_existing(&self, id: &str, exclusive: bool, check: bool) -> Result<Option<SessionLock>, Error> {
         let path = self.lock_path(id);
         let deadline = Instant::now() + atomic::LOCK_WAIT;
         loop {
@@ -1293,7 +1341,7 @@ impl Inner {
             // A delete unlinks the lock file while holding it: this one is stale, take the new.
             let linked = file.metadata().map_err(|e| atomic::io_err(&path, e))?.nlink() > 0;
             if linked {
-                if !self.exists(id) {
+                if check && !self.exists(id) {
                     // Deleted while we waited (or never there): leave no lock file behind.
                     if exclusive {
                         let _ = remove_if_present(&path);
@@ -1319,10 +1367,23 @@ impl Inner {
         &self,
         id: &str,
         exclusive: bool,
-        f: impl FnOnce(Derived) -> Result<(Option<Session>, R), Error>,
+        f: impl FnOnce(Derived) -> Result<(Option<Change>, R), Error>,
     ) -> Result<Option<R>, Error> {
-        let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
-        let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
+        // A session seen a moment ago is locked without looking first: its files are looked at
+        // under the lock (`derive_locked`), which finds it gone if it is.
+        let known = valid_id(id) && lock(&self.seen).iter().any(|s| s.id == id);
+        let guard = match known {
+            true => self.lock_existing(id, exclusive, false)?,
+            false => self.lock_session(id, exclusive)?,
+        };
+        let Some(guard) = guard else { return Ok(None) };
+        let Some((mut d, mut seen)) = self.derive_locked(id)? else {
+            if exclusive {
+                // Deleted meanwhile: leave no lock file behind (as `lock_session` does).
+                let _ = remove_if_present(&guard.path);
+            }
+            return Ok(None);
+        };
         if exclusive {
             if self.marked_damaged(id) {
                 // Found damaged when it was read: nothing is written to it until it reads whole
@@ -1337,13 +1398,109 @@ impl Inner {
                 d.torn = 0;
             }
         }
-        let (new, r) = f(d)?;
-        drop(guard);
-        if let Some(s) = new {
-            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
+        // What `f` changes is seen as `f` says (it failed: derived again next time).
+        let (change, r) = f(d)?;
+        if let Some(c) = change {
+            let listing = Arc::new(Meta::new(&c.session));
+            let meta = c.meta.or_else(|| seen.take().map(|s| (s._meta, s.ident)));
+            if let Some((file, ident)) = meta {
+                let (id, unrecorded) = (id.to_string(), c.unrecorded);
+                seen = Some(Seen { id, _meta: file, ident, listing: listing.clone(), file: c.file, unrecorded });
+            }
+            drop(guard);
+            lock(&self.index).insert(id.to_string(), listing);
             self.note(id);
         }
+        if let Some(s) = seen {
+            self.keep_seen(s);
+        }
         Ok(Some(r))
+    }
+
+    /// Session `id`'s `Seen` view, taken out (a caller puts back what it then knows).
+    fn take_seen(&self, id: &str) -> Option<Seen> {
+        let mut seen = lock(&self.seen);
+        let i = seen.iter().position(|s| s.id == id)?;
+        Some(seen.remove(i))
+    }
+
+    fn keep_seen(&self, s: Seen) {
+        let mut seen = lock(&self.seen);
+        seen.retain(|q| q.id != s.id);
+        if seen.len() >= SEEN_SESSIONS {
+            seen.remove(0);
+        }
+        seen.push(s);
+    }
+
+    /// `derive` under the session's lock, with the view it makes (`Seen`; none for the
+    /// one-file layout or an incomplete last line): the view kept from the last time when its
+    /// files are still the ones it came from (two `stat`s and, when lines were appended since,
+    /// the read of those), else read from the files.
+    fn derive_locked(&self, id: &str) -> Result<Option<(Derived, Option<Seen>)>, Error> {
+        let meta_path = self.meta_path(id);
+        if let Some(seen) = self.take_seen(id) {
+            if Ident::at(&meta_path)? == Some(seen.ident) {
+                if let Some(d) = self.count_seen(&seen)? {
+                    let listing = if d.file == seen.file { seen.listing } else { Arc::new(Meta::new(&d.session)) };
+                    let (file, unrecorded) = (d.file, d.unrecorded);
+                    let seen = (d.torn == 0).then_some(Seen { listing, file, unrecorded, ..seen });
+                    return Ok(Some((d, seen)));
+                }
+            }
+        }
+        if let Some(d) = self.derive_legacy(id)? {
+            return Ok(Some((d, None)));
+        }
+        let Some((file, ident, bytes)) = atomic::read_kept(&meta_path)? else { return Ok(None) };
+        let d = self.derive_meta(id, &meta_path, &bytes, true)?;
+        let seen = (d.torn == 0).then(|| Seen {
+            id: id.to_string(),
+            _meta: file,
+            ident,
+            listing: Arc::new(Meta::new(&d.session)),
+            file: d.file,
+            unrecorded: d.unrecorded,
+        });
+        Ok(Some((d, seen)))
+    }
+
+    /// The session of `seen` with the lines appended to its conversation file since (by any
+    /// process) counted; `None` when that file is not the one `seen` counted (replaced,
+    /// shortened, removed, created): derived from the files again.
+    fn count_seen(&self, seen: &Seen) -> Result<Option<Derived>, Error> {
+        let path = self.messages_path(&seen.id);
+        let stat = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && seen.file.ino == 0 => {
+                let (session, unrecorded) = (seen.listing.session()?, seen.unrecorded);
+                return Ok(Some(Derived { session, file: seen.file, unrecorded, torn: 0, legacy: false }));
+            }
+            _ => return Ok(None),
+        };
+        let now = FilePos { bytes: stat.len(), ino: stat.ino() };
+        if now.ino != seen.file.ino || now.bytes < seen.file.bytes {
+            return Ok(None);
+        }
+        let mut session = seen.listing.session()?;
+        if now == seen.file {
+            return Ok(Some(Derived { session, file: now, unrecorded: seen.unrecorded, torn: 0, legacy: false }));
+        }
+        let from = seen.file.bytes;
+        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
+        let mut tail = Vec::with_capacity((now.bytes - from).min(TAIL_MAX) as usize);
+        f.seek(SeekFrom::Start(from))
+            .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
+            .map_err(|e| atomic::io_err(&path, e))?;
+        let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, session.message_count + 1)?;
+        let lines = lines.len() as u64;
+        session.message_count += lines;
+        let mtime = gosling_util::rfc3339(stat.mtime());
+        if mtime > session.updated_at {
+            session.updated_at = mtime;
+        }
+        let file = FilePos { bytes: now.bytes - torn as u64, ino: now.ino };
+        Ok(Some(Derived { session, file, unrecorded: seen.unrecorded + lines, torn: torn as u64, legacy: false }))
     }
 
     /// One try of `update_meta_optimistic`.
@@ -1379,7 +1536,7 @@ impl Inner {
         s.message_count = count;
         s.conversation = None;
         s.updated_at = gosling_util::now_rfc3339();
-        let temp = atomic::write_temp(&meta_path, &meta_bytes(&meta_path, &s, file)?)?;
+        let mut temp = atomic::write_temp(&meta_path, &meta_bytes(&meta_path, &s, file)?)?;
         let Some(guard) = self.lock_session(id, true)? else { return Ok(Tried::Done(None)) };
         let now = match std::fs::symlink_metadata(&meta_path) {
             Ok(m) => Some(m.ino()),
@@ -1392,9 +1549,16 @@ impl Inner {
         temp.rename()?;
         drop(guard);
         drop(read);
+        let written = temp.into_file();
+        let ident = written.metadata().map(|m| Ident::of(&m)).map_err(|e| atomic::io_err(&meta_path, e))?;
         atomic::sync_parent(&meta_path)?;
-        lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
-        self.note(id);
+        let listing = Arc::new(Meta::new(&s));
+        lock(&self.index).insert(id.to_string(), listing.clone());
+        // What it wrote is what the next look at the session starts from (`Seen`): it records
+        // the conversation up to `file`; lines appended since are counted from there.
+        let id = id.to_string();
+        self.keep_seen(Seen { id: id.clone(), _meta: written, ident, listing, file, unrecorded: 0 });
+        self.note(&id);
         Ok(Tried::Done(Some(r)))
     }
 
@@ -1519,7 +1683,7 @@ impl Inner {
             .open(&path)
             .map_err(|e| atomic::io_err(&path, e))?;
         f.set_len(d.file.bytes).and_then(|_| f.sync_all()).map_err(|e| atomic::io_err(&path, e))?;
-        self.write_meta(&d.session, d.file)
+        self.write_meta(&d.session, d.file).map(|_| ())
     }
 
     /// Moves a session of the one-file layout to its two files, then removes the old file
@@ -1560,16 +1724,23 @@ impl Inner {
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
     }
 
-    fn write_meta(&self, session: &Session, file: FilePos) -> Result<(), Error> {
+    /// Replaces the metadata file of `session` (atomically, durably): the file written, still
+    /// open, and what `stat` says of it in place.
+    fn write_meta(&self, session: &Session, file: FilePos) -> Result<(File, Ident), Error> {
         let path = self.meta_path(&session.id);
-        atomic::write_atomic(&path, &meta_bytes(&path, session, file)?)
+        let mut temp = atomic::write_temp(&path, &meta_bytes(&path, session, file)?)?;
+        temp.rename()?;
+        let written = temp.into_file();
+        let ident = written.metadata().map(|m| Ident::of(&m)).map_err(|e| atomic::io_err(&path, e))?;
+        atomic::sync_parent(&path)?;
+        Ok((written, ident))
     }
 
     /// Writes the metadata of `s`, changed now, its conversation file ending at `file`.
-    fn save(&self, mut s: Session, file: FilePos) -> Result<Session, Error> {
+    fn save(&self, mut s: Session, file: FilePos) -> Result<Change, Error> {
         s.updated_at = gosling_util::now_rfc3339();
-        self.write_meta(&s, file)?;
-        Ok(s)
+        let meta = Some(self.write_meta(&s, file)?);
+        Ok(Change { session: s, file, unrecorded: 0, meta })
     }
 
     /// The conversation as its file holds it, up to its last whole line.
@@ -1589,14 +1760,14 @@ impl Inner {
             log::warn!("store: {}: an incomplete last line ({} bytes) is ignored", path.display(), d.torn);
         }
         let cached = lock(&self.conversations).take(id);
-        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let written = d.file.bytes;
         if let Some(mut p) = cached.filter(|p| p.ino == d.file.ino && p.bytes <= written) {
-            // The lines appended since, read from the start of the last line already parsed.
+            // The lines appended since, read from the start of the last line already parsed
+            // (one `pread` of the file kept open, whose inode is no other file's meanwhile).
             let from = p.bytes - p.last_line.len() as u64;
-            let mut tail = Vec::with_capacity((written - from) as usize);
-            let read = f.seek(SeekFrom::Start(from)).and_then(|_| (&mut f).take(written - from).read_to_end(&mut tail));
-            if read.is_ok() && tail.len() as u64 == written - from && tail.starts_with(&p.last_line) {
+            let mut tail = vec![0; (written - from) as usize];
+            let read = std::os::unix::fs::FileExt::read_exact_at(&p.file, &mut tail, from);
+            if read.is_ok() && tail.starts_with(&p.last_line) {
                 let new = &tail[p.last_line.len()..];
                 let (more, _) = parse_lines::<Message>(&path, new, p.messages.len() as u64 + 1)?;
                 if !more.is_empty() {
@@ -1611,10 +1782,10 @@ impl Inner {
                 lock(&self.conversations).keep(p);
                 return Ok(messages);
             }
-            f.seek(SeekFrom::Start(0)).map_err(|e| atomic::io_err(&path, e))?;
         }
+        let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let mut bytes = Vec::with_capacity(written as usize);
-        f.take(written).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
+        (&f).take(written).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
         let held = bytes.len() as u64;
         if held < written {
             let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
@@ -1624,6 +1795,7 @@ impl Inner {
         if written <= CACHED_CONVERSATION_MAX_BYTES {
             let p = Parsed {
                 id: id.clone(),
+                file: f,
                 ino: d.file.ino,
                 bytes: written,
                 last_line: last_line(&bytes).to_vec(),
@@ -1638,10 +1810,25 @@ impl Inner {
     /// what they list, so it is logged, not returned.
     fn note(&self, id: &str) {
         let path = self.changes_path();
-        let r = atomic::open_append(&path).and_then(|mut f| {
-            f.write_all(format!("{id}\n").as_bytes())?;
-            f.metadata()
-        });
+        let line = format!("{id}\n");
+        // Appended to the file kept open; when that was replaced (unlinked: `nlink` 0), the line
+        // is written again to the new one (a reader that saw the old one go reads everything).
+        let r = (|| {
+            let mut kept = lock(&self.changes);
+            for _ in 0..2 {
+                let f = match kept.as_mut() {
+                    Some(f) => f,
+                    None => kept.insert(atomic::open_append(&path)?),
+                };
+                f.write_all(line.as_bytes())?;
+                let m = f.metadata()?;
+                if m.nlink() > 0 {
+                    return Ok(m);
+                }
+                *kept = None;
+            }
+            Err(io::Error::other("it keeps being replaced"))
+        })();
         match r {
             Ok(m) if m.len() > CHANGES_MAX_BYTES => {
                 // One process replaces it (the others find it small again under the lock).
