@@ -454,8 +454,8 @@ struct Inner {
     unsynced: Mutex<HashMap<String, FilePos>>,
     /// The sessions as last derived or written (`Seen`), most recent last.
     seen: Mutex<Vec<Seen>>,
-    /// `.changes`, kept open to append to (`note`).
-    changes: Mutex<Option<File>>,
+    /// `.changes`, kept open to append to (`note`) and to read (`refresh`), with its inode.
+    changes: Mutex<Option<(File, u64)>>,
 }
 
 /// How many conversations are kept parsed, and the longest file kept (bytes): a turn reads
@@ -1816,12 +1816,22 @@ impl Inner {
         let r = (|| {
             let mut kept = lock(&self.changes);
             for _ in 0..2 {
-                let f = match kept.as_mut() {
-                    Some(f) => f,
-                    None => kept.insert(atomic::open_append(&path)?),
+                let (f, ino) = match kept.as_mut() {
+                    Some(k) => k,
+                    None => {
+                        let f = OpenOptions::new()
+                            .read(true)
+                            .append(true)
+                            .create(true)
+                            .mode(0o600)
+                            .custom_flags(libc::O_NOFOLLOW)
+                            .open(&path)?;
+                        kept.insert((f, 0))
+                    }
                 };
                 f.write_all(line.as_bytes())?;
                 let m = f.metadata()?;
+                *ino = m.ino();
                 if m.nlink() > 0 {
                     return Ok(m);
                 }
@@ -2065,10 +2075,19 @@ impl Inner {
         }
         let path = self.changes_path();
         let mut bytes = Vec::with_capacity(now.offset.saturating_sub(cursor.offset).min(CHANGES_MAX_BYTES) as usize);
-        let read = atomic::open_read(&path).and_then(|mut f| {
-            f.seek(SeekFrom::Start(cursor.offset))?;
-            f.take(now.offset - cursor.offset).read_to_end(&mut bytes)
-        });
+        // The file this process appends to, when it is still the one in place (one `pread`).
+        let kept = lock(&self.changes);
+        let read = match kept.as_ref().filter(|(_, ino)| *ino == now.ino) {
+            Some((f, _)) => {
+                bytes.resize((now.offset - cursor.offset) as usize, 0);
+                std::os::unix::fs::FileExt::read_exact_at(f, &mut bytes, cursor.offset)
+            }
+            None => atomic::open_read(&path).and_then(|mut f| {
+                f.seek(SeekFrom::Start(cursor.offset))?;
+                f.take(now.offset - cursor.offset).read_to_end(&mut bytes).map(|_| ())
+            }),
+        };
+        drop(kept);
         if let Err(e) = read {
             return Err(atomic::io_err(&path, e));
         }
@@ -2084,6 +2103,11 @@ impl Inner {
             lock(&self.index).order = None;
         }
         for id in ids {
+            // A session this process has a view of (most often its own change, noted here):
+            // two `stat`s when the view still holds, rather than its files read again.
+            if self.refresh_seen(id)? {
+                continue;
+            }
             match self.derive(id, false) {
                 Ok(Some(d)) => {
                     lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&d.session)));
@@ -2105,6 +2129,25 @@ impl Inner {
         }
         cursor.offset += whole as u64;
         Ok(())
+    }
+
+    /// Refreshes session `id`'s index entry from its `Seen` view when that still holds (its
+    /// metadata file unchanged; lines appended since are counted): `false` when there is none
+    /// or it does not hold (the caller derives the session from its files). Without the lock, an
+    /// incomplete last line is an append in progress: counted once it is whole.
+    fn refresh_seen(&self, id: &str) -> Result<bool, Error> {
+        let Some(seen) = self.take_seen(id) else { return Ok(false) };
+        if Ident::at(&self.meta_path(id))? != Some(seen.ident) {
+            return Ok(false);
+        }
+        let Some(d) = self.count_seen(&seen)? else { return Ok(false) };
+        let listing = if d.file == seen.file { seen.listing } else { Arc::new(Meta::new(&d.session)) };
+        let current = lock(&self.index).get(id).is_some_and(|m| Arc::ptr_eq(m, &listing));
+        if !current {
+            lock(&self.index).insert(id.to_string(), listing.clone());
+        }
+        self.keep_seen(Seen { listing, file: d.file, unrecorded: d.unrecorded, ..seen });
+        Ok(true)
     }
 
     /// Every indexed session, newest first (by `updated_at`, then id), after applying what
