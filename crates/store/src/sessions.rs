@@ -13,10 +13,15 @@
 //!   metadata write records them: the metadata never counts a line a power loss can take.
 //!
 //! Several processes: every change to a session holds an exclusive `flock` on `<id>.lock`
-//! (reads a shared one), and re-derives the session from its files under it — the metadata
-//! file, then the conversation lines past where it records the end — never from what this
-//! process remembers. So appends from several processes keep one order and the counts stay
-//! right. One exception keeps the lock short where a reader waits (the next turn): the
+//! (reads a shared one), and derives the session from its files under it — the metadata
+//! file, then the conversation lines past where it records the end. What this process derived
+//! or wrote last is used again (`Seen`) only when two `stat`s under the lock show the files are
+//! still what it came from: the metadata file the same inode (held open, so no other file's),
+//! size and times (every write of it is a new file), the conversation file the same inode and
+//! no shorter — the lines any process appended since are counted from where the view ends. So
+//! a turn reads its metadata file once, not four times, and appends from several processes
+//! keep one order and the counts stay right. One exception keeps the lock short where a reader
+//! waits (the next turn): the
 //! metadata written after a turn (`update_meta_optimistic`) is derived without the lock and
 //! its temp file written and fsynced, then put in place under the lock only if the metadata
 //! is still the file it was derived from (its inode), else derived again; the lock is held
@@ -30,15 +35,17 @@
 //! Listing: an in-memory index of every session's listing JSON, so `GET /sessions` opens no
 //! session file. It is loaded by a background thread when the store opens (the server
 //! answers at once; listing waits for it, with a deadline). Every change is then noted as its
-//! id on a line of `sessions/.changes` (one `O_APPEND` write, no fsync: it is only a hint);
-//! before listing, a process reads the lines added since it last looked (one `stat` when
-//! there are none) and re-reads those sessions. The file is replaced by an empty one past
+//! id on a line of `sessions/.changes` (one `O_APPEND` write to the file kept open, no fsync:
+//! it is only a hint); before listing, a process reads the lines added since it last looked
+//! (one `stat` when there are none) and re-reads those sessions (one it holds a `Seen` view
+//! of, often its own change, from two `stat`s while the view holds). The file is replaced by an empty one past
 //! `CHANGES_MAX_BYTES`; a process that sees a new file re-reads the whole directory.
 //!
 //! Reading a conversation again (a turn reads its session's before every model request)
 //! parses only the lines appended since the last read: the last few conversations read stay
-//! parsed (`Conversations`), used only while the file is the same inode and still holds the
-//! same last line at the same offset; anything else reads it whole. `get_shared` hands out the
+//! parsed (`Conversations`, their files held open), used only while the file is the same inode
+//! and still holds the same last line at the same offset (one `pread`); anything else reads it
+//! whole. `get_shared` hands out the
 //! parsed conversation itself (an `Arc`, copied on the next append only while a holder keeps
 //! it), so a turn does not deep-copy its conversation.
 //!
