@@ -227,6 +227,10 @@ impl Ident {
         }
     }
 
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
     /// What is at `path` now (not following a link); `None` when nothing is.
     pub fn at(path: &Path) -> Result<Option<Ident>, Error> {
         match fs::symlink_metadata(path) {

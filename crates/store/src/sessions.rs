@@ -461,6 +461,9 @@ struct Inner {
     unsynced: Mutex<HashMap<String, FilePos>>,
     /// The sessions as last derived or written (`Seen`), most recent last.
     seen: Mutex<Vec<Seen>>,
+    /// Conversation files appended to lately, kept open to append to: (session, inode, file).
+    /// Used only under the session's lock for the inode its `stat` there found in place.
+    appenders: Mutex<Vec<(String, u64, File)>>,
     /// `.changes`, kept open to append to (`note`) and to read (`refresh`), with its inode.
     changes: Mutex<Option<(File, u64)>>,
 }
@@ -672,6 +675,7 @@ impl SessionStore {
             unsynced: Mutex::new(HashMap::new()),
             seen: Mutex::new(Vec::new()),
             changes: Mutex::new(None),
+            appenders: Mutex::new(Vec::new()),
         });
         let loader = inner.clone();
         let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
@@ -880,27 +884,37 @@ impl SessionStore {
         let done = st.with_session(id, true, |d| {
             let path = st.messages_path(id);
             let line = encode_lines(&path, std::slice::from_ref(message))?;
-            let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-            let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
             let created = d.file.ino == 0;
-            let (held, written) = (stat.len(), d.file.bytes);
-            if held != written || (!created && stat.ino() != d.file.ino) {
-                let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
-                return Err(corrupt(&path, detail));
-            }
+            let written = d.file.bytes;
+            // The file kept open from the last append when the `stat` under this lock found the
+            // same inode in place (its length with it), else opened and looked at.
+            let (mut f, ino) = match st.take_appender(id, d.file.ino) {
+                Some(f) => (f, d.file.ino),
+                None => {
+                    let f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
+                    let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+                    let held = stat.len();
+                    if held != written || (!created && stat.ino() != d.file.ino) {
+                        let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
+                        return Err(corrupt(&path, detail));
+                    }
+                    (f, stat.ino())
+                }
+            };
             let record = created || d.unrecorded + 1 >= APPENDS_PER_META_WRITE;
             // Noted before it is written: a watcher woken by the write finds it its own.
-            st.note_own(id, stat.ino(), [(written, written + line.len() as u64)]);
-            let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
+            st.note_own(id, ino, [(written, written + line.len() as u64)]);
+            let file = FilePos { bytes: written + line.len() as u64, ino };
             let durable = sync || record;
             let appended = append_line(&path, &mut f, written, &line, durable).map(|()| match durable {
                 true => st.synced(id, file),
                 false => st.unsynced(id, file),
             });
             if let Err(e) = appended {
-                st.unnote_own(id, stat.ino(), written);
+                st.unnote_own(id, ino, written);
                 return Err(e);
             }
+            st.keep_appender(id, ino, f);
             if created {
                 sync_dir(&st.dir)?;
             }
@@ -1197,6 +1211,7 @@ impl SessionStore {
         lock(&st.conversations).take(id);
         lock(&st.unsynced).remove(id);
         st.take_seen(id);
+        st.take_appender(id, u64::MAX);
         lock(&st.index).remove(id);
         st.note(id);
         Ok(any)
@@ -1281,6 +1296,13 @@ impl Inner {
     /// replaced since was written whole and synced; one removed needs nothing).
     fn sync_lines(&self, id: &str, upto: FilePos) -> Result<(), Error> {
         let path = self.messages_path(id);
+        // The file kept open for appending, when it is that inode: no open, no `stat`.
+        if let Some(f) = self.take_appender(id, upto.ino) {
+            f.sync_data().map_err(|e| atomic::io_err(&path, e))?;
+            self.synced(id, upto);
+            self.keep_appender(id, upto.ino, f);
+            return Ok(());
+        }
         let f = match atomic::open_read(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -1431,6 +1453,24 @@ impl Inner {
         Some(seen.remove(i))
     }
 
+    /// The file kept open to append to session `id`'s conversation when it is inode `ino`
+    /// (any other is closed: the file was replaced).
+    fn take_appender(&self, id: &str, ino: u64) -> Option<File> {
+        let mut kept = lock(&self.appenders);
+        let i = kept.iter().position(|(k, _, _)| k == id)?;
+        let (_, held, f) = kept.remove(i);
+        (held == ino && ino != 0).then_some(f)
+    }
+
+    fn keep_appender(&self, id: &str, ino: u64, f: File) {
+        let mut kept = lock(&self.appenders);
+        kept.retain(|(k, _, _)| k != id);
+        if kept.len() >= SEEN_SESSIONS {
+            kept.remove(0);
+        }
+        kept.push((id.to_string(), ino, f));
+    }
+
     fn keep_seen(&self, s: Seen) {
         let mut seen = lock(&self.seen);
         seen.retain(|q| q.id != s.id);
@@ -1516,22 +1556,35 @@ impl Inner {
             return Ok(Tried::NeedsLock);
         }
         let meta_path = self.meta_path(id);
-        // Kept open until the check, so its inode cannot be given to another file meanwhile.
-        let mut read = match atomic::open_read(&meta_path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tried::NeedsLock),
-            Err(e) => return Err(atomic::io_err(&meta_path, e)),
-        };
-        let stat = read.metadata().map_err(|e| atomic::io_err(&meta_path, e))?;
-        if !stat.is_file() {
-            return Err(corrupt(&meta_path, "it is not a regular file"));
+        // The view this process holds, while the metadata is still the file it came from (its
+        // file kept open meanwhile, so its inode is no other's), else the file read; either is
+        // kept open until the check, so its inode cannot be given to another file meanwhile.
+        let mut view = None;
+        if let Some(v) = self.take_seen(id) {
+            if Ident::at(&meta_path)? == Some(v.ident) {
+                view = self.count_seen(&v)?.map(|d| (d, v));
+            }
         }
-        let mut bytes = Vec::with_capacity(stat.len() as usize + 1);
-        read.read_to_end(&mut bytes).map_err(|e| atomic::io_err(&meta_path, e))?;
-        // Unlocked, a last line without its newline is most likely an append in progress: the
-        // metadata records the conversation up to the whole lines (the rest is counted when it
-        // is read again, like any line past the recorded end).
-        let d = self.derive_meta(id, &meta_path, &bytes, false)?;
+        let (d, ino, _read, _view) = match view {
+            Some((d, v)) => (d, v.ident.ino(), None, Some(v)),
+            None => {
+                let mut read = match atomic::open_read(&meta_path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tried::NeedsLock),
+                    Err(e) => return Err(atomic::io_err(&meta_path, e)),
+                };
+                let stat = read.metadata().map_err(|e| atomic::io_err(&meta_path, e))?;
+                if !stat.is_file() {
+                    return Err(corrupt(&meta_path, "it is not a regular file"));
+                }
+                let mut bytes = Vec::with_capacity(stat.len() as usize + 1);
+                (&mut read).take(stat.len() + 1).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&meta_path, e))?;
+                // Unlocked, a last line without its newline is most likely an append in
+                // progress: the metadata records the conversation up to the whole lines (the
+                // rest is counted when it is read again, like any line past the recorded end).
+                (self.derive_meta(id, &meta_path, &bytes, false)?, stat.ino(), Some(read), None)
+            }
+        };
         self.durable_before_recorded(id, &d)?;
         let (file, mut s) = (d.file, d.session);
         let (before_id, count) = (s.id.clone(), s.message_count);
@@ -1550,12 +1603,11 @@ impl Inner {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(atomic::io_err(&meta_path, e)),
         };
-        if now != Some(stat.ino()) {
+        if now != Some(ino) {
             return Ok(Tried::Replaced);
         }
         temp.rename()?;
         drop(guard);
-        drop(read);
         let written = temp.into_file();
         let ident = written.metadata().map(|m| Ident::of(&m)).map_err(|e| atomic::io_err(&meta_path, e))?;
         atomic::sync_parent(&meta_path)?;
