@@ -607,6 +607,19 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) 
     Ok((out, bytes.len() - start))
 }
 
+/// The whole lines of conversation file `path` between bytes `from` and `to` (counted and
+/// checked, not kept; numbered from `first_line` in errors), and the length of an incomplete
+/// last one. Read with one `read` sized from the `stat` that gave `to`.
+fn count_lines(path: &Path, from: u64, to: u64, first_line: u64) -> Result<(u64, u64), Error> {
+    let mut f = atomic::open_read(path).map_err(|e| atomic::io_err(path, e))?;
+    let mut tail = Vec::with_capacity((to - from).min(TAIL_MAX) as usize);
+    f.seek(SeekFrom::Start(from))
+        .and_then(|_| f.take(to - from).read_to_end(&mut tail))
+        .map_err(|e| atomic::io_err(path, e))?;
+    let (lines, torn) = parse_lines::<IgnoredAny>(path, &tail, first_line)?;
+    Ok((lines.len() as u64, torn as u64))
+}
+
 /// Messages as conversation-file lines, each ending in `\n`.
 fn encode_lines(path: &Path, messages: &[Message]) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::new();
@@ -1406,7 +1419,7 @@ impl Inner {
             false => self.lock_session(id, exclusive)?,
         };
         let Some(guard) = guard else { return Ok(None) };
-        let Some((mut d, mut seen)) = self.derive_locked(id)? else {
+        let Some((mut d, seen)) = self.derive_locked(id)? else {
             if exclusive {
                 // Deleted meanwhile: leave no lock file behind (as `lock_session` does).
                 let _ = remove_if_present(&guard.path);
@@ -1429,6 +1442,13 @@ impl Inner {
         }
         // What `f` changes is seen as `f` says (it failed: derived again next time).
         let (change, r) = f(d)?;
+        self.changed(id, guard, change, seen);
+        Ok(Some(r))
+    }
+
+    /// After `with_session`'s caller: its change indexed, noted and kept as the view (the lock
+    /// released first), else the view as derived kept.
+    fn changed(&self, id: &str, guard: SessionLock, change: Option<Change>, mut seen: Option<Seen>) {
         if let Some(c) = change {
             let listing = Arc::new(Meta::new(&c.session));
             let meta = c.meta.or_else(|| seen.take().map(|s| (s._meta, s.ident)));
@@ -1443,7 +1463,6 @@ impl Inner {
         if let Some(s) = seen {
             self.keep_seen(s);
         }
-        Ok(Some(r))
     }
 
     /// Session `id`'s `Seen` view, taken out (a caller puts back what it then knows).
@@ -1486,15 +1505,9 @@ impl Inner {
     /// the read of those), else read from the files.
     fn derive_locked(&self, id: &str) -> Result<Option<(Derived, Option<Seen>)>, Error> {
         let meta_path = self.meta_path(id);
-        if let Some(seen) = self.take_seen(id) {
-            if Ident::at(&meta_path)? == Some(seen.ident) {
-                if let Some(d) = self.count_seen(&seen)? {
-                    let listing = if d.file == seen.file { seen.listing } else { Arc::new(Meta::new(&d.session)) };
-                    let (file, unrecorded) = (d.file, d.unrecorded);
-                    let seen = (d.torn == 0).then_some(Seen { listing, file, unrecorded, ..seen });
-                    return Ok(Some((d, seen)));
-                }
-            }
+        if let Some((d, seen)) = self.view_now(id)? {
+            let seen = (d.torn == 0).then_some(seen);
+            return Ok(Some((d, seen)));
         }
         if let Some(d) = self.derive_legacy(id)? {
             return Ok(Some((d, None)));
@@ -1510,6 +1523,20 @@ impl Inner {
             unrecorded: d.unrecorded,
         });
         Ok(Some((d, seen)))
+    }
+
+    /// Session `id`'s `Seen` view (taken out) brought up to date, with the session it gives,
+    /// when it still holds: the metadata file the one it came from (one `stat`), the lines
+    /// appended since counted (`count_seen`). `None`: none, or it no longer holds.
+    fn view_now(&self, id: &str) -> Result<Option<(Derived, Seen)>, Error> {
+        let Some(seen) = self.take_seen(id) else { return Ok(None) };
+        if Ident::at(&self.meta_path(id))? != Some(seen.ident) {
+            return Ok(None);
+        }
+        let Some(d) = self.count_seen(&seen)? else { return Ok(None) };
+        let listing = if d.file == seen.file { seen.listing } else { Arc::new(Meta::new(&d.session)) };
+        let (file, unrecorded) = (d.file, d.unrecorded);
+        Ok(Some((d, Seen { listing, file, unrecorded, ..seen })))
     }
 
     /// The session of `seen` with the lines appended to its conversation file since (by any
@@ -1533,21 +1560,14 @@ impl Inner {
         if now == seen.file {
             return Ok(Some(Derived { session, file: now, unrecorded: seen.unrecorded, torn: 0, legacy: false }));
         }
-        let from = seen.file.bytes;
-        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        let mut tail = Vec::with_capacity((now.bytes - from).min(TAIL_MAX) as usize);
-        f.seek(SeekFrom::Start(from))
-            .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
-            .map_err(|e| atomic::io_err(&path, e))?;
-        let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, session.message_count + 1)?;
-        let lines = lines.len() as u64;
+        let (lines, torn) = count_lines(&path, seen.file.bytes, now.bytes, session.message_count + 1)?;
         session.message_count += lines;
         let mtime = gosling_util::rfc3339(stat.mtime());
         if mtime > session.updated_at {
             session.updated_at = mtime;
         }
-        let file = FilePos { bytes: now.bytes - torn as u64, ino: now.ino };
-        Ok(Some(Derived { session, file, unrecorded: seen.unrecorded + lines, torn: torn as u64, legacy: false }))
+        let file = FilePos { bytes: now.bytes - torn, ino: now.ino };
+        Ok(Some(Derived { session, file, unrecorded: seen.unrecorded + lines, torn, legacy: false }))
     }
 
     /// One try of `update_meta_optimistic`.
@@ -1559,13 +1579,7 @@ impl Inner {
         // The view this process holds, while the metadata is still the file it came from (its
         // file kept open meanwhile, so its inode is no other's), else the file read; either is
         // kept open until the check, so its inode cannot be given to another file meanwhile.
-        let mut view = None;
-        if let Some(v) = self.take_seen(id) {
-            if Ident::at(&meta_path)? == Some(v.ident) {
-                view = self.count_seen(&v)?.map(|d| (d, v));
-            }
-        }
-        let (d, ino, _read, _view) = match view {
+        let (d, ino, _read, _view) = match self.view_now(id)? {
             Some((d, v)) => (d, v.ident.ino(), None, Some(v)),
             None => {
                 let mut read = match atomic::open_read(&meta_path) {
@@ -1705,15 +1719,7 @@ impl Inner {
             }
             _ => (0, 1),
         };
-        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        // Sized to what the stat says is there (up to a bound): one read, not one per doubling
-        // of the buffer.
-        let mut tail = Vec::with_capacity((now.bytes - from).min(TAIL_MAX) as usize);
-        f.seek(SeekFrom::Start(from))
-            .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
-            .map_err(|e| atomic::io_err(&path, e))?;
-        let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, first_line)?;
-        let lines = lines.len() as u64;
+        let (lines, torn) = count_lines(&path, from, now.bytes, first_line)?;
         if from == 0 {
             if locked {
                 log::warn!("store: {} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages", path.display());
@@ -1726,9 +1732,9 @@ impl Inner {
         if mtime > session.updated_at {
             session.updated_at = mtime;
         }
-        let file = FilePos { bytes: now.bytes - torn as u64, ino: now.ino };
+        let file = FilePos { bytes: now.bytes - torn, ino: now.ino };
         // A replaced file's metadata records nothing of it: the next append writes the metadata.
-        done(session, file, if from == 0 { APPENDS_PER_META_WRITE } else { lines }, torn as u64)
+        done(session, file, if from == 0 { APPENDS_PER_META_WRITE } else { lines }, torn)
     }
 
     /// Cuts an incomplete last line (the caller holds the session's lock, so no append is in
@@ -2195,17 +2201,12 @@ impl Inner {
     /// or it does not hold (the caller derives the session from its files). Without the lock, an
     /// incomplete last line is an append in progress: counted once it is whole.
     fn refresh_seen(&self, id: &str) -> Result<bool, Error> {
-        let Some(seen) = self.take_seen(id) else { return Ok(false) };
-        if Ident::at(&self.meta_path(id))? != Some(seen.ident) {
-            return Ok(false);
-        }
-        let Some(d) = self.count_seen(&seen)? else { return Ok(false) };
-        let listing = if d.file == seen.file { seen.listing } else { Arc::new(Meta::new(&d.session)) };
-        let current = lock(&self.index).get(id).is_some_and(|m| Arc::ptr_eq(m, &listing));
+        let Some((_, seen)) = self.view_now(id)? else { return Ok(false) };
+        let current = lock(&self.index).get(id).is_some_and(|m| Arc::ptr_eq(m, &seen.listing));
         if !current {
-            lock(&self.index).insert(id.to_string(), listing.clone());
+            lock(&self.index).insert(id.to_string(), seen.listing.clone());
         }
-        self.keep_seen(Seen { listing, file: d.file, unrecorded: d.unrecorded, ..seen });
+        self.keep_seen(seen);
         Ok(true)
     }
 
