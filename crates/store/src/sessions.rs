@@ -1309,13 +1309,6 @@ impl Inner {
     /// replaced since was written whole and synced; one removed needs nothing).
     fn sync_lines(&self, id: &str, upto: FilePos) -> Result<(), Error> {
         let path = self.messages_path(id);
-        // The file kept open for appending, when it is that inode: no open, no `stat`.
-        if let Some(f) = self.take_appender(id, upto.ino) {
-            f.sync_data().map_err(|e| atomic::io_err(&path, e))?;
-            self.synced(id, upto);
-            self.keep_appender(id, upto.ino, f);
-            return Ok(());
-        }
         let f = match atomic::open_read(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -1411,6 +1404,17 @@ impl Inner {
         exclusive: bool,
         f: impl FnOnce(Derived) -> Result<(Option<Change>, R), Error>,
     ) -> Result<Option<R>, Error> {
+        let Some((guard, d, seen)) = self.begin(id, exclusive)? else { return Ok(None) };
+        // What `f` changes is seen as `f` says (it failed: derived again next time).
+        let (change, r) = f(d)?;
+        self.changed(id, guard, change, seen);
+        Ok(Some(r))
+    }
+
+    /// `with_session` up to its caller's work (not generic, so written once): the lock, the
+    /// session derived under it, repaired when exclusive.
+    #[inline(never)]
+    fn begin(&self, id: &str, exclusive: bool) -> Result<Option<(SessionLock, Derived, Option<Seen>)>, Error> {
         // A session seen a moment ago is locked without looking first: its files are looked at
         // under the lock (`derive_locked`), which finds it gone if it is.
         let known = valid_id(id) && lock(&self.seen).iter().any(|s| s.id == id);
@@ -1440,14 +1444,12 @@ impl Inner {
                 d.torn = 0;
             }
         }
-        // What `f` changes is seen as `f` says (it failed: derived again next time).
-        let (change, r) = f(d)?;
-        self.changed(id, guard, change, seen);
-        Ok(Some(r))
+        Ok(Some((guard, d, seen)))
     }
 
     /// After `with_session`'s caller: its change indexed, noted and kept as the view (the lock
     /// released first), else the view as derived kept.
+    #[inline(never)]
     fn changed(&self, id: &str, guard: SessionLock, change: Option<Change>, mut seen: Option<Seen>) {
         if let Some(c) = change {
             let listing = Arc::new(Meta::new(&c.session));
