@@ -961,19 +961,31 @@ impl SessionStore {
     /// so: use `append_message` or `replace_conversation` for messages). Costs one small
     /// atomic write, whatever the conversation's length. `None` when it does not exist.
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
+        let (mut f, mut r) = (Some(f), None);
+        let done = self.update_meta_once(id, &mut |s: &mut Session| {
+            if let Some(f) = f.take() {
+                r = Some(f(s));
+            }
+        })?;
+        Ok(done.and(r))
+    }
+
+    /// `update_meta`'s work, written once rather than for each caller's closure (the static
+    /// binary's size).
+    fn update_meta_once(&self, id: &str, f: &mut dyn FnMut(&mut Session)) -> Result<Option<()>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
             st.durable_before_recorded(id, &d)?;
             let (file, mut s) = (d.file, d.session);
             let (before_id, count) = (s.id.clone(), s.message_count);
-            let r = f(&mut s);
+            f(&mut s);
             if s.conversation.is_some() {
                 log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
             }
             s.id = before_id;
             s.message_count = count;
             s.conversation = None;
-            Ok((Some(st.save(s, file)?), r))
+            Ok((Some(st.save(s, file)?), ()))
         })
     }
 
