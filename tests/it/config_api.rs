@@ -207,3 +207,73 @@ fn key_values_and_secrets() {
     assert_eq!(s.post("/config/upsert", json!({"key":"extensions","value":{},"is_secret":false})).status, 400);
     let _ = TempDir::new("unused");
 }
+
+/// A turn reads its settings again only when their files changed (one `stat` of each while they
+/// do not: BENCHMARKS.md, issue 40's fifth pass), and a change made by another process between
+/// two turns is what the next turn runs with: `config.json` replaced by another program,
+/// `secrets.json` written by another `gosling` (`gosling secret set`), `config.json` written in
+/// place with its length unchanged. Each turn goes to the model its settings name then.
+#[test]
+fn settings_changed_by_another_process_between_two_turns_take_effect_on_the_next() {
+    use crate::fake_llm::{text_turn, FakeLlm};
+    use crate::reply::{user_text, ReplyStream};
+    use crate::support::{gosling, start_session, work_dir};
+    use std::io::Write;
+    let models: Vec<FakeLlm> = (0..5).map(|i| FakeLlm::start(vec![text_turn(&format!("from model {i}"))])).collect();
+    let home = TempDir::new("settings-between-turns");
+    let cwd = work_dir(&home);
+    let config_path = home.join("config").join("config.json");
+    // Another program's edit: a whole new file put in place (as editors and gosling write it).
+    let replace_config = |host: Option<String>| {
+        let mut doc: serde_json::Map<String, Value> =
+            std::fs::read(&config_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        match host {
+            Some(h) => doc.insert("OPENAI_HOST".into(), json!(h)),
+            None => doc.remove("OPENAI_HOST"),
+        };
+        let tmp = config_path.with_extension("json.edit");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+        std::fs::rename(&tmp, &config_path).unwrap();
+    };
+    std::fs::create_dir_all(home.join("config")).unwrap();
+    replace_config(Some(models[0].url()));
+    let env = vec![("GOOSE_PROVIDER".to_string(), "openai".to_string()), ("GOOSE_MODEL".to_string(), "m".to_string())];
+    let s = Server::start_in(home, ServerOpts { env, ..Default::default() });
+    let id = start_session(&s, std::path::Path::new(&cwd), Some(vec![]));
+    let turn = |n: usize| {
+        let events = ReplyStream::open(&s, &id, user_text(&format!("turn {n}"))).all();
+        let said = format!("from model {n}");
+        assert!(events.iter().any(|e| e.to_string().contains(&said)), "turn {n} went to model {n}: {events:?}");
+        for (i, m) in models.iter().enumerate() {
+            let asked = m.requests().len();
+            assert_eq!(asked, usize::from(i <= n), "model {i} asked {asked} times after turn {n}");
+        }
+    };
+    turn(0);
+    replace_config(Some(models[1].url()));
+    turn(1);
+    // Out of config.json, into secrets.json by another gosling process.
+    replace_config(None);
+    let mut set = gosling(&s.home)
+        .args(["secret", "set", "OPENAI_HOST"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    set.stdin.take().unwrap().write_all(models[2].url().as_bytes()).unwrap();
+    assert!(set.wait().unwrap().success(), "gosling secret set OPENAI_HOST");
+    turn(2);
+    replace_config(Some(models[3].url()));
+    turn(3);
+    // Written in place, its length unchanged (padded with spaces if the new port is shorter):
+    // the same inode and size, only its times tell it apart.
+    let (old, new) = (models[3].url(), models[4].url());
+    let before = std::fs::read_to_string(&config_path).unwrap();
+    assert!(new.len() <= old.len(), "{new} {old}");
+    let edited = before.replace(&format!("\"{old}\""), &format!("\"{new}\"{}", " ".repeat(old.len() - new.len())));
+    assert_eq!(edited.len(), before.len());
+    let mut f = std::fs::OpenOptions::new().write(true).open(&config_path).unwrap();
+    f.write_all(edited.as_bytes()).unwrap();
+    drop(f);
+    turn(4);
+}

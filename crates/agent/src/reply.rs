@@ -74,6 +74,8 @@ pub struct Turn {
     run: crate::steer::Run,
     /// The model's last answer stopped at its output limit (`length`, `max_tokens`).
     output_limit: bool,
+    /// The session's token counts when the turn began (`usage::record` adds the turn's).
+    counts: crate::usage::Base,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -127,20 +129,21 @@ fn tool_permissions(settings: &TurnSettings) -> HashMap<String, String> {
     }
 }
 
-/// The settings a turn reads, taken once when it is prepared: `config.json` read once, the
+/// The settings a turn reads, taken once when it is prepared: `config.json` once (shared with
+/// the store, which reads it again only when it changed: one `stat` while it does not), the
 /// names in `secrets.json` once (and a secret's value only for a name that is there), where
 /// each of the turn's fifteen-odd settings used to read both files under their locks.
 /// Resolved as `Host::setting` resolves them: the environment's non-empty value, else the
 /// stored plain value, else the stored secret.
 struct TurnSettings<'a> {
     host: &'a crate::host::Host,
-    config: serde_json::Map<String, Value>,
+    config: Arc<serde_json::Map<String, Value>>,
     secret_names: std::cell::OnceCell<std::collections::HashSet<String>>,
 }
 
 impl<'a> TurnSettings<'a> {
     fn take(host: &'a crate::host::Host) -> TurnSettings<'a> {
-        let config = host.store.all().unwrap_or_else(|e| {
+        let config = host.store.config().unwrap_or_else(|e| {
             log::warn!("reply: cannot read the stored settings ({e}); the turn uses the environment's");
             Default::default()
         });
@@ -194,6 +197,9 @@ impl Turn {
         use crate::error::Error;
         let snapshot = TurnSettings::take(host);
         let setting = |k: &str| snapshot.get(k);
+        // Asked before the session is read: a write of its counts that ends in between is in
+        // what is read.
+        let queued = crate::usage::queued_base(&host.sessions, session_id);
         let (session, stored) = host
             .sessions
             .get_shared(session_id)
@@ -210,6 +216,7 @@ impl Turn {
         )
         .and_then(|settings| llm::from_settings(&settings).map(|provider| (settings, provider)));
         let (always, never) = (name_set(&session, ALWAYS_ALLOWED), name_set(&session, ALWAYS_DENIED));
+        let counts = queued.unwrap_or_else(|| crate::usage::Base::of(&session));
         // A new message is appended; an override rewrites the stored conversation.
         let first_text = user_message.text();
         let (earlier, conversation) = match override_conversation {
@@ -267,6 +274,7 @@ impl Turn {
             system: crate::prompts::text(&setting, &crate::prompts::SYSTEM),
             run: host.runs.begin(session_id),
             output_limit: false,
+            counts,
         })
     }
 
@@ -450,7 +458,7 @@ impl Turn {
     /// The turn's token counts go to the session's metadata on the writer thread, after the
     /// turn has answered (`usage::record`).
     fn record_tokens(&self, t: &Tokens) {
-        crate::usage::record(&self.sessions, &self.session_id, *t);
+        crate::usage::record(&self.sessions, &self.session_id, *t, self.counts);
     }
 
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {

@@ -169,6 +169,25 @@ pub fn with_queued(sessions: &SessionStore, s: &mut Session) {
     }
 }
 
+/// A session's token counts as a turn found them when it began, with what the writes queued
+/// then will add (`with_queued`): what `record` adds the turn's tokens to when no write is
+/// queued by the time it ends, so recording reads no file.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Base(Counts);
+
+/// The `Base` of session `id` while a write of its counts is queued or under way; `None`: the
+/// store's counts are the base (`Base::of` the session read after this was asked, so a write
+/// that ends in between is in them).
+pub fn queued_base(sessions: &SessionStore, id: &str) -> Option<Base> {
+    lock(queued()).get(&(sessions.dir().to_path_buf(), id.to_string())).map(|q| Base(q.counts))
+}
+
+impl Base {
+    pub fn of(s: &Session) -> Base {
+        Base(Counts::of(s))
+    }
+}
+
 /// A session's token counts (goose's fields of `Session`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Counts {
@@ -248,31 +267,31 @@ fn then(a: Tokens, b: &Tokens) -> Tokens {
 /// writer (`crate::later`) `GROUP_WAIT` after the turn, with the turns that ended meanwhile,
 /// without keeping the session's lock through the fsyncs (`update_meta_optimistic`), so
 /// neither the answer nor the next turn waits for the disk; `meter` and the session's readers
-/// in this process see them at once (`with_queued`). Each write adds its turns' tokens to what
-/// the metadata holds then, so turns of other processes in the same session are summed too.
+/// in this process see them at once (`with_queued`), from `base` when nothing was queued since
+/// it was read. Each write adds its turns' tokens to what the metadata holds then, so turns of
+/// other processes in the same session are summed too (on disk; this process's readers see
+/// them once the write is done).
 /// The write also makes the turn's answer durable (saved without its fsync,
 /// `reply::Turn::save_deferred`: the store syncs the lines a metadata write records first). A
 /// kill can lose the counts of the last turns, never a message; a power loss those counts and
 /// an answer not yet synced (the person's messages are synced before the model is asked); a
 /// shutdown writes them (`later::flush`).
-pub fn record(sessions: &Arc<SessionStore>, id: &str, t: Tokens) {
+pub fn record(sessions: &Arc<SessionStore>, id: &str, t: Tokens, base: Base) {
     let key = (sessions.dir().to_path_buf(), id.to_string());
-    // With nothing queued or being written, the store's counts are the base, read without
-    // holding the map: only the session's turn (one at a time) adds its entry.
-    let mut stored = None;
-    let schedule = loop {
+    // With nothing queued or being written, the counts the turn began with are the base: a
+    // write queued before it began is in them (`base`), and one done since wrote them.
+    let schedule = {
         let mut q = lock(queued());
-        if let Some(e) = q.get_mut(&key) {
-            (e.counts, e.unwritten) = (e.counts.after(&t), then(e.unwritten, &t));
-            break !std::mem::replace(&mut e.queued, true);
+        match q.get_mut(&key) {
+            Some(e) => {
+                (e.counts, e.unwritten) = (e.counts.after(&t), then(e.unwritten, &t));
+                !std::mem::replace(&mut e.queued, true)
+            }
+            None => {
+                q.insert(key.clone(), Queued { counts: base.0.after(&t), unwritten: t, queued: true, writing: 0 });
+                true
+            }
         }
-        if let Some(base) = stored.take() {
-            let e = Queued { counts: Counts::after(base, &t), unwritten: t, queued: true, writing: 0 };
-            q.insert(key.clone(), e);
-            break true;
-        }
-        drop(q);
-        stored = Some(sessions.get_meta(id).ok().flatten().map_or_else(Counts::default, |s| Counts::of(&s)));
     };
     if !schedule {
         return;

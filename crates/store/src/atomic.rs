@@ -163,31 +163,81 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     write_temp(path, bytes)?.replace()
 }
 
-/// A temp file beside its target, written and fsynced, not yet in place (`write_temp`).
-/// Dropped without `replace`, it is removed.
+/// A temp file beside its target, written and fsynced, not yet in place (`write_temp`), and
+/// still open. Dropped without `replace` or `rename`, it is removed.
 pub struct Temp {
     tmp: PathBuf,
     path: PathBuf,
+    file: Option<File>,
+    renamed: bool,
 }
 
 impl Temp {
     /// Renames it over its target, then makes the rename durable (fsync of the directory).
-    pub fn replace(self) -> Result<(), Error> {
+    pub fn replace(mut self) -> Result<(), Error> {
         self.rename()?;
         sync_parent(&self.path)
     }
 
     /// Renames it over its target without waiting for the rename to be durable: the caller
     /// calls `sync_parent` (e.g. after releasing a lock held for the rename alone).
-    pub fn rename(&self) -> Result<(), Error> {
-        fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))
+    pub fn rename(&mut self) -> Result<(), Error> {
+        fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
+        self.renamed = true;
+        Ok(())
+    }
+
+    /// The file written, still open (after `rename`: the target's file), for a caller that
+    /// keeps what it wrote in mind (`Ident`).
+    pub fn into_file(mut self) -> File {
+        self.file.take().expect("a Temp holds its file until it is dropped")
     }
 }
 
 impl Drop for Temp {
     fn drop(&mut self) {
-        // Gone after a rename; left over after a failure or a change of plan.
-        let _ = fs::remove_file(&self.tmp);
+        // Left over after a failure or a change of plan (nothing to remove after a rename).
+        if !self.renamed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// What `stat` says of a file, enough to tell that it is no longer the file that was read: a
+/// file replaced (another inode), grown, shortened or written in place (its change time).
+/// Compared while the file read is held open, so its inode cannot be given to another file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ident {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Ident {
+    pub fn of(m: &fs::Metadata) -> Ident {
+        use std::os::unix::fs::MetadataExt;
+        Ident {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// What is at `path` now (not following a link); `None` when nothing is.
+    pub fn at(path: &Path) -> Result<Option<Ident>, Error> {
+        match fs::symlink_metadata(path) {
+            Ok(m) => Ok(Some(Ident::of(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(path, e)),
+        }
     }
 }
 
@@ -205,17 +255,36 @@ pub fn write_temp(path: &Path, bytes: &[u8]) -> Result<Temp, Error> {
     ensure_dir(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let temp = Temp { tmp, path: path.to_path_buf() };
+    let mut temp = Temp { tmp, path: path.to_path_buf(), file: None, renamed: false };
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&temp.tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()));
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()).map(|_| f));
     // A failed create leaves nothing: the drop's remove finds no file.
-    written.map_err(|e| io_err(path, e))?;
+    temp.file = Some(written.map_err(|e| io_err(path, e))?);
     Ok(temp)
+}
+
+/// A file's bytes with what `stat` said of it before they were read, the file held open
+/// (`Ident`); read without following a link. `None` when it does not exist.
+pub fn read_kept(path: &Path) -> Result<Option<(File, Ident, Vec<u8>)>, Error> {
+    let f = match open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(path, e)),
+    };
+    let meta = f.metadata().map_err(|e| io_err(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Corrupt { path: path.to_path_buf(), detail: "it is not a regular file".into() });
+    }
+    // Sized from the fstat above; `take` so the read asks the kernel for no size again.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    io::Read::read_to_end(&mut io::Read::take(&f, meta.len().saturating_add(1 << 20)), &mut bytes)
+        .map_err(|e| io_err(path, e))?;
+    Ok(Some((f, Ident::of(&meta), bytes)))
 }
 
 /// A file's bytes, read without following a link; `None` when it does not exist.

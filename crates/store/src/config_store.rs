@@ -4,20 +4,70 @@
 //! `config.json` mirrors goose's `config.yaml`: a top-level object whose `extensions` key maps
 //! the normalized extension key to the flattened entry (`enabled` + config fields). Every
 //! change is a locked read-modify-write of the file (see `atomic`), so concurrent writers in
-//! this process or in another `gosling` (the `install` command) never lose an update, and the
-//! file is re-read each time, so changes made by another process are seen. A store may know
-//! what a missing `config.json` holds (`with_first_run`: `gosling agent`'s first start), read
-//! from memory until `save_first_run` or the first change writes it into the file.
+//! this process or in another `gosling` (the `install` command) never lose an update. A store
+//! may know what a missing `config.json` holds (`with_first_run`: `gosling agent`'s first
+//! start), read from memory until `save_first_run` or the first change writes it into the file.
+//!
+//! Reads: each file is kept as last read (`Kept`), with what `stat` said of it and the file
+//! held open (so its inode is not given to another file meanwhile); a read looks at the path
+//! with one `stat` (not following a link) and reads the file again, under its lock, only when
+//! it is not that file any more: replaced (every write here is a rename of a new file), grown,
+//! shortened or written in place. So a turn, which reads its settings every time, costs one
+//! `stat` of each file while nobody changes them, and a change made by another process is
+//! seen by the next read.
 
-use crate::atomic::{self, Error};
+use crate::atomic::{self, Error, Ident};
+use gosling_util::lock;
 use serde_json::{Map, Value};
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 pub struct ConfigStore {
     config_path: PathBuf,
     secrets_path: PathBuf,
     /// What `config.json` holds while it does not exist (empty but in `with_first_run`).
     first_run: Map<String, Value>,
+    config: Mutex<Option<Kept>>,
+    secrets: Mutex<Option<Kept>>,
+}
+
+/// A JSON object file as last read: what `stat` said of it (`None`: there was no file), the
+/// file held open, its document.
+struct Kept {
+    ident: Option<Ident>,
+    _file: Option<File>,
+    doc: Arc<Map<String, Value>>,
+}
+
+/// A JSON object file (`missing` when there is none): `kept` when the file at `path` is still the one it
+/// was read from (one `stat`), else read again under its lock and kept.
+fn read_kept(
+    path: &Path,
+    kept: &Mutex<Option<Kept>>,
+    missing: &Map<String, Value>,
+) -> Result<Arc<Map<String, Value>>, Error> {
+    let now = Ident::at(path)?;
+    if let Some(k) = &*lock(kept) {
+        if k.ident == now {
+            return Ok(k.doc.clone());
+        }
+    }
+    let _guard = atomic::lock(path)?;
+    let (file, ident, doc) = match atomic::read_kept(path)? {
+        None => (None, None, missing.clone()),
+        Some((file, ident, bytes)) => match serde_json::from_slice(&bytes) {
+            Ok(Value::Object(m)) => (Some(file), Some(ident), m),
+            Ok(_) => {
+                let detail = "expected a JSON object at the top level".into();
+                return Err(Error::Corrupt { path: path.to_path_buf(), detail });
+            }
+            Err(e) => return Err(Error::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
+        },
+    };
+    let doc = Arc::new(doc);
+    *lock(kept) = Some(Kept { ident, _file: file, doc: doc.clone() });
+    Ok(doc)
 }
 
 const EXTENSIONS: &str = "extensions";
@@ -34,15 +84,17 @@ impl ConfigStore {
             config_path: dir.join("config.json"),
             secrets_path: dir.join("secrets.json"),
             first_run: Map::new(),
+            config: Mutex::new(None),
+            secrets: Mutex::new(None),
         };
-        let config = atomic::read_object(&store.config_path)?;
+        let config = store.config()?;
         if config.get(EXTENSIONS).is_some_and(|ext| !ext.is_object()) {
             return Err(Error::Corrupt {
                 path: store.config_path.clone(),
                 detail: "`extensions` must be an object".into(),
             });
         }
-        atomic::read_object(&store.secrets_path)?;
+        store.secrets()?;
         Ok(store)
     }
 
@@ -52,6 +104,8 @@ impl ConfigStore {
     /// replaced by it.
     pub fn with_first_run(mut self, doc: Map<String, Value>) -> ConfigStore {
         self.first_run = doc;
+        // A missing file read before (by `open`) was kept with the empty document.
+        *self.config.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         self
     }
 
@@ -69,12 +123,18 @@ impl ConfigStore {
         Ok(true)
     }
 
-    fn read(&self) -> Result<Map<String, Value>, Error> {
-        atomic::read_object_or(&self.config_path, &self.first_run)
-    }
-
     fn update<R>(&self, f: impl FnOnce(&mut Map<String, Value>) -> R) -> Result<R, Error> {
         atomic::update_json_or(&self.config_path, &self.first_run, f)
+    }
+
+    /// `config.json` as it is now (read again only when it changed: `read_kept`), shared.
+    pub fn config(&self) -> Result<Arc<Map<String, Value>>, Error> {
+        read_kept(&self.config_path, &self.config, &self.first_run)
+    }
+
+    /// `secrets.json` as it is now (as `config`).
+    fn secrets(&self) -> Result<Arc<Map<String, Value>>, Error> {
+        read_kept(&self.secrets_path, &self.secrets, &Map::new())
     }
 
     pub fn config_path(&self) -> &Path {
@@ -84,8 +144,8 @@ impl ConfigStore {
     /// The stored extension entries as they are in the file, by key, in file order (the
     /// extensions layer gives them their shape: `extensions::config::ExtensionStore`).
     pub fn extension_values(&self) -> Result<Vec<(String, Value)>, Error> {
-        Ok(match self.read()?.remove(EXTENSIONS) {
-            Some(Value::Object(map)) => map.into_iter().collect(),
+        Ok(match self.config()?.get(EXTENSIONS) {
+            Some(Value::Object(map)) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             _ => Vec::new(),
         })
     }
@@ -110,11 +170,11 @@ impl ConfigStore {
 
     /// All plain (non-secret) settings, extensions included, as goose's `GET /config` shows them.
     pub fn all(&self) -> Result<Map<String, Value>, Error> {
-        self.read()
+        self.config().map(Arc::unwrap_or_clone)
     }
 
     pub fn get(&self, key: &str) -> Result<Option<Value>, Error> {
-        Ok(self.read()?.remove(key))
+        Ok(self.config()?.get(key).cloned())
     }
 
     pub fn set(&self, key: &str, value: Value) -> Result<(), Error> {
@@ -148,7 +208,7 @@ impl ConfigStore {
     }
 
     pub fn get_secret(&self, key: &str) -> Result<Option<String>, Error> {
-        Ok(atomic::read_object(&self.secrets_path)?.get(key).map(|v| match v {
+        Ok(self.secrets()?.get(key).map(|v| match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         }))
@@ -166,7 +226,7 @@ impl ConfigStore {
 
     /// Names of the stored secrets (never their values).
     pub fn secret_names(&self) -> Result<Vec<String>, Error> {
-        Ok(atomic::read_object(&self.secrets_path)?.keys().cloned().collect())
+        Ok(self.secrets()?.keys().cloned().collect())
     }
 
     /// Stores (`Some`) or forgets (`None`) an OAuth token record (JSON) of the MCP client, kept

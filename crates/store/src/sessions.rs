@@ -13,10 +13,15 @@
 //!   metadata write records them: the metadata never counts a line a power loss can take.
 //!
 //! Several processes: every change to a session holds an exclusive `flock` on `<id>.lock`
-//! (reads a shared one), and re-derives the session from its files under it — the metadata
-//! file, then the conversation lines past where it records the end — never from what this
-//! process remembers. So appends from several processes keep one order and the counts stay
-//! right. One exception keeps the lock short where a reader waits (the next turn): the
+//! (reads a shared one), and derives the session from its files under it — the metadata
+//! file, then the conversation lines past where it records the end. What this process derived
+//! or wrote last is used again (`Seen`) only when two `stat`s under the lock show the files are
+//! still what it came from: the metadata file the same inode (held open, so no other file's),
+//! size and times (every write of it is a new file), the conversation file the same inode and
+//! no shorter — the lines any process appended since are counted from where the view ends. So
+//! a turn reads its metadata file once, not four times, and appends from several processes
+//! keep one order and the counts stay right. One exception keeps the lock short where a reader
+//! waits (the next turn): the
 //! metadata written after a turn (`update_meta_optimistic`) is derived without the lock and
 //! its temp file written and fsynced, then put in place under the lock only if the metadata
 //! is still the file it was derived from (its inode), else derived again; the lock is held
@@ -30,15 +35,17 @@
 //! Listing: an in-memory index of every session's listing JSON, so `GET /sessions` opens no
 //! session file. It is loaded by a background thread when the store opens (the server
 //! answers at once; listing waits for it, with a deadline). Every change is then noted as its
-//! id on a line of `sessions/.changes` (one `O_APPEND` write, no fsync: it is only a hint);
-//! before listing, a process reads the lines added since it last looked (one `stat` when
-//! there are none) and re-reads those sessions. The file is replaced by an empty one past
+//! id on a line of `sessions/.changes` (one `O_APPEND` write to the file kept open, no fsync:
+//! it is only a hint); before listing, a process reads the lines added since it last looked
+//! (one `stat` when there are none) and re-reads those sessions (one it holds a `Seen` view
+//! of, often its own change, from two `stat`s while the view holds). The file is replaced by an empty one past
 //! `CHANGES_MAX_BYTES`; a process that sees a new file re-reads the whole directory.
 //!
 //! Reading a conversation again (a turn reads its session's before every model request)
 //! parses only the lines appended since the last read: the last few conversations read stay
-//! parsed (`Conversations`), used only while the file is the same inode and still holds the
-//! same last line at the same offset; anything else reads it whole. `get_shared` hands out the
+//! parsed (`Conversations`, their files held open), used only while the file is the same inode
+//! and still holds the same last line at the same offset (one `pread`); anything else reads it
+//! whole. `get_shared` hands out the
 //! parsed conversation itself (an `Arc`, copied on the next append only while a holder keeps
 //! it), so a turn does not deep-copy its conversation.
 //!
@@ -49,7 +56,7 @@
 //! Not here: goose's message format (message.rs: this file stores its `Message`s as their
 //! JSON lines) or what a message means (agent/messages.rs).
 
-use crate::atomic::{self, Error};
+use crate::atomic::{self, Error, Ident};
 use crate::message::Message;
 use gosling_util::lock;
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -275,6 +282,37 @@ struct Derived {
     torn: u64,
     /// Still in the one-file layout (`<id>.json`), read in place until its first change.
     legacy: bool,
+}
+
+/// A session as this process last derived it under its lock, or last wrote it
+/// (`Inner::derive_locked`): used again, without reading its metadata file, while that file is
+/// still the one it came from (one `stat`: the same inode — held open here, so never another
+/// file's —, size and times) and the conversation file the same inode, no shorter; the lines
+/// any process appended since are counted from where this ends. Anything else (a metadata
+/// write by another process, a rewrite, a deletion) derives the session from its files again.
+struct Seen {
+    id: String,
+    _meta: File,
+    ident: Ident,
+    /// The session without its conversation, as derived (`message_count` counting `file`).
+    listing: Arc<Meta>,
+    /// Just after the last whole line counted.
+    file: FilePos,
+    /// Of those lines, the ones past the end the metadata file records.
+    unrecorded: u64,
+}
+
+/// How many sessions' `Seen` views are kept (a turn's session, and a few more).
+const SEEN_SESSIONS: usize = 8;
+
+/// A change `with_session`'s caller made: the session now, where its conversation file ends
+/// and how many of its lines the metadata does not record, and the metadata file when it was
+/// written (`None`: unchanged).
+struct Change {
+    session: Session,
+    file: FilePos,
+    unrecorded: u64,
+    meta: Option<(File, Ident)>,
 }
 
 /// One session's listing in the index. The session is kept only as its listing JSON (a
@@ -517,6 +555,13 @@ struct Inner {
     /// Sessions whose conversation file this process appended to without its fdatasync yet
     /// (`append_message_deferred`): the file's inode and where the unsynced lines end.
     unsynced: Mutex<HashMap<String, FilePos>>,
+    /// The sessions as last derived or written (`Seen`), most recent last.
+    seen: Mutex<Vec<Seen>>,
+    /// Conversation files appended to lately, kept open to append to: (session, inode, file).
+    /// Used only under the session's lock for the inode its `stat` there found in place.
+    appenders: Mutex<Vec<(String, u64, File)>>,
+    /// `.changes`, kept open to append to (`note`) and to read (`refresh`), with its inode.
+    changes: Mutex<Option<(File, u64)>>,
 }
 
 /// How many conversations are kept parsed, and the longest file kept (bytes): a turn reads
@@ -534,6 +579,8 @@ struct Conversations(Vec<Parsed>);
 
 struct Parsed {
     id: String,
+    /// The file read, kept open: its inode is never another file's while this is kept.
+    file: File,
     ino: u64,
     /// The file's length when read (just after its last whole line).
     bytes: u64,
@@ -656,6 +703,19 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8], first_line: u64) 
     Ok((out, bytes.len() - start))
 }
 
+/// The whole lines of conversation file `path` between bytes `from` and `to` (counted and
+/// checked, not kept; numbered from `first_line` in errors), and the length of an incomplete
+/// last one. Read with one `read` sized from the `stat` that gave `to`.
+fn count_lines(path: &Path, from: u64, to: u64, first_line: u64) -> Result<(u64, u64), Error> {
+    let mut f = atomic::open_read(path).map_err(|e| atomic::io_err(path, e))?;
+    let mut tail = Vec::with_capacity((to - from).min(TAIL_MAX) as usize);
+    f.seek(SeekFrom::Start(from))
+        .and_then(|_| f.take(to - from).read_to_end(&mut tail))
+        .map_err(|e| atomic::io_err(path, e))?;
+    let (lines, torn) = parse_lines::<IgnoredAny>(path, &tail, first_line)?;
+    Ok((lines.len() as u64, torn as u64))
+}
+
 /// Messages as conversation-file lines, each ending in `\n`.
 fn encode_lines(path: &Path, messages: &[Message]) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::new();
@@ -722,6 +782,9 @@ impl SessionStore {
             own: Mutex::new(HashMap::new()),
             conversations: Mutex::new(Conversations::default()),
             unsynced: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Vec::new()),
+            changes: Mutex::new(None),
+            appenders: Mutex::new(Vec::new()),
         });
         let loader = inner.clone();
         let spawned = std::thread::Builder::new().name("sessions-index".into()).spawn(move || loader.load_all());
@@ -930,37 +993,48 @@ impl SessionStore {
         let done = st.with_session(id, true, |d| {
             let path = st.messages_path(id);
             let line = encode_lines(&path, std::slice::from_ref(message))?;
-            let mut f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
-            let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
             let created = d.file.ino == 0;
-            let (held, written) = (stat.len(), d.file.bytes);
-            if held != written || (!created && stat.ino() != d.file.ino) {
-                let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
-                return Err(corrupt(&path, detail));
-            }
+            let written = d.file.bytes;
+            // The file kept open from the last append when the `stat` under this lock found the
+            // same inode in place (its length with it), else opened and looked at.
+            let (mut f, ino) = match st.take_appender(id, d.file.ino) {
+                Some(f) => (f, d.file.ino),
+                None => {
+                    let f = atomic::open_append(&path).map_err(|e| atomic::io_err(&path, e))?;
+                    let stat = f.metadata().map_err(|e| atomic::io_err(&path, e))?;
+                    let held = stat.len();
+                    if held != written || (!created && stat.ino() != d.file.ino) {
+                        let detail = format!("it holds {held} bytes where {written} were written; a program other than gosling changed it while it was locked");
+                        return Err(corrupt(&path, detail));
+                    }
+                    (f, stat.ino())
+                }
+            };
             let record = created || d.unrecorded + 1 >= APPENDS_PER_META_WRITE;
             // Noted before it is written: a watcher woken by the write finds it its own.
-            st.note_own(id, stat.ino(), [(written, written + line.len() as u64)]);
-            let file = FilePos { bytes: written + line.len() as u64, ino: stat.ino() };
+            st.note_own(id, ino, [(written, written + line.len() as u64)]);
+            let file = FilePos { bytes: written + line.len() as u64, ino };
             let durable = sync || record;
             let appended = append_line(&path, &mut f, written, &line, durable).map(|()| match durable {
                 true => st.synced(id, file),
                 false => st.unsynced(id, file),
             });
             if let Err(e) = appended {
-                st.unnote_own(id, stat.ino(), written);
+                st.unnote_own(id, ino, written);
                 return Err(e);
             }
+            st.keep_appender(id, ino, f);
             if created {
                 sync_dir(&st.dir)?;
             }
             let mut s = d.session;
             s.message_count += 1;
             s.updated_at = gosling_util::now_rfc3339();
-            if record {
-                st.write_meta(&s, file)?;
-            }
-            Ok((Some(s), ()))
+            let (meta, unrecorded) = match record {
+                true => (Some(st.write_meta(&s, file)?), 0),
+                false => (None, d.unrecorded + 1),
+            };
+            Ok((Some(Change { session: s, file, unrecorded, meta }), ()))
         })?;
         Ok(done.is_some())
     }
@@ -983,19 +1057,31 @@ impl SessionStore {
     /// so: use `append_message` or `replace_conversation` for messages). Costs one small
     /// atomic write, whatever the conversation's length. `None` when it does not exist.
     pub fn update_meta<R>(&self, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<Option<R>, Error> {
+        let (mut f, mut r) = (Some(f), None);
+        let done = self.update_meta_once(id, &mut |s: &mut Session| {
+            if let Some(f) = f.take() {
+                r = Some(f(s));
+            }
+        })?;
+        Ok(done.and(r))
+    }
+
+    /// `update_meta`'s work, written once rather than for each caller's closure (the static
+    /// binary's size).
+    fn update_meta_once(&self, id: &str, f: &mut dyn FnMut(&mut Session)) -> Result<Option<()>, Error> {
         let st = &self.inner;
         st.with_session(id, true, |d| {
             st.durable_before_recorded(id, &d)?;
             let (file, mut s) = (d.file, d.session);
             let (before_id, count) = (s.id.clone(), s.message_count);
-            let r = f(&mut s);
+            f(&mut s);
             if s.conversation.is_some() {
                 log::error!("store: update_meta of session {id} set a conversation, which is ignored; use append_message or replace_conversation");
             }
             s.id = before_id;
             s.message_count = count;
             s.conversation = None;
-            Ok((Some(st.save(s, file)?), r))
+            Ok((Some(st.save(s, file)?), ()))
         })
     }
 
@@ -1245,6 +1331,8 @@ impl SessionStore {
         drop(guard);
         lock(&st.conversations).take(id);
         lock(&st.unsynced).remove(id);
+        st.take_seen(id);
+        st.take_appender(id, u64::MAX);
         lock(&st.index).remove(id);
         st.note(id);
         Ok(any)
@@ -1381,6 +1469,13 @@ impl Inner {
         if !valid_id(id) || !self.exists(id) {
             return Ok(None);
         }
+        self.lock_existing(id, exclusive, true)
+    }
+
+    /// `lock_session` of a session known to exist a moment ago; `check`: whether to look
+    /// again once it is locked (a caller that looks at its files under the lock anyway need
+    /// not: `with_session`).
+    fn lock_existing(&self, id: &str, exclusive: bool, check: bool) -> Result<Option<SessionLock>, Error> {
         let path = self.lock_path(id);
         let deadline = Instant::now() + atomic::LOCK_WAIT;
         loop {
@@ -1389,7 +1484,7 @@ impl Inner {
             // A delete unlinks the lock file while holding it: this one is stale, take the new.
             let linked = file.metadata().map_err(|e| atomic::io_err(&path, e))?.nlink() > 0;
             if linked {
-                if !self.exists(id) {
+                if check && !self.exists(id) {
                     // Deleted while we waited (or never there): leave no lock file behind.
                     if exclusive {
                         let _ = remove_if_present(&path);
@@ -1415,10 +1510,34 @@ impl Inner {
         &self,
         id: &str,
         exclusive: bool,
-        f: impl FnOnce(Derived) -> Result<(Option<Session>, R), Error>,
+        f: impl FnOnce(Derived) -> Result<(Option<Change>, R), Error>,
     ) -> Result<Option<R>, Error> {
-        let Some(guard) = self.lock_session(id, exclusive)? else { return Ok(None) };
-        let Some(mut d) = self.derive(id, true)? else { return Ok(None) };
+        let Some((guard, d, seen)) = self.begin(id, exclusive)? else { return Ok(None) };
+        // What `f` changes is seen as `f` says (it failed: derived again next time).
+        let (change, r) = f(d)?;
+        self.changed(id, guard, change, seen);
+        Ok(Some(r))
+    }
+
+    /// `with_session` up to its caller's work (not generic, so written once): the lock, the
+    /// session derived under it, repaired when exclusive.
+    #[inline(never)]
+    fn begin(&self, id: &str, exclusive: bool) -> Result<Option<(SessionLock, Derived, Option<Seen>)>, Error> {
+        // A session seen a moment ago is locked without looking first: its files are looked at
+        // under the lock (`derive_locked`), which finds it gone if it is.
+        let known = valid_id(id) && lock(&self.seen).iter().any(|s| s.id == id);
+        let guard = match known {
+            true => self.lock_existing(id, exclusive, false)?,
+            false => self.lock_session(id, exclusive)?,
+        };
+        let Some(guard) = guard else { return Ok(None) };
+        let Some((mut d, seen)) = self.derive_locked(id)? else {
+            if exclusive {
+                // Deleted meanwhile: leave no lock file behind (as `lock_session` does).
+                let _ = remove_if_present(&guard.path);
+            }
+            return Ok(None);
+        };
         if exclusive {
             if self.marked_damaged(id) {
                 // Found damaged when it was read: nothing is written to it until it reads whole
@@ -1433,13 +1552,132 @@ impl Inner {
                 d.torn = 0;
             }
         }
-        let (new, r) = f(d)?;
-        drop(guard);
-        if let Some(s) = new {
-            lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
+        Ok(Some((guard, d, seen)))
+    }
+
+    /// After `with_session`'s caller: its change indexed, noted and kept as the view (the lock
+    /// released first), else the view as derived kept.
+    #[inline(never)]
+    fn changed(&self, id: &str, guard: SessionLock, change: Option<Change>, mut seen: Option<Seen>) {
+        if let Some(c) = change {
+            let listing = Arc::new(Meta::new(&c.session));
+            let meta = c.meta.or_else(|| seen.take().map(|s| (s._meta, s.ident)));
+            if let Some((file, ident)) = meta {
+                let (id, unrecorded) = (id.to_string(), c.unrecorded);
+                seen = Some(Seen { id, _meta: file, ident, listing: listing.clone(), file: c.file, unrecorded });
+            }
+            drop(guard);
+            lock(&self.index).insert(id.to_string(), listing);
             self.note(id);
         }
-        Ok(Some(r))
+        if let Some(s) = seen {
+            self.keep_seen(s);
+        }
+    }
+
+    /// Session `id`'s `Seen` view, taken out (a caller puts back what it then knows).
+    fn take_seen(&self, id: &str) -> Option<Seen> {
+        let mut seen = lock(&self.seen);
+        let i = seen.iter().position(|s| s.id == id)?;
+        Some(seen.remove(i))
+    }
+
+    /// The file kept open to append to session `id`'s conversation when it is inode `ino`
+    /// (any other is closed: the file was replaced).
+    fn take_appender(&self, id: &str, ino: u64) -> Option<File> {
+        let mut kept = lock(&self.appenders);
+        let i = kept.iter().position(|(k, _, _)| k == id)?;
+        let (_, held, f) = kept.remove(i);
+        (held == ino && ino != 0).then_some(f)
+    }
+
+    fn keep_appender(&self, id: &str, ino: u64, f: File) {
+        let mut kept = lock(&self.appenders);
+        kept.retain(|(k, _, _)| k != id);
+        if kept.len() >= SEEN_SESSIONS {
+            kept.remove(0);
+        }
+        kept.push((id.to_string(), ino, f));
+    }
+
+    fn keep_seen(&self, s: Seen) {
+        let mut seen = lock(&self.seen);
+        seen.retain(|q| q.id != s.id);
+        if seen.len() >= SEEN_SESSIONS {
+            seen.remove(0);
+        }
+        seen.push(s);
+    }
+
+    /// `derive` under the session's lock, with the view it makes (`Seen`; none for the
+    /// one-file layout or an incomplete last line): the view kept from the last time when its
+    /// files are still the ones it came from (two `stat`s and, when lines were appended since,
+    /// the read of those), else read from the files.
+    fn derive_locked(&self, id: &str) -> Result<Option<(Derived, Option<Seen>)>, Error> {
+        let meta_path = self.meta_path(id);
+        if let Some((d, seen)) = self.view_now(id)? {
+            let seen = (d.torn == 0).then_some(seen);
+            return Ok(Some((d, seen)));
+        }
+        if let Some(d) = self.derive_legacy(id)? {
+            return Ok(Some((d, None)));
+        }
+        let Some((file, ident, bytes)) = atomic::read_kept(&meta_path)? else { return Ok(None) };
+        let d = self.derive_meta(id, &meta_path, &bytes, true)?;
+        let seen = (d.torn == 0).then(|| Seen {
+            id: id.to_string(),
+            _meta: file,
+            ident,
+            listing: Arc::new(Meta::new(&d.session)),
+            file: d.file,
+            unrecorded: d.unrecorded,
+        });
+        Ok(Some((d, seen)))
+    }
+
+    /// Session `id`'s `Seen` view (taken out) brought up to date, with the session it gives,
+    /// when it still holds: the metadata file the one it came from (one `stat`), the lines
+    /// appended since counted (`count_seen`). `None`: none, or it no longer holds.
+    fn view_now(&self, id: &str) -> Result<Option<(Derived, Seen)>, Error> {
+        let Some(seen) = self.take_seen(id) else { return Ok(None) };
+        if Ident::at(&self.meta_path(id))? != Some(seen.ident) {
+            return Ok(None);
+        }
+        let Some(d) = self.count_seen(&seen)? else { return Ok(None) };
+        let listing = if d.file == seen.file { seen.listing } else { Arc::new(Meta::new(&d.session)) };
+        let (file, unrecorded) = (d.file, d.unrecorded);
+        Ok(Some((d, Seen { listing, file, unrecorded, ..seen })))
+    }
+
+    /// The session of `seen` with the lines appended to its conversation file since (by any
+    /// process) counted; `None` when that file is not the one `seen` counted (replaced,
+    /// shortened, removed, created): derived from the files again.
+    fn count_seen(&self, seen: &Seen) -> Result<Option<Derived>, Error> {
+        let path = self.messages_path(&seen.id);
+        let stat = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && seen.file.ino == 0 => {
+                let (session, unrecorded) = (seen.listing.session()?, seen.unrecorded);
+                return Ok(Some(Derived { session, file: seen.file, unrecorded, torn: 0, legacy: false }));
+            }
+            _ => return Ok(None),
+        };
+        let now = FilePos { bytes: stat.len(), ino: stat.ino() };
+        if now.ino != seen.file.ino || now.bytes < seen.file.bytes {
+            return Ok(None);
+        }
+        let mut session = seen.listing.session()?;
+        if now == seen.file {
+            return Ok(Some(Derived { session, file: now, unrecorded: seen.unrecorded, torn: 0, legacy: false }));
+        }
+        let (lines, torn) = count_lines(&path, seen.file.bytes, now.bytes, session.message_count + 1)?;
+        session.message_count += lines;
+        let mtime = gosling_util::rfc3339(stat.mtime());
+        if mtime > session.updated_at {
+            session.updated_at = mtime;
+        }
+        let file = FilePos { bytes: now.bytes - torn, ino: now.ino };
+        Ok(Some(Derived { session, file, unrecorded: seen.unrecorded + lines, torn, legacy: false }))
     }
 
     /// One try of `update_meta_optimistic`.
@@ -1448,22 +1686,29 @@ impl Inner {
             return Ok(Tried::NeedsLock);
         }
         let meta_path = self.meta_path(id);
-        // Kept open until the check, so its inode cannot be given to another file meanwhile.
-        let mut read = match atomic::open_read(&meta_path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tried::NeedsLock),
-            Err(e) => return Err(atomic::io_err(&meta_path, e)),
+        // The view this process holds, while the metadata is still the file it came from (its
+        // file kept open meanwhile, so its inode is no other's), else the file read; either is
+        // kept open until the check, so its inode cannot be given to another file meanwhile.
+        let (d, ino, _read, _view) = match self.view_now(id)? {
+            Some((d, v)) => (d, v.ident.ino(), None, Some(v)),
+            None => {
+                let mut read = match atomic::open_read(&meta_path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tried::NeedsLock),
+                    Err(e) => return Err(atomic::io_err(&meta_path, e)),
+                };
+                let stat = read.metadata().map_err(|e| atomic::io_err(&meta_path, e))?;
+                if !stat.is_file() {
+                    return Err(corrupt(&meta_path, "it is not a regular file"));
+                }
+                let mut bytes = Vec::with_capacity(stat.len() as usize + 1);
+                (&mut read).take(stat.len() + 1).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&meta_path, e))?;
+                // Unlocked, a last line without its newline is most likely an append in
+                // progress: the metadata records the conversation up to the whole lines (the
+                // rest is counted when it is read again, like any line past the recorded end).
+                (self.derive_meta(id, &meta_path, &bytes, false)?, stat.ino(), Some(read), None)
+            }
         };
-        let stat = read.metadata().map_err(|e| atomic::io_err(&meta_path, e))?;
-        if !stat.is_file() {
-            return Err(corrupt(&meta_path, "it is not a regular file"));
-        }
-        let mut bytes = Vec::with_capacity(stat.len() as usize + 1);
-        read.read_to_end(&mut bytes).map_err(|e| atomic::io_err(&meta_path, e))?;
-        // Unlocked, a last line without its newline is most likely an append in progress: the
-        // metadata records the conversation up to the whole lines (the rest is counted when it
-        // is read again, like any line past the recorded end).
-        let d = self.derive_meta(id, &meta_path, &bytes, false)?;
         self.durable_before_recorded(id, &d)?;
         let (file, mut s) = (d.file, d.session);
         let (before_id, count) = (s.id.clone(), s.message_count);
@@ -1475,22 +1720,28 @@ impl Inner {
         s.message_count = count;
         s.conversation = None;
         s.updated_at = gosling_util::now_rfc3339();
-        let temp = atomic::write_temp(&meta_path, &meta_bytes(&meta_path, &s, file)?)?;
+        let mut temp = atomic::write_temp(&meta_path, &meta_bytes(&meta_path, &s, file)?)?;
         let Some(guard) = self.lock_session(id, true)? else { return Ok(Tried::Done(None)) };
         let now = match std::fs::symlink_metadata(&meta_path) {
             Ok(m) => Some(m.ino()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(atomic::io_err(&meta_path, e)),
         };
-        if now != Some(stat.ino()) {
+        if now != Some(ino) {
             return Ok(Tried::Replaced);
         }
         temp.rename()?;
         drop(guard);
-        drop(read);
+        let written = temp.into_file();
+        let ident = written.metadata().map(|m| Ident::of(&m)).map_err(|e| atomic::io_err(&meta_path, e))?;
         atomic::sync_parent(&meta_path)?;
-        lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
-        self.note(id);
+        let listing = Arc::new(Meta::new(&s));
+        lock(&self.index).insert(id.to_string(), listing.clone());
+        // What it wrote is what the next look at the session starts from (`Seen`): it records
+        // the conversation up to `file`; lines appended since are counted from there.
+        let id = id.to_string();
+        self.keep_seen(Seen { id: id.clone(), _meta: written, ident, listing, file, unrecorded: 0 });
+        self.note(&id);
         Ok(Tried::Done(Some(r)))
     }
 
@@ -1575,15 +1826,7 @@ impl Inner {
             }
             _ => (0, 1),
         };
-        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
-        // Sized to what the stat says is there (up to a bound): one read, not one per doubling
-        // of the buffer.
-        let mut tail = Vec::with_capacity((now.bytes - from).min(TAIL_MAX) as usize);
-        f.seek(SeekFrom::Start(from))
-            .and_then(|_| f.take(now.bytes - from).read_to_end(&mut tail))
-            .map_err(|e| atomic::io_err(&path, e))?;
-        let (lines, torn) = parse_lines::<IgnoredAny>(&path, &tail, first_line)?;
-        let lines = lines.len() as u64;
+        let (lines, torn) = count_lines(&path, from, now.bytes, first_line)?;
         if from == 0 {
             if locked {
                 log::warn!("store: {} does not match its metadata (a rewrite was interrupted, or it was changed by hand); recounted {lines} messages", path.display());
@@ -1596,9 +1839,9 @@ impl Inner {
         if mtime > session.updated_at {
             session.updated_at = mtime;
         }
-        let file = FilePos { bytes: now.bytes - torn as u64, ino: now.ino };
+        let file = FilePos { bytes: now.bytes - torn, ino: now.ino };
         // A replaced file's metadata records nothing of it: the next append writes the metadata.
-        done(session, file, if from == 0 { APPENDS_PER_META_WRITE } else { lines }, torn as u64)
+        done(session, file, if from == 0 { APPENDS_PER_META_WRITE } else { lines }, torn)
     }
 
     /// Cuts an incomplete last line (the caller holds the session's lock, so no append is in
@@ -1612,7 +1855,7 @@ impl Inner {
             .open(&path)
             .map_err(|e| atomic::io_err(&path, e))?;
         f.set_len(d.file.bytes).and_then(|_| f.sync_all()).map_err(|e| atomic::io_err(&path, e))?;
-        self.write_meta(&d.session, d.file)
+        self.write_meta(&d.session, d.file).map(|_| ())
     }
 
     /// Moves a session of the one-file layout to its two files, then removes the old file
@@ -1653,16 +1896,23 @@ impl Inner {
         Ok(FilePos { bytes: stat.len(), ino: stat.ino() })
     }
 
-    fn write_meta(&self, session: &Session, file: FilePos) -> Result<(), Error> {
+    /// Replaces the metadata file of `session` (atomically, durably): the file written, still
+    /// open, and what `stat` says of it in place.
+    fn write_meta(&self, session: &Session, file: FilePos) -> Result<(File, Ident), Error> {
         let path = self.meta_path(&session.id);
-        atomic::write_atomic(&path, &meta_bytes(&path, session, file)?)
+        let mut temp = atomic::write_temp(&path, &meta_bytes(&path, session, file)?)?;
+        temp.rename()?;
+        let written = temp.into_file();
+        let ident = written.metadata().map(|m| Ident::of(&m)).map_err(|e| atomic::io_err(&path, e))?;
+        atomic::sync_parent(&path)?;
+        Ok((written, ident))
     }
 
     /// Writes the metadata of `s`, changed now, its conversation file ending at `file`.
-    fn save(&self, mut s: Session, file: FilePos) -> Result<Session, Error> {
+    fn save(&self, mut s: Session, file: FilePos) -> Result<Change, Error> {
         s.updated_at = gosling_util::now_rfc3339();
-        self.write_meta(&s, file)?;
-        Ok(s)
+        let meta = Some(self.write_meta(&s, file)?);
+        Ok(Change { session: s, file, unrecorded: 0, meta })
     }
 
     /// The conversation as its file holds it, up to its last whole line.
@@ -1682,14 +1932,14 @@ impl Inner {
             log::warn!("store: {}: an incomplete last line ({} bytes) is ignored", path.display(), d.torn);
         }
         let cached = lock(&self.conversations).take(id);
-        let mut f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let written = d.file.bytes;
         if let Some(mut p) = cached.filter(|p| p.ino == d.file.ino && p.bytes <= written) {
-            // The lines appended since, read from the start of the last line already parsed.
+            // The lines appended since, read from the start of the last line already parsed
+            // (one `pread` of the file kept open, whose inode is no other file's meanwhile).
             let from = p.bytes - p.last_line.len() as u64;
-            let mut tail = Vec::with_capacity((written - from) as usize);
-            let read = f.seek(SeekFrom::Start(from)).and_then(|_| (&mut f).take(written - from).read_to_end(&mut tail));
-            if read.is_ok() && tail.len() as u64 == written - from && tail.starts_with(&p.last_line) {
+            let mut tail = vec![0; (written - from) as usize];
+            let read = std::os::unix::fs::FileExt::read_exact_at(&p.file, &mut tail, from);
+            if read.is_ok() && tail.starts_with(&p.last_line) {
                 let new = &tail[p.last_line.len()..];
                 let (more, _) = parse_lines::<Message>(&path, new, p.messages.len() as u64 + 1)?;
                 if !more.is_empty() {
@@ -1704,10 +1954,10 @@ impl Inner {
                 lock(&self.conversations).keep(p);
                 return Ok(messages);
             }
-            f.seek(SeekFrom::Start(0)).map_err(|e| atomic::io_err(&path, e))?;
         }
+        let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
         let mut bytes = Vec::with_capacity(written as usize);
-        f.take(written).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
+        (&f).take(written).read_to_end(&mut bytes).map_err(|e| atomic::io_err(&path, e))?;
         let held = bytes.len() as u64;
         if held < written {
             let detail = format!("it holds {held} bytes, but {written} were written; another program shortened it");
@@ -1717,6 +1967,7 @@ impl Inner {
         if written <= CACHED_CONVERSATION_MAX_BYTES {
             let p = Parsed {
                 id: id.clone(),
+                file: f,
                 ino: d.file.ino,
                 bytes: written,
                 last_line: last_line(&bytes).to_vec(),
@@ -1731,10 +1982,35 @@ impl Inner {
     /// what they list, so it is logged, not returned.
     fn note(&self, id: &str) {
         let path = self.changes_path();
-        let r = atomic::open_append(&path).and_then(|mut f| {
-            f.write_all(format!("{id}\n").as_bytes())?;
-            f.metadata()
-        });
+        let line = format!("{id}\n");
+        // Appended to the file kept open; when that was replaced (unlinked: `nlink` 0), the line
+        // is written again to the new one (a reader that saw the old one go reads everything).
+        let r = (|| {
+            let mut kept = lock(&self.changes);
+            for _ in 0..2 {
+                let (f, ino) = match kept.as_mut() {
+                    Some(k) => k,
+                    None => {
+                        let f = OpenOptions::new()
+                            .read(true)
+                            .append(true)
+                            .create(true)
+                            .mode(0o600)
+                            .custom_flags(libc::O_NOFOLLOW)
+                            .open(&path)?;
+                        kept.insert((f, 0))
+                    }
+                };
+                f.write_all(line.as_bytes())?;
+                let m = f.metadata()?;
+                *ino = m.ino();
+                if m.nlink() > 0 {
+                    return Ok(m);
+                }
+                *kept = None;
+            }
+            Err(io::Error::other("it keeps being replaced"))
+        })();
         match r {
             Ok(m) if m.len() > CHANGES_MAX_BYTES => {
                 // One process replaces it (the others find it small again under the lock).
@@ -1971,10 +2247,19 @@ impl Inner {
         }
         let path = self.changes_path();
         let mut bytes = Vec::with_capacity(now.offset.saturating_sub(cursor.offset).min(CHANGES_MAX_BYTES) as usize);
-        let read = atomic::open_read(&path).and_then(|mut f| {
-            f.seek(SeekFrom::Start(cursor.offset))?;
-            f.take(now.offset - cursor.offset).read_to_end(&mut bytes)
-        });
+        // The file this process appends to, when it is still the one in place (one `pread`).
+        let kept = lock(&self.changes);
+        let read = match kept.as_ref().filter(|(_, ino)| *ino == now.ino) {
+            Some((f, _)) => {
+                bytes.resize((now.offset - cursor.offset) as usize, 0);
+                std::os::unix::fs::FileExt::read_exact_at(f, &mut bytes, cursor.offset)
+            }
+            None => atomic::open_read(&path).and_then(|mut f| {
+                f.seek(SeekFrom::Start(cursor.offset))?;
+                f.take(now.offset - cursor.offset).read_to_end(&mut bytes).map(|_| ())
+            }),
+        };
+        drop(kept);
         if let Err(e) = read {
             return Err(atomic::io_err(&path, e));
         }
@@ -1990,6 +2275,11 @@ impl Inner {
             lock(&self.index).order = None;
         }
         for id in ids {
+            // A session this process has a view of (most often its own change, noted here):
+            // two `stat`s when the view still holds, rather than its files read again.
+            if self.refresh_seen(id)? {
+                continue;
+            }
             match self.derive(id, false) {
                 Ok(Some(d)) => {
                     lock(&self.index).insert(id.to_string(), Arc::new(Meta::new(&d.session)));
@@ -2011,6 +2301,20 @@ impl Inner {
         }
         cursor.offset += whole as u64;
         Ok(())
+    }
+
+    /// Refreshes session `id`'s index entry from its `Seen` view when that still holds (its
+    /// metadata file unchanged; lines appended since are counted): `false` when there is none
+    /// or it does not hold (the caller derives the session from its files). Without the lock, an
+    /// incomplete last line is an append in progress: counted once it is whole.
+    fn refresh_seen(&self, id: &str) -> Result<bool, Error> {
+        let Some((_, seen)) = self.view_now(id)? else { return Ok(false) };
+        let current = lock(&self.index).get(id).is_some_and(|m| Arc::ptr_eq(m, &seen.listing));
+        if !current {
+            lock(&self.index).insert(id.to_string(), seen.listing.clone());
+        }
+        self.keep_seen(seen);
+        Ok(true)
     }
 
     /// Every indexed session, newest first (by `updated_at`, then id), after applying what
