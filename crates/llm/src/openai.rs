@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::settings::Settings;
 use crate::stream::{Call, Flow, Sink};
 use crate::text::{clip, content_as_text, parse_arguments, parse_chunk};
-use crate::types::{ChatRequest, Completion, Part, Role, ToolCallOut, ToolSpec, Usage};
+use crate::types::{ChatMessage, ChatRequest, Completion, Part, Role, ToolCallOut, ToolSpec, Usage};
 
 /// The request's headers: the key as a bearer token, when there is one.
 pub(super) fn headers(s: &Settings) -> Vec<(&'static str, String)> {
@@ -131,8 +131,93 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
 /// built and copied on every model call); the same bytes `serde_json::to_vec(&request_body(…))`
 /// gave (a unit test compares them).
 pub fn request_bytes(model: &str, req: &ChatRequest) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec(&Body { model, req }).map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))
+    serde_json::to_vec(&Body { model, req }).map_err(encode_error)
 }
+
+fn encode_error(e: serde_json::Error) -> Error {
+    Error::Protocol(format!("cannot encode the request: {e}"))
+}
+
+/// `request_bytes`, with the messages a recent request of this process began with taken from
+/// its encoding (`ENCODED`) instead of encoded again: a conversation sends all it holds on
+/// every model call, and between two calls it has only grown by a message or a few. The same
+/// bytes as `request_bytes` (a unit test compares them); a message is reused only when it is
+/// equal, part for part, to the one encoded.
+pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, Error> {
+    let mut kept = ENCODED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The recent request sharing the longest start with this one.
+    let common = |e: &Encoded| e.messages.iter().zip(&req.messages).take_while(|(a, b)| a == b).count();
+    let best = kept.iter().enumerate().map(|(i, e)| (common(e), i)).max();
+    let mut entry = match best {
+        Some((n, i)) if n > 0 => {
+            let mut e = kept.remove(i);
+            e.messages.truncate(n);
+            e.encoded.truncate(n);
+            e
+        }
+        _ => Encoded { messages: Vec::new(), encoded: Vec::new() },
+    };
+    for m in &req.messages[entry.messages.len()..] {
+        let mut msgs = Vec::new();
+        message(m, &mut msgs);
+        let mut bytes = Vec::new();
+        for (i, msg) in msgs.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            serde_json::to_writer(&mut bytes, msg).map_err(encode_error)?;
+        }
+        entry.messages.push(m.clone());
+        entry.encoded.push(bytes);
+    }
+    let size: usize = entry.encoded.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(size + req.system.len() + 256);
+    out.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut out, model).map_err(encode_error)?;
+    out.extend_from_slice(b",\"messages\":[");
+    let mut first = true;
+    if !req.system.is_empty() {
+        serde_json::to_writer(&mut out, &Msg::System(&req.system)).map_err(encode_error)?;
+        first = false;
+    }
+    for bytes in entry.encoded.iter().filter(|b| !b.is_empty()) {
+        if !first {
+            out.push(b',');
+        }
+        out.extend_from_slice(bytes);
+        first = false;
+    }
+    out.extend_from_slice(b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    if !req.tools.is_empty() {
+        let tools: Vec<Tool> = req.tools.iter().map(Tool).collect();
+        out.extend_from_slice(b",\"tools\":");
+        serde_json::to_writer(&mut out, &tools).map_err(encode_error)?;
+    }
+    if let Some(max) = req.max_tokens {
+        out.extend_from_slice(format!(",\"max_tokens\":{max}").as_bytes());
+    }
+    out.push(b'}');
+    if size <= ENCODED_MAX_BYTES {
+        kept.insert(0, entry);
+        kept.truncate(ENCODED_KEPT);
+    }
+    Ok(out)
+}
+
+/// The messages of a recent request and each one's encoding (its body messages, comma-joined;
+/// empty when it gives none).
+struct Encoded {
+    messages: Vec<ChatMessage>,
+    encoded: Vec<Vec<u8>>,
+}
+
+/// How many recent requests are kept (a process may turn several conversations at once) and
+/// the largest kept: each costs about twice its body in memory, so at most about 16 MB in all;
+/// a larger conversation is encoded whole on every call, as before.
+const ENCODED_KEPT: usize = 4;
+const ENCODED_MAX_BYTES: usize = 2 << 20;
+
+static ENCODED: std::sync::Mutex<Vec<Encoded>> = std::sync::Mutex::new(Vec::new());
 
 /// The body, borrowed: `model`, `messages`, `stream`, `stream_options`, then `tools` and
 /// `max_tokens` when there are any (the order `request_body` inserts them).
@@ -220,74 +305,80 @@ fn messages(req: &ChatRequest) -> Vec<Msg<'_>> {
         out.push(Msg::System(&req.system));
     }
     for m in &req.messages {
-        match m.role {
-            Role::Assistant => {
-                let text = texts(&m.parts);
-                let calls: Vec<_> = m
-                    .parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::ToolCall { id, name, arguments } => Some((id.as_str(), name.as_str(), arguments)),
-                        _ => None,
-                    })
-                    .collect();
-                if text.is_empty() && calls.is_empty() {
-                    // OpenAI rejects an assistant message with neither content nor tool calls.
-                    continue;
-                }
-                out.push(Msg::Assistant(text, calls));
+        message(m, &mut out);
+    }
+    out
+}
+
+/// The body's messages for one conversation message (none, one, or a tool message per result
+/// and a user message): each depends on its own message only.
+fn message<'a>(m: &'a ChatMessage, out: &mut Vec<Msg<'a>>) {
+    match m.role {
+        Role::Assistant => {
+            let text = texts(&m.parts);
+            let calls: Vec<_> = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::ToolCall { id, name, arguments } => Some((id.as_str(), name.as_str(), arguments)),
+                    _ => None,
+                })
+                .collect();
+            if text.is_empty() && calls.is_empty() {
+                // OpenAI rejects an assistant message with neither content nor tool calls.
+                return;
             }
-            Role::User => {
-                // Tool results first: they must follow the assistant's tool_calls directly.
-                let mut images = Vec::new();
-                for p in &m.parts {
-                    if let Part::ToolResult { id, content, is_error } = p {
-                        let mut text = content_as_text(content);
-                        if *is_error && !text.starts_with("Error") {
-                            text = format!("Error: {text}");
-                        }
-                        out.push(Msg::Tool(id, text));
-                        for c in content {
-                            if c.get("type").and_then(Value::as_str) == Some("image") {
-                                let mime = c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
-                                let data = c.get("data").and_then(Value::as_str).unwrap_or("");
-                                images.push(Item::Image(mime, data));
-                            }
+            out.push(Msg::Assistant(text, calls));
+        }
+        Role::User => {
+            // Tool results first: they must follow the assistant's tool_calls directly.
+            let mut images = Vec::new();
+            for p in &m.parts {
+                if let Part::ToolResult { id, content, is_error } = p {
+                    let mut text = content_as_text(content);
+                    if *is_error && !text.starts_with("Error") {
+                        text = format!("Error: {text}");
+                    }
+                    out.push(Msg::Tool(id, text));
+                    for c in content {
+                        if c.get("type").and_then(Value::as_str) == Some("image") {
+                            let mime = c.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
+                            let data = c.get("data").and_then(Value::as_str).unwrap_or("");
+                            images.push(Item::Image(mime, data));
                         }
                     }
                 }
-                let text = texts(&m.parts);
-                // The person's own images: one user message with its text and the images.
-                let own: Vec<Item> = m
-                    .parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Image { mime_type, data } => Some(Item::Image(mime_type, data)),
-                        _ => None,
-                    })
-                    .collect();
-                if !own.is_empty() {
-                    let mut content: Vec<Item> = text.iter().map(|t| Item::Text(t)).collect();
-                    content.extend(own);
-                    content.extend(images);
-                    out.push(Msg::Parts(content));
-                } else if !images.is_empty() {
-                    // Tool messages take only text; images follow as a user message.
-                    let first = if text.is_empty() {
-                        Item::Text("Images from the tool results above.")
-                    } else {
-                        Item::Joined(text)
-                    };
-                    let mut content = vec![first];
-                    content.extend(images);
-                    out.push(Msg::Parts(content));
-                } else if !text.is_empty() {
-                    out.push(Msg::Text(text));
-                }
+            }
+            let text = texts(&m.parts);
+            // The person's own images: one user message with its text and the images.
+            let own: Vec<Item> = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Image { mime_type, data } => Some(Item::Image(mime_type, data)),
+                    _ => None,
+                })
+                .collect();
+            if !own.is_empty() {
+                let mut content: Vec<Item> = text.iter().map(|t| Item::Text(t)).collect();
+                content.extend(own);
+                content.extend(images);
+                out.push(Msg::Parts(content));
+            } else if !images.is_empty() {
+                // Tool messages take only text; images follow as a user message.
+                let first = if text.is_empty() {
+                    Item::Text("Images from the tool results above.")
+                } else {
+                    Item::Joined(text)
+                };
+                let mut content = vec![first];
+                content.extend(images);
+                out.push(Msg::Parts(content));
+            } else if !text.is_empty() {
+                out.push(Msg::Text(text));
             }
         }
     }
-    out
 }
 
 impl Serialize for Msg<'_> {

@@ -339,4 +339,37 @@ mod tests {
             serde_json::json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0="}})
         );
     }
+
+    /// The body built from the encodings of recent requests is the body built whole: for a
+    /// conversation that grows a message at a time, one edited in its middle, one cut short,
+    /// two conversations taking turns, with and without a system text, tools and a cap.
+    #[test]
+    fn a_body_reusing_earlier_encodings_is_the_body_encoded_whole() {
+        let full = every_kind_of_part(true, Some(64), "Be brief.");
+        let same = |req: &ChatRequest| {
+            let whole = String::from_utf8(openai::request_bytes("gpt-x", req).unwrap()).unwrap();
+            let reused = String::from_utf8(openai::request_bytes_reusing("gpt-x", req).unwrap()).unwrap();
+            assert_eq!(reused, whole, "{} messages", req.messages.len());
+        };
+        for n in 0..=full.messages.len() {
+            let mut req = full.clone();
+            req.messages.truncate(n);
+            same(&req);
+            // The other conversation between two of this one's calls.
+            let mut other = every_kind_of_part(false, None, "");
+            other.messages.rotate_left(1);
+            other.messages.truncate(n);
+            same(&other);
+        }
+        // A message edited in the middle is encoded again, the ones after it too.
+        let mut edited = full.clone();
+        edited.messages[1].parts.push(Part::Text("an edit".into()));
+        same(&edited);
+        // Back to the first, then cut short.
+        same(&full);
+        let mut cut = full.clone();
+        cut.messages.truncate(2);
+        same(&cut);
+        same(&full);
+    }
 }
