@@ -33,13 +33,14 @@ pub fn harden() -> Hardened {
     if let Err(e) = gosling_sys::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); an extension's daemons may outlive it");
     }
+    // One probe for the start: what it logs and whether stdio extensions can be confined.
     let kernel = gosling_sys::probe();
     if gosling_config::settings::unconfined(&ProcessEnv) {
         log::warn!(
             "sandbox: GOSLING_UNCONFINED is set: stdio extensions run UNCONFINED, with every right of this user ({})",
             kernel.describe()
         );
-    } else if let Some(missing) = gosling_extensions::runtime::kernel_missing() {
+    } else if let Some(missing) = gosling_extensions::runtime::kernel_missing_in(kernel) {
         log::warn!("sandbox: this kernel lacks {missing}: stdio extensions are not started unless opted out (\"sandbox\": {{\"unconfined\": true}}, or GOSLING_UNCONFINED=1)");
     } else {
         log::info!("sandbox: stdio extensions run confined ({})", kernel.describe());

@@ -1213,12 +1213,17 @@ impl Drop for SessionRuntime {
 /// What this kernel lacks for confinement (`sys::probe`); a test build can pretend it lacks
 /// everything (`GOSLING_TEST_KERNEL_LACKS_CONFINEMENT`).
 pub fn kernel_missing() -> Option<String> {
+    kernel_missing_in(gosling_sys::probe())
+}
+
+/// `kernel_missing` of a probe already made (the start's one probe, `core::harden`).
+pub fn kernel_missing_in(kernel: gosling_sys::Probe) -> Option<String> {
     #[cfg(feature = "test-hooks")]
     if gosling_config::settings::test_kernel_lacks_confinement(&gosling_config::ProcessEnv) {
         let none = gosling_sys::Probe { landlock_abi: 0, user_namespaces: false };
         return none.missing();
     }
-    gosling_sys::probe().missing()
+    kernel.missing()
 }
 
 /// The variables a confined child gets: its `TMPDIR`, and with approved hosts the proxy in
