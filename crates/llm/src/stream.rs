@@ -86,45 +86,9 @@ pub(crate) fn agent_for(s: &Settings) -> ureq::Agent {
         .max_redirects(0)
         .no_delay(true)
         .build();
-    let agent = ureq::Agent::with_parts(config, polled_connector(), LiteralFirst);
+    let agent = ureq::Agent::with_parts(config, polled_connector(), gosling_util::LiteralFirst);
     agents.push((key, agent.clone()));
     agent
-}
-
-/// ureq's resolver, without its thread for a host written as an address (`127.0.0.1`,
-/// `[::1]`: a local model). ureq resolves the host on every request, on a thread of its own
-/// whenever a deadline applies; a name is still resolved that way (a hung DNS server fails the
-/// request at its deadline rather than hanging the turn).
-#[derive(Debug)]
-pub(crate) struct LiteralFirst;
-
-impl ureq::unversioned::resolver::Resolver for LiteralFirst {
-    fn resolve(
-        &self,
-        uri: &ureq::http::Uri,
-        config: &ureq::config::Config,
-        timeout: ureq::unversioned::transport::NextTimeout,
-    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        if let Some(addr) = ip_literal(uri) {
-            let mut addrs = self.empty();
-            addrs.push(addr);
-            return Ok(addrs);
-        }
-        ureq::unversioned::resolver::DefaultResolver::default().resolve(uri, config, timeout)
-    }
-}
-
-/// The address of an http(s) URI whose host is an IP address; None for a name (or another
-/// scheme without a port).
-fn ip_literal(uri: &ureq::http::Uri) -> Option<std::net::SocketAddr> {
-    let authority = uri.authority()?;
-    let ip: std::net::IpAddr = authority.host().trim_start_matches('[').trim_end_matches(']').parse().ok()?;
-    let default_port = match uri.scheme_str()? {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    Some(std::net::SocketAddr::new(ip, authority.port_u16().unwrap_or(default_port)))
 }
 
 /// What a wire format's event handler tells `exchange`.
@@ -361,20 +325,6 @@ fn read_error(e: std::io::Error, s: &Settings, total: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An address is its own resolution (no thread, no lookup); a name, or a scheme whose port
-    /// is not known here, goes to ureq's resolver.
-    #[test]
-    fn an_address_is_taken_as_it_is_and_a_name_is_resolved() {
-        let at = |u: &str| ip_literal(&u.parse::<ureq::http::Uri>().unwrap());
-        assert_eq!(at("http://127.0.0.1:8080/v1/chat"), Some("127.0.0.1:8080".parse().unwrap()));
-        assert_eq!(at("http://10.0.0.2"), Some("10.0.0.2:80".parse().unwrap()));
-        assert_eq!(at("https://[::1]/v1"), Some("[::1]:443".parse().unwrap()));
-        assert_eq!(at("https://[fe80::1]:8443"), Some("[fe80::1]:8443".parse().unwrap()));
-        assert_eq!(at("http://localhost:11434"), None);
-        assert_eq!(at("https://api.openai.com/v1"), None);
-        assert_eq!(at("socks5://127.0.0.1"), None);
-    }
 
     /// The retry of a cut stream is decided on the variant: a `StreamCut` before any text is
     /// tried again, one after text is not, and no other error is, whatever its words.

@@ -834,37 +834,11 @@ fn build_agent(spec: &HttpSpec) -> Result<ureq::Agent, Error> {
         .user_agent(format!("gosling/{}", env!("CARGO_PKG_VERSION")))
         .tls_config(tls)
         .build();
-    Ok(ureq::Agent::with_parts(config, ureq::unversioned::transport::DefaultConnector::new(), LiteralFirst))
-}
-
-/// ureq's resolver, without its thread for a host written as an address (`127.0.0.1`,
-/// `[::1]`): ureq resolves the host on every request, on a thread of its own whenever a
-/// deadline applies. A name is still resolved that way, within `timeout_resolve`. (The
-/// model's client in `llm` has the same.)
-#[derive(Debug)]
-struct LiteralFirst;
-
-impl ureq::unversioned::resolver::Resolver for LiteralFirst {
-    fn resolve(
-        &self,
-        uri: &ureq::http::Uri,
-        config: &ureq::config::Config,
-        timeout: ureq::unversioned::transport::NextTimeout,
-    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        let authority = uri.authority();
-        let ip = authority.and_then(|a| a.host().trim_start_matches('[').trim_end_matches(']').parse().ok());
-        let port = match uri.scheme_str() {
-            Some("http") => authority.map(|a| a.port_u16().unwrap_or(80)),
-            Some("https") => authority.map(|a| a.port_u16().unwrap_or(443)),
-            _ => None,
-        };
-        if let (Some(ip), Some(port)) = (ip, port) {
-            let mut addrs = self.empty();
-            addrs.push(std::net::SocketAddr::new(ip, port));
-            return Ok(addrs);
-        }
-        ureq::unversioned::resolver::DefaultResolver::default().resolve(uri, config, timeout)
-    }
+    Ok(ureq::Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        gosling_util::LiteralFirst,
+    ))
 }
 
 /// Substitutes `${VAR}` (spaces allowed inside the braces) and `$VAR` in header values from
