@@ -271,6 +271,24 @@ pub fn write_temp(path: &Path, bytes: &[u8]) -> Result<Temp, Error> {
 /// A file's bytes with what `stat` said of it before they were read, the file held open
 /// (`Ident`); read without following a link. `None` when it does not exist.
 pub fn read_kept(path: &Path) -> Result<Option<(File, Ident, Vec<u8>)>, Error> {
+    let Some((f, meta, mut bytes)) = open_regular(path)? else { return Ok(None) };
+    // `take` so the read asks the kernel for no size again.
+    io::Read::read_to_end(&mut io::Read::take(&f, meta.len().saturating_add(1 << 20)), &mut bytes)
+        .map_err(|e| io_err(path, e))?;
+    Ok(Some((f, Ident::of(&meta), bytes)))
+}
+
+/// A file's bytes, read without following a link; `None` when it does not exist.
+pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    let Some((mut f, _, mut bytes)) = open_regular(path)? else { return Ok(None) };
+    io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_err(path, e))?;
+    Ok(Some(bytes))
+}
+
+/// A regular file opened for reading without following a link, what `fstat` said of it and a
+/// buffer sized from that (`read_to_end` would ask the kernel again); `None` when it does not
+/// exist.
+fn open_regular(path: &Path) -> Result<Option<(File, std::fs::Metadata, Vec<u8>)>, Error> {
     let f = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -280,28 +298,8 @@ pub fn read_kept(path: &Path) -> Result<Option<(File, Ident, Vec<u8>)>, Error> {
     if !meta.is_file() {
         return Err(Error::Corrupt { path: path.to_path_buf(), detail: "it is not a regular file".into() });
     }
-    // Sized from the fstat above; `take` so the read asks the kernel for no size again.
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
-    io::Read::read_to_end(&mut io::Read::take(&f, meta.len().saturating_add(1 << 20)), &mut bytes)
-        .map_err(|e| io_err(path, e))?;
-    Ok(Some((f, Ident::of(&meta), bytes)))
-}
-
-/// A file's bytes, read without following a link; `None` when it does not exist.
-pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    let mut f = match open_read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(path, e)),
-    };
-    let meta = f.metadata().map_err(|e| io_err(path, e))?;
-    if !meta.is_file() {
-        return Err(Error::Corrupt { path: path.to_path_buf(), detail: "it is not a regular file".into() });
-    }
-    // Sized from the fstat above (read_to_end would ask the kernel again).
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
-    io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_err(path, e))?;
-    Ok(Some(bytes))
+    let bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    Ok(Some((f, meta, bytes)))
 }
 
 /// Reads a JSON document; a missing file is `None`, an unparseable one is `Corrupt`.
