@@ -521,16 +521,12 @@ fn private_temp_dirs_go_with_their_extension_and_stale_ones_at_the_next_start() 
 #[test]
 fn a_confined_node_programs_fetch_goes_through_the_proxy() {
     let Some(p) = confinable_with_peers() else { return };
-    let (_approved, port) = http_hello();
-    let (_other, other) = http_hello();
     let s = Server::start();
-    let work = s.home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
     let script = manifest_dir().join("tests/fakes/fetch_mcp_stdio.mjs");
-    let ext = json!({"type":"stdio","name":"nodefetch","description":"","cmd":p.node(),"args":[script],"timeout":60,
-        "sandbox":{"hosts":[format!("127.0.0.1:{port}")]}});
-    let id = start_session(&s, &work, Some(vec![ext]));
-    started(&resume(&s, &id));
+    let (id, port, other, _servers) = session_with_one_approved_host(&s, |port| {
+        json!({"type":"stdio","name":"nodefetch","description":"","cmd":p.node(),"args":[script],"timeout":60,
+            "sandbox":{"hosts":[format!("127.0.0.1:{port}")]}})
+    });
     let env = call(&s, &id, "nodefetch__env", json!({}));
     assert!(
         env.contains(
@@ -546,18 +542,7 @@ fn a_confined_node_programs_fetch_goes_through_the_proxy() {
         refused.starts_with("REFUSED") || refused.starts_with("DONE 403") && refused.contains("allow_host"),
         "the proxy's refusal: {refused}"
     );
-    let audit = s.home.join("state/audit.jsonl");
-    let both = wait_for(std::time::Duration::from_secs(10), || {
-        let log = std::fs::read_to_string(&audit).ok()?;
-        let lines: Vec<Value> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| e["kind"] == "egress" && e["extension"] == "nodefetch")
-            .collect();
-        let seen = |p: u16, v: &str| lines.iter().any(|e| e["port"] == u64::from(p) && e["verdict"] == v);
-        (seen(port, "allowed") && seen(other, "refused")).then_some(())
-    });
-    assert!(both.is_some(), "no allowed and refused lines: {}", std::fs::read_to_string(&audit).unwrap_or_default());
+    wait_for_egress(s.home.path(), "nodefetch", &[("127.0.0.1", port, "allowed"), ("127.0.0.1", other, "refused")]);
 }
 
 /// As root the kernel never holds an extension to `RLIMIT_NPROC`: the start says whether a
@@ -601,6 +586,21 @@ fn egress_lines(home: &Path, extension: &str) -> Vec<(String, u64, String)> {
         .collect()
 }
 
+/// A session of `s` (working dir `work` under its home) whose one extension, `ext(port)`, is
+/// confined to one of two local HTTP servers: the session, the approved port, the other one,
+/// and both servers (they answer while held).
+fn session_with_one_approved_host(
+    s: &Server,
+    ext: impl FnOnce(u16) -> Value,
+) -> (String, u16, u16, [std::net::TcpListener; 2]) {
+    let (approved, port) = http_hello();
+    let (unapproved, other) = http_hello();
+    let work = s.home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let id = start_session(s, &work, Some(vec![ext(port)]));
+    started(&resume(s, &id));
+    (id, port, other, [approved, unapproved])
+}
 /// Waits (each connection's line is written when it ends) until the audit log has an egress
 /// line of `extension` for each of `want` (host, port, verdict); the lines it has then.
 fn wait_for_egress(home: &Path, extension: &str, want: &[(&str, u16, &str)]) -> Vec<(String, u64, String)> {
@@ -780,15 +780,11 @@ fn mcp_server_git_works_confined_on_a_repository_in_the_working_dir_only() {
 #[test]
 fn mcp_server_fetch_reaches_its_approved_host_only() {
     let Some(p) = confinable_with_peers() else { return };
-    let (_approved, port) = http_hello();
-    let (_other, other) = http_hello();
     let s = Server::start();
-    let work = s.home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let ext = json!({"type":"stdio","name":"fetch","description":"","cmd":p.get("MCP_PEER_FETCH"),
-        "args":["--allow-private-ips"],"timeout":60,"sandbox":{"hosts":[format!("127.0.0.1:{port}")]}});
-    let id = start_session(&s, &work, Some(vec![ext]));
-    started(&resume(&s, &id));
+    let (id, port, other, _servers) = session_with_one_approved_host(&s, |port| {
+        json!({"type":"stdio","name":"fetch","description":"","cmd":p.get("MCP_PEER_FETCH"),
+            "args":["--allow-private-ips"],"timeout":60,"sandbox":{"hosts":[format!("127.0.0.1:{port}")]}})
+    });
     let got = call(&s, &id, "fetch__fetch", json!({"url": format!("http://127.0.0.1:{port}/page"), "raw": true}));
     assert!(got.contains(&format!("hello from {port}")), "the approved host, through the proxy: {got}");
     let (failed, out) =
