@@ -144,18 +144,22 @@ fn encode_error(e: serde_json::Error) -> Error {
 /// bytes as `request_bytes` (a unit test compares them); a message is reused only when it is
 /// equal, part for part, to the one encoded.
 pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, Error> {
-    let mut kept = ENCODED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // The recent request sharing the longest start with this one.
+    let kept = || ENCODED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The recent request sharing the longest start with this one, taken out while this call
+    // encodes the rest (other conversations' calls do not wait for it).
     let common = |e: &Encoded| e.messages.iter().zip(&req.messages).take_while(|(a, b)| a == b).count();
-    let best = kept.iter().enumerate().map(|(i, e)| (common(e), i)).max();
-    let mut entry = match best {
-        Some((n, i)) if n > 0 => {
-            let mut e = kept.remove(i);
+    let taken = {
+        let mut kept = kept();
+        let best = kept.iter().enumerate().map(|(i, e)| (common(e), i)).max();
+        best.filter(|&(n, _)| n > 0).map(|(n, i)| (n, kept.remove(i)))
+    };
+    let mut entry = match taken {
+        Some((n, mut e)) => {
             e.messages.truncate(n);
             e.encoded.truncate(n);
             e
         }
-        _ => Encoded { messages: Vec::new(), encoded: Vec::new() },
+        None => Encoded { messages: Vec::new(), encoded: Vec::new() },
     };
     for m in &req.messages[entry.messages.len()..] {
         let mut msgs = Vec::new();
@@ -198,6 +202,7 @@ pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, 
     }
     out.push(b'}');
     if size <= ENCODED_MAX_BYTES {
+        let mut kept = kept();
         kept.insert(0, entry);
         kept.truncate(ENCODED_KEPT);
     }
