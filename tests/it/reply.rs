@@ -435,3 +435,49 @@ fn client_disconnect_drops_the_llm_stream() {
     assert_well_under(t.elapsed(), Duration::from_secs(20), "dropped when the client left, not at the stream's end");
     assert_eq!(s.get("/config").status, 200);
 }
+
+/// A power loss (or a kill) can leave a request for tools without its result, or — lines of
+/// one turn reaching the disk out of order — a result without its request: the conversation
+/// still goes to the model in pairs, as the providers require (an unpaired call or result is
+/// refused with a 400), the lost result answered as interrupted and the stray one left out.
+#[test]
+fn a_tool_call_whose_result_was_lost_is_answered_as_interrupted_on_the_next_turn() {
+    let llm = FakeLlm::start(vec![text_turn("picked up")]);
+    let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
+    let work = TempDir::new("lost-result");
+    let id = start_session(&s, work.path(), Some(vec![]));
+    resume(&s, &id);
+    // What the crashed turn left in the conversation file: the person's message, the model's
+    // request for a tool, no result; then a result whose request is not there.
+    let line = |v: Value| format!("{v}\n");
+    let meta = json!({"userVisible": true, "agentVisible": true});
+    let planted = [
+        json!({"id": "m1", "role": "user", "created": 1, "content": [{"type": "text", "text": "run it"}], "metadata": meta}),
+        json!({"id": "m2", "role": "assistant", "created": 2, "content": [{"type": "toolRequest", "id": "call_lost",
+            "toolCall": {"status": "success", "value": {"name": "dev__shell", "arguments": {"command": "make"}}}}], "metadata": meta}),
+        json!({"id": "m3", "role": "user", "created": 3, "content": [{"type": "toolResponse", "id": "call_stray",
+            "toolResult": {"status": "success", "value": {"content": [{"type": "text", "text": "stale"}], "isError": false}}}], "metadata": meta}),
+    ];
+    let file = s.home.join("state/sessions").join(format!("{id}.jsonl"));
+    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&file).unwrap();
+    for m in planted {
+        std::io::Write::write_all(&mut f, line(m).as_bytes()).unwrap();
+    }
+    drop(f);
+    let events = ReplyStream::open(&s, &id, user_text("again")).all();
+    assert_finished(&events);
+    let body = llm.requests()[0].body.clone();
+    let msgs: Vec<Value> =
+        body["messages"].as_array().unwrap().iter().filter(|m| m["role"] != "system").cloned().collect();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"], "{msgs:#?}");
+    assert_eq!(msgs[1]["tool_calls"][0]["id"], "call_lost");
+    assert_eq!(msgs[2]["tool_call_id"], "call_lost", "the lost result is answered: {msgs:#?}");
+    let said = msgs[2]["content"].to_string();
+    assert!(said.contains("no result was saved") && said.contains("may or may not have run"), "{said}");
+    assert!(!body.to_string().contains("call_stray"), "the stray result is left out: {body}");
+    assert_eq!(msgs[3]["content"], "again");
+    // The conversation on disk is left as it was: the pairing is the model's view only.
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(kept.contains("call_stray") && !kept.contains("no result was saved"), "{kept}");
+}

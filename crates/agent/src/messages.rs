@@ -149,6 +149,53 @@ pub fn to_llm<'a>(conversation: impl IntoIterator<Item = &'a Message>) -> Vec<Ch
     out
 }
 
+/// What a call whose result was never saved is answered with (`pair_tool_traffic`).
+pub const INTERRUPTED: &str =
+    "no result was saved for this call: the server stopped while it ran, so it may or may not have run";
+
+/// Pairs every tool call with its result before the conversation goes to the model, as the
+/// providers require (each call answered in the next message, each result answering a call
+/// of the message before): a call whose result was never saved — gosling stopped, or the
+/// power went, while it ran (`reply::Turn::save_deferred`) — is answered as interrupted, and
+/// a result whose call is not there is left out. Looks at the messages from `from` on and at
+/// the one before (whose calls the first may answer); the calls of the last message stay
+/// open (a frontend tool's results come with the next message).
+pub fn pair_tool_traffic(messages: &mut Vec<ChatMessage>, from: usize) {
+    let calls = |m: &ChatMessage| -> Vec<String> {
+        m.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::ToolCall { id, .. } if m.role == Role::Assistant => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut i = from;
+    while i < messages.len() {
+        let asked = if i == 0 { Vec::new() } else { calls(&messages[i - 1]) };
+        if messages[i].role == Role::User {
+            messages[i].parts.retain(|p| !matches!(p, Part::ToolResult { id, .. } if !asked.contains(id)));
+            if messages[i].parts.is_empty() {
+                messages.remove(i);
+                continue;
+            }
+        }
+        let mut missing = asked;
+        if messages[i].role == Role::User {
+            missing.retain(|c| !messages[i].parts.iter().any(|p| matches!(p, Part::ToolResult { id, .. } if id == c)));
+        } else if !missing.is_empty() {
+            messages.insert(i, ChatMessage { role: Role::User, parts: Vec::new() });
+        }
+        let answers = missing.into_iter().map(|id| Part::ToolResult {
+            id,
+            content: vec![text_item(INTERRUPTED)],
+            is_error: true,
+        });
+        messages[i].parts.splice(0..0, answers);
+        i += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +230,63 @@ mod tests {
         assert_eq!(m.len(), 3);
         assert!(matches!(&m[1].parts[1], Part::ToolCall { name, .. } if name == "x__echo"));
         assert!(matches!(&m[2].parts[0], Part::ToolResult { is_error: false, content, .. } if content.len() == 1));
+    }
+
+    fn call(id: &str) -> Part {
+        Part::ToolCall { id: id.into(), name: "x__y".into(), arguments: json!({}) }
+    }
+    fn result(id: &str) -> Part {
+        Part::ToolResult { id: id.into(), content: vec![text_item("ok")], is_error: false }
+    }
+    fn chat(role: Role, parts: Vec<Part>) -> ChatMessage {
+        ChatMessage { role, parts }
+    }
+
+    #[test]
+    fn calls_without_results_are_answered_as_interrupted_and_results_without_calls_left_out() {
+        let text = |t: &str| Part::Text(t.into());
+        let mut m = vec![
+            chat(Role::User, vec![text("hi")]),
+            // Both calls ran; only one result was saved before the power went.
+            chat(Role::Assistant, vec![text("calling"), call("a"), call("b")]),
+            chat(Role::User, vec![result("b")]),
+            // Its result was lost with the rest of the turn: the next message is the person's.
+            chat(Role::Assistant, vec![call("c")]),
+            chat(Role::User, vec![text("again")]),
+            // A result whose request was lost.
+            chat(Role::User, vec![result("gone")]),
+            chat(Role::Assistant, vec![call("d")]),
+            chat(Role::Assistant, vec![text("answer")]),
+            // The last message's calls stay open (a frontend tool's result comes next).
+            chat(Role::Assistant, vec![call("e")]),
+        ];
+        pair_tool_traffic(&mut m, 0);
+        let interrupted =
+            |id: &str| Part::ToolResult { id: id.into(), content: vec![text_item(INTERRUPTED)], is_error: true };
+        assert_eq!(
+            m,
+            vec![
+                chat(Role::User, vec![text("hi")]),
+                chat(Role::Assistant, vec![text("calling"), call("a"), call("b")]),
+                chat(Role::User, vec![interrupted("a"), result("b")]),
+                chat(Role::Assistant, vec![call("c")]),
+                chat(Role::User, vec![interrupted("c"), text("again")]),
+                chat(Role::Assistant, vec![call("d")]),
+                chat(Role::User, vec![interrupted("d")]),
+                chat(Role::Assistant, vec![text("answer")]),
+                chat(Role::Assistant, vec![call("e")]),
+            ]
+        );
+        // Paired already: nothing changes, from any point on.
+        let before = m.clone();
+        for from in 0..m.len() {
+            pair_tool_traffic(&mut m, from);
+        }
+        assert_eq!(m, before);
+        // The open call is answered by the next message when it comes.
+        m.push(chat(Role::User, vec![result("e")]));
+        pair_tool_traffic(&mut m, before.len());
+        assert_eq!(m.len(), before.len() + 1);
+        assert_eq!(m.last().unwrap().parts, [result("e")]);
     }
 }

@@ -6,9 +6,10 @@
 //! or a disconnect (the `/reply` client gone, `POST /sessions/{id}/cancel`) stops it — the
 //! provider stream is dropped at its next chunk or silence poll, and in-flight tool calls are
 //! cancelled with `notifications/cancelled`. Every message is saved to the session as it is
-//! produced, so a crash loses at most the message being streamed; the model's answers are
-//! saved without waiting for the disk (`Turn::save_deferred`), so a power loss can also lose
-//! the last answer of the last ~200 ms, never the person's message.
+//! produced, so a crash loses at most the message being streamed; what the turn produces after
+//! the person's message (answers, tool requests, tool results) is saved without waiting for
+//! the disk (`Turn::save_deferred`), so a power loss can also lose that of the last ~200 ms,
+//! never the person's message.
 
 use crate::elicit::Elicitations;
 use crate::events::{Event, Sink};
@@ -29,10 +30,11 @@ use std::time::Duration;
 const CONFIRM_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// How long the model's request for tools may stay without its fdatasync while its calls run:
-/// calls that end sooner have it made durable with their results (one fdatasync for both, as
-/// the results' covers the whole file); longer ones have it synced then, while they run. The
-/// same window as a final answer's (`usage::GROUP_WAIT`): a power loss can lose the model's
-/// last answer of the last ~200 ms, never one the model was asked after.
+/// longer calls have it synced then, while they run (a long call's side effects should not
+/// outlive the record of the request that made them); calls that end sooner leave it, and
+/// their results, to the fdatasync after the turn (`Turn::save_deferred`). The same window as
+/// the turn's answer (`usage::GROUP_WAIT`): a power loss can lose what the turn produced in
+/// the last ~200 ms, never the person's message.
 const SETTLE_AFTER: Duration = Duration::from_millis(200);
 
 use crate::permissions::name_set;
@@ -76,6 +78,8 @@ pub struct Turn {
     output_limit: bool,
     /// The session's token counts when the turn began (`usage::record` adds the turn's).
     counts: crate::usage::Base,
+    /// Since when the turn has lines written without their fdatasync (`save_deferred`).
+    unsynced_since: Mutex<Option<std::time::Instant>>,
 }
 
 /// The turn's cancel signal is the HTTP side dropping (or sending on) its sender.
@@ -275,6 +279,7 @@ impl Turn {
             run: host.runs.begin(session_id),
             output_limit: false,
             counts,
+            unsynced_since: Mutex::new(None),
         })
     }
 
@@ -285,15 +290,18 @@ impl Turn {
         }
     }
 
-    /// Saves the model's answer without waiting for its fdatasync
-    /// (`SessionStore::append_message_deferred`): it is written before anyone hears of it, and
-    /// durable before the model is asked again — a request for tools by its results' fdatasync
-    /// (or `settle`, while its calls run past `SETTLE_AFTER`), a final answer by the fsync of
-    /// the next turn's message — or within
-    /// `usage::GROUP_WAIT` after the turn, when its token counts are recorded in the metadata
-    /// (which makes the lines it records durable first). A power loss in between can lose that
-    /// answer; a crash of gosling cannot.
+    /// Saves what the turn produced after the person's message — the model's answers, its
+    /// requests for tools and their results — without waiting for its fdatasync
+    /// (`SessionStore::append_message_deferred`): it is written before anyone hears of it (and
+    /// before the model is asked again), and durable before the next turn asks the model — by
+    /// the fsync of the next turn's message, or within `usage::GROUP_WAIT` after the turn, when
+    /// its token counts are recorded in the metadata (which makes the lines it records durable
+    /// first) — and a request for tools at once when its calls run past `SETTLE_AFTER` or the
+    /// person is asked to allow one (`settle`). A power loss in between can lose that part of
+    /// the turn (a request whose result was lost is answered as interrupted
+    /// when the conversation goes to the model: `messages::pair_tool_traffic`); a crash of gosling cannot.
     fn save_deferred(&self, m: &Message) {
+        lock(&self.unsynced_since).get_or_insert_with(std::time::Instant::now);
         let r = self.sessions.append_message_deferred(&self.session_id, m);
         if let Err(e) = r {
             log::error!("reply: cannot save a message of session {}: {e}", self.session_id);
@@ -302,9 +310,11 @@ impl Turn {
 
     /// Makes durable what `save_deferred` left unsynced (nothing to do when nothing is): the
     /// model's request for tools, when its calls run longer than `SETTLE_AFTER` (the fdatasync
-    /// then overlaps them; sooner, their results' fdatasync covers it) or before the person is
-    /// asked to allow one.
+    /// then overlaps them; sooner, the one after the turn covers it with their results), before
+    /// the person is asked to allow one, and before the model is asked again when what the turn
+    /// left unsynced is older than `SETTLE_AFTER` (a turn of many quick steps).
     fn settle(&self) {
+        *lock(&self.unsynced_since) = None;
         if let Err(e) = self.sessions.sync_conversation(&self.session_id) {
             log::error!("reply: cannot sync the conversation of session {}: {e}", self.session_id);
         }
@@ -469,6 +479,9 @@ impl Turn {
         let system = self.system_prompt();
         let mut request = ChatRequest { system, messages: msg::to_llm(self.earlier.iter()), tools, max_tokens: None };
         let mut converted = 0;
+        // The model's messages checked so far for calls and results that pair
+        // (`msg::pair_tool_traffic`): the earlier conversation once, then what each step adds.
+        let mut paired = 0;
         // Tool results kept by this reply so far (see `bound_results`).
         let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
@@ -479,6 +492,11 @@ impl Turn {
             }
             request.messages.extend(msg::to_llm(&self.conversation[converted..]));
             converted = self.conversation.len();
+            msg::pair_tool_traffic(&mut request.messages, paired);
+            paired = request.messages.len();
+            if lock(&self.unsynced_since).is_some_and(|t| t.elapsed() >= SETTLE_AFTER) {
+                self.settle();
+            }
             let reply_id = msg::new_id();
             let mut client_gone = false;
             // The text streamed so far: saved as far as it got when the answer stops short.
@@ -567,8 +585,10 @@ impl Turn {
             if is_cancelled(cancel) {
                 return Ok(());
             }
+            // Written before the model is asked again, synced with the turn's answer (one
+            // fdatasync after the turn, or the next message's): see `save_deferred`.
             let m = Message::new(msg::new_id(), Role::User, responses);
-            self.save(&m);
+            self.save_deferred(&m);
             if !out.message(m.clone()) {
                 return Ok(());
             }
@@ -686,8 +706,8 @@ impl Turn {
         drop(done_tx);
         // Asleep until a call sends progress, a call ends or the turn is cancelled: the answer
         // is picked up the moment it comes, with no polling period. The request for these
-        // tools (saved deferred) is made durable by the fdatasync of their results, one for
-        // both — or, when the calls are still running `SETTLE_AFTER` from now, then (`settle`).
+        // tools (saved deferred) is made durable after the turn with their results — or, when
+        // the calls are still running `SETTLE_AFTER` from now, then (`settle`).
         let mut settle_at = Some(std::time::Instant::now() + SETTLE_AFTER);
         let mut results: Vec<Option<Called>> = running.iter().map(|_| None).collect();
         let mut left = running.len();
@@ -760,15 +780,20 @@ enum Called {
     Panicked,
 }
 
-/// Runs one tool call on a thread of its own, named `tool-call`, which sends `(k, how it
-/// ended)` on `done` — a panic in the call included, as `Called::Panicked`, so the turn never
-/// waits for a call that is gone.
+/// The threads tool calls run on, kept between calls (a thread started per call cost a
+/// `clone`, a stack mapped and unmapped and the thread's set-up on every tool turn); one ends
+/// after a minute without a call.
+static CALLS: gosling_util::Workers = gosling_util::Workers::new("tool-call", Duration::from_secs(60));
+
+/// Runs one tool call on a kept thread named `tool-call`, which sends `(k, how it ended)` on
+/// `done` — a panic in the call included, as `Called::Panicked`, so the turn never waits for a
+/// call that is gone.
 fn spawn_call(
     k: usize,
     done: crossbeam_channel::Sender<(usize, Called)>,
     call: impl FnOnce() -> CallResult + Send + 'static,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name("tool-call".into()).spawn(move || {
+) -> std::io::Result<()> {
+    CALLS.run(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
         let _ = done.send((k, r.map_or(Called::Panicked, |r| Called::Done(Box::new(r)))));
     })
@@ -833,7 +858,7 @@ mod tests {
     #[test]
     fn a_panicking_tool_call_is_reported_as_a_panic_on_a_named_thread() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let handle = spawn_call(3, tx, || {
+        spawn_call(3, tx, || {
             assert_eq!(std::thread::current().name(), Some("tool-call"));
             panic!("a bug in the call's code")
         })
@@ -841,7 +866,12 @@ mod tests {
         let (k, how) = rx.recv_timeout(Duration::from_secs(10)).expect("the call's thread reports its end");
         assert_eq!(k, 3);
         assert!(matches!(how, Called::Panicked));
-        handle.join().expect("the panic was caught on the call's thread");
+        // The panic was caught on the call's thread, which is kept for the next call.
+        let (tx2, rx2) = crossbeam_channel::unbounded();
+        spawn_call(4, tx2, || Ok(CallToolResult::text("after", false))).unwrap();
+        let (k, next) = rx2.recv_timeout(Duration::from_secs(10)).expect("the next call runs");
+        assert_eq!(k, 4);
+        assert!(matches!(&next, Called::Done(r) if r.is_ok()));
         let reported = serde_json::to_string(&call_outcome("call-1", Some(how))).unwrap();
         assert!(reported.contains("panicked in gosling") && reported.contains("-32603"), "{reported}");
         assert!(reported.contains("call-1"), "{reported}");
