@@ -45,7 +45,7 @@ fn ask(text: &str) -> ChatRequest {
     ChatRequest {
         system: "You are terse.".into(),
         messages: vec![ChatMessage { role: Role::User, parts: vec![Part::Text(text.into())] }],
-        tools: vec![echo_tool()],
+        tools: vec![echo_tool()].into(),
         max_tokens: None,
     }
 }
@@ -321,7 +321,7 @@ fn openai_conversation_with_tool_results() {
                 }],
             },
         ],
-        tools: vec![],
+        tools: Default::default(),
         max_tokens: None,
     };
     assert_eq!(run(&*openai(&fake), &req).0.unwrap().text, "done");
@@ -507,7 +507,7 @@ fn anthropic_conversation_with_tool_results() {
                 }],
             },
         ],
-        tools: vec![echo_tool()],
+        tools: vec![echo_tool()].into(),
         max_tokens: None,
     };
     assert_eq!(run(&*anthropic(&fake), &req).0.unwrap().text, "done");

@@ -300,7 +300,7 @@ fn chat_request(params: &Value) -> Result<(ChatRequest, Option<u64>), ErrorObjec
     let asked = params.get("maxTokens").and_then(Value::as_u64);
     let clipped = asked.filter(|&m| m > MAX_TOKENS as u64);
     let max_tokens = Some(asked.map_or(MAX_TOKENS, |m| m.clamp(1, MAX_TOKENS as u64) as u32));
-    Ok((ChatRequest { system, messages: out, tools: Vec::new(), max_tokens }, clipped))
+    Ok((ChatRequest { system, messages: out, tools: Default::default(), max_tokens }, clipped))
 }
 
 #[cfg(test)]

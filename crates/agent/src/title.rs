@@ -82,7 +82,7 @@ fn request(first: &str, answer: &str) -> ChatRequest {
     ChatRequest {
         system: INSTRUCTION.to_string(),
         messages: vec![ChatMessage { role: Role::User, parts: vec![Part::Text(body)] }],
-        tools: Vec::new(),
+        tools: Default::default(),
         max_tokens: Some(32),
     }
 }

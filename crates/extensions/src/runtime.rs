@@ -286,8 +286,9 @@ pub struct ActiveExtension {
     pub key: String,
     pub config: ExtensionConfig,
     backend: RwLock<Backend>,
-    /// Last good tool list, so tools stay listed while the extension restarts.
-    tools: RwLock<Vec<Tool>>,
+    /// Last good tool list, so tools stay listed while the extension restarts: the client's
+    /// own (`Client::list_tools_shared`), the same `Arc` until the server's list changes.
+    tools: RwLock<Arc<Vec<Tool>>>,
     /// Set once the extension is removed: no more restarts.
     removed: std::sync::atomic::AtomicBool,
     /// What its start holds (proxy, temp dir, cgroup): released when it is closed.
@@ -343,9 +344,12 @@ impl ActiveExtension {
         if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             if c.capabilities().get("tools").is_some() {
                 let tools = c
-                    .list_tools()
+                    .list_tools_shared()
                     .map_err(|error| Error::Mcp { extension: self.key.clone(), error: Box::new(error) })?;
-                *self.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
+                let mut kept = self.tools.write().unwrap_or_else(|e| e.into_inner());
+                if !Arc::ptr_eq(&kept, &tools) {
+                    *kept = tools;
+                }
             }
         }
         Ok(())
@@ -386,9 +390,20 @@ pub struct SessionRuntime {
     in_use: std::sync::atomic::AtomicUsize,
     /// The configs `stop_if_idle` stopped, started again at the next use.
     idle_stopped: Mutex<Option<Vec<ExtensionConfig>>>,
+    /// The last list `tools_shared` made, and what it made it from.
+    listed: Mutex<Option<Listed>>,
     /// The working dir moved (`move_to`) since the running processes started: they start
     /// again in the new one at the next use that finds no call under way.
     moved: std::sync::atomic::AtomicBool,
+}
+
+/// A session's tool list as `SessionRuntime::tools_shared` made it, with what it was made
+/// from: each active extension and its tool list, held weakly (a removed extension is not
+/// kept alive, and an address is not reused while a `Weak` holds it, so `ptr_eq` on the same
+/// pointers means the very same extensions and lists).
+struct Listed {
+    from: Vec<(std::sync::Weak<ActiveExtension>, std::sync::Weak<Vec<Tool>>)>,
+    tools: Arc<Vec<SessionTool>>,
 }
 
 /// Held while a call uses the extensions: the runtime is not idle meanwhile.
@@ -427,6 +442,7 @@ impl SessionRuntime {
             failed: Mutex::new(BTreeMap::new()),
             delegate: RwLock::new(None),
             last_used: Mutex::new(Instant::now()),
+            listed: Mutex::new(None),
             in_use: std::sync::atomic::AtomicUsize::new(0),
             idle_stopped: Mutex::new(None),
             moved: std::sync::atomic::AtomicBool::new(false),
@@ -617,14 +633,14 @@ impl SessionRuntime {
         crate::consent::check_activation(&config, self.deps.policy.as_ref()).map_err(Error::not_started)?;
         let t = Instant::now();
         let (backend, tools, held) = match &config.kind {
-            Kind::Frontend { tools, .. } => (Backend::Frontend, frontend_tools(&key, tools), Held::default()),
+            Kind::Frontend { tools, .. } => (Backend::Frontend, Arc::new(frontend_tools(&key, tools)), Held::default()),
             _ => {
                 let (client, held) = self.connect(&config)?;
                 let client = Arc::new(client);
                 let tools = if client.capabilities().get("tools").is_some() {
-                    client.list_tools().map_err(Error::Start)?
+                    client.list_tools_shared().map_err(Error::Start)?
                 } else {
-                    Vec::new()
+                    Arc::default()
                 };
                 (Backend::Mcp(client), tools, held)
             }
@@ -1013,8 +1029,53 @@ impl SessionRuntime {
         self.extensions.read().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
     }
 
+    /// All tools, sorted by prefixed name, as `tools(None)` lists them — the same `Arc` while
+    /// no extension came, went or changed its list since the last call, so a turn copies
+    /// nothing to offer the model its tools (and can tell an unchanged list by `Arc::ptr_eq`).
+    pub fn tools_shared(self: &Arc<Self>) -> Arc<Vec<SessionTool>> {
+        self.wait_loaded();
+        let _used = self.touch();
+        let active = self.active();
+        let mut from = Vec::with_capacity(active.len());
+        for ext in &active {
+            if let Err(e) = ext.refresh_tools() {
+                log::warn!("session {}: listing tools of {} failed: {e}", self.session_id, ext.key);
+                self.notice_failure(ext);
+            }
+            let tools = ext.tools.read().unwrap_or_else(|e| e.into_inner()).clone();
+            from.push((Arc::downgrade(ext), tools));
+        }
+        let mut listed = lock(&self.listed);
+        if let Some(l) = listed.as_ref() {
+            let same = l.from.len() == from.len()
+                && l.from.iter().zip(&from).all(|((e, t), (ext, now))| e.ptr_eq(ext) && t.as_ptr() == Arc::as_ptr(now));
+            if same {
+                return l.tools.clone();
+            }
+        }
+        let mut out = Vec::new();
+        for ((_, tools), ext) in from.iter().zip(&active) {
+            let allowed = &ext.config.available_tools;
+            for tool in tools.iter().filter(|t| allowed.is_empty() || allowed.contains(&t.name)) {
+                out.push(SessionTool {
+                    name: format!("{}__{}", ext.key, tool.name),
+                    extension: ext.key.clone(),
+                    tool: tool.clone(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        let tools = Arc::new(out);
+        let from = from.into_iter().map(|(e, t)| (e, Arc::downgrade(&t))).collect();
+        *listed = Some(Listed { from, tools: tools.clone() });
+        tools
+    }
+
     /// All tools, sorted by prefixed name; `extension` filters by extension key.
     pub fn tools(self: &Arc<Self>, extension: Option<&str>) -> Vec<SessionTool> {
+        if extension.is_none() {
+            return self.tools_shared().as_ref().clone();
+        }
         self.wait_loaded();
         let _used = self.touch();
         let filter = extension.map(runtime_key);

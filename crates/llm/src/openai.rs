@@ -193,9 +193,8 @@ pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, 
     }
     out.extend_from_slice(b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}");
     if !req.tools.is_empty() {
-        let tools: Vec<Tool> = req.tools.iter().map(Tool).collect();
         out.extend_from_slice(b",\"tools\":");
-        serde_json::to_writer(&mut out, &tools).map_err(encode_error)?;
+        encoded_tools(&req.tools, &mut out)?;
     }
     if let Some(max) = req.max_tokens {
         out.extend_from_slice(format!(",\"max_tokens\":{max}").as_bytes());
@@ -208,6 +207,32 @@ pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, 
     }
     Ok(out)
 }
+
+/// Appends the encoding of `tools` to `out`: taken from `TOOLS_ENCODED` when this very list
+/// (a session's, shared while its tools stay the same) was encoded before, else encoded and
+/// kept. The same bytes as encoding it (the unit test of `request_bytes_reusing` compares).
+fn encoded_tools(tools: &std::sync::Arc<Vec<ToolSpec>>, out: &mut Vec<u8>) -> Result<(), Error> {
+    let kept = || TOOLS_ENCODED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, bytes)) = kept().iter().find(|(t, _)| t.as_ptr() == std::sync::Arc::as_ptr(tools)) {
+        out.extend_from_slice(bytes);
+        return Ok(());
+    }
+    let list: Vec<Tool> = tools.iter().map(Tool).collect();
+    let bytes = serde_json::to_vec(&list).map_err(encode_error)?;
+    out.extend_from_slice(&bytes);
+    let mut kept = kept();
+    kept.retain(|(t, _)| t.strong_count() > 0);
+    kept.insert(0, (std::sync::Arc::downgrade(tools), bytes));
+    kept.truncate(ENCODED_KEPT);
+    Ok(())
+}
+
+/// The encodings of recent tool lists, each with its list held weakly (an address is not reused
+/// while a `Weak` holds it, so the same pointer is the same list).
+static TOOLS_ENCODED: std::sync::Mutex<Vec<KeptTools>> = std::sync::Mutex::new(Vec::new());
+
+/// A tool list (held weakly) and its encoding.
+type KeptTools = (std::sync::Weak<Vec<ToolSpec>>, Vec<u8>);
 
 /// The messages of a recent request and each one's encoding (its body messages, comma-joined;
 /// empty when it gives none).

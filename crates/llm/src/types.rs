@@ -51,8 +51,9 @@ pub struct ToolSpec {
 pub struct ChatRequest {
     pub system: String,
     pub messages: Vec<ChatMessage>,
-    /// Empty: no tools are offered.
-    pub tools: Vec<ToolSpec>,
+    /// Empty: no tools are offered. Shared: a session's list is made once while its tools
+    /// stay the same, not copied into every request.
+    pub tools: std::sync::Arc<Vec<ToolSpec>>,
     /// A cap on the answer's tokens from the caller (an extension's sampling request):
     /// OpenAI-style providers get `max_tokens`; Anthropic's required one is lowered to it.
     pub max_tokens: Option<u32>,
@@ -267,8 +268,9 @@ mod tests {
                         input_schema: json!({"type": "object"}),
                     },
                 ]
+                .into()
             } else {
-                Vec::new()
+                Default::default()
             },
             max_tokens,
         }
@@ -323,7 +325,7 @@ mod tests {
                     Part::Image { mime_type: "image/png".into(), data: "iVBORw0=".into() },
                 ],
             }],
-            tools: Vec::new(),
+            tools: Default::default(),
             max_tokens: None,
         };
         let o = openai::request_body("m", &req);
@@ -371,5 +373,12 @@ mod tests {
         cut.messages.truncate(2);
         same(&cut);
         same(&full);
+        // Another tool list (a session whose tools changed) is encoded as itself, never taken
+        // for the earlier one; the earlier one's encoding still serves it.
+        let mut fewer = full.clone();
+        fewer.tools = std::sync::Arc::new(full.tools[..1].to_vec());
+        same(&fewer);
+        same(&full);
+        same(&fewer);
     }
 }

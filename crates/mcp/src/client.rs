@@ -144,7 +144,8 @@ struct Shared {
     roots: RwLock<Option<Vec<PathBuf>>>,
     elicitation: Option<ElicitationHandler>,
     sampling: Option<SamplingHandler>,
-    tools: Mutex<Option<Vec<Tool>>>,
+    /// Shared with whoever listed them (a session's runtime keeps the same list, not a copy).
+    tools: Mutex<Option<Arc<Vec<Tool>>>>,
     /// Bumped by every `tools/list_changed`: a listing that raced one is not cached.
     tools_generation: AtomicU64,
     /// The `_meta` of every request to a modern (2026-07-28) server; `None` for a legacy one.
@@ -876,6 +877,12 @@ impl Client {
     /// client does not run tasks, and a plain call of one would only fail. So is an item that is
     /// not a tool (no string `name`: it could not be called).
     pub fn list_tools(&self) -> Result<Vec<Tool>, Error> {
+        self.list_tools_shared().map(|t| t.as_ref().clone())
+    }
+
+    /// `list_tools`, the cached list itself: the same `Arc` until the list changes, so a caller
+    /// can tell an unchanged list by `Arc::ptr_eq` and copies nothing.
+    pub fn list_tools_shared(&self) -> Result<Arc<Vec<Tool>>, Error> {
         if let Some(t) = lock(&self.shared.tools).clone() {
             return Ok(t);
         }
@@ -915,6 +922,7 @@ impl Client {
                 .collect();
             self.shared.transport.set_param_headers(maps);
         }
+        let tools = Arc::new(tools);
         let mut cache = lock(&self.shared.tools);
         if self.shared.tools_generation.load(Ordering::SeqCst) == generation {
             *cache = Some(tools.clone());
