@@ -481,3 +481,37 @@ fn a_tool_call_whose_result_was_lost_is_answered_as_interrupted_on_the_next_turn
     let kept = std::fs::read_to_string(&file).unwrap();
     assert!(kept.contains("call_stray") && !kept.contains("no result was saved"), "{kept}");
 }
+
+/// The tools offered to the model are made once per tool list (`SessionRuntime::tools_shared`)
+/// and follow the list when the server changes it: a tool the server adds between two turns
+/// (`notifications/tools/list_changed`) is offered on the next.
+#[test]
+fn a_tool_the_server_adds_between_turns_is_offered_on_the_next() {
+    let llm = FakeLlm::start(vec![
+        tool_turn("call_1", "t__echo", r#"{"message":"hi"}"#),
+        text_turn("done"),
+        text_turn("again"),
+    ]);
+    let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
+    let work = TempDir::new("late-tool");
+    let fake = manifest_dir().join("tests/fakes/bad_mcp_stdio.py");
+    let t = json!({"type":"stdio","name":"t","description":"","cmd":"python3",
+                   "args":[fake.display().to_string(), "trickle"],"timeout":60});
+    let id = start_session(&s, work.path(), Some(vec![t]));
+    resume(&s, &id);
+    let events = ReplyStream::open(&s, &id, user_text("call it")).all();
+    assert_finished(&events);
+    // 300 ms after its first call the server adds `late` and says so.
+    let listed = || s.get(&format!("/agent/tools?session_id={id}")).text();
+    let late = wait_for(Duration::from_secs(20), || listed().contains("t__late").then_some(()));
+    assert!(late.is_some(), "the server's new tool is listed: {}", listed());
+    let events = ReplyStream::open(&s, &id, user_text("and now?")).all();
+    assert_finished(&events);
+    let offered = |i: usize| -> Vec<String> {
+        let body = &llm.requests()[i].body;
+        body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(offered(0), ["t__echo", "t__slow"]);
+    assert_eq!(offered(1), offered(0), "the same list within the turn");
+    assert_eq!(offered(2), ["t__echo", "t__late", "t__slow"], "the new tool on the next turn");
+}
