@@ -22,7 +22,7 @@ fn named(pid: u32, name: &str) -> BTreeSet<u32> {
 }
 
 /// After each `/reply` turn of a conversation its turn thread is still there, waiting for the
-/// next; five turns take no more than two (the second when a turn arrives before the previous
+/// next, and so is the thread its connection was served on; five turns take no more than two (the second when a turn arrives before the previous
 /// turn's thread has put itself back), and no model call has a thread of its own. Started per
 /// turn, as before, none would be left after a turn.
 #[test]
@@ -31,7 +31,7 @@ fn a_conversations_turns_run_on_kept_threads() {
     let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
     let work = TempDir::new("turn-threads-work");
     let id = start_session(&s, work.path(), Some(vec![]));
-    let mut turns = BTreeSet::new();
+    let (mut turns, mut connections) = (BTreeSet::new(), BTreeSet::new());
     for i in 1..=5 {
         let events = ReplyStream::open(&s, &id, user_text(&format!("question {i}"))).all();
         assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("Finish")), "turn {i}: {events:?}");
@@ -39,7 +39,13 @@ fn a_conversations_turns_run_on_kept_threads() {
         assert!(!t.is_empty(), "turn {i}: the turn's thread is kept");
         assert_eq!(named(s.pid(), "llm-fetch"), BTreeSet::new(), "turn {i}: the turn's thread reads the model");
         turns.extend(t);
+        // Each turn's /reply came on a connection of its own, served on a kept thread
+        // (tiny_http patch 22), which waits for the next connection once this one closed.
+        let c = named(s.pid(), "connection");
+        assert!(!c.is_empty(), "turn {i}: the connection's thread is kept");
+        connections.extend(c);
     }
     assert!(turns.len() <= 2, "five turns, kept turn threads: {turns:?}");
+    assert!(connections.len() <= 3, "five connections one after another, kept threads: {connections:?}");
     assert_eq!(llm.requests().len(), 5, "one model request a turn");
 }

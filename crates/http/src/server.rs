@@ -204,6 +204,7 @@ impl Server {
             read_timeout: Some(limits.io_timeout),
             write_timeout: Some(limits.io_timeout),
             max_connections: Some(limits.max_connections),
+            spawn: Some(Arc::new(|job| CONNECTIONS.run(job))),
         };
         let slots = Slots::new(limits.max_requests);
         let open = Slots::new(OPEN_SLOTS);
@@ -307,6 +308,11 @@ impl Drop for Server {
 /// out a burst of keep-alive clients (each holds a slot only while its request runs), short
 /// enough that a client facing a server full of long streams hears so quickly.
 const SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// The threads connections are served on (tiny_http patch 22), kept between connections: a
+/// client that opens a connection per request (`/reply` from a script, Desktop's polls) cost a
+/// thread's start and end each time. One ends a minute after its last connection closed.
+static CONNECTIONS: gosling_util::Workers = gosling_util::Workers::new("connection", Duration::from_secs(60));
 
 /// The request cap: at most `max` requests are handled at once. A request takes a slot once
 /// its head has arrived and passed the `Gate` (so no client without the key holds one) and gives it back once its response is written, on the same thread

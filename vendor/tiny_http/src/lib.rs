@@ -176,6 +176,10 @@ pub struct IncomingRequests<'a> {
 /// connection's next request is read after that.
 pub type RequestHandler = Arc<dyn Fn(Request) + Send + Sync>;
 
+/// gosling patch: starts a connection's job on a thread (its own, or a kept one); the error
+/// when none can start. See `ServeOptions::spawn`.
+pub type Spawner = Arc<dyn Fn(Box<dyn FnOnce() + Send + 'static>) -> IoResult<()> + Send + Sync>;
+
 /// gosling patch: how `Server::serve` treats its connections.
 #[derive(Clone, Default)]
 pub struct ServeOptions {
@@ -187,6 +191,10 @@ pub struct ServeOptions {
     /// Open connections at most: past it, the connection idle the longest is closed to admit
     /// the new one, or the new one is closed when none is idle.
     pub max_connections: Option<usize>,
+    /// Runs each connection's job (patch 22): the caller's threads, kept between connections,
+    /// instead of a thread started for each (`None`: one started per connection, named
+    /// `connection`).
+    pub spawn: Option<Spawner>,
 }
 
 /// Represents the parameters required to create a server.
@@ -276,8 +284,8 @@ impl Server {
         options: ServeOptions,
         handler: RequestHandler,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        let ServeOptions { wrapper, read_timeout, write_timeout, max_connections } = options;
-        Self::from_listener_impl(listener, None, wrapper, read_timeout, write_timeout, max_connections, Some(handler))
+        let ServeOptions { wrapper, read_timeout, write_timeout, max_connections, spawn } = options;
+        Self::from_listener_impl(listener, None, wrapper, read_timeout, write_timeout, max_connections, Some((handler, spawn)))
     }
 
     /// gosling patch: like `from_listener_with_timeouts`, but every accepted TCP connection
@@ -317,8 +325,12 @@ impl Server {
         read_timeout: Option<std::time::Duration>,
         write_timeout: Option<std::time::Duration>,
         max_connections: Option<usize>,
-        handler: Option<RequestHandler>,
+        handler: Option<(RequestHandler, Option<Spawner>)>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        let (handler, spawner) = match handler {
+            Some((h, s)) => (Some(h), s),
+            None => (None, None),
+        };
         let listener = listener.into();
         // building the "close" variable
         let close_trigger = Arc::new(AtomicBool::new(false));
@@ -482,7 +494,7 @@ impl Server {
                             }
                         }
                         let closed = Closed(open);
-                        let spawned = thread::Builder::new().name("connection".into()).spawn(move || {
+                        let job = move || {
                             let _closed = closed;
                             // gosling patch: thread-per-connection (see `Server::serve`).
                             if let (Some(handler), Some(registered)) = (handler.as_ref(), registered.take()) {
@@ -514,7 +526,12 @@ impl Server {
                                     }
                                 }
                             }
-                        });
+                        };
+                        // gosling patch 22: on the caller's (kept) threads when it gives them.
+                        let spawned = match &spawner {
+                            Some(spawn) => spawn(Box::new(job)),
+                            None => thread::Builder::new().name("connection".into()).spawn(job).map(|_| ()),
+                        };
                         // The closure (and with it the connection and its count) is dropped when
                         // no thread can be started: the client sees the connection closed.
                         if let Err(e) = spawned {

@@ -63,3 +63,35 @@ fn static_headers_the_library_writes_or_malformed_are_refused() {
     }
     let _ = tiny_http::StaticHeader::new("X-Frame-Options", "DENY");
 }
+
+/// Patch 22: each connection's job runs where `ServeOptions::spawn` puts it (gosling's kept
+/// threads), once per connection; without it, a thread is started per connection as before.
+#[test]
+fn each_connection_runs_on_the_spawner_given() {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let jobs = Arc::new(AtomicUsize::new(0));
+    let counted = jobs.clone();
+    let spawn: tiny_http::Spawner = Arc::new(move |job| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        std::thread::Builder::new().name("kept".into()).spawn(job).map(|_| ())
+    });
+    let handler: tiny_http::RequestHandler = Arc::new(|rq: tiny_http::Request| {
+        let thread = std::thread::current().name().unwrap_or_default().to_string();
+        let _ = rq.respond(tiny_http::Response::from_string(thread));
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let options = tiny_http::ServeOptions { spawn: Some(spawn), ..Default::default() };
+    let server = tiny_http::Server::serve(listener, options, handler).unwrap();
+    for n in 1..=2 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        write!(c, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        assert!(answer.ends_with("\r\n\r\nkept"), "served on the spawner's thread: {answer}");
+        assert_eq!(jobs.load(Ordering::SeqCst), n, "one job per connection");
+    }
+    drop(server);
+}
