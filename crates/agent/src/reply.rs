@@ -670,7 +670,7 @@ impl Turn {
     }
 
     fn read_only(&self, prefixed: &str) -> bool {
-        self.runtime.tools(None).iter().find(|t| t.name == prefixed).is_some_and(|t| t.tool.read_only())
+        self.runtime.tools_shared().iter().find(|t| t.name == prefixed).is_some_and(|t| t.tool.read_only())
     }
 
     /// Runs the calls (in parallel), forwarding progress as Notification events.

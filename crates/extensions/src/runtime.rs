@@ -332,14 +332,8 @@ impl ActiveExtension {
         }
     }
 
-    /// Tools after the `available_tools` filter (unprefixed MCP tools).
-    fn visible_tools(&self) -> Vec<Tool> {
-        let allowed = &self.config.available_tools;
-        // Only the visible ones are copied (under the read lock), not the whole list first.
-        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner());
-        tools.iter().filter(|t| allowed.is_empty() || allowed.contains(&t.name)).cloned().collect()
-    }
-
+    /// Takes the server's list again when it changed (`tools/list_changed`); the same list, not
+    /// a copy, while it did not.
     fn refresh_tools(&self) -> Result<(), Error> {
         if let Backend::Mcp(c) = &*self.backend.read().unwrap_or_else(|e| e.into_inner()) {
             if c.capabilities().get("tools").is_some() {
@@ -1073,27 +1067,11 @@ impl SessionRuntime {
 
     /// All tools, sorted by prefixed name; `extension` filters by extension key.
     pub fn tools(self: &Arc<Self>, extension: Option<&str>) -> Vec<SessionTool> {
-        if extension.is_none() {
-            return self.tools_shared().as_ref().clone();
+        let all = self.tools_shared();
+        match extension.map(runtime_key) {
+            None => all.as_ref().clone(),
+            Some(key) => all.iter().filter(|t| t.extension == key).cloned().collect(),
         }
-        self.wait_loaded();
-        let _used = self.touch();
-        let filter = extension.map(runtime_key);
-        let mut out = Vec::new();
-        for ext in self.active() {
-            if filter.as_deref().is_some_and(|f| f != ext.key) {
-                continue;
-            }
-            if let Err(e) = ext.refresh_tools() {
-                log::warn!("session {}: listing tools of {} failed: {e}", self.session_id, ext.key);
-                self.notice_failure(&ext);
-            }
-            for tool in ext.visible_tools() {
-                out.push(SessionTool { name: format!("{}__{}", ext.key, tool.name), extension: ext.key.clone(), tool });
-            }
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
     }
 
     /// Finds the extension for a prefixed tool name: the active key that prefixes it.
