@@ -932,8 +932,7 @@ impl Agent {
         updates::refuse_images(&p.content, || gosling_agent::usage::images(&self.app, sid)).map_err(invalid_params)?;
         let user = gosling_store::message::Message::new(msg::new_id(), gosling_store::message::Role::User, p.content);
         let mut turn = self.prepare_turn(sid, user)?;
-        // The turn's run, which Desktop steers into (`session/steer`), until it ends.
-        self.conn.update(sid, &updates::active_run(Some(turn.run_id())));
+        let (run_id, titled) = (turn.run_id().to_string(), turn.titled.clone());
         // The core named the session from its first message (`agent::title`): announced, and
         // again when the model's title replaces it after the turn.
         // With the messages the session holds then (goose's `_meta.messageCount`).
@@ -946,8 +945,7 @@ impl Agent {
             };
             conn.update(sid, &info);
         };
-        if let Some((title, updated)) = &turn.titled {
-            announce(&self.app, &self.conn, sid, title, updated);
+        if titled.is_some() {
             // The model's title names the exchange: the editor hears of it after the answer.
             let (app, conn, sid, gate) = (self.app.clone(), self.conn.clone(), sid.to_string(), after_answer.clone());
             turn.on_model_title = Some(Box::new(move |title, updated| {
@@ -979,6 +977,13 @@ impl Agent {
             .app
             .start_turn(turn, sink, cancel.clone())
             .map_err(|e| ErrorObject::new(INTERNAL_ERROR, format!("acp: cannot start the turn: {e}")))?;
+        // Sent while the turn's thread asks the model, not before it starts: its events wait in
+        // the channel until the loop below reads them, so the editor still hears these first.
+        // The turn's run, which Desktop steers into (`session/steer`), until it ends.
+        self.conn.update(sid, &updates::active_run(Some(&run_id)));
+        if let Some((title, updated)) = &titled {
+            announce(&self.app, &self.conn, sid, title, updated);
+        }
         let mut error = None;
         // The model's text so far, for a plan written as a task list; each new plan is sent.
         let (mut text, mut last_plan) = (String::new(), None);
