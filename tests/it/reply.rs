@@ -19,7 +19,11 @@ pub struct ReplyStream {
 
 impl ReplyStream {
     pub fn open(s: &Server, session: &str, user_message: Value) -> ReplyStream {
-        let body = json!({ "session_id": session, "user_message": user_message });
+        ReplyStream::open_body(s, json!({ "session_id": session, "user_message": user_message }))
+    }
+
+    /// `POST /reply` with `body` as it is (`override_conversation` and the like).
+    pub fn open_body(s: &Server, body: Value) -> ReplyStream {
         let req = ureq::http::Request::builder()
             .method("POST")
             .uri(s.url("/reply"))
@@ -514,4 +518,67 @@ fn a_tool_the_server_adds_between_turns_is_offered_on_the_next() {
     assert_eq!(offered(0), ["t__echo", "t__slow"]);
     assert_eq!(offered(1), offered(0), "the same list within the turn");
     assert_eq!(offered(2), ["t__echo", "t__late", "t__slow"], "the new tool on the next turn");
+}
+
+/// A turn converts only what was stored since the session's last turn (the conversion of the
+/// rest is kept while the conversation only grew): what the model is sent is the whole stored
+/// conversation all the same — after a rewrite (`override_conversation`), after a message
+/// another process appended, turn after turn.
+#[test]
+fn each_turn_sends_the_model_the_whole_stored_conversation_after_rewrites_and_appends_from_elsewhere() {
+    let llm = FakeLlm::start(["a1", "a2", "a3", "a4", "a5"].into_iter().map(text_turn).collect());
+    let s = Server::start_with(ServerOpts { env: llm.env("m"), ..Default::default() });
+    let work = TempDir::new("kept-conversion");
+    let id = start_session(&s, work.path(), Some(vec![]));
+    resume(&s, &id);
+    let said = |i: usize| -> Vec<String> {
+        let body = &llm.requests()[i].body;
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| format!("{}: {}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap_or("?")))
+            .collect()
+    };
+    for q in ["one", "two"] {
+        assert_finished(&ReplyStream::open(&s, &id, user_text(q)).all());
+    }
+    assert_eq!(said(1), ["user: one", "assistant: a1", "user: two"]);
+    // A rewrite of the conversation with the next message (goose's override_conversation).
+    let meta = json!({"userVisible": true, "agentVisible": true});
+    let edited = json!([
+        {"id": "e1", "role": "user", "created": 1, "content": [{"type": "text", "text": "edited one"}], "metadata": meta},
+        {"id": "e2", "role": "assistant", "created": 2, "content": [{"type": "text", "text": "edited a1"}], "metadata": meta},
+    ]);
+    let body = json!({"session_id": id, "user_message": user_text("three"), "override_conversation": edited});
+    let events = ReplyStream::open_body(&s, body).all();
+    assert_finished(&events);
+    assert_eq!(said(2), ["user: edited one", "assistant: edited a1", "user: three"]);
+    assert_finished(&ReplyStream::open(&s, &id, user_text("four")).all());
+    assert_eq!(
+        said(3),
+        ["user: edited one", "assistant: edited a1", "user: three", "assistant: a3", "user: four"],
+        "the rewritten conversation, not the one converted before it"
+    );
+    // A message another process appended between two turns.
+    let file = s.home.join("state/sessions").join(format!("{id}.jsonl"));
+    let other = json!({"id": "o1", "role": "user", "created": 9, "content": [{"type": "text", "text": "from elsewhere"}], "metadata": meta});
+    let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+    std::io::Write::write_all(&mut f, format!("{other}\n").as_bytes()).unwrap();
+    drop(f);
+    assert_finished(&ReplyStream::open(&s, &id, user_text("five")).all());
+    assert_eq!(
+        said(4),
+        [
+            "user: edited one",
+            "assistant: edited a1",
+            "user: three",
+            "assistant: a3",
+            "user: four",
+            "assistant: a4",
+            "user: from elsewhere",
+            "user: five"
+        ]
+    );
 }

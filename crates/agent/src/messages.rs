@@ -7,6 +7,7 @@ use gosling_llm::{ChatMessage, Part, Role};
 use gosling_store::message::{
     Action, ActionRequired, Content, Message, ToolCall, ToolRequest, ToolResponse, ToolResult,
 };
+use gosling_store::sessions::Lineage;
 use gosling_wire::mcp_types::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 
@@ -159,8 +160,9 @@ pub const INTERRUPTED: &str =
 /// power went, while it ran (`reply::Turn::save_deferred`) — is answered as interrupted, and
 /// a result whose call is not there is left out. Looks at the messages from `from` on and at
 /// the one before (whose calls the first may answer); the calls of the last message stay
-/// open (a frontend tool's results come with the next message).
-pub fn pair_tool_traffic(messages: &mut Vec<ChatMessage>, from: usize) {
+/// open (a frontend tool's results come with the next message). The first place it changed,
+/// if it changed anything.
+pub fn pair_tool_traffic(messages: &mut Vec<ChatMessage>, from: usize) -> Option<usize> {
     let calls = |m: &ChatMessage| -> Vec<String> {
         m.parts
             .iter()
@@ -170,11 +172,16 @@ pub fn pair_tool_traffic(messages: &mut Vec<ChatMessage>, from: usize) {
             })
             .collect()
     };
+    let mut changed = None;
     let mut i = from;
     while i < messages.len() {
         let asked = if i == 0 { Vec::new() } else { calls(&messages[i - 1]) };
         if messages[i].role == Role::User {
+            let before = messages[i].parts.len();
             messages[i].parts.retain(|p| !matches!(p, Part::ToolResult { id, .. } if !asked.contains(id)));
+            if messages[i].parts.len() != before {
+                changed.get_or_insert(i);
+            }
             if messages[i].parts.is_empty() {
                 messages.remove(i);
                 continue;
@@ -186,6 +193,9 @@ pub fn pair_tool_traffic(messages: &mut Vec<ChatMessage>, from: usize) {
         } else if !missing.is_empty() {
             messages.insert(i, ChatMessage { role: Role::User, parts: Vec::new() });
         }
+        if !missing.is_empty() {
+            changed.get_or_insert(i);
+        }
         let answers = missing.into_iter().map(|id| Part::ToolResult {
             id,
             content: vec![text_item(INTERRUPTED)],
@@ -194,6 +204,44 @@ pub fn pair_tool_traffic(messages: &mut Vec<ChatMessage>, from: usize) {
         messages[i].parts.splice(0..0, answers);
         i += 1;
     }
+    changed
+}
+
+/// Each session's earlier conversation as the model sees it, kept from one turn to the next:
+/// `covers` stored messages of `lineage` converted (`to_llm`), so the next turn converts only
+/// what was stored since. A few sessions' (those turning now), the most recent first.
+struct Converted {
+    session: String,
+    lineage: Lineage,
+    covers: usize,
+    messages: Vec<ChatMessage>,
+}
+
+static CONVERTED: std::sync::Mutex<Vec<Converted>> = std::sync::Mutex::new(Vec::new());
+/// As many as the store keeps parsed conversations (a lineage comes back only while the store
+/// keeps its conversation parsed).
+const CONVERTED_KEPT: usize = 4;
+
+/// What session `session`'s last turn kept of its conversation's conversion, taken out, and how
+/// many stored messages it covers — when they are still the start of the conversation (the
+/// same `lineage`, no more of them than `stored`); else nothing (empty, 0).
+pub fn take_converted(session: &str, lineage: Lineage, stored: usize) -> (Vec<ChatMessage>, usize) {
+    let mut kept = gosling_util::lock(&CONVERTED);
+    let Some(i) = kept.iter().position(|c| c.session == session) else { return (Vec::new(), 0) };
+    let c = kept.remove(i);
+    match c.lineage == lineage && c.covers <= stored {
+        true => (c.messages, c.covers),
+        false => (Vec::new(), 0),
+    }
+}
+
+/// Keeps `messages`, the conversion of the first `covers` stored messages of session
+/// `session`'s conversation of `lineage`, for its next turn (`take_converted`).
+pub fn keep_converted(session: &str, lineage: Lineage, covers: usize, messages: Vec<ChatMessage>) {
+    let mut kept = gosling_util::lock(&CONVERTED);
+    kept.retain(|c| c.session != session);
+    kept.insert(0, Converted { session: session.to_string(), lineage, covers, messages });
+    kept.truncate(CONVERTED_KEPT);
 }
 
 #[cfg(test)]
@@ -260,7 +308,7 @@ mod tests {
             // The last message's calls stay open (a frontend tool's result comes next).
             chat(Role::Assistant, vec![call("e")]),
         ];
-        pair_tool_traffic(&mut m, 0);
+        assert_eq!(pair_tool_traffic(&mut m, 0), Some(2), "the first change: the lost result of the first call");
         let interrupted =
             |id: &str| Part::ToolResult { id: id.into(), content: vec![text_item(INTERRUPTED)], is_error: true };
         assert_eq!(
@@ -280,13 +328,40 @@ mod tests {
         // Paired already: nothing changes, from any point on.
         let before = m.clone();
         for from in 0..m.len() {
-            pair_tool_traffic(&mut m, from);
+            assert_eq!(pair_tool_traffic(&mut m, from), None);
         }
         assert_eq!(m, before);
         // The open call is answered by the next message when it comes.
         m.push(chat(Role::User, vec![result("e")]));
-        pair_tool_traffic(&mut m, before.len());
+        assert_eq!(pair_tool_traffic(&mut m, before.len()), None);
         assert_eq!(m.len(), before.len() + 1);
         assert_eq!(m.last().unwrap().parts, [result("e")]);
+    }
+
+    /// A session's kept conversion comes back only for the lineage it was made from and while
+    /// it covers no more messages than are stored; taking it takes it out.
+    #[test]
+    fn a_kept_conversion_is_given_back_for_its_lineage_only() {
+        use gosling_store::sessions::SessionStore;
+        let dir = std::env::temp_dir().join(format!("gosling-kept-conversion-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = SessionStore::open(&dir).unwrap();
+        let id = store.create("/w", vec![]).unwrap().id;
+        store.append_message(&id, &Message::new("m0", User, vec![Content::text("hi")])).unwrap();
+        let (_, stored, lineage) = store.get_shared(&id).unwrap().unwrap();
+        store.replace_conversation(&id, &stored).unwrap();
+        let (_, _, rewritten) = store.get_shared(&id).unwrap().unwrap();
+        assert_ne!(lineage, rewritten);
+        let converted = to_llm(stored.iter());
+        let session = format!("kept-{id}");
+        keep_converted(&session, lineage, 1, converted.clone());
+        assert_eq!(take_converted(&session, rewritten, 1), (Vec::new(), 0), "another lineage: nothing");
+        assert_eq!(take_converted(&session, lineage, 1), (Vec::new(), 0), "taken out by the miss before");
+        keep_converted(&session, lineage, 1, converted.clone());
+        assert_eq!(take_converted(&session, lineage, 0), (Vec::new(), 0), "covers more than is stored: nothing");
+        keep_converted(&session, lineage, 1, converted.clone());
+        assert_eq!(take_converted(&session, lineage, 3), (converted, 1), "the same lineage, grown: given back");
+        assert_eq!(take_converted(&session, lineage, 3), (Vec::new(), 0), "once");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

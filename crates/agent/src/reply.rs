@@ -57,6 +57,9 @@ pub struct Turn {
     pub max_turns: usize,
     /// The conversation before this turn, shared with the store's cache (not copied).
     earlier: Arc<Vec<Message>>,
+    /// `earlier`'s lineage in the store: while it stays the same, a conversion of its first
+    /// messages kept from an earlier turn is still theirs (`messages::take_converted`).
+    lineage: gosling_store::sessions::Lineage,
     /// This turn's messages after `earlier`: the new user message, then what the turn adds.
     pub conversation: Vec<Message>,
     /// Keeps other turns out of this session while this one lives.
@@ -204,7 +207,7 @@ impl Turn {
         // Asked before the session is read: a write of its counts that ends in between is in
         // what is read.
         let queued = crate::usage::queued_base(&host.sessions, session_id);
-        let (session, stored) = host
+        let (session, stored, lineage) = host
             .sessions
             .get_shared(session_id)
             .map_err(Error::SaveMessage)?
@@ -273,6 +276,7 @@ impl Turn {
             never: Mutex::new(never),
             max_turns: max_turns(&setting),
             earlier,
+            lineage,
             conversation,
             _running: running,
             system: crate::prompts::text(&setting, &crate::prompts::SYSTEM),
@@ -485,10 +489,35 @@ impl Turn {
     fn run_inner(&mut self, out: &mut Out, cancel: &Receiver<()>) -> Result<(), super::Error> {
         // One request for the whole reply: the conversation converted once, and each model
         // call adds only the messages since the last (the conversation only grows here, and
-        // `to_llm` converts message by message).
-        let tools = self.tool_specs();
-        let system = self.system_prompt();
-        let mut request = ChatRequest { system, messages: msg::to_llm(self.earlier.iter()), tools, max_tokens: None };
+        // `to_llm` converts message by message). The earlier conversation's conversion is the
+        // one the session's last turn kept, while its messages are still the conversation's
+        // start (the same lineage), plus the messages stored since.
+        let (mut messages, covered) = msg::take_converted(&self.session_id, self.lineage, self.earlier.len());
+        messages.extend(msg::to_llm(&self.earlier[covered..]));
+        let earlier = messages.len();
+        let mut request =
+            ChatRequest { system: self.system_prompt(), messages, tools: self.tool_specs(), max_tokens: None };
+        let mut kept_whole = true;
+        let result = self.steps(&mut request, earlier, &mut kept_whole, out, cancel);
+        // Kept for the next turn, unless making calls and results pair changed it.
+        if kept_whole {
+            request.messages.truncate(earlier);
+            msg::keep_converted(&self.session_id, self.lineage, self.earlier.len(), request.messages);
+        }
+        result
+    }
+
+    /// The turn's steps: a model call, the tools it asks for, again, until it answers. `request`
+    /// begins with the earlier conversation's `earlier` messages; `kept_whole` is cleared when
+    /// they were changed (`msg::pair_tool_traffic`).
+    fn steps(
+        &mut self,
+        request: &mut ChatRequest,
+        earlier: usize,
+        kept_whole: &mut bool,
+        out: &mut Out,
+        cancel: &Receiver<()>,
+    ) -> Result<(), super::Error> {
         let mut converted = 0;
         // The model's messages checked so far for calls and results that pair
         // (`msg::pair_tool_traffic`): the earlier conversation once, then what each step adds.
@@ -503,7 +532,9 @@ impl Turn {
             }
             request.messages.extend(msg::to_llm(&self.conversation[converted..]));
             converted = self.conversation.len();
-            msg::pair_tool_traffic(&mut request.messages, paired);
+            if msg::pair_tool_traffic(&mut request.messages, paired).is_some_and(|at| at < earlier) {
+                *kept_whole = false;
+            }
             paired = request.messages.len();
             if lock(&self.unsynced_since).is_some_and(|t| t.elapsed() >= SETTLE_AFTER) {
                 self.settle();
@@ -533,7 +564,7 @@ impl Turn {
                 // first byte, between chunks, during a retry wait).
                 let stop = cancel.clone();
                 self.provider.complete_cancellable(
-                    &request,
+                    request,
                     &mut on_delta,
                     &llm::Cancel::new(move || is_cancelled(&stop)),
                 )

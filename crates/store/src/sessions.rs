@@ -589,6 +589,24 @@ struct Parsed {
     /// Shared with the callers of `get_shared` (a turn): extended in place when nobody else
     /// holds it, copied first when someone does.
     messages: Arc<Vec<Message>>,
+    /// The conversation's lineage (`Lineage`): new when the file was read whole, kept while
+    /// lines are only appended to it.
+    lineage: Lineage,
+}
+
+/// Names one conversation's history while it only grows: `get_shared` gives the same lineage
+/// for as long as what it gave before is still the start of the conversation (the same file,
+/// lines only appended since), and a new one whenever the file was read whole (another file in
+/// its place, a rewrite, the first read, a conversation too long to keep parsed). A caller that
+/// derived something from the first `n` messages may keep it while the lineage is the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lineage(u64);
+
+impl Lineage {
+    fn new() -> Lineage {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Lineage(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl Conversations {
@@ -838,18 +856,18 @@ impl SessionStore {
     /// returned as far as it reads — its good messages, marked with `DAMAGED_KEY` — and its
     /// files are left untouched.
     pub fn get(&self, id: &str) -> Result<Option<Session>, Error> {
-        Ok(self.get_shared(id)?.map(|(s, c)| Session { conversation: Some(Arc::unwrap_or_clone(c)), ..s }))
+        Ok(self.get_shared(id)?.map(|(s, c, _)| Session { conversation: Some(Arc::unwrap_or_clone(c)), ..s }))
     }
 
     /// As `get`, with the conversation apart (`conversation` is `None` in the session) and
     /// shared with the store's cache rather than copied: a turn reads its session once, and
     /// a deep copy of a long conversation cost more than reading the lines appended since.
     /// The same reading as `get` (the shared lock, the damaged case alike).
-    pub fn get_shared(&self, id: &str) -> Result<Option<(Session, SharedConversation)>, Error> {
+    pub fn get_shared(&self, id: &str) -> Result<Option<(Session, SharedConversation, Lineage)>, Error> {
         let st = &self.inner;
         let whole = st.with_session(id, false, |d| {
-            let conversation = st.read_conversation(&d)?;
-            Ok((None, (d.session, conversation)))
+            let (conversation, lineage) = st.read_conversation_lineage(&d)?;
+            Ok((None, (d.session, conversation, lineage)))
         });
         match whole {
             Err(e @ Error::Corrupt { .. }) => {
@@ -857,7 +875,7 @@ impl SessionStore {
                 // Listed as damaged from now on too (the listing had it as its metadata says).
                 let conversation = s.conversation.take();
                 lock(&st.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
-                Ok(Some((s, Arc::new(conversation.unwrap_or_default()))))
+                Ok(Some((s, Arc::new(conversation.unwrap_or_default()), Lineage::new())))
             }
             other => other,
         }
@@ -1917,15 +1935,20 @@ impl Inner {
 
     /// The conversation as its file holds it, up to its last whole line.
     fn read_conversation(&self, d: &Derived) -> Result<Arc<Vec<Message>>, Error> {
+        self.read_conversation_lineage(d).map(|(messages, _)| messages)
+    }
+
+    /// `read_conversation`, and its lineage (`Lineage`).
+    fn read_conversation_lineage(&self, d: &Derived) -> Result<(Arc<Vec<Message>>, Lineage), Error> {
         let id = &d.session.id;
         if d.legacy {
             let path = self.legacy_path(id);
             let bytes =
                 atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was locked"))?;
-            return Ok(Arc::new(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default()));
+            return Ok((Arc::new(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default()), Lineage::new()));
         }
         if d.file.bytes == 0 {
-            return Ok(Arc::new(Vec::new()));
+            return Ok((Arc::new(Vec::new()), Lineage::new()));
         }
         let path = self.messages_path(id);
         if d.torn > 0 {
@@ -1950,9 +1973,9 @@ impl Inner {
                     p.last_line = last_line(new).to_vec();
                 }
                 p.bytes = written;
-                let messages = p.messages.clone();
+                let (messages, lineage) = (p.messages.clone(), p.lineage);
                 lock(&self.conversations).keep(p);
-                return Ok(messages);
+                return Ok((messages, lineage));
             }
         }
         let f = atomic::open_read(&path).map_err(|e| atomic::io_err(&path, e))?;
@@ -1964,6 +1987,7 @@ impl Inner {
             return Err(corrupt(&path, detail));
         }
         let messages = Arc::new(parse_lines::<Message>(&path, &bytes, 1)?.0);
+        let lineage = Lineage::new();
         if written <= CACHED_CONVERSATION_MAX_BYTES {
             let p = Parsed {
                 id: id.clone(),
@@ -1972,10 +1996,11 @@ impl Inner {
                 bytes: written,
                 last_line: last_line(&bytes).to_vec(),
                 messages: messages.clone(),
+                lineage,
             };
             lock(&self.conversations).keep(p);
         }
-        Ok(messages)
+        Ok((messages, lineage))
     }
 
     /// Notes a change to session `id` for the other processes' indexes. A failure only delays
@@ -2632,26 +2657,39 @@ mod tests {
 
     /// `get_shared` hands out the cached conversation itself while nothing changed, and a
     /// conversation a caller holds is never changed under it: what is appended after (here or
-    /// by another store) goes to a new one.
+    /// by another store) goes to a new one. Its lineage stays while messages are only appended
+    /// (here or by another store), and is new once the conversation was rewritten.
     #[test]
     fn a_shared_conversation_is_the_cached_one_and_never_changes_under_its_holder() {
         let d = tmpdir("shared");
         let (a, b) = (SessionStore::open(&d).unwrap(), SessionStore::open(&d).unwrap());
         let id = a.create("/w", vec![]).unwrap().id;
         a.append_message(&id, &message(0)).unwrap();
-        let (s, held) = a.get_shared(&id).unwrap().unwrap();
+        let (s, held, lineage) = a.get_shared(&id).unwrap().unwrap();
         assert_eq!((s.conversation, s.message_count), (None, 1), "the conversation comes apart from the session");
         assert_eq!(*held, vec![message(0)]);
-        let (_, again) = a.get_shared(&id).unwrap().unwrap();
+        let (_, again, same) = a.get_shared(&id).unwrap().unwrap();
         assert!(Arc::ptr_eq(&held, &again), "nothing new: the same conversation, not a copy");
+        assert_eq!(same, lineage);
         drop(again);
         a.append_message(&id, &message(1)).unwrap();
         b.append_message(&id, &message(2)).unwrap();
-        let (_, now) = a.get_shared(&id).unwrap().unwrap();
+        let (_, now, grown) = a.get_shared(&id).unwrap().unwrap();
         assert_eq!(*now, (0..3).map(message).collect::<Vec<_>>());
         assert_eq!(*held, vec![message(0)], "the held conversation stays as it was read");
+        assert_eq!(grown, lineage, "only appended to: what was read is still its start");
         assert_eq!(a.get(&id).unwrap().unwrap().conversation.unwrap(), *now, "get reads the same");
         assert!(a.get_shared("nope").unwrap().is_none());
+        // Rewritten (here, or by another store): a new lineage, even for the same length.
+        let edited = [message(0), message(9), message(2)];
+        b.replace_conversation(&id, &edited).unwrap();
+        let (_, rewritten, other) = a.get_shared(&id).unwrap().unwrap();
+        assert_eq!(*rewritten, edited);
+        assert_ne!(other, lineage, "a rewrite starts a new lineage");
+        a.replace_conversation(&id, &edited[..2]).unwrap();
+        let (_, cut, third) = a.get_shared(&id).unwrap().unwrap();
+        assert_eq!(*cut, edited[..2]);
+        assert!(third != other && third != lineage, "each rewrite starts its own");
     }
 
     #[test]
