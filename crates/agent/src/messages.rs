@@ -229,7 +229,7 @@ pub fn take_converted(session: &str, lineage: Lineage, stored: usize) -> (Vec<Ch
     let mut kept = gosling_util::lock(&CONVERTED);
     let Some(i) = kept.iter().position(|c| c.session == session) else { return (Vec::new(), 0) };
     let c = kept.remove(i);
-    match c.lineage == lineage && c.covers <= stored {
+    match lineage.lasts() && c.lineage == lineage && c.covers <= stored {
         true => (c.messages, c.covers),
         false => (Vec::new(), 0),
     }
@@ -240,8 +240,12 @@ pub fn take_converted(session: &str, lineage: Lineage, stored: usize) -> (Vec<Ch
 pub fn keep_converted(session: &str, lineage: Lineage, covers: usize, messages: Vec<ChatMessage>) {
     let mut kept = gosling_util::lock(&CONVERTED);
     kept.retain(|c| c.session != session);
-    kept.insert(0, Converted { session: session.to_string(), lineage, covers, messages });
-    kept.truncate(CONVERTED_KEPT);
+    // A conversation the store does not keep parsed comes back with another lineage: its
+    // conversion (as long as it is) would only take room.
+    if lineage.lasts() {
+        kept.insert(0, Converted { session: session.to_string(), lineage, covers, messages });
+        kept.truncate(CONVERTED_KEPT);
+    }
 }
 
 #[cfg(test)]
@@ -348,6 +352,9 @@ mod tests {
         let store = SessionStore::open(&dir).unwrap();
         let id = store.create("/w", vec![]).unwrap().id;
         store.append_message(&id, &Message::new("m0", User, vec![Content::text("hi")])).unwrap();
+        let empty = store.create("/w", vec![]).unwrap().id;
+        let (_, _, none) = store.get_shared(&empty).unwrap().unwrap();
+        assert!(!none.lasts(), "an empty conversation is not kept parsed");
         let (_, stored, lineage) = store.get_shared(&id).unwrap().unwrap();
         store.replace_conversation(&id, &stored).unwrap();
         let (_, _, rewritten) = store.get_shared(&id).unwrap().unwrap();
@@ -360,8 +367,11 @@ mod tests {
         keep_converted(&session, lineage, 1, converted.clone());
         assert_eq!(take_converted(&session, lineage, 0), (Vec::new(), 0), "covers more than is stored: nothing");
         keep_converted(&session, lineage, 1, converted.clone());
-        assert_eq!(take_converted(&session, lineage, 3), (converted, 1), "the same lineage, grown: given back");
+        assert_eq!(take_converted(&session, lineage, 3), (converted.clone(), 1), "the same lineage, grown: given back");
         assert_eq!(take_converted(&session, lineage, 3), (Vec::new(), 0), "once");
+        // A lineage that does not last (the store keeps no parsed copy) is not kept.
+        keep_converted(&session, none, 0, converted);
+        assert_eq!(take_converted(&session, none, 3), (Vec::new(), 0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -597,8 +597,10 @@ struct Parsed {
 /// Names one conversation's history while it only grows: `get_shared` gives the same lineage
 /// for as long as what it gave before is still the start of the conversation (the same file,
 /// lines only appended since), and a new one whenever the file was read whole (another file in
-/// its place, a rewrite, the first read, a conversation too long to keep parsed). A caller that
-/// derived something from the first `n` messages may keep it while the lineage is the same.
+/// its place, a rewrite, the first read). A caller that derived something from the first `n`
+/// messages may keep it while the lineage is the same. A conversation the store does not keep
+/// parsed (too long, empty, the one-file layout, damaged) has none that lasts (`lasts`): the
+/// next read cannot give it again, so nothing derived from it is worth keeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lineage(u64);
 
@@ -606,6 +608,14 @@ impl Lineage {
     fn new() -> Lineage {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Lineage(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The lineage of a conversation that is not kept parsed: never given again.
+    const NONE: Lineage = Lineage(0);
+
+    /// Whether a later read can give this lineage again.
+    pub fn lasts(self) -> bool {
+        self != Lineage::NONE
     }
 }
 
@@ -875,7 +885,7 @@ impl SessionStore {
                 // Listed as damaged from now on too (the listing had it as its metadata says).
                 let conversation = s.conversation.take();
                 lock(&st.index).insert(id.to_string(), Arc::new(Meta::new(&s)));
-                Ok(Some((s, Arc::new(conversation.unwrap_or_default()), Lineage::new())))
+                Ok(Some((s, Arc::new(conversation.unwrap_or_default()), Lineage::NONE)))
             }
             other => other,
         }
@@ -1945,10 +1955,10 @@ impl Inner {
             let path = self.legacy_path(id);
             let bytes =
                 atomic::read_file(&path)?.ok_or_else(|| corrupt(&path, "it vanished while the session was locked"))?;
-            return Ok((Arc::new(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default()), Lineage::new()));
+            return Ok((Arc::new(parse_legacy(&path, id, &bytes)?.conversation.unwrap_or_default()), Lineage::NONE));
         }
         if d.file.bytes == 0 {
-            return Ok((Arc::new(Vec::new()), Lineage::new()));
+            return Ok((Arc::new(Vec::new()), Lineage::NONE));
         }
         let path = self.messages_path(id);
         if d.torn > 0 {
@@ -1987,8 +1997,9 @@ impl Inner {
             return Err(corrupt(&path, detail));
         }
         let messages = Arc::new(parse_lines::<Message>(&path, &bytes, 1)?.0);
-        let lineage = Lineage::new();
-        if written <= CACHED_CONVERSATION_MAX_BYTES {
+        let kept = written <= CACHED_CONVERSATION_MAX_BYTES;
+        let lineage = if kept { Lineage::new() } else { Lineage::NONE };
+        if kept {
             let p = Parsed {
                 id: id.clone(),
                 file: f,
@@ -2668,6 +2679,7 @@ mod tests {
         let (s, held, lineage) = a.get_shared(&id).unwrap().unwrap();
         assert_eq!((s.conversation, s.message_count), (None, 1), "the conversation comes apart from the session");
         assert_eq!(*held, vec![message(0)]);
+        assert!(lineage.lasts(), "a conversation kept parsed has a lineage that lasts");
         let (_, again, same) = a.get_shared(&id).unwrap().unwrap();
         assert!(Arc::ptr_eq(&held, &again), "nothing new: the same conversation, not a copy");
         assert_eq!(same, lineage);
