@@ -117,9 +117,56 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ChatRequest) -> Value {
 /// gave (a unit test compares them).
 pub fn request_bytes(model: &str, max_tokens: u32, req: &ChatRequest) -> Result<Vec<u8>, Error> {
     let max_tokens = req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens));
-    serde_json::to_vec(&Body { model, max_tokens, req })
-        .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))
+    serde_json::to_vec(&Body { model, max_tokens, req }).map_err(encode_error)
 }
+
+/// `request_bytes`, with the messages a recent request of this process began with taken from
+/// their kept encodings (`kept::Messages`) instead of encoded again, and the session's tool list
+/// too (`kept::Tools`), as `openai::request_bytes_reusing` does. The same bytes as
+/// `request_bytes` (a unit test compares them).
+pub fn request_bytes_reusing(model: &str, max_tokens: u32, req: &ChatRequest) -> Result<Vec<u8>, Error> {
+    let max_tokens = req.max_tokens.map_or(max_tokens, |m| m.min(max_tokens));
+    let entry = MESSAGES.encode(&req.messages, |m| {
+        let blocks = blocks(m);
+        if blocks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let role = if m.role == Role::User { "user" } else { "assistant" };
+        serde_json::to_vec(&Message(role, &blocks)).map_err(encode_error)
+    })?;
+    let mut out = Vec::with_capacity(entry.size() + req.system.len() + 256);
+    out.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut out, model).map_err(encode_error)?;
+    out.extend_from_slice(format!(",\"max_tokens\":{max_tokens},\"messages\":[").as_bytes());
+    for (i, bytes) in entry.parts().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(bytes);
+    }
+    MESSAGES.keep(entry);
+    out.extend_from_slice(b"],\"stream\":true");
+    if !req.system.is_empty() {
+        out.extend_from_slice(b",\"system\":");
+        serde_json::to_writer(&mut out, &req.system).map_err(encode_error)?;
+    }
+    if !req.tools.is_empty() {
+        out.extend_from_slice(b",\"tools\":");
+        let encode =
+            |tools: &[ToolSpec]| serde_json::to_vec(&tools.iter().map(Tool).collect::<Vec<_>>()).map_err(encode_error);
+        TOOLS.append(&req.tools, encode, &mut out)?;
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+fn encode_error(e: serde_json::Error) -> Error {
+    Error::Protocol(format!("cannot encode the request: {e}"))
+}
+
+/// This format's kept encodings of recent requests' messages and tool lists.
+static MESSAGES: crate::kept::Messages = crate::kept::Messages::new();
+static TOOLS: crate::kept::Tools = crate::kept::Tools::new();
 
 /// The body, borrowed: `model`, `max_tokens`, `messages`, `stream`, then `system` and `tools`
 /// when there are any (the order `request_body` inserts them).

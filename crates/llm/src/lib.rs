@@ -18,6 +18,7 @@ pub mod anthropic;
 mod body;
 pub mod catalog;
 mod error;
+mod kept;
 pub mod openai;
 mod provider;
 mod retry;

@@ -139,29 +139,11 @@ fn encode_error(e: serde_json::Error) -> Error {
 }
 
 /// `request_bytes`, with the messages a recent request of this process began with taken from
-/// its encoding (`ENCODED`) instead of encoded again: a conversation sends all it holds on
-/// every model call, and between two calls it has only grown by a message or a few. The same
-/// bytes as `request_bytes` (a unit test compares them); a message is reused only when it is
-/// equal, part for part, to the one encoded.
+/// their kept encodings (`kept::Messages`) instead of encoded again, and the session's tool list
+/// too (`kept::Tools`). The same bytes as `request_bytes` (a unit test compares them); a message
+/// is reused only when it is equal, part for part, to the one encoded.
 pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, Error> {
-    let kept = || ENCODED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // The recent request sharing the longest start with this one, taken out while this call
-    // encodes the rest (other conversations' calls do not wait for it).
-    let common = |e: &Encoded| e.messages.iter().zip(&req.messages).take_while(|(a, b)| a == b).count();
-    let taken = {
-        let mut kept = kept();
-        let best = kept.iter().enumerate().map(|(i, e)| (common(e), i)).max();
-        best.filter(|&(n, _)| n > 0).map(|(n, i)| (n, kept.remove(i)))
-    };
-    let mut entry = match taken {
-        Some((n, mut e)) => {
-            e.messages.truncate(n);
-            e.encoded.truncate(n);
-            e
-        }
-        None => Encoded { messages: Vec::new(), encoded: Vec::new() },
-    };
-    for m in &req.messages[entry.messages.len()..] {
+    let entry = MESSAGES.encode(&req.messages, |m| {
         let mut msgs = Vec::new();
         message(m, &mut msgs);
         let mut bytes = Vec::new();
@@ -171,11 +153,9 @@ pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, 
             }
             serde_json::to_writer(&mut bytes, msg).map_err(encode_error)?;
         }
-        entry.messages.push(m.clone());
-        entry.encoded.push(bytes);
-    }
-    let size: usize = entry.encoded.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(size + req.system.len() + 256);
+        Ok(bytes)
+    })?;
+    let mut out = Vec::with_capacity(entry.size() + req.system.len() + 256);
     out.extend_from_slice(b"{\"model\":");
     serde_json::to_writer(&mut out, model).map_err(encode_error)?;
     out.extend_from_slice(b",\"messages\":[");
@@ -184,70 +164,31 @@ pub fn request_bytes_reusing(model: &str, req: &ChatRequest) -> Result<Vec<u8>, 
         serde_json::to_writer(&mut out, &Msg::System(&req.system)).map_err(encode_error)?;
         first = false;
     }
-    for bytes in entry.encoded.iter().filter(|b| !b.is_empty()) {
+    for bytes in entry.parts() {
         if !first {
             out.push(b',');
         }
         out.extend_from_slice(bytes);
         first = false;
     }
+    MESSAGES.keep(entry);
     out.extend_from_slice(b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}");
     if !req.tools.is_empty() {
         out.extend_from_slice(b",\"tools\":");
-        encoded_tools(&req.tools, &mut out)?;
+        let encode =
+            |tools: &[ToolSpec]| serde_json::to_vec(&tools.iter().map(Tool).collect::<Vec<_>>()).map_err(encode_error);
+        TOOLS.append(&req.tools, encode, &mut out)?;
     }
     if let Some(max) = req.max_tokens {
         out.extend_from_slice(format!(",\"max_tokens\":{max}").as_bytes());
     }
     out.push(b'}');
-    if size <= ENCODED_MAX_BYTES {
-        let mut kept = kept();
-        kept.insert(0, entry);
-        kept.truncate(ENCODED_KEPT);
-    }
     Ok(out)
 }
 
-/// Appends the encoding of `tools` to `out`: taken from `TOOLS_ENCODED` when this very list
-/// (a session's, shared while its tools stay the same) was encoded before, else encoded and
-/// kept. The same bytes as encoding it (the unit test of `request_bytes_reusing` compares).
-fn encoded_tools(tools: &std::sync::Arc<Vec<ToolSpec>>, out: &mut Vec<u8>) -> Result<(), Error> {
-    let kept = || TOOLS_ENCODED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, bytes)) = kept().iter().find(|(t, _)| t.as_ptr() == std::sync::Arc::as_ptr(tools)) {
-        out.extend_from_slice(bytes);
-        return Ok(());
-    }
-    let list: Vec<Tool> = tools.iter().map(Tool).collect();
-    let bytes = serde_json::to_vec(&list).map_err(encode_error)?;
-    out.extend_from_slice(&bytes);
-    let mut kept = kept();
-    kept.retain(|(t, _)| t.strong_count() > 0);
-    kept.insert(0, (std::sync::Arc::downgrade(tools), bytes));
-    kept.truncate(ENCODED_KEPT);
-    Ok(())
-}
-
-/// The encodings of recent tool lists, each with its list held weakly (an address is not reused
-/// while a `Weak` holds it, so the same pointer is the same list).
-static TOOLS_ENCODED: std::sync::Mutex<Vec<KeptTools>> = std::sync::Mutex::new(Vec::new());
-
-/// A tool list (held weakly) and its encoding.
-type KeptTools = (std::sync::Weak<Vec<ToolSpec>>, Vec<u8>);
-
-/// The messages of a recent request and each one's encoding (its body messages, comma-joined;
-/// empty when it gives none).
-struct Encoded {
-    messages: Vec<ChatMessage>,
-    encoded: Vec<Vec<u8>>,
-}
-
-/// How many recent requests are kept (a process may turn several conversations at once) and
-/// the largest kept: each costs about twice its body in memory, so at most about 16 MB in all;
-/// a larger conversation is encoded whole on every call, as before.
-const ENCODED_KEPT: usize = 4;
-const ENCODED_MAX_BYTES: usize = 2 << 20;
-
-static ENCODED: std::sync::Mutex<Vec<Encoded>> = std::sync::Mutex::new(Vec::new());
+/// This format's kept encodings of recent requests' messages and tool lists.
+static MESSAGES: crate::kept::Messages = crate::kept::Messages::new();
+static TOOLS: crate::kept::Tools = crate::kept::Tools::new();
 
 /// The body, borrowed: `model`, `messages`, `stream`, `stream_options`, then `tools` and
 /// `max_tokens` when there are any (the order `request_body` inserts them).

@@ -50,7 +50,9 @@ impl Provider for Chat {
         let s = &self.settings;
         let (body, headers) = match self.format {
             Format::OpenAi => (openai::request_bytes_reusing(&s.model, req)?, openai::headers(s)),
-            Format::Anthropic => (anthropic::request_bytes(&s.model, s.max_tokens, req)?, anthropic::headers(s)),
+            Format::Anthropic => {
+                (anthropic::request_bytes_reusing(&s.model, s.max_tokens, req)?, anthropic::headers(s))
+            }
         };
         let call = Call { agent: &self.agent, settings: s, headers: &headers, body: &body, cancelled };
         retry_cut_streams(s, &|| cancelled.is_set(), |delivered| {

@@ -342,16 +342,22 @@ mod tests {
         );
     }
 
-    /// The body built from the encodings of recent requests is the body built whole: for a
-    /// conversation that grows a message at a time, one edited in its middle, one cut short,
-    /// two conversations taking turns, with and without a system text, tools and a cap.
+    /// The body built from the encodings of recent requests is the body built whole, in both
+    /// wire formats: for a conversation that grows a message at a time, one edited in its
+    /// middle, one cut short, two conversations taking turns, with and without a system text,
+    /// tools and a cap.
     #[test]
     fn a_body_reusing_earlier_encodings_is_the_body_encoded_whole() {
         let full = every_kind_of_part(true, Some(64), "Be brief.");
         let same = |req: &ChatRequest| {
             let whole = String::from_utf8(openai::request_bytes("gpt-x", req).unwrap()).unwrap();
             let reused = String::from_utf8(openai::request_bytes_reusing("gpt-x", req).unwrap()).unwrap();
-            assert_eq!(reused, whole, "{} messages", req.messages.len());
+            assert_eq!(reused, whole, "OpenAI, {} messages", req.messages.len());
+            let whole = String::from_utf8(anthropic::request_bytes("claude-x", 4096, req).unwrap()).unwrap();
+            let reused = String::from_utf8(anthropic::request_bytes_reusing("claude-x", 4096, req).unwrap()).unwrap();
+            assert_eq!(reused, whole, "Anthropic, {} messages", req.messages.len());
+            let parsed: serde_json::Value = serde_json::from_str(&reused).expect("JSON");
+            assert_eq!(parsed, anthropic::request_body("claude-x", 4096, req), "the body request_body builds");
         };
         for n in 0..=full.messages.len() {
             let mut req = full.clone();
