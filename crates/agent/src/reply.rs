@@ -380,23 +380,14 @@ impl Turn {
             return Arc::default();
         }
         let listed = self.runtime.tools_shared();
-        let mut kept = lock(&SPECS);
-        kept.retain(|(from, _)| from.strong_count() > 0);
-        if let Some((_, specs)) = kept.iter().find(|(from, _)| from.as_ptr() == Arc::as_ptr(&listed)) {
-            return specs.clone();
-        }
-        let specs: Arc<Vec<ToolSpec>> = Arc::new(
-            listed
-                .iter()
-                .map(|t| ToolSpec {
-                    name: t.name.clone(),
-                    description: t.tool.description.clone().unwrap_or_default(),
-                    input_schema: gosling_extensions::runtime::input_schema(&t.tool),
-                })
-                .collect(),
-        );
-        kept.push((Arc::downgrade(&listed), specs.clone()));
-        specs
+        SPECS.get_or_insert_with(&listed, |listed| {
+            let specs = listed.iter().map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.tool.description.clone().unwrap_or_default(),
+                input_schema: gosling_extensions::runtime::input_schema(&t.tool),
+            });
+            Arc::new(specs.collect())
+        })
     }
 
     /// Runs the loop; every failure ends as an Error event, a panic in the loop too (it is
@@ -823,12 +814,10 @@ enum Called {
 }
 
 /// The model's view of each session's current tool list (`Turn::tool_specs`), made once per
-/// list: an entry goes when its list does (each runtime keeps its current one; a `Weak` keeps
-/// the address from being reused meanwhile).
-static SPECS: Mutex<Vec<KeptSpecs>> = Mutex::new(Vec::new());
-
-/// A session's tool list (held weakly) and the model's view of it.
-type KeptSpecs = (std::sync::Weak<Vec<gosling_extensions::runtime::SessionTool>>, Arc<Vec<ToolSpec>>);
+/// list and kept while the list lives (each runtime keeps its current one): room for more
+/// sessions than turn at once.
+static SPECS: gosling_util::PerArc<Vec<gosling_extensions::runtime::SessionTool>, Arc<Vec<ToolSpec>>> =
+    gosling_util::PerArc::new(64);
 
 /// The threads tool calls run on, kept between calls (a thread started per call cost a
 /// `clone`, a stack mapped and unmapped and the thread's set-up on every tool turn); one ends

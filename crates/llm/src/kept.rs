@@ -6,7 +6,7 @@
 
 use crate::error::Error;
 use crate::types::{ChatMessage, ToolSpec};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How many recent requests are kept (a process may turn several conversations at once) and
 /// the largest kept: each costs about twice its body in memory, so at most about 16 MB in all
@@ -84,16 +84,12 @@ impl Messages {
     }
 }
 
-/// The encodings of recent tool lists, each with its list held weakly (an address is not
-/// reused while a `Weak` holds it, so the same pointer is the same list).
-pub(crate) struct Tools(Mutex<Vec<KeptTools>>);
-
-/// A tool list (held weakly) and its encoding.
-type KeptTools = (Weak<Vec<ToolSpec>>, Vec<u8>);
+/// The encodings of recent tool lists, each kept while its list lives (`gosling_util::PerArc`).
+pub(crate) struct Tools(gosling_util::PerArc<Vec<ToolSpec>, Arc<Vec<u8>>>);
 
 impl Tools {
     pub(crate) const fn new() -> Tools {
-        Tools(Mutex::new(Vec::new()))
+        Tools(gosling_util::PerArc::new(KEPT))
     }
 
     /// Appends the encoding of `tools` to `out`: the one kept when this very list was encoded
@@ -104,17 +100,8 @@ impl Tools {
         encode: impl Fn(&[ToolSpec]) -> Result<Vec<u8>, Error>,
         out: &mut Vec<u8>,
     ) -> Result<(), Error> {
-        let kept = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, bytes)) = kept().iter().find(|(t, _)| t.as_ptr() == Arc::as_ptr(tools)) {
-            out.extend_from_slice(bytes);
-            return Ok(());
-        }
-        let bytes = encode(tools)?;
+        let bytes = self.0.get_or_make(tools, |t| encode(t).map(Arc::new))?;
         out.extend_from_slice(&bytes);
-        let mut kept = kept();
-        kept.retain(|(t, _)| t.strong_count() > 0);
-        kept.insert(0, (Arc::downgrade(tools), bytes));
-        kept.truncate(KEPT);
         Ok(())
     }
 }

@@ -1,9 +1,10 @@
 //! Small helpers std lacks: random tokens, SHA-256, hex, base64, RFC 3339 timestamps, the
-//! one way a mutex is locked, kept threads (`Workers`), the HTTP clients' resolver (`LiteralFirst`). The root declares the modules and
+//! one way a mutex is locked, kept threads (`Workers`), values kept per shared list (`PerArc`), the HTTP clients' resolver (`LiteralFirst`). The root declares the modules and
 //! re-exports their items at the crate's top level (`gosling_util::lock`, `gosling_util::hex`, ...).
 #![deny(unsafe_code)]
 
 mod encoding;
+mod per_arc;
 mod random;
 mod resolve;
 mod sync;
@@ -12,6 +13,7 @@ mod words;
 mod workers;
 
 pub use encoding::{base64_decode, base64_encode, hex, sha256};
+pub use per_arc::PerArc;
 pub use random::{random_bytes, random_hex, XorShift};
 pub use resolve::LiteralFirst;
 pub use sync::lock;
