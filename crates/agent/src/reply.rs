@@ -484,12 +484,14 @@ impl Turn {
         // one the session's last turn kept, while its messages are still the conversation's
         // start (the same lineage), plus the messages stored since.
         let (mut messages, covered) = msg::take_converted(&self.session_id, self.lineage, self.earlier.len());
+        // A kept conversion was kept only when pairing changed nothing in it: it pairs already.
+        let paired = messages.len();
         messages.extend(msg::to_llm(&self.earlier[covered..]));
         let earlier = messages.len();
         let mut request =
             ChatRequest { system: self.system_prompt(), messages, tools: self.tool_specs(), max_tokens: None };
         let mut kept_whole = true;
-        let result = self.steps(&mut request, earlier, &mut kept_whole, out, cancel);
+        let result = self.steps(&mut request, (earlier, paired), &mut kept_whole, out, cancel);
         // Kept for the next turn, unless making calls and results pair changed it.
         if kept_whole {
             request.messages.truncate(earlier);
@@ -499,20 +501,20 @@ impl Turn {
     }
 
     /// The turn's steps: a model call, the tools it asks for, again, until it answers. `request`
-    /// begins with the earlier conversation's `earlier` messages; `kept_whole` is cleared when
-    /// they were changed (`msg::pair_tool_traffic`).
+    /// begins with the earlier conversation's `earlier` messages, of which the first `paired`
+    /// are known to pair; `kept_whole` is cleared when the earlier ones were changed
+    /// (`msg::pair_tool_traffic`).
     fn steps(
         &mut self,
         request: &mut ChatRequest,
-        earlier: usize,
+        (earlier, mut paired): (usize, usize),
         kept_whole: &mut bool,
         out: &mut Out,
         cancel: &Receiver<()>,
     ) -> Result<(), super::Error> {
         let mut converted = 0;
-        // The model's messages checked so far for calls and results that pair
+        // `paired`: the model's messages checked so far for calls and results that pair
         // (`msg::pair_tool_traffic`): the earlier conversation once, then what each step adds.
-        let mut paired = 0;
         // Tool results kept by this reply so far (see `bound_results`).
         let mut results_bytes = 0usize;
         for _ in 0..self.max_turns {
